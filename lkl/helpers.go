@@ -1,0 +1,269 @@
+package lkl
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Typed helpers over Syscall6. They allocate (path strings are copied into
+// NUL-terminated buffers) and are meant for setup and tests; the dispatch
+// hot path calls Syscall6 with its own buffers.
+
+func cstr(s string) ([]byte, error) {
+	if bytes.IndexByte([]byte(s), 0) >= 0 {
+		return nil, unix.EINVAL
+	}
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return b, nil
+}
+
+func ptr(b []byte) uintptr {
+	if len(b) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(&b[0]))
+}
+
+func errOf(e unix.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+// call1p issues a syscall whose first pointer argument is path p.
+func pathCall(nr uintptr, path string, pre []uintptr, post ...uintptr) (uintptr, error) {
+	p, err := cstr(path)
+	if err != nil {
+		return 0, err
+	}
+	var a [6]uintptr
+	n := copy(a[:], pre)
+	a[n] = ptr(p)
+	copy(a[n+1:], post)
+	r, e := Syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5])
+	runtime.KeepAlive(p)
+	return r, errOf(e)
+}
+
+// Openat opens path relative to dirfd.
+func Openat(dirfd int, path string, flags int, mode uint32) (int, error) {
+	r, err := pathCall(SysOpenat, path, []uintptr{uintptr(dirfd)}, uintptr(flags), uintptr(mode))
+	return int(r), err
+}
+
+// Open opens path relative to the kernel's cwd.
+func Open(path string, flags int, mode uint32) (int, error) {
+	return Openat(AtFdcwd, path, flags, mode)
+}
+
+// Close closes an LKL fd.
+func Close(fd int) error {
+	_, e := Syscall6(SysClose, uintptr(fd), 0, 0, 0, 0, 0)
+	return errOf(e)
+}
+
+// Read reads from an LKL fd.
+func Read(fd int, b []byte) (int, error) {
+	r, e := Syscall6(SysRead, uintptr(fd), ptr(b), uintptr(len(b)), 0, 0, 0)
+	runtime.KeepAlive(b)
+	return int(r), errOf(e)
+}
+
+// Write writes to an LKL fd.
+func Write(fd int, b []byte) (int, error) {
+	r, e := Syscall6(SysWrite, uintptr(fd), ptr(b), uintptr(len(b)), 0, 0, 0)
+	runtime.KeepAlive(b)
+	return int(r), errOf(e)
+}
+
+// Fsync flushes an LKL fd.
+func Fsync(fd int) error {
+	_, e := Syscall6(SysFsync, uintptr(fd), 0, 0, 0, 0, 0)
+	return errOf(e)
+}
+
+// Sync flushes every filesystem.
+func Sync() { Syscall6(SysSync, 0, 0, 0, 0, 0, 0) }
+
+// Mkdir creates a directory.
+func Mkdir(path string, mode uint32) error {
+	_, err := pathCall(SysMkdirat, path, []uintptr{uintptr(AtFdcwd & 0xffffffff)}, uintptr(mode))
+	return err
+}
+
+// Unlink removes a file; with dir set, an empty directory.
+func Unlink(path string, dir bool) error {
+	flags := uintptr(0)
+	if dir {
+		flags = unix.AT_REMOVEDIR
+	}
+	_, err := pathCall(SysUnlinkat, path, []uintptr{uintptr(AtFdcwd & 0xffffffff)}, flags)
+	return err
+}
+
+// Rename renames oldpath to newpath.
+func Rename(oldpath, newpath string) error {
+	o, err := cstr(oldpath)
+	if err != nil {
+		return err
+	}
+	n, err := cstr(newpath)
+	if err != nil {
+		return err
+	}
+	cwd := uintptr(AtFdcwd & 0xffffffff)
+	_, e := Syscall6(SysRenameat2, cwd, ptr(o), cwd, ptr(n), 0, 0)
+	runtime.KeepAlive(o)
+	runtime.KeepAlive(n)
+	return errOf(e)
+}
+
+// Mknod creates a device node.
+func Mknod(path string, mode uint32, dev uint64) error {
+	_, err := pathCall(SysMknodat, path, []uintptr{uintptr(AtFdcwd & 0xffffffff)}, uintptr(mode), uintptr(dev))
+	return err
+}
+
+// Chdir changes the kernel's cwd.
+func Chdir(path string) error {
+	_, err := pathCall(SysChdir, path, nil)
+	return err
+}
+
+// Chroot changes the kernel's root.
+func Chroot(path string) error {
+	_, err := pathCall(SysChroot, path, nil)
+	return err
+}
+
+// Mount mounts source on target.
+func Mount(source, target, fstype string, flags uintptr, data string) error {
+	s, err := cstr(source)
+	if err != nil {
+		return err
+	}
+	t, err := cstr(target)
+	if err != nil {
+		return err
+	}
+	f, err := cstr(fstype)
+	if err != nil {
+		return err
+	}
+	var d []byte
+	if data != "" {
+		if d, err = cstr(data); err != nil {
+			return err
+		}
+	}
+	_, e := Syscall6(SysMount, ptr(s), ptr(t), ptr(f), flags, ptr(d), 0)
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(t)
+	runtime.KeepAlive(f)
+	runtime.KeepAlive(d)
+	return errOf(e)
+}
+
+// Umount unmounts target.
+func Umount(target string, flags int) error {
+	_, err := pathCall(SysUmount2, target, nil, uintptr(flags))
+	return err
+}
+
+// Stat returns the LKL stat of path, following symlinks unless nofollow.
+func Stat(path string, nofollow bool) (Stat64, error) {
+	var st Stat64
+	flags := uintptr(0)
+	if nofollow {
+		flags = unix.AT_SYMLINK_NOFOLLOW
+	}
+	_, err := pathCall(SysNewfstatat, path, []uintptr{uintptr(AtFdcwd & 0xffffffff)}, uintptr(unsafe.Pointer(&st)), flags)
+	return st, err
+}
+
+// Fstat returns the LKL stat of fd.
+func Fstat(fd int) (Stat64, error) {
+	var st Stat64
+	_, e := Syscall6(SysFstat, uintptr(fd), uintptr(unsafe.Pointer(&st)), 0, 0, 0, 0)
+	return st, errOf(e)
+}
+
+// Uname returns the kernel's utsname (the layout is the same on every arch).
+func Uname() (unix.Utsname, error) {
+	var u unix.Utsname
+	_, e := Syscall6(SysUname, uintptr(unsafe.Pointer(&u)), 0, 0, 0, 0, 0)
+	return u, errOf(e)
+}
+
+// ReadFile reads a whole file from the kernel's filesystem.
+func ReadFile(path string) ([]byte, error) {
+	fd, err := Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer Close(fd)
+	var out []byte
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := Read(fd, buf)
+		if err != nil {
+			return out, err
+		}
+		if n == 0 {
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+	}
+}
+
+// WriteFile creates or truncates path and writes data.
+func WriteFile(path string, data []byte, mode uint32) error {
+	fd, err := Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return err
+	}
+	for len(data) > 0 {
+		n, err := Write(fd, data)
+		if err != nil {
+			Close(fd)
+			return err
+		}
+		data = data[n:]
+	}
+	return Close(fd)
+}
+
+// ReadDir lists the names in a directory (without . and ..).
+func ReadDir(path string) ([]string, error) {
+	fd, err := Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer Close(fd)
+	var names []string
+	buf := make([]byte, 8<<10)
+	for {
+		r, e := Syscall6(SysGetdents64, uintptr(fd), ptr(buf), uintptr(len(buf)), 0, 0, 0)
+		if e != 0 {
+			return names, e
+		}
+		if r == 0 {
+			return names, nil
+		}
+		err := WalkDirents(buf[:r], func(d Dirent) bool {
+			if d.Name != "." && d.Name != ".." {
+				names = append(names, d.Name)
+			}
+			return true
+		})
+		if err != nil {
+			return names, fmt.Errorf("lkl: getdents64 %s: %w", path, err)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+//go:build lkl
+
+package lkl
+
+/*
+#cgo CFLAGS: -O2 -Wall
+#cgo LDFLAGS: -l:liblkl.a -lpthread -lrt -Wl,-z,noexecstack
+#include <stdlib.h>
+#include "lkl_glue.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Available reports whether this binary links liblkl.
+const Available = true
+
+// APIGeneration reports which LKL entry points the linked liblkl has: 1 for
+// lkl_start_kernel(ops, cmdline), 2 for lkl_init + lkl_start_kernel(cmdline).
+func APIGeneration() int { return int(C.kbox_lkl_api_generation()) }
+
+func boot(cmdline string) error {
+	cs := C.CString(cmdline)
+	defer C.free(unsafe.Pointer(cs))
+	if r := C.kbox_lkl_boot(cs); r < 0 {
+		return fmt.Errorf("lkl: start kernel (%q): %w", cmdline, unix.Errno(-r))
+	}
+	return nil
+}
+
+func shutdown() { C.kbox_lkl_shutdown() }
+
+func diskAdd(fd int) int { return int(C.kbox_lkl_disk_add(C.int(fd))) }
+
+func mountDev(id, part int, fstype string, flags uintptr, opts string) (string, error) {
+	cfs := C.CString(fstype)
+	defer C.free(unsafe.Pointer(cfs))
+	var copts *C.char
+	if opts != "" {
+		copts = C.CString(opts)
+		defer C.free(unsafe.Pointer(copts))
+	}
+	var buf [256]C.char
+	r := C.kbox_lkl_mount_dev(C.uint(id), C.uint(part), cfs, C.int(flags), copts, &buf[0], C.uint(len(buf)))
+	if r < 0 {
+		return "", unix.Errno(-r)
+	}
+	return C.GoString(&buf[0]), nil
+}
+
+func syscall6(nr, a1, a2, a3, a4, a5, a6 int64) int64 {
+	return int64(C.kbox_lkl_syscall6(C.long(nr), C.long(a1), C.long(a2), C.long(a3), C.long(a4), C.long(a5), C.long(a6)))
+}

@@ -1,0 +1,13 @@
+/* kbox glue over liblkl: the only C that touches LKL. */
+#ifndef KBOX_LKL_GLUE_H
+#define KBOX_LKL_GLUE_H
+
+int kbox_lkl_api_generation(void);
+int kbox_lkl_boot(const char *cmdline);
+void kbox_lkl_shutdown(void);
+int kbox_lkl_disk_add(int fd);
+long kbox_lkl_mount_dev(unsigned int disk_id, unsigned int part, const char *fstype,
+			int flags, const char *opts, char *out, unsigned int outlen);
+long kbox_lkl_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+
+#endif

@@ -1,0 +1,20 @@
+//go:build !lkl
+
+package lkl
+
+// Available reports whether this binary links liblkl.
+const Available = false
+
+// APIGeneration reports which LKL entry points the linked liblkl has; 0 when
+// built without LKL.
+func APIGeneration() int { return 0 }
+
+func boot(string) error { return ErrNotBuilt }
+
+func shutdown() {}
+
+func diskAdd(int) int { return -38 } // ENOSYS
+
+func mountDev(int, int, string, uintptr, string) (string, error) { return "", ErrNotBuilt }
+
+func syscall6(_, _, _, _, _, _, _ int64) int64 { return -38 } // ENOSYS

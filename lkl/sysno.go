@@ -1,0 +1,66 @@
+package lkl
+
+// LKL syscall numbers. LKL follows include/uapi/asm-generic/unistd.h, the
+// table arm64 also uses; x86_64 numbers differ. The lkl-tagged tests check
+// each value against the linked headers' __lkl__NR_* macros.
+const (
+	SysGetcwd         = 17
+	SysEventfd2       = 19
+	SysDup            = 23
+	SysDup3           = 24
+	SysFcntl          = 25
+	SysIoctl          = 29
+	SysFlock          = 32
+	SysMknodat        = 33
+	SysMkdirat        = 34
+	SysUnlinkat       = 35
+	SysSymlinkat      = 36
+	SysLinkat         = 37
+	SysUmount2        = 39
+	SysMount          = 40
+	SysStatfs         = 43
+	SysFstatfs        = 44
+	SysTruncate       = 45
+	SysFtruncate      = 46
+	SysFallocate      = 47
+	SysFaccessat      = 48
+	SysChdir          = 49
+	SysFchdir         = 50
+	SysChroot         = 51
+	SysFchmod         = 52
+	SysFchmodat       = 53
+	SysFchownat       = 54
+	SysFchown         = 55
+	SysOpenat         = 56
+	SysClose          = 57
+	SysGetdents64     = 61
+	SysLseek          = 62
+	SysRead           = 63
+	SysWrite          = 64
+	SysReadv          = 65
+	SysWritev         = 66
+	SysPread64        = 67
+	SysPwrite64       = 68
+	SysPreadv         = 69
+	SysPwritev        = 70
+	SysSendfile       = 71
+	SysReadlinkat     = 78
+	SysNewfstatat     = 79
+	SysFstat          = 80
+	SysSync           = 81
+	SysFsync          = 82
+	SysFdatasync      = 83
+	SysUtimensat      = 88
+	SysUname          = 160
+	SysUmask          = 166
+	SysGetpid         = 172
+	SysRenameat2      = 276
+	SysCopyFileRange  = 285
+	SysStatx          = 291
+	SysOpenat2        = 437
+	SysCloseRange     = 436
+	SysFaccessat2     = 439
+)
+
+// AtFdcwd is AT_FDCWD.
+const AtFdcwd = -100

@@ -1,0 +1,163 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// Profile selects which mounts Setup makes inside the guest root.
+type Profile int
+
+const (
+	// ProfileNone mounts the image and nothing else (-r).
+	ProfileNone Profile = iota
+	// ProfileMinimal mounts proc and a /dev.
+	ProfileMinimal
+	// ProfileFull mounts proc, sysfs, tmpfs on /tmp and a /dev (-R, -S).
+	ProfileFull
+)
+
+// Options configures Setup.
+type Options struct {
+	FSType    string
+	Partition int
+	ReadOnly  bool
+	MountOpts []string
+	Profile   Profile
+	Kernel    lkl.Config
+}
+
+// Root is a booted kernel with the image mounted as its root.
+type Root struct {
+	Image *Image
+	Disk  lkl.Disk
+	// MountPoint is where LKL mounted the image before the chroot.
+	MountPoint string
+	// Mounts lists the recommended mounts that were made.
+	Mounts []string
+	// Warnings lists recommended mounts that the linked kernel or the image
+	// could not provide.
+	Warnings []string
+	// BootTime is the time from boot to a mounted, chrooted root.
+	BootTime time.Duration
+}
+
+// Setup boots the kernel, mounts img as its root and makes the mounts of
+// opt.Profile. On error the kernel is halted.
+func Setup(img *Image, opt Options) (*Root, error) {
+	start := time.Now()
+	if opt.FSType == "" {
+		opt.FSType = "ext4"
+	}
+	if err := lkl.Boot(opt.Kernel); err != nil {
+		return nil, err
+	}
+	r := &Root{Image: img}
+	fail := func(err error) (*Root, error) {
+		lkl.Halt()
+		return nil, err
+	}
+	d, err := lkl.AddDisk(img.Fd())
+	if err != nil {
+		return fail(&ImageError{Path: img.Path, Msg: "cannot attach as a disk", Err: err})
+	}
+	r.Disk = d
+	flags := uintptr(0)
+	if opt.ReadOnly {
+		flags |= unix.MS_RDONLY
+	}
+	mnt, err := d.Mount(opt.Partition, opt.FSType, flags, strings.Join(opt.MountOpts, ","))
+	if err != nil {
+		return fail(&ImageError{Path: img.Path, Msg: mountErrorText(opt, err), Err: err})
+	}
+	r.MountPoint = mnt
+	if err := lkl.Chdir(mnt); err != nil {
+		return fail(fmt.Errorf("lkl: chdir %s: %w", mnt, err))
+	}
+	if err := lkl.Chroot("."); err != nil {
+		return fail(fmt.Errorf("lkl: chroot %s: %w", mnt, err))
+	}
+	if err := lkl.Chdir("/"); err != nil {
+		return fail(fmt.Errorf("lkl: chdir /: %w", err))
+	}
+	r.mountProfile(opt)
+	r.BootTime = time.Since(start)
+	return r, nil
+}
+
+func mountErrorText(opt Options, err error) string {
+	switch {
+	case errors.Is(err, unix.ENODEV):
+		return fmt.Sprintf("filesystem type %q is not supported by the linked kernel", opt.FSType)
+	case errors.Is(err, unix.EINVAL):
+		return fmt.Sprintf("not a valid %s filesystem, or bad mount options %q", opt.FSType, strings.Join(opt.MountOpts, ","))
+	case errors.Is(err, unix.EUCLEAN), errors.Is(err, unix.EIO):
+		return fmt.Sprintf("%s filesystem is corrupt or unreadable (run e2fsck -f on it)", opt.FSType)
+	case errors.Is(err, unix.ENXIO), errors.Is(err, unix.ENOENT):
+		return fmt.Sprintf("partition %d not found", opt.Partition)
+	}
+	return "cannot mount " + opt.FSType
+}
+
+type mountSpec struct {
+	target, fstype, data string
+	mode                 uint32
+}
+
+// devNodes are the character devices made in /dev: LKL has no devtmpfs.
+var devNodes = []struct {
+	name         string
+	major, minor uint32
+}{
+	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9},
+}
+
+func (r *Root) mountProfile(opt Options) {
+	var specs []mountSpec
+	switch opt.Profile {
+	case ProfileMinimal:
+		specs = []mountSpec{{"/proc", "proc", "", 0o555}, {"/dev", "tmpfs", "mode=755", 0o755}}
+	case ProfileFull:
+		specs = []mountSpec{
+			{"/proc", "proc", "", 0o555},
+			{"/sys", "sysfs", "", 0o555},
+			// Without CONFIG_SHMEM, "tmpfs" is ramfs underneath: no size
+			// limit, but it works.
+			{"/tmp", "tmpfs", "mode=1777", 0o1777},
+			{"/dev", "tmpfs", "mode=755", 0o755},
+		}
+	}
+	for _, s := range specs {
+		if _, err := lkl.Stat(s.target, false); err != nil {
+			if err := lkl.Mkdir(s.target, s.mode); err != nil {
+				r.Warnings = append(r.Warnings, fmt.Sprintf("no %s: cannot create it (%v)", s.target, err))
+				continue
+			}
+		}
+		if err := lkl.Mount(s.fstype, s.target, s.fstype, 0, s.data); err != nil {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("mount %s on %s: %v", s.fstype, s.target, err))
+			continue
+		}
+		r.Mounts = append(r.Mounts, s.target)
+		if s.target == "/dev" {
+			for _, n := range devNodes {
+				dev := unix.Mkdev(n.major, n.minor)
+				if err := lkl.Mknod("/dev/"+n.name, unix.S_IFCHR|0o666, dev); err != nil {
+					r.Warnings = append(r.Warnings, fmt.Sprintf("mknod /dev/%s: %v", n.name, err))
+				}
+			}
+		}
+	}
+}
+
+// Close syncs and halts the kernel, then releases the image.
+func (r *Root) Close() error {
+	lkl.Sync()
+	lkl.Halt()
+	return r.Image.Close()
+}
