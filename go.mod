@@ -3,10 +3,13 @@ module github.com/kbox-project/kbox
 go 1.26.0
 
 require (
+	github.com/chromedp/chromedp v0.22.1
+	github.com/elastic/go-seccomp-bpf v1.4.0
+	golang.org/x/net v0.62.0
+	golang.org/x/sys v0.49.0
+)
+
+require (
 	github.com/chromedp/cdproto v0.159.0 // indirect
-	github.com/chromedp/chromedp v0.22.1 // indirect
-	github.com/elastic/go-seccomp-bpf v1.4.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
-	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 )

@@ -6,13 +6,40 @@
 #include <lkl_host.h>
 #include "lkl_glue.h"
 
+/* Disks added so far, kept so that lkl_disk_remove gets the handle that
+ * lkl_disk_add filled in. */
+#define KBOX_MAX_DISKS 16
+static struct lkl_disk disks[KBOX_MAX_DISKS];
+
 int kbox_lkl_disk_add(int fd)
 {
 	struct lkl_disk disk;
+	int id;
 
 	memset(&disk, 0, sizeof(disk));
 	disk.fd = fd;
-	return lkl_disk_add(&disk);
+	id = lkl_disk_add(&disk);
+	if (id >= KBOX_MAX_DISKS) {
+		lkl_disk_remove(disk);
+		return -24; /* EMFILE */
+	}
+	if (id >= 0)
+		disks[id] = disk;
+	return id;
+}
+
+int kbox_lkl_disk_remove(int id)
+{
+	if (id < 0 || id >= KBOX_MAX_DISKS || disks[id].dev == NULL)
+		return -22; /* EINVAL */
+	int err = lkl_disk_remove(disks[id]);
+	memset(&disks[id], 0, sizeof(disks[id]));
+	return err;
+}
+
+long kbox_lkl_umount_dev(unsigned int disk_id, unsigned int part, int flags, long timeout_ms)
+{
+	return lkl_umount_dev(disk_id, part, flags, timeout_ms);
 }
 
 long kbox_lkl_mount_dev(unsigned int disk_id, unsigned int part, const char *fstype,

@@ -136,6 +136,12 @@ func Chdir(path string) error {
 	return err
 }
 
+// Fchdir changes the kernel's cwd to an open directory.
+func Fchdir(fd int) error {
+	_, e := Syscall6(SysFchdir, uintptr(fd), 0, 0, 0, 0, 0)
+	return errOf(e)
+}
+
 // Chroot changes the kernel's root.
 func Chroot(path string) error {
 	_, err := pathCall(SysChroot, path, nil)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -141,4 +142,22 @@ func (d Disk) Mount(part int, fstype string, flags uintptr, opts string) (string
 		return "", ErrNotBuilt
 	}
 	return mountDev(d.ID, part, fstype, flags, opts)
+}
+
+// Unmount unmounts a partition mounted with Mount, waiting up to timeout for
+// the kernel to release closed files. It must run outside any chroot into
+// the disk.
+func (d Disk) Unmount(part int, timeout time.Duration) error {
+	if r := umountDev(d.ID, part, int(timeout.Milliseconds())); r < 0 {
+		return unix.Errno(-r)
+	}
+	return nil
+}
+
+// Remove detaches the disk, flushing it to the host file.
+func (d Disk) Remove() error {
+	if r := diskRemove(d.ID); r < 0 {
+		return unix.Errno(-r)
+	}
+	return nil
 }

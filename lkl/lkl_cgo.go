@@ -53,6 +53,12 @@ func mountDev(id, part int, fstype string, flags uintptr, opts string) (string, 
 	return C.GoString(&buf[0]), nil
 }
 
+func diskRemove(id int) int { return int(C.kbox_lkl_disk_remove(C.int(id))) }
+
+func umountDev(id, part int, timeoutMs int) int {
+	return int(C.kbox_lkl_umount_dev(C.uint(id), C.uint(part), 0, C.long(timeoutMs)))
+}
+
 func syscall6(nr, a1, a2, a3, a4, a5, a6 int64) int64 {
 	return int64(C.kbox_lkl_syscall6(C.long(nr), C.long(a1), C.long(a2), C.long(a3), C.long(a4), C.long(a5), C.long(a6)))
 }

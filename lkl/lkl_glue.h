@@ -6,6 +6,8 @@ int kbox_lkl_api_generation(void);
 int kbox_lkl_boot(const char *cmdline);
 void kbox_lkl_shutdown(void);
 int kbox_lkl_disk_add(int fd);
+int kbox_lkl_disk_remove(int id);
+long kbox_lkl_umount_dev(unsigned int disk_id, unsigned int part, int flags, long timeout_ms);
 long kbox_lkl_mount_dev(unsigned int disk_id, unsigned int part, const char *fstype,
 			int flags, const char *opts, char *out, unsigned int outlen);
 long kbox_lkl_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6);

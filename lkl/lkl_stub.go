@@ -17,4 +17,8 @@ func diskAdd(int) int { return -38 } // ENOSYS
 
 func mountDev(int, int, string, uintptr, string) (string, error) { return "", ErrNotBuilt }
 
+func diskRemove(int) int { return -38 } // ENOSYS
+
+func umountDev(int, int, int) int { return -38 } // ENOSYS
+
 func syscall6(_, _, _, _, _, _, _ int64) int64 { return -38 } // ENOSYS

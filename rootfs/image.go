@@ -120,6 +120,8 @@ const (
 	extSuperOffset   = 1024
 	extMagic         = 0xEF53
 	extIncompat64Bit = 0x80
+	// extIncompatRecover is EXT3_FEATURE_INCOMPAT_RECOVER (needs_recovery).
+	extIncompatRecover = 0x4
 )
 
 // checkExtSuperblock reads the primary ext2/3/4 superblock and rejects files

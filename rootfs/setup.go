@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -45,6 +46,11 @@ type Root struct {
 	Warnings []string
 	// BootTime is the time from boot to a mounted, chrooted root.
 	BootTime time.Duration
+
+	// outside is an LKL fd of the kernel's root before the chroot, kept to
+	// leave the chroot and unmount the image cleanly at Close.
+	outside int
+	opt     Options
 }
 
 // Setup boots the kernel, mounts img as its root and makes the mounts of
@@ -57,7 +63,7 @@ func Setup(img *Image, opt Options) (*Root, error) {
 	if err := lkl.Boot(opt.Kernel); err != nil {
 		return nil, err
 	}
-	r := &Root{Image: img}
+	r := &Root{Image: img, opt: opt}
 	fail := func(err error) (*Root, error) {
 		lkl.Halt()
 		return nil, err
@@ -71,11 +77,23 @@ func Setup(img *Image, opt Options) (*Root, error) {
 	if opt.ReadOnly {
 		flags |= unix.MS_RDONLY
 	}
+	setClock()
 	mnt, err := d.Mount(opt.Partition, opt.FSType, flags, strings.Join(opt.MountOpts, ","))
+	if err != nil && opt.ReadOnly && extFamily(opt.FSType) && needsRecovery(img) {
+		// A read-only device cannot replay the journal. Mount without it,
+		// and say that the newest changes are not visible.
+		mnt, err = d.Mount(opt.Partition, opt.FSType, flags, strings.Join(append(opt.MountOpts, "norecovery"), ","))
+		if err == nil {
+			r.Warnings = append(r.Warnings, "the image's journal needs recovery (an earlier read-write run was not unmounted cleanly); mounted read-only without replaying it, so its newest changes are not visible: boot it once read-write, or run e2fsck -fy on it")
+		}
+	}
 	if err != nil {
 		return fail(&ImageError{Path: img.Path, Msg: mountErrorText(opt, err), Err: err})
 	}
 	r.MountPoint = mnt
+	if r.outside, err = lkl.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		return fail(fmt.Errorf("lkl: open /: %w", err))
+	}
 	if err := lkl.Chdir(mnt); err != nil {
 		return fail(fmt.Errorf("lkl: chdir %s: %w", mnt, err))
 	}
@@ -155,9 +173,67 @@ func (r *Root) mountProfile(opt Options) {
 	}
 }
 
-// Close syncs and halts the kernel, then releases the image.
+// Close unmounts everything, halts the kernel and releases the image. The
+// image is unmounted before the halt: LKL's halt alone leaves the ext4
+// journal marked as needing recovery.
 func (r *Root) Close() error {
 	lkl.Sync()
+	var errs []error
+	lkl.Chdir("/")
+	for i := len(r.Mounts) - 1; i >= 0; i-- {
+		if err := umountRetry(r.Mounts[i]); err != nil {
+			errs = append(errs, fmt.Errorf("umount %s: %w", r.Mounts[i], err))
+		}
+	}
+	if err := lkl.Fchdir(r.outside); err != nil {
+		errs = append(errs, fmt.Errorf("leave chroot: %w", err))
+	} else {
+		lkl.Chroot(".")
+		lkl.Close(r.outside)
+		lkl.Chdir("/")
+		if err := r.Disk.Unmount(r.opt.Partition, 2*time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("umount image: %w (files still open?)", err))
+		} else if err := r.Disk.Remove(); err != nil {
+			errs = append(errs, fmt.Errorf("detach image: %w", err))
+		}
+	}
 	lkl.Halt()
-	return r.Image.Close()
+	if err := r.Image.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// umountRetry unmounts target, retrying while it is busy: LKL releases closed
+// files from a workqueue (its host threads never return to user space, where
+// a kernel would run the deferred fput), so a umount right after a close can
+// briefly see EBUSY.
+func umountRetry(target string) error {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := lkl.Umount(target, 0)
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// setClock gives the kernel the host's wall-clock time: LKL starts at the
+// epoch, and files written by the guest would otherwise be dated 1970.
+func setClock() {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME, &ts) == nil {
+		lkl.Syscall6(lkl.SysClockSettime, unix.CLOCK_REALTIME, uintptr(unsafePointer(&ts)), 0, 0, 0, 0)
+	}
+}
+
+// needsRecovery reports whether the ext superblock has the needs_recovery
+// flag (journal not replayed).
+func needsRecovery(img *Image) bool {
+	var sb [1024]byte
+	if _, err := img.File.ReadAt(sb[:], extSuperOffset); err != nil {
+		return false
+	}
+	return binary.LittleEndian.Uint32(sb[0x60:])&extIncompatRecover != 0
 }

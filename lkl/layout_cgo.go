@@ -1,0 +1,37 @@
+//go:build lkl
+
+package lkl
+
+/*
+#include <stddef.h>
+#include <lkl.h>
+#define OFF(f) static size_t off_##f(void) { return offsetof(struct lkl_stat, f); }
+OFF(st_mode) OFF(st_size) OFF(st_blksize) OFF(st_blocks) OFF(st_mtime_nsec) OFF(st_ctime_nsec)
+*/
+import "C"
+
+// cLayout reports sizes, offsets and syscall numbers from the linked LKL
+// headers, for the tests that hold the Go definitions to them.
+func cLayout() map[string]uintptr {
+	return map[string]uintptr{
+		"sizeof(stat)":     C.sizeof_struct_lkl_stat,
+		"st_mode":          uintptr(C.off_st_mode()),
+		"st_size":          uintptr(C.off_st_size()),
+		"st_blksize":       uintptr(C.off_st_blksize()),
+		"st_blocks":        uintptr(C.off_st_blocks()),
+		"st_mtime_nsec":    uintptr(C.off_st_mtime_nsec()),
+		"st_ctime_nsec":    uintptr(C.off_st_ctime_nsec()),
+		"sizeof(statx)":    C.sizeof_struct_lkl_statx,
+		"NR_openat":        C.__lkl__NR_openat,
+		"NR_newfstatat":    C.__lkl__NR3264_fstatat,
+		"NR_getdents64":    C.__lkl__NR_getdents64,
+		"NR_renameat2":     C.__lkl__NR_renameat2,
+		"NR_statx":         C.__lkl__NR_statx,
+		"NR_mount":         C.__lkl__NR_mount,
+		"NR_chroot":        C.__lkl__NR_chroot,
+		"NR_uname":         C.__lkl__NR_uname,
+		"NR_clock_settime": C.__lkl__NR_clock_settime,
+		"NR_openat2":       C.__lkl__NR_openat2,
+		"NR_faccessat2":    C.__lkl__NR_faccessat2,
+	}
+}

@@ -1,0 +1,47 @@
+//go:build lkl
+
+package lkl
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestLayoutMatchesHeaders holds the Go ABI definitions to the linked LKL
+// headers.
+func TestLayoutMatchesHeaders(t *testing.T) {
+	var s Stat64
+	c := cLayout()
+	want := map[string]uintptr{
+		"sizeof(stat)":     unsafe.Sizeof(s),
+		"st_mode":          unsafe.Offsetof(s.Mode),
+		"st_size":          unsafe.Offsetof(s.Size),
+		"st_blksize":       unsafe.Offsetof(s.Blksize),
+		"st_blocks":        unsafe.Offsetof(s.Blocks),
+		"st_mtime_nsec":    unsafe.Offsetof(s.MtimeNsec),
+		"st_ctime_nsec":    unsafe.Offsetof(s.CtimeNsec),
+		"sizeof(statx)":    SizeofStatx,
+		"NR_openat":        SysOpenat,
+		"NR_newfstatat":    SysNewfstatat,
+		"NR_getdents64":    SysGetdents64,
+		"NR_renameat2":     SysRenameat2,
+		"NR_statx":         SysStatx,
+		"NR_mount":         SysMount,
+		"NR_chroot":        SysChroot,
+		"NR_uname":         SysUname,
+		"NR_clock_settime": SysClockSettime,
+		"NR_openat2":       SysOpenat2,
+		"NR_faccessat2":    SysFaccessat2,
+	}
+	for k, v := range want {
+		if c[k] != v {
+			t.Errorf("%s: Go %d, LKL headers %d", k, v, c[k])
+		}
+	}
+}
+
+func TestAPIGeneration(t *testing.T) {
+	if g := APIGeneration(); g != 1 && g != 2 {
+		t.Errorf("API generation %d", g)
+	}
+}

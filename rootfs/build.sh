@@ -1,0 +1,467 @@
+#!/usr/bin/env bash
+# Build the kbox guest root filesystem image (ext4) without needing root.
+#
+# Environment:
+#   OUT              output image path                  (default: rootfs.ext4)
+#   ROOTFS_SIZE      image size, e.g. 256M, 1G, 524288K (default: tree size + 50%, min 64M)
+#   ROOTFS_PACKAGES  extra Debian packages, space separated (e.g. "python3-minimal")
+#   ROOTFS_SOURCE    debian (default) | alpine
+#   ALPINE_URL       Alpine minirootfs tarball URL      (only for ROOTFS_SOURCE=alpine)
+#   CC               compiler for tests/guest/*.c       (default: musl-gcc, else gcc)
+#
+# See rootfs/README.md.
+set -Eeuo pipefail
+shopt -s nullglob
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
+
+OUT=${OUT:-rootfs.ext4}
+ROOTFS_SIZE=${ROOTFS_SIZE:-}
+ROOTFS_PACKAGES=${ROOTFS_PACKAGES:-}
+ROOTFS_SOURCE=${ROOTFS_SOURCE:-debian}
+ALPINE_URL=${ALPINE_URL:-https://dl-cdn.alpinelinux.org/alpine/v3.20/releases/x86_64/alpine-minirootfs-3.20.3-x86_64.tar.gz}
+GUEST_SRC_DIR=${GUEST_SRC_DIR:-$REPO_DIR/tests/guest}
+
+# Packages always installed for the Debian source.
+BASE_PACKAGES="busybox-static bash coreutils libc6"
+# Dependencies we never pull in: package-manager / maintainer-script
+# machinery that a minimal runtime image does not need.
+SKIP_PACKAGES=" base-files debconf debconf-2.0 perl-base dpkg install-info base-passwd init-system-helpers usrmerge usr-is-merged sensible-utils cdebconf "
+
+START_TIME=$(date +%s)
+
+log() { printf '[rootfs] %s\n' "$*"; }
+die() { printf '[rootfs] error: %s\n' "$*" >&2; exit 1; }
+
+WORK=""
+TMP_IMG=""
+cleanup() {
+	local rc=$?
+	if [ -n "$TMP_IMG" ] && [ -e "$TMP_IMG" ]; then rm -f "$TMP_IMG"; fi
+	if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+		# Extracted trees may contain read-only directories.
+		chmod -R u+rwX "$WORK" 2>/dev/null || true
+		rm -rf "$WORK"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'die "interrupted"' INT TERM
+trap 'rc=$?; printf "[rootfs] error: command failed (exit %s) at line %s: %s\n" "$rc" "$LINENO" "$BASH_COMMAND" >&2' ERR
+
+need() { # need TOOL HINT
+	command -v "$1" >/dev/null 2>&1 || die "required tool '$1' not found (hint: $2)"
+}
+
+# ---------------------------------------------------------------- helpers
+
+# resolve_in_tree ROOT PATH: print PATH with every symlink resolved as if
+# ROOT were "/" (so absolute link targets stay inside the tree).
+resolve_in_tree() {
+	local root=$1 p=${2#/} out="" comp rest target hops=0
+	while [ -n "$p" ]; do
+		comp=${p%%/*}
+		if [[ $p == */* ]]; then rest=${p#*/}; else rest=""; fi
+		case $comp in
+		"" | .) ;;
+		..) out=${out%/*} ;;
+		*)
+			if [ -L "$root$out/$comp" ]; then
+				hops=$((hops + 1))
+				[ "$hops" -le 40 ] || return 1
+				target=$(readlink "$root$out/$comp")
+				if [[ $target == /* ]]; then out=""; target=${target#/}; fi
+				p="$target${rest:+/$rest}"
+				continue
+			fi
+			out="$out/$comp"
+			;;
+		esac
+		p=$rest
+	done
+	printf '%s\n' "${out:-/}"
+}
+
+# exists_in_tree ROOT PATH: true if PATH exists inside ROOT (links resolved in-tree).
+exists_in_tree() {
+	local r
+	r=$(resolve_in_tree "$1" "$2") || return 1
+	[ -e "$1$r" ]
+}
+
+# size_to_kib "256M" -> 262144
+size_to_kib() {
+	local s=$1 n unit
+	[[ $s =~ ^([0-9]+)([kKmMgGtT]?)[iI]?[bB]?$ ]] || return 1
+	n=${BASH_REMATCH[1]}
+	unit=${BASH_REMATCH[2]}
+	case $unit in
+	"") echo $(((n + 1023) / 1024)) ;; # plain number = bytes
+	k | K) echo "$n" ;;
+	m | M) echo $((n * 1024)) ;;
+	g | G) echo $((n * 1024 * 1024)) ;;
+	t | T) echo $((n * 1024 * 1024 * 1024)) ;;
+	esac
+}
+
+# ---------------------------------------------------------------- checks
+
+case $ROOTFS_SOURCE in
+debian | alpine) ;;
+*) die "unknown ROOTFS_SOURCE '$ROOTFS_SOURCE' (hint: use ROOTFS_SOURCE=debian or ROOTFS_SOURCE=alpine)" ;;
+esac
+
+need mke2fs "apt-get install e2fsprogs"
+need debugfs "apt-get install e2fsprogs"
+need tar "apt-get install tar"
+if [ "$ROOTFS_SOURCE" = debian ]; then
+	need apt-get "the Debian source needs apt; on other hosts try ROOTFS_SOURCE=alpine"
+	need apt-cache "the Debian source needs apt; on other hosts try ROOTFS_SOURCE=alpine"
+	need dpkg-deb "apt-get install dpkg"
+else
+	need curl "apt-get install curl"
+fi
+
+if [ -n "$ROOTFS_SIZE" ]; then
+	SIZE_KIB=$(size_to_kib "$ROOTFS_SIZE") || die "cannot parse ROOTFS_SIZE='$ROOTFS_SIZE' (hint: use a size like 256M or 1G)"
+fi
+
+if [ -n "${CC:-}" ]; then
+	GUEST_CC=$CC
+elif command -v musl-gcc >/dev/null 2>&1; then
+	GUEST_CC=musl-gcc
+else
+	GUEST_CC=gcc
+fi
+# shellcheck disable=SC2086 # CC may carry flags
+command -v ${GUEST_CC%% *} >/dev/null 2>&1 || die "guest compiler '$GUEST_CC' not found (hint: apt-get install musl-tools, or set CC)"
+
+OUT_DIR=$(dirname -- "$OUT")
+[ -d "$OUT_DIR" ] || die "output directory '$OUT_DIR' does not exist"
+[ -w "$OUT_DIR" ] || die "output directory '$OUT_DIR' is not writable"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kbox-rootfs.XXXXXX")
+chmod 0755 "$WORK"
+STAGING=$WORK/staging
+mkdir -p "$STAGING"
+
+log "building $ROOTFS_SOURCE rootfs (staging in $WORK)"
+
+# ---------------------------------------------------------------- debian
+
+# Print the direct dependencies (Depends + Pre-Depends) of the given
+# packages, one real package name per line. For "a | b" groups only the
+# first alternative is taken; virtual packages are replaced by their first
+# provider.
+direct_deps() {
+	apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks \
+		--no-replaces --no-enhances "$@" | awk '
+		# top-level package name line
+		/^[^ ]/ { in_or = 0; want_provider = 0; next }
+		# provider lines of a virtual dependency (4 spaces)
+		/^    / {
+			if (want_provider) { print $1; want_provider = 0 }
+			next
+		}
+		/^ [ |](Pre)?Depends:/ {
+			alt = (substr($0, 2, 1) == "|")
+			name = $2
+			if (in_or) { in_or = alt; next }   # later alternatives: ignore
+			in_or = alt
+			want_provider = 0
+			if (name ~ /^</) { want_provider = 1; next }
+			print name
+			next
+		}
+		{ next }' | sed 's/:any$//' | sort -u
+}
+
+resolve_packages() { # resolve_packages PKG... -> prints the closure
+	local -A seen=()
+	local level=("$@") next p
+	while [ ${#level[@]} -gt 0 ]; do
+		next=()
+		for p in "${level[@]}"; do seen[$p]=1; done
+		while read -r p; do
+			[ -n "$p" ] || continue
+			[ -z "${seen[$p]:-}" ] || continue
+			case $SKIP_PACKAGES in *" $p "*) continue ;; esac
+			seen[$p]=1
+			next+=("$p")
+		done < <(direct_deps "${level[@]}")
+		level=("${next[@]}")
+	done
+	printf '%s\n' "${!seen[@]}" | sort
+}
+
+build_debian() {
+	local pkgs=() p
+	# shellcheck disable=SC2206
+	pkgs=($BASE_PACKAGES $ROOTFS_PACKAGES)
+
+	# Every requested package must be real and installable (one batched
+	# query, then name whatever did not come back).
+	local known
+	known=" $(apt-cache show --no-all-versions "${pkgs[@]}" 2>/dev/null | sed -n 's/^Package: //p' | tr '\n' ' ') "
+	for p in "${pkgs[@]}"; do
+		case $known in *" $p "*) ;; *)
+			die "package '$p' is unknown to apt or purely virtual (hint: check the name in ROOTFS_PACKAGES, or run 'apt-get update')" ;;
+		esac
+	done
+
+	log "resolving dependencies of: ${pkgs[*]}"
+	local all=()
+	mapfile -t all < <(resolve_packages "${pkgs[@]}")
+	[ ${#all[@]} -gt 0 ] || die "dependency resolution returned nothing"
+
+	local debdir=$WORK/debs
+	mkdir -p "$debdir"
+	log "download ${#all[@]} packages: ${all[*]}"
+	if ! (cd "$debdir" && apt-get download -q "${all[@]}" >"$WORK/apt.log" 2>&1); then
+		# Retry one by one to name the failing package.
+		for p in "${all[@]}"; do
+			if ! (cd "$debdir" && apt-get download -q "$p" >>"$WORK/apt.log" 2>&1); then
+				grep -E '^(E|W):' "$WORK/apt.log" | grep -v unsandboxed | tail -n 3 >&2 || true
+				die "apt-get download failed for package '$p' (hint: run 'apt-get update', check the mirror is reachable)"
+			fi
+		done
+	fi
+	local debs=("$debdir"/*.deb)
+	[ ${#debs[@]} -eq ${#all[@]} ] || die "expected ${#all[@]} .deb files, got ${#debs[@]} (hint: see apt-get output above)"
+
+	# Debian 12 layout is /usr-merged: /bin, /sbin, /lib, /lib64 are links
+	# into /usr, while packages still ship files under /bin, /lib, ...
+	# Create the links first and keep them while unpacking.
+	mkdir -p "$STAGING"/usr/{bin,sbin,lib,lib64}
+	for p in bin sbin lib lib64; do ln -s "usr/$p" "$STAGING/$p"; done
+
+	log "unpack ${#debs[@]} packages"
+	local deb
+	for deb in "${debs[@]}"; do
+		# dpkg-deb -x would replace the /bin -> usr/bin link by a real
+		# directory, so feed its data tarball to tar with
+		# --keep-directory-symlink instead.
+		dpkg-deb --fsys-tarfile "$deb" |
+			tar -x -p --no-same-owner --keep-directory-symlink -C "$STAGING" ||
+			die "unpacking $(basename "$deb") failed"
+	done
+
+	# Docs, manuals and locales are dead weight in the guest.
+	rm -rf "$STAGING"/usr/share/{doc,man,info,lintian,locale,bash-completion,bug,menu}
+
+	# busybox applets: fill in only what coreutils/bash do not provide.
+	local bb=$STAGING/bin/busybox applet n=0
+	[ -x "$bb" ] || die "busybox binary missing after unpack"
+	while read -r applet; do
+		case $applet in "" | linuxrc) continue ;; esac
+		if exists_in_tree "$STAGING" "/$applet" || [ -L "$STAGING/$applet" ]; then continue; fi
+		mkdir -p "$STAGING/$(dirname "$applet")"
+		ln -s /bin/busybox "$STAGING/$applet"
+		n=$((n + 1))
+	done < <("$bb" --list-full)
+	log "installed $n busybox applet links (/bin/sh -> busybox ash)"
+
+	# glibc loader must be where ELF PT_INTERP says it is.
+	exists_in_tree "$STAGING" /lib64/ld-linux-x86-64.so.2 || [ "$(uname -m)" != x86_64 ] ||
+		die "/lib64/ld-linux-x86-64.so.2 does not resolve inside the tree"
+
+	BASE_DESC="debian 12"
+	PKG_COUNT=${#all[@]}
+}
+
+# ---------------------------------------------------------------- alpine
+
+build_alpine() {
+	if [ -n "$ROOTFS_PACKAGES" ]; then
+		log "warning: ROOTFS_PACKAGES is ignored for ROOTFS_SOURCE=alpine"
+	fi
+	local tarball=$WORK/alpine-minirootfs.tar.gz
+	log "download $ALPINE_URL"
+	if ! curl -fsSL --connect-timeout 20 --retry 1 -o "$tarball" "$ALPINE_URL" 2>"$WORK/curl.log"; then
+		sort -u "$WORK/curl.log" | sed 's/^/[rootfs]   /' >&2 || true
+		die "downloading the Alpine minirootfs failed from $ALPINE_URL (hint: no internet access? use the default Debian source: ROOTFS_SOURCE=debian, or set ALPINE_URL to a reachable mirror)"
+	fi
+	log "unpack alpine minirootfs"
+	tar -x -z -p --no-same-owner -f "$tarball" -C "$STAGING" || die "extracting the Alpine tarball failed"
+	local ver=""
+	[ -r "$STAGING/etc/alpine-release" ] && ver=$(cat "$STAGING/etc/alpine-release")
+	BASE_DESC="alpine${ver:+ $ver}"
+	PKG_COUNT=0
+}
+
+# ---------------------------------------------------------------- common
+
+add_line_if_missing() { # FILE KEY LINE: append LINE unless a line starts with KEY
+	grep -q "^$2" "$1" 2>/dev/null || printf '%s\n' "$3" >>"$1"
+}
+
+finish_tree() {
+	local d
+	for d in proc sys dev tmp root home etc var var/tmp var/log run mnt opt/tests home/kbox; do
+		mkdir -p "$STAGING/$d"
+	done
+	chmod 1777 "$STAGING/tmp" "$STAGING/var/tmp"
+	chmod 0700 "$STAGING/root"
+
+	echo kbox-rootfs >"$STAGING/etc/hostname"
+
+	# base-files ships os-release as a link into /usr/lib; replace it.
+	rm -f "$STAGING/etc/os-release" "$STAGING/usr/lib/os-release"
+	cat >"$STAGING/etc/os-release" <<EOF
+NAME="kbox rootfs"
+ID=kbox
+VERSION_ID=1
+PRETTY_NAME="kbox rootfs 1 ($BASE_DESC)"
+KBOX_BASE="$BASE_DESC"
+HOME_URL="https://github.com/kbox-project/kbox"
+EOF
+
+	local pw=$STAGING/etc/passwd gr=$STAGING/etc/group
+	touch "$pw" "$gr"
+	add_line_if_missing "$pw" "root:" "root:x:0:0:root:/root:/bin/sh"
+	add_line_if_missing "$pw" "nobody:" "nobody:x:65534:65534:nobody:/nonexistent:/bin/false"
+	add_line_if_missing "$pw" "kbox:" "kbox:x:1000:1000:kbox:/home/kbox:/bin/sh"
+	add_line_if_missing "$gr" "root:" "root:x:0:"
+	grep -q '^[^:]*:[^:]*:65534:' "$gr" || echo "nogroup:x:65534:" >>"$gr"
+	add_line_if_missing "$gr" "kbox:" "kbox:x:1000:"
+
+	[ -e "$STAGING/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n127.0.1.1\tkbox-rootfs\n::1\tlocalhost\n' >"$STAGING/etc/hosts"
+	[ -e "$STAGING/etc/nsswitch.conf" ] || printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files\n' >"$STAGING/etc/nsswitch.conf"
+	[ -e "$STAGING/etc/profile" ] || cat >"$STAGING/etc/profile" <<'EOF'
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/tests
+export PS1='kbox:\w\$ '
+EOF
+}
+
+build_guest_programs() {
+	local src name out=$STAGING/opt/tests n=0
+	local srcs=("$GUEST_SRC_DIR"/*.c)
+	log "guest programs: ${#srcs[@]} C sources with '$GUEST_CC -static -O2'"
+	for src in "${srcs[@]}"; do
+		name=$(basename "$src" .c)
+		# shellcheck disable=SC2086
+		if ! $GUEST_CC -static -O2 -Wall -o "$out/$name" "$src" 2>"$WORK/cc-$name.log"; then
+			sed 's/^/[rootfs]   /' "$WORK/cc-$name.log" >&2
+			die "compiling guest program $src failed (hint: apt-get install musl-tools, or set CC=gcc)"
+		fi
+		n=$((n + 1))
+	done
+	# A deliberately broken ELF: correct magic/class/endianness, then a
+	# bogus e_type/e_machine and garbage, so execve() must fail (ENOEXEC).
+	{
+		printf '\177ELF\002\001\001\000\000\000\000\000\000\000\000\000' # e_ident
+		printf '\102\102\102\102'                                         # e_type/e_machine = garbage
+		printf 'kbox: this is not a valid ELF executable.\000\000\000\000'
+		printf '\377\376\375\374%.0s' 1 2 3 4 5 6 7 8
+	} >"$out/badelf"
+	chmod 0755 "$out/badelf"
+	log "built $n guest programs + badelf into /opt/tests"
+}
+
+verify_tree() {
+	local f
+	if [ "$ROOTFS_SOURCE" = debian ]; then
+		for f in /bin/bash /bin/sh /usr/bin/env /lib64/ld-linux-x86-64.so.2 /bin/busybox /bin/ls; do
+			exists_in_tree "$STAGING" "$f" || die "sanity check: $f missing or dangling in the tree"
+		done
+		# Run the tree's own bash through the tree's own loader (no chroot).
+		if [ "$(uname -m)" = x86_64 ]; then
+			local ld libs got
+			ld=$STAGING$(resolve_in_tree "$STAGING" /lib64/ld-linux-x86-64.so.2)
+			libs=$STAGING/usr/lib/x86_64-linux-gnu
+			got=$("$ld" --library-path "$libs" "$STAGING$(resolve_in_tree "$STAGING" /bin/bash)" -c 'echo ok' 2>&1) ||
+				die "sanity check: staged bash does not run with staged ld.so: $got"
+			[ "$got" = ok ] || die "sanity check: staged bash printed '$got'"
+		fi
+	else
+		exists_in_tree "$STAGING" /bin/sh || die "sanity check: /bin/sh missing in the tree"
+	fi
+	[ -x "$STAGING/opt/tests/hello" ] || die "sanity check: /opt/tests/hello missing"
+	if [ "$ROOTFS_SOURCE" = debian ]; then
+		log "sanity checks passed (/bin/bash, /bin/sh, /usr/bin/env, ld.so runs staged bash, /opt/tests)"
+	else
+		log "sanity checks passed (/bin/sh, /opt/tests)"
+	fi
+}
+
+make_image() {
+	local used_kib files inodes size_kib
+	used_kib=$(du -sk "$STAGING" | cut -f1)
+	files=$(find "$STAGING" | wc -l)
+	if [ -n "$ROOTFS_SIZE" ]; then
+		size_kib=$SIZE_KIB
+		if [ "$size_kib" -lt $((used_kib + used_kib / 10 + 4096)) ]; then
+			die "ROOTFS_SIZE=$ROOTFS_SIZE is too small for ${used_kib}K of files (hint: use at least $(((used_kib * 3 / 2) / 1024 + 8))M or leave ROOTFS_SIZE unset)"
+		fi
+	else
+		size_kib=$((used_kib * 3 / 2))
+		[ "$size_kib" -ge 65536 ] || size_kib=65536
+		size_kib=$(((size_kib + 1023) / 1024 * 1024)) # whole MiB
+	fi
+	# mke2fs picks at least one inode per 16K; ask for more only when the
+	# tree (with room to spare) would not fit in that.
+	local inode_opt=()
+	inodes=$((files * 2 + 2048))
+	[ "$inodes" -le $((size_kib / 16)) ] || inode_opt=(-N "$inodes")
+
+	TMP_IMG=$(mktemp "$OUT_DIR/.$(basename -- "$OUT").tmp.XXXXXX")
+	log "mke2fs: $((size_kib / 1024))M ext4, $files files, ${used_kib}K used"
+	if ! mke2fs -q -t ext4 -T default -d "$STAGING" -L kbox "${inode_opt[@]}" -E root_owner=0:0 -F "$TMP_IMG" "${size_kib}k" >"$WORK/mke2fs.log" 2>&1; then
+		sed 's/^/[rootfs]   /' "$WORK/mke2fs.log" >&2
+		die "mke2fs failed (hint: apt-get install e2fsprogs >= 1.43 for -d; or raise ROOTFS_SIZE)"
+	fi
+
+	# The image must look the same whoever built it: everything owned by
+	# root, plus the device nodes an unprivileged build could not create.
+	local script=$WORK/debugfs.cmd
+	{
+		if [ "$(id -u)" != 0 ]; then
+			(cd "$STAGING" && find . -mindepth 1 -print0) |
+				while IFS= read -r -d '' f; do
+					f=${f#.}
+					printf 'sif "%s" uid 0\nsif "%s" gid 0\n' "$f" "$f"
+				done
+		fi
+		printf 'cd /dev\n'
+		printf 'mknod null c 1 3\nsif null mode 020666\n'
+		printf 'mknod zero c 1 5\nsif zero mode 020666\n'
+		printf 'mknod tty c 5 0\nsif tty mode 020666\n'
+		printf 'mknod console c 5 1\nsif console mode 020600\n'
+		printf 'mknod urandom c 1 9\nsif urandom mode 020666\n'
+		printf 'mknod random c 1 8\nsif random mode 020666\n'
+		for f in null zero tty console urandom random; do
+			printf 'sif %s uid 0\nsif %s gid 0\n' "$f" "$f"
+		done
+	} >"$script"
+	if [ "$(id -u)" != 0 ]; then
+		log "not root: fixing ownership to 0:0 inside the image with debugfs ($(grep -c '^sif' "$script") edits)"
+	fi
+	if ! debugfs -w -f "$script" "$TMP_IMG" >"$WORK/debugfs.log" 2>&1 ||
+		grep -qiE 'not found|error|cannot|invalid' "$WORK/debugfs.log"; then
+		grep -iE 'not found|error|cannot|invalid' "$WORK/debugfs.log" | head -n 5 | sed 's/^/[rootfs]   /' >&2
+		die "debugfs post-processing of the image failed"
+	fi
+
+	if command -v e2fsck >/dev/null 2>&1; then
+		e2fsck -fn "$TMP_IMG" >"$WORK/e2fsck.log" 2>&1 || {
+			sed 's/^/[rootfs]   /' "$WORK/e2fsck.log" >&2
+			die "e2fsck found problems in the new image"
+		}
+	fi
+
+	chmod 0644 "$TMP_IMG"
+	mv -f "$TMP_IMG" "$OUT"
+	TMP_IMG=""
+	IMG_SIZE_KIB=$size_kib
+}
+
+# ---------------------------------------------------------------- main
+
+if [ "$ROOTFS_SOURCE" = debian ]; then build_debian; else build_alpine; fi
+finish_tree
+build_guest_programs
+verify_tree
+make_image
+
+log "done: $OUT ($((IMG_SIZE_KIB / 1024))M, base $BASE_DESC, $PKG_COUNT packages, $(($(date +%s) - START_TIME))s)"

@@ -1,0 +1,156 @@
+/* bench: syscall micro-benchmark for comparing native runs with kbox.
+ *
+ *   bench ROW ITERATIONS [FILE]
+ *
+ * ROW: stat | open_close | lseek_read | write | getpid_libc | getpid_inline
+ * FILE defaults to /etc/hostname. Runs ITERATIONS/10 warm-up operations,
+ * then times ITERATIONS operations with CLOCK_MONOTONIC and prints one
+ * line "ROW NS_PER_OP".
+ *
+ * write: 64-byte write()s to /tmp/bench.out, opened once; the file offset
+ * is rewound every 1024 writes to keep the file small (adds ~0.1% lseeks).
+ * lseek_read: one op = lseek(fd, 0, SEEK_SET) + read of 64 bytes. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile long sink;
+static const char *file = "/etc/hostname";
+static int fd = -1;
+static char buf[64];
+
+static inline long getpid_inline(void)
+{
+#if defined(__x86_64__)
+	long ret;
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"((long)SYS_getpid)
+			 : "rcx", "r11", "memory");
+	return ret;
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = SYS_getpid;
+	register long x0 __asm__("x0");
+	__asm__ volatile("svc #0" : "=r"(x0) : "r"(x8) : "memory");
+	return x0;
+#else
+#error "getpid_inline: unsupported architecture"
+#endif
+}
+
+static void fail(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static void op_stat(unsigned long n)
+{
+	struct stat st;
+	for (unsigned long i = 0; i < n; i++) {
+		if (stat(file, &st) != 0)
+			fail("stat");
+		sink += st.st_size;
+	}
+}
+
+static void op_open_close(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++) {
+		int f = open(file, O_RDONLY);
+		if (f < 0)
+			fail("open");
+		close(f);
+	}
+}
+
+static void op_lseek_read(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++) {
+		if (lseek(fd, 0, SEEK_SET) != 0)
+			fail("lseek");
+		if (read(fd, buf, sizeof(buf)) < 0)
+			fail("read");
+	}
+}
+
+static void op_write(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++) {
+		if ((i & 1023) == 1023 && lseek(fd, 0, SEEK_SET) != 0)
+			fail("lseek");
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			fail("write");
+	}
+}
+
+static void op_getpid_libc(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		sink += getpid();
+}
+
+static void op_getpid_inline(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		sink += getpid_inline();
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(unsigned long);
+} rows[] = {
+	{ "stat", op_stat },
+	{ "open_close", op_open_close },
+	{ "lseek_read", op_lseek_read },
+	{ "write", op_write },
+	{ "getpid_libc", op_getpid_libc },
+	{ "getpid_inline", op_getpid_inline },
+};
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: bench stat|open_close|lseek_read|write|getpid_libc|getpid_inline ITERATIONS [FILE]\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3 || argc > 4)
+		return usage();
+	void (*fn)(unsigned long) = NULL;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		if (strcmp(argv[1], rows[i].name) == 0)
+			fn = rows[i].fn;
+	char *end;
+	unsigned long iters = strtoul(argv[2], &end, 10);
+	if (!fn || *argv[2] == '\0' || *argv[2] == '-' || *end != '\0' || iters == 0)
+		return usage();
+	if (argc == 4)
+		file = argv[3];
+
+	if (fn == op_lseek_read && (fd = open(file, O_RDONLY)) < 0)
+		fail(file);
+	if (fn == op_write) {
+		memset(buf, 'k', sizeof(buf));
+		fd = open("/tmp/bench.out", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0)
+			fail("/tmp/bench.out");
+	}
+
+	fn(iters / 10);
+
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	fn(iters);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+
+	double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+	printf("%s %.1f\n", argv[1], ns / (double)iters);
+	return 0;
+}

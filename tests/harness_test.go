@@ -1,0 +1,72 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// repoRoot is the checkout holding this package.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// imagePath returns the rootfs image built by `make rootfs`, or skips the
+// test with one loud line.
+func imagePath(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv("KBOX_IMAGE")
+	if p == "" {
+		p = filepath.Join(repoRoot(), "rootfs.ext4")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("SKIP (needs the rootfs image): %s is missing: run `make rootfs`", p)
+	}
+	return p
+}
+
+// kboxBin returns the kbox binary built by `make`, or skips loudly.
+func kboxBin(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv("KBOX_BIN")
+	if p == "" {
+		p = filepath.Join(repoRoot(), "kbox")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("SKIP (needs the kbox binary): %s is missing: run `make`", p)
+	}
+	return p
+}
+
+// copyImage makes a private sparse copy of the image for a test that writes.
+func copyImage(t testing.TB, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "rootfs.ext4")
+	out, err := exec.Command("cp", "--sparse=always", src, dst).CombinedOutput()
+	if err != nil {
+		t.Fatalf("copy image: %v: %s", err, out)
+	}
+	return dst
+}
+
+// runKbox runs the kbox binary and returns stdout, stderr and exit status.
+func runKbox(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(kboxBin(t), args...)
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	status := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("run kbox: %v", err)
+		}
+		status = ee.ExitCode()
+	}
+	return so.String(), se.String(), status
+}
