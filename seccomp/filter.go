@@ -1,0 +1,365 @@
+//go:build linux
+
+package seccomp
+
+import (
+	"fmt"
+	"sort"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultVirtualFDBase is the default first virtual fd number. See DESIGN.md.
+const DefaultVirtualFDBase = 1024
+
+// Policy describes the seccomp filter. The zero value is not useful; start
+// from DefaultPolicy.
+//
+// Evaluation order (identical in BPF and in Decide):
+//  1. arch != Arch.AuditArch            → KILL_PROCESS
+//  2. x86_64 only: nr >= 0x40000000 (x32) → ERRNO(ENOSYS)
+//  3. nr in Deny                         → ERRNO(DenyErrno)
+//  4. nr in Allow                        → ALLOW
+//  5. nr in HostFD: ioctl with TIOCSTI/TIOCLINUX → ERRNO(DenyErrno);
+//     low 32 bits of args[0] < VirtualFDBase → ALLOW, else USER_NOTIF
+//  6. anything else                      → USER_NOTIF
+type Policy struct {
+	Arch          *Arch
+	Deny          []string
+	Allow         []string
+	HostFD        []string
+	VirtualFDBase uint32
+	DenyErrno     unix.Errno
+}
+
+// DefaultPolicy returns the standard kbox policy for the native architecture
+// (falling back to x86_64 tables on unsupported hosts so it can still be
+// simulated).
+func DefaultPolicy() *Policy {
+	a := NativeArch()
+	if a == nil {
+		a = ArchX86_64
+	}
+	deny := make([]string, len(DenyRules))
+	for i, r := range DenyRules {
+		deny[i] = r.Name
+	}
+	return &Policy{
+		Arch:          a,
+		Deny:          deny,
+		Allow:         append([]string(nil), DefaultAllow...),
+		HostFD:        append([]string(nil), DefaultHostFD...),
+		VirtualFDBase: DefaultVirtualFDBase,
+		DenyErrno:     unix.EPERM,
+	}
+}
+
+// verdict classes of a syscall number.
+type class uint8
+
+const (
+	clsNotify class = iota
+	clsAllow
+	clsDeny
+	clsHostFD
+	clsIoctl // HostFD plus terminal-injection guard
+	clsX32
+)
+
+// classes resolves the name lists for p.Arch into number → class.
+func (p *Policy) classes() (map[uint32]class, error) {
+	if p.Arch == nil {
+		return nil, fmt.Errorf("seccomp: policy has no Arch")
+	}
+	if p.DenyErrno <= 0 || p.DenyErrno > unix.Errno(RetData) {
+		return nil, fmt.Errorf("seccomp: invalid DenyErrno %d", p.DenyErrno)
+	}
+	for _, l := range []struct {
+		name  string
+		names []string
+	}{{"Deny", p.Deny}, {"Allow", p.Allow}, {"HostFD", p.HostFD}} {
+		if err := checkNames(l.name, l.names); err != nil {
+			return nil, err
+		}
+	}
+	m := make(map[uint32]class)
+	seen := make(map[string]string)
+	add := func(list string, names []string, c class) error {
+		for _, n := range names {
+			if prev, dup := seen[n]; dup && prev != list {
+				return fmt.Errorf("seccomp: syscall %q is in both %s and %s", n, prev, list)
+			}
+			seen[n] = list
+			nr, ok := p.Arch.Nr(n)
+			if !ok {
+				continue // does not exist on this arch
+			}
+			if c == clsHostFD && n == "ioctl" {
+				m[nr] = clsIoctl
+			} else {
+				m[nr] = c
+			}
+		}
+		return nil
+	}
+	if err := add("Deny", p.Deny, clsDeny); err != nil {
+		return nil, err
+	}
+	if err := add("Allow", p.Allow, clsAllow); err != nil {
+		return nil, err
+	}
+	if err := add("HostFD", p.HostFD, clsHostFD); err != nil {
+		return nil, err
+	}
+	if nr, ok := p.Arch.Nr("ioctl"); ok && m[nr] == clsAllow {
+		return nil, fmt.Errorf("seccomp: ioctl must be in HostFD, not Allow (terminal-injection guard)")
+	}
+	for nr := range m {
+		if p.Arch.X32Bit != 0 && nr >= p.Arch.X32Bit {
+			return nil, fmt.Errorf("seccomp: syscall number %#x collides with the x32 range", nr)
+		}
+	}
+	return m, nil
+}
+
+func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
+	switch c {
+	case clsAllow:
+		return RetAllow
+	case clsDeny:
+		return RetErrno | uint32(p.DenyErrno)
+	case clsX32:
+		return RetErrno | uint32(unix.ENOSYS)
+	case clsIoctl:
+		if cmd := uint32(args[1]); cmd == ioctlTIOCSTI || cmd == ioctlTIOCLINUX {
+			return RetErrno | uint32(p.DenyErrno)
+		}
+		fallthrough
+	case clsHostFD:
+		if uint32(args[0]) < p.VirtualFDBase {
+			return RetAllow
+		}
+	}
+	return RetUserNotif
+}
+
+// Decide is the reference model of the filter: it returns the SECCOMP_RET_*
+// value the assembled program yields for the given seccomp_data fields. It
+// is written independently of the BPF code generator and serves as the test
+// oracle. It panics if the policy is invalid.
+func (p *Policy) Decide(nr uint32, arch uint32, args [6]uint64) uint32 {
+	if arch != p.Arch.AuditArch {
+		return RetKillProcess
+	}
+	if p.Arch.X32Bit != 0 && nr >= p.Arch.X32Bit {
+		return p.retFor(clsX32, &args)
+	}
+	m, err := p.classes()
+	if err != nil {
+		panic(err)
+	}
+	return p.retFor(m[nr], &args)
+}
+
+// interval is a run of syscall numbers [lo, next.lo) sharing one class.
+type interval struct {
+	lo  uint32
+	cls class
+}
+
+func (p *Policy) intervals(m map[uint32]class) []interval {
+	nrs := make([]uint32, 0, len(m))
+	for nr := range m {
+		nrs = append(nrs, nr)
+	}
+	sort.Slice(nrs, func(i, j int) bool { return nrs[i] < nrs[j] })
+	iv := []interval{{0, clsNotify}}
+	push := func(lo uint32, c class) {
+		last := &iv[len(iv)-1]
+		switch {
+		case last.cls == c:
+		case last.lo == lo:
+			last.cls = c
+			if len(iv) > 1 && iv[len(iv)-2].cls == c {
+				iv = iv[:len(iv)-1]
+			}
+		default:
+			iv = append(iv, interval{lo, c})
+		}
+	}
+	for _, nr := range nrs {
+		push(nr, m[nr])
+		push(nr+1, clsNotify)
+	}
+	if p.Arch.X32Bit != 0 {
+		// Everything from the x32 bit up (x32 calls and numbers that are
+		// negative as int) is refused in one run.
+		push(p.Arch.X32Bit, clsX32)
+	}
+	return iv
+}
+
+// Program building: a tiny label assembler on top of x/net/bpf.
+
+type label int
+
+type op struct {
+	ins    bpf.Instruction // concrete instruction, or nil for a jump/label
+	jge    bool            // if A >= val goto target, else fall through
+	ja     bool            // goto target
+	val    uint32
+	target label
+	mark   label // >0: this op is a label marker
+	long   bool  // jge needs a trampoline (distance > 255)
+}
+
+type asm struct {
+	ops    []op
+	labels label
+}
+
+func (a *asm) newLabel() label { a.labels++; return a.labels }
+func (a *asm) emit(ins ...bpf.Instruction) {
+	for _, i := range ins {
+		a.ops = append(a.ops, op{ins: i})
+	}
+}
+func (a *asm) setLabel(l label)        { a.ops = append(a.ops, op{mark: l}) }
+func (a *asm) jgeTo(v uint32, l label) { a.ops = append(a.ops, op{jge: true, val: v, target: l}) }
+func (a *asm) jaTo(l label)            { a.ops = append(a.ops, op{ja: true, target: l}) }
+
+func (o *op) size() int {
+	switch {
+	case o.mark > 0:
+		return 0
+	case o.jge && o.long:
+		return 2
+	}
+	return 1
+}
+
+func (a *asm) assemble() ([]bpf.Instruction, error) {
+	pos := make([]int, len(a.ops))
+	where := make(map[label]int)
+	for {
+		n := 0
+		for i := range a.ops {
+			pos[i] = n
+			if a.ops[i].mark > 0 {
+				where[a.ops[i].mark] = n
+			}
+			n += a.ops[i].size()
+		}
+		grew := false
+		for i := range a.ops {
+			o := &a.ops[i]
+			if o.jge && !o.long && where[o.target]-(pos[i]+1) > 255 {
+				o.long, grew = true, true
+			}
+		}
+		if !grew {
+			break
+		}
+	}
+	var out []bpf.Instruction
+	for i := range a.ops {
+		o := &a.ops[i]
+		switch {
+		case o.mark > 0:
+		case o.ins != nil:
+			out = append(out, o.ins)
+		case o.ja:
+			out = append(out, bpf.Jump{Skip: uint32(where[o.target] - (pos[i] + 1))})
+		case o.jge && o.long:
+			out = append(out,
+				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: o.val, SkipTrue: 0, SkipFalse: 1},
+				bpf.Jump{Skip: uint32(where[o.target] - (pos[i] + 2))})
+		case o.jge:
+			d := where[o.target] - (pos[i] + 1)
+			if d < 0 {
+				return nil, fmt.Errorf("seccomp: backward jump")
+			}
+			out = append(out, bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: o.val, SkipTrue: uint8(d)})
+		}
+	}
+	return out, nil
+}
+
+// Build assembles the policy into classic BPF instructions.
+//
+// Layout: load arch, compare, kill on mismatch; load nr; a balanced binary
+// search over the runs of equally-classified syscall numbers (the x32 range
+// is one of those runs), each leaf a single RET or a jump into the shared
+// ioctl-guard / host-fd blocks at the end. Lookups cost O(log runs)
+// comparisons, about 8 for the default policy.
+func (p *Policy) Build() ([]bpf.Instruction, error) {
+	m, err := p.classes()
+	if err != nil {
+		return nil, err
+	}
+	iv := p.intervals(m)
+	var a asm
+	ioctlL, hostL := a.newLabel(), a.newLabel()
+	ret := func(v uint32) bpf.Instruction { return bpf.RetConstant{Val: v} }
+	deny := RetErrno | uint32(p.DenyErrno)
+
+	a.emit(
+		bpf.LoadAbsolute{Off: offArch, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: p.Arch.AuditArch, SkipTrue: 1},
+		ret(RetKillProcess),
+		bpf.LoadAbsolute{Off: offNr, Size: 4},
+	)
+	var gen func(iv []interval)
+	gen = func(iv []interval) {
+		if len(iv) == 1 {
+			switch c := iv[0].cls; c {
+			case clsIoctl:
+				a.jaTo(ioctlL)
+			case clsHostFD:
+				a.jaTo(hostL)
+			default:
+				a.emit(ret(p.retFor(c, nil)))
+			}
+			return
+		}
+		mid := len(iv) / 2
+		right := a.newLabel()
+		a.jgeTo(iv[mid].lo, right)
+		gen(iv[:mid])
+		a.setLabel(right)
+		gen(iv[mid:])
+	}
+	gen(iv)
+	a.setLabel(ioctlL)
+	a.emit(
+		bpf.LoadAbsolute{Off: ArgLowOffset(1), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ioctlTIOCSTI, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ioctlTIOCLINUX, SkipFalse: 1},
+		ret(deny),
+	)
+	a.setLabel(hostL)
+	a.emit(
+		bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipFalse: 1},
+		ret(RetUserNotif),
+		ret(RetAllow),
+	)
+	prog, err := a.assemble()
+	if err != nil {
+		return nil, err
+	}
+	if len(prog) > unix.BPF_MAXINSNS {
+		return nil, fmt.Errorf("seccomp: program too long (%d instructions)", len(prog))
+	}
+	return prog, nil
+}
+
+// Assemble builds the policy and encodes it for Install.
+func (p *Policy) Assemble() ([]bpf.RawInstruction, error) {
+	prog, err := p.Build()
+	if err != nil {
+		return nil, err
+	}
+	return bpf.Assemble(prog)
+}

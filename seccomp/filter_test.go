@@ -1,0 +1,277 @@
+//go:build linux
+
+package seccomp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// vmInput serializes seccomp_data for x/net/bpf's VM. The kernel loads
+// 32-bit words of seccomp_data in native (little-endian) order while the VM
+// loads them big-endian, so each aligned word is stored big-endian at the
+// offset where the little-endian kernel would find it.
+func vmInput(d *SeccompData) []byte {
+	b := make([]byte, SizeofSeccompData)
+	be := binary.BigEndian
+	be.PutUint32(b[0:], uint32(d.Nr))
+	be.PutUint32(b[4:], d.Arch)
+	be.PutUint32(b[8:], uint32(d.InstructionPointer))
+	be.PutUint32(b[12:], uint32(d.InstructionPointer>>32))
+	for i, a := range d.Args {
+		be.PutUint32(b[16+8*i:], uint32(a))
+		be.PutUint32(b[20+8*i:], uint32(a>>32))
+	}
+	return b
+}
+
+func newVM(t testing.TB, p *Policy) *bpf.VM {
+	t.Helper()
+	prog, err := p.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := bpf.NewVM(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vm
+}
+
+func run(t testing.TB, vm *bpf.VM, d *SeccompData) uint32 {
+	t.Helper()
+	v, err := vm.Run(vmInput(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint32(v)
+}
+
+func policyFor(a *Arch) *Policy {
+	p := DefaultPolicy()
+	p.Arch = a
+	return p
+}
+
+func retName(v uint32) string {
+	switch v & RetActionFull {
+	case RetKillProcess:
+		return "KILL_PROCESS"
+	case RetAllow:
+		return "ALLOW"
+	case RetUserNotif:
+		return "USER_NOTIF"
+	case RetErrno:
+		return fmt.Sprintf("ERRNO(%d)", v&RetData)
+	}
+	return fmt.Sprintf("%#x", v)
+}
+
+func TestFilterTable(t *testing.T) {
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		t.Run(a.Name, func(t *testing.T) {
+			p := policyFor(a)
+			vm := newVM(t, p)
+			prog, _ := p.Build()
+			t.Logf("%s: %d instructions", a.Name, len(prog))
+			nr := func(name string) int32 {
+				n, ok := a.Nr(name)
+				if !ok {
+					t.Fatalf("no %s on %s", name, a.Name)
+				}
+				return int32(n)
+			}
+			eperm := RetErrno | uint32(unix.EPERM)
+			base := uint64(p.VirtualFDBase)
+			type tc struct {
+				name string
+				d    SeccompData
+				want uint32
+			}
+			cases := []tc{
+				{"wrong arch", SeccompData{Nr: nr("getpid"), Arch: unix.AUDIT_ARCH_I386}, RetKillProcess},
+				{"wrong arch allowed nr", SeccompData{Nr: nr("futex"), Arch: 0}, RetKillProcess},
+				{"openat", SeccompData{Nr: nr("openat"), Arch: a.AuditArch}, RetUserNotif},
+				{"getpid notified", SeccompData{Nr: nr("getpid"), Arch: a.AuditArch}, RetUserNotif},
+				{"read fd 1", SeccompData{Nr: nr("read"), Arch: a.AuditArch, Args: [6]uint64{1}}, RetAllow},
+				{"write fd base-1", SeccompData{Nr: nr("write"), Arch: a.AuditArch, Args: [6]uint64{base - 1}}, RetAllow},
+				{"read fd base", SeccompData{Nr: nr("read"), Arch: a.AuditArch, Args: [6]uint64{base}}, RetUserNotif},
+				{"read virtual fd", SeccompData{Nr: nr("read"), Arch: a.AuditArch, Args: [6]uint64{base + 3}}, RetUserNotif},
+				{"read fd -1 (32-bit)", SeccompData{Nr: nr("read"), Arch: a.AuditArch, Args: [6]uint64{0xFFFFFFFF}}, RetUserNotif},
+				{"read fd -1 (64-bit)", SeccompData{Nr: nr("read"), Arch: a.AuditArch, Args: [6]uint64{^uint64(0)}}, RetUserNotif},
+				// High bits are ignored by the kernel for int fds; only the low word counts.
+				{"read fd 1 with junk high bits", SeccompData{Nr: nr("read"), Arch: a.AuditArch, Args: [6]uint64{1 | 0xdead<<32}}, RetAllow},
+				{"ioctl host fd", SeccompData{Nr: nr("ioctl"), Arch: a.AuditArch, Args: [6]uint64{0, unix.TCGETS}}, RetAllow},
+				{"ioctl TIOCSTI", SeccompData{Nr: nr("ioctl"), Arch: a.AuditArch, Args: [6]uint64{0, unix.TIOCSTI}}, eperm},
+				{"ioctl TIOCLINUX virtual", SeccompData{Nr: nr("ioctl"), Arch: a.AuditArch, Args: [6]uint64{base + 1, 0x541C}}, eperm},
+				{"ioctl virtual fd", SeccompData{Nr: nr("ioctl"), Arch: a.AuditArch, Args: [6]uint64{base + 1, unix.TCGETS}}, RetUserNotif},
+				{"nr 0xFFFFFFFF", SeccompData{Nr: -1, Arch: a.AuditArch}, p.Decide(0xFFFFFFFF, a.AuditArch, [6]uint64{})},
+			}
+			if a == ArchX86_64 {
+				cases = append(cases,
+					tc{"x32 read", SeccompData{Nr: 0x40000000, Arch: a.AuditArch}, RetErrno | uint32(unix.ENOSYS)},
+					tc{"x32 top", SeccompData{Nr: 0x7FFFFFFF, Arch: a.AuditArch}, RetErrno | uint32(unix.ENOSYS)},
+					tc{"nr -1", SeccompData{Nr: -1, Arch: a.AuditArch}, RetErrno | uint32(unix.ENOSYS)},
+				)
+			} else {
+				cases = append(cases, tc{"large nr", SeccompData{Nr: 0x40000000, Arch: a.AuditArch}, RetUserNotif})
+			}
+			for _, name := range DefaultAllow {
+				if n, ok := a.Nr(name); ok {
+					cases = append(cases, tc{"allow " + name, SeccompData{Nr: int32(n), Arch: a.AuditArch}, RetAllow})
+				}
+			}
+			deny := DenyX86_64
+			if a == ArchAArch64 {
+				deny = DenyAArch64
+			}
+			if len(deny) < 50 {
+				t.Errorf("deny table has %d entries, want >= 50", len(deny))
+			}
+			for _, s := range deny {
+				cases = append(cases, tc{"deny " + s.Name, SeccompData{Nr: int32(s.Nr), Arch: a.AuditArch, Args: [6]uint64{1}}, eperm})
+			}
+			for _, c := range cases {
+				got := run(t, vm, &c.d)
+				if got != c.want {
+					t.Errorf("%s: got %s want %s", c.name, retName(got), retName(c.want))
+				}
+				if o := p.Decide(uint32(c.d.Nr), c.d.Arch, c.d.Args); o != got {
+					t.Errorf("%s: oracle %s, program %s", c.name, retName(o), retName(got))
+				}
+			}
+		})
+	}
+}
+
+// TestFilterExhaustive compares program and oracle on every syscall number
+// up to 1024 plus boundaries, for host and virtual fds, on both arches.
+func TestFilterExhaustive(t *testing.T) {
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		p := policyFor(a)
+		vm := newVM(t, p)
+		for nr := uint32(0); nr < 1100; nr++ {
+			for _, fd := range []uint64{0, 2, uint64(p.VirtualFDBase) - 1, uint64(p.VirtualFDBase), 0xFFFFFFFF} {
+				d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, Args: [6]uint64{fd, unix.TIOCSTI}}
+				if got, want := run(t, vm, &d), p.Decide(nr, a.AuditArch, d.Args); got != want {
+					t.Fatalf("%s nr=%d fd=%d: program %s, oracle %s", a.Name, nr, fd, retName(got), retName(want))
+				}
+			}
+		}
+	}
+}
+
+func TestDenyTables(t *testing.T) {
+	for _, tab := range []struct {
+		a   *Arch
+		tab []Syscall
+	}{{ArchX86_64, DenyX86_64}, {ArchAArch64, DenyAArch64}} {
+		t.Logf("%s: %d denied syscalls", tab.a.Name, len(tab.tab))
+		for _, s := range tab.tab {
+			if s.Reason == "" {
+				t.Errorf("%s: %s has no reason", tab.a.Name, s.Name)
+			}
+		}
+	}
+	// Spot-check the borrowed number tables against x/sys/unix for the
+	// native arch.
+	a := NativeArch()
+	for name, want := range map[string]uint32{
+		"reboot": unix.SYS_REBOOT, "getppid": unix.SYS_GETPPID, "unshare": unix.SYS_UNSHARE,
+		"read": unix.SYS_READ, "ioctl": unix.SYS_IOCTL, "openat": unix.SYS_OPENAT,
+		"io_uring_setup": unix.SYS_IO_URING_SETUP, "memfd_secret": unix.SYS_MEMFD_SECRET,
+	} {
+		if got, _ := a.Nr(name); got != want {
+			t.Errorf("%s: table says %d, x/sys/unix says %d", name, got, want)
+		}
+	}
+}
+
+func TestPolicyValidation(t *testing.T) {
+	p := DefaultPolicy()
+	p.Allow = append(p.Allow, "reboot")
+	if _, err := p.Build(); err == nil {
+		t.Error("reboot in Deny and Allow accepted")
+	}
+	p = DefaultPolicy()
+	p.HostFD = append(p.HostFD, "no_such_syscall")
+	if _, err := p.Build(); err == nil {
+		t.Error("unknown syscall accepted")
+	}
+	p = DefaultPolicy()
+	p.HostFD = nil
+	p.Allow = append(p.Allow, "ioctl")
+	if _, err := p.Build(); err == nil {
+		t.Error("ioctl in Allow accepted")
+	}
+	// Long jumps: a policy with many scattered entries forces trampolines.
+	p = DefaultPolicy()
+	p.Deny = nil
+	p.Allow = nil
+	hostfd := map[string]bool{}
+	for _, n := range p.HostFD {
+		hostfd[n] = true
+	}
+	for name, nr := range p.Arch.Syscalls {
+		if nr%2 == 0 && !hostfd[name] {
+			p.Allow = append(p.Allow, name)
+		}
+	}
+	vm := newVM(t, p)
+	prog, _ := p.Build()
+	t.Logf("scattered policy: %d instructions", len(prog))
+	for nr := uint32(0); nr < 600; nr++ {
+		d := SeccompData{Nr: int32(nr), Arch: p.Arch.AuditArch}
+		if got, want := run(t, vm, &d), p.Decide(nr, p.Arch.AuditArch, d.Args); got != want {
+			t.Fatalf("nr=%d: program %s, oracle %s", nr, retName(got), retName(want))
+		}
+	}
+}
+
+func FuzzFilter(f *testing.F) {
+	native := NativeArch()
+	f.Add(uint32(0), native.AuditArch, uint64(1), uint64(0), uint64(0))
+	f.Add(uint32(16), native.AuditArch, uint64(0), uint64(unix.TIOCSTI), uint64(0))
+	f.Add(uint32(0x40000001), native.AuditArch, uint64(1<<20), uint64(0), uint64(7))
+	f.Add(uint32(169), uint32(unix.AUDIT_ARCH_I386), uint64(0xFFFFFFFF), uint64(1), uint64(0))
+	f.Add(uint32(0xFFFFFFFF), native.AuditArch, uint64(DefaultVirtualFDBase), uint64(0), uint64(0))
+
+	type target struct {
+		p  *Policy
+		vm *bpf.VM
+	}
+	var targets []target
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		p := policyFor(a)
+		targets = append(targets, target{p, newVM(f, p)})
+	}
+	valid := func(v uint32) bool {
+		switch v {
+		case RetKillProcess, RetAllow, RetUserNotif,
+			RetErrno | uint32(unix.EPERM), RetErrno | uint32(unix.ENOSYS):
+			return true
+		}
+		return false
+	}
+	f.Fuzz(func(t *testing.T, nr, arch uint32, a0, a1, ip uint64) {
+		for _, tg := range targets {
+			// Once with the fuzzed arch, once with the target's own so the
+			// syscall-number space is explored past the arch check.
+			for _, ar := range []uint32{arch, tg.p.Arch.AuditArch} {
+				d := SeccompData{Nr: int32(nr), Arch: ar, InstructionPointer: ip, Args: [6]uint64{a0, a1, ip}}
+				got := run(t, tg.vm, &d)
+				if !valid(got) {
+					t.Fatalf("%s: unexpected verdict %#x", tg.p.Arch.Name, got)
+				}
+				if want := tg.p.Decide(nr, ar, d.Args); got != want {
+					t.Fatalf("%s nr=%#x arch=%#x args=%#x,%#x: program %s, oracle %s",
+						tg.p.Arch.Name, nr, ar, a0, a1, retName(got), retName(want))
+				}
+			}
+		}
+	})
+}
