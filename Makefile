@@ -25,7 +25,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: all kbox check unit integration bench rootfs guests vet fmt clean lkl-status
+.PHONY: image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status
 
 all: kbox
 
@@ -52,9 +52,14 @@ fmt:
 
 # Unit tests need no LKL; integration tests (package tests, and every test
 # tagged lkl) need liblkl and $(OUT), and skip loudly without them.
-check: kbox vet
+check: kbox vet image-if-missing
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 ./...
+
+# Integration tests need the image; build it once if it is missing. If that
+# fails (no Debian mirror), they skip loudly instead.
+image-if-missing:
+	@test -f $(OUT) || OUT=$(OUT) bash rootfs/build.sh || echo "kbox: *** could not build $(OUT): image tests will be skipped ***"
 
 unit:
 	$(GO) test -count=1 ./...
