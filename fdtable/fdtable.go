@@ -1,0 +1,213 @@
+// Package fdtable maps a guest process's virtual file descriptors to LKL
+// file descriptors.
+//
+// Guest fds below Base are the guest's own host fds (stdio, pipes, shadow
+// memfds) and never appear here; virtual fds are numbered from Base up, so
+// the two ranges never collide. After fork each process has its own Table,
+// whose entries share the underlying open LKL file, so a child closing an fd
+// does not close the parent's.
+package fdtable
+
+import (
+	"errors"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// File is an open LKL file, shared by every fd (in every process) that refers
+// to it. Its LKL fd is closed when the last reference goes.
+type File struct {
+	LKLFd int
+	Path  string // normalized guest path, for fchdir and *at() lookups
+	Flags int    // open flags
+	refs  int32
+}
+
+// Closer closes an LKL fd when a File's last reference goes.
+type Closer func(lklfd int)
+
+// Entry is one virtual fd.
+type Entry struct {
+	File    *File
+	Cloexec bool
+}
+
+// Table is one process's virtual fds.
+type Table struct {
+	mu      sync.Mutex
+	base    int
+	max     int
+	entries map[int]Entry
+	close   Closer
+}
+
+// ErrBadFd reports an fd that is not in the table.
+var ErrBadFd = errors.New("bad virtual fd")
+
+// New makes an empty table numbering fds from base; at most max entries.
+func New(base, max int, close Closer) *Table {
+	return &Table{base: base, max: max, entries: make(map[int]Entry), close: close}
+}
+
+// IsVirtual reports whether fd is in the virtual range of t.
+func (t *Table) IsVirtual(fd int) bool { return fd >= t.base }
+
+// Base returns the lowest virtual fd number.
+func (t *Table) Base() int { return t.base }
+
+// Open adds a new File for lklfd and returns its guest fd, or EMFILE.
+func (t *Table) Open(lklfd int, path string, flags int, cloexec bool) (int, error) {
+	f := &File{LKLFd: lklfd, Path: path, Flags: flags}
+	fd, err := t.install(f, cloexec, t.base)
+	if err != nil {
+		t.close(lklfd)
+	}
+	return fd, err
+}
+
+func (t *Table) install(f *File, cloexec bool, min int) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.entries) >= t.max {
+		return -1, unix.EMFILE
+	}
+	if min < t.base {
+		min = t.base
+	}
+	fd := min
+	for {
+		if _, used := t.entries[fd]; !used {
+			break
+		}
+		fd++
+	}
+	f.refs++
+	t.entries[fd] = Entry{File: f, Cloexec: cloexec}
+	return fd, nil
+}
+
+// Get returns the entry of fd.
+func (t *Table) Get(fd int) (Entry, bool) {
+	t.mu.Lock()
+	e, ok := t.entries[fd]
+	t.mu.Unlock()
+	return e, ok
+}
+
+// Close removes fd, closing its LKL file when no fd refers to it any more.
+func (t *Table) Close(fd int) error {
+	t.mu.Lock()
+	e, ok := t.entries[fd]
+	if ok {
+		delete(t.entries, fd)
+	}
+	t.mu.Unlock()
+	if !ok {
+		return unix.EBADF
+	}
+	t.release(e.File)
+	return nil
+}
+
+func (t *Table) release(f *File) {
+	t.mu.Lock()
+	f.refs--
+	last := f.refs == 0
+	t.mu.Unlock()
+	if last {
+		t.close(f.LKLFd)
+	}
+}
+
+// Dup makes a new fd (the lowest free at or above min) sharing fd's file.
+func (t *Table) Dup(fd, min int, cloexec bool) (int, error) {
+	e, ok := t.Get(fd)
+	if !ok {
+		return -1, unix.EBADF
+	}
+	return t.install(e.File, cloexec, min)
+}
+
+// Dup2 makes newfd refer to fd's file, closing what newfd held.
+func (t *Table) Dup2(fd, newfd int, cloexec bool) error {
+	if newfd < t.base {
+		return unix.EBADF
+	}
+	t.mu.Lock()
+	e, ok := t.entries[fd]
+	if !ok {
+		t.mu.Unlock()
+		return unix.EBADF
+	}
+	old, had := t.entries[newfd]
+	e.File.refs++
+	t.entries[newfd] = Entry{File: e.File, Cloexec: cloexec}
+	t.mu.Unlock()
+	if had {
+		t.release(old.File)
+	}
+	return nil
+}
+
+// SetCloexec sets or clears close-on-exec on fd.
+func (t *Table) SetCloexec(fd int, on bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[fd]
+	if !ok {
+		return unix.EBADF
+	}
+	e.Cloexec = on
+	t.entries[fd] = e
+	return nil
+}
+
+// Fork returns a copy of t for a child process: same fds, shared files.
+func (t *Table) Fork() *Table {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := &Table{base: t.base, max: t.max, entries: make(map[int]Entry, len(t.entries)), close: t.close}
+	for fd, e := range t.entries {
+		e.File.refs++
+		c.entries[fd] = e
+	}
+	return c
+}
+
+// Exec drops the close-on-exec fds, as execve does.
+func (t *Table) Exec() {
+	t.mu.Lock()
+	var drop []*File
+	for fd, e := range t.entries {
+		if e.Cloexec {
+			delete(t.entries, fd)
+			drop = append(drop, e.File)
+		}
+	}
+	t.mu.Unlock()
+	for _, f := range drop {
+		t.release(f)
+	}
+}
+
+// CloseAll drops every fd (process exit).
+func (t *Table) CloseAll() {
+	t.mu.Lock()
+	var drop []*File
+	for fd, e := range t.entries {
+		delete(t.entries, fd)
+		drop = append(drop, e.File)
+	}
+	t.mu.Unlock()
+	for _, f := range drop {
+		t.release(f)
+	}
+}
+
+// Len returns the number of open virtual fds.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries)
+}

@@ -1,0 +1,87 @@
+package fdtable
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestTable(t *testing.T) {
+	closed := map[int]int{}
+	tb := New(1024, 4, func(fd int) { closed[fd]++ })
+
+	a, err := tb.Open(7, "/etc", 0, false)
+	if err != nil || a != 1024 {
+		t.Fatalf("first fd %d %v", a, err)
+	}
+	b, _ := tb.Open(8, "/tmp", 0, true)
+	if b != 1025 {
+		t.Fatalf("second fd %d", b)
+	}
+	// Fork shares files: the child's close does not close the parent's.
+	child := tb.Fork()
+	if err := child.Close(a); err != nil {
+		t.Fatal(err)
+	}
+	if closed[7] != 0 {
+		t.Fatal("child close closed the shared LKL fd")
+	}
+	if e, ok := tb.Get(a); !ok || e.File.LKLFd != 7 {
+		t.Fatal("parent lost its fd")
+	}
+	// Exec drops cloexec fds only.
+	tb.Exec()
+	if _, ok := tb.Get(b); ok {
+		t.Error("cloexec fd survived exec")
+	}
+	if closed[8] != 0 {
+		t.Error("fd 8 still referenced by the child, closed early")
+	}
+	child.CloseAll()
+	if closed[8] != 1 {
+		t.Errorf("fd 8 closed %d times after its last reference", closed[8])
+	}
+	// Dup and dup2 share; the file closes with the last fd.
+	d, _ := tb.Dup(a, 2000, false)
+	if d != 2000 {
+		t.Errorf("dup at min 2000 gave %d", d)
+	}
+	if err := tb.Dup2(a, 1030, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Dup2(a, 5, false); err != unix.EBADF {
+		t.Errorf("dup2 into the host range: %v", err)
+	}
+	tb.Close(a)
+	tb.Close(d)
+	if closed[7] != 0 {
+		t.Error("closed while fd 1030 still refers to it")
+	}
+	tb.Close(1030)
+	if closed[7] != 1 {
+		t.Errorf("closed %d times", closed[7])
+	}
+	if err := tb.Close(1030); err != unix.EBADF {
+		t.Errorf("double close: %v", err)
+	}
+}
+
+func TestExhaustion(t *testing.T) {
+	closed := 0
+	tb := New(1024, 3, func(int) { closed++ })
+	for i := 0; i < 3; i++ {
+		if _, err := tb.Open(i, "/", 0, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tb.Open(99, "/", 0, false); err != unix.EMFILE {
+		t.Fatalf("over the limit: %v", err)
+	}
+	if closed != 1 {
+		t.Error("the refused LKL fd was not closed")
+	}
+	tb.Close(1025)
+	if fd, err := tb.Open(5, "/", 0, false); err != nil || fd != 1025 {
+		t.Errorf("after recovery: %d %v", fd, err)
+	}
+}
