@@ -1,0 +1,184 @@
+// Package dispatch is kbox's single syscall engine. A Request (syscall
+// number, arguments and a Guest for memory access) is independent of the
+// tier that caught it; the handler registered for the number decides to
+// forward it to LKL, continue it on the host, emulate it, or fail it.
+//
+// Handlers live in one file per family (file.go, stat.go, path.go, exec.go,
+// ident.go, sys.go, host.go), each registered in the table with a one-line
+// comment naming the syscall it implements.
+package dispatch
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/shadowfd"
+	"golang.org/x/sys/unix"
+)
+
+// Disposition says where a syscall was served.
+type Disposition uint8
+
+const (
+	LKL Disposition = iota
+	Host
+	Emulated
+	Denied
+	ENOSYS
+)
+
+// Action is what the tier must do with the guest's syscall.
+type Action uint8
+
+const (
+	// Return answers the syscall with Val or Errno.
+	Return Action = iota
+	// Continue lets the host kernel run the syscall as issued.
+	Continue
+)
+
+// Result is a handler's answer.
+type Result struct {
+	Action Action
+	Disp   Disposition
+	Val    int64
+	Errno  unix.Errno
+}
+
+// Guest is the tier's access to the calling guest.
+type Guest interface {
+	// Pid is the calling thread's host tid.
+	Pid() int
+	// Read copies guest memory at addr into b (all of it, or an error).
+	Read(addr uint64, b []byte) error
+	// ReadSome copies up to len(b) bytes, stopping early at unmapped memory.
+	ReadSome(addr uint64, b []byte) (int, error)
+	// Write copies b into guest memory at addr.
+	Write(addr uint64, b []byte) error
+	// WriteForce is Write that may also write a private read-only mapping
+	// (copy-on-write, as a debugger does); exec uses it for path strings
+	// that live in .rodata.
+	WriteForce(addr uint64, b []byte) error
+	// Valid checks that the request is still live (after reading memory).
+	Valid() error
+	// AddFD installs hostfd in the guest at target (-1: lowest free).
+	AddFD(hostfd, target int, cloexec bool) (int, error)
+}
+
+// Request is one syscall to dispatch.
+type Request struct {
+	E    *Engine
+	Nr   int
+	Args [6]uint64
+	G    Guest
+	P    *Proc
+}
+
+// Handler serves one syscall.
+type Handler func(e *Engine, r *Request) Result
+
+// MaxNr bounds syscall numbers in the table.
+const MaxNr = 512
+
+var table [MaxNr]Handler
+
+// register installs h for nr; files call it from init.
+func register(nr int, h Handler) { table[nr] = h }
+
+// Options configures an Engine.
+type Options struct {
+	// RootID makes the guest see uid/gid 0; ChangeID, when set, UID:GID.
+	RootID     bool
+	ChangeID   bool
+	UID, GID   uint32
+	VirtualFDs int // virtual fd base (host fds are below it)
+	MaxFDs     int
+	// HostRoutes are guest path prefixes served from the host (e.g. /proc).
+	HostRoutes []string
+	// StageDir is the guest's host cwd, a private directory where execve
+	// makes NAME -> /proc/self/fd/ExecFD links (see exec.go).
+	StageDir string
+}
+
+// Fixed guest fd numbers used by execve: the prepared program, its
+// interpreter, and the interpreter's own loader (for #! scripts).
+const (
+	ExecFD   = 1000
+	InterpFD = 1001
+	LoaderFD = 1002
+)
+
+// Engine is the dispatch state shared by every guest process.
+type Engine struct {
+	Opt     Options
+	Shadows *shadowfd.Manager
+	// RootPid is the first guest process; signals reach only it and its
+	// descendants.
+	RootPid int
+
+	mu    sync.Mutex
+	procs map[int]*Proc // by tgid
+
+	enosys [MaxNr]atomic.Uint64
+	counts [MaxNr]atomic.Uint64
+}
+
+// New returns an Engine.
+func New(opt Options) *Engine {
+	if opt.VirtualFDs == 0 {
+		opt.VirtualFDs = 1024
+	}
+	if opt.MaxFDs == 0 {
+		opt.MaxFDs = 4096
+	}
+	return &Engine{Opt: opt, Shadows: shadowfd.New(), procs: map[int]*Proc{}}
+}
+
+// Dispatch serves r.
+func (e *Engine) Dispatch(r *Request) Result {
+	if r.Nr < 0 || r.Nr >= MaxNr || table[r.Nr] == nil {
+		if r.Nr >= 0 && r.Nr < MaxNr {
+			e.enosys[r.Nr].Add(1)
+		}
+		return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
+	}
+	e.counts[r.Nr].Add(1)
+	r.E = e
+	return table[r.Nr](e, r)
+}
+
+// ENOSYSCounts returns the per-number count of unimplemented syscalls.
+func (e *Engine) ENOSYSCounts() map[int]uint64 {
+	m := map[int]uint64{}
+	for i := range e.enosys {
+		if n := e.enosys[i].Load(); n != 0 {
+			m[i] = n
+		}
+	}
+	return m
+}
+
+// Count returns how often syscall nr was dispatched to a handler.
+func (e *Engine) Count(nr int) uint64 { return e.counts[nr].Load() }
+
+// Handled reports whether nr has a handler.
+func Handled(nr int) bool { return nr >= 0 && nr < MaxNr && table[nr] != nil }
+
+func ok(v int64, d Disposition) Result { return Result{Val: v, Disp: d} }
+
+func fail(err error, d Disposition) Result {
+	if en, isErrno := err.(unix.Errno); isErrno {
+		return Result{Errno: en, Disp: d}
+	}
+	return Result{Errno: unix.EIO, Disp: d}
+}
+
+func errno(en unix.Errno, d Disposition) Result { return Result{Errno: en, Disp: d} }
+
+var cont = Result{Action: Continue, Disp: Host}
+
+// NewTable returns a virtual fd table configured for e.
+func (e *Engine) newTable() *fdtable.Table {
+	return fdtable.New(e.Opt.VirtualFDs, e.Opt.MaxFDs, func(lklfd int) { lklClose(lklfd) })
+}

@@ -1,0 +1,297 @@
+package dispatch
+
+import (
+	"debug/elf"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/kbox-project/kbox/elfload"
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	register(unix.SYS_EXECVE, sysExecve)     // execve(2)
+	register(unix.SYS_EXECVEAT, sysExecveat) // execveat(2)
+}
+
+// MaxExecSize bounds an executable read from the image.
+const MaxExecSize = 512 << 20
+
+// A program is executed from memfds installed in the guest at fixed fds
+// (ExecFD, InterpFD, LoaderFD), with PT_INTERP patched to /proc/self/fd/N.
+// A seccomp notification cannot change the syscall's arguments, so the
+// guest's own path string is overwritten with the program's base name, which
+// resolves in the guest's host cwd (Opt.StageDir, a private directory) to a
+// link to /proc/self/fd/ExecFD. The base name always fits, and when argv[0]
+// shares the path's memory (as shells do) it still names the program. The
+// host kernel then executes the image's program; no host file is ever
+// executed in its place.
+
+type execKey struct {
+	dev, ino       uint64
+	ctime, ctimeNs int64
+	patch          string
+}
+
+var (
+	execCacheMu sync.Mutex
+	execCache   = map[execKey]int{}
+)
+
+const execCacheMax = 32
+
+func machine() elf.Machine {
+	return elf.EM_X86_64
+}
+
+// loadFile reads an image file for execution.
+func loadFile(p string) ([]byte, lkl.Stat64, unix.Errno) {
+	var st lkl.Stat64
+	fd, le := lklPath(lkl.SysOpenat, 1, p, [6]uintptr{atFdcwd, 0, unix.O_RDONLY | unix.O_CLOEXEC})
+	if le != 0 {
+		return nil, st, le
+	}
+	defer lkl.Close(int(fd))
+	st, err := lkl.Fstat(int(fd))
+	if err != nil {
+		return nil, st, unix.EIO
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return nil, st, unix.EACCES
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, st, unix.EACCES
+	}
+	if _, le := lklPath(lkl.SysFaccessat, 1, p, [6]uintptr{atFdcwd, 0, unix.X_OK}); le != 0 {
+		return nil, st, le
+	}
+	if st.Size > MaxExecSize {
+		return nil, st, unix.E2BIG
+	}
+	b := make([]byte, st.Size)
+	for off := 0; off < len(b); {
+		n, le := lkl.Syscall6(lkl.SysPread64, fd, uptr(b[off:]), uintptr(len(b)-off), uintptr(off), 0, 0)
+		if le != 0 {
+			return nil, st, le
+		}
+		if n == 0 {
+			return nil, st, unix.EIO
+		}
+		off += int(n)
+	}
+	return b, st, 0
+}
+
+// prepare returns a sealed memfd holding the program at guest path p, with
+// PT_INTERP rewritten to /proc/self/fd/interpFD when it is dynamic, and the
+// interpreter path it needs ("" for static).
+func prepare(p string, interpFD int) (memfd int, interp string, info *elfload.Info, en unix.Errno) {
+	b, st, en := loadFile(p)
+	if en != 0 {
+		return -1, "", nil, en
+	}
+	info, err := elfload.Inspect(b, machine())
+	if err != nil {
+		return -1, "", nil, unix.ENOEXEC
+	}
+	if info.Kind == elfload.Script {
+		return -1, "", info, 0
+	}
+	patch := ""
+	if info.Kind == elfload.Dynamic {
+		patch = "/proc/self/fd/" + strconv.Itoa(interpFD)
+	}
+	k := execKey{st.Dev, st.Ino, st.Ctime, int64(st.CtimeNsec), patch}
+	execCacheMu.Lock()
+	cached, hit := execCache[k]
+	execCacheMu.Unlock()
+	if hit {
+		fd, err := unix.Dup(cached)
+		if err == nil {
+			return fd, info.Interp, info, 0
+		}
+	}
+	if patch != "" {
+		if err := elfload.PatchInterp(b, info, patch); err != nil {
+			return -1, "", nil, unix.ENOEXEC
+		}
+	}
+	fd, err := unix.MemfdCreate("kbox-exec:"+p, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, "", nil, unix.ENOMEM
+	}
+	for off := 0; off < len(b); {
+		n, err := unix.Write(fd, b[off:])
+		if err != nil {
+			unix.Close(fd)
+			return -1, "", nil, unix.ENOMEM
+		}
+		off += n
+	}
+	unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+	execCacheMu.Lock()
+	if len(execCache) < execCacheMax {
+		if keep, err := unix.Dup(fd); err == nil {
+			execCache[k] = keep
+		}
+	}
+	execCacheMu.Unlock()
+	return fd, info.Interp, info, 0
+}
+
+// install puts memfd into the guest at fd target (close-on-exec: the kernel
+// opens it during execve, before close-on-exec fds go) and closes our copy.
+func install(r *Request, memfd, target int) unix.Errno {
+	defer unix.Close(memfd)
+	if _, err := r.G.AddFD(memfd, target, true); err != nil {
+		if en, isErrno := err.(unix.Errno); isErrno {
+			return en
+		}
+		return unix.EMFILE
+	}
+	return 0
+}
+
+// prepareELF installs the ELF at guest path p at fd at, and its interpreter
+// at fd at+1.
+func (e *Engine) prepareELF(r *Request, p string, at int) unix.Errno {
+	memfd, interp, _, en := prepare(p, at+1)
+	if en != 0 {
+		return en
+	}
+	if memfd < 0 {
+		return unix.ENOEXEC // a script where an ELF is needed
+	}
+	if en := install(r, memfd, at); en != 0 {
+		return en
+	}
+	if interp == "" {
+		return 0
+	}
+	imem, iinterp, _, en := prepare(Clean("/", interp), at+2)
+	if en != 0 {
+		if en == unix.ENOENT {
+			return unix.ENOENT // missing interpreter: execve reports ENOENT
+		}
+		return en
+	}
+	if imem < 0 || iinterp != "" {
+		if imem >= 0 {
+			unix.Close(imem)
+		}
+		return unix.ELIBBAD
+	}
+	return install(r, imem, at+1)
+}
+
+func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
+	p, en := readPath(r, addr)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	t, en := e.resolveAt(r, dirfd, p)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if t.Host && t.Path == "/proc/"+strconv.Itoa(r.P.Tgid)+"/exe" && r.P.exe != "" {
+		t = Target{Path: r.P.exe} // re-exec of itself: its image program
+	}
+	if t.Host {
+		return errno(unix.EACCES, Denied) // nothing is executed from the host
+	}
+	memfd, _, info, en := prepare(t.Path, InterpFD)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if info.Kind == elfload.Script {
+		// The exec image is a one-line script naming the interpreter
+		// installed at InterpFD; the interpreter then opens the stage
+		// name, which open() maps back to this script.
+		ipath := Clean("/", info.ScriptInterp)
+		if en := e.prepareELF(r, ipath, InterpFD); en != 0 {
+			return errno(en, LKL)
+		}
+		// The interpreter is named through a staging link with its own
+		// base name, so that multi-call binaries (busybox) still see
+		// which program they are.
+		iname := stageName(ipath)
+		if en := e.stageLinkIn("i", iname, InterpFD); en != 0 {
+			return errno(en, LKL)
+		}
+		line := "#!i/" + iname
+		if info.ScriptArg != "" {
+			line += " " + info.ScriptArg
+		}
+		line += "\n"
+		sfd, err := unix.MemfdCreate("kbox-script:"+t.Path, unix.MFD_CLOEXEC)
+		if err != nil {
+			return errno(unix.ENOMEM, LKL)
+		}
+		unix.Write(sfd, []byte(line))
+		if en := install(r, sfd, ExecFD); en != 0 {
+			return errno(en, LKL)
+		}
+		r.P.pendingScript = t.Path
+		r.P.pendingName = stageName(t.Path)
+	} else {
+		unix.Close(memfd)
+		if en := e.prepareELF(r, t.Path, ExecFD); en != 0 {
+			return errno(en, LKL)
+		}
+	}
+	name := stageName(t.Path)
+	if en := e.stageLinkIn("", name, ExecFD); en != 0 {
+		return errno(en, LKL)
+	}
+	if err := r.G.WriteForce(addr, cpath(name)); err != nil {
+		// The path string lives in read-only memory: it cannot be
+		// redirected to the prepared image.
+		return errno(unix.EFAULT, LKL)
+	}
+	if r.G.Valid() != nil {
+		return errno(unix.ENOENT, LKL)
+	}
+	r.P.FDs.Exec()
+	r.P.exe = t.Path
+	return Result{Action: Continue, Disp: LKL}
+}
+
+func sysExecve(e *Engine, r *Request) Result { return e.exec(r, unix.AT_FDCWD, r.Args[0]) }
+
+func sysExecveat(e *Engine, r *Request) Result {
+	if r.Args[4]&unix.AT_EMPTY_PATH != 0 {
+		return errno(unix.EACCES, Denied) // fexecve of a host fd
+	}
+	return e.exec(r, int32(r.Args[0]), r.Args[1])
+}
+
+// stageName is the name written over an execve path: the base name, or "x"
+// for names that cannot be a file name.
+func stageName(p string) string {
+	b := path.Base(p)
+	if b == "/" || b == "." || b == ".." || b == "" {
+		return "x"
+	}
+	return b
+}
+
+var stageMu sync.Mutex
+
+// stageLinkIn makes StageDir/dir/name -> /proc/self/fd/fd if missing.
+func (e *Engine) stageLinkIn(dir, name string, fd int) unix.Errno {
+	stageMu.Lock()
+	defer stageMu.Unlock()
+	d := filepath.Join(e.Opt.StageDir, dir)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return unix.ENOMEM
+	}
+	err := os.Symlink("/proc/self/fd/"+strconv.Itoa(fd), filepath.Join(d, name))
+	if err != nil && !os.IsExist(err) {
+		return unix.ENOMEM
+	}
+	return 0
+}

@@ -1,0 +1,392 @@
+package dispatch
+
+import (
+	"os"
+	"strconv"
+
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	register(unix.SYS_OPEN, sysOpen)              // open(2)
+	register(unix.SYS_OPENAT, sysOpenat)          // openat(2)
+	register(unix.SYS_OPENAT2, sysOpenat2)        // openat2(2)
+	register(unix.SYS_CREAT, sysCreat)            // creat(2)
+	register(unix.SYS_CLOSE, sysClose)            // close(2)
+	register(unix.SYS_CLOSE_RANGE, sysCloseRange) // close_range(2)
+	register(unix.SYS_READ, sysRead)              // read(2) on virtual fds
+	register(unix.SYS_WRITE, sysWrite)            // write(2) on virtual fds
+	register(unix.SYS_PREAD64, sysPread)          // pread64(2) on virtual fds
+	register(unix.SYS_PWRITE64, sysPwrite)        // pwrite64(2) on virtual fds
+	register(unix.SYS_LSEEK, sysLseek)            // lseek(2) on virtual fds
+	register(unix.SYS_GETDENTS64, sysGetdents64)  // getdents64(2)
+	register(unix.SYS_FCNTL, sysFcntl)            // fcntl(2) on virtual fds
+	register(unix.SYS_DUP, sysDup)                // dup(2)
+	register(unix.SYS_DUP2, sysDup2)              // dup2(2)
+	register(unix.SYS_DUP3, sysDup3)              // dup3(2)
+	register(unix.SYS_IOCTL, sysIoctl)            // ioctl(2) on virtual fds: ENOTTY
+	register(unix.SYS_FSYNC, sysFsync)            // fsync(2) on virtual fds
+	register(unix.SYS_FDATASYNC, sysFsync)        // fdatasync(2) on virtual fds
+	register(unix.SYS_FTRUNCATE, sysFtruncate)    // ftruncate(2)
+	register(unix.SYS_SENDFILE, sysCopyHostOnly)  // sendfile(2): host fds only
+	register(unix.SYS_COPY_FILE_RANGE, sysCopyHostOnly)
+	register(unix.SYS_FLOCK, sysFlock)          // flock(2): host fds on host; virtual: accepted
+	register(unix.SYS_FADVISE64, sysFadvise)    // fadvise64(2)
+	register(unix.SYS_GETDENTS, sysGetdentsOld) // getdents(2): old layout, ENOSYS
+}
+
+func isVirtual(r *Request, fd uint64) bool { return r.P.FDs.IsVirtual(int(int32(fd))) }
+
+// vfd returns the LKL fd behind a virtual guest fd.
+func vfd(r *Request, fd uint64) (int, unix.Errno) {
+	e, ok := r.P.FDs.Get(int(int32(fd)))
+	if !ok {
+		return -1, unix.EBADF
+	}
+	return e.File.LKLFd, 0
+}
+
+func sysOpen(e *Engine, r *Request) Result {
+	return e.open(r, unix.AT_FDCWD, r.Args[0], int(r.Args[1]), uint32(r.Args[2]))
+}
+
+func sysOpenat(e *Engine, r *Request) Result {
+	return e.open(r, int32(r.Args[0]), r.Args[1], int(r.Args[2]), uint32(r.Args[3]))
+}
+
+func sysCreat(e *Engine, r *Request) Result {
+	return e.open(r, unix.AT_FDCWD, r.Args[0], unix.O_CREAT|unix.O_WRONLY|unix.O_TRUNC, uint32(r.Args[1]))
+}
+
+func sysOpenat2(e *Engine, r *Request) Result {
+	var how unix.OpenHow
+	if r.Args[3] < 24 {
+		return errno(unix.EINVAL, Emulated)
+	}
+	if err := r.G.Read(r.Args[2], asBytes(&how)); err != nil {
+		return errno(unix.EFAULT, Emulated)
+	}
+	return e.open(r, int32(r.Args[0]), r.Args[1], int(how.Flags), uint32(how.Mode))
+}
+
+// open serves every open variant. Regular image files become shadow memfds
+// installed as host fds (native read/mmap); directories and special files
+// become virtual fds; host-route paths are opened on the host, confined.
+func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint32) Result {
+	p, en := readPath(r, addr)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if r.P.pendingScript != "" && p == r.P.pendingName {
+		p = r.P.pendingScript // a #! interpreter opening its script
+		r.P.pendingScript = ""
+	}
+	t, en := e.resolveAt(r, dirfd, p)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	cloexec := flags&unix.O_CLOEXEC != 0
+	if t.Host {
+		hfd, err := e.openHost(t, flags&^unix.O_CLOEXEC, mode)
+		if err != nil {
+			return fail(err, Host)
+		}
+		defer unix.Close(hfd)
+		gfd, err := r.G.AddFD(hfd, -1, cloexec)
+		if err != nil {
+			return fail(err, Host)
+		}
+		return ok(int64(gfd), Host)
+	}
+	lflags := int(lkl.OpenFlagsToLKL(uint32(flags&^unix.O_CLOEXEC))) | unix.O_CLOEXEC
+	if flags&unix.O_ACCMODE == unix.O_WRONLY {
+		// A writable shadow is filled from the file: LKL must be able to
+		// read it. A directory then fails with EISDIR, as it should.
+		lflags = lflags&^unix.O_ACCMODE | unix.O_RDWR
+	}
+	if flags&unix.O_ACCMODE != unix.O_RDONLY {
+		// The LKL fd serves write-back with pwrite at explicit offsets,
+		// which O_APPEND would turn into appends; the guest's shadow fd
+		// keeps O_APPEND.
+		lflags &^= unix.O_APPEND
+	}
+	fd, le := lklPath(lkl.SysOpenat, 1, t.Path, [6]uintptr{atFdcwd, 0, uintptr(lflags), uintptr(mode)})
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	lfd := int(fd)
+	st, err := lkl.Fstat(lfd)
+	if err != nil {
+		lkl.Close(lfd)
+		return fail(err, LKL)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && e.Shadows.Fits(st.Size) && flags&unix.O_PATH == 0 {
+		var hfd int
+		if flags&unix.O_ACCMODE == unix.O_RDONLY {
+			hfd, err = e.Shadows.OpenReadOnly(lfd, &st, t.Path)
+			lkl.Close(lfd)
+		} else {
+			e.Shadows.Invalidate(st.Dev, st.Ino)
+			hfd, err = e.Shadows.OpenWritable(lfd, st.Size, t.Path, flags)
+		}
+		if err != nil {
+			return fail(err, LKL)
+		}
+		defer unix.Close(hfd)
+		gfd, err := r.G.AddFD(hfd, -1, cloexec)
+		if err != nil {
+			return fail(err, LKL)
+		}
+		return ok(int64(gfd), LKL)
+	}
+	gfd, err := r.P.FDs.Open(lfd, t.Path, flags, cloexec)
+	if err != nil {
+		return fail(err, LKL)
+	}
+	return ok(int64(gfd), LKL)
+}
+
+// writeBackHost writes back a writable shadow behind guest host fd fd.
+func (e *Engine) writeBackHost(r *Request, fd int) {
+	var st unix.Stat_t
+	if unix.Stat("/proc/"+strconv.Itoa(r.G.Pid())+"/fd/"+strconv.Itoa(fd), &st) != nil {
+		return
+	}
+	if w := e.Shadows.Lookup(st.Ino); w != nil {
+		if err := e.Shadows.WriteBack(w); err != nil {
+			os.Stderr.WriteString("kbox: " + err.Error() + "\n")
+		}
+	}
+}
+
+func sysClose(e *Engine, r *Request) Result {
+	fd := int(int32(r.Args[0]))
+	if r.P.FDs.IsVirtual(fd) {
+		if err := r.P.FDs.Close(fd); err != nil {
+			return fail(err, LKL)
+		}
+		return ok(0, LKL)
+	}
+	e.writeBackHost(r, fd)
+	return cont
+}
+
+func sysCloseRange(e *Engine, r *Request) Result {
+	lo, hi := uint32(r.Args[0]), uint32(r.Args[1])
+	for fd := max(lo, uint32(r.P.FDs.Base())); fd <= hi && fd < uint32(r.P.FDs.Base()+e.Opt.MaxFDs*2); fd++ {
+		if r.Args[2]&unix.CLOSE_RANGE_CLOEXEC != 0 {
+			r.P.FDs.SetCloexec(int(fd), true)
+		} else {
+			r.P.FDs.Close(int(fd))
+		}
+	}
+	return cont
+}
+
+func lklFdIO(r *Request, nr uintptr, write bool, withOff bool) Result {
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	n := r.Args[2]
+	if n > 1<<20 {
+		n = 1 << 20
+	}
+	buf := make([]byte, n)
+	if write {
+		if err := r.G.Read(r.Args[1], buf); err != nil {
+			return errno(unix.EFAULT, LKL)
+		}
+	}
+	off := uintptr(0)
+	if withOff {
+		off = uintptr(r.Args[3])
+	}
+	res, le := lkl.Syscall6(nr, uintptr(lfd), uptr(buf), uintptr(len(buf)), off, 0, 0)
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	if !write && res > 0 {
+		if err := r.G.Write(r.Args[1], buf[:res]); err != nil {
+			return errno(unix.EFAULT, LKL)
+		}
+	}
+	return ok(int64(res), LKL)
+}
+
+func sysRead(e *Engine, r *Request) Result   { return lklFdIO(r, lkl.SysRead, false, false) }
+func sysWrite(e *Engine, r *Request) Result  { return lklFdIO(r, lkl.SysWrite, true, false) }
+func sysPread(e *Engine, r *Request) Result  { return lklFdIO(r, lkl.SysPread64, false, true) }
+func sysPwrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPwrite64, true, true) }
+
+func sysLseek(e *Engine, r *Request) Result {
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	res, le := lkl.Syscall6(lkl.SysLseek, uintptr(lfd), uintptr(r.Args[1]), uintptr(r.Args[2]), 0, 0, 0)
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(int64(res), LKL)
+}
+
+func sysGetdents64(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	n := min(r.Args[2], 64<<10)
+	buf := make([]byte, n)
+	res, le := lkl.Syscall6(lkl.SysGetdents64, uintptr(lfd), uptr(buf), uintptr(n), 0, 0, 0)
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	if err := r.G.Write(r.Args[1], buf[:res]); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return ok(int64(res), LKL)
+}
+
+func sysGetdentsOld(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	return errno(unix.ENOSYS, Emulated)
+}
+
+func sysFcntl(e *Engine, r *Request) Result {
+	fd := int(int32(r.Args[0]))
+	if !r.P.FDs.IsVirtual(fd) {
+		return cont
+	}
+	ent, okk := r.P.FDs.Get(fd)
+	if !okk {
+		return errno(unix.EBADF, Emulated)
+	}
+	switch int(r.Args[1]) {
+	case unix.F_GETFD:
+		if ent.Cloexec {
+			return ok(unix.FD_CLOEXEC, Emulated)
+		}
+		return ok(0, Emulated)
+	case unix.F_SETFD:
+		r.P.FDs.SetCloexec(fd, r.Args[2]&unix.FD_CLOEXEC != 0)
+		return ok(0, Emulated)
+	case unix.F_GETFL:
+		return ok(int64(ent.File.Flags&^unix.O_CLOEXEC), Emulated)
+	case unix.F_SETFL:
+		return ok(0, Emulated)
+	case unix.F_DUPFD, unix.F_DUPFD_CLOEXEC:
+		nfd, err := r.P.FDs.Dup(fd, int(r.Args[2]), int(r.Args[1]) == unix.F_DUPFD_CLOEXEC)
+		if err != nil {
+			return fail(err, Emulated)
+		}
+		return ok(int64(nfd), Emulated)
+	case unix.F_GETLK, unix.F_SETLK, unix.F_SETLKW, unix.F_OFD_GETLK, unix.F_OFD_SETLK, unix.F_OFD_SETLKW:
+		return errno(unix.ENOLCK, Emulated) // this LKL has no file locking
+	}
+	return errno(unix.EINVAL, Emulated)
+}
+
+func sysDup(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	nfd, err := r.P.FDs.Dup(int(int32(r.Args[0])), 0, false)
+	if err != nil {
+		return fail(err, Emulated)
+	}
+	return ok(int64(nfd), Emulated)
+}
+
+func sysDup2(e *Engine, r *Request) Result { return dup3(r, r.Args[0], r.Args[1], 0) }
+func sysDup3(e *Engine, r *Request) Result { return dup3(r, r.Args[0], r.Args[1], r.Args[2]) }
+
+func dup3(r *Request, oldfd, newfd, flags uint64) Result {
+	ov, nv := isVirtual(r, oldfd), isVirtual(r, newfd)
+	switch {
+	case !ov && !nv:
+		// dup2 closes newfd implicitly: a writable shadow there must be
+		// written back first, as on close.
+		if oldfd != newfd {
+			r.E.writeBackHost(r, int(int32(newfd)))
+		}
+		return cont
+	case ov && nv:
+		if oldfd == newfd {
+			return ok(int64(newfd), Emulated)
+		}
+		if err := r.P.FDs.Dup2(int(int32(oldfd)), int(int32(newfd)), flags&unix.O_CLOEXEC != 0); err != nil {
+			return fail(err, Emulated)
+		}
+		return ok(int64(newfd), Emulated)
+	}
+	// Mixing ranges (e.g. a virtual directory fd over stdin) is not
+	// supported: regular files are host shadow fds, so redirections work.
+	return errno(unix.EBADF, Emulated)
+}
+
+func sysIoctl(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	if _, en := vfd(r, r.Args[0]); en != 0 {
+		return errno(en, Emulated)
+	}
+	return errno(unix.ENOTTY, Emulated)
+}
+
+func sysFsync(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		e.writeBackHost(r, int(int32(r.Args[0])))
+		return cont
+	}
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if _, le := lkl.Syscall6(lkl.SysFsync, uintptr(lfd), 0, 0, 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysFtruncate(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if _, le := lkl.Syscall6(lkl.SysFtruncate, uintptr(lfd), uintptr(r.Args[1]), 0, 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysCopyHostOnly(e *Engine, r *Request) Result {
+	if isVirtual(r, r.Args[0]) || isVirtual(r, r.Args[1]) && r.Nr == unix.SYS_SENDFILE || isVirtual(r, r.Args[2]) && r.Nr == unix.SYS_COPY_FILE_RANGE {
+		return errno(unix.EINVAL, Emulated) // callers fall back to read/write
+	}
+	return cont
+}
+
+func sysFlock(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	return ok(0, Emulated)
+}
+
+func sysFadvise(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	return ok(0, Emulated)
+}

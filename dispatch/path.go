@@ -1,0 +1,268 @@
+package dispatch
+
+import (
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	register(unix.SYS_MKDIR, sysMkdir)         // mkdir(2)
+	register(unix.SYS_MKDIRAT, sysMkdirat)     // mkdirat(2)
+	register(unix.SYS_RMDIR, sysRmdir)         // rmdir(2)
+	register(unix.SYS_UNLINK, sysUnlink)       // unlink(2)
+	register(unix.SYS_UNLINKAT, sysUnlinkat)   // unlinkat(2)
+	register(unix.SYS_RENAME, sysRename)       // rename(2)
+	register(unix.SYS_RENAMEAT, sysRenameat)   // renameat(2)
+	register(unix.SYS_RENAMEAT2, sysRenameat2) // renameat2(2)
+	register(unix.SYS_LINK, sysLink)           // link(2)
+	register(unix.SYS_LINKAT, sysLinkat)       // linkat(2)
+	register(unix.SYS_SYMLINK, sysSymlink)     // symlink(2)
+	register(unix.SYS_SYMLINKAT, sysSymlinkat) // symlinkat(2)
+	register(unix.SYS_CHMOD, sysChmod)         // chmod(2)
+	register(unix.SYS_FCHMODAT, sysFchmodat)   // fchmodat(2)
+	register(unix.SYS_FCHMOD, sysFchmod)       // fchmod(2)
+	register(unix.SYS_CHOWN, sysChown)         // chown(2)
+	register(unix.SYS_LCHOWN, sysLchown)       // lchown(2)
+	register(unix.SYS_FCHOWNAT, sysFchownat)   // fchownat(2)
+	register(unix.SYS_FCHOWN, sysFchown)       // fchown(2)
+	register(unix.SYS_TRUNCATE, sysTruncate)   // truncate(2)
+	register(unix.SYS_UTIMENSAT, sysUtimensat) // utimensat(2)
+	register(unix.SYS_MKNOD, sysMknod)         // mknod(2)
+	register(unix.SYS_MKNODAT, sysMknodat)     // mknodat(2)
+	register(unix.SYS_SYNC, sysSync)           // sync(2)
+	register(unix.SYS_MOUNT, sysMount)         // mount(2), routed to LKL
+	register(unix.SYS_UMOUNT2, sysUmount2)     // umount2(2), routed to LKL
+}
+
+// lklOnly resolves a path argument that must name an image path; host
+// routes refuse modification.
+func (e *Engine) lklOnly(r *Request, dirfd int32, addr uint64) (string, Result, bool) {
+	p, en := readPath(r, addr)
+	if en != 0 {
+		return "", errno(en, LKL), false
+	}
+	t, en := e.resolveAt(r, dirfd, p)
+	if en != 0 {
+		return "", errno(en, LKL), false
+	}
+	if t.Host {
+		return "", errno(unix.EACCES, Denied), false
+	}
+	return t.Path, Result{}, true
+}
+
+// pathOp runs LKL syscall nr with the resolved path at position 1 after
+// AT_FDCWD, and extra arguments after it.
+func (e *Engine) pathOp(r *Request, nr uintptr, dirfd int32, addr uint64, rest ...uintptr) Result {
+	p, res, okk := e.lklOnly(r, dirfd, addr)
+	if !okk {
+		return res
+	}
+	a := [6]uintptr{atFdcwd}
+	copy(a[2:], rest)
+	if _, le := lklPath(nr, 1, p, a); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysMkdir(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysMkdirat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]))
+}
+func sysMkdirat(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysMkdirat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
+}
+func sysRmdir(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], unix.AT_REMOVEDIR)
+}
+func sysUnlink(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], 0)
+}
+func sysUnlinkat(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysUnlinkat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
+}
+func sysChmod(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysFchmodat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]))
+}
+func sysFchmodat(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysFchmodat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
+}
+func sysChown(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysFchownat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]), uintptr(r.Args[2]), 0)
+}
+func sysLchown(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysFchownat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]), uintptr(r.Args[2]), unix.AT_SYMLINK_NOFOLLOW)
+}
+func sysFchownat(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysFchownat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]), uintptr(r.Args[3]), uintptr(r.Args[4]))
+}
+func sysTruncate(e *Engine, r *Request) Result {
+	p, res, okk := e.lklOnly(r, unix.AT_FDCWD, r.Args[0])
+	if !okk {
+		return res
+	}
+	if _, le := lklPath(lkl.SysTruncate, 0, p, [6]uintptr{0, uintptr(r.Args[1])}); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+func sysMknod(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysMknodat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]), uintptr(r.Args[2]))
+}
+func sysMknodat(e *Engine, r *Request) Result {
+	return e.pathOp(r, lkl.SysMknodat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]), uintptr(r.Args[3]))
+}
+
+func sysUtimensat(e *Engine, r *Request) Result {
+	var ts [2]unix.Timespec
+	tsp := uintptr(0)
+	if r.Args[2] != 0 {
+		if err := r.G.Read(r.Args[2], asBytes(&ts)); err != nil {
+			return errno(unix.EFAULT, LKL)
+		}
+		tsp = uintptr(unsafeTimes(&ts))
+	}
+	if r.Args[1] == 0 { // futimens(fd)
+		if !isVirtual(r, r.Args[0]) {
+			return cont
+		}
+		lfd, en := vfd(r, r.Args[0])
+		if en != 0 {
+			return errno(en, LKL)
+		}
+		if _, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(lfd), 0, tsp, uintptr(r.Args[3]), 0, 0); le != 0 {
+			return errno(le, LKL)
+		}
+		return ok(0, LKL)
+	}
+	res := e.pathOp(r, lkl.SysUtimensat, int32(r.Args[0]), r.Args[1], tsp, uintptr(r.Args[3]))
+	keepTimes(&ts)
+	return res
+}
+
+func sysFchmod(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if _, le := lkl.Syscall6(lkl.SysFchmod, uintptr(lfd), uintptr(r.Args[1]), 0, 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysFchown(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if _, le := lkl.Syscall6(lkl.SysFchown, uintptr(lfd), uintptr(r.Args[1]), uintptr(r.Args[2]), 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32, a2 uint64, flags uintptr) Result {
+	p, res, okk := e.lklOnly(r, d1, a1)
+	if !okk {
+		return res
+	}
+	q, res, okk := e.lklOnly(r, d2, a2)
+	if !okk {
+		return res
+	}
+	if _, le := lklPath2(nr, 1, p, 3, q, [6]uintptr{atFdcwd, 0, atFdcwd, 0, flags}); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysRename(e *Engine, r *Request) Result {
+	return e.twoPaths(r, lkl.SysRenameat2, unix.AT_FDCWD, r.Args[0], unix.AT_FDCWD, r.Args[1], 0)
+}
+func sysRenameat(e *Engine, r *Request) Result {
+	return e.twoPaths(r, lkl.SysRenameat2, int32(r.Args[0]), r.Args[1], int32(r.Args[2]), r.Args[3], 0)
+}
+func sysRenameat2(e *Engine, r *Request) Result {
+	return e.twoPaths(r, lkl.SysRenameat2, int32(r.Args[0]), r.Args[1], int32(r.Args[2]), r.Args[3], uintptr(r.Args[4]))
+}
+func sysLink(e *Engine, r *Request) Result {
+	return e.twoPaths(r, lkl.SysLinkat, unix.AT_FDCWD, r.Args[0], unix.AT_FDCWD, r.Args[1], 0)
+}
+func sysLinkat(e *Engine, r *Request) Result {
+	return e.twoPaths(r, lkl.SysLinkat, int32(r.Args[0]), r.Args[1], int32(r.Args[2]), r.Args[3], uintptr(r.Args[4]))
+}
+
+func (e *Engine) symlink(r *Request, target uint64, dirfd int32, link uint64) Result {
+	tgt, en := readPath(r, target) // the link's content, stored verbatim
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	p, res, okk := e.lklOnly(r, dirfd, link)
+	if !okk {
+		return res
+	}
+	if _, le := lklPath2(lkl.SysSymlinkat, 0, tgt, 2, p, [6]uintptr{0, atFdcwd}); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysSymlink(e *Engine, r *Request) Result {
+	return e.symlink(r, r.Args[0], unix.AT_FDCWD, r.Args[1])
+}
+func sysSymlinkat(e *Engine, r *Request) Result {
+	return e.symlink(r, r.Args[0], int32(r.Args[1]), r.Args[2])
+}
+
+func sysSync(e *Engine, r *Request) Result {
+	e.Shadows.WriteBackAll()
+	lkl.Sync()
+	return ok(0, LKL)
+}
+
+func sysMount(e *Engine, r *Request) Result {
+	src, en := readPath(r, r.Args[0])
+	if en != 0 && r.Args[0] != 0 {
+		return errno(en, LKL)
+	}
+	fstype, en := readPath(r, r.Args[2])
+	if en != 0 && r.Args[2] != 0 {
+		return errno(en, LKL)
+	}
+	p, res, okk := e.lklOnly(r, unix.AT_FDCWD, r.Args[1])
+	if !okk {
+		return res
+	}
+	var data string
+	if r.Args[4] != 0 {
+		if data, en = readString(r.G, r.Args[4], 4096); en != 0 {
+			return errno(en, LKL)
+		}
+	}
+	if err := lkl.Mount(src, p, fstype, uintptr(r.Args[3]), data); err != nil {
+		return fail(err, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysUmount2(e *Engine, r *Request) Result {
+	return e.pathOpNoDir(r, lkl.SysUmount2, r.Args[0], uintptr(r.Args[1]))
+}
+
+func (e *Engine) pathOpNoDir(r *Request, nr uintptr, addr uint64, arg uintptr) Result {
+	p, res, okk := e.lklOnly(r, unix.AT_FDCWD, addr)
+	if !okk {
+		return res
+	}
+	if _, le := lklPath(nr, 0, p, [6]uintptr{0, arg}); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}

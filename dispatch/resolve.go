@@ -1,0 +1,146 @@
+package dispatch
+
+import (
+	"os"
+	"path"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Target is a resolved path: in the image (LKL) or on a host route.
+type Target struct {
+	Host bool
+	// Path is the normalized absolute guest path.
+	Path string
+	// Route and Rel locate a host target: the route prefix and the path
+	// beneath it.
+	Route, Rel string
+}
+
+// Clean normalizes a guest path lexically: absolute, no . or .., no double
+// slashes; .. at the root stays at the root, so no lexical path leaves the
+// image. (Symlinks inside the image are resolved by LKL under its chroot.)
+func Clean(cwd, p string) string {
+	if !strings.HasPrefix(p, "/") {
+		p = cwd + "/" + p
+	}
+	return path.Clean("/" + p)
+}
+
+// route returns the host route holding p, if any.
+func (e *Engine) route(p string) (string, bool) {
+	for _, r := range e.Opt.HostRoutes {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return r, true
+		}
+	}
+	return "", false
+}
+
+// procDenied reports /proc paths that would lead out of the sandbox: another
+// process's root, cwd, mapped files, or fds (which may be directories).
+func procDenied(p string) bool {
+	parts := strings.Split(strings.TrimPrefix(p, "/proc/"), "/")
+	if len(parts) < 2 {
+		return false
+	}
+	i := 1
+	if parts[1] == "task" && len(parts) >= 4 {
+		i = 3
+	}
+	switch parts[i] {
+	case "root", "cwd", "map_files", "fd", "fdinfo":
+		return parts[i] != "fdinfo"
+	}
+	return false
+}
+
+// resolveAt resolves path (already read from the guest) against dirfd.
+func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errno) {
+	if p == "" {
+		return Target{}, unix.ENOENT
+	}
+	var abs string
+	switch {
+	case strings.HasPrefix(p, "/"):
+		abs = Clean("/", p)
+	case dirfd == unix.AT_FDCWD:
+		abs = Clean(r.P.Cwd(), p)
+	case r.P.FDs.IsVirtual(int(dirfd)):
+		ent, ok := r.P.FDs.Get(int(dirfd))
+		if !ok {
+			return Target{}, unix.EBADF
+		}
+		abs = Clean(ent.File.Path, p)
+	default:
+		// A host directory fd: only one opened on a host route is usable,
+		// and the result must stay on that route.
+		base, en := e.hostFdPath(r, int(dirfd))
+		if en != 0 {
+			return Target{}, en
+		}
+		abs = Clean(base, p)
+		if _, ok := e.route(abs); !ok {
+			return Target{}, unix.EACCES
+		}
+	}
+	return e.classify(r, abs)
+}
+
+func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
+	rt, ok := e.route(abs)
+	if !ok {
+		return Target{Path: abs}, 0
+	}
+	if rt == "/proc" {
+		pid := strconv.Itoa(r.P.Tgid)
+		switch {
+		case abs == "/proc/self" || strings.HasPrefix(abs, "/proc/self/"):
+			abs = "/proc/" + pid + strings.TrimPrefix(abs, "/proc/self")
+		case abs == "/proc/thread-self" || strings.HasPrefix(abs, "/proc/thread-self/"):
+			abs = "/proc/" + pid + "/task/" + strconv.Itoa(r.G.Pid()) + strings.TrimPrefix(abs, "/proc/thread-self")
+		}
+		if procDenied(abs) {
+			return Target{}, unix.EACCES
+		}
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(abs, rt), "/")
+	if rel == "" {
+		rel = "."
+	}
+	return Target{Host: true, Path: abs, Route: rt, Rel: rel}, 0
+}
+
+// hostFdPath returns the host path of a guest host fd that was opened on a
+// host route.
+func (e *Engine) hostFdPath(r *Request, fd int) (string, unix.Errno) {
+	l, err := os.Readlink("/proc/" + strconv.Itoa(r.P.Tgid) + "/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", unix.EBADF
+	}
+	if _, ok := e.route(l); !ok {
+		return "", unix.EACCES
+	}
+	return l, 0
+}
+
+// openHost opens a host-route target confined beneath its route: no .., no
+// symlink or magic link may leave it.
+func (e *Engine) openHost(t Target, flags int, mode uint32) (int, error) {
+	root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(root)
+	how := unix.OpenHow{
+		Flags:   uint64(flags | unix.O_CLOEXEC),
+		Mode:    uint64(mode),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	if flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 {
+		how.Mode = 0
+	}
+	return unix.Openat2(root, t.Rel, &how)
+}

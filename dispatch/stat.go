@@ -1,0 +1,364 @@
+package dispatch
+
+import (
+	"runtime"
+
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	register(unix.SYS_STAT, sysStat)             // stat(2)
+	register(unix.SYS_LSTAT, sysLstat)           // lstat(2)
+	register(unix.SYS_FSTAT, sysFstat)           // fstat(2) on virtual fds
+	register(unix.SYS_NEWFSTATAT, sysNewfstatat) // newfstatat(2)
+	register(unix.SYS_STATX, sysStatx)           // statx(2)
+	register(unix.SYS_ACCESS, sysAccess)         // access(2)
+	register(unix.SYS_FACCESSAT, sysFaccessat)   // faccessat(2)
+	register(unix.SYS_FACCESSAT2, sysFaccessat2) // faccessat2(2)
+	register(unix.SYS_READLINK, sysReadlink)     // readlink(2)
+	register(unix.SYS_READLINKAT, sysReadlinkat) // readlinkat(2)
+	register(unix.SYS_STATFS, sysStatfs)         // statfs(2)
+	register(unix.SYS_FSTATFS, sysFstatfs)       // fstatfs(2)
+	register(unix.SYS_GETCWD, sysGetcwd)         // getcwd(2)
+	register(unix.SYS_CHDIR, sysChdir)           // chdir(2)
+	register(unix.SYS_FCHDIR, sysFchdir)         // fchdir(2)
+}
+
+func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out uint64) Result {
+	p, en := readPath(r, addr)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if p == "" && flags&unix.AT_EMPTY_PATH != 0 {
+		if !isVirtual(r, uint64(uint32(dirfd))) {
+			return cont
+		}
+		return fstatVirtual(r, uint64(uint32(dirfd)), out)
+	}
+	t, en := e.resolveAt(r, dirfd, p)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	var hst unix.Stat_t
+	if t.Host {
+		root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail(err, Host)
+		}
+		err = unix.Fstatat(root, t.Rel, &hst, flags&unix.AT_SYMLINK_NOFOLLOW)
+		unix.Close(root)
+		if err != nil {
+			return fail(err, Host)
+		}
+	} else {
+		var st lkl.Stat64
+		b := cpath(t.Path)
+		_, le := lkl.Syscall6(lkl.SysNewfstatat, atFdcwd, uptr(b), uintptr(unsafeStat(&st)), uintptr(flags&unix.AT_SYMLINK_NOFOLLOW), 0, 0)
+		runtime.KeepAlive(b)
+		if le != 0 {
+			return errno(le, LKL)
+		}
+		st.ToHost(&hst)
+	}
+	if err := r.G.Write(out, asBytes(&hst)); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	if t.Host {
+		return ok(0, Host)
+	}
+	return ok(0, LKL)
+}
+
+func fstatVirtual(r *Request, fd, out uint64) Result {
+	lfd, en := vfd(r, fd)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	st, err := lkl.Fstat(lfd)
+	if err != nil {
+		return fail(err, LKL)
+	}
+	var hst unix.Stat_t
+	st.ToHost(&hst)
+	if err := r.G.Write(out, asBytes(&hst)); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysStat(e *Engine, r *Request) Result {
+	return e.statPath(r, unix.AT_FDCWD, r.Args[0], 0, r.Args[1])
+}
+
+func sysLstat(e *Engine, r *Request) Result {
+	return e.statPath(r, unix.AT_FDCWD, r.Args[0], unix.AT_SYMLINK_NOFOLLOW, r.Args[1])
+}
+
+func sysFstat(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	return fstatVirtual(r, r.Args[0], r.Args[1])
+}
+
+func sysNewfstatat(e *Engine, r *Request) Result {
+	return e.statPath(r, int32(r.Args[0]), r.Args[1], int(r.Args[3]), r.Args[2])
+}
+
+func sysStatx(e *Engine, r *Request) Result {
+	dirfd, flags := int32(r.Args[0]), int(r.Args[2])
+	p, en := readPath(r, r.Args[1])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	var buf [lkl.SizeofStatx]byte
+	if p == "" && flags&unix.AT_EMPTY_PATH != 0 {
+		if !isVirtual(r, uint64(uint32(dirfd))) {
+			return cont
+		}
+		lfd, en := vfd(r, uint64(uint32(dirfd)))
+		if en != 0 {
+			return errno(en, LKL)
+		}
+		empty := []byte{0}
+		_, le := lkl.Syscall6(lkl.SysStatx, uintptr(lfd), uptr(empty), uintptr(flags), uintptr(r.Args[3]), uptr(buf[:]), 0)
+		runtime.KeepAlive(empty)
+		if le != 0 {
+			return errno(le, LKL)
+		}
+	} else {
+		t, en := e.resolveAt(r, dirfd, p)
+		if en != 0 {
+			return errno(en, LKL)
+		}
+		if t.Host {
+			root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fail(err, Host)
+			}
+			var sx unix.Statx_t
+			err = unix.Statx(root, t.Rel, flags&^unix.AT_EMPTY_PATH, int(r.Args[3]), &sx)
+			unix.Close(root)
+			if err != nil {
+				return fail(err, Host)
+			}
+			copy(buf[:], asBytes(&sx))
+		} else {
+			_, le := lklPath(lkl.SysStatx, 1, t.Path, [6]uintptr{atFdcwd, 0, uintptr(flags &^ unix.AT_EMPTY_PATH), uintptr(r.Args[3]), uptr(buf[:])})
+			runtime.KeepAlive(buf)
+			if le != 0 {
+				return errno(le, LKL)
+			}
+		}
+	}
+	if err := r.G.Write(r.Args[4], buf[:]); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) Result {
+	p, en := readPath(r, addr)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	t, en := e.resolveAt(r, dirfd, p)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if t.Host {
+		root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail(err, Host)
+		}
+		err = unix.Faccessat(root, t.Rel, uint32(mode), 0)
+		unix.Close(root)
+		if err != nil {
+			return fail(err, Host)
+		}
+		return ok(0, Host)
+	}
+	if _, le := lklPath(lkl.SysFaccessat2, 1, t.Path, [6]uintptr{atFdcwd, 0, uintptr(mode), uintptr(flags)}); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysAccess(e *Engine, r *Request) Result {
+	return e.access(r, unix.AT_FDCWD, r.Args[0], int(r.Args[1]), 0)
+}
+
+func sysFaccessat(e *Engine, r *Request) Result {
+	return e.access(r, int32(r.Args[0]), r.Args[1], int(r.Args[2]), 0)
+}
+
+func sysFaccessat2(e *Engine, r *Request) Result {
+	return e.access(r, int32(r.Args[0]), r.Args[1], int(r.Args[2]), int(r.Args[3]))
+}
+
+func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Result {
+	p, en := readPath(r, addr)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	t, en := e.resolveAt(r, dirfd, p)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	out := make([]byte, min(size, PathMax))
+	var n int
+	if t.Host {
+		root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail(err, Host)
+		}
+		n, err = unix.Readlinkat(root, t.Rel, out)
+		unix.Close(root)
+		if err != nil {
+			return fail(err, Host)
+		}
+	} else {
+		res, le := lklPath(lkl.SysReadlinkat, 1, t.Path, [6]uintptr{atFdcwd, 0, uptr(out), uintptr(len(out))})
+		runtime.KeepAlive(out)
+		if le != 0 {
+			return errno(le, LKL)
+		}
+		n = int(res)
+	}
+	if err := r.G.Write(buf, out[:n]); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return ok(int64(n), LKL)
+}
+
+func sysReadlink(e *Engine, r *Request) Result {
+	return e.readlink(r, unix.AT_FDCWD, r.Args[0], r.Args[1], r.Args[2])
+}
+
+func sysReadlinkat(e *Engine, r *Request) Result {
+	return e.readlink(r, int32(r.Args[0]), r.Args[1], r.Args[2], r.Args[3])
+}
+
+// statfs: the layout of struct statfs is the same (120 bytes) in LKL and on
+// x86_64.
+func sysStatfs(e *Engine, r *Request) Result {
+	p, en := readPath(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	t, en := e.resolveAt(r, unix.AT_FDCWD, p)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	var sf unix.Statfs_t
+	if t.Host {
+		fd, err := e.openHost(t, unix.O_PATH, 0)
+		if err != nil {
+			return fail(err, Host)
+		}
+		err = unix.Fstatfs(fd, &sf)
+		unix.Close(fd)
+		if err != nil {
+			return fail(err, Host)
+		}
+		if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {
+			return errno(unix.EFAULT, Host)
+		}
+		return ok(0, Host)
+	}
+	if _, le := lklPath(lkl.SysStatfs, 0, t.Path, [6]uintptr{0, uintptr(unsafeStatfs(&sf))}); le != 0 {
+		return errno(le, LKL)
+	}
+	if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysFstatfs(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	var sf unix.Statfs_t
+	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(lfd), uintptr(unsafeStatfs(&sf)), 0, 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return ok(0, LKL)
+}
+
+func sysGetcwd(e *Engine, r *Request) Result {
+	cwd := r.P.Cwd()
+	if uint64(len(cwd)+1) > r.Args[1] {
+		return errno(unix.ERANGE, Emulated)
+	}
+	if err := r.G.Write(r.Args[0], cpath(cwd)); err != nil {
+		return errno(unix.EFAULT, Emulated)
+	}
+	return ok(int64(len(cwd)+1), Emulated)
+}
+
+func (e *Engine) chdirTo(r *Request, t Target) Result {
+	if t.Host {
+		var st unix.Stat_t
+		if err := unix.Stat(t.Path, &st); err != nil {
+			return fail(err, Host)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return errno(unix.ENOTDIR, Host)
+		}
+		r.P.SetCwd(t.Path)
+		return ok(0, Host)
+	}
+	st, err := lkl.Stat(t.Path, false)
+	if err != nil {
+		return fail(err, LKL)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return errno(unix.ENOTDIR, LKL)
+	}
+	if _, le := lklPath(lkl.SysFaccessat, 1, t.Path, [6]uintptr{atFdcwd, 0, unix.X_OK}); le != 0 {
+		return errno(le, LKL)
+	}
+	r.P.SetCwd(t.Path)
+	return ok(0, LKL)
+}
+
+func sysChdir(e *Engine, r *Request) Result {
+	p, en := readPath(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	t, en := e.resolveAt(r, unix.AT_FDCWD, p)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	return e.chdirTo(r, t)
+}
+
+func sysFchdir(e *Engine, r *Request) Result {
+	fd := int(int32(r.Args[0]))
+	if !r.P.FDs.IsVirtual(fd) {
+		base, en := e.hostFdPath(r, fd)
+		if en != 0 {
+			return errno(en, Host)
+		}
+		t, en := e.classify(r, base)
+		if en != 0 {
+			return errno(en, Host)
+		}
+		return e.chdirTo(r, t)
+	}
+	ent, okk := r.P.FDs.Get(fd)
+	if !okk {
+		return errno(unix.EBADF, LKL)
+	}
+	return e.chdirTo(r, Target{Path: ent.File.Path})
+}

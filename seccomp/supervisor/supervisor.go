@@ -1,0 +1,372 @@
+// Package supervisor runs guest programs under the seccomp user-notification
+// tier: it starts the guest with kbox's filter installed, holds the listener,
+// and answers each notification through the dispatch engine.
+package supervisor
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/seccomp"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Config describes one guest run.
+type Config struct {
+	Argv    []string
+	Env     []string
+	Path    string // guest path of the program
+	WorkDir string
+	Engine  *dispatch.Engine
+	// Observe, when set, is called after each dispatched syscall.
+	Observe func(pid int, nr int, res dispatch.Result, latency time.Duration)
+	Debug   bool
+}
+
+// hostAllow are syscalls the guest runs natively, beyond the seccomp
+// package's defaults: process, memory, timing and host-object syscalls that
+// never touch files of the image.
+var hostAllow = []string{
+	"mmap", "mprotect", "msync", "mincore", "mlock", "munlock", "mlockall", "munlockall",
+	"clone", "clone3", "fork", "vfork", "wait4", "waitid",
+	"getpid", "getppid", "gettid", "set_tid_address", "arch_prctl",
+	"getrlimit", "pipe", "pipe2", "socketpair", "eventfd", "eventfd2",
+	"poll", "ppoll", "select", "pselect6", "pause", "alarm", "setitimer", "getitimer",
+	"rt_sigsuspend", "rt_sigtimedwait", "getpgrp", "setpgid", "getpgid", "getsid", "setsid",
+	"times", "sysinfo", "getrusage", "sched_getaffinity", "sched_setaffinity",
+	"sched_getparam", "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
+	"prctl", "membarrier", "getcpu", "epoll_create", "epoll_create1", "epoll_ctl",
+	"timerfd_create", "timerfd_settime", "timerfd_gettime", "signalfd4", "memfd_create",
+	"umask", "getpriority", "setpriority", "capget", "time",
+}
+
+// Policy returns the filter policy of the seccomp tier.
+func Policy(virtualBase uint32) *seccomp.Policy {
+	p := seccomp.DefaultPolicy()
+	var allow []string
+	for _, n := range p.Allow {
+		if n != "exit_group" { // notified: shadows are written back at exit
+			allow = append(allow, n)
+		}
+	}
+	p.Allow = append(allow, hostAllow...)
+	// sendmsg/recvmsg on host fds: the only host sockets a guest can have
+	// come from socketpair (socket() is refused), and the start-up
+	// handshake itself sends the listener with sendmsg.
+	p.HostFD = append(p.HostFD, "sendmsg", "recvmsg", "fadvise64", "fchmod", "fchown", "ftruncate", "fstatfs", "getdents64")
+	p.VirtualFDBase = virtualBase
+	return p
+}
+
+// guest is the dispatch.Guest of one notification.
+type guest struct {
+	l *seccomp.Listener
+	n *seccomp.Notif
+}
+
+func (g *guest) Pid() int { return int(g.n.Pid) }
+
+func (g *guest) ReadSome(addr uint64, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	local := []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}}
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
+	return unix.ProcessVMReadv(int(g.n.Pid), local, remote, 0)
+}
+
+func (g *guest) Read(addr uint64, b []byte) error {
+	n, err := g.ReadSome(addr, b)
+	if err == nil && n < len(b) {
+		err = unix.EFAULT
+	}
+	return err
+}
+
+func (g *guest) Write(addr uint64, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	local := []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}}
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
+	n, err := unix.ProcessVMWritev(int(g.n.Pid), local, remote, 0)
+	if err == nil && n < len(b) {
+		err = unix.EFAULT
+	}
+	return err
+}
+
+func (g *guest) WriteForce(addr uint64, b []byte) error {
+	if err := g.Write(addr, b); err == nil {
+		return nil
+	}
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(int(g.n.Pid))+"/mem", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteAt(b, int64(addr))
+	return err
+}
+
+func (g *guest) Valid() error { return g.l.IDValid(g.n.ID) }
+
+func (g *guest) AddFD(hostfd, target int, cloexec bool) (int, error) {
+	a := seccomp.NotifAddfd{ID: g.n.ID, Srcfd: uint32(hostfd)}
+	if target >= 0 {
+		a.Flags = unix.SECCOMP_ADDFD_FLAG_SETFD
+		a.Newfd = uint32(target)
+	}
+	if cloexec {
+		a.NewfdFlags = unix.O_CLOEXEC
+	}
+	return g.l.Addfd(&a)
+}
+
+// Run starts the guest and serves it until it exits; it returns the exit
+// status kbox should report (128+N for a signal).
+func Run(cfg Config) (int, error) {
+	eng := cfg.Engine
+	stage, err := os.MkdirTemp("", "kbox-stage-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(stage)
+	eng.Opt.StageDir = stage
+	prog, err := Policy(uint32(eng.Opt.VirtualFDs)).Assemble()
+	if err != nil {
+		return 0, fmt.Errorf("seccomp filter: %w", err)
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	parent := os.NewFile(uintptr(pair[0]), "kbox-supervisor")
+	child := os.NewFile(uintptr(pair[1]), "kbox-guest")
+	defer parent.Close()
+
+	// The thread that starts the guest must outlive it: the guest's
+	// parent-death signal fires when this thread exits. Serving stays on it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	cmd := &exec.Cmd{
+		Path: self,
+		Args: cfg.Argv,
+		Env: append(append([]string{}, cfg.Env...), "KBOX_GUEST_INIT=1", "KBOX_GUEST_EXEC="+cfg.Path,
+			"KBOX_GUEST_NOFILE="+strconv.Itoa(eng.Opt.VirtualFDs)),
+		Dir:        stage,
+		Stdin:      os.Stdin,
+		Stdout:     os.Stdout,
+		Stderr:     os.Stderr,
+		ExtraFiles: []*os.File{child},
+		SysProcAttr: &syscall.SysProcAttr{
+			Pdeathsig: syscall.SIGKILL,
+			Setpgid:   true,
+		},
+	}
+	tty := isTTY(0)
+	if tty {
+		cmd.SysProcAttr.Foreground = true
+		cmd.SysProcAttr.Ctty = 0
+	}
+	if err := cmd.Start(); err != nil {
+		child.Close()
+		return 0, fmt.Errorf("start guest: %w", err)
+	}
+	child.Close()
+	pid := cmd.Process.Pid
+	defer killGuests(pid)
+	if tty {
+		defer restoreForeground()
+	}
+
+	listener, err := handshake(parent, prog)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return 0, err
+	}
+	defer listener.Close()
+	if err := listener.SetSyncWakeup(); err != nil && cfg.Debug {
+		fmt.Fprintf(os.Stderr, "kbox: %v\n", err)
+	}
+	eng.RootPid = pid
+	eng.Start(pid, cfg.WorkDir)
+	if _, err := parent.Write([]byte{'G'}); err != nil {
+		return 0, fmt.Errorf("start guest: %w", err)
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
+	defer signal.Stop(sigs)
+
+	done := make(chan *os.ProcessState, 1)
+	go func() {
+		st, _ := cmd.Process.Wait()
+		done <- st
+	}()
+	var state *os.ProcessState
+	serve(listener, eng, &cfg, func() bool {
+		select {
+		case s := <-sigs:
+			unix.Kill(-pid, s.(unix.Signal))
+		case state = <-done:
+			return true
+		default:
+		}
+		return false
+	})
+	if state == nil {
+		state = <-done
+	}
+	eng.Shadows.WriteBackAll()
+	ws := state.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	return ws.ExitStatus(), nil
+}
+
+func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, error) {
+	buf := make([]byte, 4+8*len(prog))
+	binary.LittleEndian.PutUint32(buf, uint32(len(prog)))
+	for i, ins := range prog {
+		o := 4 + 8*i
+		binary.LittleEndian.PutUint16(buf[o:], ins.Op)
+		buf[o+2], buf[o+3] = ins.Jt, ins.Jf
+		binary.LittleEndian.PutUint32(buf[o+4:], ins.K)
+	}
+	if _, err := sock.Write(buf); err != nil {
+		return nil, fmt.Errorf("send filter to guest: %w", err)
+	}
+	oob := make([]byte, unix.CmsgSpace(4))
+	b := make([]byte, 1)
+	_, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), b, oob, 0)
+	if err != nil || oobn == 0 {
+		return nil, errors.New("guest start-up failed before installing the seccomp filter")
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, errors.New("guest sent no seccomp listener")
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return nil, errors.New("guest sent no seccomp listener")
+	}
+	return seccomp.NewListener(fds[0]), nil
+}
+
+// serve answers notifications until the listener hangs up (no guest left)
+// or stop reports that the main guest exited.
+func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, stop func() bool) {
+	var n seccomp.Notif
+	var resp seccomp.NotifResp
+	g := &guest{l: l, n: &n}
+	exited := false
+	for {
+		readable, hup, err := l.Poll(50 * time.Millisecond)
+		if err != nil || hup {
+			return
+		}
+		if !exited && stop() {
+			// The main guest is gone: end every other guest process too.
+			exited = true
+			killGuests(eng.RootPid)
+		}
+		if !readable {
+			if exited {
+				return
+			}
+			continue
+		}
+		if err := l.Recv(&n); err != nil {
+			continue // target gone or interrupted: the kernel re-notifies
+		}
+		start := time.Now()
+		req := dispatch.Request{Nr: int(n.Data.Nr), Args: n.Data.Args, G: g, P: eng.Lookup(int(n.Pid))}
+		res := eng.Dispatch(&req)
+		if cfg.Observe != nil {
+			cfg.Observe(int(n.Pid), req.Nr, res, time.Since(start))
+		}
+		if cfg.Debug {
+			fmt.Fprintf(os.Stderr, "kbox: pid %d nr %d -> act %d val %d err %v\n", n.Pid, req.Nr, res.Action, res.Val, res.Errno)
+		}
+		resp = seccomp.NotifResp{ID: n.ID}
+		switch {
+		case res.Action == dispatch.Continue:
+			resp.Flags = seccomp.FlagContinue
+		case res.Errno != 0:
+			resp.Error = -int32(res.Errno)
+		default:
+			resp.Val = res.Val
+		}
+		l.Send(&resp)
+	}
+}
+
+// killGuests kills the guest process group and every process left that
+// kbox reaped as a subreaper, so that nothing outlives kbox.
+func killGuests(pid int) {
+	unix.Kill(-pid, unix.SIGKILL)
+	for i := 0; i < 50; i++ {
+		kids := children()
+		if len(kids) == 0 {
+			return
+		}
+		for _, k := range kids {
+			unix.Kill(k, unix.SIGKILL)
+			var ws unix.WaitStatus
+			unix.Wait4(k, &ws, unix.WNOHANG, nil)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func children() []int {
+	var out []int
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+func isTTY(fd int) bool {
+	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	return err == nil
+}
+
+// restoreForeground makes kbox's process group the terminal's foreground
+// again after the guest had it.
+func restoreForeground() {
+	signal.Ignore(unix.SIGTTOU)
+	defer signal.Reset(unix.SIGTTOU)
+	pgrp := unix.Getpgrp()
+	unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&pgrp)))
+}

@@ -1,0 +1,241 @@
+// Package shadowfd mirrors regular files of the image into host memfds, so
+// that a guest can read, mmap and dynamically load them natively.
+//
+// Read-only opens get a sealed point-in-time copy; a small cache keyed by
+// inode, size and change time shares one copy between opens (each open still
+// gets its own file description, so offsets are not shared). Writable opens
+// get an unsealed copy that is written back to LKL when the guest closes it
+// or exits. Files above MaxSize are not shadowed: the caller serves them
+// through the supervisor instead (a virtual fd), so memory stays bounded.
+package shadowfd
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultMaxSize is the largest file shadowed into memory.
+const DefaultMaxSize = 64 << 20
+
+const cacheSize = 64
+
+type key struct {
+	dev, ino      uint64
+	size          int64
+	ctime, ctimeN int64
+}
+
+// Writable is a writable shadow and the LKL file it writes back to.
+type Writable struct {
+	MemFd int
+	LKLFd int
+	Path  string
+	// written is the memfd's change time at the last write-back: a shadow
+	// unchanged since then is not written again, so a stale shadow never
+	// overwrites a newer one of the same file.
+	written unix.Timespec
+}
+
+// Manager owns the shadows.
+type Manager struct {
+	MaxSize int64
+
+	mu       sync.Mutex
+	cache    map[key]int // sealed memfd per file version
+	order    []key
+	writable map[uint64]*Writable // by memfd inode
+}
+
+// New returns a Manager.
+func New() *Manager {
+	return &Manager{MaxSize: DefaultMaxSize, cache: map[key]int{}, writable: map[uint64]*Writable{}}
+}
+
+func keyOf(st *lkl.Stat64) key {
+	return key{st.Dev, st.Ino, st.Size, st.Ctime, int64(st.CtimeNsec)}
+}
+
+// Fits reports whether a file of this size may be shadowed.
+func (m *Manager) Fits(size int64) bool { return size <= m.MaxSize }
+
+func fill(memfd, lklfd int, size int64) error {
+	buf := make([]byte, 256<<10)
+	var off int64
+	for off < size {
+		n, e := lkl.Syscall6(lkl.SysPread64, uintptr(lklfd), uintptr(ptr(buf)), uintptr(len(buf)), uintptr(off), 0, 0)
+		if e != 0 {
+			return e
+		}
+		if n == 0 {
+			break
+		}
+		if _, err := unix.Pwrite(memfd, buf[:n], off); err != nil {
+			return err
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+// reopen returns a new read-only file description of memfd.
+func reopen(memfd, flags int) (int, error) {
+	return unix.Open("/proc/self/fd/"+strconv.Itoa(memfd), flags|unix.O_CLOEXEC, 0)
+}
+
+// OpenReadOnly returns a new host fd holding a sealed copy of the LKL file
+// lklfd (whose stat is st). The caller owns the returned fd.
+func (m *Manager) OpenReadOnly(lklfd int, st *lkl.Stat64, name string) (int, error) {
+	k := keyOf(st)
+	m.mu.Lock()
+	memfd, ok := m.cache[k]
+	m.mu.Unlock()
+	if !ok {
+		var err error
+		memfd, err = unix.MemfdCreate("kbox-ro:"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		if err != nil {
+			return -1, err
+		}
+		if err := fill(memfd, lklfd, st.Size); err != nil {
+			unix.Close(memfd)
+			return -1, err
+		}
+		unix.FcntlInt(uintptr(memfd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+		m.mu.Lock()
+		if old, dup := m.cache[k]; dup {
+			unix.Close(memfd)
+			memfd = old
+		} else {
+			m.cache[k] = memfd
+			m.order = append(m.order, k)
+			if len(m.order) > cacheSize {
+				ev := m.order[0]
+				m.order = m.order[1:]
+				unix.Close(m.cache[ev])
+				delete(m.cache, ev)
+			}
+		}
+		m.mu.Unlock()
+	}
+	return reopen(memfd, unix.O_RDONLY)
+}
+
+// Invalidate drops cached copies of an inode after a write.
+func (m *Manager) Invalidate(dev, ino uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := 0; i < len(m.order); i++ {
+		k := m.order[i]
+		if k.dev == dev && k.ino == ino {
+			unix.Close(m.cache[k])
+			delete(m.cache, k)
+			m.order = append(m.order[:i], m.order[i+1:]...)
+			i--
+		}
+	}
+}
+
+// OpenWritable returns a host fd of an unsealed copy of the LKL file lklfd,
+// registered for write-back. The Manager keeps lklfd open for write-back.
+func (m *Manager) OpenWritable(lklfd int, size int64, path string, flags int) (int, error) {
+	memfd, err := unix.MemfdCreate("kbox-rw:"+path, unix.MFD_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	if err := fill(memfd, lklfd, size); err != nil {
+		unix.Close(memfd)
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(memfd, &st); err != nil {
+		unix.Close(memfd)
+		return -1, err
+	}
+	acc := unix.O_RDWR
+	if flags&unix.O_ACCMODE == unix.O_WRONLY {
+		acc = unix.O_WRONLY
+	}
+	fd, err := reopen(memfd, acc|flags&unix.O_APPEND)
+	if err != nil {
+		unix.Close(memfd)
+		return -1, err
+	}
+	m.mu.Lock()
+	m.writable[st.Ino] = &Writable{MemFd: memfd, LKLFd: lklfd, Path: path, written: st.Ctim}
+	m.mu.Unlock()
+	return fd, nil
+}
+
+// Lookup returns the writable shadow with memfd inode ino.
+func (m *Manager) Lookup(ino uint64) *Writable {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writable[ino]
+}
+
+// WriteBack copies a writable shadow's content to its LKL file.
+func (m *Manager) WriteBack(w *Writable) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(w.MemFd, &st); err != nil {
+		return err
+	}
+	if st.Ctim == w.written {
+		return nil
+	}
+	w.written = st.Ctim
+	if _, e := lkl.Syscall6(lkl.SysFtruncate, uintptr(w.LKLFd), uintptr(st.Size), 0, 0, 0, 0); e != 0 {
+		return fmt.Errorf("write back %s: truncate: %w", w.Path, e)
+	}
+	buf := make([]byte, 256<<10)
+	var off int64
+	for off < st.Size {
+		n, err := unix.Pread(w.MemFd, buf, off)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		if _, e := lkl.Syscall6(lkl.SysPwrite64, uintptr(w.LKLFd), uintptr(ptr(buf)), uintptr(n), uintptr(off), 0, 0); e != 0 {
+			return fmt.Errorf("write back %s: %w", w.Path, e)
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+// WriteBackAll writes every writable shadow back (kbox exit).
+func (m *Manager) WriteBackAll() error {
+	m.mu.Lock()
+	ws := make([]*Writable, 0, len(m.writable))
+	for _, w := range m.writable {
+		ws = append(ws, w)
+	}
+	m.mu.Unlock()
+	var first error
+	for _, w := range ws {
+		if err := m.WriteBack(w); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Close releases every shadow and its LKL fd.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, fd := range m.cache {
+		unix.Close(fd)
+		delete(m.cache, k)
+	}
+	m.order = nil
+	for ino, w := range m.writable {
+		unix.Close(w.MemFd)
+		lkl.Close(w.LKLFd)
+		delete(m.writable, ino)
+	}
+}

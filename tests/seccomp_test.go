@@ -1,0 +1,91 @@
+//go:build lkl
+
+package tests
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// Each case runs a real guest program from the image through the seccomp
+// tier and checks its output and exit status.
+func TestSeccompGuests(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	host, _ := os.Hostname()
+	cases := []struct {
+		name   string
+		args   []string
+		status int
+		want   []string // substrings of stdout, in order
+		not    []string
+	}{
+		{"static program", []string{"--", "/opt/tests/hello"}, 0, []string{"hello from kbox guest"}, nil},
+		{"image hostname, not the host's", []string{"--", "/bin/cat", "/etc/hostname"}, 0, []string{"kbox-rootfs"}, []string{host + "\n"}},
+		{"pipeline", []string{"-c", "echo one two three | wc -w"}, 0, []string{"3"}, nil},
+		{"redirection and subshell", []string{"-c", "(cd /tmp && echo in $(pwd)) > /tmp/o; cat /tmp/o"}, 0, []string{"in /tmp"}, nil},
+		{"bash script", []string{"-c", "printf '#!/bin/bash\\nfor i in 1 2 3; do echo n$i; done\\necho v${BASH_VERSINFO[0]}\\n' > /tmp/s.sh; chmod +x /tmp/s.sh; /tmp/s.sh"}, 0, []string{"n1", "n2", "n3", "v5"}, nil},
+		{"busybox shebang script with argument", []string{"-c", "printf '#!/bin/sh\\necho got $1\\n' > /tmp/b.sh; chmod +x /tmp/b.sh; /tmp/b.sh x1"}, 0, []string{"got x1"}, nil},
+		{"dynamic coreutils", []string{"--", "/usr/bin/ls", "-l", "/etc/hostname"}, 0, []string{"-rw-r--r--", "root root", "/etc/hostname"}, nil},
+		{"root identity", []string{"--", "/usr/bin/id"}, 0, []string{"uid=0(root) gid=0(root)"}, nil},
+		{"kernel release from LKL", []string{"--", "/bin/uname", "-r"}, 0, []string{"6.0"}, nil},
+		{"exit status", []string{"-c", "exit 7"}, 7, nil, nil},
+		{"killed by signal", []string{"--", "/opt/tests/kill_self"}, 128 + 15, nil, nil},
+		{"rename over existing", []string{"-c", "echo a > /tmp/a; echo b > /tmp/b; mv /tmp/a /tmp/b; cat /tmp/b; ls /tmp | grep -c '^a$'; true"}, 0, []string{"a\n0\n"}, nil},
+		{"append", []string{"-c", "echo one > /root/ap; echo two >> /root/ap; cat /root/ap"}, 0, []string{"one\ntwo\n"}, nil},
+		{"close-on-exec", []string{"--", "/opt/tests/cloexec"}, 0, []string{"cloexec ok"}, nil},
+		{"dup2 over stdio", []string{"-c", "exec 3>&1; echo via3 >&3; echo to-file > /tmp/d; cat /tmp/d"}, 0, []string{"via3", "to-file"}, nil},
+		{"fork/exec storm", []string{"--", "/opt/tests/forkstorm", "100"}, 0, []string{"forkstorm ok 100"}, nil},
+		{"fd exhaustion then recovery", []string{"--", "/opt/tests/fdstress"}, 0, []string{"emfile", "recovered"}, nil},
+		{"signal race 200/200", []string{"--", "/opt/tests/sigrace", "200"}, 0, []string{"sigrace ok 200"}, nil},
+		{"path escape with ..", []string{"-c", "cat /../../../../etc/hostname; cd /; cat ../../etc/hostname"}, 0, []string{"kbox-rootfs\nkbox-rootfs"}, nil},
+		{"proc root escape denied", []string{"-c", "cat /proc/self/root/etc/hostname; echo st=$?; ls /proc/1/cwd/; echo st=$?"}, 0, []string{"st=1", "st=1"}, []string{host + "\n"}},
+		{"denied syscall gets EPERM", []string{"-c", "swapoff /tmp/nothing; echo st=$?"}, 0, []string{"st=1"}, nil},
+		{"missing command", []string{"--", "/no/such/program"}, 127, nil, nil},
+		{"corrupt ELF", []string{"--", "/opt/tests/badelf"}, 126, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"image", "-S", img}, c.args...)
+			stdout, stderr, status := runKbox(t, args...)
+			if status != c.status {
+				t.Errorf("status %d, want %d\nstdout: %s\nstderr: %s", status, c.status, stdout, stderr)
+			}
+			rest := stdout
+			for _, w := range c.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Errorf("stdout lacks %q (in order)\nstdout: %s\nstderr: %s", w, stdout, stderr)
+					break
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, n := range c.not {
+				if strings.Contains(stdout, n) {
+					t.Errorf("stdout has %q: %s", n, stdout)
+				}
+			}
+		})
+	}
+}
+
+// A file written in one run is read in the next.
+func TestSeccompPersistence(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	if _, stderr, st := runKbox(t, "image", "-S", img, "-c", "echo persisted-data > /root/p.txt"); st != 0 {
+		t.Fatalf("write run: %d %s", st, stderr)
+	}
+	out, stderr, st := runKbox(t, "image", "-S", img, "--", "/bin/cat", "/root/p.txt")
+	if st != 0 || out != "persisted-data\n" {
+		t.Errorf("read run: %d %q %s", st, out, stderr)
+	}
+}
+
+// The corrupt ELF's error is one clear line.
+func TestSeccompBadELFMessage(t *testing.T) {
+	img := imagePath(t)
+	_, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--", "/opt/tests/badelf")
+	if st != 126 || !strings.Contains(stderr, "Exec format error") {
+		t.Errorf("status %d stderr %q", st, stderr)
+	}
+}
