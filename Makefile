@@ -45,7 +45,7 @@ rootfs:
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
-	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./lkl/ ./rootfs/ ./cmd/kbox/
+	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./lkl/ ./rootfs/ ./cmd/kbox/ ./dispatch/ ./seccomp/...
 
 fmt:
 	gofmt -l -w .

@@ -9,10 +9,8 @@ import (
 )
 
 func init() {
-	register(unix.SYS_OPEN, sysOpen)              // open(2)
 	register(unix.SYS_OPENAT, sysOpenat)          // openat(2)
 	register(unix.SYS_OPENAT2, sysOpenat2)        // openat2(2)
-	register(unix.SYS_CREAT, sysCreat)            // creat(2)
 	register(unix.SYS_CLOSE, sysClose)            // close(2)
 	register(unix.SYS_CLOSE_RANGE, sysCloseRange) // close_range(2)
 	register(unix.SYS_READ, sysRead)              // read(2) on virtual fds
@@ -23,7 +21,6 @@ func init() {
 	register(unix.SYS_GETDENTS64, sysGetdents64)  // getdents64(2)
 	register(unix.SYS_FCNTL, sysFcntl)            // fcntl(2) on virtual fds
 	register(unix.SYS_DUP, sysDup)                // dup(2)
-	register(unix.SYS_DUP2, sysDup2)              // dup2(2)
 	register(unix.SYS_DUP3, sysDup3)              // dup3(2)
 	register(unix.SYS_IOCTL, sysIoctl)            // ioctl(2) on virtual fds: ENOTTY
 	register(unix.SYS_FSYNC, sysFsync)            // fsync(2) on virtual fds
@@ -31,9 +28,8 @@ func init() {
 	register(unix.SYS_FTRUNCATE, sysFtruncate)    // ftruncate(2)
 	register(unix.SYS_SENDFILE, sysCopyHostOnly)  // sendfile(2): host fds only
 	register(unix.SYS_COPY_FILE_RANGE, sysCopyHostOnly)
-	register(unix.SYS_FLOCK, sysFlock)          // flock(2): host fds on host; virtual: accepted
-	register(unix.SYS_FADVISE64, sysFadvise)    // fadvise64(2)
-	register(unix.SYS_GETDENTS, sysGetdentsOld) // getdents(2): old layout, ENOSYS
+	register(unix.SYS_FLOCK, sysFlock)       // flock(2): host fds on host; virtual: accepted
+	register(unix.SYS_FADVISE64, sysFadvise) // fadvise64(2)
 }
 
 func isVirtual(r *Request, fd uint64) bool { return r.P.FDs.IsVirtual(int(int32(fd))) }

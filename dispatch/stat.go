@@ -8,15 +8,11 @@ import (
 )
 
 func init() {
-	register(unix.SYS_STAT, sysStat)             // stat(2)
-	register(unix.SYS_LSTAT, sysLstat)           // lstat(2)
 	register(unix.SYS_FSTAT, sysFstat)           // fstat(2) on virtual fds
 	register(unix.SYS_NEWFSTATAT, sysNewfstatat) // newfstatat(2)
 	register(unix.SYS_STATX, sysStatx)           // statx(2)
-	register(unix.SYS_ACCESS, sysAccess)         // access(2)
 	register(unix.SYS_FACCESSAT, sysFaccessat)   // faccessat(2)
 	register(unix.SYS_FACCESSAT2, sysFaccessat2) // faccessat2(2)
-	register(unix.SYS_READLINK, sysReadlink)     // readlink(2)
 	register(unix.SYS_READLINKAT, sysReadlinkat) // readlinkat(2)
 	register(unix.SYS_STATFS, sysStatfs)         // statfs(2)
 	register(unix.SYS_FSTATFS, sysFstatfs)       // fstatfs(2)
