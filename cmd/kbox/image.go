@@ -1,0 +1,165 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/rootfs"
+	"github.com/kbox-project/kbox/seccomp/supervisor"
+	"golang.org/x/sys/unix"
+)
+
+// notSupportedError names an option whose feature is not built yet.
+type notSupportedError struct{ what string }
+
+func (e *notSupportedError) Error() string { return e.what + ": not supported yet" }
+
+// unsupported lists the requested features this build cannot provide yet;
+// they are refused, never silently ignored.
+func unsupported(o *ImageOptions) error {
+	var missing []string
+	if o.SyscallMode == "auto" {
+		o.SyscallMode = "seccomp" // the only tier built so far
+	}
+	if len(o.Binds) > 0 {
+		missing = append(missing, "-b/--bind")
+	}
+	if o.Net {
+		missing = append(missing, "--net")
+	}
+	if o.Web {
+		missing = append(missing, "--web")
+	}
+	if o.TraceFormat != "" {
+		missing = append(missing, "--trace-format")
+	}
+	if o.SyscallMode == "trap" || o.SyscallMode == "rewrite" {
+		missing = append(missing, "--syscall-mode="+o.SyscallMode)
+	}
+	if len(missing) > 0 {
+		return &notSupportedError{what: strings.Join(missing, ", ")}
+	}
+	return nil
+}
+
+func rootOptions(o *ImageOptions) rootfs.Options {
+	opt := rootfs.Options{
+		FSType:    o.FSType,
+		Partition: o.Partition,
+		ReadOnly:  o.ReadOnly,
+		MountOpts: o.MountOpts,
+		Kernel:    lkl.Config{Cmdline: o.Cmdline, Verbose: o.Verbose},
+	}
+	switch {
+	case o.MountProfile == "minimal":
+		opt.Profile = rootfs.ProfileMinimal
+	case o.MountProfile == "full" || o.Mode != RootRaw:
+		opt.Profile = rootfs.ProfileFull
+	}
+	return opt
+}
+
+func runImage(args []string) int {
+	o, err := ParseImageArgs(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kbox: %v\n", err)
+		return exitUsage
+	}
+	if o.Help {
+		fmt.Print(imageUsage)
+		return 0
+	}
+	if err := unsupported(o); err != nil {
+		return fail(err)
+	}
+	if !lkl.Available {
+		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
+		return exitUsage
+	}
+	img, err := rootfs.OpenImage(o.Image, o.FSType, o.Partition, o.ReadOnly)
+	if err != nil {
+		return fail(err)
+	}
+	root, err := rootfs.Setup(img, rootOptions(o))
+	if err != nil {
+		img.Close()
+		return fail(err)
+	}
+	defer root.Close()
+	if o.Verbose {
+		fmt.Fprintf(os.Stderr, "kbox: booted and mounted %s in %v (mounts: %s)\n", o.Image, root.BootTime, strings.Join(root.Mounts, " "))
+	}
+	for _, w := range root.Warnings {
+		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)
+	}
+	status, err := runGuest(o, root)
+	if err != nil {
+		return fail(err)
+	}
+	return status
+}
+
+func runGuest(o *ImageOptions, root *rootfs.Root) (int, error) {
+	path, err := findProgram(o.Command[0], o.WorkDir, guestPath)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
+		return exitNotFound, nil
+	}
+	opt := dispatch.Options{
+		RootID:     o.RootID,
+		HostRoutes: []string{"/proc", "/sys", "/dev"},
+	}
+	if o.ChangeID != nil {
+		opt.ChangeID, opt.UID, opt.GID = true, o.ChangeID.UID, o.ChangeID.GID
+	}
+	eng := dispatch.New(opt)
+	defer eng.Shadows.Close()
+	return supervisor.Run(supervisor.Config{
+		Argv:    o.Command,
+		Env:     guestEnv(o),
+		Path:    path,
+		WorkDir: o.WorkDir,
+		Engine:  eng,
+		Debug:   os.Getenv("KBOX_DEBUG") != "",
+	})
+}
+
+const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// guestEnv is the guest's environment: a clean one, keeping only the
+// terminal type from the host.
+func guestEnv(o *ImageOptions) []string {
+	home := "/"
+	if o.RootID {
+		home = "/root"
+	}
+	env := []string{"PATH=" + guestPath, "HOME=" + home, "PWD=" + o.WorkDir, "SHELL=/bin/sh"}
+	if t := os.Getenv("TERM"); t != "" {
+		env = append(env, "TERM="+t)
+	}
+	return env
+}
+
+// findProgram finds a command in the image: a path with a slash as given
+// (relative to the work dir), otherwise the first executable regular file
+// on PATH.
+func findProgram(name, workdir, searchPath string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := dispatch.Clean(workdir, name)
+		if _, err := lkl.Stat(p, false); err != nil {
+			return "", err
+		}
+		return p, nil
+	}
+	for _, dir := range strings.Split(searchPath, ":") {
+		p := dispatch.Clean("/", dir+"/"+name)
+		if st, err := lkl.Stat(p, false); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errors.New("command not found in the image")
+}

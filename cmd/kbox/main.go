@@ -1,0 +1,64 @@
+// Command kbox boots the Linux kernel in-process (LKL) from a filesystem
+// image and runs unmodified Linux programs against it.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Exit statuses of kbox itself. A guest's own status is passed through
+// unchanged (128+N when a signal killed it), so kbox's setup failures use
+// the 125-127 range that chroot(1) and env(1) use.
+const (
+	exitUsage    = 2   // bad command line, or a feature this build lacks
+	exitSetup    = 125 // image, kernel or supervisor setup failed
+	exitNotExec  = 126 // the guest program exists but cannot run
+	exitNotFound = 127 // the guest program does not exist
+
+)
+
+const mainUsage = `usage: kbox COMMAND [options]
+
+commands:
+  image     boot a kernel from an image and run a program in it
+  version   print the version and the linked LKL API
+  help      this help
+
+Run 'kbox image --help' for the image options.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, mainUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "image":
+		return runImage(args[1:])
+	case "version", "--version":
+		return runVersion()
+	case "help", "-h", "--help":
+		fmt.Print(mainUsage)
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "kbox: unknown command %q\n%s", args[0], mainUsage)
+	return exitUsage
+}
+
+// fail prints one line for err and returns the exit status it deserves.
+func fail(err error) int {
+	fmt.Fprintf(os.Stderr, "kbox: %v\n", err)
+	var ue *UsageError
+	var ns *notSupportedError
+	switch {
+	case errors.As(err, &ue), errors.As(err, &ns):
+		return exitUsage
+	}
+	return exitSetup
+}

@@ -1,0 +1,337 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// RootMode is how much of a system the image becomes.
+type RootMode int
+
+const (
+	// RootRaw mounts the image and nothing else (-r).
+	RootRaw RootMode = iota + 1
+	// RootRecommended adds proc, sysfs, /tmp and /dev (-R).
+	RootRecommended
+	// RootSystem adds the recommended mounts and root identity (-S).
+	RootSystem
+)
+
+// Bind is a host directory shown inside the guest (-b SRC:DST[:ro]).
+type Bind struct {
+	Src, Dst string
+	ReadOnly bool
+}
+
+// ID is a uid:gid pair.
+type ID struct{ UID, GID uint32 }
+
+// ImageOptions holds the parsed `kbox image` command line.
+type ImageOptions struct {
+	Image        string
+	Mode         RootMode
+	FSType       string
+	Partition    int
+	WorkDir      string
+	Command      []string
+	Cmdline      string
+	MountOpts    []string
+	Binds        []Bind
+	RootID       bool
+	ChangeID     *ID
+	MountProfile string
+	ReadOnly     bool
+	SyscallMode  string
+	Net          bool
+	Web          bool
+	WebPort      int
+	WebBind      string
+	TraceFormat  string
+	Verbose      bool
+	Help         bool
+}
+
+// UsageError is a bad command line; kbox exits 2 on it.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usagef(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf(format, a...)} }
+
+const imageUsage = `usage: kbox image (-r|-R|-S) IMAGE [options] [-c CMD | -- CMD ARGS...]
+
+Boot the Linux kernel in-process (LKL), mount IMAGE as the guest root and run
+CMD (default: /bin/sh -i) against it.
+
+  -r, --root-dir IMG            mount IMG as root, nothing else
+  -R, --recommended-root IMG    mount IMG with proc, sysfs, /tmp and /dev
+  -S, --system-root IMG         recommended mounts plus root identity
+  -t, --fs-type TYPE            filesystem type (default ext4)
+  -p, --partition N             partition number (default 0: whole disk)
+  -w, --work-dir DIR            working directory inside the guest (default /)
+  -c, --command CMD             run CMD with /bin/sh -c
+  -k, --cmdline ARGS            extra kernel command line (e.g. mem=64M)
+  -m, --mount-opt OPT           filesystem mount option, repeatable
+  -b, --bind SRC:DST[:ro]       show host directory SRC at DST, repeatable
+  -0, --root-id                 the guest sees uid/gid 0
+      --change-id UID:GID       the guest sees UID:GID
+      --mount-profile P         full or minimal (default full with -R/-S)
+      --read-only               mount the image read-only
+      --syscall-mode M          auto, seccomp, trap or rewrite (default auto)
+      --net                     networking through a user-mode stack
+      --web[=PORT]              web observatory (default port 8080)
+      --web-bind ADDR           observatory address (default 127.0.0.1)
+      --trace-format json       JSON trace of dispatched syscalls
+  -v, --verbose                 show kernel messages and setup steps
+  -h, --help                    this help
+`
+
+type optSpec struct {
+	short, long string
+	hasArg      bool
+	optionalArg bool // --long[=VALUE]
+	set         func(o *ImageOptions, v string, present bool) error
+}
+
+var imageOpts = []optSpec{
+	{"r", "root-dir", true, false, func(o *ImageOptions, v string, _ bool) error { return o.setRoot(RootRaw, v) }},
+	{"R", "recommended-root", true, false, func(o *ImageOptions, v string, _ bool) error { return o.setRoot(RootRecommended, v) }},
+	{"S", "system-root", true, false, func(o *ImageOptions, v string, _ bool) error { return o.setRoot(RootSystem, v) }},
+	{"t", "fs-type", true, false, func(o *ImageOptions, v string, _ bool) error { o.FSType = v; return nil }},
+	{"p", "partition", true, false, func(o *ImageOptions, v string, _ bool) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 255 {
+			return usagef("bad partition %q: want a number 0-255", v)
+		}
+		o.Partition = n
+		return nil
+	}},
+	{"w", "work-dir", true, false, func(o *ImageOptions, v string, _ bool) error {
+		if !strings.HasPrefix(v, "/") {
+			return usagef("work dir %q must be an absolute guest path", v)
+		}
+		o.WorkDir = v
+		return nil
+	}},
+	{"c", "command", true, false, func(o *ImageOptions, v string, _ bool) error {
+		if o.Command != nil {
+			return usagef("give the command once, with -c or after --")
+		}
+		o.Command = []string{"/bin/sh", "-c", v}
+		return nil
+	}},
+	{"k", "cmdline", true, false, func(o *ImageOptions, v string, _ bool) error {
+		o.Cmdline = strings.TrimSpace(o.Cmdline + " " + v)
+		return nil
+	}},
+	{"m", "mount-opt", true, false, func(o *ImageOptions, v string, _ bool) error { o.MountOpts = append(o.MountOpts, v); return nil }},
+	{"b", "bind", true, false, func(o *ImageOptions, v string, _ bool) error {
+		b, err := ParseBind(v)
+		if err != nil {
+			return err
+		}
+		o.Binds = append(o.Binds, b)
+		return nil
+	}},
+	{"0", "root-id", false, false, func(o *ImageOptions, _ string, _ bool) error { o.RootID = true; return nil }},
+	{"", "change-id", true, false, func(o *ImageOptions, v string, _ bool) error {
+		id, err := ParseID(v)
+		if err != nil {
+			return err
+		}
+		o.ChangeID = &id
+		return nil
+	}},
+	{"", "mount-profile", true, false, func(o *ImageOptions, v string, _ bool) error {
+		if v != "full" && v != "minimal" {
+			return usagef("bad mount profile %q: want full or minimal", v)
+		}
+		o.MountProfile = v
+		return nil
+	}},
+	{"", "read-only", false, false, func(o *ImageOptions, _ string, _ bool) error { o.ReadOnly = true; return nil }},
+	{"", "syscall-mode", true, false, func(o *ImageOptions, v string, _ bool) error {
+		switch v {
+		case "auto", "seccomp", "trap", "rewrite":
+			o.SyscallMode = v
+			return nil
+		}
+		return usagef("bad syscall mode %q: want auto, seccomp, trap or rewrite", v)
+	}},
+	{"", "net", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Net = true; return nil }},
+	{"", "web", false, true, func(o *ImageOptions, v string, present bool) error {
+		o.Web = true
+		if !present {
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 65535 {
+			return usagef("bad web port %q: want 0-65535", v)
+		}
+		o.WebPort = n
+		return nil
+	}},
+	{"", "web-bind", true, false, func(o *ImageOptions, v string, _ bool) error { o.WebBind = v; return nil }},
+	{"", "trace-format", true, false, func(o *ImageOptions, v string, _ bool) error {
+		if v != "json" {
+			return usagef("bad trace format %q: want json", v)
+		}
+		o.TraceFormat = v
+		return nil
+	}},
+	{"v", "verbose", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Verbose = true; return nil }},
+	{"h", "help", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Help = true; return nil }},
+}
+
+func (o *ImageOptions) setRoot(m RootMode, img string) error {
+	if o.Image != "" {
+		return usagef("give one image, with one of -r, -R or -S")
+	}
+	if img == "" {
+		return usagef("empty image path")
+	}
+	o.Image, o.Mode = img, m
+	return nil
+}
+
+func findOpt(short, long string) *optSpec {
+	for i := range imageOpts {
+		s := &imageOpts[i]
+		if (short != "" && s.short == short) || (long != "" && s.long == long) {
+			return s
+		}
+	}
+	return nil
+}
+
+// ParseImageArgs parses the arguments after `kbox image`.
+func ParseImageArgs(args []string) (*ImageOptions, error) {
+	o := &ImageOptions{WebPort: 8080, WebBind: "127.0.0.1", SyscallMode: "auto", FSType: "ext4", WorkDir: "/"}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			if o.Command != nil {
+				return nil, usagef("give the command once, with -c or after --")
+			}
+			o.Command = append([]string{}, args[i+1:]...)
+			if len(o.Command) == 0 {
+				return nil, usagef("no command after --")
+			}
+			i = len(args)
+		case strings.HasPrefix(a, "--"):
+			name, val, hasVal := strings.Cut(a[2:], "=")
+			s := findOpt("", name)
+			if s == nil {
+				return nil, usagef("unknown option --%s (see kbox image --help)", name)
+			}
+			switch {
+			case s.optionalArg:
+			case s.hasArg && !hasVal:
+				if i+1 >= len(args) {
+					return nil, usagef("option --%s needs a value", name)
+				}
+				i++
+				val, hasVal = args[i], true
+			case !s.hasArg && hasVal:
+				return nil, usagef("option --%s takes no value", name)
+			}
+			if err := s.set(o, val, hasVal); err != nil {
+				return nil, err
+			}
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			// Short options may be grouped (-0v); one taking a value ends
+			// the group, its value attached (-Simg) or in the next word.
+			for j := 1; j < len(a); j++ {
+				s := findOpt(a[j:j+1], "")
+				if s == nil {
+					return nil, usagef("unknown option -%s (see kbox image --help)", a[j:j+1])
+				}
+				if !s.hasArg {
+					if err := s.set(o, "", false); err != nil {
+						return nil, err
+					}
+					continue
+				}
+				val := a[j+1:]
+				if val == "" {
+					if i+1 >= len(args) {
+						return nil, usagef("option -%s needs a value", s.short)
+					}
+					i++
+					val = args[i]
+				}
+				if err := s.set(o, val, true); err != nil {
+					return nil, err
+				}
+				break
+			}
+		default:
+			return nil, usagef("unexpected argument %q: put the command after -- or use -c", a)
+		}
+	}
+	if o.Help {
+		return o, nil
+	}
+	if o.Image == "" {
+		return nil, usagef("no image: give one with -r, -R or -S")
+	}
+	if o.Mode == RootSystem {
+		o.RootID = true
+	}
+	if o.RootID && o.ChangeID != nil {
+		return nil, usagef("--change-id conflicts with -0/-S root identity")
+	}
+	if o.Command == nil {
+		o.Command = []string{"/bin/sh", "-i"}
+	}
+	return o, nil
+}
+
+// ParseBind parses SRC:DST[:ro]. SRC is a host path; DST a guest path.
+func ParseBind(spec string) (Bind, error) {
+	parts := strings.Split(spec, ":")
+	var b Bind
+	switch len(parts) {
+	case 2:
+	case 3:
+		if parts[2] != "ro" && parts[2] != "rw" {
+			return b, usagef("bad bind %q: the third field must be ro or rw", spec)
+		}
+		b.ReadOnly = parts[2] == "ro"
+	default:
+		return b, usagef("bad bind %q: want SRC:DST[:ro]", spec)
+	}
+	b.Src, b.Dst = parts[0], parts[1]
+	if b.Src == "" || b.Dst == "" {
+		return b, usagef("bad bind %q: empty source or destination", spec)
+	}
+	if !strings.HasPrefix(b.Dst, "/") {
+		return b, usagef("bad bind %q: destination must be an absolute guest path", spec)
+	}
+	if strings.ContainsRune(spec, 0) {
+		return b, usagef("bad bind %q: NUL byte", spec)
+	}
+	for _, c := range strings.Split(b.Dst, "/") {
+		if c == ".." {
+			return b, usagef("bad bind %q: destination may not contain ..", spec)
+		}
+	}
+	return b, nil
+}
+
+// ParseID parses UID:GID.
+func ParseID(s string) (ID, error) {
+	u, g, ok := strings.Cut(s, ":")
+	if !ok {
+		return ID{}, usagef("bad id %q: want UID:GID", s)
+	}
+	uid, err1 := strconv.ParseUint(u, 10, 32)
+	gid, err2 := strconv.ParseUint(g, 10, 32)
+	if err := errors.Join(err1, err2); err != nil || uid == 1<<32-1 || gid == 1<<32-1 {
+		return ID{}, usagef("bad id %q: want numeric UID:GID below 4294967295", s)
+	}
+	return ID{UID: uint32(uid), GID: uint32(gid)}, nil
+}

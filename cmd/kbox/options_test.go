@@ -1,0 +1,137 @@
+package main
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseImageArgs(t *testing.T) {
+	cases := []struct {
+		name  string
+		args  []string
+		check func(o *ImageOptions) bool
+		err   string
+	}{
+		{"system root default command", []string{"-S", "a.ext4"}, func(o *ImageOptions) bool {
+			return o.Image == "a.ext4" && o.Mode == RootSystem && o.RootID && reflect.DeepEqual(o.Command, []string{"/bin/sh", "-i"})
+		}, ""},
+		{"command after --", []string{"-R", "a.ext4", "--", "/bin/ls", "-l", "--", "x"}, func(o *ImageOptions) bool {
+			return o.Mode == RootRecommended && !o.RootID && reflect.DeepEqual(o.Command, []string{"/bin/ls", "-l", "--", "x"})
+		}, ""},
+		{"-c", []string{"-r", "a", "-c", "echo hi | wc"}, func(o *ImageOptions) bool {
+			return o.Mode == RootRaw && reflect.DeepEqual(o.Command, []string{"/bin/sh", "-c", "echo hi | wc"})
+		}, ""},
+		{"attached short value", []string{"-Sa.ext4", "-p2", "-t", "ext2"}, func(o *ImageOptions) bool {
+			return o.Image == "a.ext4" && o.Partition == 2 && o.FSType == "ext2"
+		}, ""},
+		{"long with =", []string{"--system-root=a", "--syscall-mode=seccomp", "--web=9000", "--web-bind", "0.0.0.0"}, func(o *ImageOptions) bool {
+			return o.SyscallMode == "seccomp" && o.Web && o.WebPort == 9000 && o.WebBind == "0.0.0.0"
+		}, ""},
+		{"web default port", []string{"-S", "a", "--web"}, func(o *ImageOptions) bool { return o.Web && o.WebPort == 8080 }, ""},
+		{"repeatable", []string{"-S", "a", "-m", "noatime", "-m", "data=ordered", "-b", "/h:/g", "-b", "/x:/y:ro", "-k", "mem=64M", "-k", "lpj=1"}, func(o *ImageOptions) bool {
+			return len(o.MountOpts) == 2 && len(o.Binds) == 2 && o.Binds[1].ReadOnly && o.Cmdline == "mem=64M lpj=1"
+		}, ""},
+		{"grouped flags", []string{"-0v", "-R", "a"}, func(o *ImageOptions) bool { return o.RootID && o.Verbose }, ""},
+		{"change id", []string{"-R", "a", "--change-id", "1000:100"}, func(o *ImageOptions) bool {
+			return o.ChangeID != nil && *o.ChangeID == ID{1000, 100}
+		}, ""},
+		{"read-only profile", []string{"-R", "a", "--read-only", "--mount-profile", "minimal", "-w", "/tmp"}, func(o *ImageOptions) bool {
+			return o.ReadOnly && o.MountProfile == "minimal" && o.WorkDir == "/tmp"
+		}, ""},
+		{"help", []string{"-h"}, func(o *ImageOptions) bool { return o.Help }, ""},
+		{"no image", []string{"--", "/bin/true"}, nil, "no image"},
+		{"two images", []string{"-S", "a", "-R", "b"}, nil, "one image"},
+		{"unknown long", []string{"--nope"}, nil, "unknown option --nope"},
+		{"unknown short", []string{"-Z"}, nil, "unknown option -Z"},
+		{"missing value", []string{"-S"}, nil, "needs a value"},
+		{"flag with value", []string{"-S", "a", "--read-only=yes"}, nil, "takes no value"},
+		{"bad mode", []string{"-S", "a", "--syscall-mode", "fast"}, nil, "bad syscall mode"},
+		{"bad port", []string{"-S", "a", "--web=99999"}, nil, "bad web port"},
+		{"bad partition", []string{"-S", "a", "-p", "x"}, nil, "bad partition"},
+		{"relative workdir", []string{"-S", "a", "-w", "tmp"}, nil, "absolute"},
+		{"stray argument", []string{"-S", "a", "ls"}, nil, "unexpected argument"},
+		{"empty --", []string{"-S", "a", "--"}, nil, "no command"},
+		{"-c and --", []string{"-S", "a", "-c", "x", "--", "y"}, nil, "command once"},
+		{"root id conflicts", []string{"-S", "a", "--change-id", "1:1"}, nil, "conflicts"},
+		{"bad trace", []string{"-S", "a", "--trace-format", "xml"}, nil, "bad trace format"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o, err := ParseImageArgs(c.args)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err %v, want %q", err, c.err)
+				}
+				if _, ok := err.(*UsageError); !ok {
+					t.Errorf("err %T is not a UsageError", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.check(o) {
+				t.Errorf("parsed %+v", o)
+			}
+		})
+	}
+}
+
+func TestParseBind(t *testing.T) {
+	cases := []struct {
+		spec string
+		want Bind
+		err  string
+	}{
+		{"/host/dir:/guest", Bind{"/host/dir", "/guest", false}, ""},
+		{"rel:/guest:ro", Bind{"rel", "/guest", true}, ""},
+		{"/h:/g:rw", Bind{"/h", "/g", false}, ""},
+		{"/h", Bind{}, "want SRC:DST"},
+		{"/h:/g:rx", Bind{}, "ro or rw"},
+		{":/g", Bind{}, "empty"},
+		{"/h:", Bind{}, "empty"},
+		{"/h:g", Bind{}, "absolute"},
+		{"/h:/g/../../etc", Bind{}, "may not contain .."},
+		{"/a:/b:ro:x", Bind{}, "want SRC:DST"},
+	}
+	for _, c := range cases {
+		b, err := ParseBind(c.spec)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: err %v, want %q", c.spec, err, c.err)
+			}
+			continue
+		}
+		if err != nil || b != c.want {
+			t.Errorf("%q: %+v %v", c.spec, b, err)
+		}
+	}
+}
+
+func TestParseID(t *testing.T) {
+	for s, ok := range map[string]bool{"0:0": true, "1000:100": true, "x:1": false, "1": false, "-1:0": false, "4294967295:0": false} {
+		if _, err := ParseID(s); (err == nil) != ok {
+			t.Errorf("%q: err %v", s, err)
+		}
+	}
+}
+
+func FuzzParseImageArgs(f *testing.F) {
+	f.Add("-S\x00a.ext4\x00--\x00/bin/sh")
+	f.Add("--web=1\x00-b\x00/a:/b:ro")
+	f.Fuzz(func(t *testing.T, s string) {
+		ParseImageArgs(strings.Split(s, "\x00")) // never panics
+	})
+}
+
+func TestUnsupportedOptionsRefused(t *testing.T) {
+	o, err := ParseImageArgs([]string{"-S", "a", "--net", "--syscall-mode=trap", "-b", "/a:/b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unsupported(o)
+	if err == nil || !strings.Contains(err.Error(), "not supported yet") || !strings.Contains(err.Error(), "--net") || !strings.Contains(err.Error(), "trap") {
+		t.Errorf("unsupported: %v", err)
+	}
+}
