@@ -145,6 +145,9 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 
 // writeBackHost writes back a writable shadow behind guest host fd fd.
 func (e *Engine) writeBackHost(r *Request, fd int) {
+	if !e.Shadows.HasWritable() {
+		return
+	}
 	var st unix.Stat_t
 	if unix.Stat("/proc/"+strconv.Itoa(r.G.Pid())+"/fd/"+strconv.Itoa(fd), &st) != nil {
 		return

@@ -169,6 +169,14 @@ func (m *Manager) OpenWritable(lklfd int, size int64, path string, flags int) (i
 	return fd, nil
 }
 
+// HasWritable reports whether any writable shadow exists (a cheap check
+// before identifying a closed fd).
+func (m *Manager) HasWritable() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.writable) > 0
+}
+
 // Lookup returns the writable shadow with memfd inode ino.
 func (m *Manager) Lookup(ino uint64) *Writable {
 	m.mu.Lock()

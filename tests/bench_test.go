@@ -1,0 +1,97 @@
+//go:build lkl
+
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// dumpFromImage copies a file out of the image with debugfs, so that the
+// native run uses the very same binary as the guest.
+func dumpFromImage(b *testing.B, img, guestPath string) string {
+	dst := filepath.Join(b.TempDir(), filepath.Base(guestPath))
+	if out, err := exec.Command("debugfs", "-R", "dump "+guestPath+" "+dst, img).CombinedOutput(); err != nil {
+		b.Fatalf("debugfs dump %s: %v %s", guestPath, err, out)
+	}
+	os.Chmod(dst, 0o755)
+	return dst
+}
+
+func parseBench(b *testing.B, out string) float64 {
+	f := strings.Fields(strings.TrimSpace(out))
+	if len(f) != 2 {
+		b.Fatalf("bench output %q", out)
+	}
+	v, err := strconv.ParseFloat(f[1], 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
+
+// BenchmarkSeccompVsNative runs tests/guest/bench natively and under
+// --syscall-mode=seccomp on the same image contents, reporting the median
+// ns/op of several runs of each and the kbox/native ratio.
+func BenchmarkSeccompVsNative(b *testing.B) {
+	img := imagePath(b)
+	bin := kboxBin(b)
+	bench := dumpFromImage(b, img, "/opt/tests/bench")
+	hostFile := dumpFromImage(b, img, "/etc/hostname")
+	const runs = 5
+	rows := []struct {
+		row   string
+		iters int
+	}{
+		{"stat", 20000}, {"open_close", 10000}, {"lseek_read", 200000},
+		{"write", 200000}, {"getpid_libc", 1000000}, {"getpid_inline", 1000000},
+	}
+	for _, r := range rows {
+		var native, guest []float64
+		for i := 0; i < runs; i++ {
+			out, err := exec.Command(bench, r.row, strconv.Itoa(r.iters), hostFile).Output()
+			if err != nil {
+				b.Fatalf("native %s: %v", r.row, err)
+			}
+			native = append(native, parseBench(b, string(out)))
+			out, err = exec.Command(bin, "image", "-S", img, "--read-only", "--syscall-mode=seccomp", "--",
+				"/opt/tests/bench", r.row, strconv.Itoa(r.iters), "/etc/hostname").Output()
+			if err != nil {
+				b.Fatalf("kbox %s: %v", r.row, err)
+			}
+			guest = append(guest, parseBench(b, string(out)))
+		}
+		n, g := median(native), median(guest)
+		b.Logf("%-14s native %8.1f ns/op   kbox %8.1f ns/op   ratio %6.2fx", r.row, n, g, g/n)
+		b.ReportMetric(g/n, r.row+"_ratio")
+		b.ReportMetric(g/1000, r.row+"_kbox_us")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkStartup measures `kbox image -- /bin/true`: wall time and the peak
+// RSS of the kbox process (which holds the kernel).
+func BenchmarkStartup(b *testing.B) {
+	img := imagePath(b)
+	bin := kboxBin(b)
+	var wall, rss []float64
+	for i := 0; i < 7; i++ {
+		cmd := exec.Command(bin, "image", "-S", img, "--read-only", "--", "/bin/true")
+		t0 := time.Now()
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("kbox /bin/true: %v", err)
+		}
+		wall = append(wall, float64(time.Since(t0).Microseconds())/1000)
+		rss = append(rss, float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)/1024)
+	}
+	b.Logf("kbox -- /bin/true: median wall %.1f ms, peak RSS %.1f MB", median(wall), median(rss))
+	b.ReportMetric(median(wall), "wall_ms")
+	b.ReportMetric(median(rss), "peak_rss_MB")
+	b.ReportMetric(0, "ns/op")
+}
