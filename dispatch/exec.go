@@ -256,7 +256,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 		return errno(unix.ENOENT, LKL)
 	}
 	r.P.FDs.Exec()
-	r.P.exe = t.Path
+	r.P.exe = canonical(t.Path)
 	return Result{Action: Continue, Disp: LKL}
 }
 
@@ -294,4 +294,20 @@ func (e *Engine) stageLinkIn(dir, name string, fd int) unix.Errno {
 		return unix.ENOMEM
 	}
 	return 0
+}
+
+// canonical resolves p's symlinks through LKL's own /proc (as the kernel
+// reports /proc/PID/exe); without a mounted proc it returns p.
+func canonical(p string) string {
+	fd, le := lklPath(lkl.SysOpenat, 1, p, [6]uintptr{atFdcwd, 0, unix.O_PATH | unix.O_CLOEXEC})
+	if le != 0 {
+		return p
+	}
+	defer lkl.Close(int(fd))
+	buf := make([]byte, PathMax)
+	n, le := lklPath(lkl.SysReadlinkat, 1, "/proc/self/fd/"+strconv.Itoa(int(fd)), [6]uintptr{atFdcwd, 0, uptr(buf), uintptr(len(buf))})
+	if le != 0 || n == 0 || buf[0] != '/' {
+		return p
+	}
+	return string(buf[:n])
 }

@@ -144,3 +144,15 @@ func (e *Engine) openHost(t Target, flags int, mode uint32) (int, error) {
 	}
 	return unix.Openat2(root, t.Rel, &how)
 }
+
+// atRoute runs fn with an fd of t's route root, for the *at() calls that
+// have no openat2 form (stat, access, readlink): t.Rel was already checked
+// lexically and /proc's escape paths refused by classify.
+func atRoute(t Target, fn func(root int) error) error {
+	root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	return fn(root)
+}

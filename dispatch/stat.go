@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"runtime"
+	"strconv"
 
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -38,12 +39,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 	}
 	var hst unix.Stat_t
 	if t.Host {
-		root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fail(err, Host)
-		}
-		err = unix.Fstatat(root, t.Rel, &hst, flags&unix.AT_SYMLINK_NOFOLLOW)
-		unix.Close(root)
+		err := atRoute(t, func(root int) error { return unix.Fstatat(root, t.Rel, &hst, flags&unix.AT_SYMLINK_NOFOLLOW) })
 		if err != nil {
 			return fail(err, Host)
 		}
@@ -129,13 +125,8 @@ func sysStatx(e *Engine, r *Request) Result {
 			return errno(en, LKL)
 		}
 		if t.Host {
-			root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return fail(err, Host)
-			}
 			var sx unix.Statx_t
-			err = unix.Statx(root, t.Rel, flags&^unix.AT_EMPTY_PATH, int(r.Args[3]), &sx)
-			unix.Close(root)
+			err := atRoute(t, func(root int) error { return unix.Statx(root, t.Rel, flags&^unix.AT_EMPTY_PATH, int(r.Args[3]), &sx) })
 			if err != nil {
 				return fail(err, Host)
 			}
@@ -164,12 +155,7 @@ func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) R
 		return errno(en, LKL)
 	}
 	if t.Host {
-		root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fail(err, Host)
-		}
-		err = unix.Faccessat(root, t.Rel, uint32(mode), 0)
-		unix.Close(root)
+		err := atRoute(t, func(root int) error { return unix.Faccessat(root, t.Rel, uint32(mode), 0) })
 		if err != nil {
 			return fail(err, Host)
 		}
@@ -204,13 +190,11 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 	}
 	out := make([]byte, min(size, PathMax))
 	var n int
-	if t.Host {
-		root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fail(err, Host)
-		}
-		n, err = unix.Readlinkat(root, t.Rel, out)
-		unix.Close(root)
+	if t.Host && t.Path == "/proc/"+strconv.Itoa(r.P.Tgid)+"/exe" && r.P.exe != "" {
+		// The process runs from a memfd: report its image path.
+		n = copy(out, r.P.exe)
+	} else if t.Host {
+		err := atRoute(t, func(root int) (err error) { n, err = unix.Readlinkat(root, t.Rel, out); return err })
 		if err != nil {
 			return fail(err, Host)
 		}

@@ -29,6 +29,7 @@ func TestSeccompGuests(t *testing.T) {
 		{"dynamic coreutils", []string{"--", "/usr/bin/ls", "-l", "/etc/hostname"}, 0, []string{"-rw-r--r--", "root root", "/etc/hostname"}, nil},
 		{"root identity", []string{"--", "/usr/bin/id"}, 0, []string{"uid=0(root) gid=0(root)"}, nil},
 		{"kernel release from LKL", []string{"--", "/bin/uname", "-r"}, 0, []string{"6.0"}, nil},
+		{"proc self exe names the image program", []string{"--", "/bin/readlink", "/proc/self/exe"}, 0, []string{"/usr/bin/readlink\n"}, nil},
 		{"exit status", []string{"-c", "exit 7"}, 7, nil, nil},
 		{"killed by signal", []string{"--", "/opt/tests/kill_self"}, 128 + 15, nil, nil},
 		{"rename over existing", []string{"-c", "echo a > /tmp/a; echo b > /tmp/b; mv /tmp/a /tmp/b; cat /tmp/b; ls /tmp | grep -c '^a$'; true"}, 0, []string{"a\n0\n"}, nil},
