@@ -65,7 +65,8 @@ unit:
 	$(GO) test -count=1 ./...
 
 bench: kbox
-	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 ./tests/ ./web/ ./seccomp/
+	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP'
+	$(GOTEST) -run '^$$' -bench . -benchmem -count 1 ./web/ ./seccomp/
 
 clean:
 	rm -f kbox
