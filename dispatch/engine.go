@@ -68,7 +68,6 @@ type Guest interface {
 
 // Request is one syscall to dispatch.
 type Request struct {
-	E    *Engine
 	Nr   int
 	Args [6]uint64
 	G    Guest
@@ -121,7 +120,6 @@ type Engine struct {
 	procs map[int]*Proc // by tgid
 
 	enosys [MaxNr]atomic.Uint64
-	counts [MaxNr]atomic.Uint64
 }
 
 // New returns an Engine.
@@ -143,8 +141,6 @@ func (e *Engine) Dispatch(r *Request) Result {
 		}
 		return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
 	}
-	e.counts[r.Nr].Add(1)
-	r.E = e
 	return table[r.Nr](e, r)
 }
 
@@ -159,12 +155,6 @@ func (e *Engine) ENOSYSCounts() map[int]uint64 {
 	return m
 }
 
-// Count returns how often syscall nr was dispatched to a handler.
-func (e *Engine) Count(nr int) uint64 { return e.counts[nr].Load() }
-
-// Handled reports whether nr has a handler.
-func Handled(nr int) bool { return nr >= 0 && nr < MaxNr && table[nr] != nil }
-
 func ok(v int64, d Disposition) Result { return Result{Val: v, Disp: d} }
 
 func fail(err error, d Disposition) Result {
@@ -178,7 +168,7 @@ func errno(en unix.Errno, d Disposition) Result { return Result{Errno: en, Disp:
 
 var cont = Result{Action: Continue, Disp: Host}
 
-// NewTable returns a virtual fd table configured for e.
+// newTable returns a virtual fd table configured for e.
 func (e *Engine) newTable() *fdtable.Table {
 	return fdtable.New(e.Opt.VirtualFDs, e.Opt.MaxFDs, func(lklfd int) { lklClose(lklfd) })
 }

@@ -189,11 +189,7 @@ func (e *Engine) prepareELF(r *Request, p string, at int) unix.Errno {
 }
 
 func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
-	p, en := readPath(r, addr)
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	t, en := e.resolveAt(r, dirfd, p)
+	t, en := e.target(r, dirfd, addr)
 	if en != 0 {
 		return errno(en, LKL)
 	}

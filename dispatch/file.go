@@ -172,14 +172,9 @@ func sysClose(e *Engine, r *Request) Result {
 }
 
 func sysCloseRange(e *Engine, r *Request) Result {
-	lo, hi := uint32(r.Args[0]), uint32(r.Args[1])
-	for fd := max(lo, uint32(r.P.FDs.Base())); fd <= hi && fd < uint32(r.P.FDs.Base()+e.Opt.MaxFDs*2); fd++ {
-		if r.Args[2]&unix.CLOSE_RANGE_CLOEXEC != 0 {
-			r.P.FDs.SetCloexec(int(fd), true)
-		} else {
-			r.P.FDs.Close(int(fd))
-		}
-	}
+	// The host part of the range is closed by the host kernel; the
+	// virtual part here.
+	r.P.FDs.CloseRange(int(uint32(r.Args[0])), int(uint32(r.Args[1])), r.Args[2]&unix.CLOSE_RANGE_CLOEXEC != 0)
 	return cont
 }
 
@@ -303,17 +298,17 @@ func sysDup(e *Engine, r *Request) Result {
 	return ok(int64(nfd), Emulated)
 }
 
-func sysDup2(e *Engine, r *Request) Result { return dup3(r, r.Args[0], r.Args[1], 0) }
-func sysDup3(e *Engine, r *Request) Result { return dup3(r, r.Args[0], r.Args[1], r.Args[2]) }
+func sysDup2(e *Engine, r *Request) Result { return e.dup3(r, r.Args[0], r.Args[1], 0) }
+func sysDup3(e *Engine, r *Request) Result { return e.dup3(r, r.Args[0], r.Args[1], r.Args[2]) }
 
-func dup3(r *Request, oldfd, newfd, flags uint64) Result {
+func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 	ov, nv := isVirtual(r, oldfd), isVirtual(r, newfd)
 	switch {
 	case !ov && !nv:
 		// dup2 closes newfd implicitly: a writable shadow there must be
 		// written back first, as on close.
 		if oldfd != newfd {
-			r.E.writeBackHost(r, int(int32(newfd)))
+			e.writeBackHost(r, int(int32(newfd)))
 		}
 		return cont
 	case ov && nv:

@@ -27,11 +27,7 @@ func init() {
 // lklOnly resolves a path argument that must name an image path; host
 // routes refuse modification.
 func (e *Engine) lklOnly(r *Request, dirfd int32, addr uint64) (string, Result, bool) {
-	p, en := readPath(r, addr)
-	if en != 0 {
-		return "", errno(en, LKL), false
-	}
-	t, en := e.resolveAt(r, dirfd, p)
+	t, en := e.target(r, dirfd, addr)
 	if en != 0 {
 		return "", errno(en, LKL), false
 	}

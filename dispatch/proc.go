@@ -110,29 +110,3 @@ func (e *Engine) Exit(p *Proc) {
 	e.mu.Unlock()
 	p.FDs.CloseAll()
 }
-
-// Procs returns the number of live guest processes known.
-func (e *Engine) Procs() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	seen := map[*Proc]bool{}
-	for _, p := range e.procs {
-		seen[p] = true
-	}
-	return len(seen)
-}
-
-// VirtualFDs returns the number of open virtual fds across processes.
-func (e *Engine) VirtualFDs() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	seen := map[*Proc]bool{}
-	n := 0
-	for _, p := range e.procs {
-		if !seen[p] {
-			seen[p] = true
-			n += p.FDs.Len()
-		}
-	}
-	return n
-}

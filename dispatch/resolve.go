@@ -51,10 +51,19 @@ func procDenied(p string) bool {
 		i = 3
 	}
 	switch parts[i] {
-	case "root", "cwd", "map_files", "fd", "fdinfo":
-		return parts[i] != "fdinfo"
+	case "root", "cwd", "map_files", "fd":
+		return true
 	}
 	return false
+}
+
+// target reads the path argument at addr and resolves it against dirfd.
+func (e *Engine) target(r *Request, dirfd int32, addr uint64) (Target, unix.Errno) {
+	p, en := readPath(r, addr)
+	if en != 0 {
+		return Target{}, en
+	}
+	return e.resolveAt(r, dirfd, p)
 }
 
 // resolveAt resolves path (already read from the guest) against dirfd.

@@ -146,11 +146,7 @@ func sysStatx(e *Engine, r *Request) Result {
 }
 
 func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) Result {
-	p, en := readPath(r, addr)
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	t, en := e.resolveAt(r, dirfd, p)
+	t, en := e.target(r, dirfd, addr)
 	if en != 0 {
 		return errno(en, LKL)
 	}
@@ -180,11 +176,7 @@ func sysFaccessat2(e *Engine, r *Request) Result {
 }
 
 func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Result {
-	p, en := readPath(r, addr)
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	t, en := e.resolveAt(r, dirfd, p)
+	t, en := e.target(r, dirfd, addr)
 	if en != 0 {
 		return errno(en, LKL)
 	}
@@ -223,11 +215,7 @@ func sysReadlinkat(e *Engine, r *Request) Result {
 // statfs: the layout of struct statfs is the same (120 bytes) in LKL and on
 // x86_64.
 func sysStatfs(e *Engine, r *Request) Result {
-	p, en := readPath(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	t, en := e.resolveAt(r, unix.AT_FDCWD, p)
+	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
 	if en != 0 {
 		return errno(en, LKL)
 	}
@@ -312,11 +300,7 @@ func (e *Engine) chdirTo(r *Request, t Target) Result {
 }
 
 func sysChdir(e *Engine, r *Request) Result {
-	p, en := readPath(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	t, en := e.resolveAt(r, unix.AT_FDCWD, p)
+	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
 	if en != 0 {
 		return errno(en, LKL)
 	}

@@ -11,6 +11,7 @@ package fdtable
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,7 +22,9 @@ type File struct {
 	LKLFd int
 	Path  string // normalized guest path, for fchdir and *at() lookups
 	Flags int    // open flags
-	refs  int32
+	// refs counts fds referring to the file; after fork they live in
+	// several tables, so it is atomic rather than under one table's lock.
+	refs atomic.Int32
 }
 
 // Closer closes an LKL fd when a File's last reference goes.
@@ -82,7 +85,7 @@ func (t *Table) install(f *File, cloexec bool, min int) (int, error) {
 		}
 		fd++
 	}
-	f.refs++
+	f.refs.Add(1)
 	t.entries[fd] = Entry{File: f, Cloexec: cloexec}
 	return fd, nil
 }
@@ -111,11 +114,7 @@ func (t *Table) Close(fd int) error {
 }
 
 func (t *Table) release(f *File) {
-	t.mu.Lock()
-	f.refs--
-	last := f.refs == 0
-	t.mu.Unlock()
-	if last {
+	if f.refs.Add(-1) == 0 {
 		t.close(f.LKLFd)
 	}
 }
@@ -141,7 +140,7 @@ func (t *Table) Dup2(fd, newfd int, cloexec bool) error {
 		return unix.EBADF
 	}
 	old, had := t.entries[newfd]
-	e.File.refs++
+	e.File.refs.Add(1)
 	t.entries[newfd] = Entry{File: e.File, Cloexec: cloexec}
 	t.mu.Unlock()
 	if had {
@@ -169,7 +168,7 @@ func (t *Table) Fork() *Table {
 	defer t.mu.Unlock()
 	c := &Table{base: t.base, max: t.max, entries: make(map[int]Entry, len(t.entries)), close: t.close}
 	for fd, e := range t.entries {
-		e.File.refs++
+		e.File.refs.Add(1)
 		c.entries[fd] = e
 	}
 	return c
@@ -191,19 +190,31 @@ func (t *Table) Exec() {
 	}
 }
 
-// CloseAll drops every fd (process exit).
-func (t *Table) CloseAll() {
+// CloseRange closes the fds in [lo, hi], or with cloexec only marks them
+// close-on-exec, as close_range(2).
+func (t *Table) CloseRange(lo, hi int, cloexec bool) {
 	t.mu.Lock()
 	var drop []*File
 	for fd, e := range t.entries {
-		delete(t.entries, fd)
-		drop = append(drop, e.File)
+		if fd < lo || fd > hi {
+			continue
+		}
+		if cloexec {
+			e.Cloexec = true
+			t.entries[fd] = e
+		} else {
+			delete(t.entries, fd)
+			drop = append(drop, e.File)
+		}
 	}
 	t.mu.Unlock()
 	for _, f := range drop {
 		t.release(f)
 	}
 }
+
+// CloseAll drops every fd (process exit).
+func (t *Table) CloseAll() { t.CloseRange(0, int(^uint(0)>>1), false) }
 
 // Len returns the number of open virtual fds.
 func (t *Table) Len() int {

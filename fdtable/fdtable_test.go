@@ -1,6 +1,7 @@
 package fdtable
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -83,5 +84,30 @@ func TestExhaustion(t *testing.T) {
 	tb.Close(1025)
 	if fd, err := tb.Open(5, "/", 0, false); err != nil || fd != 1025 {
 		t.Errorf("after recovery: %d %v", fd, err)
+	}
+}
+
+func TestCloseRangeAndForkRace(t *testing.T) {
+	var closed atomic.Int32
+	tb := New(1024, 100, func(int) { closed.Add(1) })
+	for i := 0; i < 10; i++ {
+		tb.Open(i, "/", 0, false)
+	}
+	tb.CloseRange(1026, 1029, true)
+	if e, _ := tb.Get(1027); !e.Cloexec {
+		t.Error("close_range CLOEXEC did not mark fd 1027")
+	}
+	tb.CloseRange(1030, 1<<30, false)
+	if tb.Len() != 6 || closed.Load() != 4 {
+		t.Errorf("after close_range: %d fds, %d closed", tb.Len(), closed.Load())
+	}
+	// Parent and child tables release shared files concurrently (-race).
+	child := tb.Fork()
+	done := make(chan bool)
+	go func() { child.CloseAll(); done <- true }()
+	tb.CloseAll()
+	<-done
+	if closed.Load() != 10 {
+		t.Errorf("%d LKL fds closed, want each of 10 exactly once", closed.Load())
 	}
 }

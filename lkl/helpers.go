@@ -36,7 +36,7 @@ func errOf(e unix.Errno) error {
 	return e
 }
 
-// call1p issues a syscall whose first pointer argument is path p.
+// pathCall issues syscall nr with arguments pre, then path, then post.
 func pathCall(nr uintptr, path string, pre []uintptr, post ...uintptr) (uintptr, error) {
 	p, err := cstr(path)
 	if err != nil {

@@ -1,0 +1,87 @@
+package dispatch
+
+import (
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestENOSYSCounted(t *testing.T) {
+	e := New(Options{})
+	const nr = unix.SYS_ADD_KEY // no handler: denied in BPF, never dispatched
+	for i := 0; i < 3; i++ {
+		res := e.Dispatch(&Request{Nr: nr})
+		if res.Errno != unix.ENOSYS || res.Disp != ENOSYS || res.Action != Return {
+			t.Fatalf("unhandled syscall answered %+v", res)
+		}
+	}
+	if res := e.Dispatch(&Request{Nr: MaxNr + 5}); res.Errno != unix.ENOSYS {
+		t.Errorf("out-of-table number answered %+v", res)
+	}
+	if got := e.ENOSYSCounts(); got[nr] != 3 || len(got) != 1 {
+		t.Errorf("ENOSYS counts %v, want {%d: 3}", got, nr)
+	}
+}
+
+func TestClean(t *testing.T) {
+	cases := []struct{ cwd, p, want string }{
+		{"/", "etc/hostname", "/etc/hostname"},
+		{"/tmp", "../etc/./hostname", "/etc/hostname"},
+		{"/", "../../../../etc/passwd", "/etc/passwd"},
+		{"/a/b", "../../../..", "/"},
+		{"/x", "/abs//path/", "/abs/path"},
+		{"/x", ".", "/x"},
+	}
+	for _, c := range cases {
+		if got := Clean(c.cwd, c.p); got != c.want {
+			t.Errorf("Clean(%q, %q) = %q, want %q", c.cwd, c.p, got, c.want)
+		}
+	}
+}
+
+func FuzzClean(f *testing.F) {
+	f.Add("/tmp", "../../etc")
+	f.Add("/", "a/../../b/./c//")
+	f.Fuzz(func(t *testing.T, cwd, p string) {
+		got := Clean(Clean("/", cwd), p)
+		if !strings.HasPrefix(got, "/") {
+			t.Fatalf("not absolute: %q", got)
+		}
+		for _, part := range strings.Split(got, "/") {
+			if part == ".." || part == "." {
+				t.Fatalf("%q keeps %q", got, part)
+			}
+		}
+	})
+}
+
+func TestHostRoutes(t *testing.T) {
+	e := New(Options{HostRoutes: []string{"/proc", "/dev"}})
+	r := &Request{P: &Proc{Tgid: 4242}}
+	cases := []struct {
+		path  string
+		host  bool
+		rel   string
+		errno unix.Errno
+	}{
+		{"/etc/hostname", false, "", 0},
+		{"/procfs/x", false, "", 0}, // a prefix, not the route
+		{"/dev/null", true, "null", 0},
+		{"/proc/self/status", true, "4242/status", 0},
+		{"/proc", true, ".", 0},
+		{"/proc/self/root", false, "", unix.EACCES},
+		{"/proc/1/root/etc/passwd", false, "", unix.EACCES},
+		{"/proc/1/cwd", false, "", unix.EACCES},
+		{"/proc/self/fd/3", false, "", unix.EACCES},
+		{"/proc/1/task/1/root", false, "", unix.EACCES},
+		{"/proc/1/map_files/x", false, "", unix.EACCES},
+		{"/proc/self/fdinfo/0", true, "4242/fdinfo/0", 0},
+	}
+	for _, c := range cases {
+		got, en := e.classify(r, c.path)
+		if en != c.errno || en == 0 && (got.Host != c.host || got.Rel != c.rel) {
+			t.Errorf("%s: %+v %v, want host=%v rel=%q errno=%v", c.path, got, en, c.host, c.rel, c.errno)
+		}
+	}
+}
