@@ -1,0 +1,6 @@
+package clock
+
+const tscAvailable = true
+
+// readTSC executes RDTSC (tsc_amd64.s).
+func readTSC() uint64
