@@ -208,8 +208,12 @@ func Uname() (unix.Utsname, error) {
 }
 
 // ReadFile reads a whole file from the kernel's filesystem.
-func ReadFile(path string) ([]byte, error) {
-	fd, err := Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+func ReadFile(path string) ([]byte, error) { return ReadFileAt(unix.AT_FDCWD, path) }
+
+// ReadFileAt reads a whole file, path resolved relative to the kernel fd
+// dirfd.
+func ReadFileAt(dirfd int, path string) ([]byte, error) {
+	fd, err := Openat(dirfd, path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

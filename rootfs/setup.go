@@ -50,7 +50,10 @@ type Root struct {
 	// outside is an LKL fd of the kernel's root before the chroot, kept to
 	// leave the chroot and unmount the image cleanly at Close.
 	outside int
-	opt     Options
+	// kernelProc says a private proc is mounted at telemetryProc outside
+	// the chroot, where no guest can reach or unmount it.
+	kernelProc bool
+	opt        Options
 }
 
 // Setup boots the kernel, mounts img as its root and makes the mounts of
@@ -94,6 +97,7 @@ func Setup(img *Image, opt Options) (*Root, error) {
 	if r.outside, err = lkl.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 		return fail(fmt.Errorf("lkl: open /: %w", err))
 	}
+	r.mountTelemetryProc()
 	if err := lkl.Chdir(mnt); err != nil {
 		return fail(fmt.Errorf("lkl: chdir %s: %w", mnt, err))
 	}
@@ -191,6 +195,9 @@ func (r *Root) Close() error {
 		lkl.Chroot(".")
 		lkl.Close(r.outside)
 		lkl.Chdir("/")
+		if r.kernelProc {
+			umountRetry(telemetryProc)
+		}
 		if err := r.Disk.Unmount(r.opt.Partition, 2*time.Second); err != nil {
 			errs = append(errs, fmt.Errorf("umount image: %w (files still open?)", err))
 		} else if err := r.Disk.Remove(); err != nil {
@@ -202,6 +209,32 @@ func (r *Root) Close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// telemetryProc is where the kernel's own proc is mounted in its root
+// before the chroot: the observatory reads it, guests cannot see it.
+const telemetryProc = "/kbox-proc"
+
+func (r *Root) mountTelemetryProc() {
+	if err := lkl.Mkdir(telemetryProc, 0o555); err != nil && !errors.Is(err, unix.EEXIST) {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("no kernel telemetry: mkdir %s: %v", telemetryProc, err))
+		return
+	}
+	if err := lkl.Mount("proc", telemetryProc, "proc", 0, ""); err != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("no kernel telemetry: mount proc: %v", err))
+		return
+	}
+	r.kernelProc = true
+}
+
+// ReadKernelProc reads a file of the kernel's own /proc (e.g. "stat",
+// "meminfo"), from the private mount outside the guest's root. It is safe
+// to call from any goroutine while the root is set up.
+func (r *Root) ReadKernelProc(name string) ([]byte, error) {
+	if !r.kernelProc {
+		return nil, errors.New("kernel proc not mounted")
+	}
+	return lkl.ReadFileAt(r.outside, telemetryProc[1:]+"/"+name)
 }
 
 // umountRetry unmounts target, retrying while it is busy: LKL releases closed
