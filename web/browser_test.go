@@ -5,33 +5,11 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
+	"github.com/kbox-project/kbox/web/webtest"
 )
-
-func findChromium() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-func artifactsDir(t *testing.T) string {
-	dir := os.Getenv("KBOX_ARTIFACTS")
-	if dir == "" {
-		dir = filepath.Join("testdata", "artifacts") // git-ignored (root .gitignore)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // x86_64 numbers, only to make the demo data look real.
 var demoSyscalls = []struct {
@@ -89,11 +67,11 @@ func feedDemoEvents(ctx context.Context, rec *Recorder) {
 
 // TestBrowserDashboard serves the dashboard from a real Server fed by
 // synthetic events and this host's /proc, drives headless Chromium over
-// the DevTools protocol and checks that every widget shows data.
+// the DevTools protocol and checks that every widget shows data. (The
+// end-to-end test against a running kbox is tests/dashboard_test.go.)
 func TestBrowserDashboard(t *testing.T) {
-	chrome := findChromium()
-	if chrome == "" {
-		t.Skip("chromium not found: apt-get install chromium")
+	if webtest.FindChromium() == "" {
+		t.Skip("SKIP (needs chromium): apt-get install chromium")
 	}
 	rec := NewRecorder(RecorderConfig{Family: demoFamily, SampleEvery: 16})
 	sm := NewSampler(SamplerConfig{ReadFile: os.ReadFile, Interval: 300 * time.Millisecond, Recorder: rec,
@@ -111,97 +89,10 @@ func TestBrowserDashboard(t *testing.T) {
 	go feedDemoEvents(feedCtx, rec)
 	time.Sleep(1200 * time.Millisecond) // a few history points to backfill
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.WindowSize(1280, 900),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelT()
-
-	url := fmt.Sprintf("http://%s/?token=browser-test", addr)
-	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
-	type state struct {
-		Rows      int               `json:"rows"`
-		Points    map[string]int    `json:"points"`
-		Gauges    map[string]string `json:"gauges"`
-		Conn      string            `json:"conn"`
-		ENOSYS    int               `json:"enosys"`
-		Legend    int               `json:"legend"`
-		ScrollW   int               `json:"scrollW"`
-		DispRows  int               `json:"dispRows"`
-		Columns   string            `json:"columns"`
-		Detail    int               `json:"detail"`
-		Filtered  int               `json:"filtered"`
-		FilterBad int               `json:"filterBad"`
-	}
-	const probe = `(() => {
-	  const pts = {}; document.querySelectorAll('canvas.chart').forEach(c => pts[c.id] = Number(c.dataset.points || 0));
-	  const g = {}; document.querySelectorAll('.gauge').forEach(f => g[f.id] = f.dataset.value || '');
-	  return { rows: document.querySelectorAll('#feed-body tr.ev').length, points: pts, gauges: g,
-	    conn: document.getElementById('conn').textContent,
-	    enosys: document.querySelectorAll('#enosys tr td:nth-child(2)').length,
-	    legend: document.querySelectorAll('.legend span').length,
-	    scrollW: document.documentElement.scrollWidth,
-	    dispRows: document.querySelectorAll('#disp .row').length,
-	    columns: getComputedStyle(document.querySelector('main')).gridTemplateColumns };
-	})()`
-	var st state
-	eval := func(js string) state {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[state](js))
-		if err != nil {
-			t.Fatalf("evaluate: %v", err)
-		}
-		return v
-	}
-	shoot := func(path string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ok := func(s state) bool {
-		if s.Rows == 0 || s.ENOSYS == 0 || s.Conn != "stream: live" || s.DispRows != 5 {
-			return false
-		}
-		for _, id := range []string{"c-family", "c-mem", "c-ctx", "c-softirq"} {
-			if s.Points[id] < 2 {
-				return false
-			}
-		}
-		for _, id := range []string{"g-sys", "g-mem", "g-fd"} {
-			if v := s.Gauges[id]; v == "" || v == "0" || v == "n/a" {
-				return false
-			}
-		}
-		return true
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st = eval(probe)
-		if ok(st) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	dir := artifactsDir(t)
-	shot := filepath.Join(dir, "observatory.png")
-	shoot(shot)
+	b := webtest.Open(t, fmt.Sprintf("http://%s/?token=browser-test", addr))
+	ok := func(s webtest.State) bool { return webtest.DataShown(s) && s.ENOSYS > 0 }
+	st := b.WaitFor(ok, 30*time.Second)
+	shot := b.Screenshot("observatory.png")
 	t.Logf("state: %+v", st)
 	t.Logf("screenshot: %s", shot)
 	if !ok(st) {
@@ -209,26 +100,15 @@ func TestBrowserDashboard(t *testing.T) {
 	}
 
 	// Filtering by disposition and expanding a row.
-	const filt = `(() => {
-	  const sel = document.getElementById('f-disp'); sel.value = 'denied'; sel.dispatchEvent(new Event('change'));
-	  const rows = [...document.querySelectorAll('#feed-body tr.ev')];
-	  const bad = rows.filter(r => !r.classList.contains('d-denied')).length;
-	  if (rows.length) rows[0].click();
-	  const detail = document.querySelectorAll('#feed-body tr.detail pre').length;
-	  return { filtered: rows.length, filterBad: bad, detail };
-	})()`
-	st = eval(filt)
+	st = b.Eval(webtest.FilterAndExpand("denied"))
 	if st.Filtered == 0 || st.FilterBad != 0 || st.Detail != 1 {
 		t.Fatalf("filter/expand: %+v", st)
 	}
 
 	// Narrow window: one column, no horizontal overflow.
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(400, 900), chromedp.Sleep(1500*time.Millisecond)); err != nil {
-		t.Fatal(err)
-	}
-	st = eval(probe)
-	narrow := filepath.Join(dir, "observatory-narrow.png")
-	shoot(narrow)
+	b.Resize(400, 900)
+	st = b.Eval(webtest.Probe)
+	narrow := b.Screenshot("observatory-narrow.png")
 	t.Logf("narrow: scrollWidth=%d columns=%q screenshot %s", st.ScrollW, st.Columns, narrow)
 	if st.ScrollW > 410 {
 		t.Errorf("narrow layout overflows: scrollWidth %d", st.ScrollW)

@@ -224,6 +224,31 @@ func ParseLoadavg(b []byte) (LoadAvg, error) {
 	return l, nil
 }
 
+// ParsePidStatFaults returns the page faults of a host /proc/PID/stat
+// line: the process's own minor and major faults plus those of its
+// waited-for children (minflt+cminflt, majflt+cmajflt).
+func ParsePidStatFaults(b []byte) (minor, major uint64, err error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, errNoData
+	}
+	// Fields after "(comm)": state ppid pgrp session tty_nr tpgid flags
+	// minflt cminflt majflt cmajflt ...
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 11 {
+		return 0, 0, errNoData
+	}
+	var v [4]uint64
+	for j := range v {
+		n, ok := parseU(f[7+j])
+		if !ok {
+			return 0, 0, errNoData
+		}
+		v[j] = n
+	}
+	return v[0] + v[1], v[2] + v[3], nil
+}
+
 // ---------------------------------------------------------------------------
 // Snapshot
 
@@ -269,6 +294,17 @@ type KernelSnapshot struct {
 	LoadAvg             [3]float64         `json:"loadavg"`
 }
 
+// GuestSnapshot is the host kernel's accounting of the guest processes.
+// LKL is a no-MMU kernel that never maps guest memory, so its own
+// pgfault counters stay 0; the guest's page faults happen in the host.
+type GuestSnapshot struct {
+	Available       bool    `json:"available"`
+	Processes       int     `json:"processes"`   // live guest processes
+	PageFaults      uint64  `json:"page_faults"` // minor + major, with waited-for children
+	MajorPageFaults uint64  `json:"major_page_faults"`
+	PageFaultsPerS  float64 `json:"page_faults_per_s"`
+}
+
 // EventStats describes the event ring.
 type EventStats struct {
 	Recorded   uint64 `json:"recorded"`    // written to the ring
@@ -290,6 +326,7 @@ type Snapshot struct {
 	LatencyHistNs   []HistBucket       `json:"latency_hist_ns,omitempty"` // omitted in /api/history
 	FDTable         FDTableStat        `json:"fd_table"`
 	Kernel          KernelSnapshot     `json:"kernel"`
+	Guest           GuestSnapshot      `json:"guest"`
 	Events          EventStats         `json:"events"`
 	Paused          bool               `json:"paused"`
 
@@ -311,6 +348,9 @@ type SamplerConfig struct {
 	Recorder *Recorder
 	// FDTable returns FD-table occupancy (may be nil).
 	FDTable func() (used, capacity int)
+	// Guest returns the host's accounting of the guest processes (may be
+	// nil).
+	Guest func() GuestSnapshot
 }
 
 // Sampler periodically builds Snapshots and keeps a bounded history.
@@ -467,6 +507,9 @@ func (s *Sampler) collect() Snapshot {
 	if l, err := ParseLoadavg(s.read("loadavg")); err == nil {
 		k.LoadAvg = l.Load
 	}
+	if s.cfg.Guest != nil {
+		snap.Guest = s.cfg.Guest()
+	}
 	return snap
 }
 
@@ -489,6 +532,9 @@ func (s *Sampler) SampleNow() Snapshot {
 			for i, n := range SoftirqNames {
 				k.SoftirqRatePerS[n] = rate(snap.ps.Softirqs[i], p.ps.Softirqs[i], dt)
 			}
+		}
+		if snap.Guest.Available && p.Guest.Available {
+			snap.Guest.PageFaultsPerS = rate(snap.Guest.PageFaults, p.Guest.PageFaults, dt)
 		}
 	}
 	snap.Paused = s.paused

@@ -272,3 +272,34 @@ func TestSamplerNoProc(t *testing.T) {
 		t.Fatalf("%+v", snap.Kernel)
 	}
 }
+
+func TestParsePidStatFaults(t *testing.T) {
+	for _, c := range []struct {
+		in           string
+		minor, major uint64
+		ok           bool
+	}{
+		{"1234 (sh) S 1 1234 1234 34816 1234 4194560 100 20 3 1 5 6 0 0 20 0 1 0", 120, 4, true},
+		{"7 (a) b) c) R 1 7 7 0 -1 0 5 0 0 0", 5, 0, true}, // ")" inside comm
+		{"1234 (sh) S 1 1234", 0, 0, false},
+		{"no paren", 0, 0, false},
+		{"1 (x) S 1 1 1 0 -1 0 x 0 0 0", 0, 0, false},
+	} {
+		mi, ma, err := ParsePidStatFaults([]byte(c.in))
+		if (err == nil) != c.ok || mi != c.minor || ma != c.major {
+			t.Errorf("%q: got %d %d %v, want %d %d ok=%v", c.in, mi, ma, err, c.minor, c.major, c.ok)
+		}
+	}
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip("no /proc")
+	}
+	if mi, _, err := ParsePidStatFaults(b); err != nil || mi == 0 {
+		t.Errorf("own /proc/self/stat: %d faults, %v", mi, err)
+	}
+}
+
+func FuzzParsePidStatFaults(f *testing.F) {
+	f.Add([]byte("1234 (sh) S 1 1234 1234 34816 1234 4194560 100 20 3 1 5 6"))
+	f.Fuzz(func(t *testing.T, b []byte) { ParsePidStatFaults(b) })
+}
