@@ -66,7 +66,7 @@ unit:
 
 bench: kbox
 	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP'
-	$(GOTEST) -run '^$$' -bench . -benchmem -count 1 ./web/ ./seccomp/
+	$(GOTEST) -run '^$$' -bench . -benchmem -count 1 ./web/ ./seccomp/ ./clock/ ./cmd/kbox/
 
 clean:
 	rm -f kbox

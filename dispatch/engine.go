@@ -72,6 +72,9 @@ type Request struct {
 	Args [6]uint64
 	G    Guest
 	P    *Proc
+	// Path is the first path argument the handler read (as the guest
+	// gave it), for tracing; empty if none.
+	Path string
 }
 
 // Handler serves one syscall.

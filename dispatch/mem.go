@@ -36,6 +36,7 @@ func readString(g Guest, addr uint64, max int) (string, unix.Errno) {
 }
 
 // readPath reads a path argument and checks the request is still valid.
+// The first path read is kept in r.Path for the observatory.
 func readPath(r *Request, addr uint64) (string, unix.Errno) {
 	s, en := readString(r.G, addr, PathMax)
 	if en != 0 {
@@ -43,6 +44,9 @@ func readPath(r *Request, addr uint64) (string, unix.Errno) {
 	}
 	if r.G.Valid() != nil {
 		return "", unix.ENOENT
+	}
+	if r.Path == "" {
+		r.Path = s
 	}
 	return s, 0
 }

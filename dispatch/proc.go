@@ -110,3 +110,30 @@ func (e *Engine) Exit(p *Proc) {
 	e.mu.Unlock()
 	p.FDs.CloseAll()
 }
+
+// FDOccupancy reports the fullest guest fd table: its open virtual fds and
+// its capacity (EMFILE beyond it). It takes the process lock, so callers
+// are samplers, not dispatch.
+func (e *Engine) FDOccupancy() (used, capacity int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	capacity = e.Opt.MaxFDs
+	for _, p := range e.procs {
+		if n := p.FDs.Len(); n > used {
+			used, capacity = n, p.FDs.Cap()
+		}
+	}
+	return used, capacity
+}
+
+// Tgids appends the ids of the guest processes the engine knows to dst.
+func (e *Engine) Tgids(dst []int) []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id, p := range e.procs {
+		if id == p.Tgid {
+			dst = append(dst, id)
+		}
+	}
+	return dst
+}

@@ -216,6 +216,9 @@ func (t *Table) CloseRange(lo, hi int, cloexec bool) {
 // CloseAll drops every fd (process exit).
 func (t *Table) CloseAll() { t.CloseRange(0, int(^uint(0)>>1), false) }
 
+// Cap returns the most virtual fds the table holds (beyond it: EMFILE).
+func (t *Table) Cap() int { return t.max }
+
 // Len returns the number of open virtual fds.
 func (t *Table) Len() int {
 	t.mu.Lock()

@@ -31,12 +31,6 @@ func unsupported(o *ImageOptions) error {
 	if o.Net {
 		missing = append(missing, "--net")
 	}
-	if o.Web {
-		missing = append(missing, "--web")
-	}
-	if o.TraceFormat != "" {
-		missing = append(missing, "--trace-format")
-	}
 	if o.SyscallMode == "trap" || o.SyscallMode == "rewrite" {
 		missing = append(missing, "--syscall-mode="+o.SyscallMode)
 	}
@@ -118,12 +112,18 @@ func runGuest(o *ImageOptions, root *rootfs.Root) (int, error) {
 	}
 	eng := dispatch.New(opt)
 	defer eng.Shadows.Close()
+	ob, err := newObservatory(o, kernelSource{readProc: root.ReadKernelProc, eng: eng})
+	if err != nil {
+		return 0, err
+	}
+	defer ob.close()
 	return supervisor.Run(supervisor.Config{
 		Argv:    o.Command,
 		Env:     guestEnv(o),
 		Path:    path,
 		WorkDir: o.WorkDir,
 		Engine:  eng,
+		Observe: ob.hook(),
 		Debug:   os.Getenv("KBOX_DEBUG") != "",
 	})
 }

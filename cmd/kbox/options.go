@@ -48,7 +48,10 @@ type ImageOptions struct {
 	Web          bool
 	WebPort      int
 	WebBind      string
+	WebToken     string
 	TraceFormat  string
+	TraceFile    string
+	Stats        bool
 	Verbose      bool
 	Help         bool
 }
@@ -83,7 +86,10 @@ CMD (default: /bin/sh -i) against it.
       --net                     networking through a user-mode stack
       --web[=PORT]              web observatory (default port 8080)
       --web-bind ADDR           observatory address (default 127.0.0.1)
-      --trace-format json       JSON trace of dispatched syscalls
+      --web-token TOKEN         require "Authorization: Bearer TOKEN" (or ?token=)
+      --trace-format json       JSON trace of dispatched syscalls, one per line
+      --trace-file PATH         write the trace to PATH (default stderr)
+      --stats                   print a syscall summary at exit
   -v, --verbose                 show kernel messages and setup steps
   -h, --help                    this help
 `
@@ -173,7 +179,20 @@ var imageOpts = []optSpec{
 		o.WebPort = n
 		return nil
 	}},
-	{"", "web-bind", true, false, func(o *ImageOptions, v string, _ bool) error { o.WebBind = v; return nil }},
+	{"", "web-bind", true, false, func(o *ImageOptions, v string, _ bool) error {
+		if v == "" {
+			return usagef("empty --web-bind address")
+		}
+		o.WebBind = v
+		return nil
+	}},
+	{"", "web-token", true, false, func(o *ImageOptions, v string, _ bool) error {
+		if v == "" {
+			return usagef("empty --web-token")
+		}
+		o.WebToken = v
+		return nil
+	}},
 	{"", "trace-format", true, false, func(o *ImageOptions, v string, _ bool) error {
 		if v != "json" {
 			return usagef("bad trace format %q: want json", v)
@@ -181,6 +200,14 @@ var imageOpts = []optSpec{
 		o.TraceFormat = v
 		return nil
 	}},
+	{"", "trace-file", true, false, func(o *ImageOptions, v string, _ bool) error {
+		if v == "" {
+			return usagef("empty --trace-file path")
+		}
+		o.TraceFile = v
+		return nil
+	}},
+	{"", "stats", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Stats = true; return nil }},
 	{"v", "verbose", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Verbose = true; return nil }},
 	{"h", "help", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Help = true; return nil }},
 }
@@ -283,6 +310,12 @@ func ParseImageArgs(args []string) (*ImageOptions, error) {
 	}
 	if o.RootID && o.ChangeID != nil {
 		return nil, usagef("--change-id conflicts with -0/-S root identity")
+	}
+	if o.TraceFile != "" && o.TraceFormat == "" {
+		o.TraceFormat = "json" // the only format
+	}
+	if o.WebToken != "" && !o.Web {
+		return nil, usagef("--web-token needs --web")
 	}
 	if o.Command == nil {
 		o.Command = []string{"/bin/sh", "-i"}

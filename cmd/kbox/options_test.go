@@ -55,6 +55,12 @@ func TestParseImageArgs(t *testing.T) {
 		{"-c and --", []string{"-S", "a", "-c", "x", "--", "y"}, nil, "command once"},
 		{"root id conflicts", []string{"-S", "a", "--change-id", "1:1"}, nil, "conflicts"},
 		{"bad trace", []string{"-S", "a", "--trace-format", "xml"}, nil, "bad trace format"},
+		{"observatory options", []string{"-S", "a", "--web=0", "--web-token", "s3", "--trace-file", "/tmp/t.json", "--stats"}, func(o *ImageOptions) bool {
+			return o.Web && o.WebPort == 0 && o.WebToken == "s3" && o.TraceFormat == "json" && o.TraceFile == "/tmp/t.json" && o.Stats
+		}, ""},
+		{"token without web", []string{"-S", "a", "--web-token", "s3"}, nil, "needs --web"},
+		{"empty token", []string{"-S", "a", "--web", "--web-token="}, nil, "empty --web-token"},
+		{"empty bind address", []string{"-S", "a", "--web", "--web-bind="}, nil, "empty --web-bind"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/seccomp"
 	"golang.org/x/net/bpf"
@@ -30,8 +31,10 @@ type Config struct {
 	Path    string // guest path of the program
 	WorkDir string
 	Engine  *dispatch.Engine
-	// Observe, when set, is called after each dispatched syscall.
-	Observe func(pid int, nr int, res dispatch.Result, latency time.Duration)
+	// Observe, when set, is called on the serving thread after each
+	// dispatched syscall, before the reply; it must not block. When it is
+	// nil the loop does not even read the clock.
+	Observe func(req *dispatch.Request, res *dispatch.Result, latency time.Duration)
 	Debug   bool
 }
 
@@ -300,11 +303,14 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, stop func() b
 		if err := l.Recv(&n); err != nil {
 			continue // target gone or interrupted: the kernel re-notifies
 		}
-		start := time.Now()
+		var start clock.Stamp
+		if cfg.Observe != nil {
+			start = clock.Now()
+		}
 		req := dispatch.Request{Nr: int(n.Data.Nr), Args: n.Data.Args, G: g, P: eng.Lookup(int(n.Pid))}
 		res := eng.Dispatch(&req)
 		if cfg.Observe != nil {
-			cfg.Observe(int(n.Pid), req.Nr, res, time.Since(start))
+			cfg.Observe(&req, &res, clock.Since(start))
 		}
 		if cfg.Debug {
 			fmt.Fprintf(os.Stderr, "kbox: pid %d nr %d -> act %d val %d err %v\n", n.Pid, req.Nr, res.Action, res.Val, res.Errno)

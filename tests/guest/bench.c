@@ -2,14 +2,18 @@
  *
  *   bench ROW ITERATIONS [FILE]
  *
- * ROW: stat | open_close | lseek_read | write | getpid_libc | getpid_inline
+ * ROW: stat | stat_missing | open_close | lseek_read | write | getpid_libc |
+ *      getpid_inline
  * FILE defaults to /etc/hostname. Runs ITERATIONS/10 warm-up operations,
  * then times ITERATIONS operations with CLOCK_MONOTONIC and prints one
  * line "ROW NS_PER_OP".
  *
  * write: 64-byte write()s to /tmp/bench.out, opened once; the file offset
  * is rewound every 1024 writes to keep the file small (adds ~0.1% lseeks).
- * lseek_read: one op = lseek(fd, 0, SEEK_SET) + read of 64 bytes. */
+ * lseek_read: one op = lseek(fd, 0, SEEK_SET) + read of 64 bytes.
+ * stat_missing: stat of FILE, which must not exist (every call fails with
+ * ENOENT: the observatory keeps every failing call). */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +63,14 @@ static void op_stat(unsigned long n)
 	}
 }
 
+static void op_stat_missing(unsigned long n)
+{
+	struct stat st;
+	for (unsigned long i = 0; i < n; i++)
+		if (stat(file, &st) == 0 || errno != ENOENT)
+			fail("stat_missing: want ENOENT");
+}
+
 static void op_open_close(unsigned long n)
 {
 	for (unsigned long i = 0; i < n; i++) {
@@ -106,6 +118,7 @@ static const struct {
 	void (*fn)(unsigned long);
 } rows[] = {
 	{ "stat", op_stat },
+	{ "stat_missing", op_stat_missing },
 	{ "open_close", op_open_close },
 	{ "lseek_read", op_lseek_read },
 	{ "write", op_write },
@@ -115,7 +128,7 @@ static const struct {
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: bench stat|open_close|lseek_read|write|getpid_libc|getpid_inline ITERATIONS [FILE]\n");
+	fprintf(stderr, "usage: bench stat|stat_missing|open_close|lseek_read|write|getpid_libc|getpid_inline ITERATIONS [FILE]\n");
 	return 2;
 }
 

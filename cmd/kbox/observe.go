@@ -1,0 +1,204 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kbox-project/kbox/clock"
+	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/seccomp"
+	"github.com/kbox-project/kbox/web"
+)
+
+// observatory is the optional instrumentation of one run: the event
+// recorder (--web, --stats), the web server (--web) and the JSON trace
+// (--trace-format json). Nothing of it exists unless asked for: without
+// those options the supervisor gets no Observe hook at all.
+type observatory struct {
+	rec     *web.Recorder
+	sampler *web.Sampler
+	server  *web.Server
+	addr    string
+
+	trace     *web.TraceWriter
+	traceFile *os.File // nil when tracing to stderr
+	traceSeq  uint64
+
+	stats bool
+	start time.Time
+}
+
+// started is when kbox started: --stats reports wall time from it.
+var started = time.Now()
+
+// sysNames maps the native architecture's syscall numbers to names.
+var sysNames = func() (t [web.MaxNr]string) {
+	if a := seccomp.NativeArch(); a != nil {
+		for name, nr := range a.Syscalls {
+			if nr >= 0 && nr < web.MaxNr {
+				t[nr] = name
+			}
+		}
+	}
+	return t
+}()
+
+func sysName(nr int) string {
+	if nr >= 0 && nr < len(sysNames) {
+		return sysNames[nr]
+	}
+	return ""
+}
+
+// kernelSource is where the sampler reads the guest kernel's /proc (from
+// rootfs.Root) and the guest processes and fd tables (from the engine).
+type kernelSource struct {
+	readProc func(name string) ([]byte, error)
+	eng      *dispatch.Engine
+}
+
+// guestAccounting sums the host's page-fault counters of the live guest
+// processes (each including its waited-for children).
+func guestAccounting(eng *dispatch.Engine) web.GuestSnapshot {
+	var g web.GuestSnapshot
+	for _, pid := range eng.Tgids(nil) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		minor, major, err := web.ParsePidStatFaults(b)
+		if err != nil {
+			continue
+		}
+		g.Processes++
+		g.PageFaults += minor + major
+		g.MajorPageFaults += major
+	}
+	g.Available = g.Processes > 0
+	return g
+}
+
+// newObservatory builds what o asks for, or returns nil when it asks for
+// nothing. The web server is listening when it returns.
+func newObservatory(o *ImageOptions, src kernelSource) (*observatory, error) {
+	if !o.Web && o.TraceFormat == "" && !o.Stats {
+		return nil, nil
+	}
+	clock.Init() // latency timestamps: calibrate off the hot path
+	ob := &observatory{stats: o.Stats, start: started}
+	if o.TraceFormat != "" {
+		w := os.Stderr
+		if o.TraceFile != "" {
+			f, err := os.OpenFile(o.TraceFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			if err != nil {
+				return nil, fmt.Errorf("trace file: %w", err)
+			}
+			ob.traceFile, w = f, f
+		}
+		ob.trace = web.NewTraceWriter(w)
+	}
+	if o.Web || o.Stats {
+		ob.rec = web.NewRecorder(web.RecorderConfig{
+			Family: func(nr int32) string { return web.Family(sysName(int(nr))) },
+		})
+	}
+	if o.Web {
+		ob.sampler = web.NewSampler(web.SamplerConfig{
+			Recorder: ob.rec,
+			FDTable:  src.eng.FDOccupancy,
+			Guest:    func() web.GuestSnapshot { return guestAccounting(src.eng) },
+			ReadFile: func(p string) ([]byte, error) {
+				return src.readProc(strings.TrimPrefix(p, "/proc/"))
+			},
+		})
+		ob.server = web.NewServer(web.Options{
+			Addr: o.WebBind, Port: o.WebPort, Token: o.WebToken,
+			Recorder: ob.rec, Sampler: ob.sampler,
+		})
+		addr, err := ob.server.Start()
+		if err != nil {
+			ob.close()
+			return nil, fmt.Errorf("observatory: %w", err)
+		}
+		ob.addr = addr
+		ob.sampler.Start()
+		if !web.IsLoopback(o.WebBind) {
+			how := "anyone who can reach it can read the guest's syscalls and paths"
+			if o.WebToken != "" {
+				how = "it is protected only by the token, over plain HTTP"
+			}
+			fmt.Fprintf(os.Stderr, "kbox: warning: the observatory listens on %s, not loopback: %s\n", o.WebBind, how)
+		}
+		fmt.Fprintf(os.Stderr, "kbox: observatory at http://%s/\n", addr)
+	}
+	return ob, nil
+}
+
+// observe records one dispatched syscall. It runs on the serving thread
+// and never blocks on the web layer: Record is a lock-free ring write.
+func (ob *observatory) observe(req *dispatch.Request, res *dispatch.Result, lat time.Duration) {
+	ev := web.Event{
+		Pid:       int32(req.G.Pid()),
+		Nr:        int32(req.Nr),
+		Name:      sysName(req.Nr),
+		Disp:      web.Disposition(res.Disp),
+		LatencyNs: int64(lat),
+		Path:      req.Path,
+	}
+	switch {
+	case res.Action == dispatch.Continue:
+		// The host kernel runs it; its result is not seen.
+	case res.Errno != 0:
+		ev.Ret, ev.Errno = -int64(res.Errno), int32(res.Errno)
+	default:
+		ev.Ret = res.Val
+	}
+	if ob.rec != nil {
+		ob.rec.Record(&ev)
+	}
+	if ob.trace != nil {
+		ob.traceSeq++
+		ev.Seq = ob.traceSeq
+		if ev.TimeNs == 0 {
+			ev.TimeNs = time.Now().UnixNano()
+		}
+		ob.trace.Write(&ev)
+	}
+}
+
+// hook returns the supervisor's Observe function, nil when ob is nil.
+func (ob *observatory) hook() func(*dispatch.Request, *dispatch.Result, time.Duration) {
+	if ob == nil {
+		return nil
+	}
+	return ob.observe
+}
+
+// close stops the server and sampler, flushes the trace and prints the
+// --stats summary. It must run before the kernel halts: the sampler reads
+// the kernel's /proc.
+func (ob *observatory) close() {
+	if ob == nil {
+		return
+	}
+	if ob.server != nil {
+		ob.server.Close()
+	}
+	if ob.sampler != nil {
+		ob.sampler.Stop()
+	}
+	if ob.trace != nil {
+		if err := ob.trace.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "kbox: trace: %v\n", err)
+		}
+		if ob.traceFile != nil {
+			ob.traceFile.Close()
+		}
+	}
+	if ob.stats {
+		web.FormatStats(os.Stderr, ob.rec, time.Since(ob.start), 15)
+	}
+}
