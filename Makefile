@@ -25,7 +25,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status
+.PHONY: test-arm64 image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status
 
 all: kbox
 
@@ -55,6 +55,18 @@ fmt:
 check: kbox vet image-if-missing
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 ./...
+	@$(MAKE) --no-print-directory test-arm64
+
+# The LKL-free packages' unit tests (ABI remap, dispatch table, BPF, ELF,
+# fd table) built for arm64 and run under qemu-user, when it is installed.
+ARM64_PKGS := ./lkl/ ./dispatch/ ./seccomp/... ./fdtable/ ./elfload/ ./shadowfd/ ./cmd/kbox/ ./web/ ./clock/
+test-arm64:
+	@if command -v qemu-aarch64-static >/dev/null; then \
+		echo "kbox: arm64 unit tests under qemu-aarch64-static"; \
+		KBOX_EMULATED=1 GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -exec qemu-aarch64-static $(ARM64_PKGS); \
+	else \
+		echo "kbox: *** SKIP arm64 unit tests: no qemu-aarch64-static (apt-get install qemu-user-static) ***"; \
+	fi
 
 # Integration tests need the image; build it once if it is missing. If that
 # fails (no Debian mirror), they skip loudly instead.

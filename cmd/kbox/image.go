@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/kbox-project/kbox/dispatch"
@@ -112,6 +113,15 @@ func runGuest(o *ImageOptions, root *rootfs.Root) (int, error) {
 	}
 	eng := dispatch.New(opt)
 	defer eng.Shadows.Close()
+	if v := os.Getenv("KBOX_SHADOW_MAX"); v != "" {
+		// Tuning and tests: files above this many bytes are served through
+		// virtual fds instead of memfd shadows (docs/tiers.md).
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("KBOX_SHADOW_MAX=%q: want a byte count", v)
+		}
+		eng.Shadows.MaxSize = n
+	}
 	ob, err := newObservatory(o, kernelSource{readProc: root.ReadKernelProc, eng: eng})
 	if err != nil {
 		return 0, err
