@@ -4,11 +4,18 @@
  * means no Go runtime thread can make a notified syscall before the
  * supervisor holds the listener.
  *
- * Protocol on fd 3 (a socketpair end): the parent sends the filter length
- * (u32, in instructions) and the instructions; the child installs the filter
- * and sends the listener fd back with SCM_RIGHTS; the parent answers one byte
- * once it listens; the child execs the guest path, which the supervisor
- * serves like any guest execve.
+ * The process kbox starts first forks: it stays as the keeper, and its
+ * child becomes the guest. The keeper is a child subreaper with a
+ * parent-death signal, outside the seccomp filter. It relays the guest's
+ * exit status to kbox, and when the guest exits, or kbox itself dies (even
+ * by SIGKILL), it kills every process left below it, so no guest process
+ * outlives kbox on any path.
+ *
+ * Protocol on fd 3 (a socketpair end), with the guest child: kbox sends the
+ * filter length (u32, in instructions) and the instructions; the child
+ * installs the filter and sends 'L' plus its pid (u32) with the listener fd
+ * as SCM_RIGHTS; kbox answers one byte once it listens; the child execs the
+ * guest path, which the supervisor serves like any guest execve.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,9 +27,12 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <dirent.h>
 
 #ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
 #define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
@@ -63,6 +73,89 @@ static void drop_env(const char *name)
 	*w = NULL;
 }
 
+static void on_signal(int sig)
+{
+	(void)sig; /* only to interrupt wait4 */
+}
+
+/* kill_below kills every descendant of the keeper: its children, then
+ * whatever reparents to it (it is a subreaper) as they die, until none is
+ * left. */
+static void kill_below(void)
+{
+	for (int round = 0; round < 1000; round++) {
+		char path[64], buf[4096];
+		int found = 0;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			for (char *p = buf; *p;) {
+				char *end;
+				long pid = strtol(p, &end, 10);
+				if (end == p)
+					break;
+				kill((pid_t)pid, SIGKILL);
+				found = 1;
+				p = end;
+			}
+		}
+		/* Reap what died; its own children now reparent to us. */
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			found = 1;
+		if (!found && waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+			return;
+		if (!found)
+			usleep(1000);
+	}
+}
+
+/* keep runs the keeper until the guest child exits, then exits the same
+ * way. */
+static void keep(pid_t guest, pid_t kbox)
+{
+	static const int ignored[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP, SIGTTIN,
+				       SIGTTOU, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM };
+	struct sigaction sa;
+	int status = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal; /* no SA_RESTART: wait4 returns EINTR */
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		sigaction(ignored[i], &sa, NULL);
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+	for (;;) {
+		if (getppid() != kbox) {
+			/* kbox is gone (killed, crashed): nothing may outlive it. */
+			kill_below();
+			_exit(137);
+		}
+		pid_t pid = wait4(-1, &status, 0, NULL);
+		if (pid == guest)
+			break;
+		if (pid < 0 && errno == ECHILD)
+			_exit(125);
+	}
+	kill_below();
+	if (WIFEXITED(status))
+		_exit(WEXITSTATUS(status));
+	/* Die of the same signal, without a core dump of the keeper. */
+	struct rlimit no_core = { 0, 0 };
+	setrlimit(RLIMIT_CORE, &no_core);
+	signal(WTERMSIG(status), SIG_DFL);
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_UNBLOCK, &all, NULL);
+	raise(WTERMSIG(status));
+	_exit(128 + WTERMSIG(status));
+}
+
 __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **argv)
 {
 	const char *init = getenv("KBOX_GUEST_INIT");
@@ -84,6 +177,16 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	drop_env("KBOX_GUEST_INIT");
 	drop_env("KBOX_GUEST_EXEC");
 	drop_env("KBOX_GUEST_NOFILE");
+
+	{
+		pid_t kbox = getppid(), guest = fork();
+		if (guest < 0)
+			die("fork");
+		if (guest > 0) {
+			close(sock);
+			keep(guest, kbox);
+		}
+	}
 
 	/* Virtual fds start where the host fd limit ends. */
 	if (nofile != NULL && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -115,20 +218,22 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 		die("install seccomp filter");
 
 	{
-		char byte = 'L';
+		char byte = 'L', hello[5] = { 'L' };
+		unsigned int self = (unsigned int)getpid();
 		char cbuf[CMSG_SPACE(sizeof(int))];
-		struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+		struct iovec iov = { .iov_base = hello, .iov_len = sizeof(hello) };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
 				      .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
 		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 		int lfd = (int)listener;
 
+		memcpy(hello + 1, &self, sizeof(self));
 		memset(cbuf, 0, sizeof(cbuf));
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &lfd, sizeof(int));
-		if (sendmsg(sock, &msg, 0) != 1)
+		if (sendmsg(sock, &msg, 0) != (ssize_t)sizeof(hello))
 			die("send listener");
 		close(lfd);
 		if (read_full(sock, &byte, 1) != 0)

@@ -201,7 +201,7 @@ func Run(cfg Config) (int, error) {
 		defer restoreForeground()
 	}
 
-	listener, err := handshake(parent, prog)
+	listener, guestPid, err := handshake(parent, prog)
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -211,8 +211,10 @@ func Run(cfg Config) (int, error) {
 	if err := listener.SetSyncWakeup(); err != nil && cfg.Debug {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", err)
 	}
-	eng.RootPid = pid
-	eng.Start(pid, cfg.WorkDir)
+	// pid is the keeper (guestinit.c), which relays the exit status;
+	// guestPid is the guest under it.
+	eng.RootPid = guestPid
+	eng.Start(guestPid, cfg.WorkDir)
 	if _, err := parent.Write([]byte{'G'}); err != nil {
 		return 0, fmt.Errorf("start guest: %w", err)
 	}
@@ -248,7 +250,7 @@ func Run(cfg Config) (int, error) {
 	return ws.ExitStatus(), nil
 }
 
-func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, error) {
+func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, int, error) {
 	buf := make([]byte, 4+8*len(prog))
 	binary.LittleEndian.PutUint32(buf, uint32(len(prog)))
 	for i, ins := range prog {
@@ -258,23 +260,23 @@ func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, err
 		binary.LittleEndian.PutUint32(buf[o+4:], ins.K)
 	}
 	if _, err := sock.Write(buf); err != nil {
-		return nil, fmt.Errorf("send filter to guest: %w", err)
+		return nil, 0, fmt.Errorf("send filter to guest: %w", err)
 	}
 	oob := make([]byte, unix.CmsgSpace(4))
-	b := make([]byte, 1)
-	_, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), b, oob, 0)
-	if err != nil || oobn == 0 {
-		return nil, errors.New("guest start-up failed before installing the seccomp filter")
+	hello := make([]byte, 5) // 'L', guest pid (u32)
+	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), hello, oob, 0)
+	if err != nil || oobn == 0 || n != len(hello) || hello[0] != 'L' {
+		return nil, 0, errors.New("guest start-up failed before installing the seccomp filter")
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil || len(msgs) != 1 {
-		return nil, errors.New("guest sent no seccomp listener")
+		return nil, 0, errors.New("guest sent no seccomp listener")
 	}
 	fds, err := unix.ParseUnixRights(&msgs[0])
 	if err != nil || len(fds) != 1 {
-		return nil, errors.New("guest sent no seccomp listener")
+		return nil, 0, errors.New("guest sent no seccomp listener")
 	}
-	return seccomp.NewListener(fds[0]), nil
+	return seccomp.NewListener(fds[0]), int(binary.LittleEndian.Uint32(hello[1:])), nil
 }
 
 // serve answers notifications until the listener hangs up (no guest left)

@@ -1,0 +1,117 @@
+//go:build lkl
+
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// alive reports whether pid is a live process (not gone, not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func waitGone(t *testing.T, what string, pids ...int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Errorf("%s: process %d still alive", what, pid)
+				syscall.Kill(pid, syscall.SIGKILL)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// startTree starts kbox with a guest shell that leaves a background
+// process, and returns kbox, the shell's pid and the background pid.
+func startTree(t *testing.T, img string) (*exec.Cmd, int, int) {
+	t.Helper()
+	cmd := exec.Command(kboxBin(t), "image", "-S", img, "--read-only", "--",
+		"/bin/sh", "-c", "/bin/sleep 300 & echo $$ $!; wait")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) != 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("guest printed %q: %v", line, err)
+	}
+	sh, _ := strconv.Atoi(f[0])
+	bg, _ := strconv.Atoi(f[1])
+	// Let the background sleep finish starting: once it sleeps it makes no
+	// syscall that kbox's absence could fail.
+	time.Sleep(500 * time.Millisecond)
+	if !alive(sh) || !alive(bg) {
+		t.Fatalf("guest processes %d %d not running", sh, bg)
+	}
+	return cmd, sh, bg
+}
+
+func exitStatus(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
+			return -int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1000
+	}
+	return 0
+}
+
+// TestNoOrphans: whichever way a run ends, no guest process outlives kbox.
+func TestNoOrphans(t *testing.T) {
+	img := imagePath(t)
+
+	t.Run("guest killed by SIGKILL", func(t *testing.T) {
+		cmd, sh, bg := startTree(t, img)
+		syscall.Kill(sh, syscall.SIGKILL)
+		if st := exitStatus(cmd.Wait()); st != 137 {
+			t.Errorf("kbox status %d, want 137", st)
+		}
+		waitGone(t, "background process of a killed guest", bg)
+	})
+
+	t.Run("Ctrl-C", func(t *testing.T) {
+		cmd, sh, bg := startTree(t, img)
+		cmd.Process.Signal(syscall.SIGINT)
+		if st := exitStatus(cmd.Wait()); st != 130 {
+			t.Errorf("kbox status %d, want 130", st)
+		}
+		waitGone(t, "guest after Ctrl-C", sh, bg)
+	})
+
+	t.Run("kbox killed by SIGKILL", func(t *testing.T) {
+		cmd, sh, bg := startTree(t, img)
+		cmd.Process.Kill()
+		if st := exitStatus(cmd.Wait()); st != -int(syscall.SIGKILL) {
+			t.Errorf("kbox status %d, want killed", st)
+		}
+		waitGone(t, "guest of a SIGKILLed kbox", sh, bg)
+	})
+}
