@@ -95,6 +95,9 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 		}
 		return answered(int64(gfd), Host)
 	}
+	if res, done := e.openCached(r, t, flags); done {
+		return res
+	}
 	lflags := int(lkl.OpenFlagsToLKL(uint32(flags&^unix.O_CLOEXEC))) | unix.O_CLOEXEC
 	if flags&unix.O_ACCMODE == unix.O_WRONLY {
 		// A writable shadow is filled from the file: LKL must be able to

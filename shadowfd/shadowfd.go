@@ -81,9 +81,44 @@ func fill(memfd, lklfd int, size int64) error {
 	return nil
 }
 
-// reopen returns a new read-only file description of memfd.
+// procFd is an fd of /proc/self/fd, opened once: reopening a memfd through
+// it skips the lookup of /proc/self/fd on every open.
+var procFd struct {
+	once sync.Once
+	fd   int
+}
+
+// reopen returns a new file description of memfd (its own offset, unlike a
+// dup). It does not allocate.
 func reopen(memfd, flags int) (int, error) {
-	return unix.Open("/proc/self/fd/"+strconv.Itoa(memfd), flags|unix.O_CLOEXEC, 0)
+	procFd.once.Do(func() {
+		fd, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fd = -1
+		}
+		procFd.fd = fd
+	})
+	if procFd.fd < 0 {
+		return unix.Open("/proc/self/fd/"+strconv.Itoa(memfd), flags|unix.O_CLOEXEC, 0)
+	}
+	var name [24]byte
+	b := strconv.AppendInt(name[:0], int64(memfd), 10)
+	name[len(b)] = 0
+	return openat(procFd.fd, &name[0], flags|unix.O_CLOEXEC)
+}
+
+// OpenCached returns a new host fd of the sealed copy of the file whose LKL
+// stat is st, if the cache holds that version; ok is false otherwise. It
+// lets a read-only open skip opening the file in LKL.
+func (m *Manager) OpenCached(st *lkl.Stat64) (fd int, ok bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	memfd, ok := m.cache[keyOf(st)]
+	if !ok {
+		return -1, false, nil
+	}
+	fd, err = reopen(memfd, unix.O_RDONLY)
+	return fd, true, err
 }
 
 // OpenReadOnly returns a new host fd holding a sealed copy of the LKL file
