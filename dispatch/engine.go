@@ -143,6 +143,9 @@ func New(opt Options) *Engine {
 
 // Dispatch serves r.
 func (e *Engine) Dispatch(r *Request) Result {
+	// Shadows closed natively since the last syscall are written back
+	// before anything can observe their files (shadowfd.WatchCloses).
+	e.Shadows.WriteBackClosed()
 	if r.Nr < 0 || r.Nr >= MaxNr || table[r.Nr] == nil {
 		if r.Nr >= 0 && r.Nr < MaxNr {
 			e.enosys[r.Nr].Add(1)

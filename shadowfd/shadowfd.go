@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -48,6 +49,11 @@ type Manager struct {
 	cache    map[key]int // sealed memfd per file version
 	order    []key
 	writable map[uint64]*Writable // by memfd inode
+	// nwritable is len(writable), readable without the lock.
+	nwritable atomic.Int32
+	// inotify and watches serve close events (closewatch.go).
+	inotify int
+	watches map[int32]*Writable
 }
 
 // New returns a Manager.
@@ -199,18 +205,21 @@ func (m *Manager) OpenWritable(lklfd int, size int64, path string, flags int) (i
 		return -1, err
 	}
 	m.mu.Lock()
-	m.writable[st.Ino] = &Writable{MemFd: memfd, LKLFd: lklfd, Path: path, written: st.Ctim}
+	w := &Writable{MemFd: memfd, LKLFd: lklfd, Path: path, written: st.Ctim}
+	m.writable[st.Ino] = w
+	m.nwritable.Store(int32(len(m.writable)))
+	err = m.watch(w)
 	m.mu.Unlock()
+	if err != nil {
+		unix.Close(fd) // not served without its close events
+		return -1, err
+	}
 	return fd, nil
 }
 
 // HasWritable reports whether any writable shadow exists (a cheap check
 // before identifying a closed fd).
-func (m *Manager) HasWritable() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.writable) > 0
-}
+func (m *Manager) HasWritable() bool { return m.nwritable.Load() > 0 }
 
 // Lookup returns the writable shadow with memfd inode ino.
 func (m *Manager) Lookup(ino uint64) *Writable {
@@ -280,5 +289,10 @@ func (m *Manager) Close() {
 		unix.Close(w.MemFd)
 		lkl.Close(w.LKLFd)
 		delete(m.writable, ino)
+	}
+	m.nwritable.Store(0)
+	if m.inotify > 0 {
+		unix.Close(m.inotify)
+		m.inotify, m.watches = 0, nil
 	}
 }

@@ -153,7 +153,13 @@ func Run(cfg Config) (int, error) {
 	}
 	defer os.RemoveAll(stage)
 	eng.Opt.StageDir = stage
-	prog, err := Policy(uint32(eng.Opt.VirtualFDs)).Assemble()
+	pol := Policy(uint32(eng.Opt.VirtualFDs))
+	if eng.Shadows.WatchCloses() == nil {
+		// Writable shadows are written back on their close events, so
+		// closing a host fd needs no round trip.
+		pol.HostFD = append(pol.HostFD, "close")
+	}
+	prog, err := pol.Assemble()
 	if err != nil {
 		return 0, fmt.Errorf("seccomp filter: %w", err)
 	}
