@@ -36,6 +36,9 @@ const (
 	Return Action = iota
 	// Continue lets the host kernel run the syscall as issued.
 	Continue
+	// Answered means the handler already answered the syscall (AddFDReply):
+	// the tier must not answer it again. Val holds the result.
+	Answered
 )
 
 // Result is a handler's answer.
@@ -64,6 +67,11 @@ type Guest interface {
 	Valid() error
 	// AddFD installs hostfd in the guest at target (-1: lowest free).
 	AddFD(hostfd, target int, cloexec bool) (int, error)
+	// AddFDReply installs hostfd at the lowest free guest fd and answers
+	// the syscall with that number in the same step (one wake-up of the
+	// guest instead of two). After success the handler must return
+	// Answered.
+	AddFDReply(hostfd int, cloexec bool) (int, error)
 }
 
 // Request is one syscall to dispatch.
@@ -138,6 +146,9 @@ func New(opt Options) *Engine {
 
 // Dispatch serves r.
 func (e *Engine) Dispatch(r *Request) Result {
+	// Shadows closed natively since the last syscall are written back
+	// before anything can observe their files (shadowfd.WatchCloses).
+	e.Shadows.WriteBackClosed()
 	if r.Nr < 0 || r.Nr >= MaxNr || table[r.Nr] == nil {
 		if r.Nr >= 0 && r.Nr < MaxNr {
 			e.enosys[r.Nr].Add(1)
@@ -159,6 +170,8 @@ func (e *Engine) ENOSYSCounts() map[int]uint64 {
 }
 
 func ok(v int64, d Disposition) Result { return Result{Val: v, Disp: d} }
+
+func answered(v int64, d Disposition) Result { return Result{Action: Answered, Val: v, Disp: d} }
 
 func fail(err error, d Disposition) Result {
 	if en, isErrno := err.(unix.Errno); isErrno {

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"path"
 	"strings"
 	"testing"
 
@@ -84,4 +85,22 @@ func TestHostRoutes(t *testing.T) {
 			t.Errorf("%s: %+v %v, want host=%v rel=%q errno=%v", c.path, got, en, c.host, c.rel, c.errno)
 		}
 	}
+}
+
+func TestIsClean(t *testing.T) {
+	for _, p := range []string{"/", "/a", "/etc/hostname", "/a/b/c", "/.a/..b/...", "a", "", "//", "/a/", "/a//b", "/./a", "/a/.", "/a/..", "/../a", "/a/./b"} {
+		if got, want := isClean(p), path.Clean("/"+p) == p; got != want {
+			t.Errorf("isClean(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func FuzzIsClean(f *testing.F) {
+	f.Add("/a/./b")
+	f.Add("/etc/hostname")
+	f.Fuzz(func(t *testing.T, p string) {
+		if isClean(p) != (path.Clean("/"+p) == p) {
+			t.Fatalf("isClean(%q) = %v", p, isClean(p))
+		}
+	})
 }

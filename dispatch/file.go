@@ -89,11 +89,14 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 			return fail(err, Host)
 		}
 		defer unix.Close(hfd)
-		gfd, err := r.G.AddFD(hfd, -1, cloexec)
+		gfd, err := r.G.AddFDReply(hfd, cloexec)
 		if err != nil {
 			return fail(err, Host)
 		}
-		return ok(int64(gfd), Host)
+		return answered(int64(gfd), Host)
+	}
+	if res, done := e.openCached(r, t, flags); done {
+		return res
 	}
 	lflags := int(lkl.OpenFlagsToLKL(uint32(flags&^unix.O_CLOEXEC))) | unix.O_CLOEXEC
 	if flags&unix.O_ACCMODE == unix.O_WRONLY {
@@ -130,11 +133,11 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 			return fail(err, LKL)
 		}
 		defer unix.Close(hfd)
-		gfd, err := r.G.AddFD(hfd, -1, cloexec)
+		gfd, err := r.G.AddFDReply(hfd, cloexec)
 		if err != nil {
 			return fail(err, LKL)
 		}
-		return ok(int64(gfd), LKL)
+		return answered(int64(gfd), LKL)
 	}
 	gfd, err := r.P.FDs.Open(lfd, t.Path, flags, cloexec)
 	if err != nil {

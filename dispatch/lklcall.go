@@ -19,10 +19,12 @@ func lklClose(fd int) { lkl.Close(fd) }
 // lklPath calls LKL syscall nr with a path argument at position pos (0-5);
 // the other arguments are as given.
 func lklPath(nr uintptr, pos int, p string, a [6]uintptr) (uintptr, unix.Errno) {
-	b := cpath(p)
+	sc := getScratch()
+	b := sc.cstring(p)
 	a[pos] = uptr(b)
 	r, e := lkl.Syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5])
 	runtime.KeepAlive(b)
+	putScratch(sc)
 	return r, e
 }
 

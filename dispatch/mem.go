@@ -16,7 +16,12 @@ func readString(g Guest, addr uint64, max int) (string, unix.Errno) {
 	if addr == 0 {
 		return "", unix.EFAULT
 	}
-	var buf [PathMax]byte
+	sc := getScratch()
+	defer putScratch(sc)
+	if max > len(sc.str) {
+		max = len(sc.str)
+	}
+	buf := sc.str[:]
 	got := 0
 	for got < max {
 		chunk := 4096 - int((addr+uint64(got))%4096)
@@ -25,7 +30,7 @@ func readString(g Guest, addr uint64, max int) (string, unix.Errno) {
 		}
 		n, err := g.ReadSome(addr+uint64(got), buf[got:got+chunk])
 		if i := bytes.IndexByte(buf[got:got+n], 0); i >= 0 {
-			return string(buf[:got+i]), 0
+			return intern(buf[:got+i]), 0
 		}
 		got += n
 		if err != nil || n < chunk {

@@ -23,6 +23,9 @@ type Target struct {
 // slashes; .. at the root stays at the root, so no lexical path leaves the
 // image. (Symlinks inside the image are resolved by LKL under its chroot.)
 func Clean(cwd, p string) string {
+	if isClean(p) {
+		return p // the common case, without allocating
+	}
 	if !strings.HasPrefix(p, "/") {
 		p = cwd + "/" + p
 	}

@@ -37,23 +37,25 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	var hst unix.Stat_t
+	sc := getScratch()
+	defer putScratch(sc)
+	hst := &sc.st
 	if t.Host {
-		err := atRoute(t, func(root int) error { return unix.Fstatat(root, t.Rel, &hst, flags&unix.AT_SYMLINK_NOFOLLOW) })
+		err := atRoute(t, func(root int) error { return unix.Fstatat(root, t.Rel, hst, flags&unix.AT_SYMLINK_NOFOLLOW) })
 		if err != nil {
 			return fail(err, Host)
 		}
 	} else {
 		var st lkl.Stat64
-		b := cpath(t.Path)
+		b := sc.cstring(t.Path)
 		_, le := lkl.Syscall6(lkl.SysNewfstatat, atFdcwd, uptr(b), uintptr(unsafeStat(&st)), uintptr(flags&unix.AT_SYMLINK_NOFOLLOW), 0, 0)
 		runtime.KeepAlive(b)
 		if le != 0 {
 			return errno(le, LKL)
 		}
-		st.ToHost(&hst)
+		st.ToHost(hst)
 	}
-	if err := r.G.Write(out, asBytes(&hst)); err != nil {
+	if err := r.G.Write(out, asBytes(hst)); err != nil {
 		return errno(unix.EFAULT, LKL)
 	}
 	if t.Host {
@@ -71,9 +73,10 @@ func fstatVirtual(r *Request, fd, out uint64) Result {
 	if err != nil {
 		return fail(err, LKL)
 	}
-	var hst unix.Stat_t
-	st.ToHost(&hst)
-	if err := r.G.Write(out, asBytes(&hst)); err != nil {
+	sc := getScratch()
+	defer putScratch(sc)
+	st.ToHost(&sc.st)
+	if err := r.G.Write(out, asBytes(&sc.st)); err != nil {
 		return errno(unix.EFAULT, LKL)
 	}
 	return ok(0, LKL)

@@ -54,3 +54,66 @@ long kbox_lkl_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, lon
 
 	return lkl_syscall(nr, params);
 }
+
+/*
+ * Kernel memory at a low address. LKL's memory map starts at pfn 0, so
+ * free_area_init walks the hole below the memory LKL got from page_alloc,
+ * one pageblock at a time: with memory at 0x7f..., the usual mmap address,
+ * that is ~60 ms of every boot. Memory mapped low (1 GiB, else a few other
+ * candidates) makes the walk negligible. Only the first large allocation
+ * (the kernel's memory, at boot) is placed; everything else, and any
+ * failure, goes to the original operations.
+ */
+#include <sys/mman.h>
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+static void *(*orig_page_alloc)(unsigned long size);
+static void (*orig_page_free)(void *addr, unsigned long size);
+static void *low_mem;
+static unsigned long low_size;
+
+static void *low_page_alloc(unsigned long size)
+{
+	static const unsigned long hints[] = { 1UL << 30, 4UL << 30, 16UL << 30, 64UL << 30 };
+
+	if (low_mem == NULL && size >= (8UL << 20)) {
+		for (unsigned i = 0; i < sizeof(hints) / sizeof(hints[0]); i++) {
+			void *p = mmap((void *)hints[i], size, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+			if (p == MAP_FAILED)
+				continue;
+			if (p != (void *)hints[i]) { /* kernel without NOREPLACE: a mere hint */
+				munmap(p, size);
+				continue;
+			}
+			low_mem = p;
+			low_size = size;
+			return p;
+		}
+	}
+	return orig_page_alloc(size);
+}
+
+static void low_page_free(void *addr, unsigned long size)
+{
+	if (addr != NULL && addr == low_mem) {
+		munmap(addr, low_size);
+		low_mem = NULL;
+		return;
+	}
+	orig_page_free(addr, size);
+}
+
+void kbox_lkl_low_memory(void)
+{
+	if (lkl_host_ops.page_alloc == NULL || lkl_host_ops.page_free == NULL ||
+	    lkl_host_ops.page_alloc == low_page_alloc)
+		return;
+	orig_page_alloc = lkl_host_ops.page_alloc;
+	orig_page_free = lkl_host_ops.page_free;
+	lkl_host_ops.page_alloc = low_page_alloc;
+	lkl_host_ops.page_free = low_page_free;
+}

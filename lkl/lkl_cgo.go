@@ -25,6 +25,7 @@ const Available = true
 func APIGeneration() int { return int(C.kbox_lkl_api_generation()) }
 
 func boot(cmdline string) error {
+	C.kbox_lkl_low_memory()
 	cs := C.CString(cmdline)
 	defer C.free(unsafe.Pointer(cs))
 	if r := C.kbox_lkl_boot(cs); r < 0 {

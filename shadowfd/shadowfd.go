@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -48,6 +49,11 @@ type Manager struct {
 	cache    map[key]int // sealed memfd per file version
 	order    []key
 	writable map[uint64]*Writable // by memfd inode
+	// nwritable is len(writable), readable without the lock.
+	nwritable atomic.Int32
+	// inotify and watches serve close events (closewatch.go).
+	inotify int
+	watches map[int32]*Writable
 }
 
 // New returns a Manager.
@@ -81,9 +87,44 @@ func fill(memfd, lklfd int, size int64) error {
 	return nil
 }
 
-// reopen returns a new read-only file description of memfd.
+// procFd is an fd of /proc/self/fd, opened once: reopening a memfd through
+// it skips the lookup of /proc/self/fd on every open.
+var procFd struct {
+	once sync.Once
+	fd   int
+}
+
+// reopen returns a new file description of memfd (its own offset, unlike a
+// dup). It does not allocate.
 func reopen(memfd, flags int) (int, error) {
-	return unix.Open("/proc/self/fd/"+strconv.Itoa(memfd), flags|unix.O_CLOEXEC, 0)
+	procFd.once.Do(func() {
+		fd, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fd = -1
+		}
+		procFd.fd = fd
+	})
+	if procFd.fd < 0 {
+		return unix.Open("/proc/self/fd/"+strconv.Itoa(memfd), flags|unix.O_CLOEXEC, 0)
+	}
+	var name [24]byte
+	b := strconv.AppendInt(name[:0], int64(memfd), 10)
+	name[len(b)] = 0
+	return openat(procFd.fd, &name[0], flags|unix.O_CLOEXEC)
+}
+
+// OpenCached returns a new host fd of the sealed copy of the file whose LKL
+// stat is st, if the cache holds that version; ok is false otherwise. It
+// lets a read-only open skip opening the file in LKL.
+func (m *Manager) OpenCached(st *lkl.Stat64) (fd int, ok bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	memfd, ok := m.cache[keyOf(st)]
+	if !ok {
+		return -1, false, nil
+	}
+	fd, err = reopen(memfd, unix.O_RDONLY)
+	return fd, true, err
 }
 
 // OpenReadOnly returns a new host fd holding a sealed copy of the LKL file
@@ -164,18 +205,21 @@ func (m *Manager) OpenWritable(lklfd int, size int64, path string, flags int) (i
 		return -1, err
 	}
 	m.mu.Lock()
-	m.writable[st.Ino] = &Writable{MemFd: memfd, LKLFd: lklfd, Path: path, written: st.Ctim}
+	w := &Writable{MemFd: memfd, LKLFd: lklfd, Path: path, written: st.Ctim}
+	m.writable[st.Ino] = w
+	m.nwritable.Store(int32(len(m.writable)))
+	err = m.watch(w)
 	m.mu.Unlock()
+	if err != nil {
+		unix.Close(fd) // not served without its close events
+		return -1, err
+	}
 	return fd, nil
 }
 
 // HasWritable reports whether any writable shadow exists (a cheap check
 // before identifying a closed fd).
-func (m *Manager) HasWritable() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.writable) > 0
-}
+func (m *Manager) HasWritable() bool { return m.nwritable.Load() > 0 }
 
 // Lookup returns the writable shadow with memfd inode ino.
 func (m *Manager) Lookup(ino uint64) *Writable {
@@ -245,5 +289,10 @@ func (m *Manager) Close() {
 		unix.Close(w.MemFd)
 		lkl.Close(w.LKLFd)
 		delete(m.writable, ino)
+	}
+	m.nwritable.Store(0)
+	if m.inotify > 0 {
+		unix.Close(m.inotify)
+		m.inotify, m.watches = 0, nil
 	}
 }

@@ -126,6 +126,14 @@ func (g *guest) WriteForce(addr uint64, b []byte) error {
 
 func (g *guest) Valid() error { return g.l.IDValid(g.n.ID) }
 
+func (g *guest) AddFDReply(hostfd int, cloexec bool) (int, error) {
+	a := seccomp.NotifAddfd{ID: g.n.ID, Srcfd: uint32(hostfd), Flags: unix.SECCOMP_ADDFD_FLAG_SEND}
+	if cloexec {
+		a.NewfdFlags = unix.O_CLOEXEC
+	}
+	return g.l.Addfd(&a)
+}
+
 func (g *guest) AddFD(hostfd, target int, cloexec bool) (int, error) {
 	a := seccomp.NotifAddfd{ID: g.n.ID, Srcfd: uint32(hostfd)}
 	if target >= 0 {
@@ -148,7 +156,13 @@ func Run(cfg Config) (int, error) {
 	}
 	defer os.RemoveAll(stage)
 	eng.Opt.StageDir = stage
-	prog, err := Policy(uint32(eng.Opt.VirtualFDs)).Assemble()
+	pol := Policy(uint32(eng.Opt.VirtualFDs))
+	if eng.Shadows.WatchCloses() == nil {
+		// Writable shadows are written back on their close events, so
+		// closing a host fd needs no round trip.
+		pol.HostFD = append(pol.HostFD, "close")
+	}
+	prog, err := pol.Assemble()
 	if err != nil {
 		return 0, fmt.Errorf("seccomp filter: %w", err)
 	}
@@ -208,8 +222,12 @@ func Run(cfg Config) (int, error) {
 		return 0, err
 	}
 	defer listener.Close()
-	if err := listener.SetSyncWakeup(); err != nil && cfg.Debug {
-		fmt.Fprintf(os.Stderr, "kbox: %v\n", err)
+	// Kernels with sync wake-up (6.6+) also end a blocked Recv with ENOENT
+	// once no task uses the filter: the serve loop can then call Recv
+	// directly, without a poll per notification.
+	syncWake := listener.SetSyncWakeup()
+	if syncWake != nil && cfg.Debug {
+		fmt.Fprintf(os.Stderr, "kbox: %v\n", syncWake)
 	}
 	// pid is the keeper (guestinit.c), which relays the exit status;
 	// guestPid is the guest under it.
@@ -222,17 +240,25 @@ func Run(cfg Config) (int, error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
 	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			unix.Kill(-pid, s.(unix.Signal))
+		}
+	}()
 
 	done := make(chan *os.ProcessState, 1)
 	go func() {
 		st, _ := cmd.Process.Wait()
+		if syncWake == nil {
+			// The main guest is gone: end every other guest process
+			// too; the blocked Recv then fails once none is left.
+			killGuests(pid)
+		}
 		done <- st
 	}()
 	var state *os.ProcessState
-	serve(listener, eng, &cfg, func() bool {
+	serve(listener, eng, &cfg, syncWake == nil, func() bool {
 		select {
-		case s := <-sigs:
-			unix.Kill(-pid, s.(unix.Signal))
 		case state = <-done:
 			return true
 		default:
@@ -281,41 +307,57 @@ func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, int
 
 // serve answers notifications until the listener hangs up (no guest left)
 // or stop reports that the main guest exited.
-func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, stop func() bool) {
+//
+// With recvFirst (kernel 6.6+, see Run) it blocks in Recv, which fails with
+// ENOENT once no task uses the filter; a poll then tells that hang-up from
+// an interrupted notification. Otherwise it polls before each Recv, since
+// an older kernel's Recv blocks forever after the last guest exits.
+func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst bool, stop func() bool) {
 	var n seccomp.Notif
 	var resp seccomp.NotifResp
 	g := &guest{l: l, n: &n}
+	var req dispatch.Request // reused: one allocation, not one per notification
 	exited := false
 	for {
-		readable, hup, err := l.Poll(50 * time.Millisecond)
-		if err != nil || hup {
-			return
-		}
-		if !exited && stop() {
-			// The main guest is gone: end every other guest process too.
-			exited = true
-			killGuests(eng.RootPid)
-		}
-		if !readable {
-			if exited {
+		if !recvFirst {
+			readable, hup, err := l.Poll(50 * time.Millisecond)
+			if err != nil || hup {
 				return
 			}
-			continue
+			if !exited && stop() {
+				// The main guest is gone: end every other guest process too.
+				exited = true
+				killGuests(eng.RootPid)
+			}
+			if !readable {
+				if exited {
+					return
+				}
+				continue
+			}
 		}
 		if err := l.Recv(&n); err != nil {
+			if recvFirst {
+				if _, hup, perr := l.Poll(0); perr != nil || hup {
+					return
+				}
+			}
 			continue // target gone or interrupted: the kernel re-notifies
 		}
 		var start clock.Stamp
 		if cfg.Observe != nil {
 			start = clock.Now()
 		}
-		req := dispatch.Request{Nr: int(n.Data.Nr), Args: n.Data.Args, G: g, P: eng.Lookup(int(n.Pid))}
+		req.Nr, req.Args, req.G, req.P, req.Path = int(n.Data.Nr), n.Data.Args, g, eng.Lookup(int(n.Pid)), ""
 		res := eng.Dispatch(&req)
 		if cfg.Observe != nil {
 			cfg.Observe(&req, &res, clock.Since(start))
 		}
 		if cfg.Debug {
 			fmt.Fprintf(os.Stderr, "kbox: pid %d nr %d -> act %d val %d err %v\n", n.Pid, req.Nr, res.Action, res.Val, res.Errno)
+		}
+		if res.Action == dispatch.Answered {
+			continue // the handler's AddFD answered it
 		}
 		resp = seccomp.NotifResp{ID: n.ID}
 		switch {

@@ -1,0 +1,46 @@
+package dispatch
+
+import (
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// openCached serves a read-only open of an image file whose current version
+// is already in the shadow cache: one LKL stat instead of open + fstat +
+// close, then a reopen of the cached memfd. done is false when the open
+// must take the general path (other flags, not a regular file, not cached);
+// nothing has happened then.
+//
+// LKL runs as root, so the open it skips could not have failed on
+// permissions; flags that make open differ from stat (creation,
+// truncation, O_PATH, O_DIRECTORY, O_TMPFILE) are left to the general path.
+func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
+	const general = unix.O_ACCMODE | unix.O_CREAT | unix.O_TRUNC | unix.O_PATH | unix.O_DIRECTORY | unix.O_TMPFILE
+	if t.Host || flags&general != unix.O_RDONLY {
+		return Result{}, false
+	}
+	atFlags := uintptr(0)
+	if flags&unix.O_NOFOLLOW != 0 {
+		atFlags = unix.AT_SYMLINK_NOFOLLOW // a symlink is then not S_IFREG
+	}
+	var st lkl.Stat64
+	if _, le := lklPath(lkl.SysNewfstatat, 1, t.Path, [6]uintptr{atFdcwd, 0, uintptr(unsafeStat(&st)), atFlags}); le != 0 {
+		return Result{}, false // the general path reports the error
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) {
+		return Result{}, false
+	}
+	hfd, hit, err := e.Shadows.OpenCached(&st)
+	if !hit {
+		return Result{}, false
+	}
+	if err != nil {
+		return fail(err, LKL), true
+	}
+	defer unix.Close(hfd)
+	gfd, err := r.G.AddFDReply(hfd, flags&unix.O_CLOEXEC != 0)
+	if err != nil {
+		return fail(err, LKL), true
+	}
+	return answered(int64(gfd), LKL), true
+}

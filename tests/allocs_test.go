@@ -1,0 +1,91 @@
+//go:build lkl
+
+package tests
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/rootfs"
+	"golang.org/x/sys/unix"
+)
+
+// fakeGuest is guest memory in a local buffer at a made-up address, for
+// dispatching requests in-process.
+type fakeGuest struct{ mem []byte }
+
+const fakeBase = 0x10000
+
+func (g *fakeGuest) at(addr uint64, n int) ([]byte, error) {
+	if addr < fakeBase || addr-fakeBase+uint64(n) > uint64(len(g.mem)) {
+		return nil, unix.EFAULT
+	}
+	return g.mem[addr-fakeBase : addr-fakeBase+uint64(n)], nil
+}
+func (g *fakeGuest) Pid() int { return unix.Getpid() }
+func (g *fakeGuest) Read(addr uint64, b []byte) error {
+	m, err := g.at(addr, len(b))
+	if err == nil {
+		copy(b, m)
+	}
+	return err
+}
+func (g *fakeGuest) ReadSome(addr uint64, b []byte) (int, error) {
+	n := min(len(b), len(g.mem)-int(addr-fakeBase))
+	return n, g.Read(addr, b[:n])
+}
+func (g *fakeGuest) Write(addr uint64, b []byte) error {
+	m, err := g.at(addr, len(b))
+	if err == nil {
+		copy(m, b)
+	}
+	return err
+}
+func (g *fakeGuest) WriteForce(addr uint64, b []byte) error { return g.Write(addr, b) }
+func (g *fakeGuest) Valid() error                           { return nil }
+func (g *fakeGuest) AddFD(hostfd, target int, cloexec bool) (int, error) {
+	return 3, nil
+}
+func (g *fakeGuest) AddFDReply(hostfd int, cloexec bool) (int, error) { return 3, nil }
+
+func init() {
+	// dispatch-allocs reports the allocations of the hot dispatch paths:
+	// stat, access and a read-only open of a cached image file.
+	helpers["dispatch-allocs"] = func(img string, ro bool) error {
+		return withRoot(img, ro, func(*rootfs.Root) error {
+			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", "/sys", "/dev"}})
+			defer eng.Shadows.Close()
+			g := &fakeGuest{mem: make([]byte, 4096)}
+			copy(g.mem, "/etc/hostname\x00")
+			const path, out = fakeBase, fakeBase + 256
+			r := &dispatch.Request{G: g, P: eng.Start(unix.Getpid(), "/")}
+			run := func(name string, nr int, args ...uint64) {
+				r.Nr = nr
+				copy(r.Args[:], args)
+				res := eng.Dispatch(r)
+				if res.Errno != 0 {
+					fmt.Printf("%s_errno=%d\n", name, res.Errno)
+				}
+				fmt.Printf("%s_allocs=%.1f\n", name, testing.AllocsPerRun(200, func() { eng.Dispatch(r) }))
+			}
+			run("stat", unix.SYS_NEWFSTATAT, uint64(unix.AT_FDCWD&0xffffffff), path, out, 0)
+			run("access", unix.SYS_FACCESSAT, uint64(unix.AT_FDCWD&0xffffffff), path, unix.R_OK)
+			run("open", unix.SYS_OPENAT, uint64(unix.AT_FDCWD&0xffffffff), path, unix.O_RDONLY|unix.O_CLOEXEC)
+			return nil
+		})
+	}
+}
+
+// TestDispatchAllocs: the hot paths dispatch allocation-free.
+func TestDispatchAllocs(t *testing.T) {
+	kv := helper(t, "dispatch-allocs", imagePath(t), true)
+	for _, k := range []string{"stat", "access", "open"} {
+		if e := kv[k+"_errno"]; e != "" {
+			t.Errorf("%s failed: errno %s", k, e)
+		}
+		if a := kv[k+"_allocs"]; a != "0.0" {
+			t.Errorf("%s: %s allocations per call, want 0", k, a)
+		}
+	}
+}
