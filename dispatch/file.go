@@ -223,6 +223,11 @@ func sysLseek(e *Engine, r *Request) Result {
 	if le != 0 {
 		return errno(le, LKL)
 	}
+	if res == 0 && len(e.Opt.Binds) > 0 {
+		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk {
+			ent.File.Listed.Store(0) // rewinddir: list mount points again
+		}
+	}
 	return ok(int64(res), LKL)
 }
 
@@ -239,6 +244,18 @@ func sysGetdents64(e *Engine, r *Request) Result {
 	res, le := lkl.Syscall6(lkl.SysGetdents64, uintptr(lfd), uptr(buf), uintptr(n), 0, 0, 0)
 	if le != 0 {
 		return errno(le, LKL)
+	}
+	if res == 0 && len(e.Opt.Binds) > 0 {
+		// The end of the image's listing: add bind mount points that
+		// the image lacks.
+		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk {
+			m, k, en := e.mountDirents(ent.File.Path, buf, int(ent.File.Listed.Load()))
+			if en != 0 {
+				return errno(en, Emulated)
+			}
+			ent.File.Listed.Add(int32(k))
+			res = uintptr(m)
+		}
 	}
 	if err := r.G.Write(r.Args[1], buf[:res]); err != nil {
 		return errno(unix.EFAULT, LKL)

@@ -25,9 +25,6 @@ func unsupported(o *ImageOptions) error {
 	if o.SyscallMode == "auto" {
 		o.SyscallMode = "seccomp" // the only tier built so far
 	}
-	if len(o.Binds) > 0 {
-		missing = append(missing, "-b/--bind")
-	}
 	if o.Net {
 		missing = append(missing, "--net")
 	}
@@ -76,6 +73,11 @@ func runImage(args []string) int {
 	if err := unsupported(o); err != nil {
 		return fail(err)
 	}
+	binds, err := openBinds(o)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeBinds(binds)
 	if !lkl.Available {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
 		return exitUsage
@@ -96,14 +98,14 @@ func runImage(args []string) int {
 	for _, w := range root.Warnings {
 		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)
 	}
-	status, err := runGuest(o, root)
+	status, err := runGuest(o, root, binds)
 	if err != nil {
 		return fail(err)
 	}
 	return status
 }
 
-func runGuest(o *ImageOptions, root *rootfs.Root) (int, error) {
+func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, error) {
 	path, err := findProgram(o.Command[0], o.WorkDir, guestPath)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
@@ -111,7 +113,11 @@ func runGuest(o *ImageOptions, root *rootfs.Root) (int, error) {
 	}
 	opt := dispatch.Options{
 		RootID:     o.RootID,
-		HostRoutes: []string{"/proc", "/sys", "/dev"},
+		HostRoutes: hostRoutes,
+		Binds:      binds,
+	}
+	if err := dispatch.CheckBindsInImage(binds); err != nil {
+		return 0, err
 	}
 	if o.ChangeID != nil {
 		opt.ChangeID, opt.UID, opt.GID = true, o.ChangeID.UID, o.ChangeID.GID
