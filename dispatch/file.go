@@ -136,6 +136,14 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 		}
 		return ok(int64(gfd), LKL)
 	}
+	if flags&unix.O_APPEND != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY {
+		// O_APPEND was kept off the LKL fd in case it became a
+		// shadow; a virtual fd writes through it.
+		if le := setfl(lfd, getfl(lfd, flags)|unix.O_APPEND); le != 0 {
+			lkl.Close(lfd)
+			return errno(le, LKL)
+		}
+	}
 	gfd, err := r.P.FDs.Open(lfd, t.Path, flags, cloexec)
 	if err != nil {
 		return fail(err, LKL)
@@ -289,9 +297,12 @@ func sysFcntl(e *Engine, r *Request) Result {
 		r.P.FDs.SetCloexec(fd, r.Args[2]&unix.FD_CLOEXEC != 0)
 		return ok(0, Emulated)
 	case unix.F_GETFL:
-		return ok(int64(ent.File.Flags&^unix.O_CLOEXEC), Emulated)
+		return ok(int64(getfl(ent.File.LKLFd, ent.File.Flags)), LKL)
 	case unix.F_SETFL:
-		return ok(0, Emulated)
+		if le := setfl(ent.File.LKLFd, int(r.Args[2])); le != 0 {
+			return errno(le, LKL)
+		}
+		return ok(0, LKL)
 	case unix.F_DUPFD, unix.F_DUPFD_CLOEXEC:
 		nfd, err := r.P.FDs.Dup(fd, int(r.Args[2]), int(r.Args[1]) == unix.F_DUPFD_CLOEXEC)
 		if err != nil {
