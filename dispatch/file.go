@@ -176,6 +176,7 @@ func sysClose(e *Engine, r *Request) Result {
 		return ok(0, LKL)
 	}
 	e.writeBackHost(r, fd)
+	flushPumps()
 	return cont
 }
 
@@ -337,6 +338,7 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 		// written back first, as on close.
 		if oldfd != newfd {
 			e.writeBackHost(r, int(int32(newfd)))
+			flushPumps()
 		}
 		return cont
 	case ov && nv:
@@ -348,8 +350,20 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 		}
 		return ok(int64(newfd), Emulated)
 	}
-	// Mixing ranges (e.g. a virtual directory fd over stdin) is not
-	// supported: regular files are host shadow fds, so redirections work.
+	if int32(newfd) < 0 || flags&^unix.O_CLOEXEC != 0 {
+		return errno(unix.EBADF, Emulated)
+	}
+	if ov {
+		// A virtual fd onto a host fd number: a pipe pumped by kbox
+		// (bridge.go).
+		ent, okk := r.P.FDs.Get(int(int32(oldfd)))
+		if !okk {
+			return errno(unix.EBADF, Emulated)
+		}
+		return e.bridge(r, ent.File, int(int32(newfd)), flags&unix.O_CLOEXEC != 0)
+	}
+	// A host fd onto a virtual fd number: EBADF, as the kernel answers
+	// for a target beyond RLIMIT_NOFILE (bridge.go).
 	return errno(unix.EBADF, Emulated)
 }
 

@@ -10,5 +10,17 @@ func TestFdOps(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	runCases(t, []string{"image", "-S", img}, []guestCase{
 		{"F_SETFL O_NONBLOCK and O_APPEND on virtual fds", []string{"--", "/opt/tests/fdflags"}, 0, []string{"fdflags ok\n"}, []string{"FAIL"}},
+		// A file above the shadow limit is a virtual fd: bash's
+		// redirections dup2 it onto a low fd, which kbox bridges with a
+		// pipe (dispatch/bridge.go).
+		{"dup2 of a virtual fd onto stdio and fd 4", []string{"--", "/bin/bash", "-c",
+			"/opt/tests/fdflags mkbig /root/big && echo appended >> /root/big && tail -c 9 /root/big && " +
+				"exec 4>>/root/big && echo via4 >&4 && exec 4>&- && tail -c 5 /root/big && " +
+				"/opt/tests/hello >> /root/big && tail -n 1 /root/big && cat < /root/big | wc -c && " +
+				"{ mkdir /tmp/dd; exec 6</tmp/dd; } 2>&1; mkfifo /tmp/ff; { exec 5<>/tmp/ff; } 2>&1; " +
+				"/opt/tests/hello >> /root/big"},
+			0, []string{"appended\n", "via4\n", "hello from kbox guest\n", "68157476\n", "Is a directory", "Invalid argument"}, nil},
+		{"bridged output reached the image", []string{"--", "/bin/sh", "-c", "tail -n 2 /root/big; rm /root/big"},
+			0, []string{"hello from kbox guest\nhello from kbox guest\n"}, nil},
 	})
 }

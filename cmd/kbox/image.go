@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
@@ -124,6 +125,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 	}
 	eng := dispatch.New(opt)
 	defer eng.Shadows.Close()
+	defer eng.Drain(5 * time.Second) // pumps of dup2'd virtual fds (dispatch/bridge.go)
 	return supervisor.Run(supervisor.Config{
 		Argv:    o.Command,
 		Env:     guestEnv(o),

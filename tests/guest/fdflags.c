@@ -1,7 +1,9 @@
 /* fdflags: F_SETFL/F_GETFL on virtual fds (served by LKL): O_NONBLOCK on a
  * FIFO of the image makes an empty read fail with EAGAIN instead of
  * blocking; O_APPEND (set by F_SETFL or at open) on a file too large for a
- * shadow makes writes append. Prints "fdflags ok" when all hold. */
+ * shadow makes writes append. Prints "fdflags ok" when all hold.
+ * "fdflags mkbig PATH" makes PATH a sparse file of 65 MiB (truncate(2) of
+ * the path, in LKL: no shadow copy) for shell tests of big files. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,8 +21,16 @@ static long long size_of(int fd)
 	return fstat(fd, &st) == 0 ? (long long)st.st_size : -1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "mkbig") == 0) {
+		int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0 || close(fd) != 0 || truncate(argv[2], 65LL << 20) != 0) {
+			perror("mkbig");
+			return 1;
+		}
+		return 0;
+	}
 	const char *fifo = "/root/fdflags.fifo", *big = "/root/fdflags.big";
 	const long long bigsz = 65LL << 20; /* above the 64 MiB shadow limit */
 	char c;
