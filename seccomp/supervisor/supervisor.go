@@ -39,7 +39,8 @@ type Config struct {
 // package's defaults: process, memory, timing and host-object syscalls that
 // never touch files of the image.
 var hostAllow = []string{
-	"mmap", "mprotect", "msync", "mincore", "mlock", "munlock", "mlockall", "munlockall",
+	// msync is not here: it is notified, to write back mapped shadows.
+	"mmap", "mprotect", "mincore", "mlock", "munlock", "mlockall", "munlockall",
 	"clone", "clone3", "fork", "vfork", "wait4", "waitid",
 	"getpid", "getppid", "gettid", "set_tid_address", "arch_prctl",
 	"getrlimit", "pipe", "pipe2", "socketpair", "eventfd", "eventfd2",
