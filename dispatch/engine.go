@@ -106,6 +106,8 @@ type Options struct {
 	MaxFDs     int
 	// HostRoutes are guest path prefixes served from the host (e.g. /proc).
 	HostRoutes []string
+	// Binds are host directories shown in the guest (see bind.go).
+	Binds []*Bind
 	// StageDir is the guest's host cwd, a private directory where execve
 	// makes NAME -> /proc/self/fd/ExecFD links (see exec.go).
 	StageDir string
@@ -131,6 +133,8 @@ type Engine struct {
 	procs map[int]*Proc // by tgid
 
 	enosys [MaxNr]atomic.Uint64
+
+	anyRO bool // some bind is read-only
 }
 
 // New returns an Engine.
@@ -141,7 +145,11 @@ func New(opt Options) *Engine {
 	if opt.MaxFDs == 0 {
 		opt.MaxFDs = 4096
 	}
-	return &Engine{Opt: opt, Shadows: shadowfd.New(), procs: map[int]*Proc{}}
+	e := &Engine{Opt: opt, Shadows: shadowfd.New(), procs: map[int]*Proc{}}
+	for _, b := range opt.Binds {
+		e.anyRO = e.anyRO || b.ReadOnly
+	}
+	return e
 }
 
 // Dispatch serves r.

@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/kbox-project/kbox/elfload"
@@ -189,7 +190,11 @@ func (e *Engine) prepareELF(r *Request, p string, at int) unix.Errno {
 }
 
 func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
-	t, en := e.target(r, dirfd, addr)
+	given, en := readPath(r, addr)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	t, en := e.resolveAt(r, dirfd, given)
 	if en != 0 {
 		return errno(en, LKL)
 	}
@@ -233,6 +238,15 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 		}
 		r.P.pendingScript = t.Path
 		r.P.pendingName = stageName(t.Path)
+		if rel, okk := keptScriptPath(dirfd, given); okk && e.stageLinkIn(path.Dir(rel), path.Base(rel), ExecFD) == 0 {
+			// The interpreter gets the path as given ($0): a
+			// relative one is kept, linked at the same place in
+			// the staging directory.
+			r.P.pendingName = given
+			r.P.FDs.Exec()
+			r.P.exe = canonical(t.Path)
+			return Result{Action: Continue, Disp: LKL}
+		}
 	} else {
 		unix.Close(memfd)
 		if en := e.prepareELF(r, t.Path, ExecFD); en != 0 {
@@ -263,6 +277,27 @@ func sysExecveat(e *Engine, r *Request) Result {
 		return errno(unix.EACCES, Denied) // fexecve of a host fd
 	}
 	return e.exec(r, int32(r.Args[0]), r.Args[1])
+}
+
+// keptScriptPath reports whether a script's relative path can be left as
+// the guest gave it, so that the script's $0 is that path: relative to the
+// cwd, without .., and not under i/ (the interpreters' staging links). It
+// returns the path cleaned, where its staging link goes. An absolute path
+// would resolve in the host's root, so it is replaced by the base name.
+func keptScriptPath(dirfd int32, p string) (string, bool) {
+	if dirfd != unix.AT_FDCWD || p == "" || p[0] == '/' {
+		return "", false
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." {
+			return "", false
+		}
+	}
+	rel := path.Clean(p)
+	if rel == "." || rel == "i" || strings.HasPrefix(rel, "i/") {
+		return "", false
+	}
+	return rel, true
 }
 
 // stageName is the name written over an execve path: the base name, or "x"

@@ -139,6 +139,14 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 		}
 		return answered(int64(gfd), LKL)
 	}
+	if flags&unix.O_APPEND != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY {
+		// O_APPEND was kept off the LKL fd in case it became a
+		// shadow; a virtual fd writes through it.
+		if le := setfl(lfd, getfl(lfd, flags)|unix.O_APPEND); le != 0 {
+			lkl.Close(lfd)
+			return errno(le, LKL)
+		}
+	}
 	gfd, err := r.P.FDs.Open(lfd, t.Path, flags, cloexec)
 	if err != nil {
 		return fail(err, LKL)
@@ -171,6 +179,7 @@ func sysClose(e *Engine, r *Request) Result {
 		return ok(0, LKL)
 	}
 	e.writeBackHost(r, fd)
+	flushPumps()
 	return cont
 }
 
@@ -226,6 +235,11 @@ func sysLseek(e *Engine, r *Request) Result {
 	if le != 0 {
 		return errno(le, LKL)
 	}
+	if res == 0 && len(e.Opt.Binds) > 0 {
+		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk {
+			ent.File.Listed.Store(0) // rewinddir: list mount points again
+		}
+	}
 	return ok(int64(res), LKL)
 }
 
@@ -242,6 +256,18 @@ func sysGetdents64(e *Engine, r *Request) Result {
 	res, le := lkl.Syscall6(lkl.SysGetdents64, uintptr(lfd), uptr(buf), uintptr(n), 0, 0, 0)
 	if le != 0 {
 		return errno(le, LKL)
+	}
+	if res == 0 && len(e.Opt.Binds) > 0 {
+		// The end of the image's listing: add bind mount points that
+		// the image lacks.
+		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk {
+			m, k, en := e.mountDirents(ent.File.Path, buf, int(ent.File.Listed.Load()))
+			if en != 0 {
+				return errno(en, Emulated)
+			}
+			ent.File.Listed.Add(int32(k))
+			res = uintptr(m)
+		}
 	}
 	if err := r.G.Write(r.Args[1], buf[:res]); err != nil {
 		return errno(unix.EFAULT, LKL)
@@ -275,9 +301,12 @@ func sysFcntl(e *Engine, r *Request) Result {
 		r.P.FDs.SetCloexec(fd, r.Args[2]&unix.FD_CLOEXEC != 0)
 		return ok(0, Emulated)
 	case unix.F_GETFL:
-		return ok(int64(ent.File.Flags&^unix.O_CLOEXEC), Emulated)
+		return ok(int64(getfl(ent.File.LKLFd, ent.File.Flags)), LKL)
 	case unix.F_SETFL:
-		return ok(0, Emulated)
+		if le := setfl(ent.File.LKLFd, int(r.Args[2])); le != 0 {
+			return errno(le, LKL)
+		}
+		return ok(0, LKL)
 	case unix.F_DUPFD, unix.F_DUPFD_CLOEXEC:
 		nfd, err := r.P.FDs.Dup(fd, int(r.Args[2]), int(r.Args[1]) == unix.F_DUPFD_CLOEXEC)
 		if err != nil {
@@ -312,6 +341,7 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 		// written back first, as on close.
 		if oldfd != newfd {
 			e.writeBackHost(r, int(int32(newfd)))
+			flushPumps()
 		}
 		return cont
 	case ov && nv:
@@ -323,8 +353,20 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 		}
 		return ok(int64(newfd), Emulated)
 	}
-	// Mixing ranges (e.g. a virtual directory fd over stdin) is not
-	// supported: regular files are host shadow fds, so redirections work.
+	if int32(newfd) < 0 || flags&^unix.O_CLOEXEC != 0 {
+		return errno(unix.EBADF, Emulated)
+	}
+	if ov {
+		// A virtual fd onto a host fd number: a pipe pumped by kbox
+		// (bridge.go).
+		ent, okk := r.P.FDs.Get(int(int32(oldfd)))
+		if !okk {
+			return errno(unix.EBADF, Emulated)
+		}
+		return e.bridge(r, ent.File, int(int32(newfd)), flags&unix.O_CLOEXEC != 0)
+	}
+	// A host fd onto a virtual fd number: EBADF, as the kernel answers
+	// for a target beyond RLIMIT_NOFILE (bridge.go).
 	return errno(unix.EBADF, Emulated)
 }
 

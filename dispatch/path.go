@@ -37,13 +37,30 @@ func (e *Engine) lklOnly(r *Request, dirfd int32, addr uint64) (string, Result, 
 	return t.Path, Result{}, true
 }
 
+// modTarget resolves a path argument that names an image path or a path in
+// a bind (see bind.go); system routes refuse modification.
+func (e *Engine) modTarget(r *Request, dirfd int32, addr uint64) (Target, Result, bool) {
+	t, en := e.target(r, dirfd, addr)
+	if en != 0 {
+		return t, errno(en, LKL), false
+	}
+	if t.Host && t.Bind == nil {
+		return t, errno(unix.EACCES, Denied), false
+	}
+	return t, Result{}, true
+}
+
 // pathOp runs LKL syscall nr with the resolved path at position 1 after
-// AT_FDCWD, and extra arguments after it.
+// AT_FDCWD, and extra arguments after it; in a bind, the host equivalent.
 func (e *Engine) pathOp(r *Request, nr uintptr, dirfd int32, addr uint64, rest ...uintptr) Result {
-	p, res, okk := e.lklOnly(r, dirfd, addr)
+	t, res, okk := e.modTarget(r, dirfd, addr)
 	if !okk {
 		return res
 	}
+	if t.Bind != nil {
+		return bindOp(t, nr, rest)
+	}
+	p := t.Path
 	a := [6]uintptr{atFdcwd}
 	copy(a[2:], rest)
 	if _, le := lklPath(nr, 1, p, a); le != 0 {
@@ -83,10 +100,14 @@ func sysFchownat(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysFchownat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]), uintptr(r.Args[3]), uintptr(r.Args[4]))
 }
 func sysTruncate(e *Engine, r *Request) Result {
-	p, res, okk := e.lklOnly(r, unix.AT_FDCWD, r.Args[0])
+	t, res, okk := e.modTarget(r, unix.AT_FDCWD, r.Args[0])
 	if !okk {
 		return res
 	}
+	if t.Bind != nil {
+		return bindOp(t, lkl.SysTruncate, []uintptr{uintptr(r.Args[1])})
+	}
+	p := t.Path
 	if _, le := lklPath(lkl.SysTruncate, 0, p, [6]uintptr{0, uintptr(r.Args[1])}); le != 0 {
 		return errno(le, LKL)
 	}
@@ -110,6 +131,9 @@ func sysUtimensat(e *Engine, r *Request) Result {
 	}
 	if r.Args[1] == 0 { // futimens(fd)
 		if !isVirtual(r, r.Args[0]) {
+			if e.roHostFd(r, int(int32(r.Args[0]))) {
+				return errno(unix.EROFS, Host)
+			}
 			return cont
 		}
 		lfd, en := vfd(r, r.Args[0])
@@ -128,6 +152,9 @@ func sysUtimensat(e *Engine, r *Request) Result {
 
 func sysFchmod(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
+		if e.roHostFd(r, int(int32(r.Args[0]))) {
+			return errno(unix.EROFS, Host)
+		}
 		return cont
 	}
 	lfd, en := vfd(r, r.Args[0])
@@ -142,6 +169,9 @@ func sysFchmod(e *Engine, r *Request) Result {
 
 func sysFchown(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
+		if e.roHostFd(r, int(int32(r.Args[0]))) {
+			return errno(unix.EROFS, Host)
+		}
 		return cont
 	}
 	lfd, en := vfd(r, r.Args[0])
@@ -155,14 +185,21 @@ func sysFchown(e *Engine, r *Request) Result {
 }
 
 func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32, a2 uint64, flags uintptr) Result {
-	p, res, okk := e.lklOnly(r, d1, a1)
+	t1, res, okk := e.modTarget(r, d1, a1)
 	if !okk {
 		return res
 	}
-	q, res, okk := e.lklOnly(r, d2, a2)
+	t2, res, okk := e.modTarget(r, d2, a2)
 	if !okk {
 		return res
 	}
+	if t1.Bind != t2.Bind {
+		return errno(unix.EXDEV, Emulated) // between a bind and the image, or two binds
+	}
+	if t1.Bind != nil {
+		return bindTwo(t1, t2, nr, flags)
+	}
+	p, q := t1.Path, t2.Path
 	if _, le := lklPath2(nr, 1, p, 3, q, [6]uintptr{atFdcwd, 0, atFdcwd, 0, flags}); le != 0 {
 		return errno(le, LKL)
 	}
@@ -190,10 +227,14 @@ func (e *Engine) symlink(r *Request, target uint64, dirfd int32, link uint64) Re
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	p, res, okk := e.lklOnly(r, dirfd, link)
+	t, res, okk := e.modTarget(r, dirfd, link)
 	if !okk {
 		return res
 	}
+	if t.Bind != nil {
+		return bindSymlink(t, tgt)
+	}
+	p := t.Path
 	if _, le := lklPath2(lkl.SysSymlinkat, 0, tgt, 2, p, [6]uintptr{0, atFdcwd}); le != 0 {
 		return errno(le, LKL)
 	}

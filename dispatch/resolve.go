@@ -17,6 +17,8 @@ type Target struct {
 	// Route and Rel locate a host target: the route prefix and the path
 	// beneath it.
 	Route, Rel string
+	// Bind is the bind holding a host target, nil on a system route.
+	Bind *Bind
 }
 
 // Clean normalizes a guest path lexically: absolute, no . or .., no double
@@ -94,7 +96,7 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 			return Target{}, en
 		}
 		abs = Clean(base, p)
-		if _, ok := e.route(abs); !ok {
+		if _, ok := e.route(abs); !ok && e.bindOf(base) == nil {
 			return Target{}, unix.EACCES
 		}
 	}
@@ -102,6 +104,9 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 }
 
 func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
+	if b := e.bindOf(abs); b != nil {
+		return bindTarget(b, abs), 0
+	}
 	rt, ok := e.route(abs)
 	if !ok {
 		return Target{Path: abs}, 0
@@ -125,12 +130,15 @@ func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
 	return Target{Host: true, Path: abs, Route: rt, Rel: rel}, 0
 }
 
-// hostFdPath returns the host path of a guest host fd that was opened on a
-// host route.
+// hostFdPath returns the guest path of a guest host fd that was opened on a
+// host route or in a bind.
 func (e *Engine) hostFdPath(r *Request, fd int) (string, unix.Errno) {
 	l, err := os.Readlink("/proc/" + strconv.Itoa(r.P.Tgid) + "/fd/" + strconv.Itoa(fd))
 	if err != nil {
 		return "", unix.EBADF
+	}
+	if g, ok := e.bindGuestPath(l); ok {
+		return g, 0
 	}
 	if _, ok := e.route(l); !ok {
 		return "", unix.EACCES
@@ -141,6 +149,9 @@ func (e *Engine) hostFdPath(r *Request, fd int) (string, unix.Errno) {
 // openHost opens a host-route target confined beneath its route: no .., no
 // symlink or magic link may leave it.
 func (e *Engine) openHost(t Target, flags int, mode uint32) (int, error) {
+	if t.Bind != nil {
+		return t.Bind.open(t.Rel, flags, mode)
+	}
 	root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
@@ -157,14 +168,20 @@ func (e *Engine) openHost(t Target, flags int, mode uint32) (int, error) {
 	return unix.Openat2(root, t.Rel, &how)
 }
 
-// atRoute runs fn with an fd of t's route root, for the *at() calls that
-// have no openat2 form (stat, access, readlink): t.Rel was already checked
-// lexically and /proc's escape paths refused by classify.
-func atRoute(t Target, fn func(root int) error) error {
+// atRoute runs fn(dirfd, name, empty) for the *at() calls that have no
+// openat2 form (stat, access, readlink). On a system route dirfd is the
+// route root and name t.Rel, already checked lexically, /proc's escape
+// paths refused by classify. In a bind, where symlinks may point anywhere,
+// dirfd is a confined O_PATH fd of the target itself (of the link when
+// nofollow), name is "" and empty is AT_EMPTY_PATH.
+func atRoute(t Target, nofollow bool, fn func(dirfd int, name string, empty int) error) error {
+	if t.Bind != nil {
+		return bindAt(t, nofollow, fn)
+	}
 	root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(root)
-	return fn(root)
+	return fn(root, t.Rel, 0)
 }

@@ -41,7 +41,8 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 	defer putScratch(sc)
 	hst := &sc.st
 	if t.Host {
-		err := atRoute(t, func(root int) error { return unix.Fstatat(root, t.Rel, hst, flags&unix.AT_SYMLINK_NOFOLLOW) })
+		nofollow := flags & unix.AT_SYMLINK_NOFOLLOW
+		err := atRoute(t, nofollow != 0, func(d int, name string, empty int) error { return unix.Fstatat(d, name, hst, nofollow|empty) })
 		if err != nil {
 			return fail(err, Host)
 		}
@@ -129,7 +130,9 @@ func sysStatx(e *Engine, r *Request) Result {
 		}
 		if t.Host {
 			var sx unix.Statx_t
-			err := atRoute(t, func(root int) error { return unix.Statx(root, t.Rel, flags&^unix.AT_EMPTY_PATH, int(r.Args[3]), &sx) })
+			err := atRoute(t, flags&unix.AT_SYMLINK_NOFOLLOW != 0, func(d int, name string, empty int) error {
+				return unix.Statx(d, name, flags&^unix.AT_EMPTY_PATH|empty, int(r.Args[3]), &sx)
+			})
 			if err != nil {
 				return fail(err, Host)
 			}
@@ -154,7 +157,10 @@ func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) R
 		return errno(en, LKL)
 	}
 	if t.Host {
-		err := atRoute(t, func(root int) error { return unix.Faccessat(root, t.Rel, uint32(mode), 0) })
+		if t.Bind != nil && t.Bind.ReadOnly && mode&unix.W_OK != 0 {
+			return errno(unix.EROFS, Host)
+		}
+		err := atRoute(t, false, func(d int, name string, empty int) error { return unix.Faccessat2(d, name, uint32(mode), empty) })
 		if err != nil {
 			return fail(err, Host)
 		}
@@ -189,7 +195,7 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 		// The process runs from a memfd: report its image path.
 		n = copy(out, r.P.exe)
 	} else if t.Host {
-		err := atRoute(t, func(root int) (err error) { n, err = unix.Readlinkat(root, t.Rel, out); return err })
+		err := atRoute(t, true, func(d int, name string, _ int) (err error) { n, err = unix.Readlinkat(d, name, out); return err })
 		if err != nil {
 			return fail(err, Host)
 		}
@@ -232,6 +238,9 @@ func sysStatfs(e *Engine, r *Request) Result {
 		unix.Close(fd)
 		if err != nil {
 			return fail(err, Host)
+		}
+		if t.Bind != nil && t.Bind.ReadOnly {
+			sf.Flags |= unix.ST_RDONLY
 		}
 		if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {
 			return errno(unix.EFAULT, Host)
@@ -279,7 +288,7 @@ func sysGetcwd(e *Engine, r *Request) Result {
 func (e *Engine) chdirTo(r *Request, t Target) Result {
 	if t.Host {
 		var st unix.Stat_t
-		if err := unix.Stat(t.Path, &st); err != nil {
+		if err := atRoute(t, false, func(d int, name string, empty int) error { return unix.Fstatat(d, name, &st, empty) }); err != nil {
 			return fail(err, Host)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {

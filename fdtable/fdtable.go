@@ -25,6 +25,10 @@ type File struct {
 	// refs counts fds referring to the file; after fork they live in
 	// several tables, so it is atomic rather than under one table's lock.
 	refs atomic.Int32
+	// Listed counts the entries a directory listing has added beyond the
+	// directory's own (dispatch lists bind mount points missing from the
+	// image); a seek back to 0 resets it.
+	Listed atomic.Int32
 }
 
 // Closer closes an LKL fd when a File's last reference goes.

@@ -39,6 +39,11 @@ type Writable struct {
 	// unchanged since then is not written again, so a stale shadow never
 	// overwrites a newer one of the same file.
 	written unix.Timespec
+	// rdwr shadows may be mapped shared and writable: sum and sumSize
+	// describe the content at the last write-back (mapped.go).
+	rdwr    bool
+	sum     uint64
+	sumSize int64
 }
 
 // Manager owns the shadows.
@@ -204,8 +209,16 @@ func (m *Manager) OpenWritable(lklfd int, size int64, path string, flags int) (i
 		unix.Close(memfd)
 		return -1, err
 	}
-	m.mu.Lock()
 	w := &Writable{MemFd: memfd, LKLFd: lklfd, Path: path, written: st.Ctim}
+	if acc == unix.O_RDWR {
+		w.rdwr, w.sumSize = true, size
+		if w.sum, err = sumOf(memfd, size); err != nil {
+			unix.Close(fd)
+			unix.Close(memfd)
+			return -1, err
+		}
+	}
+	m.mu.Lock()
 	m.writable[st.Ino] = w
 	m.nwritable.Store(int32(len(m.writable)))
 	err = m.watch(w)
@@ -234,7 +247,7 @@ func (m *Manager) WriteBack(w *Writable) error {
 	if err := unix.Fstat(w.MemFd, &st); err != nil {
 		return err
 	}
-	if st.Ctim == w.written {
+	if st.Ctim == w.written && w.mappedClean(st.Size) {
 		return nil
 	}
 	w.written = st.Ctim
@@ -243,6 +256,7 @@ func (m *Manager) WriteBack(w *Writable) error {
 	}
 	buf := make([]byte, 256<<10)
 	var off int64
+	h := newSum()
 	for off < st.Size {
 		n, err := unix.Pread(w.MemFd, buf, off)
 		if err != nil {
@@ -254,7 +268,16 @@ func (m *Manager) WriteBack(w *Writable) error {
 		if _, e := lkl.Syscall6(lkl.SysPwrite64, uintptr(w.LKLFd), uintptr(ptr(buf)), uintptr(n), uintptr(off), 0, 0); e != 0 {
 			return fmt.Errorf("write back %s: %w", w.Path, e)
 		}
+		h.Write(buf[:n])
 		off += int64(n)
+	}
+	// The hash of what was written: a store racing this write-back is
+	// written next time.
+	w.sum, w.sumSize = h.Sum64(), st.Size
+	// Read-only copies keyed by the old change time may survive a
+	// write-back in the same clock tick: drop them.
+	if lst, err := lkl.Fstat(w.LKLFd); err == nil {
+		m.Invalidate(lst.Dev, lst.Ino)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
@@ -25,9 +26,6 @@ func unsupported(o *ImageOptions) error {
 	var missing []string
 	if o.SyscallMode == "auto" {
 		o.SyscallMode = "seccomp" // the only tier built so far
-	}
-	if len(o.Binds) > 0 {
-		missing = append(missing, "-b/--bind")
 	}
 	if o.Net {
 		missing = append(missing, "--net")
@@ -71,6 +69,11 @@ func runImage(args []string) int {
 	if err := unsupported(o); err != nil {
 		return fail(err)
 	}
+	binds, err := openBinds(o)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeBinds(binds)
 	if !lkl.Available {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
 		return exitUsage
@@ -91,14 +94,14 @@ func runImage(args []string) int {
 	for _, w := range root.Warnings {
 		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)
 	}
-	status, err := runGuest(o, root)
+	status, err := runGuest(o, root, binds)
 	if err != nil {
 		return fail(err)
 	}
 	return status
 }
 
-func runGuest(o *ImageOptions, root *rootfs.Root) (int, error) {
+func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, error) {
 	path, err := findProgram(o.Command[0], o.WorkDir, guestPath)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
@@ -106,7 +109,11 @@ func runGuest(o *ImageOptions, root *rootfs.Root) (int, error) {
 	}
 	opt := dispatch.Options{
 		RootID:     o.RootID,
-		HostRoutes: []string{"/proc", "/sys", "/dev"},
+		HostRoutes: hostRoutes,
+		Binds:      binds,
+	}
+	if err := dispatch.CheckBindsInImage(binds); err != nil {
+		return 0, err
 	}
 	if o.ChangeID != nil {
 		opt.ChangeID, opt.UID, opt.GID = true, o.ChangeID.UID, o.ChangeID.GID
@@ -122,6 +129,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root) (int, error) {
 		}
 		eng.Shadows.MaxSize = n
 	}
+	defer eng.Drain(5 * time.Second) // pumps of dup2'd virtual fds (dispatch/bridge.go)
 	ob, err := newObservatory(o, kernelSource{readProc: root.ReadKernelProc, eng: eng})
 	if err != nil {
 		return 0, err

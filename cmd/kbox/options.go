@@ -77,7 +77,8 @@ CMD (default: /bin/sh -i) against it.
   -c, --command CMD             run CMD with /bin/sh -c
   -k, --cmdline ARGS            extra kernel command line (e.g. mem=64M)
   -m, --mount-opt OPT           filesystem mount option, repeatable
-  -b, --bind SRC:DST[:ro]       show host directory SRC at DST, repeatable
+  -b, --bind SRC:DST[:ro]       show host directory SRC at guest DST, confined
+                                to SRC (ro: read-only), repeatable
   -0, --root-id                 the guest sees uid/gid 0
       --change-id UID:GID       the guest sees UID:GID
       --mount-profile P         full or minimal (default full with -R/-S)

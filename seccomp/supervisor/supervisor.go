@@ -42,7 +42,8 @@ type Config struct {
 // package's defaults: process, memory, timing and host-object syscalls that
 // never touch files of the image.
 var hostAllow = []string{
-	"mmap", "mprotect", "msync", "mincore", "mlock", "munlock", "mlockall", "munlockall",
+	// msync is not here: it is notified, to write back mapped shadows.
+	"mmap", "mprotect", "mincore", "mlock", "munlock", "mlockall", "munlockall",
 	"clone", "clone3", "fork", "vfork", "wait4", "waitid",
 	"getpid", "getppid", "gettid", "set_tid_address", "arch_prctl",
 	"getrlimit", "pipe", "pipe2", "socketpair", "eventfd", "eventfd2",
@@ -68,7 +69,8 @@ func Policy(virtualBase uint32) *seccomp.Policy {
 	// sendmsg/recvmsg on host fds: the only host sockets a guest can have
 	// come from socketpair (socket() is refused), and the start-up
 	// handshake itself sends the listener with sendmsg.
-	p.HostFD = append(p.HostFD, "sendmsg", "recvmsg", "fadvise64", "fchmod", "fchown", "ftruncate", "fstatfs", "getdents64")
+	// fchmod and fchown stay notified: a read-only bind refuses them.
+	p.HostFD = append(p.HostFD, "sendmsg", "recvmsg", "fadvise64", "ftruncate", "fstatfs", "getdents64")
 	p.VirtualFDBase = virtualBase
 	return p
 }

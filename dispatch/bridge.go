@@ -1,0 +1,192 @@
+package dispatch
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// dup2/dup3 of a virtual fd onto a host fd number (below Opt.VirtualFDs),
+// as a shell does for `cmd < fifo`, `cmd >> big-file` or `exec 3< fifo`:
+// the filter runs I/O on low fds natively, so the low fd must be a real host
+// fd. kbox installs there one end of a pipe and pumps between the pipe's
+// other end and a dup of the LKL file (sharing its offset and flags):
+//
+//   - read-only: a goroutine reads the LKL file into the pipe (ahead of the
+//     guest, up to the pipe's buffer) until end of file;
+//   - write-only: a goroutine writes what the pipe receives to the LKL file,
+//     until every copy of the guest's end is closed; kbox waits for these
+//     before it unmounts the image (Drain).
+//
+// The guest sees a pipe: no seek (ESPIPE), fstat says FIFO. Refused: a
+// directory (EISDIR), an O_PATH fd (EBADF), and a read-write open (EINVAL),
+// which cannot be pumped without reading ahead of the guest's writes.
+//
+// dup2/dup3 of a host fd onto a virtual fd number gives EBADF, what the
+// kernel itself answers for a target at or above RLIMIT_NOFILE (which the
+// guest's is, the virtual base).
+
+// bridges counts write pumps still running; pumps lists them for Flush.
+var (
+	bridges sync.WaitGroup
+	pumpsMu sync.Mutex
+	pumps   = map[*pump]bool{}
+	nPumps  atomic.Int32
+)
+
+// pump is a running write pump: src is kbox's end of the pipe; busy is set
+// while data read from it is not yet written to LKL.
+type pump struct {
+	src  int
+	busy atomic.Bool
+}
+
+func (e *Engine) bridge(r *Request, f *fdtable.File, target int, cloexec bool) Result {
+	if f.Flags&unix.O_PATH != 0 {
+		return errno(unix.EBADF, Emulated)
+	}
+	st, err := lkl.Fstat(f.LKLFd)
+	if err != nil {
+		return fail(err, LKL)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return errno(unix.EISDIR, Emulated)
+	}
+	acc := f.Flags & unix.O_ACCMODE
+	if acc == unix.O_RDWR {
+		return errno(unix.EINVAL, Emulated)
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return fail(err, Emulated)
+	}
+	guestEnd, ourEnd := p[0], p[1]
+	if acc == unix.O_WRONLY {
+		guestEnd, ourEnd = p[1], p[0]
+	}
+	lfd, le := lkl.Syscall6(lkl.SysDup, uintptr(f.LKLFd), 0, 0, 0, 0, 0)
+	if le != 0 {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return errno(le, LKL)
+	}
+	e.writeBackHost(r, target) // dup2 closes target: as on close
+	_, err = r.G.AddFD(guestEnd, target, cloexec)
+	unix.Close(guestEnd)
+	if err != nil {
+		unix.Close(ourEnd)
+		lkl.Close(int(lfd))
+		return fail(err, Emulated)
+	}
+	if acc == unix.O_WRONLY {
+		pm := &pump{src: ourEnd}
+		pumpsMu.Lock()
+		pumps[pm] = true
+		pumpsMu.Unlock()
+		nPumps.Add(1)
+		bridges.Add(1)
+		go func() {
+			defer bridges.Done()
+			pumpToLKL(pm, int(lfd))
+			pumpsMu.Lock()
+			delete(pumps, pm)
+			pumpsMu.Unlock()
+			nPumps.Add(-1)
+			unix.Close(pm.src)
+		}()
+	} else {
+		go pumpFromLKL(int(lfd), ourEnd)
+	}
+	return ok(int64(target), Emulated)
+}
+
+func pumpToLKL(pm *pump, lfd int) {
+	defer lkl.Close(lfd)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(pm.src, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if n <= 0 {
+			return
+		}
+		pm.busy.Store(true)
+		for off := 0; off < n; {
+			w, le := lkl.Syscall6(lkl.SysWrite, uintptr(lfd), uptr(buf[off:n]), uintptr(n-off), 0, 0, 0)
+			if le != 0 || w == 0 {
+				return // the guest's later writes go to a closed pipe
+			}
+			off += int(w)
+		}
+		pm.busy.Store(false)
+	}
+}
+
+// flushPumps waits until every write pump has written what its pipe holds,
+// so that output the guest wrote through a bridge is in the image before
+// the guest goes on (called on close, dup2 over a host fd, exit_group).
+func flushPumps() {
+	if nPumps.Load() == 0 {
+		return
+	}
+	pumpsMu.Lock()
+	list := make([]*pump, 0, len(pumps))
+	for pm := range pumps {
+		list = append(list, pm)
+	}
+	pumpsMu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pm := range list {
+		for time.Now().Before(deadline) {
+			n, err := unix.IoctlGetInt(pm.src, unix.TIOCINQ)
+			if err != nil || n == 0 && !pm.busy.Load() {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+func pumpFromLKL(lfd, dst int) {
+	defer unix.Close(dst)
+	defer lkl.Close(lfd)
+	buf := make([]byte, 64<<10)
+	for {
+		n, le := lkl.Syscall6(lkl.SysRead, uintptr(lfd), uptr(buf), uintptr(len(buf)), 0, 0, 0)
+		if le == unix.EINTR {
+			continue
+		}
+		if le != 0 || n == 0 {
+			return
+		}
+		for off := 0; off < int(n); {
+			w, err := unix.Write(dst, buf[off:n])
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return // the guest closed its end
+			}
+			off += w
+		}
+	}
+}
+
+// Drain waits (at most d) for the pumps that write guest output to the
+// image: call it after the guest is gone and before the image is unmounted.
+func (e *Engine) Drain(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		bridges.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,206 @@
+//go:build lkl
+
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+const bindSecret = "HOST-SECRET-outside-the-bind"
+
+// bindTree makes a host directory to bind (h) next to a secret the guest
+// must never reach, with symlinks in h that point at the secret.
+func bindTree(t *testing.T) (dir, h string) {
+	t.Helper()
+	dir = t.TempDir()
+	h = filepath.Join(dir, "h")
+	for _, d := range []string{"h/sub", "h/etc", "secret"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		"h/f.txt":        "from-host\n",
+		"h/m.txt":        "moved-out\n",
+		"h/etc/hostname": "bind-own-hostname\n",
+		"secret/s":       bindSecret + "\n",
+	}
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		"h/abs":    filepath.Join(dir, "secret/s"),
+		"h/absdir": filepath.Join(dir, "secret"),
+		"h/rel":    "../secret/s",
+		"h/reldir": "../../../../../../../../" + strings.TrimPrefix(dir, "/") + "/secret",
+	}
+	for n, target := range links {
+		if err := os.Symlink(target, filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, h
+}
+
+type guestCase struct {
+	name   string
+	args   []string
+	status int
+	want   []string // substrings of stdout, in order
+	not    []string // in neither stdout nor stderr
+}
+
+func runCases(t *testing.T, prefix []string, cases []guestCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append(append([]string{}, prefix...), c.args...)
+			stdout, stderr, status := runKbox(t, args...)
+			if status != c.status {
+				t.Errorf("status %d, want %d\nstdout: %s\nstderr: %s", status, c.status, stdout, stderr)
+			}
+			rest := stdout
+			for _, w := range c.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Errorf("stdout lacks %q (in order)\nstdout: %s\nstderr: %s", w, stdout, stderr)
+					break
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, n := range c.not {
+				if strings.Contains(stdout+stderr, n) {
+					t.Errorf("output has %q\nstdout: %s\nstderr: %s", n, stdout, stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestBindReadWrite(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	dir, h := bindTree(t)
+	var st syscall.Stat_t
+	if err := syscall.Stat(h, &st); err != nil {
+		t.Fatal(err)
+	}
+	prefix := []string{"image", "-S", img, "-b", h + ":/mnt/data"}
+	runCases(t, prefix, []guestCase{
+		{"guest reads the host's file and writes one", []string{"-c", "cat /mnt/data/f.txt && echo from-guest > /mnt/data/g.txt && echo more >> /mnt/data/g.txt && cat /mnt/data/g.txt"},
+			0, []string{"from-host\n", "from-guest\nmore\n"}, nil},
+		{"stat of the mount point is the host directory", []string{"--", "/usr/bin/stat", "-c", "%i %F", "/mnt/data"},
+			0, []string{strconv.FormatUint(st.Ino, 10) + " directory\n"}, nil},
+		{"mount point listed in its parent", []string{"-c", "ls /mnt; ls /mnt/data"}, 0, []string{"data\n", "f.txt"}, nil},
+		{"mkdir, rename, chmod, symlink, rm -r in the bind", []string{"-c",
+			"cd /mnt/data && mkdir -p t/a/b && echo x > t/a/b/f && mv t/a/b/f t/a/g && chmod 600 t/a/g && ln -s g t/a/l && cat t/a/l && /usr/bin/ls -R t && /usr/bin/stat -c %a t/a/g && /usr/bin/rm -rf t && ls"},
+			0, []string{"x\n", "t/a:\nb\ng\nl\n", "600\n", "abs"}, []string{"No such"}},
+		{"cd .. from the bind lands in the image", []string{"-c", "cd /mnt/data/sub && cd .. && pwd && cd .. && pwd && cat ../etc/hostname && ls"},
+			0, []string{"/mnt/data\n", "/mnt\n", "kbox-rootfs\n", "data\n"}, nil},
+		{"bash cd .. from the bind", []string{"--", "/bin/bash", "-c", "cd /mnt/data; cd ..; pwd; cat ../etc/hostname"},
+			0, []string{"/mnt\n", "kbox-rootfs\n"}, nil},
+		{"dot-dot in paths stays in the guest", []string{"-c", "cat /mnt/data/../../etc/hostname /mnt/data/sub/../../../../../etc/hostname"},
+			0, []string{"kbox-rootfs\nkbox-rootfs\n"}, nil},
+		{"host symlinks pointing outside do not escape", []string{"-c", "cat /mnt/data/abs /mnt/data/rel /mnt/data/absdir/s /mnt/data/reldir/s; ls /mnt/data/absdir /mnt/data/reldir; echo st=$?"},
+			0, []string{"st=1"}, []string{bindSecret}},
+		{"guest-made symlinks do not escape", []string{"-c",
+			"cd /mnt/data; ln -s " + dir + "/secret/s gabs; ln -s ../../../../../../../../../.." + dir + "/secret gdir; ln -s /etc/hostname ghost; " +
+				"cat gabs gdir/s; cat ghost; echo st=$?"},
+			0, []string{"bind-own-hostname\n", "st=0"}, []string{bindSecret}},
+		{"stat and readlink through a symlink stay inside", []string{"-c", "stat -L /mnt/data/abs 2>&1; readlink /mnt/data/abs; test -e /mnt/data/rel || echo absent"},
+			0, []string{"No such file", dir + "/secret/s\n", "absent\n"}, []string{bindSecret}},
+		{"rename out of the bind is EXDEV: mv copies", []string{"-c", "ln /mnt/data/m.txt /tmp/hard 2>&1; mv /mnt/data/m.txt /tmp/m.txt && cat /tmp/m.txt && ls /mnt/data"},
+			0, []string{"Invalid cross-device link", "moved-out\n"}, []string{"m.txt\n"}},
+		{"no device nodes in a bind", []string{"-c", "mknod /mnt/data/disk b 8 0 2>&1; mkfifo /mnt/data/fifo && ls -l /mnt/data/fifo"},
+			0, []string{"Operation not permitted", "prw"}, nil},
+	})
+	b, err := os.ReadFile(filepath.Join(h, "g.txt"))
+	if err != nil || string(b) != "from-guest\nmore\n" {
+		t.Errorf("host sees %q, %v; want the guest's writes", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(h, "m.txt")); !os.IsNotExist(err) {
+		t.Errorf("m.txt still in the host directory after mv out: %v", err)
+	}
+	if l, err := os.Readlink(filepath.Join(h, "ghost")); err != nil || l != "/etc/hostname" {
+		t.Errorf("guest symlink on the host: %q %v", l, err)
+	}
+	if _, err := os.Stat(filepath.Join(h, "disk")); !os.IsNotExist(err) {
+		t.Errorf("device node was made: %v", err)
+	}
+}
+
+func TestBindReadOnly(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	_, h := bindTree(t)
+	// A read-only image too: the mount point /data is missing from the
+	// image and must not be created in it.
+	prefix := []string{"image", "-S", img, "--read-only", "-b", h + ":/data:ro"}
+	ops := []string{
+		"echo x > f.txt", "echo x >> f.txt", "echo x > new", "touch f.txt", "mkdir d", "rm f.txt", "rmdir sub",
+		"mv f.txt g", "ln -s f.txt l", "ln f.txt l", "chmod 777 f.txt", "chown 1:1 f.txt", "truncate -s 0 f.txt",
+		"mkfifo p",
+	}
+	script := "cd /data && cat f.txt"
+	for _, op := range ops {
+		script += "; (" + op + ") 2>&1 | grep -c 'Read-only file system'"
+	}
+	script += "; exec 3<f.txt; cat <&3; /usr/bin/stat -f -c %l . >/dev/null; ls /; cat f.txt"
+	want := []string{"from-host\n", strings.Repeat("1\n", len(ops)), "from-host\n", "data\n", "from-host\n"}
+	runCases(t, prefix, []guestCase{
+		{"every write is refused with EROFS", []string{"-c", script}, 0, want, nil},
+		{"stat of the missing mount point works", []string{"-c", "cd /data && pwd && ls -d /data && test -d /data && echo isdir"}, 0, []string{"/data\n", "/data\n", "isdir\n"}, nil},
+	})
+	ents, _ := os.ReadDir(h)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != "abs absdir etc f.txt m.txt rel reldir sub" {
+		t.Errorf("read-only bind changed: %s", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(h, "f.txt")); string(b) != "from-host\n" {
+		t.Errorf("f.txt changed: %q", b)
+	}
+}
+
+func TestBindErrors(t *testing.T) {
+	img := imagePath(t)
+	dir, h := bindTree(t)
+	cases := []struct {
+		name   string
+		bind   string
+		status int
+		want   string
+	}{
+		{"missing host directory", dir + "/nope:/mnt/x", 125, "no such file or directory"},
+		{"host file, not a directory", h + "/f.txt:/mnt/x", 125, "not a directory"},
+		{"guest root", h + ":/", 2, "may not be /"},
+		{"on /proc", h + ":/proc/x", 2, "/proc host route"},
+		{"relative guest path", h + ":mnt", 2, "absolute"},
+		{"no parent in the image", h + ":/no/such/dir", 125, "not a directory of the image"},
+		{"guest file", h + ":/etc/hostname", 125, "not a directory in the image"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "-b", c.bind, "--", "/bin/true")
+			// The last line (a journal warning about the shared image
+			// may come first).
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if status != c.status || !strings.Contains(lines[len(lines)-1], c.want) {
+				t.Errorf("status %d stderr %q; want %d and one line with %q", status, stderr, c.status, c.want)
+			}
+		})
+	}
+	t.Run("overlapping binds", func(t *testing.T) {
+		_, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "-b", h+":/mnt/a", "-b", h+":/mnt/a/b", "--", "/bin/true")
+		if status != 2 || !strings.Contains(stderr, "overlaps") {
+			t.Errorf("status %d stderr %q", status, stderr)
+		}
+	})
+}
