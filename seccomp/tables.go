@@ -52,10 +52,34 @@ func NativeArch() *Arch {
 	return nil
 }
 
+// tableNames maps kernel syscall names to the names go-seccomp-bpf's
+// generated tables use for them, where they differ (its aarch64 table
+// names 64-bit newfstatat after the generic header's fstatat).
+var tableNames = map[string]string{"newfstatat": "fstatat"}
+
 // Nr returns the number of syscall name on a, and whether it exists there.
 func (a *Arch) Nr(name string) (uint32, bool) {
 	n, ok := a.Syscalls[name]
+	if !ok && tableNames[name] != "" {
+		n, ok = a.Syscalls[tableNames[name]]
+	}
 	return uint32(n), ok
+}
+
+// Names returns the kernel's name of each syscall number of a.
+func (a *Arch) Names() map[int]string {
+	m := make(map[int]string, len(a.Syscalls))
+	for name, nr := range a.Syscalls {
+		m[nr] = name
+	}
+	for kernel, table := range tableNames {
+		if nr, ok := a.Syscalls[table]; ok {
+			if _, clash := a.Syscalls[kernel]; !clash {
+				m[nr] = kernel
+			}
+		}
+	}
+	return m
 }
 
 // Rule names a syscall and says why it is in a list.
@@ -86,8 +110,8 @@ func (a *Arch) Resolve(rules []Rule) []Syscall {
 
 // knownName reports whether name is a syscall on any supported arch.
 func knownName(name string) bool {
-	_, a := ArchX86_64.Syscalls[name]
-	_, b := ArchAArch64.Syscalls[name]
+	_, a := ArchX86_64.Nr(name)
+	_, b := ArchAArch64.Nr(name)
 	return a || b
 }
 

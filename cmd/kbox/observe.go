@@ -37,7 +37,7 @@ var started = time.Now()
 // sysNames maps the native architecture's syscall numbers to names.
 var sysNames = func() (t [web.MaxNr]string) {
 	if a := seccomp.NativeArch(); a != nil {
-		for name, nr := range a.Syscalls {
+		for nr, name := range a.Names() {
 			if nr >= 0 && nr < web.MaxNr {
 				t[nr] = name
 			}
