@@ -30,13 +30,14 @@ import (
 // kernel itself answers for a target at or above RLIMIT_NOFILE (which the
 // guest's is, the virtual base).
 
-// bridges counts write pumps still running; pumps lists them for Flush.
-var (
-	bridges sync.WaitGroup
-	pumpsMu sync.Mutex
-	pumps   = map[*pump]bool{}
-	nPumps  atomic.Int32
-)
+// pumpSet is an Engine's running write pumps: wg counts them for Drain,
+// set lists them for flushPumps, n makes the common no-pump case free.
+type pumpSet struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	set map[*pump]bool
+	n   atomic.Int32
+}
 
 // pump is a running write pump: src is kbox's end of the pipe; busy is set
 // while data read from it is not yet written to LKL.
@@ -84,18 +85,22 @@ func (e *Engine) bridge(r *Request, f *fdtable.File, target int, cloexec bool) R
 	}
 	if acc == unix.O_WRONLY {
 		pm := &pump{src: ourEnd}
-		pumpsMu.Lock()
-		pumps[pm] = true
-		pumpsMu.Unlock()
-		nPumps.Add(1)
-		bridges.Add(1)
+		ps := &e.pumps
+		ps.mu.Lock()
+		if ps.set == nil {
+			ps.set = map[*pump]bool{}
+		}
+		ps.set[pm] = true
+		ps.mu.Unlock()
+		ps.n.Add(1)
+		ps.wg.Add(1)
 		go func() {
-			defer bridges.Done()
+			defer ps.wg.Done()
 			pumpToLKL(pm, int(lfd))
-			pumpsMu.Lock()
-			delete(pumps, pm)
-			pumpsMu.Unlock()
-			nPumps.Add(-1)
+			ps.mu.Lock()
+			delete(ps.set, pm)
+			ps.mu.Unlock()
+			ps.n.Add(-1)
 			unix.Close(pm.src)
 		}()
 	} else {
@@ -130,16 +135,17 @@ func pumpToLKL(pm *pump, lfd int) {
 // flushPumps waits until every write pump has written what its pipe holds,
 // so that output the guest wrote through a bridge is in the image before
 // the guest goes on (called on close, dup2 over a host fd, exit_group).
-func flushPumps() {
-	if nPumps.Load() == 0 {
+func (e *Engine) flushPumps() {
+	ps := &e.pumps
+	if ps.n.Load() == 0 {
 		return
 	}
-	pumpsMu.Lock()
-	list := make([]*pump, 0, len(pumps))
-	for pm := range pumps {
+	ps.mu.Lock()
+	list := make([]*pump, 0, len(ps.set))
+	for pm := range ps.set {
 		list = append(list, pm)
 	}
-	pumpsMu.Unlock()
+	ps.mu.Unlock()
 	deadline := time.Now().Add(5 * time.Second)
 	for _, pm := range list {
 		for time.Now().Before(deadline) {
@@ -182,7 +188,7 @@ func pumpFromLKL(lfd, dst int) {
 func (e *Engine) Drain(d time.Duration) {
 	done := make(chan struct{})
 	go func() {
-		bridges.Wait()
+		e.pumps.wg.Wait()
 		close(done)
 	}()
 	select {

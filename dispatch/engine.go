@@ -133,6 +133,7 @@ type Engine struct {
 	procs map[int]*Proc // by tgid
 
 	enosys [MaxNr]atomic.Uint64
+	pumps  pumpSet // dup2 bridges' write pumps (bridge.go)
 
 	anyRO bool // some bind is read-only
 }

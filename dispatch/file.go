@@ -179,7 +179,7 @@ func sysClose(e *Engine, r *Request) Result {
 		return ok(0, LKL)
 	}
 	e.writeBackHost(r, fd)
-	flushPumps()
+	e.flushPumps()
 	return cont
 }
 
@@ -341,7 +341,7 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 		// written back first, as on close.
 		if oldfd != newfd {
 			e.writeBackHost(r, int(int32(newfd)))
-			flushPumps()
+			e.flushPumps()
 		}
 		return cont
 	case ov && nv:

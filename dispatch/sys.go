@@ -71,7 +71,7 @@ func sysSetrlimit(e *Engine, r *Request) Result {
 
 func sysExitGroup(e *Engine, r *Request) Result {
 	e.Shadows.WriteBackAll()
-	flushPumps()
+	e.flushPumps()
 	e.Exit(r.P)
 	return cont
 }

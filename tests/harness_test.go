@@ -70,3 +70,40 @@ func runKbox(t testing.TB, args ...string) (string, string, int) {
 	}
 	return so.String(), se.String(), status
 }
+
+// guestCase is one guest run through runCases: kbox arguments after the
+// common prefix, the expected status and output.
+type guestCase struct {
+	name   string
+	args   []string
+	status int
+	want   []string // substrings of stdout, in order
+	not    []string // in neither stdout nor stderr
+}
+
+func runCases(t *testing.T, prefix []string, cases []guestCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append(append([]string{}, prefix...), c.args...)
+			stdout, stderr, status := runKbox(t, args...)
+			if status != c.status {
+				t.Errorf("status %d, want %d\nstdout: %s\nstderr: %s", status, c.status, stdout, stderr)
+			}
+			rest := stdout
+			for _, w := range c.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Errorf("stdout lacks %q (in order)\nstdout: %s\nstderr: %s", w, stdout, stderr)
+					break
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, n := range c.not {
+				if strings.Contains(stdout+stderr, n) {
+					t.Errorf("output has %q\nstdout: %s\nstderr: %s", n, stdout, stderr)
+				}
+			}
+		})
+	}
+}

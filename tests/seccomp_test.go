@@ -13,13 +13,7 @@ import (
 func TestSeccompGuests(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	host, _ := os.Hostname()
-	cases := []struct {
-		name   string
-		args   []string
-		status int
-		want   []string // substrings of stdout, in order
-		not    []string
-	}{
+	runCases(t, []string{"image", "-S", img}, []guestCase{
 		{"static program", []string{"--", "/opt/tests/hello"}, 0, []string{"hello from kbox guest"}, nil},
 		{"image hostname, not the host's", []string{"--", "/bin/cat", "/etc/hostname"}, 0, []string{"kbox-rootfs"}, []string{host + "\n"}},
 		{"pipeline", []string{"-c", "echo one two three | wc -w"}, 0, []string{"3"}, nil},
@@ -44,30 +38,7 @@ func TestSeccompGuests(t *testing.T) {
 		{"denied syscall gets EPERM", []string{"-c", "swapoff /tmp/nothing 2>&1; echo st=$?"}, 0, []string{"Operation not permitted", "st=1"}, nil},
 		{"missing command", []string{"--", "/no/such/program"}, 127, nil, nil},
 		{"corrupt ELF", []string{"--", "/opt/tests/badelf"}, 126, nil, nil},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			args := append([]string{"image", "-S", img}, c.args...)
-			stdout, stderr, status := runKbox(t, args...)
-			if status != c.status {
-				t.Errorf("status %d, want %d\nstdout: %s\nstderr: %s", status, c.status, stdout, stderr)
-			}
-			rest := stdout
-			for _, w := range c.want {
-				i := strings.Index(rest, w)
-				if i < 0 {
-					t.Errorf("stdout lacks %q (in order)\nstdout: %s\nstderr: %s", w, stdout, stderr)
-					break
-				}
-				rest = rest[i+len(w):]
-			}
-			for _, n := range c.not {
-				if strings.Contains(stdout, n) {
-					t.Errorf("stdout has %q: %s", n, stdout)
-				}
-			}
-		})
-	}
+	})
 }
 
 // A file written in one run is read in the next.
