@@ -38,6 +38,7 @@ func TestSeccompGuests(t *testing.T) {
 		{"denied syscall gets EPERM", []string{"-c", "swapoff /tmp/nothing 2>&1; echo st=$?"}, 0, []string{"Operation not permitted", "st=1"}, nil},
 		{"missing command", []string{"--", "/no/such/program"}, 127, nil, nil},
 		{"corrupt ELF", []string{"--", "/opt/tests/badelf"}, 126, nil, nil},
+		{"fsync writes a writable shadow back", []string{"--", "/opt/tests/fsyncback", "/root/fs.txt"}, 0, []string{"after fsync\nafter fsync\nafter fdatasync\n"}, nil},
 	})
 }
 

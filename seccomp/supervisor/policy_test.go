@@ -34,6 +34,8 @@ func TestPolicyRoutes(t *testing.T) {
 		{"getdents64", 3, allow}, // a directory from a host route
 		{"getdents64", 1030, notify},
 		{"fchmod", 1030, notify},
+		{"fsync", 3, notify}, // a writable shadow is written back
+		{"fdatasync", 3, notify},
 		{"reboot", 0, seccomp.RetErrno | 1},
 		{"bpf", 0, seccomp.RetErrno | 1},
 	} {

@@ -66,6 +66,15 @@ func Policy(virtualBase uint32) *seccomp.Policy {
 		}
 	}
 	p.Allow = append(allow, hostAllow...)
+	// fsync and fdatasync are notified on every fd: on a writable shadow
+	// they write it back to the image (dispatch.sysFsync).
+	var hostFD []string
+	for _, n := range p.HostFD {
+		if n != "fsync" && n != "fdatasync" {
+			hostFD = append(hostFD, n)
+		}
+	}
+	p.HostFD = hostFD
 	// sendmsg/recvmsg on host fds: the only host sockets a guest can have
 	// come from socketpair (socket() is refused), and the start-up
 	// handshake itself sends the listener with sendmsg.
