@@ -43,6 +43,20 @@ func vfd(r *Request, fd uint64) (int, unix.Errno) {
 	return e.File.LKLFd, 0
 }
 
+// onLKLFd runs LKL syscall nr on the LKL file behind the virtual fd in
+// r.Args[0], passing the guest's other (scalar) arguments as they are.
+func onLKLFd(r *Request, nr uintptr) Result {
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	res, le := lkl.Syscall6(nr, uintptr(lfd), uintptr(r.Args[1]), uintptr(r.Args[2]), uintptr(r.Args[3]), uintptr(r.Args[4]), uintptr(r.Args[5]))
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(int64(res), LKL)
+}
+
 func sysOpen(e *Engine, r *Request) Result {
 	return e.open(r, unix.AT_FDCWD, r.Args[0], int(r.Args[1]), uint32(r.Args[2]))
 }
@@ -385,28 +399,14 @@ func sysFsync(e *Engine, r *Request) Result {
 		e.writeBackHost(r, int(int32(r.Args[0])))
 		return cont
 	}
-	lfd, en := vfd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	if _, le := lkl.Syscall6(lkl.SysFsync, uintptr(lfd), 0, 0, 0, 0, 0); le != 0 {
-		return errno(le, LKL)
-	}
-	return ok(0, LKL)
+	return onLKLFd(r, lkl.SysFsync)
 }
 
 func sysFtruncate(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
 	}
-	lfd, en := vfd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	if _, le := lkl.Syscall6(lkl.SysFtruncate, uintptr(lfd), uintptr(r.Args[1]), 0, 0, 0, 0); le != 0 {
-		return errno(le, LKL)
-	}
-	return ok(0, LKL)
+	return onLKLFd(r, lkl.SysFtruncate)
 }
 
 func sysCopyHostOnly(e *Engine, r *Request) Result {

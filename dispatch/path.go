@@ -157,14 +157,7 @@ func sysFchmod(e *Engine, r *Request) Result {
 		}
 		return cont
 	}
-	lfd, en := vfd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	if _, le := lkl.Syscall6(lkl.SysFchmod, uintptr(lfd), uintptr(r.Args[1]), 0, 0, 0, 0); le != 0 {
-		return errno(le, LKL)
-	}
-	return ok(0, LKL)
+	return onLKLFd(r, lkl.SysFchmod)
 }
 
 func sysFchown(e *Engine, r *Request) Result {
@@ -174,14 +167,7 @@ func sysFchown(e *Engine, r *Request) Result {
 		}
 		return cont
 	}
-	lfd, en := vfd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	if _, le := lkl.Syscall6(lkl.SysFchown, uintptr(lfd), uintptr(r.Args[1]), uintptr(r.Args[2]), 0, 0, 0); le != 0 {
-		return errno(le, LKL)
-	}
-	return ok(0, LKL)
+	return onLKLFd(r, lkl.SysFchown)
 }
 
 func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32, a2 uint64, flags uintptr) Result {

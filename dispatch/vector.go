@@ -137,12 +137,5 @@ func sysFallocate(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont // a host fd or a writable shadow: the host does it
 	}
-	lfd, en := vfd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	if _, le := lkl.Syscall6(lkl.SysFallocate, uintptr(lfd), uintptr(r.Args[1]), uintptr(r.Args[2]), uintptr(r.Args[3]), 0, 0); le != 0 {
-		return errno(le, LKL)
-	}
-	return ok(0, LKL)
+	return onLKLFd(r, lkl.SysFallocate)
 }

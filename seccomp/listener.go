@@ -57,8 +57,9 @@ func (l *Listener) Close() error {
 // was interrupted), ErrTargetGone is returned and the caller should simply
 // call Recv again.
 //
-// Recv blocks in the kernel even when no task uses the filter any more; use
-// Poll first when the caller needs to notice that (POLLHUP).
+// Once no task uses the filter, kernels with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+// (6.6+) fail a blocked Recv with ENOENT (ErrTargetGone; Poll then reports
+// POLLHUP); older kernels keep it blocked, so callers there Poll first.
 func (l *Listener) Recv(n *Notif) error {
 	for {
 		*n = Notif{}

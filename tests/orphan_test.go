@@ -50,6 +50,8 @@ func startTree(t *testing.T, img string) (*exec.Cmd, int, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,10 @@ func startTree(t *testing.T, img string) (*exec.Cmd, int, int) {
 	// syscall that kbox's absence could fail.
 	time.Sleep(500 * time.Millisecond)
 	if !alive(sh) || !alive(bg) {
-		t.Fatalf("guest processes %d %d not running", sh, bg)
+		shAlive, bgAlive := alive(sh), alive(bg)
+		cmd.Process.Kill()
+		err := cmd.Wait()
+		t.Fatalf("guest processes not running: sh %d alive=%v, sleep %d alive=%v; kbox: %v\nstderr: %s", sh, shAlive, bg, bgAlive, err, &stderr)
 	}
 	return cmd, sh, bg
 }
