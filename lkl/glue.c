@@ -37,6 +37,15 @@ int kbox_lkl_disk_remove(int id)
 	return err;
 }
 
+int kbox_lkl_blkdev(unsigned int disk_id, unsigned int part, unsigned int *dev)
+{
+	uint32_t d = 0;
+	int err = lkl_get_virtio_blkdev((int)disk_id, part, &d);
+
+	*dev = d;
+	return err;
+}
+
 long kbox_lkl_umount_dev(unsigned int disk_id, unsigned int part, int flags, long timeout_ms)
 {
 	return lkl_umount_dev(disk_id, part, flags, timeout_ms);

@@ -160,13 +160,53 @@ func (d Disk) Mount(part int, fstype string, flags uintptr, opts string) (string
 }
 
 // Unmount unmounts a partition mounted with Mount, waiting up to timeout for
-// the kernel to release closed files. It must run outside any chroot into
-// the disk.
+// the kernel to release closed files and then to shut the filesystem down.
+// It must run outside any chroot into the disk.
+//
+// umount(2) alone is not enough: LKL runs syscalls in kernel threads, and a
+// kernel thread's last mntput is deferred to a workqueue, so the filesystem
+// is still live (for ext4: its journal still marked as needing recovery)
+// when umount returns. Unmount therefore waits until the block device can
+// be opened exclusively, which it cannot while a superblock holds it.
 func (d Disk) Unmount(part int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	dev, derr := blockDev(d.ID, part)
+	node := fmt.Sprintf("/.kbox-blk-%d-%d", d.ID, part)
+	if derr == 0 {
+		if err := Mknod(node, unix.S_IFBLK|0o600, dev); err != nil {
+			derr = -1
+		}
+	}
 	if r := umountDev(d.ID, part, int(timeout.Milliseconds())); r < 0 {
+		if derr == 0 {
+			Unlink(node, false)
+		}
 		return unix.Errno(-r)
 	}
-	return nil
+	if derr != 0 {
+		return nil // no way to wait: best effort, as before
+	}
+	defer Unlink(node, false)
+	return waitReleased(node, deadline)
+}
+
+// waitReleased waits until the block device at node can be opened with
+// O_EXCL, that is until no mounted filesystem claims it.
+func waitReleased(node string, deadline time.Time) error {
+	for {
+		fd, err := Open(node, unix.O_RDONLY|unix.O_EXCL, 0)
+		if err == nil {
+			Close(fd)
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("wait for the filesystem to shut down: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the filesystem is still in use after umount: %w", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Remove detaches the disk, flushing it to the host file.

@@ -60,6 +60,12 @@ func umountDev(id, part int, timeoutMs int) int {
 	return int(C.kbox_lkl_umount_dev(C.uint(id), C.uint(part), 0, C.long(timeoutMs)))
 }
 
+func blockDev(id, part int) (uint64, int) {
+	var dev C.uint
+	r := C.kbox_lkl_blkdev(C.uint(id), C.uint(part), &dev)
+	return uint64(dev), int(r)
+}
+
 func syscall6(nr, a1, a2, a3, a4, a5, a6 int64) int64 {
 	return int64(C.kbox_lkl_syscall6(C.long(nr), C.long(a1), C.long(a2), C.long(a3), C.long(a4), C.long(a5), C.long(a6)))
 }

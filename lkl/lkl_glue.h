@@ -8,6 +8,7 @@ void kbox_lkl_low_memory(void);
 void kbox_lkl_shutdown(void);
 int kbox_lkl_disk_add(int fd);
 int kbox_lkl_disk_remove(int id);
+int kbox_lkl_blkdev(unsigned int disk_id, unsigned int part, unsigned int *dev);
 long kbox_lkl_umount_dev(unsigned int disk_id, unsigned int part, int flags, long timeout_ms);
 long kbox_lkl_mount_dev(unsigned int disk_id, unsigned int part, const char *fstype,
 			int flags, const char *opts, char *out, unsigned int outlen);

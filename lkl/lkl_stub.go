@@ -21,4 +21,6 @@ func diskRemove(int) int { return -38 } // ENOSYS
 
 func umountDev(int, int, int) int { return -38 } // ENOSYS
 
+func blockDev(int, int) (uint64, int) { return 0, -38 } // ENOSYS
+
 func syscall6(_, _, _, _, _, _, _ int64) int64 { return -38 } // ENOSYS

@@ -53,6 +53,24 @@ func copyImage(t testing.TB, src string) string {
 	return dst
 }
 
+// assertCleanImage checks that an ext4 image was cleanly unmounted: its
+// superblock has no needs_recovery flag and `e2fsck -fn` finds nothing.
+func assertCleanImage(t testing.TB, img string) {
+	t.Helper()
+	out, err := exec.Command("dumpe2fs", "-h", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dumpe2fs: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "Filesystem features:") && strings.Contains(l, "needs_recovery") {
+			t.Errorf("image left with needs_recovery (not cleanly unmounted):\n%s", l)
+		}
+	}
+	if out, err := exec.Command("e2fsck", "-fn", img).CombinedOutput(); err != nil {
+		t.Errorf("e2fsck -fn: %v\n%s", err, out)
+	}
+}
+
 // runKbox runs the kbox binary and returns stdout, stderr and exit status.
 func runKbox(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()

@@ -87,7 +87,11 @@ func runImage(args []string) int {
 		img.Close()
 		return fail(err)
 	}
-	defer root.Close()
+	defer func() {
+		if err := root.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "kbox: warning: %v\n", err)
+		}
+	}()
 	if o.Verbose {
 		fmt.Fprintf(os.Stderr, "kbox: booted and mounted %s in %v (mounts: %s)\n", o.Image, root.BootTime, strings.Join(root.Mounts, " "))
 	}
