@@ -158,6 +158,13 @@ func (e *Engine) Dispatch(r *Request) Result {
 	// Shadows closed natively since the last syscall are written back
 	// before anything can observe their files (shadowfd.WatchCloses).
 	e.Shadows.WriteBackClosed()
+	if r.P.execPending {
+		r.P.execPending = false
+		if !execImageOK(r.G.Pid()) {
+			unix.Kill(r.P.Tgid, unix.SIGKILL)
+			return Result{Disp: Denied, Errno: unix.EPERM}
+		}
+	}
 	if r.Nr < 0 || r.Nr >= MaxNr || table[r.Nr] == nil {
 		if r.Nr >= 0 && r.Nr < MaxNr {
 			e.enosys[r.Nr].Add(1)

@@ -245,6 +245,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 			r.P.pendingName = given
 			r.P.FDs.Exec()
 			r.P.exe = canonical(t.Path)
+			r.P.execPending = true
 			return Result{Action: Continue, Disp: LKL}
 		}
 	} else {
@@ -267,7 +268,31 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 	}
 	r.P.FDs.Exec()
 	r.P.exe = canonical(t.Path)
+	r.P.execPending = true
 	return Result{Action: Continue, Disp: LKL}
+}
+
+// execMemfdPrefix is how /proc/PID/exe reads for a program prepared by
+// prepare (the memfd's name, as the kernel shows it).
+const execMemfdPrefix = "/memfd:kbox-exec:"
+
+// execImageOK reports whether task tid runs a program kbox prepared.
+//
+// A continued execve makes the host kernel read the path string again from
+// guest memory, after kbox rewrote it to the staging name. Another thread
+// sharing that memory could swap the string in between (the TOCTOU of any
+// continued path syscall) and have a host program executed. The first
+// notification after each continued execve therefore checks the process's
+// executable, and kbox kills a process that runs anything else: it never
+// gets a file, a path or an identity served. docs/security.md says what
+// remains (native-only syscalls before that first notification).
+func execImageOK(tid int) bool {
+	var buf [256]byte
+	n, err := unix.Readlink("/proc/"+strconv.Itoa(tid)+"/exe", buf[:])
+	if err != nil {
+		return false
+	}
+	return strings.HasPrefix(string(buf[:n]), execMemfdPrefix)
 }
 
 func sysExecve(e *Engine, r *Request) Result { return e.exec(r, unix.AT_FDCWD, r.Args[0]) }

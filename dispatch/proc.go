@@ -22,6 +22,9 @@ type Proc struct {
 	pendingName   string
 	// exe is the image path of the program the process runs.
 	exe string
+	// execPending says an execve was continued: the first notification
+	// after it checks what the process now runs (checkExec).
+	execPending bool
 }
 
 // Cwd returns the process's guest working directory.

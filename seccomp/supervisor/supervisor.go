@@ -86,8 +86,9 @@ func Policy(virtualBase uint32) *seccomp.Policy {
 
 // guest is the dispatch.Guest of one notification.
 type guest struct {
-	l *seccomp.Listener
-	n *seccomp.Notif
+	l  *seccomp.Listener
+	n  *seccomp.Notif
+	co *colocator
 }
 
 func (g *guest) Pid() int { return int(g.n.Pid) }
@@ -142,6 +143,7 @@ func (g *guest) AddFDReply(hostfd int, cloexec bool) (int, error) {
 	if cloexec {
 		a.NewfdFlags = unix.O_CLOEXEC
 	}
+	g.co.pin(int(g.n.Pid))
 	return g.l.Addfd(&a)
 }
 
@@ -154,6 +156,7 @@ func (g *guest) AddFD(hostfd, target int, cloexec bool) (int, error) {
 	if cloexec {
 		a.NewfdFlags = unix.O_CLOEXEC
 	}
+	g.co.pin(int(g.n.Pid))
 	return g.l.Addfd(&a)
 }
 
@@ -326,7 +329,7 @@ func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, int
 func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst bool, stop func() bool) {
 	var n seccomp.Notif
 	var resp seccomp.NotifResp
-	g := &guest{l: l, n: &n}
+	g := &guest{l: l, n: &n, co: newColocator()}
 	var req dispatch.Request // reused: one allocation, not one per notification
 	exited := false
 	for {
@@ -367,6 +370,7 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst boo
 		if cfg.Debug {
 			fmt.Fprintf(os.Stderr, "kbox: pid %d nr %d -> act %d val %d err %v\n", n.Pid, req.Nr, res.Action, res.Val, res.Errno)
 		}
+		g.co.unpin() // after the handler's AddFDs; before a separate reply
 		if res.Action == dispatch.Answered {
 			continue // the handler's AddFD answered it
 		}
