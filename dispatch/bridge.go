@@ -96,7 +96,7 @@ func (e *Engine) bridge(r *Request, f *fdtable.File, target int, cloexec bool) R
 		ps.wg.Add(1)
 		go func() {
 			defer ps.wg.Done()
-			pumpToLKL(pm, int(lfd))
+			pumpToLKL(pm, int(lfd), &e.stats)
 			ps.mu.Lock()
 			delete(ps.set, pm)
 			ps.mu.Unlock()
@@ -104,12 +104,14 @@ func (e *Engine) bridge(r *Request, f *fdtable.File, target int, cloexec bool) R
 			unix.Close(pm.src)
 		}()
 	} else {
-		go pumpFromLKL(int(lfd), ourEnd)
+		go pumpFromLKL(int(lfd), ourEnd, &e.stats)
 	}
 	return ok(int64(target), Emulated)
 }
 
-func pumpToLKL(pm *pump, lfd int) {
+// Both pumps change LKL state behind the supervisor (sizes, times): they
+// end the stat cache's generation around each transfer.
+func pumpToLKL(pm *pump, lfd int, stats *statCache) {
 	defer lkl.Close(lfd)
 	buf := make([]byte, 64<<10)
 	for {
@@ -121,6 +123,7 @@ func pumpToLKL(pm *pump, lfd int) {
 			return
 		}
 		pm.busy.Store(true)
+		stats.changed()
 		for off := 0; off < n; {
 			w, le := lkl.Syscall6(lkl.SysWrite, uintptr(lfd), uptr(buf[off:n]), uintptr(n-off), 0, 0, 0)
 			if le != 0 || w == 0 {
@@ -128,6 +131,7 @@ func pumpToLKL(pm *pump, lfd int) {
 			}
 			off += int(w)
 		}
+		stats.changed()
 		pm.busy.Store(false)
 	}
 }
@@ -158,12 +162,13 @@ func (e *Engine) flushPumps() {
 	}
 }
 
-func pumpFromLKL(lfd, dst int) {
+func pumpFromLKL(lfd, dst int, stats *statCache) {
 	defer unix.Close(dst)
 	defer lkl.Close(lfd)
 	buf := make([]byte, 64<<10)
 	for {
 		n, le := lkl.Syscall6(lkl.SysRead, uintptr(lfd), uptr(buf), uintptr(len(buf)), 0, 0, 0)
+		stats.changed() // the read may have moved the access time
 		if le == unix.EINTR {
 			continue
 		}

@@ -136,6 +136,8 @@ type Engine struct {
 	pumps  pumpSet // dup2 bridges' write pumps (bridge.go)
 
 	anyRO bool // some bind is read-only
+
+	stats statCache // LKL path stats while nothing changed (statcache.go)
 }
 
 // New returns an Engine.
@@ -166,10 +168,16 @@ func (e *Engine) Dispatch(r *Request) Result {
 		}
 	}
 	if r.Nr < 0 || r.Nr >= MaxNr || table[r.Nr] == nil {
+		if r.Nr >= 0 && r.Nr < MaxNr && !pureLookup[r.Nr] {
+			e.stats.changed()
+		}
 		if r.Nr >= 0 && r.Nr < MaxNr {
 			e.enosys[r.Nr].Add(1)
 		}
 		return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
+	}
+	if !pureLookup[r.Nr] {
+		e.stats.changed()
 	}
 	return table[r.Nr](e, r)
 }

@@ -24,3 +24,7 @@ func init() {
 	register(unix.SYS_ACCESS, sysAccess)        // access(2)
 	register(unix.SYS_READLINK, sysReadlink)    // readlink(2)
 }
+
+// legacyPureLookups are the legacy syscalls that only read LKL state
+// (statcache.go).
+var legacyPureLookups = []int{unix.SYS_STAT, unix.SYS_LSTAT, unix.SYS_ACCESS}

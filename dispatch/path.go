@@ -134,7 +134,23 @@ func sysUtimensat(e *Engine, r *Request) Result {
 			if e.roHostFd(r, int(int32(r.Args[0]))) {
 				return errno(unix.EROFS, Host)
 			}
-			return cont
+			w := e.Shadows.OfGuestFd(r.P.Tgid, int(int32(r.Args[0])))
+			if w == nil {
+				return cont
+			}
+			// Times of a writable shadow belong to its LKL file. What
+			// was written so far goes first, so that a later write-back
+			// (skipped unless the shadow changes again) keeps them:
+			// cp -p, touch -d, tar.
+			if err := e.Shadows.WriteBack(w); err != nil {
+				return fail(err, LKL)
+			}
+			_, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(w.LKLFd), 0, tsp, uintptr(r.Args[3]), 0, 0)
+			keepTimes(&ts)
+			if le != 0 {
+				return errno(le, LKL)
+			}
+			return ok(0, LKL)
 		}
 		lfd, en := vfd(r, r.Args[0])
 		if en != 0 {
@@ -152,20 +168,32 @@ func sysUtimensat(e *Engine, r *Request) Result {
 
 func sysFchmod(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
-		if e.roHostFd(r, int(int32(r.Args[0]))) {
-			return errno(unix.EROFS, Host)
-		}
-		return cont
+		return e.onShadowFd(r, lkl.SysFchmod)
 	}
 	return onLKLFd(r, lkl.SysFchmod)
 }
 
+// onShadowFd serves fchmod/fchown on a host fd: a writable shadow's mode
+// and owner are its LKL file's; any other host fd is the host's business
+// (but a read-only bind's refuses).
+func (e *Engine) onShadowFd(r *Request, nr uintptr) Result {
+	fd := int(int32(r.Args[0]))
+	if e.roHostFd(r, fd) {
+		return errno(unix.EROFS, Host)
+	}
+	w := e.Shadows.OfGuestFd(r.P.Tgid, fd)
+	if w == nil {
+		return cont
+	}
+	if _, le := lkl.Syscall6(nr, uintptr(w.LKLFd), uintptr(r.Args[1]), uintptr(r.Args[2]), 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
 func sysFchown(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
-		if e.roHostFd(r, int(int32(r.Args[0]))) {
-			return errno(unix.EROFS, Host)
-		}
-		return cont
+		return e.onShadowFd(r, lkl.SysFchown)
 	}
 	return onLKLFd(r, lkl.SysFchown)
 }

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"encoding/binary"
 	"runtime"
 	"strconv"
 
@@ -29,7 +30,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 	}
 	if p == "" && flags&unix.AT_EMPTY_PATH != 0 {
 		if !isVirtual(r, uint64(uint32(dirfd))) {
-			return cont
+			return e.fstatShadow(r, int(dirfd), out)
 		}
 		return fstatVirtual(r, uint64(uint32(dirfd)), out)
 	}
@@ -48,10 +49,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		}
 	} else {
 		var st lkl.Stat64
-		b := sc.cstring(t.Path)
-		_, le := lkl.Syscall6(lkl.SysNewfstatat, atFdcwd, uptr(b), uintptr(unsafeStat(&st)), uintptr(flags&unix.AT_SYMLINK_NOFOLLOW), 0, 0)
-		runtime.KeepAlive(b)
-		if le != 0 {
+		if le := e.lklStat(t.Path, flags&unix.AT_SYMLINK_NOFOLLOW != 0, &st); le != 0 {
 			return errno(le, LKL)
 		}
 		st.ToHost(hst)
@@ -63,6 +61,48 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		return ok(0, Host)
 	}
 	return ok(0, LKL)
+}
+
+// fstatShadow answers fstat of a host fd: a shadow reports its LKL file
+// (shadowfd.Manager.Identity) with the shadow's size; anything else runs on
+// the host.
+func (e *Engine) fstatShadow(r *Request, fd int, out uint64) Result {
+	lfd, path, size, found := e.Shadows.Identity(r.P.Tgid, fd)
+	if !found {
+		return cont
+	}
+	var st lkl.Stat64
+	if lfd >= 0 {
+		fst, err := lkl.Fstat(lfd)
+		if err != nil {
+			return fail(err, LKL)
+		}
+		st = fst
+	} else if le := lklStatUncached(path, false, &st); le != 0 {
+		return cont // the file is gone from the image: the copy's own stat
+	}
+	st.Size = size
+	sc := getScratch()
+	defer putScratch(sc)
+	st.ToHost(&sc.st)
+	if err := r.G.Write(out, asBytes(&sc.st)); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return ok(0, LKL)
+}
+
+// lklStatUncached is newfstatat in LKL, relative to its root.
+func lklStatUncached(path string, nofollow bool, st *lkl.Stat64) unix.Errno {
+	sc := getScratch()
+	defer putScratch(sc)
+	b := sc.cstring(path)
+	flags := 0
+	if nofollow {
+		flags = unix.AT_SYMLINK_NOFOLLOW
+	}
+	_, le := lkl.Syscall6(lkl.SysNewfstatat, atFdcwd, uptr(b), uintptr(unsafeStat(st)), uintptr(flags), 0, 0)
+	runtime.KeepAlive(b)
+	return le
 }
 
 func fstatVirtual(r *Request, fd, out uint64) Result {
@@ -102,6 +142,9 @@ func sysNewfstatat(e *Engine, r *Request) Result {
 	return e.statPath(r, int32(r.Args[0]), r.Args[1], int(r.Args[3]), r.Args[2])
 }
 
+// statxSizeOff is the offset of stx_size in struct statx.
+const statxSizeOff = 40
+
 func sysStatx(e *Engine, r *Request) Result {
 	dirfd, flags := int32(r.Args[0]), int(r.Args[2])
 	p, en := readPath(r, r.Args[1])
@@ -110,18 +153,36 @@ func sysStatx(e *Engine, r *Request) Result {
 	}
 	var buf [lkl.SizeofStatx]byte
 	if p == "" && flags&unix.AT_EMPTY_PATH != 0 {
+		lfd := -1
+		shadowSize := int64(-1)
 		if !isVirtual(r, uint64(uint32(dirfd))) {
-			return cont
-		}
-		lfd, en := vfd(r, uint64(uint32(dirfd)))
-		if en != 0 {
-			return errno(en, LKL)
+			// A shadow reports its LKL file (see fstatShadow).
+			sfd, path, size, found := e.Shadows.Identity(r.P.Tgid, int(dirfd))
+			if !found {
+				return cont
+			}
+			if sfd < 0 {
+				var err error
+				if sfd, err = lkl.Open(path, unix.O_PATH, 0); err != nil {
+					return cont
+				}
+				defer lkl.Close(sfd)
+			}
+			lfd, shadowSize = sfd, size
+		} else {
+			var en unix.Errno
+			if lfd, en = vfd(r, uint64(uint32(dirfd))); en != 0 {
+				return errno(en, LKL)
+			}
 		}
 		empty := []byte{0}
 		_, le := lkl.Syscall6(lkl.SysStatx, uintptr(lfd), uptr(empty), uintptr(flags), uintptr(r.Args[3]), uptr(buf[:]), 0)
 		runtime.KeepAlive(empty)
 		if le != 0 {
 			return errno(le, LKL)
+		}
+		if shadowSize >= 0 {
+			binary.LittleEndian.PutUint64(buf[statxSizeOff:], uint64(shadowSize))
 		}
 	} else {
 		t, en := e.resolveAt(r, dirfd, p)

@@ -59,7 +59,17 @@ type Manager struct {
 	// inotify and watches serve close events (closewatch.go).
 	inotify int
 	watches map[int32]*Writable
+	// writeBacks counts write-backs: each changes an LKL file.
+	writeBacks atomic.Uint64
+	// roPaths names the LKL file of each read-only copy, by the memfd's
+	// inode, for Identity; memDev is the memfds' device (0: none yet).
+	roPaths map[uint64]string
+	roOrder []uint64
+	memDev  uint64
 }
+
+// maxROPaths bounds roPaths: the oldest copies' names are forgotten first.
+const maxROPaths = 4096
 
 // New returns a Manager.
 func New() *Manager {
@@ -150,7 +160,10 @@ func (m *Manager) OpenReadOnly(lklfd int, st *lkl.Stat64, name string) (int, err
 			return -1, err
 		}
 		unix.FcntlInt(uintptr(memfd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+		var ms unix.Stat_t
+		unix.Fstat(memfd, &ms)
 		m.mu.Lock()
+		m.rememberRO(&ms, name)
 		if old, dup := m.cache[k]; dup {
 			unix.Close(memfd)
 			memfd = old
@@ -241,8 +254,82 @@ func (m *Manager) Lookup(ino uint64) *Writable {
 	return m.writable[ino]
 }
 
+func (m *Manager) rememberRO(ms *unix.Stat_t, name string) {
+	if m.roPaths == nil {
+		m.roPaths = map[uint64]string{}
+	}
+	m.memDev = ms.Dev
+	if _, ok := m.roPaths[ms.Ino]; !ok {
+		m.roOrder = append(m.roOrder, ms.Ino)
+		if len(m.roOrder) > maxROPaths {
+			delete(m.roPaths, m.roOrder[0])
+			m.roOrder = m.roOrder[1:]
+		}
+	}
+	m.roPaths[ms.Ino] = name
+}
+
+// Identity tells what LKL file fd of process pid shadows, so that fstat of
+// a shadow reports the file's own identity (device, inode, mode, owner,
+// times: cp checks that the file it opened is the one it stat'ed) rather
+// than the memfd's. A writable shadow gives its LKL fd (lklfd >= 0), a
+// read-only copy its LKL path; size is the shadow's own, which is what
+// reads see. ok is false for any other fd.
+func (m *Manager) Identity(pid, fd int) (lklfd int, path string, size int64, ok bool) {
+	m.mu.Lock()
+	dev := m.memDev
+	m.mu.Unlock()
+	if dev == 0 && m.nwritable.Load() == 0 {
+		return -1, "", 0, false
+	}
+	var st unix.Stat_t
+	if unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st) != nil {
+		return -1, "", 0, false
+	}
+	if w := m.writableOf(&st); w != nil {
+		return w.LKLFd, w.Path, st.Size, true
+	}
+	if st.Dev != dev {
+		return -1, "", 0, false
+	}
+	m.mu.Lock()
+	p, ok := m.roPaths[st.Ino]
+	m.mu.Unlock()
+	return -1, p, st.Size, ok
+}
+
+// OfGuestFd returns the writable shadow that fd of process pid is, or nil
+// when it is none (a pipe, a terminal, a read-only shadow, a host file).
+// The memfd's device is compared too: inode numbers are only unique within
+// one filesystem.
+func (m *Manager) OfGuestFd(pid, fd int) *Writable {
+	if m.nwritable.Load() == 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st) != nil {
+		return nil
+	}
+	return m.writableOf(&st)
+}
+
+// writableOf returns the writable shadow whose memfd st describes.
+func (m *Manager) writableOf(st *unix.Stat_t) *Writable {
+	var ms unix.Stat_t
+	w := m.Lookup(st.Ino)
+	if w == nil || unix.Fstat(w.MemFd, &ms) != nil || ms.Dev != st.Dev || ms.Ino != st.Ino {
+		return nil
+	}
+	return w
+}
+
+// WriteBacks returns how many write-backs have run: a change means LKL
+// files changed (the dispatch stat cache compares it).
+func (m *Manager) WriteBacks() uint64 { return m.writeBacks.Load() }
+
 // WriteBack copies a writable shadow's content to its LKL file.
 func (m *Manager) WriteBack(w *Writable) error {
+	m.writeBacks.Add(1)
 	var st unix.Stat_t
 	if err := unix.Fstat(w.MemFd, &st); err != nil {
 		return err

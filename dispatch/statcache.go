@@ -1,0 +1,113 @@
+package dispatch
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// statCache remembers the results of path stats in LKL while nothing can
+// have changed the image.
+//
+// A stat storm (a shell's PATH search, make, ls -l, git status) asks the
+// same paths again and again, and each LKL newfstatat costs about a quarter
+// of a stat's time in the supervisor (path walk and allocations in the
+// KASAN-instrumented kernel). LKL's state changes only through kbox: the
+// syscalls it dispatches, shadow write-backs and the dup2 bridges' pumps.
+// So every entry carries the generation it was filled in, and a generation
+// moves on with every dispatched syscall that is not a pure lookup (see
+// pureLookup), every write-back and every pump transfer: an entry is only
+// ever used within a run of pure lookups, where LKL would answer the same.
+// Negative results (ENOENT, ENOTDIR, ...) are kept too. Identity is
+// emulated, LKL always checks as root, so results do not depend on the
+// caller. Host routes and binds are never cached: the host changes them
+// behind kbox's back.
+//
+// The seccomp tier serves on one thread; the lock is uncontended there. It
+// is per engine, held only for a slot copy.
+type statCache struct {
+	gen   atomic.Uint64
+	mu    sync.Mutex
+	slots [statSlots]statSlot
+}
+
+const statSlots = 256
+
+type statSlot struct {
+	gen      uint64 // 0: empty
+	wb       uint64 // the shadows' write-back count when filled
+	path     string
+	nofollow bool
+	errno    unix.Errno
+	st       lkl.Stat64
+}
+
+// pureLookup marks the syscalls that read LKL state without changing it
+// (not even an access time), and those that do not touch LKL at all.
+var pureLookup [MaxNr]bool
+
+func init() {
+	// Not readlink: it updates the link's access time.
+	for _, nr := range []int{unix.SYS_NEWFSTATAT, unix.SYS_STATX, unix.SYS_FACCESSAT,
+		unix.SYS_FACCESSAT2, unix.SYS_FSTAT, unix.SYS_GETCWD, unix.SYS_GETUID,
+		unix.SYS_GETEUID, unix.SYS_GETGID, unix.SYS_GETEGID, unix.SYS_GETRESUID,
+		unix.SYS_GETRESGID, unix.SYS_GETGROUPS, unix.SYS_UNAME} {
+		pureLookup[nr] = true
+	}
+	for _, nr := range legacyPureLookups {
+		pureLookup[nr] = true
+	}
+}
+
+// changed starts a new generation: every entry is stale.
+func (c *statCache) changed() { c.gen.Add(1) }
+
+func statHash(p string, nofollow bool) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(p); i++ {
+		h = (h ^ uint32(p[i])) * 16777619
+	}
+	if nofollow {
+		h = ^h
+	}
+	return h % statSlots
+}
+
+// get copies a current entry for path into st.
+func (c *statCache) get(path string, nofollow bool, wb uint64, st *lkl.Stat64) (unix.Errno, bool) {
+	gen := c.gen.Load() + 1 // +1: slot generation 0 means empty
+	s := &c.slots[statHash(path, nofollow)]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.gen != gen || s.wb != wb || s.nofollow != nofollow || s.path != path {
+		return 0, false
+	}
+	*st = s.st
+	return s.errno, true
+}
+
+// put records a result obtained in generation gen (read before the LKL call,
+// so that a change meanwhile makes the entry stale at once).
+func (c *statCache) put(gen, wb uint64, path string, nofollow bool, st *lkl.Stat64, en unix.Errno) {
+	s := &c.slots[statHash(path, nofollow)]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.gen, s.wb, s.path, s.nofollow, s.errno = gen+1, wb, path, nofollow, en
+	if en == 0 {
+		s.st = *st
+	}
+}
+
+// lklStat stats an image path in LKL, through the cache.
+func (e *Engine) lklStat(path string, nofollow bool, st *lkl.Stat64) unix.Errno {
+	wb := e.Shadows.WriteBacks()
+	if en, hit := e.stats.get(path, nofollow, wb, st); hit {
+		return en
+	}
+	gen := e.stats.gen.Load()
+	en := lklStatUncached(path, nofollow, st)
+	e.stats.put(gen, wb, path, nofollow, st, en)
+	return en
+}
