@@ -160,7 +160,7 @@ func (e *Engine) Dispatch(r *Request) Result {
 	// Shadows closed natively since the last syscall are written back
 	// before anything can observe their files (shadowfd.WatchCloses).
 	e.Shadows.WriteBackClosed()
-	if r.P.execPending {
+	if r.P != nil && r.P.execPending {
 		r.P.execPending = false
 		if !execImageOK(r.G.Pid()) {
 			unix.Kill(r.P.Tgid, unix.SIGKILL)
