@@ -198,7 +198,7 @@ func (r *Root) Close() error {
 		if r.kernelProc {
 			umountRetry(telemetryProc)
 		}
-		if err := r.Disk.Unmount(r.opt.Partition, 2*time.Second); err != nil {
+		if err := r.Disk.Unmount(r.opt.Partition, 2*time.Second, r.opt.ReadOnly); err != nil {
 			errs = append(errs, fmt.Errorf("umount image: %w (files still open?)", err))
 		} else if err := r.Disk.Remove(); err != nil {
 			errs = append(errs, fmt.Errorf("detach image: %w", err))
