@@ -129,8 +129,11 @@ type Engine struct {
 	// descendants.
 	RootPid int
 
+	// procs maps thread and process ids to processes. It is copied on
+	// write (under mu) and read without a lock: every notification looks
+	// its process up, processes come and go far more rarely.
 	mu    sync.Mutex
-	procs map[int]*Proc // by tgid
+	procs atomic.Pointer[map[int]*Proc]
 
 	enosys [MaxNr]atomic.Uint64
 	pumps  pumpSet // dup2 bridges' write pumps (bridge.go)
@@ -148,7 +151,8 @@ func New(opt Options) *Engine {
 	if opt.MaxFDs == 0 {
 		opt.MaxFDs = 4096
 	}
-	e := &Engine{Opt: opt, Shadows: shadowfd.New(), procs: map[int]*Proc{}}
+	e := &Engine{Opt: opt, Shadows: shadowfd.New()}
+	e.procs.Store(&map[int]*Proc{})
 	for _, b := range opt.Binds {
 		e.anyRO = e.anyRO || b.ReadOnly
 	}

@@ -60,18 +60,28 @@ func statusField(pid int, key string) (int, bool) {
 func (e *Engine) Start(pid int, cwd string) *Proc {
 	p := &Proc{Tgid: pid, cwd: cwd, FDs: e.newTable()}
 	e.mu.Lock()
-	e.procs[pid] = p
+	e.setProcs(func(m map[int]*Proc) { m[pid] = p })
 	e.mu.Unlock()
 	return p
 }
 
+// setProcs applies change to a copy of the process map and publishes it.
+// The caller holds e.mu.
+func (e *Engine) setProcs(change func(map[int]*Proc)) {
+	old := *e.procs.Load()
+	m := make(map[int]*Proc, len(old)+2)
+	for k, v := range old {
+		m[k] = v
+	}
+	change(m)
+	e.procs.Store(&m)
+}
+
 // Lookup returns the process of thread tid, creating it from its parent
-// after a fork (a new process inherits cwd and a copy of the fd table).
+// after a fork (a new process inherits cwd and a copy of the fd table). A
+// known thread is found without a lock or an allocation.
 func (e *Engine) Lookup(tid int) *Proc {
-	e.mu.Lock()
-	p := e.procs[tid]
-	e.mu.Unlock()
-	if p != nil {
+	if p := (*e.procs.Load())[tid]; p != nil {
 		return p
 	}
 	tgid, ok := statusField(tid, "Tgid")
@@ -80,13 +90,14 @@ func (e *Engine) Lookup(tid int) *Proc {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if p := e.procs[tgid]; p != nil {
-		e.procs[tid] = p // a thread of a known process
+	procs := *e.procs.Load()
+	if p := procs[tgid]; p != nil {
+		e.setProcs(func(m map[int]*Proc) { m[tid] = p }) // a thread of a known process
 		return p
 	}
 	np := &Proc{Tgid: tgid, cwd: "/"}
 	if ppid, ok := statusField(tgid, "PPid"); ok {
-		if parent := e.procs[ppid]; parent != nil {
+		if parent := procs[ppid]; parent != nil {
 			np.cwd = parent.Cwd()
 			np.exe = parent.exe
 			np.FDs = parent.FDs.Fork()
@@ -95,33 +106,32 @@ func (e *Engine) Lookup(tid int) *Proc {
 	if np.FDs == nil {
 		np.FDs = e.newTable()
 	}
-	e.procs[tgid] = np
-	if tid != tgid {
-		e.procs[tid] = np
-	}
+	e.setProcs(func(m map[int]*Proc) {
+		m[tgid] = np
+		m[tid] = np
+	})
 	return np
 }
 
 // Exit forgets a process (exit_group), dropping its virtual fds.
 func (e *Engine) Exit(p *Proc) {
 	e.mu.Lock()
-	for k, v := range e.procs {
-		if v == p {
-			delete(e.procs, k)
+	e.setProcs(func(m map[int]*Proc) {
+		for k, v := range m {
+			if v == p {
+				delete(m, k)
+			}
 		}
-	}
+	})
 	e.mu.Unlock()
 	p.FDs.CloseAll()
 }
 
 // FDOccupancy reports the fullest guest fd table: its open virtual fds and
-// its capacity (EMFILE beyond it). It takes the process lock, so callers
-// are samplers, not dispatch.
+// its capacity (EMFILE beyond it). Callers are samplers, not dispatch.
 func (e *Engine) FDOccupancy() (used, capacity int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	capacity = e.Opt.MaxFDs
-	for _, p := range e.procs {
+	for _, p := range *e.procs.Load() {
 		if n := p.FDs.Len(); n > used {
 			used, capacity = n, p.FDs.Cap()
 		}
@@ -131,9 +141,7 @@ func (e *Engine) FDOccupancy() (used, capacity int) {
 
 // Tgids appends the ids of the guest processes the engine knows to dst.
 func (e *Engine) Tgids(dst []int) []int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for id, p := range e.procs {
+	for id, p := range *e.procs.Load() {
 		if id == p.Tgid {
 			dst = append(dst, id)
 		}
