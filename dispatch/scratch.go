@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,33 +33,30 @@ func (s *scratch) cstring(p string) []byte {
 	return s.c[:n+1]
 }
 
-// maxInterned bounds the intern table; it is emptied when full.
-const maxInterned = 1024
+// internSlots is the size of the intern table.
+const internSlots = 4096
 
-// interned maps the bytes of recently read guest strings to one immutable
-// copy each: a program that stats or opens the same paths again (the
-// common case) gets them without allocating. Strings are never shared
-// mutably, so handing the same one to several requests is safe.
-var interned struct {
-	mu sync.Mutex
-	m  map[string]string
-}
+// interned holds one immutable copy each of recently read guest strings:
+// a program that stats or opens the same paths again (the common case)
+// gets them without allocating. It is a direct-mapped table of atomic
+// pointers, so lookups take no lock from any thread; two strings that hash
+// to one slot replace each other (a miss costs one allocation, as it would
+// without the table). Strings are immutable, so handing the same one to
+// several requests is safe.
+var interned [internSlots]atomic.Pointer[string]
 
 // intern returns b as a string, reusing an earlier copy when there is one.
 func intern(b []byte) string {
-	if len(b) > 256 {
-		return string(b) // long strings are rarely repeated
+	h := uint32(2166136261)
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
 	}
-	interned.mu.Lock()
-	defer interned.mu.Unlock()
-	if s, ok := interned.m[string(b)]; ok { // no allocation for the lookup
-		return s
-	}
-	if interned.m == nil || len(interned.m) >= maxInterned {
-		interned.m = make(map[string]string, 64)
+	slot := &interned[h%internSlots]
+	if p := slot.Load(); p != nil && *p == string(b) { // no allocation for the comparison
+		return *p
 	}
 	s := string(b)
-	interned.m[s] = s
+	slot.Store(&s)
 	return s
 }
 
