@@ -195,7 +195,15 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 		// The process runs from a memfd: report its image path.
 		n = copy(out, r.P.exe)
 	} else if t.Host {
-		err := atRoute(t, true, func(d int, name string, _ int) (err error) { n, err = unix.Readlinkat(d, name, out); return err })
+		err := atRoute(t, true, func(d int, name string, _ int) (err error) {
+			n, err = unix.Readlinkat(d, name, out)
+			if err == unix.ENOENT && name == "" {
+				// A bind's O_PATH fd of something that exists but
+				// is not a symlink: readlink(2) says EINVAL.
+				err = unix.EINVAL
+			}
+			return err
+		})
 		if err != nil {
 			return fail(err, Host)
 		}

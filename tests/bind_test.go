@@ -81,6 +81,8 @@ func TestBindReadWrite(t *testing.T) {
 			0, []string{"bind-own-hostname\n", "st=0"}, []string{bindSecret}},
 		{"stat and readlink through a symlink stay inside", []string{"-c", "stat -L /mnt/data/abs 2>&1; readlink /mnt/data/abs; test -e /mnt/data/rel || echo absent"},
 			0, []string{"No such file", dir + "/secret/s\n", "absent\n"}, []string{bindSecret}},
+		{"readlink of a file that is not a link is EINVAL; readlink -f works", []string{"-c", "readlink /mnt/data/f.txt; echo st=$?; /usr/bin/readlink -f /mnt/data/sub/../f.txt; cd /mnt/data && /usr/bin/realpath -e f.txt sub"},
+			0, []string{"st=1\n/mnt/data/f.txt\n/mnt/data/f.txt\n/mnt/data/sub\n"}, nil},
 		{"rename out of the bind is EXDEV: mv copies", []string{"-c", "ln /mnt/data/m.txt /tmp/hard 2>&1; mv /mnt/data/m.txt /tmp/m.txt && cat /tmp/m.txt && ls /mnt/data"},
 			0, []string{"Invalid cross-device link", "moved-out\n"}, []string{"m.txt\n"}},
 		{"no device nodes in a bind", []string{"-c", "mknod /mnt/data/disk b 8 0 2>&1; mkfifo /mnt/data/fifo && ls -l /mnt/data/fifo"},
