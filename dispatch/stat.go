@@ -66,6 +66,16 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 }
 
 func fstatVirtual(r *Request, fd, out uint64) Result {
+	if hfd, isHost := hostFile(r, fd); isHost {
+		var st unix.Stat_t
+		if err := unix.Fstat(hfd, &st); err != nil {
+			return fail(err, Host)
+		}
+		if err := r.G.Write(out, asBytes(&st)); err != nil {
+			return errno(unix.EFAULT, Host)
+		}
+		return ok(0, Host)
+	}
 	lfd, en := vfd(r, fd)
 	if en != 0 {
 		return errno(en, LKL)
@@ -112,6 +122,16 @@ func sysStatx(e *Engine, r *Request) Result {
 	if p == "" && flags&unix.AT_EMPTY_PATH != 0 {
 		if !isVirtual(r, uint64(uint32(dirfd))) {
 			return cont
+		}
+		if hfd, isHost := hostFile(r, uint64(uint32(dirfd))); isHost {
+			var sx unix.Statx_t
+			if err := unix.Statx(hfd, "", flags, int(r.Args[3]), &sx); err != nil {
+				return fail(err, Host)
+			}
+			if err := r.G.Write(r.Args[4], asBytes(&sx)); err != nil {
+				return errno(unix.EFAULT, Host)
+			}
+			return ok(0, Host)
 		}
 		lfd, en := vfd(r, uint64(uint32(dirfd)))
 		if en != 0 {
@@ -329,7 +349,7 @@ func sysChdir(e *Engine, r *Request) Result {
 
 func sysFchdir(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
-	if !r.P.FDs.IsVirtual(fd) {
+	if !r.P.FDs.IsVirtual(fd) || isHostFile(r, int32(fd)) {
 		base, en := e.hostFdPath(r, fd)
 		if en != 0 {
 			return errno(en, Host)
