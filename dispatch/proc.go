@@ -111,6 +111,22 @@ func (e *Engine) Exit(p *Proc) {
 	p.FDs.CloseAll()
 }
 
+// dropProcs forgets every process left, closing its virtual fds.
+func (e *Engine) dropProcs() {
+	e.mu.Lock()
+	var left []*Proc
+	for id, p := range e.procs {
+		if id == p.Tgid {
+			left = append(left, p)
+		}
+	}
+	clear(e.procs)
+	e.mu.Unlock()
+	for _, p := range left {
+		p.FDs.CloseAll()
+	}
+}
+
 // FDOccupancy reports the fullest guest fd table: its open virtual fds and
 // its capacity (EMFILE beyond it). It takes the process lock, so callers
 // are samplers, not dispatch.

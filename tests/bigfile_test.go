@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFileAboveShadowCap: a file larger than the shadow size cap is not
@@ -67,6 +68,18 @@ func TestShellRedirectVirtual(t *testing.T) {
 		"aaaa\nvia-fd4\nto-device=0\nreplaced\n"
 	if err != nil || string(out) != want {
 		t.Errorf("status %v\nstdout %q\nwant   %q\nstderr %s", err, out, want, stderr.String())
+	}
+	assertCleanImage(t, img)
+
+	// A shell killed inside nested redirections leaves kbox holding its
+	// saved copy of the outer redirection's pipe: kbox still exits at
+	// once and unmounts cleanly.
+	cmd = exec.Command(kboxBin(t), "image", "-S", img, "-c", "head -c 10000 /dev/zero > /root/k; { { kill -9 $$; } >> /root/k; } >> /root/k")
+	cmd.Env = append(os.Environ(), "KBOX_SHADOW_MAX=4096")
+	t0 := time.Now()
+	out, err = cmd.CombinedOutput()
+	if ee, isExit := err.(*exec.ExitError); !isExit || ee.ExitCode() != 128+9 || len(out) != 0 || time.Since(t0) > 3*time.Second {
+		t.Errorf("killed shell: %v after %v, output %q; want status 137 at once, no output", err, time.Since(t0), out)
 	}
 	assertCleanImage(t, img)
 }
