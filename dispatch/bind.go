@@ -118,14 +118,29 @@ func CheckBindsInImage(binds []*Bind) error {
 	return nil
 }
 
-// bindOf returns the bind holding guest path p.
-func (e *Engine) bindOf(p string) *Bind {
-	for _, b := range e.Opt.Binds {
+// BindOf returns the bind among binds holding clean guest path p, or nil.
+func BindOf(binds []*Bind, p string) *Bind {
+	for _, b := range binds {
 		if p == b.Guest || strings.HasPrefix(p, b.Guest+"/") {
 			return b
 		}
 	}
 	return nil
+}
+
+// bindOf returns the bind holding guest path p.
+func (e *Engine) bindOf(p string) *Bind { return BindOf(e.Opt.Binds, p) }
+
+// Stat stats guest path p of the bind, following symlinks inside it.
+func (b *Bind) Stat(p string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := b.openIn(bindTarget(b, p).Rel, unix.O_PATH, 0)
+	if err != nil {
+		return st, err
+	}
+	defer unix.Close(fd)
+	err = unix.Fstat(fd, &st)
+	return st, err
 }
 
 // bindTarget is the Target of guest path p in bind b.

@@ -190,7 +190,11 @@ func pumpFromLKL(lfd, dst int, stats *statCache) {
 
 // Drain waits (at most d) for the pumps that write guest output to the
 // image: call it after the guest is gone and before the image is unmounted.
+// It first drops the fd tables of processes that never ran exit_group
+// (killed by a signal): a host fd kept in one (hostfd.go) may be a pump's
+// pipe end, which would keep that pump waiting for more.
 func (e *Engine) Drain(d time.Duration) {
+	e.dropProcs()
 	done := make(chan struct{})
 	go func() {
 		e.pumps.wg.Wait()

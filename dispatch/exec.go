@@ -19,7 +19,7 @@ func init() {
 	register(unix.SYS_EXECVEAT, sysExecveat) // execveat(2)
 }
 
-// MaxExecSize bounds an executable read from the image.
+// MaxExecSize bounds an executable read from the image or a bind.
 const MaxExecSize = 512 << 20
 
 // A program is executed from memfds installed in the guest at fixed fds
@@ -29,11 +29,14 @@ const MaxExecSize = 512 << 20
 // resolves in the guest's host cwd (Opt.StageDir, a private directory) to a
 // link to /proc/self/fd/ExecFD. The base name always fits, and when argv[0]
 // shares the path's memory (as shells do) it still names the program. The
-// host kernel then executes the image's program; no host file is ever
-// executed in its place.
+// host kernel then executes the prepared copy of the guest's program, read
+// from the image or, for a path in a bind, through the bind's confined fd;
+// no other host file is ever executed in its place.
 
 type execKey struct {
+	host           bool // a bind's file: host device and inode numbers
 	dev, ino       uint64
+	size           int64
 	ctime, ctimeNs int64
 	patch          string
 }
@@ -49,49 +52,130 @@ func machine() elf.Machine {
 	return elf.EM_X86_64
 }
 
-// loadFile reads an image file for execution.
-func loadFile(p string) ([]byte, lkl.Stat64, unix.Errno) {
-	var st lkl.Stat64
+// loadFile reads the file at guest path p for execution: from the bind
+// holding p, confined in it, or else from the image. Nothing on a system
+// host route (/proc, /sys, /dev) is executed.
+func (e *Engine) loadFile(p string) ([]byte, execKey, unix.Errno) {
+	if b := e.bindOf(p); b != nil {
+		return loadBindFile(b, bindTarget(b, p).Rel)
+	}
+	if _, onRoute := e.route(p); onRoute {
+		return nil, execKey{}, unix.EACCES
+	}
+	return loadImageFile(p)
+}
+
+// loadImageFile reads an image file for execution.
+func loadImageFile(p string) ([]byte, execKey, unix.Errno) {
+	var k execKey
 	fd, le := lklPath(lkl.SysOpenat, 1, p, [6]uintptr{atFdcwd, 0, unix.O_RDONLY | unix.O_CLOEXEC})
 	if le != 0 {
-		return nil, st, le
+		return nil, k, le
 	}
 	defer lkl.Close(int(fd))
 	st, err := lkl.Fstat(int(fd))
 	if err != nil {
-		return nil, st, unix.EIO
+		return nil, k, unix.EIO
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return nil, st, unix.EACCES
+		return nil, k, unix.EACCES
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, st, unix.EACCES
+		return nil, k, unix.EACCES
 	}
 	if _, le := lklPath(lkl.SysFaccessat, 1, p, [6]uintptr{atFdcwd, 0, unix.X_OK}); le != 0 {
-		return nil, st, le
+		return nil, k, le
 	}
 	if st.Size > MaxExecSize {
-		return nil, st, unix.E2BIG
+		return nil, k, unix.E2BIG
 	}
+	k = execKey{dev: st.Dev, ino: st.Ino, size: st.Size, ctime: st.Ctime, ctimeNs: int64(st.CtimeNsec)}
 	b := make([]byte, st.Size)
 	for off := 0; off < len(b); {
 		n, le := lkl.Syscall6(lkl.SysPread64, fd, uptr(b[off:]), uintptr(len(b)-off), uintptr(off), 0, 0)
 		if le != 0 {
-			return nil, st, le
+			return nil, k, le
 		}
 		if n == 0 {
-			return nil, st, unix.EIO
+			return nil, k, unix.EIO
 		}
 		off += int(n)
 	}
-	return b, st, 0
+	return b, k, 0
+}
+
+// stNoexec is ST_NOEXEC of statfs's f_flags (MS_NOEXEC's value).
+const stNoexec = 0x8
+
+// loadBindFile reads a bind's host file for execution. It is opened with
+// the bind's confined openat2 as an O_PATH fd (no open of a FIFO or device
+// node), and must be a regular file that kbox's host uid may execute, on a
+// filesystem not mounted noexec, as the host kernel would require of an
+// execve. Its content is then read through kbox's own /proc/self/fd link
+// of that fd, which reaches exactly that inode.
+func loadBindFile(b *Bind, rel string) ([]byte, execKey, unix.Errno) {
+	var k execKey
+	pfd, err := b.openIn(rel, unix.O_PATH, 0)
+	if err != nil {
+		return nil, k, errnoOf(err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return nil, k, errnoOf(err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
+		return nil, k, unix.EACCES // directories and special files too
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(pfd, &sfs); err != nil || sfs.Flags&stNoexec != 0 {
+		return nil, k, unix.EACCES
+	}
+	if err := unix.Access(procFd(pfd), unix.X_OK); err != nil {
+		return nil, k, errnoOf(err)
+	}
+	fd, err := unix.Open(procFd(pfd), unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, k, errnoOf(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, k, errnoOf(err)
+	}
+	if st.Size > MaxExecSize {
+		return nil, k, unix.E2BIG
+	}
+	k = execKey{host: true, dev: st.Dev, ino: st.Ino, size: st.Size, ctime: st.Ctim.Sec, ctimeNs: st.Ctim.Nsec}
+	buf := make([]byte, st.Size)
+	for off := 0; off < len(buf); {
+		n, err := unix.Pread(fd, buf[off:], int64(off))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, k, errnoOf(err)
+		}
+		if n == 0 {
+			return nil, k, unix.EIO // shrunk while read
+		}
+		off += n
+	}
+	return buf, k, 0
+}
+
+// errnoOf is err's errno, EIO if it has none.
+func errnoOf(err error) unix.Errno {
+	if en, isErrno := err.(unix.Errno); isErrno {
+		return en
+	}
+	return unix.EIO
 }
 
 // prepare returns a sealed memfd holding the program at guest path p, with
 // PT_INTERP rewritten to /proc/self/fd/interpFD when it is dynamic, and the
 // interpreter path it needs ("" for static).
-func prepare(p string, interpFD int) (memfd int, interp string, info *elfload.Info, en unix.Errno) {
-	b, st, en := loadFile(p)
+func (e *Engine) prepare(p string, interpFD int) (memfd int, interp string, info *elfload.Info, en unix.Errno) {
+	b, k, en := e.loadFile(p)
 	if en != 0 {
 		return -1, "", nil, en
 	}
@@ -106,7 +190,7 @@ func prepare(p string, interpFD int) (memfd int, interp string, info *elfload.In
 	if info.Kind == elfload.Dynamic {
 		patch = "/proc/self/fd/" + strconv.Itoa(interpFD)
 	}
-	k := execKey{st.Dev, st.Ino, st.Ctime, int64(st.CtimeNsec), patch}
+	k.patch = patch
 	execCacheMu.Lock()
 	cached, hit := execCache[k]
 	execCacheMu.Unlock()
@@ -160,7 +244,7 @@ func install(r *Request, memfd, target int) unix.Errno {
 // prepareELF installs the ELF at guest path p at fd at, and its interpreter
 // at fd at+1.
 func (e *Engine) prepareELF(r *Request, p string, at int) unix.Errno {
-	memfd, interp, _, en := prepare(p, at+1)
+	memfd, interp, _, en := e.prepare(p, at+1)
 	if en != 0 {
 		return en
 	}
@@ -173,7 +257,7 @@ func (e *Engine) prepareELF(r *Request, p string, at int) unix.Errno {
 	if interp == "" {
 		return 0
 	}
-	imem, iinterp, _, en := prepare(Clean("/", interp), at+2)
+	imem, iinterp, _, en := e.prepare(Clean("/", interp), at+2)
 	if en != 0 {
 		if en == unix.ENOENT {
 			return unix.ENOENT // missing interpreter: execve reports ENOENT
@@ -199,14 +283,18 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 		return errno(en, LKL)
 	}
 	if t.Host && t.Path == "/proc/"+strconv.Itoa(r.P.Tgid)+"/exe" && r.P.exe != "" {
-		t = Target{Path: r.P.exe} // re-exec of itself: its image program
+		t, _ = e.classify(r, r.P.exe) // re-exec of itself: its program, in the image or a bind
 	}
-	if t.Host {
-		return errno(unix.EACCES, Denied) // nothing is executed from the host
+	if t.Host && t.Bind == nil {
+		return errno(unix.EACCES, Denied) // nothing is executed from the host outside binds
 	}
-	memfd, _, info, en := prepare(t.Path, InterpFD)
+	disp := LKL
+	if t.Bind != nil {
+		disp = Host // a bind's file, read through its confined fd
+	}
+	memfd, _, info, en := e.prepare(t.Path, InterpFD)
 	if en != 0 {
-		return errno(en, LKL)
+		return errno(en, disp)
 	}
 	if info.Kind == elfload.Script {
 		// The exec image is a one-line script naming the interpreter
@@ -214,14 +302,14 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 		// name, which open() maps back to this script.
 		ipath := Clean("/", info.ScriptInterp)
 		if en := e.prepareELF(r, ipath, InterpFD); en != 0 {
-			return errno(en, LKL)
+			return errno(en, disp)
 		}
 		// The interpreter is named through a staging link with its own
 		// base name, so that multi-call binaries (busybox) still see
 		// which program they are.
 		iname := stageName(ipath)
 		if en := e.stageLinkIn("i", iname, InterpFD); en != 0 {
-			return errno(en, LKL)
+			return errno(en, disp)
 		}
 		line := "#!i/" + iname
 		if info.ScriptArg != "" {
@@ -230,11 +318,11 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 		line += "\n"
 		sfd, err := unix.MemfdCreate("kbox-script:"+t.Path, unix.MFD_CLOEXEC)
 		if err != nil {
-			return errno(unix.ENOMEM, LKL)
+			return errno(unix.ENOMEM, disp)
 		}
 		unix.Write(sfd, []byte(line))
 		if en := install(r, sfd, ExecFD); en != 0 {
-			return errno(en, LKL)
+			return errno(en, disp)
 		}
 		r.P.pendingScript = t.Path
 		r.P.pendingName = stageName(t.Path)
@@ -244,32 +332,32 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 			// the staging directory.
 			r.P.pendingName = given
 			r.P.FDs.Exec()
-			r.P.exe = canonical(t.Path)
+			r.P.exe = e.canonical(t.Path)
 			r.P.execPending = true
-			return Result{Action: Continue, Disp: LKL}
+			return Result{Action: Continue, Disp: disp}
 		}
 	} else {
 		unix.Close(memfd)
 		if en := e.prepareELF(r, t.Path, ExecFD); en != 0 {
-			return errno(en, LKL)
+			return errno(en, disp)
 		}
 	}
 	name := stageName(t.Path)
 	if en := e.stageLinkIn("", name, ExecFD); en != 0 {
-		return errno(en, LKL)
+		return errno(en, disp)
 	}
 	if err := r.G.WriteForce(addr, cpath(name)); err != nil {
 		// The path string lives in read-only memory: it cannot be
 		// redirected to the prepared image.
-		return errno(unix.EFAULT, LKL)
+		return errno(unix.EFAULT, disp)
 	}
 	if r.G.Valid() != nil {
-		return errno(unix.ENOENT, LKL)
+		return errno(unix.ENOENT, disp)
 	}
 	r.P.FDs.Exec()
-	r.P.exe = canonical(t.Path)
+	r.P.exe = e.canonical(t.Path)
 	r.P.execPending = true
-	return Result{Action: Continue, Disp: LKL}
+	return Result{Action: Continue, Disp: disp}
 }
 
 // execMemfdPrefix is how /proc/PID/exe reads for a program prepared by
@@ -352,9 +440,25 @@ func (e *Engine) stageLinkIn(dir, name string, fd int) unix.Errno {
 	return 0
 }
 
-// canonical resolves p's symlinks through LKL's own /proc (as the kernel
-// reports /proc/PID/exe); without a mounted proc it returns p.
-func canonical(p string) string {
+// canonical resolves p's symlinks, as the kernel reports /proc/PID/exe: in
+// a bind through the bind's confined fd, in the image through LKL's own
+// /proc; without a mounted proc it returns p.
+func (e *Engine) canonical(p string) string {
+	if b := e.bindOf(p); b != nil {
+		fd, err := b.openIn(bindTarget(b, p).Rel, unix.O_PATH, 0)
+		if err != nil {
+			return p
+		}
+		defer unix.Close(fd)
+		l, err := os.Readlink(procFd(fd))
+		if err != nil {
+			return p
+		}
+		if g, inBind := e.bindGuestPath(l); inBind {
+			return g
+		}
+		return p
+	}
 	fd, le := lklPath(lkl.SysOpenat, 1, p, [6]uintptr{atFdcwd, 0, unix.O_PATH | unix.O_CLOEXEC})
 	if le != 0 {
 		return p

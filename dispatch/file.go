@@ -34,10 +34,12 @@ func init() {
 
 func isVirtual(r *Request, fd uint64) bool { return r.P.FDs.IsVirtual(int(int32(fd))) }
 
-// vfd returns the LKL fd behind a virtual guest fd.
+// vfd returns the LKL fd behind a virtual guest fd. A host file kept in
+// the virtual table (hostfd.go) has none: EBADF, unless the handler serves
+// it first.
 func vfd(r *Request, fd uint64) (int, unix.Errno) {
 	e, ok := r.P.FDs.Get(int(int32(fd)))
-	if !ok {
+	if !ok || e.File.Host {
 		return -1, unix.EBADF
 	}
 	return e.File.LKLFd, 0
@@ -177,7 +179,24 @@ func (e *Engine) writeBackHost(r *Request, fd int) {
 	if unix.Stat("/proc/"+strconv.Itoa(r.G.Pid())+"/fd/"+strconv.Itoa(fd), &st) != nil {
 		return
 	}
-	if w := e.Shadows.Lookup(st.Ino); w != nil {
+	e.writeBackIno(st.Ino)
+}
+
+// writeBackOwn writes back a writable shadow behind kbox's own fd fd.
+func (e *Engine) writeBackOwn(fd int) {
+	if !e.Shadows.HasWritable() {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return
+	}
+	e.writeBackIno(st.Ino)
+}
+
+// writeBackIno writes back the writable shadow whose memfd has inode ino.
+func (e *Engine) writeBackIno(ino uint64) {
+	if w := e.Shadows.Lookup(ino); w != nil {
 		if err := e.Shadows.WriteBack(w); err != nil {
 			os.Stderr.WriteString("kbox: " + err.Error() + "\n")
 		}
@@ -187,8 +206,15 @@ func (e *Engine) writeBackHost(r *Request, fd int) {
 func sysClose(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
 	if r.P.FDs.IsVirtual(fd) {
+		hfd, isHost := hostFile(r, r.Args[0])
+		if isHost {
+			e.writeBackOwn(hfd) // as on the close of a host fd
+		}
 		if err := r.P.FDs.Close(fd); err != nil {
 			return fail(err, LKL)
+		}
+		if isHost {
+			e.flushPumps()
 		}
 		return ok(0, LKL)
 	}
@@ -205,10 +231,14 @@ func sysCloseRange(e *Engine, r *Request) Result {
 }
 
 func lklFdIO(r *Request, nr uintptr, write bool, withOff bool) Result {
-	lfd, en := vfd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
+	ent, found := r.P.FDs.Get(int(int32(r.Args[0])))
+	if !found {
+		return errno(unix.EBADF, LKL)
 	}
+	if ent.File.Host {
+		return hostIO(r, ent.File.HostFd, write, withOff)
+	}
+	lfd := ent.File.LKLFd
 	n := r.Args[2]
 	if n > 1<<20 {
 		n = 1 << 20
@@ -241,6 +271,13 @@ func sysPread(e *Engine, r *Request) Result  { return lklFdIO(r, lkl.SysPread64,
 func sysPwrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPwrite64, true, true) }
 
 func sysLseek(e *Engine, r *Request) Result {
+	if hfd, isHost := hostFile(r, r.Args[0]); isHost {
+		off, err := unix.Seek(hfd, int64(r.Args[1]), int(int32(r.Args[2])))
+		if err != nil {
+			return fail(err, Host)
+		}
+		return ok(off, Host)
+	}
 	lfd, en := vfd(r, r.Args[0])
 	if en != 0 {
 		return errno(en, LKL)
@@ -298,14 +335,23 @@ func sysGetdentsOld(e *Engine, r *Request) Result {
 
 func sysFcntl(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
+	cmd := int(uint32(r.Args[1]))
+	dupfd := cmd == unix.F_DUPFD || cmd == unix.F_DUPFD_CLOEXEC
 	if !r.P.FDs.IsVirtual(fd) {
+		if dupfd && r.P.FDs.IsVirtual(int(uint32(r.Args[2]))) {
+			// A dup of a host fd into the virtual range (hostfd.go).
+			return e.dupHostHigh(r, fd, uint32(r.Args[2]), cmd == unix.F_DUPFD_CLOEXEC)
+		}
 		return cont
 	}
 	ent, okk := r.P.FDs.Get(fd)
 	if !okk {
 		return errno(unix.EBADF, Emulated)
 	}
-	switch int(r.Args[1]) {
+	if ent.File.Host && !dupfd && cmd != unix.F_GETFD && cmd != unix.F_SETFD {
+		return hostFcntl(ent.File.HostFd, cmd, r.Args[2])
+	}
+	switch cmd {
 	case unix.F_GETFD:
 		if ent.Cloexec {
 			return ok(unix.FD_CLOEXEC, Emulated)
@@ -322,7 +368,10 @@ func sysFcntl(e *Engine, r *Request) Result {
 		}
 		return ok(0, LKL)
 	case unix.F_DUPFD, unix.F_DUPFD_CLOEXEC:
-		nfd, err := r.P.FDs.Dup(fd, int(r.Args[2]), int(r.Args[1]) == unix.F_DUPFD_CLOEXEC)
+		if int32(r.Args[2]) < 0 {
+			return errno(unix.EINVAL, Emulated)
+		}
+		nfd, err := r.P.FDs.Dup(fd, int(int32(r.Args[2])), cmd == unix.F_DUPFD_CLOEXEC)
 		if err != nil {
 			return fail(err, Emulated)
 		}
@@ -377,6 +426,11 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 		if !okk {
 			return errno(unix.EBADF, Emulated)
 		}
+		if ent.File.Host {
+			// A host file kept in the virtual table (hostfd.go):
+			// its copy goes back at the host number.
+			return e.restoreHost(r, ent.File.HostFd, int(int32(newfd)), flags&unix.O_CLOEXEC != 0)
+		}
 		return e.bridge(r, ent.File, int(int32(newfd)), flags&unix.O_CLOEXEC != 0)
 	}
 	// A host fd onto a virtual fd number: EBADF, as the kernel answers
@@ -398,6 +452,13 @@ func sysFsync(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		e.writeBackHost(r, int(int32(r.Args[0])))
 		return cont
+	}
+	if hfd, isHost := hostFile(r, r.Args[0]); isHost {
+		e.writeBackOwn(hfd)
+		if err := unix.Fsync(hfd); err != nil {
+			return fail(err, Host)
+		}
+		return ok(0, Host)
 	}
 	return onLKLFd(r, lkl.SysFsync)
 }

@@ -127,6 +127,22 @@ func (e *Engine) Exit(p *Proc) {
 	p.FDs.CloseAll()
 }
 
+// dropProcs forgets every process left, closing its virtual fds.
+func (e *Engine) dropProcs() {
+	e.mu.Lock()
+	var left []*Proc
+	for id, p := range *e.procs.Load() {
+		if id == p.Tgid {
+			left = append(left, p)
+		}
+	}
+	e.procs.Store(&map[int]*Proc{})
+	e.mu.Unlock()
+	for _, p := range left {
+		p.FDs.CloseAll()
+	}
+}
+
 // FDOccupancy reports the fullest guest fd table: its open virtual fds and
 // its capacity (EMFILE beyond it). Callers are samplers, not dispatch.
 func (e *Engine) FDOccupancy() (used, capacity int) {

@@ -82,15 +82,16 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 		abs = Clean("/", p)
 	case dirfd == unix.AT_FDCWD:
 		abs = Clean(r.P.Cwd(), p)
-	case r.P.FDs.IsVirtual(int(dirfd)):
+	case r.P.FDs.IsVirtual(int(dirfd)) && !isHostFile(r, dirfd):
 		ent, ok := r.P.FDs.Get(int(dirfd))
 		if !ok {
 			return Target{}, unix.EBADF
 		}
 		abs = Clean(ent.File.Path, p)
 	default:
-		// A host directory fd: only one opened on a host route is usable,
-		// and the result must stay on that route.
+		// A host directory fd (or a host file kept in the virtual
+		// table): only one opened on a host route or in a bind is
+		// usable, and the result must stay on that route.
 		base, en := e.hostFdPath(r, int(dirfd))
 		if en != 0 {
 			return Target{}, en
@@ -130,10 +131,25 @@ func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
 	return Target{Host: true, Path: abs, Route: rt, Rel: rel}, 0
 }
 
+// isHostFile reports a guest virtual fd that is a host file (hostfd.go).
+func isHostFile(r *Request, fd int32) bool {
+	_, isHost := hostFile(r, uint64(uint32(fd)))
+	return isHost
+}
+
 // hostFdPath returns the guest path of a guest host fd that was opened on a
-// host route or in a bind.
+// host route or in a bind (or of a host file kept in the virtual table).
 func (e *Engine) hostFdPath(r *Request, fd int) (string, unix.Errno) {
-	l, err := os.Readlink("/proc/" + strconv.Itoa(r.P.Tgid) + "/fd/" + strconv.Itoa(fd))
+	if hfd, isHost := hostFile(r, uint64(uint32(fd))); isHost {
+		return e.hostLinkPath(procFd(hfd))
+	}
+	return e.hostLinkPath("/proc/" + strconv.Itoa(r.P.Tgid) + "/fd/" + strconv.Itoa(fd))
+}
+
+// hostLinkPath maps the /proc fd link of a host fd to the guest path of
+// its file, which must be on a host route or in a bind.
+func (e *Engine) hostLinkPath(link string) (string, unix.Errno) {
+	l, err := os.Readlink(link)
 	if err != nil {
 		return "", unix.EBADF
 	}

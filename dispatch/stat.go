@@ -106,6 +106,16 @@ func lklStatUncached(path string, nofollow bool, st *lkl.Stat64) unix.Errno {
 }
 
 func fstatVirtual(r *Request, fd, out uint64) Result {
+	if hfd, isHost := hostFile(r, fd); isHost {
+		var st unix.Stat_t
+		if err := unix.Fstat(hfd, &st); err != nil {
+			return fail(err, Host)
+		}
+		if err := r.G.Write(out, asBytes(&st)); err != nil {
+			return errno(unix.EFAULT, Host)
+		}
+		return ok(0, Host)
+	}
 	lfd, en := vfd(r, fd)
 	if en != 0 {
 		return errno(en, LKL)
@@ -170,6 +180,16 @@ func sysStatx(e *Engine, r *Request) Result {
 			}
 			lfd, shadowSize = sfd, size
 		} else {
+			if hfd, isHost := hostFile(r, uint64(uint32(dirfd))); isHost {
+				var sx unix.Statx_t
+				if err := unix.Statx(hfd, "", flags, int(r.Args[3]), &sx); err != nil {
+					return fail(err, Host)
+				}
+				if err := r.G.Write(r.Args[4], asBytes(&sx)); err != nil {
+					return errno(unix.EFAULT, Host)
+				}
+				return ok(0, Host)
+			}
 			var en unix.Errno
 			if lfd, en = vfd(r, uint64(uint32(dirfd))); en != 0 {
 				return errno(en, LKL)
@@ -256,7 +276,15 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 		// The process runs from a memfd: report its image path.
 		n = copy(out, r.P.exe)
 	} else if t.Host {
-		err := atRoute(t, true, func(d int, name string, _ int) (err error) { n, err = unix.Readlinkat(d, name, out); return err })
+		err := atRoute(t, true, func(d int, name string, _ int) (err error) {
+			n, err = unix.Readlinkat(d, name, out)
+			if err == unix.ENOENT && name == "" {
+				// A bind's O_PATH fd of something that exists but
+				// is not a symlink: readlink(2) says EINVAL.
+				err = unix.EINVAL
+			}
+			return err
+		})
 		if err != nil {
 			return fail(err, Host)
 		}
@@ -382,7 +410,7 @@ func sysChdir(e *Engine, r *Request) Result {
 
 func sysFchdir(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
-	if !r.P.FDs.IsVirtual(fd) {
+	if !r.P.FDs.IsVirtual(fd) || isHostFile(r, int32(fd)) {
 		base, en := e.hostFdPath(r, fd)
 		if en != 0 {
 			return errno(en, Host)

@@ -1,5 +1,5 @@
 // Package fdtable maps a guest process's virtual file descriptors to LKL
-// file descriptors.
+// file descriptors, or to host fds kbox holds for the guest.
 //
 // Guest fds below Base are the guest's own host fds (stdio, pipes, shadow
 // memfds) and never appear here; virtual fds are numbered from Base up, so
@@ -18,10 +18,17 @@ import (
 
 // File is an open LKL file, shared by every fd (in every process) that refers
 // to it. Its LKL fd is closed when the last reference goes.
+//
+// A File can instead be a host file (Host): a copy of a guest's host fd
+// that kbox holds in HostFd, for a dup the guest asked for in the virtual
+// range (fcntl F_DUPFD with a minimum at or above Base). LKLFd is then -1,
+// and HostFd is closed when the last reference goes.
 type File struct {
-	LKLFd int
-	Path  string // normalized guest path, for fchdir and *at() lookups
-	Flags int    // open flags
+	LKLFd  int
+	Host   bool
+	HostFd int
+	Path   string // normalized guest path, for fchdir and *at() lookups
+	Flags  int    // open flags
 	// refs counts fds referring to the file; after fork they live in
 	// several tables, so it is atomic rather than under one table's lock.
 	refs atomic.Int32
@@ -73,6 +80,18 @@ func (t *Table) Open(lklfd int, path string, flags int, cloexec bool) (int, erro
 	return fd, err
 }
 
+// OpenHost adds a host File holding hostfd (kbox's own fd, which the table
+// now owns) at the lowest free fd at or above min, and returns it, or
+// EMFILE.
+func (t *Table) OpenHost(hostfd, min int, cloexec bool) (int, error) {
+	f := &File{LKLFd: -1, Host: true, HostFd: hostfd}
+	fd, err := t.install(f, cloexec, min)
+	if err != nil {
+		unix.Close(hostfd)
+	}
+	return fd, err
+}
+
 func (t *Table) install(f *File, cloexec bool, min int) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -119,6 +138,10 @@ func (t *Table) Close(fd int) error {
 
 func (t *Table) release(f *File) {
 	if f.refs.Add(-1) == 0 {
+		if f.Host {
+			unix.Close(f.HostFd)
+			return
+		}
 		t.close(f.LKLFd)
 	}
 }

@@ -111,3 +111,42 @@ func TestCloseRangeAndForkRace(t *testing.T) {
 		t.Errorf("%d LKL fds closed, want each of 10 exactly once", closed.Load())
 	}
 }
+
+// TestOpenHost: a host File sits at the lowest free fd at or above its
+// minimum, is shared by dups and forks, and its host fd is closed once,
+// with the last reference (never through the LKL closer).
+func TestOpenHost(t *testing.T) {
+	lklClosed := 0
+	tb := New(1024, 8, func(int) { lklClosed++ })
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	open := func() bool { _, err := unix.FcntlInt(uintptr(p[1]), unix.F_GETFD, 0); return err == nil }
+	tb.Open(7, "/x", 0, false) // 1024
+	fd, err := tb.OpenHost(p[1], 1024, true)
+	if err != nil || fd != 1025 {
+		t.Fatalf("OpenHost at min 1024: %d %v", fd, err)
+	}
+	if e, ok := tb.Get(fd); !ok || !e.File.Host || e.File.HostFd != p[1] || e.File.LKLFd != -1 || !e.Cloexec {
+		t.Fatalf("entry %+v", e)
+	}
+	d, _ := tb.Dup(fd, 2000, false)
+	child := tb.Fork()
+	tb.Exec() // drops the cloexec original, keeps the dup
+	if _, ok := tb.Get(fd); ok || !open() {
+		t.Fatal("exec: cloexec host entry kept, or its fd closed while a dup refers to it")
+	}
+	tb.Close(d)
+	if !open() {
+		t.Fatal("host fd closed while the child's table refers to it")
+	}
+	child.CloseAll()
+	if open() {
+		t.Error("host fd still open after its last reference")
+	}
+	if lklClosed != 0 {
+		t.Errorf("LKL closer called %d times", lklClosed)
+	}
+}

@@ -22,6 +22,8 @@ const DefaultVirtualFDBase = 1024
 //  3. nr in Deny                         → ERRNO(DenyErrno)
 //  4. nr in Allow                        → ALLOW
 //  5. nr in HostFD: ioctl with TIOCSTI/TIOCLINUX → ERRNO(DenyErrno);
+//     fcntl F_DUPFD/F_DUPFD_CLOEXEC whose minimum (low 32 bits of args[2])
+//     is >= VirtualFDBase → USER_NOTIF (the new fd would be virtual);
 //     low 32 bits of args[0] < VirtualFDBase → ALLOW, else USER_NOTIF
 //  6. anything else                      → USER_NOTIF
 type Policy struct {
@@ -64,6 +66,7 @@ const (
 	clsDeny
 	clsHostFD
 	clsIoctl // HostFD plus terminal-injection guard
+	clsFcntl // HostFD plus dups into the virtual range
 	clsX32
 )
 
@@ -97,6 +100,8 @@ func (p *Policy) classes() (map[uint32]class, error) {
 			}
 			if c == clsHostFD && n == "ioctl" {
 				m[nr] = clsIoctl
+			} else if c == clsHostFD && n == "fcntl" {
+				m[nr] = clsFcntl
 			} else {
 				m[nr] = c
 			}
@@ -114,6 +119,9 @@ func (p *Policy) classes() (map[uint32]class, error) {
 	}
 	if nr, ok := p.Arch.Nr("ioctl"); ok && m[nr] == clsAllow {
 		return nil, fmt.Errorf("seccomp: ioctl must be in HostFD, not Allow (terminal-injection guard)")
+	}
+	if nr, ok := p.Arch.Nr("fcntl"); ok && m[nr] == clsAllow {
+		return nil, fmt.Errorf("seccomp: fcntl must be in HostFD, not Allow (dups into the virtual range)")
 	}
 	for nr := range m {
 		if p.Arch.X32Bit != 0 && nr >= p.Arch.X32Bit {
@@ -134,6 +142,14 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 	case clsIoctl:
 		if cmd := uint32(args[1]); cmd == ioctlTIOCSTI || cmd == ioctlTIOCLINUX {
 			return RetErrno | uint32(p.DenyErrno)
+		}
+		if uint32(args[0]) < p.VirtualFDBase {
+			return RetAllow
+		}
+	case clsFcntl:
+		cmd := uint32(args[1])
+		if (cmd == fcntlDupfd || cmd == fcntlDupfdCloexec) && uint32(args[2]) >= p.VirtualFDBase {
+			return RetUserNotif
 		}
 		fallthrough
 	case clsHostFD:
@@ -300,7 +316,7 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 	}
 	iv := p.intervals(m)
 	var a asm
-	ioctlL, hostL := a.newLabel(), a.newLabel()
+	ioctlL, hostL, fcntlL := a.newLabel(), a.newLabel(), a.newLabel()
 	ret := func(v uint32) bpf.Instruction { return bpf.RetConstant{Val: v} }
 	deny := RetErrno | uint32(p.DenyErrno)
 
@@ -318,6 +334,8 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 				a.jaTo(ioctlL)
 			case clsHostFD:
 				a.jaTo(hostL)
+			case clsFcntl:
+				a.jaTo(fcntlL)
 			default:
 				a.emit(ret(p.retFor(c, nil)))
 			}
@@ -341,6 +359,21 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 	a.setLabel(hostL)
 	a.emit(
 		bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipFalse: 1},
+		ret(RetUserNotif),
+		ret(RetAllow),
+	)
+	// fcntl: a virtual fd, or F_DUPFD(_CLOEXEC) of a host fd with a
+	// minimum in the virtual range, is notified; every other fcntl of a
+	// host fd runs natively.
+	a.setLabel(fcntlL)
+	a.emit(
+		bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 5},
+		bpf.LoadAbsolute{Off: ArgLowOffset(1), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfd, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfdCloexec, SkipFalse: 3},
+		bpf.LoadAbsolute{Off: ArgLowOffset(2), Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipFalse: 1},
 		ret(RetUserNotif),
 		ret(RetAllow),

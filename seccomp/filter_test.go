@@ -165,6 +165,61 @@ func TestFilterExhaustive(t *testing.T) {
 	}
 }
 
+// TestFilterFcntlDupfd: fcntl(F_DUPFD or F_DUPFD_CLOEXEC) of a host fd with
+// a minimum at or above the virtual base is notified (the new fd is
+// virtual); every other fcntl of a host fd stays native, whatever its
+// argument, and any fcntl of a virtual fd is notified. Only the low 32
+// bits of fd, cmd and minimum count, as in the kernel.
+func TestFilterFcntlDupfd(t *testing.T) {
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		p := policyFor(a)
+		vm := newVM(t, p)
+		nr, _ := a.Nr("fcntl")
+		base := uint64(p.VirtualFDBase)
+		hi := uint64(0xdead) << 32
+		for _, c := range []struct {
+			name          string
+			fd, cmd, arg3 uint64
+			want          uint32
+		}{
+			{"F_DUPFD_CLOEXEC min base+1 (busybox sh)", 0, unix.F_DUPFD_CLOEXEC, base + 1, RetUserNotif},
+			{"F_DUPFD min base", 3, unix.F_DUPFD, base, RetUserNotif},
+			{"F_DUPFD min -1", 3, unix.F_DUPFD, 0xFFFFFFFF, RetUserNotif},
+			{"F_DUPFD min base, junk high cmd bits", 3, unix.F_DUPFD | hi, base, RetUserNotif},
+			{"F_DUPFD min 10", 1, unix.F_DUPFD, 10, RetAllow},
+			{"F_DUPFD_CLOEXEC min base-1", 1, unix.F_DUPFD_CLOEXEC, base - 1, RetAllow},
+			{"F_DUPFD min 5, junk high bits", 1, unix.F_DUPFD, 5 | hi, RetAllow},
+			{"F_GETFL", 1, unix.F_GETFL, 0, RetAllow},
+			{"F_SETFL O_APPEND|O_NONBLOCK (above base as a number)", 1, unix.F_SETFL, unix.O_APPEND | unix.O_NONBLOCK, RetAllow},
+			{"F_SETFD FD_CLOEXEC", 1, unix.F_SETFD, unix.FD_CLOEXEC, RetAllow},
+			{"F_SETLK", 1, unix.F_SETLK, base + 7, RetAllow},
+			{"F_GETFL virtual fd", base, unix.F_GETFL, 0, RetUserNotif},
+			{"F_DUPFD virtual fd min 0", base + 2, unix.F_DUPFD, 0, RetUserNotif},
+			{"F_DUPFD fd -1", 0xFFFFFFFF, unix.F_DUPFD, 0, RetUserNotif},
+		} {
+			d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, Args: [6]uint64{c.fd, c.cmd, c.arg3}}
+			got := run(t, vm, &d)
+			if got != c.want {
+				t.Errorf("%s %s: got %s want %s", a.Name, c.name, retName(got), retName(c.want))
+			}
+			if o := p.Decide(nr, a.AuditArch, d.Args); o != got {
+				t.Errorf("%s %s: oracle %s, program %s", a.Name, c.name, retName(o), retName(got))
+			}
+		}
+		// Every command and boundary, program against oracle.
+		for cmd := uint64(0); cmd < 1100; cmd++ {
+			for _, fd := range []uint64{0, base - 1, base} {
+				for _, arg := range []uint64{0, base - 1, base, 0xFFFFFFFF} {
+					d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, Args: [6]uint64{fd, cmd, arg}}
+					if got, want := run(t, vm, &d), p.Decide(nr, a.AuditArch, d.Args); got != want {
+						t.Fatalf("%s fcntl(%d, %d, %d): program %s, oracle %s", a.Name, fd, cmd, arg, retName(got), retName(want))
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestDenyTables(t *testing.T) {
 	for _, tab := range []struct {
 		a   *Arch
@@ -207,6 +262,12 @@ func TestPolicyValidation(t *testing.T) {
 	p.Allow = append(p.Allow, "ioctl")
 	if _, err := p.Build(); err == nil {
 		t.Error("ioctl in Allow accepted")
+	}
+	p = DefaultPolicy()
+	p.HostFD = []string{"ioctl"}
+	p.Allow = append(p.Allow, "fcntl")
+	if _, err := p.Build(); err == nil {
+		t.Error("fcntl in Allow accepted")
 	}
 	// Long jumps: a policy with many scattered entries forces trampolines.
 	p = DefaultPolicy()

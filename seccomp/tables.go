@@ -216,7 +216,9 @@ var DefaultAllow = []string{
 //
 // ioctl gets an extra guard in BPF: TIOCSTI and TIOCLINUX are refused with
 // EPERM whatever the fd, because injecting input into a host terminal escapes
-// any sandbox.
+// any sandbox. fcntl gets one too: F_DUPFD and F_DUPFD_CLOEXEC with a
+// minimum at or above VirtualFDBase are notified whatever the fd (natively
+// they fail with EINVAL, the guest's RLIMIT_NOFILE being the base).
 var DefaultHostFD = []string{
 	"read", "write", "readv", "writev",
 	"pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2",
@@ -229,6 +231,14 @@ var DefaultHostFD = []string{
 const (
 	ioctlTIOCSTI   = 0x5412
 	ioctlTIOCLINUX = 0x541C
+)
+
+// fcntl commands that make a new fd at or above their argument (the same
+// numbers on every architecture): with a minimum at or above the virtual
+// fd base, the new fd is virtual, so the fcntl guard notifies them.
+const (
+	fcntlDupfd        = unix.F_DUPFD
+	fcntlDupfdCloexec = unix.F_DUPFD_CLOEXEC
 )
 
 func checkNames(list string, names []string) error {

@@ -15,13 +15,22 @@ import (
 
 // dumpFromImage copies a file out of the image with debugfs, so that the
 // native run uses the very same binary as the guest.
-func dumpFromImage(b *testing.B, img, guestPath string) string {
-	dst := filepath.Join(b.TempDir(), filepath.Base(guestPath))
-	if out, err := exec.Command("debugfs", "-R", "dump "+guestPath+" "+dst, img).CombinedOutput(); err != nil {
-		b.Fatalf("debugfs dump %s: %v %s", guestPath, err, out)
-	}
-	os.Chmod(dst, 0o755)
+func dumpFromImage(tb testing.TB, img, guestPath string) string {
+	dst := filepath.Join(tb.TempDir(), filepath.Base(guestPath))
+	dumpFromImageTo(tb, img, guestPath, dst)
 	return dst
+}
+
+// dumpFromImageTo copies a file out of the image to host path dst, mode
+// 0755.
+func dumpFromImageTo(tb testing.TB, img, guestPath, dst string) {
+	tb.Helper()
+	if out, err := exec.Command("debugfs", "-R", "dump "+guestPath+" "+dst, img).CombinedOutput(); err != nil {
+		tb.Fatalf("debugfs dump %s: %v %s", guestPath, err, out)
+	}
+	if err := os.Chmod(dst, 0o755); err != nil {
+		tb.Fatalf("debugfs dump %s: %v", guestPath, err)
+	}
 }
 
 func parseBench(b *testing.B, out string) float64 {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFileAboveShadowCap: a file larger than the shadow size cap is not
@@ -32,4 +33,53 @@ func TestFileAboveShadowCap(t *testing.T) {
 	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "KBOX_SHADOW_MAX") {
 		t.Errorf("bad KBOX_SHADOW_MAX accepted: %v %s", err, out)
 	}
+}
+
+// TestShellRedirectVirtual: busybox sh redirections of files served as
+// virtual fds (above KBOX_SHADOW_MAX). The shell saves the fd it redirects
+// with fcntl(fd, F_DUPFD_CLOEXEC, 1025), above the virtual fd it opened at
+// 1024; natively that is EINVAL (above RLIMIT_NOFILE) and the shell gave
+// up with status 1. Now the filter notifies it and kbox keeps a copy of
+// the saved fd, which the shell's dup2 puts back: stdin after `read <`
+// is the host's stdin again.
+func TestShellRedirectVirtual(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	script := strings.Join([]string{
+		`head -c 10000 /dev/zero | tr '\0' a > /root/big`,
+		`wc -c < /root/big`,                    // < for a program
+		`read -n 5 x < /root/big; echo "x=$x"`, // < for a builtin
+		`cat`,                                  // the shell's own stdin, restored
+		`echo appended >> /root/big`,           // >> for a builtin
+		`/opt/tests/hello >> /root/big`,        // >> for a program
+		`ls /no/such 2>> /root/big; tail -c 71 /root/big; wc -c < /root/big`,
+		`exec 3</etc/hostname; exec 3< /root/big; head -c 4 <&3; echo; exec 3<&-`,
+		`(exec 4>> /root/big; echo via-fd4 >&4); tail -c 8 /root/big`,
+		`mknod /root/null c 1 3; echo gone > /root/null; echo to-device=$?`, // > onto a virtual fd (a device)
+		`echo replaced > /root/big; cat /root/big`,                          // > truncates: a shadow
+	}, "\n")
+	cmd := exec.Command(kboxBin(t), "image", "-S", img, "-c", script)
+	cmd.Env = append(os.Environ(), "KBOX_SHADOW_MAX=4096")
+	cmd.Stdin = strings.NewReader("from-host-stdin\n")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	want := "10000\nx=aaaaa\nfrom-host-stdin\n" +
+		"appended\nhello from kbox guest\nls: /no/such: No such file or directory\n10071\n" +
+		"aaaa\nvia-fd4\nto-device=0\nreplaced\n"
+	if err != nil || string(out) != want {
+		t.Errorf("status %v\nstdout %q\nwant   %q\nstderr %s", err, out, want, stderr.String())
+	}
+	assertCleanImage(t, img)
+
+	// A shell killed inside nested redirections leaves kbox holding its
+	// saved copy of the outer redirection's pipe: kbox still exits at
+	// once and unmounts cleanly.
+	cmd = exec.Command(kboxBin(t), "image", "-S", img, "-c", "head -c 10000 /dev/zero > /root/k; { { kill -9 $$; } >> /root/k; } >> /root/k")
+	cmd.Env = append(os.Environ(), "KBOX_SHADOW_MAX=4096")
+	t0 := time.Now()
+	out, err = cmd.CombinedOutput()
+	if ee, isExit := err.(*exec.ExitError); !isExit || ee.ExitCode() != 128+9 || len(out) != 0 || time.Since(t0) > 3*time.Second {
+		t.Errorf("killed shell: %v after %v, output %q; want status 137 at once, no output", err, time.Since(t0), out)
+	}
+	assertCleanImage(t, img)
 }

@@ -4,6 +4,7 @@ package tests
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -80,6 +81,8 @@ func TestBindReadWrite(t *testing.T) {
 			0, []string{"bind-own-hostname\n", "st=0"}, []string{bindSecret}},
 		{"stat and readlink through a symlink stay inside", []string{"-c", "stat -L /mnt/data/abs 2>&1; readlink /mnt/data/abs; test -e /mnt/data/rel || echo absent"},
 			0, []string{"No such file", dir + "/secret/s\n", "absent\n"}, []string{bindSecret}},
+		{"readlink of a file that is not a link is EINVAL; readlink -f works", []string{"-c", "readlink /mnt/data/f.txt; echo st=$?; /usr/bin/readlink -f /mnt/data/sub/../f.txt; cd /mnt/data && /usr/bin/realpath -e f.txt sub"},
+			0, []string{"st=1\n/mnt/data/f.txt\n/mnt/data/f.txt\n/mnt/data/sub\n"}, nil},
 		{"rename out of the bind is EXDEV: mv copies", []string{"-c", "ln /mnt/data/m.txt /tmp/hard 2>&1; mv /mnt/data/m.txt /tmp/m.txt && cat /tmp/m.txt && ls /mnt/data"},
 			0, []string{"Invalid cross-device link", "moved-out\n"}, []string{"m.txt\n"}},
 		{"no device nodes in a bind", []string{"-c", "mknod /mnt/data/disk b 8 0 2>&1; mkfifo /mnt/data/fifo && ls -l /mnt/data/fifo"},
@@ -168,4 +171,116 @@ func TestBindErrors(t *testing.T) {
 			t.Errorf("status %d stderr %q", status, stderr)
 		}
 	})
+}
+
+// TestBindExec runs programs from a bind: a static and a dynamic ELF copied
+// out of the image (the dynamic one gets the image's interpreter), #!
+// scripts, and the refusals: a file without execute permission and a
+// directory (EACCES, 126 from the shell), and symlinks that point outside
+// the bind, which resolve inside it and find nothing there (127), whereas
+// the host programs they name would print their secret.
+func TestBindExec(t *testing.T) {
+	img := imagePath(t)
+	dir, h := bindTree(t)
+	bin := filepath.Join(h, "bin")
+	if err := os.MkdirAll(filepath.Join(bin, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dumpFromImageTo(t, img, "/opt/tests/hello", filepath.Join(bin, "hello"))
+	dumpFromImageTo(t, img, "/usr/bin/readlink", filepath.Join(bin, "readlink"))
+	dumpFromImageTo(t, img, "/opt/tests/hello", filepath.Join(dir, "secret", "prog"))
+	files := map[string]string{
+		"h/bin/s.sh":       "#!/bin/sh\necho script $0 $1\n",
+		"h/bin/bb.sh":      "#!/mnt/t/bin/sh\necho interpreter from the bind\n",
+		"secret/run.sh":    "#!/bin/sh\necho " + bindSecret + "\n",
+		"h/bin/noexec.sh":  "#!/bin/sh\necho ran-without-x\n",
+		"h/bin/noexec.elf": "",
+	}
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dumpFromImageTo(t, img, "/bin/busybox", filepath.Join(bin, "sh"))
+	dumpFromImageTo(t, img, "/opt/tests/hello", filepath.Join(bin, "noexec.elf"))
+	for _, n := range []string{"noexec.sh", "noexec.elf"} {
+		if err := os.Chmod(filepath.Join(bin, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		"h/bin/rl":        "readlink",
+		"h/bin/hi":        "hello",
+		"h/bin/abshi":     "/bin/hello", // the bind's own /bin
+		"h/bin/esc":       filepath.Join(dir, "secret/prog"),
+		"h/bin/escrel":    "../../secret/prog",
+		"h/bin/escsh":     filepath.Join(dir, "secret/run.sh"),
+		"h/bin/escshrel":  "../../secret/run.sh",
+		"h/bin/escdir":    filepath.Join(dir, "secret"),
+		"h/bin/escdirrel": "../../secret",
+	}
+	for n, target := range links {
+		if err := os.Symlink(target, filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const hello = "hello from kbox guest\n"
+	for _, mode := range []string{"", ":ro"} {
+		t.Run("bind"+mode, func(t *testing.T) {
+			prefix := []string{"image", "-S", img, "--read-only", "-b", h + ":/mnt/t" + mode}
+			runCases(t, prefix, []guestCase{
+				{"static ELF as the command", []string{"--", "/mnt/t/bin/hello"}, 0, []string{hello}, nil},
+				{"static ELF from the shell and on PATH", []string{"-c", "/mnt/t/bin/hello && cd /mnt/t && bin/hello && PATH=/mnt/t/bin:$PATH hello"},
+					0, []string{hello, hello, hello}, nil},
+				{"dynamic ELF with the image's interpreter", []string{"-c", "/mnt/t/bin/readlink /proc/self/exe; /mnt/t/bin/rl /proc/self/exe"},
+					0, []string{"/mnt/t/bin/readlink\n/mnt/t/bin/readlink\n"}, nil},
+				{"shebang scripts", []string{"-c", "/mnt/t/bin/s.sh one; cd /mnt/t/bin && ./s.sh two; /mnt/t/bin/bb.sh"},
+					0, []string{"script s.sh one\n", "script ./s.sh two\n", "interpreter from the bind\n"}, nil},
+				{"no execute permission: EACCES", []string{"-c", "/mnt/t/bin/hello; echo st=$?; /mnt/t/bin/noexec.sh; echo st=$?; /mnt/t/bin/noexec.elf; echo st=$?; /mnt/t/bin/dir; echo st=$?"},
+					0, []string{hello + "st=0\nst=126\nst=126\nst=126\n"}, []string{"ran-without-x"}},
+				{"symlinks resolve inside the bind: out of it, nothing is executed", []string{"-c",
+					"for p in hi abshi esc escrel escsh escshrel escdir/prog escdirrel/prog escdir/run.sh; do /mnt/t/bin/$p; echo st=$?; done"},
+					0, []string{hello + "st=0\n" + hello + "st=0\n" + strings.Repeat("st=127\n", 7)}, []string{bindSecret}},
+			})
+		})
+	}
+}
+
+// TestBindExecNoexec: a bind on a filesystem mounted noexec executes
+// nothing, as the host kernel would refuse, while the same program in a
+// bind on a tmpfs without noexec runs. The tmpfs mounts are made in a
+// private mount namespace (needs root; skipped otherwise).
+func TestBindExecNoexec(t *testing.T) {
+	img := imagePath(t)
+	bin := kboxBin(t)
+	if out, err := exec.Command("unshare", "-m", "--propagation", "private", "true").CombinedOutput(); err != nil {
+		t.Skipf("SKIP (needs a private mount namespace): unshare -m: %v %s", err, out)
+	}
+	dir := t.TempDir()
+	hello := filepath.Join(dir, "hello")
+	dumpFromImageTo(t, img, "/opt/tests/hello", hello)
+	script := ""
+	for _, m := range []string{"x", "nx"} {
+		d := filepath.Join(dir, m)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		opt := "exec"
+		if m == "nx" {
+			opt = "noexec"
+		}
+		script += "mount -t tmpfs -o " + opt + " kbox-" + m + " " + d + " && cp " + hello + " " + d + "/ && "
+	}
+	script += bin + " image -S " + img + " --read-only -b " + dir + "/x:/mnt/x -b " + dir + "/nx:/mnt/nx -c " +
+		"'/mnt/x/hello; echo st=$?; /mnt/nx/hello; echo st=$?; test -r /mnt/nx/hello && echo readable'"
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out, stderr.String())
+	}
+	if string(out) != "hello from kbox guest\nst=0\nst=126\nreadable\n" {
+		t.Errorf("want the program to run from the exec mount only:\n%s%s", out, stderr.String())
+	}
 }

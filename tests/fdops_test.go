@@ -20,6 +20,8 @@ func TestFdOps(t *testing.T) {
 				"{ mkdir /tmp/dd; exec 6</tmp/dd; } 2>&1; mkfifo /tmp/ff; { exec 5<>/tmp/ff; } 2>&1; " +
 				"/opt/tests/hello >> /root/big"},
 			0, []string{"appended\n", "via4\n", "hello from kbox guest\n", "68157476\n", "Is a directory", "Invalid argument"}, nil},
+		{"F_DUPFD of host fds into the virtual range keeps a copy of the fd", []string{"-c", "/opt/tests/dupfdhigh < /etc/hostname && cat /root/dupfdhigh.txt"},
+			0, []string{"dupfdhigh ok\n", "dupfdhigh gone ok\n", "xy23456789AB"}, []string{"FAIL"}},
 		{"msync and close write back a shared writable mapping", []string{"--", "/opt/tests/mmapsync"}, 0, []string{"mmapsync ok\n"}, []string{"FAIL"}},
 		{"exit with the mapping open", []string{"--", "/opt/tests/mmapsync", "exit"}, 0, nil, nil},
 		{"a later run sees every store", []string{"--", "/opt/tests/mmapsync", "check"}, 0, []string{"at0=msync-data at100=close-data at200=exit-data\n"}, nil},

@@ -106,7 +106,7 @@ func runImage(args []string) int {
 }
 
 func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, error) {
-	path, err := findProgram(o.Command[0], o.WorkDir, guestPath)
+	path, err := findProgram(o.Command[0], o.WorkDir, guestPath, binds)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
 		return exitNotFound, nil
@@ -166,20 +166,28 @@ func guestEnv(o *ImageOptions) []string {
 	return env
 }
 
-// findProgram finds a command in the image: a path with a slash as given
-// (relative to the work dir), otherwise the first executable regular file
-// on PATH.
-func findProgram(name, workdir, searchPath string) (string, error) {
+// findProgram finds a command in the image or a bind: a path with a slash
+// as given (relative to the work dir), otherwise the first executable
+// regular file on PATH.
+func findProgram(name, workdir, searchPath string, binds []*dispatch.Bind) (string, error) {
+	stat := func(p string) (uint32, error) {
+		if b := dispatch.BindOf(binds, p); b != nil {
+			st, err := b.Stat(p)
+			return st.Mode, err
+		}
+		st, err := lkl.Stat(p, false)
+		return st.Mode, err
+	}
 	if strings.Contains(name, "/") {
 		p := dispatch.Clean(workdir, name)
-		if _, err := lkl.Stat(p, false); err != nil {
+		if _, err := stat(p); err != nil {
 			return "", err
 		}
 		return p, nil
 	}
 	for _, dir := range strings.Split(searchPath, ":") {
 		p := dispatch.Clean("/", dir+"/"+name)
-		if st, err := lkl.Stat(p, false); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&0o111 != 0 {
+		if mode, err := stat(p); err == nil && mode&unix.S_IFMT == unix.S_IFREG && mode&0o111 != 0 {
 			return p, nil
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kbox-project/kbox/seccomp"
+	"golang.org/x/sys/unix"
 )
 
 // TestPolicyRoutes checks the seccomp tier's filter for the native
@@ -18,34 +19,39 @@ func TestPolicyRoutes(t *testing.T) {
 	}
 	notify, allow := uint32(seccomp.RetUserNotif), uint32(seccomp.RetAllow)
 	for _, c := range []struct {
-		name string
-		fd   uint64
-		want uint32
+		name     string
+		fd       uint64
+		want     uint32
+		cmd, arg uint64 // args[1] and args[2]
 	}{
-		{"openat", 0, notify},
-		{"newfstatat", 0, notify},
-		{"execve", 0, notify},
-		{"exit_group", 0, notify}, // shadows are written back at exit
-		{"getpid", 0, allow},
-		{"mmap", 0, allow},
-		{"clone", 0, allow},
-		{"read", 3, allow},       // host fd (pipe, terminal, shadow memfd): native
-		{"read", 1024, notify},   // virtual fd: served by kbox
-		{"getdents64", 3, allow}, // a directory from a host route
-		{"getdents64", 1030, notify},
-		{"fchmod", 1030, notify},
-		{"fsync", 3, notify}, // a writable shadow is written back
-		{"fdatasync", 3, notify},
-		{"reboot", 0, seccomp.RetErrno | 1},
-		{"bpf", 0, seccomp.RetErrno | 1},
+		{"openat", 0, notify, 0, 0},
+		{"newfstatat", 0, notify, 0, 0},
+		{"execve", 0, notify, 0, 0},
+		{"exit_group", 0, notify, 0, 0}, // shadows are written back at exit
+		{"getpid", 0, allow, 0, 0},
+		{"mmap", 0, allow, 0, 0},
+		{"clone", 0, allow, 0, 0},
+		{"read", 3, allow, 0, 0},       // host fd (pipe, terminal, shadow memfd): native
+		{"read", 1024, notify, 0, 0},   // virtual fd: served by kbox
+		{"getdents64", 3, allow, 0, 0}, // a directory from a host route
+		{"getdents64", 1030, notify, 0, 0},
+		{"fchmod", 1030, notify, 0, 0},
+		{"fsync", 3, notify, 0, 0}, // a writable shadow is written back
+		{"fdatasync", 3, notify, 0, 0},
+		{"fcntl", 3, allow, unix.F_SETFL, unix.O_APPEND | unix.O_NONBLOCK},
+		{"fcntl", 0, allow, unix.F_DUPFD_CLOEXEC, 10},
+		{"fcntl", 0, notify, unix.F_DUPFD_CLOEXEC, 1025}, // busybox sh saving fd 0 above a virtual fd
+		{"fcntl", 1030, notify, unix.F_GETFL, 0},
+		{"reboot", 0, seccomp.RetErrno | 1, 0, 0},
+		{"bpf", 0, seccomp.RetErrno | 1, 0, 0},
 	} {
 		nr, ok := p.Arch.Nr(c.name)
 		if !ok {
 			t.Errorf("%s: no syscall %s", p.Arch.Name, c.name)
 			continue
 		}
-		if got := p.Decide(nr, p.Arch.AuditArch, [6]uint64{c.fd}); got != c.want {
-			t.Errorf("%s %s(fd %d) = %#x, want %#x", p.Arch.Name, c.name, c.fd, got, c.want)
+		if got := p.Decide(nr, p.Arch.AuditArch, [6]uint64{c.fd, c.cmd, c.arg}); got != c.want {
+			t.Errorf("%s %s(fd %d, %d, %d) = %#x, want %#x", p.Arch.Name, c.name, c.fd, c.cmd, c.arg, got, c.want)
 		}
 	}
 }
