@@ -82,6 +82,11 @@ func (e *Engine) fstatShadow(r *Request, fd int, out uint64) Result {
 		return cont // the file is gone from the image: the copy's own stat
 	}
 	st.Size = size
+	return writeStat(r, &st, out)
+}
+
+// writeStat converts an LKL stat and writes it to the guest at out.
+func writeStat(r *Request, st *lkl.Stat64, out uint64) Result {
 	sc := getScratch()
 	defer putScratch(sc)
 	st.ToHost(&sc.st)
@@ -124,13 +129,7 @@ func fstatVirtual(r *Request, fd, out uint64) Result {
 	if err != nil {
 		return fail(err, LKL)
 	}
-	sc := getScratch()
-	defer putScratch(sc)
-	st.ToHost(&sc.st)
-	if err := r.G.Write(out, asBytes(&sc.st)); err != nil {
-		return errno(unix.EFAULT, LKL)
-	}
-	return ok(0, LKL)
+	return writeStat(r, &st, out)
 }
 
 func sysStat(e *Engine, r *Request) Result {
