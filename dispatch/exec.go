@@ -52,7 +52,9 @@ func machine() elf.Machine {
 // loadFile reads an image file for execution.
 func loadFile(p string) ([]byte, lkl.Stat64, unix.Errno) {
 	var st lkl.Stat64
-	fd, le := lklPath(lkl.SysOpenat, 1, p, [6]uintptr{atFdcwd, 0, unix.O_RDONLY | unix.O_CLOEXEC})
+	// Non-blocking: opening a FIFO must not wait for a writer (a FIFO
+	// then fails the S_IFREG check below).
+	fd, le := lklPath(lkl.SysOpenat, 1, p, [6]uintptr{atFdcwd, 0, uintptr(lkl.OpenFlagsToLKL(unix.O_RDONLY|unix.O_NONBLOCK)) | unix.O_CLOEXEC})
 	if le != 0 {
 		return nil, st, le
 	}
