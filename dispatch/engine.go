@@ -89,6 +89,8 @@ type Guest interface {
 type Pending interface {
 	// Valid returns nil while the guest still waits in the syscall.
 	Valid() error
+	// Pid is the calling thread's host tid.
+	Pid() int
 	// AddFD installs hostfd at the lowest free guest fd, without
 	// answering.
 	AddFD(hostfd int, cloexec bool) (int, error)

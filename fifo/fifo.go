@@ -24,7 +24,8 @@
 //     tells, failing with EAGAIN while a writer is there and returning 0
 //     when none is.
 //   - A goroutine checks every Poll that parked guests still wait, and drops
-//     those that died or were interrupted, closing their tokens.
+//     those that died, closing their tokens. A parked guest with a signal
+//     to handle is answered as a wait that a signal interrupts is.
 package fifo
 
 import (
@@ -32,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +48,8 @@ type Key struct{ Dev, Ino uint64 }
 type Opener interface {
 	// Valid returns nil while the guest still waits in the open.
 	Valid() error
+	// Pid is the host tid of the guest thread that opens.
+	Pid() int
 	// AddFD installs hostfd in the guest (without answering) and returns
 	// the guest's fd number.
 	AddFD(hostfd int, cloexec bool) (int, error)
@@ -57,7 +61,8 @@ type Opener interface {
 
 // Set holds the host FIFOs of one kbox run.
 type Set struct {
-	// Poll is how often parked opens are checked for guests that are gone.
+	// Poll is how often parked opens are checked for guests that are gone
+	// or have a signal to take.
 	Poll time.Duration
 
 	mu      sync.Mutex
@@ -246,9 +251,8 @@ func (s *Set) parkedLocked(n *node) {
 	}
 }
 
-// watch drops, every Poll, the parked opens whose guests are gone (dead,
-// or interrupted: an interrupted open is notified again), until none is
-// parked.
+// watch drops, every Poll, the parked opens whose guests are gone or
+// interrupted (prune), until none is parked.
 func (s *Set) watch(stop chan struct{}) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.Poll)
@@ -276,17 +280,69 @@ func (s *Set) watch(stop chan struct{}) {
 	}
 }
 
+// prune drops the parked opens of list whose guests are gone, and
+// interrupts those whose guests have a signal to take (see interrupted).
 func prune(list []parked) []parked {
 	live := list[:0]
 	for _, p := range list {
-		if p.o.Valid() == nil {
+		switch {
+		case p.o.Valid() != nil:
+		case interrupted(p.o.Pid()):
+			p.o.ReplyErrno(errRestartSys)
+		default:
 			live = append(live, p)
-		} else if p.token >= 0 {
+			continue
+		}
+		if p.token >= 0 {
 			unix.Close(p.token)
 		}
 	}
 	clear(list[len(live):])
 	return live
+}
+
+// errRestartSys is the kernel's ERESTARTSYS. As the answer to a notified
+// syscall it acts as it does for a syscall that a signal interrupts: after
+// the signal, the kernel restarts the syscall (a handler with SA_RESTART,
+// a stop, no handler run at all) or fails it with EINTR.
+const errRestartSys = unix.Errno(512)
+
+// stopSignals stop a process by default.
+const stopSignals = 1<<(unix.SIGTSTP-1) | 1<<(unix.SIGTTIN-1) | 1<<(unix.SIGTTOU-1) | 1<<(unix.SIGSTOP-1)
+
+// interrupted reports whether thread tid has a pending, unblocked signal
+// that would interrupt a wait in open(2) on Linux without killing the
+// process: one it handles, or one that stops it. A guest waiting in a
+// notified syscall takes only fatal signals (the listener's
+// WAIT_KILLABLE_RECV); the others wait for the answer.
+func interrupted(tid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	return err == nil && interrupts(string(b))
+}
+
+// interrupts is interrupted for the text of /proc/TID/status.
+func interrupts(status string) bool {
+	var pnd, shd, blk, ign, cgt uint64
+	for _, l := range strings.Split(status, "\n") {
+		k, v, _ := strings.Cut(l, ":\t")
+		m, err := strconv.ParseUint(v, 16, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "SigPnd":
+			pnd = m
+		case "ShdPnd":
+			shd = m
+		case "SigBlk":
+			blk = m
+		case "SigIgn":
+			ign = m
+		case "SigCgt":
+			cgt = m
+		}
+	}
+	return (pnd|shd)&^blk&(cgt|stopSignals&^ign) != 0
 }
 
 // Close fails the opens still parked (when kbox exits, their guests are

@@ -1,6 +1,7 @@
 package fifo
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -26,6 +27,8 @@ type result struct {
 func newOpener() *opener { return &opener{fd: -1, answer: make(chan result, 2)} }
 
 func (o *opener) later() Opener { return o }
+
+func (o *opener) Pid() int { return -1 } // no such thread: no signal
 
 func (o *opener) Valid() error {
 	if o.gone.Load() {
@@ -347,5 +350,30 @@ func TestClose(t *testing.T) {
 	settled(t, "goroutines left", func() bool { return runtime.NumGoroutine() <= g0 })
 	if f := fds(t); f != f0 {
 		t.Errorf("%d fds after Close, want %d", f, f0)
+	}
+}
+
+func TestInterrupts(t *testing.T) {
+	bit := func(sig unix.Signal) uint64 { return 1 << (sig - 1) }
+	chld, alrm, term, tstp := bit(unix.SIGCHLD), bit(unix.SIGALRM), bit(unix.SIGTERM), bit(unix.SIGTSTP)
+	for _, c := range []struct {
+		name                    string
+		pnd, shd, blk, ign, cgt uint64
+		want                    bool
+	}{
+		{"nothing pending", 0, 0, 0, 0, alrm, false},
+		{"SIGCHLD handled, pending for the process", 0, chld, 0, 0, chld, true},
+		{"SIGALRM handled, pending for the thread", alrm, 0, 0, 0, alrm, true},
+		{"handled but blocked", alrm, 0, alrm, 0, alrm, false},
+		{"not handled: fatal, the kernel ends the wait itself", term, 0, 0, 0, 0, false},
+		{"ignored", 0, chld, 0, chld, 0, false},
+		{"SIGTSTP, default action: stop", 0, tstp, 0, 0, 0, true},
+		{"SIGTSTP ignored", 0, tstp, 0, tstp, 0, false},
+	} {
+		st := fmt.Sprintf("Name:\tcat\nSigQ:\t1/63419\nSigPnd:\t%016x\nShdPnd:\t%016x\nSigBlk:\t%016x\nSigIgn:\t%016x\nSigCgt:\t%016x\nCapInh:\t0000000000000000\n",
+			c.pnd, c.shd, c.blk, c.ign, c.cgt)
+		if got := interrupts(st); got != c.want {
+			t.Errorf("%s: %v, want %v\n%s", c.name, got, c.want, st)
+		}
 	}
 }

@@ -146,17 +146,20 @@ func (g *guest) AddFDReply(hostfd int, cloexec bool) (int, error) {
 }
 
 // Defer keeps what answering the notification later needs.
-func (g *guest) Defer() dispatch.Pending { return &pending{l: g.l, id: g.n.ID} }
+func (g *guest) Defer() dispatch.Pending { return &pending{l: g.l, id: g.n.ID, pid: int(g.n.Pid)} }
 
 // pending is a notification answered after others: the listener takes
 // answers in any order and from any thread. Run closes the engine's FIFOs,
 // which hold pendings, before it closes the listener.
 type pending struct {
-	l  *seccomp.Listener
-	id uint64
+	l   *seccomp.Listener
+	id  uint64
+	pid int
 }
 
 func (p *pending) Valid() error { return p.l.IDValid(p.id) }
+
+func (p *pending) Pid() int { return p.pid }
 
 func (p *pending) AddFD(hostfd int, cloexec bool) (int, error) {
 	a := seccomp.NotifAddfd{ID: p.id, Srcfd: uint32(hostfd)}

@@ -3,8 +3,9 @@
  * (O_NONBLOCK reader at once, O_NONBLOCK writer ENXIO without a reader,
  * O_RDWR), the flags asked for (O_CLOEXEC, O_NONBLOCK), blocking opens in
  * both orders, several readers waiting at once, EOF, EPIPE and SIGPIPE, a
- * reader killed while its open waits, and opens that must not wait (exec,
- * O_DIRECTORY, O_PATH). Prints "fifo ok" when all hold. */
+ * reader killed while its open waits, opens that must not wait (exec,
+ * O_DIRECTORY, O_PATH), and a handled signal during a waiting open. Prints
+ * "fifo ok" when all hold. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +58,14 @@ static pid_t reader_told(const char *p, const char *want, int tell)
 }
 
 static pid_t reader(const char *p, const char *want) { return reader_told(p, want, -1); }
+
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
 
 int main(int argc, char **argv)
 {
@@ -186,6 +196,39 @@ int main(int argc, char **argv)
 	close(o);
 
 	CHECK(unlink(p) == 0, "unlink");
+
+	/* A handled signal interrupts a waiting open: EINTR without
+	 * SA_RESTART; with it, the handler runs and the open goes on
+	 * waiting. A FIFO of its own, and a child that opens it for
+	 * writing after a while, so that a regression fails instead of
+	 * waiting forever. */
+	char q[256];
+	snprintf(q, sizeof q, "%s.sig", p);
+	unlink(q);
+	CHECK(mkfifo(q, 0600) == 0, "mkfifo");
+	pid_t rescue = fork();
+	if (rescue == 0) {
+		nap(1000);
+		int fd = open(q, O_WRONLY);
+		nap(200);
+		_exit(fd >= 0 ? 0 : 1);
+	}
+	struct sigaction sa = {0};
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = {{0, 0}, {0, 200000}};
+	setitimer(ITIMER_REAL, &it, NULL);
+	errno = 0;
+	int e = open(q, O_RDONLY);
+	CHECK(e == -1 && errno == EINTR && alarms == 1, "open not interrupted by a handled signal (fd %d, %d alarms)", e, alarms);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+	e = open(q, O_RDONLY);
+	CHECK(e >= 0 && alarms == 2, "open with SA_RESTART: fd %d, %d alarms", e, alarms);
+	close(e);
+	CHECK(reap(rescue) == 0, "writer");
+	unlink(q);
 	if (!bad)
 		printf("fifo ok\n");
 	return bad;
