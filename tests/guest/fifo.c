@@ -47,6 +47,8 @@ static pid_t reader_told(const char *p, const char *want, int tell)
 		int fd = open(p, O_RDONLY);
 		if (fd < 0)
 			_exit(2);
+		if (fcntl(fd, F_GETFD) & FD_CLOEXEC)
+			_exit(5);
 		if (tell >= 0)
 			write(tell, "o", 1);
 		int n = 0, r;
@@ -118,8 +120,9 @@ int main(int argc, char **argv)
 		int fd = open(p, O_RDONLY);
 		_exit(fd >= 0 && read(fd, buf, 5) == 5 && memcmp(buf, "later", 5) == 0 ? 0 : 3);
 	}
-	w = open(p, O_WRONLY);
+	w = open(p, O_WRONLY | O_CLOEXEC);
 	CHECK(w >= 0, "writer open before a reader");
+	CHECK(fcntl(w, F_GETFD) & FD_CLOEXEC, "O_CLOEXEC not set on a writer that waited");
 	CHECK(write(w, "later", 5) == 5, "write");
 	close(w);
 	CHECK(reap(c) == 0, "reader (opened second) did not read");
