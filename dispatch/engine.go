@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/fifo"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
 )
@@ -39,6 +40,10 @@ const (
 	// Answered means the handler already answered the syscall (AddFDReply):
 	// the tier must not answer it again. Val holds the result.
 	Answered
+	// Deferred means the handler deferred the syscall (Guest.Defer): it
+	// is answered later, the tier must not answer it, and its result is
+	// not known yet.
+	Deferred
 )
 
 // Result is a handler's answer.
@@ -72,6 +77,27 @@ type Guest interface {
 	// guest instead of two). After success the handler must return
 	// Answered.
 	AddFDReply(hostfd int, cloexec bool) (int, error)
+	// Defer detaches the syscall from the tier's serving loop: the handler
+	// returns Deferred, and the guest waits until the Pending answers it,
+	// later, while the loop serves other syscalls.
+	Defer() Pending
+}
+
+// Pending is a syscall whose answer was deferred (Guest.Defer). Its methods
+// may be called from any goroutine; one answer must be given, unless the
+// guest has gone.
+type Pending interface {
+	// Valid returns nil while the guest still waits in the syscall.
+	Valid() error
+	// Pid is the calling thread's host tid.
+	Pid() int
+	// AddFD installs hostfd at the lowest free guest fd, without
+	// answering.
+	AddFD(hostfd int, cloexec bool) (int, error)
+	// Reply answers the syscall with val.
+	Reply(val int64) error
+	// ReplyErrno fails the syscall with en.
+	ReplyErrno(en unix.Errno) error
 }
 
 // Request is one syscall to dispatch.
@@ -125,6 +151,10 @@ const (
 type Engine struct {
 	Opt     Options
 	Shadows *shadowfd.Manager
+	// FIFOs are the host FIFOs behind the image's FIFOs (fifo.go). The
+	// tier closes them after the last guest and before its listener:
+	// parked opens are answered through it.
+	FIFOs *fifo.Set
 	// RootPid is the first guest process; signals reach only it and its
 	// descendants.
 	RootPid int
@@ -151,7 +181,7 @@ func New(opt Options) *Engine {
 	if opt.MaxFDs == 0 {
 		opt.MaxFDs = 4096
 	}
-	e := &Engine{Opt: opt, Shadows: shadowfd.New()}
+	e := &Engine{Opt: opt, Shadows: shadowfd.New(), FIFOs: fifo.New()}
 	e.procs.Store(&map[int]*Proc{})
 	for _, b := range opt.Binds {
 		e.anyRO = e.anyRO || b.ReadOnly
@@ -200,6 +230,8 @@ func (e *Engine) ENOSYSCounts() map[int]uint64 {
 func ok(v int64, d Disposition) Result { return Result{Val: v, Disp: d} }
 
 func answered(v int64, d Disposition) Result { return Result{Action: Answered, Val: v, Disp: d} }
+
+func deferred(d Disposition) Result { return Result{Action: Deferred, Disp: d} }
 
 func fail(err error, d Disposition) Result {
 	if en, isErrno := err.(unix.Errno); isErrno {

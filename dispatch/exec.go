@@ -68,7 +68,9 @@ func (e *Engine) loadFile(p string) ([]byte, execKey, unix.Errno) {
 // loadImageFile reads an image file for execution.
 func loadImageFile(p string) ([]byte, execKey, unix.Errno) {
 	var k execKey
-	fd, le := lklPath(lkl.SysOpenat, 1, p, [6]uintptr{atFdcwd, 0, unix.O_RDONLY | unix.O_CLOEXEC})
+	// Non-blocking: opening a FIFO must not wait for a writer (a FIFO
+	// then fails the regular-file check below).
+	fd, le := lklPath(lkl.SysOpenat, 1, p, [6]uintptr{atFdcwd, 0, uintptr(lkl.OpenFlagsToLKL(unix.O_RDONLY|unix.O_NONBLOCK)) | unix.O_CLOEXEC})
 	if le != 0 {
 		return nil, k, le
 	}

@@ -114,7 +114,16 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if res, done := e.openCached(r, t, flags); done {
 		return res
 	}
-	lflags := int(lkl.OpenFlagsToLKL(uint32(flags&^unix.O_CLOEXEC))) | unix.O_CLOEXEC
+	hflags := flags &^ unix.O_CLOEXEC
+	// A read-only open of a FIFO waits for a writer, which in LKL would
+	// stall every guest. Opened non-blocking, a FIFO is found by the fstat
+	// below and served by a host FIFO (fifo.go). Opens with write access
+	// are O_RDWR in LKL (below), which never blocks.
+	probe := flags&(unix.O_ACCMODE|unix.O_NONBLOCK|unix.O_PATH|unix.O_DIRECTORY) == unix.O_RDONLY
+	if probe {
+		hflags |= unix.O_NONBLOCK
+	}
+	lflags := int(lkl.OpenFlagsToLKL(uint32(hflags))) | unix.O_CLOEXEC
 	if flags&unix.O_ACCMODE == unix.O_WRONLY {
 		// A writable shadow is filled from the file: LKL must be able to
 		// read it. A directory then fails with EISDIR, as it should.
@@ -136,6 +145,10 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 		lkl.Close(lfd)
 		return fail(err, LKL)
 	}
+	if st.Mode&unix.S_IFMT == unix.S_IFIFO && flags&unix.O_PATH == 0 {
+		lkl.Close(lfd)
+		return e.openFIFO(r, &st, flags)
+	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && e.Shadows.Fits(st.Size) && flags&unix.O_PATH == 0 {
 		var hfd int
 		if flags&unix.O_ACCMODE == unix.O_RDONLY {
@@ -154,6 +167,14 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 			return fail(err, LKL)
 		}
 		return answered(int64(gfd), LKL)
+	}
+	if probe {
+		// Not a FIFO: a virtual fd has the status flags the guest asked
+		// for, without kbox's O_NONBLOCK.
+		if le := setfl(lfd, flags); le != 0 {
+			lkl.Close(lfd)
+			return errno(le, LKL)
+		}
 	}
 	if flags&unix.O_APPEND != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY {
 		// O_APPEND was kept off the LKL fd in case it became a

@@ -48,6 +48,7 @@ func (g *fakeGuest) AddFD(hostfd, target int, cloexec bool) (int, error) {
 	return 3, nil
 }
 func (g *fakeGuest) AddFDReply(hostfd int, cloexec bool) (int, error) { return 3, nil }
+func (g *fakeGuest) Defer() dispatch.Pending                          { panic("no deferred syscall") }
 
 func init() {
 	// dispatch-allocs reports the allocations of the hot dispatch paths:

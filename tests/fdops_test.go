@@ -17,7 +17,7 @@ func TestFdOps(t *testing.T) {
 			"/opt/tests/fdflags mkbig /root/big && echo appended >> /root/big && tail -c 9 /root/big && " +
 				"exec 4>>/root/big && echo via4 >&4 && exec 4>&- && tail -c 5 /root/big && " +
 				"/opt/tests/hello >> /root/big && tail -n 1 /root/big && cat < /root/big | wc -c && " +
-				"{ mkdir /tmp/dd; exec 6</tmp/dd; } 2>&1; mkfifo /tmp/ff; { exec 5<>/tmp/ff; } 2>&1; " +
+				"{ mkdir /tmp/dd; exec 6</tmp/dd; } 2>&1; { exec 5<>/root/big; } 2>&1; " +
 				"/opt/tests/hello >> /root/big"},
 			0, []string{"appended\n", "via4\n", "hello from kbox guest\n", "68157476\n", "Is a directory", "Invalid argument"}, nil},
 		{"F_DUPFD of host fds into the virtual range keeps a copy of the fd", []string{"-c", "/opt/tests/dupfdhigh < /etc/hostname && cat /root/dupfdhigh.txt"},

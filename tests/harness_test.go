@@ -1,12 +1,14 @@
 package tests
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // repoRoot is the checkout holding this package.
@@ -71,13 +73,24 @@ func assertCleanImage(t testing.TB, img string) {
 	}
 }
 
+// kboxTimeout bounds each run of runKbox, so that a run that hangs fails
+// its test (kbox is killed, and its keeper kills the guest) instead of
+// stalling the whole test binary.
+const kboxTimeout = 2 * time.Minute
+
 // runKbox runs the kbox binary and returns stdout, stderr and exit status.
 func runKbox(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(kboxBin(t), args...)
+	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kboxBin(t), args...)
+	cmd.WaitDelay = 5 * time.Second
 	var so, se strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("kbox %q did not finish within %v: killed\nstdout: %s\nstderr: %s", args, kboxTimeout, &so, &se)
+	}
 	status := 0
 	if err != nil {
 		ee, ok := err.(*exec.ExitError)

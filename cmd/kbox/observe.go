@@ -149,8 +149,9 @@ func (ob *observatory) observe(req *dispatch.Request, res *dispatch.Result, lat 
 		Path:      req.Path,
 	}
 	switch {
-	case res.Action == dispatch.Continue:
-		// The host kernel runs it; its result is not seen.
+	case res.Action == dispatch.Continue, res.Action == dispatch.Deferred:
+		// The host kernel runs it, or it is answered later; its
+		// result is not seen.
 	case res.Errno != 0:
 		ev.Ret, ev.Errno = -int64(res.Errno), int32(res.Errno)
 	default:

@@ -147,6 +147,34 @@ func (g *guest) AddFDReply(hostfd int, cloexec bool) (int, error) {
 	return g.l.Addfd(&a)
 }
 
+// Defer keeps what answering the notification later needs.
+func (g *guest) Defer() dispatch.Pending { return &pending{l: g.l, id: g.n.ID, pid: int(g.n.Pid)} }
+
+// pending is a notification answered after others: the listener takes
+// answers in any order and from any thread. Run closes the engine's FIFOs,
+// which hold pendings, before it closes the listener.
+type pending struct {
+	l   *seccomp.Listener
+	id  uint64
+	pid int
+}
+
+func (p *pending) Valid() error { return p.l.IDValid(p.id) }
+
+func (p *pending) Pid() int { return p.pid }
+
+func (p *pending) AddFD(hostfd int, cloexec bool) (int, error) {
+	a := seccomp.NotifAddfd{ID: p.id, Srcfd: uint32(hostfd)}
+	if cloexec {
+		a.NewfdFlags = unix.O_CLOEXEC
+	}
+	return p.l.Addfd(&a)
+}
+
+func (p *pending) Reply(val int64) error { return p.l.Return(p.id, val) }
+
+func (p *pending) ReplyErrno(en unix.Errno) error { return p.l.Errno(p.id, en) }
+
 func (g *guest) AddFD(hostfd, target int, cloexec bool) (int, error) {
 	a := seccomp.NotifAddfd{ID: g.n.ID, Srcfd: uint32(hostfd)}
 	if target >= 0 {
@@ -236,6 +264,8 @@ func Run(cfg Config) (int, error) {
 		return 0, err
 	}
 	defer listener.Close()
+	// Parked FIFO opens are answered through the listener: they end first.
+	defer eng.FIFOs.Close()
 	// Kernels with sync wake-up (6.6+) also end a blocked Recv with ENOENT
 	// once no task uses the filter: the serve loop can then call Recv
 	// directly, without a poll per notification.
@@ -371,8 +401,8 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst boo
 			fmt.Fprintf(os.Stderr, "kbox: pid %d nr %d -> act %d val %d err %v\n", n.Pid, req.Nr, res.Action, res.Val, res.Errno)
 		}
 		g.co.unpin() // after the handler's AddFDs; before a separate reply
-		if res.Action == dispatch.Answered {
-			continue // the handler's AddFD answered it
+		if res.Action == dispatch.Answered || res.Action == dispatch.Deferred {
+			continue // the handler's AddFD answered it, or it is answered later
 		}
 		resp = seccomp.NotifResp{ID: n.ID}
 		switch {
