@@ -3,10 +3,8 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,35 +61,7 @@ func TestFIFO(t *testing.T) {
 // pids.
 func startFIFOWait(t *testing.T, ctx context.Context, img string) (*exec.Cmd, int, int) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, kboxBin(t), "image", "-S", img, "--read-only", "--",
-		"/bin/sh", "-c", "mkfifo /tmp/p /tmp/q; /bin/cat /tmp/p & echo $$ $!; exec /bin/cat /tmp/q")
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	f := strings.Fields(line)
-	if err != nil || len(f) != 2 {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("guest printed %q: %v\nstderr: %s", line, err, &stderr)
-	}
-	first, _ := strconv.Atoi(f[0])
-	bg, _ := strconv.Atoi(f[1])
-	// Let both reach their opens.
-	time.Sleep(500 * time.Millisecond)
-	if !alive(first) || !alive(bg) {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("guest processes not waiting: %d alive=%v, %d alive=%v\nstderr: %s", first, alive(first), bg, alive(bg), &stderr)
-	}
-	return cmd, first, bg
+	return startPair(t, ctx, img, "mkfifo /tmp/p /tmp/q; /bin/cat /tmp/p & echo $$ $!; exec /bin/cat /tmp/q")
 }
 
 // TestFIFOWaitInterrupted: a guest killed while it waits in FIFO opens ends

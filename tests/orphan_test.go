@@ -4,6 +4,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,8 +45,18 @@ func waitGone(t *testing.T, what string, pids ...int) {
 // process, and returns kbox, the shell's pid and the background pid.
 func startTree(t *testing.T, img string) (*exec.Cmd, int, int) {
 	t.Helper()
-	cmd := exec.Command(kboxBin(t), "image", "-S", img, "--read-only", "--",
-		"/bin/sh", "-c", "/bin/sleep 300 & echo $$ $!; wait")
+	return startPair(t, context.Background(), img, "/bin/sleep 300 & echo $$ $!; wait")
+}
+
+// startPair starts kbox on a read-only image with /bin/sh -c script, where
+// the script prints two guest pids on its first line ($$ and $! of a
+// background process) and then keeps both busy. It waits until both have
+// settled (sleeping or waiting in a syscall) and fails the test unless
+// both are alive then.
+func startPair(t *testing.T, ctx context.Context, img, script string) (*exec.Cmd, int, int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, kboxBin(t), "image", "-S", img, "--read-only", "--", "/bin/sh", "-c", script)
+	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -60,20 +71,18 @@ func startTree(t *testing.T, img string) (*exec.Cmd, int, int) {
 	if err != nil || len(f) != 2 {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("guest printed %q: %v", line, err)
+		t.Fatalf("guest printed %q: %v\nstderr: %s", line, err, &stderr)
 	}
-	sh, _ := strconv.Atoi(f[0])
+	first, _ := strconv.Atoi(f[0])
 	bg, _ := strconv.Atoi(f[1])
-	// Let the background sleep finish starting: once it sleeps it makes no
-	// syscall that kbox's absence could fail.
 	time.Sleep(500 * time.Millisecond)
-	if !alive(sh) || !alive(bg) {
-		shAlive, bgAlive := alive(sh), alive(bg)
+	if !alive(first) || !alive(bg) {
+		firstAlive, bgAlive := alive(first), alive(bg)
 		cmd.Process.Kill()
 		err := cmd.Wait()
-		t.Fatalf("guest processes not running: sh %d alive=%v, sleep %d alive=%v; kbox: %v\nstderr: %s", sh, shAlive, bg, bgAlive, err, &stderr)
+		t.Fatalf("guest processes not running: %d alive=%v, %d alive=%v; kbox: %v\nstderr: %s", first, firstAlive, bg, bgAlive, err, &stderr)
 	}
-	return cmd, sh, bg
+	return cmd, first, bg
 }
 
 func exitStatus(err error) int {
