@@ -155,6 +155,8 @@ type Engine struct {
 	// tier closes them after the last guest and before its listener:
 	// parked opens are answered through it.
 	FIFOs *fifo.Set
+	// Pins, when set, is the tier's pinning of guest tasks (sched.go).
+	Pins Pins
 	// RootPid is the first guest process; signals reach only it and its
 	// descendants.
 	RootPid int
@@ -210,7 +212,7 @@ func (e *Engine) Dispatch(r *Request) Result {
 		}
 		return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
 	}
-	if !pureLookup[r.Nr] {
+	if !pureLookup[r.Nr] && !opensReportChange[r.Nr] {
 		e.stats.changed()
 	}
 	return table[r.Nr](e, r)

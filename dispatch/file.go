@@ -88,6 +88,7 @@ func sysOpenat2(e *Engine, r *Request) Result {
 func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint32) Result {
 	p, en := readPath(r, addr)
 	if en != 0 {
+		e.stats.changed()
 		return errno(en, LKL)
 	}
 	if r.P.pendingScript != "" && p == r.P.pendingName {
@@ -96,10 +97,12 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	}
 	t, en := e.resolveAt(r, dirfd, p)
 	if en != 0 {
+		e.stats.changed()
 		return errno(en, LKL)
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
+		e.stats.changed()
 		hfd, err := e.openHost(t, flags&^unix.O_CLOEXEC, mode)
 		if err != nil {
 			return fail(err, Host)
@@ -114,6 +117,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if res, done := e.openCached(r, t, flags); done {
 		return res
 	}
+	e.stats.changed() // the general path may change LKL state (statcache.go)
 	hflags := flags &^ unix.O_CLOEXEC
 	// A read-only open of a FIFO waits for a writer, which in LKL would
 	// stall every guest. Opened non-blocking, a FIFO is found by the fstat

@@ -23,8 +23,13 @@ func init() {
 	register(unix.SYS_LSTAT, sysLstat)          // lstat(2)
 	register(unix.SYS_ACCESS, sysAccess)        // access(2)
 	register(unix.SYS_READLINK, sysReadlink)    // readlink(2)
+	register(unix.SYS_FORK, sysClone)           // fork(2)
+	register(unix.SYS_VFORK, sysClone)          // vfork(2)
 }
 
 // legacyPureLookups are the legacy syscalls that only read LKL state
 // (statcache.go).
 var legacyPureLookups = []int{unix.SYS_STAT, unix.SYS_LSTAT, unix.SYS_ACCESS}
+
+// legacyOpens are the legacy open syscalls (statcache.go).
+var legacyOpens = []int{unix.SYS_OPEN}

@@ -6,8 +6,8 @@ import (
 )
 
 // openCached serves a read-only open of an image file whose current version
-// is already in the shadow cache: one LKL stat instead of open + fstat +
-// close, then a reopen of the cached memfd. done is false when the open
+// is already in the shadow cache: one LKL stat (often from the stat cache)
+// instead of open + fstat + close, then a reopen of the cached memfd. done is false when the open
 // must take the general path (other flags, not a regular file, not cached);
 // nothing has happened then.
 //
@@ -19,12 +19,10 @@ func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
 	if t.Host || flags&general != unix.O_RDONLY {
 		return Result{}, false
 	}
-	atFlags := uintptr(0)
-	if flags&unix.O_NOFOLLOW != 0 {
-		atFlags = unix.AT_SYMLINK_NOFOLLOW // a symlink is then not S_IFREG
-	}
+	// With O_NOFOLLOW a symlink is not S_IFREG. The stat comes from the
+	// stat cache while nothing changed LKL (statcache.go).
 	var st lkl.Stat64
-	if _, le := lklPath(lkl.SysNewfstatat, 1, t.Path, [6]uintptr{atFdcwd, 0, uintptr(unsafeStat(&st)), atFlags}); le != 0 {
+	if e.lklStat(t.Path, flags&unix.O_NOFOLLOW != 0, &st) != 0 {
 		return Result{}, false // the general path reports the error
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) {

@@ -61,6 +61,19 @@ func init() {
 	}
 }
 
+// opensReportChange marks the open variants: Dispatch does not start a new
+// generation for them; e.open does, unless the open was served from the
+// shadow cache (opencached.go), which reads LKL state without changing it.
+var opensReportChange [MaxNr]bool
+
+func init() {
+	opensReportChange[unix.SYS_OPENAT] = true
+	opensReportChange[unix.SYS_OPENAT2] = true
+	for _, nr := range legacyOpens {
+		opensReportChange[nr] = true
+	}
+}
+
 // changed starts a new generation: every entry is stale.
 func (c *statCache) changed() { c.gen.Add(1) }
 

@@ -29,3 +29,11 @@ func unsafeTimes(ts *[2]unix.Timespec) unsafe.Pointer { return unsafe.Pointer(ts
 
 // keepTimes keeps ts alive across an LKL call that received its address.
 func keepTimes(ts *[2]unix.Timespec) { runtime.KeepAlive(ts) }
+
+// schedGetaffinity is sched_getaffinity(2) of the calling thread into set,
+// with the length the guest gave: the kernel checks it and returns the
+// size it fills.
+func schedGetaffinity(n uint64, set *unix.CPUSet) (int, unix.Errno) {
+	size, _, en := unix.RawSyscall(unix.SYS_SCHED_GETAFFINITY, 0, uintptr(n), uintptr(unsafe.Pointer(set)))
+	return int(size), en
+}

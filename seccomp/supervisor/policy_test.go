@@ -30,10 +30,11 @@ func TestPolicyRoutes(t *testing.T) {
 		{"exit_group", 0, notify, 0, 0}, // shadows are written back at exit
 		{"getpid", 0, allow, 0, 0},
 		{"mmap", 0, allow, 0, 0},
-		{"clone", 0, allow, 0, 0},
-		{"read", 3, allow, 0, 0},       // host fd (pipe, terminal, shadow memfd): native
-		{"read", 1024, notify, 0, 0},   // virtual fd: served by kbox
-		{"getdents64", 3, allow, 0, 0}, // a directory from a host route
+		{"clone", 0, notify, 0, 0},             // a pinned parent is unpinned first (colocate.go)
+		{"sched_getaffinity", 0, notify, 0, 0}, // a pinned task sees its own mask
+		{"read", 3, allow, 0, 0},               // host fd (pipe, terminal, shadow memfd): native
+		{"read", 1024, notify, 0, 0},           // virtual fd: served by kbox
+		{"getdents64", 3, allow, 0, 0},         // a directory from a host route
 		{"getdents64", 1030, notify, 0, 0},
 		{"fchmod", 1030, notify, 0, 0},
 		{"fsync", 3, notify, 0, 0}, // a writable shadow is written back

@@ -44,12 +44,12 @@ type Config struct {
 var hostAllow = []string{
 	// msync is not here: it is notified, to write back mapped shadows.
 	"mmap", "mprotect", "mincore", "mlock", "munlock", "mlockall", "munlockall",
-	"clone", "clone3", "fork", "vfork", "wait4", "waitid",
+	"wait4", "waitid",
 	"getpid", "getppid", "gettid", "set_tid_address", "arch_prctl",
 	"getrlimit", "pipe", "pipe2", "socketpair", "eventfd", "eventfd2",
 	"poll", "ppoll", "select", "pselect6", "pause", "alarm", "setitimer", "getitimer",
 	"rt_sigsuspend", "rt_sigtimedwait", "getpgrp", "setpgid", "getpgid", "getsid", "setsid",
-	"times", "sysinfo", "getrusage", "sched_getaffinity", "sched_setaffinity",
+	"times", "sysinfo", "getrusage",
 	"sched_getparam", "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
 	"prctl", "membarrier", "getcpu", "epoll_create", "epoll_create1", "epoll_ctl",
 	"timerfd_create", "timerfd_settime", "timerfd_gettime", "signalfd4", "memfd_create",
@@ -359,7 +359,9 @@ func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, int
 func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst bool, stop func() bool) {
 	var n seccomp.Notif
 	var resp seccomp.NotifResp
-	g := &guest{l: l, n: &n, co: newColocator()}
+	g := &guest{l: l, n: &n, co: newColocator(colocationHold)}
+	eng.Pins = g.co
+	defer g.co.close()
 	var req dispatch.Request // reused: one allocation, not one per notification
 	exited := false
 	for {
@@ -400,7 +402,6 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst boo
 		if cfg.Debug {
 			fmt.Fprintf(os.Stderr, "kbox: pid %d nr %d -> act %d val %d err %v\n", n.Pid, req.Nr, res.Action, res.Val, res.Errno)
 		}
-		g.co.unpin() // after the handler's AddFDs; before a separate reply
 		if res.Action == dispatch.Answered || res.Action == dispatch.Deferred {
 			continue // the handler's AddFD answered it, or it is answered later
 		}
