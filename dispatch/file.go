@@ -329,6 +329,9 @@ func sysGetdents64(e *Engine, r *Request) Result {
 	}
 	n := min(r.Args[2], 64<<10)
 	buf := make([]byte, n)
+	// The position before the call: a guest buffer that cannot be written
+	// gets EFAULT and, as on Linux, its entries stay to be read.
+	pos, _ := lkl.Syscall6(lkl.SysLseek, uintptr(lfd), 0, unix.SEEK_CUR, 0, 0, 0)
 	res, le := lkl.Syscall6(lkl.SysGetdents64, uintptr(lfd), uptr(buf), uintptr(n), 0, 0, 0)
 	if le != 0 {
 		return errno(le, LKL)
@@ -341,11 +344,15 @@ func sysGetdents64(e *Engine, r *Request) Result {
 			if en != 0 {
 				return errno(en, Emulated)
 			}
+			if err := r.G.Write(r.Args[1], buf[:m]); err != nil {
+				return errno(unix.EFAULT, Emulated)
+			}
 			ent.File.Listed.Add(int32(k))
-			res = uintptr(m)
+			return ok(int64(m), Emulated)
 		}
 	}
 	if err := r.G.Write(r.Args[1], buf[:res]); err != nil {
+		lkl.Syscall6(lkl.SysLseek, uintptr(lfd), pos, unix.SEEK_SET, 0, 0, 0)
 		return errno(unix.EFAULT, LKL)
 	}
 	return ok(int64(res), LKL)

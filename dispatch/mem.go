@@ -9,26 +9,23 @@ import (
 // PathMax bounds strings read from the guest.
 const PathMax = 4096
 
-// readString reads a NUL-terminated string of at most max bytes from guest
+// readString reads a NUL-terminated string of at most limit bytes from guest
 // memory, page by page so that a string ending just before unmapped memory
 // still reads. Bad pointers give EFAULT; over-long strings ENAMETOOLONG.
-func readString(g Guest, addr uint64, max int) (string, unix.Errno) {
+func readString(g Guest, addr uint64, limit int) (string, unix.Errno) {
 	if addr == 0 {
 		return "", unix.EFAULT
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	if max > len(sc.str) {
-		max = len(sc.str)
-	}
+	limit = min(limit, len(sc.str))
 	buf := sc.str[:]
 	got := 0
-	for got < max {
+	for got < limit {
 		chunk := 4096 - int((addr+uint64(got))%4096)
-		if got+chunk > max {
-			chunk = max - got
-		}
+		chunk = min(chunk, limit-got)
 		n, err := g.ReadSome(addr+uint64(got), buf[got:got+chunk])
+		n = max(0, min(n, chunk)) // whatever the tier returns with its error
 		if i := bytes.IndexByte(buf[got:got+n], 0); i >= 0 {
 			return intern(buf[:got+i]), 0
 		}

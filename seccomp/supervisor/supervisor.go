@@ -99,7 +99,11 @@ func (g *guest) ReadSome(addr uint64, b []byte) (int, error) {
 	}
 	local := []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}}
 	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
-	return unix.ProcessVMReadv(int(g.n.Pid), local, remote, 0)
+	n, err := unix.ProcessVMReadv(int(g.n.Pid), local, remote, 0)
+	if n < 0 {
+		n = 0 // a failed call returns -1
+	}
+	return n, err
 }
 
 func (g *guest) Read(addr uint64, b []byte) error {

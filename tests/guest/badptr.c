@@ -1,0 +1,100 @@
+/* badptr: hostile pointers and lengths in syscalls kbox serves. Each line
+ * names a case and the errno the syscall gave ("ok" for none); the test runs
+ * the program natively and under kbox and compares the two outputs. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static const char *ename(int e)
+{
+	switch (e) {
+	case EFAULT: return "EFAULT";
+	case ENOENT: return "ENOENT";
+	case ENAMETOOLONG: return "ENAMETOOLONG";
+	case EINVAL: return "EINVAL";
+	case EACCES: return "EACCES";
+	case ENOTDIR: return "ENOTDIR";
+	case EEXIST: return "EEXIST";
+	case ERANGE: return "ERANGE";
+	}
+	static char b[16];
+	snprintf(b, sizeof b, "errno%d", e);
+	return b;
+}
+
+static void report(const char *name, long r)
+{
+	if (r >= 0)
+		printf("%-28s ok\n", name);
+	else
+		printf("%-28s %s\n", name, ename(errno));
+}
+
+#define TRY(name, call) do { errno = 0; report(name, (long)(call)); } while (0)
+
+int main(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	/* Pages: read-write, PROT_NONE, read-write, PROT_NONE, read-only. */
+	char *m = mmap(NULL, 5 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return 1;
+	char *none = m + pg, *none2 = m + 3 * pg, *ro = m + 4 * pg;
+	memcpy(none, "/etc/hostname", 14);
+	/* A path whose NUL is the last byte before a PROT_NONE page, and one
+	 * whose bytes run into one unterminated. */
+	char *fits = none - 14, *runs = none2 - 4;
+	memcpy(fits, "/etc/hostname", 14);
+	memcpy(runs, "/etc", 4);
+	mprotect(none, pg, PROT_NONE);
+	mprotect(none2, pg, PROT_NONE);
+	mprotect(ro, pg, PROT_READ);
+	static struct stat st;
+	char *kernel = (char *)0xffff800000000000UL;
+	char longp[6000];
+	memset(longp, 'a', sizeof longp - 1);
+	longp[sizeof longp - 1] = 0;
+
+	TRY("stat null path", syscall(SYS_newfstatat, AT_FDCWD, NULL, &st, 0));
+	TRY("stat path at 1", syscall(SYS_newfstatat, AT_FDCWD, (char *)1, &st, 0));
+	TRY("stat kernel path", syscall(SYS_newfstatat, AT_FDCWD, kernel, &st, 0));
+	TRY("stat prot_none path", syscall(SYS_newfstatat, AT_FDCWD, none, &st, 0));
+	TRY("stat path ends at guard", syscall(SYS_newfstatat, AT_FDCWD, fits, &st, 0));
+	TRY("stat path runs into guard", syscall(SYS_newfstatat, AT_FDCWD, runs, &st, 0));
+	TRY("stat null buf", syscall(SYS_newfstatat, AT_FDCWD, "/etc/hostname", NULL, 0));
+	TRY("stat read-only buf", syscall(SYS_newfstatat, AT_FDCWD, "/etc/hostname", ro, 0));
+	TRY("stat buf into guard", syscall(SYS_newfstatat, AT_FDCWD, "/etc/hostname", none - 8, 0));
+	TRY("stat kernel buf", syscall(SYS_newfstatat, AT_FDCWD, "/etc/hostname", kernel, 0));
+	TRY("stat too long", syscall(SYS_newfstatat, AT_FDCWD, longp, &st, 0));
+	TRY("statx read-only buf", syscall(SYS_statx, AT_FDCWD, "/etc/hostname", 0, 0x7ff, ro));
+	TRY("open null", syscall(SYS_openat, AT_FDCWD, NULL, O_RDONLY));
+	TRY("open prot_none path", syscall(SYS_openat, AT_FDCWD, none, O_RDONLY));
+	TRY("open too long", syscall(SYS_openat, AT_FDCWD, longp, O_RDONLY));
+	TRY("openat2 bad how", syscall(SYS_openat2, AT_FDCWD, "/etc/hostname", none, 24));
+	TRY("openat2 short how", syscall(SYS_openat2, AT_FDCWD, "/etc/hostname", &st, 8));
+	TRY("access kernel path", syscall(SYS_faccessat, AT_FDCWD, kernel, R_OK));
+	TRY("mkdir null", syscall(SYS_mkdirat, AT_FDCWD, NULL, 0755));
+	TRY("rename bad new", syscall(SYS_renameat, AT_FDCWD, "/nonexistent-x", AT_FDCWD, none));
+	TRY("readlink bad buf", syscall(SYS_readlinkat, AT_FDCWD, "/bin/sh", none, 64));
+	TRY("getcwd bad buf", syscall(SYS_getcwd, none, 4096));
+	TRY("getcwd read-only buf", syscall(SYS_getcwd, ro, 4096));
+	TRY("uname bad buf", syscall(SYS_uname, ro));
+	TRY("chdir kernel", syscall(SYS_chdir, kernel));
+	char *argv[] = { "x", NULL };
+	TRY("execve null path", syscall(SYS_execve, NULL, argv, NULL));
+	TRY("execve bad argv", syscall(SYS_execve, "/bin/true", none, NULL));
+	int d = open("/etc", O_RDONLY | O_DIRECTORY);
+	TRY("getdents bad buf", syscall(SYS_getdents64, d, none, 4096));
+	TRY("getdents read-only buf", syscall(SYS_getdents64, d, ro, 4096));
+	/* The entries a fault could not deliver are still there. */
+	static char dents[4096];
+	long got = syscall(SYS_getdents64, d, dents, sizeof dents);
+	TRY("getdents after faults", got > 0 ? 0 : (errno = got ? errno : ENOENT, -1));
+	return 0;
+}
