@@ -290,6 +290,11 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 	if t.Host && t.Bind == nil {
 		return errno(unix.EACCES, Denied) // nothing is executed from the host outside binds
 	}
+	for _, a := range [2]uint64{r.Args[argvArg(r.Nr)], r.Args[argvArg(r.Nr)+1]} {
+		if en := checkStrings(r.G, a); en != 0 {
+			return errno(en, LKL)
+		}
+	}
 	disp := LKL
 	if t.Bind != nil {
 		disp = Host // a bind's file, read through its confined fd
@@ -472,4 +477,12 @@ func (e *Engine) canonical(p string) string {
 		return p
 	}
 	return string(buf[:n])
+}
+
+// argvArg is the index of argv among the arguments (envp follows it).
+func argvArg(nr int) int {
+	if nr == unix.SYS_EXECVEAT {
+		return 2
+	}
+	return 1
 }

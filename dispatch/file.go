@@ -73,13 +73,71 @@ func sysCreat(e *Engine, r *Request) Result {
 
 func sysOpenat2(e *Engine, r *Request) Result {
 	var how unix.OpenHow
-	if r.Args[3] < 24 {
+	size := r.Args[3]
+	switch {
+	case size < openHowSize:
 		return errno(unix.EINVAL, Emulated)
+	case size > 4096:
+		return errno(unix.E2BIG, Emulated)
 	}
 	if err := r.G.Read(r.Args[2], asBytes(&how)); err != nil {
 		return errno(unix.EFAULT, Emulated)
 	}
+	if size > openHowSize {
+		// A larger struct from a newer libc: its extra fields must be 0.
+		sc := getScratch()
+		defer putScratch(sc)
+		extra := sc.str[:size-openHowSize]
+		if err := r.G.Read(r.Args[2]+openHowSize, extra); err != nil {
+			return errno(unix.EFAULT, Emulated)
+		}
+		for _, b := range extra {
+			if b != 0 {
+				return errno(unix.E2BIG, Emulated)
+			}
+		}
+	}
+	if en := checkOpenHow(&how); en != 0 {
+		return errno(en, Emulated)
+	}
 	return e.open(r, int32(r.Args[0]), r.Args[1], int(how.Flags), uint32(how.Mode))
+}
+
+// openHowSize is the size of struct open_how (OPEN_HOW_SIZE_VER0);
+// resolveCached is RESOLVE_CACHED (Linux 5.12), which x/sys/unix lacks.
+const (
+	openHowSize   = 24
+	resolveCached = 0x20
+)
+
+// validOpenFlags are the O_* bits open accepts: the same bit set on x86_64
+// and arm64, which only order O_DIRECT, O_LARGEFILE, O_DIRECTORY and
+// O_NOFOLLOW differently.
+const validOpenFlags = 0o37777703
+
+// checkOpenHow refuses what openat2 refuses. RESOLVE_* flags are not
+// honoured: kbox resolves paths itself (resolve.go). RESOLVE_CACHED alone
+// gets EAGAIN, which its callers answer by retrying without it; the others
+// get ENOSYS, which makes callers such as Go's os.Root walk the path
+// themselves rather than trust a containment kbox would not give.
+func checkOpenHow(how *unix.OpenHow) unix.Errno {
+	const validResolve = unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_SYMLINKS |
+		unix.RESOLVE_BENEATH | unix.RESOLVE_IN_ROOT | resolveCached
+	switch {
+	case how.Flags&^validOpenFlags != 0, how.Resolve&^validResolve != 0:
+		return unix.EINVAL
+	case how.Flags&(unix.O_CREAT|unix.O_TMPFILE) != 0 && how.Mode&^0o7777 != 0:
+		return unix.EINVAL
+	case how.Flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 && how.Mode != 0:
+		return unix.EINVAL
+	case how.Resolve&(unix.RESOLVE_BENEATH|unix.RESOLVE_IN_ROOT) == unix.RESOLVE_BENEATH|unix.RESOLVE_IN_ROOT:
+		return unix.EINVAL
+	case how.Resolve == resolveCached:
+		return unix.EAGAIN
+	case how.Resolve != 0:
+		return unix.ENOSYS
+	}
+	return 0
 }
 
 // open serves every open variant. Regular image files become shadow memfds
@@ -269,10 +327,13 @@ func lklFdIO(r *Request, nr uintptr, write bool, withOff bool) Result {
 		n = 1 << 20
 	}
 	buf := make([]byte, n)
-	if write {
-		if err := r.G.Read(r.Args[1], buf); err != nil {
+	if write && n > 0 {
+		// Like Linux, write what can be read before a fault.
+		got, _ := r.G.ReadSome(r.Args[1], buf)
+		if got <= 0 {
 			return errno(unix.EFAULT, LKL)
 		}
+		buf = buf[:got]
 	}
 	off := uintptr(0)
 	if withOff {
@@ -284,10 +345,19 @@ func lklFdIO(r *Request, nr uintptr, write bool, withOff bool) Result {
 	}
 	if !write && res > 0 {
 		if err := r.G.Write(r.Args[1], buf[:res]); err != nil {
+			if !withOff {
+				unread(lfd, int64(res)) // as on Linux, the data stays to be read
+			}
 			return errno(unix.EFAULT, LKL)
 		}
 	}
 	return ok(int64(res), LKL)
+}
+
+// unread moves the position of LKL fd lfd back by n bytes that a guest
+// buffer could not take.
+func unread(lfd int, n int64) {
+	lkl.Syscall6(lkl.SysLseek, uintptr(lfd), uintptr(-n), unix.SEEK_CUR, 0, 0, 0)
 }
 
 func sysRead(e *Engine, r *Request) Result   { return lklFdIO(r, lkl.SysRead, false, false) }
@@ -328,7 +398,7 @@ func sysGetdents64(e *Engine, r *Request) Result {
 		return errno(en, LKL)
 	}
 	n := min(r.Args[2], 64<<10)
-	buf := make([]byte, n)
+	buf := make([]byte, max(n, 1)) // a real pointer: LKL judges a zero count
 	// The position before the call: a guest buffer that cannot be written
 	// gets EFAULT and, as on Linux, its entries stay to be read.
 	pos, _ := lkl.Syscall6(lkl.SysLseek, uintptr(lfd), 0, unix.SEEK_CUR, 0, 0, 0)

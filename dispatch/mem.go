@@ -53,34 +53,59 @@ func readPath(r *Request, addr uint64) (string, unix.Errno) {
 	return s, 0
 }
 
-// readStrings reads a NULL-terminated array of string pointers (argv, envp).
-func readStrings(g Guest, addr uint64, maxCount, maxTotal int) ([]string, unix.Errno) {
-	var out []string
+// checkStrings checks an execve argv or envp array as the kernel will read
+// it: every pointer readable and every string NUL-terminated within
+// maxArgStrlen. execve rewrites the guest's path string before the host
+// kernel runs it, and that rewrite outlives an exec the kernel then fails,
+// so what would fail must fail first. A NULL array is valid.
+func checkStrings(g Guest, addr uint64) unix.Errno {
 	if addr == 0 {
-		return nil, 0
+		return 0
 	}
-	total := 0
-	var p [8]byte
-	for i := 0; ; i++ {
-		if i >= maxCount {
-			return nil, unix.E2BIG
+	sc := getScratch()
+	defer putScratch(sc)
+	var ptrs [64]uint64
+	for i := 0; i < maxArgStrings; i += len(ptrs) {
+		raw := asBytes(&ptrs)
+		n, _ := g.ReadSome(addr+uint64(i*8), raw)
+		if n < 8 {
+			return unix.EFAULT
 		}
-		if err := g.Read(addr+uint64(i*8), p[:]); err != nil {
-			return nil, unix.EFAULT
+		for _, p := range ptrs[:n/8] {
+			if p == 0 {
+				return 0
+			}
+			if en := checkString(g, p, sc.str[:]); en != 0 {
+				return en
+			}
 		}
-		sp := uint64(p[0]) | uint64(p[1])<<8 | uint64(p[2])<<16 | uint64(p[3])<<24 |
-			uint64(p[4])<<32 | uint64(p[5])<<40 | uint64(p[6])<<48 | uint64(p[7])<<56
-		if sp == 0 {
-			return out, 0
+		if n < len(raw) {
+			return unix.EFAULT // the array runs into unmapped memory
 		}
-		s, en := readString(g, sp, PathMax)
-		if en != 0 {
-			return nil, en
-		}
-		total += len(s) + 1
-		if total > maxTotal {
-			return nil, unix.E2BIG
-		}
-		out = append(out, s)
 	}
+	return 0 // longer arrays are the kernel's to judge
+}
+
+// maxArgStrlen is the kernel's MAX_ARG_STRLEN; maxArgStrings bounds how
+// many strings checkStrings looks at.
+const (
+	maxArgStrlen  = 32 * 4096
+	maxArgStrings = 1 << 16
+)
+
+// checkString finds the NUL of the string at addr, reading through buf.
+func checkString(g Guest, addr uint64, buf []byte) unix.Errno {
+	for got := 0; got < maxArgStrlen; {
+		chunk := min(4096-int((addr+uint64(got))%4096), len(buf))
+		n, _ := g.ReadSome(addr+uint64(got), buf[:chunk])
+		n = max(0, min(n, chunk))
+		if bytes.IndexByte(buf[:n], 0) >= 0 {
+			return 0
+		}
+		if n < chunk {
+			return unix.EFAULT
+		}
+		got += n
+	}
+	return unix.E2BIG
 }

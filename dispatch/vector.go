@@ -100,7 +100,16 @@ func vecIO(r *Request, write bool, off int64) Result {
 			}
 			n := min(uint64(len(left)), v.len)
 			if err := r.G.Write(v.base, left[:n]); err != nil {
-				return errno(unix.EFAULT, LKL)
+				// As on Linux: the segments before the fault count,
+				// the rest stays to be read.
+				done := int64(res) - int64(len(left))
+				if off < 0 {
+					unread(lfd, int64(len(left)))
+				}
+				if done == 0 {
+					return errno(unix.EFAULT, LKL)
+				}
+				return ok(done, LKL)
 			}
 			left = left[n:]
 		}

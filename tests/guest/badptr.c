@@ -9,6 +9,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 static const char *ename(int e)
@@ -22,6 +24,8 @@ static const char *ename(int e)
 	case ENOTDIR: return "ENOTDIR";
 	case EEXIST: return "EEXIST";
 	case ERANGE: return "ERANGE";
+	case E2BIG: return "E2BIG";
+	case EBADF: return "EBADF";
 	}
 	static char b[16];
 	snprintf(b, sizeof b, "errno%d", e);
@@ -96,5 +100,34 @@ int main(void)
 	static char dents[4096];
 	long got = syscall(SYS_getdents64, d, dents, sizeof dents);
 	TRY("getdents after faults", got > 0 ? 0 : (errno = got ? errno : ENOENT, -1));
+	/* A regular file: under kbox with KBOX_SHADOW_MAX=1 a virtual fd
+	 * served by LKL, not a shadow. */
+	int f = open("/etc/hostname", O_RDONLY);
+	char small[16];
+	struct iovec bad_base = { none, 8 }, good = { small, 8 };
+	TRY("read bad buf", syscall(SYS_read, f, none, 8));
+	TRY("read read-only buf", syscall(SYS_read, f, ro, 8));
+	TRY("pread null buf", syscall(SYS_pread64, f, NULL, 8, 0));
+	TRY("pread negative offset", syscall(SYS_pread64, f, small, 8, -1L));
+	TRY("readv bad iov", syscall(SYS_readv, f, none, 1));
+	TRY("readv bad base", syscall(SYS_readv, f, &bad_base, 1));
+	TRY("readv too many", syscall(SYS_readv, f, &good, 1025));
+	TRY("readv negative count", syscall(SYS_readv, f, &good, -1));
+	TRY("lseek negative", syscall(SYS_lseek, f, -1L, SEEK_SET));
+	TRY("lseek bad whence", syscall(SYS_lseek, f, 0, 42));
+	TRY("fstat read-only buf", syscall(SYS_fstat, f, ro));
+	TRY("fstatfs read-only buf", syscall(SYS_fstatfs, f, ro));
+	TRY("statfs read-only buf", syscall(SYS_statfs, "/", ro));
+	TRY("getrandom read-only buf", syscall(SYS_getrandom, ro, 16, 0));
+	TRY("getcwd size 0", syscall(SYS_getcwd, small, 0));
+	TRY("getcwd size 1", syscall(SYS_getcwd, small, 1));
+	TRY("readlink size 0", syscall(SYS_readlinkat, AT_FDCWD, "/bin/sh", small, 0));
+	TRY("getdents count 0", syscall(SYS_getdents64, open("/", O_RDONLY | O_DIRECTORY), dents, 0));
+	TRY("openat2 huge how", syscall(SYS_openat2, AT_FDCWD, "/etc/hostname", m, 1 << 20));
+	TRY("openat2 unknown flags", syscall(SYS_openat2, AT_FDCWD, "/etc/hostname", &(struct { unsigned long long f, m, r; }){ 1ULL << 40, 0, 0 }, 24));
+	char *envp_bad = none;
+	TRY("execve bad envp", syscall(SYS_execve, "/bin/true", argv, envp_bad));
+	TRY("fchdir bad fd", syscall(SYS_fchdir, 999));
+	TRY("close_range inverted", syscall(SYS_close_range, 10, 5, 0));
 	return 0;
 }
