@@ -51,13 +51,15 @@ func ioctlRecv(fd int, n *Notif) unix.Errno {
 	return e
 }
 
+// SEND and ID_VALID never block: RawSyscall skips the scheduler's
+// syscall bookkeeping, ~0.1 µs per call on the hot path.
 func ioctlSend(fd int, r *NotifResp) unix.Errno {
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(r)))
+	_, _, e := unix.RawSyscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(r)))
 	return e
 }
 
 func ioctlIDValid(fd int, id *uint64) unix.Errno {
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(id)))
+	_, _, e := unix.RawSyscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(id)))
 	return e
 }
 

@@ -23,12 +23,14 @@ import (
 // sched_setaffinity, so the pin is sticky: the first ADDFD for a task pins
 // it and the serving thread to the serving thread's CPU, and later ADDFDs
 // for the same task cost nothing. At most one guest task is pinned: an
-// ADDFD for another task moves the pin to it. Both masks are restored when
-// no ADDFD has come for hold, when the task forks (so children inherit its
+// ADDFD for another task moves the pin to it; when no task is pinned, any
+// notification pins its task (touch). Both masks are restored when the
+// pinned task has not been served for hold, when the task forks (so children inherit its
 // own mask), when the guest sets the task's mask itself, and at the end.
 // While pinned, the guest's sched_getaffinity reports the task's own mask
 // (dispatch/sched.go asks Mask).
-// colocationHold is how long a pin outlives the last ADDFD that used it.
+// colocationHold is how long a pin outlives the last notification of its
+// task.
 const colocationHold = 20 * time.Millisecond
 
 type colocator struct {
@@ -37,7 +39,7 @@ type colocator struct {
 	self    unix.CPUSet // the serving thread's own mask
 	selfTid int
 
-	uses atomic.Uint64 // bumped by every pin; the release loop watches it
+	uses atomic.Uint64 // bumped by every use of the pin; the release loop watches it
 
 	mu      sync.Mutex
 	cpu     int         // the CPU both are pinned to, -1 when none
@@ -97,6 +99,26 @@ func (c *colocator) pin(tid int) {
 	}
 }
 
+// touch colocates task tid, which made a notification, when no task is
+// pinned, and keeps a pin on it alive; it never moves a pin from another
+// task (only an ADDFD, far costlier unpinned, does that). A pinned round
+// trip is ~1 µs cheaper here.
+func (c *colocator) touch(tid int) {
+	if c == nil || !c.enabled {
+		return
+	}
+	c.mu.Lock()
+	free := c.tid == 0
+	mine := c.tid == tid
+	c.mu.Unlock()
+	switch {
+	case mine:
+		c.uses.Add(1)
+	case free:
+		c.pin(tid)
+	}
+}
+
 // restoreGuest gives the pinned task its own mask back. A task that died
 // meanwhile gives ESRCH, which changes nothing. c.mu is held.
 func (c *colocator) restoreGuest() {
@@ -115,7 +137,7 @@ func (c *colocator) releaseAll() {
 	}
 }
 
-// releaseLoop ends the colocation once no ADDFD came for a whole hold.
+// releaseLoop ends the colocation once it went unused for a whole hold.
 func (c *colocator) releaseLoop() {
 	for {
 		seen := c.uses.Load()

@@ -97,13 +97,11 @@ func (g *guest) ReadSome(addr uint64, b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	local := []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}}
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
-	n, err := unix.ProcessVMReadv(int(g.n.Pid), local, remote, 0)
-	if n < 0 {
-		n = 0 // a failed call returns -1
+	n, e := processVM(int(g.n.Pid), b, addr, false)
+	if e != 0 {
+		return 0, e
 	}
-	return n, err
+	return n, nil
 }
 
 func (g *guest) Read(addr uint64, b []byte) error {
@@ -118,13 +116,14 @@ func (g *guest) Write(addr uint64, b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	local := []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}}
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
-	n, err := unix.ProcessVMWritev(int(g.n.Pid), local, remote, 0)
-	if err == nil && n < len(b) {
-		err = unix.EFAULT
+	n, e := processVM(int(g.n.Pid), b, addr, true)
+	switch {
+	case e != 0:
+		return e
+	case n < len(b):
+		return unix.EFAULT
 	}
-	return err
+	return nil
 }
 
 func (g *guest) WriteForce(addr uint64, b []byte) error {
@@ -399,6 +398,7 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst boo
 			start = clock.Now()
 		}
 		req.Nr, req.Args, req.G, req.P, req.Path = int(n.Data.Nr), n.Data.Args, g, eng.Lookup(int(n.Pid)), ""
+		g.co.touch(int(n.Pid))
 		res := eng.Dispatch(&req)
 		if cfg.Observe != nil {
 			cfg.Observe(&req, &res, clock.Since(start))
