@@ -7,9 +7,9 @@ import (
 
 // openCached serves a read-only open of an image file whose current version
 // is already in the shadow cache: one LKL stat (often from the stat cache)
-// instead of open + fstat + close, then a reopen of the cached memfd. done is false when the open
-// must take the general path (other flags, not a regular file, not cached);
-// nothing has happened then.
+// instead of open + fstat + close, then a reopen of the cached memfd. done
+// is false when the open must take the general path (other flags, not a
+// regular file, not cached); nothing has happened then.
 //
 // LKL runs as root, so the open it skips could not have failed on
 // permissions; flags that make open differ from stat (creation,
