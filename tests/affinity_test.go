@@ -11,7 +11,8 @@ import (
 // The seccomp tier pins a task that opens files, and the serving thread, to
 // one CPU (seccomp/supervisor/colocate.go). The guest must still see its own
 // CPU mask: in sched_getaffinity after opens, in a child forked after them
-// (which must not inherit the pin), in nproc, and after it sets its own mask.
+// (which must not inherit the pin), in nproc, and after it sets its own mask;
+// and the pin must really end once the task goes quiet.
 func TestAffinityHidesPin(t *testing.T) {
 	img := imagePath(t)
 	n := runtime.NumCPU() // kbox and its guest inherit this test's mask
@@ -19,13 +20,16 @@ func TestAffinityHidesPin(t *testing.T) {
 	if st != 0 {
 		t.Fatalf("status %d\n%s\n%s", st, out, stderr)
 	}
-	var before, after, child, childReal, set, setAfter int
-	if _, err := fmt.Sscanf(out, "before=%d after=%d child=%d childreal=%d set=%d setafter=%d",
-		&before, &after, &child, &childReal, &set, &setAfter); err != nil {
+	var before, after, child, childReal, set, setAfter, released int
+	if _, err := fmt.Sscanf(out, "before=%d after=%d child=%d childreal=%d set=%d setafter=%d released=%d",
+		&before, &after, &child, &childReal, &set, &setAfter, &released); err != nil {
 		t.Fatalf("parse %q: %v", out, err)
 	}
 	if before != n || after != n || child != n || set != 1 || setAfter != 1 {
 		t.Errorf("guest saw %q; want %d CPUs before/after opens and in the child, 1 after setting its own mask", out, n)
+	}
+	if released != n {
+		t.Errorf("real mask after 200 ms without a notification: %d CPUs, want %d (the pin outlived its hold)", released, n)
 	}
 	if n > 1 && childReal != 1 {
 		t.Logf("the child was not pinned (real mask %d CPUs): the pin was not exercised", childReal)
