@@ -146,7 +146,6 @@ func checkOpenHow(how *unix.OpenHow) unix.Errno {
 func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint32) Result {
 	p, en := readPath(r, addr)
 	if en != 0 {
-		e.stats.changed()
 		return errno(en, LKL)
 	}
 	if r.P.pendingScript != "" && p == r.P.pendingName {
@@ -155,12 +154,10 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	}
 	t, en := e.resolveAt(r, dirfd, p)
 	if en != 0 {
-		e.stats.changed()
 		return errno(en, LKL)
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
-		e.stats.changed()
 		hfd, err := e.openHost(t, flags&^unix.O_CLOEXEC, mode)
 		if err != nil {
 			return fail(err, Host)
@@ -175,7 +172,9 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if res, done := e.openCached(r, t, flags); done {
 		return res
 	}
-	e.stats.changed() // the general path may change LKL state (statcache.go)
+	// Only the general path may change LKL state: a path error, a host
+	// route or a bind leave it as it was (statcache.go).
+	e.stats.changed()
 	hflags := flags &^ unix.O_CLOEXEC
 	// A read-only open of a FIFO waits for a writer, which in LKL would
 	// stall every guest. Opened non-blocking, a FIFO is found by the fstat

@@ -10,31 +10,47 @@ import (
 const PathMax = 4096
 
 // readString reads a NUL-terminated string of at most limit bytes from guest
-// memory, page by page so that a string ending just before unmapped memory
-// still reads. Bad pointers give EFAULT; over-long strings ENAMETOOLONG.
+// memory. Bad pointers give EFAULT; over-long strings ENAMETOOLONG.
 func readString(g Guest, addr uint64, limit int) (string, unix.Errno) {
 	if addr == 0 {
 		return "", unix.EFAULT
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	limit = min(limit, len(sc.str))
-	buf := sc.str[:]
-	got := 0
-	for got < limit {
-		chunk := 4096 - int((addr+uint64(got))%4096)
-		chunk = min(chunk, limit-got)
-		n, err := g.ReadSome(addr+uint64(got), buf[got:got+chunk])
-		n = max(0, min(n, chunk)) // whatever the tier returns with its error
-		if i := bytes.IndexByte(buf[got:got+n], 0); i >= 0 {
-			return intern(buf[:got+i]), 0
+	n, found, en := stringLen(g, addr, min(limit, len(sc.str)), sc.str[:], true)
+	switch {
+	case en != 0:
+		return "", en
+	case !found:
+		return "", unix.ENAMETOOLONG
+	}
+	return intern(sc.str[:n]), 0
+}
+
+// stringLen finds the NUL of the guest string at addr within limit bytes,
+// reading page by page so that a string ending just before unmapped memory
+// still reads. With keep the bytes land in buf (limit <= len(buf));
+// without, buf is a window of at least a page, reused for every read.
+// found is false when no NUL came within limit; EFAULT when memory ends
+// first.
+func stringLen(g Guest, addr uint64, limit int, buf []byte, keep bool) (n int, found bool, en unix.Errno) {
+	for got := 0; got < limit; {
+		chunk := min(4096-int((addr+uint64(got))%4096), limit-got)
+		w := buf[:chunk]
+		if keep {
+			w = buf[got : got+chunk]
 		}
-		got += n
-		if err != nil || n < chunk {
-			return "", unix.EFAULT
+		k, err := g.ReadSome(addr+uint64(got), w)
+		k = max(0, min(k, chunk)) // whatever the tier returns with its error
+		if i := bytes.IndexByte(w[:k], 0); i >= 0 {
+			return got + i, true, 0
+		}
+		got += k
+		if err != nil || k < chunk {
+			return 0, false, unix.EFAULT
 		}
 	}
-	return "", unix.ENAMETOOLONG
+	return limit, false, 0
 }
 
 // readPath reads a path argument and checks the request is still valid.
@@ -93,19 +109,15 @@ const (
 	maxArgStrings = 1 << 16
 )
 
-// checkString finds the NUL of the string at addr, reading through buf.
+// checkString checks that the string at addr ends within maxArgStrlen,
+// reading through buf (a page or more).
 func checkString(g Guest, addr uint64, buf []byte) unix.Errno {
-	for got := 0; got < maxArgStrlen; {
-		chunk := min(4096-int((addr+uint64(got))%4096), len(buf))
-		n, _ := g.ReadSome(addr+uint64(got), buf[:chunk])
-		n = max(0, min(n, chunk))
-		if bytes.IndexByte(buf[:n], 0) >= 0 {
-			return 0
-		}
-		if n < chunk {
-			return unix.EFAULT
-		}
-		got += n
+	_, found, en := stringLen(g, addr, maxArgStrlen, buf, false)
+	switch {
+	case en != 0:
+		return en
+	case !found:
+		return unix.E2BIG
 	}
-	return unix.E2BIG
+	return 0
 }
