@@ -8,6 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// colocationHold is how long a pin outlives the last notification of its
+// task.
+const colocationHold = 20 * time.Millisecond
+
 // colocator keeps the guest task that opens files and the serving thread on
 // one CPU, and hides that from the guest.
 //
@@ -25,14 +29,11 @@ import (
 // for the same task cost nothing. At most one guest task is pinned: an
 // ADDFD for another task moves the pin to it; when no task is pinned, any
 // notification pins its task (touch). Both masks are restored when the
-// pinned task has not been served for hold, when the task forks (so children inherit its
-// own mask), when the guest sets the task's mask itself, and at the end.
+// pinned task has not been served for hold, when it forks (so children
+// inherit its own mask), when the guest sets its mask itself, and at the
+// end.
 // While pinned, the guest's sched_getaffinity reports the task's own mask
 // (dispatch/sched.go asks Mask).
-// colocationHold is how long a pin outlives the last notification of its
-// task.
-const colocationHold = 20 * time.Millisecond
-
 type colocator struct {
 	enabled bool
 	hold    time.Duration
@@ -41,10 +42,13 @@ type colocator struct {
 
 	uses atomic.Uint64 // bumped by every use of the pin; the release loop watches it
 
+	// tid is the pinned guest task, 0 when none. It changes only under
+	// mu; the per-notification checks read it without the lock.
+	tid atomic.Int64
+
 	mu      sync.Mutex
 	cpu     int         // the CPU both are pinned to, -1 when none
-	tid     int         // the pinned guest task, 0 when none
-	guest   unix.CPUSet // its own mask
+	guest   unix.CPUSet // the pinned task's own mask
 	looping bool        // the release loop runs
 }
 
@@ -67,11 +71,11 @@ func (c *colocator) pin(tid int) {
 		return
 	}
 	c.uses.Add(1)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.tid == tid && c.cpu >= 0 {
+	if c.tid.Load() == int64(tid) {
 		return // already together: the common case costs nothing
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.restoreGuest()
 	if c.cpu < 0 {
 		cpu, ok := currentCPU()
@@ -95,7 +99,7 @@ func (c *colocator) pin(tid int) {
 	var one unix.CPUSet
 	one.Set(c.cpu)
 	if unix.SchedSetaffinity(tid, &one) == nil {
-		c.tid = tid
+		c.tid.Store(int64(tid))
 	}
 }
 
@@ -107,14 +111,10 @@ func (c *colocator) touch(tid int) {
 	if c == nil || !c.enabled {
 		return
 	}
-	c.mu.Lock()
-	free := c.tid == 0
-	mine := c.tid == tid
-	c.mu.Unlock()
-	switch {
-	case mine:
+	switch c.tid.Load() {
+	case int64(tid):
 		c.uses.Add(1)
-	case free:
+	case 0:
 		c.pin(tid)
 	}
 }
@@ -122,9 +122,8 @@ func (c *colocator) touch(tid int) {
 // restoreGuest gives the pinned task its own mask back. A task that died
 // meanwhile gives ESRCH, which changes nothing. c.mu is held.
 func (c *colocator) restoreGuest() {
-	if c.tid != 0 {
-		unix.SchedSetaffinity(c.tid, &c.guest)
-		c.tid = 0
+	if t := c.tid.Swap(0); t != 0 {
+		unix.SchedSetaffinity(int(t), &c.guest)
 	}
 }
 
@@ -172,7 +171,7 @@ func (c *colocator) Mask(tid int) (mask unix.CPUSet, ok bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.tid == 0 || c.tid != tid {
+	if c.tid.Load() != int64(tid) {
 		return mask, false
 	}
 	return c.guest, true
@@ -184,7 +183,7 @@ func (c *colocator) Release(tid int) {
 		return
 	}
 	c.mu.Lock()
-	if c.tid == tid {
+	if c.tid.Load() == int64(tid) {
 		c.restoreGuest()
 	}
 	c.mu.Unlock()
@@ -197,8 +196,6 @@ func (c *colocator) Forget(tid int) {
 		return
 	}
 	c.mu.Lock()
-	if c.tid == tid {
-		c.tid = 0
-	}
+	c.tid.CompareAndSwap(int64(tid), 0)
 	c.mu.Unlock()
 }
