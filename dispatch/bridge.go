@@ -75,7 +75,6 @@ func (e *Engine) bridge(r *Request, f *fdtable.File, target int, cloexec bool) R
 		unix.Close(p[1])
 		return errno(le, LKL)
 	}
-	e.writeBackHost(r, target) // dup2 closes target: as on close
 	_, err = r.G.AddFD(guestEnd, target, cloexec)
 	unix.Close(guestEnd)
 	if err != nil {

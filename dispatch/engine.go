@@ -193,9 +193,9 @@ func New(opt Options) *Engine {
 
 // Dispatch serves r.
 func (e *Engine) Dispatch(r *Request) Result {
-	// Shadows closed natively since the last syscall are written back
-	// before anything can observe their files (shadowfd.WatchCloses).
-	e.Shadows.WriteBackClosed()
+	// Shadows whose last description the guest released are written
+	// back before anything can look at their files through LKL.
+	e.Shadows.ReleaseClosed()
 	if r.P != nil && r.P.execPending {
 		r.P.execPending = false
 		if !execImageOK(r.G.Pid()) {
@@ -215,7 +215,13 @@ func (e *Engine) Dispatch(r *Request) Result {
 	if !pureLookup[r.Nr] && !opensReportChange[r.Nr] {
 		e.stats.changed()
 	}
-	return table[r.Nr](e, r)
+	res := table[r.Nr](e, r)
+	if !pureLookup[r.Nr] {
+		// LKL's free space may have changed: shadows' writes must still
+		// fail where the image would be full (shadowfd/space.go).
+		e.Shadows.Rebalance()
+	}
+	return res
 }
 
 // ENOSYSCounts returns the per-number count of unimplemented syscalls.

@@ -62,11 +62,12 @@ func (e *Engine) loadFile(p string) ([]byte, execKey, unix.Errno) {
 	if _, onRoute := e.route(p); onRoute {
 		return nil, execKey{}, unix.EACCES
 	}
-	return loadImageFile(p)
+	return e.loadImageFile(p)
 }
 
-// loadImageFile reads an image file for execution.
-func loadImageFile(p string) ([]byte, execKey, unix.Errno) {
+// loadImageFile reads an image file for execution, through LKL: a shadow
+// of it is written back first.
+func (e *Engine) loadImageFile(p string) ([]byte, execKey, unix.Errno) {
 	var k execKey
 	// Non-blocking: opening a FIFO must not wait for a writer (a FIFO
 	// then fails the regular-file check below).
@@ -87,6 +88,12 @@ func loadImageFile(p string) ([]byte, execKey, unix.Errno) {
 	}
 	if _, le := lklPath(lkl.SysFaccessat, 1, p, [6]uintptr{atFdcwd, 0, unix.X_OK}); le != 0 {
 		return nil, k, le
+	}
+	if err := e.Shadows.SyncInode(st.Dev, st.Ino); err != nil {
+		return nil, k, errnoOf(err)
+	}
+	if st, err = lkl.Fstat(int(fd)); err != nil {
+		return nil, k, unix.EIO
 	}
 	if st.Size > MaxExecSize {
 		return nil, k, unix.E2BIG

@@ -1,10 +1,8 @@
 package dispatch
 
 import (
-	"os"
-	"strconv"
-
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -210,15 +208,10 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 		lkl.Close(lfd)
 		return e.openFIFO(r, &st, flags)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG && e.Shadows.Fits(st.Size) && flags&unix.O_PATH == 0 {
-		var hfd int
-		if flags&unix.O_ACCMODE == unix.O_RDONLY {
-			hfd, err = e.Shadows.OpenReadOnly(lfd, &st, t.Path)
-			lkl.Close(lfd)
-		} else {
-			e.Shadows.Invalidate(st.Dev, st.Ino)
-			hfd, err = e.Shadows.OpenWritable(lfd, st.Size, t.Path, flags)
-		}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && flags&unix.O_PATH == 0 && e.Shadows.Shadowable(&st) {
+		// A description of the inode's shadow node (shadowfd), which
+		// takes the LKL fd over.
+		hfd, err := e.Shadows.Open(lfd, &st, t.Path, flags)
 		if err != nil {
 			return fail(err, LKL)
 		}
@@ -252,46 +245,30 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	return ok(int64(gfd), LKL)
 }
 
-// writeBackHost writes back a writable shadow behind guest host fd fd.
-func (e *Engine) writeBackHost(r *Request, fd int) {
-	if !e.Shadows.HasWritable() {
-		return
-	}
-	var st unix.Stat_t
-	if unix.Stat("/proc/"+strconv.Itoa(r.G.Pid())+"/fd/"+strconv.Itoa(fd), &st) != nil {
-		return
-	}
-	e.writeBackIno(st.Ino)
-}
-
-// writeBackOwn writes back a writable shadow behind kbox's own fd fd.
-func (e *Engine) writeBackOwn(fd int) {
-	if !e.Shadows.HasWritable() {
-		return
-	}
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
-		return
-	}
-	e.writeBackIno(st.Ino)
-}
-
-// writeBackIno writes back the writable shadow whose memfd has inode ino.
-func (e *Engine) writeBackIno(ino uint64) {
-	if w := e.Shadows.Lookup(ino); w != nil {
-		if err := e.Shadows.WriteBack(w); err != nil {
-			os.Stderr.WriteString("kbox: " + err.Error() + "\n")
+// nodeOf returns the shadow node behind guest fd fd: a host fd, or a host
+// file kept in the virtual table (hostfd.go); nil for anything else.
+func (e *Engine) nodeOf(r *Request, fd int) *shadowfd.Node {
+	if hfd, isHost := hostFile(r, uint64(uint32(fd))); isHost {
+		var st unix.Stat_t
+		if unix.Fstat(hfd, &st) != nil {
+			return nil
 		}
+		return e.Shadows.Lookup(st.Dev, st.Ino)
 	}
+	if r.P.FDs.IsVirtual(fd) {
+		return nil
+	}
+	return e.Shadows.OfGuestFd(r.P.Tgid, fd)
 }
 
+// A shadow's description is written back when its last fd closes
+// (shadowfd's close events), so close itself has nothing to write: the
+// filter lets guests close host fds natively. It is notified where close
+// events are not available, and for virtual fds.
 func sysClose(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
 	if r.P.FDs.IsVirtual(fd) {
-		hfd, isHost := hostFile(r, r.Args[0])
-		if isHost {
-			e.writeBackOwn(hfd) // as on the close of a host fd
-		}
+		_, isHost := hostFile(r, r.Args[0])
 		if err := r.P.FDs.Close(fd); err != nil {
 			return fail(err, LKL)
 		}
@@ -300,7 +277,6 @@ func sysClose(e *Engine, r *Request) Result {
 		}
 		return ok(0, LKL)
 	}
-	e.writeBackHost(r, fd)
 	e.flushPumps()
 	return cont
 }
@@ -501,10 +477,9 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 	ov, nv := isVirtual(r, oldfd), isVirtual(r, newfd)
 	switch {
 	case !ov && !nv:
-		// dup2 closes newfd implicitly: a writable shadow there must be
-		// written back first, as on close.
+		// dup2 closes newfd implicitly: a pump's pipe there is flushed
+		// first, as on close.
 		if oldfd != newfd {
-			e.writeBackHost(r, int(int32(newfd)))
 			e.flushPumps()
 		}
 		return cont
@@ -549,17 +524,29 @@ func sysIoctl(e *Engine, r *Request) Result {
 	return errno(unix.ENOTTY, Emulated)
 }
 
+// sysFsync serves fsync and fdatasync. On a shadow, the node is written
+// back and LKL's inode synced, so the data is in the image when it
+// returns; a write-back that failed before (ENOSPC, EIO) is reported here,
+// as Linux reports writeback errors.
 func sysFsync(e *Engine, r *Request) Result {
+	fd := int(int32(r.Args[0]))
+	if n := e.nodeOf(r, fd); n != nil {
+		if err := e.Shadows.Fsync(n, r.Nr == unix.SYS_FDATASYNC); err != nil {
+			return fail(err, LKL)
+		}
+		return ok(0, LKL)
+	}
 	if !isVirtual(r, r.Args[0]) {
-		e.writeBackHost(r, int(int32(r.Args[0])))
 		return cont
 	}
 	if hfd, isHost := hostFile(r, r.Args[0]); isHost {
-		e.writeBackOwn(hfd)
 		if err := unix.Fsync(hfd); err != nil {
 			return fail(err, Host)
 		}
 		return ok(0, Host)
+	}
+	if r.Nr == unix.SYS_FDATASYNC {
+		return onLKLFd(r, lkl.SysFdatasync)
 	}
 	return onLKLFd(r, lkl.SysFsync)
 }

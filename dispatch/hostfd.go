@@ -120,7 +120,6 @@ func hostFcntl(hfd int, cmd int, arg uint64) Result {
 // host fd number target: kbox's copy is installed there, as dup2 would.
 func (e *Engine) restoreHost(r *Request, hfd, target int, cloexec bool) Result {
 	// dup2 closes target: as on close.
-	e.writeBackHost(r, target)
 	e.flushPumps()
 	if _, err := r.G.AddFD(hfd, target, cloexec); err != nil {
 		return fail(err, Host)

@@ -28,7 +28,7 @@ func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) {
 		return Result{}, false
 	}
-	hfd, hit, err := e.Shadows.OpenCached(&st)
+	hfd, hit, err := e.Shadows.OpenCached(&st, flags)
 	if !hit {
 		return Result{}, false
 	}

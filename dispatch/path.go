@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,6 +54,13 @@ func (e *Engine) modTarget(r *Request, dirfd int32, addr uint64) (Target, Result
 // pathOp runs LKL syscall nr with the resolved path at position 1 after
 // AT_FDCWD, and extra arguments after it; in a bind, the host equivalent.
 func (e *Engine) pathOp(r *Request, nr uintptr, dirfd int32, addr uint64, rest ...uintptr) Result {
+	return e.pathOpSync(r, nr, dirfd, addr, false, rest...)
+}
+
+// pathOpSync is pathOp that, with sync set, first writes back the shadow
+// of the file (if it has one holding content LKL lacks): utimensat's times
+// must be the last word on a file written before.
+func (e *Engine) pathOpSync(r *Request, nr uintptr, dirfd int32, addr uint64, sync bool, rest ...uintptr) Result {
 	t, res, okk := e.modTarget(r, dirfd, addr)
 	if !okk {
 		return res
@@ -61,6 +69,20 @@ func (e *Engine) pathOp(r *Request, nr uintptr, dirfd int32, addr uint64, rest .
 		return bindOp(t, nr, rest)
 	}
 	p := t.Path
+	var node *shadowfd.Node
+	if sync {
+		var st lkl.Stat64
+		if lklStatUncached(p, rest[len(rest)-1]&unix.AT_SYMLINK_NOFOLLOW != 0, &st) == 0 {
+			if node = e.Shadows.OfInode(st.Dev, st.Ino); node != nil {
+				if err := e.Shadows.Sync(node); err != nil {
+					return fail(err, LKL)
+				}
+			}
+		}
+	}
+	if node != nil {
+		defer e.Shadows.TimesSet(node)
+	}
 	a := [6]uintptr{atFdcwd}
 	copy(a[2:], rest)
 	if _, le := lklPath(nr, 1, p, a); le != 0 {
@@ -111,6 +133,13 @@ func sysTruncate(e *Engine, r *Request) Result {
 	if _, le := lklPath(lkl.SysTruncate, 0, p, [6]uintptr{0, uintptr(r.Args[1])}); le != 0 {
 		return errno(le, LKL)
 	}
+	// Every open description of the file sees the new size.
+	var st lkl.Stat64
+	if lklStatUncached(p, false, &st) == 0 {
+		if err := e.Shadows.Truncated(&st); err != nil {
+			return fail(err, LKL)
+		}
+	}
 	return ok(0, LKL)
 }
 func sysMknod(e *Engine, r *Request) Result {
@@ -134,22 +163,23 @@ func sysUtimensat(e *Engine, r *Request) Result {
 			if e.roHostFd(r, int(int32(r.Args[0]))) {
 				return errno(unix.EROFS, Host)
 			}
-			w := e.Shadows.OfGuestFd(r.P.Tgid, int(int32(r.Args[0])))
-			if w == nil {
+			n := e.Shadows.OfGuestFd(r.P.Tgid, int(int32(r.Args[0])))
+			if n == nil {
 				return cont
 			}
-			// Times of a writable shadow belong to its LKL file. What
-			// was written so far goes first, so that a later write-back
-			// (skipped unless the shadow changes again) keeps them:
-			// cp -p, touch -d, tar.
-			if err := e.Shadows.WriteBack(w); err != nil {
+			// Times of a shadow belong to its LKL file. What was
+			// written so far goes first, so that the times set now are
+			// the last word (a write-back sets LKL's mtime to the
+			// content's): cp -p, touch -d, tar.
+			if err := e.Shadows.Sync(n); err != nil {
 				return fail(err, LKL)
 			}
-			_, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(w.LKLFd), 0, tsp, uintptr(r.Args[3]), 0, 0)
+			_, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(n.LKLFd()), 0, tsp, uintptr(r.Args[3]), 0, 0)
 			keepTimes(&ts)
 			if le != 0 {
 				return errno(le, LKL)
 			}
+			e.Shadows.TimesSet(n)
 			return ok(0, LKL)
 		}
 		lfd, en := vfd(r, r.Args[0])
@@ -161,7 +191,7 @@ func sysUtimensat(e *Engine, r *Request) Result {
 		}
 		return ok(0, LKL)
 	}
-	res := e.pathOp(r, lkl.SysUtimensat, int32(r.Args[0]), r.Args[1], tsp, uintptr(r.Args[3]))
+	res := e.pathOpSync(r, lkl.SysUtimensat, int32(r.Args[0]), r.Args[1], true, tsp, uintptr(r.Args[3]))
 	keepTimes(&ts)
 	return res
 }
@@ -173,19 +203,19 @@ func sysFchmod(e *Engine, r *Request) Result {
 	return onLKLFd(r, lkl.SysFchmod)
 }
 
-// onShadowFd serves fchmod/fchown on a host fd: a writable shadow's mode
-// and owner are its LKL file's; any other host fd is the host's business
-// (but a read-only bind's refuses).
+// onShadowFd serves fchmod/fchown on a host fd: a shadow's mode and owner
+// are its LKL file's; any other host fd is the host's business (but a
+// read-only bind's refuses).
 func (e *Engine) onShadowFd(r *Request, nr uintptr) Result {
 	fd := int(int32(r.Args[0]))
 	if e.roHostFd(r, fd) {
 		return errno(unix.EROFS, Host)
 	}
-	w := e.Shadows.OfGuestFd(r.P.Tgid, fd)
-	if w == nil {
+	n := e.Shadows.OfGuestFd(r.P.Tgid, fd)
+	if n == nil {
 		return cont
 	}
-	if _, le := lkl.Syscall6(nr, uintptr(w.LKLFd), uintptr(r.Args[1]), uintptr(r.Args[2]), 0, 0, 0); le != 0 {
+	if _, le := lkl.Syscall6(nr, uintptr(n.LKLFd()), uintptr(r.Args[1]), uintptr(r.Args[2]), 0, 0, 0); le != 0 {
 		return errno(le, LKL)
 	}
 	return ok(0, LKL)
@@ -262,8 +292,10 @@ func sysSymlinkat(e *Engine, r *Request) Result {
 	return e.symlink(r, r.Args[0], int32(r.Args[1]), r.Args[2])
 }
 
+// sysSync writes every shadow back and syncs LKL. sync(2) reports
+// nothing; a write-back error stays for the next fsync or syncfs.
 func sysSync(e *Engine, r *Request) Result {
-	e.Shadows.WriteBackAll()
+	e.Shadows.FlushAll()
 	lkl.Sync()
 	return ok(0, LKL)
 }

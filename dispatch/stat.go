@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,6 +53,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		if le := e.lklStat(t.Path, flags&unix.AT_SYMLINK_NOFOLLOW != 0, &st); le != 0 {
 			return errno(le, LKL)
 		}
+		e.Shadows.Overlay(&st) // a shadow's newer size and times
 		st.ToHost(hst)
 	}
 	if err := r.G.Write(out, asBytes(hst)); err != nil {
@@ -64,24 +66,18 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 }
 
 // fstatShadow answers fstat of a host fd: a shadow reports its LKL file
-// (shadowfd.Manager.Identity) with the shadow's size; anything else runs on
-// the host.
+// (device, inode, mode, owner, times: cp checks that the file it opened is
+// the one it stat'ed) with its content's current size; anything else runs
+// on the host.
 func (e *Engine) fstatShadow(r *Request, fd int, out uint64) Result {
-	lfd, path, size, found := e.Shadows.Identity(r.P.Tgid, fd)
-	if !found {
+	n := e.Shadows.OfGuestFd(r.P.Tgid, fd)
+	if n == nil {
 		return cont
 	}
 	var st lkl.Stat64
-	if lfd >= 0 {
-		fst, err := lkl.Fstat(lfd)
-		if err != nil {
-			return fail(err, LKL)
-		}
-		st = fst
-	} else if le := lklStatUncached(path, false, &st); le != 0 {
-		return cont // the file is gone from the image: the copy's own stat
+	if err := e.Shadows.Stat(n, &st); err != nil {
+		return fail(err, LKL)
 	}
-	st.Size = size
 	return writeStat(r, &st, out)
 }
 
@@ -151,8 +147,41 @@ func sysNewfstatat(e *Engine, r *Request) Result {
 	return e.statPath(r, int32(r.Args[0]), r.Args[1], int(r.Args[3]), r.Args[2])
 }
 
-// statxSizeOff is the offset of stx_size in struct statx.
-const statxSizeOff = 40
+// Offsets in struct statx.
+const (
+	statxInoOff    = 32
+	statxSizeOff   = 40
+	statxBlocksOff = 48
+	statxCtimeOff  = 96
+	statxMtimeOff  = 112
+	statxDevOff    = 136
+)
+
+// statxOverlay puts a shadow's size, blocks and times (st, from
+// shadowfd.Manager.Stat) into a statx buffer.
+func statxOverlay(buf []byte, st *lkl.Stat64) {
+	le := binary.LittleEndian
+	le.PutUint64(buf[statxSizeOff:], uint64(st.Size))
+	le.PutUint64(buf[statxBlocksOff:], uint64(st.Blocks))
+	le.PutUint64(buf[statxCtimeOff:], uint64(st.Ctime))
+	le.PutUint32(buf[statxCtimeOff+8:], uint32(st.CtimeNsec))
+	le.PutUint64(buf[statxMtimeOff:], uint64(st.Mtime))
+	le.PutUint32(buf[statxMtimeOff+8:], uint32(st.MtimeNsec))
+}
+
+// statxShadow corrects a statx of an image path whose file has a shadow
+// holding newer content (see Manager.Overlay); nothing is done while no
+// shadow can.
+func (e *Engine) statxShadow(buf []byte) {
+	le := binary.LittleEndian
+	st := lkl.Stat64{
+		Dev: unix.Mkdev(le.Uint32(buf[statxDevOff:]), le.Uint32(buf[statxDevOff+4:])),
+		Ino: le.Uint64(buf[statxInoOff:]),
+	}
+	if n := e.Shadows.HotNode(st.Dev, st.Ino); n != nil && e.Shadows.Stat(n, &st) == nil {
+		statxOverlay(buf, &st)
+	}
+}
 
 func sysStatx(e *Engine, r *Request) Result {
 	dirfd, flags := int32(r.Args[0]), int(r.Args[2])
@@ -163,21 +192,13 @@ func sysStatx(e *Engine, r *Request) Result {
 	var buf [lkl.SizeofStatx]byte
 	if p == "" && flags&unix.AT_EMPTY_PATH != 0 {
 		lfd := -1
-		shadowSize := int64(-1)
+		var node *shadowfd.Node
 		if !isVirtual(r, uint64(uint32(dirfd))) {
 			// A shadow reports its LKL file (see fstatShadow).
-			sfd, path, size, found := e.Shadows.Identity(r.P.Tgid, int(dirfd))
-			if !found {
+			if node = e.Shadows.OfGuestFd(r.P.Tgid, int(dirfd)); node == nil {
 				return cont
 			}
-			if sfd < 0 {
-				var err error
-				if sfd, err = lkl.Open(path, unix.O_PATH, 0); err != nil {
-					return cont
-				}
-				defer lkl.Close(sfd)
-			}
-			lfd, shadowSize = sfd, size
+			lfd = node.LKLFd()
 		} else {
 			if hfd, isHost := hostFile(r, uint64(uint32(dirfd))); isHost {
 				var sx unix.Statx_t
@@ -200,8 +221,11 @@ func sysStatx(e *Engine, r *Request) Result {
 		if le != 0 {
 			return errno(le, LKL)
 		}
-		if shadowSize >= 0 {
-			binary.LittleEndian.PutUint64(buf[statxSizeOff:], uint64(shadowSize))
+		if node != nil {
+			var st lkl.Stat64
+			if err := e.Shadows.Stat(node, &st); err == nil {
+				statxOverlay(buf[:], &st)
+			}
 		}
 	} else {
 		t, en := e.resolveAt(r, dirfd, p)
@@ -223,6 +247,7 @@ func sysStatx(e *Engine, r *Request) Result {
 			if le != 0 {
 				return errno(le, LKL)
 			}
+			e.statxShadow(buf[:])
 		}
 	}
 	if err := r.G.Write(r.Args[4], buf[:]); err != nil {

@@ -69,8 +69,10 @@ func sysSetrlimit(e *Engine, r *Request) Result {
 	return cont
 }
 
+// sysExitGroup: the process's shadows are written back as the kernel
+// closes its files (shadowfd's close events); its pumps are flushed and
+// its virtual fds closed here.
 func sysExitGroup(e *Engine, r *Request) Result {
-	e.Shadows.WriteBackAll()
 	e.flushPumps()
 	e.Exit(r.P)
 	return cont

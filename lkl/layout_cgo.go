@@ -33,5 +33,8 @@ func cLayout() map[string]uintptr {
 		"NR_clock_settime": C.__lkl__NR_clock_settime,
 		"NR_openat2":       C.__lkl__NR_openat2,
 		"NR_faccessat2":    C.__lkl__NR_faccessat2,
+		"NR_prlimit64":     C.__lkl__NR_prlimit64,
+		"NR_fallocate":     C.__lkl__NR_fallocate,
+		"NR_fstatfs":       C.__lkl__NR_fstatfs,
 	}
 }

@@ -32,6 +32,9 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 		"NR_clock_settime": SysClockSettime,
 		"NR_openat2":       SysOpenat2,
 		"NR_faccessat2":    SysFaccessat2,
+		"NR_prlimit64":     SysPrlimit64,
+		"NR_fallocate":     SysFallocate,
+		"NR_fstatfs":       SysFstatfs,
 	}
 	for k, v := range want {
 		if c[k] != v {

@@ -55,6 +55,7 @@ const (
 	SysUname         = 160
 	SysUmask         = 166
 	SysGetpid        = 172
+	SysPrlimit64     = 261
 	SysRenameat2     = 276
 	SysCopyFileRange = 285
 	SysStatx         = 291

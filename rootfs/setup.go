@@ -71,6 +71,7 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		lkl.Halt()
 		return nil, err
 	}
+	raiseFileLimit()
 	d, err := lkl.AddDisk(img.Fd())
 	if err != nil {
 		return fail(&ImageError{Path: img.Path, Msg: "cannot attach as a disk", Err: err})
@@ -250,6 +251,16 @@ func umountRetry(target string) error {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// raiseFileLimit lifts the kernel's own limit on open files (1024 by
+// default) to its maximum: kbox holds an LKL fd for every virtual fd of
+// every guest process and for every shadow node, all in LKL's one fd
+// table (its host threads share it).
+func raiseFileLimit() {
+	const nrOpen = 1 << 20 // the kernel's default fs.nr_open
+	lim := unix.Rlimit{Cur: nrOpen, Max: nrOpen}
+	lkl.Syscall6(lkl.SysPrlimit64, 0, unix.RLIMIT_NOFILE, uintptr(unsafePointer(&lim)), 0, 0, 0)
 }
 
 // setClock gives the kernel the host's wall-clock time: LKL starts at the

@@ -6,5 +6,5 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// unsafePointer passes a Timespec to an LKL syscall by address.
-func unsafePointer(ts *unix.Timespec) unsafe.Pointer { return unsafe.Pointer(ts) }
+// unsafePointer passes a Timespec or an Rlimit to an LKL syscall by address.
+func unsafePointer[T unix.Timespec | unix.Rlimit](v *T) unsafe.Pointer { return unsafe.Pointer(v) }

@@ -2,61 +2,93 @@ package shadowfd
 
 import (
 	"encoding/binary"
-	"os"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// Close events of writable shadows. A writable shadow is written back when
-// the guest's last fd of it closes. Instead of seeing every close(2) (a
-// notification round trip per close of any file), the Manager watches its
-// writable memfds with inotify (IN_CLOSE_WRITE, queued while the closing
-// task is still in close(2)) and writes back the closed ones before the
-// supervisor serves the next syscall, which is before any guest can
-// observe the file through kbox again.
+// Close events. A node lives while guests hold descriptions of its content
+// file; when the last one is released, the node is written back and
+// becomes idle. Instead of seeing every close(2) (a notification round trip
+// per close of any file), kbox watches each content file with inotify:
+// IN_CLOSE_WRITE and IN_CLOSE_NOWRITE come when a description of it is
+// released (its last fd closed, its last mapping gone), and tell whether it
+// could write. Every description is made by kbox (Open, OpenCached), so
+// counting them against the events tells when none is left.
+//
+// The engine reads the events (ReleaseClosed) before it serves each
+// syscall: whatever a guest closed before making a syscall is written back
+// before that syscall can look at the file through LKL (a stat's times, a
+// statfs's free space, an exec). It costs one non-blocking read while any
+// node exists, and nothing otherwise.
+//
+// If the kernel's event queue overflows, the counts are no longer known:
+// every node then stays live (written back on fsync and at exit) until kbox
+// exits.
 
-// WatchCloses enables close events. Once it returns nil, the caller may let
-// guests close host fds natively, provided it calls WriteBackClosed before
-// serving each syscall.
-func (m *Manager) WatchCloses() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.inotify > 0 {
-		return nil
-	}
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		return err
-	}
-	m.inotify = fd
-	m.watches = map[int32]*Writable{}
-	return nil
+type closeWatch struct {
+	once sync.Once
+	fd   int // inotify fd (non-blocking), or -1
+	mu   sync.Mutex
+	wds  map[int32]*Node
 }
 
-// watch registers w for close events; the caller holds m.mu.
-func (m *Manager) watch(w *Writable) error {
-	if m.inotify <= 0 {
-		return nil
-	}
-	wd, err := unix.InotifyAddWatch(m.inotify, "/proc/self/fd/"+strconv.Itoa(w.MemFd), unix.IN_CLOSE_WRITE)
-	if err != nil {
-		return err
-	}
-	m.watches[int32(wd)] = w
-	return nil
+// start makes the inotify fd, once.
+func (w *closeWatch) start() bool {
+	w.once.Do(func() {
+		w.fd = -1
+		fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+		if err != nil {
+			return
+		}
+		w.fd, w.wds = fd, map[int32]*Node{}
+	})
+	return w.fd >= 0
 }
 
-// WriteBackClosed writes back every writable shadow whose guest fds were
-// all closed since the last call. It costs one non-blocking read when any
-// writable shadow exists, and nothing otherwise.
-func (m *Manager) WriteBackClosed() {
-	if m.nwritable.Load() == 0 || m.inotify <= 0 {
+// add starts watching n's content file; it returns the watch descriptor,
+// or -1 when close events are not available.
+func (w *closeWatch) add(n *Node) int32 {
+	if !w.start() {
+		return -1
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, "/proc/self/fd/"+strconv.Itoa(n.content), unix.IN_CLOSE_WRITE|unix.IN_CLOSE_NOWRITE)
+	if err != nil {
+		return -1
+	}
+	w.mu.Lock()
+	w.wds[int32(wd)] = n
+	w.mu.Unlock()
+	return int32(wd)
+}
+
+// remove stops watching a dropped node.
+func (w *closeWatch) remove(wd int32) {
+	if wd < 0 || w.fd < 0 {
+		return
+	}
+	w.mu.Lock()
+	delete(w.wds, wd)
+	w.mu.Unlock()
+	unix.InotifyRmWatch(w.fd, uint32(wd))
+}
+
+// Watching reports whether close events are served (the tier may then let
+// guests close host fds natively).
+func (m *Manager) Watching() bool { return m.watchers.start() }
+
+// ReleaseClosed handles the close events queued since the last call:
+// nodes whose last description was released are written back and become
+// idle.
+func (m *Manager) ReleaseClosed() {
+	w := &m.watchers
+	if m.count.Load() == 0 || w.fd < 0 {
 		return
 	}
 	var buf [4096]byte
 	for {
-		n, err := unix.Read(m.inotify, buf[:])
+		n, err := unix.Read(w.fd, buf[:])
 		if err == unix.EINTR {
 			continue
 		}
@@ -68,24 +100,37 @@ func (m *Manager) WriteBackClosed() {
 			mask := binary.NativeEndian.Uint32(buf[off+4:])
 			off += unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(buf[off+12:]))
 			if mask&unix.IN_Q_OVERFLOW != 0 {
-				m.report(m.WriteBackAll())
+				m.lostCounts()
 				continue
 			}
-			if mask&unix.IN_CLOSE_WRITE == 0 {
+			if mask&(unix.IN_CLOSE_WRITE|unix.IN_CLOSE_NOWRITE) == 0 {
 				continue
 			}
-			m.mu.Lock()
-			w := m.watches[wd]
-			m.mu.Unlock()
-			if w != nil {
-				m.report(m.WriteBack(w))
+			w.mu.Lock()
+			node := w.wds[wd]
+			w.mu.Unlock()
+			if node != nil {
+				m.release(node, mask&unix.IN_CLOSE_WRITE != 0)
 			}
 		}
 	}
 }
 
-func (m *Manager) report(err error) {
-	if err != nil {
-		os.Stderr.WriteString("kbox: " + err.Error() + "\n")
+// close releases the inotify fd.
+func (w *closeWatch) close() {
+	if w.fd >= 0 {
+		unix.Close(w.fd)
+		w.fd = -1
+	}
+}
+
+// lostCounts marks every node as held: after a queue overflow no count can
+// be trusted.
+func (m *Manager) lostCounts() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range m.nodes {
+		n.lost = true
+		m.unidle(n)
 	}
 }

@@ -1,16 +1,28 @@
-// Package shadowfd mirrors regular files of the image into host memfds, so
-// that a guest can read, mmap and dynamically load them natively.
+// Package shadowfd gives guests host file descriptions of the image's
+// regular files, so that read, write, mmap and the dynamic loader run
+// natively on the host, without a round trip to kbox.
 //
-// Read-only opens get a sealed point-in-time copy; a small cache keyed by
-// inode, size and change time shares one copy between opens (each open still
-// gets its own file description, so offsets are not shared). Writable opens
-// get an unsealed copy that is written back to LKL when the guest closes it
-// or exits. Files above MaxSize are not shadowed: the caller serves them
-// through the supervisor instead (a virtual fd), so memory stays bounded.
+// Every image inode that guests have open has one node: a host content
+// file (store.go: a file in a size-limited private tmpfs, or a memfd)
+// holding the inode's data, and an LKL fd of the inode. Every guest open of
+// the inode, by any guest process, is a new file description of that one
+// content file (its own offset and status flags, as an open is), so guests
+// see each other's writes as on Linux: O_APPEND appends atomically,
+// MAP_SHARED mappings share pages, fstat reports the current size, a
+// reader sees what a writer wrote. While a node lives its content file is
+// the file's truth; LKL's copy is brought up to date (written back,
+// sync.go) on fsync, fdatasync, msync, sync and syncfs, when the last
+// description of the node closes (closewatch.go), before anything reads
+// the file through LKL (exec), and at exit. Nodes whose descriptions are
+// all closed stay cached (idle, least recently used first out) so that the
+// next open of an unchanged file costs one stat.
+//
+// Files above MaxSize that have no node are not shadowed: the caller
+// serves them through virtual fds, so memory stays bounded.
 package shadowfd
 
 import (
-	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,390 +31,630 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultMaxSize is the largest file shadowed into memory.
+// DefaultMaxSize is the largest file shadowed when it is opened.
 const DefaultMaxSize = 64 << 20
 
-const cacheSize = 64
+// Limits of the idle cache: nodes no guest holds, kept for the next open.
+const (
+	idleNodes = 64
+	idleBytes = 256 << 20
+)
 
-type key struct {
-	dev, ino      uint64
+type nodeKey struct{ dev, ino uint64 }
+
+// version is what a node last knew of its LKL inode: if LKL's size or
+// change time differ, the inode changed outside the node.
+type version struct {
 	size          int64
 	ctime, ctimeN int64
 }
 
-// Writable is a writable shadow and the LKL file it writes back to.
-type Writable struct {
-	MemFd int
-	LKLFd int
-	Path  string
-	// written is the memfd's change time at the last write-back: a shadow
-	// unchanged since then is not written again, so a stale shadow never
-	// overwrites a newer one of the same file.
-	written unix.Timespec
-	// rdwr shadows may be mapped shared and writable: sum and sumSize
-	// describe the content at the last write-back (mapped.go).
-	rdwr    bool
-	sum     uint64
-	sumSize int64
+func versionOf(st *lkl.Stat64) version {
+	return version{st.Size, st.Ctime, int64(st.CtimeNsec)}
 }
 
-// Manager owns the shadows.
+// Node is one image inode shadowed on the host.
+type Node struct {
+	key     nodeKey
+	fs      *fsState
+	content int // kbox's own O_RDWR fd of the content file
+	hostDev uint64
+	hostIno uint64
+	path    string // the guest path it was opened by, for messages
+
+	// mu serialises write-backs and content changes made by kbox.
+	mu    sync.Mutex
+	lklfd int  // LKL fd of the inode
+	rw    bool // lklfd is open for writing (a writer came)
+	lkl   version
+	alloc int64 // LKL's allocated bytes at the last fill or write-back
+	// synced is the content's change time at the last fill or write-back;
+	// sums hash each chunk of the content as LKL holds it (sync.go).
+	synced unix.Timespec
+	atime  unix.Timespec // the content's access time last given to LKL
+	sums   []uint64
+	// err is a failed write-back not yet reported to the guest.
+	err error
+
+	// Under Manager.mu: descriptions handed to guests and not closed yet,
+	// and how many of them can write.
+	descs, writers int
+	// wroteSince says a writable description existed since the last
+	// write-back (stores through a shared mapping change no time stamp,
+	// so such a node is hashed, not trusted); opens counts writable
+	// opens. Both change under Manager.mu and are read without it.
+	wroteSince atomic.Bool
+	opens      atomic.Uint64
+	timesSet   bool  // utimensat while a writer held it (TimesSet)
+	watch      int32 // inotify watch descriptor, -1: none
+	lost       bool  // close events were lost: never idle
+	idle       bool
+	idleSeq    uint64
+	dropped    bool
+}
+
+// Path is the guest path the node was first opened by.
+func (n *Node) Path() string { return n.path }
+
+// LKLFd is the node's LKL fd.
+func (n *Node) LKLFd() int { return n.lklfd }
+
+// Manager owns the nodes.
 type Manager struct {
 	MaxSize int64
 
-	mu       sync.Mutex
-	cache    map[key]int // sealed memfd per file version
-	order    []key
-	writable map[uint64]*Writable // by memfd inode
-	// nwritable is len(writable), readable without the lock.
-	nwritable atomic.Int32
-	// inotify and watches serve close events (closewatch.go).
-	inotify int
-	watches map[int32]*Writable
-	// writeBacks counts write-backs: each changes an LKL file.
+	mu      sync.Mutex
+	nodes   map[nodeKey]*Node
+	byHost  map[uint64]*Node // by content inode
+	fss     map[uint64]*fsState
+	idleSeq uint64
+	nidle   int
+	idleSz  int64
+	stores  stores
+	// hot counts nodes whose content may differ from LKL's (a writer
+	// holds them, or a write-back is pending): stat consults nodes only
+	// when it is not zero.
+	hot      atomic.Int32
+	count    atomic.Int32
+	watchers closeWatch
+	// writeBacks counts write-backs: each may change an LKL file.
 	writeBacks atomic.Uint64
-	// roPaths names the LKL file of each read-only copy, by the memfd's
-	// inode, for Identity; memDev is the memfds' device (0: none yet).
-	roPaths map[uint64]string
-	roOrder []uint64
-	memDev  uint64
+	hostDev    atomic.Uint64 // the content files' device, once known
+	buf        []byte        // write-back and fill buffer, under a node's mu
+	bufMu      sync.Mutex
 }
-
-// maxROPaths bounds roPaths: the oldest copies' names are forgotten first.
-const maxROPaths = 4096
 
 // New returns a Manager.
 func New() *Manager {
-	return &Manager{MaxSize: DefaultMaxSize, cache: map[key]int{}, writable: map[uint64]*Writable{}}
+	return &Manager{
+		MaxSize: DefaultMaxSize,
+		nodes:   map[nodeKey]*Node{},
+		byHost:  map[uint64]*Node{},
+		fss:     map[uint64]*fsState{},
+	}
 }
 
-func keyOf(st *lkl.Stat64) key {
-	return key{st.Dev, st.Ino, st.Size, st.Ctime, int64(st.CtimeNsec)}
-}
-
-// Fits reports whether a file of this size may be shadowed.
+// Fits reports whether a file of this size may be shadowed when it has no
+// node yet.
 func (m *Manager) Fits(size int64) bool { return size <= m.MaxSize }
 
-func fill(memfd, lklfd int, size int64) error {
-	buf := make([]byte, 256<<10)
-	var off int64
-	for off < size {
-		n, e := lkl.Syscall6(lkl.SysPread64, uintptr(lklfd), uintptr(ptr(buf)), uintptr(len(buf)), uintptr(off), 0, 0)
-		if e != 0 {
-			return e
-		}
-		if n == 0 {
-			break
-		}
-		if _, err := unix.Pwrite(memfd, buf[:n], off); err != nil {
-			return err
-		}
-		off += int64(n)
+// Shadowable reports whether an open of the regular LKL file st gets a
+// shadow: one that fits, or one whose node guests hold (every open of an
+// inode must share its node, whatever its size). An idle node of a file
+// that grew beyond MaxSize is dropped: the open becomes a virtual fd.
+func (m *Manager) Shadowable(st *lkl.Stat64) bool {
+	if m.Fits(st.Size) {
+		return true
 	}
-	return nil
+	if m.count.Load() == 0 {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nodes[nodeKey{st.Dev, st.Ino}]
+	if n == nil || n.dropped {
+		return false
+	}
+	if n.idle {
+		m.dropLocked(n)
+		return false
+	}
+	return true
 }
 
-// procFd is an fd of /proc/self/fd, opened once: reopening a memfd through
-// it skips the lookup of /proc/self/fd on every open.
+// procFd is an fd of /proc/self/fd, opened once: reopening a content file
+// through it skips the lookup of /proc/self/fd on every open.
 var procFd struct {
 	once sync.Once
 	fd   int
 }
 
-// reopen returns a new file description of memfd (its own offset, unlike a
-// dup). It does not allocate.
-func reopen(memfd, flags int) (int, error) {
+// reopen returns a new file description of the content file fd (its own
+// offset and status flags, unlike a dup). It does not allocate.
+func reopen(fd, flags int) (int, error) {
 	procFd.once.Do(func() {
-		fd, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		pfd, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			fd = -1
+			pfd = -1
 		}
-		procFd.fd = fd
+		procFd.fd = pfd
 	})
 	if procFd.fd < 0 {
-		return unix.Open("/proc/self/fd/"+strconv.Itoa(memfd), flags|unix.O_CLOEXEC, 0)
+		return unix.Open("/proc/self/fd/"+strconv.Itoa(fd), flags|unix.O_CLOEXEC, 0)
 	}
 	var name [24]byte
-	b := strconv.AppendInt(name[:0], int64(memfd), 10)
+	b := strconv.AppendInt(name[:0], int64(fd), 10)
 	name[len(b)] = 0
 	return openat(procFd.fd, &name[0], flags|unix.O_CLOEXEC)
 }
 
-// OpenCached returns a new host fd of the sealed copy of the file whose LKL
-// stat is st, if the cache holds that version; ok is false otherwise. It
-// lets a read-only open skip opening the file in LKL.
-func (m *Manager) OpenCached(st *lkl.Stat64) (fd int, ok bool, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	memfd, ok := m.cache[keyOf(st)]
-	if !ok {
-		return -1, false, nil
-	}
-	fd, err = reopen(memfd, unix.O_RDONLY)
-	return fd, true, err
+// hostFlags are the status flags a guest's description of a content file
+// keeps: access mode, O_APPEND, O_NONBLOCK, O_NOATIME. (O_SYNC and O_DSYNC
+// would be no-ops on the content file; durability comes with fsync.)
+func hostFlags(flags int) int {
+	return flags & (unix.O_ACCMODE | unix.O_APPEND | unix.O_NONBLOCK | unix.O_NOATIME)
 }
 
-// OpenReadOnly returns a new host fd holding a sealed copy of the LKL file
-// lklfd (whose stat is st). The caller owns the returned fd.
-func (m *Manager) OpenReadOnly(lklfd int, st *lkl.Stat64, name string) (int, error) {
-	k := keyOf(st)
+func writable(flags int) bool { return flags&unix.O_ACCMODE != unix.O_RDONLY }
+
+// Open returns a new host description, for a guest, of the regular LKL file
+// open at lklfd (which Open takes over) whose stat is st. The caller has
+// opened it in LKL with the guest's flags, so permissions, O_CREAT, O_EXCL
+// and O_TRUNC were the kernel's; a writable open must have lklfd open
+// O_RDWR without O_APPEND.
+func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, error) {
+	k := nodeKey{st.Dev, st.Ino}
 	m.mu.Lock()
-	memfd, ok := m.cache[k]
+	n := m.nodes[k]
+	if n != nil {
+		m.unidle(n)
+		n.descs++ // held: not dropped while it is filled or truncated
+	}
 	m.mu.Unlock()
-	if !ok {
+	if n == nil {
 		var err error
-		memfd, err = unix.MemfdCreate("kbox-ro:"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-		if err != nil {
+		if n, err = m.newNode(k, lklfd, st, path); err != nil {
+			lkl.Close(lklfd)
 			return -1, err
 		}
-		if err := fill(memfd, lklfd, st.Size); err != nil {
-			unix.Close(memfd)
-			return -1, err
-		}
-		unix.FcntlInt(uintptr(memfd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
-		var ms unix.Stat_t
-		unix.Fstat(memfd, &ms)
-		m.mu.Lock()
-		m.rememberRO(&ms, name)
-		if old, dup := m.cache[k]; dup {
-			unix.Close(memfd)
-			memfd = old
-		} else {
-			m.cache[k] = memfd
-			m.order = append(m.order, k)
-			if len(m.order) > cacheSize {
-				ev := m.order[0]
-				m.order = m.order[1:]
-				unix.Close(m.cache[ev])
-				delete(m.cache, ev)
-			}
-		}
+	} else if err := m.adopt(n, lklfd, flags); err != nil {
+		m.release(n, false)
+		return -1, err
+	}
+	fd, err := reopen(n.content, hostFlags(flags))
+	m.mu.Lock()
+	if err != nil {
 		m.mu.Unlock()
+		m.release(n, false)
+		return -1, err
 	}
-	return reopen(memfd, unix.O_RDONLY)
-}
-
-// Invalidate drops cached copies of an inode after a write.
-func (m *Manager) Invalidate(dev, ino uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i := 0; i < len(m.order); i++ {
-		k := m.order[i]
-		if k.dev == dev && k.ino == ino {
-			unix.Close(m.cache[k])
-			delete(m.cache, k)
-			m.order = append(m.order[:i], m.order[i+1:]...)
-			i--
+	if writable(flags) {
+		n.writers++
+		n.opens.Add(1)
+		if n.wroteSince.CompareAndSwap(false, true) {
+			m.hot.Add(1)
 		}
 	}
-}
-
-// OpenWritable returns a host fd of an unsealed copy of the LKL file lklfd,
-// registered for write-back. The Manager keeps lklfd open for write-back.
-func (m *Manager) OpenWritable(lklfd int, size int64, path string, flags int) (int, error) {
-	memfd, err := unix.MemfdCreate("kbox-rw:"+path, unix.MFD_CLOEXEC)
-	if err != nil {
-		return -1, err
-	}
-	if err := fill(memfd, lklfd, size); err != nil {
-		unix.Close(memfd)
-		return -1, err
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(memfd, &st); err != nil {
-		unix.Close(memfd)
-		return -1, err
-	}
-	acc := unix.O_RDWR
-	if flags&unix.O_ACCMODE == unix.O_WRONLY {
-		acc = unix.O_WRONLY
-	}
-	fd, err := reopen(memfd, acc|flags&unix.O_APPEND)
-	if err != nil {
-		unix.Close(memfd)
-		return -1, err
-	}
-	w := &Writable{MemFd: memfd, LKLFd: lklfd, Path: path, written: st.Ctim}
-	if acc == unix.O_RDWR {
-		w.rdwr, w.sumSize = true, size
-		if w.sum, err = sumOf(memfd, size); err != nil {
-			unix.Close(fd)
-			unix.Close(memfd)
-			return -1, err
-		}
-	}
-	m.mu.Lock()
-	m.writable[st.Ino] = w
-	m.nwritable.Store(int32(len(m.writable)))
-	err = m.watch(w)
 	m.mu.Unlock()
-	if err != nil {
-		unix.Close(fd) // not served without its close events
-		return -1, err
-	}
 	return fd, nil
 }
 
-// HasWritable reports whether any writable shadow exists (a cheap check
-// before identifying a closed fd).
-func (m *Manager) HasWritable() bool { return m.nwritable.Load() > 0 }
-
-// Lookup returns the writable shadow with memfd inode ino.
-func (m *Manager) Lookup(ino uint64) *Writable {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.writable[ino]
-}
-
-func (m *Manager) rememberRO(ms *unix.Stat_t, name string) {
-	if m.roPaths == nil {
-		m.roPaths = map[uint64]string{}
+// adopt brings an existing node up to date for a new open whose LKL fd
+// the node takes or closes. What LKL holds is read again under n.mu: a
+// write-back may have been running since the caller's open.
+func (m *Manager) adopt(n *Node, lklfd int, flags int) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if writable(flags) && !n.rw {
+		lkl.Close(n.lklfd)
+		n.lklfd, n.rw = lklfd, takeLKLFd(lklfd)
+	} else {
+		lkl.Close(lklfd)
 	}
-	m.memDev = ms.Dev
-	if _, ok := m.roPaths[ms.Ino]; !ok {
-		m.roOrder = append(m.roOrder, ms.Ino)
-		if len(m.roOrder) > maxROPaths {
-			delete(m.roPaths, m.roOrder[0])
-			m.roOrder = m.roOrder[1:]
-		}
+	if flags&unix.O_TRUNC != 0 && writable(flags) {
+		// LKL truncated the file (again now: a write-back running
+		// meanwhile may have written old content after the open's
+		// truncation). So is the content, for every description of it,
+		// as on Linux.
+		return m.truncated(n, 0)
 	}
-	m.roPaths[ms.Ino] = name
-}
-
-// Identity tells what LKL file fd of process pid shadows, so that fstat of
-// a shadow reports the file's own identity (device, inode, mode, owner,
-// times: cp checks that the file it opened is the one it stat'ed) rather
-// than the memfd's. A writable shadow gives its LKL fd (lklfd >= 0), a
-// read-only copy its LKL path; size is the shadow's own, which is what
-// reads see. ok is false for any other fd.
-func (m *Manager) Identity(pid, fd int) (lklfd int, path string, size int64, ok bool) {
-	m.mu.Lock()
-	dev := m.memDev
-	m.mu.Unlock()
-	if dev == 0 && m.nwritable.Load() == 0 {
-		return -1, "", 0, false
-	}
-	var st unix.Stat_t
-	if unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st) != nil {
-		return -1, "", 0, false
-	}
-	if w := m.writableOf(&st); w != nil {
-		return w.LKLFd, w.Path, st.Size, true
-	}
-	if st.Dev != dev {
-		return -1, "", 0, false
-	}
-	m.mu.Lock()
-	p, ok := m.roPaths[st.Ino]
-	m.mu.Unlock()
-	return -1, p, st.Size, ok
-}
-
-// OfGuestFd returns the writable shadow that fd of process pid is, or nil
-// when it is none (a pipe, a terminal, a read-only shadow, a host file).
-// The memfd's device is compared too: inode numbers are only unique within
-// one filesystem.
-func (m *Manager) OfGuestFd(pid, fd int) *Writable {
-	if m.nwritable.Load() == 0 {
-		return nil
-	}
-	var st unix.Stat_t
-	if unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st) != nil {
-		return nil
-	}
-	return m.writableOf(&st)
-}
-
-// writableOf returns the writable shadow whose memfd st describes.
-func (m *Manager) writableOf(st *unix.Stat_t) *Writable {
-	var ms unix.Stat_t
-	w := m.Lookup(st.Ino)
-	if w == nil || unix.Fstat(w.MemFd, &ms) != nil || ms.Dev != st.Dev || ms.Ino != st.Ino {
-		return nil
-	}
-	return w
-}
-
-// WriteBacks returns how many write-backs have run: a change means LKL
-// files changed (the dispatch stat cache compares it).
-func (m *Manager) WriteBacks() uint64 { return m.writeBacks.Load() }
-
-// WriteBack copies a writable shadow's content to its LKL file.
-func (m *Manager) WriteBack(w *Writable) error {
-	m.writeBacks.Add(1)
-	var st unix.Stat_t
-	if err := unix.Fstat(w.MemFd, &st); err != nil {
+	st, err := lkl.Fstat(n.lklfd)
+	if err != nil {
 		return err
 	}
-	if st.Ctim == w.written && w.mappedClean(st.Size) {
-		return nil
-	}
-	w.written = st.Ctim
-	if _, e := lkl.Syscall6(lkl.SysFtruncate, uintptr(w.LKLFd), uintptr(st.Size), 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("write back %s: truncate: %w", w.Path, e)
-	}
-	buf := make([]byte, 256<<10)
-	var off int64
-	h := newSum()
-	for off < st.Size {
-		n, err := unix.Pread(w.MemFd, buf, off)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			break
-		}
-		if _, e := lkl.Syscall6(lkl.SysPwrite64, uintptr(w.LKLFd), uintptr(ptr(buf)), uintptr(n), uintptr(off), 0, 0); e != 0 {
-			return fmt.Errorf("write back %s: %w", w.Path, e)
-		}
-		h.Write(buf[:n])
-		off += int64(n)
-	}
-	// The hash of what was written: a store racing this write-back is
-	// written next time.
-	w.sum, w.sumSize = h.Sum64(), st.Size
-	// Read-only copies keyed by the old change time may survive a
-	// write-back in the same clock tick: drop them.
-	if lst, err := lkl.Fstat(w.LKLFd); err == nil {
-		m.Invalidate(lst.Dev, lst.Ino)
+	if versionOf(&st) != n.lkl && !m.mayBeDirty(n) {
+		// Changed in LKL behind the node (a virtual fd of the same
+		// inode): reload.
+		return m.fill(n, &st)
 	}
 	return nil
 }
 
-// WriteBackAll writes every writable shadow back (kbox exit).
-func (m *Manager) WriteBackAll() error {
+// OpenCached returns a new read-only host description of the file whose
+// LKL stat is st when a node holds it and is current: a read-only open
+// then skips opening the file in LKL. ok is false when the caller must
+// open the file in LKL and call Open.
+func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err error) {
+	if m.count.Load() == 0 {
+		return -1, false, nil
+	}
 	m.mu.Lock()
-	ws := make([]*Writable, 0, len(m.writable))
-	for _, w := range m.writable {
-		ws = append(ws, w)
+	n := m.nodes[nodeKey{st.Dev, st.Ino}]
+	if n == nil || n.dropped {
+		m.mu.Unlock()
+		return -1, false, nil
 	}
+	m.unidle(n)
+	n.descs++ // held: not dropped meanwhile
 	m.mu.Unlock()
-	var first error
-	for _, w := range ws {
-		if err := m.WriteBack(w); err != nil && first == nil {
-			first = err
-		}
+	// LKL's inode is as the node last left it (a node's own newer content
+	// is not in LKL yet, which is what the node is for); otherwise it
+	// changed behind the node, and the general path reloads it.
+	n.mu.Lock()
+	current := versionOf(st) == n.lkl
+	n.mu.Unlock()
+	if !current {
+		m.release(n, false)
+		return -1, false, nil
 	}
-	return first
+	fd, err = reopen(n.content, hostFlags(flags))
+	if err != nil {
+		m.release(n, false)
+		return -1, true, err
+	}
+	return fd, true, nil
 }
 
-// Close releases every shadow and its LKL fd.
-func (m *Manager) Close() {
+// newNode makes the node of inode k, filled from lklfd, and holds one
+// description of it for the caller.
+func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*Node, error) {
+	fs, err := m.fsOf(st.Dev, lklfd)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{key: k, fs: fs, lklfd: lklfd, path: path, watch: -1, content: -1}
+	n.rw = takeLKLFd(lklfd)
+	n.alloc = st.Blocks * 512
+	fs.reserve(m, n.alloc, lklfd)
+	if n.content, err = fs.create(path); err != nil {
+		fs.unreserve(m, n.alloc, -1)
+		return nil, err
+	}
+	var hs unix.Stat_t
+	if err := unix.Fstat(n.content, &hs); err != nil {
+		m.closeNode(n)
+		return nil, err
+	}
+	n.hostDev, n.hostIno = hs.Dev, hs.Ino
+	n.mu.Lock()
+	err = m.fill(n, st)
+	n.mu.Unlock()
+	if err != nil {
+		m.closeNode(n)
+		return nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k, fd := range m.cache {
-		unix.Close(fd)
-		delete(m.cache, k)
+	if old := m.nodes[k]; old != nil && !old.dropped {
+		// Another thread made it meanwhile: use that one.
+		m.mu.Unlock()
+		m.closeNode(n)
+		m.mu.Lock()
+		m.unidle(old)
+		old.descs++
+		return old, nil
 	}
-	m.order = nil
-	for ino, w := range m.writable {
-		unix.Close(w.MemFd)
-		lkl.Close(w.LKLFd)
-		delete(m.writable, ino)
+	n.watch = m.watchers.add(n)
+	n.lost = n.watch < 0
+	n.descs = 1
+	m.nodes[k] = n
+	m.byHost[n.hostIno] = n
+	m.hostDev.Store(n.hostDev)
+	m.count.Add(1)
+	return n, nil
+}
+
+// takeLKLFd makes LKL fd fd a node's: its reads (fills) must not change
+// the inode's access time, which follows the guests' own reads
+// (propagateAtime). It reports whether fd was opened for writing.
+func takeLKLFd(fd int) (writable bool) {
+	fl, e := lkl.Syscall6(lkl.SysFcntl, uintptr(fd), unix.F_GETFL, 0, 0, 0, 0)
+	if e != 0 {
+		return false
 	}
-	m.nwritable.Store(0)
-	if m.inotify > 0 {
-		unix.Close(m.inotify)
-		m.inotify, m.watches = 0, nil
+	lkl.Syscall6(lkl.SysFcntl, uintptr(fd), unix.F_SETFL, fl|unix.O_NOATIME, 0, 0, 0)
+	return int(fl)&unix.O_ACCMODE != unix.O_RDONLY
+}
+
+// release drops one description of n (a close event, or an open that
+// failed after counting it). The last one writes the node back and makes
+// it idle.
+func (m *Manager) release(n *Node, wasWritable bool) {
+	m.mu.Lock()
+	n.descs--
+	if wasWritable {
+		n.writers--
 	}
+	last := n.descs <= 0 && !n.lost
+	m.mu.Unlock()
+	if !last {
+		return
+	}
+	err := m.flush(n)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n.descs > 0 || n.dropped {
+		return // reopened meanwhile
+	}
+	if err != nil {
+		report(n, err)
+		return // kept, with its error, until a sync reports it or exit
+	}
+	if n.timesSet {
+		n.timesSet = false
+		n.mu.Lock()
+		m.mirrorTimes(n)
+		n.mu.Unlock()
+	}
+	m.makeIdle(n)
+}
+
+// makeIdle puts n, held by no guest, in the idle cache, dropping the oldest
+// idle nodes beyond its limits. The caller holds m.mu.
+func (m *Manager) makeIdle(n *Node) {
+	var hs unix.Stat_t
+	size := int64(0)
+	if unix.Fstat(n.content, &hs) == nil {
+		size = hs.Size
+	}
+	if size > m.MaxSize {
+		m.dropLocked(n)
+		return
+	}
+	m.idleSeq++
+	n.idle, n.idleSeq = true, m.idleSeq
+	m.nidle++
+	m.idleSz += size
+	for m.nidle > idleNodes || m.idleSz > idleBytes {
+		var oldest *Node
+		for _, c := range m.nodes {
+			if c.idle && (oldest == nil || c.idleSeq < oldest.idleSeq) {
+				oldest = c
+			}
+		}
+		if oldest == nil {
+			break
+		}
+		m.dropLocked(oldest)
+	}
+}
+
+// unidle takes n out of the idle cache. The caller holds m.mu.
+func (m *Manager) unidle(n *Node) {
+	if !n.idle {
+		return
+	}
+	n.idle = false
+	m.nidle--
+	var hs unix.Stat_t
+	if unix.Fstat(n.content, &hs) == nil {
+		m.idleSz -= hs.Size
+	}
+}
+
+// dropLocked forgets n and closes its files. The caller holds m.mu (and
+// not n.mu: the order is Manager.mu, then Node.mu, then the fs's).
+func (m *Manager) dropLocked(n *Node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m.unidle(n)
+	n.dropped = true
+	if m.nodes[n.key] == n {
+		delete(m.nodes, n.key)
+	}
+	if m.byHost[n.hostIno] == n {
+		delete(m.byHost, n.hostIno)
+	}
+	m.count.Add(-1)
+	m.watchers.remove(n.watch)
+	m.closeNode(n)
+}
+
+// closeNode closes n's files and gives back its space.
+func (m *Manager) closeNode(n *Node) {
+	if n.content >= 0 {
+		unix.Close(n.content)
+		n.content = -1
+	}
+	n.fs.unreserve(m, n.alloc, n.lklfd)
+	if n.lklfd >= 0 {
+		lkl.Close(n.lklfd)
+		n.lklfd = -1
+	}
+}
+
+// Lookup returns the node whose content file has host inode ino (and
+// device dev, when known), or nil.
+func (m *Manager) Lookup(dev, ino uint64) *Node {
+	if m.count.Load() == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.byHost[ino]
+	if n == nil || n.dropped || dev != 0 && n.hostDev != dev {
+		return nil
+	}
+	return n
+}
+
+// OfGuestFd returns the node that fd of process pid is a description of,
+// or nil when it is none (a pipe, a terminal, a host file).
+func (m *Manager) OfGuestFd(pid, fd int) *Node {
+	if m.count.Load() == 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st) != nil {
+		return nil
+	}
+	return m.Lookup(st.Dev, st.Ino)
+}
+
+// OfInode returns the node of LKL inode (dev, ino), or nil.
+func (m *Manager) OfInode(dev, ino uint64) *Node {
+	if m.count.Load() == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nodes[nodeKey{dev, ino}]
+	if n == nil || n.dropped {
+		return nil
+	}
+	return n
+}
+
+// Stat gives the guest's view of n's inode: LKL's stat, with the size,
+// blocks and times of the content when it holds what LKL does not have yet.
+func (m *Manager) Stat(n *Node, st *lkl.Stat64) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.lklfd < 0 {
+		return unix.EBADF
+	}
+	fst, err := lkl.Fstat(n.lklfd)
+	if err != nil {
+		return err
+	}
+	*st = fst
+	m.overlay(n, st)
+	return nil
+}
+
+// HotNode returns the node of LKL inode (dev, ino) if it may hold content
+// LKL has not (cheap while no node may).
+func (m *Manager) HotNode(dev, ino uint64) *Node {
+	if m.hot.Load() == 0 {
+		return nil
+	}
+	return m.OfInode(dev, ino)
+}
+
+// Overlay corrects an LKL stat of an image file whose node holds newer
+// content than LKL: size, blocks and modification times are the
+// content's. It costs nothing while no node can hold such content.
+func (m *Manager) Overlay(st *lkl.Stat64) {
+	n := m.HotNode(st.Dev, st.Ino)
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	m.overlay(n, st)
+	n.mu.Unlock()
+}
+
+// overlay is Overlay for n; the caller holds n.mu.
+func (m *Manager) overlay(n *Node, st *lkl.Stat64) {
+	var hs unix.Stat_t
+	if n.content < 0 || unix.Fstat(n.content, &hs) != nil {
+		return
+	}
+	st.Size = hs.Size
+	if hs.Ctim != n.synced {
+		st.Blocks = hs.Blocks
+		st.Mtime, st.MtimeNsec = hs.Mtim.Sec, uint64(hs.Mtim.Nsec)
+		st.Ctime, st.CtimeNsec = hs.Ctim.Sec, uint64(hs.Ctim.Nsec)
+	}
+}
+
+// Truncated tells the node of LKL inode st (if any) that LKL truncated it to
+// st.Size through a path: every description sees the new size.
+func (m *Manager) Truncated(st *lkl.Stat64) error {
+	n := m.OfInode(st.Dev, st.Ino)
+	if n == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return m.truncated(n, st.Size)
+}
+
+// truncated makes n's content and its LKL inode size bytes. LKL's is
+// truncated (again: a write-back since the guest's truncation may have
+// written older content), then the content; content not written back yet
+// below size stays to be written. The caller holds n.mu.
+func (m *Manager) truncated(n *Node, size int64) error {
+	dirty := m.mayBeDirty(n)
+	if n.rw {
+		if _, le := lkl.Syscall6(lkl.SysFtruncate, uintptr(n.lklfd), uintptr(size), 0, 0, 0, 0); le != 0 {
+			return le
+		}
+	}
+	st, err := lkl.Fstat(n.lklfd)
+	if err != nil {
+		return err
+	}
+	if err := unix.Ftruncate(n.content, size); err != nil {
+		return err
+	}
+	if dirty {
+		n.lkl = versionOf(&st)
+		trimSums(n, size)
+		return nil
+	}
+	m.resum(n, size)
+	var hs unix.Stat_t
+	if err := unix.Fstat(n.content, &hs); err != nil {
+		return err
+	}
+	return m.markSynced(n, &st, hs.Ctim)
+}
+
+// trimSums drops the sums of chunks beyond size and marks the last, cut
+// one as unknown.
+func trimSums(n *Node, size int64) {
+	if nch := int((size + chunkSize - 1) / chunkSize); nch < len(n.sums) {
+		n.sums = n.sums[:nch]
+	}
+	if last := int(size / chunkSize); size%chunkSize != 0 && last < len(n.sums) {
+		n.sums[last] = ^uint64(0)
+	}
+}
+
+// WriteBacks returns how many write-backs have started: a change means LKL
+// files may have changed (the dispatch stat cache compares it).
+func (m *Manager) WriteBacks() uint64 { return m.writeBacks.Load() }
+
+// report prints a write-back error that no guest call has reported yet.
+func report(n *Node, err error) {
+	os.Stderr.WriteString("kbox: write back " + n.path + ": " + err.Error() + "\n")
+}
+
+// Close writes back and releases every node (kbox exit).
+func (m *Manager) Close() {
+	m.watchers.close()
+	m.mu.Lock()
+	nodes := make([]*Node, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		nodes = append(nodes, n)
+	}
+	m.mu.Unlock()
+	for _, n := range nodes {
+		if err := m.Sync(n); err != nil {
+			report(n, err)
+		}
+	}
+	m.mu.Lock()
+	for _, n := range nodes {
+		if !n.dropped {
+			m.dropLocked(n)
+		}
+	}
+	for _, fs := range m.fss {
+		fs.close()
+	}
+	m.fss = map[uint64]*fsState{}
+	m.mu.Unlock()
+	m.stores.close()
 }

@@ -1,7 +1,10 @@
 package shadowfd
 
 import (
+	"runtime"
 	"unsafe"
+
+	"github.com/kbox-project/kbox/lkl"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,4 +20,23 @@ func openat(dirfd int, name *byte, flags int) (int, error) {
 		return -1, e
 	}
 	return int(fd), nil
+}
+
+// statfsPtr passes a statfs buffer to LKL by address.
+func statfsPtr(sf *unix.Statfs_t) unsafe.Pointer { return unsafe.Pointer(sf) }
+
+// lklFutimens sets the times of LKL fd fd (utimensat with a NULL path).
+func lklFutimens(fd int, ts *[2]unix.Timespec) unix.Errno {
+	_, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(fd), 0, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+	runtime.KeepAlive(ts)
+	return le
+}
+
+// futimens sets the times of host fd fd (utimensat with a NULL path).
+func futimens(fd int, ts *[2]unix.Timespec) error {
+	_, _, e := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
 }

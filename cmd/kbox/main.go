@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/kbox-project/kbox/shadowfd"
 )
 
 // Exit statuses of kbox itself. A guest's own status is passed through
@@ -30,6 +32,11 @@ Run 'kbox image --help' for the image options.
 `
 
 func main() {
+	if shadowfd.IsHelper() {
+		// kbox's own helper process, which makes the size-limited mounts
+		// behind shadows (shadowfd/store.go).
+		os.Exit(shadowfd.HelperMain())
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

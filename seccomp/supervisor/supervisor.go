@@ -202,9 +202,9 @@ func Run(cfg Config) (int, error) {
 	defer os.RemoveAll(stage)
 	eng.Opt.StageDir = stage
 	pol := Policy(uint32(eng.Opt.VirtualFDs))
-	if eng.Shadows.WatchCloses() == nil {
-		// Writable shadows are written back on their close events, so
-		// closing a host fd needs no round trip.
+	if eng.Shadows.Watching() {
+		// Shadows are written back on their close events, so closing a
+		// host fd needs no round trip.
 		pol.HostFD = append(pol.HostFD, "close")
 	}
 	prog, err := pol.Assemble()
@@ -315,7 +315,9 @@ func Run(cfg Config) (int, error) {
 	if state == nil {
 		state = <-done
 	}
-	eng.Shadows.WriteBackAll()
+	if err := eng.Shadows.FlushAll(); err != nil {
+		fmt.Fprintf(os.Stderr, "kbox: writing files back to the image failed: %v\n", err)
+	}
 	ws := state.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		return 128 + int(ws.Signal()), nil

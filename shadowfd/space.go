@@ -1,0 +1,230 @@
+package shadowfd
+
+import (
+	"sync"
+
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// Space. Guests write content files natively, so a write that the image
+// could not hold must fail there, at the write, with ENOSPC, as on Linux:
+// a write-back that fails later would lose data the guest was told was
+// written. So the content files of each writable LKL filesystem live in a
+// tmpfs of their own (store.go) whose size kbox keeps at
+//
+//	bound = Σ (LKL blocks of each node's file) + free space in LKL − margin
+//
+// A node's content takes about as much tmpfs as its LKL file takes blocks,
+// so the tmpfs can grow by about what LKL can still take: a guest write
+// beyond that fails natively with ENOSPC, and every byte a write reported
+// fits in the image at write-back. The bound moves when a node comes or
+// goes and when LKL's free space changes otherwise (kbox calls Rebalance
+// after dispatching a syscall that may change it, while writers exist); a
+// write-back moves blocks from "free" to "the node's file" and leaves it
+// where it was. The margin covers the filesystem's own metadata for new
+// blocks (extent tree blocks, about 0.4 % in the worst case). Without such
+// a tmpfs (memfds), ENOSPC can only come at write-back, and is reported by
+// the next fsync, msync, sync or syncfs.
+
+// hysteresis is how far below the bound the tmpfs may stay before kbox
+// grows it: resizing costs a reconfiguration (and a round trip to the
+// helper when there is one).
+const hysteresis = 256 << 10
+
+// fsState is one LKL filesystem that has nodes.
+type fsState struct {
+	dev     uint64
+	ro      bool
+	noatime bool
+
+	mu    sync.Mutex
+	dir   int // root of its tmpfs, or -1: memfds
+	id    int // the tmpfs's id for resize
+	mnt   mounter
+	alloc int64 // Σ LKL blocks (bytes) of its nodes' files
+	size  int64 // the tmpfs's size now
+	err   error // a failed write-back not yet reported by syncfs/sync
+}
+
+// fsOf returns the state of LKL filesystem dev, lklfd being an fd on it.
+func (m *Manager) fsOf(dev uint64, lklfd int) (*fsState, error) {
+	m.mu.Lock()
+	fs := m.fss[dev]
+	m.mu.Unlock()
+	if fs != nil {
+		return fs, nil
+	}
+	fs = &fsState{dev: dev, dir: -1}
+	var sf unix.Statfs_t
+	if lklStatfs(lklfd, &sf) == nil {
+		fs.ro = sf.Flags&unix.ST_RDONLY != 0
+		fs.noatime = sf.Flags&unix.ST_NOATIME != 0
+	}
+	// A filesystem that counts no blocks (ramfs) has no bound to keep.
+	if !fs.ro && sf.Blocks > 0 {
+		if mnt, err := m.stores.get(); err == nil {
+			size := m.bound(fs, &sf)
+			if dir, id, err := mnt.mount(size); err == nil {
+				fs.dir, fs.id, fs.mnt, fs.size = dir, id, mnt, size
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.fss[dev]; old != nil {
+		fs.close()
+		return old, nil
+	}
+	m.fss[dev] = fs
+	return fs, nil
+}
+
+// Bounded reports whether writes to files of LKL filesystem dev fail at
+// the write when the filesystem is full (false: at write-back).
+func (m *Manager) Bounded(dev uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fs := m.fss[dev]
+	return fs != nil && fs.dir >= 0
+}
+
+// create makes an empty content file.
+func (fs *fsState) create(name string) (int, error) {
+	if fs.dir >= 0 {
+		return unix.Openat(fs.dir, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	}
+	return unix.MemfdCreate("kbox:"+name, unix.MFD_CLOEXEC)
+}
+
+// avail is the free space a guest may fill: what statfs calls available,
+// without the blocks ext4 keeps for root (kbox's write-backs could use
+// them, but how many of them root may use is not in statfs; a root guest
+// finds the image full about 5 % early).
+func (m *Manager) avail(sf *unix.Statfs_t) int64 {
+	return int64(sf.Bavail) * int64(sf.Bsize)
+}
+
+// margin keeps room for the metadata of new blocks.
+func margin(avail int64) int64 { return 1<<20 + avail/256 }
+
+// bound is the tmpfs size that lets guests write what LKL can hold.
+func (m *Manager) bound(fs *fsState, sf *unix.Statfs_t) int64 {
+	a := m.avail(sf)
+	return fs.alloc + a - margin(a)
+}
+
+// resize sets the tmpfs size to what bound allows, and at least room bytes
+// above what it holds. The caller holds fs.mu.
+func (m *Manager) resize(fs *fsState, sf *unix.Statfs_t, room int64) {
+	if fs.dir < 0 {
+		return
+	}
+	target := m.bound(fs, sf)
+	var ts unix.Statfs_t
+	if unix.Fstatfs(fs.dir, &ts) == nil {
+		used := int64(ts.Blocks-ts.Bfree) * int64(ts.Bsize)
+		// Never below what it holds (the kernel refuses); a node being
+		// filled gets the room it needs even if guests then find the
+		// filesystem full a little early.
+		target = max(target, used+room)
+	}
+	target = (target + pageSize - 1) / pageSize * pageSize
+	if target < fs.size || target > fs.size+hysteresis || room > 0 && target > fs.size {
+		if fs.mnt.resize(fs.id, target) == nil {
+			fs.size = target
+		}
+	}
+}
+
+// reserve accounts a new node's LKL blocks and makes room for its content.
+func (fs *fsState) reserve(m *Manager, alloc int64, lklfd int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.alloc += alloc
+	var sf unix.Statfs_t
+	if fs.dir >= 0 && lklStatfs(lklfd, &sf) == nil {
+		m.resize(fs, &sf, alloc+pageSize)
+	}
+}
+
+// adjust accounts a change of a node's LKL blocks (a write-back moved
+// blocks from free to the file: the bound stays).
+func (fs *fsState) adjust(m *Manager, delta int64) {
+	fs.mu.Lock()
+	fs.alloc += delta
+	fs.mu.Unlock()
+}
+
+// unreserve accounts a node gone; its blocks count as LKL's free space (or
+// its file's, which no node holds now).
+func (fs *fsState) unreserve(m *Manager, alloc int64, lklfd int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.alloc -= alloc
+	var sf unix.Statfs_t
+	if fs.dir >= 0 && lklfd >= 0 && lklStatfs(lklfd, &sf) == nil {
+		m.resize(fs, &sf, 0)
+	}
+}
+
+// failed keeps a write-back error for the next syncfs or sync.
+func (fs *fsState) failed(err error) {
+	fs.mu.Lock()
+	if fs.err == nil {
+		fs.err = err
+	}
+	fs.mu.Unlock()
+}
+
+func (fs *fsState) takeErr() error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	err := fs.err
+	fs.err = nil
+	return err
+}
+
+func (fs *fsState) close() {
+	if fs.dir >= 0 {
+		unix.Close(fs.dir)
+		fs.dir = -1
+	}
+}
+
+// Rebalance brings every tmpfs size in line with LKL's free space; the
+// engine calls it after a dispatched syscall that may have changed LKL,
+// and it costs nothing unless a node may be written.
+func (m *Manager) Rebalance() {
+	if m.hot.Load() == 0 {
+		return
+	}
+	// Under m.mu, so that no node (and its LKL fd) goes meanwhile.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, fs := range m.fss {
+		if fs.dir < 0 {
+			continue
+		}
+		for _, n := range m.nodes {
+			if n.fs == fs && n.lklfd >= 0 {
+				fs.mu.Lock()
+				var sf unix.Statfs_t
+				if lklStatfs(n.lklfd, &sf) == nil {
+					m.resize(fs, &sf, 0)
+				}
+				fs.mu.Unlock()
+				break
+			}
+		}
+	}
+}
+
+// lklStatfs is fstatfs of an LKL fd (LKL's struct statfs has the 64-bit
+// generic layout, which is unix.Statfs_t's on amd64 and arm64).
+func lklStatfs(fd int, sf *unix.Statfs_t) error {
+	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(fd), uintptr(statfsPtr(sf)), 0, 0, 0, 0); le != 0 {
+		return le
+	}
+	return nil
+}

@@ -1,0 +1,352 @@
+package shadowfd
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Content files and where they live.
+//
+// A node's content is a host file with no name. On a filesystem the guest
+// cannot write (a read-only image), it is a memfd. On a writable one it is
+// an O_TMPFILE in a private tmpfs mount whose size kbox keeps equal to what
+// the LKL filesystem behind it can still hold (space.go): a guest write
+// that the image could not take then fails natively, at the write(2), with
+// ENOSPC, exactly as on Linux, and the file holds exactly what the writes
+// reported. Without such a mount (see below) content files are memfds and
+// a write-back that finds the image full can only report ENOSPC later, at
+// fsync, msync, sync or syncfs (docs/tiers.md).
+//
+// The tmpfs is made with the new mount API (fsopen, fsconfig, fsmount) and
+// never attached anywhere: no host path names it, and it disappears with
+// kbox's last fd of it, even when kbox is killed. Making it needs
+// CAP_SYS_ADMIN over kbox's mount namespace. kbox has it when it runs as
+// root; otherwise a helper process made in a new user and mount namespace
+// (which any user may create where unprivileged user namespaces are
+// allowed) makes the mounts and resizes them on kbox's request, handing
+// kbox an fd of each mount's root.
+
+// mounter makes size-limited tmpfs mounts and resizes them.
+type mounter interface {
+	// mount returns an O_DIRECTORY fd of the root of a new tmpfs of
+	// size bytes, and the mount's id for resize.
+	mount(size int64) (dirfd, id int, err error)
+	resize(id int, size int64) error
+	close()
+}
+
+// StoreMode selects the content store (KBOX_STORE, for tests): "" picks
+// the best available, "memfd" forces memfds, "helper" forces the helper
+// process even when kbox could mount itself.
+var StoreMode = os.Getenv("KBOX_STORE")
+
+// stores is the Manager's source of size-limited mounts, made on first use.
+type stores struct {
+	once sync.Once
+	m    mounter
+	why  error // why there is no mounter
+}
+
+func (s *stores) get() (mounter, error) {
+	s.once.Do(func() {
+		switch StoreMode {
+		case "memfd":
+			s.why = errors.New("KBOX_STORE=memfd")
+			return
+		case "helper":
+			s.m, s.why = startHelper()
+			return
+		}
+		if m, err := newDirectMounter(); err == nil {
+			s.m = m
+			return
+		}
+		s.m, s.why = startHelper()
+	})
+	return s.m, s.why
+}
+
+func (s *stores) close() {
+	if s.m != nil {
+		s.m.close()
+	}
+}
+
+// directMounter makes the mounts in kbox's own process.
+type directMounter struct {
+	mu   sync.Mutex
+	mnts map[int]int // id -> mount fd
+	next int
+}
+
+func newDirectMounter() (*directMounter, error) {
+	d := &directMounter{mnts: map[int]int{}}
+	// A probe: refused unless kbox may mount here.
+	dir, id, err := d.mount(1 << 20)
+	if err != nil {
+		return nil, err
+	}
+	unix.Close(dir)
+	d.drop(id)
+	return d, nil
+}
+
+// FSPICK_* flags (linux/mount.h), which x/sys/unix lacks.
+const (
+	fspickCloexec   = 0x1
+	fspickEmptyPath = 0x8
+)
+
+// pageSize rounds tmpfs sizes: the kernel counts whole pages.
+var pageSize = int64(os.Getpagesize())
+
+func sizeArg(size int64) string {
+	if size < pageSize {
+		size = pageSize // size=0 would mean no limit
+	}
+	return strconv.FormatInt(size, 10)
+}
+
+func (d *directMounter) mount(size int64) (int, int, error) {
+	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, 0, fmt.Errorf("fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fs)
+	for _, kv := range [][2]string{{"size", sizeArg(size)}, {"mode", "0700"}, {"huge", "never"}} {
+		if err := unix.FsconfigSetString(fs, kv[0], kv[1]); err != nil && kv[0] != "huge" {
+			return -1, 0, fmt.Errorf("tmpfs %s=%s: %w", kv[0], kv[1], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, 0, fmt.Errorf("tmpfs: create: %w", err)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, 0, fmt.Errorf("fsmount tmpfs: %w", err)
+	}
+	dir, err := unix.Openat(mnt, ".", unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(mnt)
+		return -1, 0, err
+	}
+	d.mu.Lock()
+	d.next++
+	id := d.next
+	d.mnts[id] = mnt
+	d.mu.Unlock()
+	return dir, id, nil
+}
+
+func (d *directMounter) resize(id int, size int64) error {
+	d.mu.Lock()
+	mnt, ok := d.mnts[id]
+	d.mu.Unlock()
+	if !ok {
+		return unix.EBADF
+	}
+	pick, err := unix.Fspick(mnt, "", fspickEmptyPath|fspickCloexec)
+	if err != nil {
+		return fmt.Errorf("fspick: %w", err)
+	}
+	defer unix.Close(pick)
+	if err := unix.FsconfigSetString(pick, "size", sizeArg(size)); err != nil {
+		return err
+	}
+	return unix.FsconfigReconfigure(pick)
+}
+
+func (d *directMounter) drop(id int) {
+	d.mu.Lock()
+	if mnt, ok := d.mnts[id]; ok {
+		unix.Close(mnt)
+		delete(d.mnts, id)
+	}
+	d.mu.Unlock()
+}
+
+func (d *directMounter) close() {
+	d.mu.Lock()
+	for id, mnt := range d.mnts {
+		unix.Close(mnt)
+		delete(d.mnts, id)
+	}
+	d.mu.Unlock()
+}
+
+// The helper: kbox itself, started with KBOX_STORE_HELPER=1 in a new user
+// and mount namespace (uid 0 inside mapped to kbox's uid). It serves
+// requests on a socketpair (fd 3) until kbox closes its end or dies:
+//
+//	request: op (1 byte: 'M' mount, 'R' resize), id (u32), size (u64)
+//	reply:   errno (u32), id (u32); a mount's root fd rides along (SCM_RIGHTS)
+const helperEnv = "KBOX_STORE_HELPER"
+
+// IsHelper reports whether this process was started as the store helper;
+// main then calls HelperMain and nothing else.
+func IsHelper() bool { return os.Getenv(helperEnv) == "1" }
+
+type helperMounter struct {
+	mu   sync.Mutex
+	sock int
+	cmd  *exec.Cmd
+}
+
+func startHelper() (mounter, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	child := os.NewFile(uintptr(pair[1]), "kbox-store")
+	defer child.Close()
+	uid, gid := os.Getuid(), os.Getgid()
+	cmd := &exec.Cmd{
+		Path:       self,
+		Args:       []string{"kbox-store-helper"},
+		Env:        []string{helperEnv + "=1"},
+		ExtraFiles: []*os.File{child},
+		Stderr:     os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			Pdeathsig:                  syscall.SIGKILL,
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		unix.Close(pair[0])
+		return nil, fmt.Errorf("no user namespace for the content store helper: %w", err)
+	}
+	h := &helperMounter{sock: pair[0], cmd: cmd}
+	// A probe mount tells that the helper works.
+	dir, _, err := h.mount(1 << 20)
+	if err != nil {
+		h.close()
+		return nil, fmt.Errorf("content store helper: %w", err)
+	}
+	unix.Close(dir)
+	return h, nil
+}
+
+func (h *helperMounter) call(op byte, id int, size int64) (int, int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var req [13]byte
+	req[0] = op
+	binary.LittleEndian.PutUint32(req[1:], uint32(id))
+	binary.LittleEndian.PutUint64(req[5:], uint64(size))
+	if _, err := unix.Write(h.sock, req[:]); err != nil {
+		return -1, 0, err
+	}
+	var rep [8]byte
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(h.sock, rep[:], oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return -1, 0, err
+	}
+	if n != len(rep) {
+		return -1, 0, errors.New("content store helper hung up")
+	}
+	fd := -1
+	if oobn > 0 {
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+			if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
+				fd = fds[0]
+			}
+		}
+	}
+	if en := unix.Errno(binary.LittleEndian.Uint32(rep[:])); en != 0 {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return -1, 0, en
+	}
+	return fd, int(binary.LittleEndian.Uint32(rep[4:])), nil
+}
+
+func (h *helperMounter) mount(size int64) (int, int, error) {
+	dir, id, err := h.call('M', 0, size)
+	if err == nil && dir < 0 {
+		err = errors.New("content store helper sent no mount")
+	}
+	return dir, id, err
+}
+
+func (h *helperMounter) resize(id int, size int64) error {
+	_, _, err := h.call('R', id, size)
+	return err
+}
+
+func (h *helperMounter) close() {
+	unix.Close(h.sock) // the helper exits on EOF
+	if h.cmd != nil {
+		h.cmd.Wait()
+	}
+}
+
+// HelperMain serves a kbox process as its content store helper; it
+// returns the process's exit status.
+func HelperMain() int {
+	const sock = 3
+	d := &directMounter{mnts: map[int]int{}}
+	var req [13]byte
+	for {
+		n, err := unix.Read(sock, req[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n != len(req) {
+			return 0 // kbox is gone
+		}
+		id := int(binary.LittleEndian.Uint32(req[1:]))
+		size := int64(binary.LittleEndian.Uint64(req[5:]))
+		var rep [8]byte
+		var rights []byte
+		dir := -1
+		switch req[0] {
+		case 'M':
+			var mid int
+			var err error
+			if dir, mid, err = d.mount(size); err != nil {
+				binary.LittleEndian.PutUint32(rep[:], uint32(errnoOf(err)))
+			} else {
+				binary.LittleEndian.PutUint32(rep[4:], uint32(mid))
+				rights = unix.UnixRights(dir)
+			}
+		case 'R':
+			if err := d.resize(id, size); err != nil {
+				binary.LittleEndian.PutUint32(rep[:], uint32(errnoOf(err)))
+			}
+		default:
+			binary.LittleEndian.PutUint32(rep[:], uint32(unix.EINVAL))
+		}
+		err = unix.Sendmsg(sock, rep[:], rights, nil, 0)
+		if dir >= 0 {
+			unix.Close(dir)
+		}
+		if err != nil {
+			return 0
+		}
+	}
+}
+
+func errnoOf(err error) unix.Errno {
+	var en unix.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	return unix.EIO
+}

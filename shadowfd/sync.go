@@ -1,0 +1,536 @@
+package shadowfd
+
+import (
+	"hash/maphash"
+	"time"
+
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// Write-back: bringing LKL's copy of a node up to date.
+//
+// Guests write content files natively, so kbox does not see which bytes
+// changed. A node keeps a hash of each 64 KiB chunk of its content as LKL
+// holds it; a write-back hashes the content again and writes to LKL only
+// the chunks that differ (an append, or a page changed through a shared
+// mapping, costs one chunk, not the file). Stores through a shared
+// mapping change no time stamp, so a node that had a writable description
+// since its last write-back is hashed even when its change time is the
+// same; one that had none is clean when its change time is.
+//
+// Holes stay holes: the content file's data extents (SEEK_DATA/SEEK_HOLE)
+// decide what is written; the rest of a changed chunk is punched out of
+// LKL's file, so a sparse file stays sparse in the image (du, SEEK_HOLE
+// and fallocate's PUNCH_HOLE as on Linux).
+//
+// A write-back that fails (ENOSPC, EIO from the image) keeps the node's
+// error: the next fsync, fdatasync, msync, sync or syncfs that covers the
+// file returns it, as Linux reports a failed writeback, and the node is not
+// dropped before that (or before exit, which reports it on stderr).
+
+const chunkSize = 64 << 10
+
+// holeSum is the sum of a chunk that holds no data.
+const holeSum = 0
+
+var sumSeed = maphash.MakeSeed()
+
+// chunkSum hashes a chunk's data and where its data ranges lie.
+func chunkSum(data []byte, ranges []extent) uint64 {
+	var h maphash.Hash
+	h.SetSeed(sumSeed)
+	h.Write(data)
+	var b [16]byte
+	for _, r := range ranges {
+		putInt64(b[:8], r.off)
+		putInt64(b[8:], r.end)
+		h.Write(b[:])
+	}
+	return h.Sum64() | 1
+}
+
+func putInt64(b []byte, v int64) {
+	for i := 0; i < 8; i++ {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+// extent is a range of data [off, end).
+type extent struct{ off, end int64 }
+
+// dataExtents lists the data ranges of the host file fd up to size.
+func dataExtents(fd int, size int64, out []extent) ([]extent, error) {
+	out = out[:0]
+	for pos := int64(0); pos < size; {
+		off, err := unix.Seek(fd, pos, unix.SEEK_DATA)
+		if err == unix.ENXIO {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if off >= size {
+			break
+		}
+		end, err := unix.Seek(fd, off, unix.SEEK_HOLE)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, extent{off, min(end, size)})
+		pos = end
+	}
+	return out, nil
+}
+
+// within returns the parts of exts inside [a, b), from index *i on (exts
+// are sorted; *i advances past extents that end before b).
+func within(exts []extent, i *int, a, b int64, out []extent) []extent {
+	out = out[:0]
+	for *i < len(exts) && exts[*i].end <= a {
+		*i++
+	}
+	for j := *i; j < len(exts) && exts[j].off < b; j++ {
+		out = append(out, extent{max(exts[j].off, a), min(exts[j].end, b)})
+	}
+	return out
+}
+
+func (m *Manager) buffer() []byte {
+	if m.buf == nil {
+		m.buf = make([]byte, chunkSize)
+	}
+	return m.buf
+}
+
+// sums hashes the content of n chunk by chunk, up to size. The caller
+// holds n.mu and m.bufMu.
+func (m *Manager) contentSums(n *Node, size int64, sums []uint64) ([]uint64, error) {
+	exts, err := dataExtents(n.content, size, nil)
+	if err != nil {
+		return nil, err
+	}
+	buf := m.buffer()
+	nch := int((size + chunkSize - 1) / chunkSize)
+	sums = sums[:0]
+	var i int
+	var in []extent
+	for c := 0; c < nch; c++ {
+		a := int64(c) * chunkSize
+		b := min(a+chunkSize, size)
+		in = within(exts, &i, a, b, in)
+		if len(in) == 0 {
+			sums = append(sums, holeSum)
+			continue
+		}
+		if _, err := unix.Pread(n.content, buf[:b-a], a); err != nil {
+			return nil, err
+		}
+		sums = append(sums, chunkSum(buf[:b-a], in))
+	}
+	return sums, nil
+}
+
+// resum recomputes n's sums from its content (which LKL now holds). The
+// caller holds n.mu.
+func (m *Manager) resum(n *Node, size int64) {
+	m.bufMu.Lock()
+	defer m.bufMu.Unlock()
+	sums, err := m.contentSums(n, size, n.sums)
+	if err != nil {
+		sums = nil // every chunk will be written next time
+	}
+	n.sums = sums
+}
+
+// fill loads n's content from its LKL file, whose stat is st. The caller
+// holds n.mu.
+func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
+	if err := unix.Ftruncate(n.content, 0); err != nil {
+		return err
+	}
+	m.bufMu.Lock()
+	buf := m.buffer()
+	err := func() error {
+		for pos := int64(0); pos < st.Size; {
+			off, le := lkl.Syscall6(lkl.SysLseek, uintptr(n.lklfd), uintptr(pos), unix.SEEK_DATA, 0, 0, 0)
+			if le == unix.ENXIO {
+				return nil
+			}
+			if le != 0 {
+				// No SEEK_DATA: copy it all.
+				off = uintptr(pos)
+			}
+			end := st.Size
+			if le == 0 {
+				if h, he := lkl.Syscall6(lkl.SysLseek, uintptr(n.lklfd), off, unix.SEEK_HOLE, 0, 0, 0); he == 0 {
+					end = min(int64(h), st.Size)
+				}
+			}
+			for o := int64(off); o < end; {
+				k, le := lkl.Syscall6(lkl.SysPread64, uintptr(n.lklfd), uintptr(ptr(buf)), uintptr(min(int64(len(buf)), end-o)), uintptr(o), 0, 0)
+				if le != 0 {
+					return le
+				}
+				if k == 0 {
+					return nil // shorter than its stat said
+				}
+				if _, err := unix.Pwrite(n.content, buf[:k], o); err != nil {
+					return err
+				}
+				o += int64(k)
+			}
+			pos = end
+		}
+		return nil
+	}()
+	m.bufMu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := unix.Ftruncate(n.content, st.Size); err != nil {
+		return err
+	}
+	m.resum(n, st.Size)
+	// The content's times start as LKL's, so that reads update its
+	// access time as they would LKL's (see propagateAtime).
+	ts := [2]unix.Timespec{{Sec: st.Atime, Nsec: int64(st.AtimeNsec)}, {Sec: st.Mtime, Nsec: int64(st.MtimeNsec)}}
+	futimens(n.content, &ts)
+	var hs unix.Stat_t
+	if err := unix.Fstat(n.content, &hs); err != nil {
+		return err
+	}
+	n.err = nil
+	n.atime = hs.Atim
+	m.markSynced(n, st, hs.Ctim)
+	return nil
+}
+
+// propagateAtime gives LKL's inode the access time that guests' native
+// reads gave the content file. (The content's change time is the fill's,
+// so relatime updates it on the first read after a fill even when LKL's
+// own rule would not: a little more often, never less.) The caller holds
+// n.mu.
+func (m *Manager) propagateAtime(n *Node, hs *unix.Stat_t) {
+	if hs.Atim == n.atime || n.fs.ro || n.fs.noatime {
+		return
+	}
+	m.writeBacks.Add(1)
+	ts := [2]unix.Timespec{hs.Atim, {Nsec: unix.UTIME_OMIT}}
+	lklFutimens(n.lklfd, &ts)
+	n.atime = hs.Atim
+}
+
+// TimesSet tells n that the guest set its inode's times in LKL
+// (utimensat): the content's atime and mtime follow, so that the host
+// decides about access times on reads as LKL would. That waits until no
+// writer holds the node (a native write racing with it could not be told
+// from it); until then reads may not update the access time.
+func (m *Manager) TimesSet(n *Node) {
+	m.mu.Lock()
+	writers := n.writers
+	n.timesSet = writers > 0
+	m.mu.Unlock()
+	if writers == 0 {
+		n.mu.Lock()
+		m.mirrorTimes(n)
+		n.mu.Unlock()
+	}
+}
+
+// mirrorTimes gives the content LKL's atime and mtime. The caller holds
+// n.mu, and no writable description of n exists.
+func (m *Manager) mirrorTimes(n *Node) {
+	var cs unix.Stat_t
+	if n.content < 0 || unix.Fstat(n.content, &cs) != nil || cs.Ctim != n.synced || n.wroteSince.Load() {
+		return // not written back: the next write-back sets the times
+	}
+	st, err := lkl.Fstat(n.lklfd)
+	if err != nil {
+		return
+	}
+	ts := [2]unix.Timespec{{Sec: st.Atime, Nsec: int64(st.AtimeNsec)}, {Sec: st.Mtime, Nsec: int64(st.MtimeNsec)}}
+	var hs unix.Stat_t
+	if futimens(n.content, &ts) != nil || unix.Fstat(n.content, &hs) != nil {
+		return
+	}
+	n.atime = hs.Atim
+	m.markSynced(n, &st, hs.Ctim)
+}
+
+// markSynced records that LKL's inode (now st) holds n's content as of the
+// content's change time ctime. The caller holds n.mu.
+func (m *Manager) markSynced(n *Node, st *lkl.Stat64, ctime unix.Timespec) error {
+	n.lkl = versionOf(st)
+	n.synced = ctime
+	alloc := st.Blocks * 512
+	n.fs.adjust(m, alloc-n.alloc)
+	n.alloc = alloc
+	return nil
+}
+
+// mayBeDirty reports whether n's content may hold what LKL does not. The
+// caller holds n.mu.
+func (m *Manager) mayBeDirty(n *Node) bool {
+	if !n.rw {
+		return false // only kbox changes a node no writer opened
+	}
+	var hs unix.Stat_t
+	if unix.Fstat(n.content, &hs) != nil {
+		return true
+	}
+	return n.wroteSince.Load() || hs.Ctim != n.synced || recent(n.synced)
+}
+
+// recent reports a change time close enough to now that a write since
+// may have left it as it was: kernels before 6.13 stamp tmpfs files with
+// the clock tick's time, so only a later tick shows a change.
+func recent(ts unix.Timespec) bool {
+	return time.Since(time.Unix(ts.Sec, ts.Nsec)) < 50*time.Millisecond
+}
+
+// writeBack writes n's content to LKL where it differs. The caller holds
+// n.mu. A failure is kept in n.err (and returned).
+func (m *Manager) writeBack(n *Node) error {
+	if n.content < 0 {
+		return nil
+	}
+	var hs unix.Stat_t
+	if err := unix.Fstat(n.content, &hs); err != nil {
+		return err
+	}
+	m.propagateAtime(n, &hs)
+	if !n.rw {
+		return nil
+	}
+	if !n.wroteSince.Load() && hs.Ctim == n.synced && !recent(n.synced) {
+		return n.err
+	}
+	m.writeBacks.Add(1)
+	defer m.writeBacks.Add(1)
+	wrote, err := m.copyOut(n, hs.Size)
+	if err != nil {
+		n.err = err
+		n.fs.failed(err)
+		return err
+	}
+	if wrote {
+		// LKL's modification time is the content's: the time of the
+		// guest's last write, not of the write-back. (Nothing written:
+		// times set since, by utimensat, stay.)
+		ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, hs.Mtim}
+		lklFutimens(n.lklfd, &ts)
+	}
+	st, ferr := lkl.Fstat(n.lklfd)
+	if ferr != nil {
+		n.err = ferr
+		return ferr
+	}
+	n.err = nil
+	return m.markSynced(n, &st, hs.Ctim)
+}
+
+// copyOut writes the chunks of n's content (size bytes) that LKL lacks;
+// wrote says whether it changed anything.
+func (m *Manager) copyOut(n *Node, size int64) (wrote bool, err error) {
+	if size != n.lkl.size {
+		if _, le := lkl.Syscall6(lkl.SysFtruncate, uintptr(n.lklfd), uintptr(size), 0, 0, 0, 0); le != 0 {
+			return false, le
+		}
+		n.lkl.size = size
+		trimSums(n, size)
+		wrote = true
+	}
+	exts, err := dataExtents(n.content, size, nil)
+	if err != nil {
+		return wrote, err
+	}
+	m.bufMu.Lock()
+	defer m.bufMu.Unlock()
+	buf := m.buffer()
+	nch := int((size + chunkSize - 1) / chunkSize)
+	var i int
+	var in []extent
+	for c := 0; c < nch; c++ {
+		a := int64(c) * chunkSize
+		b := min(a+chunkSize, size)
+		in = within(exts, &i, a, b, in)
+		sum := uint64(holeSum)
+		if len(in) > 0 {
+			if _, err := unix.Pread(n.content, buf[:b-a], a); err != nil {
+				return wrote, err
+			}
+			sum = chunkSum(buf[:b-a], in)
+		}
+		if c < len(n.sums) && n.sums[c] == sum {
+			continue
+		}
+		if err := writeChunk(n.lklfd, buf[:b-a], a, in); err != nil {
+			return wrote, err
+		}
+		wrote = true
+		if c < len(n.sums) {
+			n.sums[c] = sum
+		} else {
+			for len(n.sums) < c {
+				n.sums = append(n.sums, ^uint64(0))
+			}
+			n.sums = append(n.sums, sum)
+		}
+	}
+	return wrote, nil
+}
+
+// writeChunk writes the data ranges in of a chunk (buf holds [a, a+len))
+// to LKL fd fd and punches holes where it has none.
+func writeChunk(fd int, buf []byte, a int64, in []extent) error {
+	b := a + int64(len(buf))
+	pos := a
+	for _, r := range append(in, extent{b, b}) {
+		if r.off > pos {
+			if err := punch(fd, pos, r.off-pos); err != nil {
+				return err
+			}
+		}
+		for o := r.off; o < r.end; {
+			k, le := lkl.Syscall6(lkl.SysPwrite64, uintptr(fd), uintptr(ptr(buf[o-a:])), uintptr(r.end-o), uintptr(o), 0, 0)
+			if le != 0 {
+				return le
+			}
+			o += int64(k)
+		}
+		pos = max(pos, r.end)
+	}
+	return nil
+}
+
+// punch makes [off, off+n) a hole in LKL fd fd; where the filesystem
+// cannot punch, it writes zeros.
+func punch(fd int, off, n int64) error {
+	const mode = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
+	_, le := lkl.Syscall6(lkl.SysFallocate, uintptr(fd), mode, uintptr(off), uintptr(n), 0, 0)
+	if le == 0 {
+		return nil
+	}
+	if le != unix.EOPNOTSUPP && le != unix.ENOSYS {
+		return le
+	}
+	zero := make([]byte, min(n, chunkSize))
+	for o := off; o < off+n; {
+		k, le := lkl.Syscall6(lkl.SysPwrite64, uintptr(fd), uintptr(ptr(zero)), uintptr(min(int64(len(zero)), off+n-o)), uintptr(o), 0, 0)
+		if le != 0 {
+			return le
+		}
+		o += int64(k)
+	}
+	return nil
+}
+
+// Sync writes n back and returns any write-back error not reported yet
+// (which it clears: the guest call that gets it reports it).
+func (m *Manager) Sync(n *Node) error {
+	err := m.flush(n)
+	n.mu.Lock()
+	if err == nil {
+		err = n.err
+	}
+	n.err = nil
+	n.mu.Unlock()
+	return err
+}
+
+// Fsync is fsync (or fdatasync) of a guest description of n: a write-back,
+// then LKL's own fsync of the inode, so the data is in the image when it
+// returns.
+func (m *Manager) Fsync(n *Node, data bool) error {
+	if err := m.Sync(n); err != nil {
+		return err
+	}
+	nr := uintptr(lkl.SysFsync)
+	if data {
+		nr = lkl.SysFdatasync
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.lklfd < 0 {
+		return nil
+	}
+	if _, le := lkl.Syscall6(nr, uintptr(n.lklfd), 0, 0, 0, 0, 0); le != 0 {
+		return le
+	}
+	return nil
+}
+
+// flush writes n back, keeping a failure in n.err. It ends the node's hot
+// state when no writer holds it any more.
+func (m *Manager) flush(n *Node) error {
+	opens := n.opens.Load()
+	n.mu.Lock()
+	err := m.writeBack(n)
+	n.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if n.writers == 0 && n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false) {
+		m.hot.Add(-1)
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// SyncInode writes back the node of LKL inode (dev, ino), if it has one:
+// before kbox reads the file through LKL.
+func (m *Manager) SyncInode(dev, ino uint64) error {
+	if n := m.OfInode(dev, ino); n != nil {
+		return m.flush(n)
+	}
+	return nil
+}
+
+// FlushAll writes every node back (sync(2), exit), keeping errors for the
+// calls that report them.
+func (m *Manager) FlushAll() error {
+	m.mu.Lock()
+	nodes := make([]*Node, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		nodes = append(nodes, n)
+	}
+	m.mu.Unlock()
+	var first error
+	for _, n := range nodes {
+		if err := m.flush(n); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// SyncAll writes back every node of LKL filesystem dev (syncfs(2); 0: all)
+// and returns the first error not reported yet.
+func (m *Manager) SyncAll(dev uint64) error {
+	m.mu.Lock()
+	nodes := make([]*Node, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		if dev == 0 || n.key.dev == dev {
+			nodes = append(nodes, n)
+		}
+	}
+	m.mu.Unlock()
+	var first error
+	for _, n := range nodes {
+		if err := m.Sync(n); err != nil && first == nil {
+			first = err
+		}
+	}
+	m.mu.Lock()
+	for d, fs := range m.fss {
+		if dev == 0 || d == dev {
+			if err := fs.takeErr(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	m.mu.Unlock()
+	return first
+}
