@@ -54,13 +54,20 @@ func (e *Engine) modTarget(r *Request, dirfd int32, addr uint64) (Target, Result
 // pathOp runs LKL syscall nr with the resolved path at position 1 after
 // AT_FDCWD, and extra arguments after it; in a bind, the host equivalent.
 func (e *Engine) pathOp(r *Request, nr uintptr, dirfd int32, addr uint64, rest ...uintptr) Result {
-	return e.pathOpSync(r, nr, dirfd, addr, false, rest...)
+	return e.pathOpOn(r, nr, dirfd, addr, 0, rest...)
 }
 
-// pathOpSync is pathOp that, with sync set, first writes back the shadow
-// of the file (if it has one holding content LKL lacks): utimensat's times
-// must be the last word on a file written before.
-func (e *Engine) pathOpSync(r *Request, nr uintptr, dirfd int32, addr uint64, sync bool, rest ...uintptr) Result {
+// What a path syscall does to a file that may have a shadow node.
+type pathEffect uint8
+
+const (
+	setsTimes pathEffect = iota + 1 // utimensat: write back first, then the times are the last word
+	removes                         // unlinkat: an idle node of the file goes, freeing its space
+)
+
+// pathOpOn is pathOp for a syscall with an effect on the file's shadow:
+// the last argument in rest holds its AT_SYMLINK_NOFOLLOW flag.
+func (e *Engine) pathOpOn(r *Request, nr uintptr, dirfd int32, addr uint64, effect pathEffect, rest ...uintptr) Result {
 	t, res, okk := e.modTarget(r, dirfd, addr)
 	if !okk {
 		return res
@@ -70,25 +77,41 @@ func (e *Engine) pathOpSync(r *Request, nr uintptr, dirfd int32, addr uint64, sy
 	}
 	p := t.Path
 	var node *shadowfd.Node
-	if sync {
-		var st lkl.Stat64
-		if lklStatUncached(p, rest[len(rest)-1]&unix.AT_SYMLINK_NOFOLLOW != 0, &st) == 0 {
-			if node = e.Shadows.OfInode(st.Dev, st.Ino); node != nil {
-				if err := e.Shadows.Sync(node); err != nil {
-					return fail(err, LKL)
-				}
+	switch effect {
+	case setsTimes:
+		if node = e.nodeAt(p, rest[len(rest)-1]&unix.AT_SYMLINK_NOFOLLOW != 0); node != nil {
+			if err := e.Shadows.Sync(node); err != nil {
+				return fail(err, LKL)
 			}
 		}
-	}
-	if node != nil {
-		defer e.Shadows.TimesSet(node)
+	case removes:
+		node = e.nodeAt(p, true)
 	}
 	a := [6]uintptr{atFdcwd}
 	copy(a[2:], rest)
 	if _, le := lklPath(nr, 1, p, a); le != 0 {
 		return errno(le, LKL)
 	}
+	switch {
+	case node == nil:
+	case effect == setsTimes:
+		e.Shadows.TimesSet(node)
+	case effect == removes:
+		e.Shadows.Unlinked(node)
+	}
 	return ok(0, LKL)
+}
+
+// nodeAt returns the shadow node of the image file at p, if it has one.
+func (e *Engine) nodeAt(p string, nofollow bool) *shadowfd.Node {
+	if !e.Shadows.Any() {
+		return nil
+	}
+	var st lkl.Stat64
+	if lklStatUncached(p, nofollow, &st) != 0 {
+		return nil
+	}
+	return e.Shadows.OfInode(st.Dev, st.Ino)
 }
 
 func sysMkdir(e *Engine, r *Request) Result {
@@ -101,10 +124,10 @@ func sysRmdir(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], unix.AT_REMOVEDIR)
 }
 func sysUnlink(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], 0)
+	return e.pathOpOn(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], removes, 0)
 }
 func sysUnlinkat(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysUnlinkat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
+	return e.pathOpOn(r, lkl.SysUnlinkat, int32(r.Args[0]), r.Args[1], removes, uintptr(r.Args[2]))
 }
 func sysChmod(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysFchmodat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]))
@@ -191,7 +214,7 @@ func sysUtimensat(e *Engine, r *Request) Result {
 		}
 		return ok(0, LKL)
 	}
-	res := e.pathOpSync(r, lkl.SysUtimensat, int32(r.Args[0]), r.Args[1], true, tsp, uintptr(r.Args[3]))
+	res := e.pathOpOn(r, lkl.SysUtimensat, int32(r.Args[0]), r.Args[1], setsTimes, tsp, uintptr(r.Args[3]))
 	keepTimes(&ts)
 	return res
 }
@@ -244,8 +267,17 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 		return bindTwo(t1, t2, nr, flags)
 	}
 	p, q := t1.Path, t2.Path
+	// A rename over a file, or a link, may take a name from an idle shadow
+	// node's file: if that was its last, the node goes, freeing its space.
+	var victim *shadowfd.Node
+	if nr == lkl.SysRenameat2 && flags&unix.RENAME_EXCHANGE == 0 {
+		victim = e.nodeAt(q, true)
+	}
 	if _, le := lklPath2(nr, 1, p, 3, q, [6]uintptr{atFdcwd, 0, atFdcwd, 0, flags}); le != 0 {
 		return errno(le, LKL)
+	}
+	if victim != nil {
+		e.Shadows.Unlinked(victim)
 	}
 	return ok(0, LKL)
 }

@@ -308,16 +308,16 @@ func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err er
 // newNode makes the node of inode k, filled from lklfd, and holds one
 // description of it for the caller.
 func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*Node, error) {
-	fs, err := m.fsOf(st.Dev, lklfd)
+	fs, err := m.fsOf(st.Dev, lklfd, path)
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{key: k, fs: fs, lklfd: lklfd, path: path, watch: -1, content: -1}
 	n.rw = takeLKLFd(lklfd)
 	n.alloc = st.Blocks * 512
-	fs.reserve(m, n.alloc, lklfd)
+	fs.reserve(m, n.alloc)
 	if n.content, err = fs.create(path); err != nil {
-		fs.unreserve(m, n.alloc, -1)
+		fs.unreserve(m, n.alloc)
 		return nil, err
 	}
 	var hs unix.Stat_t
@@ -407,8 +407,8 @@ func (m *Manager) makeIdle(n *Node) {
 	if unix.Fstat(n.content, &hs) == nil {
 		size = hs.Size
 	}
-	if size > m.MaxSize {
-		m.dropLocked(n)
+	if size > m.MaxSize || lklUnlinked(n.lklfd) {
+		m.dropLocked(n) // too big to keep, or a file with no name
 		return
 	}
 	m.idleSeq++
@@ -460,17 +460,38 @@ func (m *Manager) dropLocked(n *Node) {
 	m.closeNode(n)
 }
 
-// closeNode closes n's files and gives back its space.
+// closeNode closes n's files and gives back its space (after the LKL fd:
+// the last close of an unlinked file frees its blocks).
 func (m *Manager) closeNode(n *Node) {
 	if n.content >= 0 {
 		unix.Close(n.content)
 		n.content = -1
 	}
-	n.fs.unreserve(m, n.alloc, n.lklfd)
 	if n.lklfd >= 0 {
 		lkl.Close(n.lklfd)
 		n.lklfd = -1
 	}
+	n.fs.unreserve(m, n.alloc)
+}
+
+// Any reports whether any node exists.
+func (m *Manager) Any() bool { return m.count.Load() > 0 }
+
+// Unlinked tells that a name of n's file was removed: if it was its last
+// and no guest holds the node, the node goes, so that LKL frees the
+// file's blocks (an idle node would keep the inode).
+func (m *Manager) Unlinked(n *Node) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n.idle && !n.dropped && lklUnlinked(n.lklfd) {
+		m.dropLocked(n)
+	}
+}
+
+// lklUnlinked reports whether LKL's inode open at fd has no name left.
+func lklUnlinked(fd int) bool {
+	st, err := lkl.Fstat(fd)
+	return err == nil && st.Nlink == 0
 }
 
 // Lookup returns the node whose content file has host inode ino (and

@@ -38,8 +38,9 @@ type fsState struct {
 	ro      bool
 	noatime bool
 
-	mu    sync.Mutex
-	dir   int // root of its tmpfs, or -1: memfds
+	mu     sync.Mutex
+	statfd int // an LKL O_PATH fd of a directory on it, for statfs
+	dir    int // root of its tmpfs, or -1: memfds
 	id    int // the tmpfs's id for resize
 	mnt   mounter
 	alloc int64 // Σ LKL blocks (bytes) of its nodes' files
@@ -47,22 +48,32 @@ type fsState struct {
 	err   error // a failed write-back not yet reported by syncfs/sync
 }
 
-// fsOf returns the state of LKL filesystem dev, lklfd being an fd on it.
-func (m *Manager) fsOf(dev uint64, lklfd int) (*fsState, error) {
+// fsOf returns the state of LKL filesystem dev, lklfd being an fd on it of
+// the file at guest path path.
+func (m *Manager) fsOf(dev uint64, lklfd int, path string) (*fsState, error) {
 	m.mu.Lock()
 	fs := m.fss[dev]
 	m.mu.Unlock()
 	if fs != nil {
 		return fs, nil
 	}
-	fs = &fsState{dev: dev, dir: -1}
+	fs = &fsState{dev: dev, dir: -1, statfd: -1}
+	// statfs needs an fd on the filesystem that holds no file's blocks:
+	// the file's directory (a file's own fd would keep it after unlink).
+	if d, err := lkl.Open(parentDir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		if st, err := lkl.Fstat(d); err == nil && st.Dev == dev {
+			fs.statfd = d
+		} else {
+			lkl.Close(d)
+		}
+	}
 	var sf unix.Statfs_t
 	if lklStatfs(lklfd, &sf) == nil {
 		fs.ro = sf.Flags&unix.ST_RDONLY != 0
 		fs.noatime = sf.Flags&unix.ST_NOATIME != 0
 	}
 	// A filesystem that counts no blocks (ramfs) has no bound to keep.
-	if !fs.ro && sf.Blocks > 0 {
+	if !fs.ro && sf.Blocks > 0 && fs.statfd >= 0 {
 		if mnt, err := m.stores.get(); err == nil {
 			size := m.bound(fs, &sf)
 			if dir, id, err := mnt.mount(size); err == nil {
@@ -138,13 +149,19 @@ func (m *Manager) resize(fs *fsState, sf *unix.Statfs_t, room int64) {
 }
 
 // reserve accounts a new node's LKL blocks and makes room for its content.
-func (fs *fsState) reserve(m *Manager, alloc int64, lklfd int) {
+func (fs *fsState) reserve(m *Manager, alloc int64) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.alloc += alloc
+	fs.rebalance(m, alloc+pageSize)
+}
+
+// rebalance resizes the tmpfs from LKL's free space now. The caller holds
+// fs.mu.
+func (fs *fsState) rebalance(m *Manager, room int64) {
 	var sf unix.Statfs_t
-	if fs.dir >= 0 && lklStatfs(lklfd, &sf) == nil {
-		m.resize(fs, &sf, alloc+pageSize)
+	if fs.dir >= 0 && lklStatfs(fs.statfd, &sf) == nil {
+		m.resize(fs, &sf, room)
 	}
 }
 
@@ -158,14 +175,11 @@ func (fs *fsState) adjust(m *Manager, delta int64) {
 
 // unreserve accounts a node gone; its blocks count as LKL's free space (or
 // its file's, which no node holds now).
-func (fs *fsState) unreserve(m *Manager, alloc int64, lklfd int) {
+func (fs *fsState) unreserve(m *Manager, alloc int64) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.alloc -= alloc
-	var sf unix.Statfs_t
-	if fs.dir >= 0 && lklfd >= 0 && lklStatfs(lklfd, &sf) == nil {
-		m.resize(fs, &sf, 0)
-	}
+	fs.rebalance(m, 0)
 }
 
 // failed keeps a write-back error for the next syncfs or sync.
@@ -190,33 +204,43 @@ func (fs *fsState) close() {
 		unix.Close(fs.dir)
 		fs.dir = -1
 	}
+	if fs.statfd >= 0 {
+		lkl.Close(fs.statfd)
+		fs.statfd = -1
+	}
+}
+
+// parentDir is the directory of guest path p.
+func parentDir(p string) string {
+	i := len(p) - 1
+	for i > 0 && p[i] != '/' {
+		i--
+	}
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
 }
 
 // Rebalance brings every tmpfs size in line with LKL's free space; the
-// engine calls it after a dispatched syscall that may have changed LKL,
-// and it costs nothing unless a node may be written.
+// engine calls it after a dispatched syscall that may have changed it, and
+// it costs nothing unless a node may be written.
 func (m *Manager) Rebalance() {
 	if m.hot.Load() == 0 {
 		return
 	}
-	// Under m.mu, so that no node (and its LKL fd) goes meanwhile.
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	fss := make([]*fsState, 0, len(m.fss))
 	for _, fs := range m.fss {
-		if fs.dir < 0 {
-			continue
+		if fs.dir >= 0 {
+			fss = append(fss, fs)
 		}
-		for _, n := range m.nodes {
-			if n.fs == fs && n.lklfd >= 0 {
-				fs.mu.Lock()
-				var sf unix.Statfs_t
-				if lklStatfs(n.lklfd, &sf) == nil {
-					m.resize(fs, &sf, 0)
-				}
-				fs.mu.Unlock()
-				break
-			}
-		}
+	}
+	m.mu.Unlock()
+	for _, fs := range fss {
+		fs.mu.Lock()
+		fs.rebalance(m, 0)
+		fs.mu.Unlock()
 	}
 }
 

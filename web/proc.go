@@ -190,6 +190,20 @@ func ParseVMStat(b []byte) (VMStat, error) {
 	return v, nil
 }
 
+// ParseFileNr parses /proc/sys/fs/file-nr ("allocated unused max"): the
+// kernel's open files.
+func ParseFileNr(b []byte) (uint64, error) {
+	f := bytes.Fields(b)
+	if len(f) < 1 {
+		return 0, errNoData
+	}
+	n, ok := parseU(f[0])
+	if !ok {
+		return 0, errNoData
+	}
+	return n, nil
+}
+
 // ParseLoadavg parses /proc/loadavg ("0.52 0.58 0.59 2/1234 56789").
 func ParseLoadavg(b []byte) (LoadAvg, error) {
 	var l LoadAvg
@@ -292,6 +306,7 @@ type KernelSnapshot struct {
 	MajorPageFaults     uint64             `json:"major_page_faults"`
 	PageFaultsPerS      float64            `json:"page_faults_per_s"`
 	LoadAvg             [3]float64         `json:"loadavg"`
+	OpenFiles           uint64             `json:"open_files"` // files open in the kernel (sys/fs/file-nr)
 }
 
 // GuestSnapshot is the host kernel's accounting of the guest processes.
@@ -506,6 +521,9 @@ func (s *Sampler) collect() Snapshot {
 	}
 	if l, err := ParseLoadavg(s.read("loadavg")); err == nil {
 		k.LoadAvg = l.Load
+	}
+	if n, err := ParseFileNr(s.read("sys/fs/file-nr")); err == nil {
+		k.OpenFiles = n
 	}
 	if s.cfg.Guest != nil {
 		snap.Guest = s.cfg.Guest()

@@ -130,6 +130,13 @@ func TestParseRealProc(t *testing.T) {
 		"/proc/meminfo": func(b []byte) error { _, err := ParseMeminfo(b); return err },
 		"/proc/vmstat":  func(b []byte) error { _, err := ParseVMStat(b); return err },
 		"/proc/loadavg": func(b []byte) error { _, err := ParseLoadavg(b); return err },
+		"/proc/sys/fs/file-nr": func(b []byte) error {
+			n, err := ParseFileNr(b)
+			if err == nil && n == 0 {
+				err = errNoData
+			}
+			return err
+		},
 	} {
 		b, err := os.ReadFile(name)
 		if err != nil {
@@ -197,15 +204,16 @@ func (p *fakeProc) read(path string) ([]byte, error) {
 
 func TestSamplerRatesHistoryPause(t *testing.T) {
 	fp := &fakeProc{files: map[string]string{
-		"/proc/stat":    "ctxt 1000\nprocesses 5\nsoftirq 100 0 50 0 0 0 0 0 50 0 0\n",
-		"/proc/meminfo": sampleMeminfo,
-		"/proc/vmstat":  sampleVmstat,
-		"/proc/loadavg": "0.25 0.50 0.75 1/10 99\n",
+		"/proc/stat":           "ctxt 1000\nprocesses 5\nsoftirq 100 0 50 0 0 0 0 0 50 0 0\n",
+		"/proc/meminfo":        sampleMeminfo,
+		"/proc/vmstat":         sampleVmstat,
+		"/proc/loadavg":        "0.25 0.50 0.75 1/10 99\n",
+		"/proc/sys/fs/file-nr": "42\t0\t9223372036854775807\n",
 	}}
 	rec := NewRecorder(RecorderConfig{Family: testFamily})
 	s := NewSampler(SamplerConfig{ReadFile: fp.read, History: 5, Recorder: rec, FDTable: func() (int, int) { return 7, 1024 }})
 	s0 := s.SampleNow()
-	if !s0.Kernel.Available || s0.Kernel.ContextSwitches != 1000 || s0.FDTable.Used != 7 || s0.Kernel.LoadAvg[2] != 0.75 {
+	if !s0.Kernel.Available || s0.Kernel.ContextSwitches != 1000 || s0.FDTable.Used != 7 || s0.Kernel.LoadAvg[2] != 0.75 || s0.Kernel.OpenFiles != 42 {
 		t.Fatalf("first snapshot %+v", s0.Kernel)
 	}
 	time.Sleep(20 * time.Millisecond)

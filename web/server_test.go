@@ -74,7 +74,7 @@ func TestSnapshotSchema(t *testing.T) {
 	}
 	k := m["kernel"].(map[string]any)
 	for _, key := range []string{"context_switches", "context_switches_per_s", "processes_forked", "softirqs", "softirq_rate_per_s",
-		"mem_kb", "page_faults", "major_page_faults", "loadavg"} {
+		"mem_kb", "page_faults", "major_page_faults", "loadavg", "open_files"} {
 		if _, ok := k[key]; !ok {
 			t.Errorf("kernel missing %q", key)
 		}
