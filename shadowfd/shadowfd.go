@@ -407,8 +407,11 @@ func (m *Manager) makeIdle(n *Node) {
 	if unix.Fstat(n.content, &hs) == nil {
 		size = hs.Size
 	}
-	if size > m.MaxSize || lklUnlinked(n.lklfd) {
-		m.dropLocked(n) // too big to keep, or a file with no name
+	if unlinked := lklUnlinked(n.lklfd); unlinked || size > m.MaxSize {
+		if unlinked {
+			n.fs.freeing(n.alloc)
+		}
+		m.dropLocked(n) // a file with no name, or too big to keep
 		return
 	}
 	m.idleSeq++
@@ -484,6 +487,7 @@ func (m *Manager) Unlinked(n *Node) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if n.idle && !n.dropped && lklUnlinked(n.lklfd) {
+		n.fs.freeing(n.alloc)
 		m.dropLocked(n)
 	}
 }

@@ -2,6 +2,7 @@ package shadowfd
 
 import (
 	"sync"
+	"time"
 
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -46,6 +47,11 @@ type fsState struct {
 	alloc int64 // Σ LKL blocks (bytes) of its nodes' files
 	size  int64 // the tmpfs's size now
 	err   error // a failed write-back not yet reported by syncfs/sync
+	// Blocks of unlinked files whose nodes went, which LKL frees a
+	// clock tick after the close (its kernel threads defer the last
+	// fput): free bytes before, how many, and until when to expect them.
+	pendFree, pendBase int64
+	pendUntil          time.Time
 }
 
 // fsOf returns the state of LKL filesystem dev, lklfd being an fd on it of
@@ -149,12 +155,41 @@ func (m *Manager) resize(fs *fsState, sf *unix.Statfs_t, room int64) {
 }
 
 // reserve accounts a new node's LKL blocks and makes room for its content.
+// A guest that has just removed files expects their space: frees that LKL
+// has not done yet are waited for (a clock tick).
 func (fs *fsState) reserve(m *Manager, alloc int64) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.alloc += alloc
+	if fs.pendFree > 0 && fs.dir >= 0 {
+		for time.Now().Before(fs.pendUntil) {
+			var sf unix.Statfs_t
+			if lklStatfs(fs.statfd, &sf) != nil || freeBytes(&sf) >= fs.pendBase+fs.pendFree*7/8 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		fs.pendFree = 0
+	}
 	fs.rebalance(m, alloc+pageSize)
 }
+
+// freeing notes that an unlinked file of alloc bytes is being closed.
+func (fs *fsState) freeing(alloc int64) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var sf unix.Statfs_t
+	if fs.dir < 0 || lklStatfs(fs.statfd, &sf) != nil {
+		return
+	}
+	if fs.pendFree == 0 {
+		fs.pendBase = freeBytes(&sf)
+	}
+	fs.pendFree += alloc
+	fs.pendUntil = time.Now().Add(60 * time.Millisecond)
+}
+
+func freeBytes(sf *unix.Statfs_t) int64 { return int64(sf.Bfree) * int64(sf.Bsize) }
 
 // rebalance resizes the tmpfs from LKL's free space now. The caller holds
 // fs.mu.

@@ -35,8 +35,18 @@ var observatoryLine = regexp.MustCompile(`kbox: observatory at (http://[^/\s]+)/
 // for the observatory address it prints.
 func startObserved(t *testing.T, args ...string) *observed {
 	t.Helper()
+	return startObservedWith(t, nil, args...)
+}
+
+// startObservedWith is startObserved with the guest's output going to
+// stdout (nil: o.stdout).
+func startObservedWith(t *testing.T, stdout io.Writer, args ...string) *observed {
+	t.Helper()
 	o := &observed{cmd: exec.Command(kboxBin(t), args...), stdout: &strings.Builder{}, stderr: &strings.Builder{}, done: make(chan error, 1)}
 	o.cmd.Stdout = o.stdout
+	if stdout != nil {
+		o.cmd.Stdout = stdout
+	}
 	pr, pw := io.Pipe()
 	o.cmd.Stderr = pw
 	if err := o.cmd.Start(); err != nil {
@@ -135,6 +145,7 @@ type snapshot struct {
 		SoftirqRatePerS     map[string]float64 `json:"softirq_rate_per_s"`
 		MemKB               map[string]uint64  `json:"mem_kb"`
 		LoadAvg             []float64          `json:"loadavg"`
+		OpenFiles           uint64             `json:"open_files"`
 	} `json:"kernel"`
 	Guest struct {
 		Available  bool   `json:"available"`

@@ -1,0 +1,297 @@
+//go:build lkl
+
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Files shared between opens behave as one inode, as on Linux: every case
+// of tests/guest/coherent.c prints what it saw, natively in a host
+// directory and under kbox in the image and in /tmp, and the outputs must
+// be the same.
+func TestSharedFileCoherence(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	prog := dumpFromImage(t, img, "/opt/tests/coherent")
+	cases := []string{"append2", "pwrite", "mapshared", "fstatsize", "truncate", "reader", "sparse"}
+	dir := t.TempDir()
+	native := map[string]string{}
+	for _, c := range cases {
+		out, err := exec.Command(prog, c, filepath.Join(dir, "f")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("native %s: %v\n%s", c, err, out)
+		}
+		native[c] = string(out)
+	}
+	for _, where := range []string{"/root", "/tmp"} {
+		var script strings.Builder
+		for _, c := range cases {
+			if c == "sparse" && where == "/tmp" {
+				continue // this LKL's /tmp is ramfs: no holes
+			}
+			fmt.Fprintf(&script, "echo '== %s'; /opt/tests/coherent %s %s/f || echo status $?\n", c, c, where)
+		}
+		out, stderr, st := runKbox(t, "image", "-S", img, "--", "/bin/sh", "-c", script.String())
+		if st != 0 {
+			t.Fatalf("%s: status %d\n%s\n%s", where, st, out, stderr)
+		}
+		for _, part := range strings.Split(out, "== ")[1:] {
+			name, got, _ := strings.Cut(part, "\n")
+			if got != native[name] {
+				t.Errorf("%s in %s: under kbox\n%snatively\n%s", name, where, got, native[name])
+			}
+		}
+	}
+}
+
+// Four processes appending to one file lose nothing, as O_APPEND
+// guarantees on Linux; in the image and in /tmp, with busybox sh and bash.
+func TestConcurrentAppends(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	for _, sh := range []string{"/bin/sh", "/bin/bash"} {
+		for _, f := range []string{"/root/log", "/tmp/log"} {
+			script := fmt.Sprintf(`rm -f %[1]s
+for p in 1 2 3 4; do ( i=0; while [ $i -lt 200 ]; do echo "p$p line $i" >> %[1]s; i=$((i+1)); done ) & done
+wait; wc -l < %[1]s; sort %[1]s | uniq | wc -l`, f)
+			out, stderr, st := runKbox(t, "image", "-S", img, "--", sh, "-c", script)
+			if st != 0 || strings.Fields(out)[0] != "800" || strings.Fields(out)[1] != "800" {
+				t.Errorf("%s, %s: status %d, lines and distinct lines %q, want 800 800\n%s", sh, f, st, out, stderr)
+			}
+		}
+	}
+	// And it reached the image.
+	out, _, _ := runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c", "wc -l < /root/log")
+	if strings.TrimSpace(out) != "800" {
+		t.Errorf("next run sees %q lines, want 800", out)
+	}
+}
+
+var fillLine = regexp.MustCompile(`fill wrote=(\d+) err=(\S+) fsync=(\S+) close=(\S+) size=(\d+) match=(\d)`)
+
+// A write that the image cannot hold fails with ENOSPC at the write, as on
+// Linux, and the file holds exactly what the writes reported; the next run
+// finds it so, and the image is clean. With the content store's helper
+// process (what a non-root user gets) too. With memfd shadows (where no
+// size-limited mount can be made) the error comes at fsync.
+func TestImageFull(t *testing.T) {
+	for _, store := range []string{"", "helper", "memfd"} {
+		t.Run("store="+store, func(t *testing.T) {
+			img := copyImage(t, imagePath(t))
+			cmd := exec.Command(kboxBin(t), "image", "-S", img, "--", "/bin/sh", "-c",
+				"/opt/tests/coherent fill /root/fill 80; mv /root/fill /root/kept; dd if=/dev/zero of=/root/dd bs=1M count=80; echo dd=$?; rm /root/kept /root/dd; /opt/tests/coherent fill /root/fill 80")
+			cmd.Env = append(os.Environ(), "KBOX_STORE="+store)
+			outb, err := cmd.CombinedOutput()
+			out := string(outb)
+			if err != nil {
+				t.Fatalf("kbox: %v\n%s", err, out)
+			}
+			m := fillLine.FindAllStringSubmatch(out, -1)
+			if len(m) != 2 {
+				t.Fatalf("no fill lines:\n%s", out)
+			}
+			for i, f := range m {
+				wrote, _ := strconv.ParseInt(f[1], 10, 64)
+				if store != "memfd" && (wrote < 10<<20 || wrote > 40<<20) {
+					t.Errorf("fill %d wrote %d bytes into an image with about 29 MB free:\n%s", i, wrote, out)
+				}
+				if f[6] != "1" {
+					t.Errorf("fill %d: size %s differs from what write reported (%s):\n%s", i, f[5], f[1], out)
+				}
+				if store == "memfd" {
+					if f[3] != "-1/ENOSPC" {
+						t.Errorf("memfd store: fill %d: fsync %s, want -1/ENOSPC:\n%s", i, f[3], out)
+					}
+				} else if f[2] != "ENOSPC" || f[3] != "0/0" || f[4] != "0" {
+					t.Errorf("fill %d: write error %s fsync %s close %s, want ENOSPC, 0/0, 0:\n%s", i, f[2], f[3], f[4], out)
+				}
+			}
+			if store != "memfd" && (!strings.Contains(out, "No space left on device") || strings.Contains(out, "dd=0")) {
+				t.Errorf("dd did not fail with ENOSPC:\n%s", out)
+			}
+			size, _ := strconv.ParseInt(m[1][5], 10, 64)
+			if store == "memfd" {
+				// What the image took: not what write() said.
+				return
+			}
+			got, stderr, _ := runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c", "wc -c < /root/fill")
+			if strings.TrimSpace(got) != strconv.FormatInt(size, 10) {
+				t.Errorf("next run: /root/fill has %q bytes, want %d\n%s", got, size, stderr)
+			}
+			assertCleanImage(t, img)
+		})
+	}
+}
+
+// Data written and fsynced is in the image even when kbox is killed right
+// after: the next read-write boot replays the journal and finds all of it.
+func TestFsyncSurvivesKill(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	cmd := exec.Command(kboxBin(t), "image", "-S", img, "--", "/opt/tests/coherent", "syncwrite", "/root/synced", "8")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- l
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l := <-line:
+		if l != "synced\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("guest said %q\n%s", l, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("no fsync within a minute\n%s", stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	out, se, st := runKbox(t, "image", "-S", img, "--", "/opt/tests/coherent", "check", "/root/synced", "8")
+	if st != 0 || out != "check size=8388608 bad=0\n" {
+		t.Errorf("after kill: status %d, %q, want all 8 MiB\n%s", st, out, se)
+	}
+	assertCleanImage(t, img)
+}
+
+// Opening and closing every kind of file thousands of times, through a
+// shell's redirections and through open/close, leaves the guest's fds,
+// kbox's own fds and the kernel's open files where they were.
+func TestOpenCloseLeaves(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	bind := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bind, "b"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kinds := [][2]string{
+		{"/root/ro", "r"}, {"/root/rw", "wx"}, {"/root/app", "ax"}, {"/root/new", "cwx"},
+		{"/root/d", "d"}, {"/root/fifo", "rn"}, {"/b/b", "r"}, {"/b/c", "cwx"},
+		{"/proc/self/status", "r"}, {"/dev/null", "w"}, {"/tmp/t", "cwx"},
+	}
+	var phase strings.Builder
+	phase.WriteString("phase() { n=$1\n")
+	for _, k := range kinds {
+		fmt.Fprintf(&phase, "/opt/tests/coherent openclose %s %s $n || echo FAIL\n", k[0], k[1])
+	}
+	// Redirections of the shell itself (no process per round: the C
+	// program above covers opens by other processes).
+	phase.WriteString(`i=0; while [ $i -lt $n ]; do echo x >> /root/app2; echo y > /root/new2; read l < /root/ro; echo z >> /b/y; i=$((i+1)); done
+}
+`)
+	script := phase.String() + `mkfifo /root/fifo; mkdir /root/d; echo hi > /root/ro; cp /root/ro /root/rw; cp /root/ro /root/app
+phase 100; /opt/tests/coherent fdcount; echo phase1; while [ ! -e /b/go ]; do sleep 0.1; done
+phase 5000; /opt/tests/coherent fdcount; echo phase2; while [ ! -e /b/end ]; do sleep 0.1; done
+`
+	o := startObservedPipe(t, "image", "-S", img, "-b", bind+":/b", "--web=0", "--", "/bin/sh", "-c", script)
+	sample := func(marker string) (guest, kboxFds int, openFiles uint64) {
+		lines := o.until(t, marker)
+		for _, l := range lines {
+			if strings.HasPrefix(l, "FAIL") || strings.Contains(l, "FAIL") {
+				t.Errorf("guest: %s", l)
+			}
+			if strings.HasPrefix(l, "fds ") {
+				guest, _ = strconv.Atoi(strings.TrimPrefix(l, "fds "))
+			}
+			if strings.HasPrefix(l, "openclose ") {
+				f := strings.Fields(l)
+				if f[len(f)-1] != f[len(f)-3] {
+					t.Errorf("guest fds changed: %s", l)
+				}
+			}
+		}
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", o.cmd.Process.Pid))
+		// A snapshot taken after the marker (the sampler takes one a
+		// second; the guest waits).
+		at := time.Now().UnixNano()
+		var snap snapshot
+		for getJSON(t, o.base+"/api/snapshot", &snap); snap.TimeNs < at; getJSON(t, o.base+"/api/snapshot", &snap) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return guest, len(ents), snap.Kernel.OpenFiles
+	}
+	g1, k1, f1 := sample("phase1")
+	os.WriteFile(filepath.Join(bind, "go"), nil, 0o644)
+	g2, k2, f2 := sample("phase2")
+	os.WriteFile(filepath.Join(bind, "end"), nil, 0o644)
+	if st := o.wait(t, time.Minute); st != 0 {
+		t.Errorf("status %d\n%s", st, o.stderr)
+	}
+	t.Logf("after 100 and 5000 rounds: guest fds %d/%d, kbox fds %d/%d, kernel open files %d/%d", g1, g2, k1, k2, f1, f2)
+	if g1 == 0 || g2 != g1 {
+		t.Errorf("guest fds %d after 100 rounds, %d after 5000", g1, g2)
+	}
+	if k2 > k1+2 {
+		t.Errorf("kbox fds %d after 100 rounds, %d after 5000", k1, k2)
+	}
+	if f1 == 0 || f2 > f1+4 {
+		t.Errorf("kernel open files %d after 100 rounds, %d after 5000", f1, f2)
+	}
+}
+
+// observedPipe is a kbox run with the observatory whose stdout is read
+// line by line.
+type observedPipe struct {
+	*observed
+	lines chan string
+}
+
+func startObservedPipe(t *testing.T, args ...string) *observedPipe {
+	t.Helper()
+	pr, pw := io.Pipe()
+	o := startObservedWith(t, pw, args...)
+	p := &observedPipe{observed: o, lines: make(chan string, 1024)}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	go func() {
+		err := <-o.done
+		pw.Close()
+		o.done <- err
+	}()
+	return p
+}
+
+// until returns the lines printed up to marker.
+func (p *observedPipe) until(t *testing.T, marker string) []string {
+	t.Helper()
+	var got []string
+	timeout := time.After(kboxTimeout)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("kbox ended before %q:\n%s\n%s", marker, strings.Join(got, "\n"), p.stderr)
+			}
+			if l == marker {
+				return got
+			}
+			got = append(got, l)
+		case <-timeout:
+			t.Fatalf("no %q within %v:\n%s", marker, kboxTimeout, strings.Join(got, "\n"))
+		}
+	}
+}
