@@ -42,11 +42,11 @@ type fsState struct {
 	mu     sync.Mutex
 	statfd int // an LKL O_PATH fd of a directory on it, for statfs
 	dir    int // root of its tmpfs, or -1: memfds
-	id    int // the tmpfs's id for resize
-	mnt   mounter
-	alloc int64 // Σ LKL blocks (bytes) of its nodes' files
-	size  int64 // the tmpfs's size now
-	err   error // a failed write-back not yet reported by syncfs/sync
+	id     int // the tmpfs's id for resize
+	mnt    mounter
+	alloc  int64 // Σ LKL blocks (bytes) of its nodes' files
+	size   int64 // the tmpfs's size now
+	err    error // a failed write-back not yet reported by syncfs/sync
 	// Blocks of unlinked files whose nodes went, which LKL frees a
 	// clock tick after the close (its kernel threads defer the last
 	// fput): free bytes before, how many, and until when to expect them.
