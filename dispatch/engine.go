@@ -195,7 +195,9 @@ func New(opt Options) *Engine {
 func (e *Engine) Dispatch(r *Request) Result {
 	// Shadows whose last description the guest released are written
 	// back before anything can look at their files through LKL.
-	e.Shadows.ReleaseClosed()
+	if r.Nr >= 0 && r.Nr < MaxNr && observesShadows[r.Nr] {
+		e.Shadows.ReleaseClosed()
+	}
 	if r.P != nil && r.P.execPending {
 		r.P.execPending = false
 		if !execImageOK(r.G.Pid()) {

@@ -17,11 +17,16 @@ import (
 // could write. Every description is made by kbox (Open, OpenCached), so
 // counting them against the events tells when none is left.
 //
-// The engine reads the events (ReleaseClosed) before it serves each
-// syscall: whatever a guest closed before making a syscall is written back
-// before that syscall can look at the file through LKL (a stat's times, a
-// statfs's free space, an exec). It costs one non-blocking read while any
-// node exists, and nothing otherwise.
+// The engine reads the events (ReleaseClosed) before it serves a syscall
+// that could see what a release changes (a path stat's access time, a
+// statfs's free space, an unlink's freed blocks, an exec, a sync): what a
+// guest closed before such a syscall is written back before it looks. It
+// costs one non-blocking read while any node exists. Other syscalls leave
+// the events queued, so a loop of opens and closes handles its closes in
+// batches (and writes a node back once per batch, not per close); the
+// Manager also reads them every handoutBatch descriptions, well before
+// the kernel's queue (16384 events by default) could overflow, and before
+// it makes a new node.
 //
 // If the kernel's event queue overflows, the counts are no longer known:
 // every node then stays live (written back on fsync and at exit) until kbox
@@ -86,7 +91,7 @@ func (m *Manager) ReleaseClosed() {
 	if m.count.Load() == 0 || w.fd < 0 {
 		return
 	}
-	var buf [4096]byte
+	var buf [16 << 10]byte
 	for {
 		n, err := unix.Read(w.fd, buf[:])
 		if err == unix.EINTR {
@@ -113,6 +118,21 @@ func (m *Manager) ReleaseClosed() {
 				m.release(node, mask&unix.IN_CLOSE_WRITE != 0)
 			}
 		}
+		if n < len(buf)/2 {
+			return // the queue was drained: no second read to learn that
+		}
+	}
+}
+
+// handoutBatch is how many descriptions the Manager hands out between two
+// readings of the close events.
+const handoutBatch = 256
+
+// handedOut counts a description handed out, and reads the close events
+// every handoutBatch of them.
+func (m *Manager) handedOut() {
+	if m.handouts.Add(1)%handoutBatch == 0 {
+		m.ReleaseClosed()
 	}
 }
 

@@ -90,6 +90,8 @@ type Node struct {
 	lost       bool  // close events were lost: never idle
 	idle       bool
 	idleSeq    uint64
+	idleSize   int64 // the content's size when it became idle
+	unlinked   bool  // its file has no name left: it goes when released
 	dropped    bool
 }
 
@@ -116,6 +118,7 @@ type Manager struct {
 	// when it is not zero.
 	hot      atomic.Int32
 	count    atomic.Int32
+	handouts atomic.Uint64
 	watchers closeWatch
 	// writeBacks counts write-backs: each may change an LKL file.
 	writeBacks atomic.Uint64
@@ -212,6 +215,9 @@ func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, 
 	}
 	m.mu.Unlock()
 	if n == nil {
+		// Nodes released meanwhile become idle first: the idle cache's
+		// limits hold, and a new node's space counts what is free now.
+		m.ReleaseClosed()
 		var err error
 		if n, err = m.newNode(k, lklfd, st, path); err != nil {
 			lkl.Close(lklfd)
@@ -221,6 +227,7 @@ func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, 
 		m.release(n, false)
 		return -1, err
 	}
+	m.handedOut()
 	fd, err := reopen(n.content, hostFlags(flags))
 	m.mu.Lock()
 	if err != nil {
@@ -287,6 +294,7 @@ func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err er
 	m.unidle(n)
 	n.descs++ // held: not dropped meanwhile
 	m.mu.Unlock()
+	m.handedOut()
 	// LKL's inode is as the node last left it (a node's own newer content
 	// is not in LKL yet, which is what the node is for); otherwise it
 	// changed behind the node, and the general path reloads it.
@@ -380,7 +388,7 @@ func (m *Manager) release(n *Node, wasWritable bool) {
 	if !last {
 		return
 	}
-	err := m.flush(n)
+	size, err := m.flush(n)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if n.descs > 0 || n.dropped {
@@ -396,26 +404,22 @@ func (m *Manager) release(n *Node, wasWritable bool) {
 		m.mirrorTimes(n)
 		n.mu.Unlock()
 	}
-	m.makeIdle(n)
+	m.makeIdle(n, size)
 }
 
-// makeIdle puts n, held by no guest, in the idle cache, dropping the oldest
-// idle nodes beyond its limits. The caller holds m.mu.
-func (m *Manager) makeIdle(n *Node) {
-	var hs unix.Stat_t
-	size := int64(0)
-	if unix.Fstat(n.content, &hs) == nil {
-		size = hs.Size
-	}
-	if unlinked := lklUnlinked(n.lklfd); unlinked || size > m.MaxSize {
-		if unlinked {
+// makeIdle puts n, held by no guest, whose content has size bytes, in the
+// idle cache, dropping the oldest idle nodes beyond its limits. The caller
+// holds m.mu.
+func (m *Manager) makeIdle(n *Node, size int64) {
+	if n.unlinked || size > m.MaxSize {
+		if n.unlinked {
 			n.fs.freeing(n.alloc)
 		}
 		m.dropLocked(n) // a file with no name, or too big to keep
 		return
 	}
 	m.idleSeq++
-	n.idle, n.idleSeq = true, m.idleSeq
+	n.idle, n.idleSeq, n.idleSize = true, m.idleSeq, size
 	m.nidle++
 	m.idleSz += size
 	for m.nidle > idleNodes || m.idleSz > idleBytes {
@@ -439,10 +443,7 @@ func (m *Manager) unidle(n *Node) {
 	}
 	n.idle = false
 	m.nidle--
-	var hs unix.Stat_t
-	if unix.Fstat(n.content, &hs) == nil {
-		m.idleSz -= hs.Size
-	}
+	m.idleSz -= n.idleSize
 }
 
 // dropLocked forgets n and closes its files. The caller holds m.mu (and
@@ -480,13 +481,17 @@ func (m *Manager) closeNode(n *Node) {
 // Any reports whether any node exists.
 func (m *Manager) Any() bool { return m.count.Load() > 0 }
 
-// Unlinked tells that a name of n's file was removed: if it was its last
-// and no guest holds the node, the node goes, so that LKL frees the
-// file's blocks (an idle node would keep the inode).
+// Unlinked tells that a name of n's file was removed: if it was its last,
+// the node goes as soon as no guest holds it (now, if none does), so that
+// LKL frees the file's blocks (an idle node would keep the inode).
 func (m *Manager) Unlinked(n *Node) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n.idle && !n.dropped && lklUnlinked(n.lklfd) {
+	if n.dropped || !lklUnlinked(n.lklfd) {
+		return
+	}
+	n.unlinked = true
+	if n.idle {
 		n.fs.freeing(n.alloc)
 		m.dropLocked(n)
 	}

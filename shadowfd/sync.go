@@ -289,22 +289,23 @@ func recent(ts unix.Timespec) bool {
 	return time.Since(time.Unix(ts.Sec, ts.Nsec)) < 50*time.Millisecond
 }
 
-// writeBack writes n's content to LKL where it differs. The caller holds
-// n.mu. A failure is kept in n.err (and returned).
-func (m *Manager) writeBack(n *Node) error {
+// writeBack writes n's content to LKL where it differs, and returns the
+// content's size. The caller holds n.mu. A failure is kept in n.err (and
+// returned).
+func (m *Manager) writeBack(n *Node) (int64, error) {
 	if n.content < 0 {
-		return nil
+		return 0, nil
 	}
 	var hs unix.Stat_t
 	if err := unix.Fstat(n.content, &hs); err != nil {
-		return err
+		return 0, err
 	}
 	m.propagateAtime(n, &hs)
 	if !n.rw {
-		return nil
+		return hs.Size, nil
 	}
 	if !n.wroteSince.Load() && hs.Ctim == n.synced && !recent(n.synced) {
-		return n.err
+		return hs.Size, n.err
 	}
 	m.writeBacks.Add(1)
 	defer m.writeBacks.Add(1)
@@ -312,7 +313,7 @@ func (m *Manager) writeBack(n *Node) error {
 	if err != nil {
 		n.err = err
 		n.fs.failed(err)
-		return err
+		return hs.Size, err
 	}
 	if wrote {
 		// LKL's modification time is the content's: the time of the
@@ -324,10 +325,10 @@ func (m *Manager) writeBack(n *Node) error {
 	st, ferr := lkl.Fstat(n.lklfd)
 	if ferr != nil {
 		n.err = ferr
-		return ferr
+		return hs.Size, ferr
 	}
 	n.err = nil
-	return m.markSynced(n, &st, hs.Ctim)
+	return hs.Size, m.markSynced(n, &st, hs.Ctim)
 }
 
 // copyOut writes the chunks of n's content (size bytes) that LKL lacks;
@@ -429,7 +430,7 @@ func punch(fd int, off, n int64) error {
 // Sync writes n back and returns any write-back error not reported yet
 // (which it clears: the guest call that gets it reports it).
 func (m *Manager) Sync(n *Node) error {
-	err := m.flush(n)
+	_, err := m.flush(n)
 	n.mu.Lock()
 	if err == nil {
 		err = n.err
@@ -461,29 +462,31 @@ func (m *Manager) Fsync(n *Node, data bool) error {
 	return nil
 }
 
-// flush writes n back, keeping a failure in n.err. It ends the node's hot
-// state when no writer holds it any more.
-func (m *Manager) flush(n *Node) error {
+// flush writes n back, keeping a failure in n.err, and returns the
+// content's size. It ends the node's hot state when no writer holds it
+// any more.
+func (m *Manager) flush(n *Node) (int64, error) {
 	opens := n.opens.Load()
 	n.mu.Lock()
-	err := m.writeBack(n)
+	size, err := m.writeBack(n)
 	n.mu.Unlock()
-	if err != nil {
-		return err
+	if err != nil || !n.wroteSince.Load() {
+		return size, err
 	}
 	m.mu.Lock()
 	if n.writers == 0 && n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false) {
 		m.hot.Add(-1)
 	}
 	m.mu.Unlock()
-	return nil
+	return size, nil
 }
 
 // SyncInode writes back the node of LKL inode (dev, ino), if it has one:
 // before kbox reads the file through LKL.
 func (m *Manager) SyncInode(dev, ino uint64) error {
 	if n := m.OfInode(dev, ino); n != nil {
-		return m.flush(n)
+		_, err := m.flush(n)
+		return err
 	}
 	return nil
 }
@@ -499,7 +502,7 @@ func (m *Manager) FlushAll() error {
 	m.mu.Unlock()
 	var first error
 	for _, n := range nodes {
-		if err := m.flush(n); err != nil && first == nil {
+		if _, err := m.flush(n); err != nil && first == nil {
 			first = err
 		}
 	}

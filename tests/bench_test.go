@@ -84,6 +84,35 @@ func BenchmarkSeccompVsNative(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// BenchmarkSharedAppend: 64-byte appends to an image file that two other
+// processes hold open for appending, natively (a host file) and under
+// kbox (a writable copy of the image), median of 5 runs each.
+func BenchmarkSharedAppend(b *testing.B) {
+	img := copyImage(b, imagePath(b))
+	bin := kboxBin(b)
+	bench := dumpFromImage(b, img, "/opt/tests/bench")
+	const iters = "100000"
+	var native, guest []float64
+	for i := 0; i < 5; i++ {
+		f := filepath.Join(b.TempDir(), "append.out")
+		out, err := exec.Command(bench, "append_shared", iters, f).Output()
+		if err != nil {
+			b.Fatalf("native: %v", err)
+		}
+		native = append(native, parseBench(b, string(out)))
+		out, err = exec.Command(bin, "image", "-S", img, "--syscall-mode=seccomp", "--", "/bin/sh", "-c",
+			"/opt/tests/bench append_shared "+iters+" /root/append.out && rm /root/append.out").Output()
+		if err != nil {
+			b.Fatalf("kbox: %v", err)
+		}
+		guest = append(guest, parseBench(b, string(out)))
+	}
+	n, g := median(native), median(guest)
+	b.Logf("%-14s native %8.1f ns/op   kbox %8.1f ns/op   ratio %6.2fx", "append_shared", n, g, g/n)
+	b.ReportMetric(g/n, "append_shared_ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
 // BenchmarkStartup measures `kbox image -- /bin/true`: wall time and the peak
 // RSS of the kbox process (which holds the kernel).
 func BenchmarkStartup(b *testing.B) {

@@ -2,8 +2,8 @@
  *
  *   bench ROW ITERATIONS [FILE]
  *
- * ROW: stat | stat_missing | open_close | lseek_read | write | getpid_libc |
- *      getpid_inline
+ * ROW: stat | stat_missing | open_close | lseek_read | write | append_shared |
+ *      getpid_libc | getpid_inline
  * FILE defaults to /etc/hostname. Runs ITERATIONS/10 warm-up operations,
  * then times ITERATIONS operations with CLOCK_MONOTONIC and prints one
  * line "ROW NS_PER_OP".
@@ -12,14 +12,18 @@
  * is rewound every 1024 writes to keep the file small (adds ~0.1% lseeks).
  * lseek_read: one op = lseek(fd, 0, SEEK_SET) + read of 64 bytes.
  * stat_missing: stat of FILE, which must not exist (every call fails with
- * ENOENT: the observatory keeps every failing call). */
+ * ENOENT: the observatory keeps every failing call).
+ * append_shared: 64-byte O_APPEND write()s to FILE while two other processes
+ * hold it open for appending too (a log file several writers share). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +105,40 @@ static void op_write(unsigned long n)
 	}
 }
 
+static void op_append_shared(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			fail("append");
+}
+
+/* other_writers starts two processes that hold file open for appending
+ * until killed. */
+static pid_t writers[2];
+
+static void other_writers(void)
+{
+	for (int i = 0; i < 2; i++) {
+		int p[2];
+		if (pipe(p) != 0)
+			fail("pipe");
+		if ((writers[i] = fork()) == 0) {
+			int w = open(file, O_WRONLY | O_APPEND | O_CREAT, 0644);
+			if (w < 0 || write(w, "other\n", 6) != 6)
+				_exit(1);
+			close(p[0]);
+			close(p[1]); /* ready */
+			pause();
+			_exit(0);
+		}
+		close(p[1]);
+		char c;
+		if (read(p[0], &c, 1) != 0)
+			fail("writer");
+		close(p[0]);
+	}
+}
+
 static void op_getpid_libc(unsigned long n)
 {
 	for (unsigned long i = 0; i < n; i++)
@@ -122,13 +160,14 @@ static const struct {
 	{ "open_close", op_open_close },
 	{ "lseek_read", op_lseek_read },
 	{ "write", op_write },
+	{ "append_shared", op_append_shared },
 	{ "getpid_libc", op_getpid_libc },
 	{ "getpid_inline", op_getpid_inline },
 };
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: bench stat|stat_missing|open_close|lseek_read|write|getpid_libc|getpid_inline ITERATIONS [FILE]\n");
+	fprintf(stderr, "usage: bench stat|stat_missing|open_close|lseek_read|write|append_shared|getpid_libc|getpid_inline ITERATIONS [FILE]\n");
 	return 2;
 }
 
@@ -156,12 +195,27 @@ int main(int argc, char **argv)
 			fail("/tmp/bench.out");
 	}
 
+	if (fn == op_append_shared) {
+		memset(buf, 'a', sizeof(buf));
+		buf[sizeof(buf) - 1] = '\n';
+		other_writers();
+		fd = open(file, O_WRONLY | O_APPEND | O_CREAT, 0644);
+		if (fd < 0)
+			fail(file);
+	}
+
 	fn(iters / 10);
 
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	fn(iters);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+
+	if (fn == op_append_shared)
+		for (int i = 0; i < 2; i++) {
+			kill(writers[i], SIGKILL);
+			waitpid(writers[i], NULL, 0);
+		}
 
 	double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
 	printf("%s %.1f\n", argv[1], ns / (double)iters);
