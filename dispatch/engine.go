@@ -185,6 +185,7 @@ func New(opt Options) *Engine {
 	}
 	e := &Engine{Opt: opt, Shadows: shadowfd.New(), FIFOs: fifo.New()}
 	e.procs.Store(&map[int]*Proc{})
+	e.Shadows.Holders = func() []int { return e.Tgids(nil) }
 	for _, b := range opt.Binds {
 		e.anyRO = e.anyRO || b.ReadOnly
 	}
@@ -193,11 +194,6 @@ func New(opt Options) *Engine {
 
 // Dispatch serves r.
 func (e *Engine) Dispatch(r *Request) Result {
-	// Shadows whose last description the guest released are written
-	// back before anything can look at their files through LKL.
-	if r.Nr >= 0 && r.Nr < MaxNr && observesShadows[r.Nr] {
-		e.Shadows.ReleaseClosed()
-	}
 	if r.P != nil && r.P.execPending {
 		r.P.execPending = false
 		if !execImageOK(r.G.Pid()) {

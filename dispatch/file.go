@@ -261,10 +261,9 @@ func (e *Engine) nodeOf(r *Request, fd int) *shadowfd.Node {
 	return e.Shadows.OfGuestFd(r.P.Tgid, fd)
 }
 
-// A shadow's description is written back when its last fd closes
-// (shadowfd's close events), so close itself has nothing to write: the
-// filter lets guests close host fds natively. It is notified where close
-// events are not available, and for virtual fds.
+// Closing a shadow's fd writes nothing (shadowfd writes nodes back on
+// fsync, at exits and in the background), so the filter lets guests close
+// host fds natively: close is notified for virtual fds.
 func sysClose(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
 	if r.P.FDs.IsVirtual(fd) {

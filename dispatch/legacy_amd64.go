@@ -31,9 +31,5 @@ func init() {
 // (statcache.go).
 var legacyPureLookups = []int{unix.SYS_STAT, unix.SYS_LSTAT, unix.SYS_ACCESS}
 
-// legacyObservers are the legacy syscalls that observe closed shadows
-// (statcache.go).
-var legacyObservers = []int{unix.SYS_STAT, unix.SYS_LSTAT, unix.SYS_UNLINK, unix.SYS_RMDIR, unix.SYS_RENAME}
-
 // legacyOpens are the legacy open syscalls (statcache.go).
 var legacyOpens = []int{unix.SYS_OPEN}

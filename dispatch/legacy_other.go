@@ -6,8 +6,5 @@ package dispatch
 // syscalls (see legacy_amd64.go).
 var legacyPureLookups []int
 
-// legacyObservers: none (see legacy_amd64.go).
-var legacyObservers []int
-
 // legacyOpens: none (see legacy_amd64.go).
 var legacyOpens []int

@@ -152,6 +152,7 @@ const (
 	statxInoOff    = 32
 	statxSizeOff   = 40
 	statxBlocksOff = 48
+	statxAtimeOff  = 64
 	statxCtimeOff  = 96
 	statxMtimeOff  = 112
 	statxDevOff    = 136
@@ -163,6 +164,8 @@ func statxOverlay(buf []byte, st *lkl.Stat64) {
 	le := binary.LittleEndian
 	le.PutUint64(buf[statxSizeOff:], uint64(st.Size))
 	le.PutUint64(buf[statxBlocksOff:], uint64(st.Blocks))
+	le.PutUint64(buf[statxAtimeOff:], uint64(st.Atime))
+	le.PutUint32(buf[statxAtimeOff+8:], uint32(st.AtimeNsec))
 	le.PutUint64(buf[statxCtimeOff:], uint64(st.Ctime))
 	le.PutUint32(buf[statxCtimeOff+8:], uint32(st.CtimeNsec))
 	le.PutUint64(buf[statxMtimeOff:], uint64(st.Mtime))
@@ -170,15 +173,14 @@ func statxOverlay(buf []byte, st *lkl.Stat64) {
 }
 
 // statxShadow corrects a statx of an image path whose file has a shadow
-// holding newer content (see Manager.Overlay); nothing is done while no
-// shadow can.
+// (see Manager.Overlay); nothing is done while no shadow exists.
 func (e *Engine) statxShadow(buf []byte) {
 	le := binary.LittleEndian
 	st := lkl.Stat64{
 		Dev: unix.Mkdev(le.Uint32(buf[statxDevOff:]), le.Uint32(buf[statxDevOff+4:])),
 		Ino: le.Uint64(buf[statxInoOff:]),
 	}
-	if n := e.Shadows.HotNode(st.Dev, st.Ino); n != nil && e.Shadows.Stat(n, &st) == nil {
+	if n := e.Shadows.OfInode(st.Dev, st.Ino); n != nil && e.Shadows.Stat(n, &st) == nil {
 		statxOverlay(buf, &st)
 	}
 }
@@ -337,6 +339,7 @@ func sysReadlinkat(e *Engine, r *Request) Result {
 // statfs: the layout of struct statfs is the same (120 bytes) in LKL and on
 // x86_64.
 func sysStatfs(e *Engine, r *Request) Result {
+	e.Shadows.FlushDirty() // LKL's free space counts what guests wrote
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
 	if en != 0 {
 		return errno(en, LKL)
@@ -369,13 +372,20 @@ func sysStatfs(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
+// sysFstatfs: a shadow's filesystem is its file's, in LKL (not the host's
+// tmpfs of its content); other host fds are the host's.
 func sysFstatfs(e *Engine, r *Request) Result {
-	if !isVirtual(r, r.Args[0]) {
+	var lfd int
+	if n := e.nodeOf(r, int(int32(r.Args[0]))); n != nil {
+		e.Shadows.FlushDirty()
+		lfd = n.LKLFd()
+	} else if !isVirtual(r, r.Args[0]) {
 		return cont
-	}
-	lfd, en := vfd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
+	} else {
+		var en unix.Errno
+		if lfd, en = vfd(r, r.Args[0]); en != 0 {
+			return errno(en, LKL)
+		}
 	}
 	var sf unix.Statfs_t
 	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(lfd), uintptr(unsafeStatfs(&sf)), 0, 0, 0, 0); le != 0 {

@@ -61,27 +61,6 @@ func init() {
 	}
 }
 
-// observesShadows marks the syscalls whose answer depends on shadows their
-// guests have closed: Dispatch first handles the close events queued since
-// (shadowfd's ReleaseClosed: write-backs, access times, space of removed
-// files). Path stats (access times), statfs (free space), removals (an
-// idle node's blocks are freed), exec and the sync family (LKL's copy),
-// exit. Everything else leaves the events queued, to be handled in a batch
-// (an open loop then costs nothing per close).
-var observesShadows [MaxNr]bool
-
-func init() {
-	for _, nr := range []int{unix.SYS_NEWFSTATAT, unix.SYS_STATX, unix.SYS_STATFS, unix.SYS_FSTATFS,
-		unix.SYS_UNLINKAT, unix.SYS_RENAMEAT, unix.SYS_RENAMEAT2, unix.SYS_TRUNCATE, unix.SYS_UTIMENSAT,
-		unix.SYS_EXECVE, unix.SYS_EXECVEAT, unix.SYS_SYNC, unix.SYS_SYNCFS, unix.SYS_FSYNC,
-		unix.SYS_FDATASYNC, unix.SYS_MSYNC, unix.SYS_EXIT_GROUP, unix.SYS_UMOUNT2} {
-		observesShadows[nr] = true
-	}
-	for _, nr := range legacyObservers {
-		observesShadows[nr] = true
-	}
-}
-
 // opensReportChange marks the open variants: Dispatch does not start a new
 // generation for them; e.open does, unless the open was served from the
 // shadow cache (opencached.go), which reads LKL state without changing it.

@@ -69,10 +69,11 @@ func sysSetrlimit(e *Engine, r *Request) Result {
 	return cont
 }
 
-// sysExitGroup: the process's shadows are written back as the kernel
-// closes its files (shadowfd's close events); its pumps are flushed and
-// its virtual fds closed here.
+// sysExitGroup: what the process wrote to shadows is written back (a
+// command's output is in the image when it ends), its pumps are flushed
+// and its virtual fds closed.
 func sysExitGroup(e *Engine, r *Request) Result {
+	e.Shadows.FlushDirty()
 	e.flushPumps()
 	e.Exit(r.P)
 	return cont

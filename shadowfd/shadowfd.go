@@ -11,14 +11,14 @@
 // MAP_SHARED mappings share pages, fstat reports the current size, a
 // reader sees what a writer wrote. While a node lives its content file is
 // the file's truth; LKL's copy is brought up to date (written back,
-// sync.go) on fsync, fdatasync, msync, sync and syncfs, when the last
-// description of the node closes (closewatch.go), before anything reads
-// the file through LKL (exec), and at exit. Nodes whose descriptions are
-// all closed stay cached (idle, least recently used first out) so that the
-// next open of an unchanged file costs one stat.
+// sync.go) on fsync, fdatasync, msync, sync and syncfs, when a guest
+// process exits, before anything reads the file through LKL (exec,
+// statfs), every few seconds while writers exist, and at kbox's exit.
 //
-// Files above MaxSize that have no node are not shadowed: the caller
-// serves them through virtual fds, so memory stays bounded.
+// A node lives while guests hold descriptions of it (holders.go tells),
+// and a while after, cached, so that the next open of an unchanged file
+// costs one stat. Files above MaxSize that have no node are not shadowed:
+// the caller serves them through virtual fds, so memory stays bounded.
 package shadowfd
 
 import (
@@ -34,10 +34,13 @@ import (
 // DefaultMaxSize is the largest file shadowed when it is opened.
 const DefaultMaxSize = 64 << 20
 
-// Limits of the idle cache: nodes no guest holds, kept for the next open.
+// The node cache: beyond maxNodes nodes, kbox finds which ones guests
+// still hold (holders.go) and keeps at most keepNodes of the others, and
+// keepBytes of their content, most recently used first.
 const (
-	idleNodes = 64
-	idleBytes = 256 << 20
+	maxNodes  = 256
+	keepNodes = 64
+	keepBytes = 256 << 20
 )
 
 type nodeKey struct{ dev, ino uint64 }
@@ -76,23 +79,21 @@ type Node struct {
 	// err is a failed write-back not yet reported to the guest.
 	err error
 
-	// Under Manager.mu: descriptions handed to guests and not closed yet,
-	// and how many of them can write.
-	descs, writers int
-	// wroteSince says a writable description existed since the last
-	// write-back (stores through a shared mapping change no time stamp,
-	// so such a node is hashed, not trusted); opens counts writable
-	// opens. Both change under Manager.mu and are read without it.
+	// wroteSince says a writable description was handed out since kbox
+	// last found the node written back with no writer holding it:
+	// stores through a shared mapping change no time stamp, so such a
+	// node is hashed at write-back, not trusted; and stat corrects its
+	// size. opens counts writable descriptions handed out. Both change
+	// under Manager.mu and are read without it.
 	wroteSince atomic.Bool
 	opens      atomic.Uint64
-	timesSet   bool  // utimensat while a writer held it (TimesSet)
-	watch      int32 // inotify watch descriptor, -1: none
-	lost       bool  // close events were lost: never idle
-	idle       bool
-	idleSeq    uint64
-	idleSize   int64 // the content's size when it became idle
-	unlinked   bool  // its file has no name left: it goes when released
-	dropped    bool
+
+	// Under Manager.mu.
+	busy     int    // handouts in progress: not dropped meanwhile
+	lastUse  uint64 // the Manager's use counter at its last handout
+	timesSet bool   // utimensat while a writer held it (TimesSet)
+	unlinked bool   // its file has no name left: it goes when unheld
+	dropped  bool
 }
 
 // Path is the guest path the node was first opened by.
@@ -104,26 +105,26 @@ func (n *Node) LKLFd() int { return n.lklfd }
 // Manager owns the nodes.
 type Manager struct {
 	MaxSize int64
+	// Holders lists the host pids of the guest processes, which may hold
+	// descriptions of content files (holders.go). Nil: nodes are kept
+	// until exit.
+	Holders func() []int
 
-	mu      sync.Mutex
-	nodes   map[nodeKey]*Node
-	byHost  map[uint64]*Node // by content inode
-	fss     map[uint64]*fsState
-	idleSeq uint64
-	nidle   int
-	idleSz  int64
-	stores  stores
-	// hot counts nodes whose content may differ from LKL's (a writer
-	// holds them, or a write-back is pending): stat consults nodes only
-	// when it is not zero.
-	hot      atomic.Int32
-	count    atomic.Int32
-	handouts atomic.Uint64
-	watchers closeWatch
+	mu     sync.Mutex
+	nodes  map[nodeKey]*Node
+	byHost map[uint64]*Node // by content inode
+	fss    map[uint64]*fsState
+	uses   uint64
+	stores stores
+	// hot counts nodes whose content may differ from LKL's (wroteSince):
+	// stat corrects sizes, and space is rebalanced, only while it is not
+	// zero.
+	hot     atomic.Int32
+	count   atomic.Int32
+	flusher flusher
 	// writeBacks counts write-backs: each may change an LKL file.
 	writeBacks atomic.Uint64
-	hostDev    atomic.Uint64 // the content files' device, once known
-	buf        []byte        // write-back and fill buffer, under a node's mu
+	buf        []byte // write-back and fill buffer, under bufMu
 	bufMu      sync.Mutex
 }
 
@@ -143,26 +144,31 @@ func (m *Manager) Fits(size int64) bool { return size <= m.MaxSize }
 
 // Shadowable reports whether an open of the regular LKL file st gets a
 // shadow: one that fits, or one whose node guests hold (every open of an
-// inode must share its node, whatever its size). An idle node of a file
-// that grew beyond MaxSize is dropped: the open becomes a virtual fd.
+// inode must share its node, whatever its size). A node of a file that
+// grew beyond MaxSize and that no guest holds is dropped: the open becomes
+// a virtual fd.
 func (m *Manager) Shadowable(st *lkl.Stat64) bool {
 	if m.Fits(st.Size) {
 		return true
 	}
-	if m.count.Load() == 0 {
+	n := m.OfInode(st.Dev, st.Ino)
+	if n == nil {
 		return false
+	}
+	hs := m.scan()
+	if hs == nil || hs[n].held {
+		return true
+	}
+	if _, err := m.flush(n); err != nil {
+		return true
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := m.nodes[nodeKey{st.Dev, st.Ino}]
-	if n == nil || n.dropped {
-		return false
+	if n.dropped || n.busy > 0 {
+		return !n.dropped
 	}
-	if n.idle {
-		m.dropLocked(n)
-		return false
-	}
-	return true
+	m.dropLocked(n)
+	return false
 }
 
 // procFd is an fd of /proc/self/fd, opened once: reopening a content file
@@ -210,40 +216,52 @@ func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, 
 	m.mu.Lock()
 	n := m.nodes[k]
 	if n != nil {
-		m.unidle(n)
-		n.descs++ // held: not dropped while it is filled or truncated
+		n.busy++
 	}
 	m.mu.Unlock()
 	if n == nil {
-		// Nodes released meanwhile become idle first: the idle cache's
-		// limits hold, and a new node's space counts what is free now.
-		m.ReleaseClosed()
 		var err error
 		if n, err = m.newNode(k, lklfd, st, path); err != nil {
 			lkl.Close(lklfd)
 			return -1, err
 		}
 	} else if err := m.adopt(n, lklfd, flags); err != nil {
-		m.release(n, false)
+		m.done(n)
 		return -1, err
 	}
-	m.handedOut()
+	return m.handOut(n, flags)
+}
+
+// handOut makes a new description of n's content for a guest, ending the
+// caller's busy hold on n.
+func (m *Manager) handOut(n *Node, flags int) (int, error) {
+	n.mu.Lock()
+	pending := n.timesSet
+	n.mu.Unlock()
+	if pending {
+		m.settleTimes(n)
+	}
 	fd, err := reopen(n.content, hostFlags(flags))
 	m.mu.Lock()
-	if err != nil {
-		m.mu.Unlock()
-		m.release(n, false)
-		return -1, err
-	}
-	if writable(flags) {
-		n.writers++
+	defer m.mu.Unlock()
+	n.busy--
+	m.uses++
+	n.lastUse = m.uses
+	if err == nil && writable(flags) {
 		n.opens.Add(1)
 		if n.wroteSince.CompareAndSwap(false, true) {
 			m.hot.Add(1)
+			m.flusher.start(m)
 		}
 	}
+	return fd, err
+}
+
+// done ends a busy hold on n that handed nothing out.
+func (m *Manager) done(n *Node) {
+	m.mu.Lock()
+	n.busy--
 	m.mu.Unlock()
-	return fd, nil
 }
 
 // adopt brings an existing node up to date for a new open whose LKL fd
@@ -287,14 +305,12 @@ func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err er
 	}
 	m.mu.Lock()
 	n := m.nodes[nodeKey{st.Dev, st.Ino}]
-	if n == nil || n.dropped {
+	if n == nil {
 		m.mu.Unlock()
 		return -1, false, nil
 	}
-	m.unidle(n)
-	n.descs++ // held: not dropped meanwhile
+	n.busy++ // not dropped meanwhile
 	m.mu.Unlock()
-	m.handedOut()
 	// LKL's inode is as the node last left it (a node's own newer content
 	// is not in LKL yet, which is what the node is for); otherwise it
 	// changed behind the node, and the general path reloads it.
@@ -302,25 +318,24 @@ func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err er
 	current := versionOf(st) == n.lkl
 	n.mu.Unlock()
 	if !current {
-		m.release(n, false)
+		m.done(n)
 		return -1, false, nil
 	}
-	fd, err = reopen(n.content, hostFlags(flags))
-	if err != nil {
-		m.release(n, false)
-		return -1, true, err
-	}
-	return fd, true, nil
+	fd, err = m.handOut(n, flags)
+	return fd, true, err
 }
 
-// newNode makes the node of inode k, filled from lklfd, and holds one
-// description of it for the caller.
+// newNode makes the node of inode k, filled from lklfd, held busy for the
+// caller.
 func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*Node, error) {
+	if m.count.Load() >= maxNodes {
+		m.Trim()
+	}
 	fs, err := m.fsOf(st.Dev, lklfd, path)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{key: k, fs: fs, lklfd: lklfd, path: path, watch: -1, content: -1}
+	n := &Node{key: k, fs: fs, lklfd: lklfd, path: path, content: -1}
 	n.rw = takeLKLFd(lklfd)
 	n.alloc = st.Blocks * 512
 	fs.reserve(m, n.alloc)
@@ -342,23 +357,18 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 		return nil, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old := m.nodes[k]; old != nil && !old.dropped {
+	if old := m.nodes[k]; old != nil {
 		// Another thread made it meanwhile: use that one.
+		old.busy++
 		m.mu.Unlock()
 		m.closeNode(n)
-		m.mu.Lock()
-		m.unidle(old)
-		old.descs++
 		return old, nil
 	}
-	n.watch = m.watchers.add(n)
-	n.lost = n.watch < 0
-	n.descs = 1
+	n.busy = 1
 	m.nodes[k] = n
 	m.byHost[n.hostIno] = n
-	m.hostDev.Store(n.hostDev)
 	m.count.Add(1)
+	m.mu.Unlock()
 	return n, nil
 }
 
@@ -374,84 +384,12 @@ func takeLKLFd(fd int) (writable bool) {
 	return int(fl)&unix.O_ACCMODE != unix.O_RDONLY
 }
 
-// release drops one description of n (a close event, or an open that
-// failed after counting it). The last one writes the node back and makes
-// it idle.
-func (m *Manager) release(n *Node, wasWritable bool) {
-	m.mu.Lock()
-	n.descs--
-	if wasWritable {
-		n.writers--
-	}
-	last := n.descs <= 0 && !n.lost
-	m.mu.Unlock()
-	if !last {
-		return
-	}
-	size, err := m.flush(n)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if n.descs > 0 || n.dropped {
-		return // reopened meanwhile
-	}
-	if err != nil {
-		report(n, err)
-		return // kept, with its error, until a sync reports it or exit
-	}
-	if n.timesSet {
-		n.timesSet = false
-		n.mu.Lock()
-		m.mirrorTimes(n)
-		n.mu.Unlock()
-	}
-	m.makeIdle(n, size)
-}
-
-// makeIdle puts n, held by no guest, whose content has size bytes, in the
-// idle cache, dropping the oldest idle nodes beyond its limits. The caller
-// holds m.mu.
-func (m *Manager) makeIdle(n *Node, size int64) {
-	if n.unlinked || size > m.MaxSize {
-		if n.unlinked {
-			n.fs.freeing(n.alloc)
-		}
-		m.dropLocked(n) // a file with no name, or too big to keep
-		return
-	}
-	m.idleSeq++
-	n.idle, n.idleSeq, n.idleSize = true, m.idleSeq, size
-	m.nidle++
-	m.idleSz += size
-	for m.nidle > idleNodes || m.idleSz > idleBytes {
-		var oldest *Node
-		for _, c := range m.nodes {
-			if c.idle && (oldest == nil || c.idleSeq < oldest.idleSeq) {
-				oldest = c
-			}
-		}
-		if oldest == nil {
-			break
-		}
-		m.dropLocked(oldest)
-	}
-}
-
-// unidle takes n out of the idle cache. The caller holds m.mu.
-func (m *Manager) unidle(n *Node) {
-	if !n.idle {
-		return
-	}
-	n.idle = false
-	m.nidle--
-	m.idleSz -= n.idleSize
-}
-
-// dropLocked forgets n and closes its files. The caller holds m.mu (and
-// not n.mu: the order is Manager.mu, then Node.mu, then the fs's).
+// dropLocked forgets n and closes its files; n is written back. The
+// caller holds m.mu (and not n.mu: the order is Manager.mu, then Node.mu,
+// then the fs's).
 func (m *Manager) dropLocked(n *Node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	m.unidle(n)
 	n.dropped = true
 	if m.nodes[n.key] == n {
 		delete(m.nodes, n.key)
@@ -459,8 +397,13 @@ func (m *Manager) dropLocked(n *Node) {
 	if m.byHost[n.hostIno] == n {
 		delete(m.byHost, n.hostIno)
 	}
+	if n.wroteSince.CompareAndSwap(true, false) {
+		m.hot.Add(-1)
+	}
 	m.count.Add(-1)
-	m.watchers.remove(n.watch)
+	if n.unlinked {
+		n.fs.freeing(n.alloc)
+	}
 	m.closeNode(n)
 }
 
@@ -483,17 +426,16 @@ func (m *Manager) Any() bool { return m.count.Load() > 0 }
 
 // Unlinked tells that a name of n's file was removed: if it was its last,
 // the node goes as soon as no guest holds it (now, if none does), so that
-// LKL frees the file's blocks (an idle node would keep the inode).
+// LKL frees the file's blocks (a node would keep the inode).
 func (m *Manager) Unlinked(n *Node) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if n.dropped || !lklUnlinked(n.lklfd) {
-		return
+	gone := n.dropped || !lklUnlinked(n.lklfd)
+	if !gone {
+		n.unlinked = true
 	}
-	n.unlinked = true
-	if n.idle {
-		n.fs.freeing(n.alloc)
-		m.dropLocked(n)
+	m.mu.Unlock()
+	if !gone {
+		m.Trim()
 	}
 }
 
@@ -512,7 +454,7 @@ func (m *Manager) Lookup(dev, ino uint64) *Node {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := m.byHost[ino]
-	if n == nil || n.dropped || dev != 0 && n.hostDev != dev {
+	if n == nil || dev != 0 && n.hostDev != dev {
 		return nil
 	}
 	return n
@@ -538,15 +480,11 @@ func (m *Manager) OfInode(dev, ino uint64) *Node {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := m.nodes[nodeKey{dev, ino}]
-	if n == nil || n.dropped {
-		return nil
-	}
-	return n
+	return m.nodes[nodeKey{dev, ino}]
 }
 
 // Stat gives the guest's view of n's inode: LKL's stat, with the size,
-// blocks and times of the content when it holds what LKL does not have yet.
+// blocks and times of the content where it is newer.
 func (m *Manager) Stat(n *Node, st *lkl.Stat64) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -562,20 +500,12 @@ func (m *Manager) Stat(n *Node, st *lkl.Stat64) error {
 	return nil
 }
 
-// HotNode returns the node of LKL inode (dev, ino) if it may hold content
-// LKL has not (cheap while no node may).
-func (m *Manager) HotNode(dev, ino uint64) *Node {
-	if m.hot.Load() == 0 {
-		return nil
-	}
-	return m.OfInode(dev, ino)
-}
-
-// Overlay corrects an LKL stat of an image file whose node holds newer
-// content than LKL: size, blocks and modification times are the
-// content's. It costs nothing while no node can hold such content.
+// Overlay corrects an LKL stat of an image file that has a node: its
+// content's size, blocks and modification times when it holds what LKL
+// has not yet, and its access time when guests read it since. It costs
+// one lookup while any node exists, and nothing otherwise.
 func (m *Manager) Overlay(st *lkl.Stat64) {
-	n := m.HotNode(st.Dev, st.Ino)
+	n := m.OfInode(st.Dev, st.Ino)
 	if n == nil {
 		return
 	}
@@ -588,6 +518,12 @@ func (m *Manager) Overlay(st *lkl.Stat64) {
 func (m *Manager) overlay(n *Node, st *lkl.Stat64) {
 	var hs unix.Stat_t
 	if n.content < 0 || unix.Fstat(n.content, &hs) != nil {
+		return
+	}
+	if hs.Atim != n.atime {
+		st.Atime, st.AtimeNsec = hs.Atim.Sec, uint64(hs.Atim.Nsec)
+	}
+	if !n.rw || hs.Ctim == n.synced && !n.wroteSince.Load() {
 		return
 	}
 	st.Size = hs.Size
@@ -661,19 +597,29 @@ func report(n *Node, err error) {
 	os.Stderr.WriteString("kbox: write back " + n.path + ": " + err.Error() + "\n")
 }
 
-// Close writes back and releases every node (kbox exit).
-func (m *Manager) Close() {
-	m.watchers.close()
+// Close writes back and releases every node (kbox exit). It returns the
+// first write-back error no guest call reported.
+func (m *Manager) Close() error {
+	m.flusher.stop()
 	m.mu.Lock()
 	nodes := make([]*Node, 0, len(m.nodes))
 	for _, n := range m.nodes {
 		nodes = append(nodes, n)
 	}
 	m.mu.Unlock()
+	var first error
 	for _, n := range nodes {
-		if err := m.Sync(n); err != nil {
+		if _, err := m.flush(n); err != nil {
 			report(n, err)
+			if first == nil {
+				first = err
+			}
 		}
+		n.mu.Lock()
+		if n.timesSet {
+			m.mirrorTimes(n)
+		}
+		n.mu.Unlock()
 	}
 	m.mu.Lock()
 	for _, n := range nodes {
@@ -687,4 +633,5 @@ func (m *Manager) Close() {
 	m.fss = map[uint64]*fsState{}
 	m.mu.Unlock()
 	m.stores.close()
+	return first
 }

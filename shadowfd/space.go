@@ -106,12 +106,18 @@ func (m *Manager) Bounded(dev uint64) bool {
 	return fs != nil && fs.dir >= 0
 }
 
-// create makes an empty content file.
+// create makes an empty content file. kbox's own reads of it (write-backs)
+// must not change its access time, which tells guests' reads (O_NOATIME).
 func (fs *fsState) create(name string) (int, error) {
+	var fd int
+	var err error
 	if fs.dir >= 0 {
-		return unix.Openat(fs.dir, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		fd, err = unix.Openat(fs.dir, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOATIME, 0o600)
+	} else if fd, err = unix.MemfdCreate("kbox:"+name, unix.MFD_CLOEXEC); err == nil {
+		fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl|unix.O_NOATIME)
 	}
-	return unix.MemfdCreate("kbox:"+name, unix.MFD_CLOEXEC)
+	return fd, err
 }
 
 // avail is the free space a guest may fill: what statfs calls available,

@@ -225,22 +225,28 @@ func (m *Manager) propagateAtime(n *Node, hs *unix.Stat_t) {
 // (utimensat): the content's atime and mtime follow, so that the host
 // decides about access times on reads as LKL would. That waits until no
 // writer holds the node (a native write racing with it could not be told
-// from it); until then reads may not update the access time.
+// from it): it is done now if none does, else when a look finds none (the
+// next handout of the node, the flusher, exit).
 func (m *Manager) TimesSet(n *Node) {
-	m.mu.Lock()
-	writers := n.writers
-	n.timesSet = writers > 0
-	m.mu.Unlock()
-	if writers == 0 {
-		n.mu.Lock()
-		m.mirrorTimes(n)
-		n.mu.Unlock()
+	n.mu.Lock()
+	n.timesSet = true
+	n.mu.Unlock()
+	m.settleTimes(n)
+}
+
+// settleTimes mirrors times set with utimensat if no writer holds n.
+func (m *Manager) settleTimes(n *Node) {
+	hs := m.scan()
+	if hs == nil {
+		return
 	}
+	m.settled(n, hs[n])
 }
 
 // mirrorTimes gives the content LKL's atime and mtime. The caller holds
 // n.mu, and no writable description of n exists.
 func (m *Manager) mirrorTimes(n *Node) {
+	n.timesSet = false
 	var cs unix.Stat_t
 	if n.content < 0 || unix.Fstat(n.content, &cs) != nil || cs.Ctim != n.synced || n.wroteSince.Load() {
 		return // not written back: the next write-back sets the times
@@ -463,22 +469,11 @@ func (m *Manager) Fsync(n *Node, data bool) error {
 }
 
 // flush writes n back, keeping a failure in n.err, and returns the
-// content's size. It ends the node's hot state when no writer holds it
-// any more.
+// content's size.
 func (m *Manager) flush(n *Node) (int64, error) {
-	opens := n.opens.Load()
 	n.mu.Lock()
-	size, err := m.writeBack(n)
-	n.mu.Unlock()
-	if err != nil || !n.wroteSince.Load() {
-		return size, err
-	}
-	m.mu.Lock()
-	if n.writers == 0 && n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false) {
-		m.hot.Add(-1)
-	}
-	m.mu.Unlock()
-	return size, nil
+	defer n.mu.Unlock()
+	return m.writeBack(n)
 }
 
 // SyncInode writes back the node of LKL inode (dev, ino), if it has one:

@@ -78,8 +78,9 @@ func Policy(virtualBase uint32) *seccomp.Policy {
 	// sendmsg/recvmsg on host fds: the only host sockets a guest can have
 	// come from socketpair (socket() is refused), and the start-up
 	// handshake itself sends the listener with sendmsg.
-	// fchmod and fchown stay notified: a read-only bind refuses them.
-	p.HostFD = append(p.HostFD, "sendmsg", "recvmsg", "fadvise64", "ftruncate", "fstatfs", "getdents64")
+	// fchmod and fchown stay notified: a read-only bind refuses them;
+	// fstatfs too: a shadow's filesystem is its image file's.
+	p.HostFD = append(p.HostFD, "sendmsg", "recvmsg", "fadvise64", "ftruncate", "getdents64")
 	p.VirtualFDBase = virtualBase
 	return p
 }
@@ -202,11 +203,9 @@ func Run(cfg Config) (int, error) {
 	defer os.RemoveAll(stage)
 	eng.Opt.StageDir = stage
 	pol := Policy(uint32(eng.Opt.VirtualFDs))
-	if eng.Shadows.Watching() {
-		// Shadows are written back on their close events, so closing a
-		// host fd needs no round trip.
-		pol.HostFD = append(pol.HostFD, "close")
-	}
+	// Closing a host fd needs no round trip: a shadow's close writes
+	// nothing (shadowfd).
+	pol.HostFD = append(pol.HostFD, "close")
 	prog, err := pol.Assemble()
 	if err != nil {
 		return 0, fmt.Errorf("seccomp filter: %w", err)

@@ -1,0 +1,310 @@
+package shadowfd
+
+import (
+	"bufio"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Holders. Guests close, dup, fork, pass and map descriptions of content
+// files natively, so kbox does not see the last one go. (inotify's close
+// events cannot count them: the kernel merges an event into the one queued
+// before it when they are alike, so two closes in a row come as one.)
+// When it needs to know, kbox looks: it lists the fds of every guest
+// process (and its own, where copies taken with pidfd_getfd live) and
+// their shared mappings in /proc, and finds the content files among them,
+// and whether a holder can write. That costs a few microseconds per guest
+// fd, and is done only
+//
+//   - when the Manager holds maxNodes nodes and makes another (Trim): the
+//     nodes no guest holds are written back and all but the keepNodes most
+//     recently used dropped;
+//   - when a file with a node loses its last name (Unlinked), so that its
+//     blocks are freed as on Linux once nobody holds it;
+//   - when times set with utimensat wait for a writer to go (TimesSet);
+//   - every flushEvery while a writer may exist (the flusher), which
+//     writes back what writers wrote and ends the hot state of nodes no
+//     writer holds any more.
+
+// holds is what a look found of a node: descriptions of it exist in guest
+// processes (or in kbox's own virtual fd table), and one of them can write
+// (a writable fd, or a shared writable mapping).
+type holds struct{ held, writer bool }
+
+type hostKey struct{ dev, ino uint64 }
+
+// scan looks at every holder. It returns nil when kbox cannot tell
+// (Holders unset): every node then counts as held.
+func (m *Manager) scan() map[*Node]holds {
+	if m.Holders == nil {
+		return nil
+	}
+	m.mu.Lock()
+	idx := make(map[hostKey]*Node, len(m.nodes))
+	masters := make(map[int]bool, len(m.nodes))
+	for _, n := range m.nodes {
+		idx[hostKey{n.hostDev, n.hostIno}] = n
+		masters[n.content] = true
+	}
+	m.mu.Unlock()
+	out := make(map[*Node]holds, len(idx))
+	self := os.Getpid()
+	for _, pid := range append(m.Holders(), self) {
+		scanFds(pid, pid == self, masters, idx, out)
+		if pid != self {
+			scanMaps(pid, idx, out)
+		}
+	}
+	return out
+}
+
+// scanFds marks the nodes whose content files process pid has open.
+// kbox's own content fds (masters) do not count.
+func scanFds(pid int, self bool, masters map[int]bool, idx map[hostKey]*Node, out map[*Node]holds) {
+	dir, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return // gone
+	}
+	defer unix.Close(dir)
+	buf := make([]byte, 8192)
+	for {
+		k, err := unix.ReadDirent(dir, buf)
+		if err != nil || k <= 0 {
+			return
+		}
+		_, _, names := unix.ParseDirent(buf[:k], -1, nil)
+		for _, name := range names {
+			if self {
+				if fd, err := strconv.Atoi(name); err == nil && masters[fd] {
+					continue
+				}
+			}
+			var st unix.Stat_t
+			if unix.Fstatat(dir, name, &st, 0) != nil {
+				continue
+			}
+			n := idx[hostKey{st.Dev, st.Ino}]
+			if n == nil {
+				continue
+			}
+			h := out[n]
+			h.held = true
+			// The link's own mode is the description's access mode.
+			var lt unix.Stat_t
+			if unix.Fstatat(dir, name, &lt, unix.AT_SYMLINK_NOFOLLOW) != nil || lt.Mode&0o200 != 0 {
+				h.writer = true
+			}
+			out[n] = h
+		}
+	}
+}
+
+// scanMaps marks the nodes whose content files process pid has mapped: a
+// mapping holds its description after the fd is closed.
+func scanMaps(pid int, idx map[hostKey]*Node, out map[*Node]holds) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// start-end perms offset major:minor inode path
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || fields[4] == "0" {
+			continue
+		}
+		maj, mnr, ok := strings.Cut(fields[3], ":")
+		ma, err1 := strconv.ParseUint(maj, 16, 32)
+		mi, err2 := strconv.ParseUint(mnr, 16, 32)
+		ino, err3 := strconv.ParseUint(fields[4], 10, 64)
+		if !ok || err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		n := idx[hostKey{unix.Mkdev(uint32(ma), uint32(mi)), ino}]
+		if n == nil {
+			continue
+		}
+		h := out[n]
+		h.held = true
+		if strings.Contains(fields[1], "w") && strings.Contains(fields[1], "s") {
+			h.writer = true
+		}
+		out[n] = h
+	}
+}
+
+// Trim writes back the nodes no guest holds and drops those whose file has
+// no name left and, least recently used first, all but keepNodes (and
+// keepBytes of content) of the others.
+func (m *Manager) Trim() {
+	hs := m.scan()
+	if hs == nil {
+		return
+	}
+	m.mu.Lock()
+	type cand struct {
+		n       *Node
+		lastUse uint64
+	}
+	var free []cand
+	for _, n := range m.nodes {
+		if n.busy == 0 && !hs[n].held {
+			free = append(free, cand{n, n.lastUse})
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(free, func(i, j int) bool { return free[i].lastUse > free[j].lastUse })
+	kept, keptBytes := 0, int64(0)
+	for _, c := range free {
+		n := c.n
+		size, err := m.flush(n)
+		if err != nil {
+			report(n, err)
+			continue // kept, with its error, until a sync reports it or exit
+		}
+		m.settled(n, holds{})
+		m.mu.Lock()
+		if n.unlinked || kept >= keepNodes || keptBytes+size > keepBytes || size > m.MaxSize {
+			// Not handed out since the look (else it may be held).
+			if !n.dropped && n.busy == 0 && n.lastUse == c.lastUse {
+				m.dropLocked(n)
+			}
+		} else {
+			kept++
+			keptBytes += size
+		}
+		m.mu.Unlock()
+	}
+}
+
+// settled applies what a look found of a node that is written back: no
+// writer holds it any more (its hot state ends, unless a writable
+// description was handed out since opens), and times set meanwhile
+// (TimesSet) can be mirrored.
+func (m *Manager) settled(n *Node, h holds) {
+	if h.writer {
+		return
+	}
+	n.mu.Lock()
+	if n.timesSet {
+		m.mirrorTimes(n)
+	}
+	n.mu.Unlock()
+}
+
+// flushEvery is how often the flusher writes back what writers wrote: the
+// most a kbox killed by SIGKILL loses of data not fsynced (Linux keeps it
+// in its page cache; LKL's is in kbox).
+const flushEvery = 2 * time.Second
+
+// flusher writes nodes back in the background while writers may exist.
+type flusher struct {
+	mu      sync.Mutex
+	running bool
+	quit    chan struct{}
+	done    chan struct{}
+}
+
+// start runs the flusher unless it runs. The caller holds m.mu.
+func (f *flusher) start(m *Manager) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running {
+		return
+	}
+	f.running = true
+	f.quit, f.done = make(chan struct{}), make(chan struct{})
+	go f.run(m, f.quit, f.done)
+}
+
+func (f *flusher) run(m *Manager, quit, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-quit:
+			return
+		case <-t.C:
+		}
+		m.flushHot()
+		f.mu.Lock()
+		if m.hot.Load() == 0 {
+			f.running = false
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+	}
+}
+
+func (f *flusher) stop() {
+	f.mu.Lock()
+	if !f.running {
+		f.mu.Unlock()
+		return
+	}
+	f.running = false
+	quit, done := f.quit, f.done
+	f.mu.Unlock()
+	close(quit)
+	<-done
+}
+
+// flushHot writes back every node a writer may have written, and ends the
+// hot state of those no writer holds any more.
+func (m *Manager) flushHot() {
+	hs := m.scan()
+	for _, n := range m.hotNodes() {
+		opens := n.opens.Load()
+		if _, err := m.flush(n); err != nil {
+			continue
+		}
+		if hs == nil || hs[n].writer {
+			continue
+		}
+		m.settled(n, hs[n])
+		m.mu.Lock()
+		if n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false) {
+			m.hot.Add(-1)
+		}
+		m.mu.Unlock()
+	}
+}
+
+func (m *Manager) hotNodes() []*Node {
+	if m.hot.Load() == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Node
+	for _, n := range m.nodes {
+		if n.wroteSince.Load() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// FlushDirty writes back the nodes whose content changed since their last
+// write-back (a guest process exits; statfs is asked): cheap when nothing
+// was written.
+func (m *Manager) FlushDirty() {
+	for _, n := range m.hotNodes() {
+		var hs unix.Stat_t
+		n.mu.Lock()
+		changed := n.content >= 0 && unix.Fstat(n.content, &hs) == nil && (hs.Ctim != n.synced || recent(n.synced))
+		n.mu.Unlock()
+		if changed {
+			m.flush(n)
+		}
+	}
+}
