@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,57 @@ func kboxBin(t testing.TB) string {
 		t.Skipf("SKIP (needs the kbox binary): %s is missing: run `make`", p)
 	}
 	return p
+}
+
+// packageImage returns an image built by rootfs/build.sh with Debian
+// packages added (ROOTFS_PACKAGES), built once per machine into a cache
+// directory, or skips the test with one loud line when it cannot be built
+// (no Debian mirror). Tests that write use copyImage on it.
+func packageImage(t testing.TB, pkgs ...string) string {
+	t.Helper()
+	imagePath(t) // the base image's absence skips as usual
+	name := strings.Join(pkgs, "+")
+	dir := filepath.Join(os.TempDir(), "kbox-test-images")
+	out := filepath.Join(dir, name+".ext4")
+	// Rebuilt when the guest programs or the build script changed.
+	stamp := imageStamp()
+	if b, err := os.ReadFile(out + ".stamp"); err == nil && string(b) == stamp {
+		if _, err := os.Stat(out); err == nil {
+			return out
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", filepath.Join(repoRoot(), "rootfs", "build.sh"))
+	cmd.Env = append(os.Environ(), "OUT="+out, "ROOTFS_PACKAGES="+strings.Join(pkgs, " "))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("SKIP (needs an image with %s; building it failed, no Debian mirror?): %v\n%s", strings.Join(pkgs, " "), err, lastLines(string(b), 5))
+	}
+	os.WriteFile(out+".stamp", []byte(stamp), 0o644)
+	return out
+}
+
+// imageStamp identifies what goes into an image besides packages: the
+// build script and the guest programs' sources.
+func imageStamp() string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(repoRoot(), "tests", "guest", "*.c"))
+	files = append(files, filepath.Join(repoRoot(), "rootfs", "build.sh"))
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			fmt.Fprintf(&b, "%s %d %d\n", filepath.Base(f), st.Size(), st.ModTime().UnixNano())
+		}
+	}
+	return b.String()
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
 }
 
 // copyImage makes a private sparse copy of the image for a test that writes.
