@@ -124,7 +124,9 @@ func register(nr int, h Handler) { table[nr] = h }
 
 // Options configures an Engine.
 type Options struct {
-	// RootID makes the guest see uid/gid 0; ChangeID, when set, UID:GID.
+	// RootID starts the guest as root (uid and gid 0, group 0, every
+	// capability); ChangeID, when set, as UID:GID (group GID, no
+	// capability); neither, with kbox's own host ids and groups.
 	RootID     bool
 	ChangeID   bool
 	UID, GID   uint32
@@ -173,6 +175,12 @@ type Engine struct {
 	anyRO bool // some bind is read-only
 
 	stats statCache // LKL path stats while nothing changed (statcache.go)
+
+	// initCred is the first process's credentials, unknownCred those of
+	// a process whose parent was not found (proc.go); credsChanged says
+	// some process changed its own since the start.
+	initCred, unknownCred *procCred
+	credsChanged          atomic.Bool
 }
 
 // New returns an Engine.
@@ -185,6 +193,8 @@ func New(opt Options) *Engine {
 	}
 	e := &Engine{Opt: opt, Shadows: shadowfd.New(), FIFOs: fifo.New()}
 	e.procs.Store(&map[int]*Proc{})
+	e.initCred = newProcCred(initialCred(&opt))
+	e.unknownCred = newProcCred(unknownCred())
 	for _, b := range opt.Binds {
 		e.anyRO = e.anyRO || b.ReadOnly
 	}
@@ -195,7 +205,9 @@ func New(opt Options) *Engine {
 func (e *Engine) Dispatch(r *Request) Result {
 	// Shadows closed natively since the last syscall are written back
 	// before anything can observe their files (shadowfd.WatchCloses).
-	e.Shadows.WriteBackClosed()
+	if e.Shadows.HasWritable() {
+		asRoot(e.Shadows.WriteBackClosed)
+	}
 	if r.P != nil && r.P.execPending {
 		r.P.execPending = false
 		if !execImageOK(r.G.Pid()) {
@@ -214,6 +226,10 @@ func (e *Engine) Dispatch(r *Request) Result {
 	}
 	if !pureLookup[r.Nr] && !opensReportChange[r.Nr] {
 		e.stats.changed()
+	}
+	// LKL calls from here on run with the caller's credentials.
+	if en := useCred(r); en != 0 {
+		return errno(en, Emulated)
 	}
 	return table[r.Nr](e, r)
 }

@@ -26,7 +26,9 @@ func sysMsync(e *Engine, r *Request) Result {
 		return cont
 	}
 	if w := e.Shadows.Lookup(ino); w != nil {
-		if err := e.Shadows.WriteBack(w); err != nil {
+		var err error
+		asRoot(func() { err = e.Shadows.WriteBack(w) })
+		if err != nil {
 			os.Stderr.WriteString("kbox: " + err.Error() + "\n")
 			return errno(unix.EIO, LKL)
 		}

@@ -142,7 +142,9 @@ func sysUtimensat(e *Engine, r *Request) Result {
 			// was written so far goes first, so that a later write-back
 			// (skipped unless the shadow changes again) keeps them:
 			// cp -p, touch -d, tar.
-			if err := e.Shadows.WriteBack(w); err != nil {
+			var err error
+			asRoot(func() { err = e.Shadows.WriteBack(w) })
+			if err != nil {
 				return fail(err, LKL)
 			}
 			_, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(w.LKLFd), 0, tsp, uintptr(r.Args[3]), 0, 0)
@@ -263,7 +265,7 @@ func sysSymlinkat(e *Engine, r *Request) Result {
 }
 
 func sysSync(e *Engine, r *Request) Result {
-	e.Shadows.WriteBackAll()
+	asRoot(func() { e.Shadows.WriteBackAll() })
 	lkl.Sync()
 	return ok(0, LKL)
 }

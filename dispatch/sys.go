@@ -70,8 +70,9 @@ func sysSetrlimit(e *Engine, r *Request) Result {
 }
 
 func sysExitGroup(e *Engine, r *Request) Result {
-	e.Shadows.WriteBackAll()
+	asRoot(func() { e.Shadows.WriteBackAll() })
 	e.flushPumps()
+	e.adoptChildren(r.P)
 	e.Exit(r.P)
 	return cont
 }
