@@ -183,6 +183,33 @@ stat -c '%u %g %A %n' /tmp/sg/f /tmp/sg/d /tmp/plain/f /tmp/plain/d`
 	})
 }
 
+// TestCredsWriteOnly: a file others may write but not read (0622) takes
+// nobody's writes, through a shadow and through a virtual fd alike, and
+// nobody still cannot read it.
+func TestCredsWriteOnly(t *testing.T) {
+	script := `echo old-content > /tmp/wo; chmod 0622 /tmp/wo
+su -s /bin/sh nobody -c 'echo new-content > /tmp/wo; echo w=$?; cat /tmp/wo; echo r=$?; echo more >> /tmp/wo; echo a=$?'
+cat /tmp/wo`
+	want := []string{"w=0\n", "r=1\n", "a=0\n", "new-content\nmore\n"}
+	for _, max := range []string{"", "4"} {
+		t.Run("shadow max "+max, func(t *testing.T) {
+			cmd := exec.Command(kboxBin(t), "image", "-S", imagePath(t), "--read-only", "-c", script)
+			if max != "" {
+				cmd.Env = append(os.Environ(), "KBOX_SHADOW_MAX="+max) // a virtual fd
+			}
+			out, err := cmd.Output()
+			rest := string(out)
+			for _, w := range want {
+				i := strings.Index(rest, w)
+				if err != nil || i < 0 {
+					t.Fatalf("%v: output lacks %q (in order):\n%s", err, w, out)
+				}
+				rest = rest[i+len(w):]
+			}
+		})
+	}
+}
+
 // TestCredsExec: exec needs an execute bit for the caller (root: any), and
 // not read permission.
 func TestCredsExec(t *testing.T) {
