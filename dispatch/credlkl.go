@@ -57,11 +57,14 @@ func unknownCred() Cred {
 // creds returns p's credentials.
 func (p *Proc) creds() *procCred { return p.cred.Load() }
 
-// setCred gives p new credentials (a set*id or capset, an exec).
+// setCred gives p new credentials (a set*id or capset, an exec). Children
+// that p forked before and that have not made a notified syscall yet are
+// registered first, with the credentials they were forked with.
 func (e *Engine) setCred(p *Proc, c Cred) {
 	if cur := p.cred.Load(); cur.Equal(&c) {
 		return
 	}
+	e.registerChildren(p)
 	if !c.Equal(&e.initCred.Cred) {
 		e.credsChanged.Store(true)
 	}

@@ -87,12 +87,12 @@ func (e *Engine) setProcs(change func(map[int]*Proc)) {
 // after a fork (a new process inherits cwd, a copy of the fd table and the
 // credentials). A known thread is found without a lock or an allocation.
 //
-// A process whose parent kbox does not know (its parent exited before the
-// child's first notification: it was reparented) gets the first process's
-// credentials while no process has changed its own. Once one has, such a
-// process could be anybody's, and it is killed: its parent's exit_group
-// registers the children it leaves (adoptChildren), so this takes a parent
-// that died of a signal right after a fork.
+// A child that has not made a notified syscall yet when its parent changes
+// credentials or exits was registered then (registerChildren), with what
+// it had from its parent. A process whose parent kbox does not know (its
+// parent died of a signal before the child's first notification: it was
+// reparented) gets the first process's credentials while no process has
+// changed its own; once one has, it could be anybody's, and it is killed.
 func (e *Engine) Lookup(tid int) *Proc {
 	if p := (*e.procs.Load())[tid]; p != nil {
 		return p
@@ -144,9 +144,16 @@ func (np *Proc) inherit(parent *Proc) {
 // reparented then, and their parent could no longer be found. Only needed
 // once credentials differ between processes (see Lookup).
 func (e *Engine) adoptChildren(p *Proc) {
-	if !e.credsChanged.Load() {
-		return
+	if e.credsChanged.Load() {
+		e.registerChildren(p)
 	}
+}
+
+// registerChildren registers the child processes of p that kbox has not
+// seen yet (they have made no notified syscall), with what they take from
+// p now: before p exits, and before p's credentials change (a child forked
+// before a setuid keeps the ids it was forked with).
+func (e *Engine) registerChildren(p *Proc) {
 	dir := "/proc/" + strconv.Itoa(p.Tgid) + "/task/"
 	tasks, err := os.ReadDir(dir)
 	if err != nil {

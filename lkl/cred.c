@@ -43,8 +43,15 @@ static __thread unsigned long long applied;
 static __thread unsigned long long applied_cap = ~0ULL;
 #define BAD_ID (~0ULL)
 
-/* full is the task's permitted set (every capability LKL knows), read once. */
-static unsigned long long full;
+/* full_set is a task's permitted set (every capability LKL knows), read once
+ * by whichever thread comes first (the same value for all: atomics only
+ * to keep the compiler honest). */
+static unsigned long long full_set;
+
+static unsigned long long full_get(void)
+{
+	return __atomic_load_n(&full_set, __ATOMIC_RELAXED);
+}
 
 struct cap_header {
 	unsigned int version;
@@ -68,12 +75,12 @@ static long full_caps(void)
 	struct cap_data d[2];
 	long r;
 
-	if (full != 0)
+	if (full_get() != 0)
 		return 0;
 	r = sys3(__lkl__NR_capget, (long)&h, (long)d, 0);
 	if (r < 0)
 		return r;
-	full = (unsigned long long)d[1].permitted << 32 | d[0].permitted;
+	__atomic_store_n(&full_set, (unsigned long long)d[1].permitted << 32 | d[0].permitted, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -81,6 +88,7 @@ static long set_effective(unsigned long long eff)
 {
 	struct cap_header h = { CAP_V3, 0 };
 	struct cap_data d[2];
+	unsigned long long full = full_get();
 
 	eff &= full;
 	d[0].effective = (unsigned int)eff;
@@ -104,9 +112,9 @@ static long apply(void)
 	if ((applied_cap & SWITCH_CAPS) != SWITCH_CAPS) {
 		/* The task keeps every capability permitted: take them back
 		 * into the effective set for the switch. */
-		if ((r = set_effective(full)) < 0)
+		if ((r = set_effective(full_get())) < 0)
 			return r;
-		applied_cap = full;
+		applied_cap = full_get();
 	}
 	if ((r = sys3(__lkl__NR_setgroups, cur.ngroups, (long)cur.groups, 0)) < 0)
 		return r;
@@ -123,7 +131,7 @@ static long apply(void)
 	applied_cap = 0;
 	if ((r = set_effective(cur.cap)) < 0)
 		return r;
-	applied_cap = cur.cap & full;
+	applied_cap = cur.cap & full_get();
 	applied = cur.id;
 	return 0;
 }
@@ -137,6 +145,8 @@ long kbox_cred_sync(void)
 
 static int privileged(const struct want *w)
 {
+	unsigned long long full = full_get();
+
 	return w->id == 0 || (w->fsuid == 0 && full != 0 && (w->cap & full) == full);
 }
 

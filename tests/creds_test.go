@@ -107,6 +107,11 @@ func TestCredsDrop(t *testing.T) {
 			"create in root dir: 0\n",
 			"setresuid(-1, -1, 65534) then seteuid(0): 0 EPERM\n",
 		}},
+		{"a child forked before a setuid keeps its ids", []string{"forkdrop", "/root"}, []string{"forkdrop", "DIR"}, []string{
+			"parent uid 65534\n",
+			"child uid 0 euid 0\n",
+			"child create in root dir: 0\n",
+		}},
 		{"access checks the real ids", []string{"real", "/etc/hostname"}, []string{"real", "FILE"}, []string{
 			"open for writing (euid 0): 0\n",
 			"access W_OK (real uid): EACCES\n",

@@ -17,6 +17,8 @@
  *   creds orphan-crash DIR    the same, but the child dies of SIGSEGV
  *   creds clone-parent        nobody (under a root parent) asks for
  *                             clone(CLONE_PARENT)
+ *   creds forkdrop DIR        fork, then become nobody: the child, whose first
+ *                             system call comes later, is still root
  *   creds statmix DIR N       a root child and a nobody parent stat
  *                             DIR/creds-stat (DIR 0700) N times each at the
  *                             same time: nobody must never succeed
@@ -254,6 +256,23 @@ static int orphan(const char *dir, int crash)
 	return 0;
 }
 
+static int forkdrop(const char *dir)
+{
+	pid_t child = fork();
+
+	if (child == 0) {
+		sleep_ms(300); /* native: the parent changes ids meanwhile */
+		printf("child uid %u euid %u\n", getuid(), geteuid());
+		create("child create in root dir", dir, "creds-forkdrop");
+		_exit(0);
+	}
+	if (become_nobody() < 0)
+		return 1;
+	printf("parent uid %u\n", getuid());
+	waitpid(child, NULL, 0);
+	return 0;
+}
+
 static int clone_parent(void)
 {
 	long r;
@@ -315,10 +334,12 @@ int main(int argc, char **argv)
 		return orphan(argv[2], 0);
 	if (argc == 3 && strcmp(argv[1], "orphan-crash") == 0)
 		return orphan(argv[2], 1);
+	if (argc == 3 && strcmp(argv[1], "forkdrop") == 0)
+		return forkdrop(argv[2]);
 	if (argc == 2 && strcmp(argv[1], "clone-parent") == 0)
 		return clone_parent();
 	if (argc == 4 && strcmp(argv[1], "statmix") == 0)
 		return statmix(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: creds drop FILE DIR TMP | saved DIR | real FILE | caps | orphan DIR | orphan-crash DIR | clone-parent | statmix DIR N\n");
+	fprintf(stderr, "usage: creds drop FILE DIR TMP | saved DIR | real FILE | caps | orphan DIR | orphan-crash DIR | forkdrop DIR | clone-parent | statmix DIR N\n");
 	return 2;
 }
