@@ -180,6 +180,49 @@ func (e *Engine) registerChildren(p *Proc) {
 	}
 }
 
+// sweepDead forgets the threads and processes that are gone without an
+// exit_group (a thread's own exit, a fatal signal). Their entries would
+// otherwise outlive them, and a new task that got one of their ids back
+// would be taken for them, credentials included. sched.go calls it before
+// every clone once credentials differ between processes: every new task
+// comes from a notified clone, so no id of a task gone by then can be
+// found again. tgkill(tgid, tid, 0) fails for a task that is gone, and for
+// an id now used in another thread group.
+func (e *Engine) sweepDead() {
+	var gone []int
+	for id, p := range *e.procs.Load() {
+		if unix.Tgkill(p.Tgid, id, 0) == unix.ESRCH {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	var dead []*Proc
+	e.mu.Lock()
+	e.setProcs(func(m map[int]*Proc) {
+		left := map[*Proc]bool{}
+		for _, id := range gone {
+			left[m[id]] = false
+			delete(m, id)
+		}
+		for _, p := range m {
+			if _, seen := left[p]; seen {
+				left[p] = true
+			}
+		}
+		for p, alive := range left {
+			if !alive {
+				dead = append(dead, p)
+			}
+		}
+	})
+	e.mu.Unlock()
+	for _, p := range dead {
+		p.FDs.CloseAll()
+	}
+}
+
 // Exit forgets a process (exit_group), dropping its virtual fds.
 func (e *Engine) Exit(p *Proc) {
 	e.mu.Lock()

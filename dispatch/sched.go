@@ -69,6 +69,9 @@ func sysClone(e *Engine, r *Request) Result {
 	if en := e.cloneCredOK(r); en != 0 {
 		return errno(en, Denied)
 	}
+	if e.credsChanged.Load() {
+		e.sweepDead() // the new task must not find a dead one's entry (proc.go)
+	}
 	return cont
 }
 

@@ -19,6 +19,11 @@
  *                             clone(CLONE_PARENT)
  *   creds forkdrop DIR        fork, then become nobody: the child, whose first
  *                             system call comes later, is still root
+ *   creds tidreuse            a root helper's thread makes a system call and
+ *                             exits; nobody then forks until a child gets
+ *                             that thread's id (through ns_last_pid, so
+ *                             only as root on the host): the child must be
+ *                             nobody, not the helper's root
  *   creds statmix DIR N       a root child and a nobody parent stat
  *                             DIR/creds-stat (DIR 0700) N times each at the
  *                             same time: nobody must never succeed
@@ -40,6 +45,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <pthread.h>
 #include <sys/fsuid.h>
 #include <unistd.h>
 
@@ -273,6 +279,69 @@ static int forkdrop(const char *dir)
 	return 0;
 }
 
+static void *thread_tid(void *arg)
+{
+	*(pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	getuid(); /* notified: kbox now knows this thread id */
+	return NULL;
+}
+
+static int tidreuse(void)
+{
+	int pfd[2], ctl[2], i, status;
+	pid_t helper, tid = 0;
+	char c;
+
+	if (pipe(pfd) < 0 || pipe(ctl) < 0)
+		return 1;
+	helper = fork();
+	if (helper == 0) {
+		pthread_t th;
+
+		close(ctl[1]);
+		getuid(); /* the helper is known to kbox, as root */
+		pthread_create(&th, NULL, thread_tid, &tid);
+		pthread_join(th, NULL);
+		write(pfd[1], &tid, sizeof(tid));
+		read(ctl[0], &c, 1); /* until the main process closes ctl */
+		_exit(0);
+	}
+	close(ctl[0]);
+	if (read(pfd[0], &tid, sizeof(tid)) != sizeof(tid))
+		return 1;
+	if (become_nobody() < 0)
+		return 1;
+	for (i = 0; i < 200; i++) {
+		char buf[32];
+		int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
+		pid_t child;
+
+		if (fd < 0) {
+			printf("tidreuse: ns_last_pid: %s\n", strerror(errno));
+			break;
+		}
+		snprintf(buf, sizeof(buf), "%d", tid - 1);
+		write(fd, buf, strlen(buf));
+		close(fd);
+		child = fork();
+		if (child == 0) {
+			if (getpid() != tid)
+				_exit(2);
+			_exit(getuid() == 0 ? 0 : 1);
+		}
+		waitpid(child, &status, 0);
+		if (WIFEXITED(status) && WEXITSTATUS(status) != 2) {
+			printf("child with the dead thread's id: uid %s\n", WEXITSTATUS(status) == 0 ? "0" : "65534");
+			break;
+		}
+	}
+	if (i == 200)
+		printf("tidreuse: the id never came back\n");
+	close(ctl[1]);
+	waitpid(helper, NULL, 0);
+	return 0;
+}
+
 static int clone_parent(void)
 {
 	long r;
@@ -338,8 +407,10 @@ int main(int argc, char **argv)
 		return forkdrop(argv[2]);
 	if (argc == 2 && strcmp(argv[1], "clone-parent") == 0)
 		return clone_parent();
+	if (argc == 2 && strcmp(argv[1], "tidreuse") == 0)
+		return tidreuse();
 	if (argc == 4 && strcmp(argv[1], "statmix") == 0)
 		return statmix(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: creds drop FILE DIR TMP | saved DIR | real FILE | caps | orphan DIR | orphan-crash DIR | forkdrop DIR | clone-parent | statmix DIR N\n");
+	fprintf(stderr, "usage: creds drop FILE DIR TMP | saved DIR | real FILE | caps | orphan DIR | orphan-crash DIR | forkdrop DIR | clone-parent | tidreuse | statmix DIR N\n");
 	return 2;
 }
