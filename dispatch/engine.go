@@ -124,7 +124,9 @@ func register(nr int, h Handler) { table[nr] = h }
 
 // Options configures an Engine.
 type Options struct {
-	// RootID makes the guest see uid/gid 0; ChangeID, when set, UID:GID.
+	// RootID starts the guest as root (uid and gid 0, group 0, every
+	// capability); ChangeID, when set, as UID:GID (group GID, no
+	// capability); neither, with kbox's own host ids and groups.
 	RootID     bool
 	ChangeID   bool
 	UID, GID   uint32
@@ -173,6 +175,12 @@ type Engine struct {
 	anyRO bool // some bind is read-only
 
 	stats statCache // LKL path stats while nothing changed (statcache.go)
+
+	// initCred is the first process's credentials, unknownCred those of
+	// a process whose parent was not found (proc.go); credsChanged says
+	// some process changed its own since the start.
+	initCred, unknownCred *procCred
+	credsChanged          atomic.Bool
 }
 
 // New returns an Engine.
@@ -186,6 +194,8 @@ func New(opt Options) *Engine {
 	e := &Engine{Opt: opt, Shadows: shadowfd.New(), FIFOs: fifo.New()}
 	e.procs.Store(&map[int]*Proc{})
 	e.Shadows.Holders = func() []int { return e.Tgids(nil) }
+	e.initCred = newProcCred(initialCred(&opt))
+	e.unknownCred = newProcCred(unknownCred())
 	for _, b := range opt.Binds {
 		e.anyRO = e.anyRO || b.ReadOnly
 	}
@@ -212,6 +222,10 @@ func (e *Engine) Dispatch(r *Request) Result {
 	}
 	if !pureLookup[r.Nr] && !opensReportChange[r.Nr] {
 		e.stats.changed()
+	}
+	// LKL calls from here on run with the caller's credentials.
+	if en := useCred(r); en != 0 {
+		return errno(en, Emulated)
 	}
 	res := table[r.Nr](e, r)
 	if !pureLookup[r.Nr] {

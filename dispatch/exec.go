@@ -62,7 +62,18 @@ func (e *Engine) loadFile(p string) ([]byte, execKey, unix.Errno) {
 	if _, onRoute := e.route(p); onRoute {
 		return nil, execKey{}, unix.EACCES
 	}
-	return e.loadImageFile(p)
+	// The caller must be allowed to execute it, as the kernel checks:
+	// search permission on the way, an execute bit for the caller (for
+	// root, any execute bit), no noexec mount. Reading it is kbox's own
+	// business (a program may be executable and not readable): as root.
+	if _, le := lklPath(lkl.SysFaccessat2, 1, p, [6]uintptr{atFdcwd, 0, unix.X_OK, unix.AT_EACCESS}); le != 0 {
+		return nil, execKey{}, le
+	}
+	var b []byte
+	var k execKey
+	var le unix.Errno
+	asRoot(func() { b, k, le = e.loadImageFile(p) })
+	return b, k, le
 }
 
 // loadImageFile reads an image file for execution, through LKL: a shadow
@@ -85,9 +96,6 @@ func (e *Engine) loadImageFile(p string) ([]byte, execKey, unix.Errno) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, k, unix.EACCES
-	}
-	if _, le := lklPath(lkl.SysFaccessat, 1, p, [6]uintptr{atFdcwd, 0, unix.X_OK}); le != 0 {
-		return nil, k, le
 	}
 	if err := e.Shadows.SyncInode(st.Dev, st.Ino); err != nil {
 		return nil, k, errnoOf(err)
@@ -348,6 +356,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 			r.P.FDs.Exec()
 			r.P.exe = e.canonical(t.Path)
 			r.P.execPending = true
+			e.setCred(r.P, r.P.creds().Exec())
 			return Result{Action: Continue, Disp: disp}
 		}
 	} else {
@@ -371,6 +380,8 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 	r.P.FDs.Exec()
 	r.P.exe = e.canonical(t.Path)
 	r.P.execPending = true
+	// What execve does to the credentials (set-id bits never count).
+	e.setCred(r.P, r.P.creds().Exec())
 	return Result{Action: Continue, Disp: disp}
 }
 

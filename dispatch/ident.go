@@ -6,50 +6,42 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Identity is emulated, always: each process's credentials live in its Proc
+// (cred.go has the rules), the getters answer from there without an LKL
+// call, and LKL checks file operations with them (credlkl.go). The guest's
+// host process never changes its host ids.
 func init() {
 	register(unix.SYS_GETUID, sysGetuid)       // getuid(2)
-	register(unix.SYS_GETEUID, sysGetuid)      // geteuid(2)
+	register(unix.SYS_GETEUID, sysGeteuid)     // geteuid(2)
 	register(unix.SYS_GETGID, sysGetgid)       // getgid(2)
-	register(unix.SYS_GETEGID, sysGetgid)      // getegid(2)
+	register(unix.SYS_GETEGID, sysGetegid)     // getegid(2)
 	register(unix.SYS_GETRESUID, sysGetresuid) // getresuid(2)
 	register(unix.SYS_GETRESGID, sysGetresgid) // getresgid(2)
 	register(unix.SYS_GETGROUPS, sysGetgroups) // getgroups(2)
-	for _, nr := range []int{unix.SYS_SETUID, unix.SYS_SETGID, unix.SYS_SETREUID, unix.SYS_SETREGID,
-		unix.SYS_SETRESUID, unix.SYS_SETRESGID, unix.SYS_SETGROUPS, unix.SYS_SETFSUID, unix.SYS_SETFSGID} {
-		register(nr, sysSetid) // set*id(2): accepted when identity is emulated
-	}
+	register(unix.SYS_SETUID, sysSetuid)       // setuid(2)
+	register(unix.SYS_SETGID, sysSetgid)       // setgid(2)
+	register(unix.SYS_SETREUID, sysSetreuid)   // setreuid(2)
+	register(unix.SYS_SETREGID, sysSetregid)   // setregid(2)
+	register(unix.SYS_SETRESUID, sysSetresuid) // setresuid(2)
+	register(unix.SYS_SETRESGID, sysSetresgid) // setresgid(2)
+	register(unix.SYS_SETFSUID, sysSetfsuid)   // setfsuid(2)
+	register(unix.SYS_SETFSGID, sysSetfsgid)   // setfsgid(2)
+	register(unix.SYS_SETGROUPS, sysSetgroups) // setgroups(2)
+	register(unix.SYS_CAPGET, sysCapget)       // capget(2)
+	register(unix.SYS_CAPSET, sysCapset)       // capset(2)
 }
 
-func (e *Engine) emulatedID() (uid, gid uint32, on bool) {
-	switch {
-	case e.Opt.RootID:
-		return 0, 0, true
-	case e.Opt.ChangeID:
-		return e.Opt.UID, e.Opt.GID, true
-	}
-	return 0, 0, false
-}
+func sysGetuid(e *Engine, r *Request) Result  { return ok(int64(r.P.creds().UID), Emulated) }
+func sysGeteuid(e *Engine, r *Request) Result { return ok(int64(r.P.creds().EUID), Emulated) }
+func sysGetgid(e *Engine, r *Request) Result  { return ok(int64(r.P.creds().GID), Emulated) }
+func sysGetegid(e *Engine, r *Request) Result { return ok(int64(r.P.creds().EGID), Emulated) }
 
-func sysGetuid(e *Engine, r *Request) Result {
-	uid, _, on := e.emulatedID()
-	if !on {
-		return cont
-	}
-	return ok(int64(uid), Emulated)
-}
-
-func sysGetgid(e *Engine, r *Request) Result {
-	_, gid, on := e.emulatedID()
-	if !on {
-		return cont
-	}
-	return ok(int64(gid), Emulated)
-}
-
-func writeRes(r *Request, v uint32) Result {
+// writeRes writes the three ids of getresuid/getresgid, each to its own
+// pointer, in order: a bad pointer stops there with EFAULT.
+func writeRes(r *Request, ids [3]uint32) Result {
 	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], v)
-	for i := 0; i < 3; i++ {
+	for i, id := range ids {
+		binary.LittleEndian.PutUint32(b[:], id)
 		if err := r.G.Write(r.Args[i], b[:]); err != nil {
 			return errno(unix.EFAULT, Emulated)
 		}
@@ -58,31 +50,208 @@ func writeRes(r *Request, v uint32) Result {
 }
 
 func sysGetresuid(e *Engine, r *Request) Result {
-	uid, _, on := e.emulatedID()
-	if !on {
-		return cont
-	}
-	return writeRes(r, uid)
+	c := r.P.creds()
+	return writeRes(r, [3]uint32{c.UID, c.EUID, c.SUID})
 }
 
 func sysGetresgid(e *Engine, r *Request) Result {
-	_, gid, on := e.emulatedID()
-	if !on {
-		return cont
-	}
-	return writeRes(r, gid)
+	c := r.P.creds()
+	return writeRes(r, [3]uint32{c.GID, c.EGID, c.SGID})
 }
 
 func sysGetgroups(e *Engine, r *Request) Result {
-	if _, _, on := e.emulatedID(); !on {
-		return cont
+	size := int32(r.Args[0])
+	groups := r.P.creds().Groups
+	switch {
+	case size < 0:
+		return errno(unix.EINVAL, Emulated)
+	case size == 0:
+		return ok(int64(len(groups)), Emulated)
+	case int(size) < len(groups):
+		return errno(unix.EINVAL, Emulated)
+	}
+	if len(groups) > 0 {
+		b := make([]byte, 4*len(groups))
+		for i, g := range groups {
+			binary.LittleEndian.PutUint32(b[4*i:], g)
+		}
+		if err := r.G.Write(r.Args[1], b); err != nil {
+			return errno(unix.EFAULT, Emulated)
+		}
+	}
+	return ok(int64(len(groups)), Emulated)
+}
+
+// setID applies a set*id change that succeeds or fails with an errno.
+func (e *Engine) setID(r *Request, change func(Cred) (Cred, unix.Errno)) Result {
+	n, en := change(r.P.creds().Cred)
+	if en != 0 {
+		return errno(en, Emulated)
+	}
+	e.setCred(r.P, n)
+	return ok(0, Emulated)
+}
+
+// arg32 is argument i as the uid_t or gid_t the kernel takes (-1 included).
+func arg32(r *Request, i int) uint32 { return uint32(r.Args[i]) }
+
+func sysSetuid(e *Engine, r *Request) Result {
+	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetUID(arg32(r, 0)) })
+}
+
+func sysSetgid(e *Engine, r *Request) Result {
+	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetGID(arg32(r, 0)) })
+}
+
+func sysSetreuid(e *Engine, r *Request) Result {
+	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetREUID(arg32(r, 0), arg32(r, 1)) })
+}
+
+func sysSetregid(e *Engine, r *Request) Result {
+	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetREGID(arg32(r, 0), arg32(r, 1)) })
+}
+
+func sysSetresuid(e *Engine, r *Request) Result {
+	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetRESUID(arg32(r, 0), arg32(r, 1), arg32(r, 2)) })
+}
+
+func sysSetresgid(e *Engine, r *Request) Result {
+	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetRESGID(arg32(r, 0), arg32(r, 1), arg32(r, 2)) })
+}
+
+// setfsuid and setfsgid never fail: they return the previous id.
+func sysSetfsuid(e *Engine, r *Request) Result {
+	n, old := r.P.creds().SetFSUID(arg32(r, 0))
+	e.setCred(r.P, n)
+	return ok(int64(old), Emulated)
+}
+
+func sysSetfsgid(e *Engine, r *Request) Result {
+	n, old := r.P.creds().SetFSGID(arg32(r, 0))
+	e.setCred(r.P, n)
+	return ok(int64(old), Emulated)
+}
+
+func sysSetgroups(e *Engine, r *Request) Result {
+	c := r.P.creds()
+	size := uint32(r.Args[0])
+	// The kernel's order: permission, size, then the list.
+	if !c.Has(capSetgid) {
+		return errno(unix.EPERM, Emulated)
+	}
+	if size > NGroupsMax {
+		return errno(unix.EINVAL, Emulated)
+	}
+	b := make([]byte, 4*size)
+	if size > 0 {
+		if err := r.G.Read(r.Args[1], b); err != nil {
+			return errno(unix.EFAULT, Emulated)
+		}
+	}
+	groups := make([]uint32, size)
+	for i := range groups {
+		groups[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetGroups(groups) })
+}
+
+// Capability header versions (linux/capability.h): version 1 carries 32
+// bits per set, versions 2 and 3 carry 64.
+const (
+	capV1 = 0x19980330
+	capV2 = 0x20071026
+	capV3 = 0x20080522
+)
+
+// capVersion reads the version in capget/capset's header and returns the
+// number of 32-bit words per set. An unknown version gets the kernel's
+// answer: the preferred version written back and EINVAL.
+func capVersion(r *Request) (words int, en unix.Errno) {
+	var b [4]byte
+	if err := r.G.Read(r.Args[0], b[:]); err != nil {
+		return 0, unix.EFAULT
+	}
+	switch binary.LittleEndian.Uint32(b[:]) {
+	case capV1:
+		return 1, 0
+	case capV2, capV3:
+		return 2, 0
+	}
+	binary.LittleEndian.PutUint32(b[:], capV3)
+	if err := r.G.Write(r.Args[0], b[:]); err != nil {
+		return 0, unix.EFAULT
+	}
+	return 0, unix.EINVAL
+}
+
+// capPid reads the pid in capget/capset's header.
+func capPid(r *Request) (int32, unix.Errno) {
+	var b [4]byte
+	if err := r.G.Read(r.Args[0]+4, b[:]); err != nil {
+		return 0, unix.EFAULT
+	}
+	return int32(binary.LittleEndian.Uint32(b[:])), 0
+}
+
+func sysCapget(e *Engine, r *Request) Result {
+	words, en := capVersion(r)
+	if r.Args[1] == 0 && (en == 0 || en == unix.EINVAL) {
+		return ok(0, Emulated) // a probe of the version
+	}
+	if en != 0 {
+		return errno(en, Emulated)
+	}
+	pid, en := capPid(r)
+	if en != 0 {
+		return errno(en, Emulated)
+	}
+	if pid < 0 {
+		return errno(unix.EINVAL, Emulated)
+	}
+	c := r.P.creds()
+	if pid != 0 && int(pid) != r.G.Pid() && int(pid) != r.P.Tgid {
+		p := (*e.procs.Load())[int(pid)]
+		if p == nil && e.isGuest(int(pid)) {
+			p = e.Lookup(int(pid))
+		}
+		if p == nil {
+			return errno(unix.ESRCH, Emulated) // not a guest process
+		}
+		c = p.creds()
+	}
+	var b [24]byte
+	for i := 0; i < words; i++ {
+		binary.LittleEndian.PutUint32(b[12*i:], uint32(c.Eff>>(32*i)))
+		binary.LittleEndian.PutUint32(b[12*i+4:], uint32(c.Perm>>(32*i)))
+		binary.LittleEndian.PutUint32(b[12*i+8:], uint32(c.Inh>>(32*i)))
+	}
+	if err := r.G.Write(r.Args[1], b[:12*words]); err != nil {
+		return errno(unix.EFAULT, Emulated)
 	}
 	return ok(0, Emulated)
 }
 
-func sysSetid(e *Engine, r *Request) Result {
-	if _, _, on := e.emulatedID(); !on {
-		return cont
+func sysCapset(e *Engine, r *Request) Result {
+	words, en := capVersion(r)
+	if en != 0 {
+		return errno(en, Emulated)
 	}
-	return ok(0, Emulated)
+	pid, en := capPid(r)
+	if en != 0 {
+		return errno(en, Emulated)
+	}
+	if pid != 0 && int(pid) != r.G.Pid() {
+		return errno(unix.EPERM, Emulated) // only the calling thread
+	}
+	var b [24]byte
+	if err := r.G.Read(r.Args[1], b[:12*words]); err != nil {
+		return errno(unix.EFAULT, Emulated)
+	}
+	var eff, perm, inh uint64
+	for i := 0; i < words; i++ {
+		eff |= uint64(binary.LittleEndian.Uint32(b[12*i:])) << (32 * i)
+		perm |= uint64(binary.LittleEndian.Uint32(b[12*i+4:])) << (32 * i)
+		inh |= uint64(binary.LittleEndian.Uint32(b[12*i+8:])) << (32 * i)
+	}
+	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetCaps(eff, perm, inh) })
 }

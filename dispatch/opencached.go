@@ -11,9 +11,13 @@ import (
 // is false when the open must take the general path (other flags, not a
 // regular file, not cached); nothing has happened then.
 //
-// LKL runs as root, so the open it skips could not have failed on
-// permissions; flags that make open differ from stat (creation,
-// truncation, O_PATH, O_DIRECTORY, O_TMPFILE) are left to the general path.
+// The stat, with the caller's credentials, checked search permission on
+// the way. A caller with CAP_DAC_OVERRIDE may read any regular file, so
+// the open it skips could not have failed on permissions; anyone else
+// needs read permission, which faccessat2(R_OK, AT_EACCESS) asks LKL for
+// (mode bits and ACLs alike). Flags that make open differ from stat
+// (creation, truncation, O_PATH, O_DIRECTORY, O_TMPFILE) are left to the
+// general path.
 func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
 	const general = unix.O_ACCMODE | unix.O_CREAT | unix.O_TRUNC | unix.O_PATH | unix.O_DIRECTORY | unix.O_TMPFILE
 	if t.Host || flags&general != unix.O_RDONLY {
@@ -22,7 +26,7 @@ func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
 	// With O_NOFOLLOW a symlink is not S_IFREG. The stat comes from the
 	// stat cache while nothing changed LKL (statcache.go).
 	var st lkl.Stat64
-	if e.lklStat(t.Path, flags&unix.O_NOFOLLOW != 0, &st) != 0 {
+	if e.lklStat(r, t.Path, flags&unix.O_NOFOLLOW != 0, &st) != 0 {
 		return Result{}, false // the general path reports the error
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) {
@@ -31,6 +35,12 @@ func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
 	hfd, hit, err := e.Shadows.OpenCached(&st, flags)
 	if !hit {
 		return Result{}, false
+	}
+	if err == nil && !r.P.creds().vfsRoot {
+		if le := lklAccess(r, t.Path, unix.R_OK, unix.AT_EACCESS); le != 0 {
+			unix.Close(hfd)
+			return errno(le, LKL), true
+		}
 	}
 	if err != nil {
 		return fail(err, LKL), true

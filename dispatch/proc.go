@@ -1,21 +1,26 @@
 package dispatch
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"golang.org/x/sys/unix"
 )
 
-// Proc is the per-process state the engine keeps explicitly: cwd, umask and
-// the virtual fd table. Threads of one process share it.
+// Proc is the per-process state the engine keeps explicitly: cwd, umask,
+// the virtual fd table and the credentials. Threads of one process share
+// it (credentials too: libc makes every thread call set*id alike).
 type Proc struct {
 	Tgid int
 	mu   sync.Mutex
 	cwd  string
 	FDs  *fdtable.Table
+	cred atomic.Pointer[procCred]
 	// pendingScript is the guest path of a #! script being exec'd: its
 	// interpreter opens the stage name, which means this file.
 	pendingScript string
@@ -59,6 +64,7 @@ func statusField(pid int, key string) (int, bool) {
 // Start registers the first guest process.
 func (e *Engine) Start(pid int, cwd string) *Proc {
 	p := &Proc{Tgid: pid, cwd: cwd, FDs: e.newTable()}
+	p.cred.Store(e.initCred)
 	e.mu.Lock()
 	e.setProcs(func(m map[int]*Proc) { m[pid] = p })
 	e.mu.Unlock()
@@ -78,8 +84,15 @@ func (e *Engine) setProcs(change func(map[int]*Proc)) {
 }
 
 // Lookup returns the process of thread tid, creating it from its parent
-// after a fork (a new process inherits cwd and a copy of the fd table). A
-// known thread is found without a lock or an allocation.
+// after a fork (a new process inherits cwd, a copy of the fd table and the
+// credentials). A known thread is found without a lock or an allocation.
+//
+// A child that has not made a notified syscall yet when its parent changes
+// credentials or exits was registered then (registerChildren), with what
+// it had from its parent. A process whose parent kbox does not know (its
+// parent died of a signal before the child's first notification: it was
+// reparented) gets the first process's credentials while no process has
+// changed its own; once one has, it could be anybody's, and it is killed.
 func (e *Engine) Lookup(tid int) *Proc {
 	if p := (*e.procs.Load())[tid]; p != nil {
 		return p
@@ -98,19 +111,116 @@ func (e *Engine) Lookup(tid int) *Proc {
 	np := &Proc{Tgid: tgid, cwd: "/"}
 	if ppid, ok := statusField(tgid, "PPid"); ok {
 		if parent := procs[ppid]; parent != nil {
-			np.cwd = parent.Cwd()
-			np.exe = parent.exe
-			np.FDs = parent.FDs.Fork()
+			np.inherit(parent)
 		}
 	}
 	if np.FDs == nil {
 		np.FDs = e.newTable()
+		if e.credsChanged.Load() {
+			np.cred.Store(e.unknownCred)
+			fmt.Fprintf(os.Stderr, "kbox: process %d lost its parent before its first system call: its credentials are unknown, killed\n", tgid)
+			unix.Kill(tgid, unix.SIGKILL)
+		} else {
+			np.cred.Store(e.initCred)
+		}
 	}
 	e.setProcs(func(m map[int]*Proc) {
 		m[tgid] = np
 		m[tid] = np
 	})
 	return np
+}
+
+// inherit gives a new process what it takes from its parent at fork.
+func (np *Proc) inherit(parent *Proc) {
+	np.cwd = parent.Cwd()
+	np.exe = parent.exe
+	np.FDs = parent.FDs.Fork()
+	np.cred.Store(parent.cred.Load())
+}
+
+// adoptChildren registers the child processes p leaves that kbox has not
+// seen yet, as their first notification would, before p exits: they are
+// reparented then, and their parent could no longer be found. Only needed
+// once credentials differ between processes (see Lookup).
+func (e *Engine) adoptChildren(p *Proc) {
+	if e.credsChanged.Load() {
+		e.registerChildren(p)
+	}
+}
+
+// registerChildren registers the child processes of p that kbox has not
+// seen yet (they have made no notified syscall), with what they take from
+// p now: before p exits, and before p's credentials change (a child forked
+// before a setuid keeps the ids it was forked with).
+func (e *Engine) registerChildren(p *Proc) {
+	dir := "/proc/" + strconv.Itoa(p.Tgid) + "/task/"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			e.mu.Lock()
+			if (*e.procs.Load())[pid] == nil {
+				np := &Proc{Tgid: pid}
+				np.inherit(p)
+				e.setProcs(func(m map[int]*Proc) { m[pid] = np })
+			}
+			e.mu.Unlock()
+		}
+	}
+}
+
+// sweepDead forgets the threads and processes that are gone without an
+// exit_group (a thread's own exit, a fatal signal). Their entries would
+// otherwise outlive them, and a new task that got one of their ids back
+// would be taken for them, credentials included. sched.go calls it before
+// every clone once credentials differ between processes: every new task
+// comes from a notified clone, so no id of a task gone by then can be
+// found again. tgkill(tgid, tid, 0) fails for a task that is gone, and for
+// an id now used in another thread group.
+func (e *Engine) sweepDead() {
+	var gone []int
+	for id, p := range *e.procs.Load() {
+		if unix.Tgkill(p.Tgid, id, 0) == unix.ESRCH {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	var dead []*Proc
+	e.mu.Lock()
+	e.setProcs(func(m map[int]*Proc) {
+		left := map[*Proc]bool{}
+		for _, id := range gone {
+			left[m[id]] = false
+			delete(m, id)
+		}
+		for _, p := range m {
+			if _, seen := left[p]; seen {
+				left[p] = true
+			}
+		}
+		for p, alive := range left {
+			if !alive {
+				dead = append(dead, p)
+			}
+		}
+	})
+	e.mu.Unlock()
+	for _, p := range dead {
+		p.FDs.CloseAll()
+	}
 }
 
 // Exit forgets a process (exit_group), dropping its virtual fds.

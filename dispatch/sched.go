@@ -66,5 +66,42 @@ func sysClone(e *Engine, r *Request) Result {
 	if e.Pins != nil {
 		e.Pins.Release(r.G.Pid()) // children inherit the parent's mask
 	}
+	if en := e.cloneCredOK(r); en != 0 {
+		return errno(en, Denied)
+	}
+	if e.credsChanged.Load() {
+		e.sweepDead() // the new task must not find a dead one's entry (proc.go)
+	}
 	return cont
+}
+
+// cloneCredOK keeps CLONE_PARENT from handing a child credentials its
+// creator does not have. A new process takes its credentials from its
+// parent as kbox finds it (Lookup), and CLONE_PARENT makes that the
+// caller's parent. So, once credentials differ between processes, it is
+// refused (EPERM) unless the caller's parent has the caller's credentials.
+// clone3's flags are in guest memory, which another thread could change
+// after kbox read them: a caller whose credentials differ from its
+// parent's gets ENOSYS for clone3, and libc falls back to clone, whose
+// flags are in registers.
+func (e *Engine) cloneCredOK(r *Request) unix.Errno {
+	if !e.credsChanged.Load() || r.Nr != unix.SYS_CLONE && r.Nr != unix.SYS_CLONE3 {
+		return 0
+	}
+	if r.Nr == unix.SYS_CLONE && (r.Args[0]&unix.CLONE_PARENT == 0 || r.Args[0]&unix.CLONE_THREAD != 0) {
+		return 0
+	}
+	c := r.P.creds()
+	if r.P.Tgid == e.RootPid && c.Equal(&e.initCred.Cred) {
+		return 0 // its parent is kbox's keeper, as if with these credentials
+	}
+	if ppid, found := statusField(r.P.Tgid, "PPid"); found {
+		if parent := (*e.procs.Load())[ppid]; parent != nil && parent.creds().Equal(&c.Cred) {
+			return 0
+		}
+	}
+	if r.Nr == unix.SYS_CLONE3 {
+		return unix.ENOSYS
+	}
+	return unix.EPERM
 }

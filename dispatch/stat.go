@@ -50,7 +50,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		}
 	} else {
 		var st lkl.Stat64
-		if le := e.lklStat(t.Path, flags&unix.AT_SYMLINK_NOFOLLOW != 0, &st); le != 0 {
+		if le := e.lklStat(r, t.Path, flags&unix.AT_SYMLINK_NOFOLLOW != 0, &st); le != 0 {
 			return errno(le, LKL)
 		}
 		e.Shadows.Overlay(&st) // a shadow's newer size and times
@@ -273,7 +273,7 @@ func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) R
 		}
 		return ok(0, Host)
 	}
-	if _, le := lklPath(lkl.SysFaccessat2, 1, t.Path, [6]uintptr{atFdcwd, 0, uintptr(mode), uintptr(flags)}); le != 0 {
+	if le := lklAccess(r, t.Path, mode, flags); le != 0 {
 		return errno(le, LKL)
 	}
 	return ok(0, LKL)
@@ -427,7 +427,7 @@ func (e *Engine) chdirTo(r *Request, t Target) Result {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return errno(unix.ENOTDIR, LKL)
 	}
-	if _, le := lklPath(lkl.SysFaccessat, 1, t.Path, [6]uintptr{atFdcwd, 0, unix.X_OK}); le != 0 {
+	if le := lklAccess(r, t.Path, unix.X_OK, unix.AT_EACCESS); le != 0 {
 		return errno(le, LKL)
 	}
 	r.P.SetCwd(t.Path)

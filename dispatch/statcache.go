@@ -20,10 +20,12 @@ import (
 // moves on with every dispatched syscall that is not a pure lookup (see
 // pureLookup), every write-back and every pump transfer: an entry is only
 // ever used within a run of pure lookups, where LKL would answer the same.
-// Negative results (ENOENT, ENOTDIR, ...) are kept too. Identity is
-// emulated, LKL always checks as root, so results do not depend on the
-// caller. Host routes and binds are never cached: the host changes them
-// behind kbox's back.
+// Negative results (ENOENT, ENOTDIR, ...) are kept too. A result depends
+// on the caller's credentials (search permission on the way: EACCES for
+// one, a stat for another), so entries are keyed by the id of the
+// credentials LKL checked with (lkl.Cred.ID): processes with the same
+// credentials share entries, others do not see them. Host routes and binds
+// are never cached: the host changes them behind kbox's back.
 //
 // The seccomp tier serves on one thread; the lock is uncontended there. It
 // is per engine, held only for a slot copy.
@@ -38,6 +40,7 @@ const statSlots = 256
 type statSlot struct {
 	gen      uint64 // 0: empty
 	wb       uint64 // the shadows' write-back count when filled
+	cred     uint64 // the credentials' id (lkl.Cred.ID)
 	path     string
 	nofollow bool
 	errno    unix.Errno
@@ -53,7 +56,7 @@ func init() {
 	for _, nr := range []int{unix.SYS_NEWFSTATAT, unix.SYS_STATX, unix.SYS_FACCESSAT,
 		unix.SYS_FACCESSAT2, unix.SYS_FSTAT, unix.SYS_GETCWD, unix.SYS_GETUID,
 		unix.SYS_GETEUID, unix.SYS_GETGID, unix.SYS_GETEGID, unix.SYS_GETRESUID,
-		unix.SYS_GETRESGID, unix.SYS_GETGROUPS, unix.SYS_UNAME} {
+		unix.SYS_GETRESGID, unix.SYS_GETGROUPS, unix.SYS_CAPGET, unix.SYS_UNAME} {
 		pureLookup[nr] = true
 	}
 	for _, nr := range legacyPureLookups {
@@ -77,8 +80,8 @@ func init() {
 // changed starts a new generation: every entry is stale.
 func (c *statCache) changed() { c.gen.Add(1) }
 
-func statHash(p string, nofollow bool) uint32 {
-	h := uint32(2166136261)
+func statHash(p string, nofollow bool, cred uint64) uint32 {
+	h := uint32(2166136261) ^ uint32(cred)*16777619
 	for i := 0; i < len(p); i++ {
 		h = (h ^ uint32(p[i])) * 16777619
 	}
@@ -89,12 +92,12 @@ func statHash(p string, nofollow bool) uint32 {
 }
 
 // get copies a current entry for path into st.
-func (c *statCache) get(path string, nofollow bool, wb uint64, st *lkl.Stat64) (unix.Errno, bool) {
+func (c *statCache) get(path string, nofollow bool, wb, cred uint64, st *lkl.Stat64) (unix.Errno, bool) {
 	gen := c.gen.Load() + 1 // +1: slot generation 0 means empty
-	s := &c.slots[statHash(path, nofollow)]
+	s := &c.slots[statHash(path, nofollow, cred)]
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.gen != gen || s.wb != wb || s.nofollow != nofollow || s.path != path {
+	if s.gen != gen || s.wb != wb || s.cred != cred || s.nofollow != nofollow || s.path != path {
 		return 0, false
 	}
 	*st = s.st
@@ -103,24 +106,29 @@ func (c *statCache) get(path string, nofollow bool, wb uint64, st *lkl.Stat64) (
 
 // put records a result obtained in generation gen (read before the LKL call,
 // so that a change meanwhile makes the entry stale at once).
-func (c *statCache) put(gen, wb uint64, path string, nofollow bool, st *lkl.Stat64, en unix.Errno) {
-	s := &c.slots[statHash(path, nofollow)]
+func (c *statCache) put(gen, wb, cred uint64, path string, nofollow bool, st *lkl.Stat64, en unix.Errno) {
+	s := &c.slots[statHash(path, nofollow, cred)]
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s.gen, s.wb, s.path, s.nofollow, s.errno = gen+1, wb, path, nofollow, en
+	s.gen, s.wb, s.cred, s.path, s.nofollow, s.errno = gen+1, wb, cred, path, nofollow, en
 	if en == 0 {
 		s.st = *st
 	}
 }
 
-// lklStat stats an image path in LKL, through the cache.
-func (e *Engine) lklStat(path string, nofollow bool, st *lkl.Stat64) unix.Errno {
+// lklStat stats an image path in LKL with the caller's credentials,
+// through the cache.
+func (e *Engine) lklStat(r *Request, path string, nofollow bool, st *lkl.Stat64) unix.Errno {
+	var cred uint64
+	if r.P != nil {
+		cred = r.P.creds().fs.ID()
+	}
 	wb := e.Shadows.WriteBacks()
-	if en, hit := e.stats.get(path, nofollow, wb, st); hit {
+	if en, hit := e.stats.get(path, nofollow, wb, cred, st); hit {
 		return en
 	}
 	gen := e.stats.gen.Load()
 	en := lklStatUncached(path, nofollow, st)
-	e.stats.put(gen, wb, path, nofollow, st, en)
+	e.stats.put(gen, wb, cred, path, nofollow, st, en)
 	return en
 }

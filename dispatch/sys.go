@@ -75,6 +75,7 @@ func sysSetrlimit(e *Engine, r *Request) Result {
 func sysExitGroup(e *Engine, r *Request) Result {
 	e.Shadows.FlushDirty()
 	e.flushPumps()
+	e.adoptChildren(r.P)
 	e.Exit(r.P)
 	return cont
 }

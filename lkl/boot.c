@@ -45,6 +45,8 @@ int kbox_lkl_boot(const char *cmdline)
 
 void kbox_lkl_shutdown(void)
 {
+	kbox_cred_root_begin(); /* halting needs CAP_SYS_BOOT */
+	kbox_cred_sync();
 	lkl_sys_halt();
 	if (lkl_cleanup != NULL)
 		lkl_cleanup();

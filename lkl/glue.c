@@ -40,7 +40,10 @@ int kbox_lkl_disk_remove(int id)
 int kbox_lkl_blkdev(unsigned int disk_id, unsigned int part, unsigned int *dev)
 {
 	uint32_t d = 0;
-	int err = lkl_get_virtio_blkdev((int)disk_id, part, &d);
+	int err = (int)kbox_cred_sync();
+
+	if (err == 0)
+		err = lkl_get_virtio_blkdev((int)disk_id, part, &d);
 
 	*dev = d;
 	return err;
@@ -48,19 +51,30 @@ int kbox_lkl_blkdev(unsigned int disk_id, unsigned int part, unsigned int *dev)
 
 long kbox_lkl_umount_dev(unsigned int disk_id, unsigned int part, int flags, long timeout_ms)
 {
+	long r = kbox_cred_sync();
+
+	if (r < 0)
+		return r;
 	return lkl_umount_dev(disk_id, part, flags, timeout_ms);
 }
 
 long kbox_lkl_mount_dev(unsigned int disk_id, unsigned int part, const char *fstype,
 			int flags, const char *opts, char *out, unsigned int outlen)
 {
+	long r = kbox_cred_sync();
+
+	if (r < 0)
+		return r;
 	return lkl_mount_dev(disk_id, part, fstype, flags, opts, out, outlen);
 }
 
 long kbox_lkl_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
 {
 	long params[6] = { a1, a2, a3, a4, a5, a6 };
+	long r = kbox_cred_sync(); /* the caller's credentials (cred.c) */
 
+	if (r < 0)
+		return r;
 	return lkl_syscall(nr, params);
 }
 

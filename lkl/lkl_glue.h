@@ -14,4 +14,12 @@ long kbox_lkl_mount_dev(unsigned int disk_id, unsigned int part, const char *fst
 			int flags, const char *opts, char *out, unsigned int outlen);
 long kbox_lkl_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
 
+/* Credentials of the calling thread's LKL calls (cred.c). */
+long kbox_cred_sync(void);
+int kbox_cred_want(unsigned long long id, unsigned int fsuid, unsigned int fsgid, unsigned long long cap,
+		   unsigned int ngroups, const unsigned int *groups);
+void kbox_cred_root_begin(void);
+void kbox_cred_root_end(void);
+unsigned long long kbox_cred_applied(void);
+
 #endif

@@ -219,13 +219,16 @@ func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, 
 		n.busy++
 	}
 	m.mu.Unlock()
+	// Filling and truncating the node is kbox's own work: as root, whatever
+	// guest the thread serves (the guest's open was checked in LKL).
+	var err error
 	if n == nil {
-		var err error
-		if n, err = m.newNode(k, lklfd, st, path); err != nil {
+		lkl.AsRoot(func() { n, err = m.newNode(k, lklfd, st, path) })
+		if err != nil {
 			lkl.Close(lklfd)
 			return -1, err
 		}
-	} else if err := m.adopt(n, lklfd, flags); err != nil {
+	} else if lkl.AsRoot(func() { err = m.adopt(n, lklfd, flags) }); err != nil {
 		m.done(n)
 		return -1, err
 	}
@@ -543,7 +546,9 @@ func (m *Manager) Truncated(st *lkl.Stat64) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return m.truncated(n, st.Size)
+	var err error
+	lkl.AsRoot(func() { err = m.truncated(n, st.Size) })
+	return err
 }
 
 // truncated makes n's content and its LKL inode size bytes. LKL's is

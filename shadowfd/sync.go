@@ -469,11 +469,13 @@ func (m *Manager) Fsync(n *Node, data bool) error {
 }
 
 // flush writes n back, keeping a failure in n.err, and returns the
-// content's size.
-func (m *Manager) flush(n *Node) (int64, error) {
+// content's size. Write-backs are kbox's own work: as root, whatever guest
+// the calling thread serves.
+func (m *Manager) flush(n *Node) (size int64, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return m.writeBack(n)
+	lkl.AsRoot(func() { size, err = m.writeBack(n) })
+	return size, err
 }
 
 // SyncInode writes back the node of LKL inode (dev, ino), if it has one:

@@ -113,6 +113,47 @@ func BenchmarkSharedAppend(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// BenchmarkStatCredentials runs the stat row of tests/guest/bench as root
+// (-S) and as a non-root guest (--change-id 1000:1000), interleaved in one
+// run, and reports the non-root/root ratio: LKL checks every stat with the
+// caller's credentials (dispatch/credlkl.go), and a non-root guest should
+// cost no more than root (target: within 10%).
+func BenchmarkStatCredentials(b *testing.B) {
+	img := imagePath(b)
+	bin := kboxBin(b)
+	bench := dumpFromImage(b, img, "/opt/tests/bench")
+	hostFile := dumpFromImage(b, img, "/etc/hostname")
+	const runs, iters = 7, "20000"
+	idents := map[string][]string{
+		"root":    {"-S", img},
+		"uid1000": {"-R", img, "--change-id", "1000:1000"},
+	}
+	res := map[string][]float64{}
+	for i := 0; i < runs; i++ {
+		out, err := exec.Command(bench, "stat", iters, hostFile).Output()
+		if err != nil {
+			b.Fatalf("native stat: %v", err)
+		}
+		res["native"] = append(res["native"], parseBench(b, string(out)))
+		for _, who := range []string{"root", "uid1000"} {
+			args := append(append([]string{"image"}, idents[who]...), "--read-only", "--syscall-mode=seccomp", "--",
+				"/opt/tests/bench", "stat", iters, "/etc/hostname")
+			out, err := exec.Command(bin, args...).Output()
+			if err != nil {
+				b.Fatalf("kbox stat as %s: %v", who, err)
+			}
+			res[who] = append(res[who], parseBench(b, string(out)))
+		}
+	}
+	n, r, u := median(res["native"]), median(res["root"]), median(res["uid1000"])
+	b.Logf("stat native %8.1f ns/op   root %8.1f ns/op (%.2fx)   uid 1000 %8.1f ns/op (%.2fx)   uid1000/root ratio %.3f",
+		n, r, r/n, u, u/n, u/r)
+	b.ReportMetric(u/r, "stat_uid1000_vs_root_ratio")
+	b.ReportMetric(r/1000, "stat_root_kbox_us")
+	b.ReportMetric(u/1000, "stat_uid1000_kbox_us")
+	b.ReportMetric(0, "ns/op")
+}
+
 // BenchmarkStartup measures `kbox image -- /bin/true`: wall time and the peak
 // RSS of the kbox process (which holds the kernel).
 func BenchmarkStartup(b *testing.B) {

@@ -79,8 +79,8 @@ CMD (default: /bin/sh -i) against it.
   -m, --mount-opt OPT           filesystem mount option, repeatable
   -b, --bind SRC:DST[:ro]       show host directory SRC at guest DST, confined
                                 to SRC (ro: read-only), repeatable
-  -0, --root-id                 the guest sees uid/gid 0
-      --change-id UID:GID       the guest sees UID:GID
+  -0, --root-id                 the guest runs as root (uid/gid 0)
+      --change-id UID:GID       the guest runs as UID:GID (group GID)
       --mount-profile P         full or minimal (default full with -R/-S)
       --read-only               mount the image read-only
       --syscall-mode M          auto, seccomp, trap or rewrite (default auto)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/seccomp"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -53,7 +54,8 @@ var hostAllow = []string{
 	"sched_getparam", "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
 	"prctl", "membarrier", "getcpu", "epoll_create", "epoll_create1", "epoll_ctl",
 	"timerfd_create", "timerfd_settime", "timerfd_gettime", "signalfd4", "memfd_create",
-	"umask", "getpriority", "setpriority", "capget", "time",
+	"umask", "getpriority", "setpriority", "time",
+	// capget is not here: capabilities are emulated (dispatch/ident.go).
 }
 
 // Policy returns the filter policy of the seccomp tier.
@@ -222,6 +224,10 @@ func Run(cfg Config) (int, error) {
 	// parent-death signal fires when this thread exits. Serving stays on it.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	// Serving switches this thread's LKL credentials to the guests'
+	// (dispatch/credlkl.go): it goes back to kbox's own root before the
+	// thread can run anything else.
+	defer lkl.UseCred(nil)
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 	self, err := os.Executable()
