@@ -299,7 +299,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 	if t.Bind != nil {
 		disp = Host // a bind's file, read through its confined fd
 	}
-	memfd, _, info, en := e.prepare(t.Path, InterpFD)
+	memfd, _, info, en := e.prepare(t.LKLPath(), InterpFD)
 	if en != 0 {
 		return errno(en, disp)
 	}
@@ -345,7 +345,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 		}
 	} else {
 		unix.Close(memfd)
-		if en := e.prepareELF(r, t.Path, ExecFD); en != 0 {
+		if en := e.prepareELF(r, t.LKLPath(), ExecFD); en != 0 {
 			return errno(en, disp)
 		}
 	}

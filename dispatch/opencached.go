@@ -22,7 +22,7 @@ func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
 	// With O_NOFOLLOW a symlink is not S_IFREG. The stat comes from the
 	// stat cache while nothing changed LKL (statcache.go).
 	var st lkl.Stat64
-	if e.lklStat(t.Path, flags&unix.O_NOFOLLOW != 0, &st) != 0 {
+	if e.lklStat(t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) != 0 {
 		return Result{}, false // the general path reports the error
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) {

@@ -34,7 +34,7 @@ func (e *Engine) lklOnly(r *Request, dirfd int32, addr uint64) (string, Result, 
 	if t.Host {
 		return "", errno(unix.EACCES, Denied), false
 	}
-	return t.Path, Result{}, true
+	return t.LKLPath(), Result{}, true
 }
 
 // modTarget resolves a path argument that names an image path or a path in
@@ -60,7 +60,7 @@ func (e *Engine) pathOp(r *Request, nr uintptr, dirfd int32, addr uint64, rest .
 	if t.Bind != nil {
 		return bindOp(t, nr, rest)
 	}
-	p := t.Path
+	p := t.LKLPath()
 	a := [6]uintptr{atFdcwd}
 	copy(a[2:], rest)
 	if _, le := lklPath(nr, 1, p, a); le != 0 {
@@ -107,7 +107,7 @@ func sysTruncate(e *Engine, r *Request) Result {
 	if t.Bind != nil {
 		return bindOp(t, lkl.SysTruncate, []uintptr{uintptr(r.Args[1])})
 	}
-	p := t.Path
+	p := t.LKLPath()
 	if _, le := lklPath(lkl.SysTruncate, 0, p, [6]uintptr{0, uintptr(r.Args[1])}); le != 0 {
 		return errno(le, LKL)
 	}
@@ -213,7 +213,7 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 	if t1.Bind != nil {
 		return bindTwo(t1, t2, nr, flags)
 	}
-	p, q := t1.Path, t2.Path
+	p, q := t1.LKLPath(), t2.LKLPath()
 	if _, le := lklPath2(nr, 1, p, 3, q, [6]uintptr{atFdcwd, 0, atFdcwd, 0, flags}); le != 0 {
 		return errno(le, LKL)
 	}
@@ -248,7 +248,7 @@ func (e *Engine) symlink(r *Request, target uint64, dirfd int32, link uint64) Re
 	if t.Bind != nil {
 		return bindSymlink(t, tgt)
 	}
-	p := t.Path
+	p := t.LKLPath()
 	if _, le := lklPath2(lkl.SysSymlinkat, 0, tgt, 2, p, [6]uintptr{0, atFdcwd}); le != 0 {
 		return errno(le, LKL)
 	}
