@@ -158,7 +158,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
-		hfd, err := e.openHost(t, flags&^unix.O_CLOEXEC, mode)
+		hfd, err := e.openHostAs(r, t, flags&^unix.O_CLOEXEC, mode)
 		if err != nil {
 			return fail(err, Host)
 		}
@@ -196,7 +196,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 		// keeps O_APPEND.
 		lflags &^= unix.O_APPEND
 	}
-	fd, le := lklPath(lkl.SysOpenat, 1, t.LKLPath(), [6]uintptr{atFdcwd, 0, uintptr(lflags), uintptr(mode)})
+	fd, le := lklPath(lkl.SysOpenat, 1, t.LKLPath(), [6]uintptr{atFdcwd, 0, uintptr(lflags), uintptr(createMode(r, flags, mode))})
 	if le != 0 {
 		return errno(le, LKL)
 	}

@@ -69,11 +69,33 @@ func (e *Engine) pathOp(r *Request, nr uintptr, dirfd int32, addr uint64, rest .
 	return ok(0, LKL)
 }
 
+// createOp is pathOp for mkdir and mknod, whose mode the guest's umask
+// governs (umask.go): taken out of it for LKL; in a bind, the host applies
+// it, kbox's umask set to the guest's for the call.
+func (e *Engine) createOp(r *Request, nr uintptr, dirfd int32, addr uint64, mode uint64, rest ...uintptr) Result {
+	t, res, okk := e.modTarget(r, dirfd, addr)
+	if !okk {
+		return res
+	}
+	args := append([]uintptr{uintptr(mode)}, rest...)
+	if t.Bind != nil {
+		withUmask(r.P.umask.Load(), func() { res = bindOp(t, nr, args) })
+		return res
+	}
+	args[0] = umasked(r, mode)
+	a := [6]uintptr{atFdcwd}
+	copy(a[2:], args)
+	if _, le := lklPath(nr, 1, t.LKLPath(), a); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
 func sysMkdir(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysMkdirat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]))
+	return e.createOp(r, lkl.SysMkdirat, unix.AT_FDCWD, r.Args[0], r.Args[1])
 }
 func sysMkdirat(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysMkdirat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
+	return e.createOp(r, lkl.SysMkdirat, int32(r.Args[0]), r.Args[1], r.Args[2])
 }
 func sysRmdir(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], unix.AT_REMOVEDIR)
@@ -114,10 +136,10 @@ func sysTruncate(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 func sysMknod(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysMknodat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]), uintptr(r.Args[2]))
+	return e.createOp(r, lkl.SysMknodat, unix.AT_FDCWD, r.Args[0], r.Args[1], uintptr(r.Args[2]))
 }
 func sysMknodat(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysMknodat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]), uintptr(r.Args[3]))
+	return e.createOp(r, lkl.SysMknodat, int32(r.Args[0]), r.Args[1], r.Args[2], uintptr(r.Args[3]))
 }
 
 func sysUtimensat(e *Engine, r *Request) Result {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kbox-project/kbox/fdtable"
 )
@@ -25,6 +26,9 @@ type Proc struct {
 	// execPending says an execve was continued: the first notification
 	// after it checks what the process now runs (checkExec).
 	execPending bool
+	// umask is the process's umask (umask.go): read from /proc when kbox
+	// first sees the process, then kept by its umask(2) calls.
+	umask atomic.Uint32
 }
 
 // Cwd returns the process's guest working directory.
@@ -56,9 +60,26 @@ func statusField(pid int, key string) (int, bool) {
 	return 0, false
 }
 
+// statusUmask reads the "Umask:" field (octal) of /proc/PID/status; 022
+// if it cannot.
+func statusUmask(pid int) uint32 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && k == "Umask" {
+				if n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					return uint32(n) & 0o777
+				}
+			}
+		}
+	}
+	return 0o022
+}
+
 // Start registers the first guest process.
 func (e *Engine) Start(pid int, cwd string) *Proc {
 	p := &Proc{Tgid: pid, cwd: cwd, FDs: e.newTable()}
+	p.umask.Store(statusUmask(pid))
 	e.mu.Lock()
 	e.setProcs(func(m map[int]*Proc) { m[pid] = p })
 	e.mu.Unlock()
@@ -96,6 +117,7 @@ func (e *Engine) Lookup(tid int) *Proc {
 		return p
 	}
 	np := &Proc{Tgid: tgid, cwd: "/"}
+	np.umask.Store(statusUmask(tgid)) // as inherited at fork, or set since
 	if ppid, ok := statusField(tgid, "PPid"); ok {
 		if parent := procs[ppid]; parent != nil {
 			np.cwd = parent.Cwd()

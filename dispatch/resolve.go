@@ -219,6 +219,16 @@ func (e *Engine) hostLinkPath(link string) (string, unix.Errno) {
 	return l, 0
 }
 
+// openHostAs is openHost for a guest's open: a create runs under the
+// guest's umask (umask.go).
+func (e *Engine) openHostAs(r *Request, t Target, flags int, mode uint32) (fd int, err error) {
+	if flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 {
+		return e.openHost(t, flags, mode)
+	}
+	withUmask(r.P.umask.Load(), func() { fd, err = e.openHost(t, flags, mode) })
+	return fd, err
+}
+
 // openHost opens a host-route target confined beneath its route: no .., no
 // symlink or magic link may leave it.
 func (e *Engine) openHost(t Target, flags int, mode uint32) (int, error) {

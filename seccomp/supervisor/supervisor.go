@@ -53,7 +53,9 @@ var hostAllow = []string{
 	"sched_getparam", "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
 	"prctl", "membarrier", "getcpu", "epoll_create", "epoll_create1", "epoll_ctl",
 	"timerfd_create", "timerfd_settime", "timerfd_gettime", "signalfd4", "memfd_create",
-	"umask", "getpriority", "setpriority", "capget", "time",
+	"getpriority", "setpriority", "capget", "time",
+	// umask(2) is not here: it is notified, so that kbox knows the umask
+	// of the files it creates in LKL (dispatch/umask.go).
 }
 
 // Policy returns the filter policy of the seccomp tier.
