@@ -175,7 +175,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	// Only the general path may change LKL state: a path error, a host
 	// route or a bind leave it as it was (statcache.go).
 	e.stats.changed()
-	hflags := flags &^ unix.O_CLOEXEC
+	hflags := flags &^ (unix.O_CLOEXEC | unix.O_DIRECT) // O_DIRECT: fdflags.go
 	// A read-only open of a FIFO waits for a writer, which in LKL would
 	// stall every guest. Opened non-blocking, a FIFO is found by the fstat
 	// below and served by a host FIFO (fifo.go). Opens with write access
@@ -223,6 +223,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 			return fail(err, LKL)
 		}
 		defer unix.Close(hfd)
+		hostStatus(hfd, flags)
 		gfd, err := r.G.AddFDReply(hfd, cloexec)
 		if err != nil {
 			return fail(err, LKL)
@@ -467,6 +468,7 @@ func sysFcntl(e *Engine, r *Request) Result {
 		if le := setfl(ent.File.LKLFd, int(r.Args[2])); le != 0 {
 			return errno(le, LKL)
 		}
+		ent.File.Flags = ent.File.Flags&^unix.O_DIRECT | int(r.Args[2])&unix.O_DIRECT
 		return ok(0, LKL)
 	case unix.F_DUPFD, unix.F_DUPFD_CLOEXEC:
 		if int32(r.Args[2]) < 0 {
@@ -479,6 +481,11 @@ func sysFcntl(e *Engine, r *Request) Result {
 		return ok(int64(nfd), Emulated)
 	case unix.F_GETLK, unix.F_SETLK, unix.F_SETLKW, unix.F_OFD_GETLK, unix.F_OFD_SETLK, unix.F_OFD_SETLKW:
 		return errno(unix.ENOLCK, Emulated) // this LKL has no file locking
+	case unix.F_NOTIFY:
+		// This LKL is built without CONFIG_DNOTIFY, and such a kernel
+		// answers F_NOTIFY with EINVAL (fcntl_dirnotify's stub in
+		// include/linux/dnotify.h): so does kbox (docs/tiers.md).
+		return errno(unix.EINVAL, LKL)
 	}
 	return errno(unix.EINVAL, Emulated)
 }

@@ -36,6 +36,7 @@ func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
 		return fail(err, LKL), true
 	}
 	defer unix.Close(hfd)
+	hostStatus(hfd, flags)
 	gfd, err := r.G.AddFDReply(hfd, flags&unix.O_CLOEXEC != 0)
 	if err != nil {
 		return fail(err, LKL), true
