@@ -156,6 +156,9 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if en != 0 {
 		return errno(en, LKL)
 	}
+	if t.UTS {
+		return e.openUTS(r, t, flags) // LKL's hostname or domainname (sys.go)
+	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
 		hfd, err := e.openHostAs(r, t, flags&^unix.O_CLOEXEC, mode)

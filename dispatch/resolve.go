@@ -19,6 +19,9 @@ type Target struct {
 	Route, Rel string
 	// Bind is the bind holding a host target, nil on a system route.
 	Bind *Bind
+	// UTS marks /proc/sys/kernel/hostname and domainname, served from
+	// LKL's proc (sys.go); Host is false.
+	UTS bool
 	// Tail is "/" or "/." when the guest's path ended so: Path is clean,
 	// LKLPath puts it back, so that LKL judges it as Linux does ("file/"
 	// is ENOTDIR, open("new/", O_CREAT) EISDIR, mkdir("a/b/") works). A
@@ -130,7 +133,7 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 	t, en := e.classify(r, abs)
 	if tail := dirTail(p); tail != "" && en == 0 {
 		switch {
-		case !t.Host && t.Path != "/":
+		case !t.Host && !t.UTS && t.Path != "/":
 			t.Tail = tail
 		case t.Host && t.Rel != ".":
 			t.Rel += tail // the host kernel judges it as well
@@ -148,6 +151,9 @@ func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
 		return Target{Path: abs}, 0
 	}
 	if rt == "/proc" {
+		if utsProcFile(abs) {
+			return Target{Path: abs, UTS: true}, 0
+		}
 		pid := strconv.Itoa(r.P.Tgid)
 		switch {
 		case abs == "/proc/self" || strings.HasPrefix(abs, "/proc/self/"):
