@@ -158,8 +158,9 @@ type Engine struct {
 	// Pins, when set, is the tier's pinning of guest tasks (sched.go).
 	Pins Pins
 	// RootPid is the first guest process; signals reach only it and its
-	// descendants.
-	RootPid int
+	// descendants. Keeper is its parent (seccomp/supervisor/guestinit.c),
+	// a subreaper: the guest's orphans become its children.
+	RootPid, Keeper int
 
 	// procs maps thread and process ids to processes. It is copied on
 	// write (under mu) and read without a lock: every notification looks

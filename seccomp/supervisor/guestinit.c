@@ -188,6 +188,25 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 		}
 	}
 
+	/* The guest leads a process group of its own, so that kill(0) and
+	 * kill(-pgrp) in the guest's tree reach guest processes only, never the
+	 * keeper (dispatch/signal.go). When the keeper's group has the
+	 * terminal, the guest's group takes it. */
+	{
+		int fg = isatty(0) && tcgetpgrp(0) == getpgrp();
+		if (setpgid(0, 0) != 0)
+			die("setpgid");
+		if (fg) {
+			sigset_t ttou, old;
+			sigemptyset(&ttou);
+			sigaddset(&ttou, SIGTTOU);
+			sigprocmask(SIG_BLOCK, &ttou, &old);
+			if (tcsetpgrp(0, getpid()) != 0)
+				die("tcsetpgrp");
+			sigprocmask(SIG_SETMASK, &old, NULL);
+		}
+	}
+
 	/* Virtual fds start where the host fd limit ends. */
 	if (nofile != NULL && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		rlim_t max = (rlim_t)strtoul(nofile, NULL, 10);

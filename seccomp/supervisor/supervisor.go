@@ -280,7 +280,7 @@ func Run(cfg Config) (int, error) {
 	}
 	// pid is the keeper (guestinit.c), which relays the exit status;
 	// guestPid is the guest under it.
-	eng.RootPid = guestPid
+	eng.RootPid, eng.Keeper = guestPid, pid
 	eng.Start(guestPid, cfg.WorkDir)
 	if _, err := parent.Write([]byte{'G'}); err != nil {
 		return 0, fmt.Errorf("start guest: %w", err)
@@ -291,6 +291,9 @@ func Run(cfg Config) (int, error) {
 	defer signal.Stop(sigs)
 	go func() {
 		for s := range sigs {
+			// The guest's own process group (guestinit.c), and the
+			// keeper's, which ignores them.
+			unix.Kill(-guestPid, s.(unix.Signal))
 			unix.Kill(-pid, s.(unix.Signal))
 		}
 	}()
