@@ -55,7 +55,9 @@ var hostAllow = []string{
 	"timerfd_create", "timerfd_settime", "timerfd_gettime", "signalfd4", "memfd_create",
 	"getpriority", "setpriority", "capget", "time",
 	// umask(2) is not here: it is notified, so that kbox knows the umask
-	// of the files it creates in LKL (dispatch/umask.go).
+	// of the files it creates in LKL (dispatch/umask.go). personality(2)
+	// takes effect at exec, which the host kernel does (docs/tiers.md).
+	"personality",
 }
 
 // Policy returns the filter policy of the seccomp tier.
