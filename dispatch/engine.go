@@ -204,6 +204,10 @@ func (e *Engine) Dispatch(r *Request) Result {
 			unix.Kill(r.P.Tgid, unix.SIGKILL)
 			return Result{Disp: Denied, Errno: unix.EPERM}
 		}
+		if f := r.P.argFix; f != nil {
+			r.P.argFix = nil
+			fixArgs(r, f) // a script's $0 as given (exec.go)
+		}
 	}
 	if r.Nr < 0 || r.Nr >= MaxNr || table[r.Nr] == nil {
 		if r.Nr >= 0 && r.Nr < MaxNr && !pureLookup[r.Nr] {

@@ -148,7 +148,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	if r.P.pendingScript != "" && p == r.P.pendingName {
+	if r.P.isPending(p) {
 		p = r.P.pendingScript // a #! interpreter opening its script
 		r.P.pendingScript = ""
 	}
@@ -164,6 +164,9 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 		hfd, err := e.openHostAs(r, t, flags&^unix.O_CLOEXEC, mode)
 		if err != nil {
 			return fail(err, Host)
+		}
+		if flags&unix.O_PATH != 0 {
+			return hostPathFd(r, hfd, cloexec) // ADDFD takes no O_PATH file (hostfd.go)
 		}
 		defer unix.Close(hfd)
 		gfd, err := r.G.AddFDReply(hfd, cloexec)

@@ -18,9 +18,13 @@ type Proc struct {
 	cwd  string
 	FDs  *fdtable.Table
 	// pendingScript is the guest path of a #! script being exec'd: its
-	// interpreter opens the stage name, which means this file.
+	// interpreter opens one of pendingNames (the staged string, or the
+	// path as given once argFix put it back), which means this file.
 	pendingScript string
-	pendingName   string
+	pendingNames  [2]string
+	// argFix, when set, is the interpreter argument to put back after a
+	// script's exec (exec.go, fixArgs).
+	argFix *argFix
 	// exe is the image path of the program the process runs.
 	exe string
 	// execPending says an execve was continued: the first notification
@@ -29,6 +33,12 @@ type Proc struct {
 	// umask is the process's umask (umask.go): read from /proc when kbox
 	// first sees the process, then kept by its umask(2) calls.
 	umask atomic.Uint32
+}
+
+// isPending reports whether p is the name under which the interpreter of
+// a script being exec'd opens it.
+func (p *Proc) isPending(name string) bool {
+	return p.pendingScript != "" && name != "" && (name == p.pendingNames[0] || name == p.pendingNames[1])
 }
 
 // Cwd returns the process's guest working directory.

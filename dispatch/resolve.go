@@ -225,9 +225,15 @@ func (e *Engine) hostLinkPath(link string) (string, unix.Errno) {
 	return l, 0
 }
 
-// openHostAs is openHost for a guest's open: a create runs under the
-// guest's umask (umask.go).
+// openHostAs is openHost for a guest's open: an O_PATH open takes the flags
+// open(2) takes with it, and a create runs under the guest's umask
+// (umask.go).
 func (e *Engine) openHostAs(r *Request, t Target, flags int, mode uint32) (fd int, err error) {
+	if flags&unix.O_PATH != 0 {
+		// open(2) ignores the other flags (libcs add O_LARGEFILE);
+		// openat2, which serves it, would refuse them with EINVAL.
+		flags &= unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	}
 	if flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 {
 		return e.openHost(t, flags, mode)
 	}

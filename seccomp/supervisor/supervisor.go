@@ -45,7 +45,7 @@ var hostAllow = []string{
 	// msync is not here: it is notified, to write back mapped shadows.
 	"mmap", "mprotect", "mincore", "mlock", "munlock", "mlockall", "munlockall",
 	"wait4", "waitid",
-	"getpid", "getppid", "gettid", "set_tid_address", "arch_prctl",
+	"getpid", "getppid", "gettid", "arch_prctl",
 	"getrlimit", "pipe", "pipe2", "socketpair", "eventfd", "eventfd2",
 	"poll", "ppoll", "select", "pselect6", "pause", "alarm", "setitimer", "getitimer",
 	"rt_sigsuspend", "rt_sigtimedwait", "getpgrp", "setpgid", "getpgid", "getsid", "setsid",
@@ -55,8 +55,10 @@ var hostAllow = []string{
 	"timerfd_create", "timerfd_settime", "timerfd_gettime", "signalfd4", "memfd_create",
 	"getpriority", "setpriority", "capget", "time",
 	// umask(2) is not here: it is notified, so that kbox knows the umask
-	// of the files it creates in LKL (dispatch/umask.go). personality(2)
-	// takes effect at exec, which the host kernel does (docs/tiers.md).
+	// of the files it creates in LKL (dispatch/umask.go); nor is
+	// set_tid_address, a new program's first syscall, where kbox checks an
+	// exec (dispatch/exec.go). personality(2) takes effect at exec, which
+	// the host kernel does (docs/tiers.md).
 	"personality",
 }
 
