@@ -185,7 +185,6 @@ func New(opt Options) *Engine {
 		opt.MaxFDs = 4096
 	}
 	e := &Engine{Opt: opt, Shadows: shadowfd.New(), FIFOs: fifo.New()}
-	lklUmaskZero() // kbox applies each guest's umask itself (umask.go)
 	e.procs.Store(&map[int]*Proc{})
 	for _, b := range opt.Binds {
 		e.anyRO = e.anyRO || b.ReadOnly

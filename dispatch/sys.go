@@ -34,7 +34,7 @@ func sysUname(e *Engine, r *Request) Result {
 // reports them, sethostname and setdomainname change them (never the
 // host's), and /proc/sys/kernel/hostname and domainname are LKL's files
 // (utsProcFile). At start LKL's hostname is set from the image's
-// /etc/hostname, as a booted system's init does (InitUTS).
+// /etc/hostname, as a booted system's init does (InitLKL).
 
 // utsNameMax is __NEW_UTS_LEN.
 const utsNameMax = 64
@@ -116,10 +116,18 @@ func (e *Engine) openUTS(r *Request, t Target, flags int) Result {
 	return ok(int64(gfd), LKL)
 }
 
-// InitUTS sets LKL's hostname from the image's /etc/hostname (its first
+// InitLKL readies the booted kernel for guests, once, before the first:
+// its umask is 0, since kbox applies each guest process's own (umask.go),
+// and its hostname is the image's (initUTS).
+func InitLKL() {
+	lklUmaskZero()
+	initUTS()
+}
+
+// initUTS sets LKL's hostname from the image's /etc/hostname (its first
 // line, if it is a valid name), as a booted system's init would; without
 // one the name stays the kernel's default, "(none)".
-func InitUTS() {
+func initUTS() {
 	b, err := lkl.ReadFile("/etc/hostname")
 	if err != nil {
 		return
