@@ -215,7 +215,11 @@ func (b *Bind) parent(rel string) (int, string, error) {
 	if rel == "." {
 		return -1, "", unix.EBUSY
 	}
-	dir, base := path.Split(rel)
+	// A trailing slash stays on the last component: the host kernel
+	// judges it ("b/" for mkdir, ENOTDIR for a file's unlink).
+	trimmed := strings.TrimRight(rel, "/")
+	dir, base := path.Split(trimmed)
+	base += rel[len(trimmed):]
 	if dir == "" {
 		dir = "."
 	}

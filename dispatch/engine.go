@@ -160,8 +160,9 @@ type Engine struct {
 	// Pins, when set, is the tier's pinning of guest tasks (sched.go).
 	Pins Pins
 	// RootPid is the first guest process; signals reach only it and its
-	// descendants.
-	RootPid int
+	// descendants. Keeper is its parent (seccomp/supervisor/guestinit.c),
+	// a subreaper: the guest's orphans become its children.
+	RootPid, Keeper int
 
 	// procs maps thread and process ids to processes. It is copied on
 	// write (under mu) and read without a lock: every notification looks
@@ -209,6 +210,10 @@ func (e *Engine) Dispatch(r *Request) Result {
 		if !execImageOK(r.G.Pid()) {
 			unix.Kill(r.P.Tgid, unix.SIGKILL)
 			return Result{Disp: Denied, Errno: unix.EPERM}
+		}
+		if f := r.P.argFix; f != nil {
+			r.P.argFix = nil
+			fixArgs(r, f) // a script's $0 as given (exec.go)
 		}
 	}
 	if r.Nr < 0 || r.Nr >= MaxNr || table[r.Nr] == nil {

@@ -104,3 +104,14 @@ func FuzzIsClean(f *testing.F) {
 		}
 	})
 }
+
+// dirTail keeps what a trailing slash asks of the last component.
+func TestDirTail(t *testing.T) {
+	for p, want := range map[string]string{
+		"a": "", "a/": "/", "a/b//": "/", "a/.": "/.", ".": "", "/": "/", "a/..": "", "a.": "",
+	} {
+		if got := dirTail(p); got != want {
+			t.Errorf("dirTail(%q) = %q, want %q", p, got, want)
+		}
+	}
+}

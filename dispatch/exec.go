@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,9 +16,17 @@ import (
 )
 
 func init() {
-	register(unix.SYS_EXECVE, sysExecve)     // execve(2)
-	register(unix.SYS_EXECVEAT, sysExecveat) // execveat(2)
+	register(unix.SYS_EXECVE, sysExecve)                 // execve(2)
+	register(unix.SYS_EXECVEAT, sysExecveat)             // execveat(2)
+	register(unix.SYS_SET_TID_ADDRESS, sysSetTidAddress) // set_tid_address(2): the check after an exec
 }
+
+// set_tid_address is what every libc calls first in a new program, before
+// main (static ones too, whose other early calls run natively): notified,
+// it is where Dispatch checks what a continued execve runs (execImageOK)
+// and restores a script's argument (fixArgs), before the program reads
+// its arguments. It runs natively.
+func sysSetTidAddress(e *Engine, r *Request) Result { return cont }
 
 // MaxExecSize bounds an executable read from the image or a bind.
 const MaxExecSize = 512 << 20
@@ -290,12 +299,22 @@ func (e *Engine) prepareELF(r *Request, p string, at int) unix.Errno {
 	return install(r, imem, at+1)
 }
 
-func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
+func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
+	if flags&^(unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW) != 0 {
+		return errno(unix.EINVAL, LKL)
+	}
 	given, en := readPath(r, addr)
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	t, en := e.resolveAt(r, dirfd, given)
+	// fexecve: execveat(fd, "", AT_EMPTY_PATH) runs the file fd is.
+	byFd := given == "" && flags&unix.AT_EMPTY_PATH != 0 && dirfd != unix.AT_FDCWD
+	var t Target
+	if byFd {
+		t, en = e.fdTarget(r, dirfd)
+	} else {
+		t, en = e.resolveAt(r, dirfd, given)
+	}
 	if en != 0 {
 		return errno(en, LKL)
 	}
@@ -304,6 +323,12 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 	}
 	if t.Host && t.Bind == nil {
 		return errno(unix.EACCES, Denied) // nothing is executed from the host outside binds
+	}
+	if flags&unix.AT_SYMLINK_NOFOLLOW != 0 && !byFd && !t.Host {
+		var st lkl.Stat64
+		if le := e.lklStat(r, t.LKLPath(), true, &st); le == 0 && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return errno(unix.ELOOP, LKL)
+		}
 	}
 	for _, a := range [2]uint64{r.Args[argvArg(r.Nr)], r.Args[argvArg(r.Nr)+1]} {
 		if en := checkStrings(r.G, a); en != 0 {
@@ -314,14 +339,15 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 	if t.Bind != nil {
 		disp = Host // a bind's file, read through its confined fd
 	}
-	memfd, _, info, en := e.prepare(t.Path, InterpFD)
+	memfd, _, info, en := e.prepare(t.LKLPath(), InterpFD)
 	if en != 0 {
 		return errno(en, disp)
 	}
-	if info.Kind == elfload.Script {
+	script := info.Kind == elfload.Script
+	if script {
 		// The exec image is a one-line script naming the interpreter
-		// installed at InterpFD; the interpreter then opens the stage
-		// name, which open() maps back to this script.
+		// installed at InterpFD; the interpreter then opens the name it
+		// was given, which open() maps back to this script.
 		ipath := Clean("/", info.ScriptInterp)
 		if en := e.prepareELF(r, ipath, InterpFD); en != 0 {
 			return errno(en, disp)
@@ -346,43 +372,308 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64) Result {
 		if en := install(r, sfd, ExecFD); en != 0 {
 			return errno(en, disp)
 		}
-		r.P.pendingScript = t.Path
-		r.P.pendingName = stageName(t.Path)
-		if rel, okk := keptScriptPath(dirfd, given); okk && e.stageLinkIn(path.Dir(rel), path.Base(rel), ExecFD) == 0 {
-			// The interpreter gets the path as given ($0): a
-			// relative one is kept, linked at the same place in
-			// the staging directory.
-			r.P.pendingName = given
-			r.P.FDs.Exec()
-			r.P.exe = e.canonical(t.Path)
-			r.P.execPending = true
-			e.setCred(r.P, r.P.creds().Exec())
-			return Result{Action: Continue, Disp: disp}
-		}
 	} else {
 		unix.Close(memfd)
-		if en := e.prepareELF(r, t.Path, ExecFD); en != 0 {
+		if en := e.prepareELF(r, t.LKLPath(), ExecFD); en != 0 {
 			return errno(en, disp)
 		}
 	}
-	name := stageName(t.Path)
-	if en := e.stageLinkIn("", name, ExecFD); en != 0 {
-		return errno(en, disp)
+	// What the host kernel will resolve: the guest's own string, from its
+	// host cwd (the staging directory) or from dirfd.
+	var name string // the string written over the guest's, "" to keep it
+	var fix *argFix
+	switch {
+	case byFd:
+		// The file is fd itself: the prepared image goes in its place
+		// (installAt), and the kernel names a script /dev/fd/N.
+		if en := e.installAt(r, dirfd, ExecFD, script); en != 0 {
+			return errno(en, disp)
+		}
+		r.P.pendingNames = [2]string{"/dev/fd/" + strconv.Itoa(int(dirfd)), ""}
+	case script:
+		// The interpreter gets the string as its $0: a staging path of
+		// the same length stands for it, and fixArgs puts the guest's
+		// string back in the interpreter's arguments.
+		rel, okk := sameLengthStage(given)
+		if !okk || e.stageLinkAt(rel) != 0 {
+			rel = stageName(t.Path) // the base name, as a last resort
+			if en := e.stageLinkIn("", rel, ExecFD); en != 0 {
+				return errno(en, disp)
+			}
+		}
+		name = rel
+		prefix, asGiven := "", given
+		if dirfd != unix.AT_FDCWD {
+			// The kernel names it relative to the directory fd.
+			prefix = "/dev/fd/" + strconv.Itoa(int(dirfd)) + "/"
+			if !strings.HasPrefix(given, "/") {
+				asGiven = prefix + given
+			}
+		}
+		r.P.pendingNames = [2]string{prefix + rel, asGiven}
+		if prefix+rel != asGiven && len(prefix+rel) == len(asGiven) {
+			k := 1
+			if info.ScriptArg != "" {
+				k = 2
+			}
+			fix = &argFix{index: k, from: prefix + rel, to: asGiven}
+		}
+	default:
+		name = stageName(t.Path)
+		if en := e.stageLinkIn("", name, ExecFD); en != 0 {
+			return errno(en, disp)
+		}
 	}
-	if err := r.G.WriteForce(addr, cpath(name)); err != nil {
-		// The path string lives in read-only memory: it cannot be
-		// redirected to the prepared image.
-		return errno(unix.EFAULT, disp)
+	if !byFd && dirfd != unix.AT_FDCWD {
+		// With a directory fd the kernel resolves the (relative)
+		// staging name from it: the staging directory goes in its
+		// place.
+		if en := e.installStageAt(r, dirfd); en != 0 {
+			return errno(en, disp)
+		}
+	}
+	if name != "" && name != given {
+		if err := r.G.WriteForce(addr, cpath(name)); err != nil {
+			// The path string lives in read-only memory: it cannot be
+			// redirected to the prepared image.
+			return errno(unix.EFAULT, disp)
+		}
 	}
 	if r.G.Valid() != nil {
 		return errno(unix.ENOENT, disp)
 	}
+	if script {
+		r.P.pendingScript = t.Path
+	}
+	r.P.argFix = fix
 	r.P.FDs.Exec()
 	r.P.exe = e.canonical(t.Path)
 	r.P.execPending = true
 	// What execve does to the credentials (set-id bits never count).
 	e.setCred(r.P, r.P.creds().Exec())
 	return Result{Action: Continue, Disp: disp}
+}
+
+// fdTarget is the file a guest fd is, for fexecve: a virtual fd's image
+// path, a shadow's image file (its node's path), or a host file
+// of a bind or a host route. The file is looked up again by that path.
+func (e *Engine) fdTarget(r *Request, fd int32) (Target, unix.Errno) {
+	if r.P.FDs.IsVirtual(int(fd)) {
+		ent, found := r.P.FDs.Get(int(fd))
+		switch {
+		case !found:
+			return Target{}, unix.EBADF
+		case ent.File.Host:
+			// An O_PATH fd of a bind (hostPathFd), or a dup of a
+			// guest host fd: a bind's file, or nothing to run.
+			p, en := e.hostLinkPath(procFd(ent.File.HostFd))
+			if en != 0 {
+				return Target{}, en
+			}
+			return e.classify(r, p)
+		}
+		return Target{Path: ent.File.Path}, 0
+	}
+	if fd < 0 {
+		return Target{}, unix.EBADF
+	}
+	if n := e.Shadows.OfGuestFd(r.P.Tgid, int(fd)); n != nil {
+		return Target{Path: n.Path()}, 0
+	}
+	p, en := e.hostFdPath(r, int(fd))
+	if en != 0 {
+		return Target{}, en
+	}
+	return e.classify(r, p)
+}
+
+// guestCloexec reports the close-on-exec flag of guest fd fd.
+func guestCloexec(r *Request, fd int32) bool {
+	if r.P.FDs.IsVirtual(int(fd)) {
+		ent, found := r.P.FDs.Get(int(fd))
+		return found && ent.Cloexec
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(r.P.Tgid) + "/fdinfo/" + strconv.Itoa(int(fd)))
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, found := strings.Cut(l, ":"); found && k == "flags" {
+			fl, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return err == nil && fl&unix.O_CLOEXEC != 0
+		}
+	}
+	return false
+}
+
+// installAt puts the guest's own fd src (the prepared program) at guest fd
+// fd, which the continued execveat names. A script keeps fd's
+// close-on-exec flag, so that the kernel refuses it as Linux does when the
+// interpreter could not open /dev/fd/N; a program is always close-on-exec.
+func (e *Engine) installAt(r *Request, fd int32, src int, script bool) unix.Errno {
+	pidfd, err := unix.PidfdOpen(r.P.Tgid, 0)
+	if err != nil {
+		return errnoOf(err)
+	}
+	hfd, err := unix.PidfdGetfd(pidfd, src, 0)
+	unix.Close(pidfd)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer unix.Close(hfd)
+	return e.addFDAt(r, hfd, fd, !script || guestCloexec(r, fd))
+}
+
+// installStageAt puts the staging directory at guest fd fd, the directory
+// fd of an execveat whose name was rewritten to a staging name. It keeps
+// fd's close-on-exec flag: a script's interpreter opens /dev/fd/N/name.
+func (e *Engine) installStageAt(r *Request, fd int32) unix.Errno {
+	d, err := unix.Open(e.Opt.StageDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0) // ADDFD takes no O_PATH file
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer unix.Close(d)
+	return e.addFDAt(r, d, fd, guestCloexec(r, fd))
+}
+
+// addFDAt installs kbox's hostfd in the guest at fd. A host fd number is
+// replaced (so after an execveat that fails, the guest's fd is the
+// prepared program or the staging directory: docs/tiers.md). A virtual fd
+// number lies above the guest's RLIMIT_NOFILE (the virtual base), where
+// the kernel installs nothing: kbox raises the guest's soft limit for the
+// install and puts it back, and the host fd there is not in the guest's
+// view (fds at that number are virtual ones, served by kbox).
+func (e *Engine) addFDAt(r *Request, hostfd int, fd int32, cloexec bool) unix.Errno {
+	if fd < 0 {
+		return unix.EBADF
+	}
+	if r.P.FDs.IsVirtual(int(fd)) {
+		var old unix.Rlimit
+		if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
+			return errnoOf(err)
+		}
+		raised := unix.Rlimit{Cur: uint64(fd) + 1, Max: old.Max}
+		if raised.Cur > raised.Max {
+			return unix.EMFILE
+		}
+		if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &raised, nil); err != nil {
+			return errnoOf(err)
+		}
+		defer unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &old, nil)
+	}
+	if _, err := r.G.AddFD(hostfd, int(fd), cloexec); err != nil {
+		return errnoOf(err)
+	}
+	return 0
+}
+
+// sameLengthStage returns a staging path for a script's path as given, of
+// the same length, relative (resolved in the staging directory) and with
+// the same base name (the task's comm): "/opt/x/s.sh" -> "opt//x/s.sh",
+// "../x/s.sh" -> "__/x/s.sh". The interpreter gets it as its argument, and
+// fixArgs writes the given path back over it. It fails for a single
+// absolute component ("/s.sh" has no slash to double) and for paths that
+// would land among the interpreters' staging links (i/).
+func sameLengthStage(given string) (string, bool) {
+	rel := strings.TrimLeft(given, "/")
+	lead := len(given) - len(rel)
+	parts := strings.Split(rel, "/")
+	for i, c := range parts {
+		if c == ".." {
+			parts[i] = "__"
+		}
+	}
+	if len(parts) == 0 || parts[len(parts)-1] == "" || parts[len(parts)-1] == "." || parts[len(parts)-1] == "__" {
+		return "", false
+	}
+	rel = strings.Join(parts, "/")
+	if lead > 0 {
+		i := strings.IndexByte(rel, '/')
+		if i < 0 {
+			return "", false
+		}
+		rel = rel[:i] + strings.Repeat("/", lead) + rel[i:]
+	}
+	if c := path.Clean(rel); c == "i" || strings.HasPrefix(c, "i/") || c == "." {
+		return "", false
+	}
+	return rel, true
+}
+
+// argFix is a script interpreter's argument to restore: the index-th
+// argument and the string at AT_EXECFN read from, and become to (both of
+// one length).
+type argFix struct {
+	index    int
+	from, to string
+}
+
+// fixArgs runs at the first notification after a script's exec (the
+// interpreter's set_tid_address, before its main): it writes the
+// path the guest gave over the staging path of the same length in the
+// interpreter's arguments, so that $0 is the path as given, and at
+// AT_EXECFN. Nothing is written unless the staging path is found there.
+func fixArgs(r *Request, f *argFix) {
+	pid := strconv.Itoa(r.G.Pid())
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return
+	}
+	fl := strings.Fields(s[i+1:])
+	if len(fl) < 47 {
+		return
+	}
+	start, err1 := strconv.ParseUint(fl[45], 10, 64) // arg_start, field 48
+	end, err2 := strconv.ParseUint(fl[46], 10, 64)   // arg_end, field 49
+	if err1 != nil || err2 != nil || end <= start {
+		return
+	}
+	buf := make([]byte, min(end-start, 16<<10))
+	n, _ := r.G.ReadSome(start, buf)
+	buf = buf[:n]
+	off := 0
+	for k := 0; k <= f.index && off < len(buf); k++ {
+		j := bytesIndexZero(buf[off:])
+		if j < 0 {
+			return
+		}
+		if k == f.index && string(buf[off:off+j]) == f.from {
+			r.G.Write(start+uint64(off), []byte(f.to))
+		}
+		off += j + 1
+	}
+	// AT_EXECFN points at the file name the kernel was given.
+	aux, err := os.ReadFile("/proc/" + pid + "/auxv")
+	if err != nil {
+		return
+	}
+	for o := 0; o+16 <= len(aux); o += 16 {
+		if binary.LittleEndian.Uint64(aux[o:]) != atExecfn {
+			continue
+		}
+		at := binary.LittleEndian.Uint64(aux[o+8:])
+		cur := make([]byte, len(f.from)+1)
+		if r.G.Read(at, cur) == nil && string(cur) == f.from+"\x00" {
+			r.G.Write(at, []byte(f.to))
+		}
+	}
+}
+
+// atExecfn is AT_EXECFN.
+const atExecfn = 31
+
+func bytesIndexZero(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return -1
 }
 
 // execMemfdPrefix is how /proc/PID/exe reads for a program prepared by
@@ -408,34 +699,10 @@ func execImageOK(tid int) bool {
 	return strings.HasPrefix(string(buf[:n]), execMemfdPrefix)
 }
 
-func sysExecve(e *Engine, r *Request) Result { return e.exec(r, unix.AT_FDCWD, r.Args[0]) }
+func sysExecve(e *Engine, r *Request) Result { return e.exec(r, unix.AT_FDCWD, r.Args[0], 0) }
 
 func sysExecveat(e *Engine, r *Request) Result {
-	if r.Args[4]&unix.AT_EMPTY_PATH != 0 {
-		return errno(unix.EACCES, Denied) // fexecve of a host fd
-	}
-	return e.exec(r, int32(r.Args[0]), r.Args[1])
-}
-
-// keptScriptPath reports whether a script's relative path can be left as
-// the guest gave it, so that the script's $0 is that path: relative to the
-// cwd, without .., and not under i/ (the interpreters' staging links). It
-// returns the path cleaned, where its staging link goes. An absolute path
-// would resolve in the host's root, so it is replaced by the base name.
-func keptScriptPath(dirfd int32, p string) (string, bool) {
-	if dirfd != unix.AT_FDCWD || p == "" || p[0] == '/' {
-		return "", false
-	}
-	for _, c := range strings.Split(p, "/") {
-		if c == ".." {
-			return "", false
-		}
-	}
-	rel := path.Clean(p)
-	if rel == "." || rel == "i" || strings.HasPrefix(rel, "i/") {
-		return "", false
-	}
-	return rel, true
+	return e.exec(r, int32(r.Args[0]), r.Args[1], int(int32(r.Args[4])))
 }
 
 // stageName is the name written over an execve path: the base name, or "x"
@@ -449,6 +716,20 @@ func stageName(p string) string {
 }
 
 var stageMu sync.Mutex
+
+// stageLinkAt makes StageDir/rel -> /proc/self/fd/ExecFD, with its
+// directories; an entry already there must be such a link.
+func (e *Engine) stageLinkAt(rel string) unix.Errno {
+	rel = path.Clean(rel)
+	if en := e.stageLinkIn(path.Dir(rel), path.Base(rel), ExecFD); en != 0 {
+		return en
+	}
+	l, err := os.Readlink(filepath.Join(e.Opt.StageDir, rel))
+	if err != nil || l != "/proc/self/fd/"+strconv.Itoa(ExecFD) {
+		return unix.ENOENT
+	}
+	return 0
+}
 
 // stageLinkIn makes StageDir/dir/name -> /proc/self/fd/fd if missing.
 func (e *Engine) stageLinkIn(dir, name string, fd int) unix.Errno {

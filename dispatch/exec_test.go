@@ -3,7 +3,9 @@ package dispatch
 import (
 	"os"
 	"os/exec"
+	"path"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +63,35 @@ func TestExecImageOK(t *testing.T) {
 	}
 	if execImageOK(999999999) {
 		t.Errorf("a missing task passed the check")
+	}
+}
+
+// sameLengthStage maps a script's path to a staging path of the same
+// length with the same base name, or refuses.
+func TestSameLengthStage(t *testing.T) {
+	for _, c := range []struct {
+		given, want string
+		ok          bool
+	}{
+		{"/opt/x/s.sh", "opt//x/s.sh", true},
+		{"//opt/s.sh", "opt///s.sh", true},
+		{"../x/s.sh", "__/x/s.sh", true},
+		{"a/../s.sh", "a/__/s.sh", true},
+		{"./s.sh", "./s.sh", true},
+		{"s.sh", "s.sh", true},
+		{"/s.sh", "", false},  // no slash to double
+		{"/i/sh", "", false},  // the interpreters' staging links
+		{"i/x.sh", "", false}, // likewise
+		{"/x/..", "", false},  // not a file name
+		{"dir/", "", false},   // likewise
+		{"/usr/bin/env", "usr//bin/env", true},
+	} {
+		got, ok := sameLengthStage(c.given)
+		if got != c.want || ok != c.ok {
+			t.Errorf("sameLengthStage(%q) = %q, %v; want %q, %v", c.given, got, ok, c.want, c.ok)
+		}
+		if ok && (len(got) != len(c.given) || path.Base(got) != path.Base(c.given) && !strings.Contains(c.given, "..")) {
+			t.Errorf("sameLengthStage(%q) = %q: length or base name differs", c.given, got)
+		}
 	}
 }

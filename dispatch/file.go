@@ -146,7 +146,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	if r.P.pendingScript != "" && p == r.P.pendingName {
+	if r.P.isPending(p) {
 		p = r.P.pendingScript // a #! interpreter opening its script
 		r.P.pendingScript = ""
 	}
@@ -154,11 +154,17 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if en != 0 {
 		return errno(en, LKL)
 	}
+	if t.UTS {
+		return e.openUTS(r, t, flags) // LKL's hostname or domainname (sys.go)
+	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
-		hfd, err := e.openHost(t, flags&^unix.O_CLOEXEC, mode)
+		hfd, err := e.openHostAs(r, t, flags&^unix.O_CLOEXEC, mode)
 		if err != nil {
 			return fail(err, Host)
+		}
+		if flags&unix.O_PATH != 0 {
+			return hostPathFd(r, hfd, cloexec) // ADDFD takes no O_PATH file (hostfd.go)
 		}
 		defer unix.Close(hfd)
 		gfd, err := r.G.AddFDReply(hfd, cloexec)
@@ -173,7 +179,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	// Only the general path may change LKL state: a path error, a host
 	// route or a bind leave it as it was (statcache.go).
 	e.stats.changed()
-	hflags := flags &^ unix.O_CLOEXEC
+	hflags := flags &^ (unix.O_CLOEXEC | unix.O_DIRECT) // O_DIRECT: fdflags.go
 	// A read-only open of a FIFO waits for a writer, which in LKL would
 	// stall every guest. Opened non-blocking, a FIFO is found by the fstat
 	// below and served by a host FIFO (fifo.go). Opens with write access
@@ -194,7 +200,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 		// keeps O_APPEND.
 		lflags &^= unix.O_APPEND
 	}
-	fd, le := e.lklOpen(r, t.Path, lflags, mode, flags)
+	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, flags, mode), flags)
 	if le != 0 {
 		return errno(le, LKL)
 	}
@@ -216,6 +222,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 			return fail(err, LKL)
 		}
 		defer unix.Close(hfd)
+		hostStatus(hfd, flags)
 		gfd, err := r.G.AddFDReply(hfd, cloexec)
 		if err != nil {
 			return fail(err, LKL)
@@ -442,6 +449,7 @@ func sysFcntl(e *Engine, r *Request) Result {
 		if le := setfl(ent.File.LKLFd, int(r.Args[2])); le != 0 {
 			return errno(le, LKL)
 		}
+		ent.File.Flags = ent.File.Flags&^unix.O_DIRECT | int(r.Args[2])&unix.O_DIRECT
 		return ok(0, LKL)
 	case unix.F_DUPFD, unix.F_DUPFD_CLOEXEC:
 		if int32(r.Args[2]) < 0 {
@@ -454,6 +462,11 @@ func sysFcntl(e *Engine, r *Request) Result {
 		return ok(int64(nfd), Emulated)
 	case unix.F_GETLK, unix.F_SETLK, unix.F_SETLKW, unix.F_OFD_GETLK, unix.F_OFD_SETLK, unix.F_OFD_SETLKW:
 		return errno(unix.ENOLCK, Emulated) // this LKL has no file locking
+	case unix.F_NOTIFY:
+		// This LKL is built without CONFIG_DNOTIFY, and such a kernel
+		// answers F_NOTIFY with EINVAL (fcntl_dirnotify's stub in
+		// include/linux/dnotify.h): so does kbox (docs/tiers.md).
+		return errno(unix.EINVAL, LKL)
 	}
 	return errno(unix.EINVAL, Emulated)
 }

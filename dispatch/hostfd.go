@@ -50,6 +50,19 @@ func (e *Engine) dupHostHigh(r *Request, fd int, min uint32, cloexec bool) Resul
 	return ok(int64(nfd), Host)
 }
 
+// hostPathFd gives the guest an O_PATH fd kbox opened on a host route or
+// in a bind. SECCOMP_IOCTL_NOTIF_ADDFD cannot install an O_PATH file (the
+// kernel's fget skips them), so it becomes a host file of the virtual
+// table: *at() calls, fstat, fchdir and fexecve take it as the kernel
+// would. It takes hfd.
+func hostPathFd(r *Request, hfd int, cloexec bool) Result {
+	nfd, err := r.P.FDs.OpenHost(hfd, 0, cloexec)
+	if err != nil {
+		return fail(err, Host)
+	}
+	return ok(int64(nfd), Host)
+}
+
 // hostFile returns kbox's copy behind a guest virtual fd that is a host
 // file, and whether it is one.
 func hostFile(r *Request, fd uint64) (int, bool) {

@@ -26,7 +26,7 @@ func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
 	// With O_NOFOLLOW a symlink is not S_IFREG. The stat comes from the
 	// stat cache while nothing changed LKL (statcache.go).
 	var st lkl.Stat64
-	if e.lklStat(r, t.Path, flags&unix.O_NOFOLLOW != 0, &st) != 0 {
+	if e.lklStat(r, t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) != 0 {
 		return Result{}, false // the general path reports the error
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) {
@@ -46,6 +46,7 @@ func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
 		return fail(err, LKL), true
 	}
 	defer unix.Close(hfd)
+	hostStatus(hfd, flags)
 	gfd, err := r.G.AddFDReply(hfd, flags&unix.O_CLOEXEC != 0)
 	if err != nil {
 		return fail(err, LKL), true

@@ -35,7 +35,7 @@ func (e *Engine) lklOnly(r *Request, dirfd int32, addr uint64) (string, Result, 
 	if t.Host {
 		return "", errno(unix.EACCES, Denied), false
 	}
-	return t.Path, Result{}, true
+	return t.LKLPath(), Result{}, true
 }
 
 // modTarget resolves a path argument that names an image path or a path in
@@ -75,7 +75,7 @@ func (e *Engine) pathOpOn(r *Request, nr uintptr, dirfd int32, addr uint64, effe
 	if t.Bind != nil {
 		return bindOp(t, nr, rest)
 	}
-	p := t.Path
+	p := t.LKLPath()
 	var node *shadowfd.Node
 	switch effect {
 	case setsTimes:
@@ -114,11 +114,33 @@ func (e *Engine) nodeAt(p string, nofollow bool) *shadowfd.Node {
 	return e.Shadows.OfInode(st.Dev, st.Ino)
 }
 
+// createOp is pathOp for mkdir and mknod, whose mode the guest's umask
+// governs (umask.go): taken out of it for LKL; in a bind, the host applies
+// it, kbox's umask set to the guest's for the call.
+func (e *Engine) createOp(r *Request, nr uintptr, dirfd int32, addr uint64, mode uint64, rest ...uintptr) Result {
+	t, res, okk := e.modTarget(r, dirfd, addr)
+	if !okk {
+		return res
+	}
+	args := append([]uintptr{uintptr(mode)}, rest...)
+	if t.Bind != nil {
+		withUmask(r.P.umask.Load(), func() { res = bindOp(t, nr, args) })
+		return res
+	}
+	args[0] = umasked(r, mode)
+	a := [6]uintptr{atFdcwd}
+	copy(a[2:], args)
+	if _, le := lklPath(nr, 1, t.LKLPath(), a); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
 func sysMkdir(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysMkdirat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]))
+	return e.createOp(r, lkl.SysMkdirat, unix.AT_FDCWD, r.Args[0], r.Args[1])
 }
 func sysMkdirat(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysMkdirat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
+	return e.createOp(r, lkl.SysMkdirat, int32(r.Args[0]), r.Args[1], r.Args[2])
 }
 func sysRmdir(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], unix.AT_REMOVEDIR)
@@ -152,7 +174,7 @@ func sysTruncate(e *Engine, r *Request) Result {
 	if t.Bind != nil {
 		return bindOp(t, lkl.SysTruncate, []uintptr{uintptr(r.Args[1])})
 	}
-	p := t.Path
+	p := t.LKLPath()
 	if _, le := lklPath(lkl.SysTruncate, 0, p, [6]uintptr{0, uintptr(r.Args[1])}); le != 0 {
 		return errno(le, LKL)
 	}
@@ -166,10 +188,10 @@ func sysTruncate(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 func sysMknod(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysMknodat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]), uintptr(r.Args[2]))
+	return e.createOp(r, lkl.SysMknodat, unix.AT_FDCWD, r.Args[0], r.Args[1], uintptr(r.Args[2]))
 }
 func sysMknodat(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysMknodat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]), uintptr(r.Args[3]))
+	return e.createOp(r, lkl.SysMknodat, int32(r.Args[0]), r.Args[1], r.Args[2], uintptr(r.Args[3]))
 }
 
 func sysUtimensat(e *Engine, r *Request) Result {
@@ -266,7 +288,7 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 	if t1.Bind != nil {
 		return bindTwo(t1, t2, nr, flags)
 	}
-	p, q := t1.Path, t2.Path
+	p, q := t1.LKLPath(), t2.LKLPath()
 	// A rename over a file, or a link, may take a name from an idle shadow
 	// node's file: if that was its last, the node goes, freeing its space.
 	var victim *shadowfd.Node
@@ -310,7 +332,7 @@ func (e *Engine) symlink(r *Request, target uint64, dirfd int32, link uint64) Re
 	if t.Bind != nil {
 		return bindSymlink(t, tgt)
 	}
-	p := t.Path
+	p := t.LKLPath()
 	if _, le := lklPath2(lkl.SysSymlinkat, 0, tgt, 2, p, [6]uintptr{0, atFdcwd}); le != 0 {
 		return errno(le, LKL)
 	}

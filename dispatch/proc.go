@@ -22,14 +22,27 @@ type Proc struct {
 	FDs  *fdtable.Table
 	cred atomic.Pointer[procCred]
 	// pendingScript is the guest path of a #! script being exec'd: its
-	// interpreter opens the stage name, which means this file.
+	// interpreter opens one of pendingNames (the staged string, or the
+	// path as given once argFix put it back), which means this file.
 	pendingScript string
-	pendingName   string
+	pendingNames  [2]string
+	// argFix, when set, is the interpreter argument to put back after a
+	// script's exec (exec.go, fixArgs).
+	argFix *argFix
 	// exe is the image path of the program the process runs.
 	exe string
 	// execPending says an execve was continued: the first notification
 	// after it checks what the process now runs (checkExec).
 	execPending bool
+	// umask is the process's umask (umask.go): read from /proc when kbox
+	// first sees the process, then kept by its umask(2) calls.
+	umask atomic.Uint32
+}
+
+// isPending reports whether p is the name under which the interpreter of
+// a script being exec'd opens it.
+func (p *Proc) isPending(name string) bool {
+	return p.pendingScript != "" && name != "" && (name == p.pendingNames[0] || name == p.pendingNames[1])
 }
 
 // Cwd returns the process's guest working directory.
@@ -61,10 +74,27 @@ func statusField(pid int, key string) (int, bool) {
 	return 0, false
 }
 
+// statusUmask reads the "Umask:" field (octal) of /proc/PID/status; 022
+// if it cannot.
+func statusUmask(pid int) uint32 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && k == "Umask" {
+				if n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					return uint32(n) & 0o777
+				}
+			}
+		}
+	}
+	return 0o022
+}
+
 // Start registers the first guest process.
 func (e *Engine) Start(pid int, cwd string) *Proc {
 	p := &Proc{Tgid: pid, cwd: cwd, FDs: e.newTable()}
 	p.cred.Store(e.initCred)
+	p.umask.Store(statusUmask(pid))
 	e.mu.Lock()
 	e.setProcs(func(m map[int]*Proc) { m[pid] = p })
 	e.mu.Unlock()
@@ -109,6 +139,7 @@ func (e *Engine) Lookup(tid int) *Proc {
 		return p
 	}
 	np := &Proc{Tgid: tgid, cwd: "/"}
+	np.umask.Store(statusUmask(tgid)) // as inherited at fork, or set since
 	if ppid, ok := statusField(tgid, "PPid"); ok {
 		if parent := procs[ppid]; parent != nil {
 			np.inherit(parent)

@@ -19,6 +19,33 @@ type Target struct {
 	Route, Rel string
 	// Bind is the bind holding a host target, nil on a system route.
 	Bind *Bind
+	// UTS marks /proc/sys/kernel/hostname and domainname, served from
+	// LKL's proc (sys.go); Host is false.
+	UTS bool
+	// Tail is "/" or "/." when the guest's path ended so: Path is clean,
+	// LKLPath puts it back, so that LKL judges it as Linux does ("file/"
+	// is ENOTDIR, open("new/", O_CREAT) EISDIR, mkdir("a/b/") works). A
+	// host target has it at the end of Rel instead.
+	Tail string
+}
+
+// LKLPath is the path to give LKL: Path with the guest's trailing slash.
+func (t *Target) LKLPath() string {
+	if t.Tail == "" {
+		return t.Path
+	}
+	return t.Path + t.Tail
+}
+
+// dirTail returns the trailing "/" or "/." of a guest path, if any.
+func dirTail(p string) string {
+	switch {
+	case strings.HasSuffix(p, "/"):
+		return "/"
+	case strings.HasSuffix(p, "/."):
+		return "/."
+	}
+	return ""
 }
 
 // Clean normalizes a guest path lexically: absolute, no . or .., no double
@@ -91,8 +118,10 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 	default:
 		// A host directory fd (or a host file kept in the virtual
 		// table): only one opened on a host route or in a bind is
-		// usable, and the result must stay on that route.
-		base, en := e.hostFdPath(r, int(dirfd))
+		// usable, and the result must stay on that route. Any other
+		// host fd (a shadow of an image file, a pipe) is not a
+		// directory: ENOTDIR, as on Linux.
+		base, en := e.hostDirPath(r, int(dirfd))
 		if en != 0 {
 			return Target{}, en
 		}
@@ -101,7 +130,16 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 			return Target{}, unix.EACCES
 		}
 	}
-	return e.classify(r, abs)
+	t, en := e.classify(r, abs)
+	if tail := dirTail(p); tail != "" && en == 0 {
+		switch {
+		case !t.Host && !t.UTS && t.Path != "/":
+			t.Tail = tail
+		case t.Host && t.Rel != ".":
+			t.Rel += tail // the host kernel judges it as well
+		}
+	}
+	return t, en
 }
 
 func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
@@ -113,6 +151,9 @@ func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
 		return Target{Path: abs}, 0
 	}
 	if rt == "/proc" {
+		if utsProcFile(abs) {
+			return Target{Path: abs, UTS: true}, 0
+		}
 		pid := strconv.Itoa(r.P.Tgid)
 		switch {
 		case abs == "/proc/self" || strings.HasPrefix(abs, "/proc/self/"):
@@ -135,6 +176,28 @@ func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
 func isHostFile(r *Request, fd int32) bool {
 	_, isHost := hostFile(r, uint64(uint32(fd)))
 	return isHost
+}
+
+// hostDirPath returns the guest path of a guest host fd used as a
+// directory (a dirfd, fchdir): EBADF if it is not open, ENOTDIR if it is
+// not a directory, then as hostFdPath.
+func (e *Engine) hostDirPath(r *Request, fd int) (string, unix.Errno) {
+	var st unix.Stat_t
+	var err error
+	if hfd, isHost := hostFile(r, uint64(uint32(fd))); isHost {
+		err = unix.Fstat(hfd, &st)
+	} else if fd < 0 {
+		err = unix.EBADF
+	} else {
+		err = unix.Stat("/proc/"+strconv.Itoa(r.P.Tgid)+"/fd/"+strconv.Itoa(fd), &st)
+	}
+	if err != nil {
+		return "", unix.EBADF
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return "", unix.ENOTDIR
+	}
+	return e.hostFdPath(r, fd)
 }
 
 // hostFdPath returns the guest path of a guest host fd that was opened on a
@@ -160,6 +223,22 @@ func (e *Engine) hostLinkPath(link string) (string, unix.Errno) {
 		return "", unix.EACCES
 	}
 	return l, 0
+}
+
+// openHostAs is openHost for a guest's open: an O_PATH open takes the flags
+// open(2) takes with it, and a create runs under the guest's umask
+// (umask.go).
+func (e *Engine) openHostAs(r *Request, t Target, flags int, mode uint32) (fd int, err error) {
+	if flags&unix.O_PATH != 0 {
+		// open(2) ignores the other flags (libcs add O_LARGEFILE);
+		// openat2, which serves it, would refuse them with EINVAL.
+		flags &= unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	}
+	if flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 {
+		return e.openHost(t, flags, mode)
+	}
+	withUmask(r.P.umask.Load(), func() { fd, err = e.openHost(t, flags, mode) })
+	return fd, err
 }
 
 // openHost opens a host-route target confined beneath its route: no .., no

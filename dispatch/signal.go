@@ -1,6 +1,10 @@
 package dispatch
 
 import (
+	"os"
+	"strconv"
+	"strings"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -10,10 +14,22 @@ func init() {
 	register(unix.SYS_TKILL, sysTkill)                       // tkill(2): guest threads only
 	register(unix.SYS_PIDFD_SEND_SIGNAL, sysPidfdSendSignal) // pidfd_send_signal(2)
 	register(unix.SYS_PIDFD_OPEN, sysPidfdOpen)              // pidfd_open(2): guest processes only
+	register(unix.SYS_RT_SIGQUEUEINFO, sysSigqueueinfo)      // rt_sigqueueinfo(2): guest processes only
+	register(unix.SYS_RT_TGSIGQUEUEINFO, sysTgsigqueueinfo)  // rt_tgsigqueueinfo(2): guest threads only
 }
 
+// Signals reach the guest's own tree only: the first guest process and
+// its descendants (zombies included: their parent may still signal them).
+// Within it they behave as on Linux, because the kernel delivers them:
+// kbox checks the target and continues the syscall. A pid that does not
+// exist gives ESRCH, as on Linux; a live process outside the tree gives
+// EPERM. A process group (kill(0), kill(-pgrp)) is the guest's when every
+// member is a guest process: the guest leads a group of its own
+// (seccomp/supervisor/guestinit.c), so the keeper is in none of them.
+
 // isGuest reports whether host pid is the first guest or one of its
-// descendants.
+// descendants, or a process orphaned in the guest's tree: the keeper is a
+// subreaper, so those become its children (and it has no others).
 func (e *Engine) isGuest(pid int) bool {
 	for i := 0; i < 64 && pid > 1; i++ {
 		if pid == e.RootPid {
@@ -23,51 +39,139 @@ func (e *Engine) isGuest(pid int) bool {
 		if !ok {
 			return false
 		}
+		if ppid == e.Keeper && e.Keeper > 0 {
+			return true
+		}
 		pid = ppid
 	}
 	return false
 }
 
-func (e *Engine) signalTarget(pid int) Result {
+// exists reports whether host pid names a process or thread (a zombie
+// too).
+func exists(pid int) bool {
+	return pid > 0 && unix.Access("/proc/"+strconv.Itoa(pid), unix.F_OK) == nil
+}
+
+func (e *Engine) signalTarget(r *Request, pid int) Result {
 	switch {
 	case pid == -1:
 		return errno(unix.EPERM, Denied) // every process the user owns
 	case pid == 0:
-		return cont // the caller's own process group: a guest group
-	case pid < -1:
-		if e.isGuest(-pid) {
-			return cont
+		pg, ok := pgrpOf(r.G.Pid())
+		if !ok {
+			return errno(unix.ESRCH, Host)
 		}
-		return errno(unix.EPERM, Denied)
+		return e.groupTarget(pg)
+	case pid < -1:
+		return e.groupTarget(-pid)
 	}
 	if e.isGuest(pid) {
 		return cont
 	}
+	if !exists(pid) {
+		return errno(unix.ESRCH, Host)
+	}
 	return errno(unix.EPERM, Denied)
 }
 
-func sysKill(e *Engine, r *Request) Result { return e.signalTarget(int(int32(r.Args[0]))) }
+// groupTarget allows a signal to process group pg when it is the guest's:
+// its leader (the process whose pid the group's id is, and which made it)
+// is a guest process, or else it has members and all are guest
+// processes. The second check reads every process's /proc/PID/stat (a
+// few ms with a hundred host processes), so the first one, the common
+// case (kill(0) in the guest's own group), comes first: a group a guest
+// made can hold another process only if that process joined it itself,
+// from the same session. ESRCH for an empty group, EPERM for one with a
+// process outside the guest's tree.
+func (e *Engine) groupTarget(pg int) Result {
+	if e.isGuest(pg) {
+		return cont // the kernel answers ESRCH if pg leads no group
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return errno(unix.EPERM, Denied)
+	}
+	members := 0
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if g, ok := pgrpOf(pid); !ok || g != pg {
+			continue
+		}
+		if !e.isGuest(pid) {
+			return errno(unix.EPERM, Denied)
+		}
+		members++
+	}
+	if members == 0 {
+		return errno(unix.ESRCH, Host)
+	}
+	return cont
+}
+
+// pgrpOf reads the process group of pid (the fifth field of
+// /proc/PID/stat, after the parenthesized command name).
+func pgrpOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 {
+		return 0, false
+	}
+	pg, err := strconv.Atoi(f[2])
+	return pg, err == nil
+}
+
+func sysKill(e *Engine, r *Request) Result { return e.signalTarget(r, int(int32(r.Args[0]))) }
 
 func sysTgkill(e *Engine, r *Request) Result {
-	if int32(r.Args[0]) <= 0 {
+	if int32(r.Args[0]) <= 0 || int32(r.Args[1]) <= 0 {
 		return errno(unix.EINVAL, Denied)
 	}
-	return e.signalTarget(int(int32(r.Args[0])))
+	return e.signalTarget(r, int(int32(r.Args[0])))
 }
 
 func sysTkill(e *Engine, r *Request) Result {
+	if int32(r.Args[0]) <= 0 {
+		return errno(unix.EINVAL, Denied)
+	}
 	tgid, ok := statusField(int(int32(r.Args[0])), "Tgid")
 	if !ok {
 		return errno(unix.ESRCH, Host)
 	}
-	return e.signalTarget(tgid)
+	return e.signalTarget(r, tgid)
 }
 
 func sysPidfdOpen(e *Engine, r *Request) Result {
 	if int32(r.Args[0]) <= 0 {
 		return errno(unix.EINVAL, Denied)
 	}
-	return e.signalTarget(int(int32(r.Args[0])))
+	return e.signalTarget(r, int(int32(r.Args[0])))
+}
+
+// rt_sigqueueinfo's pid is one process: 0 and negative ones name none.
+func sysSigqueueinfo(e *Engine, r *Request) Result {
+	if int32(r.Args[0]) <= 0 {
+		return errno(unix.ESRCH, Host)
+	}
+	return e.signalTarget(r, int(int32(r.Args[0])))
+}
+
+func sysTgsigqueueinfo(e *Engine, r *Request) Result {
+	if int32(r.Args[0]) <= 0 || int32(r.Args[1]) <= 0 {
+		return errno(unix.EINVAL, Denied)
+	}
+	return e.signalTarget(r, int(int32(r.Args[0])))
 }
 
 // pidfd_send_signal works on pidfds, which only pidfd_open (confined above)

@@ -50,7 +50,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		}
 	} else {
 		var st lkl.Stat64
-		if le := e.lklStat(r, t.Path, flags&unix.AT_SYMLINK_NOFOLLOW != 0, &st); le != 0 {
+		if le := e.lklStat(r, t.LKLPath(), flags&unix.AT_SYMLINK_NOFOLLOW != 0, &st); le != 0 {
 			return errno(le, LKL)
 		}
 		e.Shadows.Overlay(&st) // a shadow's newer size and times
@@ -244,7 +244,7 @@ func sysStatx(e *Engine, r *Request) Result {
 			}
 			copy(buf[:], asBytes(&sx))
 		} else {
-			_, le := lklPath(lkl.SysStatx, 1, t.Path, [6]uintptr{atFdcwd, 0, uintptr(flags &^ unix.AT_EMPTY_PATH), uintptr(r.Args[3]), uptr(buf[:])})
+			_, le := lklPath(lkl.SysStatx, 1, t.LKLPath(), [6]uintptr{atFdcwd, 0, uintptr(flags &^ unix.AT_EMPTY_PATH), uintptr(r.Args[3]), uptr(buf[:])})
 			runtime.KeepAlive(buf)
 			if le != 0 {
 				return errno(le, LKL)
@@ -273,7 +273,7 @@ func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) R
 		}
 		return ok(0, Host)
 	}
-	if le := lklAccess(r, t.Path, mode, flags); le != 0 {
+	if le := lklAccess(r, t.LKLPath(), mode, flags); le != 0 {
 		return errno(le, LKL)
 	}
 	return ok(0, LKL)
@@ -315,7 +315,7 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 			return fail(err, Host)
 		}
 	} else {
-		res, le := lklPath(lkl.SysReadlinkat, 1, t.Path, [6]uintptr{atFdcwd, 0, uptr(out), uintptr(len(out))})
+		res, le := lklPath(lkl.SysReadlinkat, 1, t.LKLPath(), [6]uintptr{atFdcwd, 0, uptr(out), uintptr(len(out))})
 		runtime.KeepAlive(out)
 		if le != 0 {
 			return errno(le, LKL)
@@ -363,7 +363,7 @@ func sysStatfs(e *Engine, r *Request) Result {
 		}
 		return ok(0, Host)
 	}
-	if _, le := lklPath(lkl.SysStatfs, 0, t.Path, [6]uintptr{0, uintptr(unsafeStatfs(&sf))}); le != 0 {
+	if _, le := lklPath(lkl.SysStatfs, 0, t.LKLPath(), [6]uintptr{0, uintptr(unsafeStatfs(&sf))}); le != 0 {
 		return errno(le, LKL)
 	}
 	if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {
@@ -420,14 +420,14 @@ func (e *Engine) chdirTo(r *Request, t Target) Result {
 		r.P.SetCwd(t.Path)
 		return ok(0, Host)
 	}
-	st, err := lkl.Stat(t.Path, false)
+	st, err := lkl.Stat(t.LKLPath(), false)
 	if err != nil {
 		return fail(err, LKL)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return errno(unix.ENOTDIR, LKL)
 	}
-	if le := lklAccess(r, t.Path, unix.X_OK, unix.AT_EACCESS); le != 0 {
+	if le := lklAccess(r, t.LKLPath(), unix.X_OK, unix.AT_EACCESS); le != 0 {
 		return errno(le, LKL)
 	}
 	r.P.SetCwd(t.Path)
@@ -445,7 +445,7 @@ func sysChdir(e *Engine, r *Request) Result {
 func sysFchdir(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
 	if !r.P.FDs.IsVirtual(fd) || isHostFile(r, int32(fd)) {
-		base, en := e.hostFdPath(r, fd)
+		base, en := e.hostDirPath(r, fd)
 		if en != 0 {
 			return errno(en, Host)
 		}

@@ -56,7 +56,7 @@ func init() {
 	for _, nr := range []int{unix.SYS_NEWFSTATAT, unix.SYS_STATX, unix.SYS_FACCESSAT,
 		unix.SYS_FACCESSAT2, unix.SYS_FSTAT, unix.SYS_GETCWD, unix.SYS_GETUID,
 		unix.SYS_GETEUID, unix.SYS_GETGID, unix.SYS_GETEGID, unix.SYS_GETRESUID,
-		unix.SYS_GETRESGID, unix.SYS_GETGROUPS, unix.SYS_CAPGET, unix.SYS_UNAME} {
+		unix.SYS_GETRESGID, unix.SYS_GETGROUPS, unix.SYS_CAPGET, unix.SYS_UNAME, unix.SYS_SET_TID_ADDRESS} {
 		pureLookup[nr] = true
 	}
 	for _, nr := range legacyPureLookups {

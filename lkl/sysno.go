@@ -53,6 +53,8 @@ const (
 	SysUtimensat     = 88
 	SysClockSettime  = 112
 	SysUname         = 160
+	SysSethostname   = 161
+	SysSetdomainname = 162
 	SysUmask         = 166
 	SysGetpid        = 172
 	SysPrlimit64     = 261

@@ -118,8 +118,8 @@ func knownName(name string) bool {
 // DenyRules are refused in BPF with EPERM: the guest never reaches the
 // supervisor or the host kernel with them. The list targets the host kernel
 // and the supervisor itself; everything the guest may legitimately want
-// (mount, chroot, kill, ...) is emulated by the supervisor instead and is
-// deliberately absent here.
+// (mount, chroot, kill, sethostname, ...) is emulated by the supervisor
+// instead and is deliberately absent here.
 var DenyRules = []Rule{
 	{"reboot", "reboots or halts the host"},
 	{"kexec_load", "replaces the running host kernel"},
@@ -169,8 +169,6 @@ var DenyRules = []Rule{
 	{"syslog", "reads or clears the host kernel log"},
 	{"fanotify_init", "filesystem-wide host event monitoring"},
 	{"fanotify_mark", "filesystem-wide host event monitoring"},
-	{"sethostname", "would change the host UTS name; uname is emulated"},
-	{"setdomainname", "would change the host UTS name; uname is emulated"},
 	{"memfd_secret", "memory the supervisor cannot read, hiding syscall arguments"},
 	{"get_robust_list", "reads another task's robust-futex pointer (ASLR leak)"},
 	{"move_pages", "queries and moves other processes' pages"},

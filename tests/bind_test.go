@@ -235,7 +235,7 @@ func TestBindExec(t *testing.T) {
 				{"dynamic ELF with the image's interpreter", []string{"-c", "/mnt/t/bin/readlink /proc/self/exe; /mnt/t/bin/rl /proc/self/exe"},
 					0, []string{"/mnt/t/bin/readlink\n/mnt/t/bin/readlink\n"}, nil},
 				{"shebang scripts", []string{"-c", "/mnt/t/bin/s.sh one; cd /mnt/t/bin && ./s.sh two; /mnt/t/bin/bb.sh"},
-					0, []string{"script s.sh one\n", "script ./s.sh two\n", "interpreter from the bind\n"}, nil},
+					0, []string{"script /mnt/t/bin/s.sh one\n", "script ./s.sh two\n", "interpreter from the bind\n"}, nil},
 				{"no execute permission: EACCES", []string{"-c", "/mnt/t/bin/hello; echo st=$?; /mnt/t/bin/noexec.sh; echo st=$?; /mnt/t/bin/noexec.elf; echo st=$?; /mnt/t/bin/dir; echo st=$?"},
 					0, []string{hello + "st=0\nst=126\nst=126\nst=126\n"}, []string{"ran-without-x"}},
 				{"symlinks resolve inside the bind: out of it, nothing is executed", []string{"-c",

@@ -25,10 +25,10 @@ func TestFdOps(t *testing.T) {
 		{"msync and close write back a shared writable mapping", []string{"--", "/opt/tests/mmapsync"}, 0, []string{"mmapsync ok\n"}, []string{"FAIL"}},
 		{"exit with the mapping open", []string{"--", "/opt/tests/mmapsync", "exit"}, 0, nil, nil},
 		{"a later run sees every store", []string{"--", "/opt/tests/mmapsync", "check"}, 0, []string{"at0=msync-data at100=close-data at200=exit-data\n"}, nil},
-		{"script $0 is the relative path given; absolute ones give the base name", []string{"-c",
+		{"script $0 is the path given, relative, with .. or absolute", []string{"-c",
 			"mkdir -p /tmp/x/sub && printf '#!/bin/sh\\necho zero=$0 one=$1\\n' > /tmp/x/sub/s.sh && printf '#!/bin/bash\\necho bzero=$0 ${BASH_SOURCE[0]}\\n' > /tmp/x/b.sh && " +
 				"chmod +x /tmp/x/sub/s.sh /tmp/x/b.sh && cd /tmp/x && ./sub/s.sh a && sub/s.sh b && ./b.sh && cd sub && ../b.sh && /tmp/x/sub/s.sh c"},
-			0, []string{"zero=./sub/s.sh one=a\n", "zero=sub/s.sh one=b\n", "bzero=./b.sh ./b.sh\n", "bzero=b.sh b.sh\n", "zero=s.sh one=c\n"}, nil},
+			0, []string{"zero=./sub/s.sh one=a\n", "zero=sub/s.sh one=b\n", "bzero=./b.sh ./b.sh\n", "bzero=../b.sh ../b.sh\n", "zero=/tmp/x/sub/s.sh one=c\n"}, nil},
 		{"bridged output reached the image", []string{"--", "/bin/sh", "-c", "tail -n 2 /root/big; rm /root/big"},
 			0, []string{"hello from kbox guest\nhello from kbox guest\n"}, nil},
 	})

@@ -123,6 +123,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 		opt.ChangeID, opt.UID, opt.GID = true, o.ChangeID.UID, o.ChangeID.GID
 	}
 	eng := dispatch.New(opt)
+	dispatch.InitLKL() // umask 0 (kbox applies the guest's), the image's hostname
 	defer eng.Shadows.Close()
 	if v := os.Getenv("KBOX_SHADOW_MAX"); v != "" {
 		// Tuning and tests: files above this many bytes are served through

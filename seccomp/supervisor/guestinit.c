@@ -188,13 +188,33 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 		}
 	}
 
-	/* Virtual fds start where the host fd limit ends. */
+	/* The guest leads a process group of its own, so that kill(0) and
+	 * kill(-pgrp) in the guest's tree reach guest processes only, never the
+	 * keeper (dispatch/signal.go). When the keeper's group has the
+	 * terminal, the guest's group takes it. */
+	{
+		int fg = isatty(0) && tcgetpgrp(0) == getpgrp();
+		if (setpgid(0, 0) != 0)
+			die("setpgid");
+		if (fg) {
+			sigset_t ttou, old;
+			sigemptyset(&ttou);
+			sigaddset(&ttou, SIGTTOU);
+			sigprocmask(SIG_BLOCK, &ttou, &old);
+			if (tcsetpgrp(0, getpid()) != 0)
+				die("tcsetpgrp");
+			sigprocmask(SIG_SETMASK, &old, NULL);
+		}
+	}
+
+	/* Virtual fds start where the host fd limit ends: the soft limit,
+	 * which is what the kernel allocates fds by. The hard limit stays, so
+	 * that kbox can raise the soft one for a moment to install an fd at a
+	 * virtual number (an execveat by a virtual fd, dispatch/exec.go). */
 	if (nofile != NULL && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		rlim_t max = (rlim_t)strtoul(nofile, NULL, 10);
-		if (rl.rlim_max > max)
-			rl.rlim_max = max;
-		if (rl.rlim_cur > rl.rlim_max)
-			rl.rlim_cur = rl.rlim_max;
+		if (rl.rlim_cur > max)
+			rl.rlim_cur = max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 			die("setrlimit");
 	}

@@ -43,6 +43,11 @@ func TestPolicyRoutes(t *testing.T) {
 		{"fcntl", 0, allow, unix.F_DUPFD_CLOEXEC, 10},
 		{"fcntl", 0, notify, unix.F_DUPFD_CLOEXEC, 1025}, // busybox sh saving fd 0 above a virtual fd
 		{"fcntl", 1030, notify, unix.F_GETFL, 0},
+		{"sethostname", 0, notify, 0, 0},     // LKL's name (dispatch/sys.go)
+		{"setdomainname", 0, notify, 0, 0},   // LKL's name
+		{"umask", 0, notify, 0, 0},           // kept for creates in LKL (dispatch/umask.go)
+		{"personality", 0, allow, 0, 0},      // takes effect at the host's exec
+		{"set_tid_address", 0, notify, 0, 0}, // a new program's first syscall (dispatch/exec.go)
 		{"reboot", 0, seccomp.RetErrno | 1, 0, 0},
 		{"bpf", 0, seccomp.RetErrno | 1, 0, 0},
 	} {

@@ -46,7 +46,7 @@ var hostAllow = []string{
 	// msync is not here: it is notified, to write back mapped shadows.
 	"mmap", "mprotect", "mincore", "mlock", "munlock", "mlockall", "munlockall",
 	"wait4", "waitid",
-	"getpid", "getppid", "gettid", "set_tid_address", "arch_prctl",
+	"getpid", "getppid", "gettid", "arch_prctl",
 	"getrlimit", "pipe", "pipe2", "socketpair", "eventfd", "eventfd2",
 	"poll", "ppoll", "select", "pselect6", "pause", "alarm", "setitimer", "getitimer",
 	"rt_sigsuspend", "rt_sigtimedwait", "getpgrp", "setpgid", "getpgid", "getsid", "setsid",
@@ -54,8 +54,14 @@ var hostAllow = []string{
 	"sched_getparam", "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
 	"prctl", "membarrier", "getcpu", "epoll_create", "epoll_create1", "epoll_ctl",
 	"timerfd_create", "timerfd_settime", "timerfd_gettime", "signalfd4", "memfd_create",
-	"umask", "getpriority", "setpriority", "time",
+	"getpriority", "setpriority", "time",
 	// capget is not here: capabilities are emulated (dispatch/ident.go).
+	// umask(2) is not here: it is notified, so that kbox knows the umask
+	// of the files it creates in LKL (dispatch/umask.go); nor is
+	// set_tid_address, a new program's first syscall, where kbox checks an
+	// exec (dispatch/exec.go). personality(2) takes effect at exec, which
+	// the host kernel does (docs/tiers.md).
+	"personality",
 }
 
 // Policy returns the filter policy of the seccomp tier.
@@ -283,7 +289,7 @@ func Run(cfg Config) (int, error) {
 	}
 	// pid is the keeper (guestinit.c), which relays the exit status;
 	// guestPid is the guest under it.
-	eng.RootPid = guestPid
+	eng.RootPid, eng.Keeper = guestPid, pid
 	eng.Start(guestPid, cfg.WorkDir)
 	if _, err := parent.Write([]byte{'G'}); err != nil {
 		return 0, fmt.Errorf("start guest: %w", err)
@@ -294,6 +300,9 @@ func Run(cfg Config) (int, error) {
 	defer signal.Stop(sigs)
 	go func() {
 		for s := range sigs {
+			// The guest's own process group (guestinit.c), and the
+			// keeper's, which ignores them.
+			unix.Kill(-guestPid, s.(unix.Signal))
 			unix.Kill(-pid, s.(unix.Signal))
 		}
 	}()
