@@ -122,6 +122,7 @@ type Manager struct {
 	hot     atomic.Int32
 	count   atomic.Int32
 	flusher flusher
+	closed  atomic.Bool
 	// writeBacks counts write-backs: each may change an LKL file.
 	writeBacks atomic.Uint64
 	buf        []byte // write-back and fill buffer, under bufMu
@@ -603,8 +604,12 @@ func report(n *Node, err error) {
 }
 
 // Close writes back and releases every node (kbox exit). It returns the
-// first write-back error no guest call reported.
+// first write-back error no guest call reported. Calls after the first do
+// nothing.
 func (m *Manager) Close() error {
+	if m.closed.Swap(true) {
+		return nil
+	}
 	m.flusher.stop()
 	m.mu.Lock()
 	nodes := make([]*Node, 0, len(m.nodes))

@@ -123,8 +123,8 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 		opt.ChangeID, opt.UID, opt.GID = true, o.ChangeID.UID, o.ChangeID.GID
 	}
 	eng := dispatch.New(opt)
-	dispatch.InitLKL() // umask 0 (kbox applies the guest's), the image's hostname
-	defer eng.Shadows.Close()
+	dispatch.InitLKL()        // umask 0 (kbox applies the guest's), the image's hostname
+	defer eng.Shadows.Close() // on the error paths; see below
 	if v := os.Getenv("KBOX_SHADOW_MAX"); v != "" {
 		// Tuning and tests: files above this many bytes are served through
 		// virtual fds instead of memfd shadows (docs/tiers.md).
@@ -140,7 +140,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 		return 0, err
 	}
 	defer ob.close()
-	return supervisor.Run(supervisor.Config{
+	status, err := supervisor.Run(supervisor.Config{
 		Argv:    o.Command,
 		Env:     guestEnv(o),
 		Path:    path,
@@ -149,6 +149,13 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 		Observe: ob.hook(),
 		Debug:   os.Getenv("KBOX_DEBUG") != "",
 	})
+	// What guests wrote goes to the image before it is unmounted. A
+	// write-back that fails here lost data no guest call reported: kbox
+	// fails (exit status 125) rather than pass on the guest's status.
+	if cerr := eng.Shadows.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("writing the guest's files back to the image failed, their data is lost: %w", cerr)
+	}
+	return status, err
 }
 
 const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -329,9 +329,6 @@ func Run(cfg Config) (int, error) {
 	if state == nil {
 		state = <-done
 	}
-	if err := eng.Shadows.FlushAll(); err != nil {
-		fmt.Fprintf(os.Stderr, "kbox: writing files back to the image failed: %v\n", err)
-	}
 	ws := state.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		return 128 + int(ws.Signal()), nil
