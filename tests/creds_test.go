@@ -191,6 +191,18 @@ stat -c '%u %g %A %n' /tmp/sg/f /tmp/sg/d /tmp/plain/f /tmp/plain/d`
 // TestCredsWriteOnly: a file others may write but not read (0622) takes
 // nobody's writes, through a shadow and through a virtual fd alike, and
 // nobody still cannot read it.
+// chmod with set-gid by an owner who is not in the file's group and lacks
+// CAP_FSETID: Linux clears the bit, on files and directories alike (LTP
+// chmod/fchmod cases); root keeps it.
+func TestCredsChmodSetgid(t *testing.T) {
+	script := `mkdir /tmp/d /tmp/r; touch /tmp/f; chown 65534:0 /tmp/d /tmp/f
+su -s /bin/sh nobody -c 'chmod 2755 /tmp/d /tmp/f'; chmod 2755 /tmp/r
+stat -c '%a %n' /tmp/d /tmp/f /tmp/r`
+	runCases(t, []string{"image", "-S", imagePath(t), "--read-only"}, []guestCase{
+		{"set-gid cleared", []string{"-c", script}, 0, []string{"755 /tmp/d\n755 /tmp/f\n2755 /tmp/r\n"}, nil},
+	})
+}
+
 func TestCredsWriteOnly(t *testing.T) {
 	script := `echo old-content > /tmp/wo; chmod 0622 /tmp/wo
 su -s /bin/sh nobody -c 'echo new-content > /tmp/wo; echo w=$?; cat /tmp/wo; echo r=$?; echo more >> /tmp/wo; echo a=$?'
