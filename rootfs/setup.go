@@ -31,6 +31,10 @@ type Options struct {
 	MountOpts []string
 	Profile   Profile
 	Kernel    lkl.Config
+	// TmpSize is the size in bytes of the scratch disk behind /tmp with
+	// ProfileFull: 0 picks scratchfs.DefaultSize, a negative size keeps
+	// the kernel's ramfs /tmp instead.
+	TmpSize int64
 }
 
 // Root is a booted kernel with the image mounted as its root.
@@ -46,6 +50,8 @@ type Root struct {
 	Warnings []string
 	// BootTime is the time from boot to a mounted, chrooted root.
 	BootTime time.Duration
+	// Scratch describes the scratch disk behind /tmp, if one is mounted.
+	Scratch string
 
 	// outside is an LKL fd of the kernel's root before the chroot, kept to
 	// leave the chroot and unmount the image cleanly at Close.
@@ -53,7 +59,9 @@ type Root struct {
 	// kernelProc says a private proc is mounted at telemetryProc outside
 	// the chroot, where no guest can reach or unmount it.
 	kernelProc bool
-	opt        Options
+	// scratch is the disk behind /tmp (ProfileFull), nil without one.
+	scratch *scratch
+	opt     Options
 }
 
 // Setup boots the kernel, mounts img as its root and makes the mounts of
@@ -63,12 +71,19 @@ func Setup(img *Image, opt Options) (*Root, error) {
 	if opt.FSType == "" {
 		opt.FSType = "ext4"
 	}
+	var backing <-chan scratchBacking
+	if opt.Profile == ProfileFull && opt.TmpSize >= 0 {
+		backing = makeBacking(opt.TmpSize) // on the host, while LKL boots
+	}
 	if err := lkl.Boot(opt.Kernel); err != nil {
+		dropBacking(backing)
 		return nil, err
 	}
 	r := &Root{Image: img, opt: opt}
 	fail := func(err error) (*Root, error) {
 		lkl.Halt()
+		dropBacking(backing)
+		r.scratch.close()
 		return nil, err
 	}
 	raiseFileLimit()
@@ -99,6 +114,13 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		return fail(fmt.Errorf("lkl: open /: %w", err))
 	}
 	r.mountTelemetryProc()
+	if backing != nil {
+		b := <-backing
+		backing = nil
+		if err := r.mountScratch(b); err != nil {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("no scratch disk for /tmp (%v): /tmp is the kernel's ramfs, which cannot hold files of more than a few MB", err))
+		}
+	}
 	if err := lkl.Chdir(mnt); err != nil {
 		return fail(fmt.Errorf("lkl: chdir %s: %w", mnt, err))
 	}
@@ -149,10 +171,14 @@ func (r *Root) mountProfile(opt Options) {
 		specs = []mountSpec{
 			{"/proc", "proc", "", 0o555},
 			{"/sys", "sysfs", "", 0o555},
-			// Without CONFIG_SHMEM, "tmpfs" is ramfs underneath: no size
-			// limit, but it works.
+			// Without CONFIG_SHMEM, "tmpfs" is ramfs underneath, in
+			// physically contiguous kernel memory: the fallback when there
+			// is no scratch disk (rootfs/scratch.go).
 			{"/tmp", "tmpfs", "mode=1777", 0o1777},
 			{"/dev", "tmpfs", "mode=755", 0o755},
+		}
+		if r.scratch != nil {
+			specs = append(specs[:2], specs[3:]...)
 		}
 	}
 	for _, s := range specs {
@@ -199,6 +225,9 @@ func (r *Root) Close() error {
 		if r.kernelProc {
 			umountRetry(telemetryProc)
 		}
+		if err := r.scratch.unmount(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := r.Disk.Unmount(r.opt.Partition, 2*time.Second, r.opt.ReadOnly); err != nil {
 			errs = append(errs, fmt.Errorf("umount image: %w (files still open?)", err))
 		} else if err := r.Disk.Remove(); err != nil {
@@ -206,6 +235,7 @@ func (r *Root) Close() error {
 		}
 	}
 	lkl.Halt()
+	r.scratch.close()
 	if err := r.Image.Close(); err != nil {
 		errs = append(errs, err)
 	}

@@ -46,6 +46,7 @@ func rootOptions(o *ImageOptions) rootfs.Options {
 		ReadOnly:  o.ReadOnly,
 		MountOpts: o.MountOpts,
 		Kernel:    lkl.Config{Cmdline: o.Cmdline, Verbose: o.Verbose},
+		TmpSize:   o.TmpSize,
 	}
 	switch {
 	case o.MountProfile == "minimal":
@@ -94,6 +95,9 @@ func runImage(args []string) int {
 	}()
 	if o.Verbose {
 		fmt.Fprintf(os.Stderr, "kbox: booted and mounted %s in %v (mounts: %s)\n", o.Image, root.BootTime, strings.Join(root.Mounts, " "))
+		if root.Scratch != "" {
+			fmt.Fprintf(os.Stderr, "kbox: %s\n", root.Scratch)
+		}
 	}
 	for _, w := range root.Warnings {
 		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)

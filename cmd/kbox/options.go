@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/kbox-project/kbox/scratchfs"
 )
 
 // RootMode is how much of a system the image becomes.
@@ -54,6 +56,9 @@ type ImageOptions struct {
 	Stats        bool
 	Verbose      bool
 	Help         bool
+	// TmpSize is --tmp-size in bytes: 0 when not given (the default
+	// size), TmpRAM for --tmp-size 0.
+	TmpSize int64
 }
 
 // UsageError is a bad command line; kbox exits 2 on it.
@@ -83,6 +88,10 @@ CMD (default: /bin/sh -i) against it.
       --change-id UID:GID       the guest runs as UID:GID (group GID)
       --mount-profile P         full or minimal (default full with -R/-S)
       --read-only               mount the image read-only
+      --tmp-size SIZE           size of the disk behind /tmp, a sparse file
+                                in $TMPDIR (else /var/tmp); K, M, G or T
+                                suffix; default half the free space there,
+                                64M to 8G; 0: the kernel's ramfs (a few MB)
       --syscall-mode M          auto, seccomp, trap or rewrite (default auto)
       --net                     networking through a user-mode stack
       --web[=PORT]              web observatory (default port 8080)
@@ -159,6 +168,17 @@ var imageOpts = []optSpec{
 		return nil
 	}},
 	{"", "read-only", false, false, func(o *ImageOptions, _ string, _ bool) error { o.ReadOnly = true; return nil }},
+	{"", "tmp-size", true, false, func(o *ImageOptions, v string, _ bool) error {
+		n, err := ParseSize(v)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			n = TmpRAM
+		}
+		o.TmpSize = n
+		return nil
+	}},
 	{"", "syscall-mode", true, false, func(o *ImageOptions, v string, _ bool) error {
 		switch v {
 		case "auto", "seccomp", "trap", "rewrite":
@@ -315,6 +335,9 @@ func ParseImageArgs(args []string) (*ImageOptions, error) {
 	if o.TraceFile != "" && o.TraceFormat == "" {
 		o.TraceFormat = "json" // the only format
 	}
+	if o.TmpSize != 0 && (o.MountProfile == "minimal" || o.Mode == RootRaw && o.MountProfile != "full") {
+		return nil, usagef("--tmp-size needs a /tmp: use -R, -S or --mount-profile full")
+	}
 	if o.WebToken != "" && !o.Web {
 		return nil, usagef("--web-token needs --web")
 	}
@@ -354,6 +377,42 @@ func ParseBind(spec string) (Bind, error) {
 		}
 	}
 	return b, nil
+}
+
+// TmpRAM is ImageOptions.TmpSize for --tmp-size 0: no scratch disk.
+const TmpRAM = -1
+
+// ParseSize parses a --tmp-size: a byte count with an optional K, M, G or
+// T suffix (powers of 1024). 0 is allowed; otherwise it must lie within
+// what the scratch formatter makes.
+func ParseSize(s string) (int64, error) {
+	num, mult := s, int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			mult = 1 << 10
+		case 'm', 'M':
+			mult = 1 << 20
+		case 'g', 'G':
+			mult = 1 << 30
+		case 't', 'T':
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			num = s[:n-1]
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 63)
+	if err != nil || num == "" || num[0] == '+' {
+		return 0, usagef("bad size %q: want a number of bytes with an optional K, M, G or T suffix", s)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if n > uint64(scratchfs.MaxSize/mult) || int64(n)*mult < scratchfs.MinSize {
+		return 0, usagef("bad size %q: want 0 or 1M to 1T", s)
+	}
+	return int64(n) * mult, nil
 }
 
 // ParseID parses UID:GID.

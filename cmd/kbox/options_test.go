@@ -61,6 +61,13 @@ func TestParseImageArgs(t *testing.T) {
 		{"token without web", []string{"-S", "a", "--web-token", "s3"}, nil, "needs --web"},
 		{"empty token", []string{"-S", "a", "--web", "--web-token="}, nil, "empty --web-token"},
 		{"empty bind address", []string{"-S", "a", "--web", "--web-bind="}, nil, "empty --web-bind"},
+		{"tmp size default", []string{"-S", "a"}, func(o *ImageOptions) bool { return o.TmpSize == 0 }, ""},
+		{"tmp size", []string{"-S", "a", "--tmp-size", "512M"}, func(o *ImageOptions) bool { return o.TmpSize == 512<<20 }, ""},
+		{"tmp size ramfs", []string{"-R", "a", "--tmp-size=0"}, func(o *ImageOptions) bool { return o.TmpSize == TmpRAM }, ""},
+		{"tmp size full profile", []string{"-r", "a", "--mount-profile", "full", "--tmp-size", "1g"}, func(o *ImageOptions) bool { return o.TmpSize == 1<<30 }, ""},
+		{"tmp size without /tmp", []string{"-r", "a", "--tmp-size", "1G"}, nil, "--tmp-size needs a /tmp"},
+		{"tmp size minimal", []string{"-S", "a", "--mount-profile", "minimal", "--tmp-size", "1G"}, nil, "--tmp-size needs a /tmp"},
+		{"bad tmp size", []string{"-S", "a", "--tmp-size", "lots"}, nil, "bad size"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -111,6 +118,47 @@ func TestParseBind(t *testing.T) {
 		}
 		if err != nil || b != c.want {
 			t.Errorf("%q: %+v %v", c.spec, b, err)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"0", 0, ""},
+		{"0G", 0, ""},
+		{"1048576", 1 << 20, ""},
+		{"1024K", 1 << 20, ""},
+		{"64M", 64 << 20, ""},
+		{"64m", 64 << 20, ""},
+		{"8G", 8 << 30, ""},
+		{"1T", 1 << 40, ""},
+		{"1025G", 0, "1M to 1T"},
+		{"1023K", 0, "1M to 1T"},
+		{"100", 0, "1M to 1T"},
+		{"99999999999999999999", 0, "bad size"},
+		{"9223372036854775807K", 0, "1M to 1T"},
+		{"", 0, "bad size"},
+		{"G", 0, "bad size"},
+		{"-1G", 0, "bad size"},
+		{"+1G", 0, "bad size"},
+		{"1.5G", 0, "bad size"},
+		{"1GB", 0, "bad size"},
+		{"1 G", 0, "bad size"},
+	}
+	for _, c := range cases {
+		got, err := ParseSize(c.in)
+		if c.err != "" {
+			if _, ok := err.(*UsageError); !ok || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParseSize(%q) = %d, %v; want a usage error %q", c.in, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", c.in, got, err, c.want)
 		}
 	}
 }

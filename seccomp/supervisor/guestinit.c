@@ -9,7 +9,8 @@
  * parent-death signal, outside the seccomp filter. It relays the guest's
  * exit status to kbox, and when the guest exits, or kbox itself dies (even
  * by SIGKILL), it kills every process left below it, so no guest process
- * outlives kbox on any path.
+ * outlives kbox on any path; then it removes kbox's stage directory, its
+ * working directory, which kbox cannot do when it was killed.
  *
  * Protocol on fd 3 (a socketpair end), with the guest child: kbox sends the
  * filter length (u32, in instructions) and the instructions; the child
@@ -33,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <ftw.h>
 
 #ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
 #define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
@@ -114,6 +116,35 @@ static void kill_below(void)
 	}
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* remove_stage removes the supervisor's stage directory, the keeper's
+ * working directory, holding kbox's links to the guest's programs. kbox
+ * removes it too when the guest is gone, but cannot when it was killed;
+ * and when kbox is killed the guest often exits (its notified syscall
+ * fails) before the keeper can tell that kbox is gone. So the keeper
+ * removes it whenever no guest process is left. Only a directory named
+ * like a stage is touched, and links are not followed. */
+static void remove_stage(void)
+{
+	char cwd[4096];
+	const char *base;
+
+	if (getcwd(cwd, sizeof(cwd)) == NULL || cwd[0] != '/')
+		return;
+	base = strrchr(cwd, '/');
+	if (strncmp(base + 1, "kbox-stage-", 11) != 0)
+		return;
+	nftw(cwd, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 /* keep runs the keeper until the guest child exits, then exits the same
  * way. */
 static void keep(pid_t guest, pid_t kbox)
@@ -134,6 +165,7 @@ static void keep(pid_t guest, pid_t kbox)
 		if (getppid() != kbox) {
 			/* kbox is gone (killed, crashed): nothing may outlive it. */
 			kill_below();
+			remove_stage();
 			_exit(137);
 		}
 		pid_t pid = wait4(-1, &status, 0, NULL);
@@ -143,6 +175,7 @@ static void keep(pid_t guest, pid_t kbox)
 			_exit(125);
 	}
 	kill_below();
+	remove_stage();
 	if (WIFEXITED(status))
 		_exit(WEXITSTATUS(status));
 	/* Die of the same signal, without a core dump of the keeper. */
