@@ -101,9 +101,10 @@ func (r *Root) mountScratch(res scratchBacking) (err error) {
 	r.Mounts = append(r.Mounts, "/tmp")
 	r.Scratch = fmt.Sprintf("/tmp: ext4 scratch disk of %d MiB, sparse in %s", b.Size>>20, b.Dir)
 	if b.Size > b.Avail {
-		// Thin provisioning: the kernel learns of a full host filesystem
-		// only from failed writes back, which no guest call reports.
-		r.Warnings = append(r.Warnings, fmt.Sprintf("/tmp (%d MiB) is larger than the free space where its file is (%d MiB in %s): what is written to /tmp beyond that is lost", b.Size>>20, b.Avail>>20, b.Dir))
+		// Thin provisioning: writes to /tmp are bounded by the host's
+		// free space too (shadowfd.Manager.HostBacked), so a guest finds
+		// /tmp full before df says so.
+		r.Warnings = append(r.Warnings, fmt.Sprintf("/tmp (%d MiB) is larger than the free space where its file is (%d MiB in %s): writes to /tmp fail with ENOSPC beyond that", b.Size>>20, b.Avail>>20, b.Dir))
 	}
 	return nil
 }
@@ -149,4 +150,14 @@ func (s *scratch) close() {
 	if s != nil {
 		s.backing.Close()
 	}
+}
+
+// ScratchFile returns the host fd of the scratch disk's backing file and
+// whether there is one: the space the host can still give it bounds what
+// guests may write to /tmp (shadowfd.Manager.HostBacked).
+func (r *Root) ScratchFile() (int, bool) {
+	if r.scratch == nil || r.scratch.backing == nil {
+		return -1, false
+	}
+	return int(r.scratch.backing.File.Fd()), true
 }

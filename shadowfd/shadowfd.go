@@ -114,8 +114,11 @@ type Manager struct {
 	nodes  map[nodeKey]*Node
 	byHost map[uint64]*Node // by content inode
 	fss    map[uint64]*fsState
-	uses   uint64
-	stores stores
+	// backing maps LKL filesystems on thin host files to those files
+	// (HostBacked).
+	backing map[uint64]int
+	uses    uint64
+	stores  stores
 	// hot counts nodes whose content may differ from LKL's (wroteSince):
 	// stat corrects sizes, and space is rebalanced, only while it is not
 	// zero.

@@ -38,6 +38,7 @@ type fsState struct {
 	dev     uint64
 	ro      bool
 	noatime bool
+	hostfd  int // the host file behind a thin disk, or -1 (HostBacked)
 
 	mu     sync.Mutex
 	statfd int // an LKL O_PATH fd of a directory on it, for statfs
@@ -63,7 +64,12 @@ func (m *Manager) fsOf(dev uint64, lklfd int, path string) (*fsState, error) {
 	if fs != nil {
 		return fs, nil
 	}
-	fs = &fsState{dev: dev, dir: -1, statfd: -1}
+	fs = &fsState{dev: dev, dir: -1, statfd: -1, hostfd: -1}
+	m.mu.Lock()
+	if fd, ok := m.backing[dev]; ok {
+		fs.hostfd = fd
+	}
+	m.mu.Unlock()
 	// statfs needs an fd on the filesystem that holds no file's blocks:
 	// the file's directory (a file's own fd would keep it after unlink).
 	if d, err := lkl.Open(parentDir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
@@ -123,9 +129,32 @@ func (fs *fsState) create(name string) (int, error) {
 // avail is the free space a guest may fill: what statfs calls available,
 // without the blocks ext4 keeps for root (kbox's write-backs could use
 // them, but how many of them root may use is not in statfs; a root guest
-// finds the image full about 5 % early).
-func (m *Manager) avail(sf *unix.Statfs_t) int64 {
-	return int64(sf.Bavail) * int64(sf.Bsize)
+// finds the image full about 5 % early). A thin disk (the /tmp scratch
+// disk, a sparse host file) has no more than its host filesystem can
+// still give it.
+func (m *Manager) avail(fs *fsState, sf *unix.Statfs_t) int64 {
+	a := int64(sf.Bavail) * int64(sf.Bsize)
+	var hs unix.Statfs_t
+	if fs.hostfd >= 0 && unix.Fstatfs(fs.hostfd, &hs) == nil {
+		a = min(a, int64(hs.Bavail)*int64(hs.Bsize))
+	}
+	return a
+}
+
+// HostBacked tells that LKL filesystem dev lives on the thin host file
+// open at hostfd (it grows as LKL writes): guests may write no more than
+// the host can give it, so that a full host disk is ENOSPC at the guest's
+// write, not an I/O error of LKL's later.
+func (m *Manager) HostBacked(dev uint64, hostfd int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.backing == nil {
+		m.backing = map[uint64]int{}
+	}
+	m.backing[dev] = hostfd
+	if fs := m.fss[dev]; fs != nil {
+		fs.hostfd = hostfd
+	}
 }
 
 // margin keeps room for the metadata of new blocks.
@@ -133,7 +162,7 @@ func margin(avail int64) int64 { return 1<<20 + avail/256 }
 
 // bound is the tmpfs size that lets guests write what LKL can hold.
 func (m *Manager) bound(fs *fsState, sf *unix.Statfs_t) int64 {
-	a := m.avail(sf)
+	a := m.avail(fs, sf)
 	return fs.alloc + a - margin(a)
 }
 

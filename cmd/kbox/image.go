@@ -128,6 +128,13 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 	}
 	eng := dispatch.New(opt)
 	dispatch.InitLKL()        // umask 0 (kbox applies the guest's), the image's hostname
+	if fd, ok := root.ScratchFile(); ok {
+		// What guests write to /tmp is bounded by the host's free space
+		// too (the scratch disk is a sparse host file).
+		if st, err := lkl.Stat("/tmp", false); err == nil {
+			eng.Shadows.HostBacked(st.Dev, fd)
+		}
+	}
 	defer eng.Shadows.Close() // on the error paths; see below
 	if v := os.Getenv("KBOX_SHADOW_MAX"); v != "" {
 		// Tuning and tests: files above this many bytes are served through
