@@ -127,7 +127,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 		opt.ChangeID, opt.UID, opt.GID = true, o.ChangeID.UID, o.ChangeID.GID
 	}
 	eng := dispatch.New(opt)
-	dispatch.InitLKL()        // umask 0 (kbox applies the guest's), the image's hostname
+	dispatch.InitLKL() // umask 0 (kbox applies the guest's), the image's hostname
 	if fd, ok := root.ScratchFile(); ok {
 		// What guests write to /tmp is bounded by the host's free space
 		// too (the scratch disk is a sparse host file).
