@@ -203,6 +203,17 @@ stat -c '%a %n' /tmp/d /tmp/f /tmp/r`
 	})
 }
 
+// /tmp is sticky, as on Linux: nobody cannot remove or rename root's file
+// there, but can its own.
+func TestCredsStickyTmp(t *testing.T) {
+	script := `echo r > /tmp/rootfile; stat -c '%a' /tmp
+su -s /bin/sh nobody -c 'rm -f /tmp/rootfile 2>&1; mv /tmp/rootfile /tmp/x 2>&1; echo n > /tmp/mine; rm /tmp/mine && echo own removed'
+cat /tmp/rootfile`
+	runCases(t, []string{"image", "-S", imagePath(t), "--read-only"}, []guestCase{
+		{"sticky /tmp", []string{"-c", script}, 0, []string{"1777\n", "Operation not permitted\n", "Operation not permitted\n", "own removed\n", "r\n"}, nil},
+	})
+}
+
 func TestCredsWriteOnly(t *testing.T) {
 	script := `echo old-content > /tmp/wo; chmod 0622 /tmp/wo
 su -s /bin/sh nobody -c 'echo new-content > /tmp/wo; echo w=$?; cat /tmp/wo; echo r=$?; echo more >> /tmp/wo; echo a=$?'
