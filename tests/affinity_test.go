@@ -1,3 +1,5 @@
+//go:build lkl
+
 package tests
 
 import (
