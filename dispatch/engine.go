@@ -122,6 +122,9 @@ var table [MaxNr]Handler
 // register installs h for nr; files call it from init.
 func register(nr int, h Handler) { table[nr] = h }
 
+// Handled reports whether syscall nr has a handler.
+func Handled(nr int) bool { return nr >= 0 && nr < MaxNr && table[nr] != nil }
+
 // Options configures an Engine.
 type Options struct {
 	// RootID starts the guest as root (uid and gid 0, group 0, every

@@ -26,8 +26,22 @@ func init() {
 	register(unix.SYS_FTRUNCATE, sysFtruncate)    // ftruncate(2)
 	register(unix.SYS_SENDFILE, sysCopyHostOnly)  // sendfile(2): host fds only
 	register(unix.SYS_COPY_FILE_RANGE, sysCopyHostOnly)
-	register(unix.SYS_FLOCK, sysFlock)       // flock(2): host fds on host; virtual: accepted
-	register(unix.SYS_FADVISE64, sysFadvise) // fadvise64(2)
+	register(unix.SYS_FLOCK, sysFlock)                   // flock(2): host fds on host; virtual: accepted
+	register(unix.SYS_SYNCFS, sysSyncfs)                 // syncfs(2): the fd's LKL filesystem, shadows first
+	register(unix.SYS_SYNC_FILE_RANGE, sysSyncFileRange) // sync_file_range(2): as fdatasync on a shadow
+	register(unix.SYS_READAHEAD, sysReadahead)           // readahead(2) on virtual fds: nothing to do
+	register(unix.SYS_SPLICE, sysCopyHostOnly)           // splice(2): host fds only
+	register(unix.SYS_TEE, sysCopyHostOnly)              // tee(2): host fds only
+	register(unix.SYS_VMSPLICE, sysCopyHostOnly)         // vmsplice(2): host fds only
+	register(unix.SYS_CACHESTAT, sysNotOnVirtual)        // cachestat(2): host fds only
+	register(unix.SYS_GETSOCKNAME, sysSocketOnly)        // getsockname(2): sockets are host fds
+	register(unix.SYS_GETPEERNAME, sysSocketOnly)        // getpeername(2): sockets are host fds
+	register(unix.SYS_GETSOCKOPT, sysSocketOnly)         // getsockopt(2): sockets are host fds
+	register(unix.SYS_SETSOCKOPT, sysSocketOnly)         // setsockopt(2): sockets are host fds
+	register(unix.SYS_SHUTDOWN, sysSocketOnly)           // shutdown(2): sockets are host fds
+	register(unix.SYS_SENDMMSG, sysSocketOnly)           // sendmmsg(2): sockets are host fds
+	register(unix.SYS_RECVMMSG, sysSocketOnly)           // recvmmsg(2): sockets are host fds
+	register(unix.SYS_FADVISE64, sysFadvise)             // fadvise64(2)
 }
 
 func isVirtual(r *Request, fd uint64) bool { return r.P.FDs.IsVirtual(int(int32(fd))) }
@@ -571,10 +585,81 @@ func sysFtruncate(e *Engine, r *Request) Result {
 }
 
 func sysCopyHostOnly(e *Engine, r *Request) Result {
-	if isVirtual(r, r.Args[0]) || isVirtual(r, r.Args[1]) && r.Nr == unix.SYS_SENDFILE || isVirtual(r, r.Args[2]) && r.Nr == unix.SYS_COPY_FILE_RANGE {
+	if isVirtual(r, r.Args[0]) || isVirtual(r, r.Args[1]) && r.Nr == unix.SYS_SENDFILE ||
+		isVirtual(r, r.Args[2]) && (r.Nr == unix.SYS_COPY_FILE_RANGE || r.Nr == unix.SYS_SPLICE) {
 		return errno(unix.EINVAL, Emulated) // callers fall back to read/write
 	}
 	return cont
+}
+
+// sysSyncfs writes back the shadows of the fd's filesystem and syncs it in
+// LKL, reporting a write-back that failed since (as Linux's syncfs reports
+// writeback errors of its filesystem).
+func sysSyncfs(e *Engine, r *Request) Result {
+	var lfd int
+	if n := e.nodeOf(r, int(int32(r.Args[0]))); n != nil {
+		lfd = n.LKLFd()
+	} else if isVirtual(r, r.Args[0]) {
+		var en unix.Errno
+		if lfd, en = vfd(r, r.Args[0]); en != 0 {
+			return errno(en, LKL)
+		}
+	} else {
+		return cont // a host fd: the host's filesystem
+	}
+	st, err := lkl.Fstat(lfd)
+	if err != nil {
+		return fail(err, LKL)
+	}
+	serr := e.Shadows.SyncAll(st.Dev)
+	if _, le := lkl.Syscall6(lkl.SysSyncfs, uintptr(lfd), 0, 0, 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	if serr != nil {
+		return fail(serr, LKL)
+	}
+	return ok(0, LKL)
+}
+
+// sysSyncFileRange: on a shadow, a write-back of the node (its changed
+// chunks) and LKL's fdatasync; on a virtual fd, LKL's own.
+func sysSyncFileRange(e *Engine, r *Request) Result {
+	if n := e.nodeOf(r, int(int32(r.Args[0]))); n != nil {
+		if err := e.Shadows.Fsync(n, true); err != nil {
+			return fail(err, LKL)
+		}
+		return ok(0, LKL)
+	}
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	return onLKLFd(r, lkl.SysSyncFileRange)
+}
+
+func sysReadahead(e *Engine, r *Request) Result {
+	if _, en := vfd(r, r.Args[0]); en != 0 {
+		return errno(en, Emulated)
+	}
+	return ok(0, Emulated) // LKL reads ahead as it reads
+}
+
+// sysNotOnVirtual refuses a host-fd-only call on a virtual fd.
+func sysNotOnVirtual(e *Engine, r *Request) Result {
+	if _, en := vfd(r, r.Args[0]); en != 0 {
+		return errno(en, Emulated)
+	}
+	return errno(unix.EOPNOTSUPP, Emulated)
+}
+
+// sysSocketOnly: a virtual fd is never a socket.
+func sysSocketOnly(e *Engine, r *Request) Result {
+	if !r.P.FDs.IsVirtual(int(int32(r.Args[0]))) {
+		return cont
+	}
+	if ent, found := r.P.FDs.Get(int(int32(r.Args[0]))); !found || ent.File.Host {
+		return errno(unix.EBADF, Emulated)
+	}
+	return errno(unix.ENOTSOCK, Emulated)
 }
 
 func sysFlock(e *Engine, r *Request) Result {

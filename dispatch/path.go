@@ -19,6 +19,7 @@ func init() {
 	register(unix.SYS_FCHOWN, sysFchown)       // fchown(2)
 	register(unix.SYS_TRUNCATE, sysTruncate)   // truncate(2)
 	register(unix.SYS_UTIMENSAT, sysUtimensat) // utimensat(2)
+	register(unix.SYS_FCHMODAT2, sysFchmodat2) // fchmodat2(2): fchmodat with flags
 	register(unix.SYS_MKNODAT, sysMknodat)     // mknodat(2)
 	register(unix.SYS_SYNC, sysSync)           // sync(2)
 	register(unix.SYS_MOUNT, sysMount)         // mount(2), routed to LKL
@@ -154,6 +155,37 @@ func sysUnlinkat(e *Engine, r *Request) Result {
 func sysChmod(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysFchmodat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]))
 }
+
+// sysFchmodat2 is fchmodat with flags: AT_SYMLINK_NOFOLLOW (a symlink's
+// mode cannot be changed on Linux: EOPNOTSUPP) and AT_EMPTY_PATH (the fd's
+// file). This LKL predates fchmodat2.
+func sysFchmodat2(e *Engine, r *Request) Result {
+	flags := r.Args[3]
+	if flags&^uint64(unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH) != 0 {
+		return errno(unix.EINVAL, Emulated)
+	}
+	if flags&unix.AT_EMPTY_PATH != 0 {
+		if p, en := readPath(r, r.Args[1]); en == 0 && p == "" {
+			r.Args[1] = r.Args[2] // fchmod(fd, mode)
+			if !isVirtual(r, r.Args[0]) {
+				return e.onShadowFd(r, lkl.SysFchmod)
+			}
+			return onLKLFd(r, lkl.SysFchmod)
+		}
+	}
+	if flags&unix.AT_SYMLINK_NOFOLLOW != 0 {
+		t, en := e.target(r, int32(r.Args[0]), r.Args[1])
+		if en != 0 {
+			return errno(en, LKL)
+		}
+		var st lkl.Stat64
+		if !t.Host && lklStatUncached(t.LKLPath(), true, &st) == 0 && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return errno(unix.EOPNOTSUPP, Emulated)
+		}
+	}
+	return e.pathOp(r, lkl.SysFchmodat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
+}
+
 func sysFchmodat(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysFchmodat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
 }
@@ -196,19 +228,30 @@ func sysMknodat(e *Engine, r *Request) Result {
 
 func sysUtimensat(e *Engine, r *Request) Result {
 	var ts [2]unix.Timespec
-	tsp := uintptr(0)
-	if r.Args[2] != 0 {
-		if err := r.G.Read(r.Args[2], asBytes(&ts)); err != nil {
-			return errno(unix.EFAULT, LKL)
-		}
-		tsp = uintptr(unsafeTimes(&ts))
+	if r.Args[2] == 0 {
+		return e.utimens(r, int32(r.Args[0]), r.Args[1], nil, uintptr(r.Args[3]))
 	}
-	if r.Args[1] == 0 { // futimens(fd)
-		if !isVirtual(r, r.Args[0]) {
-			if e.roHostFd(r, int(int32(r.Args[0]))) {
+	if err := r.G.Read(r.Args[2], asBytes(&ts)); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return e.utimens(r, int32(r.Args[0]), r.Args[1], &ts, uintptr(r.Args[3]))
+}
+
+// utimens serves utimensat and its older forms: the times ts (nil: now) of
+// the file at path (pathAddr 0: of fd dirfd itself).
+func (e *Engine) utimens(r *Request, dirfd int32, pathAddr uint64, ts *[2]unix.Timespec, flags uintptr) Result {
+	tsp := uintptr(0)
+	if ts != nil {
+		tsp = uintptr(unsafeTimes(ts))
+		defer keepTimes(ts)
+	}
+	if pathAddr == 0 { // futimens(fd)
+		fd := uint64(uint32(dirfd))
+		if !isVirtual(r, fd) {
+			if e.roHostFd(r, int(dirfd)) {
 				return errno(unix.EROFS, Host)
 			}
-			n := e.Shadows.OfGuestFd(r.P.Tgid, int(int32(r.Args[0])))
+			n := e.Shadows.OfGuestFd(r.P.Tgid, int(dirfd))
 			if n == nil {
 				return cont
 			}
@@ -219,26 +262,50 @@ func sysUtimensat(e *Engine, r *Request) Result {
 			if err := e.Shadows.Sync(n); err != nil {
 				return fail(err, LKL)
 			}
-			_, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(n.LKLFd()), 0, tsp, uintptr(r.Args[3]), 0, 0)
-			keepTimes(&ts)
-			if le != 0 {
+			if _, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(n.LKLFd()), 0, tsp, flags, 0, 0); le != 0 {
 				return errno(le, LKL)
 			}
 			e.Shadows.TimesSet(n)
 			return ok(0, LKL)
 		}
-		lfd, en := vfd(r, r.Args[0])
+		lfd, en := vfd(r, fd)
 		if en != 0 {
 			return errno(en, LKL)
 		}
-		if _, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(lfd), 0, tsp, uintptr(r.Args[3]), 0, 0); le != 0 {
+		if _, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(lfd), 0, tsp, flags, 0, 0); le != 0 {
 			return errno(le, LKL)
 		}
 		return ok(0, LKL)
 	}
-	res := e.pathOpOn(r, lkl.SysUtimensat, int32(r.Args[0]), r.Args[1], setsTimes, tsp, uintptr(r.Args[3]))
-	keepTimes(&ts)
-	return res
+	return e.pathOpOn(r, lkl.SysUtimensat, dirfd, pathAddr, setsTimes, tsp, flags)
+}
+
+// timevals reads the struct timeval[2] of utimes and futimesat at addr
+// (0: now) as timespecs, checking them as the kernel does.
+func timevals(r *Request, addr uint64) (*[2]unix.Timespec, unix.Errno) {
+	if addr == 0 {
+		return nil, 0
+	}
+	var tv [2]unix.Timeval
+	if err := r.G.Read(addr, asBytes(&tv)); err != nil {
+		return nil, unix.EFAULT
+	}
+	var ts [2]unix.Timespec
+	for i := range tv {
+		if tv[i].Usec < 0 || tv[i].Usec >= 1e6 {
+			return nil, unix.EINVAL
+		}
+		ts[i] = unix.Timespec{Sec: tv[i].Sec, Nsec: tv[i].Usec * 1000}
+	}
+	return &ts, 0
+}
+
+func sysFutimesat(e *Engine, r *Request) Result {
+	ts, en := timevals(r, r.Args[2])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	return e.utimens(r, int32(r.Args[0]), r.Args[1], ts, 0)
 }
 
 func sysFchmod(e *Engine, r *Request) Result {

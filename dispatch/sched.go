@@ -19,6 +19,19 @@ func init() {
 	register(unix.SYS_SCHED_GETAFFINITY, sysSchedGetaffinity) // sched_getaffinity(2): a pinned task sees its own mask
 	register(unix.SYS_SCHED_SETAFFINITY, sysSchedSetaffinity) // sched_setaffinity(2): on the host, ending kbox's pin
 	register(unix.SYS_CLONE, sysClone)                        // clone(2): on the host, after kbox's pin is undone
+	register(unix.SYS_SCHED_SETPARAM, sysTaskArg0)            // sched_setparam(2): the guest's tasks only
+	register(unix.SYS_SCHED_GETPARAM, sysTaskArg0)            // sched_getparam(2): the guest's tasks only
+	register(unix.SYS_SCHED_SETSCHEDULER, sysTaskArg0)        // sched_setscheduler(2): the guest's tasks only
+	register(unix.SYS_SCHED_GETSCHEDULER, sysTaskArg0)        // sched_getscheduler(2): the guest's tasks only
+	register(unix.SYS_SCHED_SETATTR, sysTaskArg0)             // sched_setattr(2): the guest's tasks only
+	register(unix.SYS_SCHED_GETATTR, sysTaskArg0)             // sched_getattr(2): the guest's tasks only
+	register(unix.SYS_SCHED_RR_GET_INTERVAL, sysTaskArg0)     // sched_rr_get_interval(2): the guest's tasks only
+	register(unix.SYS_GETPGID, sysTaskArg0)                   // getpgid(2): the guest's processes only
+	register(unix.SYS_GETSID, sysTaskArg0)                    // getsid(2): the guest's processes only
+	register(unix.SYS_GETPRIORITY, sysPriority)               // getpriority(2): the guest's processes only
+	register(unix.SYS_SETPRIORITY, sysPriority)               // setpriority(2): the guest's processes only
+	register(unix.SYS_IOPRIO_GET, sysPriority)                // ioprio_get(2): the guest's processes only
+	register(unix.SYS_IOPRIO_SET, sysPriority)                // ioprio_set(2): the guest's processes only
 	register(unix.SYS_CLONE3, sysClone)                       // clone3(2): as clone
 }
 
@@ -32,6 +45,9 @@ func affinityTarget(r *Request) int {
 }
 
 func sysSchedGetaffinity(e *Engine, r *Request) Result {
+	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
+		return res
+	}
 	if e.Pins == nil {
 		return cont
 	}
@@ -55,7 +71,48 @@ func sysSchedGetaffinity(e *Engine, r *Request) Result {
 	return ok(int64(size), Emulated)
 }
 
+// Syscalls that name a task by id act on the host's task of that id: a
+// guest could renice, reschedule or read the scheduling of any host
+// process kbox's uid may touch. Only the guest's own tasks are there for
+// them (0 is the caller); any other id is ESRCH, as if the guest had a pid
+// namespace of its own.
+func (e *Engine) taskTarget(pid int32) Result {
+	if pid == 0 || pid > 0 && e.isGuest(int(pid)) {
+		return cont
+	}
+	return errno(unix.ESRCH, Denied)
+}
+
+func sysTaskArg0(e *Engine, r *Request) Result { return e.taskTarget(int32(r.Args[0])) }
+
+// sysPriority serves getpriority/setpriority (which, who, ...) and
+// ioprio_get/ioprio_set (which, who, ...): PRIO_PROCESS/IOPRIO_WHO_PROCESS
+// (1 for ioprio, 0 for priority) and the process-group forms name the
+// guest's own processes only; the per-user forms, which reach every
+// process of kbox's uid, are refused.
+func sysPriority(e *Engine, r *Request) Result {
+	which, who := int(r.Args[0]), int32(r.Args[1])
+	if r.Nr == unix.SYS_IOPRIO_GET || r.Nr == unix.SYS_IOPRIO_SET {
+		which-- // IOPRIO_WHO_PROCESS is 1, PRIO_PROCESS 0
+	}
+	switch which {
+	case unix.PRIO_PROCESS:
+		return e.taskTarget(who)
+	case unix.PRIO_PGRP:
+		if who == 0 {
+			return cont
+		}
+		return e.groupTarget(int(who))
+	case unix.PRIO_USER:
+		return errno(unix.EPERM, Denied)
+	}
+	return cont // the kernel answers EINVAL
+}
+
 func sysSchedSetaffinity(e *Engine, r *Request) Result {
+	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
+		return res
+	}
 	if e.Pins != nil {
 		e.Pins.Forget(affinityTarget(r))
 	}

@@ -16,6 +16,7 @@ type scratch struct {
 	str [PathMax]byte     // a string being read from the guest
 	c   [PathMax + 1]byte // a NUL-terminated path for LKL
 	st  unix.Stat_t       // a stat result on its way to the guest
+	si  unix.Sysinfo_t    // LKL's sysinfo
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

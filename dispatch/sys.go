@@ -15,6 +15,7 @@ func init() {
 	register(unix.SYS_PRLIMIT64, sysPrlimit)           // prlimit64(2): fd limit clamped
 	register(unix.SYS_SETRLIMIT, sysSetrlimit)         // setrlimit(2): fd limit clamped
 	register(unix.SYS_EXIT_GROUP, sysExitGroup)        // exit_group(2): write back, forget
+	register(unix.SYS_SYSINFO, sysSysinfo)             // sysinfo(2): the host's memory, the guest's load, uptime and processes
 }
 
 func sysUname(e *Engine, r *Request) Result {
@@ -147,6 +148,9 @@ func (e *Engine) nofileOK(r *Request, addr uint64) bool {
 }
 
 func sysPrlimit(e *Engine, r *Request) Result {
+	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
+		return res // another host process's limits
+	}
 	if r.Args[1] == unix.RLIMIT_NOFILE && !e.nofileOK(r, r.Args[2]) {
 		return errno(unix.EPERM, Denied)
 	}
@@ -169,4 +173,26 @@ func sysExitGroup(e *Engine, r *Request) Result {
 	e.adoptChildren(r.P)
 	e.Exit(r.P)
 	return cont
+}
+
+// sysSysinfo answers sysinfo(2) as /proc would: memory and swap are the
+// host's (truthful, for programs that size themselves), the load averages
+// and uptime are LKL's, which runs the guest's file work (the host's load
+// is other tenants'), and procs counts the guest's processes.
+func sysSysinfo(e *Engine, r *Request) Result {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return fail(err, Emulated)
+	}
+	sc := getScratch() // LKL writes it: heap memory, not the goroutine's stack
+	defer putScratch(sc)
+	ls := &sc.si
+	if _, le := lkl.Syscall6(lkl.SysSysinfo, uintptr(unsafeSysinfo(ls)), 0, 0, 0, 0, 0); le == 0 {
+		si.Loads, si.Uptime = ls.Loads, ls.Uptime
+	}
+	si.Procs = uint16(len(e.Tgids(nil)))
+	if err := r.G.Write(r.Args[0], asBytes(&si)); err != nil {
+		return errno(unix.EFAULT, Emulated)
+	}
+	return ok(0, Emulated)
 }

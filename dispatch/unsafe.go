@@ -25,6 +25,8 @@ func asBytes[T any](v *T) []byte {
 func unsafeStat(st *lkl.Stat64) unsafe.Pointer      { return unsafe.Pointer(st) }
 func unsafeStatfs(sf *unix.Statfs_t) unsafe.Pointer { return unsafe.Pointer(sf) }
 
+func unsafeSysinfo(si *unix.Sysinfo_t) unsafe.Pointer { return unsafe.Pointer(si) }
+
 func unsafeTimes(ts *[2]unix.Timespec) unsafe.Pointer { return unsafe.Pointer(ts) }
 
 // keepTimes keeps ts alive across an LKL call that received its address.

@@ -50,14 +50,17 @@ const (
 	SysSync          = 81
 	SysFsync         = 82
 	SysFdatasync     = 83
+	SysSyncFileRange = 84
 	SysUtimensat     = 88
 	SysClockSettime  = 112
 	SysUname         = 160
+	SysSysinfo       = 179
 	SysSethostname   = 161
 	SysSetdomainname = 162
 	SysUmask         = 166
 	SysGetpid        = 172
 	SysPrlimit64     = 261
+	SysSyncfs        = 267
 	SysRenameat2     = 276
 	SysCopyFileRange = 285
 	SysStatx         = 291

@@ -1,8 +1,11 @@
 package supervisor
 
 import (
+	"fmt"
+	"sort"
 	"testing"
 
+	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/seccomp"
 	"golang.org/x/sys/unix"
 )
@@ -59,5 +62,45 @@ func TestPolicyRoutes(t *testing.T) {
 		if got := p.Decide(nr, p.Arch.AuditArch, [6]uint64{c.fd, c.cmd, c.arg}); got != c.want {
 			t.Errorf("%s %s(fd %d, %d, %d) = %#x, want %#x", p.Arch.Name, c.name, c.fd, c.cmd, c.arg, got, c.want)
 		}
+	}
+}
+
+// TestEverySyscallHasADisposition: every syscall number of the native
+// architecture (make test-arm64 runs this for aarch64) runs natively
+// (allowed, or host-fd-only), is refused in the filter, or has a handler
+// (which may answer it as absent, dispatch/absent.go): ENOSYS is always a
+// decision, never an omission. And no syscall is both allowed or refused
+// in the filter and handled: such a handler could never run.
+func TestEverySyscallHasADisposition(t *testing.T) {
+	a := seccomp.NativeArch()
+	if a == nil {
+		t.Skip("unsupported arch")
+	}
+	p := Policy(1024)
+	set := func(l []string) map[string]bool {
+		m := map[string]bool{}
+		for _, n := range l {
+			m[n] = true
+		}
+		return m
+	}
+	allow, hostFD, deny := set(p.Allow), set(p.HostFD), set(p.Deny)
+	var missing, dead []string
+	for nr, name := range a.Names() {
+		handled := dispatch.Handled(nr)
+		switch {
+		case (allow[name] || deny[name]) && handled:
+			dead = append(dead, name)
+		case !allow[name] && !hostFD[name] && !deny[name] && !handled:
+			missing = append(missing, fmt.Sprintf("%s (%d)", name, nr))
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(dead)
+	if len(missing) > 0 {
+		t.Errorf("%s: %d syscalls have no disposition: %v", a.Name, len(missing), missing)
+	}
+	if len(dead) > 0 {
+		t.Errorf("%s: handlers that can never run (allowed or refused in the filter): %v", a.Name, dead)
 	}
 }

@@ -49,12 +49,27 @@ var hostAllow = []string{
 	"getpid", "getppid", "gettid", "arch_prctl",
 	"getrlimit", "pipe", "pipe2", "socketpair", "eventfd", "eventfd2",
 	"poll", "ppoll", "select", "pselect6", "pause", "alarm", "setitimer", "getitimer",
-	"rt_sigsuspend", "rt_sigtimedwait", "getpgrp", "setpgid", "getpgid", "getsid", "setsid",
-	"times", "sysinfo", "getrusage",
-	"sched_getparam", "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
+	"rt_sigsuspend", "rt_sigtimedwait", "getpgrp", "setpgid", "setsid",
+	"times", "getrusage",
+	"sched_get_priority_max", "sched_get_priority_min",
 	"prctl", "membarrier", "getcpu", "epoll_create", "epoll_create1", "epoll_ctl",
 	"timerfd_create", "timerfd_settime", "timerfd_gettime", "signalfd4", "memfd_create",
-	"getpriority", "setpriority", "time",
+	"time", "rt_sigpending", "signalfd",
+	"timer_create", "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete",
+	// The calling process's own memory: NUMA policy, protection keys,
+	// TLS, shadow stacks.
+	"mbind", "get_mempolicy", "set_mempolicy", "set_mempolicy_home_node",
+	"pkey_alloc", "pkey_free", "pkey_mprotect", "mlock2", "remap_file_pages",
+	"map_shadow_stack", "get_thread_area", "set_thread_area",
+	// A guest's own filter stacks on kbox's: it can only make the
+	// guest's syscalls fail earlier (the stricter action wins).
+	"seccomp",
+	// Kernel AIO on the guest's own fds (host fds: a virtual fd number
+	// does not exist on the host, EBADF).
+	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+	// getpriority/setpriority, the sched_*param/scheduler/attr family,
+	// getpgid and getsid are not here: they name a task, which must be
+	// the guest's (dispatch/sched.go).
 	// capget is not here: capabilities are emulated (dispatch/ident.go).
 	// umask(2) is not here: it is notified, so that kbox knows the umask
 	// of the files it creates in LKL (dispatch/umask.go); nor is
@@ -88,7 +103,11 @@ func Policy(virtualBase uint32) *seccomp.Policy {
 	// handshake itself sends the listener with sendmsg.
 	// fchmod and fchown stay notified: a read-only bind refuses them;
 	// fstatfs too: a shadow's filesystem is its image file's.
-	p.HostFD = append(p.HostFD, "sendmsg", "recvmsg", "fadvise64", "ftruncate", "getdents64")
+	p.HostFD = append(p.HostFD, "sendmsg", "recvmsg", "fadvise64", "ftruncate", "getdents64",
+		// Sockets (socketpair's, the only host sockets a guest has) and
+		// the fd-to-fd copies; a virtual fd's are served (file.go).
+		"getsockname", "getpeername", "getsockopt", "setsockopt", "shutdown", "sendmmsg", "recvmmsg",
+		"splice", "tee", "vmsplice", "readahead", "cachestat")
 	p.VirtualFDBase = virtualBase
 	return p
 }

@@ -1,0 +1,135 @@
+/*
+ * Syscalls of the signal, timer, scheduling and time families and the old
+ * time setters, one line per check ("name result errno"). "sysmisc same"
+ * prints what a native run prints too; "sysmisc kbox PID" prints what only
+ * kbox answers (a host pid outside the guest is ESRCH for the calls that
+ * name a task; inotify is absent). Never run "kbox" natively: it renices
+ * the given pid and every process of the caller's uid.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysinfo.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+#include <utime.h>
+
+static const char *en(int r)
+{
+	static char b[32];
+	if (r >= 0)
+		return "ok";
+	switch (errno) {
+	case ENOSYS: return "ENOSYS";
+	case ESRCH: return "ESRCH";
+	case EPERM: return "EPERM";
+	case EINVAL: return "EINVAL";
+	case EFAULT: return "EFAULT";
+	case ENOENT: return "ENOENT";
+	}
+	snprintf(b, sizeof b, "errno%d", errno);
+	return b;
+}
+
+static void same(void)
+{
+	alarm(10); /* a timer that never fires must not hang the test */
+	sigset_t set, pend;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	raise(SIGUSR1);
+	int r = sigpending(&pend);
+	printf("sigpending %s member=%d\n", en(r), sigismember(&pend, SIGUSR1));
+	siginfo_t si;
+	struct timespec ts = {0, 0};
+	r = sigtimedwait(&set, &si, &ts);
+	printf("sigtimedwait %s signo=%d\n", en(r), r == SIGUSR1);
+
+	/* raw: musl's wrappers answer ENOSYS themselves */
+	r = syscall(SYS_sched_getscheduler, 0);
+	printf("sched_getscheduler %s policy=%d\n", en(r), r);
+	struct sched_param sp = {0};
+	printf("sched_setscheduler %s\n", en(syscall(SYS_sched_setscheduler, 0, SCHED_OTHER, &sp)));
+	printf("sched_getparam %s\n", en(syscall(SYS_sched_getparam, 0, &sp)));
+	struct timespec rr;
+	printf("sched_rr_get_interval %s\n", en(sched_rr_get_interval(0, &rr)));
+	errno = 0;
+	int prio = getpriority(PRIO_PROCESS, 0);
+	printf("getpriority %s\n", prio == -1 && errno ? en(-1) : "ok");
+	printf("getpgid %s\n", en(getpgid(0) >= 0 ? 0 : -1));
+
+	timer_t tm;
+	struct sigevent sev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR1};
+	r = timer_create(CLOCK_MONOTONIC, &sev, &tm);
+	printf("timer_create %s\n", en(r));
+	struct itimerspec its = {.it_value = {0, 20 * 1000 * 1000}};
+	printf("timer_settime %s\n", en(timer_settime(tm, 0, &its, NULL)));
+	int sig = 0;
+	printf("sigwait %d\n", sigwait(&set, &sig) == 0 && sig == SIGUSR1);
+	printf("timer_delete %s\n", en(timer_delete(tm)));
+
+	const char *f = "sysmisc.tmp";
+	int fd = open(f, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	struct utimbuf ub = {.actime = 1000, .modtime = 2000};
+	r = utime(f, &ub);
+	struct stat st;
+	stat(f, &st);
+	printf("utime %s %ld %ld\n", en(r), (long)st.st_atime, (long)st.st_mtime);
+	struct timeval tv[2] = {{3000, 5}, {4000, 7}};
+	r = utimes(f, tv);
+	stat(f, &st);
+	printf("utimes %s %ld %ld %ld\n", en(r), (long)st.st_atime, (long)st.st_mtime, st.st_mtim.tv_nsec);
+	tv[0].tv_usec = 2000000;
+	printf("utimes bad usec %s\n", en(utimes(f, tv)));
+	printf("write %s\n", en(write(fd, "data", 4) == 4 ? 0 : -1));
+	printf("syncfs %s\n", en(syncfs(fd)));
+	printf("sync_file_range %s\n", en(sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)));
+	printf("readahead %s\n", en(readahead(fd, 0, 4096)));
+	close(fd);
+	unlink(f);
+}
+
+static void kboxonly(int host)
+{
+	struct sched_param sp;
+	printf("sched_getparam host %s\n", en(syscall(SYS_sched_getparam, host, &sp)));
+	printf("sched_getscheduler host %s\n", en(syscall(SYS_sched_getscheduler, host)));
+	errno = 0;
+	getpriority(PRIO_PROCESS, host);
+	printf("getpriority host %s\n", errno ? en(-1) : "ok");
+	printf("setpriority host %s\n", en(setpriority(PRIO_PROCESS, host, 10)));
+	printf("setpriority user %s\n", en(setpriority(PRIO_USER, 0, 10)));
+	printf("getpgid host %s\n", en(getpgid(host)));
+	printf("getsid host %s\n", en(getsid(host)));
+	cpu_set_t cs;
+	printf("sched_getaffinity host %s\n", en(sched_getaffinity(host, sizeof cs, &cs)));
+	struct rlimit rl;
+	printf("prlimit host %s\n", en(prlimit(host, RLIMIT_NOFILE, NULL, &rl)));
+	printf("inotify_init1 %s\n", en(inotify_init1(0)));
+	struct sysinfo si;
+	sysinfo(&si);
+	printf("sysinfo procs<10 %d ram %d\n", si.procs < 10, si.totalram > 0);
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc >= 2 && !strcmp(argv[1], "same"))
+		same();
+	else if (argc >= 3 && !strcmp(argv[1], "kbox"))
+		kboxonly(atoi(argv[2]));
+	else
+		return 2;
+	return 0;
+}

@@ -1,0 +1,36 @@
+//go:build lkl
+
+package tests
+
+import (
+	"os/exec"
+	"testing"
+)
+
+// The signal, timer, scheduling and old time-setting syscalls behave as
+// natively (they gave ENOSYS: rt_sigpending, sched_setscheduler,
+// sched_getscheduler, sched_rr_get_interval, utime, utimes, syncfs,
+// sync_file_range, readahead), and the calls that name a task reach only
+// the guest's own (a host pid is ESRCH: a guest could renice, reschedule or
+// re-limit host processes), sysinfo counts the guest's processes, inotify is
+// absent (ENOSYS, as a kernel without it).
+func TestSyscallFamilies(t *testing.T) {
+	img := imagePath(t)
+	prog := dumpFromImage(t, img, "/opt/tests/sysmisc")
+	cmd := exec.Command(prog, "same")
+	cmd.Dir = t.TempDir()
+	native, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("native: %v\n%s", err, native)
+	}
+	out, stderr, st := runKbox(t, "image", "-S", img, "--", "/bin/sh", "-c", "cd /tmp && /opt/tests/sysmisc same")
+	if st != 0 || out != string(native) {
+		t.Errorf("status %d; under kbox:\n%s\nnatively:\n%s\n%s", st, out, native, stderr)
+	}
+	runCases(t, []string{"image", "-S", img, "--read-only"}, []guestCase{
+		{"tasks outside the guest", []string{"--", "/opt/tests/sysmisc", "kbox", "1"}, 0, []string{
+			"sched_getparam host ESRCH\n", "sched_getscheduler host ESRCH\n", "getpriority host ESRCH\n",
+			"setpriority host ESRCH\n", "setpriority user EPERM\n", "getpgid host ESRCH\n", "getsid host ESRCH\n",
+			"sched_getaffinity host ESRCH\n", "prlimit host ESRCH\n", "inotify_init1 ENOSYS\n", "sysinfo procs<10 1 ram 1\n"}, nil},
+	})
+}
