@@ -25,7 +25,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: test-arm64 image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status
+.PHONY: test-arm64 image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
 
 all: kbox
 
@@ -80,6 +80,15 @@ unit:
 bench: kbox
 	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP'
 	$(GOTEST) -run '^$$' -bench . -benchmem -count 1 ./web/ ./seccomp/ ./clock/ ./cmd/kbox/
+
+# The Linux Test Project's syscall tests under kbox and natively in a chroot
+# of the image (docs/conformance.md): KBOX_LTP is an LTP install prefix,
+# built static by hand (never part of this repository); KBOX_LTP_FILTER a
+# regexp of test names.
+conformance: kbox image-if-missing
+	@if [ -z "$(KBOX_LTP)" ]; then echo "kbox: *** SKIP conformance: no LTP build (set KBOX_LTP to an LTP install prefix, see docs/conformance.md) ***"; exit 0; fi
+	KBOX_LTP=$(abspath $(KBOX_LTP)) KBOX_LTP_REPORT=$(abspath conformance-report.txt) KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) \
+		$(GOTEST) -count=1 -timeout 6h -run TestLTPConformance -v ./tests/ | grep -v '^=== RUN'
 
 clean:
 	rm -f kbox

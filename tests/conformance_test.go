@@ -1,0 +1,295 @@
+//go:build lkl
+
+package tests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestLTPConformance runs the Linux Test Project's syscall tests under
+// kbox, one kbox per test, and natively in a chroot of the same image's
+// tree, and prints pass/fail/conf counts per syscall family (make
+// conformance; docs/conformance.md). It needs an LTP built static by hand
+// and installed (KBOX_LTP names the install prefix, holding testcases/bin
+// and runtest/syscalls): nothing of LTP is in this repository. A test that
+// fails under kbox but not natively fails this test unless
+// tests/conformance/expected.txt lists it with its reason.
+func TestLTPConformance(t *testing.T) {
+	ltp := os.Getenv("KBOX_LTP")
+	if ltp == "" {
+		t.Skip("SKIP (no LTP build: set KBOX_LTP to an LTP install prefix built static; see docs/conformance.md)")
+	}
+	img := imagePath(t)
+	bin := kboxBin(t)
+	tests := ltpTests(t, ltp, os.Getenv("KBOX_LTP_FILTER"))
+	expected := readExpected(t, filepath.Join(repoRoot(), "tests", "conformance", "expected.txt"))
+	var native *chroot
+	if os.Getuid() == 0 {
+		native = newChroot(t, img, ltp)
+		defer native.close()
+	} else {
+		t.Log("not root: no native run in a chroot, kbox counts only")
+	}
+	type result struct {
+		test         ltpTest
+		kbox, native string // pass, fail, conf, or "" (not run)
+		out          string
+	}
+	results := make([]result, len(tests))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				tc := tests[i]
+				r := result{test: tc}
+				r.kbox, r.out = runLTP(bin, img, ltp, tc)
+				if native != nil {
+					r.native, _ = native.run(tc)
+				}
+				results[i] = r
+			}
+		}()
+	}
+	for i := range tests {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	type counts struct{ kpass, kfail, kconf, npass, nfail, nconf int }
+	fams := map[string]*counts{}
+	var unexpected, fixed []string
+	for _, r := range results {
+		c := fams[r.test.family]
+		if c == nil {
+			c = &counts{}
+			fams[r.test.family] = c
+		}
+		switch r.kbox {
+		case "pass":
+			c.kpass++
+		case "conf":
+			c.kconf++
+		default:
+			c.kfail++
+		}
+		switch r.native {
+		case "pass":
+			c.npass++
+		case "conf":
+			c.nconf++
+		case "fail":
+			c.nfail++
+		}
+		_, isExpected := expected[r.test.name]
+		if r.kbox == "fail" && r.native != "fail" && !isExpected {
+			unexpected = append(unexpected, r.test.name+"\n"+indent(lastLines(r.out, 8)))
+		}
+		if r.kbox != "fail" && isExpected {
+			fixed = append(fixed, r.test.name)
+		}
+	}
+	var names []string
+	for f := range fams {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	var rep strings.Builder
+	fmt.Fprintf(&rep, "%-22s %6s %6s %6s   %6s %6s %6s\n", "family", "kbox", "fail", "conf", "native", "fail", "conf")
+	var tot counts
+	for _, f := range names {
+		c := fams[f]
+		fmt.Fprintf(&rep, "%-22s %6d %6d %6d   %6d %6d %6d\n", f, c.kpass, c.kfail, c.kconf, c.npass, c.nfail, c.nconf)
+		tot.kpass, tot.kfail, tot.kconf = tot.kpass+c.kpass, tot.kfail+c.kfail, tot.kconf+c.kconf
+		tot.npass, tot.nfail, tot.nconf = tot.npass+c.npass, tot.nfail+c.nfail, tot.nconf+c.nconf
+	}
+	fmt.Fprintf(&rep, "%-22s %6d %6d %6d   %6d %6d %6d\n", "total", tot.kpass, tot.kfail, tot.kconf, tot.npass, tot.nfail, tot.nconf)
+	fmt.Fprintf(&rep, "\n%d tests; kbox pass/fail/conf %d/%d/%d; native %d/%d/%d\n", len(tests), tot.kpass, tot.kfail, tot.kconf, tot.npass, tot.nfail, tot.nconf)
+	if len(fixed) > 0 {
+		fmt.Fprintf(&rep, "expected to fail, but passed (remove from expected.txt): %s\n", strings.Join(fixed, " "))
+	}
+	t.Log("\n" + rep.String())
+	if p := os.Getenv("KBOX_LTP_REPORT"); p != "" {
+		os.WriteFile(p, []byte(rep.String()), 0o644)
+	}
+	if len(unexpected) > 0 {
+		sort.Strings(unexpected)
+		t.Errorf("%d tests fail under kbox and not natively, and are not in expected.txt:\n%s", len(unexpected), strings.Join(unexpected, "\n"))
+	}
+}
+
+// ltpTest is one line of LTP's runtest/syscalls.
+type ltpTest struct {
+	name, family, cmd string
+}
+
+var familyOf = regexp.MustCompile(`^([a-z_]+?)(2?)(\d\d.*)?$`)
+
+// ltpTests lists the runtest/syscalls entries whose program is installed,
+// matching filter (a regexp on the name) if given.
+func ltpTests(t *testing.T, ltp, filter string) []ltpTest {
+	f, err := os.Open(filepath.Join(ltp, "runtest", "syscalls"))
+	if err != nil {
+		t.Fatalf("LTP install at %s: %v", ltp, err)
+	}
+	defer f.Close()
+	var re *regexp.Regexp
+	if filter != "" {
+		re = regexp.MustCompile(filter)
+	}
+	var out []ltpTest
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		name, cmd, ok := strings.Cut(l, " ")
+		if !ok || re != nil && !re.MatchString(name) {
+			continue
+		}
+		cmd = strings.TrimSpace(cmd)
+		prog := strings.Fields(cmd)[0]
+		if _, err := os.Stat(filepath.Join(ltp, "testcases", "bin", prog)); err != nil {
+			continue
+		}
+		fam := name
+		if m := familyOf.FindStringSubmatch(name); m != nil {
+			fam = m[1] + m[2]
+		}
+		out = append(out, ltpTest{name, fam, cmd})
+	}
+	return out
+}
+
+// readExpected reads "name reason" lines.
+func readExpected(t *testing.T, p string) map[string]string {
+	m := map[string]string{}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("expected failures: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		name, reason, _ := strings.Cut(l, " ")
+		m[name] = strings.TrimSpace(reason)
+	}
+	return m
+}
+
+// classify turns an LTP exit status into pass, fail or conf: TFAIL (1),
+// TBROK (2) fail; TCONF (32) alone is a test that did not apply; TWARN (4)
+// and TINFO (16) alone pass.
+func classify(err error, timedOut bool) string {
+	if timedOut {
+		return "fail"
+	}
+	if err == nil {
+		return "pass"
+	}
+	ee, ok := err.(*exec.ExitError)
+	if !ok {
+		return "fail"
+	}
+	st := ee.ExitCode()
+	switch {
+	case st < 0 || st&3 != 0 || st > 63:
+		return "fail"
+	case st&32 != 0:
+		return "conf"
+	}
+	return "pass"
+}
+
+const ltpTimeout = 3 * time.Minute
+
+// runLTP runs one test under kbox, the LTP install bound read-only at
+// /opt/ltp.
+func runLTP(bin, img, ltp string, tc ltpTest) (string, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), ltpTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "image", "-S", img, "--read-only", "-b", ltp+":/opt/ltp:ro", "--",
+		"/bin/sh", "-c", "export PATH=/opt/ltp/testcases/bin:$PATH LTPROOT=/opt/ltp; cd /tmp && exec "+tc.cmd)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	return classify(err, ctx.Err() != nil), string(out)
+}
+
+// chroot is the image's tree extracted for native runs, with the LTP
+// install, proc and a small /dev mounted in it.
+type chroot struct {
+	dir    string
+	mounts []string
+}
+
+func newChroot(t *testing.T, img, ltp string) *chroot {
+	dir := t.TempDir()
+	if out, err := exec.Command("debugfs", "-R", "rdump / "+dir, img).CombinedOutput(); err != nil {
+		t.Fatalf("debugfs rdump: %v\n%s", err, out)
+	}
+	c := &chroot{dir: dir}
+	must := func(err error, what string) {
+		if err != nil {
+			c.close()
+			t.Fatalf("chroot: %s: %v", what, err)
+		}
+	}
+	for _, d := range []string{"opt/ltp", "proc", "dev", "tmp"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	os.Chmod(filepath.Join(dir, "tmp"), 0o1777)
+	must(syscall.Mount(ltp, filepath.Join(dir, "opt/ltp"), "", syscall.MS_BIND|syscall.MS_RDONLY, ""), "bind LTP")
+	c.mounts = append(c.mounts, filepath.Join(dir, "opt/ltp"))
+	must(syscall.Mount("proc", filepath.Join(dir, "proc"), "proc", 0, ""), "proc")
+	c.mounts = append(c.mounts, filepath.Join(dir, "proc"))
+	must(syscall.Mount("tmpfs", filepath.Join(dir, "dev"), "tmpfs", 0, "mode=755"), "dev")
+	c.mounts = append(c.mounts, filepath.Join(dir, "dev"))
+	for _, n := range []struct {
+		name         string
+		major, minor uint32
+	}{{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}} {
+		must(syscall.Mknod(filepath.Join(dir, "dev", n.name), syscall.S_IFCHR|0o666, int(n.major<<8|n.minor)), "mknod "+n.name)
+	}
+	must(os.Mkdir(filepath.Join(dir, "dev", "shm"), 0o1777), "dev/shm")
+	os.Chmod(filepath.Join(dir, "dev", "shm"), 0o1777)
+	return c
+}
+
+func (c *chroot) run(tc ltpTest) (string, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), ltpTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "chroot", c.dir, "/bin/sh", "-c",
+		"export PATH=/opt/ltp/testcases/bin:$PATH LTPROOT=/opt/ltp; cd /tmp && exec "+tc.cmd)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	return classify(err, ctx.Err() != nil), string(out)
+}
+
+func (c *chroot) close() {
+	for i := len(c.mounts) - 1; i >= 0; i-- {
+		syscall.Unmount(c.mounts[i], syscall.MNT_DETACH)
+	}
+	c.mounts = nil
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
