@@ -303,6 +303,18 @@ func (e *Engine) procTask(r *Request, pid int, base, sub string, depth int) (Tar
 			return Target{}, unix.ENOTDIR
 		}
 		return procTarget(abs, &procNode{kind: procText, like: hbase + "/" + entry, text: e.mountText(entry)}), 0
+	case "cgroup", "cpuset":
+		// The host's cgroup paths name the host's slices and units: the
+		// guest is at the root of its own hierarchy, as in a cgroup
+		// namespace.
+		if rest != "" {
+			return Target{}, unix.ENOTDIR
+		}
+		text := "0::/\n"
+		if entry == "cpuset" {
+			text = "/\n"
+		}
+		return procTarget(abs, &procNode{kind: procText, like: hbase + "/" + entry, text: func() []byte { return []byte(text) }}), 0
 	case "net":
 		// The host's network is not the guest's: LKL's, as /proc/net.
 		if !e.Opt.HasKernelProc {

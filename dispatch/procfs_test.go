@@ -72,6 +72,8 @@ func TestProcClassify(t *testing.T) {
 			{"/proc/self/mountinfo", want{kind: procText}},
 			{"/proc/self/mountstats", want{kind: procText}},
 			{"/proc/self/mounts/x", want{errno: unix.ENOTDIR}},
+			{"/proc/self/cgroup", want{kind: procText}},
+			{"/proc/self/cpuset", want{kind: procText}},
 			{"/proc/self/map_files", want{kind: procDir}},
 			{"/proc/self/map_files/400000-401000", want{errno: unix.EACCES}},
 			{"/proc/self/net/dev", lklOr(want{kind: procLKL, rel: "self/net/dev"})},

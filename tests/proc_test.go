@@ -270,7 +270,8 @@ func TestProcLinks(t *testing.T) {
 
 // System-wide files: no host load average, kernel log or symbols; LKL's
 // kernel version, sysctls (writes refused) and network; an uptime that
-// agrees with the host's boot (process start times count from it).
+// agrees with the host's boot (process start times count from it); the
+// root of a cgroup hierarchy of its own.
 func TestProcSystemFiles(t *testing.T) {
 	img := imagePath(t)
 	out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c", `
@@ -284,6 +285,7 @@ echo '--- sysctl'; echo 1 > /proc/sys/kernel/ostype && echo written || echo refu
 echo '--- uptime'; cat /proc/uptime
 echo '--- stat'; cat /proc/stat
 echo '--- ls'; ls /proc | grep -v '^[0-9]*$' | tr '\n' ' '; echo
+echo '--- cgroup'; cat /proc/self/cgroup
 `)
 	if st != 0 {
 		t.Fatalf("status %d\n%s\n%s", st, out, stderr)
@@ -342,6 +344,9 @@ echo '--- ls'; ls /proc | grep -v '^[0-9]*$' | tr '\n' ' '; echo
 	}
 	if !strings.Contains(stat, "intr 0\n") {
 		t.Errorf("stat shows the host's interrupts:\n%s", stat)
+	}
+	if cg := section(out, "cgroup"); cg != "0::/\n" {
+		t.Errorf("cgroup %q: the host's hierarchy?", cg)
 	}
 	allowed := map[string]bool{"cmdline": true, "cpuinfo": true, "devices": true, "diskstats": true, "filesystems": true,
 		"loadavg": true, "meminfo": true, "mounts": true, "net": true, "partitions": true, "self": true, "stat": true,
