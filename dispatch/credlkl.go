@@ -96,12 +96,17 @@ func asRoot(f func()) { lkl.AsRoot(f) }
 // credentials, and a regular file that will be a shadow is then reopened
 // for kbox, as root, read-write.
 func (e *Engine) lklOpen(r *Request, path string, lflags int, mode uint32, flags int) (uintptr, unix.Errno) {
-	fd, le := lklPath(lkl.SysOpenat, 1, path, [6]uintptr{atFdcwd, 0, uintptr(lflags), uintptr(mode)})
+	return e.lklOpenAt(r, atFdcwd, path, lflags, mode, flags)
+}
+
+// lklOpenAt is lklOpen relative to the LKL fd dirfd.
+func (e *Engine) lklOpenAt(r *Request, dirfd uintptr, path string, lflags int, mode uint32, flags int) (uintptr, unix.Errno) {
+	fd, le := lklPath(lkl.SysOpenat, 1, path, [6]uintptr{dirfd, 0, uintptr(lflags), uintptr(mode)})
 	if le != unix.EACCES || flags&unix.O_ACCMODE != unix.O_WRONLY || lflags&unix.O_ACCMODE != unix.O_RDWR {
 		return fd, le
 	}
 	wflags := lflags&^unix.O_ACCMODE | unix.O_WRONLY
-	wfd, le := lklPath(lkl.SysOpenat, 1, path, [6]uintptr{atFdcwd, 0, uintptr(wflags), uintptr(mode)})
+	wfd, le := lklPath(lkl.SysOpenat, 1, path, [6]uintptr{dirfd, 0, uintptr(wflags), uintptr(mode)})
 	if le != 0 {
 		return 0, le
 	}
@@ -111,7 +116,7 @@ func (e *Engine) lklOpen(r *Request, path string, lflags int, mode uint32, flags
 	}
 	rflags := lflags &^ (unix.O_CREAT | unix.O_EXCL | unix.O_TRUNC)
 	asRoot(func() {
-		fd, le = lklPath(lkl.SysOpenat, 1, path, [6]uintptr{atFdcwd, 0, uintptr(rflags), 0})
+		fd, le = lklPath(lkl.SysOpenat, 1, path, [6]uintptr{dirfd, 0, uintptr(rflags), 0})
 	})
 	if le == 0 {
 		if rst, err := lkl.Fstat(int(fd)); err != nil || rst.Dev != st.Dev || rst.Ino != st.Ino {

@@ -139,6 +139,12 @@ type Options struct {
 	HostRoutes []string
 	// Binds are host directories shown in the guest (see bind.go).
 	Binds []*Bind
+	// KernelProc is an LKL fd of the kernel's own proc, outside the
+	// guest's root (rootfs.Root.KernelProc), when HasKernelProc: the
+	// guest's /proc/sys, /proc/net, fd links and mount table come from it
+	// (procfs.go).
+	KernelProc    int
+	HasKernelProc bool
 	// StageDir is the guest's host cwd, a private directory where execve
 	// makes NAME -> /proc/self/fd/ExecFD links (see exec.go).
 	StageDir string

@@ -189,8 +189,11 @@ func loadBindFile(b *Bind, rel string) ([]byte, execKey, unix.Errno) {
 	return buf, k, 0
 }
 
-// errnoOf is err's errno, EIO if it has none.
+// errnoOf is err's errno, EIO if it has none (0 for nil).
 func errnoOf(err error) unix.Errno {
+	if err == nil {
+		return 0
+	}
 	if en, isErrno := err.(unix.Errno); isErrno {
 		return en
 	}
@@ -318,8 +321,12 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	if t.Host && t.Path == "/proc/"+strconv.Itoa(r.P.Tgid)+"/exe" && r.P.exe != "" {
-		t, _ = e.classify(r, r.P.exe) // re-exec of itself: its program, in the image or a bind
+	if t.Proc != nil {
+		// /proc/self/exe (a re-exec of itself), cwd, fd links: where
+		// they lead in the image or a bind (procfs.go).
+		if t, en = e.procExec(r, t); en != 0 {
+			return errno(en, Denied)
+		}
 	}
 	if t.Host && t.Bind == nil {
 		return errno(unix.EACCES, Denied) // nothing is executed from the host outside binds
@@ -472,7 +479,7 @@ func (e *Engine) fdTarget(r *Request, fd int32) (Target, unix.Errno) {
 			}
 			return e.classify(r, p)
 		}
-		return Target{Path: ent.File.Path}, 0
+		return e.classify(r, ent.File.Path) // an image file, or one of /proc
 	}
 	if fd < 0 {
 		return Target{}, unix.EBADF

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
@@ -51,7 +52,7 @@ func isVirtual(r *Request, fd uint64) bool { return r.P.FDs.IsVirtual(int(int32(
 // it first.
 func vfd(r *Request, fd uint64) (int, unix.Errno) {
 	e, ok := r.P.FDs.Get(int(int32(fd)))
-	if !ok || e.File.Host {
+	if !ok || e.File.Host || e.File.Listing != nil {
 		return -1, unix.EBADF
 	}
 	return e.File.LKLFd, 0
@@ -154,7 +155,8 @@ func checkOpenHow(how *unix.OpenHow) unix.Errno {
 
 // open serves every open variant. Regular image files become shadow memfds
 // installed as host fds (native read/mmap); directories and special files
-// become virtual fds; host-route paths are opened on the host, confined.
+// become virtual fds; host-route paths are opened on the host, confined;
+// /proc is kbox's own (procfs.go).
 func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint32) Result {
 	p, en := readPath(r, addr)
 	if en != 0 {
@@ -168,8 +170,13 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	if t.UTS {
-		return e.openUTS(r, t, flags) // LKL's hostname or domainname (sys.go)
+	return e.openTarget(r, t, flags, mode)
+}
+
+// openTarget opens a resolved target for the guest.
+func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result {
+	if t.Proc != nil {
+		return e.procOpen(r, t, flags, mode) // a node of /proc (procfs.go)
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
@@ -193,16 +200,27 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	// Only the general path may change LKL state: a path error, a host
 	// route or a bind leave it as it was (statcache.go).
 	e.stats.changed()
+	lflags, probe := lklOpenFlags(flags)
+	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, flags, mode), flags)
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	return e.openLKL(r, int(fd), t.Path, flags, probe)
+}
+
+// lklOpenFlags returns the LKL open flags for a guest open with flags,
+// and whether a read-only open was made non-blocking (probe).
+func lklOpenFlags(flags int) (lflags int, probe bool) {
 	hflags := flags &^ (unix.O_CLOEXEC | unix.O_DIRECT) // O_DIRECT: fdflags.go
 	// A read-only open of a FIFO waits for a writer, which in LKL would
 	// stall every guest. Opened non-blocking, a FIFO is found by the fstat
-	// below and served by a host FIFO (fifo.go). Opens with write access
-	// are O_RDWR in LKL (below), which never blocks.
-	probe := flags&(unix.O_ACCMODE|unix.O_NONBLOCK|unix.O_PATH|unix.O_DIRECTORY) == unix.O_RDONLY
+	// in openLKL and served by a host FIFO (fifo.go). Opens with write
+	// access are O_RDWR in LKL (below), which never blocks.
+	probe = flags&(unix.O_ACCMODE|unix.O_NONBLOCK|unix.O_PATH|unix.O_DIRECTORY) == unix.O_RDONLY
 	if probe {
 		hflags |= unix.O_NONBLOCK
 	}
-	lflags := int(lkl.OpenFlagsToLKL(uint32(hflags))) | unix.O_CLOEXEC
+	lflags = int(lkl.OpenFlagsToLKL(uint32(hflags))) | unix.O_CLOEXEC
 	if flags&unix.O_ACCMODE == unix.O_WRONLY {
 		// A writable shadow is filled from the file: LKL must be able to
 		// read it. A directory then fails with EISDIR, as it should.
@@ -214,11 +232,13 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 		// keeps O_APPEND.
 		lflags &^= unix.O_APPEND
 	}
-	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, flags, mode), flags)
-	if le != 0 {
-		return errno(le, LKL)
-	}
-	lfd := int(fd)
+	return lflags, probe
+}
+
+// openLKL gives the guest the LKL file lfd (which it takes) that an open
+// with flags of guest path p made: a host FIFO, a shadow or a virtual fd.
+func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) Result {
+	cloexec := flags&unix.O_CLOEXEC != 0
 	st, err := lkl.Fstat(lfd)
 	if err != nil {
 		lkl.Close(lfd)
@@ -226,12 +246,12 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFIFO && flags&unix.O_PATH == 0 {
 		lkl.Close(lfd)
-		return e.openFIFO(r, &st, flags)
+		return e.openFIFO(r, &st, p, flags)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && flags&unix.O_PATH == 0 && e.Shadows.Shadowable(&st) {
 		// A description of the inode's shadow node (shadowfd), which
 		// takes the LKL fd over.
-		hfd, err := e.Shadows.Open(lfd, &st, t.Path, flags)
+		hfd, err := e.Shadows.Open(lfd, &st, p, flags)
 		if err != nil {
 			return fail(err, LKL)
 		}
@@ -259,7 +279,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 			return errno(le, LKL)
 		}
 	}
-	gfd, err := r.P.FDs.Open(lfd, t.Path, flags, cloexec)
+	gfd, err := r.P.FDs.Open(lfd, p, flags, cloexec)
 	if err != nil {
 		return fail(err, LKL)
 	}
@@ -316,6 +336,12 @@ func lklFdIO(r *Request, nr uintptr, write bool, withOff bool) Result {
 	if ent.File.Host {
 		return hostIO(r, ent.File.HostFd, write, withOff)
 	}
+	if ent.File.Listing != nil {
+		if write {
+			return errno(unix.EBADF, Emulated)
+		}
+		return errno(unix.EISDIR, Emulated) // a directory of /proc (procfs.go)
+	}
 	lfd := ent.File.LKLFd
 	n := r.Args[2]
 	if n > 1<<20 {
@@ -361,6 +387,13 @@ func sysPread(e *Engine, r *Request) Result  { return lklFdIO(r, lkl.SysPread64,
 func sysPwrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPwrite64, true, true) }
 
 func sysLseek(e *Engine, r *Request) Result {
+	if l, _ := listingOf(r, r.Args[0]); l != nil {
+		off, err := l.Seek(int64(r.Args[1]), int(int32(r.Args[2])))
+		if err != nil {
+			return fail(err, Emulated)
+		}
+		return ok(off, Emulated)
+	}
 	if hfd, isHost := hostFile(r, r.Args[0]); isHost {
 		off, err := unix.Seek(hfd, int64(r.Args[1]), int(int32(r.Args[2])))
 		if err != nil {
@@ -387,6 +420,9 @@ func sysLseek(e *Engine, r *Request) Result {
 func sysGetdents64(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
+	}
+	if l, _ := listingOf(r, r.Args[0]); l != nil {
+		return readListing(r, l)
 	}
 	lfd, en := vfd(r, r.Args[0])
 	if en != 0 {
@@ -421,6 +457,22 @@ func sysGetdents64(e *Engine, r *Request) Result {
 		return errno(unix.EFAULT, LKL)
 	}
 	return ok(int64(res), LKL)
+}
+
+// readListing serves getdents64 of a directory whose entries kbox
+// generates (procfs.go).
+func readListing(r *Request, l *fdtable.Listing) Result {
+	buf := make([]byte, min(r.Args[2], 64<<10))
+	pos := l.Pos()
+	n, err := l.Read(buf)
+	if err != nil {
+		return fail(err, Emulated)
+	}
+	if err := r.G.Write(r.Args[1], buf[:n]); err != nil {
+		l.Unread(pos) // as on Linux, the entries stay to be read
+		return errno(unix.EFAULT, Emulated)
+	}
+	return ok(int64(n), Emulated)
 }
 
 func sysGetdentsOld(e *Engine, r *Request) Result {
@@ -460,6 +512,9 @@ func sysFcntl(e *Engine, r *Request) Result {
 	case unix.F_GETFL:
 		return ok(int64(getfl(ent.File.LKLFd, ent.File.Flags)), LKL)
 	case unix.F_SETFL:
+		if ent.File.Listing != nil {
+			return ok(0, Emulated)
+		}
 		if le := setfl(ent.File.LKLFd, int(r.Args[2])); le != 0 {
 			return errno(le, LKL)
 		}

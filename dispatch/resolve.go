@@ -5,6 +5,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,9 +20,10 @@ type Target struct {
 	Route, Rel string
 	// Bind is the bind holding a host target, nil on a system route.
 	Bind *Bind
-	// UTS marks /proc/sys/kernel/hostname and domainname, served from
-	// LKL's proc (sys.go); Host is false.
-	UTS bool
+	// Proc is a /proc path that kbox answers itself (procfs.go). Host is
+	// set and Route empty, so that a handler that does not serve nodes
+	// reaches nothing.
+	Proc *procNode
 	// Tail is "/" or "/." when the guest's path ended so: Path is clean,
 	// LKLPath puts it back, so that LKL judges it as Linux does ("file/"
 	// is ENOTDIR, open("new/", O_CREAT) EISDIR, mkdir("a/b/") works). A
@@ -71,24 +73,6 @@ func (e *Engine) route(p string) (string, bool) {
 	return "", false
 }
 
-// procDenied reports /proc paths that would lead out of the sandbox: another
-// process's root, cwd, mapped files, or fds (which may be directories).
-func procDenied(p string) bool {
-	parts := strings.Split(strings.TrimPrefix(p, "/proc/"), "/")
-	if len(parts) < 2 {
-		return false
-	}
-	i := 1
-	if parts[1] == "task" && len(parts) >= 4 {
-		i = 3
-	}
-	switch parts[i] {
-	case "root", "cwd", "map_files", "fd":
-		return true
-	}
-	return false
-}
-
 // target reads the path argument at addr and resolves it against dirfd.
 func (e *Engine) target(r *Request, dirfd int32, addr uint64) (Target, unix.Errno) {
 	p, en := readPath(r, addr)
@@ -133,7 +117,9 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 	t, en := e.classify(r, abs)
 	if tail := dirTail(p); tail != "" && en == 0 {
 		switch {
-		case !t.Host && !t.UTS && t.Path != "/":
+		case t.Proc != nil:
+			t.Tail = tail
+		case !t.Host && t.Path != "/":
 			t.Tail = tail
 		case t.Host && t.Rel != ".":
 			t.Rel += tail // the host kernel judges it as well
@@ -142,7 +128,14 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 	return t, en
 }
 
+// classify resolves abs, a clean absolute guest path: a bind, a host
+// route (/proc is kbox's own: procfs.go) or the image.
 func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
+	return e.classifyN(r, abs, 0)
+}
+
+// classifyN is classify after depth links followed under /proc.
+func (e *Engine) classifyN(r *Request, abs string, depth int) (Target, unix.Errno) {
 	if b := e.bindOf(abs); b != nil {
 		return bindTarget(b, abs), 0
 	}
@@ -151,19 +144,7 @@ func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
 		return Target{Path: abs}, 0
 	}
 	if rt == "/proc" {
-		if utsProcFile(abs) {
-			return Target{Path: abs, UTS: true}, 0
-		}
-		pid := strconv.Itoa(r.P.Tgid)
-		switch {
-		case abs == "/proc/self" || strings.HasPrefix(abs, "/proc/self/"):
-			abs = "/proc/" + pid + strings.TrimPrefix(abs, "/proc/self")
-		case abs == "/proc/thread-self" || strings.HasPrefix(abs, "/proc/thread-self/"):
-			abs = "/proc/" + pid + "/task/" + strconv.Itoa(r.G.Pid()) + strings.TrimPrefix(abs, "/proc/thread-self")
-		}
-		if procDenied(abs) {
-			return Target{}, unix.EACCES
-		}
+		return e.classifyProc(r, abs, depth)
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(abs, rt), "/")
 	if rel == "" {
@@ -247,11 +228,10 @@ func (e *Engine) openHost(t Target, flags int, mode uint32) (int, error) {
 	if t.Bind != nil {
 		return t.Bind.open(t.Rel, flags, mode)
 	}
-	root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := routeRoot(t.Route)
 	if err != nil {
 		return -1, err
 	}
-	defer unix.Close(root)
 	how := unix.OpenHow{
 		Flags:   uint64(flags | unix.O_CLOEXEC),
 		Mode:    uint64(mode),
@@ -273,10 +253,33 @@ func atRoute(t Target, nofollow bool, fn func(dirfd int, name string, empty int)
 	if t.Bind != nil {
 		return bindAt(t, nofollow, fn)
 	}
-	root, err := unix.Open(t.Route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := routeRoot(t.Route)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(root)
 	return fn(root, t.Rel, 0)
+}
+
+// routeRoots holds an O_PATH fd of each host route's root, opened once
+// (kbox's own, close-on-exec): every host-route call is resolved beneath
+// it.
+var routeRoots sync.Map // route -> int
+
+// routeRoot returns the O_PATH fd of a system host route's root.
+func routeRoot(route string) (int, error) {
+	if route == "" {
+		return -1, unix.ENOENT // a /proc node (Target.Proc): nothing on the host
+	}
+	if fd, ok := routeRoots.Load(route); ok {
+		return fd.(int), nil
+	}
+	fd, err := unix.Open(route, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if old, loaded := routeRoots.LoadOrStore(route, fd); loaded {
+		unix.Close(fd)
+		return old.(int), nil
+	}
+	return fd, nil
 }

@@ -3,8 +3,8 @@ package dispatch
 import (
 	"encoding/binary"
 	"runtime"
-	"strconv"
 
+	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
@@ -33,7 +33,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		if !isVirtual(r, uint64(uint32(dirfd))) {
 			return e.fstatShadow(r, int(dirfd), out)
 		}
-		return fstatVirtual(r, uint64(uint32(dirfd)), out)
+		return e.fstatVirtual(r, uint64(uint32(dirfd)), out)
 	}
 	t, en := e.resolveAt(r, dirfd, p)
 	if en != 0 {
@@ -42,6 +42,15 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 	sc := getScratch()
 	defer putScratch(sc)
 	hst := &sc.st
+	if t.Proc != nil {
+		if en := e.procStat(r, t, flags&unix.AT_SYMLINK_NOFOLLOW != 0, hst); en != 0 {
+			return errno(en, Emulated)
+		}
+		if err := r.G.Write(out, asBytes(hst)); err != nil {
+			return errno(unix.EFAULT, Emulated)
+		}
+		return ok(0, Emulated)
+	}
 	if t.Host {
 		nofollow := flags & unix.AT_SYMLINK_NOFOLLOW
 		err := atRoute(t, nofollow != 0, func(d int, name string, empty int) error { return unix.Fstatat(d, name, hst, nofollow|empty) })
@@ -106,7 +115,18 @@ func lklStatUncached(path string, nofollow bool, st *lkl.Stat64) unix.Errno {
 	return le
 }
 
-func fstatVirtual(r *Request, fd, out uint64) Result {
+func (e *Engine) fstatVirtual(r *Request, fd, out uint64) Result {
+	if l, p := listingOf(r, fd); l != nil {
+		sc := getScratch()
+		defer putScratch(sc)
+		if en := e.statListing(r, p, &sc.st); en != 0 {
+			return errno(en, Emulated)
+		}
+		if err := r.G.Write(out, asBytes(&sc.st)); err != nil {
+			return errno(unix.EFAULT, Emulated)
+		}
+		return ok(0, Emulated)
+	}
 	if hfd, isHost := hostFile(r, fd); isHost {
 		var st unix.Stat_t
 		if err := unix.Fstat(hfd, &st); err != nil {
@@ -140,7 +160,7 @@ func sysFstat(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
 	}
-	return fstatVirtual(r, r.Args[0], r.Args[1])
+	return e.fstatVirtual(r, r.Args[0], r.Args[1])
 }
 
 func sysNewfstatat(e *Engine, r *Request) Result {
@@ -202,6 +222,9 @@ func sysStatx(e *Engine, r *Request) Result {
 			}
 			lfd = node.LKLFd()
 		} else {
+			if _, lp := listingOf(r, uint64(uint32(dirfd))); lp != "" {
+				return e.statxProc(r, Target{}, lp, false)
+			}
 			if hfd, isHost := hostFile(r, uint64(uint32(dirfd))); isHost {
 				var sx unix.Statx_t
 				if err := unix.Statx(hfd, "", flags, int(r.Args[3]), &sx); err != nil {
@@ -234,6 +257,9 @@ func sysStatx(e *Engine, r *Request) Result {
 		if en != 0 {
 			return errno(en, LKL)
 		}
+		if t.Proc != nil {
+			return e.statxProc(r, t, "", flags&unix.AT_SYMLINK_NOFOLLOW != 0)
+		}
 		if t.Host {
 			var sx unix.Statx_t
 			err := atRoute(t, flags&unix.AT_SYMLINK_NOFOLLOW != 0, func(d int, name string, empty int) error {
@@ -263,20 +289,30 @@ func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) R
 	if en != 0 {
 		return errno(en, LKL)
 	}
+	d := LKL
+	switch {
+	case t.Proc != nil:
+		en, d = e.procAccess(r, t, mode), Emulated
+	case t.Host:
+		en, d = e.accessTarget(r, t, mode, flags), Host
+	default:
+		en = e.accessTarget(r, t, mode, flags)
+	}
+	if en != 0 {
+		return errno(en, d)
+	}
+	return ok(0, d)
+}
+
+// accessTarget is access(2) of a host or image target.
+func (e *Engine) accessTarget(r *Request, t Target, mode, flags int) unix.Errno {
 	if t.Host {
 		if t.Bind != nil && t.Bind.ReadOnly && mode&unix.W_OK != 0 {
-			return errno(unix.EROFS, Host)
+			return unix.EROFS
 		}
-		err := atRoute(t, false, func(d int, name string, empty int) error { return unix.Faccessat2(d, name, uint32(mode), empty) })
-		if err != nil {
-			return fail(err, Host)
-		}
-		return ok(0, Host)
+		return errnoOf(atRoute(t, false, func(d int, name string, empty int) error { return unix.Faccessat2(d, name, uint32(mode), empty) }))
 	}
-	if le := lklAccess(r, t.LKLPath(), mode, flags); le != 0 {
-		return errno(le, LKL)
-	}
-	return ok(0, LKL)
+	return lklAccess(r, t.LKLPath(), mode, flags)
 }
 
 func sysAccess(e *Engine, r *Request) Result {
@@ -298,9 +334,13 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 	}
 	out := make([]byte, min(size, PathMax))
 	var n int
-	if t.Host && t.Path == "/proc/"+strconv.Itoa(r.P.Tgid)+"/exe" && r.P.exe != "" {
-		// The process runs from a memfd: report its image path.
-		n = copy(out, r.P.exe)
+	if t.Proc != nil {
+		// cwd, root, exe, fd/N, self...: guest paths (procfs.go).
+		l, en := e.procReadlink(r, t)
+		if en != 0 {
+			return errno(en, Emulated)
+		}
+		n = copy(out, l)
 	} else if t.Host {
 		err := atRoute(t, true, func(d int, name string, _ int) (err error) {
 			n, err = unix.Readlinkat(d, name, out)
@@ -345,6 +385,17 @@ func sysStatfs(e *Engine, r *Request) Result {
 		return errno(en, LKL)
 	}
 	var sf unix.Statfs_t
+	if t.Proc != nil {
+		if t, en = e.procStatfs(r, t, &sf); en != 0 {
+			return errno(en, Emulated)
+		}
+		if t.Proc != nil {
+			if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {
+				return errno(unix.EFAULT, Emulated)
+			}
+			return ok(0, Emulated)
+		}
+	}
 	if t.Host {
 		fd, err := e.openHost(t, unix.O_PATH, 0)
 		if err != nil {
@@ -376,6 +427,16 @@ func sysStatfs(e *Engine, r *Request) Result {
 // tmpfs of its content); other host fds are the host's.
 func sysFstatfs(e *Engine, r *Request) Result {
 	var lfd int
+	if l, _ := listingOf(r, r.Args[0]); l != nil {
+		var sf unix.Statfs_t
+		if err := unix.Statfs("/proc", &sf); err != nil {
+			return fail(err, Host)
+		}
+		if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {
+			return errno(unix.EFAULT, Emulated)
+		}
+		return ok(0, Emulated)
+	}
 	if n := e.nodeOf(r, int(int32(r.Args[0]))); n != nil {
 		e.Shadows.FlushDirty()
 		lfd = n.LKLFd()
@@ -409,6 +470,9 @@ func sysGetcwd(e *Engine, r *Request) Result {
 }
 
 func (e *Engine) chdirTo(r *Request, t Target) Result {
+	if t.Proc != nil {
+		return e.procChdir(r, t)
+	}
 	if t.Host {
 		var st unix.Stat_t
 		if err := atRoute(t, false, func(d int, name string, empty int) error { return unix.Fstatat(d, name, &st, empty) }); err != nil {
@@ -459,5 +523,73 @@ func sysFchdir(e *Engine, r *Request) Result {
 	if !okk {
 		return errno(unix.EBADF, LKL)
 	}
-	return e.chdirTo(r, Target{Path: ent.File.Path})
+	t, en := e.classify(r, ent.File.Path) // an image directory, or one of /proc
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	return e.chdirTo(r, t)
+}
+
+// listingOf returns the generated directory (procfs.go) behind virtual fd
+// fd and its guest path, if it is one.
+func listingOf(r *Request, fd uint64) (*fdtable.Listing, string) {
+	ent, found := r.P.FDs.Get(int(int32(fd)))
+	if !found || ent.File.Listing == nil {
+		return nil, ""
+	}
+	return ent.File.Listing, ent.File.Path
+}
+
+// statListing stats the generated directory at guest path p.
+func (e *Engine) statListing(r *Request, p string, st *unix.Stat_t) unix.Errno {
+	t, en := e.classify(r, p)
+	if en != 0 {
+		return en
+	}
+	return e.statTarget(r, t, false, st)
+}
+
+// statxProc answers statx of a node of /proc (or, p set, of the
+// generated directory at p), from its stat.
+func (e *Engine) statxProc(r *Request, t Target, p string, nofollow bool) Result {
+	var st unix.Stat_t
+	var en unix.Errno
+	if p != "" {
+		en = e.statListing(r, p, &st)
+	} else {
+		en = e.procStat(r, t, nofollow, &st)
+	}
+	if en != 0 {
+		return errno(en, Emulated)
+	}
+	sx := statxOf(&st)
+	if err := r.G.Write(r.Args[4], asBytes(&sx)); err != nil {
+		return errno(unix.EFAULT, Emulated)
+	}
+	return ok(0, Emulated)
+}
+
+// statxOf fills a statx with what a stat has (STATX_BASIC_STATS).
+func statxOf(st *unix.Stat_t) unix.Statx_t {
+	ts := func(t unix.Timespec) unix.StatxTimestamp {
+		return unix.StatxTimestamp{Sec: t.Sec, Nsec: uint32(t.Nsec)}
+	}
+	return unix.Statx_t{
+		Mask:       unix.STATX_BASIC_STATS,
+		Blksize:    uint32(st.Blksize),
+		Nlink:      uint32(st.Nlink),
+		Uid:        st.Uid,
+		Gid:        st.Gid,
+		Mode:       uint16(st.Mode),
+		Ino:        st.Ino,
+		Size:       uint64(st.Size),
+		Blocks:     uint64(st.Blocks),
+		Atime:      ts(st.Atim),
+		Ctime:      ts(st.Ctim),
+		Mtime:      ts(st.Mtim),
+		Rdev_major: unix.Major(st.Rdev),
+		Rdev_minor: unix.Minor(st.Rdev),
+		Dev_major:  unix.Major(st.Dev),
+		Dev_minor:  unix.Minor(st.Dev),
+	}
 }

@@ -32,7 +32,7 @@ func sysUname(e *Engine, r *Request) Result {
 // The guest's UTS names (uname's nodename and domainname) are LKL's: uname
 // reports them, sethostname and setdomainname change them (never the
 // host's), and /proc/sys/kernel/hostname and domainname are LKL's files
-// (utsProcFile). At start LKL's hostname is set from the image's
+// (utsProcFile, procfs.go). At start LKL's hostname is set from the image's
 // /etc/hostname, as a booted system's init does (InitLKL).
 
 // utsNameMax is __NEW_UTS_LEN.
@@ -73,34 +73,11 @@ func (e *Engine) guestAdmin(r *Request) bool {
 	return c.Has(capSysAdmin)
 }
 
-// utsProcFile reports the /proc files of the UTS names, served from LKL's
-// own proc (mounted by the recommended mounts) so that they agree with
-// uname. Without a proc mounted in LKL they stay the host's.
+// utsProcFile reports the /proc files of the UTS names: LKL's own
+// (procfs.go), which the guest may also write with CAP_SYS_ADMIN, as
+// sethostname.
 func utsProcFile(abs string) bool {
-	if abs != "/proc/sys/kernel/hostname" && abs != "/proc/sys/kernel/domainname" {
-		return false
-	}
-	var st lkl.Stat64
-	return lklStatUncached(abs, false, &st) == 0
-}
-
-// openUTS opens a UTS name file of LKL's proc as a virtual fd (a sysctl
-// file has no size to copy into a shadow). Writing one needs what
-// sethostname needs.
-func (e *Engine) openUTS(r *Request, t Target, flags int) Result {
-	if flags&unix.O_ACCMODE != unix.O_RDONLY && !e.guestAdmin(r) {
-		return errno(unix.EACCES, Emulated)
-	}
-	lflags := int(lkl.OpenFlagsToLKL(uint32(flags&^unix.O_CLOEXEC))) | unix.O_CLOEXEC
-	fd, le := lklPath(lkl.SysOpenat, 1, t.Path, [6]uintptr{atFdcwd, 0, uintptr(lflags)})
-	if le != 0 {
-		return errno(le, LKL)
-	}
-	gfd, err := r.P.FDs.Open(int(fd), t.Path, flags, flags&unix.O_CLOEXEC != 0)
-	if err != nil {
-		return fail(err, LKL)
-	}
-	return ok(int64(gfd), LKL)
+	return abs == "/proc/sys/kernel/hostname" || abs == "/proc/sys/kernel/domainname"
 }
 
 // InitLKL readies the booted kernel for guests, once, before the first:

@@ -10,6 +10,7 @@ package fdtable
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -23,12 +24,16 @@ import (
 // that kbox holds in HostFd, for a dup the guest asked for in the virtual
 // range (fcntl F_DUPFD with a minimum at or above Base). LKLFd is then -1,
 // and HostFd is closed when the last reference goes.
+//
+// Or a generated directory (Listing): a directory of the guest's /proc
+// whose entries kbox makes (dispatch/procfs.go). LKLFd is then -1 too.
 type File struct {
-	LKLFd  int
-	Host   bool
-	HostFd int
-	Path   string // normalized guest path, for fchdir and *at() lookups
-	Flags  int    // open flags
+	LKLFd   int
+	Host    bool
+	HostFd  int
+	Listing *Listing
+	Path    string // normalized guest path, for fchdir and *at() lookups
+	Flags   int    // open flags
 	// refs counts fds referring to the file; after fork they live in
 	// several tables, so it is atomic rather than under one table's lock.
 	refs atomic.Int32
@@ -78,6 +83,13 @@ func (t *Table) Open(lklfd int, path string, flags int, cloexec bool) (int, erro
 		t.close(lklfd)
 	}
 	return fd, err
+}
+
+// OpenListing adds a generated directory at guest path path and returns
+// its fd, or EMFILE.
+func (t *Table) OpenListing(l *Listing, path string, flags int, cloexec bool) (int, error) {
+	f := &File{LKLFd: -1, HostFd: -1, Listing: l, Path: path, Flags: flags}
+	return t.install(f, cloexec, t.base)
 }
 
 // OpenHost adds a host File holding hostfd (kbox's own fd, which the table
@@ -138,11 +150,13 @@ func (t *Table) Close(fd int) error {
 
 func (t *Table) release(f *File) {
 	if f.refs.Add(-1) == 0 {
-		if f.Host {
+		switch {
+		case f.Host:
 			unix.Close(f.HostFd)
-			return
+		case f.Listing != nil:
+		default:
+			t.close(f.LKLFd)
 		}
-		t.close(f.LKLFd)
 	}
 }
 
@@ -242,6 +256,26 @@ func (t *Table) CloseRange(lo, hi int, cloexec bool) {
 
 // CloseAll drops every fd (process exit).
 func (t *Table) CloseAll() { t.CloseRange(0, int(^uint(0)>>1), false) }
+
+// Fds returns the open virtual fds in increasing order, with their entries.
+func (t *Table) Fds() ([]int, []Entry) {
+	t.mu.Lock()
+	fds := make([]int, 0, len(t.entries))
+	for fd := range t.entries {
+		fds = append(fds, fd)
+	}
+	t.mu.Unlock()
+	slices.Sort(fds)
+	ents := make([]Entry, 0, len(fds))
+	kept := fds[:0]
+	for _, fd := range fds {
+		if e, ok := t.Get(fd); ok {
+			kept = append(kept, fd)
+			ents = append(ents, e)
+		}
+	}
+	return kept, ents
+}
 
 // Cap returns the most virtual fds the table holds (beyond it: EMFILE).
 func (t *Table) Cap() int { return t.max }

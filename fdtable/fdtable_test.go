@@ -150,3 +150,74 @@ func TestOpenHost(t *testing.T) {
 		t.Errorf("LKL closer called %d times", lklClosed)
 	}
 }
+
+// A generated directory lists its entries as linux_dirent64 records,
+// resumes where a full buffer stopped, seeks to a record's d_off, and
+// makes its entries again when rewound.
+func TestListing(t *testing.T) {
+	gens := 0
+	l := NewListing(func() []Dirent {
+		gens++
+		return []Dirent{{1, unix.DT_DIR, "."}, {1, unix.DT_DIR, ".."}, {7, unix.DT_LNK, "self"}, {9, unix.DT_DIR, "4242"}}
+	})
+	if gens != 0 {
+		t.Fatal("entries made before the first read")
+	}
+	names := func(b []byte) (out []string, offs []uint64) {
+		for len(b) > 0 {
+			reclen := int(b[16]) | int(b[17])<<8
+			name := b[19:reclen]
+			for i, c := range name {
+				if c == 0 {
+					name = name[:i]
+					break
+				}
+			}
+			out = append(out, string(name))
+			offs = append(offs, uint64(b[8]))
+			b = b[reclen:]
+		}
+		return out, offs
+	}
+	if _, err := l.Read(make([]byte, 10)); err != unix.EINVAL {
+		t.Errorf("buffer too small for a record: %v", err)
+	}
+	buf := make([]byte, 56) // two 24-byte records fit, not three
+	n, err := l.Read(buf)
+	got, offs := names(buf[:n])
+	if err != nil || len(got) != 2 || got[0] != "." || offs[1] != 2 {
+		t.Fatalf("first read: %v %v %v", got, offs, err)
+	}
+	buf = make([]byte, 4096)
+	if _, err := l.Seek(2, unix.SEEK_SET); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = l.Read(buf)
+	got, _ = names(buf[:n])
+	if len(got) != 2 || got[0] != "self" || got[1] != "4242" {
+		t.Errorf("after seekdir(2): %v", got)
+	}
+	if n, _ := l.Read(buf); n != 0 {
+		t.Errorf("read at the end: %d", n)
+	}
+	if off, _ := l.Seek(0, unix.SEEK_SET); off != 0 || gens != 1 {
+		t.Errorf("rewind: %d, made %d times", off, gens)
+	}
+	n, _ = l.Read(buf)
+	if got, _ = names(buf[:n]); len(got) != 4 || gens != 2 {
+		t.Errorf("after rewind: %v, made %d times", got, gens)
+	}
+	if _, err := l.Seek(0, unix.SEEK_END); err != unix.EINVAL {
+		t.Errorf("SEEK_END: %v", err)
+	}
+	tb := New(1024, 4, func(int) { t.Error("a listing has no LKL fd to close") })
+	fd, err := tb.OpenListing(l, "/proc", 0, false)
+	if err != nil || fd != 1024 {
+		t.Fatal(fd, err)
+	}
+	fds, ents := tb.Fds()
+	if len(fds) != 1 || ents[0].File.Listing != l || ents[0].File.Path != "/proc" {
+		t.Errorf("Fds: %v %+v", fds, ents)
+	}
+	tb.Close(fd)
+}

@@ -84,6 +84,10 @@ func New() *Set {
 type node struct {
 	pathfd int    // O_PATH fd of the host FIFO
 	proc   string // /proc/self/fd/<pathfd>: opens it again
+	// dev and ino identify the host FIFO; name is the guest path it was
+	// first opened by (Name), for the guest's /proc/PID/fd links.
+	dev, ino uint64
+	name     string
 	// readers and writers are the parked guest opens.
 	readers, writers []parked
 }
@@ -404,8 +408,35 @@ func (s *Set) nodeLocked(k Key) (*node, error) {
 		return nil, err
 	}
 	n := &node{pathfd: fd, proc: "/proc/self/fd/" + strconv.Itoa(fd)}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil {
+		n.dev, n.ino = st.Dev, st.Ino
+	}
 	s.nodes[k] = n
 	return n, nil
+}
+
+// Name records p as the guest path of the FIFO k, unless it has one: the
+// path its first open named.
+func (s *Set) Name(k Key, p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.nodes[k]; n != nil && n.name == "" {
+		n.name = p
+	}
+}
+
+// PathOf returns the guest path of the image FIFO whose host FIFO is
+// (dev, ino), as Name recorded it.
+func (s *Set) PathOf(dev, ino uint64) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.nodes {
+		if n.ino == ino && n.dev == dev && n.name != "" {
+			return n.name, true
+		}
+	}
+	return "", false
 }
 
 // makeFIFO makes a host FIFO that no path names and returns an O_PATH fd

@@ -57,8 +57,10 @@ type Root struct {
 	// leave the chroot and unmount the image cleanly at Close.
 	outside int
 	// kernelProc says a private proc is mounted at telemetryProc outside
-	// the chroot, where no guest can reach or unmount it.
+	// the chroot, where no guest can reach or unmount it; procFd is an LKL
+	// O_PATH fd of it (KernelProc), -1 without one.
 	kernelProc bool
+	procFd     int
 	// scratch is the disk behind /tmp (ProfileFull), nil without one.
 	scratch *scratch
 	opt     Options
@@ -79,7 +81,7 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		dropBacking(backing)
 		return nil, err
 	}
-	r := &Root{Image: img, opt: opt}
+	r := &Root{Image: img, opt: opt, procFd: -1}
 	fail := func(err error) (*Root, error) {
 		lkl.Halt()
 		dropBacking(backing)
@@ -222,6 +224,9 @@ func (r *Root) Close() error {
 		lkl.Chroot(".")
 		lkl.Close(r.outside)
 		lkl.Chdir("/")
+		if r.procFd >= 0 {
+			lkl.Close(r.procFd)
+		}
 		if r.kernelProc {
 			umountRetry(telemetryProc)
 		}
@@ -256,7 +261,18 @@ func (r *Root) mountTelemetryProc() {
 		return
 	}
 	r.kernelProc = true
+	if fd, err := lkl.Openat(r.outside, telemetryProc[1:], int(lkl.OpenFlagsToLKL(unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)), 0); err == nil {
+		r.procFd = fd
+	}
 }
+
+// KernelProc returns an LKL fd (O_PATH) of the kernel's own proc, mounted
+// outside the guest's root, and whether there is one: the guest's
+// /proc/sys, /proc/net and mount table are served from it
+// (dispatch/procfs.go). The fd is the Root's, closed by Close. LKL calls
+// through it see the kernel as the calling thread's task does: its root
+// is the image (a mount table lists only what lies in it).
+func (r *Root) KernelProc() (int, bool) { return r.procFd, r.procFd >= 0 }
 
 // ReadKernelProc reads a file of the kernel's own /proc (e.g. "stat",
 // "meminfo"), from the private mount outside the guest's root. It is safe

@@ -37,6 +37,7 @@ import (
 // (a writable fd, or a shared writable mapping).
 type holds struct{ held, writer bool }
 
+// hostKey is a content file's host device and inode.
 type hostKey struct{ dev, ino uint64 }
 
 // scan looks at every holder. It returns nil when kbox cannot tell

@@ -110,9 +110,12 @@ type Manager struct {
 	// until exit.
 	Holders func() []int
 
-	mu     sync.Mutex
-	nodes  map[nodeKey]*Node
-	byHost map[uint64]*Node // by content inode
+	mu    sync.Mutex
+	nodes map[nodeKey]*Node
+	// byHost finds nodes by their content files' device and inode: the
+	// stores of two LKL filesystems (the image, /tmp) are two tmpfs
+	// mounts whose inode numbers coincide.
+	byHost map[hostKey]*Node
 	fss    map[uint64]*fsState
 	// backing maps LKL filesystems on thin host files to those files
 	// (HostBacked).
@@ -137,7 +140,7 @@ func New() *Manager {
 	return &Manager{
 		MaxSize: DefaultMaxSize,
 		nodes:   map[nodeKey]*Node{},
-		byHost:  map[uint64]*Node{},
+		byHost:  map[hostKey]*Node{},
 		fss:     map[uint64]*fsState{},
 	}
 }
@@ -373,7 +376,7 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 	}
 	n.busy = 1
 	m.nodes[k] = n
-	m.byHost[n.hostIno] = n
+	m.byHost[hostKey{n.hostDev, n.hostIno}] = n
 	m.count.Add(1)
 	m.mu.Unlock()
 	return n, nil
@@ -401,8 +404,8 @@ func (m *Manager) dropLocked(n *Node) {
 	if m.nodes[n.key] == n {
 		delete(m.nodes, n.key)
 	}
-	if m.byHost[n.hostIno] == n {
-		delete(m.byHost, n.hostIno)
+	if hk := (hostKey{n.hostDev, n.hostIno}); m.byHost[hk] == n {
+		delete(m.byHost, hk)
 	}
 	if n.wroteSince.CompareAndSwap(true, false) {
 		m.hot.Add(-1)
@@ -452,19 +455,15 @@ func lklUnlinked(fd int) bool {
 	return err == nil && st.Nlink == 0
 }
 
-// Lookup returns the node whose content file has host inode ino (and
-// device dev, when known), or nil.
+// Lookup returns the node whose content file has host inode ino on device
+// dev, or nil.
 func (m *Manager) Lookup(dev, ino uint64) *Node {
 	if m.count.Load() == 0 {
 		return nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := m.byHost[ino]
-	if n == nil || dev != 0 && n.hostDev != dev {
-		return nil
-	}
-	return n
+	return m.byHost[hostKey{dev, ino}]
 }
 
 // OfGuestFd returns the node that fd of process pid is a description of,

@@ -278,14 +278,17 @@ func TestCredsOrphan(t *testing.T) {
 // TestCredsTidReuse: a thread of a root process makes a notified syscall
 // and exits; nobody then forks until a child gets that thread's id back.
 // The child is nobody's, not the dead thread's process's. Steering the id
-// takes a write to the host's /proc/sys/kernel/ns_last_pid (through the
-// guest's /proc route, as kbox's host uid): root only. It only moves where
-// the host allocates its next pid.
+// takes a write to the host's /proc/sys/kernel/ns_last_pid, as kbox's
+// host uid: root only. The guest's /proc/sys is LKL's, whose writes are
+// refused (dispatch/procfs.go), so the test binds the host's
+// /proc/sys/kernel explicitly. It only moves where the host allocates its
+// next pid.
 func TestCredsTidReuse(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP (needs root on the host to steer pids through ns_last_pid)")
 	}
-	out, stderr, st := runKbox(t, "image", "-S", imagePath(t), "--read-only", "--", "/opt/tests/creds", "tidreuse")
+	out, stderr, st := runKbox(t, "image", "-S", imagePath(t), "--read-only", "-b", "/proc/sys/kernel:/mnt/hostkernel", "--",
+		"/opt/tests/creds", "tidreuse", "/mnt/hostkernel/ns_last_pid")
 	if st != 0 || out != "child with the dead thread's id: uid 65534\n" {
 		t.Errorf("status %d\n%s%s", st, out, stderr)
 	}

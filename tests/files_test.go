@@ -326,3 +326,23 @@ sqlite3 wal.db "select count(*), sum(x) from t; pragma integrity_check"
 		t.Errorf("next run: %q\n%s", out, stderr)
 	}
 }
+
+// Shadows of files on the image and on /tmp at once: each fd's fstat
+// names its own file, as natively. Their content files live in two
+// stores (one tmpfs per LKL filesystem) whose inode numbers coincide;
+// kbox used to find nodes by inode alone, so a /tmp file's fd was taken
+// for no shadow (its fstat showed the content file; fsync and /proc/PID/fd
+// missed it).
+func TestShadowsOfTwoFilesystems(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	bin := dumpFromImage(t, img, "/opt/tests/shadowino")
+	dir := t.TempDir()
+	native, err := exec.Command(bin, dir+"/a", dir+"/b").Output()
+	if err != nil || strings.Count(string(native), ": yes\n") != 2 {
+		t.Fatalf("native: %v\n%s", err, native)
+	}
+	out, stderr, st := runKbox(t, "image", "-S", img, "--", "/opt/tests/shadowino", "/tmp/a", "/root/b", "/tmp/c", "/root/d")
+	if st != 0 || strings.Count(out, ": yes\n") != 4 {
+		t.Errorf("status %d\n%s%s", st, out, stderr)
+	}
+}

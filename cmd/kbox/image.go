@@ -126,6 +126,9 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 	if o.ChangeID != nil {
 		opt.ChangeID, opt.UID, opt.GID = true, o.ChangeID.UID, o.ChangeID.GID
 	}
+	// The guest's /proc/sys, /proc/net, fd links and mount table come from
+	// the kernel's own proc, outside the guest's root (dispatch/procfs.go).
+	opt.KernelProc, opt.HasKernelProc = root.KernelProc()
 	eng := dispatch.New(opt)
 	dispatch.InitLKL() // umask 0 (kbox applies the guest's), the image's hostname
 	if fd, ok := root.ScratchFile(); ok {

@@ -19,11 +19,13 @@
  *                             clone(CLONE_PARENT)
  *   creds forkdrop DIR        fork, then become nobody: the child, whose first
  *                             system call comes later, is still root
- *   creds tidreuse            a root helper's thread makes a system call and
+ *   creds tidreuse NS_LAST_PID
+ *                             a root helper's thread makes a system call and
  *                             exits; nobody then forks until a child gets
- *                             that thread's id (through ns_last_pid, so
- *                             only as root on the host): the child must be
- *                             nobody, not the helper's root
+ *                             that thread's id (through the host's
+ *                             ns_last_pid, bound at NS_LAST_PID, so only as
+ *                             root on the host): the child must be nobody,
+ *                             not the helper's root
  *   creds statmix DIR N       a root child and a nobody parent stat
  *                             DIR/creds-stat (DIR 0700) N times each at the
  *                             same time: nobody must never succeed
@@ -286,7 +288,7 @@ static void *thread_tid(void *arg)
 	return NULL;
 }
 
-static int tidreuse(void)
+static int tidreuse(const char *ns_last_pid)
 {
 	int pfd[2], ctl[2], i, status;
 	pid_t helper, tid = 0;
@@ -313,7 +315,7 @@ static int tidreuse(void)
 		return 1;
 	for (i = 0; i < 200; i++) {
 		char buf[32];
-		int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
+		int fd = open(ns_last_pid, O_WRONLY);
 		pid_t child;
 
 		if (fd < 0) {
@@ -407,10 +409,10 @@ int main(int argc, char **argv)
 		return forkdrop(argv[2]);
 	if (argc == 2 && strcmp(argv[1], "clone-parent") == 0)
 		return clone_parent();
-	if (argc == 2 && strcmp(argv[1], "tidreuse") == 0)
-		return tidreuse();
+	if (argc == 3 && strcmp(argv[1], "tidreuse") == 0)
+		return tidreuse(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "statmix") == 0)
 		return statmix(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: creds drop FILE DIR TMP | saved DIR | real FILE | caps | orphan DIR | orphan-crash DIR | forkdrop DIR | clone-parent | tidreuse | statmix DIR N\n");
+	fprintf(stderr, "usage: creds drop FILE DIR TMP | saved DIR | real FILE | caps | orphan DIR | orphan-crash DIR | forkdrop DIR | clone-parent | tidreuse NS_LAST_PID | statmix DIR N\n");
 	return 2;
 }
