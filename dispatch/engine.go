@@ -242,6 +242,9 @@ func (e *Engine) Dispatch(r *Request) Result {
 		return errno(en, Emulated)
 	}
 	res := table[r.Nr](e, r)
+	if res.Disp == ENOSYS {
+		e.enosys[r.Nr].Add(1) // answered as absent (absent.go): counted as well
+	}
 	if !pureLookup[r.Nr] {
 		// LKL's free space may have changed: shadows' writes must still
 		// fail where the image would be full (shadowfd/space.go).

@@ -277,8 +277,8 @@ func TestObservatoryAPI(t *testing.T) {
 		Count uint64 `json:"count"`
 	}
 	getJSON(t, o.base+"/api/enosys", &nosys)
-	if len(nosys) != 1 || nosys[0].Name != "io_setup" || nosys[0].Count != 3 {
-		t.Errorf("enosys = %+v, want io_setup x3", nosys)
+	if len(nosys) != 1 || nosys[0].Name != "inotify_init1" || nosys[0].Count != 3 {
+		t.Errorf("enosys = %+v, want inotify_init1 x3", nosys)
 	}
 
 	// History backfill.
@@ -492,7 +492,7 @@ func TestJSONTrace(t *testing.T) {
 		t.Fatalf("no --stats summary:\n%s", stderr)
 	}
 	total, _ := strconv.Atoi(m[1])
-	for _, want := range []string{"TOP SYSCALLS", "dispositions: lkl", "io_setup"} {
+	for _, want := range []string{"TOP SYSCALLS", "dispositions: lkl", "inotify_init1"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("--stats lacks %q:\n%s", want, stderr)
 		}
@@ -546,7 +546,7 @@ func TestJSONTrace(t *testing.T) {
 		"open of /etc/hostname": func(e ev) bool {
 			return strings.HasPrefix(e.Name, "open") && e.Path == "/etc/hostname" && e.Disp == "lkl" && e.Ret >= 0
 		},
-		"io_setup ENOSYS twice":      func(e ev) bool { return e.Name == "io_setup" && e.Disp == "enosys" && e.Errno == 38 && e.Ret == -38 },
+		"inotify_init1 ENOSYS twice":      func(e ev) bool { return e.Name == "inotify_init1" && e.Disp == "enosys" && e.Errno == 38 && e.Ret == -38 },
 		"stat served by LKL":         func(e ev) bool { return e.Name == "stat" && e.Disp == "lkl" && e.Ret == 0 },
 		"open of /etc as directory":  func(e ev) bool { return e.Name == "open" && e.Path == "/etc" && e.Ret >= 1024 },
 		"exit_group of the workload": func(e ev) bool { return e.Name == "exit_group" },
