@@ -546,7 +546,9 @@ func TestJSONTrace(t *testing.T) {
 		"open of /etc/hostname": func(e ev) bool {
 			return strings.HasPrefix(e.Name, "open") && e.Path == "/etc/hostname" && e.Disp == "lkl" && e.Ret >= 0
 		},
-		"inotify_init1 ENOSYS twice":      func(e ev) bool { return e.Name == "inotify_init1" && e.Disp == "enosys" && e.Errno == 38 && e.Ret == -38 },
+		"inotify_init1 ENOSYS twice": func(e ev) bool {
+			return e.Name == "inotify_init1" && e.Disp == "enosys" && e.Errno == 38 && e.Ret == -38
+		},
 		"stat served by LKL":         func(e ev) bool { return e.Name == "stat" && e.Disp == "lkl" && e.Ret == 0 },
 		"open of /etc as directory":  func(e ev) bool { return e.Name == "open" && e.Path == "/etc" && e.Ret >= 1024 },
 		"exit_group of the workload": func(e ev) bool { return e.Name == "exit_group" },
