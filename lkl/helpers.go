@@ -130,6 +130,23 @@ func Mknod(path string, mode uint32, dev uint64) error {
 	return err
 }
 
+// Symlink makes a symbolic link at path holding target.
+func Symlink(target, path string) error {
+	t, err := cstr(target)
+	if err != nil {
+		return err
+	}
+	_, err = pathCall(SysSymlinkat, path, []uintptr{ptr(t), uintptr(AtFdcwd & 0xffffffff)})
+	runtime.KeepAlive(t)
+	return err
+}
+
+// Chmod sets the mode of path (following symlinks).
+func Chmod(path string, mode uint32) error {
+	_, err := pathCall(SysFchmodat, path, []uintptr{uintptr(AtFdcwd & 0xffffffff)}, uintptr(mode))
+	return err
+}
+
 // Chdir changes the kernel's cwd.
 func Chdir(path string) error {
 	_, err := pathCall(SysChdir, path, nil)

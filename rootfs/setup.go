@@ -154,14 +154,6 @@ type mountSpec struct {
 	mode                 uint32
 }
 
-// devNodes are the character devices made in /dev: LKL has no devtmpfs.
-var devNodes = []struct {
-	name         string
-	major, minor uint32
-}{
-	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9},
-}
-
 func (r *Root) mountProfile(opt Options) {
 	var specs []mountSpec
 	switch opt.Profile {
@@ -194,14 +186,19 @@ func (r *Root) mountProfile(opt Options) {
 		}
 		r.Mounts = append(r.Mounts, s.target)
 		if s.target == "/dev" {
-			for _, n := range devNodes {
-				dev := unix.Mkdev(n.major, n.minor)
-				if err := lkl.Mknod("/dev/"+n.name, unix.S_IFCHR|0o666, dev); err != nil {
-					r.Warnings = append(r.Warnings, fmt.Sprintf("mknod /dev/%s: %v", n.name, err))
-				}
-			}
+			r.populateDev() // dev.go
 		}
 	}
+}
+
+// Mounted reports whether the recommended mount on target was made.
+func (r *Root) Mounted(target string) bool {
+	for _, m := range r.Mounts {
+		if m == target {
+			return true
+		}
+	}
+	return false
 }
 
 // Close unmounts everything, halts the kernel and releases the image. The
