@@ -154,11 +154,29 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if en != 0 {
 		return errno(en, LKL)
 	}
+	return e.openTarget(r, t, flags, mode)
+}
+
+// openTarget opens the resolved target t for the guest.
+func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result {
+	if flags&unix.O_NOFOLLOW == 0 {
+		// /dev/fd, /dev/fd/N (devfd.go)
+		if t.Fd > 0 {
+			return e.openFd(r, t.Fd-1, flags, mode)
+		}
+		var en unix.Errno
+		if t, en = e.followDev(r, t); en != 0 {
+			return errno(en, Emulated)
+		}
+	}
 	if t.UTS {
 		return e.openUTS(r, t, flags) // LKL's hostname or domainname (sys.go)
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
+		if en := roRoute(t, flags); en != 0 {
+			return errno(en, Denied)
+		}
 		hfd, err := e.openHostAs(r, t, flags&^unix.O_CLOEXEC, mode)
 		if err != nil {
 			return fail(err, Host)
@@ -201,6 +219,13 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 		lflags &^= unix.O_APPEND
 	}
 	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, flags, mode), flags)
+	if le == unix.ENXIO || le == unix.ENODEV {
+		// A device node LKL has no driver for: kbox decides (dev.go).
+		var st lkl.Stat64
+		if lklStatUncached(t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) == 0 && isDevice(st.Mode) {
+			return e.devOpen(r, st.Mode, st.Rdev, flags)
+		}
+	}
 	if le != 0 {
 		return errno(le, LKL)
 	}
@@ -209,6 +234,11 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if err != nil {
 		lkl.Close(lfd)
 		return fail(err, LKL)
+	}
+	if isDevice(st.Mode) && flags&unix.O_PATH == 0 {
+		// LKL's own device is never the guest's (dev.go).
+		lkl.Close(lfd)
+		return e.devOpen(r, st.Mode, st.Rdev, flags)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFIFO && flags&unix.O_PATH == 0 {
 		lkl.Close(lfd)
