@@ -250,13 +250,18 @@ func cttyOf(pid int) uint64 {
 	if err != nil {
 		return 0
 	}
+	return ttyNr(string(b))
+}
+
+// ttyNr returns tty_nr of a /proc/PID/stat line, 0 if it has none.
+func ttyNr(stat string) uint64 {
 	// "pid (comm) state ppid pgrp session tty_nr ...": comm may hold
 	// spaces and parentheses, the last ")" ends it.
-	i := strings.LastIndexByte(string(b), ')')
+	i := strings.LastIndexByte(stat, ')')
 	if i < 0 {
 		return 0
 	}
-	f := strings.Fields(string(b[i+1:]))
+	f := strings.Fields(stat[i+1:])
 	if len(f) < 5 {
 		return 0
 	}
