@@ -191,6 +191,9 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 		}
 		return answered(int64(gfd), Host)
 	}
+	if res, done := e.openDevice(r, t, flags); done {
+		return res // a node in /dev, by its stat (dev.go)
+	}
 	if res, done := e.openCached(r, t, flags); done {
 		return res
 	}

@@ -103,6 +103,8 @@ echo to-stdout > /dev/stdout
 exec 7</etc/hostname; cat /dev/fd/7
 bash -c 'cat <(echo procsub)'
 ls -l /dev/stdin | cut -c1
+mknod /dev/secret c 1 3; chmod 600 /dev/secret
+su -s /bin/sh nobody -c 'echo x > /dev/null && echo nobody-null; echo x > /dev/secret || echo nobody-secret-refused'
 s=$EPOCHREALTIME; dd if=/dev/zero of=/dev/null bs=64k count=10000 2>&1 | grep -o '^[0-9]* bytes'; e=$EPOCHREALTIME
 echo dd-us=$(( ${e/./} - ${s/./} ))
 `
@@ -121,6 +123,7 @@ echo dd-us=$(( ${e/./} - ${s/./} ))
 		"tty=1\n", // no controlling terminal: ENXIO
 		"hello\n", "to-stdout\n", "kbox-rootfs\n", "procsub\n",
 		"l\n", // /dev/stdin is a link
+		"nobody-null\n", "nobody-secret-refused\n",
 		"655360000 bytes\n",
 	} {
 		if !strings.Contains(stdout, want) {
