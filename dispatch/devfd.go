@@ -22,8 +22,15 @@ import (
 //     pipe, a terminal, a device, a memfd) as the kernel reopens it
 //     through /proc/PID/fd/N; a socket gives ENXIO, a closed fd ENOENT;
 //   - stat, statx and access of it report the file fd N is.
-//   - /dev/fd itself, followed, is /proc/self/fd (as /proc serves it).
-// Other calls that follow the final link (exec, chmod, ...) go to LKL.
+//   - exec and statfs of it act on the file of fd N by its guest path;
+//   - /dev/fd itself, followed, is /proc/self/fd (as /proc serves it);
+//   - lstat and readlink of /dev/fd/N are /proc/self/fd/N's (the link);
+//     those of /dev/fd and /dev/std* LKL's links;
+//   - no call changes them: chmod, chown, truncate, utimes, unlink,
+//     rename, mkdir and the like of /dev/fd, /dev/fd/N and /dev/std*
+//     give EACCES (LKL would follow the links into its own proc, where
+//     the fds are kbox's; Linux's devtmpfs would let root remove them).
+// No path of the guest reaches LKL's /proc/self/fd through them.
 
 // maxFdHops bounds nested /dev/fd/N paths in one call, as the kernel
 // bounds symlinks (ELOOP).
@@ -88,6 +95,30 @@ func (e *Engine) followDev(r *Request, t Target) (Target, unix.Errno) {
 		return t, 0
 	}
 	return e.classify(r, "/proc/self/fd")
+}
+
+// followFd is followDev that also takes /dev/fd/N to the file of fd N by
+// its guest path (fdTarget), for calls that follow the final link and
+// need a path (exec, statfs): a file with no path (a pipe) gives EACCES.
+func (e *Engine) followFd(r *Request, t Target) (Target, unix.Errno) {
+	if t.Fd == 0 {
+		return e.followDev(r, t)
+	}
+	ft, en := e.fdTarget(r, int32(t.Fd-1))
+	if en == unix.EBADF {
+		en = unix.ENOENT
+	}
+	return ft, en
+}
+
+// procFdLink is what a call that does not follow the final link makes of
+// /dev/fd/N: /proc/self/fd/N, the link itself, as /proc serves it.
+// /dev/stdin, stdout, stderr and /dev/fd are LKL's links.
+func (e *Engine) procFdLink(r *Request, t Target) (Target, unix.Errno) {
+	if t.Fd == 0 || !strings.HasPrefix(t.Path, "/dev/fd/") {
+		return t, 0
+	}
+	return e.classify(r, "/proc/self/fd/"+strconv.Itoa(t.Fd-1))
 }
 
 // fdLink returns the /proc link through which kbox reaches the file of

@@ -314,6 +314,9 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 		t, en = e.fdTarget(r, dirfd)
 	} else {
 		t, en = e.resolveAt(r, dirfd, given)
+		if en == 0 && flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
+			t, en = e.followFd(r, t) // /dev/fd/N: its file (devfd.go)
+		}
 	}
 	if en != 0 {
 		return errno(en, LKL)

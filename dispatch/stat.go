@@ -47,6 +47,8 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		if t, en = e.followDev(r, t); en != 0 {
 			return errno(en, Emulated)
 		}
+	} else if t, en = e.procFdLink(r, t); en != 0 {
+		return errno(en, Emulated)
 	}
 	sc := getScratch()
 	defer putScratch(sc)
@@ -211,9 +213,12 @@ func sysStatx(e *Engine, r *Request) Result {
 			return errno(en, LKL)
 		}
 		if flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
-			if t, en = e.followDev(r, t); en != 0 {
-				return errno(en, Emulated)
-			}
+			t, en = e.followDev(r, t)
+		} else {
+			t, en = e.procFdLink(r, t)
+		}
+		if en != 0 {
+			return errno(en, Emulated)
 		}
 		if t.Fd > 0 && flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
 			// /dev/fd/N (devfd.go): the file fd N is.
@@ -351,6 +356,9 @@ func sysFaccessat2(e *Engine, r *Request) Result {
 
 func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Result {
 	t, en := e.target(r, dirfd, addr)
+	if en == 0 {
+		t, en = e.procFdLink(r, t) // /dev/fd/N (devfd.go)
+	}
 	if en != 0 {
 		return errno(en, LKL)
 	}
@@ -399,6 +407,9 @@ func sysReadlinkat(e *Engine, r *Request) Result {
 func sysStatfs(e *Engine, r *Request) Result {
 	e.Shadows.FlushDirty() // LKL's free space counts what guests wrote
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
+	if en == 0 {
+		t, en = e.followFd(r, t) // /dev/fd, /dev/fd/N (devfd.go)
+	}
 	if en != 0 {
 		return errno(en, LKL)
 	}

@@ -103,6 +103,8 @@ echo to-stdout > /dev/stdout
 exec 7</etc/hostname; cat /dev/fd/7
 bash -c 'cat <(echo procsub)'
 ls -l /dev/stdin | cut -c1
+cat /dev/fd/9 2>/dev/null || echo fd9-absent
+chmod 600 /dev/stdin 2>/dev/null || echo chmod-stdin-refused
 mknod /dev/secret c 1 3; chmod 600 /dev/secret
 su -s /bin/sh nobody -c 'echo x > /dev/null && echo nobody-null; echo x > /dev/secret || echo nobody-secret-refused'
 s=$EPOCHREALTIME; dd if=/dev/zero of=/dev/null bs=64k count=10000 2>&1 | grep -o '^[0-9]* bytes'; e=$EPOCHREALTIME
@@ -123,6 +125,7 @@ echo dd-us=$(( ${e/./} - ${s/./} ))
 		"tty=1\n", // no controlling terminal: ENXIO
 		"hello\n", "to-stdout\n", "kbox-rootfs\n", "procsub\n",
 		"l\n", // /dev/stdin is a link
+		"fd9-absent\n", "chmod-stdin-refused\n",
 		"nobody-null\n", "nobody-secret-refused\n",
 		"655360000 bytes\n",
 	} {
