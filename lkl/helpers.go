@@ -141,12 +141,6 @@ func Symlink(target, path string) error {
 	return err
 }
 
-// Chmod sets the mode of path (following symlinks).
-func Chmod(path string, mode uint32) error {
-	_, err := pathCall(SysFchmodat, path, []uintptr{uintptr(AtFdcwd & 0xffffffff)}, uintptr(mode))
-	return err
-}
-
 // Chdir changes the kernel's cwd.
 func Chdir(path string) error {
 	_, err := pathCall(SysChdir, path, nil)

@@ -40,13 +40,15 @@ var devLinks = [][2]string{
 // own disk, else a directory of the ramfs.
 func (r *Root) populateDev() {
 	warn := func(format string, a ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, a...)) }
+	// The modes as given: LKL's umask (022) would take write access
+	// from the nodes and shm.
+	old, _ := lkl.Syscall6(lkl.SysUmask, 0, 0, 0, 0, 0, 0)
+	defer lkl.Syscall6(lkl.SysUmask, old, 0, 0, 0, 0, 0)
 	for _, n := range devNodes {
 		p := "/dev/" + n.name
 		if err := lkl.Mknod(p, unix.S_IFCHR|0o666, unix.Mkdev(n.major, n.minor)); err != nil {
 			warn("mknod %s: %v", p, err)
-			continue
 		}
-		lkl.Chmod(p, 0o666) // LKL's umask applied to the mknod
 	}
 	for _, l := range devLinks {
 		if err := lkl.Symlink(l[1], "/dev/"+l[0]); err != nil {
@@ -56,12 +58,10 @@ func (r *Root) populateDev() {
 	if err := lkl.Mkdir("/dev/pts", 0o755); err != nil {
 		warn("mkdir /dev/pts: %v", err)
 	}
-	lkl.Chmod("/dev/pts", 0o755)
 	if err := lkl.Mkdir("/dev/shm", 0o1777); err != nil {
 		warn("no /dev/shm: mkdir: %v", err)
 		return
 	}
-	lkl.Chmod("/dev/shm", 0o1777)
 	if r.scratch == nil {
 		return
 	}
