@@ -43,7 +43,8 @@ func hostBlockDev(t *testing.T) string {
 // TestDevHostNodesAbsent: the host's devices are not in the guest's /dev,
 // the guest's /dev is kbox's set, a file created there stays out of the
 // host's /dev, and a node made by the guest for a device kbox does not
-// serve (the kernel log, a disk, LKL's memory) opens nothing.
+// serve (the kernel log, a host disk's numbers, LKL's memory, LKL's own
+// disk: the image) opens nothing.
 func TestDevHostNodesAbsent(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	blk := hostBlockDev(t)
@@ -61,7 +62,8 @@ cat /dev/kmsg >/dev/null 2>&1; echo kmsg=$?
 echo ls: $(ls /dev)
 echo x > /dev/%[2]s; echo created=$?
 mknod /tmp/kmsg c 1 11; mknod /tmp/mem c 1 1; mknod /tmp/blk b %[3]d %[4]d; mknod /tmp/console c 5 1
-/opt/tests/devnodes /tmp/kmsg /tmp/mem /tmp/blk /tmp/console
+mknod /tmp/vda b 254 0 # LKL's virtio disk: the image itself
+/opt/tests/devnodes /tmp/kmsg /tmp/mem /tmp/blk /tmp/console /tmp/vda
 `, blk, planted, unix.Major(st.Rdev), unix.Minor(st.Rdev))
 	stdout, stderr, status := runKbox(t, "image", "-S", img, "--", "/bin/sh", "-c", script)
 	if status != 0 {
@@ -77,6 +79,7 @@ mknod /tmp/kmsg c 1 11; mknod /tmp/mem c 1 1; mknod /tmp/blk b %[3]d %[4]d; mkno
 		"ls: fd full null ptmx pts random shm stderr stdin stdout tty urandom zero\n",
 		"created=0\n", // as root, in the guest's own /dev (LKL's ramfs)
 		"/tmp/kmsg: open ENXIO\n", "/tmp/mem: open ENXIO\n", "/tmp/blk: open ENXIO\n", "/tmp/console: open ENXIO\n",
+		"/tmp/vda: open ENXIO\n",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q\nstdout: %s\nstderr: %s", want, stdout, stderr)
