@@ -109,6 +109,10 @@ type Request struct {
 	// Path is the first path argument the handler read (as the guest
 	// gave it), for tracing; empty if none.
 	Path string
+
+	// fdHops counts paths through /dev/fd/N resolved for this call
+	// (devfd.go), bounded as symlinks are.
+	fdHops uint8
 }
 
 // Handler serves one syscall.
@@ -137,6 +141,11 @@ type Options struct {
 	MaxFDs     int
 	// HostRoutes are guest path prefixes served from the host (e.g. /proc).
 	HostRoutes []string
+	// Dev says the guest's /dev is kbox's (rootfs/dev.go): a private
+	// devpts instance shows at /dev/pts, mounted on first use, and
+	// /dev/fd, /dev/stdin, /dev/stdout and /dev/stderr name the caller's
+	// own fds (dev.go, devfd.go).
+	Dev bool
 	// Binds are host directories shown in the guest (see bind.go).
 	Binds []*Bind
 	// KernelProc is an LKL fd of the kernel's own proc, outside the
@@ -183,6 +192,8 @@ type Engine struct {
 	pumps  pumpSet // dup2 bridges' write pumps (bridge.go)
 
 	anyRO bool // some bind is read-only
+
+	pts devpts // the private devpts instance at /dev/pts (dev.go)
 
 	stats statCache // LKL path stats while nothing changed (statcache.go)
 

@@ -58,9 +58,9 @@ func FuzzClean(f *testing.F) {
 }
 
 // Host routes other than /proc are served from the host beneath the
-// route; /proc is kbox's own (procfs_test.go).
+// route; /proc is kbox's own (procfs_test.go), /dev LKL's (dev.go).
 func TestHostRoutes(t *testing.T) {
-	e := New(Options{HostRoutes: []string{"/proc", "/dev"}})
+	e := New(Options{HostRoutes: []string{"/proc", CPURoute}, Dev: true})
 	r := &Request{P: &Proc{Tgid: 4242}, G: &memGuest{}}
 	cases := []struct {
 		path  string
@@ -70,8 +70,11 @@ func TestHostRoutes(t *testing.T) {
 	}{
 		{"/etc/hostname", false, "", 0},
 		{"/procfs/x", false, "", 0}, // a prefix, not the route
-		{"/dev/null", true, "null", 0},
-		{"/dev", true, ".", 0},
+		{"/dev/null", false, "", 0}, // LKL's /dev (dev.go)
+		{"/sys/class/net", false, "", 0},
+		{"/sys/devices/system/cpu", true, ".", 0},
+		{"/sys/devices/system/cpu/cpu0/topology/core_id", true, "cpu0/topology/core_id", 0},
+		{"/sys/devices/system/cpufreq", false, "", 0},
 		{"/proc/self/status", true, "4242/status", 0},
 		{"/proc/self/fdinfo/0", true, "4242/fdinfo/0", 0},
 	}

@@ -317,6 +317,9 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 		t, en = e.fdTarget(r, dirfd)
 	} else {
 		t, en = e.resolveAt(r, dirfd, given)
+		if en == 0 && flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
+			t, en = e.followDevFd(r, t) // /dev/fd/N: its file (devfd.go)
+		}
 	}
 	if en != 0 {
 		return errno(en, LKL)
@@ -755,7 +758,7 @@ func (e *Engine) stageLinkIn(dir, name string, fd int) unix.Errno {
 
 // canonical resolves p's symlinks, as the kernel reports /proc/PID/exe: in
 // a bind through the bind's confined fd, in the image through LKL's own
-// /proc; without a mounted proc it returns p.
+// proc (mounted outside the guest's root); without one it returns p.
 func (e *Engine) canonical(p string) string {
 	if b := e.bindOf(p); b != nil {
 		fd, err := b.openIn(bindTarget(b, p).Rel, unix.O_PATH, 0)
@@ -778,7 +781,7 @@ func (e *Engine) canonical(p string) string {
 	}
 	defer lkl.Close(int(fd))
 	buf := make([]byte, PathMax)
-	n, le := lklPath(lkl.SysReadlinkat, 1, "/proc/self/fd/"+strconv.Itoa(int(fd)), [6]uintptr{atFdcwd, 0, uptr(buf), uintptr(len(buf))})
+	n, le := e.kprocPath(lkl.SysReadlinkat, 1, "self/fd/"+strconv.Itoa(int(fd)), [6]uintptr{0, 0, uptr(buf), uintptr(len(buf))})
 	if le != 0 || n == 0 || buf[0] != '/' {
 		return p
 	}

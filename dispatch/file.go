@@ -175,11 +175,24 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 
 // openTarget opens a resolved target for the guest.
 func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result {
+	if flags&unix.O_NOFOLLOW == 0 {
+		// /dev/fd, /dev/fd/N (devfd.go)
+		if t.Fd > 0 {
+			return e.openFd(r, t.Fd-1, flags, mode)
+		}
+		var en unix.Errno
+		if t, en = e.followDev(r, t); en != 0 {
+			return errno(en, Emulated)
+		}
+	}
 	if t.Proc != nil {
 		return e.procOpen(r, t, flags, mode) // a node of /proc (procfs.go)
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
+		if en := roRoute(t, flags); en != 0 {
+			return errno(en, Denied)
+		}
 		hfd, err := e.openHostAs(r, t, flags&^unix.O_CLOEXEC, mode)
 		if err != nil {
 			return fail(err, Host)
@@ -194,6 +207,9 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 		}
 		return answered(int64(gfd), Host)
 	}
+	if res, done := e.openDevice(r, t, flags); done {
+		return res // a node in /dev, by its stat (dev.go)
+	}
 	if res, done := e.openCached(r, t, flags); done {
 		return res
 	}
@@ -202,6 +218,13 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 	e.stats.changed()
 	lflags, probe := lklOpenFlags(flags)
 	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, flags, mode), flags)
+	if le == unix.ENXIO || le == unix.ENODEV {
+		// A device node LKL has no driver for: kbox decides (dev.go).
+		var st lkl.Stat64
+		if lklStatUncached(t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) == 0 && isDevice(st.Mode) {
+			return e.devOpen(r, st.Mode, st.Rdev, flags)
+		}
+	}
 	if le != 0 {
 		return errno(le, LKL)
 	}
@@ -243,6 +266,11 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 	if err != nil {
 		lkl.Close(lfd)
 		return fail(err, LKL)
+	}
+	if isDevice(st.Mode) && flags&unix.O_PATH == 0 {
+		// LKL's own device is never the guest's (dev.go).
+		lkl.Close(lfd)
+		return e.devOpen(r, st.Mode, st.Rdev, flags)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFIFO && flags&unix.O_PATH == 0 {
 		lkl.Close(lfd)

@@ -33,7 +33,7 @@ func (e *Engine) lklOnly(r *Request, dirfd int32, addr uint64) (string, Result, 
 	if en != 0 {
 		return "", errno(en, LKL), false
 	}
-	if t.Host {
+	if t.Host || t.Fd > 0 || t.FdDir {
 		return "", errno(unix.EACCES, Denied), false
 	}
 	return t.LKLPath(), Result{}, true
@@ -46,7 +46,9 @@ func (e *Engine) modTarget(r *Request, dirfd int32, addr uint64) (Target, Result
 	if en != 0 {
 		return t, errno(en, LKL), false
 	}
-	if t.Host && t.Bind == nil {
+	if t.Host && t.Bind == nil || t.Fd > 0 || t.FdDir {
+		// System routes, and /dev/fd and /dev/std*: LKL would follow
+		// them into its own proc (devfd.go).
 		return t, errno(unix.EACCES, Denied), false
 	}
 	return t, Result{}, true

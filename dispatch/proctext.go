@@ -383,6 +383,9 @@ func (e *Engine) kboxMounts() []mountEntry {
 		return fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
 	}
 	for _, rt := range e.Opt.HostRoutes {
+		if rt == CPURoute {
+			continue // a directory of the guest's /sys, not a mount of its own
+		}
 		d, found := routeMounts[rt]
 		if !found {
 			d = [3]string{"none", "rw", "rw"}

@@ -29,6 +29,12 @@ type Target struct {
 	// is ENOTDIR, open("new/", O_CREAT) EISDIR, mkdir("a/b/") works). A
 	// host target has it at the end of Rel instead.
 	Tail string
+	// Fd, when above 0, says that Path is /dev/fd/N (N = Fd-1), or
+	// /dev/stdin, stdout or stderr (N = 0, 1, 2), with kbox's /dev: the
+	// caller's own fd N when the link is followed (devfd.go). FdDir says
+	// Path is /dev/fd, the link to /proc/self/fd.
+	Fd    int
+	FdDir bool
 }
 
 // LKLPath is the path to give LKL: Path with the guest's trailing slash.
@@ -110,7 +116,7 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 			return Target{}, en
 		}
 		abs = Clean(base, p)
-		if _, ok := e.route(abs); !ok && e.bindOf(base) == nil {
+		if _, ok := e.route(abs); !ok && e.bindOf(base) == nil && !e.inPts(base) {
 			return Target{}, unix.EACCES
 		}
 	}
@@ -138,6 +144,12 @@ func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
 func (e *Engine) classifyN(r *Request, abs string, depth int) (Target, unix.Errno) {
 	if b := e.bindOf(abs); b != nil {
 		return bindTarget(b, abs), 0
+	}
+	if t, ok := e.devTarget(abs); ok {
+		return t, 0 // kbox's devpts instance (dev.go)
+	}
+	if fd, rest, ok := e.devFd(abs); ok {
+		return e.beneathFd(r, abs, fd, rest) // /dev/fd/N (devfd.go)
 	}
 	rt, ok := e.route(abs)
 	if !ok {
@@ -198,6 +210,9 @@ func (e *Engine) hostLinkPath(link string) (string, unix.Errno) {
 		return "", unix.EBADF
 	}
 	if g, ok := e.bindGuestPath(l); ok {
+		return g, 0
+	}
+	if g, ok := e.ptsGuestPath(link, l); ok {
 		return g, 0
 	}
 	if _, ok := e.route(l); !ok {

@@ -39,6 +39,17 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 	if en != 0 {
 		return errno(en, LKL)
 	}
+	if flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
+		// /dev/fd, /dev/fd/N (devfd.go)
+		if t.Fd > 0 {
+			return e.statDevFd(r, t.Fd-1, out)
+		}
+		if t, en = e.followDev(r, t); en != 0 {
+			return errno(en, Emulated)
+		}
+	} else if t, en = e.procFdLink(r, t); en != 0 {
+		return errno(en, Emulated)
+	}
 	sc := getScratch()
 	defer putScratch(sc)
 	hst := &sc.st
@@ -213,54 +224,31 @@ func sysStatx(e *Engine, r *Request) Result {
 	}
 	var buf [lkl.SizeofStatx]byte
 	if p == "" && flags&unix.AT_EMPTY_PATH != 0 {
-		lfd := -1
-		var node *shadowfd.Node
-		if !isVirtual(r, uint64(uint32(dirfd))) {
-			// A shadow reports its LKL file (see fstatShadow).
-			if node = e.Shadows.OfGuestFd(r.P.Tgid, int(dirfd)); node == nil {
-				return cont
-			}
-			lfd = node.LKLFd()
-		} else {
-			if _, lp := listingOf(r, uint64(uint32(dirfd))); lp != "" {
-				return e.statxProc(r, Target{}, lp, false)
-			}
-			if hfd, isHost := hostFile(r, uint64(uint32(dirfd))); isHost {
-				var sx unix.Statx_t
-				if err := unix.Statx(hfd, "", flags, int(r.Args[3]), &sx); err != nil {
-					return fail(err, Host)
-				}
-				if err := r.G.Write(r.Args[4], asBytes(&sx)); err != nil {
-					return errno(unix.EFAULT, Host)
-				}
-				return ok(0, Host)
-			}
-			var en unix.Errno
-			if lfd, en = vfd(r, uint64(uint32(dirfd))); en != 0 {
-				return errno(en, LKL)
-			}
-		}
-		empty := []byte{0}
-		_, le := lkl.Syscall6(lkl.SysStatx, uintptr(lfd), uptr(empty), uintptr(flags), uintptr(r.Args[3]), uptr(buf[:]), 0)
-		runtime.KeepAlive(empty)
-		if le != 0 {
-			return errno(le, LKL)
-		}
-		if node != nil {
-			var st lkl.Stat64
-			if err := e.Shadows.Stat(node, &st); err == nil {
-				statxOverlay(buf[:], &st)
-			}
+		if res, done := e.statxFd(r, int(dirfd), flags, buf[:], false); done {
+			return res
 		}
 	} else {
 		t, en := e.resolveAt(r, dirfd, p)
 		if en != 0 {
 			return errno(en, LKL)
 		}
+		if flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
+			t, en = e.followDev(r, t)
+		} else {
+			t, en = e.procFdLink(r, t)
+		}
+		if en != 0 {
+			return errno(en, Emulated)
+		}
 		if t.Proc != nil {
 			return e.statxProc(r, t, "", flags&unix.AT_SYMLINK_NOFOLLOW != 0)
 		}
-		if t.Host {
+		if t.Fd > 0 && flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
+			// /dev/fd/N (devfd.go): the file fd N is.
+			if res, done := e.statxFd(r, t.Fd-1, flags&^unix.AT_EMPTY_PATH, buf[:], true); done {
+				return res
+			}
+		} else if t.Host {
 			var sx unix.Statx_t
 			err := atRoute(t, flags&unix.AT_SYMLINK_NOFOLLOW != 0, func(d int, name string, empty int) error {
 				return unix.Statx(d, name, flags&^unix.AT_EMPTY_PATH|empty, int(r.Args[3]), &sx)
@@ -284,11 +272,87 @@ func sysStatx(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
+// statxFd fills buf with statx of guest fd fd for statx(fd, "",
+// AT_EMPTY_PATH), or for a path through /dev/fd/N (alias). It is done when
+// it answered: with an error, or by continuing a host fd's own statx
+// (never for alias, which names the file through kbox's /proc link).
+func (e *Engine) statxFd(r *Request, fd int, flags int, buf []byte, alias bool) (Result, bool) {
+	lfd := -1
+	var node *shadowfd.Node
+	mask := int(r.Args[3])
+	hostStatx := func(dirfd int, name string, fl int) (Result, bool) {
+		var sx unix.Statx_t
+		if err := unix.Statx(dirfd, name, fl, mask, &sx); err != nil {
+			if alias && (err == unix.EBADF || err == unix.ENOENT) {
+				err = unix.ENOENT
+			}
+			return fail(err, Host), true
+		}
+		copy(buf, asBytes(&sx))
+		return Result{}, false
+	}
+	if !isVirtual(r, uint64(uint32(fd))) {
+		// A shadow reports its LKL file (see fstatShadow).
+		if node = e.Shadows.OfGuestFd(r.P.Tgid, fd); node == nil {
+			if !alias {
+				return cont, true
+			}
+			if fd < 0 {
+				return errno(unix.ENOENT, Host), true
+			}
+			return hostStatx(unix.AT_FDCWD, fdLink(r, fd), flags&^unix.AT_SYMLINK_NOFOLLOW)
+		}
+		lfd = node.LKLFd()
+	} else {
+		if _, lp := listingOf(r, uint64(uint32(fd))); lp != "" {
+			return e.statxProc(r, Target{}, lp, false), true // a directory of /proc
+		}
+		if hfd, isHost := hostFile(r, uint64(uint32(fd))); isHost {
+			return hostStatx(hfd, "", flags|unix.AT_EMPTY_PATH)
+		}
+		var en unix.Errno
+		if lfd, en = vfd(r, uint64(uint32(fd))); en != 0 {
+			if alias && en == unix.EBADF {
+				en = unix.ENOENT
+			}
+			return errno(en, LKL), true
+		}
+	}
+	empty := []byte{0}
+	_, le := lkl.Syscall6(lkl.SysStatx, uintptr(lfd), uptr(empty), uintptr(flags|unix.AT_EMPTY_PATH), uintptr(mask), uptr(buf), 0)
+	runtime.KeepAlive(empty)
+	if le != 0 {
+		return errno(le, LKL), true
+	}
+	if node != nil {
+		var st lkl.Stat64
+		if err := e.Shadows.Stat(node, &st); err == nil {
+			statxOverlay(buf, &st)
+		}
+	}
+	return Result{}, false
+}
+
 func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) Result {
 	t, en := e.target(r, dirfd, addr)
 	if en != 0 {
 		return errno(en, LKL)
 	}
+	if flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
+		// /dev/fd, /dev/fd/N (devfd.go)
+		if t.Fd > 0 {
+			return e.accessFd(r, t.Fd-1, mode, flags)
+		}
+		if t, en = e.followDev(r, t); en != 0 {
+			return errno(en, Emulated)
+		}
+	}
+	return e.accessResolved(r, t, mode, flags)
+}
+
+// accessResolved is access(2) of a resolved target.
+func (e *Engine) accessResolved(r *Request, t Target, mode, flags int) Result {
+	var en unix.Errno
 	d := LKL
 	switch {
 	case t.Proc != nil:
@@ -329,6 +393,9 @@ func sysFaccessat2(e *Engine, r *Request) Result {
 
 func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Result {
 	t, en := e.target(r, dirfd, addr)
+	if en == 0 {
+		t, en = e.procFdLink(r, t) // /dev/fd/N (devfd.go)
+	}
 	if en != 0 {
 		return errno(en, LKL)
 	}
@@ -381,6 +448,9 @@ func sysReadlinkat(e *Engine, r *Request) Result {
 func sysStatfs(e *Engine, r *Request) Result {
 	e.Shadows.FlushDirty() // LKL's free space counts what guests wrote
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
+	if en == 0 {
+		t, en = e.followDevFd(r, t) // /dev/fd, /dev/fd/N (devfd.go)
+	}
 	if en != 0 {
 		return errno(en, LKL)
 	}
@@ -500,6 +570,9 @@ func (e *Engine) chdirTo(r *Request, t Target) Result {
 
 func sysChdir(e *Engine, r *Request) Result {
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
+	if en == 0 {
+		t, en = e.followDev(r, t) // /dev/fd (devfd.go)
+	}
 	if en != 0 {
 		return errno(en, LKL)
 	}

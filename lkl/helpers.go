@@ -130,6 +130,17 @@ func Mknod(path string, mode uint32, dev uint64) error {
 	return err
 }
 
+// Symlink makes a symbolic link at path holding target.
+func Symlink(target, path string) error {
+	t, err := cstr(target)
+	if err != nil {
+		return err
+	}
+	_, err = pathCall(SysSymlinkat, path, []uintptr{ptr(t), uintptr(AtFdcwd & 0xffffffff)})
+	runtime.KeepAlive(t)
+	return err
+}
+
 // Chdir changes the kernel's cwd.
 func Chdir(path string) error {
 	_, err := pathCall(SysChdir, path, nil)

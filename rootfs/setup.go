@@ -156,22 +156,16 @@ type mountSpec struct {
 	mode                 uint32
 }
 
-// devNodes are the character devices made in /dev: LKL has no devtmpfs.
-var devNodes = []struct {
-	name         string
-	major, minor uint32
-}{
-	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9},
-}
-
 func (r *Root) mountProfile(opt Options) {
 	var specs []mountSpec
 	switch opt.Profile {
 	case ProfileMinimal:
-		specs = []mountSpec{{"/proc", "proc", "", 0o555}, {"/dev", "tmpfs", "mode=755", 0o755}}
+		specs = []mountSpec{{"/dev", "tmpfs", "mode=755", 0o755}}
 	case ProfileFull:
+		// No proc: LKL's is mounted outside the guest's root (kernelProc)
+		// and served through dispatch/procfs.go; one in the tree would let
+		// a symlink in the image reach the magic links of kbox's LKL fds.
 		specs = []mountSpec{
-			{"/proc", "proc", "", 0o555},
 			{"/sys", "sysfs", "", 0o555},
 			// Without CONFIG_SHMEM, "tmpfs" is ramfs underneath, in
 			// physically contiguous kernel memory: the fallback when there
@@ -180,7 +174,7 @@ func (r *Root) mountProfile(opt Options) {
 			{"/dev", "tmpfs", "mode=755", 0o755},
 		}
 		if r.scratch != nil {
-			specs = append(specs[:2], specs[3:]...)
+			specs = append(specs[:1], specs[2:]...)
 		}
 	}
 	for _, s := range specs {
@@ -196,14 +190,19 @@ func (r *Root) mountProfile(opt Options) {
 		}
 		r.Mounts = append(r.Mounts, s.target)
 		if s.target == "/dev" {
-			for _, n := range devNodes {
-				dev := unix.Mkdev(n.major, n.minor)
-				if err := lkl.Mknod("/dev/"+n.name, unix.S_IFCHR|0o666, dev); err != nil {
-					r.Warnings = append(r.Warnings, fmt.Sprintf("mknod /dev/%s: %v", n.name, err))
-				}
-			}
+			r.populateDev() // dev.go
 		}
 	}
+}
+
+// Mounted reports whether the recommended mount on target was made.
+func (r *Root) Mounted(target string) bool {
+	for _, m := range r.Mounts {
+		if m == target {
+			return true
+		}
+	}
+	return false
 }
 
 // Close unmounts everything, halts the kernel and releases the image. The

@@ -34,12 +34,15 @@ import (
 // allowed) makes the mounts and resizes them on kbox's request, handing
 // kbox an fd of each mount's root.
 
-// mounter makes size-limited tmpfs mounts and resizes them.
+// mounter makes size-limited tmpfs mounts and resizes them, and devpts
+// instances.
 type mounter interface {
 	// mount returns an O_DIRECTORY fd of the root of a new tmpfs of
 	// size bytes, and the mount's id for resize.
 	mount(size int64) (dirfd, id int, err error)
 	resize(id int, size int64) error
+	// devpts returns an O_PATH fd of the root of a new devpts instance.
+	devpts() (dirfd int, err error)
 	close()
 }
 
@@ -55,13 +58,19 @@ type stores struct {
 	why  error // why there is no mounter
 }
 
+// get returns the mounter for content files, unless KBOX_STORE=memfd.
 func (s *stores) get() (mounter, error) {
+	if StoreMode == "memfd" {
+		return nil, errors.New("KBOX_STORE=memfd")
+	}
+	return s.any()
+}
+
+// any returns the mounter, made on first use: kbox itself when it may
+// mount, else the helper.
+func (s *stores) any() (mounter, error) {
 	s.once.Do(func() {
-		switch StoreMode {
-		case "memfd":
-			s.why = errors.New("KBOX_STORE=memfd")
-			return
-		case "helper":
+		if StoreMode == "helper" {
 			s.m, s.why = startHelper()
 			return
 		}
@@ -72,6 +81,20 @@ func (s *stores) get() (mounter, error) {
 		s.m, s.why = startHelper()
 	})
 	return s.m, s.why
+}
+
+// Devpts mounts a new devpts instance, private to kbox (never attached to
+// any mount tree: no host path names it, and it goes with kbox's last fd
+// of it), and returns an O_PATH fd of its root. Its ptmx is open to all
+// (ptmxmode=0666) and its ptys are made mode 0620, as a system's
+// /dev/pts. Made by kbox when it may mount, else by the helper (devpts
+// may be mounted in a user namespace).
+func (m *Manager) Devpts() (int, error) {
+	mt, err := m.stores.any()
+	if err != nil {
+		return -1, err
+	}
+	return mt.devpts()
 }
 
 func (s *stores) close() {
@@ -146,6 +169,27 @@ func (d *directMounter) mount(size int64) (int, int, error) {
 	return dir, id, nil
 }
 
+func (d *directMounter) devpts() (int, error) {
+	fs, err := unix.Fsopen("devpts", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen devpts: %w", err)
+	}
+	defer unix.Close(fs)
+	for _, kv := range [][2]string{{"ptmxmode", "0666"}, {"mode", "0620"}} {
+		if err := unix.FsconfigSetString(fs, kv[0], kv[1]); err != nil {
+			return -1, fmt.Errorf("devpts %s=%s: %w", kv[0], kv[1], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("devpts: create: %w", err)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount devpts: %w", err)
+	}
+	return mnt, nil
+}
+
 func (d *directMounter) resize(id int, size int64) error {
 	d.mu.Lock()
 	mnt, ok := d.mnts[id]
@@ -186,7 +230,7 @@ func (d *directMounter) close() {
 // and mount namespace (uid 0 inside mapped to kbox's uid). It serves
 // requests on a socketpair (fd 3) until kbox closes its end or dies:
 //
-//	request: op (1 byte: 'M' mount, 'R' resize), id (u32), size (u64)
+//	request: op (1 byte: 'M' mount, 'R' resize, 'P' devpts), id (u32), size (u64)
 //	reply:   errno (u32), id (u32); a mount's root fd rides along (SCM_RIGHTS)
 const helperEnv = "KBOX_STORE_HELPER"
 
@@ -285,6 +329,14 @@ func (h *helperMounter) mount(size int64) (int, int, error) {
 	return dir, id, err
 }
 
+func (h *helperMounter) devpts() (int, error) {
+	dir, _, err := h.call('P', 0, 0)
+	if err == nil && dir < 0 {
+		err = errors.New("content store helper sent no mount")
+	}
+	return dir, err
+}
+
 func (h *helperMounter) resize(id int, size int64) error {
 	_, _, err := h.call('R', id, size)
 	return err
@@ -329,6 +381,13 @@ func HelperMain() int {
 		case 'R':
 			if err := d.resize(id, size); err != nil {
 				binary.LittleEndian.PutUint32(rep[:], uint32(errnoOf(err)))
+			}
+		case 'P':
+			var err error
+			if dir, err = d.devpts(); err != nil {
+				binary.LittleEndian.PutUint32(rep[:], uint32(errnoOf(err)))
+			} else {
+				rights = unix.UnixRights(dir)
 			}
 		default:
 			binary.LittleEndian.PutUint32(rep[:], uint32(unix.EINVAL))

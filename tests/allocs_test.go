@@ -55,7 +55,7 @@ func init() {
 	// stat, access and a read-only open of a cached image file.
 	helpers["dispatch-allocs"] = func(img string, ro bool) error {
 		return withRoot(img, ro, func(*rootfs.Root) error {
-			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", "/sys", "/dev"}})
+			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", dispatch.CPURoute}, Dev: true})
 			defer eng.Shadows.Close()
 			g := &fakeGuest{mem: make([]byte, 4096)}
 			copy(g.mem, "/etc/hostname\x00")

@@ -73,9 +73,15 @@ func TestProcGuestProcessesOnly(t *testing.T) {
 	defer host.Wait()
 	defer host.Process.Kill()
 	pid := strconv.Itoa(host.Process.Pid)
-	// Natively the host's /proc shows both.
-	cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
-	environ, _ := os.ReadFile("/proc/" + pid + "/environ")
+	// Natively the host's /proc shows both (once the child has exec'd).
+	var cmdline, environ []byte
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		cmdline, _ = os.ReadFile("/proc/" + pid + "/cmdline")
+		environ, _ = os.ReadFile("/proc/" + pid + "/environ")
+		if strings.Contains(string(cmdline), marker) {
+			break
+		}
+	}
 	if !strings.Contains(string(cmdline), marker) || !strings.Contains(string(environ), secret) {
 		t.Fatalf("the planted process is not as expected natively: %q", cmdline)
 	}
@@ -184,7 +190,7 @@ func TestProcSelfFdShell(t *testing.T) {
 }
 
 // /proc/mounts, /proc/self/mounts and mountinfo describe the guest's
-// mounts: its root, /proc, /sys, /dev, /tmp and a bind (without the
+// mounts: its root, /proc, /sys, /dev, /dev/shm, /tmp and a bind (without the
 // bind's host path), and none of the host's other mount points. busybox
 // df reads the table and finds /tmp.
 func TestProcMounts(t *testing.T) {
@@ -195,7 +201,7 @@ func TestProcMounts(t *testing.T) {
 	if st != 0 {
 		t.Fatalf("status %d\n%s\n%s", st, out, stderr)
 	}
-	guest := map[string]string{"/": "ext4", "/proc": "proc", "/sys": "sysfs", "/dev": "", "/tmp": "ext4", "/mnt/bound": ""}
+	guest := map[string]string{"/": "ext4", "/proc": "proc", "/sys": "sysfs", "/dev": "", "/dev/shm": "ext4", "/tmp": "ext4", "/mnt/bound": ""}
 	points := map[string]bool{}
 	for _, l := range strings.Split(strings.TrimSpace(section(out, "mounts")), "\n") {
 		f := strings.Fields(l)

@@ -2,12 +2,24 @@ package main
 
 import (
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/rootfs"
 	"golang.org/x/sys/unix"
 )
 
-// hostRoutes are the guest paths served from the host's own /proc, /sys
-// and /dev.
-var hostRoutes = []string{"/proc", "/sys", "/dev"}
+// reservedRoutes are the guest's system directories, where no bind may go:
+// /proc (a host route), /sys (LKL's sysfs with the host's CPU topology)
+// and /dev (LKL's ramfs with kbox's devices and private devpts).
+var reservedRoutes = []string{"/proc", "/sys", "/dev"}
+
+// hostRoutes are the guest paths served from the host: its /proc and, when
+// the guest has a sysfs, its CPU topology (read-only).
+func hostRoutes(root *rootfs.Root) []string {
+	routes := []string{"/proc"}
+	if root.Mounted("/sys") {
+		routes = append(routes, dispatch.CPURoute)
+	}
+	return routes
+}
 
 // openBinds checks the -b binds and opens their host directories. A bad
 // guest path is a usage error (exit 2); a missing or non-directory host
@@ -17,7 +29,7 @@ func openBinds(o *ImageOptions) ([]*dispatch.Bind, error) {
 	for _, b := range o.Binds {
 		guests = append(guests, b.Dst)
 	}
-	if err := dispatch.CheckBindGuests(guests, hostRoutes); err != nil {
+	if err := dispatch.CheckBindGuests(guests, reservedRoutes); err != nil {
 		return nil, usagef("%v", err)
 	}
 	var out []*dispatch.Bind

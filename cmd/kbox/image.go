@@ -117,7 +117,8 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 	}
 	opt := dispatch.Options{
 		RootID:     o.RootID,
-		HostRoutes: hostRoutes,
+		HostRoutes: hostRoutes(root),
+		Dev:        root.Mounted("/dev"),
 		Binds:      binds,
 	}
 	if err := dispatch.CheckBindsInImage(binds); err != nil {

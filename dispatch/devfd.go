@@ -1,0 +1,242 @@
+package dispatch
+
+import (
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// /dev/fd, /dev/stdin, /dev/stdout and /dev/stderr (with kbox's /dev).
+//
+// They are symbolic links in LKL's /dev (rootfs/dev.go) to /proc/self/fd,
+// as on Linux, so lstat, readlink and ls -l show links. Followed, LKL
+// would resolve them in its own proc, whose fds are kbox's LKL fds: kbox
+// resolves them itself, as the kernel resolves /proc/self/fd/N, to the
+// caller's own fd N:
+//   - beneath the link (/dev/fd/N/name), the path is resolved as
+//     openat(N, "name") would;
+//   - an open of /dev/fd/N opens the file fd N is: an image file again by
+//     its path (a virtual fd's, or a shadow's image file), a file of a
+//     host route or bind by its guest path, and a file with no path (a
+//     pipe, a terminal, a device, a memfd) as the kernel reopens it
+//     through /proc/PID/fd/N; a socket gives ENXIO, a closed fd ENOENT;
+//   - stat, statx and access of it report the file fd N is.
+//   - exec and statfs of it act on the file of fd N by its guest path;
+//   - /dev/fd itself, followed, is /proc/self/fd (as /proc serves it);
+//   - lstat and readlink of /dev/fd/N are /proc/self/fd/N's (the link);
+//     those of /dev/fd and /dev/std* LKL's links;
+//   - no call changes them: chmod, chown, truncate, utimes, unlink,
+//     rename, mkdir and the like of /dev/fd, /dev/fd/N and /dev/std*
+//     give EACCES (LKL would follow the links into its own proc, where
+//     the fds are kbox's; Linux's devtmpfs would let root remove them).
+// No path of the guest reaches LKL's /proc/self/fd through them.
+
+// maxFdHops bounds nested /dev/fd/N paths in one call, as the kernel
+// bounds symlinks (ELOOP).
+const maxFdHops = 40
+
+// devFd returns the guest fd named by the clean guest path abs through
+// /dev/fd/N or /dev/std*, and the path beneath it ("" for the fd itself).
+func (e *Engine) devFd(abs string) (int, string, bool) {
+	if !e.Opt.Dev || !strings.HasPrefix(abs, "/dev/") {
+		return 0, "", false
+	}
+	var s string
+	switch name, rest, _ := strings.Cut(abs[len("/dev/"):], "/"); name {
+	case "fd":
+		if rest == "" {
+			return -1, "", true // the directory
+		}
+		s = rest
+	case "stdin":
+		s = joinRel("0", rest)
+	case "stdout":
+		s = joinRel("1", rest)
+	case "stderr":
+		s = joinRel("2", rest)
+	default:
+		return 0, "", false
+	}
+	num, rest, _ := strings.Cut(s, "/")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || strconv.Itoa(n) != num {
+		return 0, "", false // not an fd: LKL says ENOENT
+	}
+	return n, rest, true
+}
+
+func joinRel(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "/" + b
+}
+
+// beneathFd resolves rest beneath guest fd fd (a /dev/fd/N path abs), or
+// marks the fd itself (fd -1: /dev/fd) when rest is empty.
+func (e *Engine) beneathFd(r *Request, abs string, fd int, rest string) (Target, unix.Errno) {
+	if r.fdHops++; r.fdHops > maxFdHops {
+		return Target{}, unix.ELOOP
+	}
+	switch {
+	case fd < 0:
+		return Target{Path: abs, FdDir: true}, 0
+	case rest == "":
+		return Target{Path: abs, Fd: fd + 1}, 0
+	}
+	return e.resolveAt(r, int32(fd), rest)
+}
+
+// followDev is what a call that follows the final link makes of /dev/fd:
+// the target of /proc/self/fd (whatever /proc serves there).
+func (e *Engine) followDev(r *Request, t Target) (Target, unix.Errno) {
+	if !t.FdDir {
+		return t, 0
+	}
+	return e.classify(r, "/proc/self/fd")
+}
+
+// followDevFd is followDev that also takes /dev/fd/N to the file of fd N by
+// its guest path (fdTarget), for calls that follow the final link and
+// need a path (exec, statfs): a file with no path (a pipe) gives EACCES.
+func (e *Engine) followDevFd(r *Request, t Target) (Target, unix.Errno) {
+	if t.Fd == 0 {
+		return e.followDev(r, t)
+	}
+	ft, en := e.fdTarget(r, int32(t.Fd-1))
+	if en == unix.EBADF {
+		en = unix.ENOENT
+	}
+	return ft, en
+}
+
+// procFdLink is what a call that does not follow the final link makes of
+// /dev/fd/N: /proc/self/fd/N, the link itself, as /proc serves it.
+// /dev/stdin, stdout, stderr and /dev/fd are LKL's links.
+func (e *Engine) procFdLink(r *Request, t Target) (Target, unix.Errno) {
+	if t.Fd == 0 || !strings.HasPrefix(t.Path, "/dev/fd/") {
+		return t, 0
+	}
+	return e.classify(r, "/proc/self/fd/"+strconv.Itoa(t.Fd-1))
+}
+
+// fdLink returns the /proc link through which kbox reaches the file of
+// guest fd fd, a host file: the guest's own, or kbox's copy of a host file
+// kept in the virtual table.
+func fdLink(r *Request, fd int) string {
+	if hfd, isHost := hostFile(r, uint64(uint32(fd))); isHost {
+		return procFd(hfd)
+	}
+	return "/proc/" + strconv.Itoa(r.P.Tgid) + "/fd/" + strconv.Itoa(fd)
+}
+
+// openFd serves the open of /dev/fd/N.
+func (e *Engine) openFd(r *Request, fd int, flags int, mode uint32) Result {
+	if fd >= 0 && !r.P.FDs.IsVirtual(fd) || isHostFile(r, int32(fd)) {
+		if e.Shadows.OfGuestFd(r.P.Tgid, fd) == nil {
+			if res, done := e.reopen(r, fdLink(r, fd), flags); done {
+				return res
+			}
+		}
+	}
+	t, en := e.fdTarget(r, int32(fd))
+	switch {
+	case en == unix.EBADF:
+		return errno(unix.ENOENT, Emulated)
+	case en != 0:
+		return errno(en, Emulated)
+	}
+	return e.openTarget(r, t, flags, mode)
+}
+
+// reopen opens a host file with no guest path (a pipe, a terminal, a
+// device, a memfd) through its /proc link, as the kernel opens
+// /proc/self/fd/N, and installs it in the guest. Files with a guest path
+// (directories, regular files of a host route or bind) are not done here:
+// they are opened again by path, confined.
+func (e *Engine) reopen(r *Request, link string, flags int) (Result, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(link, &st); err != nil {
+		return errno(unix.ENOENT, Host), true
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFSOCK:
+		return errno(unix.ENXIO, Host), true
+	case unix.S_IFDIR:
+		return Result{}, false
+	case unix.S_IFREG:
+		if _, en := e.hostLinkPath(link); en == 0 {
+			return Result{}, false // a file of a host route or bind
+		}
+	}
+	hflags := flags&^(unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_DIRECTORY) | unix.O_NOCTTY | unix.O_CLOEXEC
+	if flags&unix.O_DIRECTORY != 0 {
+		return errno(unix.ENOTDIR, Host), true
+	}
+	fifo := st.Mode&unix.S_IFMT == unix.S_IFIFO && flags&unix.O_NONBLOCK == 0
+	if fifo {
+		// A blocking open of a pipe's end waits for the other end,
+		// here on kbox's serving thread: opened non-blocking (the
+		// pipe's other end is the one the guest holds), then made
+		// blocking as asked.
+		hflags |= unix.O_NONBLOCK
+	}
+	hfd, err := unix.Open(link, hflags, 0)
+	if err != nil {
+		return fail(err, Host), true
+	}
+	defer unix.Close(hfd)
+	if fifo {
+		if fl, err := unix.FcntlInt(uintptr(hfd), unix.F_GETFL, 0); err == nil {
+			unix.FcntlInt(uintptr(hfd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+		}
+	}
+	gfd, err := r.G.AddFDReply(hfd, flags&unix.O_CLOEXEC != 0)
+	if err != nil {
+		return fail(err, Host), true
+	}
+	return answered(int64(gfd), Host), true
+}
+
+// statDevFd writes to the guest at out the stat of the file of guest fd fd,
+// as stat(2) through /dev/fd/N reports it.
+func (e *Engine) statDevFd(r *Request, fd int, out uint64) Result {
+	if r.P.FDs.IsVirtual(fd) {
+		if _, found := r.P.FDs.Get(fd); !found {
+			return errno(unix.ENOENT, Emulated)
+		}
+		return e.fstatVirtual(r, uint64(uint32(fd)), out)
+	}
+	if n := e.Shadows.OfGuestFd(r.P.Tgid, fd); n != nil {
+		res := e.fstatShadow(r, fd, out)
+		if res.Action != Continue {
+			return res
+		}
+	}
+	var st unix.Stat_t
+	if fd < 0 || unix.Stat(fdLink(r, fd), &st) != nil {
+		return errno(unix.ENOENT, Host)
+	}
+	if err := r.G.Write(out, asBytes(&st)); err != nil {
+		return errno(unix.EFAULT, Host)
+	}
+	return ok(0, Host)
+}
+
+// accessFd serves access(2) of /dev/fd/N: the file fd N is, by its guest
+// path when it has one, else the host file itself.
+func (e *Engine) accessFd(r *Request, fd, mode, flags int) Result {
+	if t, en := e.fdTarget(r, int32(fd)); en == 0 {
+		return e.accessResolved(r, t, mode, flags)
+	} else if en == unix.EBADF {
+		return errno(unix.ENOENT, Emulated)
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, fdLink(r, fd), uint32(mode), 0); err != nil {
+		if err == unix.EBADF {
+			err = unix.ENOENT
+		}
+		return fail(err, Host)
+	}
+	return ok(0, Host)
+}
