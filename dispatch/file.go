@@ -159,6 +159,9 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
+		if res, done := e.openSysvipc(r, t, flags); done {
+			return res // the guest's IPC namespace's (ipc.go)
+		}
 		hfd, err := e.openHostAs(r, t, flags&^unix.O_CLOEXEC, mode)
 		if err != nil {
 			return fail(err, Host)
