@@ -354,7 +354,7 @@ func Run(cfg Config) (int, error) {
 	defer eng.Sockets.Close()
 	eng.IPCNamespace = ns&NSIPC != 0
 	if cfg.Verbose {
-		reportNamespaces(ns, binder)
+		reportNamespaces(ns, binder, cfg.NoNamespaces)
 	}
 	pol := Policy(uint32(eng.Opt.VirtualFDs), ns)
 	// Closing a host fd needs no round trip: a shadow's close writes
@@ -444,10 +444,14 @@ func readNamespaces(sock *os.File) (Namespaces, error) {
 // reportNamespaces says under -v what the guest got: its own network and
 // IPC namespaces (in a user namespace of its own when kbox is not root),
 // or none, and what that takes away.
-func reportNamespaces(ns Namespaces, b *unixsock.Binder) {
+func reportNamespaces(ns Namespaces, b *unixsock.Binder, off bool) {
+	why := "unshare refused; user namespaces disabled?"
+	if off {
+		why = "KBOX_NAMESPACES=off"
+	}
 	switch {
 	case ns == 0:
-		fmt.Fprintln(os.Stderr, "kbox: warning: no private network and IPC namespaces for the guest (unshare refused; user namespaces disabled?): abstract unix socket names are refused (EPERM), System V IPC and POSIX message queues too (ENOSYS)")
+		fmt.Fprintf(os.Stderr, "kbox: warning: no private network and IPC namespaces for the guest (%s): abstract unix socket names are refused (EPERM), System V IPC and POSIX message queues too (ENOSYS)\n", why)
 	case ns&NSUser != 0:
 		fmt.Fprintln(os.Stderr, "kbox: guest namespaces: network, IPC, user (its uid and gid mapped to themselves)")
 	default:
