@@ -11,7 +11,13 @@
  *   unixsock listen-abstract NAME MS
  *                             listen on the abstract name NAME for MS ms;
  *                             a guest client reaches it
- *   unixsock name PATH        bind, print getsockname, exit
+ *   unixsock name PATH MS     bind, print getsockname, wait MS ms, exit
+ *   unixsock client PATH      connect to the stream socket PATH, print
+ *                             what it sends, send "from the guest"
+ *   unixsock sendhost PATH    send datagrams to PATH from a socketpair's
+ *                             socket (sendto, sendmsg) and connect to it:
+ *                             PATH is a host socket outside the image,
+ *                             which must stay out of reach
  *
  * Each prints what it saw, one fact a line, and "... ok" when all hold. */
 #define _GNU_SOURCE
@@ -356,15 +362,61 @@ static int listen_abstract(const char *name, long ms)
 	return bad;
 }
 
-static int name(const char *path)
+static int name(const char *path, long ms)
 {
 	struct sockaddr_un a;
 	socklen_t alen = addr_of(&a, path);
 	int s = socket(AF_UNIX, SOCK_STREAM, 0);
 	unlink(path);
 	CHECK(bind(s, (struct sockaddr *)&a, alen) == 0, "bind %s", path);
+	CHECK(listen(s, 1) == 0, "listen");
 	printf("getsockname %s\n", name_of(s, 0));
+	char link[64], target[256];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", s);
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+	printf("readlink %s\n", n < 0 ? strerror(errno) : (target[n] = 0, target));
+	nap(ms);
 	return bad;
+}
+
+static int client(const char *path)
+{
+	struct sockaddr_un a;
+	socklen_t alen = addr_of(&a, path);
+	char buf[128];
+	int c = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	errno = 0;
+	int rc = connect(c, (struct sockaddr *)&a, alen);
+	printf("client connect %d %s\n", rc, rc < 0 ? strerror(errno) : "connected");
+	if (rc < 0)
+		return 1;
+	ssize_t n = read(c, buf, sizeof(buf));
+	printf("client got %.*s\n", (int)(n > 0 ? n : 0), buf);
+	CHECK(write(c, "from the guest", 14) == 14, "write");
+	return bad;
+}
+
+static int sendhost(const char *path)
+{
+	struct sockaddr_un a;
+	socklen_t alen = addr_of(&a, path);
+	int sv[2];
+
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0, "socketpair");
+	errno = 0;
+	int rc = (int)sendto(sv[0], "escape-sendto", 13, 0, (struct sockaddr *)&a, alen);
+	printf("sendto host path %d %s\n", rc, rc < 0 ? strerror(errno) : "sent");
+	struct iovec iov = { .iov_base = "escape-sendmsg", .iov_len = 14 };
+	struct msghdr m = { .msg_name = &a, .msg_namelen = alen, .msg_iov = &iov, .msg_iovlen = 1 };
+	errno = 0;
+	rc = (int)sendmsg(sv[0], &m, 0);
+	printf("sendmsg host path %d %s\n", rc, rc < 0 ? strerror(errno) : "sent");
+	int d = socket(AF_UNIX, SOCK_DGRAM, 0);
+	errno = 0;
+	rc = d < 0 ? -1 : connect(d, (struct sockaddr *)&a, alen);
+	printf("connect host path %d %s\n", rc, rc < 0 ? strerror(errno) : "connected");
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -384,8 +436,12 @@ int main(int argc, char **argv)
 		return abstract(argv[2]);
 	if (argc >= 4 && strcmp(argv[1], "listen-abstract") == 0)
 		return listen_abstract(argv[2], atol(argv[3]));
-	if (argc >= 3 && strcmp(argv[1], "name") == 0)
-		return name(argv[2]);
-	fprintf(stderr, "usage: unixsock stream|seqpacket|dgram|pair|rights|abstract|listen-abstract|name ...\n");
+	if (argc >= 4 && strcmp(argv[1], "name") == 0)
+		return name(argv[2], atol(argv[3]));
+	if (argc >= 3 && strcmp(argv[1], "client") == 0)
+		return client(argv[2]);
+	if (argc >= 3 && strcmp(argv[1], "sendhost") == 0)
+		return sendhost(argv[2]);
+	fprintf(stderr, "usage: unixsock stream|seqpacket|dgram|pair|rights|abstract|listen-abstract|name|client|sendhost ...\n");
 	return 2;
 }
