@@ -59,8 +59,13 @@ func init() {
 
 // sockRoot says kbox runs as root: it may then attach the guest's own pid
 // as the credentials of what it sends (SCM_CREDENTIALS), as the host
-// kernel would for the guest.
-var sockRoot = os.Geteuid() == 0
+// kernel would for the guest. hostUID and hostGID are kbox's real ids,
+// the guest's host ids too.
+var (
+	sockRoot         = os.Geteuid() == 0
+	hostUID, hostGID = uint32(os.Getuid()), uint32(os.Getgid())
+	kboxPid          = os.Getpid()
+)
 
 func sysSocket(e *Engine, r *Request) Result {
 	if int(int32(r.Args[0])) != unix.AF_UNIX {
@@ -90,9 +95,8 @@ func virtualSockErr(r *Request, fd uint64) unix.Errno {
 
 // sock is kbox's copy of a guest socket.
 type sock struct {
-	fd     int
-	typ    int // SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET
-	domain int
+	fd  int
+	typ int // SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET
 }
 
 // sockOf takes a copy of the guest's socket fd (pidfd_getfd: the same
@@ -101,7 +105,7 @@ func sockOf(r *Request, fd uint64) (sock, unix.Errno) {
 	if isVirtual(r, fd) {
 		return sock{fd: -1}, virtualSockErr(r, fd)
 	}
-	hfd, err := guestFd(r.P.Tgid, int(int32(fd)))
+	hfd, err := r.P.getfd(int(int32(fd)))
 	if err != nil {
 		return sock{fd: -1}, unix.EBADF
 	}
@@ -110,19 +114,15 @@ func sockOf(r *Request, fd uint64) (sock, unix.Errno) {
 		unix.Close(hfd)
 		return sock{fd: -1}, unix.ENOTSOCK
 	}
-	dom, _ := unix.GetsockoptInt(hfd, unix.SOL_SOCKET, unix.SO_DOMAIN)
-	return sock{fd: hfd, typ: typ, domain: dom}, 0
+	return sock{fd: hfd, typ: typ}, 0
 }
 
-// guestFd takes a copy of fd of process tgid.
-func guestFd(tgid, fd int) (int, error) {
-	pidfd, err := unix.PidfdOpen(tgid, 0)
-	if err != nil {
-		return -1, err
-	}
-	hfd, err := unix.PidfdGetfd(pidfd, fd, 0)
-	unix.Close(pidfd)
-	return hfd, err
+// unixDomain reports an AF_UNIX socket: the only family a guest may name
+// addresses in (no networking yet; only sockets a guest inherited can be
+// of another).
+func (s sock) unixDomain() bool {
+	dom, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	return err == nil && dom == unix.AF_UNIX
 }
 
 func (s sock) nonblocking() bool {
@@ -254,7 +254,7 @@ func sysBind(e *Engine, r *Request) Result {
 		return errno(en, Host)
 	}
 	defer unix.Close(s.fd)
-	if s.domain != unix.AF_UNIX {
+	if !s.unixDomain() {
 		return errno(unix.EAFNOSUPPORT, Denied) // no networking yet
 	}
 	a, en := readSockaddr(r, r.Args[1], r.Args[2])
@@ -387,7 +387,7 @@ func sysConnect(e *Engine, r *Request) Result {
 	if en != 0 {
 		return errno(en, Host)
 	}
-	if s.domain != unix.AF_UNIX {
+	if !s.unixDomain() {
 		unix.Close(s.fd)
 		return errno(unix.EAFNOSUPPORT, Denied)
 	}
@@ -501,7 +501,7 @@ func (e *Engine) sendAddr(r *Request, j *sendJob, addr, alen uint64) unix.Errno 
 	if en != 0 {
 		return en
 	}
-	if j.s.domain != unix.AF_UNIX {
+	if !j.s.unixDomain() {
 		return unix.EAFNOSUPPORT // no networking yet
 	}
 	if j.s.typ != unix.SOCK_DGRAM {
@@ -524,12 +524,14 @@ func (e *Engine) sendAddr(r *Request, j *sendJob, addr, alen uint64) unix.Errno 
 // goroutine, the guest's syscall answered when it is done, by done when
 // set (else with the count of bytes or the error). It owns j.
 func (e *Engine) send(r *Request, j *sendJob, done func(p Pending, n int, en unix.Errno)) Result {
-	blocking := j.flags&unix.MSG_DONTWAIT == 0 && !j.s.nonblocking()
-	if sockRoot && j.s.domain == unix.AF_UNIX {
+	if sockRoot {
 		j.oob = withCreds(j.oob, r.P.Tgid)
 	}
 	n, err := rawSendmsg(j.s.fd, j.data, j.oob, j.name, j.flags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	tgid, tid := r.P.Tgid, r.G.Pid()
+	// Would the guest's own call wait? Asked only when it matters.
+	blocking := (err == unix.EAGAIN || err == 0 && n < len(j.data)) &&
+		j.flags&unix.MSG_DONTWAIT == 0 && !j.s.nonblocking()
 	switch {
 	case err == unix.EAGAIN && blocking:
 	case err == 0 && blocking && j.s.typ == unix.SOCK_STREAM && n < len(j.data):
@@ -600,7 +602,7 @@ func withCreds(oob []byte, tgid int) []byte {
 	if cmsgFind(oob, unix.SOL_SOCKET, unix.SCM_CREDENTIALS) {
 		return oob
 	}
-	c := unix.Ucred{Pid: int32(tgid), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+	c := unix.Ucred{Pid: int32(tgid), Uid: hostUID, Gid: hostGID}
 	return append(append([]byte(nil), oob...), unix.UnixCredentials(&c)...)
 }
 
@@ -743,7 +745,7 @@ func guestRights(r *Request, j *sendJob) unix.Errno {
 					if gfd < 0 || isVirtual(r, uint64(uint32(gfd))) {
 						return unix.EBADF
 					}
-					hfd, err := guestFd(r.P.Tgid, int(gfd))
+					hfd, err := r.P.getfd(int(gfd))
 					if err != nil {
 						return unix.EBADF
 					}
@@ -754,7 +756,7 @@ func guestRights(r *Request, j *sendJob) unix.Errno {
 				// The kernel checks the pid against the sender's, kbox:
 				// the guest naming itself is kbox naming itself.
 				if l >= cmsgHdr+4 && int(int32(le.Uint32(oob[o+cmsgHdr:]))) == r.P.Tgid && !sockRoot {
-					le.PutUint32(oob[o+cmsgHdr:], uint32(os.Getpid()))
+					le.PutUint32(oob[o+cmsgHdr:], uint32(kboxPid))
 				} else if l >= cmsgHdr+4 && !sockRoot {
 					return unix.EPERM
 				}
