@@ -187,6 +187,8 @@ type Engine struct {
 
 	stats statCache // LKL path stats while nothing changed (statcache.go)
 
+	lateSock lateReplies // answers of socket calls that waited (socket.go)
+
 	// initCred is the first process's credentials, unknownCred those of
 	// a process whose parent was not found (proc.go); credsChanged says
 	// some process changed its own since the start.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/unixsock"
@@ -418,13 +419,41 @@ func sysConnect(e *Engine, r *Request) Result {
 	go func() {
 		err := rawConnect(s.fd, raw)
 		done()
-		if err != 0 {
-			p.ReplyErrno(err)
-		} else {
-			p.Reply(0)
-		}
+		e.late(func() {
+			if err != 0 {
+				p.ReplyErrno(err)
+			} else {
+				p.Reply(0)
+			}
+		})
 	}()
 	return deferred(Host)
+}
+
+// lateReplies guards the answers that goroutines give to deferred socket
+// calls: none is given once the tier closes its listener.
+type lateReplies struct {
+	mu     sync.RWMutex
+	closed bool
+}
+
+// late runs answer unless the tier stopped taking late answers.
+func (e *Engine) late(answer func()) {
+	e.lateSock.mu.RLock()
+	defer e.lateSock.mu.RUnlock()
+	if !e.lateSock.closed {
+		answer()
+	}
+}
+
+// StopLateReplies makes goroutines that still wait in a guest's socket
+// call (a connect to a full backlog, a send to a full receiver) give no
+// answer: the tier calls it before it closes its listener, when no guest
+// is left to answer.
+func (e *Engine) StopLateReplies() {
+	e.lateSock.mu.Lock()
+	e.lateSock.closed = true
+	e.lateSock.mu.Unlock()
 }
 
 func sockResult(v int64, err error) Result {
@@ -554,14 +583,16 @@ func (e *Engine) send(r *Request, j *sendJob, done func(p Pending, n int, en uni
 		} else {
 			err = 0
 		}
-		switch {
-		case done != nil:
-			done(p, sent+m, err)
-		case err != 0:
-			p.ReplyErrno(err)
-		default:
-			p.Reply(int64(sent + m))
-		}
+		e.late(func() {
+			switch {
+			case done != nil:
+				done(p, sent+m, err)
+			case err != 0:
+				p.ReplyErrno(err)
+			default:
+				p.Reply(int64(sent + m))
+			}
+		})
 	}()
 	return deferred(Host)
 }

@@ -375,6 +375,8 @@ func Run(cfg Config) (int, error) {
 	defer listener.Close()
 	// Parked FIFO opens are answered through the listener: they end first.
 	defer eng.FIFOs.Close()
+	// So do socket calls still waiting in goroutines (dispatch/socket.go).
+	defer eng.StopLateReplies()
 	// Kernels with sync wake-up (6.6+) also end a blocked Recv with ENOENT
 	// once no task uses the filter: the serve loop can then call Recv
 	// directly, without a poll per notification.

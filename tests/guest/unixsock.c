@@ -12,6 +12,10 @@
  *                             listen on the abstract name NAME for MS ms;
  *                             a guest client reaches it
  *   unixsock name PATH MS     bind, print getsockname, wait MS ms, exit
+ *   unixsock block PATH       a connect that waits for room in a listener's
+ *                             backlog, and a sendmsg that waits for room at
+ *                             its receiver, while the other process makes
+ *                             syscalls kbox serves
  *   unixsock client PATH      connect to the stream socket PATH, print
  *                             what it sends, send "from the guest"
  *   unixsock sendhost PATH    send datagrams to PATH from a socketpair's
@@ -379,6 +383,63 @@ static int name(const char *path, long ms)
 	return bad;
 }
 
+static int block(const char *path)
+{
+	struct sockaddr_un a;
+	socklen_t alen = addr_of(&a, path);
+	int go[2];
+	struct stat st;
+	char r;
+
+	unlink(path);
+	CHECK(pipe(go) == 0, "pipe");
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK(bind(s, (struct sockaddr *)&a, alen) == 0, "bind");
+	CHECK(listen(s, 0) == 0, "listen");
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* The server: room in the backlog only after a while, during
+		 * which it makes syscalls that kbox serves. */
+		CHECK(read(go[0], &r, 1) == 1, "go");
+		nap(200);
+		CHECK(stat("/etc/hostname", &st) == 0, "stat while a connect waits");
+		int c1 = accept(s, NULL, NULL), c2 = accept(s, NULL, NULL);
+		CHECK(c1 >= 0 && c2 >= 0, "accept");
+		_exit(bad);
+	}
+	int c1 = socket(AF_UNIX, SOCK_STREAM, 0), c2 = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK(connect(c1, (struct sockaddr *)&a, alen) == 0, "first connect");
+	CHECK(write(go[1], "g", 1) == 1, "go");
+	CHECK(connect(c2, (struct sockaddr *)&a, alen) == 0, "connect waiting for the backlog");
+	CHECK(wait_child(pid) == 0, "server");
+	printf("waiting connect ok\n");
+
+	int sv[2];
+	static char big[60000];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0, "socketpair");
+	pid = fork();
+	if (pid == 0) {
+		/* The receiver reads only after a while. */
+		nap(200);
+		CHECK(stat("/etc/hostname", &st) == 0, "stat while a send waits");
+		int n = 0;
+		for (int i = 0; i < 8; i++)
+			n += recv(sv[1], big, sizeof(big), 0) == (ssize_t)sizeof(big);
+		printf("receiver got %d datagrams\n", n);
+		_exit(bad);
+	}
+	struct iovec iov = { .iov_base = big, .iov_len = sizeof(big) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int sent = 0;
+	for (int i = 0; i < 8; i++)
+		sent += sendmsg(sv[0], &m, 0) == (ssize_t)sizeof(big);
+	printf("sender sent %d datagrams\n", sent);
+	CHECK(wait_child(pid) == 0, "receiver");
+	unlink(path);
+	printf("block %s\n", bad ? "FAILED" : "ok");
+	return bad;
+}
+
 static int client(const char *path)
 {
 	struct sockaddr_un a;
@@ -438,10 +499,12 @@ int main(int argc, char **argv)
 		return listen_abstract(argv[2], atol(argv[3]));
 	if (argc >= 4 && strcmp(argv[1], "name") == 0)
 		return name(argv[2], atol(argv[3]));
+	if (argc >= 3 && strcmp(argv[1], "block") == 0)
+		return block(argv[2]);
 	if (argc >= 3 && strcmp(argv[1], "client") == 0)
 		return client(argv[2]);
 	if (argc >= 3 && strcmp(argv[1], "sendhost") == 0)
 		return sendhost(argv[2]);
-	fprintf(stderr, "usage: unixsock stream|seqpacket|dgram|pair|rights|abstract|listen-abstract|name|client|sendhost ...\n");
+	fprintf(stderr, "usage: unixsock stream|seqpacket|dgram|pair|rights|abstract|listen-abstract|name|block|client|sendhost ...\n");
 	return 2;
 }
