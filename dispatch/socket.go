@@ -344,7 +344,7 @@ func (e *Engine) binderPaths(r *Request, p string) (cd, mk, name string, en unix
 	if b == nil {
 		return "", "", "", unix.EPERM
 	}
-	if !b.Chroot {
+	if !b.Chroot() {
 		c := Clean(r.P.Cwd(), p)
 		if len(c)-1 > len(unix.RawSockaddrUnix{}.Path) {
 			return "", "", "", unix.ENAMETOOLONG

@@ -80,7 +80,7 @@ func TestBinderPaths(t *testing.T) {
 		{false, "/" + strings.Repeat("d", 120), "x.sock", "", "", "", unix.ENAMETOOLONG},
 	} {
 		e := New(Options{})
-		e.Sockets = unixsock.New(&unixsock.Binder{Chroot: c.chroot}, true)
+		e.Sockets = unixsock.New(unixsock.TestBinder(c.chroot), true)
 		r := &Request{P: &Proc{cwd: c.cwd}}
 		cd, mk, name, en := e.binderPaths(r, c.p)
 		if en != c.errno || cd != c.cd || mk != c.mk || name != c.name {

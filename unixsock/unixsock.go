@@ -37,27 +37,45 @@ const (
 type Binder struct {
 	mu sync.Mutex
 	fd int
-	// Chroot says that the binder runs chrooted in its private directory,
-	// so that a socket's address is the guest's very string. Otherwise
-	// paths are bound relative to that directory (the guest sees its path
-	// without the leading slash).
-	Chroot bool
+	// hello says the binder's first answer was read: whether it chrooted
+	// (chroot). It is read at the first request, so that the guest's
+	// start never waits for the binder.
+	hello, chroot bool
 }
 
-// NewBinder takes kbox's end of the binder's socketpair and reads the
-// binder's first answer (whether it chrooted).
-func NewBinder(fd int) (*Binder, error) {
-	b := &Binder{fd: fd}
+// NewBinder takes kbox's end of the binder's socketpair.
+func NewBinder(fd int) *Binder { return &Binder{fd: fd} }
+
+// helloLocked reads the binder's first answer, once.
+func (b *Binder) helloLocked() error {
+	if b.hello {
+		return nil
+	}
 	v, rfd, err := b.recv()
 	if err != nil {
-		unix.Close(fd)
-		return nil, err
+		return err
 	}
 	if rfd >= 0 {
 		unix.Close(rfd)
 	}
-	b.Chroot = v == 1
-	return b, nil
+	b.hello, b.chroot = true, v == 1
+	return nil
+}
+
+// Chroot says that the binder runs chrooted in its private directory, so
+// that a socket's address is the guest's very string. Otherwise paths are
+// bound relative to that directory (the guest sees its path without the
+// leading slash). It waits for the binder's first answer.
+func (b *Binder) Chroot() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.hello {
+		return b.chroot
+	}
+	if b.fd < 0 || b.helloLocked() != nil {
+		return false
+	}
+	return b.chroot
 }
 
 // Close closes kbox's end: the binder exits.
@@ -117,7 +135,7 @@ func (b *Binder) call(op, umask uint32, dir, name string, fds ...int) (int, erro
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.fd < 0 {
+	if b.fd < 0 || b.helloLocked() != nil {
 		return -1, unix.EIO
 	}
 	msg := make([]byte, 16, 16+len(dir)+len(name))
@@ -259,3 +277,7 @@ func (s *Set) Close() {
 		delete(s.names, k)
 	}
 }
+
+// TestBinder is a Binder with no process behind it, for unit tests of its
+// callers: Chroot reports chroot, requests fail with EIO.
+func TestBinder(chroot bool) *Binder { return &Binder{fd: -1, hello: true, chroot: chroot} }

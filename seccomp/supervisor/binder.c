@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -279,9 +280,9 @@ void kbox_run_binder(int sock, const char *dir, int chroot_ok)
 	umask(0);
 	/* Nothing but its socket: the guest's start-up fds stay with the
 	 * guest. */
-	for (int fd = 0; fd < 1024; fd++)
-		if (fd != sock)
-			close(fd);
+	if (sock > 0)
+		syscall(SYS_close_range, 0u, (unsigned int)sock - 1, 0u);
+	syscall(SYS_close_range, (unsigned int)sock + 1, ~0u, 0u);
 	sysvipc = open("/proc/sysvipc", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int chrooted = 0;
 	if (chroot_ok && chroot(dir) == 0) {

@@ -199,27 +199,18 @@ static unsigned int make_namespaces(void)
 }
 
 /* start_binder forks the socket binder (binder.c) in the caller's
- * namespaces. It is forked twice, so that it is the keeper's child (the
- * keeper is a subreaper), not the guest's: a guest waiting for any child
- * never sees it, and the keeper kills it with the rest at the end. */
+ * namespaces. It is the keeper's child (CLONE_PARENT), not the guest's: a
+ * guest waiting for any child never sees it, and the keeper, a subreaper,
+ * kills it with the rest at the end. kbox learns that it runs from its
+ * first answer. */
 static void start_binder(int sock, const char *dir, int chroot_ok)
 {
-	int status;
-	pid_t mid = fork();
+	long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL, NULL);
 
-	if (mid < 0)
+	if (pid < 0)
 		die("fork the socket binder");
-	if (mid == 0) {
-		pid_t b = fork();
-		if (b == 0)
-			kbox_run_binder(sock, dir, chroot_ok);
-		_exit(b < 0 ? 1 : 0);
-	}
-	while (waitpid(mid, &status, 0) < 0)
-		if (errno != EINTR)
-			die("wait for the socket binder");
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		die("fork the socket binder");
+	if (pid == 0)
+		kbox_run_binder(sock, dir, chroot_ok);
 }
 
 /* keep runs the keeper until the guest child exits, then exits the same

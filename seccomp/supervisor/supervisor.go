@@ -346,15 +346,12 @@ func Run(cfg Config) (int, error) {
 		cmd.Wait()
 		return 0, err
 	}
-	binder, berr := unixsock.NewBinder(bpair[0])
-	if berr != nil {
-		fmt.Fprintf(os.Stderr, "kbox: warning: the socket binder did not start (%v): unix sockets cannot be bound to paths\n", berr)
-	}
+	binder := unixsock.NewBinder(bpair[0])
 	eng.Sockets = unixsock.New(binder, ns&NSNet != 0)
 	defer eng.Sockets.Close()
 	eng.IPCNamespace = ns&NSIPC != 0
 	if cfg.Verbose {
-		reportNamespaces(ns, binder, cfg.NoNamespaces)
+		reportNamespaces(ns, cfg.NoNamespaces)
 	}
 	pol := Policy(uint32(eng.Opt.VirtualFDs), ns)
 	// Closing a host fd needs no round trip: a shadow's close writes
@@ -446,7 +443,7 @@ func readNamespaces(sock *os.File) (Namespaces, error) {
 // reportNamespaces says under -v what the guest got: its own network and
 // IPC namespaces (in a user namespace of its own when kbox is not root),
 // or none, and what that takes away.
-func reportNamespaces(ns Namespaces, b *unixsock.Binder, off bool) {
+func reportNamespaces(ns Namespaces, off bool) {
 	why := "unshare refused; user namespaces disabled?"
 	if off {
 		why = "KBOX_NAMESPACES=off"
@@ -459,8 +456,8 @@ func reportNamespaces(ns Namespaces, b *unixsock.Binder, off bool) {
 	default:
 		fmt.Fprintln(os.Stderr, "kbox: guest namespaces: network, IPC")
 	}
-	if b != nil && !b.Chroot {
-		fmt.Fprintln(os.Stderr, "kbox: warning: the socket binder could not chroot: a path socket's address is shown to the guest without its leading slash")
+	if ns == 0 && os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "kbox: warning: the socket binder cannot chroot: a path socket's address is shown to the guest without its leading slash")
 	}
 }
 
