@@ -157,7 +157,7 @@ func TestUnixNoNamespaces(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	cmd := exec.Command(kboxBin(t), "image", "-v", "-S", img, "--", "/bin/sh", "-c",
 		"cd /tmp && /opt/tests/unixsock stream /tmp/s.sock; /opt/tests/unixsock abstract kbox-x; "+
-			"/opt/tests/unixsock listen-abstract kbox-y 0; /opt/tests/sysvipc shm; cat /proc/sysvipc/shm")
+			"/opt/tests/unixsock listen-abstract kbox-y 0; /opt/tests/sysvipc shm; /opt/tests/sysvipc mq; cat /proc/sysvipc/shm")
 	cmd.Env = append(os.Environ(), "KBOX_NAMESPACES=off")
 	var so, se strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &se
@@ -165,7 +165,7 @@ func TestUnixNoNamespaces(t *testing.T) {
 	wantLines(t, "no namespaces", so.String(), se.String(),
 		"server name /tmp/s.sock", "client peer /tmp/s.sock", "stream ok",
 		"abstract connect -1 Operation not permitted", "abstract sendto -1 Operation not permitted",
-		"abstract bind -1 Operation not permitted", "shmget Function not implemented")
+		"abstract bind -1 Operation not permitted", "shmget Function not implemented", "mq_open Function not implemented")
 	if !strings.Contains(se.String(), "cat: can't open '/proc/sysvipc/shm': No such file or directory") {
 		t.Errorf("/proc/sysvipc/shm without an IPC namespace is not absent\nstderr: %s", se.String())
 	}
@@ -377,14 +377,14 @@ func TestSysVIPC(t *testing.T) {
 	defer unix.SysvShmCtl(id, unix.IPC_RMID, nil)
 	ids := strconv.Itoa(id)
 	stdout, stderr, status := runKbox(t, "image", "--read-only", "-S", img, "--", "/bin/sh", "-c",
-		"/opt/tests/sysvipc probe "+ids+"; cat /proc/sysvipc/shm; /opt/tests/sysvipc shm && /opt/tests/sysvipc msg")
+		"/opt/tests/sysvipc probe "+ids+"; cat /proc/sysvipc/shm; /opt/tests/sysvipc shm && /opt/tests/sysvipc msg && /opt/tests/sysvipc mq")
 	if status != 0 {
 		t.Errorf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
 	}
 	wantLines(t, "sysvipc", stdout, stderr,
 		"IPC_STAT of "+ids+": -1 Invalid argument", "shmat of "+ids+": Invalid argument",
 		"parent reads: written by the child", "segment size 4096", "shm ok",
-		"parent received: queued by the child", "msg ok")
+		"parent received: queued by the child", "msg ok", "parent received: posted by the child", "mq ok")
 	if !strings.Contains(stdout, "shmid perms") {
 		t.Errorf("the guest's /proc/sysvipc/shm was not read\nstdout: %s\nstderr: %s", stdout, stderr)
 	}
@@ -392,7 +392,7 @@ func TestSysVIPC(t *testing.T) {
 		t.Errorf("the guest's /proc/sysvipc/shm lists the host's segment (key %d)\n%s", key, stdout)
 	}
 	if native != "" {
-		for _, arg := range []string{"shm", "msg"} {
+		for _, arg := range []string{"shm", "msg", "mq"} {
 			nout, err := exec.Command(native, arg).CombinedOutput()
 			if err != nil {
 				t.Fatalf("native %s: %v\n%s", arg, err, nout)

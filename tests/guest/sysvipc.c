@@ -4,12 +4,15 @@
  *                      processes: the child writes, posts; the parent waits,
  *                      reads
  *   sysvipc msg        a message queue between two processes
+ *   sysvipc mq         a POSIX message queue between two processes
  *   sysvipc probe ID   shmctl(IPC_STAT) and shmat of segment ID (a host
  *                      segment's id: both must fail)
  *
  * Each prints what it saw and "... ok" when all hold. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <mqueue.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +99,29 @@ static int msg(void)
 	return bad;
 }
 
+static int mq(void)
+{
+	struct mq_attr attr = { .mq_maxmsg = 4, .mq_msgsize = 32 };
+	mqd_t q = mq_open("/kbox-test-mq", O_CREAT | O_RDWR, 0600, &attr);
+	if (q == (mqd_t)-1) {
+		printf("mq_open %s\n", strerror(errno));
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		CHECK(mq_send(q, "posted by the child", 20, 1) == 0, "mq_send");
+		_exit(bad);
+	}
+	char buf[32];
+	CHECK(mq_receive(q, buf, sizeof(buf), NULL) == 20, "mq_receive");
+	printf("parent received: %s\n", buf);
+	int st;
+	waitpid(pid, &st, 0);
+	CHECK(mq_unlink("/kbox-test-mq") == 0, "mq_unlink");
+	printf("mq %s\n", bad ? "FAILED" : "ok");
+	return bad;
+}
+
 static int probe(int id)
 {
 	struct shmid_ds ds;
@@ -115,8 +141,10 @@ int main(int argc, char **argv)
 		return shm();
 	if (argc >= 2 && strcmp(argv[1], "msg") == 0)
 		return msg();
+	if (argc >= 2 && strcmp(argv[1], "mq") == 0)
+		return mq();
 	if (argc >= 3 && strcmp(argv[1], "probe") == 0)
 		return probe(atoi(argv[2]));
-	fprintf(stderr, "usage: sysvipc shm|msg|probe ID\n");
+	fprintf(stderr, "usage: sysvipc shm|msg|mq|probe ID\n");
 	return 2;
 }
