@@ -56,6 +56,11 @@ func init() {
 	register(unix.SYS_RECVFROM, sysSockNative)    // recvfrom(2): native on host fds
 	register(unix.SYS_RECVMSG, sysSockNative)     // recvmsg(2): native on host fds
 	register(unix.SYS_RECVMMSG, sysSockNative)    // recvmmsg(2): native on host fds
+	// They look paths up in LKL but change nothing there: the stat cache
+	// stays (statcache.go), and LKL's free space does not move.
+	for _, nr := range []int{unix.SYS_CONNECT, unix.SYS_SENDTO, unix.SYS_SENDMSG, unix.SYS_SENDMMSG} {
+		pureLookup[nr] = true
+	}
 }
 
 // sockRoot says kbox runs as root: it may then attach the guest's own pid
@@ -553,7 +558,7 @@ func (e *Engine) sendAddr(r *Request, j *sendJob, addr, alen uint64) unix.Errno 
 // goroutine, the guest's syscall answered when it is done, by done when
 // set (else with the count of bytes or the error). It owns j.
 func (e *Engine) send(r *Request, j *sendJob, done func(p Pending, n int, en unix.Errno)) Result {
-	if sockRoot {
+	if sockRoot && j.s.unixDomain() {
 		j.oob = withCreds(j.oob, r.P.Tgid)
 	}
 	n, err := rawSendmsg(j.s.fd, j.data, j.oob, j.name, j.flags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
