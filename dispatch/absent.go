@@ -23,32 +23,6 @@ var absentCalls = []absent{
 	{unix.SYS_LANDLOCK_ADD_RULE, unix.ENOSYS, "as landlock_create_ruleset"},
 	{unix.SYS_LANDLOCK_RESTRICT_SELF, unix.ENOSYS, "as landlock_create_ruleset"},
 	{unix.SYS_CHROOT, unix.EPERM, "not supported yet: kbox resolves paths from the image's root for every process (a per-process root is not modelled)"},
-	// Until sockets and IPC private to the kbox run exist: the host's
-	// IPC and abstract socket namespaces are shared, and a socket name
-	// is a host path.
-	{unix.SYS_BIND, unix.EOPNOTSUPP, "socket names would be host paths: not supported yet"},
-	{unix.SYS_CONNECT, unix.EOPNOTSUPP, "as bind"},
-	{unix.SYS_LISTEN, unix.EOPNOTSUPP, "as bind"},
-	{unix.SYS_ACCEPT, unix.EOPNOTSUPP, "as bind"},
-	{unix.SYS_ACCEPT4, unix.EOPNOTSUPP, "as bind"},
-	{unix.SYS_SHMGET, unix.ENOSYS, "System V IPC lives in the host's IPC namespace, shared with every host process: a kernel without CONFIG_SYSVIPC answers ENOSYS"},
-	{unix.SYS_SHMAT, unix.ENOSYS, "as shmget"},
-	{unix.SYS_SHMDT, unix.ENOSYS, "as shmget"},
-	{unix.SYS_SHMCTL, unix.ENOSYS, "as shmget"},
-	{unix.SYS_SEMGET, unix.ENOSYS, "as shmget"},
-	{unix.SYS_SEMOP, unix.ENOSYS, "as shmget"},
-	{unix.SYS_SEMTIMEDOP, unix.ENOSYS, "as shmget"},
-	{unix.SYS_SEMCTL, unix.ENOSYS, "as shmget"},
-	{unix.SYS_MSGGET, unix.ENOSYS, "as shmget"},
-	{unix.SYS_MSGSND, unix.ENOSYS, "as shmget"},
-	{unix.SYS_MSGRCV, unix.ENOSYS, "as shmget"},
-	{unix.SYS_MSGCTL, unix.ENOSYS, "as shmget"},
-	{unix.SYS_MQ_OPEN, unix.ENOSYS, "POSIX message queues live in the host's IPC namespace: a kernel without CONFIG_POSIX_MQUEUE answers ENOSYS"},
-	{unix.SYS_MQ_UNLINK, unix.ENOSYS, "as mq_open"},
-	{unix.SYS_MQ_TIMEDSEND, unix.ENOSYS, "as mq_open"},
-	{unix.SYS_MQ_TIMEDRECEIVE, unix.ENOSYS, "as mq_open"},
-	{unix.SYS_MQ_NOTIFY, unix.ENOSYS, "as mq_open"},
-	{unix.SYS_MQ_GETSETATTR, unix.ENOSYS, "as mq_open"},
 }
 
 // absentReasons maps each absent syscall to why.

@@ -15,6 +15,7 @@ import (
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/fifo"
 	"github.com/kbox-project/kbox/shadowfd"
+	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/sys/unix"
 )
 
@@ -98,6 +99,8 @@ type Pending interface {
 	Reply(val int64) error
 	// ReplyErrno fails the syscall with en.
 	ReplyErrno(en unix.Errno) error
+	// Write copies b into the guest's memory at addr.
+	Write(addr uint64, b []byte) error
 }
 
 // Request is one syscall to dispatch.
@@ -177,6 +180,13 @@ type Engine struct {
 	FIFOs *fifo.Set
 	// Pins, when set, is the tier's pinning of guest tasks (sched.go).
 	Pins Pins
+	// Sockets names the guest's unix sockets (socket.go); the tier sets
+	// it once the guest's namespaces and socket binder exist. nil: no
+	// path can be bound, abstract names are refused.
+	Sockets *unixsock.Set
+	// IPCNamespace says that the guest has an IPC namespace of its own:
+	// System V IPC and POSIX message queues run natively (ipc.go).
+	IPCNamespace bool
 	// RootPid is the first guest process; signals reach only it and its
 	// descendants. Keeper is its parent (seccomp/supervisor/guestinit.c),
 	// a subreaper: the guest's orphans become its children.
@@ -196,6 +206,8 @@ type Engine struct {
 	pts devpts // the private devpts instance at /dev/pts (dev.go)
 
 	stats statCache // LKL path stats while nothing changed (statcache.go)
+
+	lateSock lateReplies // answers of socket calls that waited (socket.go)
 
 	// initCred is the first process's credentials, unknownCred those of
 	// a process whose parent was not found (proc.go); credsChanged says

@@ -35,13 +35,6 @@ func init() {
 	register(unix.SYS_TEE, sysCopyHostOnly)              // tee(2): host fds only
 	register(unix.SYS_VMSPLICE, sysCopyHostOnly)         // vmsplice(2): host fds only
 	register(unix.SYS_CACHESTAT, sysNotOnVirtual)        // cachestat(2): host fds only
-	register(unix.SYS_GETSOCKNAME, sysSocketOnly)        // getsockname(2): sockets are host fds
-	register(unix.SYS_GETPEERNAME, sysSocketOnly)        // getpeername(2): sockets are host fds
-	register(unix.SYS_GETSOCKOPT, sysSocketOnly)         // getsockopt(2): sockets are host fds
-	register(unix.SYS_SETSOCKOPT, sysSocketOnly)         // setsockopt(2): sockets are host fds
-	register(unix.SYS_SHUTDOWN, sysSocketOnly)           // shutdown(2): sockets are host fds
-	register(unix.SYS_SENDMMSG, sysSocketOnly)           // sendmmsg(2): sockets are host fds
-	register(unix.SYS_RECVMMSG, sysSocketOnly)           // recvmmsg(2): sockets are host fds
 	register(unix.SYS_FADVISE64, sysFadvise)             // fadvise64(2)
 }
 
@@ -735,16 +728,6 @@ func sysNotOnVirtual(e *Engine, r *Request) Result {
 }
 
 // sysSocketOnly: a virtual fd is never a socket.
-func sysSocketOnly(e *Engine, r *Request) Result {
-	if !r.P.FDs.IsVirtual(int(int32(r.Args[0]))) {
-		return cont
-	}
-	if ent, found := r.P.FDs.Get(int(int32(r.Args[0]))); !found || ent.File.Host {
-		return errno(unix.EBADF, Emulated)
-	}
-	return errno(unix.ENOTSOCK, Emulated)
-}
-
 func sysFlock(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont

@@ -90,11 +90,13 @@ func (e *Engine) pathOpOn(r *Request, nr uintptr, dirfd int32, addr uint64, effe
 	case removes:
 		node = e.nodeAt(p, true)
 	}
+	sockGone := e.sockGoes(p, effect == removes)
 	a := [6]uintptr{atFdcwd}
 	copy(a[2:], rest)
 	if _, le := lklPath(nr, 1, p, a); le != 0 {
 		return errno(le, LKL)
 	}
+	sockGone()
 	switch {
 	case node == nil:
 	case effect == setsTimes:
@@ -135,6 +137,9 @@ func (e *Engine) createOp(r *Request, nr uintptr, dirfd int32, addr uint64, mode
 	copy(a[2:], args)
 	if _, le := lklPath(nr, 1, t.LKLPath(), a); le != 0 {
 		return errno(le, LKL)
+	}
+	if nr == lkl.SysMknodat && mode&unix.S_IFMT == unix.S_IFSOCK {
+		e.sockNodeNew(t.LKLPath()) // a socket file no socket is bound to
 	}
 	return ok(0, LKL)
 }
@@ -361,12 +366,15 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 	// A rename over a file, or a link, may take a name from an idle shadow
 	// node's file: if that was its last, the node goes, freeing its space.
 	var victim *shadowfd.Node
-	if nr == lkl.SysRenameat2 && flags&unix.RENAME_EXCHANGE == 0 {
+	renames := nr == lkl.SysRenameat2 && flags&unix.RENAME_EXCHANGE == 0
+	if renames {
 		victim = e.nodeAt(q, true)
 	}
+	sockGone := e.sockGoes(q, renames)
 	if _, le := lklPath2(nr, 1, p, 3, q, [6]uintptr{atFdcwd, 0, atFdcwd, 0, flags}); le != 0 {
 		return errno(le, LKL)
 	}
+	sockGone()
 	if victim != nil {
 		e.Shadows.Unlinked(victim)
 	}

@@ -37,6 +37,35 @@ type Proc struct {
 	// umask is the process's umask (umask.go): read from /proc when kbox
 	// first sees the process, then kept by its umask(2) calls.
 	umask atomic.Uint32
+	// pidfd is a pidfd of the process plus one (0: none yet), kept for
+	// pidfd_getfd of its fds (socket.go).
+	pidfd atomic.Int32
+}
+
+// getfd takes a copy of the process's fd with pidfd_getfd (the same open
+// file description), through a pidfd kept for the process.
+func (p *Proc) getfd(fd int) (int, error) {
+	pfd := int(p.pidfd.Load()) - 1
+	if pfd < 0 {
+		n, err := unix.PidfdOpen(p.Tgid, 0)
+		if err != nil {
+			return -1, err
+		}
+		if !p.pidfd.CompareAndSwap(0, int32(n+1)) {
+			unix.Close(n)
+		}
+		pfd = int(p.pidfd.Load()) - 1
+	}
+	return unix.PidfdGetfd(pfd, fd, 0)
+}
+
+// release drops what kbox holds for a process that is gone: its virtual
+// fds and its pidfd.
+func (p *Proc) release() {
+	p.FDs.CloseAll()
+	if pfd := p.pidfd.Swap(0); pfd > 0 {
+		unix.Close(int(pfd) - 1)
+	}
 }
 
 // isPending reports whether p is the name under which the interpreter of
@@ -250,7 +279,7 @@ func (e *Engine) sweepDead() {
 	})
 	e.mu.Unlock()
 	for _, p := range dead {
-		p.FDs.CloseAll()
+		p.release()
 	}
 }
 
@@ -265,7 +294,7 @@ func (e *Engine) Exit(p *Proc) {
 		}
 	})
 	e.mu.Unlock()
-	p.FDs.CloseAll()
+	p.release()
 }
 
 // dropProcs forgets every process left, closing its virtual fds.
@@ -280,7 +309,7 @@ func (e *Engine) dropProcs() {
 	e.procs.Store(&map[int]*Proc{})
 	e.mu.Unlock()
 	for _, p := range left {
-		p.FDs.CloseAll()
+		p.release()
 	}
 }
 

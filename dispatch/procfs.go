@@ -83,7 +83,8 @@ func procHost(abs, rel string) Target {
 }
 
 // procTop lists the system-wide names of the guest's /proc, in listing
-// order; every other name that is not a pid is ENOENT. Why each is
+// order (sysvipc, there with an IPC namespace, comes after sys: ipc.go);
+// every other name that is not a pid is ENOENT. Why each is
 // served the way it is: docs/security.md.
 var procTop = []struct {
 	name string
@@ -170,6 +171,9 @@ func (e *Engine) procTopNode(r *Request, name, sub string, depth int) (Target, u
 	abs := "/proc/" + name
 	if sub != "" {
 		abs += "/" + sub
+	}
+	if name == "sysvipc" {
+		return e.procSysvipc(abs, sub) // ipc.go
 	}
 	for _, t := range procTop {
 		if t.name != name {
@@ -765,6 +769,9 @@ func (e *Engine) procRootList() []fdtable.Dirent {
 			continue
 		}
 		ents = append(ents, fdtable.Dirent{Ino: uint64(0xf0000000 + i), Type: t.dt, Name: t.name})
+		if t.name == "sys" && e.ipcBinder() != nil {
+			ents = append(ents, fdtable.Dirent{Ino: 0xf0000100, Type: unix.DT_DIR, Name: "sysvipc"})
+		}
 	}
 	for _, pid := range e.guestTgids() {
 		ents = append(ents, fdtable.Dirent{Ino: uint64(pid) << 16, Type: unix.DT_DIR, Name: strconv.Itoa(pid)})

@@ -11,7 +11,6 @@ func init() {
 	register(unix.SYS_UNAME, sysUname)                 // uname(2): the LKL kernel's identity
 	register(unix.SYS_SETHOSTNAME, sysSethostname)     // sethostname(2): LKL's name
 	register(unix.SYS_SETDOMAINNAME, sysSetdomainname) // setdomainname(2): LKL's name
-	register(unix.SYS_SOCKET, sysSocket)               // socket(2): no host networking
 	register(unix.SYS_PRLIMIT64, sysPrlimit)           // prlimit64(2): fd limit clamped
 	register(unix.SYS_SETRLIMIT, sysSetrlimit)         // setrlimit(2): fd limit clamped
 	register(unix.SYS_EXIT_GROUP, sysExitGroup)        // exit_group(2): write back, forget
@@ -103,10 +102,6 @@ func initUTS() {
 	}
 	c := []byte(name)
 	lkl.Syscall6(lkl.SysSethostname, uptr(c), uintptr(len(c)), 0, 0, 0, 0)
-}
-
-func sysSocket(e *Engine, r *Request) Result {
-	return errno(unix.EAFNOSUPPORT, Denied)
 }
 
 // The virtual fd range starts at Opt.VirtualFDs: the guest's soft fd limit,

@@ -39,3 +39,60 @@ func schedGetaffinity(n uint64, set *unix.CPUSet) (int, unix.Errno) {
 	size, _, en := unix.RawSyscall(unix.SYS_SCHED_GETAFFINITY, 0, uintptr(n), uintptr(unsafe.Pointer(set)))
 	return int(size), en
 }
+
+// rawBind is bind(2) of fd to the raw address a.
+func rawBind(fd int, a []byte) unix.Errno {
+	_, _, en := unix.Syscall(unix.SYS_BIND, uintptr(fd), uptr(a), uintptr(len(a)))
+	runtime.KeepAlive(a)
+	return en
+}
+
+// rawConnect is connect(2) of fd to the raw address a, retried when a
+// signal of kbox's own runtime interrupts it.
+func rawConnect(fd int, a []byte) unix.Errno {
+	for {
+		_, _, en := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uptr(a), uintptr(len(a)))
+		if en != unix.EINTR {
+			runtime.KeepAlive(a)
+			return en
+		}
+	}
+}
+
+// rawSendmsg is sendmsg(2) on fd of data with control data oob to the raw
+// address name (none when empty).
+func rawSendmsg(fd int, data, oob, name []byte, flags int) (int, unix.Errno) {
+	var iov unix.Iovec
+	var msg unix.Msghdr
+	if len(data) > 0 {
+		iov.Base = &data[0]
+		iov.SetLen(len(data))
+		msg.Iov = &iov
+		msg.SetIovlen(1)
+	}
+	if len(oob) > 0 {
+		msg.Control = &oob[0]
+		msg.SetControllen(len(oob))
+	}
+	if len(name) > 0 {
+		msg.Name = &name[0]
+		msg.Namelen = uint32(len(name))
+	}
+	n, _, en := unix.Syscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), uintptr(flags))
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(oob)
+	runtime.KeepAlive(name)
+	if en != 0 {
+		return -1, en
+	}
+	return int(n), 0
+}
+
+// sockNamed reports whether socket fd has a name (bound, or autobound):
+// getsockname gives more than the family.
+func sockNamed(fd int) bool {
+	var a unix.RawSockaddrAny
+	l := uint32(unsafe.Sizeof(a))
+	_, _, en := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&a)), uintptr(unsafe.Pointer(&l)))
+	return en == 0 && l > 2
+}

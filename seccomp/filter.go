@@ -24,13 +24,19 @@ const DefaultVirtualFDBase = 1024
 //  5. nr in HostFD: ioctl with TIOCSTI/TIOCLINUX → ERRNO(DenyErrno);
 //     fcntl F_DUPFD/F_DUPFD_CLOEXEC whose minimum (low 32 bits of args[2])
 //     is >= VirtualFDBase → USER_NOTIF (the new fd would be virtual);
+//     a syscall of NullArg whose named argument (all 64 bits) is not 0
+//     → USER_NOTIF;
 //     low 32 bits of args[0] < VirtualFDBase → ALLOW, else USER_NOTIF
 //  6. anything else                      → USER_NOTIF
 type Policy struct {
-	Arch          *Arch
-	Deny          []string
-	Allow         []string
-	HostFD        []string
+	Arch   *Arch
+	Deny   []string
+	Allow  []string
+	HostFD []string
+	// NullArg names syscalls of HostFD that run natively only while one
+	// argument (the index) is 0: sendto with a destination address must
+	// reach the supervisor, which resolves it.
+	NullArg       map[string]int
 	VirtualFDBase uint32
 	DenyErrno     unix.Errno
 }
@@ -52,6 +58,7 @@ func DefaultPolicy() *Policy {
 		Deny:          deny,
 		Allow:         append([]string(nil), DefaultAllow...),
 		HostFD:        append([]string(nil), DefaultHostFD...),
+		NullArg:       map[string]int{"sendto": 4},
 		VirtualFDBase: DefaultVirtualFDBase,
 		DenyErrno:     unix.EPERM,
 	}
@@ -68,7 +75,17 @@ const (
 	clsIoctl // HostFD plus terminal-injection guard
 	clsFcntl // HostFD plus dups into the virtual range
 	clsX32
+	// clsNullArg+i: HostFD while args[i] is 0 (NullArg), for i in 0..5.
+	clsNullArg
 )
+
+// nullArg returns the argument index of a NullArg class.
+func (c class) nullArg() (int, bool) {
+	if c >= clsNullArg && c < clsNullArg+6 {
+		return int(c - clsNullArg), true
+	}
+	return 0, false
+}
 
 // classes resolves the name lists for p.Arch into number → class.
 func (p *Policy) classes() (map[uint32]class, error) {
@@ -117,6 +134,20 @@ func (p *Policy) classes() (map[uint32]class, error) {
 	if err := add("HostFD", p.HostFD, clsHostFD); err != nil {
 		return nil, err
 	}
+	for n, i := range p.NullArg {
+		if seen[n] != "HostFD" {
+			return nil, fmt.Errorf("seccomp: NullArg syscall %q is not in HostFD", n)
+		}
+		if i < 0 || i > 5 {
+			return nil, fmt.Errorf("seccomp: NullArg %q: argument %d out of range", n, i)
+		}
+		if nr, ok := p.Arch.Nr(n); ok {
+			if m[nr] != clsHostFD {
+				return nil, fmt.Errorf("seccomp: NullArg %q cannot have a guard of its own", n)
+			}
+			m[nr] = clsNullArg + class(i)
+		}
+	}
 	if nr, ok := p.Arch.Nr("ioctl"); ok && m[nr] == clsAllow {
 		return nil, fmt.Errorf("seccomp: ioctl must be in HostFD, not Allow (terminal-injection guard)")
 	}
@@ -132,6 +163,12 @@ func (p *Policy) classes() (map[uint32]class, error) {
 }
 
 func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
+	if i, isNull := c.nullArg(); isNull {
+		if args[i] != 0 {
+			return RetUserNotif
+		}
+		c = clsHostFD
+	}
 	switch c {
 	case clsAllow:
 		return RetAllow
@@ -326,10 +363,19 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		ret(RetKillProcess),
 		bpf.LoadAbsolute{Off: offNr, Size: 4},
 	)
+	nullL := map[int]label{}
 	var gen func(iv []interval)
 	gen = func(iv []interval) {
 		if len(iv) == 1 {
-			switch c := iv[0].cls; c {
+			c := iv[0].cls
+			if i, isNull := c.nullArg(); isNull {
+				if nullL[i] == 0 {
+					nullL[i] = a.newLabel()
+				}
+				a.jaTo(nullL[i])
+				return
+			}
+			switch c {
 			case clsIoctl:
 				a.jaTo(ioctlL)
 			case clsHostFD:
@@ -378,6 +424,25 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		ret(RetUserNotif),
 		ret(RetAllow),
 	)
+	// NullArg: a non-zero argument (either half) is notified, else as
+	// any HostFD syscall.
+	for i := 0; i < 6; i++ {
+		if l := nullL[i]; l != 0 {
+			a.setLabel(l)
+			a.emit(
+				bpf.LoadAbsolute{Off: ArgLowOffset(i), Size: 4},
+				bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipFalse: 2},
+				bpf.LoadAbsolute{Off: ArgLowOffset(i) + 4, Size: 4},
+				bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 1},
+				ret(RetUserNotif),
+				// The host fd check (BPF jumps only forward).
+				bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
+				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipFalse: 1},
+				ret(RetUserNotif),
+				ret(RetAllow),
+			)
+		}
+	}
 	prog, err := a.assemble()
 	if err != nil {
 		return nil, err

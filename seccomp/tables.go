@@ -216,7 +216,10 @@ var DefaultAllow = []string{
 // EPERM whatever the fd, because injecting input into a host terminal escapes
 // any sandbox. fcntl gets one too: F_DUPFD and F_DUPFD_CLOEXEC with a
 // minimum at or above VirtualFDBase are notified whatever the fd (natively
-// they fail with EINVAL, the guest's RLIMIT_NOFILE being the base).
+// they fail with EINVAL, the guest's RLIMIT_NOFILE being the base). sendto
+// with a destination address is notified too (Policy.NullArg): the
+// address may name a path, which the supervisor resolves in the guest's
+// filesystem, never the host's.
 var DefaultHostFD = []string{
 	"read", "write", "readv", "writev",
 	"pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2",

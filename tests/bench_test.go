@@ -189,3 +189,33 @@ func BenchmarkStartup(b *testing.B) {
 	b.ReportMetric(median(rss), "peak_rss_MB")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkUnixSend: a 64-byte datagram over a socketpair, sent with
+// send(2) (sendto without an address: native) and with sendmsg(2) (kbox
+// sends it: its msghdr may name a path), natively and under kbox, median
+// of 5 runs each.
+func BenchmarkUnixSend(b *testing.B) {
+	img := imagePath(b)
+	bin := kboxBin(b)
+	bench := dumpFromImage(b, img, "/opt/tests/bench")
+	const iters = "100000"
+	for _, row := range []string{"unix_send", "unix_sendmsg"} {
+		var native, guest []float64
+		for i := 0; i < 5; i++ {
+			out, err := exec.Command(bench, row, iters).Output()
+			if err != nil {
+				b.Fatalf("native %s: %v", row, err)
+			}
+			native = append(native, parseBench(b, string(out)))
+			out, err = exec.Command(bin, "image", "-S", img, "--read-only", "--", "/opt/tests/bench", row, iters).Output()
+			if err != nil {
+				b.Fatalf("kbox %s: %v", row, err)
+			}
+			guest = append(guest, parseBench(b, string(out)))
+		}
+		n, g := median(native), median(guest)
+		b.Logf("%-14s native %8.1f ns/op   kbox %8.1f ns/op   ratio %6.2fx", row, n, g, g/n)
+		b.ReportMetric(g/n, row+"_ratio")
+	}
+	b.ReportMetric(0, "ns/op")
+}

@@ -356,7 +356,7 @@ echo '--- cgroup'; cat /proc/self/cgroup
 	}
 	allowed := map[string]bool{"cmdline": true, "cpuinfo": true, "devices": true, "diskstats": true, "filesystems": true,
 		"loadavg": true, "meminfo": true, "mounts": true, "net": true, "partitions": true, "self": true, "stat": true,
-		"sys": true, "thread-self": true, "uptime": true, "version": true}
+		"sys": true, "sysvipc": true, "thread-self": true, "uptime": true, "version": true}
 	for _, n := range strings.Fields(section(out, "ls")) {
 		if !allowed[n] {
 			t.Errorf("/proc lists %q", n)

@@ -163,6 +163,10 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 		Engine:  eng,
 		Observe: ob.hook(),
 		Debug:   os.Getenv("KBOX_DEBUG") != "",
+		Verbose: o.Verbose,
+		// Tests and debugging: the guest without namespaces of its own,
+		// as where none can be made (docs/security.md).
+		NoNamespaces: os.Getenv("KBOX_NAMESPACES") == "off",
 	})
 	// What guests wrote goes to the image before it is unmounted. A
 	// write-back that fails here lost data no guest call reported: kbox

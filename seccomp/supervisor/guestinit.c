@@ -12,11 +12,19 @@
  * outlives kbox on any path; then it removes kbox's stage directory, its
  * working directory, which kbox cannot do when it was killed.
  *
- * Protocol on fd 3 (a socketpair end), with the guest child: kbox sends the
+ * The guest child first puts itself in new network and IPC namespaces
+ * (with a user namespace when kbox is not root), so that abstract unix
+ * socket names, System V IPC and POSIX message queues are private to the
+ * kbox run, and forks the socket binder (binder.c) into them.
+ *
+ * Protocol on fd 3 (a socketpair end), with the guest child: the child
+ * sends 'N' plus the namespaces it made (u32, NS_* bits); kbox sends the
  * filter length (u32, in instructions) and the instructions; the child
- * installs the filter and sends 'L' plus its pid (u32) with the listener fd
- * as SCM_RIGHTS; kbox answers one byte once it listens; the child execs the
- * guest path, which the supervisor serves like any guest execve.
+ * installs the filter and sends 'L' plus its pid and the listener's fd
+ * number (u32 each), which kbox takes with pidfd_getfd; kbox answers one
+ * byte once it listens; the child execs the
+ * guest path, which the supervisor serves like any guest execve. fd 4 is
+ * the binder's socket (kbox holds the other end).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,6 +43,14 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <ftw.h>
+#include <sched.h>
+
+#include "binder.h"
+
+/* Namespaces the guest child made, reported to kbox (supervisor.go). */
+#define NS_NET 1u
+#define NS_IPC 2u
+#define NS_USER 4u
 
 #ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
 #define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
@@ -145,6 +161,58 @@ static void remove_stage(void)
 	nftw(cwd, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* make_namespaces puts the calling process in new network and IPC
+ * namespaces: its own abstract socket names, System V IPC objects and
+ * POSIX message queues, and no reach into the host's network. root needs
+ * nothing more; anybody else makes a user namespace with them, in which
+ * the process keeps its own uid and gid (mapped to themselves, nothing
+ * else mapped, setgroups denied). It returns the NS_* bits made: none
+ * when neither works. */
+static unsigned int make_namespaces(void)
+{
+	char map[64];
+	unsigned int uid = (unsigned int)geteuid(), gid = (unsigned int)getegid();
+
+	if (unshare(CLONE_NEWNET | CLONE_NEWIPC) == 0)
+		return NS_NET | NS_IPC;
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC) != 0)
+		return 0;
+	if (write_file("/proc/self/setgroups", "deny") != 0 && errno != ENOENT)
+		die("user namespace: setgroups");
+	snprintf(map, sizeof(map), "%u %u 1\n", uid, uid);
+	if (write_file("/proc/self/uid_map", map) != 0)
+		die("user namespace: uid_map");
+	snprintf(map, sizeof(map), "%u %u 1\n", gid, gid);
+	if (write_file("/proc/self/gid_map", map) != 0)
+		die("user namespace: gid_map");
+	return NS_NET | NS_IPC | NS_USER;
+}
+
+/* start_binder forks the socket binder (binder.c) in the caller's
+ * namespaces. It is the keeper's child (CLONE_PARENT), not the guest's: a
+ * guest waiting for any child never sees it, and the keeper, a subreaper,
+ * kills it with the rest at the end. kbox learns that it runs from its
+ * first answer. */
+static void start_binder(int sock, const char *dir, int chroot_ok)
+{
+	long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL, NULL);
+
+	if (pid < 0)
+		die("fork the socket binder");
+	if (pid == 0)
+		kbox_run_binder(sock, dir, chroot_ok);
+}
+
 /* keep runs the keeper until the guest child exits, then exits the same
  * way. */
 static void keep(pid_t guest, pid_t kbox)
@@ -194,7 +262,10 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	const char *init = getenv("KBOX_GUEST_INIT");
 	const char *path = getenv("KBOX_GUEST_EXEC");
 	const char *nofile = getenv("KBOX_GUEST_NOFILE");
-	const int sock = 3;
+	const char *want_ns = getenv("KBOX_GUEST_NS");
+	const char *sockdir = getenv("KBOX_GUEST_SOCKDIR");
+	const int sock = 3, binder = 4;
+	unsigned int ns = 0;
 	unsigned int len;
 	struct sock_filter *insns;
 	struct sock_fprog prog;
@@ -210,6 +281,8 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	drop_env("KBOX_GUEST_INIT");
 	drop_env("KBOX_GUEST_EXEC");
 	drop_env("KBOX_GUEST_NOFILE");
+	drop_env("KBOX_GUEST_NS");
+	drop_env("KBOX_GUEST_SOCKDIR");
 
 	{
 		pid_t kbox = getppid(), guest = fork();
@@ -217,8 +290,21 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 			die("fork");
 		if (guest > 0) {
 			close(sock);
+			close(binder);
 			keep(guest, kbox);
 		}
+	}
+
+	if (want_ns != NULL && strcmp(want_ns, "1") == 0)
+		ns = make_namespaces();
+	if (sockdir != NULL && fcntl(binder, F_GETFD) >= 0)
+		start_binder(binder, sockdir, ns != 0 || geteuid() == 0);
+	close(binder);
+	{
+		char hello[5] = { 'N' };
+		memcpy(hello + 1, &ns, sizeof(ns));
+		if (write(sock, hello, sizeof(hello)) != (ssize_t)sizeof(hello))
+			die("send namespaces");
 	}
 
 	/* The guest leads a process group of its own, so that kill(0) and
@@ -271,26 +357,19 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 		die("install seccomp filter");
 
 	{
-		char byte = 'L', hello[5] = { 'L' };
-		unsigned int self = (unsigned int)getpid();
-		char cbuf[CMSG_SPACE(sizeof(int))];
-		struct iovec iov = { .iov_base = hello, .iov_len = sizeof(hello) };
-		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-				      .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		int lfd = (int)listener;
+		/* Only the number of the listener: kbox takes it with
+		 * pidfd_getfd (sendmsg is notified now, and nobody listens
+		 * yet). */
+		char byte = 'L', hello[9] = { 'L' };
+		unsigned int self = (unsigned int)getpid(), lfd = (unsigned int)listener;
 
 		memcpy(hello + 1, &self, sizeof(self));
-		memset(cbuf, 0, sizeof(cbuf));
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &lfd, sizeof(int));
-		if (sendmsg(sock, &msg, 0) != (ssize_t)sizeof(hello))
+		memcpy(hello + 5, &lfd, sizeof(lfd));
+		if (write(sock, hello, sizeof(hello)) != (ssize_t)sizeof(hello))
 			die("send listener");
-		close(lfd);
 		if (read_full(sock, &byte, 1) != 0)
 			die("wait for supervisor");
+		close((int)lfd);
 	}
 	close(sock);
 	execve(guest_path, argv, environ);

@@ -7,9 +7,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/seccomp"
+	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -37,6 +40,39 @@ type Config struct {
 	// nil the loop does not even read the clock.
 	Observe func(req *dispatch.Request, res *dispatch.Result, latency time.Duration)
 	Debug   bool
+	// Verbose prints setup steps (kbox -v): the namespaces the guest got.
+	Verbose bool
+	// NoNamespaces keeps the guest in kbox's network and IPC namespaces
+	// (KBOX_NAMESPACES=off): abstract socket names and System V IPC are
+	// then refused, as where no namespace can be made.
+	NoNamespaces bool
+}
+
+// Namespaces are the namespaces the guest start-up made (guestinit.c).
+type Namespaces uint32
+
+// The namespaces, as guestinit.c reports them.
+const (
+	NSNet  Namespaces = 1
+	NSIPC  Namespaces = 2
+	NSUser Namespaces = 4
+)
+
+// ipcSyscalls are System V IPC and POSIX message queues: native in the
+// guest's own IPC namespace, refused (ENOSYS, dispatch/ipc.go) without one.
+var ipcSyscalls = []string{
+	"shmget", "shmat", "shmdt", "shmctl",
+	"semget", "semop", "semtimedop", "semctl",
+	"msgget", "msgsnd", "msgrcv", "msgctl",
+	"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+}
+
+// socketHostFD are socket calls that run natively on a host fd: they name
+// nothing the guest chose (bind, connect and sends to an address do, and
+// are served by kbox: dispatch/socket.go).
+var socketHostFD = []string{
+	"listen", "accept", "accept4", "getsockname", "getpeername", "shutdown",
+	"getsockopt", "setsockopt", "recvmsg", "recvmmsg",
 }
 
 // hostAllow are syscalls the guest runs natively, beyond the seccomp
@@ -79,8 +115,9 @@ var hostAllow = []string{
 	"personality",
 }
 
-// Policy returns the filter policy of the seccomp tier.
-func Policy(virtualBase uint32) *seccomp.Policy {
+// Policy returns the filter policy of the seccomp tier for a guest with
+// namespaces ns.
+func Policy(virtualBase uint32, ns Namespaces) *seccomp.Policy {
 	p := seccomp.DefaultPolicy()
 	var allow []string
 	for _, n := range p.Allow {
@@ -89,6 +126,9 @@ func Policy(virtualBase uint32) *seccomp.Policy {
 		}
 	}
 	p.Allow = append(allow, hostAllow...)
+	if ns&NSIPC != 0 {
+		p.Allow = append(p.Allow, ipcSyscalls...)
+	}
 	// fsync and fdatasync are notified on every fd: on a writable shadow
 	// they write it back to the image (dispatch.sysFsync).
 	var hostFD []string
@@ -98,16 +138,16 @@ func Policy(virtualBase uint32) *seccomp.Policy {
 		}
 	}
 	p.HostFD = hostFD
-	// sendmsg/recvmsg on host fds: the only host sockets a guest can have
-	// come from socketpair (socket() is refused), and the start-up
-	// handshake itself sends the listener with sendmsg.
+	// sendmsg is notified on every fd: its msghdr may name a path, which
+	// the filter cannot see, and which the host kernel would look up in
+	// the host's filesystem (dispatch/socket.go serves it). sendto is
+	// notified with an address (seccomp.Policy.NullArg).
 	// fchmod and fchown stay notified: a read-only bind refuses them;
 	// fstatfs too: a shadow's filesystem is its image file's.
-	p.HostFD = append(p.HostFD, "sendmsg", "recvmsg", "fadvise64", "ftruncate", "getdents64",
-		// Sockets (socketpair's, the only host sockets a guest has) and
-		// the fd-to-fd copies; a virtual fd's are served (file.go).
-		"getsockname", "getpeername", "getsockopt", "setsockopt", "shutdown", "sendmmsg", "recvmmsg",
+	p.HostFD = append(p.HostFD, "fadvise64", "ftruncate", "getdents64",
+		// The fd-to-fd copies; a virtual fd's are served (file.go).
 		"splice", "tee", "vmsplice", "readahead", "cachestat")
+	p.HostFD = append(p.HostFD, socketHostFD...)
 	p.VirtualFDBase = virtualBase
 	return p
 }
@@ -206,6 +246,20 @@ func (p *pending) Reply(val int64) error { return p.l.Return(p.id, val) }
 
 func (p *pending) ReplyErrno(en unix.Errno) error { return p.l.Errno(p.id, en) }
 
+func (p *pending) Write(addr uint64, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	n, e := processVM(p.pid, b, addr, true)
+	switch {
+	case e != 0:
+		return e
+	case n < len(b):
+		return unix.EFAULT
+	}
+	return nil
+}
+
 func (g *guest) AddFD(hostfd, target int, cloexec bool) (int, error) {
 	a := seccomp.NotifAddfd{ID: g.n.ID, Srcfd: uint32(hostfd)}
 	if target >= 0 {
@@ -229,13 +283,11 @@ func Run(cfg Config) (int, error) {
 	}
 	defer os.RemoveAll(stage)
 	eng.Opt.StageDir = stage
-	pol := Policy(uint32(eng.Opt.VirtualFDs))
-	// Closing a host fd needs no round trip: a shadow's close writes
-	// nothing (shadowfd).
-	pol.HostFD = append(pol.HostFD, "close")
-	prog, err := pol.Assemble()
-	if err != nil {
-		return 0, fmt.Errorf("seccomp filter: %w", err)
+	// The socket binder's root (binder.c): inside the stage directory,
+	// which the keeper removes even when kbox was killed.
+	sockDir := filepath.Join(stage, "sock")
+	if err := os.Mkdir(sockDir, 0o700); err != nil {
+		return 0, err
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -244,6 +296,16 @@ func Run(cfg Config) (int, error) {
 	parent := os.NewFile(uintptr(pair[0]), "kbox-supervisor")
 	child := os.NewFile(uintptr(pair[1]), "kbox-guest")
 	defer parent.Close()
+	bpair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		child.Close()
+		return 0, err
+	}
+	binderEnd := os.NewFile(uintptr(bpair[1]), "kbox-binder")
+	wantNS := "1"
+	if cfg.NoNamespaces {
+		wantNS = "0"
+	}
 
 	// The thread that starts the guest must outlive it: the guest's
 	// parent-death signal fires when this thread exits. Serving stays on it.
@@ -263,12 +325,13 @@ func Run(cfg Config) (int, error) {
 		Path: self,
 		Args: cfg.Argv,
 		Env: append(append([]string{}, cfg.Env...), "KBOX_GUEST_INIT=1", "KBOX_GUEST_EXEC="+cfg.Path,
-			"KBOX_GUEST_NOFILE="+strconv.Itoa(eng.Opt.VirtualFDs)),
+			"KBOX_GUEST_NOFILE="+strconv.Itoa(eng.Opt.VirtualFDs), "KBOX_GUEST_NS="+wantNS,
+			"KBOX_GUEST_SOCKDIR="+sockDir),
 		Dir:        stage,
 		Stdin:      os.Stdin,
 		Stdout:     os.Stdout,
 		Stderr:     os.Stderr,
-		ExtraFiles: []*os.File{child},
+		ExtraFiles: []*os.File{child, binderEnd},
 		SysProcAttr: &syscall.SysProcAttr{
 			Pdeathsig: syscall.SIGKILL,
 			Setpgid:   true,
@@ -281,15 +344,42 @@ func Run(cfg Config) (int, error) {
 	}
 	if err := cmd.Start(); err != nil {
 		child.Close()
+		binderEnd.Close()
+		unix.Close(bpair[0])
 		return 0, fmt.Errorf("start guest: %w", err)
 	}
 	child.Close()
+	binderEnd.Close()
 	pid := cmd.Process.Pid
 	defer killGuests(pid)
 	if tty {
 		defer restoreForeground()
 	}
 
+	ns, err := readNamespaces(parent)
+	if err != nil {
+		unix.Close(bpair[0])
+		cmd.Process.Kill()
+		cmd.Wait()
+		return 0, err
+	}
+	binder := unixsock.NewBinder(bpair[0])
+	eng.Sockets = unixsock.New(binder, ns&NSNet != 0)
+	defer eng.Sockets.Close()
+	eng.IPCNamespace = ns&NSIPC != 0
+	if cfg.Verbose {
+		reportNamespaces(ns, cfg.NoNamespaces)
+	}
+	pol := Policy(uint32(eng.Opt.VirtualFDs), ns)
+	// Closing a host fd needs no round trip: a shadow's close writes
+	// nothing (shadowfd).
+	pol.HostFD = append(pol.HostFD, "close")
+	prog, err := pol.Assemble()
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return 0, fmt.Errorf("seccomp filter: %w", err)
+	}
 	listener, guestPid, err := handshake(parent, prog)
 	if err != nil {
 		cmd.Process.Kill()
@@ -299,6 +389,8 @@ func Run(cfg Config) (int, error) {
 	defer listener.Close()
 	// Parked FIFO opens are answered through the listener: they end first.
 	defer eng.FIFOs.Close()
+	// So do socket calls still waiting in goroutines (dispatch/socket.go).
+	defer eng.StopLateReplies()
 	// Kernels with sync wake-up (6.6+) also end a blocked Recv with ENOENT
 	// once no task uses the filter: the serve loop can then call Recv
 	// directly, without a poll per notification.
@@ -355,6 +447,37 @@ func Run(cfg Config) (int, error) {
 	return ws.ExitStatus(), nil
 }
 
+// readNamespaces reads the guest start-up's first message: 'N' and the
+// namespaces it made.
+func readNamespaces(sock *os.File) (Namespaces, error) {
+	var hello [5]byte
+	if _, err := io.ReadFull(sock, hello[:]); err != nil || hello[0] != 'N' {
+		return 0, errors.New("guest start-up failed before making its namespaces")
+	}
+	return Namespaces(binary.NativeEndian.Uint32(hello[1:])), nil
+}
+
+// reportNamespaces says under -v what the guest got: its own network and
+// IPC namespaces (in a user namespace of its own when kbox is not root),
+// or none, and what that takes away.
+func reportNamespaces(ns Namespaces, off bool) {
+	why := "unshare refused; user namespaces disabled?"
+	if off {
+		why = "KBOX_NAMESPACES=off"
+	}
+	switch {
+	case ns == 0:
+		fmt.Fprintf(os.Stderr, "kbox: warning: no private network and IPC namespaces for the guest (%s): abstract unix socket names are refused (EPERM), System V IPC and POSIX message queues too (ENOSYS)\n", why)
+	case ns&NSUser != 0:
+		fmt.Fprintln(os.Stderr, "kbox: guest namespaces: network, IPC, user (its uid and gid mapped to themselves)")
+	default:
+		fmt.Fprintln(os.Stderr, "kbox: guest namespaces: network, IPC")
+	}
+	if ns == 0 && os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "kbox: warning: the socket binder cannot chroot: a path socket's address is shown to the guest without its leading slash")
+	}
+}
+
 func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, int, error) {
 	buf := make([]byte, 4+8*len(prog))
 	binary.LittleEndian.PutUint32(buf, uint32(len(prog)))
@@ -367,21 +490,22 @@ func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, int
 	if _, err := sock.Write(buf); err != nil {
 		return nil, 0, fmt.Errorf("send filter to guest: %w", err)
 	}
-	oob := make([]byte, unix.CmsgSpace(4))
-	hello := make([]byte, 5) // 'L', guest pid (u32)
-	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), hello, oob, 0)
-	if err != nil || oobn == 0 || n != len(hello) || hello[0] != 'L' {
+	var hello [9]byte // 'L', guest pid, listener fd (u32 each)
+	if _, err := io.ReadFull(sock, hello[:]); err != nil || hello[0] != 'L' {
 		return nil, 0, errors.New("guest start-up failed before installing the seccomp filter")
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return nil, 0, errors.New("guest sent no seccomp listener")
+	pid := int(binary.LittleEndian.Uint32(hello[1:]))
+	lfd := int(binary.LittleEndian.Uint32(hello[5:]))
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("guest start-up: %w", err)
 	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return nil, 0, errors.New("guest sent no seccomp listener")
+	fd, err := unix.PidfdGetfd(pidfd, lfd, 0)
+	unix.Close(pidfd)
+	if err != nil {
+		return nil, 0, fmt.Errorf("guest sent no seccomp listener: %w", err)
 	}
-	return seccomp.NewListener(fds[0]), int(binary.LittleEndian.Uint32(hello[1:])), nil
+	return seccomp.NewListener(fd), pid, nil
 }
 
 // serve answers notifications until the listener hangs up (no guest left)

@@ -3,7 +3,7 @@
  *   bench ROW ITERATIONS [FILE]
  *
  * ROW: stat | stat_missing | open_close | lseek_read | write | append_shared |
- *      getpid_libc | getpid_inline
+ *      getpid_libc | getpid_inline | unix_send | unix_sendmsg
  * FILE defaults to /etc/hostname. Runs ITERATIONS/10 warm-up operations,
  * then times ITERATIONS operations with CLOCK_MONOTONIC and prints one
  * line "ROW NS_PER_OP".
@@ -14,12 +14,16 @@
  * stat_missing: stat of FILE, which must not exist (every call fails with
  * ENOENT: the observatory keeps every failing call).
  * append_shared: 64-byte O_APPEND write()s to FILE while two other processes
- * hold it open for appending too (a log file several writers share). */
+ * hold it open for appending too (a log file several writers share).
+ * unix_send, unix_sendmsg: one op = a 64-byte datagram sent on one end of a
+ * socketpair (send(2), which is sendto without an address, or sendmsg(2))
+ * and received on the other. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -151,6 +155,26 @@ static void op_getpid_inline(unsigned long n)
 		sink += getpid_inline();
 }
 
+static int pair[2];
+
+static void op_unix_send(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++) {
+		if (send(pair[0], buf, sizeof(buf), 0) != sizeof(buf) || recv(pair[1], buf, sizeof(buf), 0) != sizeof(buf))
+			fail("send");
+	}
+}
+
+static void op_unix_sendmsg(unsigned long n)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	for (unsigned long i = 0; i < n; i++) {
+		if (sendmsg(pair[0], &m, 0) != sizeof(buf) || recv(pair[1], buf, sizeof(buf), 0) != sizeof(buf))
+			fail("sendmsg");
+	}
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(unsigned long);
@@ -163,11 +187,13 @@ static const struct {
 	{ "append_shared", op_append_shared },
 	{ "getpid_libc", op_getpid_libc },
 	{ "getpid_inline", op_getpid_inline },
+	{ "unix_send", op_unix_send },
+	{ "unix_sendmsg", op_unix_sendmsg },
 };
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: bench stat|stat_missing|open_close|lseek_read|write|append_shared|getpid_libc|getpid_inline ITERATIONS [FILE]\n");
+	fprintf(stderr, "usage: bench stat|stat_missing|open_close|lseek_read|write|append_shared|getpid_libc|getpid_inline|unix_send|unix_sendmsg ITERATIONS [FILE]\n");
 	return 2;
 }
 
@@ -186,6 +212,8 @@ int main(int argc, char **argv)
 	if (argc == 4)
 		file = argv[3];
 
+	if ((fn == op_unix_send || fn == op_unix_sendmsg) && socketpair(AF_UNIX, SOCK_DGRAM, 0, pair) != 0)
+		fail("socketpair");
 	if (fn == op_lseek_read && (fd = open(file, O_RDONLY)) < 0)
 		fail(file);
 	if (fn == op_write) {

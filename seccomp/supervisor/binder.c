@@ -1,0 +1,302 @@
+/*
+ * The socket binder: a small process, forked by the guest start-up in the
+ * guest's namespaces before the seccomp filter exists, that names the
+ * guest's AF_UNIX sockets for kbox (dispatch/socket.go, docs/tiers.md
+ * "Unix sockets").
+ *
+ * The kernel keeps the address a socket was bound with and shows it to
+ * everyone: getsockname, getpeername, accept and recvfrom return it. So
+ * that they return the guest's own path, never a host path, the binder
+ * chroots into a private directory of kbox's (0700, inside kbox's stage
+ * directory) and binds the guest's socket (a copy kbox took with
+ * pidfd_getfd) with the guest's very string, absolute or relative to a
+ * copy of the guest's working directory. The directories of the path are
+ * made for the bind and removed after it; the socket's name is opened
+ * O_PATH, unlinked at once, and the O_PATH fd goes to kbox, which connects
+ * and sends to the socket through it. Nothing of it stays on the host.
+ *
+ * Where it cannot chroot (no user namespace, not root), the binder binds
+ * the path made relative to the same directory instead: the guest then
+ * sees its path without the leading slash.
+ *
+ * A socket in a bind (-b) is bound in the bind's host directory (kbox
+ * hands over a confined fd of it) by its last component, and stays there:
+ * that is the point of a bind.
+ *
+ * The binder also opens /proc/sysvipc files for kbox: their contents are
+ * those of the IPC namespace of whoever opens them, and the binder shares
+ * the guest's.
+ *
+ * Requests come from kbox only, over a SOCK_SEQPACKET socketpair (fd 4 at
+ * start-up); the guest never holds its end. Each request is
+ *   u32 op, u32 umask, u32 dirlen, u32 namelen, dir bytes, name bytes
+ * with one or two fds (SCM_RIGHTS); each answer is an i32 (0 or an errno)
+ * with at most one fd. For a path bind, dir holds strings separated by
+ * NULs: the directory to bind from, then the directories the kernel will
+ * walk through for the name; all are clean paths of the binder's root
+ * (kbox cleans them) and are made if missing.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "binder.h"
+
+enum { OP_BIND_PATH = 1, OP_BIND_AT = 2, OP_OPEN_IPC = 3 };
+
+struct req {
+	uint32_t op, umask, dirlen, namelen;
+};
+
+#define MAX_DIR 4096
+#define MAX_NAME 108
+#define MAX_MADE 128
+
+static int rootfd = -1;	 /* the binder's root: "/" once chrooted */
+static int sysvipc = -1; /* /proc/sysvipc, opened before the chroot */
+
+static void answer(int sock, int32_t err, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = &err, .iov_len = sizeof(err) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (fd >= 0) {
+		memset(cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+/* rel returns p without its leading slashes: a path relative to rootfd. */
+static const char *rel(const char *p)
+{
+	while (*p == '/')
+		p++;
+	return p;
+}
+
+/* mkdirs makes every directory of dir (a path relative to rootfd, clean:
+ * kbox sends lexically cleaned paths) that is missing, and records those
+ * it made in made[], deepest last. */
+static int mkdirs(const char *dir, char made[][MAX_DIR], int *nmade)
+{
+	char buf[MAX_DIR];
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(buf))
+		return ENAMETOOLONG;
+	memcpy(buf, dir, n + 1);
+	for (size_t i = 0; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != 0)
+			continue;
+		if (i == 0)
+			continue;
+		char c = buf[i];
+		buf[i] = 0;
+		if (mkdirat(rootfd, buf, 0700) == 0) {
+			if (*nmade < MAX_MADE)
+				strcpy(made[(*nmade)++], buf);
+		} else if (errno != EEXIST) {
+			return errno;
+		}
+		buf[i] = c;
+	}
+	return 0;
+}
+
+static void rmdirs(char made[][MAX_DIR], int nmade)
+{
+	while (nmade-- > 0)
+		unlinkat(rootfd, made[nmade], AT_REMOVEDIR);
+}
+
+/* bind_path binds sock to name from directory dir (both relative to the
+ * binder's root once rel() is applied, dir made if missing), opens the
+ * new name O_PATH and unlinks it. */
+static int bind_path(int sock, const char *dir, const char *mk, size_t mklen, const char *name, int *out)
+{
+	static char made[MAX_MADE][MAX_DIR];
+	int nmade = 0, err = 0, fd = -1;
+	struct sockaddr_un a;
+	struct stat st;
+	size_t n = strlen(name);
+
+	if (n == 0 || n > sizeof(a.sun_path))
+		return EINVAL;
+	if (*rel(dir) && (err = mkdirs(rel(dir), made, &nmade)) != 0)
+		goto out;
+	for (const char *m = mk; m < mk + mklen; m += strlen(m) + 1)
+		if (*rel(m) && (err = mkdirs(rel(m), made, &nmade)) != 0)
+			goto out;
+	if (fchdir(rootfd) != 0 || (*rel(dir) && chdir(rel(dir)) != 0)) {
+		err = errno;
+		goto out;
+	}
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	memcpy(a.sun_path, name, n);
+	if (bind(sock, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) {
+		err = errno;
+		goto out;
+	}
+	fd = open(name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+		err = fd < 0 ? errno : EIO;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	unlink(name);
+out:
+	fchdir(rootfd);
+	rmdirs(made, nmade);
+	*out = fd;
+	return err;
+}
+
+static int bind_at(int sock, int dir, const char *name, mode_t mask)
+{
+	struct sockaddr_un a;
+	size_t n = strlen(name);
+	int err = 0;
+
+	if (n == 0 || n > sizeof(a.sun_path) || strchr(name, '/') != NULL)
+		return EINVAL;
+	if (fchdir(dir) != 0)
+		return errno;
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	memcpy(a.sun_path, name, n);
+	umask(mask);
+	if (bind(sock, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0)
+		err = errno;
+	umask(0);
+	fchdir(rootfd);
+	return err;
+}
+
+static int open_ipc(const char *name, int *out)
+{
+	*out = -1;
+	if (strcmp(name, "shm") != 0 && strcmp(name, "sem") != 0 && strcmp(name, "msg") != 0)
+		return EINVAL;
+	if (sysvipc < 0)
+		return ENOENT;
+	*out = openat(sysvipc, name, O_RDONLY | O_CLOEXEC);
+	return *out < 0 ? errno : 0;
+}
+
+/* serve answers kbox's requests until kbox closes its end. */
+static void serve(int sock)
+{
+	static char buf[sizeof(struct req) + MAX_DIR + 2 * MAX_NAME];
+	static char dir[MAX_DIR + 1], name[MAX_NAME + 1];
+	char cbuf[CMSG_SPACE(2 * sizeof(int))];
+
+	for (;;) {
+		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				      .msg_controllen = sizeof(cbuf) };
+		int fds[2] = { -1, -1 }, nfds = 0, out = -1, err;
+		struct req r;
+		ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			for (int i = 0; i < k; i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (nfds < 2)
+					fds[nfds++] = fd;
+				else
+					close(fd);
+			}
+		}
+		memcpy(&r, buf, sizeof(r) < (size_t)n ? sizeof(r) : (size_t)n);
+		if ((size_t)n < sizeof(r) || r.dirlen > MAX_DIR || r.namelen > MAX_NAME ||
+		    sizeof(r) + r.dirlen + r.namelen != (size_t)n) {
+			err = EINVAL;
+		} else {
+			memcpy(dir, buf + sizeof(r), r.dirlen);
+			dir[r.dirlen] = 0;
+			memcpy(name, buf + sizeof(r) + r.dirlen, r.namelen);
+			name[r.namelen] = 0;
+			switch (r.op) {
+			case OP_BIND_PATH: {
+				size_t cd = strlen(dir);
+				const char *mk = dir + cd + 1;
+				size_t mklen = cd < r.dirlen ? r.dirlen - cd - 1 : 0;
+				err = nfds == 1 ? bind_path(fds[0], dir, mk, mklen, name, &out) : EINVAL;
+				break;
+			}
+			case OP_BIND_AT:
+				err = nfds == 2 ? bind_at(fds[0], fds[1], name, (mode_t)(r.umask & 0777)) : EINVAL;
+				break;
+			case OP_OPEN_IPC:
+				err = open_ipc(name, &out);
+				break;
+			default:
+				err = EINVAL;
+			}
+		}
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		answer(sock, err, out);
+		if (out >= 0)
+			close(out);
+	}
+}
+
+void kbox_run_binder(int sock, const char *dir, int chroot_ok)
+{
+	static const int ignored[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE,
+				       SIGUSR1, SIGUSR2, SIGALRM };
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		signal(ignored[i], SIG_IGN);
+	setsid();
+	umask(0);
+	/* Nothing but its socket: the guest's start-up fds stay with the
+	 * guest. */
+	if (sock > 0)
+		syscall(SYS_close_range, 0u, (unsigned int)sock - 1, 0u);
+	syscall(SYS_close_range, (unsigned int)sock + 1, ~0u, 0u);
+	sysvipc = open("/proc/sysvipc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int chrooted = 0;
+	if (chroot_ok && chroot(dir) == 0) {
+		if (chdir("/") != 0)
+			_exit(1);
+		rootfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		chrooted = 1;
+	} else {
+		rootfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (rootfd < 0 || fchdir(rootfd) != 0)
+		_exit(1);
+	/* The first answer, unasked: whether the guest's paths are kept. */
+	answer(sock, chrooted, -1);
+	serve(sock);
+	_exit(0);
+}
