@@ -201,8 +201,9 @@ func errnoOf(err error) unix.Errno {
 }
 
 // prepare returns a sealed memfd holding the program at guest path p, with
-// PT_INTERP rewritten to /proc/self/fd/interpFD when it is dynamic, and the
-// interpreter path it needs ("" for static).
+// PT_INTERP rewritten to /proc/self/fd/interpFD when it is dynamic (kept
+// as it is for interpFD -1), and the interpreter path it needs ("" for
+// static).
 func (e *Engine) prepare(p string, interpFD int) (memfd int, interp string, info *elfload.Info, en unix.Errno) {
 	b, k, en := e.loadFile(p)
 	if en != 0 {
@@ -216,7 +217,7 @@ func (e *Engine) prepare(p string, interpFD int) (memfd int, interp string, info
 		return -1, "", info, 0
 	}
 	patch := ""
-	if info.Kind == elfload.Dynamic {
+	if info.Kind == elfload.Dynamic && interpFD >= 0 {
 		patch = "/proc/self/fd/" + strconv.Itoa(interpFD)
 	}
 	k.patch = patch
@@ -255,6 +256,60 @@ func (e *Engine) prepare(p string, interpFD int) (memfd int, interp string, info
 	}
 	execCacheMu.Unlock()
 	return fd, info.Interp, info, 0
+}
+
+// Program is a guest program read for execution by an in-process tier,
+// which maps it itself: sealed memfds of the ELF and of its interpreter,
+// both as they are in the image.
+type Program struct {
+	Path       string // the program's clean guest path
+	Main       int    // sealed memfd of the program
+	Interp     int    // sealed memfd of its interpreter, -1 for a static program
+	InterpPath string
+	Info       *elfload.Info
+}
+
+// ReadProgram reads the ELF program at guest path p (a bind's or the
+// image's) and its interpreter, checked as execve checks them: ENOENT,
+// EACCES, ENOEXEC (a script: Info says so, and no memfd is made), ELIBBAD
+// for an interpreter that is not a static ELF. The caller closes it.
+func (e *Engine) ReadProgram(p string) (*Program, unix.Errno) {
+	p = Clean("/", p)
+	memfd, interp, info, en := e.prepare(p, -1)
+	if en != 0 {
+		return nil, en
+	}
+	prog := &Program{Path: p, Main: memfd, Interp: -1, InterpPath: interp, Info: info}
+	if memfd < 0 {
+		return prog, unix.ENOEXEC
+	}
+	if interp == "" {
+		return prog, 0
+	}
+	imem, iinterp, _, en := e.prepare(Clean("/", interp), -1)
+	switch {
+	case en != 0:
+		prog.Close()
+		return nil, en
+	case imem < 0 || iinterp != "":
+		if imem >= 0 {
+			unix.Close(imem)
+		}
+		prog.Close()
+		return nil, unix.ELIBBAD
+	}
+	prog.Interp = imem
+	return prog, 0
+}
+
+// Close releases the program's memfds.
+func (p *Program) Close() {
+	for _, fd := range []*int{&p.Main, &p.Interp} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
+	}
 }
 
 // install puts memfd into the guest at fd target (close-on-exec: the kernel
