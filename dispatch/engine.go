@@ -121,17 +121,6 @@ type Request struct {
 // Handler serves one syscall.
 type Handler func(e *Engine, r *Request) Result
 
-// MaxNr bounds syscall numbers in the table.
-const MaxNr = 512
-
-var table [MaxNr]Handler
-
-// register installs h for nr; files call it from init.
-func register(nr int, h Handler) { table[nr] = h }
-
-// Handled reports whether syscall nr has a handler.
-func Handled(nr int) bool { return nr >= 0 && nr < MaxNr && table[nr] != nil }
-
 // Options configures an Engine.
 type Options struct {
 	// RootID starts the guest as root (uid and gid 0, group 0, every
@@ -248,32 +237,48 @@ func (e *Engine) Dispatch(r *Request) Result {
 			fixArgs(r, f) // a script's $0 as given (exec.go)
 		}
 	}
-	if r.Nr < 0 || r.Nr >= MaxNr || table[r.Nr] == nil {
-		if r.Nr >= 0 && r.Nr < MaxNr && !pureLookup[r.Nr] {
-			e.stats.changed()
-		}
-		if r.Nr >= 0 && r.Nr < MaxNr {
-			e.enosys[r.Nr].Add(1)
-		}
+	if r.Nr < 0 || r.Nr >= MaxNr {
 		return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
 	}
-	if !pureLookup[r.Nr] && !opensReportChange[r.Nr] {
+	sc := &linux[r.Nr]
+	if sc.Facts&(Pure|Opens) == 0 {
 		e.stats.changed()
+	}
+	if sc.Fn == nil {
+		return e.unserved(r, sc)
 	}
 	// LKL calls from here on run with the caller's credentials.
 	if en := useCred(r); en != 0 {
 		return errno(en, Emulated)
 	}
-	res := table[r.Nr](e, r)
+	res := sc.Fn(e, r)
 	if res.Disp == ENOSYS {
-		e.enosys[r.Nr].Add(1) // answered as absent (absent.go): counted as well
+		e.enosys[r.Nr].Add(1) // answered as absent: counted as well
 	}
-	if !pureLookup[r.Nr] {
+	if sc.Facts&Pure == 0 {
 		// LKL's free space may have changed: shadows' writes must still
 		// fail where the image would be full (shadowfd/space.go).
 		e.Shadows.Rebalance()
 	}
 	return res
+}
+
+// unserved answers a syscall that has no handler: one the table says is
+// absent (its errno), denied (a filter let it through: the tier's is
+// coarser, or none), native (a tier that trapped it anyway runs it on the
+// host), or unknown (ENOSYS).
+func (e *Engine) unserved(r *Request, sc *Syscall) Result {
+	switch sc.How {
+	case Native:
+		return cont
+	case Refused:
+		return errno(sc.Errno, Denied)
+	case Absent:
+		e.enosys[r.Nr].Add(1)
+		return errno(sc.Errno, ENOSYS)
+	}
+	e.enosys[r.Nr].Add(1)
+	return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
 }
 
 // ENOSYSCounts returns the per-number count of unimplemented syscalls.

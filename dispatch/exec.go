@@ -15,12 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(unix.SYS_EXECVE, sysExecve)                 // execve(2)
-	register(unix.SYS_EXECVEAT, sysExecveat)             // execveat(2)
-	register(unix.SYS_SET_TID_ADDRESS, sysSetTidAddress) // set_tid_address(2): the check after an exec
-}
-
 // set_tid_address is what every libc calls first in a new program, before
 // main (static ones too, whose other early calls run natively): notified,
 // it is where Dispatch checks what a continued execve runs (execImageOK)
@@ -764,8 +758,10 @@ func execImageOK(tid int) bool {
 	return strings.HasPrefix(string(buf[:n]), execMemfdPrefix)
 }
 
+// sysExecve serves execve(2).
 func sysExecve(e *Engine, r *Request) Result { return e.exec(r, unix.AT_FDCWD, r.Args[0], 0) }
 
+// sysExecveat serves execveat(2).
 func sysExecveat(e *Engine, r *Request) Result {
 	return e.exec(r, int32(r.Args[0]), r.Args[1], int(int32(r.Args[4])))
 }
