@@ -254,7 +254,7 @@ func sysUtimensat(e *Engine, r *Request) Result {
 func (e *Engine) utimens(r *Request, dirfd int32, pathAddr uint64, ts *[2]unix.Timespec, flags uintptr) Result {
 	tsp := uintptr(0)
 	if ts != nil {
-		tsp = uintptr(unsafeTimes(ts))
+		tsp = lkl.PtrOf(ts)
 		defer keepTimes(ts)
 	}
 	if pathAddr == 0 { // futimens(fd)

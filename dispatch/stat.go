@@ -107,8 +107,9 @@ func lklStatUncached(path string, nofollow bool, st *lkl.Stat64) unix.Errno {
 	if nofollow {
 		flags = unix.AT_SYMLINK_NOFOLLOW
 	}
-	_, le := lkl.Syscall6(lkl.SysNewfstatat, atFdcwd, uptr(b), uintptr(unsafeStat(st)), uintptr(flags), 0, 0)
+	_, le := lkl.Syscall6(lkl.SysNewfstatat, atFdcwd, uptr(b), lkl.PtrOf(&sc.lst), uintptr(flags), 0, 0)
 	runtime.KeepAlive(b)
+	*st = sc.lst // the caller's st may be on its stack: LKL writes the pooled one
 	return le
 }
 
@@ -480,7 +481,7 @@ func sysStatfs(e *Engine, r *Request) Result {
 		}
 		return ok(0, Host)
 	}
-	if _, le := lklPath(lkl.SysStatfs, 0, t.LKLPath(), [6]uintptr{0, uintptr(unsafeStatfs(&sf))}); le != 0 {
+	if _, le := lklPath(lkl.SysStatfs, 0, t.LKLPath(), [6]uintptr{0, lkl.PtrOf(&sf)}); le != 0 {
 		return errno(le, LKL)
 	}
 	if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {
@@ -515,7 +516,7 @@ func sysFstatfs(e *Engine, r *Request) Result {
 		}
 	}
 	var sf unix.Statfs_t
-	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(lfd), uintptr(unsafeStatfs(&sf)), 0, 0, 0, 0); le != 0 {
+	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(lfd), lkl.PtrOf(&sf), 0, 0, 0, 0); le != 0 {
 		return errno(le, LKL)
 	}
 	if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {

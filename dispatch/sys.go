@@ -154,7 +154,7 @@ func sysSysinfo(e *Engine, r *Request) Result {
 	sc := getScratch() // LKL writes it: heap memory, not the goroutine's stack
 	defer putScratch(sc)
 	ls := &sc.si
-	if _, le := lkl.Syscall6(lkl.SysSysinfo, uintptr(unsafeSysinfo(ls)), 0, 0, 0, 0, 0); le == 0 {
+	if _, le := lkl.Syscall6(lkl.SysSysinfo, lkl.PtrOf(ls), 0, 0, 0, 0, 0); le == 0 {
 		si.Loads, si.Uptime = ls.Loads, ls.Uptime
 	}
 	si.Procs = uint16(len(e.Tgids(nil)))

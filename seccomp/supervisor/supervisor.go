@@ -17,7 +17,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
@@ -560,5 +559,5 @@ func restoreForeground() {
 	signal.Ignore(unix.SIGTTOU)
 	defer signal.Reset(unix.SIGTTOU)
 	pgrp := unix.Getpgrp()
-	unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&pgrp)))
+	unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, pgrp)
 }
