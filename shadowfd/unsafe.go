@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-
 // openat is openat(2) with a NUL-terminated name the caller provides, so
 // that no C string is allocated.
 func openat(dirfd int, name *byte, flags int) (int, error) {
@@ -19,7 +18,6 @@ func openat(dirfd int, name *byte, flags int) (int, error) {
 	}
 	return int(fd), nil
 }
-
 
 // lklFutimens sets the times of LKL fd fd (utimensat with a NULL path).
 func lklFutimens(fd int, ts *[2]unix.Timespec) unix.Errno {
