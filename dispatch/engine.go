@@ -146,18 +146,7 @@ type Options struct {
 	// (procfs.go).
 	KernelProc    int
 	HasKernelProc bool
-	// StageDir is the guest's host cwd, a private directory where execve
-	// makes NAME -> /proc/self/fd/ExecFD links (see exec.go).
-	StageDir string
 }
-
-// Fixed guest fd numbers used by execve: the prepared program, its
-// interpreter, and the interpreter's own loader (for #! scripts).
-const (
-	ExecFD   = 1000
-	InterpFD = 1001
-	LoaderFD = 1002
-)
 
 // Engine is the dispatch state shared by every guest process.
 type Engine struct {
@@ -167,6 +156,9 @@ type Engine struct {
 	// tier closes them after the last guest and before its listener:
 	// parked opens are answered through it.
 	FIFOs *fifo.Set
+	// Tier is the tier that runs the guest: it starts the programs
+	// of execve (exec.go).
+	Tier Tier
 	// Pins, when set, is the tier's pinning of guest tasks (sched.go).
 	Pins Pins
 	// Sockets names the guest's unix sockets (socket.go); the tier sets
@@ -226,17 +218,6 @@ func New(opt Options) *Engine {
 
 // Dispatch serves r.
 func (e *Engine) Dispatch(r *Request) Result {
-	if r.P != nil && r.P.execPending {
-		r.P.execPending = false
-		if !execImageOK(r.G.Pid()) {
-			unix.Kill(r.P.Tgid, unix.SIGKILL)
-			return Result{Disp: Denied, Errno: unix.EPERM}
-		}
-		if f := r.P.argFix; f != nil {
-			r.P.argFix = nil
-			fixArgs(r, f) // a script's $0 as given (exec.go)
-		}
-	}
 	if r.Nr < 0 || r.Nr >= MaxNr {
 		return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
 	}

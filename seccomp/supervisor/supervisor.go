@@ -217,7 +217,7 @@ func Run(cfg Config) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(stage)
-	eng.Opt.StageDir = stage
+	eng.Tier = &execTier{stage: stage}
 	// The socket binder's root (binder.c): inside the stage directory,
 	// which the keeper removes even when kbox was killed.
 	sockDir := filepath.Join(stage, "sock")
@@ -490,7 +490,12 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst boo
 		}
 		req.Nr, req.Args, req.G, req.P, req.Path = int(n.Data.Nr), n.Data.Args, g, eng.Lookup(int(n.Pid)), ""
 		g.co.touch(int(n.Pid))
-		res := eng.Dispatch(&req)
+		var res dispatch.Result
+		if req.P == nil || checkExec(&req) {
+			res = eng.Dispatch(&req)
+		} else {
+			res = dispatch.Result{Disp: dispatch.Denied, Errno: unix.EPERM} // killed: it ran a program kbox did not prepare
+		}
 		if cfg.Observe != nil {
 			cfg.Observe(&req, &res, clock.Since(start))
 		}
