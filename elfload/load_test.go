@@ -482,3 +482,79 @@ func TestBrk(t *testing.T) {
 		t.Errorf("memory given back by brk comes back with its old contents")
 	}
 }
+
+// BenchmarkLoad: Load and Unmap of a dynamic program and its interpreter
+// (the host's /bin/true and ld.so, from sealed memfds): the loader's part
+// of an in-process start or exec.
+func BenchmarkLoad(b *testing.B) {
+	prog, err := os.ReadFile("/bin/true")
+	if err != nil {
+		b.Skip("SKIP: no /bin/true")
+	}
+	info, err := Inspect(prog, hostTestMachine())
+	if err != nil || info.Kind != Dynamic {
+		b.Skipf("SKIP: /bin/true is not a dynamic program here (%v)", err)
+	}
+	interp, err := os.ReadFile(info.Interp)
+	if err != nil {
+		b.Skip(err)
+	}
+	memfd := func(data []byte) int {
+		fd, err := unix.MemfdCreate("bench", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pwriteAll(fd, data, 0); err != nil {
+			b.Fatal(err)
+		}
+		unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+		return fd
+	}
+	pfd, ifd := memfd(prog), memfd(interp)
+	defer unix.Close(pfd)
+	defer unix.Close(ifd)
+	spec := &Spec{
+		Prog: Image{Name: "true", FD: pfd}, Interp: &Image{Name: "ld.so", FD: ifd},
+		Argv: []string{"true"}, Envp: os.Environ(), ExecFn: "/bin/true",
+	}
+	for b.Loop() {
+		l, err := Load(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Unmap()
+	}
+}
+
+// TestBrkConcurrent: guest threads call brk at once (the trap tier serves
+// them concurrently); every answer is a break some call set, and the
+// pages below the final break are writable.
+func TestBrkConcurrent(t *testing.T) {
+	spec := testSpec(defaultTestELF().build())
+	spec.BrkSize = 4 << 20
+	l, err := Load(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unmap()
+	b := l.Brk
+	done := make(chan bool)
+	for g := 0; g < 8; g++ {
+		go func(g int) {
+			for i := 0; i < 200; i++ {
+				want := b.Start + uintptr((g*200+i)%(4<<20))
+				if got := b.Set(want); got != want {
+					t.Errorf("brk(%#x) = %#x", want, got)
+				}
+			}
+			done <- true
+		}(g)
+	}
+	for g := 0; g < 8; g++ {
+		<-done
+	}
+	cur := b.Current()
+	if cur > b.Start {
+		clear(mem(b.Start, int(cur-b.Start)))
+	}
+}
