@@ -25,7 +25,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: test-arm64 race image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
+.PHONY: test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
 
 all: kbox
 
@@ -57,6 +57,18 @@ check: kbox vet image-if-missing
 	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 ./...
 	@$(MAKE) --no-print-directory race
 	@$(MAKE) --no-print-directory test-arm64
+	@if [ "$(TAGS)" = lkl ]; then $(MAKE) --no-print-directory fuzz; else echo "kbox: fuzz targets skipped without liblkl (they need none: make fuzz runs them; CI runs them in its LKL configuration)"; fi
+
+# Every fuzz target for FUZZTIME seconds each, from its seeds onwards.
+FUZZTIME ?= 2
+fuzz:
+	GO=$(GO) bash scripts/fuzz.sh $(FUZZTIME)
+
+# The stress programs (tests/stress) under every tier, with a 10-minute
+# mixed workload (make check runs them with a 60-second one).
+STRESS_SECONDS ?= 600
+stress: kbox image-if-missing
+	KBOX_STRESS_SECONDS=$(STRESS_SECONDS) KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 -timeout 60m -run 'TestStress' -v ./tests/ | grep -E '^(---|ok|FAIL|PASS)|stress |SKIP'
 
 # The engine served from many goroutines at once, under the race detector
 # (tests/concurrency_test.go), and the LKL-free packages' concurrent tests.

@@ -205,7 +205,8 @@ type image struct {
 }
 
 // loadImage reads the file at guest path p for execution and inspects
-// it: ENOEXEC for anything but an ELF of this machine or a #! script.
+// it: ENOEXEC for anything but an ELF of this machine whose segments the
+// loader accepts, or a #! script.
 func (e *Engine) loadImage(p string) (*image, unix.Errno) {
 	b, k, en := e.loadFile(p)
 	if en != 0 {
@@ -214,6 +215,14 @@ func (e *Engine) loadImage(p string) (*image, unix.Errno) {
 	info, err := elfload.Inspect(b, machine())
 	if err != nil {
 		return nil, unix.ENOEXEC
+	}
+	if info.Kind != elfload.Script {
+		// Segments the kernel would map over each other or fail to map
+		// after the point of no return (the guest killed by SIGSEGV)
+		// are ENOEXEC here, as in the in-process loader.
+		if err := elfload.Check(p, b, machine()); err != nil {
+			return nil, unix.ENOEXEC
+		}
 	}
 	return &image{path: p, b: b, key: k, info: info}, 0
 }
@@ -447,6 +456,9 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 		run = x.ScriptInterp
 	}
 	if x.prog, x.loader, en = e.programOf(run); en != 0 {
+		if en == unix.ENOEXEC && x.Script {
+			en = e.nestedScript(run)
+		}
 		return errno(en, x.Disp)
 	}
 	if e.Tier == nil {
@@ -461,6 +473,30 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	// What execve does to the credentials (set-id bits never count).
 	e.setCred(r.P, r.P.creds().Exec())
 	return res
+}
+
+// maxScriptNesting is Linux's limit of interpreters that are themselves
+// scripts (BINPRM_MAX_RECURSION): a deeper chain, or a loop, is ELOOP.
+const maxScriptNesting = 4
+
+// nestedScript is the errno of a script whose interpreter interp is not
+// an ELF. Linux runs an interpreter that is itself a script, up to
+// maxScriptNesting deep; kbox runs one level. A chain Linux would refuse
+// (a script naming itself, two naming each other) is ELOOP as on Linux; a
+// shorter one, which Linux would run, is ENOEXEC (docs/tiers.md, Exec).
+func (e *Engine) nestedScript(interp string) unix.Errno {
+	p := interp
+	for depth := 0; depth < maxScriptNesting; depth++ {
+		im, en := e.loadImage(p)
+		if en != 0 {
+			return en
+		}
+		if im.info.Kind != elfload.Script {
+			return unix.ENOEXEC
+		}
+		p = Clean("/", im.info.ScriptInterp)
+	}
+	return unix.ELOOP
 }
 
 // fdTarget is the file a guest fd is, for fexecve: a virtual fd's image

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -212,4 +213,15 @@ func (o *object) textSize(pg uint64) uint64 {
 		}
 	}
 	return n
+}
+
+// Check plans the mapping of the whole ELF file b as Load would, without
+// mapping anything, and returns the error Load would give (segments that
+// overlap, lie outside the file or have absurd sizes, headers outside the
+// file, ...): a tier that hands the program to the host kernel checks it
+// first, so that the guest gets ENOEXEC where the kernel would kill it
+// after the point of no return.
+func Check(name string, b []byte, machine elf.Machine) error {
+	_, err := plan(name, bytes.NewReader(b), int64(len(b)), machine, uint64(os.Getpagesize()))
+	return err
 }

@@ -130,3 +130,24 @@ func TestCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// The arm64 open-flag conversions are inverse bijections: every flag word
+// survives the round trip both ways, and the bits outside the four that
+// move are left alone.
+func FuzzOpenFlagsArm64(f *testing.F) {
+	for _, s := range []uint32{0, 0o40000, 0o100000, 0o200000, 0o400000, 0o2000000 | 0o1000, 0xffffffff} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, fl uint32) {
+		if got := OpenFlagsLKLToArm64(OpenFlagsArm64ToLKL(fl)); got != fl {
+			t.Errorf("arm64 %#o -> LKL -> arm64 %#o", fl, got)
+		}
+		if got := OpenFlagsArm64ToLKL(OpenFlagsLKLToArm64(fl)); got != fl {
+			t.Errorf("LKL %#o -> arm64 -> LKL %#o", fl, got)
+		}
+		const moved = remapMask | arm64ODirectory | arm64ONofollow | arm64ODirect | arm64OLargefile
+		if OpenFlagsArm64ToLKL(fl)&^moved != fl&^moved {
+			t.Errorf("%#o: bits outside the remapped ones changed", fl)
+		}
+	})
+}

@@ -7,7 +7,7 @@
 #   ROOTFS_PACKAGES  extra Debian packages, space separated (e.g. "python3-minimal")
 #   ROOTFS_SOURCE    debian (default) | alpine
 #   ALPINE_URL       Alpine minirootfs tarball URL      (only for ROOTFS_SOURCE=alpine)
-#   CC               compiler for tests/guest/*.c       (default: musl-gcc, else gcc)
+#   CC               compiler for tests/guest/*.c, tests/stress/*.c(default: musl-gcc, else gcc)
 #
 # See rootfs/README.md.
 set -Eeuo pipefail
@@ -22,6 +22,7 @@ ROOTFS_PACKAGES=${ROOTFS_PACKAGES:-}
 ROOTFS_SOURCE=${ROOTFS_SOURCE:-debian}
 ALPINE_URL=${ALPINE_URL:-https://dl-cdn.alpinelinux.org/alpine/v3.20/releases/x86_64/alpine-minirootfs-3.20.3-x86_64.tar.gz}
 GUEST_SRC_DIR=${GUEST_SRC_DIR:-$REPO_DIR/tests/guest}
+STRESS_SRC_DIR=${STRESS_SRC_DIR:-$REPO_DIR/tests/stress}
 
 # Packages always installed for the Debian source.
 BASE_PACKAGES="busybox-static bash coreutils libc6"
@@ -336,7 +337,7 @@ EOF
 
 build_guest_programs() {
 	local src name out=$STAGING/opt/tests n=0
-	local srcs=("$GUEST_SRC_DIR"/*.c)
+	local srcs=("$GUEST_SRC_DIR"/*.c "$STRESS_SRC_DIR"/*.c)
 	log "guest programs: ${#srcs[@]} C sources with '$GUEST_CC -static -O2'"
 	for src in "${srcs[@]}"; do
 		name=$(basename "$src" .c)
@@ -357,6 +358,21 @@ build_guest_programs() {
 	} >"$out/badelf"
 	chmod 0755 "$out/badelf"
 	log "built $n guest programs + badelf into /opt/tests"
+	# Go guest programs (tests/stress/go/NAME): static, for multi-threaded
+	# guests with the Go runtime's own threads, signals and futexes.
+	if command -v "${GO:-go}" >/dev/null 2>&1; then
+		for src in "$STRESS_SRC_DIR"/go/*/; do
+			[ -d "$src" ] || continue
+			name=$(basename "$src")
+			if ! (cd "$src" && CGO_ENABLED=0 "${GO:-go}" build -trimpath -ldflags=-s -o "$out/$name" .) 2>"$WORK/go-$name.log"; then
+				sed 's/^/[rootfs]   /' "$WORK/go-$name.log" >&2
+				die "building Go guest program $src failed"
+			fi
+			log "built Go guest program $name"
+		done
+	else
+		log "no Go toolchain: Go guest programs (tests/stress/go) not built"
+	fi
 }
 
 verify_tree() {
