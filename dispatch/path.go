@@ -4,6 +4,7 @@ import (
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
+	"time"
 )
 
 // lklOnly resolves a path argument that must name an image path; host
@@ -471,7 +472,20 @@ func sysMount(e *Engine, r *Request) Result {
 			return errno(en, LKL)
 		}
 	}
-	if err := lkl.Mount(src, p, fstype, uintptr(r.Args[3]), data); err != nil {
+	flags := uintptr(r.Args[3])
+	var err error
+	if flags&unix.MS_REMOUNT != 0 {
+		// A read-only remount is EBUSY while files are open for writing
+		// there: kbox's own must not count.
+		e.releasing(p, func() unix.Errno {
+			err = lkl.Mount(src, p, fstype, flags, data)
+			en, _ := err.(unix.Errno)
+			return en
+		})
+	} else {
+		err = lkl.Mount(src, p, fstype, flags, data)
+	}
+	if err != nil {
 		return fail(err, LKL)
 	}
 	return ok(0, LKL)
@@ -479,7 +493,42 @@ func sysMount(e *Engine, r *Request) Result {
 
 // sysUmount2 serves umount2(2): routed to LKL.
 func sysUmount2(e *Engine, r *Request) Result {
-	return e.pathOpNoDir(r, lkl.SysUmount2, r.Args[0], uintptr(r.Args[1]))
+	p, res, okk := e.lklOnly(r, unix.AT_FDCWD, r.Args[0])
+	if !okk {
+		return res
+	}
+	var le unix.Errno
+	e.releasing(p, func() unix.Errno {
+		_, le = lklPath(lkl.SysUmount2, 0, p, [6]uintptr{0, uintptr(r.Args[1])})
+		return le
+	})
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+// releaseWait bounds how long an unmount or remount waits for LKL to
+// release the files kbox closed for it (a clock tick of LKL's, 10 ms,
+// after the close).
+const releaseWait = 200 * time.Millisecond
+
+// releasing runs op, an unmount or remount of the filesystem mounted at
+// LKL path p, after kbox let go of its own LKL fds there (shadow nodes no
+// guest holds: shadowfd.Manager.Release), so that only the guests' open
+// files keep it busy, as on Linux. LKL's kernel threads release a closed
+// file a clock tick later, so op is retried on EBUSY for a short while
+// when kbox closed something.
+func (e *Engine) releasing(p string, op func() unix.Errno) {
+	var st lkl.Stat64
+	closed := false
+	if lklStatUncached(p, false, &st) == 0 {
+		closed = e.Shadows.Release(st.Dev)
+	}
+	deadline := time.Now().Add(releaseWait)
+	for op() == unix.EBUSY && closed && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (e *Engine) pathOpNoDir(r *Request, nr uintptr, addr uint64, arg uintptr) Result {
