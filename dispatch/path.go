@@ -1,10 +1,12 @@
 package dispatch
 
 import (
+	"strings"
+	"time"
+
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
-	"time"
 )
 
 // lklOnly resolves a path argument that must name an image path; host
@@ -137,7 +139,49 @@ func sysMkdirat(e *Engine, r *Request) Result {
 
 // sysRmdir serves rmdir(2).
 func sysRmdir(e *Engine, r *Request) Result {
+	if res, done := e.rmdirDots(r, unix.AT_FDCWD, r.Args[0]); done {
+		return res
+	}
 	return e.pathOp(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], unix.AT_REMOVEDIR)
+}
+
+// rmdirDots gives what Linux gives for a directory removal whose last
+// component is "." (EINVAL) or ".." (ENOTEMPTY), once the rest of the path
+// resolves: kbox hands LKL a resolved path, where "dir/." would be "dir".
+func (e *Engine) rmdirDots(r *Request, dirfd int32, addr uint64) (Result, bool) {
+	p, en := readPath(r, addr)
+	if en != 0 {
+		return errno(en, LKL), true
+	}
+	dots := lastDots(p)
+	if dots == 0 {
+		return Result{}, false
+	}
+	if _, res, okk := e.modTarget(r, dirfd, addr); !okk {
+		return res, true
+	}
+	if dots == 1 {
+		return errno(unix.EINVAL, Emulated), true
+	}
+	return errno(unix.ENOTEMPTY, Emulated), true
+}
+
+// lastDots is 1 when the last component of path p is ".", 2 when it is
+// "..", else 0 (trailing slashes do not count).
+func lastDots(p string) int {
+	for len(p) > 1 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		p = p[i+1:]
+	}
+	switch p {
+	case ".":
+		return 1
+	case "..":
+		return 2
+	}
+	return 0
 }
 
 // sysUnlink serves unlink(2).
@@ -147,6 +191,11 @@ func sysUnlink(e *Engine, r *Request) Result {
 
 // sysUnlinkat serves unlinkat(2).
 func sysUnlinkat(e *Engine, r *Request) Result {
+	if r.Args[2]&unix.AT_REMOVEDIR != 0 {
+		if res, done := e.rmdirDots(r, int32(r.Args[0]), r.Args[1]); done {
+			return res
+		}
+	}
 	return e.pathOpOn(r, lkl.SysUnlinkat, int32(r.Args[0]), r.Args[1], removes, uintptr(r.Args[2]))
 }
 

@@ -1,0 +1,38 @@
+//go:build lkl
+
+package tests
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Errors Linux gives that kbox's own path handling must not change, found
+// by LTP's tests (docs/conformance.md); each compared with the same
+// commands run natively.
+
+// rmdirScript removes ".", "..", "e/." and "e/.." from a directory d with
+// a subdirectory e, printing each error's text.
+const rmdirScript = `cd "$1" && mkdir -p d/e && cd d || exit 9
+for p in . .. e/. e/..; do echo "$p: $(rmdir $p 2>&1 | sed 's/.*: //')"; done
+`
+
+var rmdirWant = []string{".: Invalid argument\n", "..: Directory not empty\n", "e/.: Invalid argument\n", "e/..: Directory not empty\n"}
+
+// TestRmdirDots: rmdir of a path ending in "." is EINVAL, in ".."
+// ENOTEMPTY, as on Linux (LTP rmdir02), also on a read-only image.
+func TestRmdirDots(t *testing.T) {
+	out, err := exec.Command("/bin/sh", "-c", rmdirScript, "sh", t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("native: %v: %s", err, out)
+	}
+	for _, w := range rmdirWant {
+		if !strings.Contains(string(out), w) {
+			t.Fatalf("natively, output lacks %q: %s", w, out)
+		}
+	}
+	runCases(t, []string{"image", "-S", imagePath(t), "--read-only"}, []guestCase{
+		{"rmdir . and ..", []string{"--", "/bin/sh", "-c", rmdirScript, "sh", "/tmp"}, 0, rmdirWant, nil},
+	})
+}
