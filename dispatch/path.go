@@ -264,6 +264,9 @@ func sysTruncate(e *Engine, r *Request) Result {
 		return bindOp(t, lkl.SysTruncate, []uintptr{uintptr(r.Args[1])})
 	}
 	p := t.LKLPath()
+	if res, over := fsizeExceeded(r, p, int64(r.Args[1])); over {
+		return res
+	}
 	if _, le := lklPath(lkl.SysTruncate, 0, p, [6]uintptr{0, uintptr(r.Args[1])}); le != 0 {
 		return errno(le, LKL)
 	}
@@ -275,6 +278,27 @@ func sysTruncate(e *Engine, r *Request) Result {
 		}
 	}
 	return ok(0, LKL)
+}
+
+// fsizeExceeded applies the caller's RLIMIT_FSIZE to a truncate that
+// grows the LKL file at p to size (LKL knows no guest's limits): as Linux
+// does, the thread gets SIGXFSZ and the call EFBIG. Other errors (the
+// file's access, EISDIR) are LKL's to report first, so it only looks at a
+// regular file the caller may write.
+func fsizeExceeded(r *Request, p string, size int64) (Result, bool) {
+	var lim unix.Rlimit
+	if unix.Prlimit(r.P.Tgid, unix.RLIMIT_FSIZE, nil, &lim) != nil || lim.Cur == unix.RLIM_INFINITY || size < 0 || uint64(size) <= lim.Cur {
+		return Result{}, false
+	}
+	var st lkl.Stat64
+	if lklStatUncached(p, false, &st) != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size >= size {
+		return Result{}, false
+	}
+	if _, le := lklPath(lkl.SysFaccessat, 1, p, [6]uintptr{atFdcwd, 0, unix.W_OK}); le != 0 {
+		return Result{}, false
+	}
+	unix.Tgkill(r.P.Tgid, r.G.Pid(), unix.SIGXFSZ)
+	return errno(unix.EFBIG, Emulated), true
 }
 
 // sysMknod serves mknod(2).
