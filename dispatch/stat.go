@@ -437,6 +437,28 @@ func sysReadlink(e *Engine, r *Request) Result {
 
 // sysReadlinkat serves readlinkat(2).
 func sysReadlinkat(e *Engine, r *Request) Result {
+	if isVirtual(r, r.Args[0]) {
+		// An empty path reads the symlink an O_PATH|O_NOFOLLOW fd
+		// names, which LKL knows by its own fd.
+		if p, en := readPath(r, r.Args[1]); en == 0 && p == "" {
+			lfd, en := vfd(r, r.Args[0])
+			if en != 0 {
+				return errno(en, LKL)
+			}
+			out := make([]byte, min(r.Args[3], PathMax))
+			empty := []byte{0}
+			n, le := lkl.Syscall6(lkl.SysReadlinkat, uintptr(lfd), uptr(empty), uptr(out), uintptr(len(out)), 0, 0)
+			runtime.KeepAlive(empty)
+			runtime.KeepAlive(out)
+			if le != 0 {
+				return errno(le, LKL)
+			}
+			if err := r.G.Write(r.Args[2], out[:n]); err != nil {
+				return errno(unix.EFAULT, LKL)
+			}
+			return ok(int64(n), LKL)
+		}
+	}
 	return e.readlink(r, int32(r.Args[0]), r.Args[1], r.Args[2], r.Args[3])
 }
 

@@ -36,3 +36,21 @@ func TestRmdirDots(t *testing.T) {
 		{"rmdir . and ..", []string{"--", "/bin/sh", "-c", rmdirScript, "sh", "/tmp"}, 0, rmdirWant, nil},
 	})
 }
+
+// TestOPathFds: readlinkat(fd, "") of an O_PATH|O_NOFOLLOW fd of a symlink
+// reads it; ioctl and the xattr calls on an O_PATH fd are EBADF (LTP
+// readlinkat01, open13); the same as natively.
+func TestOPathFds(t *testing.T) {
+	img := imagePath(t)
+	prog := dumpFromImage(t, img, "/opt/tests/fdpath")
+	cmd := exec.Command(prog)
+	cmd.Dir = t.TempDir()
+	native, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("native: %v\n%s", err, native)
+	}
+	out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c", "cd /tmp && /opt/tests/fdpath")
+	if st != 0 || out != string(native) {
+		t.Errorf("status %d; under kbox:\n%s\nnatively:\n%s\n%s", st, out, native, stderr)
+	}
+}
