@@ -54,3 +54,29 @@ func TestOPathFds(t *testing.T) {
 		t.Errorf("status %d; under kbox:\n%s\nnatively:\n%s\n%s", st, out, native, stderr)
 	}
 }
+
+// cwdScript changes directory through symlinks (relative, absolute, to a
+// link) in directory $1 and prints what getcwd says, less $1.
+const cwdScript = `cd "$1" && mkdir -p d/e && ln -s d l && ln -s "$1/d/e" l2 && ln -s l ll || exit 9
+b=$(cd "$1" && /bin/pwd)
+for p in l l2 ll ll/e; do (cd "$1/$p" && echo "$p -> $(/bin/pwd | sed "s|^$b||")"); done
+`
+
+var cwdWant = []string{"l -> /d\n", "l2 -> /d/e\n", "ll -> /d\n", "ll/e -> /d/e\n"}
+
+// TestChdirThroughSymlink: after chdir through a symlink, getcwd gives
+// the directory's own path, not the link's (LTP getcwd03), as natively.
+func TestChdirThroughSymlink(t *testing.T) {
+	out, err := exec.Command("/bin/sh", "-c", cwdScript, "sh", t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("native: %v: %s", err, out)
+	}
+	for _, w := range cwdWant {
+		if !strings.Contains(string(out), w) {
+			t.Fatalf("natively, output lacks %q: %s", w, out)
+		}
+	}
+	runCases(t, []string{"image", "-S", imagePath(t), "--read-only"}, []guestCase{
+		{"getcwd after chdir through links", []string{"--", "/bin/sh", "-c", "mkdir -p /tmp/c && " + cwdScript, "sh", "/tmp/c"}, 0, cwdWant, nil},
+	})
+}
