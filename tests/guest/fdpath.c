@@ -2,7 +2,8 @@
  * What an O_PATH fd allows, one line per check ("name result"): run in a
  * scratch directory, natively and under kbox, the output must be the same.
  * readlinkat(fd, "") reads the symlink an O_PATH|O_NOFOLLOW fd names;
- * ioctl and fgetxattr on an O_PATH fd are EBADF.
+ * ioctl and fgetxattr on an O_PATH fd are EBADF. An O_NOATIME open of
+ * root's file by nobody is EPERM, also while root holds it open.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -25,6 +27,8 @@ static const char *en(long r)
 	case EINVAL: return "EINVAL";
 	case ENOTTY: return "ENOTTY";
 	case EOPNOTSUPP: return "EOPNOTSUPP";
+	case EPERM: return "EPERM";
+	case EACCES: return "EACCES";
 	}
 	snprintf(b, sizeof b, "errno%d", errno);
 	return b;
@@ -52,6 +56,26 @@ int main(void)
 	printf("fgetxattr O_PATH %s\n", en(fgetxattr(p, "user.x", buf, sizeof buf)));
 	printf("fgetxattr O_PATH dir %s\n", en(fgetxattr(d, "user.x", buf, sizeof buf)));
 	printf("flistxattr O_PATH %s\n", en(flistxattr(p, buf, sizeof buf)));
+
+	/* O_NOATIME: the owner or CAP_FOWNER only */
+	chmod(".", 0755);
+	int w = open("target", O_WRONLY);
+	printf("write %s\n", en(write(w, "data", 4)));
+	int rd = open("target", O_RDONLY);
+	printf("O_NOATIME owner %s\n", en(open("target", O_RDONLY | O_NOATIME)));
+	pid_t c = fork();
+	if (c == 0) {
+		if (setgid(65534) || setuid(65534)) {
+			printf("O_NOATIME other skip\n");
+			_exit(0);
+		}
+		printf("O_NOATIME other %s\n", en(open("target", O_RDONLY | O_NOATIME)));
+		printf("plain other %s\n", en(open("target", O_RDONLY)));
+		_exit(0);
+	}
+	waitpid(c, NULL, 0);
+	close(w);
+	close(rd);
 	close(l);
 	close(d);
 	close(p);
