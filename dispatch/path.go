@@ -430,6 +430,13 @@ func sysFchown(e *Engine, r *Request) Result {
 }
 
 func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32, a2 uint64, flags uintptr) Result {
+	// Between a system route (/proc, ...) and anything else is another
+	// filesystem: EXDEV, as Linux checks before permission.
+	if s1, en := e.target(r, d1, a1); en == 0 {
+		if s2, en := e.target(r, d2, a2); en == 0 && systemRoute(s1) != systemRoute(s2) && s1.Fd == 0 && s2.Fd == 0 {
+			return errno(unix.EXDEV, Emulated)
+		}
+	}
 	t1, res, okk := e.modTarget(r, d1, a1)
 	if !okk {
 		return res
@@ -462,6 +469,10 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 	}
 	return ok(0, LKL)
 }
+
+// systemRoute reports a target served from the host or by kbox itself
+// (a route or /proc), not a bind and not the image.
+func systemRoute(t Target) bool { return t.Host && t.Bind == nil }
 
 // sysRename serves rename(2).
 func sysRename(e *Engine, r *Request) Result {

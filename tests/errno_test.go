@@ -81,3 +81,17 @@ func TestChdirThroughSymlink(t *testing.T) {
 		{"getcwd after chdir through links", []string{"--", "/bin/sh", "-c", "mkdir -p /tmp/c && " + cwdScript, "sh", "/tmp/c"}, 0, cwdWant, nil},
 	})
 }
+
+// TestLinkAcrossRoutes: link(2) from /proc into the image is EXDEV, as
+// between any two filesystems on Linux (LTP linkat01), not EACCES.
+func TestLinkAcrossRoutes(t *testing.T) {
+	script := `cd "$1" && echo "link: $(ln /proc/cpuinfo y 2>&1 | sed 's/.*: //')"`
+	want := []string{"link: Invalid cross-device link\n"}
+	out, err := exec.Command("/bin/sh", "-c", script, "sh", t.TempDir()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), want[0]) {
+		t.Fatalf("native: %v: %s", err, out)
+	}
+	runCases(t, []string{"image", "-S", imagePath(t), "--read-only"}, []guestCase{
+		{"link from /proc", []string{"--", "/bin/sh", "-c", script, "sh", "/tmp"}, 0, want, nil},
+	})
+}
