@@ -610,6 +610,9 @@ func sysIoctl(e *Engine, r *Request) Result {
 	if _, en := vfd(r, r.Args[0]); en != 0 {
 		return errno(en, Emulated)
 	}
+	if !usableFd(r, r.Args[0]) {
+		return errno(unix.EBADF, Emulated) // O_PATH
+	}
 	return errno(unix.ENOTTY, Emulated)
 }
 

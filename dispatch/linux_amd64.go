@@ -150,7 +150,7 @@ var linux = [MaxNr]Syscall{
 	unix.SYS_SETPRIORITY:             {Name: "setpriority", Fam: FamProc, How: Served, Fn: sysPriority, Why: "the guest's processes only"},
 	unix.SYS_SCHED_SETPARAM:          {Name: "sched_setparam", Fam: FamProc, How: Served, Fn: sysTaskArg0, Why: "the guest's tasks only"},
 	unix.SYS_SCHED_GETPARAM:          {Name: "sched_getparam", Fam: FamProc, How: Served, Fn: sysTaskArg0, Why: "the guest's tasks only"},
-	unix.SYS_SCHED_SETSCHEDULER:      {Name: "sched_setscheduler", Fam: FamProc, How: Served, Fn: sysTaskArg0, Why: "the guest's tasks only"},
+	unix.SYS_SCHED_SETSCHEDULER:      {Name: "sched_setscheduler", Fam: FamProc, How: Served, Fn: sysSchedSetscheduler, Why: "the guest's tasks only; real-time policies by the guest's credentials"},
 	unix.SYS_SCHED_GETSCHEDULER:      {Name: "sched_getscheduler", Fam: FamProc, How: Served, Fn: sysTaskArg0, Why: "the guest's tasks only"},
 	unix.SYS_SCHED_GET_PRIORITY_MAX:  {Name: "sched_get_priority_max", Fam: FamProc, How: Native, Why: "the caller's time and scheduling"},
 	unix.SYS_SCHED_GET_PRIORITY_MIN:  {Name: "sched_get_priority_min", Fam: FamProc, How: Native, Why: "the caller's time and scheduling"},

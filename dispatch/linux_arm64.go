@@ -125,7 +125,7 @@ var linux = [MaxNr]Syscall{
 	unix.SYS_SYSLOG:                  {Name: "syslog", Fam: FamOther, How: Refused, Errno: unix.EPERM, Why: "reads or clears the host kernel log"},
 	unix.SYS_PTRACE:                  {Name: "ptrace", Fam: FamProc, How: Refused, Errno: unix.EPERM, Why: "could attach to the supervisor or other tasks and rewrite their syscalls"},
 	unix.SYS_SCHED_SETPARAM:          {Name: "sched_setparam", Fam: FamProc, How: Served, Fn: sysTaskArg0, Why: "the guest's tasks only"},
-	unix.SYS_SCHED_SETSCHEDULER:      {Name: "sched_setscheduler", Fam: FamProc, How: Served, Fn: sysTaskArg0, Why: "the guest's tasks only"},
+	unix.SYS_SCHED_SETSCHEDULER:      {Name: "sched_setscheduler", Fam: FamProc, How: Served, Fn: sysSchedSetscheduler, Why: "the guest's tasks only; real-time policies by the guest's credentials"},
 	unix.SYS_SCHED_GETSCHEDULER:      {Name: "sched_getscheduler", Fam: FamProc, How: Served, Fn: sysTaskArg0, Why: "the guest's tasks only"},
 	unix.SYS_SCHED_GETPARAM:          {Name: "sched_getparam", Fam: FamProc, How: Served, Fn: sysTaskArg0, Why: "the guest's tasks only"},
 	unix.SYS_SCHED_SETAFFINITY:       {Name: "sched_setaffinity", Fam: FamProc, How: Served, Fn: sysSchedSetaffinity, Why: "on the host, ending kbox's pin"},

@@ -19,7 +19,8 @@ import (
 // (creation, truncation, O_PATH, O_DIRECTORY, O_TMPFILE) are left to the
 // general path.
 func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
-	const general = unix.O_ACCMODE | unix.O_CREAT | unix.O_TRUNC | unix.O_PATH | unix.O_DIRECTORY | unix.O_TMPFILE
+	// O_NOATIME needs the file's owner or CAP_FOWNER: LKL's open checks it.
+	const general = unix.O_ACCMODE | unix.O_CREAT | unix.O_TRUNC | unix.O_PATH | unix.O_DIRECTORY | unix.O_TMPFILE | unix.O_NOATIME
 	if t.Host || flags&general != unix.O_RDONLY {
 		return Result{}, false
 	}

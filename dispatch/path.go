@@ -1,6 +1,9 @@
 package dispatch
 
 import (
+	"strings"
+	"time"
+
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
@@ -136,7 +139,49 @@ func sysMkdirat(e *Engine, r *Request) Result {
 
 // sysRmdir serves rmdir(2).
 func sysRmdir(e *Engine, r *Request) Result {
+	if res, done := e.rmdirDots(r, unix.AT_FDCWD, r.Args[0]); done {
+		return res
+	}
 	return e.pathOp(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], unix.AT_REMOVEDIR)
+}
+
+// rmdirDots gives what Linux gives for a directory removal whose last
+// component is "." (EINVAL) or ".." (ENOTEMPTY), once the rest of the path
+// resolves: kbox hands LKL a resolved path, where "dir/." would be "dir".
+func (e *Engine) rmdirDots(r *Request, dirfd int32, addr uint64) (Result, bool) {
+	p, en := readPath(r, addr)
+	if en != 0 {
+		return errno(en, LKL), true
+	}
+	dots := lastDots(p)
+	if dots == 0 {
+		return Result{}, false
+	}
+	if _, res, okk := e.modTarget(r, dirfd, addr); !okk {
+		return res, true
+	}
+	if dots == 1 {
+		return errno(unix.EINVAL, Emulated), true
+	}
+	return errno(unix.ENOTEMPTY, Emulated), true
+}
+
+// lastDots is 1 when the last component of path p is ".", 2 when it is
+// "..", else 0 (trailing slashes do not count).
+func lastDots(p string) int {
+	for len(p) > 1 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		p = p[i+1:]
+	}
+	switch p {
+	case ".":
+		return 1
+	case "..":
+		return 2
+	}
+	return 0
 }
 
 // sysUnlink serves unlink(2).
@@ -146,6 +191,11 @@ func sysUnlink(e *Engine, r *Request) Result {
 
 // sysUnlinkat serves unlinkat(2).
 func sysUnlinkat(e *Engine, r *Request) Result {
+	if r.Args[2]&unix.AT_REMOVEDIR != 0 {
+		if res, done := e.rmdirDots(r, int32(r.Args[0]), r.Args[1]); done {
+			return res
+		}
+	}
 	return e.pathOpOn(r, lkl.SysUnlinkat, int32(r.Args[0]), r.Args[1], removes, uintptr(r.Args[2]))
 }
 
@@ -214,6 +264,9 @@ func sysTruncate(e *Engine, r *Request) Result {
 		return bindOp(t, lkl.SysTruncate, []uintptr{uintptr(r.Args[1])})
 	}
 	p := t.LKLPath()
+	if res, over := fsizeExceeded(r, p, int64(r.Args[1])); over {
+		return res
+	}
 	if _, le := lklPath(lkl.SysTruncate, 0, p, [6]uintptr{0, uintptr(r.Args[1])}); le != 0 {
 		return errno(le, LKL)
 	}
@@ -225,6 +278,27 @@ func sysTruncate(e *Engine, r *Request) Result {
 		}
 	}
 	return ok(0, LKL)
+}
+
+// fsizeExceeded applies the caller's RLIMIT_FSIZE to a truncate that
+// grows the LKL file at p to size (LKL knows no guest's limits): as Linux
+// does, the thread gets SIGXFSZ and the call EFBIG. Other errors (the
+// file's access, EISDIR) are LKL's to report first, so it only looks at a
+// regular file the caller may write.
+func fsizeExceeded(r *Request, p string, size int64) (Result, bool) {
+	var lim unix.Rlimit
+	if unix.Prlimit(r.P.Tgid, unix.RLIMIT_FSIZE, nil, &lim) != nil || lim.Cur == unix.RLIM_INFINITY || size < 0 || uint64(size) <= lim.Cur {
+		return Result{}, false
+	}
+	var st lkl.Stat64
+	if lklStatUncached(p, false, &st) != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size >= size {
+		return Result{}, false
+	}
+	if _, le := lklPath(lkl.SysFaccessat, 1, p, [6]uintptr{atFdcwd, 0, unix.W_OK}); le != 0 {
+		return Result{}, false
+	}
+	unix.Tgkill(r.P.Tgid, r.G.Pid(), unix.SIGXFSZ)
+	return errno(unix.EFBIG, Emulated), true
 }
 
 // sysMknod serves mknod(2).
@@ -356,6 +430,13 @@ func sysFchown(e *Engine, r *Request) Result {
 }
 
 func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32, a2 uint64, flags uintptr) Result {
+	// Between a system route (/proc, ...) and anything else is another
+	// filesystem: EXDEV, as Linux checks before permission.
+	if s1, en := e.target(r, d1, a1); en == 0 {
+		if s2, en := e.target(r, d2, a2); en == 0 && systemRoute(s1) != systemRoute(s2) && s1.Fd == 0 && s2.Fd == 0 {
+			return errno(unix.EXDEV, Emulated)
+		}
+	}
 	t1, res, okk := e.modTarget(r, d1, a1)
 	if !okk {
 		return res
@@ -388,6 +469,10 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 	}
 	return ok(0, LKL)
 }
+
+// systemRoute reports a target served from the host or by kbox itself
+// (a route or /proc), not a bind and not the image.
+func systemRoute(t Target) bool { return t.Host && t.Bind == nil }
 
 // sysRename serves rename(2).
 func sysRename(e *Engine, r *Request) Result {
@@ -471,7 +556,20 @@ func sysMount(e *Engine, r *Request) Result {
 			return errno(en, LKL)
 		}
 	}
-	if err := lkl.Mount(src, p, fstype, uintptr(r.Args[3]), data); err != nil {
+	flags := uintptr(r.Args[3])
+	var err error
+	if flags&unix.MS_REMOUNT != 0 {
+		// A read-only remount is EBUSY while files are open for writing
+		// there: kbox's own must not count.
+		e.releasing(p, func() unix.Errno {
+			err = lkl.Mount(src, p, fstype, flags, data)
+			en, _ := err.(unix.Errno)
+			return en
+		})
+	} else {
+		err = lkl.Mount(src, p, fstype, flags, data)
+	}
+	if err != nil {
 		return fail(err, LKL)
 	}
 	return ok(0, LKL)
@@ -479,7 +577,42 @@ func sysMount(e *Engine, r *Request) Result {
 
 // sysUmount2 serves umount2(2): routed to LKL.
 func sysUmount2(e *Engine, r *Request) Result {
-	return e.pathOpNoDir(r, lkl.SysUmount2, r.Args[0], uintptr(r.Args[1]))
+	p, res, okk := e.lklOnly(r, unix.AT_FDCWD, r.Args[0])
+	if !okk {
+		return res
+	}
+	var le unix.Errno
+	e.releasing(p, func() unix.Errno {
+		_, le = lklPath(lkl.SysUmount2, 0, p, [6]uintptr{0, uintptr(r.Args[1])})
+		return le
+	})
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+// releaseWait bounds how long an unmount or remount waits for LKL to
+// release the files kbox closed for it (a clock tick of LKL's, 10 ms,
+// after the close).
+const releaseWait = 200 * time.Millisecond
+
+// releasing runs op, an unmount or remount of the filesystem mounted at
+// LKL path p, after kbox let go of its own LKL fds there (shadow nodes no
+// guest holds: shadowfd.Manager.Release), so that only the guests' open
+// files keep it busy, as on Linux. LKL's kernel threads release a closed
+// file a clock tick later, so op is retried on EBUSY for a short while
+// when kbox closed something.
+func (e *Engine) releasing(p string, op func() unix.Errno) {
+	var st lkl.Stat64
+	closed := false
+	if lklStatUncached(p, false, &st) == 0 {
+		closed = e.Shadows.Release(st.Dev)
+	}
+	deadline := time.Now().Add(releaseWait)
+	for op() == unix.EBUSY && closed && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (e *Engine) pathOpNoDir(r *Request, nr uintptr, addr uint64, arg uintptr) Result {

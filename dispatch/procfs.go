@@ -193,6 +193,11 @@ func (e *Engine) procTopNode(r *Request, name, sub string, depth int) (Target, u
 				return Target{}, unix.ENOTDIR
 			}
 			rel := abs[len("/proc/"):]
+			if rel == "sys/kernel/pid_max" {
+				// Guest pids are the host's: so is their bound
+				// (LKL's own is 4096).
+				return procTarget(abs, &procNode{kind: procText, like: rel, text: hostPidMax}), 0
+			}
 			return procTarget(abs, &procNode{kind: procLKL, lkl: rel, write: utsProcFile(abs)}), 0
 		case procText:
 			if sub != "" {

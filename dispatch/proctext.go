@@ -36,6 +36,16 @@ func (e *Engine) procSystemText(name string) func() []byte {
 	return func() []byte { return nil }
 }
 
+// hostPidMax is /proc/sys/kernel/pid_max: the host's, which bounds the
+// guest's pids (they are the host's).
+func hostPidMax() []byte {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return []byte("32768\n")
+	}
+	return b
+}
+
 // userHZ is the unit of the times in /proc (USER_HZ).
 const userHZ = 100
 

@@ -56,12 +56,54 @@ func sysSchedGetaffinity(e *Engine, r *Request) Result {
 // guest could renice, reschedule or read the scheduling of any host
 // process kbox's uid may touch. Only the guest's own tasks are there for
 // them (0 is the caller); any other id is ESRCH, as if the guest had a pid
-// namespace of its own.
+// namespace of its own. A negative id names no task: the kernel answers it
+// (EINVAL for the sched_* calls, ESRCH for the others).
 func (e *Engine) taskTarget(pid int32) Result {
-	if pid == 0 || pid > 0 && e.isGuest(int(pid)) {
+	if pid <= 0 || e.isGuest(int(pid)) {
 		return cont
 	}
 	return errno(unix.ESRCH, Denied)
+}
+
+// capSysNice is CAP_SYS_NICE.
+const capSysNice = 23
+
+// sysSchedSetscheduler serves sched_setscheduler(2) for the guest's tasks.
+// A real-time policy (SCHED_FIFO, SCHED_RR) needs CAP_SYS_NICE or a
+// priority within RLIMIT_RTPRIO: the guest's credentials decide, not
+// kbox's (the host would let a guest of a root kbox have it).
+func sysSchedSetscheduler(e *Engine, r *Request) Result {
+	pid := int32(r.Args[0])
+	if res := e.taskTarget(pid); res.Action != Continue || pid < 0 {
+		return res
+	}
+	policy := int32(r.Args[1]) &^ unix.SCHED_RESET_ON_FORK
+	if policy != unix.SCHED_FIFO && policy != unix.SCHED_RR {
+		return cont
+	}
+	if c := r.P.creds(); c.Has(capSysNice) {
+		return cont
+	}
+	var prio [4]byte
+	if r.G.Read(r.Args[2], prio[:]) != nil {
+		return cont // the kernel reports the EFAULT
+	}
+	target := int(pid)
+	if target == 0 {
+		target = r.G.Pid()
+	}
+	var lim unix.Rlimit
+	if unix.Prlimit(target, unix.RLIMIT_RTPRIO, nil, &lim) != nil {
+		return cont
+	}
+	p := int32(uint32(prio[0]) | uint32(prio[1])<<8 | uint32(prio[2])<<16 | uint32(prio[3])<<24)
+	if p < 1 || p > 99 {
+		return cont // the kernel's EINVAL
+	}
+	if uint64(p) > lim.Cur {
+		return errno(unix.EPERM, Emulated)
+	}
+	return cont
 }
 
 // sysTaskArg0 serves getpgid(2), getsid(2), sched_getattr(2) and the rest of its family.

@@ -57,12 +57,52 @@ func (e *Engine) signalTarget(r *Request, pid int) Result {
 		return e.groupTarget(-pid)
 	}
 	if e.isGuest(pid) {
+		if !e.maySignal(r, pid) {
+			return errno(unix.EPERM, Emulated)
+		}
 		return cont
 	}
 	if !exists(pid) {
 		return errno(unix.ESRCH, Host)
 	}
 	return errno(unix.EPERM, Denied)
+}
+
+// capKill is CAP_KILL.
+const capKill = 5
+
+// maySignal applies Linux's rule between guest credentials (the host sees
+// one uid): the sender needs CAP_KILL, or its real or effective uid must
+// be the target's real or saved uid; SIGCONT goes within a session. A
+// process the engine does not know yet (forked, no notified syscall) has
+// its parent's credentials: left to the kernel.
+func (e *Engine) maySignal(r *Request, pid int) bool {
+	var sig uint64
+	switch r.Nr {
+	case unix.SYS_KILL, unix.SYS_TKILL:
+		sig = r.Args[1]
+	case unix.SYS_TGKILL:
+		sig = r.Args[2]
+	default:
+		return true // pidfd_open: no permission to check
+	}
+	t := e.procOf(pid)
+	if t == nil || t == r.P {
+		return true
+	}
+	s, d := r.P.creds(), t.creds()
+	if s == nil || d == nil || s.Has(capKill) {
+		return true
+	}
+	if s.EUID == d.SUID || s.EUID == d.UID || s.UID == d.SUID || s.UID == d.UID {
+		return true
+	}
+	if sig == uint64(unix.SIGCONT) {
+		sa, oka := statusField(r.G.Pid(), "NSsid")
+		sb, okb := statusField(pid, "NSsid")
+		return oka && okb && sa == sb
+	}
+	return false
 }
 
 // groupTarget allows a signal to process group pg when it is the guest's:

@@ -2,7 +2,9 @@ package dispatch
 
 import (
 	"encoding/binary"
+	"path"
 	"runtime"
+	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/lkl"
@@ -437,6 +439,28 @@ func sysReadlink(e *Engine, r *Request) Result {
 
 // sysReadlinkat serves readlinkat(2).
 func sysReadlinkat(e *Engine, r *Request) Result {
+	if isVirtual(r, r.Args[0]) {
+		// An empty path reads the symlink an O_PATH|O_NOFOLLOW fd
+		// names, which LKL knows by its own fd.
+		if p, en := readPath(r, r.Args[1]); en == 0 && p == "" {
+			lfd, en := vfd(r, r.Args[0])
+			if en != 0 {
+				return errno(en, LKL)
+			}
+			out := make([]byte, min(r.Args[3], PathMax))
+			empty := []byte{0}
+			n, le := lkl.Syscall6(lkl.SysReadlinkat, uintptr(lfd), uptr(empty), uptr(out), uintptr(len(out)), 0, 0)
+			runtime.KeepAlive(empty)
+			runtime.KeepAlive(out)
+			if le != 0 {
+				return errno(le, LKL)
+			}
+			if err := r.G.Write(r.Args[2], out[:n]); err != nil {
+				return errno(unix.EFAULT, LKL)
+			}
+			return ok(int64(n), LKL)
+		}
+	}
 	return e.readlink(r, int32(r.Args[0]), r.Args[1], r.Args[2], r.Args[3])
 }
 
@@ -562,8 +586,56 @@ func (e *Engine) chdirTo(r *Request, t Target) Result {
 	if le := lklAccess(r, t.LKLPath(), unix.X_OK, unix.AT_EACCESS); le != 0 {
 		return errno(le, LKL)
 	}
-	r.P.SetCwd(t.Path)
+	// The working directory is the directory, not the way to it: getcwd
+	// and ".." after chdir through a symlink give the directory's own
+	// path, as on Linux. A link that leads out to a route (which LKL
+	// would not follow there) keeps the path as given.
+	cwd := t.Path
+	if real, okk := lklRealpath(t.Path); okk && real != cwd {
+		if _, routed := e.route(real); !routed && e.bindOf(real) == nil {
+			cwd = real
+		}
+	}
+	r.P.SetCwd(cwd)
 	return ok(0, LKL)
+}
+
+// lklRealpath resolves the symlinks of clean absolute path p in LKL's
+// tree; false when a component cannot be read or links nest too deep.
+func lklRealpath(p string) (string, bool) {
+	rest := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	done := "/"
+	buf := make([]byte, PathMax)
+	for links := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			done = path.Dir(done)
+			continue
+		}
+		cand := path.Join(done, c)
+		n, le := lklPath(lkl.SysReadlinkat, 1, cand, [6]uintptr{atFdcwd, 0, uptr(buf), uintptr(len(buf))})
+		runtime.KeepAlive(buf)
+		switch {
+		case le == unix.EINVAL: // not a link
+			done = cand
+			continue
+		case le != 0:
+			return "", false
+		}
+		if links++; links > 40 {
+			return "", false
+		}
+		target := string(buf[:n])
+		if strings.HasPrefix(target, "/") {
+			done = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return done, true
 }
 
 // sysChdir serves chdir(2).

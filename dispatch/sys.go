@@ -109,7 +109,8 @@ func (e *Engine) nofileOK(r *Request, addr uint64) bool {
 	if err := r.G.Read(addr, asBytes(&lim)); err != nil {
 		return true // the kernel reports the EFAULT
 	}
-	return lim.Cur <= uint64(e.Opt.VirtualFDs)
+	// A soft limit above the hard one is the kernel's EINVAL.
+	return lim.Cur <= uint64(e.Opt.VirtualFDs) || lim.Cur > lim.Max
 }
 
 // sysPrlimit serves prlimit64(2): fd limit clamped.
@@ -144,8 +145,9 @@ func sysExitGroup(e *Engine, r *Request) Result {
 
 // sysSysinfo answers sysinfo(2) as /proc would: memory and swap are the
 // host's (truthful, for programs that size themselves), the load averages
-// and uptime are LKL's, which runs the guest's file work (the host's load
-// is other tenants'), and procs counts the guest's processes.
+// are LKL's, which runs the guest's file work (the host's load is other
+// tenants'), the uptime is the host's, as /proc/uptime and the guest's
+// clocks, and procs counts the guest's processes.
 func sysSysinfo(e *Engine, r *Request) Result {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {
@@ -155,7 +157,9 @@ func sysSysinfo(e *Engine, r *Request) Result {
 	defer putScratch(sc)
 	ls := &sc.si
 	if _, le := lkl.Syscall6(lkl.SysSysinfo, lkl.PtrOf(ls), 0, 0, 0, 0, 0); le == 0 {
-		si.Loads, si.Uptime = ls.Loads, ls.Uptime
+		// The uptime stays the host's, as in /proc/uptime (the guest's
+		// clocks and process start times are the host's).
+		si.Loads = ls.Loads
 	}
 	si.Procs = uint16(len(e.Tgids(nil)))
 	if err := r.G.Write(r.Args[0], asBytes(&si)); err != nil {

@@ -185,6 +185,76 @@ func (m *Manager) Trim() {
 	}
 }
 
+// Release lets go of LKL filesystem dev, before a guest unmounts it or
+// remounts it (read-only): the nodes of its files that no guest holds are
+// written back and dropped, and, once none is left, the fs state with its
+// LKL fd of a directory there. Otherwise kbox's own LKL fds would keep the
+// filesystem busy (EBUSY) after the guest closed all its files, where
+// Linux would let it go. Nodes guests still hold stay, as their open
+// files would keep it busy on Linux. It reports whether it closed any LKL
+// fd: LKL's kernel threads release a closed file a clock tick later, so
+// the caller may have to wait for EBUSY to go.
+func (m *Manager) Release(dev uint64) bool {
+	m.mu.Lock()
+	var cands []*Node
+	for _, n := range m.nodes {
+		if n.key.dev == dev {
+			cands = append(cands, n)
+		}
+	}
+	fs := m.fss[dev]
+	m.mu.Unlock()
+	if fs == nil {
+		return false // no node has been made there
+	}
+	closed := false
+	if len(cands) > 0 {
+		hs := m.scan()
+		if hs == nil {
+			return false // kbox cannot tell who holds them
+		}
+		for _, n := range cands {
+			m.mu.Lock()
+			idle := !n.dropped && n.busy == 0 && !hs[n].held
+			last := n.lastUse
+			m.mu.Unlock()
+			if !idle {
+				continue
+			}
+			if _, err := m.flush(n); err != nil {
+				report(n, err)
+				continue // kept, with its error, as Trim keeps it
+			}
+			m.settled(n, holds{})
+			m.mu.Lock()
+			// Not handed out since the look (else it may be held).
+			if !n.dropped && n.busy == 0 && n.lastUse == last {
+				m.dropLocked(n)
+				closed = true
+			}
+			m.mu.Unlock()
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range m.nodes {
+		if n.key.dev == dev {
+			return closed
+		}
+	}
+	if m.fss[dev] == fs {
+		delete(m.fss, dev)
+		fs.mu.Lock()
+		fs.released = true
+		if fs.statfd >= 0 {
+			closed = true
+		}
+		fs.close()
+		fs.mu.Unlock()
+	}
+	return closed
+}
+
 // settled applies what a look found of a node that is written back: no
 // writer holds it any more (its hot state ends, unless a writable
 // description was handed out since opens), and times set meanwhile

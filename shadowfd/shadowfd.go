@@ -367,6 +367,14 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 		return nil, err
 	}
 	m.mu.Lock()
+	if fs.released {
+		// Release let the filesystem go meanwhile: make the node again
+		// with a new state (the LKL fd stays the caller's to give).
+		m.mu.Unlock()
+		n.lklfd = -1
+		m.closeNode(n)
+		return m.newNode(k, lklfd, st, path)
+	}
 	if old := m.nodes[k]; old != nil {
 		// Another thread made it meanwhile: use that one.
 		old.busy++

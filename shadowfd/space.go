@@ -53,6 +53,9 @@ type fsState struct {
 	// fput): free bytes before, how many, and until when to expect them.
 	pendFree, pendBase int64
 	pendUntil          time.Time
+	// released: Release let the filesystem go (its fds are closed); a
+	// node made meanwhile gets a new state.
+	released bool
 }
 
 // fsOf returns the state of LKL filesystem dev, lklfd being an fd on it of

@@ -27,6 +27,10 @@ func TestCredsSu(t *testing.T) {
 			[]string{"uid=65534(nobody) gid=65534(nogroup) groups=65534(nogroup)\n", "uid=0(root) gid=0(root) groups=0(root)\n"}, nil},
 		{"nobody cannot read root's home", []string{"-c", "su -s /bin/sh nobody -c 'ls /root; echo st=$?' 2>&1"}, 0,
 			[]string{"Permission denied", "st=1"}, nil},
+		// Linux's rule between the guest's uids (LTP kill05): the host
+		// sees one uid and would let it.
+		{"nobody cannot signal root's process", []string{"-c", "sleep 5 & p=$!; su -s /bin/sh nobody -c \"kill $p 2>&1; echo st=\\$?\"; kill -0 $p && echo alive; kill $p; echo root st=$?"}, 0,
+			[]string{"Operation not permitted", "st=1\n", "alive\n", "root st=0\n"}, nil},
 	})
 }
 

@@ -12,8 +12,12 @@ import (
 // sched_getscheduler, sched_rr_get_interval, utime, utimes, syncfs,
 // sync_file_range, readahead), and the calls that name a task reach only
 // the guest's own (a host pid is ESRCH: a guest could renice, reschedule or
-// re-limit host processes), sysinfo counts the guest's processes, inotify is
-// absent (ENOSYS, as a kernel without it).
+// re-limit host processes; a negative id is the kernel's EINVAL), sysinfo
+// counts the guest's processes and its uptime is /proc/uptime's, pids are
+// within /proc/sys/kernel/pid_max, a truncate beyond RLIMIT_FSIZE is EFBIG,
+// SCHED_FIFO needs the guest's CAP_SYS_NICE or RLIMIT_RTPRIO (LTP
+// sched_rr_get_interval03, sysinfo01, getpid01, truncate03, setrlimit03,
+// sched_setscheduler02), inotify is absent (ENOSYS, as a kernel without it).
 func TestSyscallFamilies(t *testing.T) {
 	img := imagePath(t)
 	prog := dumpFromImage(t, img, "/opt/tests/sysmisc")

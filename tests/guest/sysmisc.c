@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <utime.h>
@@ -36,6 +37,7 @@ static const char *en(int r)
 	case EINVAL: return "EINVAL";
 	case EFAULT: return "EFAULT";
 	case ENOENT: return "ENOENT";
+	case EFBIG: return "EFBIG";
 	}
 	snprintf(b, sizeof b, "errno%d", errno);
 	return b;
@@ -97,7 +99,65 @@ static void same(void)
 	printf("sync_file_range %s\n", en(sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)));
 	printf("readahead %s\n", en(readahead(fd, 0, 4096)));
 	close(fd);
+
+	/* a negative pid names no task: EINVAL for the sched_* calls */
+	printf("sched_rr_get_interval -1 %s\n", en(syscall(SYS_sched_rr_get_interval, -1, &rr)));
+	printf("sched_getparam -1 %s\n", en(syscall(SYS_sched_getparam, -1, &sp)));
+	printf("sched_setscheduler -1 %s\n", en(syscall(SYS_sched_setscheduler, -1, SCHED_OTHER, &sp)));
+
+	/* sysinfo's uptime is /proc/uptime's; a pid is within pid_max */
+	struct sysinfo sinfo;
+	sysinfo(&sinfo);
+	double up = 0;
+	FILE *u = fopen("/proc/uptime", "r");
+	if (u) {
+		if (fscanf(u, "%lf", &up) != 1)
+			up = 0;
+		fclose(u);
+	}
+	printf("sysinfo uptime agrees %d\n", sinfo.uptime >= (long)up - 2 && sinfo.uptime <= (long)up + 2);
+	long pidmax = 0;
+	FILE *pm = fopen("/proc/sys/kernel/pid_max", "r");
+	if (pm) {
+		if (fscanf(pm, "%ld", &pidmax) != 1)
+			pidmax = 0;
+		fclose(pm);
+	}
+	printf("pid within pid_max %d\n", getpid() <= pidmax);
+
+	/* a soft limit above the hard one */
+	struct rlimit rl;
+	getrlimit(RLIMIT_NOFILE, &rl);
+	struct rlimit bad = {rl.rlim_max + 1, rl.rlim_max};
+	if (rl.rlim_max != RLIM_INFINITY)
+		printf("setrlimit cur>max %s\n", en(setrlimit(RLIMIT_NOFILE, &bad)));
+
+	/* truncate beyond RLIMIT_FSIZE: SIGXFSZ and EFBIG */
+	signal(SIGXFSZ, SIG_IGN);
+	struct rlimit fs0, fs1;
+	getrlimit(RLIMIT_FSIZE, &fs0);
+	fs1 = fs0;
+	fs1.rlim_cur = 8192;
+	setrlimit(RLIMIT_FSIZE, &fs1);
+	printf("truncate beyond RLIMIT_FSIZE %s\n", en(truncate(f, 16384)));
+	printf("truncate within RLIMIT_FSIZE %s\n", en(truncate(f, 4096)));
+	setrlimit(RLIMIT_FSIZE, &fs0);
 	unlink(f);
+
+	/* SCHED_FIFO needs CAP_SYS_NICE or RLIMIT_RTPRIO */
+	pid_t c = fork();
+	if (c == 0) {
+		struct rlimit rt = {0, 0};
+		setrlimit(RLIMIT_RTPRIO, &rt);
+		if (setgid(65534) || setuid(65534)) {
+			printf("sched_setscheduler FIFO unprivileged skip\n");
+			_exit(0);
+		}
+		struct sched_param fp = {.sched_priority = 1};
+		printf("sched_setscheduler FIFO unprivileged %s\n", en(syscall(SYS_sched_setscheduler, 0, SCHED_FIFO, &fp)));
+		_exit(0);
+	}
+	waitpid(c, NULL, 0);
 }
 
 static void kboxonly(int host)

@@ -1,0 +1,17 @@
+package dispatch
+
+import "testing"
+
+func TestLastDots(t *testing.T) {
+	for _, c := range []struct {
+		p    string
+		want int
+	}{
+		{".", 1}, {"..", 2}, {"./", 1}, {"../", 2}, {"a/.", 1}, {"a/..//", 2},
+		{"/", 0}, {"", 0}, {"a", 0}, {"a/.b", 0}, {"...", 0}, {"./a", 0}, {"/..", 2},
+	} {
+		if got := lastDots(c.p); got != c.want {
+			t.Errorf("lastDots(%q) = %d, want %d", c.p, got, c.want)
+		}
+	}
+}
