@@ -31,6 +31,10 @@ func TestSeccompGuests(t *testing.T) {
 		{"close-on-exec", []string{"--", "/opt/tests/cloexec"}, 0, []string{"cloexec ok"}, nil},
 		{"dup2 over stdio", []string{"-c", "exec 3>&1; echo via3 >&3; echo to-file > /tmp/d; cat /tmp/d"}, 0, []string{"via3", "to-file"}, nil},
 		{"fork/exec storm", []string{"--", "/opt/tests/forkstorm", "100"}, 0, []string{"forkstorm ok 100"}, nil},
+		// posix_spawn's child shares the parent's memory until it execs:
+		// the path string kbox rewrites for the exec must be the
+		// parent's own again for its next spawn (it used to get ENOENT).
+		{"posix_spawn and system, again and in a burst", []string{"--", "/opt/tests/spawnagain", "3"}, 0, []string{"spawnagain ok 3"}, nil},
 		{"fd exhaustion then recovery", []string{"--", "/opt/tests/fdstress"}, 0, []string{"emfile", "recovered"}, nil},
 		{"signal race 200/200", []string{"--", "/opt/tests/sigrace", "200"}, 0, []string{"sigrace ok 200"}, nil},
 		{"path escape with ..", []string{"-c", "cat /../../../../etc/hostname; cd /; cat ../../etc/hostname"}, 0, []string{"kbox-rootfs\nkbox-rootfs"}, nil},

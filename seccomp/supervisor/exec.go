@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -24,7 +25,7 @@ import (
 // base name always fits, and when argv[0] shares the path's memory (as
 // shells do) it still names the program. No other host file is ever
 // executed in its place: the first notification after the exec checks
-// that (checkExec).
+// that (execTier.checkExec).
 
 // Fixed guest fd numbers used by execve: the prepared program, its
 // interpreter, and the interpreter's own loader (for #! scripts).
@@ -38,12 +39,27 @@ const (
 type execTier struct {
 	stage string // the guest's host cwd: staging links
 	mu    sync.Mutex
+	// putBacks are the path strings overwritten in memory that a parent
+	// shares with its exec'ing child, not yet put back (putBack). Only
+	// the serving thread touches it.
+	putBacks []*putBack
 }
 
 // execCheck is what the first notification after a continued execve
 // checks and restores (dispatch.Proc.TierData).
 type execCheck struct {
 	fix *argFix
+	// put back is the guest's path string, overwritten for the exec, to
+	// write back into the memory of process pid, which shared the
+	// caller's memory (a vfork or CLONE_VM child: posix_spawn, system):
+	// its own string would stay overwritten otherwise.
+	putBack *putBack
+}
+
+type putBack struct {
+	pid  int
+	addr uint64
+	orig []byte
 }
 
 // Exec serves an execve the engine accepted.
@@ -136,7 +152,11 @@ func (t *execTier) Exec(r *dispatch.Request, x *dispatch.Exec) dispatch.Result {
 			return fail(en)
 		}
 	}
+	var pb *putBack
 	if name != "" && name != x.Given {
+		if pb = sharesMemory(r, x.PathAddr, len(name)+1); pb != nil {
+			t.putBacks = append(t.putBacks, pb)
+		}
 		if err := r.G.WriteForce(x.PathAddr, append([]byte(name), 0)); err != nil {
 			// The path string lives in read-only memory: it cannot be
 			// redirected to the prepared image.
@@ -149,20 +169,111 @@ func (t *execTier) Exec(r *dispatch.Request, x *dispatch.Exec) dispatch.Result {
 	if x.Script {
 		r.P.ExpectScript(scriptNames, x.Path)
 	}
-	r.P.TierData = &execCheck{fix: fix}
+	r.P.TierData = &execCheck{fix: fix, putBack: pb}
 	return dispatch.Result{Action: dispatch.Continue, Disp: disp}
+}
+
+// kcmpVM is kcmp(2)'s KCMP_VM: do two processes share their memory?
+const kcmpVM = 1
+
+// sharesMemory returns what to put back after the exec when the caller
+// shares its memory with its parent (a CLONE_VM child that has not exec'd
+// yet, while the parent waits for it: posix_spawn, vfork, system): the n
+// bytes at addr, which the exec's path rewrite overwrites, and the
+// parent's pid. Nil when nothing shares the caller's memory.
+func sharesMemory(r *dispatch.Request, addr uint64, n int) *putBack {
+	pid := r.G.Pid()
+	ppid := parentPid(pid)
+	if ppid <= 1 {
+		return nil
+	}
+	if v, _, e := unix.Syscall6(unix.SYS_KCMP, uintptr(pid), uintptr(ppid), kcmpVM, 0, 0, 0); e != 0 || v != 0 {
+		return nil
+	}
+	orig := make([]byte, n)
+	k, _ := r.G.ReadSome(addr, orig)
+	if k <= 0 {
+		return nil
+	}
+	return &putBack{pid: ppid, addr: addr, orig: orig[:k]}
+}
+
+// parentPid reads the parent's pid of process pid from /proc (0 if gone).
+func parentPid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// putBackFor puts back now the strings of the memory pid uses (its own
+// or its parent's) before pid execs: the parent resumed when its child's
+// exec replaced the child's memory, after the kernel read the path, and
+// may spawn again, from the same string, before that child's first
+// syscall.
+func (t *execTier) putBackFor(pid int) {
+	ppid := parentPid(pid)
+	for _, pb := range t.putBacks {
+		if pb.pid == pid || pb.pid == ppid {
+			t.putBackDone(pb)
+			t.putBackFor(pid) // the list changed
+			return
+		}
+	}
+}
+
+// putBackDone puts pb back, once, and forgets it.
+func (t *execTier) putBackDone(pb *putBack) {
+	for i, p := range t.putBacks {
+		if p == pb {
+			t.putBacks = append(t.putBacks[:i], t.putBacks[i+1:]...)
+			pb.put()
+			return
+		}
+	}
+}
+
+// put writes the original bytes back into the memory the exec left
+// behind, which the parent uses again (read-only pages too, as a
+// debugger writes).
+func (pb *putBack) put() {
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(pb.pid)+"/mem", os.O_RDWR, 0)
+	if err != nil {
+		return // the parent is gone: nothing uses the memory
+	}
+	defer f.Close()
+	f.WriteAt(pb.orig, int64(pb.addr))
 }
 
 // checkExec runs before the first notification of a process after a
 // continued execve (serve): it kills a process that runs anything but
 // the program kbox prepared (execImageOK), and puts back a script's
 // argument (fixArgs). It reports whether the notification may be served.
-func checkExec(req *dispatch.Request) bool {
+func (t *execTier) checkExec(req *dispatch.Request) bool {
+	if len(t.putBacks) > 0 && (req.Nr == unix.SYS_EXECVE || req.Nr == unix.SYS_EXECVEAT) {
+		t.putBackFor(req.G.Pid())
+	}
 	c, pending := req.P.TierData.(*execCheck)
 	if !pending {
 		return true
 	}
 	req.P.TierData = nil
+	if c.putBack != nil {
+		// The exec is done (this is the new program), so the kernel has
+		// read the path: the parent's string goes back as it was.
+		t.putBackDone(c.putBack)
+	}
 	if !execImageOK(req.G.Pid()) {
 		unix.Kill(req.P.Tgid, unix.SIGKILL)
 		return false

@@ -214,7 +214,8 @@ func Run(cfg Config) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(stage)
-	eng.Tier = &execTier{stage: stage}
+	tier := &execTier{stage: stage}
+	eng.Tier = tier
 	// The socket binder's root (binder.c): inside the stage directory,
 	// which the keeper removes even when kbox was killed.
 	sockDir := filepath.Join(stage, "sock")
@@ -359,7 +360,7 @@ func Run(cfg Config) (int, error) {
 		done <- st
 	}()
 	var state *os.ProcessState
-	serve(listener, eng, syncWake == nil, func() bool {
+	serve(listener, eng, tier, syncWake == nil, func() bool {
 		select {
 		case state = <-done:
 			return true
@@ -445,7 +446,7 @@ func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, int
 // ENOENT once no task uses the filter; a poll then tells that hang-up from
 // an interrupted notification. Otherwise it polls before each Recv, since
 // an older kernel's Recv blocks forever after the last guest exits.
-func serve(l *seccomp.Listener, eng *dispatch.Engine, recvFirst bool, stop func() bool) {
+func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, recvFirst bool, stop func() bool) {
 	var n seccomp.Notif
 	var resp seccomp.NotifResp
 	g := &guest{l: l, n: &n, co: newColocator(colocationHold)}
@@ -482,7 +483,7 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, recvFirst bool, stop func(
 		req.Nr, req.Args, req.G, req.P, req.Path = int(n.Data.Nr), n.Data.Args, g, eng.Lookup(int(n.Pid)), ""
 		g.co.touch(int(n.Pid))
 		var res dispatch.Result
-		if req.P == nil || checkExec(&req) {
+		if req.P == nil || tier.checkExec(&req) {
 			res = eng.Serve(&req)
 		} else {
 			res = dispatch.Result{Disp: dispatch.Denied, Errno: unix.EPERM} // killed: it ran a program kbox did not prepare
