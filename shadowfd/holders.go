@@ -145,6 +145,15 @@ func scanMaps(pid int, idx map[hostKey]*Node, out map[*Node]holds) {
 // no name left and, least recently used first, all but keepNodes (and
 // keepBytes of content) of the others.
 func (m *Manager) Trim() {
+	// Each node's last use is taken before the scan for holders: a node
+	// handed out after it (by another thread of an in-process tier) has
+	// a later one, and is not dropped even if the scan missed its holder.
+	m.mu.Lock()
+	uses := make(map[*Node]uint64, len(m.nodes))
+	for _, n := range m.nodes {
+		uses[n] = n.lastUse
+	}
+	m.mu.Unlock()
 	hs := m.scan()
 	if hs == nil {
 		return
@@ -156,8 +165,8 @@ func (m *Manager) Trim() {
 	}
 	var free []cand
 	for _, n := range m.nodes {
-		if n.busy == 0 && !hs[n].held {
-			free = append(free, cand{n, n.lastUse})
+		if last, seen := uses[n]; seen && n.busy == 0 && !hs[n].held {
+			free = append(free, cand{n, last})
 		}
 	}
 	m.mu.Unlock()
@@ -209,14 +218,21 @@ func (m *Manager) Release(dev uint64) bool {
 	}
 	closed := false
 	if len(cands) > 0 {
+		// Last uses before the scan, as in Trim.
+		uses := make([]uint64, len(cands))
+		m.mu.Lock()
+		for i, n := range cands {
+			uses[i] = n.lastUse
+		}
+		m.mu.Unlock()
 		hs := m.scan()
 		if hs == nil {
 			return false // kbox cannot tell who holds them
 		}
-		for _, n := range cands {
+		for i, n := range cands {
 			m.mu.Lock()
 			idle := !n.dropped && n.busy == 0 && !hs[n].held
-			last := n.lastUse
+			last := uses[i]
 			m.mu.Unlock()
 			if !idle {
 				continue
@@ -332,9 +348,17 @@ func (f *flusher) stop() {
 // flushHot writes back every node a writer may have written, and ends the
 // hot state of those no writer holds any more.
 func (m *Manager) flushHot() {
+	// The writable opens of each node are counted before the scan for
+	// writers: a description handed out after it changes the count, so
+	// the node stays hot even though the scan did not see its writer.
+	nodes := m.hotNodes()
+	counts := make([]uint64, len(nodes))
+	for i, n := range nodes {
+		counts[i] = n.opens.Load()
+	}
 	hs := m.scan()
-	for _, n := range m.hotNodes() {
-		opens := n.opens.Load()
+	for i, n := range nodes {
+		opens := counts[i]
 		if _, err := m.flush(n); err != nil {
 			continue
 		}

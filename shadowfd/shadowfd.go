@@ -537,8 +537,8 @@ func (m *Manager) overlay(n *Node, st *lkl.Stat64) {
 	if hs.Atim != n.atime {
 		st.Atime, st.AtimeNsec = hs.Atim.Sec, uint64(hs.Atim.Nsec)
 	}
-	if !n.rw || hs.Ctim == n.synced && !n.wroteSince.Load() {
-		return
+	if !n.rw || hs.Ctim == n.synced && !n.wroteSince.Load() && !recent(n.synced) {
+		return // LKL has the content (a change time of the last tick proves nothing)
 	}
 	st.Size = hs.Size
 	if hs.Ctim != n.synced {

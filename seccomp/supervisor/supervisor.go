@@ -452,7 +452,8 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, recvFirst 
 	g := &guest{l: l, n: &n, co: newColocator(colocationHold)}
 	eng.Pins = g.co
 	defer g.co.close()
-	var req dispatch.Request // reused: one allocation, not one per notification
+	defer blockAsyncSignals()() // no ioctl of this thread is interrupted (sigmask.go)
+	var req dispatch.Request    // reused: one allocation, not one per notification
 	exited := false
 	for {
 		if !recvFirst {

@@ -15,7 +15,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
 	/opt/tests/threads 4 20 >/dev/null || fail threads
 	/opt/tests/sigrace 50 >/dev/null || fail sigrace
 	if [ -x /opt/tests/gothreads ]; then
-		/opt/tests/gothreads "$dir" 8 10 >/dev/null || fail gothreads
+		/opt/tests/gothreads "$dir" 8 10 >"$dir/go.out" 2>&1 || fail "gothreads: $(tail -5 "$dir/go.out")"
 	fi
 	n=$(sort /etc/passwd | uniq | wc -l)
 	[ "$n" -eq "$(wc -l < /etc/passwd)" ] || fail "sort|uniq gave $n lines"
