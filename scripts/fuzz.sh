@@ -11,10 +11,14 @@ fail=0
 for pkg in $($go list ./...); do
 	dir=$($go list -f '{{.Dir}}' "$pkg")
 	ls "$dir"/*_test.go >/dev/null 2>&1 || continue
-	grep -hoE '^func Fuzz[A-Za-z0-9_]+' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | while read -r fn; do
+	fns=$(grep -hoE '^func Fuzz[A-Za-z0-9_]+' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' || true)
+	for fn in $fns; do
 		echo "fuzz: $pkg $fn (${secs}s)"
-		$go test -run '^$' -fuzz "^${fn}\$" -fuzztime "${secs}s" "$pkg" >/tmp/kbox-fuzz.$$ 2>&1 || { cat /tmp/kbox-fuzz.$$; exit 1; }
-	done || fail=1
+		if ! $go test -run '^$' -fuzz "^${fn}\$" -fuzztime "${secs}s" "$pkg" >/tmp/kbox-fuzz.$$ 2>&1; then
+			cat /tmp/kbox-fuzz.$$
+			fail=1
+		fi
+	done
 done
 rm -f /tmp/kbox-fuzz.$$
 exit $fail
