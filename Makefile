@@ -45,7 +45,7 @@ rootfs:
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
-	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./lkl/ ./rootfs/ ./cmd/kbox/ ./dispatch/ ./fifo/ ./seccomp/... ./unixsock/
+	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./lkl/ ./rootfs/ ./cmd/kbox/ ./dispatch/ ./fifo/ ./seccomp/... ./unixsock/ ./elfload/...
 
 fmt:
 	gofmt -l -w .

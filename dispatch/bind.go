@@ -1,13 +1,13 @@
 package dispatch
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -339,20 +339,6 @@ func withFd(b *Bind, rel string, nofollow bool, fn func(fd int) error) error {
 	return fn(fd)
 }
 
-// utimens is utimensat(2) with a times pointer already in kbox's memory
-// (or 0 for now).
-func utimens(dirfd int, name string, tsp uintptr, flags int) error {
-	p, err := unix.BytePtrFromString(name)
-	if err != nil {
-		return err
-	}
-	_, _, en := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), tsp, uintptr(flags), 0, 0)
-	if en != 0 {
-		return en
-	}
-	return nil
-}
-
 // bindTwo runs rename or link between two targets of the same bind.
 func bindTwo(t1, t2 Target, nr uintptr, flags uintptr) Result {
 	b := t1.Bind
@@ -446,9 +432,9 @@ func (e *Engine) mountDirents(dir string, buf []byte, done int) (int, int, unix.
 		}
 		d := buf[n : n+reclen]
 		clear(d)
-		*(*uint64)(unsafe.Pointer(&d[0])) = b.Ino
-		*(*int64)(unsafe.Pointer(&d[8])) = 1<<63 - 1
-		*(*uint16)(unsafe.Pointer(&d[16])) = uint16(reclen)
+		binary.NativeEndian.PutUint64(d[0:], b.Ino)
+		binary.NativeEndian.PutUint64(d[8:], 1<<63-1)
+		binary.NativeEndian.PutUint16(d[16:], uint16(reclen))
 		d[18] = unix.DT_DIR
 		copy(d[19:], name)
 		n += reclen

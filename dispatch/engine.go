@@ -121,17 +121,6 @@ type Request struct {
 // Handler serves one syscall.
 type Handler func(e *Engine, r *Request) Result
 
-// MaxNr bounds syscall numbers in the table.
-const MaxNr = 512
-
-var table [MaxNr]Handler
-
-// register installs h for nr; files call it from init.
-func register(nr int, h Handler) { table[nr] = h }
-
-// Handled reports whether syscall nr has a handler.
-func Handled(nr int) bool { return nr >= 0 && nr < MaxNr && table[nr] != nil }
-
 // Options configures an Engine.
 type Options struct {
 	// RootID starts the guest as root (uid and gid 0, group 0, every
@@ -157,18 +146,7 @@ type Options struct {
 	// (procfs.go).
 	KernelProc    int
 	HasKernelProc bool
-	// StageDir is the guest's host cwd, a private directory where execve
-	// makes NAME -> /proc/self/fd/ExecFD links (see exec.go).
-	StageDir string
 }
-
-// Fixed guest fd numbers used by execve: the prepared program, its
-// interpreter, and the interpreter's own loader (for #! scripts).
-const (
-	ExecFD   = 1000
-	InterpFD = 1001
-	LoaderFD = 1002
-)
 
 // Engine is the dispatch state shared by every guest process.
 type Engine struct {
@@ -178,6 +156,9 @@ type Engine struct {
 	// tier closes them after the last guest and before its listener:
 	// parked opens are answered through it.
 	FIFOs *fifo.Set
+	// Tier is the tier that runs the guest: it starts the programs
+	// of execve (exec.go).
+	Tier Tier
 	// Pins, when set, is the tier's pinning of guest tasks (sched.go).
 	Pins Pins
 	// Sockets names the guest's unix sockets (socket.go); the tier sets
@@ -237,43 +218,48 @@ func New(opt Options) *Engine {
 
 // Dispatch serves r.
 func (e *Engine) Dispatch(r *Request) Result {
-	if r.P != nil && r.P.execPending {
-		r.P.execPending = false
-		if !execImageOK(r.G.Pid()) {
-			unix.Kill(r.P.Tgid, unix.SIGKILL)
-			return Result{Disp: Denied, Errno: unix.EPERM}
-		}
-		if f := r.P.argFix; f != nil {
-			r.P.argFix = nil
-			fixArgs(r, f) // a script's $0 as given (exec.go)
-		}
-	}
-	if r.Nr < 0 || r.Nr >= MaxNr || table[r.Nr] == nil {
-		if r.Nr >= 0 && r.Nr < MaxNr && !pureLookup[r.Nr] {
-			e.stats.changed()
-		}
-		if r.Nr >= 0 && r.Nr < MaxNr {
-			e.enosys[r.Nr].Add(1)
-		}
+	if r.Nr < 0 || r.Nr >= MaxNr {
 		return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
 	}
-	if !pureLookup[r.Nr] && !opensReportChange[r.Nr] {
+	sc := &linux[r.Nr]
+	if sc.Facts&(Pure|Opens) == 0 {
 		e.stats.changed()
+	}
+	if sc.Fn == nil {
+		return e.unserved(r, sc)
 	}
 	// LKL calls from here on run with the caller's credentials.
 	if en := useCred(r); en != 0 {
 		return errno(en, Emulated)
 	}
-	res := table[r.Nr](e, r)
+	res := sc.Fn(e, r)
 	if res.Disp == ENOSYS {
-		e.enosys[r.Nr].Add(1) // answered as absent (absent.go): counted as well
+		e.enosys[r.Nr].Add(1) // answered as absent: counted as well
 	}
-	if !pureLookup[r.Nr] {
+	if sc.Facts&Pure == 0 {
 		// LKL's free space may have changed: shadows' writes must still
 		// fail where the image would be full (shadowfd/space.go).
 		e.Shadows.Rebalance()
 	}
 	return res
+}
+
+// unserved answers a syscall that has no handler: one the table says is
+// absent (its errno), denied (a filter let it through: the tier's is
+// coarser, or none), native (a tier that trapped it anyway runs it on the
+// host), or unknown (ENOSYS).
+func (e *Engine) unserved(r *Request, sc *Syscall) Result {
+	switch sc.How {
+	case Native:
+		return cont
+	case Refused:
+		return errno(sc.Errno, Denied)
+	case Absent:
+		e.enosys[r.Nr].Add(1)
+		return errno(sc.Errno, ENOSYS)
+	}
+	e.enosys[r.Nr].Add(1)
+	return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
 }
 
 // ENOSYSCounts returns the per-number count of unimplemented syscalls.

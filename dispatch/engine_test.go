@@ -8,20 +8,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Syscalls without a handler are answered as the table says, and those
+// answered ENOSYS (absent, or no syscall at all) are counted.
 func TestENOSYSCounted(t *testing.T) {
 	e := New(Options{})
-	const nr = unix.SYS_ADD_KEY // no handler: denied in BPF, never dispatched
+	const absent = unix.SYS_INOTIFY_INIT1 // absent: ENOSYS
+	const refused = unix.SYS_ADD_KEY      // refused in BPF: EPERM if a tier lets it through
+	const none = 500                      // no syscall of either architecture
 	for i := 0; i < 3; i++ {
-		res := e.Dispatch(&Request{Nr: nr})
-		if res.Errno != unix.ENOSYS || res.Disp != ENOSYS || res.Action != Return {
-			t.Fatalf("unhandled syscall answered %+v", res)
+		if res := e.Dispatch(&Request{Nr: absent}); res.Errno != unix.ENOSYS || res.Disp != ENOSYS || res.Action != Return {
+			t.Fatalf("absent syscall answered %+v", res)
 		}
+	}
+	if res := e.Dispatch(&Request{Nr: refused}); res.Errno != unix.EPERM || res.Disp != Denied {
+		t.Errorf("refused syscall answered %+v", res)
+	}
+	if res := e.Dispatch(&Request{Nr: none}); res.Errno != unix.ENOSYS {
+		t.Errorf("unknown number answered %+v", res)
 	}
 	if res := e.Dispatch(&Request{Nr: MaxNr + 5}); res.Errno != unix.ENOSYS {
 		t.Errorf("out-of-table number answered %+v", res)
 	}
-	if got := e.ENOSYSCounts(); got[nr] != 3 || len(got) != 1 {
-		t.Errorf("ENOSYS counts %v, want {%d: 3}", got, nr)
+	if got := e.ENOSYSCounts(); got[absent] != 3 || got[none] != 1 || len(got) != 2 {
+		t.Errorf("ENOSYS counts %v, want {%d: 3, %d: 1}", got, absent, none)
 	}
 }
 

@@ -2,10 +2,9 @@ package dispatch
 
 import (
 	"debug/elf"
-	"encoding/binary"
 	"os"
-	"path"
-	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,32 +14,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(unix.SYS_EXECVE, sysExecve)                 // execve(2)
-	register(unix.SYS_EXECVEAT, sysExecveat)             // execveat(2)
-	register(unix.SYS_SET_TID_ADDRESS, sysSetTidAddress) // set_tid_address(2): the check after an exec
-}
-
-// set_tid_address is what every libc calls first in a new program, before
-// main (static ones too, whose other early calls run natively): notified,
-// it is where Dispatch checks what a continued execve runs (execImageOK)
-// and restores a script's argument (fixArgs), before the program reads
-// its arguments. It runs natively.
+// sysSetTidAddress serves set_tid_address(2): what every libc calls first
+// in a new program, before main (static ones too, whose other early calls
+// run natively). It runs on the host; it is notified so that a tier sees
+// each new program's first syscall (the seccomp tier checks a continued
+// execve there: seccomp/supervisor/exec.go).
 func sysSetTidAddress(e *Engine, r *Request) Result { return cont }
 
 // MaxExecSize bounds an executable read from the image or a bind.
 const MaxExecSize = 512 << 20
 
-// A program is executed from memfds installed in the guest at fixed fds
-// (ExecFD, InterpFD, LoaderFD), with PT_INTERP patched to /proc/self/fd/N.
-// A seccomp notification cannot change the syscall's arguments, so the
-// guest's own path string is overwritten with the program's base name, which
-// resolves in the guest's host cwd (Opt.StageDir, a private directory) to a
-// link to /proc/self/fd/ExecFD. The base name always fits, and when argv[0]
-// shares the path's memory (as shells do) it still names the program. The
-// host kernel then executes the prepared copy of the guest's program, read
-// from the image or, for a path in a bind, through the bind's confined fd;
-// no other host file is ever executed in its place.
+// execve is split between the engine and the tier. The engine resolves
+// the path (the image, a bind, /proc links, fexecve's fd), checks what the
+// kernel checks (execute permission, a regular file, a valid ELF of this
+// machine or a #! script, an interpreter that loads) and reads the
+// program: an Exec. The tier runs it (Tier.Exec): the seccomp tier has the
+// host kernel execute sealed copies (seccomp/supervisor/exec.go), an
+// in-process tier maps them itself. The engine then does what an execve
+// does to the process: close-on-exec virtual fds, the new /proc/PID/exe,
+// the credentials.
 
 type execKey struct {
 	host           bool // a bind's file: host device and inode numbers
@@ -57,7 +49,11 @@ var (
 
 const execCacheMax = 32
 
+// machine is the ELF machine of the programs kbox runs: its own.
 func machine() elf.Machine {
+	if runtime.GOARCH == "arm64" {
+		return elf.EM_AARCH64
+	}
 	return elf.EM_X86_64
 }
 
@@ -200,50 +196,61 @@ func errnoOf(err error) unix.Errno {
 	return unix.EIO
 }
 
-// prepare returns a sealed memfd holding the program at guest path p, with
-// PT_INTERP rewritten to /proc/self/fd/interpFD when it is dynamic (kept
-// as it is for interpFD -1), and the interpreter path it needs ("" for
-// static).
-func (e *Engine) prepare(p string, interpFD int) (memfd int, interp string, info *elfload.Info, en unix.Errno) {
+// image is a file read for execution, and what it is.
+type image struct {
+	path string
+	b    []byte
+	key  execKey
+	info *elfload.Info
+}
+
+// loadImage reads the file at guest path p for execution and inspects
+// it: ENOEXEC for anything but an ELF of this machine or a #! script.
+func (e *Engine) loadImage(p string) (*image, unix.Errno) {
 	b, k, en := e.loadFile(p)
 	if en != 0 {
-		return -1, "", nil, en
+		return nil, en
 	}
 	info, err := elfload.Inspect(b, machine())
 	if err != nil {
-		return -1, "", nil, unix.ENOEXEC
+		return nil, unix.ENOEXEC
 	}
-	if info.Kind == elfload.Script {
-		return -1, "", info, 0
+	return &image{path: p, b: b, key: k, info: info}, 0
+}
+
+// seal returns a sealed memfd of the image, its PT_INTERP rewritten to
+// patch when patch is not "" and the image is a dynamic ELF. Memfds are
+// cached by file and patch: a program run again costs a dup.
+func (im *image) seal(patch string) (int, unix.Errno) {
+	if im.info.Kind != elfload.Dynamic {
+		patch = ""
 	}
-	patch := ""
-	if info.Kind == elfload.Dynamic && interpFD >= 0 {
-		patch = "/proc/self/fd/" + strconv.Itoa(interpFD)
-	}
+	k := im.key
 	k.patch = patch
 	execCacheMu.Lock()
 	cached, hit := execCache[k]
 	execCacheMu.Unlock()
 	if hit {
-		fd, err := unix.Dup(cached)
-		if err == nil {
-			return fd, info.Interp, info, 0
+		if fd, err := unix.Dup(cached); err == nil {
+			return fd, 0
 		}
 	}
+	b := im.b
 	if patch != "" {
-		if err := elfload.PatchInterp(b, info, patch); err != nil {
-			return -1, "", nil, unix.ENOEXEC
+		b = slices.Clone(b)
+		if err := elfload.PatchInterp(b, im.info, patch); err != nil {
+			return -1, unix.ENOEXEC
 		}
 	}
-	fd, err := unix.MemfdCreate("kbox-exec:"+p, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := unix.MemfdCreate("kbox-exec:"+im.path, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return -1, "", nil, unix.ENOMEM
+		return -1, unix.ENOMEM
 	}
 	for off := 0; off < len(b); {
 		n, err := unix.Write(fd, b[off:])
 		if err != nil {
 			unix.Close(fd)
-			return -1, "", nil, unix.ENOMEM
+			return -1, unix.ENOMEM
 		}
 		off += n
 	}
@@ -255,7 +262,33 @@ func (e *Engine) prepare(p string, interpFD int) (memfd int, interp string, info
 		}
 	}
 	execCacheMu.Unlock()
-	return fd, info.Interp, info, 0
+	return fd, 0
+}
+
+// programOf loads the ELF at guest path p and its PT_INTERP loader, checked
+// as execve checks them: a script where an ELF is needed is ENOEXEC, a
+// missing loader ENOENT, a loader that is not a static ELF ELIBBAD.
+func (e *Engine) programOf(p string) (prog, loader *image, en unix.Errno) {
+	prog, en = e.loadImage(p)
+	if en != 0 {
+		return nil, nil, en
+	}
+	switch prog.info.Kind {
+	case elfload.Script:
+		return nil, nil, unix.ENOEXEC
+	case elfload.Static:
+		return prog, nil, 0
+	}
+	loader, en = e.loadImage(Clean("/", prog.info.Interp))
+	switch {
+	case en == unix.ENOEXEC:
+		return nil, nil, unix.ELIBBAD
+	case en != 0:
+		return nil, nil, en
+	case loader.info.Kind != elfload.Static:
+		return nil, nil, unix.ELIBBAD
+	}
+	return prog, loader, 0
 }
 
 // Program is a guest program read for execution by an in-process tier,
@@ -270,36 +303,16 @@ type Program struct {
 }
 
 // ReadProgram reads the ELF program at guest path p (a bind's or the
-// image's) and its interpreter, checked as execve checks them: ENOENT,
-// EACCES, ENOEXEC (a script: Info says so, and no memfd is made), ELIBBAD
-// for an interpreter that is not a static ELF. The caller closes it.
+// image's) and its interpreter, checked as execve checks them (ENOENT,
+// EACCES, ENOEXEC for a script, ELIBBAD). The caller closes it.
 func (e *Engine) ReadProgram(p string) (*Program, unix.Errno) {
 	p = Clean("/", p)
-	memfd, interp, info, en := e.prepare(p, -1)
+	prog, loader, en := e.programOf(p)
 	if en != 0 {
 		return nil, en
 	}
-	prog := &Program{Path: p, Main: memfd, Interp: -1, InterpPath: interp, Info: info}
-	if memfd < 0 {
-		return prog, unix.ENOEXEC
-	}
-	if interp == "" {
-		return prog, 0
-	}
-	imem, iinterp, _, en := e.prepare(Clean("/", interp), -1)
-	switch {
-	case en != 0:
-		prog.Close()
-		return nil, en
-	case imem < 0 || iinterp != "":
-		if imem >= 0 {
-			unix.Close(imem)
-		}
-		prog.Close()
-		return nil, unix.ELIBBAD
-	}
-	prog.Interp = imem
-	return prog, 0
+	x := &Exec{Path: p, prog: prog, loader: loader}
+	return x.program()
 }
 
 // Close releases the program's memfds.
@@ -312,49 +325,69 @@ func (p *Program) Close() {
 	}
 }
 
-// install puts memfd into the guest at fd target (close-on-exec: the kernel
-// opens it during execve, before close-on-exec fds go) and closes our copy.
-func install(r *Request, memfd, target int) unix.Errno {
-	defer unix.Close(memfd)
-	if _, err := r.G.AddFD(memfd, target, true); err != nil {
-		if en, isErrno := err.(unix.Errno); isErrno {
-			return en
-		}
-		return unix.EMFILE
-	}
-	return 0
+// Exec is an execve the engine accepted, for the tier to carry out: the
+// file resolved and checked, and the ELF that runs read (the program, or
+// a #! script's interpreter), with its PT_INTERP loader.
+type Exec struct {
+	Path     string      // the file executed, a clean guest path
+	Given    string      // the path as the guest gave it ("" for fexecve)
+	PathAddr uint64      // where Given lies in the guest's memory
+	Dirfd    int32       // execveat's directory fd, or AT_FDCWD
+	ByFd     bool        // fexecve: the file is the guest's fd Dirfd
+	Disp     Disposition // LKL for an image file, Host for a bind's
+	// Script says Path is a #! script: ScriptInterp (a clean guest path)
+	// and ScriptArg are its interpreter line, and the ELF that runs is
+	// that interpreter.
+	Script                  bool
+	ScriptInterp, ScriptArg string
+
+	prog, loader *image
 }
 
-// prepareELF installs the ELF at guest path p at fd at, and its interpreter
-// at fd at+1.
-func (e *Engine) prepareELF(r *Request, p string, at int) unix.Errno {
-	memfd, interp, _, en := e.prepare(p, at+1)
+// Info describes the ELF that runs.
+func (x *Exec) Info() *elfload.Info { return x.prog.info }
+
+// ProgramMemfd returns a sealed memfd of the ELF that runs, its PT_INTERP
+// rewritten to interp when that is not "" and the ELF is dynamic. The
+// caller closes it.
+func (x *Exec) ProgramMemfd(interp string) (int, unix.Errno) { return x.prog.seal(interp) }
+
+// LoaderMemfd returns a sealed memfd of the ELF's PT_INTERP loader, -1
+// for a static ELF. The caller closes it.
+func (x *Exec) LoaderMemfd() (int, unix.Errno) {
+	if x.loader == nil {
+		return -1, 0
+	}
+	return x.loader.seal("")
+}
+
+// program returns the ELF that runs and its loader as a Program.
+func (x *Exec) program() (*Program, unix.Errno) {
+	main, en := x.ProgramMemfd("")
 	if en != 0 {
-		return en
+		return nil, en
 	}
-	if memfd < 0 {
-		return unix.ENOEXEC // a script where an ELF is needed
-	}
-	if en := install(r, memfd, at); en != 0 {
-		return en
-	}
-	if interp == "" {
-		return 0
-	}
-	imem, iinterp, _, en := e.prepare(Clean("/", interp), at+2)
-	if en != 0 {
-		if en == unix.ENOENT {
-			return unix.ENOENT // missing interpreter: execve reports ENOENT
+	p := &Program{Path: x.prog.path, Main: main, Interp: -1, Info: x.prog.info}
+	if x.loader != nil {
+		p.InterpPath = x.loader.path
+		if p.Interp, en = x.LoaderMemfd(); en != 0 {
+			p.Close()
+			return nil, en
 		}
-		return en
 	}
-	if imem < 0 || iinterp != "" {
-		if imem >= 0 {
-			unix.Close(imem)
-		}
-		return unix.ELIBBAD
-	}
-	return install(r, imem, at+1)
+	return p, 0
+}
+
+// Tier is what the engine needs of the tier that delivers a guest's
+// syscalls, beyond one request's Guest: tiers supply transport only, and
+// how a program is started is transport.
+type Tier interface {
+	// Exec runs x in the calling guest process in place of its
+	// program. A result without an errno means the exec went ahead
+	// (the seccomp tier continues the syscall: the host kernel runs
+	// the program); the engine then does what an execve does to the
+	// process.
+	Exec(r *Request, x *Exec) Result
 }
 
 func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
@@ -400,123 +433,34 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 			return errno(en, LKL)
 		}
 	}
-	disp := LKL
+	x := &Exec{Path: t.Path, Given: given, PathAddr: addr, Dirfd: dirfd, ByFd: byFd, Disp: LKL}
 	if t.Bind != nil {
-		disp = Host // a bind's file, read through its confined fd
+		x.Disp = Host // a bind's file, read through its confined fd
 	}
-	memfd, _, info, en := e.prepare(t.LKLPath(), InterpFD)
+	file, en := e.loadImage(t.LKLPath())
 	if en != 0 {
-		return errno(en, disp)
+		return errno(en, x.Disp)
 	}
-	script := info.Kind == elfload.Script
-	if script {
-		// The exec image is a one-line script naming the interpreter
-		// installed at InterpFD; the interpreter then opens the name it
-		// was given, which open() maps back to this script.
-		ipath := Clean("/", info.ScriptInterp)
-		if en := e.prepareELF(r, ipath, InterpFD); en != 0 {
-			return errno(en, disp)
-		}
-		// The interpreter is named through a staging link with its own
-		// base name, so that multi-call binaries (busybox) still see
-		// which program they are.
-		iname := stageName(ipath)
-		if en := e.stageLinkIn("i", iname, InterpFD); en != 0 {
-			return errno(en, disp)
-		}
-		line := "#!i/" + iname
-		if info.ScriptArg != "" {
-			line += " " + info.ScriptArg
-		}
-		line += "\n"
-		sfd, err := unix.MemfdCreate("kbox-script:"+t.Path, unix.MFD_CLOEXEC)
-		if err != nil {
-			return errno(unix.ENOMEM, disp)
-		}
-		unix.Write(sfd, []byte(line))
-		if en := install(r, sfd, ExecFD); en != 0 {
-			return errno(en, disp)
-		}
-	} else {
-		unix.Close(memfd)
-		if en := e.prepareELF(r, t.LKLPath(), ExecFD); en != 0 {
-			return errno(en, disp)
-		}
+	run := t.LKLPath()
+	if file.info.Kind == elfload.Script {
+		x.Script, x.ScriptInterp, x.ScriptArg = true, Clean("/", file.info.ScriptInterp), file.info.ScriptArg
+		run = x.ScriptInterp
 	}
-	// What the host kernel will resolve: the guest's own string, from its
-	// host cwd (the staging directory) or from dirfd.
-	var name string // the string written over the guest's, "" to keep it
-	var fix *argFix
-	switch {
-	case byFd:
-		// The file is fd itself: the prepared image goes in its place
-		// (installAt), and the kernel names a script /dev/fd/N.
-		if en := e.installAt(r, dirfd, ExecFD, script); en != 0 {
-			return errno(en, disp)
-		}
-		r.P.pendingNames = [2]string{"/dev/fd/" + strconv.Itoa(int(dirfd)), ""}
-	case script:
-		// The interpreter gets the string as its $0: a staging path of
-		// the same length stands for it, and fixArgs puts the guest's
-		// string back in the interpreter's arguments.
-		rel, okk := sameLengthStage(given)
-		if !okk || e.stageLinkAt(rel) != 0 {
-			rel = stageName(t.Path) // the base name, as a last resort
-			if en := e.stageLinkIn("", rel, ExecFD); en != 0 {
-				return errno(en, disp)
-			}
-		}
-		name = rel
-		prefix, asGiven := "", given
-		if dirfd != unix.AT_FDCWD {
-			// The kernel names it relative to the directory fd.
-			prefix = "/dev/fd/" + strconv.Itoa(int(dirfd)) + "/"
-			if !strings.HasPrefix(given, "/") {
-				asGiven = prefix + given
-			}
-		}
-		r.P.pendingNames = [2]string{prefix + rel, asGiven}
-		if prefix+rel != asGiven && len(prefix+rel) == len(asGiven) {
-			k := 1
-			if info.ScriptArg != "" {
-				k = 2
-			}
-			fix = &argFix{index: k, from: prefix + rel, to: asGiven}
-		}
-	default:
-		name = stageName(t.Path)
-		if en := e.stageLinkIn("", name, ExecFD); en != 0 {
-			return errno(en, disp)
-		}
+	if x.prog, x.loader, en = e.programOf(run); en != 0 {
+		return errno(en, x.Disp)
 	}
-	if !byFd && dirfd != unix.AT_FDCWD {
-		// With a directory fd the kernel resolves the (relative)
-		// staging name from it: the staging directory goes in its
-		// place.
-		if en := e.installStageAt(r, dirfd); en != 0 {
-			return errno(en, disp)
-		}
+	if e.Tier == nil {
+		return errno(unix.ENOSYS, ENOSYS) // an engine without a tier runs nothing
 	}
-	if name != "" && name != given {
-		if err := r.G.WriteForce(addr, cpath(name)); err != nil {
-			// The path string lives in read-only memory: it cannot be
-			// redirected to the prepared image.
-			return errno(unix.EFAULT, disp)
-		}
+	res := e.Tier.Exec(r, x)
+	if res.Errno != 0 {
+		return res
 	}
-	if r.G.Valid() != nil {
-		return errno(unix.ENOENT, disp)
-	}
-	if script {
-		r.P.pendingScript = t.Path
-	}
-	r.P.argFix = fix
 	r.P.FDs.Exec()
 	r.P.exe = e.canonical(t.Path)
-	r.P.execPending = true
 	// What execve does to the credentials (set-id bits never count).
 	e.setCred(r.P, r.P.creds().Exec())
-	return Result{Action: Continue, Disp: disp}
+	return res
 }
 
 // fdTarget is the file a guest fd is, for fexecve: a virtual fd's image
@@ -552,8 +496,8 @@ func (e *Engine) fdTarget(r *Request, fd int32) (Target, unix.Errno) {
 	return e.classify(r, p)
 }
 
-// guestCloexec reports the close-on-exec flag of guest fd fd.
-func guestCloexec(r *Request, fd int32) bool {
+// GuestCloexec reports the close-on-exec flag of guest fd fd.
+func GuestCloexec(r *Request, fd int32) bool {
 	if r.P.FDs.IsVirtual(int(fd)) {
 		ent, found := r.P.FDs.Get(int(fd))
 		return found && ent.Cloexec
@@ -571,244 +515,12 @@ func guestCloexec(r *Request, fd int32) bool {
 	return false
 }
 
-// installAt puts the guest's own fd src (the prepared program) at guest fd
-// fd, which the continued execveat names. A script keeps fd's
-// close-on-exec flag, so that the kernel refuses it as Linux does when the
-// interpreter could not open /dev/fd/N; a program is always close-on-exec.
-func (e *Engine) installAt(r *Request, fd int32, src int, script bool) unix.Errno {
-	pidfd, err := unix.PidfdOpen(r.P.Tgid, 0)
-	if err != nil {
-		return errnoOf(err)
-	}
-	hfd, err := unix.PidfdGetfd(pidfd, src, 0)
-	unix.Close(pidfd)
-	if err != nil {
-		return errnoOf(err)
-	}
-	defer unix.Close(hfd)
-	return e.addFDAt(r, hfd, fd, !script || guestCloexec(r, fd))
-}
-
-// installStageAt puts the staging directory at guest fd fd, the directory
-// fd of an execveat whose name was rewritten to a staging name. It keeps
-// fd's close-on-exec flag: a script's interpreter opens /dev/fd/N/name.
-func (e *Engine) installStageAt(r *Request, fd int32) unix.Errno {
-	d, err := unix.Open(e.Opt.StageDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0) // ADDFD takes no O_PATH file
-	if err != nil {
-		return errnoOf(err)
-	}
-	defer unix.Close(d)
-	return e.addFDAt(r, d, fd, guestCloexec(r, fd))
-}
-
-// addFDAt installs kbox's hostfd in the guest at fd. A host fd number is
-// replaced (so after an execveat that fails, the guest's fd is the
-// prepared program or the staging directory: docs/tiers.md). A virtual fd
-// number lies above the guest's RLIMIT_NOFILE (the virtual base), where
-// the kernel installs nothing: kbox raises the guest's soft limit for the
-// install and puts it back, and the host fd there is not in the guest's
-// view (fds at that number are virtual ones, served by kbox).
-func (e *Engine) addFDAt(r *Request, hostfd int, fd int32, cloexec bool) unix.Errno {
-	if fd < 0 {
-		return unix.EBADF
-	}
-	if r.P.FDs.IsVirtual(int(fd)) {
-		var old unix.Rlimit
-		if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
-			return errnoOf(err)
-		}
-		raised := unix.Rlimit{Cur: uint64(fd) + 1, Max: old.Max}
-		if raised.Cur > raised.Max {
-			return unix.EMFILE
-		}
-		if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &raised, nil); err != nil {
-			return errnoOf(err)
-		}
-		defer unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &old, nil)
-	}
-	if _, err := r.G.AddFD(hostfd, int(fd), cloexec); err != nil {
-		return errnoOf(err)
-	}
-	return 0
-}
-
-// sameLengthStage returns a staging path for a script's path as given, of
-// the same length, relative (resolved in the staging directory) and with
-// the same base name (the task's comm): "/opt/x/s.sh" -> "opt//x/s.sh",
-// "../x/s.sh" -> "__/x/s.sh". The interpreter gets it as its argument, and
-// fixArgs writes the given path back over it. It fails for a single
-// absolute component ("/s.sh" has no slash to double) and for paths that
-// would land among the interpreters' staging links (i/).
-func sameLengthStage(given string) (string, bool) {
-	rel := strings.TrimLeft(given, "/")
-	lead := len(given) - len(rel)
-	parts := strings.Split(rel, "/")
-	for i, c := range parts {
-		if c == ".." {
-			parts[i] = "__"
-		}
-	}
-	if len(parts) == 0 || parts[len(parts)-1] == "" || parts[len(parts)-1] == "." || parts[len(parts)-1] == "__" {
-		return "", false
-	}
-	rel = strings.Join(parts, "/")
-	if lead > 0 {
-		i := strings.IndexByte(rel, '/')
-		if i < 0 {
-			return "", false
-		}
-		rel = rel[:i] + strings.Repeat("/", lead) + rel[i:]
-	}
-	if c := path.Clean(rel); c == "i" || strings.HasPrefix(c, "i/") || c == "." {
-		return "", false
-	}
-	return rel, true
-}
-
-// argFix is a script interpreter's argument to restore: the index-th
-// argument and the string at AT_EXECFN read from, and become to (both of
-// one length).
-type argFix struct {
-	index    int
-	from, to string
-}
-
-// fixArgs runs at the first notification after a script's exec (the
-// interpreter's set_tid_address, before its main): it writes the
-// path the guest gave over the staging path of the same length in the
-// interpreter's arguments, so that $0 is the path as given, and at
-// AT_EXECFN. Nothing is written unless the staging path is found there.
-func fixArgs(r *Request, f *argFix) {
-	pid := strconv.Itoa(r.G.Pid())
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return
-	}
-	fl := strings.Fields(s[i+1:])
-	if len(fl) < 47 {
-		return
-	}
-	start, err1 := strconv.ParseUint(fl[45], 10, 64) // arg_start, field 48
-	end, err2 := strconv.ParseUint(fl[46], 10, 64)   // arg_end, field 49
-	if err1 != nil || err2 != nil || end <= start {
-		return
-	}
-	buf := make([]byte, min(end-start, 16<<10))
-	n, _ := r.G.ReadSome(start, buf)
-	buf = buf[:n]
-	off := 0
-	for k := 0; k <= f.index && off < len(buf); k++ {
-		j := bytesIndexZero(buf[off:])
-		if j < 0 {
-			return
-		}
-		if k == f.index && string(buf[off:off+j]) == f.from {
-			r.G.Write(start+uint64(off), []byte(f.to))
-		}
-		off += j + 1
-	}
-	// AT_EXECFN points at the file name the kernel was given.
-	aux, err := os.ReadFile("/proc/" + pid + "/auxv")
-	if err != nil {
-		return
-	}
-	for o := 0; o+16 <= len(aux); o += 16 {
-		if binary.LittleEndian.Uint64(aux[o:]) != atExecfn {
-			continue
-		}
-		at := binary.LittleEndian.Uint64(aux[o+8:])
-		cur := make([]byte, len(f.from)+1)
-		if r.G.Read(at, cur) == nil && string(cur) == f.from+"\x00" {
-			r.G.Write(at, []byte(f.to))
-		}
-	}
-}
-
-// atExecfn is AT_EXECFN.
-const atExecfn = 31
-
-func bytesIndexZero(b []byte) int {
-	for i, c := range b {
-		if c == 0 {
-			return i
-		}
-	}
-	return -1
-}
-
-// execMemfdPrefix is how /proc/PID/exe reads for a program prepared by
-// prepare (the memfd's name, as the kernel shows it).
-const execMemfdPrefix = "/memfd:kbox-exec:"
-
-// execImageOK reports whether task tid runs a program kbox prepared.
-//
-// A continued execve makes the host kernel read the path string again from
-// guest memory, after kbox rewrote it to the staging name. Another thread
-// sharing that memory could swap the string in between (the TOCTOU of any
-// continued path syscall) and have a host program executed. The first
-// notification after each continued execve therefore checks the process's
-// executable, and kbox kills a process that runs anything else: it never
-// gets a file, a path or an identity served. docs/security.md says what
-// remains (native-only syscalls before that first notification).
-func execImageOK(tid int) bool {
-	var buf [256]byte
-	n, err := unix.Readlink("/proc/"+strconv.Itoa(tid)+"/exe", buf[:])
-	if err != nil {
-		return false
-	}
-	return strings.HasPrefix(string(buf[:n]), execMemfdPrefix)
-}
-
+// sysExecve serves execve(2).
 func sysExecve(e *Engine, r *Request) Result { return e.exec(r, unix.AT_FDCWD, r.Args[0], 0) }
 
+// sysExecveat serves execveat(2).
 func sysExecveat(e *Engine, r *Request) Result {
 	return e.exec(r, int32(r.Args[0]), r.Args[1], int(int32(r.Args[4])))
-}
-
-// stageName is the name written over an execve path: the base name, or "x"
-// for names that cannot be a file name.
-func stageName(p string) string {
-	b := path.Base(p)
-	if b == "/" || b == "." || b == ".." || b == "" {
-		return "x"
-	}
-	return b
-}
-
-var stageMu sync.Mutex
-
-// stageLinkAt makes StageDir/rel -> /proc/self/fd/ExecFD, with its
-// directories; an entry already there must be such a link.
-func (e *Engine) stageLinkAt(rel string) unix.Errno {
-	rel = path.Clean(rel)
-	if en := e.stageLinkIn(path.Dir(rel), path.Base(rel), ExecFD); en != 0 {
-		return en
-	}
-	l, err := os.Readlink(filepath.Join(e.Opt.StageDir, rel))
-	if err != nil || l != "/proc/self/fd/"+strconv.Itoa(ExecFD) {
-		return unix.ENOENT
-	}
-	return 0
-}
-
-// stageLinkIn makes StageDir/dir/name -> /proc/self/fd/fd if missing.
-func (e *Engine) stageLinkIn(dir, name string, fd int) unix.Errno {
-	stageMu.Lock()
-	defer stageMu.Unlock()
-	d := filepath.Join(e.Opt.StageDir, dir)
-	if err := os.MkdirAll(d, 0o700); err != nil {
-		return unix.ENOMEM
-	}
-	err := os.Symlink("/proc/self/fd/"+strconv.Itoa(fd), filepath.Join(d, name))
-	if err != nil && !os.IsExist(err) {
-		return unix.ENOMEM
-	}
-	return 0
 }
 
 // canonical resolves p's symlinks, as the kernel reports /proc/PID/exe: in

@@ -7,37 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(unix.SYS_OPENAT, sysOpenat)          // openat(2)
-	register(unix.SYS_OPENAT2, sysOpenat2)        // openat2(2)
-	register(unix.SYS_CLOSE, sysClose)            // close(2)
-	register(unix.SYS_CLOSE_RANGE, sysCloseRange) // close_range(2)
-	register(unix.SYS_READ, sysRead)              // read(2) on virtual fds
-	register(unix.SYS_WRITE, sysWrite)            // write(2) on virtual fds
-	register(unix.SYS_PREAD64, sysPread)          // pread64(2) on virtual fds
-	register(unix.SYS_PWRITE64, sysPwrite)        // pwrite64(2) on virtual fds
-	register(unix.SYS_LSEEK, sysLseek)            // lseek(2) on virtual fds
-	register(unix.SYS_GETDENTS64, sysGetdents64)  // getdents64(2)
-	register(unix.SYS_FCNTL, sysFcntl)            // fcntl(2) on virtual fds
-	register(unix.SYS_DUP, sysDup)                // dup(2)
-	register(unix.SYS_DUP3, sysDup3)              // dup3(2)
-	register(unix.SYS_IOCTL, sysIoctl)            // ioctl(2) on virtual fds: ENOTTY
-	register(unix.SYS_FSYNC, sysFsync)            // fsync(2) on virtual fds
-	register(unix.SYS_FDATASYNC, sysFsync)        // fdatasync(2) on virtual fds
-	register(unix.SYS_FTRUNCATE, sysFtruncate)    // ftruncate(2)
-	register(unix.SYS_SENDFILE, sysCopyHostOnly)  // sendfile(2): host fds only
-	register(unix.SYS_COPY_FILE_RANGE, sysCopyHostOnly)
-	register(unix.SYS_FLOCK, sysFlock)                   // flock(2): host fds on host; virtual: accepted
-	register(unix.SYS_SYNCFS, sysSyncfs)                 // syncfs(2): the fd's LKL filesystem, shadows first
-	register(unix.SYS_SYNC_FILE_RANGE, sysSyncFileRange) // sync_file_range(2): as fdatasync on a shadow
-	register(unix.SYS_READAHEAD, sysReadahead)           // readahead(2) on virtual fds: nothing to do
-	register(unix.SYS_SPLICE, sysCopyHostOnly)           // splice(2): host fds only
-	register(unix.SYS_TEE, sysCopyHostOnly)              // tee(2): host fds only
-	register(unix.SYS_VMSPLICE, sysCopyHostOnly)         // vmsplice(2): host fds only
-	register(unix.SYS_CACHESTAT, sysNotOnVirtual)        // cachestat(2): host fds only
-	register(unix.SYS_FADVISE64, sysFadvise)             // fadvise64(2)
-}
-
 func isVirtual(r *Request, fd uint64) bool { return r.P.FDs.IsVirtual(int(int32(fd))) }
 
 // vfd returns the LKL fd behind a virtual guest fd. A host file kept in
@@ -65,18 +34,22 @@ func onLKLFd(r *Request, nr uintptr) Result {
 	return ok(int64(res), LKL)
 }
 
+// sysOpen serves open(2).
 func sysOpen(e *Engine, r *Request) Result {
 	return e.open(r, unix.AT_FDCWD, r.Args[0], int(r.Args[1]), uint32(r.Args[2]))
 }
 
+// sysOpenat serves openat(2).
 func sysOpenat(e *Engine, r *Request) Result {
 	return e.open(r, int32(r.Args[0]), r.Args[1], int(r.Args[2]), uint32(r.Args[3]))
 }
 
+// sysCreat serves creat(2).
 func sysCreat(e *Engine, r *Request) Result {
 	return e.open(r, unix.AT_FDCWD, r.Args[0], unix.O_CREAT|unix.O_WRONLY|unix.O_TRUNC, uint32(r.Args[1]))
 }
 
+// sysOpenat2 serves openat2(2).
 func sysOpenat2(e *Engine, r *Request) Result {
 	var how unix.OpenHow
 	size := r.Args[3]
@@ -342,6 +315,7 @@ func sysClose(e *Engine, r *Request) Result {
 	return cont
 }
 
+// sysCloseRange serves close_range(2).
 func sysCloseRange(e *Engine, r *Request) Result {
 	// The host part of the range is closed by the host kernel; the
 	// virtual part here.
@@ -402,11 +376,19 @@ func unread(lfd int, n int64) {
 	lkl.Syscall6(lkl.SysLseek, uintptr(lfd), uintptr(-n), unix.SEEK_CUR, 0, 0, 0)
 }
 
-func sysRead(e *Engine, r *Request) Result   { return lklFdIO(r, lkl.SysRead, false, false) }
-func sysWrite(e *Engine, r *Request) Result  { return lklFdIO(r, lkl.SysWrite, true, false) }
-func sysPread(e *Engine, r *Request) Result  { return lklFdIO(r, lkl.SysPread64, false, true) }
+// sysRead serves read(2) on virtual fds.
+func sysRead(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysRead, false, false) }
+
+// sysWrite serves write(2) on virtual fds.
+func sysWrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysWrite, true, false) }
+
+// sysPread serves pread64(2) on virtual fds.
+func sysPread(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPread64, false, true) }
+
+// sysPwrite serves pwrite64(2) on virtual fds.
 func sysPwrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPwrite64, true, true) }
 
+// sysLseek serves lseek(2) on virtual fds.
 func sysLseek(e *Engine, r *Request) Result {
 	if l, _ := listingOf(r, r.Args[0]); l != nil {
 		off, err := l.Seek(int64(r.Args[1]), int(int32(r.Args[2])))
@@ -438,6 +420,7 @@ func sysLseek(e *Engine, r *Request) Result {
 	return ok(int64(res), LKL)
 }
 
+// sysGetdents64 serves getdents64(2).
 func sysGetdents64(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
@@ -496,6 +479,7 @@ func readListing(r *Request, l *fdtable.Listing) Result {
 	return ok(int64(n), Emulated)
 }
 
+// sysGetdentsOld serves getdents(2): old layout, ENOSYS.
 func sysGetdentsOld(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
@@ -503,6 +487,7 @@ func sysGetdentsOld(e *Engine, r *Request) Result {
 	return errno(unix.ENOSYS, Emulated)
 }
 
+// sysFcntl serves fcntl(2) on virtual fds.
 func sysFcntl(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
 	cmd := int(uint32(r.Args[1]))
@@ -561,6 +546,7 @@ func sysFcntl(e *Engine, r *Request) Result {
 	return errno(unix.EINVAL, Emulated)
 }
 
+// sysDup serves dup(2).
 func sysDup(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
@@ -572,7 +558,10 @@ func sysDup(e *Engine, r *Request) Result {
 	return ok(int64(nfd), Emulated)
 }
 
+// sysDup2 serves dup2(2).
 func sysDup2(e *Engine, r *Request) Result { return e.dup3(r, r.Args[0], r.Args[1], 0) }
+
+// sysDup3 serves dup3(2).
 func sysDup3(e *Engine, r *Request) Result { return e.dup3(r, r.Args[0], r.Args[1], r.Args[2]) }
 
 func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
@@ -616,6 +605,7 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 	return errno(unix.EBADF, Emulated)
 }
 
+// sysIoctl serves ioctl(2) on virtual fds: ENOTTY.
 func sysIoctl(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
@@ -653,6 +643,7 @@ func sysFsync(e *Engine, r *Request) Result {
 	return onLKLFd(r, lkl.SysFsync)
 }
 
+// sysFtruncate serves ftruncate(2).
 func sysFtruncate(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
@@ -660,6 +651,17 @@ func sysFtruncate(e *Engine, r *Request) Result {
 	return onLKLFd(r, lkl.SysFtruncate)
 }
 
+// sysEpollWait serves epoll_wait(2), epoll_pwait(2) and epoll_pwait2(2)
+// on a virtual fd, which is never an epoll instance: EINVAL, or EBADF
+// when it is not open.
+func sysEpollWait(e *Engine, r *Request) Result {
+	if _, open := r.P.FDs.Get(int(int32(r.Args[0]))); !open {
+		return errno(unix.EBADF, Emulated)
+	}
+	return errno(unix.EINVAL, Emulated)
+}
+
+// sysCopyHostOnly serves copy_file_range(2), sendfile(2), splice(2) and the rest of its family: host fds only.
 func sysCopyHostOnly(e *Engine, r *Request) Result {
 	if isVirtual(r, r.Args[0]) || isVirtual(r, r.Args[1]) && r.Nr == unix.SYS_SENDFILE ||
 		isVirtual(r, r.Args[2]) && (r.Nr == unix.SYS_COPY_FILE_RANGE || r.Nr == unix.SYS_SPLICE) {
@@ -712,6 +714,7 @@ func sysSyncFileRange(e *Engine, r *Request) Result {
 	return onLKLFd(r, lkl.SysSyncFileRange)
 }
 
+// sysReadahead serves readahead(2) on virtual fds: nothing to do.
 func sysReadahead(e *Engine, r *Request) Result {
 	if _, en := vfd(r, r.Args[0]); en != 0 {
 		return errno(en, Emulated)
@@ -735,6 +738,7 @@ func sysFlock(e *Engine, r *Request) Result {
 	return ok(0, Emulated)
 }
 
+// sysFadvise serves fadvise64(2).
 func sysFadvise(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont

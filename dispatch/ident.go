@@ -10,30 +10,15 @@ import (
 // (cred.go has the rules), the getters answer from there without an LKL
 // call, and LKL checks file operations with them (credlkl.go). The guest's
 // host process never changes its host ids.
-func init() {
-	register(unix.SYS_GETUID, sysGetuid)       // getuid(2)
-	register(unix.SYS_GETEUID, sysGeteuid)     // geteuid(2)
-	register(unix.SYS_GETGID, sysGetgid)       // getgid(2)
-	register(unix.SYS_GETEGID, sysGetegid)     // getegid(2)
-	register(unix.SYS_GETRESUID, sysGetresuid) // getresuid(2)
-	register(unix.SYS_GETRESGID, sysGetresgid) // getresgid(2)
-	register(unix.SYS_GETGROUPS, sysGetgroups) // getgroups(2)
-	register(unix.SYS_SETUID, sysSetuid)       // setuid(2)
-	register(unix.SYS_SETGID, sysSetgid)       // setgid(2)
-	register(unix.SYS_SETREUID, sysSetreuid)   // setreuid(2)
-	register(unix.SYS_SETREGID, sysSetregid)   // setregid(2)
-	register(unix.SYS_SETRESUID, sysSetresuid) // setresuid(2)
-	register(unix.SYS_SETRESGID, sysSetresgid) // setresgid(2)
-	register(unix.SYS_SETFSUID, sysSetfsuid)   // setfsuid(2)
-	register(unix.SYS_SETFSGID, sysSetfsgid)   // setfsgid(2)
-	register(unix.SYS_SETGROUPS, sysSetgroups) // setgroups(2)
-	register(unix.SYS_CAPGET, sysCapget)       // capget(2)
-	register(unix.SYS_CAPSET, sysCapset)       // capset(2)
-}
+func sysGetuid(e *Engine, r *Request) Result { return ok(int64(r.P.creds().UID), Emulated) }
 
-func sysGetuid(e *Engine, r *Request) Result  { return ok(int64(r.P.creds().UID), Emulated) }
+// sysGeteuid serves geteuid(2).
 func sysGeteuid(e *Engine, r *Request) Result { return ok(int64(r.P.creds().EUID), Emulated) }
-func sysGetgid(e *Engine, r *Request) Result  { return ok(int64(r.P.creds().GID), Emulated) }
+
+// sysGetgid serves getgid(2).
+func sysGetgid(e *Engine, r *Request) Result { return ok(int64(r.P.creds().GID), Emulated) }
+
+// sysGetegid serves getegid(2).
 func sysGetegid(e *Engine, r *Request) Result { return ok(int64(r.P.creds().EGID), Emulated) }
 
 // writeRes writes the three ids of getresuid/getresgid, each to its own
@@ -49,16 +34,19 @@ func writeRes(r *Request, ids [3]uint32) Result {
 	return ok(0, Emulated)
 }
 
+// sysGetresuid serves getresuid(2).
 func sysGetresuid(e *Engine, r *Request) Result {
 	c := r.P.creds()
 	return writeRes(r, [3]uint32{c.UID, c.EUID, c.SUID})
 }
 
+// sysGetresgid serves getresgid(2).
 func sysGetresgid(e *Engine, r *Request) Result {
 	c := r.P.creds()
 	return writeRes(r, [3]uint32{c.GID, c.EGID, c.SGID})
 }
 
+// sysGetgroups serves getgroups(2).
 func sysGetgroups(e *Engine, r *Request) Result {
 	size := int32(r.Args[0])
 	groups := r.P.creds().Groups
@@ -95,26 +83,32 @@ func (e *Engine) setID(r *Request, change func(Cred) (Cred, unix.Errno)) Result 
 // arg32 is argument i as the uid_t or gid_t the kernel takes (-1 included).
 func arg32(r *Request, i int) uint32 { return uint32(r.Args[i]) }
 
+// sysSetuid serves setuid(2).
 func sysSetuid(e *Engine, r *Request) Result {
 	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetUID(arg32(r, 0)) })
 }
 
+// sysSetgid serves setgid(2).
 func sysSetgid(e *Engine, r *Request) Result {
 	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetGID(arg32(r, 0)) })
 }
 
+// sysSetreuid serves setreuid(2).
 func sysSetreuid(e *Engine, r *Request) Result {
 	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetREUID(arg32(r, 0), arg32(r, 1)) })
 }
 
+// sysSetregid serves setregid(2).
 func sysSetregid(e *Engine, r *Request) Result {
 	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetREGID(arg32(r, 0), arg32(r, 1)) })
 }
 
+// sysSetresuid serves setresuid(2).
 func sysSetresuid(e *Engine, r *Request) Result {
 	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetRESUID(arg32(r, 0), arg32(r, 1), arg32(r, 2)) })
 }
 
+// sysSetresgid serves setresgid(2).
 func sysSetresgid(e *Engine, r *Request) Result {
 	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetRESGID(arg32(r, 0), arg32(r, 1), arg32(r, 2)) })
 }
@@ -126,12 +120,14 @@ func sysSetfsuid(e *Engine, r *Request) Result {
 	return ok(int64(old), Emulated)
 }
 
+// sysSetfsgid serves setfsgid(2).
 func sysSetfsgid(e *Engine, r *Request) Result {
 	n, old := r.P.creds().SetFSGID(arg32(r, 0))
 	e.setCred(r.P, n)
 	return ok(int64(old), Emulated)
 }
 
+// sysSetgroups serves setgroups(2).
 func sysSetgroups(e *Engine, r *Request) Result {
 	c := r.P.creds()
 	size := uint32(r.Args[0])
@@ -193,6 +189,7 @@ func capPid(r *Request) (int32, unix.Errno) {
 	return int32(binary.LittleEndian.Uint32(b[:])), 0
 }
 
+// sysCapget serves capget(2).
 func sysCapget(e *Engine, r *Request) Result {
 	words, en := capVersion(r)
 	if r.Args[1] == 0 && (en == 0 || en == unix.EINVAL) {
@@ -231,6 +228,7 @@ func sysCapget(e *Engine, r *Request) Result {
 	return ok(0, Emulated)
 }
 
+// sysCapset serves capset(2).
 func sysCapset(e *Engine, r *Request) Result {
 	words, en := capVersion(r)
 	if en != 0 {

@@ -19,27 +19,7 @@ import (
 // CONFIG_SYSVIPC and CONFIG_POSIX_MQUEUE answers: the host's objects
 // must stay out of the guest's reach.
 
-func init() {
-	register(unix.SYS_SHMGET, sysIPC)          // shmget(2): native in the guest's IPC namespace
-	register(unix.SYS_SHMAT, sysIPC)           // shmat(2): native in the guest's IPC namespace
-	register(unix.SYS_SHMDT, sysIPC)           // shmdt(2): native in the guest's IPC namespace
-	register(unix.SYS_SHMCTL, sysIPC)          // shmctl(2): native in the guest's IPC namespace
-	register(unix.SYS_SEMGET, sysIPC)          // semget(2): native in the guest's IPC namespace
-	register(unix.SYS_SEMOP, sysIPC)           // semop(2): native in the guest's IPC namespace
-	register(unix.SYS_SEMTIMEDOP, sysIPC)      // semtimedop(2): native in the guest's IPC namespace
-	register(unix.SYS_SEMCTL, sysIPC)          // semctl(2): native in the guest's IPC namespace
-	register(unix.SYS_MSGGET, sysIPC)          // msgget(2): native in the guest's IPC namespace
-	register(unix.SYS_MSGSND, sysIPC)          // msgsnd(2): native in the guest's IPC namespace
-	register(unix.SYS_MSGRCV, sysIPC)          // msgrcv(2): native in the guest's IPC namespace
-	register(unix.SYS_MSGCTL, sysIPC)          // msgctl(2): native in the guest's IPC namespace
-	register(unix.SYS_MQ_OPEN, sysIPC)         // mq_open(2): native in the guest's IPC namespace
-	register(unix.SYS_MQ_UNLINK, sysIPC)       // mq_unlink(2): native in the guest's IPC namespace
-	register(unix.SYS_MQ_TIMEDSEND, sysIPC)    // mq_timedsend(2): native in the guest's IPC namespace
-	register(unix.SYS_MQ_TIMEDRECEIVE, sysIPC) // mq_timedreceive(2): native in the guest's IPC namespace
-	register(unix.SYS_MQ_NOTIFY, sysIPC)       // mq_notify(2): native in the guest's IPC namespace
-	register(unix.SYS_MQ_GETSETATTR, sysIPC)   // mq_getsetattr(2): native in the guest's IPC namespace
-}
-
+// sysIPC serves mq_getsetattr(2), mq_notify(2), mq_open(2) and the rest of its family: native in the guest's IPC namespace.
 func sysIPC(e *Engine, r *Request) Result {
 	if e.IPCNamespace {
 		return cont // the filter lets them run natively; harmless

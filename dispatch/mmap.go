@@ -10,10 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(unix.SYS_MSYNC, sysMsync) // msync(2): write back mapped shadows, then the host's
-}
-
 // sysMsync serves msync(MS_SYNC) of shared mappings of shadows: stores
 // through them land in the node's content file, and MS_SYNC is when the
 // guest asks for the file to have them, so every node mapped in the range

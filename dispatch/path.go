@@ -6,26 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(unix.SYS_MKDIRAT, sysMkdirat)     // mkdirat(2)
-	register(unix.SYS_UNLINKAT, sysUnlinkat)   // unlinkat(2)
-	register(unix.SYS_RENAMEAT, sysRenameat)   // renameat(2)
-	register(unix.SYS_RENAMEAT2, sysRenameat2) // renameat2(2)
-	register(unix.SYS_LINKAT, sysLinkat)       // linkat(2)
-	register(unix.SYS_SYMLINKAT, sysSymlinkat) // symlinkat(2)
-	register(unix.SYS_FCHMODAT, sysFchmodat)   // fchmodat(2)
-	register(unix.SYS_FCHMOD, sysFchmod)       // fchmod(2)
-	register(unix.SYS_FCHOWNAT, sysFchownat)   // fchownat(2)
-	register(unix.SYS_FCHOWN, sysFchown)       // fchown(2)
-	register(unix.SYS_TRUNCATE, sysTruncate)   // truncate(2)
-	register(unix.SYS_UTIMENSAT, sysUtimensat) // utimensat(2)
-	register(unix.SYS_FCHMODAT2, sysFchmodat2) // fchmodat2(2): fchmodat with flags
-	register(unix.SYS_MKNODAT, sysMknodat)     // mknodat(2)
-	register(unix.SYS_SYNC, sysSync)           // sync(2)
-	register(unix.SYS_MOUNT, sysMount)         // mount(2), routed to LKL
-	register(unix.SYS_UMOUNT2, sysUmount2)     // umount2(2), routed to LKL
-}
-
 // lklOnly resolves a path argument that must name an image path; host
 // routes refuse modification.
 func (e *Engine) lklOnly(r *Request, dirfd int32, addr uint64) (string, Result, bool) {
@@ -144,21 +124,32 @@ func (e *Engine) createOp(r *Request, nr uintptr, dirfd int32, addr uint64, mode
 	return ok(0, LKL)
 }
 
+// sysMkdir serves mkdir(2).
 func sysMkdir(e *Engine, r *Request) Result {
 	return e.createOp(r, lkl.SysMkdirat, unix.AT_FDCWD, r.Args[0], r.Args[1])
 }
+
+// sysMkdirat serves mkdirat(2).
 func sysMkdirat(e *Engine, r *Request) Result {
 	return e.createOp(r, lkl.SysMkdirat, int32(r.Args[0]), r.Args[1], r.Args[2])
 }
+
+// sysRmdir serves rmdir(2).
 func sysRmdir(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], unix.AT_REMOVEDIR)
 }
+
+// sysUnlink serves unlink(2).
 func sysUnlink(e *Engine, r *Request) Result {
 	return e.pathOpOn(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], removes, 0)
 }
+
+// sysUnlinkat serves unlinkat(2).
 func sysUnlinkat(e *Engine, r *Request) Result {
 	return e.pathOpOn(r, lkl.SysUnlinkat, int32(r.Args[0]), r.Args[1], removes, uintptr(r.Args[2]))
 }
+
+// sysChmod serves chmod(2).
 func sysChmod(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysFchmodat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]))
 }
@@ -193,18 +184,27 @@ func sysFchmodat2(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysFchmodat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
 }
 
+// sysFchmodat serves fchmodat(2).
 func sysFchmodat(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysFchmodat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
 }
+
+// sysChown serves chown(2).
 func sysChown(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysFchownat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]), uintptr(r.Args[2]), 0)
 }
+
+// sysLchown serves lchown(2).
 func sysLchown(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysFchownat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]), uintptr(r.Args[2]), unix.AT_SYMLINK_NOFOLLOW)
 }
+
+// sysFchownat serves fchownat(2).
 func sysFchownat(e *Engine, r *Request) Result {
 	return e.pathOp(r, lkl.SysFchownat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]), uintptr(r.Args[3]), uintptr(r.Args[4]))
 }
+
+// sysTruncate serves truncate(2).
 func sysTruncate(e *Engine, r *Request) Result {
 	t, res, okk := e.modTarget(r, unix.AT_FDCWD, r.Args[0])
 	if !okk {
@@ -226,13 +226,18 @@ func sysTruncate(e *Engine, r *Request) Result {
 	}
 	return ok(0, LKL)
 }
+
+// sysMknod serves mknod(2).
 func sysMknod(e *Engine, r *Request) Result {
 	return e.createOp(r, lkl.SysMknodat, unix.AT_FDCWD, r.Args[0], r.Args[1], uintptr(r.Args[2]))
 }
+
+// sysMknodat serves mknodat(2).
 func sysMknodat(e *Engine, r *Request) Result {
 	return e.createOp(r, lkl.SysMknodat, int32(r.Args[0]), r.Args[1], r.Args[2], uintptr(r.Args[3]))
 }
 
+// sysUtimensat serves utimensat(2).
 func sysUtimensat(e *Engine, r *Request) Result {
 	var ts [2]unix.Timespec
 	if r.Args[2] == 0 {
@@ -249,7 +254,7 @@ func sysUtimensat(e *Engine, r *Request) Result {
 func (e *Engine) utimens(r *Request, dirfd int32, pathAddr uint64, ts *[2]unix.Timespec, flags uintptr) Result {
 	tsp := uintptr(0)
 	if ts != nil {
-		tsp = uintptr(unsafeTimes(ts))
+		tsp = lkl.PtrOf(ts)
 		defer keepTimes(ts)
 	}
 	if pathAddr == 0 { // futimens(fd)
@@ -307,6 +312,7 @@ func timevals(r *Request, addr uint64) (*[2]unix.Timespec, unix.Errno) {
 	return &ts, 0
 }
 
+// sysFutimesat serves futimesat(2).
 func sysFutimesat(e *Engine, r *Request) Result {
 	ts, en := timevals(r, r.Args[2])
 	if en != 0 {
@@ -315,6 +321,7 @@ func sysFutimesat(e *Engine, r *Request) Result {
 	return e.utimens(r, int32(r.Args[0]), r.Args[1], ts, 0)
 }
 
+// sysFchmod serves fchmod(2).
 func sysFchmod(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return e.onShadowFd(r, lkl.SysFchmod)
@@ -340,6 +347,7 @@ func (e *Engine) onShadowFd(r *Request, nr uintptr) Result {
 	return ok(0, LKL)
 }
 
+// sysFchown serves fchown(2).
 func sysFchown(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return e.onShadowFd(r, lkl.SysFchown)
@@ -381,18 +389,27 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 	return ok(0, LKL)
 }
 
+// sysRename serves rename(2).
 func sysRename(e *Engine, r *Request) Result {
 	return e.twoPaths(r, lkl.SysRenameat2, unix.AT_FDCWD, r.Args[0], unix.AT_FDCWD, r.Args[1], 0)
 }
+
+// sysRenameat serves renameat(2).
 func sysRenameat(e *Engine, r *Request) Result {
 	return e.twoPaths(r, lkl.SysRenameat2, int32(r.Args[0]), r.Args[1], int32(r.Args[2]), r.Args[3], 0)
 }
+
+// sysRenameat2 serves renameat2(2).
 func sysRenameat2(e *Engine, r *Request) Result {
 	return e.twoPaths(r, lkl.SysRenameat2, int32(r.Args[0]), r.Args[1], int32(r.Args[2]), r.Args[3], uintptr(r.Args[4]))
 }
+
+// sysLink serves link(2).
 func sysLink(e *Engine, r *Request) Result {
 	return e.twoPaths(r, lkl.SysLinkat, unix.AT_FDCWD, r.Args[0], unix.AT_FDCWD, r.Args[1], 0)
 }
+
+// sysLinkat serves linkat(2).
 func sysLinkat(e *Engine, r *Request) Result {
 	return e.twoPaths(r, lkl.SysLinkat, int32(r.Args[0]), r.Args[1], int32(r.Args[2]), r.Args[3], uintptr(r.Args[4]))
 }
@@ -416,9 +433,12 @@ func (e *Engine) symlink(r *Request, target uint64, dirfd int32, link uint64) Re
 	return ok(0, LKL)
 }
 
+// sysSymlink serves symlink(2).
 func sysSymlink(e *Engine, r *Request) Result {
 	return e.symlink(r, r.Args[0], unix.AT_FDCWD, r.Args[1])
 }
+
+// sysSymlinkat serves symlinkat(2).
 func sysSymlinkat(e *Engine, r *Request) Result {
 	return e.symlink(r, r.Args[0], int32(r.Args[1]), r.Args[2])
 }
@@ -431,6 +451,7 @@ func sysSync(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
+// sysMount serves mount(2): routed to LKL.
 func sysMount(e *Engine, r *Request) Result {
 	src, en := readPath(r, r.Args[0])
 	if en != 0 && r.Args[0] != 0 {
@@ -456,6 +477,7 @@ func sysMount(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
+// sysUmount2 serves umount2(2): routed to LKL.
 func sysUmount2(e *Engine, r *Request) Result {
 	return e.pathOpNoDir(r, lkl.SysUmount2, r.Args[0], uintptr(r.Args[1]))
 }

@@ -22,18 +22,15 @@ type Proc struct {
 	FDs  *fdtable.Table
 	cred atomic.Pointer[procCred]
 	// pendingScript is the guest path of a #! script being exec'd: its
-	// interpreter opens one of pendingNames (the staged string, or the
-	// path as given once argFix put it back), which means this file.
+	// interpreter opens one of pendingNames (names the tier gave it,
+	// ExpectScript), which means this file.
 	pendingScript string
 	pendingNames  [2]string
-	// argFix, when set, is the interpreter argument to put back after a
-	// script's exec (exec.go, fixArgs).
-	argFix *argFix
 	// exe is the image path of the program the process runs.
 	exe string
-	// execPending says an execve was continued: the first notification
-	// after it checks what the process now runs (checkExec).
-	execPending bool
+	// TierData is the tier's own state for the process (the seccomp
+	// tier's check after a continued execve); the engine never reads it.
+	TierData any
 	// umask is the process's umask (umask.go): read from /proc when kbox
 	// first sees the process, then kept by its umask(2) calls.
 	umask atomic.Uint32
@@ -66,6 +63,14 @@ func (p *Proc) release() {
 	if pfd := p.pidfd.Swap(0); pfd > 0 {
 		unix.Close(int(pfd) - 1)
 	}
+}
+
+// ExpectScript says that the interpreter of the #! script at guest path
+// script, being exec'd, will open it under one of names (a tier that runs
+// it under another name than the guest gave: seccomp/supervisor/exec.go):
+// the next open of one of them opens the script.
+func (p *Proc) ExpectScript(names [2]string, script string) {
+	p.pendingNames, p.pendingScript = names, script
 }
 
 // isPending reports whether p is the name under which the interpreter of

@@ -570,7 +570,7 @@ func (e *Engine) procStat(r *Request, t Target, nofollow bool, st *unix.Stat_t) 
 			flags = unix.AT_SYMLINK_NOFOLLOW
 		}
 		var lst lkl.Stat64
-		_, le := e.kprocPath(lkl.SysNewfstatat, 1, n.lkl, [6]uintptr{0, 0, uintptr(unsafeStat(&lst)), flags})
+		_, le := e.kprocPath(lkl.SysNewfstatat, 1, n.lkl, [6]uintptr{0, 0, lkl.PtrOf(&lst), flags})
 		runtime.KeepAlive(&lst)
 		if le != 0 {
 			return le
@@ -734,7 +734,7 @@ func (e *Engine) procStatfs(r *Request, t Target, sf *unix.Statfs_t) (Target, un
 	if t.Proc.kind == procObj {
 		ref := t.Proc.fd
 		if ref.lklfd >= 0 {
-			_, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(ref.lklfd), uintptr(unsafeStatfs(sf)), 0, 0, 0, 0)
+			_, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(ref.lklfd), lkl.PtrOf(sf), 0, 0, 0, 0)
 			return t, le
 		}
 		if ref.host != "" {

@@ -15,26 +15,6 @@ type Pins interface {
 	Forget(tid int)
 }
 
-func init() {
-	register(unix.SYS_SCHED_GETAFFINITY, sysSchedGetaffinity) // sched_getaffinity(2): a pinned task sees its own mask
-	register(unix.SYS_SCHED_SETAFFINITY, sysSchedSetaffinity) // sched_setaffinity(2): on the host, ending kbox's pin
-	register(unix.SYS_CLONE, sysClone)                        // clone(2): on the host, after kbox's pin is undone
-	register(unix.SYS_SCHED_SETPARAM, sysTaskArg0)            // sched_setparam(2): the guest's tasks only
-	register(unix.SYS_SCHED_GETPARAM, sysTaskArg0)            // sched_getparam(2): the guest's tasks only
-	register(unix.SYS_SCHED_SETSCHEDULER, sysTaskArg0)        // sched_setscheduler(2): the guest's tasks only
-	register(unix.SYS_SCHED_GETSCHEDULER, sysTaskArg0)        // sched_getscheduler(2): the guest's tasks only
-	register(unix.SYS_SCHED_SETATTR, sysTaskArg0)             // sched_setattr(2): the guest's tasks only
-	register(unix.SYS_SCHED_GETATTR, sysTaskArg0)             // sched_getattr(2): the guest's tasks only
-	register(unix.SYS_SCHED_RR_GET_INTERVAL, sysTaskArg0)     // sched_rr_get_interval(2): the guest's tasks only
-	register(unix.SYS_GETPGID, sysTaskArg0)                   // getpgid(2): the guest's processes only
-	register(unix.SYS_GETSID, sysTaskArg0)                    // getsid(2): the guest's processes only
-	register(unix.SYS_GETPRIORITY, sysPriority)               // getpriority(2): the guest's processes only
-	register(unix.SYS_SETPRIORITY, sysPriority)               // setpriority(2): the guest's processes only
-	register(unix.SYS_IOPRIO_GET, sysPriority)                // ioprio_get(2): the guest's processes only
-	register(unix.SYS_IOPRIO_SET, sysPriority)                // ioprio_set(2): the guest's processes only
-	register(unix.SYS_CLONE3, sysClone)                       // clone3(2): as clone
-}
-
 // affinityTarget is the task a sched_*affinity call names: pid 0 is the
 // caller.
 func affinityTarget(r *Request) int {
@@ -44,6 +24,7 @@ func affinityTarget(r *Request) int {
 	return r.G.Pid()
 }
 
+// sysSchedGetaffinity serves sched_getaffinity(2): a pinned task sees its own mask.
 func sysSchedGetaffinity(e *Engine, r *Request) Result {
 	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
 		return res
@@ -83,6 +64,7 @@ func (e *Engine) taskTarget(pid int32) Result {
 	return errno(unix.ESRCH, Denied)
 }
 
+// sysTaskArg0 serves getpgid(2), getsid(2), sched_getattr(2) and the rest of its family.
 func sysTaskArg0(e *Engine, r *Request) Result { return e.taskTarget(int32(r.Args[0])) }
 
 // sysPriority serves getpriority/setpriority (which, who, ...) and
@@ -109,6 +91,7 @@ func sysPriority(e *Engine, r *Request) Result {
 	return cont // the kernel answers EINVAL
 }
 
+// sysSchedSetaffinity serves sched_setaffinity(2) on the host, ending kbox's pin.
 func sysSchedSetaffinity(e *Engine, r *Request) Result {
 	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
 		return res
@@ -119,6 +102,7 @@ func sysSchedSetaffinity(e *Engine, r *Request) Result {
 	return cont
 }
 
+// sysClone serves clone(2), clone3(2), fork(2) and vfork(2).
 func sysClone(e *Engine, r *Request) Result {
 	if e.Pins != nil {
 		e.Pins.Release(r.G.Pid()) // children inherit the parent's mask

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,6 +17,7 @@ type scratch struct {
 	str [PathMax]byte     // a string being read from the guest
 	c   [PathMax + 1]byte // a NUL-terminated path for LKL
 	st  unix.Stat_t       // a stat result on its way to the guest
+	lst lkl.Stat64        // LKL's stat result
 	si  unix.Sysinfo_t    // LKL's sysinfo
 }
 

@@ -8,16 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(unix.SYS_KILL, sysKill)                         // kill(2): guest processes only
-	register(unix.SYS_TGKILL, sysTgkill)                     // tgkill(2): guest threads only
-	register(unix.SYS_TKILL, sysTkill)                       // tkill(2): guest threads only
-	register(unix.SYS_PIDFD_SEND_SIGNAL, sysPidfdSendSignal) // pidfd_send_signal(2)
-	register(unix.SYS_PIDFD_OPEN, sysPidfdOpen)              // pidfd_open(2): guest processes only
-	register(unix.SYS_RT_SIGQUEUEINFO, sysSigqueueinfo)      // rt_sigqueueinfo(2): guest processes only
-	register(unix.SYS_RT_TGSIGQUEUEINFO, sysTgsigqueueinfo)  // rt_tgsigqueueinfo(2): guest threads only
-}
-
 // Signals reach the guest's own tree only: the first guest process and
 // its descendants (zombies included: their parent may still signal them).
 // Within it they behave as on Linux, because the kernel delivers them:
@@ -132,8 +122,10 @@ func pgrpOf(pid int) (int, bool) {
 	return pg, err == nil
 }
 
+// sysKill serves kill(2): guest processes only.
 func sysKill(e *Engine, r *Request) Result { return e.signalTarget(r, int(int32(r.Args[0]))) }
 
+// sysTgkill serves tgkill(2): guest threads only.
 func sysTgkill(e *Engine, r *Request) Result {
 	if int32(r.Args[0]) <= 0 || int32(r.Args[1]) <= 0 {
 		return errno(unix.EINVAL, Denied)
@@ -141,6 +133,7 @@ func sysTgkill(e *Engine, r *Request) Result {
 	return e.signalTarget(r, int(int32(r.Args[0])))
 }
 
+// sysTkill serves tkill(2): guest threads only.
 func sysTkill(e *Engine, r *Request) Result {
 	if int32(r.Args[0]) <= 0 {
 		return errno(unix.EINVAL, Denied)
@@ -152,6 +145,7 @@ func sysTkill(e *Engine, r *Request) Result {
 	return e.signalTarget(r, tgid)
 }
 
+// sysPidfdOpen serves pidfd_open(2): guest processes only.
 func sysPidfdOpen(e *Engine, r *Request) Result {
 	if int32(r.Args[0]) <= 0 {
 		return errno(unix.EINVAL, Denied)
@@ -167,6 +161,7 @@ func sysSigqueueinfo(e *Engine, r *Request) Result {
 	return e.signalTarget(r, int(int32(r.Args[0])))
 }
 
+// sysTgsigqueueinfo serves rt_tgsigqueueinfo(2): guest threads only.
 func sysTgsigqueueinfo(e *Engine, r *Request) Result {
 	if int32(r.Args[0]) <= 0 || int32(r.Args[1]) <= 0 {
 		return errno(unix.EINVAL, Denied)

@@ -38,31 +38,6 @@ import (
 //     passed to the kernel as given. Without a namespace of its own
 //     (unixsock.Set.NetNS) they are refused with EPERM.
 
-func init() {
-	register(unix.SYS_SOCKET, sysSocket)          // socket(2): AF_UNIX on the host, no other family
-	register(unix.SYS_BIND, sysBind)              // bind(2): unix names in the guest's filesystem
-	register(unix.SYS_CONNECT, sysConnect)        // connect(2): made by kbox to a resolved name
-	register(unix.SYS_SENDTO, sysSendto)          // sendto(2) with an address: sent by kbox
-	register(unix.SYS_SENDMSG, sysSendmsg)        // sendmsg(2): sent by kbox
-	register(unix.SYS_SENDMMSG, sysSendmmsg)      // sendmmsg(2): sent by kbox, as sendmsg
-	register(unix.SYS_LISTEN, sysSockNative)      // listen(2): native on host fds
-	register(unix.SYS_ACCEPT, sysSockNative)      // accept(2): native on host fds
-	register(unix.SYS_ACCEPT4, sysSockNative)     // accept4(2): native on host fds
-	register(unix.SYS_GETSOCKNAME, sysSockNative) // getsockname(2): native on host fds
-	register(unix.SYS_GETPEERNAME, sysSockNative) // getpeername(2): native on host fds
-	register(unix.SYS_SHUTDOWN, sysSockNative)    // shutdown(2): native on host fds
-	register(unix.SYS_GETSOCKOPT, sysSockNative)  // getsockopt(2): native on host fds
-	register(unix.SYS_SETSOCKOPT, sysSockNative)  // setsockopt(2): native on host fds
-	register(unix.SYS_RECVFROM, sysSockNative)    // recvfrom(2): native on host fds
-	register(unix.SYS_RECVMSG, sysSockNative)     // recvmsg(2): native on host fds
-	register(unix.SYS_RECVMMSG, sysSockNative)    // recvmmsg(2): native on host fds
-	// They look paths up in LKL but change nothing there: the stat cache
-	// stays (statcache.go), and LKL's free space does not move.
-	for _, nr := range []int{unix.SYS_CONNECT, unix.SYS_SENDTO, unix.SYS_SENDMSG, unix.SYS_SENDMMSG} {
-		pureLookup[nr] = true
-	}
-}
-
 // sockRoot says kbox runs as root: it may then attach the guest's own pid
 // as the credentials of what it sends (SCM_CREDENTIALS), as the host
 // kernel would for the guest. hostUID and hostGID are kbox's real ids,
@@ -73,6 +48,7 @@ var (
 	kboxPid          = os.Getpid()
 )
 
+// sysSocket serves socket(2): AF_UNIX on the host, no other family.
 func sysSocket(e *Engine, r *Request) Result {
 	if int(int32(r.Args[0])) != unix.AF_UNIX {
 		return errno(unix.EAFNOSUPPORT, Denied) // no networking yet
@@ -254,6 +230,7 @@ func (e *Engine) peerAddr(r *Request, a sockAddr) ([]byte, int, unix.Errno) {
 	return sockaddrPath(procFd(fd)), fd, 0
 }
 
+// sysBind serves bind(2): unix names in the guest's filesystem.
 func sysBind(e *Engine, r *Request) Result {
 	s, en := sockOf(r, r.Args[0])
 	if en != 0 {
@@ -388,6 +365,7 @@ func (e *Engine) binderPaths(r *Request, p string) (cd, mk, name string, en unix
 	return cd, mk, p, 0
 }
 
+// sysConnect serves connect(2): made by kbox to a resolved name.
 func sysConnect(e *Engine, r *Request) Result {
 	s, en := sockOf(r, r.Args[0])
 	if en != 0 {
@@ -495,6 +473,7 @@ func (j *sendJob) close() {
 	j.closeFds = nil
 }
 
+// sysSendto serves sendto(2) with a destination address: sent by kbox.
 func sysSendto(e *Engine, r *Request) Result {
 	if r.Args[4] == 0 {
 		return sysSockNative(e, r) // a virtual fd
@@ -672,6 +651,7 @@ const (
 	maxControl = 128 << 10
 )
 
+// sysSendmsg serves sendmsg(2): sent by kbox.
 func sysSendmsg(e *Engine, r *Request) Result {
 	s, en := sockOf(r, r.Args[0])
 	if en != 0 {

@@ -10,20 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(unix.SYS_FSTAT, sysFstat)           // fstat(2) on virtual fds
-	register(unix.SYS_NEWFSTATAT, sysNewfstatat) // newfstatat(2)
-	register(unix.SYS_STATX, sysStatx)           // statx(2)
-	register(unix.SYS_FACCESSAT, sysFaccessat)   // faccessat(2)
-	register(unix.SYS_FACCESSAT2, sysFaccessat2) // faccessat2(2)
-	register(unix.SYS_READLINKAT, sysReadlinkat) // readlinkat(2)
-	register(unix.SYS_STATFS, sysStatfs)         // statfs(2)
-	register(unix.SYS_FSTATFS, sysFstatfs)       // fstatfs(2)
-	register(unix.SYS_GETCWD, sysGetcwd)         // getcwd(2)
-	register(unix.SYS_CHDIR, sysChdir)           // chdir(2)
-	register(unix.SYS_FCHDIR, sysFchdir)         // fchdir(2)
-}
-
 func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out uint64) Result {
 	p, en := readPath(r, addr)
 	if en != 0 {
@@ -121,8 +107,9 @@ func lklStatUncached(path string, nofollow bool, st *lkl.Stat64) unix.Errno {
 	if nofollow {
 		flags = unix.AT_SYMLINK_NOFOLLOW
 	}
-	_, le := lkl.Syscall6(lkl.SysNewfstatat, atFdcwd, uptr(b), uintptr(unsafeStat(st)), uintptr(flags), 0, 0)
+	_, le := lkl.Syscall6(lkl.SysNewfstatat, atFdcwd, uptr(b), lkl.PtrOf(&sc.lst), uintptr(flags), 0, 0)
 	runtime.KeepAlive(b)
+	*st = sc.lst // the caller's st may be on its stack: LKL writes the pooled one
 	return le
 }
 
@@ -159,14 +146,17 @@ func (e *Engine) fstatVirtual(r *Request, fd, out uint64) Result {
 	return writeStat(r, &st, out)
 }
 
+// sysStat serves stat(2).
 func sysStat(e *Engine, r *Request) Result {
 	return e.statPath(r, unix.AT_FDCWD, r.Args[0], 0, r.Args[1])
 }
 
+// sysLstat serves lstat(2).
 func sysLstat(e *Engine, r *Request) Result {
 	return e.statPath(r, unix.AT_FDCWD, r.Args[0], unix.AT_SYMLINK_NOFOLLOW, r.Args[1])
 }
 
+// sysFstat serves fstat(2) on virtual fds.
 func sysFstat(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
@@ -174,6 +164,7 @@ func sysFstat(e *Engine, r *Request) Result {
 	return e.fstatVirtual(r, r.Args[0], r.Args[1])
 }
 
+// sysNewfstatat serves newfstatat(2).
 func sysNewfstatat(e *Engine, r *Request) Result {
 	return e.statPath(r, int32(r.Args[0]), r.Args[1], int(r.Args[3]), r.Args[2])
 }
@@ -216,6 +207,7 @@ func (e *Engine) statxShadow(buf []byte) {
 	}
 }
 
+// sysStatx serves statx(2).
 func sysStatx(e *Engine, r *Request) Result {
 	dirfd, flags := int32(r.Args[0]), int(r.Args[2])
 	p, en := readPath(r, r.Args[1])
@@ -379,14 +371,17 @@ func (e *Engine) accessTarget(r *Request, t Target, mode, flags int) unix.Errno 
 	return lklAccess(r, t.LKLPath(), mode, flags)
 }
 
+// sysAccess serves access(2).
 func sysAccess(e *Engine, r *Request) Result {
 	return e.access(r, unix.AT_FDCWD, r.Args[0], int(r.Args[1]), 0)
 }
 
+// sysFaccessat serves faccessat(2).
 func sysFaccessat(e *Engine, r *Request) Result {
 	return e.access(r, int32(r.Args[0]), r.Args[1], int(r.Args[2]), 0)
 }
 
+// sysFaccessat2 serves faccessat2(2).
 func sysFaccessat2(e *Engine, r *Request) Result {
 	return e.access(r, int32(r.Args[0]), r.Args[1], int(r.Args[2]), int(r.Args[3]))
 }
@@ -435,10 +430,12 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 	return ok(int64(n), LKL)
 }
 
+// sysReadlink serves readlink(2).
 func sysReadlink(e *Engine, r *Request) Result {
 	return e.readlink(r, unix.AT_FDCWD, r.Args[0], r.Args[1], r.Args[2])
 }
 
+// sysReadlinkat serves readlinkat(2).
 func sysReadlinkat(e *Engine, r *Request) Result {
 	return e.readlink(r, int32(r.Args[0]), r.Args[1], r.Args[2], r.Args[3])
 }
@@ -484,7 +481,7 @@ func sysStatfs(e *Engine, r *Request) Result {
 		}
 		return ok(0, Host)
 	}
-	if _, le := lklPath(lkl.SysStatfs, 0, t.LKLPath(), [6]uintptr{0, uintptr(unsafeStatfs(&sf))}); le != 0 {
+	if _, le := lklPath(lkl.SysStatfs, 0, t.LKLPath(), [6]uintptr{0, lkl.PtrOf(&sf)}); le != 0 {
 		return errno(le, LKL)
 	}
 	if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {
@@ -519,7 +516,7 @@ func sysFstatfs(e *Engine, r *Request) Result {
 		}
 	}
 	var sf unix.Statfs_t
-	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(lfd), uintptr(unsafeStatfs(&sf)), 0, 0, 0, 0); le != 0 {
+	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(lfd), lkl.PtrOf(&sf), 0, 0, 0, 0); le != 0 {
 		return errno(le, LKL)
 	}
 	if err := r.G.Write(r.Args[1], asBytes(&sf)); err != nil {
@@ -528,6 +525,7 @@ func sysFstatfs(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
+// sysGetcwd serves getcwd(2).
 func sysGetcwd(e *Engine, r *Request) Result {
 	cwd := r.P.Cwd()
 	if uint64(len(cwd)+1) > r.Args[1] {
@@ -568,6 +566,7 @@ func (e *Engine) chdirTo(r *Request, t Target) Result {
 	return ok(0, LKL)
 }
 
+// sysChdir serves chdir(2).
 func sysChdir(e *Engine, r *Request) Result {
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
 	if en == 0 {
@@ -579,6 +578,7 @@ func sysChdir(e *Engine, r *Request) Result {
 	return e.chdirTo(r, t)
 }
 
+// sysFchdir serves fchdir(2).
 func sysFchdir(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
 	if !r.P.FDs.IsVirtual(fd) || isHostFile(r, int32(fd)) {

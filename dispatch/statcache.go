@@ -18,7 +18,7 @@ import (
 // syscalls it dispatches, shadow write-backs and the dup2 bridges' pumps.
 // So every entry carries the generation it was filled in, and a generation
 // moves on with every dispatched syscall that is not a pure lookup (see
-// pureLookup), every write-back and every pump transfer: an entry is only
+// Pure in the syscall table), every write-back and every pump transfer: an entry is only
 // ever used within a run of pure lookups, where LKL would answer the same.
 // Negative results (ENOENT, ENOTDIR, ...) are kept too. A result depends
 // on the caller's credentials (search permission on the way: EACCES for
@@ -45,36 +45,6 @@ type statSlot struct {
 	nofollow bool
 	errno    unix.Errno
 	st       lkl.Stat64
-}
-
-// pureLookup marks the syscalls that read LKL state without changing it
-// (not even an access time), and those that do not touch LKL at all.
-var pureLookup [MaxNr]bool
-
-func init() {
-	// Not readlink: it updates the link's access time.
-	for _, nr := range []int{unix.SYS_NEWFSTATAT, unix.SYS_STATX, unix.SYS_FACCESSAT,
-		unix.SYS_FACCESSAT2, unix.SYS_FSTAT, unix.SYS_GETCWD, unix.SYS_GETUID,
-		unix.SYS_GETEUID, unix.SYS_GETGID, unix.SYS_GETEGID, unix.SYS_GETRESUID,
-		unix.SYS_GETRESGID, unix.SYS_GETGROUPS, unix.SYS_CAPGET, unix.SYS_UNAME, unix.SYS_SET_TID_ADDRESS} {
-		pureLookup[nr] = true
-	}
-	for _, nr := range legacyPureLookups {
-		pureLookup[nr] = true
-	}
-}
-
-// opensReportChange marks the open variants: Dispatch does not start a new
-// generation for them; e.open does, unless the open was served from the
-// shadow cache (opencached.go), which reads LKL state without changing it.
-var opensReportChange [MaxNr]bool
-
-func init() {
-	opensReportChange[unix.SYS_OPENAT] = true
-	opensReportChange[unix.SYS_OPENAT2] = true
-	for _, nr := range legacyOpens {
-		opensReportChange[nr] = true
-	}
 }
 
 // changed starts a new generation: every entry is stale.

@@ -7,16 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(unix.SYS_UNAME, sysUname)                 // uname(2): the LKL kernel's identity
-	register(unix.SYS_SETHOSTNAME, sysSethostname)     // sethostname(2): LKL's name
-	register(unix.SYS_SETDOMAINNAME, sysSetdomainname) // setdomainname(2): LKL's name
-	register(unix.SYS_PRLIMIT64, sysPrlimit)           // prlimit64(2): fd limit clamped
-	register(unix.SYS_SETRLIMIT, sysSetrlimit)         // setrlimit(2): fd limit clamped
-	register(unix.SYS_EXIT_GROUP, sysExitGroup)        // exit_group(2): write back, forget
-	register(unix.SYS_SYSINFO, sysSysinfo)             // sysinfo(2): the host's memory, the guest's load, uptime and processes
-}
-
+// sysUname serves uname(2): the LKL kernel's identity.
 func sysUname(e *Engine, r *Request) Result {
 	u, err := lkl.Uname()
 	if err != nil {
@@ -37,8 +28,10 @@ func sysUname(e *Engine, r *Request) Result {
 // utsNameMax is __NEW_UTS_LEN.
 const utsNameMax = 64
 
+// sysSethostname serves sethostname(2): LKL's name.
 func sysSethostname(e *Engine, r *Request) Result { return e.setUTS(r, lkl.SysSethostname) }
 
+// sysSetdomainname serves setdomainname(2): LKL's name.
 func sysSetdomainname(e *Engine, r *Request) Result { return e.setUTS(r, lkl.SysSetdomainname) }
 
 // setUTS serves sethostname and setdomainname in LKL, with Linux's checks
@@ -119,6 +112,7 @@ func (e *Engine) nofileOK(r *Request, addr uint64) bool {
 	return lim.Cur <= uint64(e.Opt.VirtualFDs)
 }
 
+// sysPrlimit serves prlimit64(2): fd limit clamped.
 func sysPrlimit(e *Engine, r *Request) Result {
 	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
 		return res // another host process's limits
@@ -129,6 +123,7 @@ func sysPrlimit(e *Engine, r *Request) Result {
 	return cont
 }
 
+// sysSetrlimit serves setrlimit(2): fd limit clamped.
 func sysSetrlimit(e *Engine, r *Request) Result {
 	if r.Args[0] == unix.RLIMIT_NOFILE && !e.nofileOK(r, r.Args[1]) {
 		return errno(unix.EPERM, Denied)
@@ -159,7 +154,7 @@ func sysSysinfo(e *Engine, r *Request) Result {
 	sc := getScratch() // LKL writes it: heap memory, not the goroutine's stack
 	defer putScratch(sc)
 	ls := &sc.si
-	if _, le := lkl.Syscall6(lkl.SysSysinfo, uintptr(unsafeSysinfo(ls)), 0, 0, 0, 0, 0); le == 0 {
+	if _, le := lkl.Syscall6(lkl.SysSysinfo, lkl.PtrOf(ls), 0, 0, 0, 0, 0); le == 0 {
 		si.Loads, si.Uptime = ls.Loads, ls.Uptime
 	}
 	si.Procs = uint16(len(e.Tgids(nil)))

@@ -16,10 +16,7 @@ import (
 // mknod(at). LKL has no POSIX ACLs, so that is exactly what Linux does.
 // Creates in a bind run on the host under the guest's umask (withUmask).
 
-func init() {
-	register(unix.SYS_UMASK, sysUmask) // umask(2): kept per process, continued
-}
-
+// sysUmask serves umask(2): kept per process, continued.
 func sysUmask(e *Engine, r *Request) Result {
 	r.P.umask.Store(uint32(r.Args[0]) & 0o777)
 	return cont // the host keeps it too and returns the old one

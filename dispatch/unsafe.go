@@ -8,26 +8,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// uptr passes a Go buffer to LKL by address; callers keep it alive.
-func uptr(b []byte) uintptr {
-	if len(b) == 0 {
-		return 0
-	}
-	return uintptr(unsafe.Pointer(&b[0]))
-}
+// uptr passes a buffer to a syscall (LKL's or the host's) by address: b
+// is on the heap, which never moves (lkl.Ptr says why); callers keep it
+// alive across the call.
+func uptr(b []byte) uintptr { return lkl.Ptr(b) }
 
 // asBytes views a fixed-size value as bytes, for copying ABI structs to the
 // guest.
 func asBytes[T any](v *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
 }
-
-func unsafeStat(st *lkl.Stat64) unsafe.Pointer      { return unsafe.Pointer(st) }
-func unsafeStatfs(sf *unix.Statfs_t) unsafe.Pointer { return unsafe.Pointer(sf) }
-
-func unsafeSysinfo(si *unix.Sysinfo_t) unsafe.Pointer { return unsafe.Pointer(si) }
-
-func unsafeTimes(ts *[2]unix.Timespec) unsafe.Pointer { return unsafe.Pointer(ts) }
 
 // keepTimes keeps ts alive across an LKL call that received its address.
 func keepTimes(ts *[2]unix.Timespec) { runtime.KeepAlive(ts) }
@@ -95,4 +85,18 @@ func sockNamed(fd int) bool {
 	l := uint32(unsafe.Sizeof(a))
 	_, _, en := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&a)), uintptr(unsafe.Pointer(&l)))
 	return en == 0 && l > 2
+}
+
+// utimens is utimensat(2) with a times pointer already in kbox's memory
+// (or 0 for now).
+func utimens(dirfd int, name string, tsp uintptr, flags int) error {
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	_, _, en := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), tsp, uintptr(flags), 0, 0)
+	if en != 0 {
+		return en
+	}
+	return nil
 }

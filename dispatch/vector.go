@@ -10,16 +10,6 @@ import (
 // Vectored I/O and fallocate on virtual fds. Host fds never get here: the
 // filter lets these run natively below the virtual fd base.
 
-func init() {
-	register(unix.SYS_READV, sysReadv)         // readv(2) on virtual fds
-	register(unix.SYS_WRITEV, sysWritev)       // writev(2) on virtual fds
-	register(unix.SYS_PREADV, sysPreadv)       // preadv(2) on virtual fds
-	register(unix.SYS_PWRITEV, sysPwritev)     // pwritev(2) on virtual fds
-	register(unix.SYS_PREADV2, sysPreadv2)     // preadv2(2) on virtual fds
-	register(unix.SYS_PWRITEV2, sysPwritev2)   // pwritev2(2) on virtual fds
-	register(unix.SYS_FALLOCATE, sysFallocate) // fallocate(2) on virtual fds
-}
-
 // iovMax is the kernel's IOV_MAX; maxVecIO bounds one call's transfer, as
 // read and write do (a short count is a valid answer).
 const (
@@ -117,7 +107,10 @@ func vecIO(r *Request, write bool, off int64) Result {
 	return ok(int64(res), LKL)
 }
 
-func sysReadv(e *Engine, r *Request) Result  { return vecIO(r, false, -1) }
+// sysReadv serves readv(2) on virtual fds.
+func sysReadv(e *Engine, r *Request) Result { return vecIO(r, false, -1) }
+
+// sysWritev serves writev(2) on virtual fds.
 func sysWritev(e *Engine, r *Request) Result { return vecIO(r, true, -1) }
 
 // positioned forms: a negative offset is EINVAL for preadv/pwritev; for
@@ -137,11 +130,19 @@ func posVecIO(r *Request, write, v2 bool) Result {
 	return vecIO(r, write, off)
 }
 
-func sysPreadv(e *Engine, r *Request) Result   { return posVecIO(r, false, false) }
-func sysPwritev(e *Engine, r *Request) Result  { return posVecIO(r, true, false) }
-func sysPreadv2(e *Engine, r *Request) Result  { return posVecIO(r, false, true) }
+// sysPreadv serves preadv(2) on virtual fds.
+func sysPreadv(e *Engine, r *Request) Result { return posVecIO(r, false, false) }
+
+// sysPwritev serves pwritev(2) on virtual fds.
+func sysPwritev(e *Engine, r *Request) Result { return posVecIO(r, true, false) }
+
+// sysPreadv2 serves preadv2(2) on virtual fds.
+func sysPreadv2(e *Engine, r *Request) Result { return posVecIO(r, false, true) }
+
+// sysPwritev2 serves pwritev2(2) on virtual fds.
 func sysPwritev2(e *Engine, r *Request) Result { return posVecIO(r, true, true) }
 
+// sysFallocate serves fallocate(2) on virtual fds.
 func sysFallocate(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont // a host fd or a writable shadow: the host does it

@@ -1,6 +1,65 @@
-// Package elfload inspects and prepares guest executables read from the
-// image: ELF header checks, PT_INTERP lookup and in-place patching, and
-// shebang parsing.
+// Package elfload inspects, prepares and loads guest executables.
+//
+// Inspecting (elfload.go): ELF header checks, PT_INTERP lookup and
+// in-place patching, and shebang parsing, for the seccomp tier's exec.
+//
+// Loading (load.go), for the in-process tiers: Load maps a program, and a
+// dynamic program's interpreter, into kbox's own process and builds its
+// initial stack, as the kernel's execve would; a thread kbox creates in C
+// then starts it at Loaded.Entry with its stack pointer at Loaded.SP.
+//
+//	l, err := elfload.Load(&elfload.Spec{
+//		Prog:   elfload.Image{Name: "ls", FD: prog.Main},     // dispatch.ReadProgram's memfds
+//		Interp: &elfload.Image{Name: "ld.so", FD: prog.Interp}, // nil for a static program
+//		Argv:   argv, Envp: envp, ExecFn: path,
+//		UID: uid, EUID: euid, GID: gid, EGID: egid,
+//	})
+//	...
+//	l.Brk.Set(addr)   // the guest's brk(2)
+//	l.Regions         // the guest's memory, for its mmap/munmap/mprotect checks
+//	l.TextAliases     // memfds of the code, to patch it
+//	l.Unmap()         // exec replaced it, or it never started
+//
+// The steps:
+//   - plan.go reads and checks the ELF headers (ET_EXEC and ET_DYN,
+//     x86_64 and aarch64, segments inside the file, in order, not
+//     overlapping, of sane sizes and alignments, the entry in code) and
+//     plans the mapping. Bad input is an *Error carrying the errno execve
+//     would give; nothing is mapped before the plan is complete.
+//   - load.go maps. An ET_DYN object's base is the kernel's choice: one
+//     PROT_NONE reservation of its span (aligned to its largest p_align)
+//     with a NULL hint, segments mapped inside with MAP_FIXED. An ET_EXEC
+//     object's span is reserved at its own addresses with
+//     MAP_FIXED_NOREPLACE, and an address in use (kbox, Go's heap, LKL) is
+//     the error "cannot load NAME at 0x...: address in use". Segments
+//     honour p_offset, p_vaddr, p_filesz, p_memsz, p_align and p_flags;
+//     the tail of a segment's last file page is zeroed and its bss mapped
+//     anonymous. PT_TLS is libc's business.
+//   - Code: each object's executable segments are copied into a memfd of
+//     the load's own (the text alias) and mapped from it MAP_SHARED,
+//     read-execute. kbox can map that memfd again writable and patch the
+//     guest's code in place (the rewrite tier); the copy keeps one load's
+//     patches out of every other load of the file (the image memfd is
+//     shared by the exec cache and sealed against writes). Other segments
+//     are MAP_PRIVATE from the image.
+//   - The stack (stack.go) is laid out as create_elf_tables lays it
+//     (argc, argv, envp, auxv, then AT_RANDOM's bytes, the platform
+//     string and the argument strings up to 8 bytes below the top), without
+//     the kernel's random offset, in a DefaultStackSize mapping between
+//     PROT_NONE guards. PT_GNU_STACK with PF_X makes it executable, as on
+//     Linux.
+//   - auxv (auxv.go) is kbox's own auxv with the program's entries put in:
+//     the machine's (AT_HWCAP*, AT_PAGESZ, AT_CLKTCK, AT_MINSIGSTKSZ, the
+//     rseq sizes, AT_PLATFORM) are what the kernel gave kbox, and
+//     AT_SYSINFO_EHDR is kbox's vDSO, so the guest's clock_gettime stays
+//     native; AT_PHDR, AT_PHNUM, AT_BASE, AT_ENTRY, the ids, AT_SECURE,
+//     AT_RANDOM and AT_EXECFN are the program's.
+//   - brk.go: the program break is emulated in a reservation right after
+//     the program's last segment (Brk).
+//
+// unsafe is in unsafe.go only (writing the stack, zeroing bss tails); the
+// package has no cgo. internal/nativerun starts a loaded program with no
+// interception, for tests, and internal/loadrun is a command around it.
 package elfload
 
 import (

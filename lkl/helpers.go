@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,13 +21,6 @@ func cstr(s string) ([]byte, error) {
 	return b, nil
 }
 
-func ptr(b []byte) uintptr {
-	if len(b) == 0 {
-		return 0
-	}
-	return uintptr(unsafe.Pointer(&b[0]))
-}
-
 func errOf(e unix.Errno) error {
 	if e == 0 {
 		return nil
@@ -44,7 +36,7 @@ func pathCall(nr uintptr, path string, pre []uintptr, post ...uintptr) (uintptr,
 	}
 	var a [6]uintptr
 	n := copy(a[:], pre)
-	a[n] = ptr(p)
+	a[n] = Ptr(p)
 	copy(a[n+1:], post)
 	r, e := Syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5])
 	runtime.KeepAlive(p)
@@ -70,14 +62,14 @@ func Close(fd int) error {
 
 // Read reads from an LKL fd.
 func Read(fd int, b []byte) (int, error) {
-	r, e := Syscall6(SysRead, uintptr(fd), ptr(b), uintptr(len(b)), 0, 0, 0)
+	r, e := Syscall6(SysRead, uintptr(fd), Ptr(b), uintptr(len(b)), 0, 0, 0)
 	runtime.KeepAlive(b)
 	return int(r), errOf(e)
 }
 
 // Write writes to an LKL fd.
 func Write(fd int, b []byte) (int, error) {
-	r, e := Syscall6(SysWrite, uintptr(fd), ptr(b), uintptr(len(b)), 0, 0, 0)
+	r, e := Syscall6(SysWrite, uintptr(fd), Ptr(b), uintptr(len(b)), 0, 0, 0)
 	runtime.KeepAlive(b)
 	return int(r), errOf(e)
 }
@@ -118,7 +110,7 @@ func Rename(oldpath, newpath string) error {
 		return err
 	}
 	cwd := uintptr(AtFdcwd & 0xffffffff)
-	_, e := Syscall6(SysRenameat2, cwd, ptr(o), cwd, ptr(n), 0, 0)
+	_, e := Syscall6(SysRenameat2, cwd, Ptr(o), cwd, Ptr(n), 0, 0)
 	runtime.KeepAlive(o)
 	runtime.KeepAlive(n)
 	return errOf(e)
@@ -136,7 +128,7 @@ func Symlink(target, path string) error {
 	if err != nil {
 		return err
 	}
-	_, err = pathCall(SysSymlinkat, path, []uintptr{ptr(t), uintptr(AtFdcwd & 0xffffffff)})
+	_, err = pathCall(SysSymlinkat, path, []uintptr{Ptr(t), uintptr(AtFdcwd & 0xffffffff)})
 	runtime.KeepAlive(t)
 	return err
 }
@@ -179,7 +171,7 @@ func Mount(source, target, fstype string, flags uintptr, data string) error {
 			return err
 		}
 	}
-	_, e := Syscall6(SysMount, ptr(s), ptr(t), ptr(f), flags, ptr(d), 0)
+	_, e := Syscall6(SysMount, Ptr(s), Ptr(t), Ptr(f), flags, Ptr(d), 0)
 	runtime.KeepAlive(s)
 	runtime.KeepAlive(t)
 	runtime.KeepAlive(f)
@@ -200,21 +192,21 @@ func Stat(path string, nofollow bool) (Stat64, error) {
 	if nofollow {
 		flags = unix.AT_SYMLINK_NOFOLLOW
 	}
-	_, err := pathCall(SysNewfstatat, path, []uintptr{uintptr(AtFdcwd & 0xffffffff)}, uintptr(unsafe.Pointer(&st)), flags)
+	_, err := pathCall(SysNewfstatat, path, []uintptr{uintptr(AtFdcwd & 0xffffffff)}, PtrOf(&st), flags)
 	return st, err
 }
 
 // Fstat returns the LKL stat of fd.
 func Fstat(fd int) (Stat64, error) {
 	var st Stat64
-	_, e := Syscall6(SysFstat, uintptr(fd), uintptr(unsafe.Pointer(&st)), 0, 0, 0, 0)
+	_, e := Syscall6(SysFstat, uintptr(fd), PtrOf(&st), 0, 0, 0, 0)
 	return st, errOf(e)
 }
 
 // Uname returns the kernel's utsname (the layout is the same on every arch).
 func Uname() (unix.Utsname, error) {
 	var u unix.Utsname
-	_, e := Syscall6(SysUname, uintptr(unsafe.Pointer(&u)), 0, 0, 0, 0, 0)
+	_, e := Syscall6(SysUname, PtrOf(&u), 0, 0, 0, 0, 0)
 	return u, errOf(e)
 }
 
@@ -270,7 +262,7 @@ func ReadDir(path string) ([]string, error) {
 	var names []string
 	buf := make([]byte, 8<<10)
 	for {
-		r, e := Syscall6(SysGetdents64, uintptr(fd), ptr(buf), uintptr(len(buf)), 0, 0, 0)
+		r, e := Syscall6(SysGetdents64, uintptr(fd), Ptr(buf), uintptr(len(buf)), 0, 0, 0)
 		if e != 0 {
 			return names, e
 		}

@@ -305,7 +305,7 @@ func umountRetry(target string) error {
 func raiseFileLimit() {
 	const nrOpen = 1 << 20 // the kernel's default fs.nr_open
 	lim := unix.Rlimit{Cur: nrOpen, Max: nrOpen}
-	lkl.Syscall6(lkl.SysPrlimit64, 0, unix.RLIMIT_NOFILE, uintptr(unsafePointer(&lim)), 0, 0, 0)
+	lkl.Syscall6(lkl.SysPrlimit64, 0, unix.RLIMIT_NOFILE, lkl.PtrOf(&lim), 0, 0, 0)
 }
 
 // setClock gives the kernel the host's wall-clock time: LKL starts at the
@@ -313,7 +313,7 @@ func raiseFileLimit() {
 func setClock() {
 	var ts unix.Timespec
 	if unix.ClockGettime(unix.CLOCK_REALTIME, &ts) == nil {
-		lkl.Syscall6(lkl.SysClockSettime, unix.CLOCK_REALTIME, uintptr(unsafePointer(&ts)), 0, 0, 0, 0)
+		lkl.Syscall6(lkl.SysClockSettime, unix.CLOCK_REALTIME, lkl.PtrOf(&ts), 0, 0, 0, 0)
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 const DefaultVirtualFDBase = 1024
 
 // Policy describes the seccomp filter. The zero value is not useful; start
-// from DefaultPolicy.
+// from NewPolicy. kbox's own lists derive from the syscall table
+// (dispatch/linux_*.go; seccomp/supervisor.Policy).
 //
 // Evaluation order (identical in BPF and in Decide):
 //  1. arch != Arch.AuditArch            → KILL_PROCESS
@@ -94,27 +95,18 @@ func (p *Policy) trusted(ip uint64) bool {
 	return false
 }
 
-// DefaultPolicy returns the standard kbox policy for the native architecture
-// (falling back to x86_64 tables on unsupported hosts so it can still be
-// simulated).
-func DefaultPolicy() *Policy {
-	a := NativeArch()
+// NewPolicy returns an empty policy for a (the native architecture when
+// nil, x86_64 on an unsupported host so that it can still be simulated):
+// refusals with EPERM, the default virtual fd base, every syscall
+// notified until lists are given.
+func NewPolicy(a *Arch) *Policy {
+	if a == nil {
+		a = NativeArch()
+	}
 	if a == nil {
 		a = ArchX86_64
 	}
-	deny := make([]string, len(DenyRules))
-	for i, r := range DenyRules {
-		deny[i] = r.Name
-	}
-	return &Policy{
-		Arch:          a,
-		Deny:          deny,
-		Allow:         append([]string(nil), DefaultAllow...),
-		HostFD:        append([]string(nil), DefaultHostFD...),
-		NullArg:       map[string]int{"sendto": 4},
-		VirtualFDBase: DefaultVirtualFDBase,
-		DenyErrno:     unix.EPERM,
-	}
+	return &Policy{Arch: a, VirtualFDBase: DefaultVirtualFDBase, DenyErrno: unix.EPERM}
 }
 
 // verdict classes of a syscall number.

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 // helperPolicy is the default policy plus sendmsg on host fds, needed to
 // hand over the listener fd after the filter is in place.
 func helperPolicy() *Policy {
-	p := DefaultPolicy()
+	p := samplePolicy()
 	p.HostFD = append(p.HostFD, "sendmsg")
 	return p
 }

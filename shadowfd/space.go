@@ -317,7 +317,7 @@ func (m *Manager) Rebalance() {
 // lklStatfs is fstatfs of an LKL fd (LKL's struct statfs has the 64-bit
 // generic layout, which is unix.Statfs_t's on amd64 and arm64).
 func lklStatfs(fd int, sf *unix.Statfs_t) error {
-	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(fd), uintptr(statfsPtr(sf)), 0, 0, 0, 0); le != 0 {
+	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(fd), lkl.PtrOf(sf), 0, 0, 0, 0); le != 0 {
 		return le
 	}
 	return nil

@@ -168,7 +168,7 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 				}
 			}
 			for o := int64(off); o < end; {
-				k, le := lkl.Syscall6(lkl.SysPread64, uintptr(n.lklfd), uintptr(ptr(buf)), uintptr(min(int64(len(buf)), end-o)), uintptr(o), 0, 0)
+				k, le := lkl.Syscall6(lkl.SysPread64, uintptr(n.lklfd), lkl.Ptr(buf), uintptr(min(int64(len(buf)), end-o)), uintptr(o), 0, 0)
 				if le != 0 {
 					return le
 				}
@@ -400,7 +400,7 @@ func writeChunk(fd int, buf []byte, a int64, in []extent) error {
 			}
 		}
 		for o := r.off; o < r.end; {
-			k, le := lkl.Syscall6(lkl.SysPwrite64, uintptr(fd), uintptr(ptr(buf[o-a:])), uintptr(r.end-o), uintptr(o), 0, 0)
+			k, le := lkl.Syscall6(lkl.SysPwrite64, uintptr(fd), lkl.Ptr(buf[o-a:]), uintptr(r.end-o), uintptr(o), 0, 0)
 			if le != 0 {
 				return le
 			}
@@ -424,7 +424,7 @@ func punch(fd int, off, n int64) error {
 	}
 	zero := make([]byte, min(n, chunkSize))
 	for o := off; o < off+n; {
-		k, le := lkl.Syscall6(lkl.SysPwrite64, uintptr(fd), uintptr(ptr(zero)), uintptr(min(int64(len(zero)), off+n-o)), uintptr(o), 0, 0)
+		k, le := lkl.Syscall6(lkl.SysPwrite64, uintptr(fd), lkl.Ptr(zero), uintptr(min(int64(len(zero)), off+n-o)), uintptr(o), 0, 0)
 		if le != 0 {
 			return le
 		}

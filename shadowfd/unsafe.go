@@ -9,9 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ptr passes a buffer to LKL by address.
-func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }
-
 // openat is openat(2) with a NUL-terminated name the caller provides, so
 // that no C string is allocated.
 func openat(dirfd int, name *byte, flags int) (int, error) {
@@ -22,12 +19,9 @@ func openat(dirfd int, name *byte, flags int) (int, error) {
 	return int(fd), nil
 }
 
-// statfsPtr passes a statfs buffer to LKL by address.
-func statfsPtr(sf *unix.Statfs_t) unsafe.Pointer { return unsafe.Pointer(sf) }
-
 // lklFutimens sets the times of LKL fd fd (utimensat with a NULL path).
 func lklFutimens(fd int, ts *[2]unix.Timespec) unix.Errno {
-	_, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(fd), 0, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+	_, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(fd), 0, lkl.PtrOf(ts), 0, 0, 0)
 	runtime.KeepAlive(ts)
 	return le
 }

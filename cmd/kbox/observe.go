@@ -9,7 +9,6 @@ import (
 
 	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
-	"github.com/kbox-project/kbox/seccomp"
 	"github.com/kbox-project/kbox/web"
 )
 
@@ -33,25 +32,6 @@ type observatory struct {
 
 // started is when kbox started: --stats reports wall time from it.
 var started = time.Now()
-
-// sysNames maps the native architecture's syscall numbers to names.
-var sysNames = func() (t [web.MaxNr]string) {
-	if a := seccomp.NativeArch(); a != nil {
-		for nr, name := range a.Names() {
-			if nr >= 0 && nr < web.MaxNr {
-				t[nr] = name
-			}
-		}
-	}
-	return t
-}()
-
-func sysName(nr int) string {
-	if nr >= 0 && nr < len(sysNames) {
-		return sysNames[nr]
-	}
-	return ""
-}
 
 // kernelSource is where the sampler reads the guest kernel's /proc (from
 // rootfs.Root) and the guest processes and fd tables (from the engine).
@@ -102,7 +82,7 @@ func newObservatory(o *ImageOptions, src kernelSource) (*observatory, error) {
 	}
 	if o.Web || o.Stats {
 		ob.rec = web.NewRecorder(web.RecorderConfig{
-			Family: func(nr int32) string { return web.Family(sysName(int(nr))) },
+			Family: func(nr int32) string { return dispatch.FamilyOf(int(nr)) },
 		})
 	}
 	if o.Web {
@@ -143,7 +123,7 @@ func (ob *observatory) observe(req *dispatch.Request, res *dispatch.Result, lat 
 	ev := web.Event{
 		Pid:       int32(req.G.Pid()),
 		Nr:        int32(req.Nr),
-		Name:      sysName(req.Nr),
+		Name:      dispatch.NameOf(req.Nr),
 		Disp:      web.Disposition(res.Disp),
 		LatencyNs: int64(lat),
 		Path:      req.Path,

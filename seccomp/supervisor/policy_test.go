@@ -1,8 +1,6 @@
 package supervisor
 
 import (
-	"fmt"
-	"sort"
 	"testing"
 
 	"github.com/kbox-project/kbox/dispatch"
@@ -116,52 +114,44 @@ func TestPolicyRoutes(t *testing.T) {
 	}
 }
 
-// TestEverySyscallHasADisposition: every syscall number of the native
-// architecture (make test-arm64 runs this for aarch64) runs natively
-// (allowed, or host-fd-only), is refused in the filter, or has a handler
-// (which may answer it as absent, dispatch/absent.go): ENOSYS is always a
-// decision, never an omission. And no syscall is both allowed or refused
-// in the filter and handled: such a handler could never run.
-func TestEverySyscallHasADisposition(t *testing.T) {
-	a := seccomp.NativeArch()
-	if a == nil {
-		t.Skip("unsupported arch")
-	}
-	set := func(l []string) map[string]bool {
-		m := map[string]bool{}
-		for _, n := range l {
-			m[n] = true
-		}
-		return m
-	}
-	// With the guest's own namespaces and without (the fallback): a
-	// handler is dead when no policy lets it run.
-	var missing, dead []string
-	runs := map[string]bool{}
+// TestPolicyFollowsTable: the filter does with every syscall what its
+// entry in the syscall table says (dispatch/linux_*.go), with the guest's
+// own namespaces and without; make test-arm64 runs it for aarch64.
+func TestPolicyFollowsTable(t *testing.T) {
+	notify, allow := uint32(seccomp.RetUserNotif), uint32(seccomp.RetAllow)
 	for _, ns := range []Namespaces{NSNet | NSIPC, 0} {
 		p := Policy(1024, ns)
-		allow, hostFD, deny := set(p.Allow), set(p.HostFD), set(p.Deny)
-		for nr, name := range a.Names() {
-			handled := dispatch.Handled(nr)
-			if handled && !allow[name] && !deny[name] {
-				runs[name] = true
-			}
-			if !allow[name] && !hostFD[name] && !deny[name] && !handled {
-				missing = append(missing, fmt.Sprintf("%s (%d, namespaces %d)", name, nr, ns))
-			}
+		if _, err := p.Assemble(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	for nr, name := range a.Names() {
-		if dispatch.Handled(nr) && !runs[name] {
-			dead = append(dead, name)
-		}
-	}
-	sort.Strings(missing)
-	sort.Strings(dead)
-	if len(missing) > 0 {
-		t.Errorf("%s: %d syscalls have no disposition: %v", a.Name, len(missing), missing)
-	}
-	if len(dead) > 0 {
-		t.Errorf("%s: handlers that can never run (allowed or refused in the filter): %v", a.Name, dead)
+		dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
+			verdict := func(fd uint64) uint32 { return p.Decide(uint32(nr), p.Arch.AuditArch, [6]uint64{fd}) }
+			var want, wantVirtual uint32
+			switch s.How {
+			case dispatch.Native:
+				want, wantVirtual = allow, allow
+			case dispatch.NativeInNS:
+				want, wantVirtual = notify, notify
+				if ns&NSIPC != 0 {
+					want, wantVirtual = allow, allow
+				}
+			case dispatch.HostFD:
+				want, wantVirtual = allow, notify
+			case dispatch.Refused:
+				if s.Errno != unix.EPERM {
+					t.Errorf("%s: refused with %v: the filter refuses with EPERM only", s.Name, s.Errno)
+				}
+				want = seccomp.RetErrno | uint32(unix.EPERM)
+				wantVirtual = want
+			case dispatch.Served, dispatch.Absent:
+				want, wantVirtual = notify, notify
+			}
+			if got := verdict(3); got != want {
+				t.Errorf("%s (%s, namespaces %d) on fd 3: %#x, want %#x", s.Name, s.How, ns, got, want)
+			}
+			if got := verdict(1030); got != wantVirtual {
+				t.Errorf("%s (%s, namespaces %d) on a virtual fd: %#x, want %#x", s.Name, s.How, ns, got, wantVirtual)
+			}
+		})
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
@@ -58,96 +57,32 @@ const (
 	NSUser Namespaces = 4
 )
 
-// ipcSyscalls are System V IPC and POSIX message queues: native in the
-// guest's own IPC namespace, refused (ENOSYS, dispatch/ipc.go) without one.
-var ipcSyscalls = []string{
-	"shmget", "shmat", "shmdt", "shmctl",
-	"semget", "semop", "semtimedop", "semctl",
-	"msgget", "msgsnd", "msgrcv", "msgctl",
-	"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
-}
-
-// socketHostFD are socket calls that run natively on a host fd: they name
-// nothing the guest chose (bind, connect and sends to an address do, and
-// are served by kbox: dispatch/socket.go).
-var socketHostFD = []string{
-	"listen", "accept", "accept4", "getsockname", "getpeername", "shutdown",
-	"getsockopt", "setsockopt", "recvmsg", "recvmmsg",
-}
-
-// hostAllow are syscalls the guest runs natively, beyond the seccomp
-// package's defaults: process, memory, timing and host-object syscalls that
-// never touch files of the image.
-var hostAllow = []string{
-	// msync is not here: it is notified, to write back mapped shadows.
-	"mmap", "mprotect", "mincore", "mlock", "munlock", "mlockall", "munlockall",
-	"wait4", "waitid",
-	"getpid", "getppid", "gettid", "arch_prctl",
-	"getrlimit", "pipe", "pipe2", "socketpair", "eventfd", "eventfd2",
-	"poll", "ppoll", "select", "pselect6", "pause", "alarm", "setitimer", "getitimer",
-	"rt_sigsuspend", "rt_sigtimedwait", "getpgrp", "setpgid", "setsid",
-	"times", "getrusage",
-	"sched_get_priority_max", "sched_get_priority_min",
-	"prctl", "membarrier", "getcpu", "epoll_create", "epoll_create1", "epoll_ctl",
-	"timerfd_create", "timerfd_settime", "timerfd_gettime", "signalfd4", "memfd_create",
-	"time", "rt_sigpending", "signalfd",
-	"timer_create", "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete",
-	// The calling process's own memory: NUMA policy, protection keys,
-	// TLS, shadow stacks.
-	"mbind", "get_mempolicy", "set_mempolicy", "set_mempolicy_home_node",
-	"pkey_alloc", "pkey_free", "pkey_mprotect", "mlock2", "remap_file_pages",
-	"map_shadow_stack", "get_thread_area", "set_thread_area",
-	// A guest's own filter stacks on kbox's: it can only make the
-	// guest's syscalls fail earlier (the stricter action wins).
-	"seccomp",
-	// Kernel AIO on the guest's own fds (host fds: a virtual fd number
-	// does not exist on the host, EBADF).
-	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
-	// getpriority/setpriority, the sched_*param/scheduler/attr family,
-	// getpgid and getsid are not here: they name a task, which must be
-	// the guest's (dispatch/sched.go).
-	// capget is not here: capabilities are emulated (dispatch/ident.go).
-	// umask(2) is not here: it is notified, so that kbox knows the umask
-	// of the files it creates in LKL (dispatch/umask.go); nor is
-	// set_tid_address, a new program's first syscall, where kbox checks an
-	// exec (dispatch/exec.go). personality(2) takes effect at exec, which
-	// the host kernel does (docs/tiers.md).
-	"personality",
-}
-
 // Policy returns the filter policy of the seccomp tier for a guest with
-// namespaces ns.
+// namespaces ns, derived from the syscall table (dispatch/linux_*.go):
+// Native entries run natively, NativeInNS ones too when the guest has its
+// own IPC namespace, HostFD ones natively on host fds (AddrArg4: only
+// without a destination address), Refused ones get EPERM in BPF; every
+// other syscall (Served, Absent) is notified.
 func Policy(virtualBase uint32, ns Namespaces) *seccomp.Policy {
-	p := seccomp.DefaultPolicy()
-	var allow []string
-	for _, n := range p.Allow {
-		if n != "exit_group" { // notified: shadows are written back at exit
-			allow = append(allow, n)
+	p := seccomp.NewPolicy(nil)
+	p.NullArg = map[string]int{}
+	dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
+		switch s.How {
+		case dispatch.Native:
+			p.Allow = append(p.Allow, s.Name)
+		case dispatch.NativeInNS:
+			if ns&NSIPC != 0 {
+				p.Allow = append(p.Allow, s.Name)
+			}
+		case dispatch.HostFD:
+			p.HostFD = append(p.HostFD, s.Name)
+			if s.Facts&dispatch.AddrArg4 != 0 {
+				p.NullArg[s.Name] = 4
+			}
+		case dispatch.Refused:
+			p.Deny = append(p.Deny, s.Name)
 		}
-	}
-	p.Allow = append(allow, hostAllow...)
-	if ns&NSIPC != 0 {
-		p.Allow = append(p.Allow, ipcSyscalls...)
-	}
-	// fsync and fdatasync are notified on every fd: on a writable shadow
-	// they write it back to the image (dispatch.sysFsync).
-	var hostFD []string
-	for _, n := range p.HostFD {
-		if n != "fsync" && n != "fdatasync" {
-			hostFD = append(hostFD, n)
-		}
-	}
-	p.HostFD = hostFD
-	// sendmsg is notified on every fd: its msghdr may name a path, which
-	// the filter cannot see, and which the host kernel would look up in
-	// the host's filesystem (dispatch/socket.go serves it). sendto is
-	// notified with an address (seccomp.Policy.NullArg).
-	// fchmod and fchown stay notified: a read-only bind refuses them;
-	// fstatfs too: a shadow's filesystem is its image file's.
-	p.HostFD = append(p.HostFD, "fadvise64", "ftruncate", "getdents64",
-		// The fd-to-fd copies; a virtual fd's are served (file.go).
-		"splice", "tee", "vmsplice", "readahead", "cachestat")
-	p.HostFD = append(p.HostFD, socketHostFD...)
+	})
 	p.VirtualFDBase = virtualBase
 	return p
 }
@@ -282,7 +217,7 @@ func Run(cfg Config) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(stage)
-	eng.Opt.StageDir = stage
+	eng.Tier = &execTier{stage: stage}
 	// The socket binder's root (binder.c): inside the stage directory,
 	// which the keeper removes even when kbox was killed.
 	sockDir := filepath.Join(stage, "sock")
@@ -555,7 +490,12 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst boo
 		}
 		req.Nr, req.Args, req.G, req.P, req.Path = int(n.Data.Nr), n.Data.Args, g, eng.Lookup(int(n.Pid)), ""
 		g.co.touch(int(n.Pid))
-		res := eng.Dispatch(&req)
+		var res dispatch.Result
+		if req.P == nil || checkExec(&req) {
+			res = eng.Dispatch(&req)
+		} else {
+			res = dispatch.Result{Disp: dispatch.Denied, Errno: unix.EPERM} // killed: it ran a program kbox did not prepare
+		}
 		if cfg.Observe != nil {
 			cfg.Observe(&req, &res, clock.Since(start))
 		}
@@ -624,5 +564,5 @@ func restoreForeground() {
 	signal.Ignore(unix.SIGTTOU)
 	defer signal.Reset(unix.SIGTTOU)
 	pgrp := unix.Getpgrp()
-	unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&pgrp)))
+	unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, pgrp)
 }

@@ -1,0 +1,149 @@
+package dispatch
+
+import "golang.org/x/sys/unix"
+
+// The syscall table. Everything kbox knows about a syscall number lives in
+// one entry of the table of its architecture (linux_amd64.go,
+// linux_arm64.go): its name and family, what kbox does with it (How), the
+// handler that serves it (Fn, in the file of its family), the errno of a
+// refusal, the facts the fast paths need, and why. The tiers' filters
+// (seccomp/supervisor.Policy, the trap tier's), the engine's dispatch, the
+// observatory's families and the coverage tests all derive from it: a
+// syscall is never native in one place and handled in another.
+//
+// To find where a syscall is handled: look its name up in the table of
+// your architecture; Fn names the handler, whose file is its family's
+// (file.go, stat.go, path.go, exec.go, proc.go, ident.go, signal.go,
+// sched.go, sys.go, socket.go, ipc.go, mmap.go, ...).
+
+// How says what kbox does with a syscall.
+type How uint8
+
+const (
+	// Unknown: no entry. The engine answers ENOSYS; the coverage test
+	// fails for a number of the architecture without an entry.
+	Unknown How = iota
+	// Native runs on the host and never reaches kbox: it touches only
+	// the caller's own memory, signals, time or host objects without a
+	// path (Why says which).
+	Native
+	// HostFD runs on the host when its first argument is a host fd (below
+	// the virtual fd base); Fn serves a virtual fd.
+	HostFD
+	// Served always reaches kbox: Fn serves it (through LKL, on the host
+	// after checks, or emulated).
+	Served
+	// NativeInNS runs on the host when the guest has an IPC namespace of
+	// its own; Fn answers it otherwise.
+	NativeInNS
+	// Refused is refused by the filter with Errno, before kbox or the
+	// host kernel sees it: it acts on the host itself (Why).
+	Refused
+	// Absent is answered with Errno, as a kernel without the syscall
+	// answers; Why says why kbox does not provide it.
+	Absent
+)
+
+var howNames = [...]string{Unknown: "unknown", Native: "native", HostFD: "native on host fds", Served: "served",
+	NativeInNS: "native in the guest's IPC namespace", Refused: "refused", Absent: "absent"}
+
+func (h How) String() string {
+	if int(h) < len(howNames) {
+		return howNames[h]
+	}
+	return "unknown"
+}
+
+// Facts are what the engine's fast paths need to know of a syscall.
+type Facts uint8
+
+const (
+	// Pure reads LKL state without changing it (not even an access
+	// time), or does not touch LKL: the stat cache stays valid
+	// (statcache.go) and LKL's free space does not move
+	// (shadowfd/space.go).
+	Pure Facts = 1 << iota
+	// Opens is an open: it reports its change to the stat cache itself
+	// (only when it really changed something, statcache.go).
+	Opens
+	// AddrArg4 (with HostFD) runs on the host only while argument 4, a
+	// destination address, is 0: an address may name a path, which kbox
+	// resolves in the guest's filesystem (socket.go).
+	AddrArg4
+)
+
+// Family groups syscalls for the observatory.
+type Family uint8
+
+const (
+	FamOther Family = iota
+	FamFile
+	FamIO
+	FamMeta
+	FamProc
+	FamSignal
+	FamMem
+	FamNet
+	FamTime
+)
+
+var familyNames = [...]string{FamOther: "other", FamFile: "file", FamIO: "io", FamMeta: "meta", FamProc: "proc",
+	FamSignal: "signal", FamMem: "mem", FamNet: "net", FamTime: "time"}
+
+func (f Family) String() string { return familyNames[f] }
+
+// Syscall is one entry of the table.
+type Syscall struct {
+	Name  string
+	Fam   Family
+	How   How
+	Fn    Handler
+	Errno unix.Errno // Refused, Absent
+	Facts Facts
+	Why   string
+}
+
+// MaxNr bounds syscall numbers in the table.
+const MaxNr = 512
+
+// Lookup returns the entry of syscall nr of the running architecture (How
+// Unknown when there is none).
+func Lookup(nr int) Syscall {
+	if nr < 0 || nr >= MaxNr {
+		return Syscall{}
+	}
+	return linux[nr]
+}
+
+// Syscalls calls f for every entry of the running architecture's table,
+// in number order.
+func Syscalls(f func(nr int, s *Syscall)) {
+	for nr := range linux {
+		if linux[nr].How != Unknown {
+			f(nr, &linux[nr])
+		}
+	}
+}
+
+// Names returns the names of the syscalls whose entries match keep, in
+// number order: the tiers' filter lists are made with it.
+func Names(keep func(s *Syscall) bool) []string {
+	var out []string
+	Syscalls(func(nr int, s *Syscall) {
+		if keep(s) {
+			out = append(out, s.Name)
+		}
+	})
+	return out
+}
+
+// FamilyOf names the family of syscall nr ("other" when unknown).
+func FamilyOf(nr int) string { return Lookup(nr).Fam.String() }
+
+// NameOf names syscall nr ("" when unknown).
+func NameOf(nr int) string { return Lookup(nr).Name }
+
+// Handled reports whether syscall nr has a handler.
+func Handled(nr int) bool { return Lookup(nr).Fn != nil }
+
+func pure(nr int) bool { return nr >= 0 && nr < MaxNr && linux[nr].Facts&Pure != 0 }

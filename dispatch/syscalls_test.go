@@ -1,0 +1,110 @@
+package dispatch
+
+import (
+	"runtime"
+	"sort"
+	"testing"
+
+	"github.com/kbox-project/kbox/seccomp"
+)
+
+// TestEverySyscallHasAnEntry: every syscall number of the running
+// architecture (the kernel's names, from go-seccomp-bpf's tables) has an
+// entry in the table, under its kernel name, and the table holds no other
+// number: ENOSYS is always a decision, never an omission. make test-arm64
+// runs it for aarch64.
+func TestEverySyscallHasAnEntry(t *testing.T) {
+	a := seccomp.NativeArch()
+	if a == nil {
+		t.Skip("unsupported arch")
+	}
+	names := a.Names()
+	var missing []string
+	for nr, name := range names {
+		s := Lookup(nr)
+		switch {
+		case s.How == Unknown:
+			missing = append(missing, name)
+		case s.Name != name:
+			t.Errorf("%s %d: entry named %q", name, nr, s.Name)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("%s: %d syscalls have no entry: %v", a.Name, len(missing), missing)
+	}
+	Syscalls(func(nr int, s *Syscall) {
+		if _, known := names[nr]; !known {
+			t.Errorf("entry %d (%s) is no syscall of %s", nr, s.Name, a.Name)
+		}
+	})
+}
+
+// TestSyscallEntriesAreConsistent: each kind of entry has what it needs
+// and nothing that could never be used: a handler exactly where the
+// syscall can reach kbox, an errno where kbox answers with one, a reason
+// for every syscall kbox lets through or refuses.
+func TestSyscallEntriesAreConsistent(t *testing.T) {
+	Syscalls(func(nr int, s *Syscall) {
+		switch s.How {
+		case Served, HostFD, NativeInNS:
+			if s.Fn == nil {
+				t.Errorf("%s (%s): no handler", s.Name, s.How)
+			}
+			if s.Errno != 0 {
+				t.Errorf("%s (%s): an errno that is never used", s.Name, s.How)
+			}
+		case Native, Refused, Absent:
+			if s.Fn != nil {
+				t.Errorf("%s (%s): a handler that can never run", s.Name, s.How)
+			}
+			if s.Why == "" {
+				t.Errorf("%s (%s): no reason", s.Name, s.How)
+			}
+			if (s.How == Native) != (s.Errno == 0) {
+				t.Errorf("%s (%s): errno %v", s.Name, s.How, s.Errno)
+			}
+		default:
+			t.Errorf("%s: How %d", s.Name, s.How)
+		}
+		if s.Facts&AddrArg4 != 0 && s.How != HostFD {
+			t.Errorf("%s: AddrArg4 without HostFD", s.Name)
+		}
+		if s.Facts&(Pure|Opens) == Pure|Opens {
+			t.Errorf("%s: both Pure and Opens", s.Name)
+		}
+	})
+}
+
+// TestServedSyscalls: the file syscalls the seccomp tier's coverage list
+// names are served (not native, not absent).
+func TestServedSyscalls(t *testing.T) {
+	a := seccomp.NativeArch()
+	if a == nil {
+		t.Skip("unsupported arch")
+	}
+	names := []string{
+		"openat", "openat2", "close", "close_range", "read", "write", "pread64", "pwrite64",
+		"readv", "writev", "lseek", "sendfile", "copy_file_range", "fstat", "newfstatat", "statx",
+		"statfs", "fstatfs", "faccessat", "faccessat2", "getdents64", "mkdirat", "unlinkat",
+		"renameat", "renameat2", "linkat", "symlinkat", "readlinkat", "fchmod", "fchmodat",
+		"fchown", "fchownat", "utimensat", "truncate", "ftruncate", "fallocate", "fsync",
+		"fdatasync", "sync", "flock", "fcntl", "dup", "dup3", "ioctl", "chdir", "fchdir",
+		"getcwd", "getuid", "setuid", "uname", "execve", "execveat", "mount",
+		"umount2", "exit_group",
+	}
+	if runtime.GOARCH == "amd64" {
+		names = append(names, "open", "creat", "stat", "lstat", "access", "mkdir", "rmdir",
+			"unlink", "rename", "link", "symlink", "readlink", "chmod", "chown", "lchown", "dup2", "getdents")
+	}
+	for _, n := range names {
+		nr, ok := a.Nr(n)
+		if !ok {
+			t.Errorf("%s has no syscall %s", a.Name, n)
+			continue
+		}
+		if !Handled(int(nr)) {
+			t.Errorf("%s: no handler for %s (%d)", a.Name, n, nr)
+		}
+	}
+}
