@@ -39,6 +39,10 @@
 
 #include "_cgo_export.h"
 
+#ifndef SYS_SECCOMP
+#define SYS_SECCOMP 1 /* si_code of a SECCOMP_RET_TRAP SIGSYS */
+#endif
+
 _Static_assert(offsetof(struct kbox_thread, xsave) == KT_OFF_XSAVE, "xsave offset");
 _Static_assert(offsetof(struct kbox_thread, gregs[REG_RSP]) == KT_OFF_RSP, "rsp offset");
 _Static_assert(offsetof(struct kbox_thread, gregs[REG_RIP]) == KT_OFF_RIP, "rip offset");

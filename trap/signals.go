@@ -34,25 +34,25 @@ type kaction struct {
 }
 
 const (
-	sigDfl     = 0
-	sigIgn     = 1
-	saNodefer  = 0x40000000
+	sigDfl      = 0
+	sigIgn      = 1
+	saNodefer   = 0x40000000
 	saResethand = 0x80000000
-	saOnstack  = 0x08000000
-	saRestart  = 0x10000000
-	saRestorer = 0x04000000
-	saSiginfo  = 4
-	ssOnstack  = 1
-	ssDisable  = 2
-	ssFlagBits = 0x80000000 // SS_AUTODISARM
-	siUser     = 0
-	siTkill    = -6
-	minSigStk  = 2048
+	saOnstack   = 0x08000000
+	saRestart   = 0x10000000
+	saRestorer  = 0x04000000
+	saSiginfo   = 4
+	ssOnstack   = 1
+	ssDisable   = 2
+	ssFlagBits  = -0x80000000 // SS_AUTODISARM
+	siUser      = 0
+	siTkill     = -6
+	minSigStk   = 2048
 )
 
 func bit(sig int) uint64 { return 1 << (sig - 1) }
 
-const unblockable = 1<<(unix.SIGKILL-1) | 1<<(unix.SIGSTOP-1)
+const unblockable = 1<<(int(unix.SIGKILL)-1) | 1<<(int(unix.SIGSTOP)-1)
 
 // sigState is the process-wide part: actions and process-directed pending
 // signals. mu also guards every thread's mask and pending set.
@@ -85,7 +85,7 @@ func (t *tier) startSignals() {
 	go func() {
 		for s := range t.sig.ch {
 			sig := int(s.(syscall.Signal))
-			if sig == unix.SIGCHLD {
+			if sig == int(unix.SIGCHLD) {
 				continue // kbox's own children; the guest has none
 			}
 			t.send(nil, sig, makeInfo(sig, siUser, 0, 0))
@@ -112,12 +112,12 @@ func makeInfo(sig, code, pid, uid int) []byte {
 // defaultAction of a signal: 'i'gnore, 's'top, 'c'ore or 't'erminate.
 func defaultAction(sig int) byte {
 	switch sig {
-	case unix.SIGCHLD, unix.SIGCONT, unix.SIGURG, unix.SIGWINCH:
+	case int(unix.SIGCHLD), int(unix.SIGCONT), int(unix.SIGURG), int(unix.SIGWINCH):
 		return 'i'
-	case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+	case int(unix.SIGSTOP), int(unix.SIGTSTP), int(unix.SIGTTIN), int(unix.SIGTTOU):
 		return 's'
-	case unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT, unix.SIGBUS, unix.SIGFPE,
-		unix.SIGSEGV, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGSYS:
+	case int(unix.SIGQUIT), int(unix.SIGILL), int(unix.SIGTRAP), int(unix.SIGABRT), int(unix.SIGBUS), int(unix.SIGFPE),
+		int(unix.SIGSEGV), int(unix.SIGXCPU), int(unix.SIGXFSZ), int(unix.SIGSYS):
 		return 'c'
 	}
 	return 't'
@@ -132,10 +132,10 @@ func (t *tier) ignored(sig int) bool {
 // thread that can take it.
 func (t *tier) send(to *thread, sig int, info []byte) {
 	switch sig {
-	case unix.SIGKILL:
+	case int(unix.SIGKILL):
 		t.finish(Exit{Status: 128 + sig, Signal: sig})
 		return
-	case unix.SIGSTOP:
+	case int(unix.SIGSTOP):
 		unix.Kill(t.pid, unix.SIGSTOP)
 		return
 	}
@@ -209,7 +209,7 @@ func (th *thread) dequeue(set uint64) (int, []byte, bool) {
 		return 0, nil, false
 	}
 	sig := 0
-	for _, s := range []int{unix.SIGSEGV, unix.SIGBUS, unix.SIGILL, unix.SIGTRAP, unix.SIGFPE, unix.SIGSYS} {
+	for _, s := range []int{int(unix.SIGSEGV), int(unix.SIGBUS), int(unix.SIGILL), int(unix.SIGTRAP), int(unix.SIGFPE), int(unix.SIGSYS)} {
 		if avail&bit(s) != 0 {
 			sig = s
 			break
@@ -268,7 +268,7 @@ func (th *thread) deliver() {
 		}
 		if !th.frame(sig, act, info) {
 			// No room for the frame: Linux forces SIGSEGV.
-			t.finish(Exit{Status: 128 + unix.SIGSEGV, Signal: unix.SIGSEGV})
+			t.finish(Exit{Status: 128 + int(unix.SIGSEGV), Signal: int(unix.SIGSEGV)})
 			return
 		}
 	}
@@ -281,7 +281,7 @@ func (th *thread) syncSignal(sig int) {
 	t := tr
 	info := append([]byte(nil), th.k.Si[:]...)
 	code := int32(binary.LittleEndian.Uint32(info[8:]))
-	forced := code > 0 && sig != unix.SIGPIPE && sig != unix.SIGXFSZ
+	forced := code > 0 && sig != int(unix.SIGPIPE) && sig != int(unix.SIGXFSZ)
 	t.sig.mu.Lock()
 	act := t.sig.act[sig]
 	if forced && (act.handler == sigIgn || th.mask&bit(sig) != 0) {
@@ -289,7 +289,7 @@ func (th *thread) syncSignal(sig int) {
 		th.mask &^= bit(sig)
 	}
 	t.sig.mu.Unlock()
-	if sig == unix.SIGPIPE || sig == unix.SIGXFSZ {
+	if sig == int(unix.SIGPIPE) || sig == int(unix.SIGXFSZ) {
 		t.send(th, sig, info)
 		return
 	}
@@ -301,19 +301,19 @@ func (th *thread) syncSignal(sig int) {
 
 // Layout of the kernel's rt_sigframe on x86_64.
 const (
-	frameUC      = 8          // after pretcode
-	ucStack      = 16         // uc_stack in ucontext
-	ucMcontext   = 40         // uc_mcontext: gregs, fpstate pointer, reserved
-	ucFpstate    = 40 + 23*8  // the fpstate pointer
-	ucSigmask    = 40 + 256   // uc_sigmask
-	frameInfo    = 8 + 304    // siginfo
-	frameSize    = 8 + 304 + 128
-	ucFPXstate   = 1 // UC_FP_XSTATE
-	ucSigcontSS  = 2 // UC_SIGCONTEXT_SS
-	fpMagic1     = 0x46505853
-	fpMagic2     = 0x46505845
-	redZone      = 128
-	eflagsUser   = 0x40000 | 0x800 | 0x400 | 0x100 | 0x80 | 0x40 | 0x10 | 0x4 | 0x1 | 0x10000
+	frameUC     = 8         // after pretcode
+	ucStack     = 16        // uc_stack in ucontext
+	ucMcontext  = 40        // uc_mcontext: gregs, fpstate pointer, reserved
+	ucFpstate   = 40 + 23*8 // the fpstate pointer
+	ucSigmask   = 40 + 256  // uc_sigmask
+	frameInfo   = 8 + 304   // siginfo
+	frameSize   = 8 + 304 + 128
+	ucFPXstate  = 1 // UC_FP_XSTATE
+	ucSigcontSS = 2 // UC_SIGCONTEXT_SS
+	fpMagic1    = 0x46505853
+	fpMagic2    = 0x46505845
+	redZone     = 128
+	eflagsUser  = 0x40000 | 0x800 | 0x400 | 0x100 | 0x80 | 0x40 | 0x10 | 0x4 | 0x1 | 0x10000
 )
 
 // onAltstack reports whether sp is on th's alternate signal stack.
@@ -415,7 +415,7 @@ func (th *thread) sigreturn() {
 	ucAddr := g[regRSP]
 	var uc [304]byte
 	if readMem(ucAddr, uc[:]) != nil {
-		tr.finish(Exit{Status: 128 + unix.SIGSEGV, Signal: unix.SIGSEGV})
+		tr.finish(Exit{Status: 128 + int(unix.SIGSEGV), Signal: int(unix.SIGSEGV)})
 		return
 	}
 	le := binary.LittleEndian
@@ -427,7 +427,7 @@ func (th *thread) sigreturn() {
 	if fp := le.Uint64(uc[ucFpstate:]); fp != 0 {
 		b := make([]byte, len(th.xsave))
 		if readMem(fp, b) != nil {
-			tr.finish(Exit{Status: 128 + unix.SIGSEGV, Signal: unix.SIGSEGV})
+			tr.finish(Exit{Status: 128 + int(unix.SIGSEGV), Signal: int(unix.SIGSEGV)})
 			return
 		}
 		sanitizeXsave(b)
@@ -477,7 +477,7 @@ func sysRtSigaction(th *thread, a *[6]uint64) bool {
 	var nb [32]byte
 	var na kaction
 	if a[1] != 0 {
-		if sig == unix.SIGKILL || sig == unix.SIGSTOP {
+		if sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
 			th.fail(unix.EINVAL)
 			return true
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/seccomp"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
 	"golang.org/x/net/bpf"
@@ -63,15 +64,13 @@ func Prepare() (int, error) {
 
 // tier is the one trap-tier run of this process (C calls back into it).
 type tier struct {
-	cfg  Config
-	eng  *dispatch.Engine
-	pid  int
-	fds  *fdSpace
-	mem  regions
-	brk  struct {
-		sync.Mutex
-		start, cur, max uint64
-	}
+	cfg Config
+	eng *dispatch.Engine
+	pid int
+	fds *fdSpace
+	mem regions
+	// loaded is the program the guest runs (its regions, its break).
+	loaded *elfload.Loaded
 	// mu serializes Dispatch: the engine is not safe for concurrent
 	// calls yet (issue 12, Part 1).
 	mu sync.Mutex
@@ -151,17 +150,26 @@ func Run(cfg Config) (Exit, error) {
 	}
 	defer prog.Close()
 	eng.RootPid = t.pid
+	eng.Tier = execTier{}
 	p := eng.Start(t.pid, cfg.WorkDir)
 	eng.SetExe(p, cfg.Path)
 	c := p.Cred()
-	l, err := loadTmp(prog.Main, prog.Interp, cfg.Argv, cfg.Env, cfg.Path, [4]uint32{c.UID, c.EUID, c.GID, c.EGID})
+	spec := &elfload.Spec{
+		Prog: elfload.Image{Name: cfg.Path, FD: prog.Main},
+		Argv: cfg.Argv, Envp: cfg.Env, ExecFn: cfg.Path,
+		UID: c.UID, EUID: c.EUID, GID: c.GID, EGID: c.EGID,
+	}
+	if prog.Interp >= 0 {
+		spec.Interp = &elfload.Image{Name: prog.InterpPath, FD: prog.Interp}
+	}
+	l, err := elfload.Load(spec)
 	if err != nil {
 		return Exit{}, fmt.Errorf("%s: %w", cfg.Path, err)
 	}
-	for _, s := range l.spans {
-		t.mem.add(s.lo, s.hi)
+	t.loaded = l
+	for _, r := range l.Regions {
+		t.mem.add(uint64(r.Start), uint64(r.End))
 	}
-	t.brk.start, t.brk.cur, t.brk.max = l.brkStart, l.brkStart, l.brkMax
 
 	filter, err := t.filter()
 	if err != nil {
@@ -174,8 +182,8 @@ func Run(cfg Config) (Exit, error) {
 	if err != nil {
 		return Exit{}, err
 	}
-	th.k.Gregs[regRSP] = l.sp
-	th.k.Gregs[regRIP] = l.entry
+	th.k.Gregs[regRSP] = uint64(l.SP)
+	th.k.Gregs[regRIP] = uint64(l.Entry)
 	th.k.Gregs[regEFL] = 0x202
 	th.k.FSGuest = 0
 	th.resetFPU()
@@ -462,15 +470,20 @@ func (th *thread) syscall() {
 			th.ret(res.Val)
 		}
 	case dispatch.Answered:
-		th.ret(res.Val)
+		// AddFDReply or the Pending set the return value.
 	case dispatch.Deferred:
 		th.ret(th.g.waitDeferred())
 	case dispatch.Continue:
 		th.cont(nr, &a)
 	}
-	if nr == unix.SYS_EXIT_GROUP {
-		t.finish(Exit{Status: int(a[0] & 0xff)})
+}
+
+// brk is the guest's break (elfload), or nil.
+func (t *tier) brk() *elfload.Brk {
+	if t.loaded == nil {
+		return nil
 	}
+	return t.loaded.Brk
 }
 
 // note prints msg once per run.

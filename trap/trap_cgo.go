@@ -20,13 +20,13 @@ import (
 // ktState mirrors struct kbox_thread up to its XSAVE area (core.h);
 // checkLayout compares the two.
 type ktState struct {
-	Gregs                                                       [23]uint64
-	FSKbox, FSGuest, KStack                                     uint64
+	Gregs                                                      [23]uint64
+	FSKbox, FSGuest, KStack                                    uint64
 	Event, Nr, Signo, Action, InKbox, Tid, Slot, InstallFilter int32
-	Kicked, _                                                   int32
-	Filter                                                      uintptr
-	Jmp                                                         [5]uintptr
-	Si                                                          [128]byte
+	Kicked, _                                                  int32
+	Filter                                                     uintptr
+	Jmp                                                        [5]uintptr
+	Si                                                         [128]byte
 }
 
 // ucontext gregs indices (glibc's REG_*), the syscall ABI's registers.
@@ -59,8 +59,7 @@ func checkLayout() bool {
 		unsafe.Offsetof(c.install_filter) == unsafe.Offsetof(g.InstallFilter) &&
 		unsafe.Offsetof(c.kicked) == unsafe.Offsetof(g.Kicked) &&
 		unsafe.Offsetof(c.filter) == unsafe.Offsetof(g.Filter) &&
-		unsafe.Offsetof(c.si) == unsafe.Offsetof(g.Si) &&
-		unsafe.Offsetof(c.xsave) == C.KT_OFF_XSAVE
+		unsafe.Offsetof(c.si) == unsafe.Offsetof(g.Si)
 }
 
 // core is the C core's per-thread memory.
@@ -147,8 +146,8 @@ func kboxTrapServe(c *C.struct_kbox_thread) {
 }
 
 //export kboxTrapFailed
-func kboxTrapFailed(c *C.struct_kbox_thread, errno C.int) {
-	startFailed(int(c.slot), unix.Errno(errno))
+func kboxTrapFailed(c *C.struct_kbox_thread, en C.int) {
+	startFailed(int(c.slot), unix.Errno(en))
 }
 
 //export kboxTrapGone

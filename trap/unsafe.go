@@ -127,3 +127,36 @@ func writeU32(mem *regions, addr uint64, v uint32) error {
 func bytesOf[T any](v *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
 }
+
+// nativeOut runs syscall nr with a, argument idx replaced by p, kbox
+// memory the kernel writes (a pipe's fds, a limit). The conversion is in
+// the call, as package syscall requires, so p stays alive and in place.
+func nativeOut(nr int, a [6]uint64, idx int, p unsafe.Pointer) unix.Errno {
+	var en unix.Errno
+	switch idx {
+	case 0:
+		_, _, en = unix.Syscall6(uintptr(nr), uintptr(p), uintptr(a[1]), uintptr(a[2]), uintptr(a[3]), uintptr(a[4]), uintptr(a[5]))
+	case 1:
+		_, _, en = unix.Syscall6(uintptr(nr), uintptr(a[0]), uintptr(p), uintptr(a[2]), uintptr(a[3]), uintptr(a[4]), uintptr(a[5]))
+	case 3:
+		_, _, en = unix.Syscall6(uintptr(nr), uintptr(a[0]), uintptr(a[1]), uintptr(a[2]), uintptr(p), uintptr(a[4]), uintptr(a[5]))
+	default:
+		en = unix.EINVAL
+	}
+	return en
+}
+
+// nativePair runs pipe, pipe2 or socketpair with the fds written to kbox
+// memory.
+func nativePair(nr int, a [6]uint64, idx int) ([2]int32, unix.Errno) {
+	fds := new([2]int32)
+	en := nativeOut(nr, a, idx, unsafe.Pointer(fds))
+	return *fds, en
+}
+
+// nativeRlimit is getrlimit(res) into kbox memory.
+func nativeRlimit(res uint64) ([2]uint64, unix.Errno) {
+	lim := new([2]uint64)
+	en := nativeOut(unix.SYS_GETRLIMIT, [6]uint64{res}, 1, unsafe.Pointer(lim))
+	return *lim, en
+}

@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/kbox-project/kbox/trap"
 	"os"
 
 	"github.com/kbox-project/kbox/shadowfd"
@@ -37,7 +38,11 @@ func main() {
 		// behind shadows (shadowfd/store.go).
 		os.Exit(shadowfd.HelperMain())
 	}
-	os.Exit(run(os.Args[1:]))
+	code := run(os.Args[1:])
+	if dieWith != 0 {
+		trap.Die(dieWith) // the trap tier's guest died of a signal
+	}
+	os.Exit(code)
 }
 
 func run(args []string) int {

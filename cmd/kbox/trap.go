@@ -1,0 +1,36 @@
+package main
+
+import (
+	"os"
+
+	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/trap"
+)
+
+// trapFDs is the guest's fd limit in the trap tier (trap.Prepare), the
+// engine's virtual fd base; 0 in the seccomp tier.
+var trapFDs int
+
+// dieWith is the signal that killed a trap-tier guest: kbox dies of it
+// once everything is written back and unmounted (main), so that its
+// parent sees the guest's death.
+var dieWith int
+
+// runTrap runs the guest in the in-process trap tier (docs/tiers.md).
+func runTrap(o *ImageOptions, path string, eng *dispatch.Engine, ob *observatory) (int, error) {
+	ex, err := trap.Run(trap.Config{
+		Argv:    o.Command,
+		Env:     guestEnv(o),
+		Path:    path,
+		WorkDir: o.WorkDir,
+		Engine:  eng,
+		Observe: ob.hook(),
+		Debug:   os.Getenv("KBOX_DEBUG") != "",
+		Verbose: o.Verbose,
+	})
+	if err != nil {
+		return 0, err
+	}
+	dieWith = ex.Signal
+	return ex.Status, nil
+}

@@ -1,0 +1,154 @@
+//go:build linux && amd64 && cgo
+
+package trap
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// cont carries out a syscall the engine let through (dispatch.Continue):
+// the host kernel runs it on the guest's thread, in kbox mode. What would
+// change kbox's fd table or process is adjusted: closing a guest fd puts
+// a placeholder back, fds the kernel makes are moved into the guest's
+// range, dup2 over kbox's fds and exit_group are never run natively.
+func (th *thread) cont(nr int, a *[6]uint64) {
+	t := tr
+	g := t.fds.g
+	fd0 := int(int32(a[0]))
+	switch nr {
+	case unix.SYS_EXIT_GROUP:
+		t.finish(Exit{Status: int(a[0] & 0xff)})
+		th.die.Store(true)
+		return
+	case unix.SYS_CLOSE:
+		th.ret(-int64(errnoOf(t.fds.release(fd0))))
+		return
+	case unix.SYS_CLOSE_RANGE:
+		th.closeRange(uint32(a[0]), uint32(a[1]), a[2])
+		return
+	case unix.SYS_DUP2, unix.SYS_DUP3:
+		nfd := int(int32(a[1]))
+		if fd0 < 0 || fd0 >= g || nfd < 0 || nfd >= g || t.fds.isFree(fd0) {
+			th.fail(unix.EBADF) // kbox's fds are not the guest's
+			return
+		}
+		if fd0 == nfd {
+			if nr == unix.SYS_DUP3 {
+				th.fail(unix.EINVAL)
+			} else {
+				th.ret(int64(nfd))
+			}
+			return
+		}
+		if a[2]&^unix.O_CLOEXEC != 0 {
+			th.fail(unix.EINVAL)
+			return
+		}
+		if err := t.fds.install(fd0, nfd, a[2]&unix.O_CLOEXEC != 0); err != nil {
+			th.fail(errnoOf(err))
+			return
+		}
+		th.ret(int64(nfd))
+		return
+	case unix.SYS_DUP:
+		if fd0 < 0 || fd0 >= g || t.fds.isFree(fd0) {
+			th.fail(unix.EBADF)
+			return
+		}
+		fd, err := t.fds.place(fd0, 0, false)
+		th.retFD(fd, err)
+		return
+	case unix.SYS_FCNTL:
+		if fd0 < 0 || fd0 >= g || t.fds.isFree(fd0) {
+			th.fail(unix.EBADF)
+			return
+		}
+		if a[1] == unix.F_DUPFD || a[1] == unix.F_DUPFD_CLOEXEC {
+			min := int(int32(a[2]))
+			if min < 0 || min >= g {
+				th.fail(unix.EINVAL)
+				return
+			}
+			fd, err := t.fds.place(fd0, min, a[1] == unix.F_DUPFD_CLOEXEC)
+			th.retFD(fd, err)
+			return
+		}
+	case unix.SYS_SETRLIMIT, unix.SYS_PRLIMIT64:
+		res := a[0]
+		if nr == unix.SYS_PRLIMIT64 {
+			res = a[1]
+		}
+		if res == unix.RLIMIT_NOFILE {
+			// The guest's limit is its fd range: setting is accepted
+			// (the engine checked it), the range stays.
+			if nr == unix.SYS_PRLIMIT64 && a[3] != 0 {
+				lim := [2]uint64{uint64(g), uint64(g)}
+				if writeMem(&t.mem, a[3], bytesOf(&lim)) != nil {
+					th.fail(unix.EFAULT)
+					return
+				}
+			}
+			th.ret(0)
+			return
+		}
+		if nr == unix.SYS_SETRLIMIT || a[2] != 0 {
+			// kbox's own limits (stack, core, address space) are
+			// the process's: the guest may read them, not set them.
+			th.fail(unix.EPERM)
+			return
+		}
+	}
+	r, en := native(nr, a)
+	if en != 0 {
+		th.fail(en)
+		return
+	}
+	if makesFD[nr] {
+		fd, err := t.fds.move(int(r))
+		th.retFD(fd, err)
+		return
+	}
+	th.ret(int64(r))
+}
+
+func (th *thread) retFD(fd int, err error) {
+	if err != nil {
+		th.fail(errnoOf(err))
+		return
+	}
+	th.ret(int64(fd))
+}
+
+// closeRange is close_range(2) over the guest's range (the engine closed
+// its virtual fds already).
+func (th *thread) closeRange(lo, hi uint32, flags uint64) {
+	t := tr
+	if lo > hi || flags&^uint64(unix.CLOSE_RANGE_CLOEXEC|unix.CLOSE_RANGE_UNSHARE) != 0 {
+		th.fail(unix.EINVAL)
+		return
+	}
+	for fd := int(lo); fd < t.fds.g && fd <= int(hi); fd++ {
+		if t.fds.isFree(fd) {
+			continue
+		}
+		if flags&unix.CLOSE_RANGE_CLOEXEC != 0 {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		} else {
+			t.fds.release(fd)
+		}
+	}
+	th.ret(0)
+}
+
+// makesFD are the syscalls whose result is a new fd.
+var makesFD = func() []bool {
+	m := make([]bool, 512)
+	for _, nr := range []int{unix.SYS_OPEN, unix.SYS_OPENAT, unix.SYS_OPENAT2, unix.SYS_CREAT, unix.SYS_SOCKET,
+		unix.SYS_ACCEPT, unix.SYS_ACCEPT4, unix.SYS_INOTIFY_INIT, unix.SYS_INOTIFY_INIT1, unix.SYS_FANOTIFY_INIT,
+		unix.SYS_USERFAULTFD, unix.SYS_PERF_EVENT_OPEN, unix.SYS_PIDFD_OPEN, unix.SYS_PIDFD_GETFD,
+		unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_OPEN_TREE, unix.SYS_FSOPEN, unix.SYS_FSMOUNT, unix.SYS_FSPICK,
+		unix.SYS_MQ_OPEN, unix.SYS_MEMFD_SECRET} {
+		m[nr] = true
+	}
+	return m
+}()
