@@ -62,6 +62,7 @@ _Static_assert(REG_CR2 + 1 == KT_NGREG, "gregs");
 #define MAX_SLOTS 4096
 
 static char *slot_base;
+static char slot_used[MAX_SLOTS]; /* the slot's memory is accessible */
 /* Read by the assembly below too. */
 static int use_xsave __attribute__((used)), use_fsgsbase __attribute__((used));
 static uint32_t mxcsr_default __attribute__((used)) = 0x1f80;
@@ -354,6 +355,7 @@ struct kbox_thread *kbox_trap_thread(int slot)
 	char *p = slot_base + (size_t)slot * SLOT_SIZE;
 	if (mprotect(p, KT_AREA + ALT_SIZE, PROT_READ | PROT_WRITE) != 0)
 		return NULL;
+	slot_used[slot] = 1;
 	struct kbox_thread *kt = (struct kbox_thread *)p;
 	memset(kt, 0, offsetof(struct kbox_thread, xsave));
 	kt->slot = slot;
@@ -364,6 +366,10 @@ struct kbox_thread *kbox_trap_thread(int slot)
  * tid no longer exists), so that the slot may be used again. */
 int kbox_trap_slot_free(int slot)
 {
+	if (slot < 0 || slot >= MAX_SLOTS)
+		return 0;
+	if (!slot_used[slot])
+		return 1;
 	struct kbox_thread *kt = (struct kbox_thread *)(slot_base + (size_t)slot * SLOT_SIZE);
 	return kt->tid == 0 || ksys(SYS_tgkill, getpid(), kt->tid, 0, 0, 0, 0) == -ESRCH;
 }

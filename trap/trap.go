@@ -158,12 +158,19 @@ func Run(cfg Config) (Exit, error) {
 		Prog: elfload.Image{Name: cfg.Path, FD: prog.Main},
 		Argv: cfg.Argv, Envp: cfg.Env, ExecFn: cfg.Path,
 		UID: c.UID, EUID: c.EUID, GID: c.GID, EGID: c.EGID,
+		// LKL's memory lies at 1 GiB: a non-PIE program's break (at
+		// 4 MiB) must end below it. musl and glibc fall back to mmap.
+		BrkSize: 256 << 20,
 	}
 	if prog.Interp >= 0 {
 		spec.Interp = &elfload.Image{Name: prog.InterpPath, FD: prog.Interp}
 	}
 	l, err := elfload.Load(spec)
 	if err != nil {
+		if cfg.Verbose {
+			m, _ := os.ReadFile("/proc/self/maps")
+			fmt.Fprintf(os.Stderr, "kbox: maps:\n%s", m)
+		}
 		return Exit{}, fmt.Errorf("%s: %w", cfg.Path, err)
 	}
 	t.loaded = l
