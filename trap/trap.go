@@ -153,6 +153,12 @@ func Run(cfg Config) (Exit, error) {
 	eng.Tier = execTier{}
 	p := eng.Start(t.pid, cfg.WorkDir)
 	eng.SetExe(p, cfg.Path)
+	// Built before the guest is mapped: every executable mapping now is
+	// kbox's own, trusted by the filter.
+	filter, err := t.filter()
+	if err != nil {
+		return Exit{}, err
+	}
 	c := p.Cred()
 	spec := &elfload.Spec{
 		Prog: elfload.Image{Name: cfg.Path, FD: prog.Main},
@@ -178,10 +184,6 @@ func Run(cfg Config) (Exit, error) {
 		t.mem.add(uint64(r.Start), uint64(r.End))
 	}
 
-	filter, err := t.filter()
-	if err != nil {
-		return Exit{}, err
-	}
 	t.startSignals()
 	defer t.stopSignals()
 
