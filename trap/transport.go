@@ -276,6 +276,9 @@ func sysSocketpair(th *thread, a *[6]uint64) bool {
 }
 
 func errnoOf(err error) unix.Errno {
+	if err == nil {
+		return 0
+	}
 	if en, ok := err.(unix.Errno); ok {
 		return en
 	}
