@@ -152,3 +152,52 @@ var makesFD = func() []bool {
 	}
 	return m
 }()
+
+// fdArg0 are syscalls whose first argument is an fd; dirfdArg those with
+// a directory fd (the *at family) at the index given plus one.
+var fdArg0, dirfdArg = func() ([]bool, []uint8) {
+	f := make([]bool, 512)
+	for _, nr := range []int{unix.SYS_READ, unix.SYS_WRITE, unix.SYS_PREAD64, unix.SYS_PWRITE64, unix.SYS_READV,
+		unix.SYS_WRITEV, unix.SYS_PREADV, unix.SYS_PWRITEV, unix.SYS_PREADV2, unix.SYS_PWRITEV2, unix.SYS_FSTAT,
+		unix.SYS_LSEEK, unix.SYS_IOCTL, unix.SYS_FCNTL, unix.SYS_FLOCK, unix.SYS_FSYNC, unix.SYS_FDATASYNC,
+		unix.SYS_FTRUNCATE, unix.SYS_GETDENTS, unix.SYS_GETDENTS64, unix.SYS_FCHDIR, unix.SYS_FCHMOD,
+		unix.SYS_FCHOWN, unix.SYS_FSTATFS, unix.SYS_FADVISE64, unix.SYS_READAHEAD, unix.SYS_FGETXATTR,
+		unix.SYS_FSETXATTR, unix.SYS_FLISTXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_SYNC_FILE_RANGE,
+		unix.SYS_FALLOCATE, unix.SYS_SYNCFS, unix.SYS_CONNECT, unix.SYS_BIND, unix.SYS_LISTEN, unix.SYS_ACCEPT,
+		unix.SYS_ACCEPT4, unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME, unix.SYS_SENDTO, unix.SYS_RECVFROM,
+		unix.SYS_SENDMSG, unix.SYS_RECVMSG, unix.SYS_SHUTDOWN, unix.SYS_SETSOCKOPT, unix.SYS_GETSOCKOPT,
+		unix.SYS_EPOLL_CTL, unix.SYS_EPOLL_WAIT, unix.SYS_EPOLL_PWAIT, unix.SYS_DUP, unix.SYS_DUP2,
+		unix.SYS_DUP3, unix.SYS_CLOSE} {
+		f[nr] = true
+	}
+	d := make([]uint8, 512)
+	for _, nr := range []int{unix.SYS_OPENAT, unix.SYS_OPENAT2, unix.SYS_MKDIRAT, unix.SYS_MKNODAT,
+		unix.SYS_FCHOWNAT, unix.SYS_FUTIMESAT, unix.SYS_NEWFSTATAT, unix.SYS_UNLINKAT, unix.SYS_RENAMEAT,
+		unix.SYS_RENAMEAT2, unix.SYS_LINKAT, unix.SYS_READLINKAT, unix.SYS_FCHMODAT, unix.SYS_FACCESSAT,
+		unix.SYS_FACCESSAT2, unix.SYS_UTIMENSAT, unix.SYS_STATX, unix.SYS_EXECVEAT, unix.SYS_NAME_TO_HANDLE_AT,
+		unix.SYS_FCHMODAT2} {
+		d[nr] = 1
+	}
+	d[unix.SYS_SYMLINKAT] = 2
+	return f, d
+}()
+
+// checkFDs answers EBADF for a closed guest fd (a placeholder, which the
+// engine would otherwise see open), and makes a closed directory fd of
+// an *at call one the engine sees as bad (-1: an absolute path still
+// works, a relative one fails with EBADF, as Linux has it).
+func (th *thread) checkFDs(nr int, a *[6]uint64) unix.Errno {
+	if nr < 0 || nr >= len(fdArg0) {
+		return 0
+	}
+	s := tr.fds
+	if fdArg0[nr] && s.isFree(int(int32(a[0]))) {
+		return unix.EBADF
+	}
+	if i := dirfdArg[nr]; i != 0 {
+		if fd := int(int32(a[i-1])); s.isFree(fd) {
+			a[i-1] = ^uint64(0)
+		}
+	}
+	return 0
+}

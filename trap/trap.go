@@ -451,6 +451,10 @@ func (th *thread) syscall() {
 	nr := int(th.k.Nr)
 	a := th.args()
 	th.lastNr = nr
+	if en := th.checkFDs(nr, &a); en != 0 {
+		th.fail(en)
+		return
+	}
 	if nr >= 0 && nr < len(transport) && transport[nr] != nil {
 		if transport[nr](th, &a) {
 			return
