@@ -28,7 +28,7 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 		return
 	case unix.SYS_DUP2, unix.SYS_DUP3:
 		nfd := int(int32(a[1]))
-		if fd0 < 0 || fd0 >= g || nfd < 0 || nfd >= g || t.fds.isFree(fd0) {
+		if !t.fds.open(fd0) || nfd < 0 || nfd >= g || t.fds.kbox[nfd] {
 			th.fail(unix.EBADF) // kbox's fds are not the guest's
 			return
 		}
@@ -51,7 +51,7 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 		th.ret(int64(nfd))
 		return
 	case unix.SYS_DUP:
-		if fd0 < 0 || fd0 >= g || t.fds.isFree(fd0) {
+		if !t.fds.open(fd0) {
 			th.fail(unix.EBADF)
 			return
 		}
@@ -59,7 +59,7 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 		th.retFD(fd, err)
 		return
 	case unix.SYS_FCNTL:
-		if fd0 < 0 || fd0 >= g || t.fds.isFree(fd0) {
+		if !t.fds.open(fd0) {
 			th.fail(unix.EBADF)
 			return
 		}
@@ -128,7 +128,7 @@ func (th *thread) closeRange(lo, hi uint32, flags uint64) {
 		return
 	}
 	for fd := int(lo); fd < t.fds.g && fd <= int(hi); fd++ {
-		if t.fds.isFree(fd) {
+		if !t.fds.open(fd) {
 			continue
 		}
 		if flags&unix.CLOSE_RANGE_CLOEXEC != 0 {
@@ -191,11 +191,11 @@ func (th *thread) checkFDs(nr int, a *[6]uint64) unix.Errno {
 		return 0
 	}
 	s := tr.fds
-	if fdArg0[nr] && s.isFree(int(int32(a[0]))) {
+	if fd := int(int32(a[0])); fdArg0[nr] && fd >= 0 && fd < s.g && !s.open(fd) {
 		return unix.EBADF
 	}
 	if i := dirfdArg[nr]; i != 0 {
-		if fd := int(int32(a[i-1])); s.isFree(fd) {
+		if fd := int(int32(a[i-1])); fd >= 0 && fd < s.g && !s.open(fd) {
 			a[i-1] = ^uint64(0)
 		}
 	}

@@ -24,6 +24,7 @@ type fdSpace struct {
 
 	mu   sync.Mutex
 	free []bool // free[fd]: fd holds a placeholder
+	kbox []bool // kbox[fd]: kbox's own fd below g, open before Prepare
 }
 
 // newFDSpace fills every free number below g with a placeholder. It must
@@ -56,9 +57,15 @@ func newFDSpace(g int) (*fdSpace, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &fdSpace{g: g, ph: ph, free: make([]bool, g)}
+	s := &fdSpace{g: g, ph: ph, free: make([]bool, g), kbox: make([]bool, g)}
 	for fd := 0; fd < g; fd++ {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
+			// 0, 1 and 2 are the guest's; anything else open
+			// now is kbox's (Go's netpoll and cgroup files, what
+			// kbox's parent passed): never the guest's to touch.
+			if fd > 2 {
+				s.kbox[fd] = true
+			}
 			continue // the guest's already (stdio, or passed down to kbox)
 		}
 		if err := unix.Dup3(ph, fd, unix.O_CLOEXEC); err != nil {
@@ -99,9 +106,17 @@ func (s *fdSpace) place(hostfd, min int, cloexec bool) (int, error) {
 	return fd, nil
 }
 
+// open reports whether fd is an open guest fd (not a placeholder, not
+// kbox's).
+func (s *fdSpace) open(fd int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fd >= 0 && fd < s.g && !s.free[fd] && !s.kbox[fd]
+}
+
 // install puts a copy of hostfd at guest fd, whatever it held.
 func (s *fdSpace) install(hostfd, fd int, cloexec bool) error {
-	if fd < 0 || fd >= s.g {
+	if fd < 0 || fd >= s.g || s.kbox[fd] {
 		return unix.EBADF
 	}
 	flags := 0
@@ -152,7 +167,7 @@ func (s *fdSpace) release(fd int) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.free[fd] {
+	if s.free[fd] || s.kbox[fd] {
 		return unix.EBADF
 	}
 	if err := unix.Dup3(s.ph, fd, unix.O_CLOEXEC); err != nil {
@@ -162,17 +177,10 @@ func (s *fdSpace) release(fd int) error {
 	return nil
 }
 
-// isFree reports whether guest fd holds a placeholder (is closed).
-func (s *fdSpace) isFree(fd int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return fd >= 0 && fd < s.g && s.free[fd]
-}
-
 // closeOnExec releases every guest fd marked close-on-exec (an exec).
 func (s *fdSpace) closeOnExec() {
 	for fd := 0; fd < s.g; fd++ {
-		if s.isFree(fd) {
+		if !s.open(fd) {
 			continue
 		}
 		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && fl&unix.FD_CLOEXEC != 0 {

@@ -105,7 +105,7 @@ func sysMmap(th *thread, a *[6]uint64) bool {
 	t := tr
 	flags := a[3]
 	if flags&mapAnonymous == 0 {
-		if fd := int(int32(a[4])); fd < 0 || fd >= t.fds.g {
+		if fd := int(int32(a[4])); !t.fds.open(fd) {
 			th.fail(unix.EBADF) // kbox's own fds are not the guest's
 			return true
 		}

@@ -252,7 +252,7 @@ var trapped = []string{
 	"exit", "arch_prctl", "prctl", "seccomp", "getrlimit", "wait4", "waitid",
 	"pipe", "pipe2", "socketpair", "eventfd", "eventfd2", "epoll_create", "epoll_create1",
 	"timerfd_create", "memfd_create", "accept", "accept4", "recvmsg", "recvmmsg",
-	"splice", "tee", "timerfd_settime", "timerfd_gettime",
+	"splice", "tee", "timerfd_settime", "timerfd_gettime", "fcntl", "fstat",
 	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
 }
 
