@@ -40,11 +40,15 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 			}
 			return
 		}
-		if a[2]&^unix.O_CLOEXEC != 0 {
+		var flags uint64
+		if nr == unix.SYS_DUP3 {
+			flags = a[2] // dup2 has no third argument
+		}
+		if flags&^unix.O_CLOEXEC != 0 {
 			th.fail(unix.EINVAL)
 			return
 		}
-		if err := t.fds.install(fd0, nfd, a[2]&unix.O_CLOEXEC != 0); err != nil {
+		if err := t.fds.install(fd0, nfd, flags&unix.O_CLOEXEC != 0); err != nil {
 			th.fail(errnoOf(err))
 			return
 		}

@@ -62,6 +62,15 @@ func Prepare() (int, error) {
 	return prepared.g, nil
 }
 
+// ProgramError says the program cannot be executed (as execve would
+// fail: ENOENT, EACCES, ENOEXEC): kbox exits 127 or 126 as a shell does.
+type ProgramError struct {
+	Path  string
+	Errno unix.Errno
+}
+
+func (e *ProgramError) Error() string { return e.Path + ": " + e.Errno.Error() }
+
 // tier is the one trap-tier run of this process (C calls back into it).
 type tier struct {
 	cfg Config
@@ -130,6 +139,13 @@ func Run(cfg Config) (Exit, error) {
 	t := &tier{cfg: cfg, eng: eng, pid: os.Getpid(), fds: prepared, byTid: map[int]*thread{},
 		done: make(chan Exit, 1), setupErr: make(chan error, 1)}
 	t.threads = make([]*thread, maxSlots())
+	if cfg.Verbose {
+		for fd, k := range t.fds.kbox {
+			if k {
+				fmt.Fprintf(os.Stderr, "kbox: trap tier: fd %d is kbox's, not the guest's\n", fd)
+			}
+		}
+	}
 	tr = t
 	// Go's template thread must exist before a guest thread can ask Go
 	// for a new thread (kboxTrapServe): it is made now, from a thread
@@ -143,10 +159,7 @@ func Run(cfg Config) (Exit, error) {
 
 	prog, en := eng.ReadProgram(cfg.Path)
 	if en != 0 {
-		if prog != nil && prog.Info != nil && prog.Main < 0 {
-			return Exit{}, fmt.Errorf("%s: scripts are not supported by the trap tier yet", cfg.Path)
-		}
-		return Exit{}, fmt.Errorf("%s: %w", cfg.Path, en)
+		return Exit{}, &ProgramError{Path: cfg.Path, Errno: en}
 	}
 	defer prog.Close()
 	eng.RootPid = t.pid
@@ -291,10 +304,19 @@ func textRanges() ([]seccomp.IPRange, error) {
 	return out, sc.Err()
 }
 
+// auxv is kbox's auxiliary vector, read without os.File: an os.File
+// here, at package init, would start Go's netpoll (an epoll fd and an
+// eventfd) below the guest's fd limit, before Prepare.
 var auxv = func() map[uint64]uint64 {
 	m := map[uint64]uint64{}
-	b, _ := os.ReadFile("/proc/self/auxv")
-	for i := 0; i+16 <= len(b); i += 16 {
+	fd, err := unix.Open("/proc/self/auxv", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return m
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 4096)
+	n, _ := unix.Read(fd, b)
+	for i := 0; i+16 <= n; i += 16 {
 		m[binary.LittleEndian.Uint64(b[i:])] = binary.LittleEndian.Uint64(b[i+8:])
 	}
 	return m

@@ -1,3 +1,5 @@
+//go:debug containermaxprocs=0
+
 // Command kbox boots the Linux kernel in-process (LKL) from a filesystem
 // image and runs unmodified Linux programs against it.
 package main
@@ -5,10 +7,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/kbox-project/kbox/trap"
 	"os"
 
 	"github.com/kbox-project/kbox/shadowfd"
+	"github.com/kbox-project/kbox/trap"
 )
 
 // Exit statuses of kbox itself. A guest's own status is passed through
@@ -37,6 +39,16 @@ func main() {
 		// kbox's own helper process, which makes the size-limited mounts
 		// behind shadows (shadowfd/store.go).
 		os.Exit(shadowfd.HelperMain())
+	}
+	// The trap tier's guest fds are the low numbers of kbox's own fd
+	// table (trap/fds.go): they are reserved before kbox opens anything.
+	// Go's runtime keeps no fd of its own open at this point but its
+	// netpoll's (containermaxprocs=0, above: it closes its cgroup files).
+	for _, a := range os.Args[1:] {
+		if a == "--syscall-mode=trap" {
+			trap.Prepare() // errors are reported where runImage calls it again
+			break
+		}
 	}
 	code := run(os.Args[1:])
 	if dieWith != 0 {

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/trap"
@@ -28,6 +32,14 @@ func runTrap(o *ImageOptions, path string, eng *dispatch.Engine, ob *observatory
 		Debug:   os.Getenv("KBOX_DEBUG") != "",
 		Verbose: o.Verbose,
 	})
+	var pe *trap.ProgramError
+	if errors.As(err, &pe) {
+		fmt.Fprintf(os.Stderr, "kbox: %v\n", err)
+		if pe.Errno == unix.ENOENT {
+			return exitNotFound, nil
+		}
+		return exitNotFound - 1, nil // 126: found, not executable
+	}
 	if err != nil {
 		return 0, err
 	}

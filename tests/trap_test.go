@@ -1,0 +1,171 @@
+//go:build lkl
+
+package tests
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// The in-process trap tier (--syscall-mode=trap, package trap) runs real
+// guest programs from the image inside kbox's own process. Each case
+// checks output and exit status; kbox before the trap tier refused the
+// option (exit status 125), so every case fails there.
+func TestTrapGuests(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	host, _ := os.Hostname()
+	runCases(t, []string{"image", "-S", img, "--syscall-mode=trap"}, []guestCase{
+		{"static musl program", []string{"--", "/opt/tests/hello"}, 0, []string{"hello from kbox guest"}, nil},
+		{"dynamic glibc program", []string{"--", "/bin/echo", "hi", "there"}, 0, []string{"hi there\n"}, nil},
+		{"image hostname, not the host's", []string{"--", "/bin/cat", "/etc/hostname"}, 0, []string{"kbox-rootfs"}, []string{host + "\n"}},
+		{"coreutils ls -l", []string{"--", "/usr/bin/ls", "-l", "/etc/hostname", "/opt/tests/hello"}, 0, []string{"-rw-r--r--", "root root", "/etc/hostname", "-rwxr-xr-x", "/opt/tests/hello"}, nil},
+		{"coreutils sort over image files", []string{"--", "/usr/bin/sort", "/etc/hostname", "/etc/passwd"}, 0, []string{"kbox-rootfs\nkbox:x:1000"}, nil},
+		{"root identity", []string{"--", "/usr/bin/id"}, 0, []string{"uid=0(root) gid=0(root)"}, nil},
+		{"kernel release from LKL", []string{"--", "/bin/uname", "-r"}, 0, []string{"6.0"}, nil},
+		{"proc self exe names the image program", []string{"--", "/bin/readlink", "/proc/self/exe"}, 0, []string{"/usr/bin/readlink\n"}, nil},
+		{"shell builtins and exit status", []string{"-c", "echo in-shell; exit 7"}, 7, []string{"in-shell\n"}, nil},
+		{"killed by its own signal", []string{"--", "/opt/tests/kill_self"}, -1, nil, []string{"goroutine"}},
+		{"path escape with ..", []string{"--", "/bin/cat", "/../../../../etc/hostname"}, 0, []string{"kbox-rootfs"}, []string{host + "\n"}},
+		{"file written and read back", []string{"-c", "echo one > /root/t; echo two >> /root/t; read a < /root/t; echo got $a"}, 0, []string{"got one"}, nil},
+		{"missing command", []string{"--", "/no/such/program"}, 127, nil, nil},
+		{"corrupt ELF", []string{"--", "/opt/tests/badelf"}, 126, nil, []string{"goroutine"}},
+		{"pthreads doing file work", []string{"--", "/opt/tests/trapguard", "thread"}, 0, []string{"threads: 4 joined, 2400 bytes read", "thread: hostname kbox-rootfs"}, nil},
+		{"fork is refused with a message", []string{"-c", "/bin/true | /bin/true; echo st=$?"}, 0, nil, []string{"goroutine"}},
+	})
+}
+
+// The guard on kbox's fds: close, dup2, dup3 and close_range at and above
+// the guest's RLIMIT_NOFILE (where kbox's own fds are, LKL's disk among
+// them) get EBADF as they do natively, and kbox keeps working after
+// (/etc/hostname is read through LKL). The output must equal a native run
+// but for the hostname.
+func TestTrapFDGuard(t *testing.T) {
+	img := imagePath(t)
+	native := nativeOutput(t, img, "/opt/tests/trapguard", "fds")
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/trapguard", "fds")
+	if status != 0 {
+		t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
+	}
+	want := strings.Replace(native, "fds: hostname "+hostHostname(t), "fds: hostname kbox-rootfs", 1)
+	if stdout != want {
+		t.Errorf("under kbox:\n%s\nnatively (hostname replaced):\n%s\nstderr: %s", stdout, want, stderr)
+	}
+}
+
+// The memory guard: the guest finds kbox's text and data in
+// /proc/self/maps (it shares kbox's address space) and tries to unmap,
+// map over, protect, advise away and remap them: each is refused with
+// EPERM, kbox goes on serving (the file read after), and the guest's own
+// memory stays its own to change.
+func TestTrapMemoryGuard(t *testing.T) {
+	img := imagePath(t)
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/trapguard", "mem")
+	want := "munmap kbox text: EPERM\n" +
+		"mmap MAP_FIXED over kbox data: EPERM\n" +
+		"mprotect kbox data: EPERM\n" +
+		"madvise DONTNEED kbox data: EPERM\n" +
+		"mremap kbox text: EPERM\n" +
+		"own mmap MAP_FIXED: ok\n" +
+		"own mprotect: ok\n" +
+		"own munmap: ok\n" +
+		"mem: hostname kbox-rootfs\n"
+	if status != 0 || stdout != want {
+		t.Errorf("status %d, want 0\nstdout:\n%s\nwant:\n%s\nstderr: %s", status, stdout, want, stderr)
+	}
+	if !strings.Contains(stderr, "refused (EPERM)") {
+		t.Errorf("no message about the refusal on stderr: %s", stderr)
+	}
+}
+
+// A guest segfault kills kbox with SIGSEGV, as the guest died (a shell
+// reports 139), after the guest's output: no Go trace, no core of kbox.
+func TestTrapGuestSegfault(t *testing.T) {
+	img := imagePath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kboxBin(t), "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/trapguard", "segv")
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("kbox: %v (want death by SIGSEGV)\nstdout: %s\nstderr: %s", err, &so, &se)
+	}
+	ws := ee.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGSEGV || ws.CoreDump() {
+		t.Errorf("kbox ended with %v, want killed by SIGSEGV without a core\nstderr: %s", ws, &se)
+	}
+	if so.String() != "segv: writing through a bad pointer\n" {
+		t.Errorf("stdout %q", so.String())
+	}
+	if strings.Contains(se.String(), "goroutine") || strings.Contains(se.String(), "SIGSEGV: segmentation violation") {
+		t.Errorf("a Go trace on stderr: %s", &se)
+	}
+	// The shell's view.
+	out, _ := exec.Command("/bin/sh", "-c", `"$0" image -S "$1" --read-only --syscall-mode=trap -- /opt/tests/trapguard segv >/dev/null 2>&1; echo $?`, kboxBin(t), img).Output()
+	if strings.TrimSpace(string(out)) != "139" {
+		t.Errorf("the shell saw status %q, want 139", out)
+	}
+}
+
+// Signals are emulated in-process: handlers with siginfo, raise, a
+// blocked signal left pending until unblocked, SIG_IGN, and death by an
+// unhandled SIGTERM; as natively.
+func TestTrapSignals(t *testing.T) {
+	img := imagePath(t)
+	native := nativeOutput(t, img, "/opt/tests/trapguard", "signal")
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/trapguard", "signal")
+	if status != -1 { // killed by SIGTERM, as the guest was
+		t.Errorf("status %d, want death by SIGTERM\nstderr: %s", status, stderr)
+	}
+	want := strings.Replace(native, "signal: hostname "+hostHostname(t), "signal: hostname kbox-rootfs", 1)
+	if stdout != want {
+		t.Errorf("under kbox:\n%s\nnatively (hostname replaced):\n%s\nstderr: %s", stdout, want, stderr)
+	}
+}
+
+// The hostile pointers of TestHostilePointers, in the trap tier: every
+// bad address the guest passes gets the errno it gets natively (EFAULT),
+// never a crash of kbox, whose memory it now shares.
+func TestTrapHostilePointers(t *testing.T) {
+	img := imagePath(t)
+	prog := dumpFromImage(t, img, "/opt/tests/badptr")
+	native, err := exec.Command(prog).Output()
+	if err != nil {
+		t.Fatalf("native run: %v", err)
+	}
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/badptr")
+	if status != 0 || stdout != string(native) {
+		t.Errorf("status %d\nunder kbox:\n%s\nnatively:\n%s\nstderr: %s", status, stdout, native, stderr)
+	}
+}
+
+// nativeOutput runs a static guest program copied out of the image on
+// the host.
+func nativeOutput(t *testing.T, img, guestPath string, args ...string) string {
+	t.Helper()
+	prog := dumpFromImage(t, img, guestPath)
+	cmd := exec.Command(prog, args...)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("native run: %v", err)
+	}
+	return string(out)
+}
+
+func hostHostname(t *testing.T) string {
+	b, err := os.ReadFile("/etc/hostname")
+	if err != nil {
+		h, _ := os.Hostname()
+		return h
+	}
+	return strings.TrimSpace(string(b))
+}
