@@ -71,6 +71,11 @@ type ProgramError struct {
 
 func (e *ProgramError) Error() string { return e.Path + ": " + e.Errno.Error() }
 
+// brkSize is the address space reserved for a guest's break: LKL's
+// memory lies at 1 GiB, and a non-PIE program's break (from about 4 MiB)
+// must end below it. musl and glibc fall back to mmap when brk fails.
+const brkSize = 256 << 20
+
 // tier is the one trap-tier run of this process (C calls back into it).
 type tier struct {
 	cfg Config
@@ -177,9 +182,7 @@ func Run(cfg Config) (Exit, error) {
 		Prog: elfload.Image{Name: cfg.Path, FD: prog.Main},
 		Argv: cfg.Argv, Envp: cfg.Env, ExecFn: cfg.Path,
 		UID: c.UID, EUID: c.EUID, GID: c.GID, EGID: c.EGID,
-		// LKL's memory lies at 1 GiB: a non-PIE program's break (at
-		// 4 MiB) must end below it. musl and glibc fall back to mmap.
-		BrkSize: 256 << 20,
+		BrkSize: brkSize,
 	}
 	if prog.Interp >= 0 {
 		spec.Interp = &elfload.Image{Name: prog.InterpPath, FD: prog.Interp}
