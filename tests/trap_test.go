@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,8 +36,31 @@ func TestTrapGuests(t *testing.T) {
 		{"file written and read back", []string{"-c", "echo one > /root/t; echo two >> /root/t; read a < /root/t; echo got $a"}, 0, []string{"got one"}, nil},
 		{"missing command", []string{"--", "/no/such/program"}, 127, nil, nil},
 		{"corrupt ELF", []string{"--", "/opt/tests/badelf"}, 126, nil, []string{"goroutine"}},
+		{"exec chain: shell, env, glibc echo", []string{"-c", "echo first; exec /usr/bin/env X=1 /bin/sh -c 'echo $X; exec /bin/echo last'"}, 0, []string{"first\n1\nlast\n"}, nil},
+		{"close-on-exec across an in-process exec", []string{"--", "/opt/tests/cloexec"}, 0, []string{"cloexec ok"}, nil},
+		{"failed exec returns to the old program", []string{"--", "/bin/bash", "-c", "shopt -s execfail; exec /no/such/thing; echo st=$?; exec /opt/tests/badelf; echo st=$?"}, 0, []string{"st=127\n", "st=126\n"}, nil},
 		{"pthreads doing file work", []string{"--", "/opt/tests/trapguard", "thread"}, 0, []string{"threads: 4 joined, 2400 bytes read", "thread: hostname kbox-rootfs"}, nil},
 	})
+}
+
+// exec of a #! script inside the guest: the interpreter runs with the
+// script's path and the arguments, as the kernel's binfmt_script does, and
+// the script execs on.
+func TestTrapExecScript(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	script := filepath.Join(t.TempDir(), "chain.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh -e\necho script $0 $1 $2\nexec /bin/echo end-of-chain\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"write " + script + " /root/chain.sh", "sif /root/chain.sh mode 0100755"} {
+		if out, err := exec.Command("debugfs", "-w", "-R", cmd, img).CombinedOutput(); err != nil {
+			t.Fatalf("debugfs %s: %v %s", cmd, err, out)
+		}
+	}
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--syscall-mode=trap", "--", "/bin/bash", "-c", "exec /root/chain.sh a b")
+	if status != 0 || stdout != "script /root/chain.sh a b\nend-of-chain\n" {
+		t.Errorf("status %d\nstdout: %q\nstderr: %s", status, stdout, stderr)
+	}
 }
 
 // A new process cannot share kbox's: fork is refused with ENOSYS and a
