@@ -25,7 +25,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: test-arm64 image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
+.PHONY: test-arm64 race image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
 
 all: kbox
 
@@ -55,7 +55,14 @@ fmt:
 check: kbox vet image-if-missing
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 ./...
+	@$(MAKE) --no-print-directory race
 	@$(MAKE) --no-print-directory test-arm64
+
+# The engine served from many goroutines at once, under the race detector
+# (tests/concurrency_test.go), and the LKL-free packages' concurrent tests.
+race:
+	KBOX_IMAGE=$(abspath $(OUT)) $(GOTEST) -race -count=1 -run 'TestEngineConcurrent' ./tests/
+	$(GO) test -race -count=1 ./dispatch/ ./shadowfd/ ./fdtable/
 
 # The LKL-free packages' unit tests (ABI remap, dispatch table, BPF, ELF,
 # fd table, host FIFOs) built for arm64 and run under qemu-user, when it is

@@ -146,6 +146,9 @@ type Options struct {
 	// (procfs.go).
 	KernelProc    int
 	HasKernelProc bool
+	// ShadowMax, when not 0, is the largest file shadowed when it is
+	// opened (shadowfd.Manager.MaxSize); larger ones are virtual fds.
+	ShadowMax int64
 }
 
 // Engine is the dispatch state shared by every guest process.
@@ -172,6 +175,12 @@ type Engine struct {
 	// descendants. Keeper is its parent (seccomp/supervisor/guestinit.c),
 	// a subreaper: the guest's orphans become its children.
 	RootPid, Keeper int
+	// Observe, when set, sees every syscall Serve serves; Debug prints
+	// each on stderr (lifecycle.go).
+	Observe Observer
+	Debug   bool
+
+	life lifecycle // Stop and Close, once each (lifecycle.go)
 
 	// procs maps thread and process ids to processes. It is copied on
 	// write (under mu) and read without a lock: every notification looks
@@ -206,6 +215,9 @@ func New(opt Options) *Engine {
 		opt.MaxFDs = 4096
 	}
 	e := &Engine{Opt: opt, Shadows: shadowfd.New(), FIFOs: fifo.New()}
+	if opt.ShadowMax != 0 {
+		e.Shadows.MaxSize = opt.ShadowMax
+	}
 	e.procs.Store(&map[int]*Proc{})
 	e.Shadows.Holders = func() []int { return e.Tgids(nil) }
 	e.initCred = newProcCred(initialCred(&opt))

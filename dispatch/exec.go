@@ -457,7 +457,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 		return res
 	}
 	r.P.FDs.Exec()
-	r.P.exe = e.canonical(t.Path)
+	e.SetExe(r.P, t.Path)
 	// What execve does to the credentials (set-id bits never count).
 	e.setCred(r.P, r.P.creds().Exec())
 	return res

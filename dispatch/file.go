@@ -128,10 +128,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	if r.P.isPending(p) {
-		p = r.P.pendingScript // a #! interpreter opening its script
-		r.P.pendingScript = ""
-	}
+	p = r.P.takeScript(p) // a #! interpreter opening its script
 	t, en := e.resolveAt(r, dirfd, p)
 	if en != 0 {
 		return errno(en, LKL)

@@ -17,19 +17,26 @@ import (
 // it (credentials too: libc makes every thread call set*id alike).
 type Proc struct {
 	Tgid int
-	mu   sync.Mutex
-	cwd  string
 	FDs  *fdtable.Table
 	cred atomic.Pointer[procCred]
-	// pendingScript is the guest path of a #! script being exec'd: its
-	// interpreter opens one of pendingNames (names the tier gave it,
-	// ExpectScript), which means this file.
-	pendingScript string
-	pendingNames  [2]string
+
+	// mu guards cwd, exe and the pending script: an in-process tier
+	// serves the threads of one process at the same time.
+	mu  sync.Mutex
+	cwd string
 	// exe is the image path of the program the process runs.
 	exe string
+	// pendingScript is the guest path of a #! script being exec'd: its
+	// interpreter opens one of pendingNames (names the tier gave it,
+	// ExpectScript), which means this file. scriptPending says one is
+	// set, so that opens check without the lock.
+	pendingScript string
+	pendingNames  [2]string
+	scriptPending atomic.Bool
+
 	// TierData is the tier's own state for the process (the seccomp
-	// tier's check after a continued execve); the engine never reads it.
+	// tier's check after a continued execve); the engine never touches
+	// it, the tier synchronises its own use.
 	TierData any
 	// umask is the process's umask (umask.go): read from /proc when kbox
 	// first sees the process, then kept by its umask(2) calls.
@@ -70,14 +77,48 @@ func (p *Proc) release() {
 // it under another name than the guest gave: seccomp/supervisor/exec.go):
 // the next open of one of them opens the script.
 func (p *Proc) ExpectScript(names [2]string, script string) {
+	p.mu.Lock()
 	p.pendingNames, p.pendingScript = names, script
+	p.scriptPending.Store(script != "")
+	p.mu.Unlock()
 }
 
-// isPending reports whether p is the name under which the interpreter of
-// a script being exec'd opens it.
-func (p *Proc) isPending(name string) bool {
-	return p.pendingScript != "" && name != "" && (name == p.pendingNames[0] || name == p.pendingNames[1])
+// takeScript returns the script being exec'd when name is one under which
+// its interpreter opens it, and forgets it; otherwise name.
+func (p *Proc) takeScript(name string) string {
+	if !p.scriptPending.Load() || name == "" {
+		return name
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pendingScript != "" && (name == p.pendingNames[0] || name == p.pendingNames[1]) {
+		name, p.pendingScript = p.pendingScript, ""
+		p.scriptPending.Store(false)
+	}
+	return name
 }
+
+// Exe returns the image path of the program p runs ("" before kbox saw
+// it exec one).
+func (p *Proc) Exe() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exe
+}
+
+// SetExe records the guest path of the program p now runs
+// (/proc/PID/exe), as an exec served by the engine does: for a tier that
+// starts a program itself (the first one of an in-process tier).
+func (e *Engine) SetExe(p *Proc, path string) {
+	exe := e.canonical(Clean("/", path))
+	p.mu.Lock()
+	p.exe = exe
+	p.mu.Unlock()
+}
+
+// Cred returns the process's credentials: the ids an in-process tier
+// puts in a program's auxiliary vector.
+func (p *Proc) Cred() Cred { return p.cred.Load().Cred }
 
 // Cwd returns the process's guest working directory.
 func (p *Proc) Cwd() string {
@@ -198,8 +239,7 @@ func (e *Engine) Lookup(tid int) *Proc {
 
 // inherit gives a new process what it takes from its parent at fork.
 func (np *Proc) inherit(parent *Proc) {
-	np.cwd = parent.Cwd()
-	np.exe = parent.exe
+	np.cwd, np.exe = parent.Cwd(), parent.Exe()
 	np.FDs = parent.FDs.Fork()
 	np.cred.Store(parent.cred.Load())
 }

@@ -291,7 +291,7 @@ func (e *Engine) procTask(r *Request, pid int, base, sub string, depth int) (Tar
 		case entry == "cwd":
 			to = p.Cwd()
 		default:
-			if to = p.exe; to == "" {
+			if to = p.Exe(); to == "" {
 				return Target{}, unix.ENOENT
 			}
 		}

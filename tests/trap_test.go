@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,6 +61,23 @@ func TestTrapExecScript(t *testing.T) {
 	stdout, stderr, status := runKbox(t, "image", "-S", img, "--syscall-mode=trap", "--", "/bin/bash", "-c", "exec /root/chain.sh a b")
 	if status != 0 || stdout != "script /root/chain.sh a b\nend-of-chain\n" {
 		t.Errorf("status %d\nstdout: %q\nstderr: %s", status, stdout, stderr)
+	}
+}
+
+// The observatory sees the trap tier's syscalls as the seccomp tier's
+// (the engine's Serve): --stats counts them, and it still reaches kbox's
+// stderr after the guest (glibc cat) closed its own fds 1 and 2, which
+// are kbox's numbers too; --trace-format json lists them.
+func TestTrapObservatory(t *testing.T) {
+	img := imagePath(t)
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=trap", "--stats", "--", "/bin/cat", "/etc/hostname")
+	if status != 0 || stdout != "kbox-rootfs\n" || !strings.Contains(stderr, "kbox stats:") ||
+		!regexp.MustCompile(`(?m)^openat +257 +[1-9]`).MatchString(stderr) || !regexp.MustCompile(`(?m)^exit_group +231 +1 `).MatchString(stderr) {
+		t.Errorf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
+	}
+	stdout, stderr, status = runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=trap", "--trace-format", "json", "--", "/bin/cat", "/etc/hostname")
+	if status != 0 || stdout != "kbox-rootfs\n" || !strings.Contains(stderr, `"name":"openat"`) || !strings.Contains(stderr, `"path":"/etc/hostname"`) {
+		t.Errorf("status %d\nstdout: %s\nstderr: %s", status, stdout, lastLines(stderr, 5))
 	}
 }
 

@@ -3,7 +3,8 @@
 // a seccomp filter installed on those threads makes every syscall of guest
 // code that cannot run natively raise SIGSYS (SECCOMP_RET_TRAP), and the
 // tier serves it through the same engine as the seccomp tier
-// (dispatch.Engine.Dispatch). The tier supplies transport only: guest
+// (dispatch.Engine.Serve, which also reports to the engine's Observe
+// hook). The tier supplies transport only: guest
 // memory, fd installation in the shared fd table, running a call on the
 // host, and what a process inside kbox's needs to stay apart from kbox:
 // the fd and memory guards, emulated signals, threads. docs/tiers.md
@@ -14,8 +15,6 @@
 package trap
 
 import (
-	"time"
-
 	"github.com/kbox-project/kbox/dispatch"
 )
 
@@ -26,10 +25,6 @@ type Config struct {
 	Path    string // guest path of the program
 	WorkDir string
 	Engine  *dispatch.Engine
-	// Observe, when set, is called after each dispatched syscall (as in
-	// the seccomp tier); it must not block.
-	Observe func(req *dispatch.Request, res *dispatch.Result, latency time.Duration)
-	Debug   bool
 	Verbose bool
 }
 

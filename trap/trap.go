@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/seccomp"
@@ -35,6 +34,10 @@ func Available() bool { return true }
 const guestFDs = 1024
 
 var (
+	// guestStdio keeps the os.Files of fds 1 and 2 alive once kbox writes
+	// to copies: the guest's fds are never closed by kbox.
+	guestStdio []*os.File
+
 	prepared *fdSpace
 	prepErr  error
 	prepOnce sync.Once
@@ -54,7 +57,19 @@ func Prepare() (int, error) {
 		if lim.Max < 2*guestFDs {
 			g = int(lim.Max / 2) // any hard limit: half for the guest
 		}
-		prepared, prepErr = newFDSpace(g)
+		if prepared, prepErr = newFDSpace(g); prepErr != nil {
+			return
+		}
+		// fds 0-2 are the guest's: it may close or replace them (glibc
+		// programs close stdout and stderr at exit). kbox's own messages
+		// (--stats, errors at the end of the run) go to copies of them,
+		// above the guest's range.
+		for _, f := range []**os.File{&os.Stdout, &os.Stderr} {
+			if nfd, err := unix.FcntlInt((*f).Fd(), unix.F_DUPFD_CLOEXEC, g); err == nil {
+				guestStdio = append(guestStdio, *f) // its finalizer would close the guest's fd
+				*f = os.NewFile(uintptr(nfd), (*f).Name())
+			}
+		}
 	})
 	if prepErr != nil {
 		return 0, fmt.Errorf("trap tier: reserving the guest's fds: %w", prepErr)
@@ -84,11 +99,7 @@ type tier struct {
 	fds *fdSpace
 	mem regions
 	// loaded is the program the guest runs (its regions, its break).
-	loaded *elfload.Loaded
-	// mu serializes Dispatch: the engine is not safe for concurrent
-	// calls yet (issue 12, Part 1).
-	mu sync.Mutex
-
+	loaded  *elfload.Loaded
 	tmu     sync.Mutex
 	threads []*thread // by slot
 	byTid   map[int]*thread
@@ -167,9 +178,9 @@ func Run(cfg Config) (Exit, error) {
 		return Exit{}, &ProgramError{Path: cfg.Path, Errno: en}
 	}
 	defer prog.Close()
-	eng.RootPid = t.pid
 	eng.Tier = execTier{}
-	p := eng.Start(t.pid, cfg.WorkDir)
+	// The guest's process is kbox's: no keeper (orphans cannot exist).
+	p := eng.Begin(t.pid, 0, cfg.WorkDir)
 	eng.SetExe(p, cfg.Path)
 	// Built before the guest is mapped: every executable mapping now is
 	// kbox's own, trusted by the filter.
@@ -220,6 +231,7 @@ func Run(cfg Config) (Exit, error) {
 		return Exit{}, err
 	case ex := <-t.done:
 		t.stopAll()
+		eng.Stop()
 		return ex, nil
 	}
 }
@@ -487,19 +499,10 @@ func (th *thread) syscall() {
 	}
 	r := &th.req
 	r.Nr, r.Args, r.G, r.P, r.Path = nr, a, &th.g, t.eng.Lookup(th.tid), ""
-	var start clock.Stamp
-	if t.cfg.Observe != nil {
-		start = clock.Now()
-	}
-	t.mu.Lock()
-	res := t.eng.Dispatch(r)
-	t.mu.Unlock()
-	if t.cfg.Observe != nil {
-		t.cfg.Observe(r, &res, clock.Since(start))
-	}
-	if t.cfg.Debug {
-		fmt.Fprintf(os.Stderr, "kbox: tid %d nr %d -> act %d val %d err %v\n", th.tid, nr, res.Action, res.Val, res.Errno)
-	}
+	// Serve: Dispatch, the observatory's hook and the KBOX_DEBUG line.
+	// The engine is safe for concurrent calls: guest threads are served
+	// in parallel.
+	res := t.eng.Serve(r)
 	switch res.Action {
 	case dispatch.Return:
 		if res.Errno != 0 {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
@@ -139,7 +138,19 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 	// The guest's /proc/sys, /proc/net, fd links and mount table come from
 	// the kernel's own proc, outside the guest's root (dispatch/procfs.go).
 	opt.KernelProc, opt.HasKernelProc = root.KernelProc()
+	if v := os.Getenv("KBOX_SHADOW_MAX"); v != "" {
+		// Tuning and tests: files above this many bytes are served through
+		// virtual fds instead of memfd shadows (docs/tiers.md).
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("KBOX_SHADOW_MAX=%q: want a byte count", v)
+		}
+		opt.ShadowMax = n
+	}
 	eng := dispatch.New(opt)
+	// What guests wrote goes to the image before it is unmounted; on the
+	// error paths too (the normal path closes it below, and checks).
+	defer eng.Close()
 	dispatch.InitLKL() // umask 0 (kbox applies the guest's), the image's hostname
 	if fd, ok := root.ScratchFile(); ok {
 		// What guests write to /tmp is bounded by the host's free space
@@ -148,25 +159,16 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 			eng.Shadows.HostBacked(st.Dev, fd)
 		}
 	}
-	defer eng.Shadows.Close() // on the error paths; see below
-	if v := os.Getenv("KBOX_SHADOW_MAX"); v != "" {
-		// Tuning and tests: files above this many bytes are served through
-		// virtual fds instead of memfd shadows (docs/tiers.md).
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("KBOX_SHADOW_MAX=%q: want a byte count", v)
-		}
-		eng.Shadows.MaxSize = n
-	}
-	defer eng.Drain(5 * time.Second) // pumps of dup2'd virtual fds (dispatch/bridge.go)
 	ob, err := newObservatory(o, kernelSource{readProc: root.ReadKernelProc, eng: eng})
 	if err != nil {
 		return 0, err
 	}
 	defer ob.close()
+	eng.Observe = ob.hook()
+	eng.Debug = os.Getenv("KBOX_DEBUG") != ""
 	var status int
 	if o.SyscallMode == "trap" {
-		status, err = runTrap(o, path, eng, ob)
+		status, err = runTrap(o, path, eng)
 	} else {
 		status, err = supervisor.Run(supervisor.Config{
 			Argv:    o.Command,
@@ -174,18 +176,16 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 			Path:    path,
 			WorkDir: o.WorkDir,
 			Engine:  eng,
-			Observe: ob.hook(),
-			Debug:   os.Getenv("KBOX_DEBUG") != "",
+			Debug:   eng.Debug,
 			Verbose: o.Verbose,
 			// Tests and debugging: the guest without namespaces of its own,
 			// as where none can be made (docs/security.md).
 			NoNamespaces: os.Getenv("KBOX_NAMESPACES") == "off",
 		})
 	}
-	// What guests wrote goes to the image before it is unmounted. A
-	// write-back that fails here lost data no guest call reported: kbox
+	// A write-back that fails here lost data no guest call reported: kbox
 	// fails (exit status 125) rather than pass on the guest's status.
-	if cerr := eng.Shadows.Close(); cerr != nil && err == nil {
+	if cerr := eng.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("writing the guest's files back to the image failed, their data is lost: %w", cerr)
 	}
 	return status, err

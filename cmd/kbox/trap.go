@@ -21,15 +21,13 @@ var trapFDs int
 var dieWith int
 
 // runTrap runs the guest in the in-process trap tier (docs/tiers.md).
-func runTrap(o *ImageOptions, path string, eng *dispatch.Engine, ob *observatory) (int, error) {
+func runTrap(o *ImageOptions, path string, eng *dispatch.Engine) (int, error) {
 	ex, err := trap.Run(trap.Config{
 		Argv:    o.Command,
 		Env:     guestEnv(o),
 		Path:    path,
 		WorkDir: o.WorkDir,
 		Engine:  eng,
-		Observe: ob.hook(),
-		Debug:   os.Getenv("KBOX_DEBUG") != "",
 		Verbose: o.Verbose,
 	})
 	var pe *trap.ProgramError

@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/seccomp"
@@ -33,12 +32,10 @@ type Config struct {
 	Env     []string
 	Path    string // guest path of the program
 	WorkDir string
-	Engine  *dispatch.Engine
-	// Observe, when set, is called on the serving thread after each
-	// dispatched syscall, before the reply; it must not block. When it is
-	// nil the loop does not even read the clock.
-	Observe func(req *dispatch.Request, res *dispatch.Result, latency time.Duration)
-	Debug   bool
+	// Engine serves the guest's syscalls (Engine.Serve, which also
+	// observes them); Run begins and stops it, its maker closes it.
+	Engine *dispatch.Engine
+	Debug  bool // KBOX_DEBUG: the listener's set-up on stderr
 	// Verbose prints setup steps (kbox -v): the namespaces the guest got.
 	Verbose bool
 	// NoNamespaces keeps the guest in kbox's network and IPC namespaces
@@ -300,7 +297,7 @@ func Run(cfg Config) (int, error) {
 	}
 	binder := unixsock.NewBinder(bpair[0])
 	eng.Sockets = unixsock.New(binder, ns&NSNet != 0)
-	defer eng.Sockets.Close()
+	defer eng.Stop() // when nothing else stopped it
 	eng.IPCNamespace = ns&NSIPC != 0
 	if cfg.Verbose {
 		reportNamespaces(ns, cfg.NoNamespaces)
@@ -322,10 +319,9 @@ func Run(cfg Config) (int, error) {
 		return 0, err
 	}
 	defer listener.Close()
-	// Parked FIFO opens are answered through the listener: they end first.
-	defer eng.FIFOs.Close()
-	// So do socket calls still waiting in goroutines (dispatch/socket.go).
-	defer eng.StopLateReplies()
+	// Parked FIFO opens and socket calls still waiting in goroutines are
+	// answered through the listener: the engine stops first.
+	defer eng.Stop()
 	// Kernels with sync wake-up (6.6+) also end a blocked Recv with ENOENT
 	// once no task uses the filter: the serve loop can then call Recv
 	// directly, without a poll per notification.
@@ -335,8 +331,7 @@ func Run(cfg Config) (int, error) {
 	}
 	// pid is the keeper (guestinit.c), which relays the exit status;
 	// guestPid is the guest under it.
-	eng.RootPid, eng.Keeper = guestPid, pid
-	eng.Start(guestPid, cfg.WorkDir)
+	eng.Begin(guestPid, pid, cfg.WorkDir)
 	if _, err := parent.Write([]byte{'G'}); err != nil {
 		return 0, fmt.Errorf("start guest: %w", err)
 	}
@@ -364,7 +359,7 @@ func Run(cfg Config) (int, error) {
 		done <- st
 	}()
 	var state *os.ProcessState
-	serve(listener, eng, &cfg, syncWake == nil, func() bool {
+	serve(listener, eng, syncWake == nil, func() bool {
 		select {
 		case state = <-done:
 			return true
@@ -450,7 +445,7 @@ func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, int
 // ENOENT once no task uses the filter; a poll then tells that hang-up from
 // an interrupted notification. Otherwise it polls before each Recv, since
 // an older kernel's Recv blocks forever after the last guest exits.
-func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst bool, stop func() bool) {
+func serve(l *seccomp.Listener, eng *dispatch.Engine, recvFirst bool, stop func() bool) {
 	var n seccomp.Notif
 	var resp seccomp.NotifResp
 	g := &guest{l: l, n: &n, co: newColocator(colocationHold)}
@@ -484,23 +479,13 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, cfg *Config, recvFirst boo
 			}
 			continue // target gone or interrupted: the kernel re-notifies
 		}
-		var start clock.Stamp
-		if cfg.Observe != nil {
-			start = clock.Now()
-		}
 		req.Nr, req.Args, req.G, req.P, req.Path = int(n.Data.Nr), n.Data.Args, g, eng.Lookup(int(n.Pid)), ""
 		g.co.touch(int(n.Pid))
 		var res dispatch.Result
 		if req.P == nil || checkExec(&req) {
-			res = eng.Dispatch(&req)
+			res = eng.Serve(&req)
 		} else {
 			res = dispatch.Result{Disp: dispatch.Denied, Errno: unix.EPERM} // killed: it ran a program kbox did not prepare
-		}
-		if cfg.Observe != nil {
-			cfg.Observe(&req, &res, clock.Since(start))
-		}
-		if cfg.Debug {
-			fmt.Fprintf(os.Stderr, "kbox: pid %d nr %d -> act %d val %d err %v\n", n.Pid, req.Nr, res.Action, res.Val, res.Errno)
 		}
 		if res.Action == dispatch.Answered || res.Action == dispatch.Deferred {
 			continue // the handler's AddFD answered it, or it is answered later
