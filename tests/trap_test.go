@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The in-process trap tier (--syscall-mode=trap, package trap) runs real
@@ -179,6 +181,52 @@ func TestTrapSignals(t *testing.T) {
 	want := strings.Replace(native, "signal: hostname "+hostHostname(t), "signal: hostname kbox-rootfs", 1)
 	if stdout != want {
 		t.Errorf("under kbox:\n%s\nnatively (hostname replaced):\n%s\nstderr: %s", stdout, want, stderr)
+	}
+}
+
+// Signals sent to kbox's pid from outside reach the guest: SIGTERM runs
+// the guest's handler (pause returns EINTR) and the guest goes on;
+// SIGINT with no handler kills the guest, and kbox dies of it.
+func TestTrapSignalFromOutside(t *testing.T) {
+	img := imagePath(t)
+	for _, c := range []struct {
+		sig    syscall.Signal
+		want   string
+		killed bool
+	}{
+		{syscall.SIGTERM, "ready\npause: EINTR, handler saw 15\nwait: hostname kbox-rootfs\n", false},
+		{syscall.SIGINT, "ready\n", true},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
+		cmd := exec.CommandContext(ctx, kboxBin(t), "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/trapguard", "wait")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
+			t.Fatalf("%v: guest not ready: %q %v\nstderr: %s", c.sig, buf, err, &se)
+		}
+		time.Sleep(100 * time.Millisecond) // into pause()
+		cmd.Process.Signal(c.sig)
+		rest, _ := io.ReadAll(out)
+		err = cmd.Wait()
+		cancel()
+		if got := string(buf) + string(rest); got != c.want {
+			t.Errorf("%v: stdout %q, want %q\nstderr: %s", c.sig, got, c.want, &se)
+		}
+		var ee *exec.ExitError
+		switch {
+		case c.killed && (!errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != c.sig):
+			t.Errorf("%v: kbox ended with %v, want killed by %v\nstderr: %s", c.sig, err, c.sig, &se)
+		case !c.killed && err != nil:
+			t.Errorf("%v: kbox: %v\nstderr: %s", c.sig, err, &se)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ package trap
 
 import (
 	"github.com/kbox-project/kbox/dispatch"
+	"golang.org/x/sys/unix"
 )
 
 // Config describes one guest run in the trap tier.
@@ -35,3 +36,12 @@ type Exit struct {
 	Status int
 	Signal int
 }
+
+// ProgramError says the program cannot be executed (as execve would
+// fail: ENOENT, EACCES, ENOEXEC): kbox exits 127 or 126 as a shell does.
+type ProgramError struct {
+	Path  string
+	Errno unix.Errno
+}
+
+func (e *ProgramError) Error() string { return e.Path + ": " + e.Errno.Error() }

@@ -77,15 +77,6 @@ func Prepare() (int, error) {
 	return prepared.g, nil
 }
 
-// ProgramError says the program cannot be executed (as execve would
-// fail: ENOENT, EACCES, ENOEXEC): kbox exits 127 or 126 as a shell does.
-type ProgramError struct {
-	Path  string
-	Errno unix.Errno
-}
-
-func (e *ProgramError) Error() string { return e.Path + ": " + e.Errno.Error() }
-
 // brkSize is the address space reserved for a guest's break: LKL's
 // memory lies at 1 GiB, and a non-PIE program's break (from about 4 MiB)
 // must end below it. musl and glibc fall back to mmap when brk fails.

@@ -8,6 +8,8 @@
  *   trapguard segv    a write through a bad pointer
  *   trapguard signal  handlers, masks and pending signals
  *   trapguard thread  pthreads that each do file work
+ *   trapguard wait    a SIGTERM handler, then pause() until a signal
+ *                     sent from outside (to kbox's pid) arrives
  *
  * Each mode ends by reading /etc/hostname, which needs kbox intact. */
 #define _GNU_SOURCE
@@ -195,6 +197,23 @@ static int thread(void)
 	return 0;
 }
 
+static volatile sig_atomic_t term;
+static void on_term(int sig) { term = sig; }
+
+static int wait_signal(void)
+{
+	struct sigaction sa = {0};
+	sa.sa_handler = on_term;
+	sigaction(SIGTERM, &sa, NULL); /* no SA_RESTART: pause returns EINTR */
+	puts("ready");
+	fflush(stdout);
+	int r = pause();
+	printf("pause: %s, handler saw %d\n", r == -1 && errno == EINTR ? "EINTR" : "?", term);
+	fflush(stdout);
+	hostname("wait");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -214,6 +233,8 @@ int main(int argc, char **argv)
 		return sig();
 	if (strcmp(m, "thread") == 0)
 		return thread();
-	fprintf(stderr, "usage: trapguard fds|mem|segv|signal|thread\n");
+	if (strcmp(m, "wait") == 0)
+		return wait_signal();
+	fprintf(stderr, "usage: trapguard fds|mem|segv|signal|thread|wait\n");
 	return 2;
 }
