@@ -18,9 +18,10 @@ import (
 // one run (median of 5 each), and reports both tiers as ratios to native
 // and trap/seccomp. In the same minutes it measures the floor of the trap
 // mechanism with scripts/trap_floor.c (no kbox: a SIGSYS trap answered in
-// C, with and without the two thread-pointer switches this CPU needs, and
-// the redirect to ordinary context the tier uses), so that a target below
-// the floor shows as such (docs/benchmarks.md). KBOX_BENCH_ROWS=a,b runs
+// C, with and without the two thread-pointer switches this CPU needs, the
+// redirect to ordinary context the tier uses, and the hand-off to a
+// service thread it did not choose), so that a target below the floor
+// shows as such (docs/benchmarks.md). KBOX_BENCH_ROWS=a,b runs
 // only those rows.
 func BenchmarkTrapVsSeccomp(b *testing.B) {
 	img := imagePath(b)
@@ -65,7 +66,7 @@ func BenchmarkTrapVsSeccomp(b *testing.B) {
 		b.Logf("trap_floor not built (%v): %s", err, out)
 	} else {
 		var line []string
-		for _, mode := range []string{"native", "trap", "trapfs", "redirect", "fsbase"} {
+		for _, mode := range []string{"native", "trap", "trapfs", "redirect", "handoff", "handoffspin", "fsbase"} {
 			var v []float64
 			for i := 0; i < runs; i++ {
 				out, err := exec.Command(floor, mode, "20000", hostFile).Output()
