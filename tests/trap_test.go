@@ -37,6 +37,9 @@ func TestTrapGuests(t *testing.T) {
 		{"killed by its own signal", []string{"--", "/opt/tests/kill_self"}, -1, nil, []string{"goroutine"}},
 		{"path escape with ..", []string{"--", "/bin/cat", "/../../../../etc/hostname"}, 0, []string{"kbox-rootfs"}, []string{host + "\n"}},
 		{"file written and read back", []string{"-c", "echo one > /root/t; echo two >> /root/t; read a < /root/t; echo got $a"}, 0, []string{"got one"}, nil},
+		{"proc root stays in the guest", []string{"--", "/bin/cat", "/proc/self/root/etc/hostname"}, 0, []string{"kbox-rootfs"}, []string{host + "\n"}},
+		{"pid 1 is no guest process", []string{"--", "/bin/ls", "/proc/1/cwd/"}, 2, nil, nil},
+		{"denied syscall gets EPERM", []string{"-c", "exec 2>&1; exec swapoff /tmp/nothing"}, 1, []string{"swapoff: /tmp/nothing: Operation not permitted"}, nil},
 		{"missing command", []string{"--", "/no/such/program"}, 127, nil, nil},
 		{"corrupt ELF", []string{"--", "/opt/tests/badelf"}, 126, nil, []string{"goroutine"}},
 		{"exec chain: shell, env, glibc echo", []string{"-c", "echo first; exec /usr/bin/env X=1 /bin/sh -c 'echo $X; exec /bin/echo last'"}, 0, []string{"first\n1\nlast\n"}, nil},
@@ -80,6 +83,20 @@ func TestTrapObservatory(t *testing.T) {
 	stdout, stderr, status = runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=trap", "--trace-format", "json", "--", "/bin/cat", "/etc/hostname")
 	if status != 0 || stdout != "kbox-rootfs\n" || !strings.Contains(stderr, `"name":"openat"`) || !strings.Contains(stderr, `"path":"/etc/hostname"`) {
 		t.Errorf("status %d\nstdout: %s\nstderr: %s", status, stdout, lastLines(stderr, 5))
+	}
+}
+
+// Identity options hold in the trap tier: the guest runs as uid 1000,
+// and LKL refuses it root's directory.
+func TestTrapChangeID(t *testing.T) {
+	img := imagePath(t)
+	stdout, stderr, status := runKbox(t, "image", "-R", img, "--read-only", "--syscall-mode=trap", "--change-id", "1000:1000", "--", "/usr/bin/id")
+	if status != 0 || stdout != "uid=1000(kbox) gid=1000(kbox) groups=1000(kbox)\n" {
+		t.Errorf("id: status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
+	}
+	stdout, stderr, status = runKbox(t, "image", "-R", img, "--read-only", "--syscall-mode=trap", "--change-id", "1000:1000", "--", "/bin/ls", "/root")
+	if status != 2 || !strings.Contains(stderr, "cannot open directory '/root': Permission denied") {
+		t.Errorf("ls /root: status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
 	}
 }
 
