@@ -25,7 +25,8 @@ func (e *notSupportedError) Error() string { return e.what + ": not supported ye
 func unsupported(o *ImageOptions) error {
 	var missing []string
 	if o.SyscallMode == "auto" {
-		o.SyscallMode = "seccomp" // the only tier built so far
+		// The trap tier runs one process (no fork): not a default yet.
+		o.SyscallMode = "seccomp"
 	}
 	if o.Net {
 		missing = append(missing, "--net")

@@ -44,8 +44,11 @@ func main() {
 	// table (trap/fds.go): they are reserved before kbox opens anything.
 	// Go's runtime keeps no fd of its own open at this point but its
 	// netpoll's (containermaxprocs=0, above: it closes its cgroup files).
-	for _, a := range os.Args[1:] {
-		if a == "--syscall-mode=trap" {
+	for i, a := range os.Args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "--syscall-mode=trap" || a == "--syscall-mode" && i+2 < len(os.Args) && os.Args[i+2] == "trap" {
 			trap.Prepare() // errors are reported where runImage calls it again
 			break
 		}
