@@ -72,7 +72,10 @@ func (g *guest) waitDeferred() int64 {
 		case v := <-ch:
 			return v
 		case <-g.t.wake:
-			if g.t.die.Load() || tr.ended.Load() {
+			// A signal to take (or the end of the run) interrupts the
+			// wait, as it interrupts a blocking syscall on Linux; a
+			// late answer goes to the buffered channel, unread.
+			if g.t.die.Load() || tr.ended.Load() || g.t.deliverable() != 0 {
 				return -int64(unix.EINTR)
 			}
 		}
