@@ -14,6 +14,17 @@
  *             when the CPU has no FSGSBASE: arch_prctl(ARCH_SET_FS) to
  *             kbox's and back to the guest's
  *     fsbase  N pairs of arch_prctl(ARCH_SET_FS) alone
+ *     handoff     the handler hands the syscall to a service thread
+ *                 (futex wake, futex wait) and the service thread makes
+ *                 the stat: no thread-pointer switch, two wake-ups
+ *     handoffspin as handoff, both sides spin up to SPIN iterations
+ *                 (env TRAP_FLOOR_SPIN, default 2000) before sleeping
+ *     handoff1cpu as handoff with both threads pinned to one CPU
+ *     redirect    the handler switches FS to kbox's (arch_prctl), points
+ *                 the context at a trampoline and returns; after
+ *                 sigreturn the trampoline makes the stat in ordinary
+ *                 context, switches FS back and jumps to the guest with
+ *                 no further syscall (ret past the red zone)
  *
  * Prints "MODE ns_per_op".
  *
@@ -21,6 +32,10 @@
  */
 #define _GNU_SOURCE
 #include <asm/prctl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <signal.h>
@@ -55,6 +70,89 @@ static long raw(long nr, long a, long b, long c)
 	long r;
 	__asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
 	return r;
+}
+
+/* hand-off: one request slot shared by the guest thread and the service
+ * thread; seq odd = request posted, even = answered. */
+static _Atomic unsigned req_seq;
+static long req_nr, req_a[3], req_ret;
+static long spin_max;
+
+static long futex(_Atomic unsigned *w, int op, unsigned v)
+{
+	return raw(SYS_futex, (long)w, op, v);
+}
+
+/* wait until *w != old, spinning first */
+static void wait_change(_Atomic unsigned *w, unsigned old)
+{
+	for (long i = 0; i < spin_max; i++) {
+		if (atomic_load_explicit(w, memory_order_acquire) != old)
+			return;
+		__builtin_ia32_pause();
+	}
+	while (atomic_load_explicit(w, memory_order_acquire) == old)
+		futex(w, FUTEX_WAIT_PRIVATE, old);
+}
+
+static void *service(void *arg)
+{
+	unsigned seen = 0;
+	for (;;) {
+		wait_change(&req_seq, seen);
+		seen = atomic_load(&req_seq); /* odd: a request */
+		req_ret = raw(req_nr, req_a[0], req_a[1], req_a[2]);
+		atomic_store_explicit(&req_seq, seen + 1, memory_order_release);
+		seen++;
+		futex(&req_seq, FUTEX_WAKE_PRIVATE, 1);
+	}
+	return arg;
+}
+
+static void on_sigsys_handoff(int sig, siginfo_t *si, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	greg_t *g = uc->uc_mcontext.gregs;
+	req_nr = si->si_syscall;
+	req_a[0] = g[REG_RDI], req_a[1] = g[REG_RSI], req_a[2] = g[REG_RDX];
+	unsigned s = atomic_fetch_add_explicit(&req_seq, 1, memory_order_release) + 1;
+	futex(&req_seq, FUTEX_WAKE_PRIVATE, 1);
+	wait_change(&req_seq, s);
+	g[REG_RAX] = req_ret;
+}
+
+/* redirect: the guest's registers are saved here by the handler; the
+ * trampoline serves the call in ordinary context. */
+static greg_t saved[NGREG];
+static long saved_nr;
+static char tramp_stack[65536] __attribute__((aligned(16)));
+extern void tramp_entry(void);
+void tramp_serve(void)
+{
+	saved[REG_RAX] = raw(saved_nr, saved[REG_RDI], saved[REG_RSI], saved[REG_RDX]);
+	raw(SYS_arch_prctl, ARCH_SET_FS, fs_guest, 0);
+}
+/* tramp_entry: call tramp_serve on the kbox stack, then restore the guest's
+ * registers we use (rax, rsp, rip; the model's stub clobbers nothing else
+ * that matters) and return with ret $128 past the red zone. */
+__asm__(".text\n.globl tramp_entry\ntramp_entry:\n"
+	"call tramp_serve\n"
+	"mov saved+8*15(%rip), %rsp\n"   /* REG_RSP */
+	"sub $136, %rsp\n"
+	"mov saved+8*16(%rip), %rax\n"   /* REG_RIP */
+	"mov %rax, (%rsp)\n"
+	"mov saved+8*13(%rip), %rax\n"   /* REG_RAX */
+	"ret $128\n");
+
+static void on_sigsys_redirect(int sig, siginfo_t *si, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	greg_t *g = uc->uc_mcontext.gregs;
+	raw(SYS_arch_prctl, ARCH_SET_FS, fs_kbox, 0);
+	memcpy(saved, g, sizeof saved);
+	saved_nr = si->si_syscall;
+	g[REG_RSP] = (greg_t)(tramp_stack + sizeof tramp_stack - 8);
+	g[REG_RIP] = (greg_t)tramp_entry;
 }
 
 static void on_sigsys(int sig, siginfo_t *si, void *ctx)
@@ -99,6 +197,22 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "native") != 0) {
 		switch_fs = !strcmp(mode, "trapfs");
 		struct sigaction sa = {.sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO};
+		if (!strncmp(mode, "handoff", 7)) {
+			sa.sa_sigaction = on_sigsys_handoff;
+			if (!strcmp(mode, "handoffspin"))
+				spin_max = getenv("TRAP_FLOOR_SPIN") ? atol(getenv("TRAP_FLOOR_SPIN")) : 2000;
+			if (!strcmp(mode, "handoff1cpu")) {
+				cpu_set_t cs;
+				CPU_ZERO(&cs);
+				CPU_SET(0, &cs);
+				sched_setaffinity(0, sizeof cs, &cs); /* inherited by the service */
+			}
+			pthread_t t;
+			pthread_create(&t, NULL, service, NULL);
+		} else if (!strcmp(mode, "redirect")) {
+			sa.sa_sigaction = on_sigsys_redirect;
+			fs_guest = fs_kbox; /* the model's guest shares libc's TLS */
+		}
 		sigaction(SIGSYS, &sa, NULL);
 		uint64_t lo = (uint64_t)page;
 		struct sock_filter f[] = {

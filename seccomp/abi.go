@@ -69,6 +69,7 @@ const (
 const (
 	offNr   = 0
 	offArch = 4
+	offIP   = 8
 	offArgs = 16
 )
 

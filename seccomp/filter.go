@@ -29,6 +29,11 @@ const DefaultVirtualFDBase = 1024
 //     → USER_NOTIF;
 //     low 32 bits of args[0] < VirtualFDBase → ALLOW, else USER_NOTIF
 //  6. anything else                      → USER_NOTIF
+//
+// An in-process tier (package trap) sets Notify to SECCOMP_RET_TRAP,
+// Trusted to kbox's own code and DupfdAlways: a verdict of Notify or Deny
+// for a syscall made from a Trusted address becomes ALLOW (kbox's code runs
+// on the guest's threads), and every F_DUPFD(_CLOEXEC) is notified.
 type Policy struct {
 	Arch   *Arch
 	Deny   []string
@@ -40,6 +45,54 @@ type Policy struct {
 	NullArg       map[string]int
 	VirtualFDBase uint32
 	DenyErrno     unix.Errno
+	// Notify is the action for syscalls the filter does not let run;
+	// 0 means SECCOMP_RET_USER_NOTIF.
+	Notify uint32
+	// Trusted are instruction-pointer ranges whose syscalls run natively
+	// whatever the verdict (Notify or Deny) would be. Every range must lie
+	// within one 4 GiB-aligned block (Hi-1 and Lo share the upper 32 bits).
+	Trusted []IPRange
+	// DupfdAlways notifies every fcntl F_DUPFD and F_DUPFD_CLOEXEC, not
+	// only those with a minimum at or above VirtualFDBase.
+	DupfdAlways bool
+}
+
+// IPRange is [Lo, Hi) of instruction pointers.
+type IPRange struct{ Lo, Hi uint64 }
+
+// SplitRanges cuts ranges at every 4 GiB boundary, as Policy.Trusted needs.
+func SplitRanges(rs []IPRange) []IPRange {
+	var out []IPRange
+	for _, r := range rs {
+		for lo := r.Lo; lo < r.Hi; {
+			hi := min(r.Hi, (lo|0xffffffff)+1)
+			if hi == 0 { // the top block
+				hi = r.Hi
+			}
+			out = append(out, IPRange{lo, hi})
+			if hi <= lo {
+				break
+			}
+			lo = hi
+		}
+	}
+	return out
+}
+
+func (p *Policy) notify() uint32 {
+	if p.Notify == 0 {
+		return RetUserNotif
+	}
+	return p.Notify
+}
+
+func (p *Policy) trusted(ip uint64) bool {
+	for _, r := range p.Trusted {
+		if ip >= r.Lo && ip < r.Hi {
+			return true
+		}
+	}
+	return false
 }
 
 // NewPolicy returns an empty policy for a (the native architecture when
@@ -151,13 +204,18 @@ func (p *Policy) classes() (map[uint32]class, error) {
 			return nil, fmt.Errorf("seccomp: syscall number %#x collides with the x32 range", nr)
 		}
 	}
+	for _, r := range p.Trusted {
+		if r.Hi <= r.Lo || r.Lo>>32 != (r.Hi-1)>>32 {
+			return nil, fmt.Errorf("seccomp: trusted range %#x-%#x is empty or crosses a 4 GiB boundary", r.Lo, r.Hi)
+		}
+	}
 	return m, nil
 }
 
 func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 	if i, isNull := c.nullArg(); isNull {
 		if args[i] != 0 {
-			return RetUserNotif
+			return p.notify()
 		}
 		c = clsHostFD
 	}
@@ -177,8 +235,8 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 		}
 	case clsFcntl:
 		cmd := uint32(args[1])
-		if (cmd == fcntlDupfd || cmd == fcntlDupfdCloexec) && uint32(args[2]) >= p.VirtualFDBase {
-			return RetUserNotif
+		if (cmd == fcntlDupfd || cmd == fcntlDupfdCloexec) && (p.DupfdAlways || uint32(args[2]) >= p.VirtualFDBase) {
+			return p.notify()
 		}
 		fallthrough
 	case clsHostFD:
@@ -186,7 +244,7 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 			return RetAllow
 		}
 	}
-	return RetUserNotif
+	return p.notify()
 }
 
 // Decide is the reference model of the filter: it returns the SECCOMP_RET_*
@@ -194,11 +252,24 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 // is written independently of the BPF code generator and serves as the test
 // oracle. It panics if the policy is invalid.
 func (p *Policy) Decide(nr uint32, arch uint32, args [6]uint64) uint32 {
+	return p.DecideAt(nr, arch, 0, args)
+}
+
+// DecideAt is Decide for a syscall made at instruction pointer ip.
+func (p *Policy) DecideAt(nr uint32, arch uint32, ip uint64, args [6]uint64) uint32 {
+	v := p.decide(nr, arch, args)
+	if (v == p.notify() || v == RetErrno|uint32(p.DenyErrno)) && p.trusted(ip) {
+		return RetAllow
+	}
+	return v
+}
+
+func (p *Policy) decide(nr uint32, arch uint32, args [6]uint64) uint32 {
 	if arch != p.Arch.AuditArch {
 		return RetKillProcess
 	}
 	if p.Arch.X32Bit != 0 && nr >= p.Arch.X32Bit {
-		return p.retFor(clsX32, &args)
+		return RetErrno | uint32(unix.ENOSYS)
 	}
 	m, err := p.classes()
 	if err != nil {
@@ -348,6 +419,23 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 	ioctlL, hostL, fcntlL := a.newLabel(), a.newLabel(), a.newLabel()
 	ret := func(v uint32) bpf.Instruction { return bpf.RetConstant{Val: v} }
 	deny := RetErrno | uint32(p.DenyErrno)
+	notify := p.notify()
+	// With trusted ranges, a Notify or Deny verdict first asks whether
+	// the caller is trusted (blocks at the end: BPF jumps only forward).
+	var trustNotifyL, trustDenyL label
+	if len(p.Trusted) > 0 {
+		trustNotifyL, trustDenyL = a.newLabel(), a.newLabel()
+	}
+	verdict := func(v uint32) {
+		switch {
+		case v == notify && trustNotifyL != 0:
+			a.jaTo(trustNotifyL)
+		case v == deny && trustDenyL != 0:
+			a.jaTo(trustDenyL)
+		default:
+			a.emit(ret(v))
+		}
+	}
 
 	a.emit(
 		bpf.LoadAbsolute{Off: offArch, Size: 4},
@@ -375,7 +463,7 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 			case clsFcntl:
 				a.jaTo(fcntlL)
 			default:
-				a.emit(ret(p.retFor(c, nil)))
+				verdict(p.retFor(c, nil))
 			}
 			return
 		}
@@ -392,30 +480,43 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		bpf.LoadAbsolute{Off: ArgLowOffset(1), Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ioctlTIOCSTI, SkipTrue: 1},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ioctlTIOCLINUX, SkipFalse: 1},
-		ret(deny),
 	)
+	verdict(deny)
 	a.setLabel(hostL)
 	a.emit(
 		bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipFalse: 1},
-		ret(RetUserNotif),
+		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 1},
 		ret(RetAllow),
 	)
+	verdict(notify)
 	// fcntl: a virtual fd, or F_DUPFD(_CLOEXEC) of a host fd with a
-	// minimum in the virtual range, is notified; every other fcntl of a
-	// host fd runs natively.
+	// minimum in the virtual range (any minimum with DupfdAlways), is
+	// notified; every other fcntl of a host fd runs natively.
 	a.setLabel(fcntlL)
-	a.emit(
-		bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 5},
-		bpf.LoadAbsolute{Off: ArgLowOffset(1), Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfd, SkipTrue: 1},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfdCloexec, SkipFalse: 3},
-		bpf.LoadAbsolute{Off: ArgLowOffset(2), Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipFalse: 1},
-		ret(RetUserNotif),
-		ret(RetAllow),
-	)
+	if p.DupfdAlways {
+		a.emit(
+			bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 3},
+			bpf.LoadAbsolute{Off: ArgLowOffset(1), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfd, SkipTrue: 1},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfdCloexec, SkipFalse: 1},
+		)
+	} else {
+		a.emit(
+			bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 5},
+			bpf.LoadAbsolute{Off: ArgLowOffset(1), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfd, SkipTrue: 1},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfdCloexec, SkipFalse: 3},
+			bpf.LoadAbsolute{Off: ArgLowOffset(2), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipFalse: 1},
+		)
+	}
+	fcntlNotify := a.newLabel()
+	a.jaTo(fcntlNotify)
+	a.emit(ret(RetAllow))
+	a.setLabel(fcntlNotify)
+	verdict(notify)
 	// NullArg: a non-zero argument (either half) is notified, else as
 	// any HostFD syscall.
 	for i := 0; i < 6; i++ {
@@ -426,14 +527,24 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 				bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipFalse: 2},
 				bpf.LoadAbsolute{Off: ArgLowOffset(i) + 4, Size: 4},
 				bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 1},
-				ret(RetUserNotif),
+			)
+			verdict(notify) // one instruction, a RET or a jump
+			a.emit(
 				// The host fd check (BPF jumps only forward).
 				bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
-				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipFalse: 1},
-				ret(RetUserNotif),
+				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 1},
 				ret(RetAllow),
 			)
+			verdict(notify)
 		}
+	}
+	if trustNotifyL != 0 {
+		a.setLabel(trustNotifyL)
+		p.emitTrusted(&a)
+		a.emit(ret(notify))
+		a.setLabel(trustDenyL)
+		p.emitTrusted(&a)
+		a.emit(ret(deny))
 	}
 	prog, err := a.assemble()
 	if err != nil {
@@ -443,6 +554,21 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		return nil, fmt.Errorf("seccomp: program too long (%d instructions)", len(prog))
 	}
 	return prog, nil
+}
+
+// emitTrusted returns ALLOW when the instruction pointer lies in one of
+// p.Trusted, and falls through otherwise.
+func (p *Policy) emitTrusted(a *asm) {
+	for _, r := range p.Trusted {
+		a.emit(
+			bpf.LoadAbsolute{Off: offIP + 4, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(r.Lo >> 32), SkipFalse: 4},
+			bpf.LoadAbsolute{Off: offIP, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: uint32(r.Lo), SkipFalse: 2},
+			bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: uint32(r.Hi - 1), SkipTrue: 1},
+			bpf.RetConstant{Val: RetAllow},
+		)
+	}
 }
 
 // Assemble builds the policy and encodes it for Install.

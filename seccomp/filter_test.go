@@ -377,3 +377,57 @@ func TestFilterSendtoAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterTrusted: the in-process tier's form of the policy (package
+// trap): Notify is SECCOMP_RET_TRAP, a Notify or Deny verdict for a
+// syscall made from a trusted range is ALLOW, a syscall made elsewhere gets
+// the verdict (the deny list included), and every F_DUPFD is trapped.
+// Program against oracle on every number, at addresses in, at the edges of
+// and outside the ranges.
+func TestFilterTrusted(t *testing.T) {
+	ranges := SplitRanges([]IPRange{{0x5555_0000_1000, 0x5555_0002_0000}, {0x7fff_ffff_f000, 0x8000_0000_2000}})
+	if len(ranges) != 3 {
+		t.Fatalf("SplitRanges: %x", ranges)
+	}
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		p := policyFor(a)
+		p.Notify = unix.SECCOMP_RET_TRAP
+		p.Trusted = ranges
+		p.DupfdAlways = true
+		vm := newVM(t, p)
+		ips := []uint64{0, 0x400000, 0x5555_0000_0fff, 0x5555_0000_1000, 0x5555_0001_ffff, 0x5555_0002_0000,
+			0x4555_0000_1000, 0x7fff_ffff_efff, 0x7fff_ffff_f000, 0x8000_0000_0000, 0x8000_0000_1fff, 0x8000_0000_2000}
+		for nr := uint32(0); nr < 1100; nr += 1 {
+			for _, ip := range ips {
+				for _, fd := range []uint64{0, uint64(p.VirtualFDBase)} {
+					d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, InstructionPointer: ip, Args: [6]uint64{fd, unix.F_DUPFD, 3}}
+					if got, want := run(t, vm, &d), p.DecideAt(nr, a.AuditArch, ip, d.Args); got != want {
+						t.Fatalf("%s nr=%d ip=%#x fd=%d: program %s, oracle %s", a.Name, nr, ip, fd, retName(got), retName(want))
+					}
+				}
+			}
+		}
+		reboot, _ := a.Nr("reboot")
+		fcntl, _ := a.Nr("fcntl")
+		openat, _ := a.Nr("openat")
+		for _, c := range []struct {
+			name string
+			nr   uint32
+			ip   uint64
+			args [6]uint64
+			want uint32
+		}{
+			{"denied, guest code", reboot, 0x400000, [6]uint64{}, RetErrno | uint32(unix.EPERM)},
+			{"denied, kbox code", reboot, 0x5555_0000_2000, [6]uint64{}, RetAllow},
+			{"openat, guest code", openat, 0x400000, [6]uint64{}, unix.SECCOMP_RET_TRAP},
+			{"openat, kbox code", openat, 0x8000_0000_0000, [6]uint64{}, RetAllow},
+			{"F_DUPFD min 3, guest code", fcntl, 0x400000, [6]uint64{1, unix.F_DUPFD, 3}, unix.SECCOMP_RET_TRAP},
+			{"F_GETFL, guest code", fcntl, 0x400000, [6]uint64{1, unix.F_GETFL}, RetAllow},
+		} {
+			d := SeccompData{Nr: int32(c.nr), Arch: a.AuditArch, InstructionPointer: c.ip, Args: c.args}
+			if got := run(t, vm, &d); got != c.want {
+				t.Errorf("%s %s: got %s want %s", a.Name, c.name, retName(got), retName(c.want))
+			}
+		}
+	}
+}

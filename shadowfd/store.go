@@ -409,3 +409,8 @@ func errnoOf(err error) unix.Errno {
 	}
 	return unix.EIO
 }
+
+// Prepare makes the content store now instead of at first use: an
+// in-process tier (package trap) serves syscalls on the guest's threads,
+// and a helper process started from one would inherit its seccomp filter.
+func (m *Manager) Prepare() { m.stores.any() }

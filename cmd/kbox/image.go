@@ -11,6 +11,7 @@ import (
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
+	"github.com/kbox-project/kbox/trap"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,12 +25,13 @@ func (e *notSupportedError) Error() string { return e.what + ": not supported ye
 func unsupported(o *ImageOptions) error {
 	var missing []string
 	if o.SyscallMode == "auto" {
-		o.SyscallMode = "seccomp" // the only tier built so far
+		// The trap tier runs one process (no fork): not a default yet.
+		o.SyscallMode = "seccomp"
 	}
 	if o.Net {
 		missing = append(missing, "--net")
 	}
-	if o.SyscallMode == "trap" || o.SyscallMode == "rewrite" {
+	if o.SyscallMode == "trap" && !trap.Available() || o.SyscallMode == "rewrite" {
 		missing = append(missing, "--syscall-mode="+o.SyscallMode)
 	}
 	if len(missing) > 0 {
@@ -68,6 +70,13 @@ func runImage(args []string) int {
 	}
 	if err := unsupported(o); err != nil {
 		return fail(err)
+	}
+	if o.SyscallMode == "trap" {
+		// Before anything kbox keeps is opened: the guest's fds are
+		// the low numbers of kbox's own table (trap/fds.go).
+		if trapFDs, err = trap.Prepare(); err != nil {
+			return fail(err)
+		}
 	}
 	binds, err := openBinds(o)
 	if err != nil {
@@ -115,6 +124,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 		return exitNotFound, nil
 	}
 	opt := dispatch.Options{
+		VirtualFDs: trapFDs, // 0: the default (seccomp tier)
 		RootID:     o.RootID,
 		HostRoutes: hostRoutes(root),
 		Dev:        root.Mounted("/dev"),
@@ -157,18 +167,23 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 	defer ob.close()
 	eng.Observe = ob.hook()
 	eng.Debug = os.Getenv("KBOX_DEBUG") != ""
-	status, err := supervisor.Run(supervisor.Config{
-		Argv:    o.Command,
-		Env:     guestEnv(o),
-		Path:    path,
-		WorkDir: o.WorkDir,
-		Engine:  eng,
-		Debug:   eng.Debug,
-		Verbose: o.Verbose,
-		// Tests and debugging: the guest without namespaces of its own,
-		// as where none can be made (docs/security.md).
-		NoNamespaces: os.Getenv("KBOX_NAMESPACES") == "off",
-	})
+	var status int
+	if o.SyscallMode == "trap" {
+		status, err = runTrap(o, path, eng)
+	} else {
+		status, err = supervisor.Run(supervisor.Config{
+			Argv:    o.Command,
+			Env:     guestEnv(o),
+			Path:    path,
+			WorkDir: o.WorkDir,
+			Engine:  eng,
+			Debug:   eng.Debug,
+			Verbose: o.Verbose,
+			// Tests and debugging: the guest without namespaces of its own,
+			// as where none can be made (docs/security.md).
+			NoNamespaces: os.Getenv("KBOX_NAMESPACES") == "off",
+		})
+	}
 	// A write-back that fails here lost data no guest call reported: kbox
 	// fails (exit status 125) rather than pass on the guest's status.
 	if cerr := eng.Close(); cerr != nil && err == nil {

@@ -1,3 +1,5 @@
+//go:debug containermaxprocs=0
+
 // Command kbox boots the Linux kernel in-process (LKL) from a filesystem
 // image and runs unmodified Linux programs against it.
 package main
@@ -8,6 +10,7 @@ import (
 	"os"
 
 	"github.com/kbox-project/kbox/shadowfd"
+	"github.com/kbox-project/kbox/trap"
 )
 
 // Exit statuses of kbox itself. A guest's own status is passed through
@@ -37,7 +40,24 @@ func main() {
 		// behind shadows (shadowfd/store.go).
 		os.Exit(shadowfd.HelperMain())
 	}
-	os.Exit(run(os.Args[1:]))
+	// The trap tier's guest fds are the low numbers of kbox's own fd
+	// table (trap/fds.go): they are reserved before kbox opens anything.
+	// Go's runtime keeps no fd of its own open at this point but its
+	// netpoll's (containermaxprocs=0, above: it closes its cgroup files).
+	for i, a := range os.Args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "--syscall-mode=trap" || a == "--syscall-mode" && i+2 < len(os.Args) && os.Args[i+2] == "trap" {
+			trap.Prepare() // errors are reported where runImage calls it again
+			break
+		}
+	}
+	code := run(os.Args[1:])
+	if dieWith != 0 {
+		trap.Die(dieWith) // the trap tier's guest died of a signal
+	}
+	os.Exit(code)
 }
 
 func run(args []string) int {

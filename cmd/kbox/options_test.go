@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kbox-project/kbox/trap"
 )
 
 func TestParseImageArgs(t *testing.T) {
@@ -180,12 +182,21 @@ func FuzzParseImageArgs(f *testing.F) {
 }
 
 func TestUnsupportedOptionsRefused(t *testing.T) {
-	o, err := ParseImageArgs([]string{"-S", "a", "--net", "--syscall-mode=trap", "-b", "/a:/b"})
+	o, err := ParseImageArgs([]string{"-S", "a", "--net", "--syscall-mode=rewrite", "-b", "/a:/b"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = unsupported(o)
-	if err == nil || !strings.Contains(err.Error(), "not supported yet") || !strings.Contains(err.Error(), "--net") || !strings.Contains(err.Error(), "trap") {
+	if err == nil || !strings.Contains(err.Error(), "not supported yet") || !strings.Contains(err.Error(), "--net") || !strings.Contains(err.Error(), "rewrite") {
 		t.Errorf("unsupported: %v", err)
+	}
+	// The trap tier is refused only where this build lacks it (not
+	// linux/amd64 with cgo).
+	o, err = ParseImageArgs([]string{"-S", "a", "--syscall-mode=trap", "--", "/bin/true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unsupported(o); (err == nil) != trap.Available() {
+		t.Errorf("--syscall-mode=trap: %v, tier available: %v", err, trap.Available())
 	}
 }

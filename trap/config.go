@@ -1,0 +1,47 @@
+// Package trap is kbox's in-process interception tier: the guest program
+// is loaded into kbox's own process and runs on threads kbox creates in C;
+// a seccomp filter installed on those threads makes every syscall of guest
+// code that cannot run natively raise SIGSYS (SECCOMP_RET_TRAP), and the
+// tier serves it through the same engine as the seccomp tier
+// (dispatch.Engine.Serve, which also reports to the engine's Observe
+// hook). The tier supplies transport only: guest
+// memory, fd installation in the shared fd table, running a call on the
+// host, and what a process inside kbox's needs to stay apart from kbox:
+// the fd and memory guards, emulated signals, threads. docs/tiers.md
+// (Trap tier) explains the design; docs/security.md what it confines.
+//
+// It is built for linux/amd64 with cgo (core.c is its C and assembly
+// core). Elsewhere Available reports false and Run refuses.
+package trap
+
+import (
+	"github.com/kbox-project/kbox/dispatch"
+	"golang.org/x/sys/unix"
+)
+
+// Config describes one guest run in the trap tier.
+type Config struct {
+	Argv    []string
+	Env     []string
+	Path    string // guest path of the program
+	WorkDir string
+	Engine  *dispatch.Engine
+	Verbose bool
+}
+
+// Exit is how the guest ended: Status as a shell reports it, and Signal,
+// when a signal killed it, which kbox then dies of itself (Die) once it
+// has written the guest's files back.
+type Exit struct {
+	Status int
+	Signal int
+}
+
+// ProgramError says the program cannot be executed (as execve would
+// fail: ENOENT, EACCES, ENOEXEC): kbox exits 127 or 126 as a shell does.
+type ProgramError struct {
+	Path  string
+	Errno unix.Errno
+}
+
+func (e *ProgramError) Error() string { return e.Path + ": " + e.Errno.Error() }

@@ -1,0 +1,207 @@
+//go:build linux && amd64 && cgo
+
+package trap
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// cont carries out a syscall the engine let through (dispatch.Continue):
+// the host kernel runs it on the guest's thread, in kbox mode. What would
+// change kbox's fd table or process is adjusted: closing a guest fd puts
+// a placeholder back, fds the kernel makes are moved into the guest's
+// range, dup2 over kbox's fds and exit_group are never run natively.
+func (th *thread) cont(nr int, a *[6]uint64) {
+	t := tr
+	g := t.fds.g
+	fd0 := int(int32(a[0]))
+	switch nr {
+	case unix.SYS_EXIT_GROUP:
+		t.finish(Exit{Status: int(a[0] & 0xff)})
+		th.die.Store(true)
+		return
+	case unix.SYS_CLOSE:
+		th.ret(-int64(errnoOf(t.fds.release(fd0))))
+		return
+	case unix.SYS_CLOSE_RANGE:
+		th.closeRange(uint32(a[0]), uint32(a[1]), a[2])
+		return
+	case unix.SYS_DUP2, unix.SYS_DUP3:
+		nfd := int(int32(a[1]))
+		if !t.fds.open(fd0) || nfd < 0 || nfd >= g || t.fds.kbox[nfd] {
+			th.fail(unix.EBADF) // kbox's fds are not the guest's
+			return
+		}
+		if fd0 == nfd {
+			if nr == unix.SYS_DUP3 {
+				th.fail(unix.EINVAL)
+			} else {
+				th.ret(int64(nfd))
+			}
+			return
+		}
+		var flags uint64
+		if nr == unix.SYS_DUP3 {
+			flags = a[2] // dup2 has no third argument
+		}
+		if flags&^unix.O_CLOEXEC != 0 {
+			th.fail(unix.EINVAL)
+			return
+		}
+		if err := t.fds.install(fd0, nfd, flags&unix.O_CLOEXEC != 0); err != nil {
+			th.fail(errnoOf(err))
+			return
+		}
+		th.ret(int64(nfd))
+		return
+	case unix.SYS_DUP:
+		if !t.fds.open(fd0) {
+			th.fail(unix.EBADF)
+			return
+		}
+		fd, err := t.fds.place(fd0, 0, false)
+		th.retFD(fd, err)
+		return
+	case unix.SYS_FCNTL:
+		if !t.fds.open(fd0) {
+			th.fail(unix.EBADF)
+			return
+		}
+		if a[1] == unix.F_DUPFD || a[1] == unix.F_DUPFD_CLOEXEC {
+			min := int(int32(a[2]))
+			if min < 0 || min >= g {
+				th.fail(unix.EINVAL)
+				return
+			}
+			fd, err := t.fds.place(fd0, min, a[1] == unix.F_DUPFD_CLOEXEC)
+			th.retFD(fd, err)
+			return
+		}
+	case unix.SYS_SETRLIMIT, unix.SYS_PRLIMIT64:
+		res := a[0]
+		if nr == unix.SYS_PRLIMIT64 {
+			res = a[1]
+		}
+		if res == unix.RLIMIT_NOFILE {
+			// The guest's limit is its fd range: setting is accepted
+			// (the engine checked it), the range stays.
+			if nr == unix.SYS_PRLIMIT64 && a[3] != 0 {
+				lim := [2]uint64{uint64(g), uint64(g)}
+				if writeMem(&t.mem, a[3], bytesOf(&lim)) != nil {
+					th.fail(unix.EFAULT)
+					return
+				}
+			}
+			th.ret(0)
+			return
+		}
+		if nr == unix.SYS_SETRLIMIT || a[2] != 0 {
+			// kbox's own limits (stack, core, address space) are
+			// the process's: the guest may read them, not set them.
+			th.fail(unix.EPERM)
+			return
+		}
+	}
+	r, en := native(nr, a)
+	if en != 0 {
+		th.fail(en)
+		return
+	}
+	if makesFD[nr] {
+		fd, err := t.fds.move(int(r))
+		th.retFD(fd, err)
+		return
+	}
+	th.ret(int64(r))
+}
+
+func (th *thread) retFD(fd int, err error) {
+	if err != nil {
+		th.fail(errnoOf(err))
+		return
+	}
+	th.ret(int64(fd))
+}
+
+// closeRange is close_range(2) over the guest's range (the engine closed
+// its virtual fds already).
+func (th *thread) closeRange(lo, hi uint32, flags uint64) {
+	t := tr
+	if lo > hi || flags&^uint64(unix.CLOSE_RANGE_CLOEXEC|unix.CLOSE_RANGE_UNSHARE) != 0 {
+		th.fail(unix.EINVAL)
+		return
+	}
+	for fd := int(lo); fd < t.fds.g && fd <= int(hi); fd++ {
+		if !t.fds.open(fd) {
+			continue
+		}
+		if flags&unix.CLOSE_RANGE_CLOEXEC != 0 {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		} else {
+			t.fds.release(fd)
+		}
+	}
+	th.ret(0)
+}
+
+// makesFD are the syscalls whose result is a new fd.
+var makesFD = func() []bool {
+	m := make([]bool, 512)
+	for _, nr := range []int{unix.SYS_OPEN, unix.SYS_OPENAT, unix.SYS_OPENAT2, unix.SYS_CREAT, unix.SYS_SOCKET,
+		unix.SYS_ACCEPT, unix.SYS_ACCEPT4, unix.SYS_INOTIFY_INIT, unix.SYS_INOTIFY_INIT1, unix.SYS_FANOTIFY_INIT,
+		unix.SYS_USERFAULTFD, unix.SYS_PERF_EVENT_OPEN, unix.SYS_PIDFD_OPEN, unix.SYS_PIDFD_GETFD,
+		unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_OPEN_TREE, unix.SYS_FSOPEN, unix.SYS_FSMOUNT, unix.SYS_FSPICK,
+		unix.SYS_MQ_OPEN, unix.SYS_MEMFD_SECRET} {
+		m[nr] = true
+	}
+	return m
+}()
+
+// fdArg0 are syscalls whose first argument is an fd; dirfdArg those with
+// a directory fd (the *at family) at the index given plus one.
+var fdArg0, dirfdArg = func() ([]bool, []uint8) {
+	f := make([]bool, 512)
+	for _, nr := range []int{unix.SYS_READ, unix.SYS_WRITE, unix.SYS_PREAD64, unix.SYS_PWRITE64, unix.SYS_READV,
+		unix.SYS_WRITEV, unix.SYS_PREADV, unix.SYS_PWRITEV, unix.SYS_PREADV2, unix.SYS_PWRITEV2, unix.SYS_FSTAT,
+		unix.SYS_LSEEK, unix.SYS_IOCTL, unix.SYS_FCNTL, unix.SYS_FLOCK, unix.SYS_FSYNC, unix.SYS_FDATASYNC,
+		unix.SYS_FTRUNCATE, unix.SYS_GETDENTS, unix.SYS_GETDENTS64, unix.SYS_FCHDIR, unix.SYS_FCHMOD,
+		unix.SYS_FCHOWN, unix.SYS_FSTATFS, unix.SYS_FADVISE64, unix.SYS_READAHEAD, unix.SYS_FGETXATTR,
+		unix.SYS_FSETXATTR, unix.SYS_FLISTXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_SYNC_FILE_RANGE,
+		unix.SYS_FALLOCATE, unix.SYS_SYNCFS, unix.SYS_CONNECT, unix.SYS_BIND, unix.SYS_LISTEN, unix.SYS_ACCEPT,
+		unix.SYS_ACCEPT4, unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME, unix.SYS_SENDTO, unix.SYS_RECVFROM,
+		unix.SYS_SENDMSG, unix.SYS_RECVMSG, unix.SYS_SHUTDOWN, unix.SYS_SETSOCKOPT, unix.SYS_GETSOCKOPT,
+		unix.SYS_EPOLL_CTL, unix.SYS_EPOLL_WAIT, unix.SYS_EPOLL_PWAIT, unix.SYS_DUP, unix.SYS_DUP2,
+		unix.SYS_DUP3, unix.SYS_CLOSE} {
+		f[nr] = true
+	}
+	d := make([]uint8, 512)
+	for _, nr := range []int{unix.SYS_OPENAT, unix.SYS_OPENAT2, unix.SYS_MKDIRAT, unix.SYS_MKNODAT,
+		unix.SYS_FCHOWNAT, unix.SYS_FUTIMESAT, unix.SYS_NEWFSTATAT, unix.SYS_UNLINKAT, unix.SYS_RENAMEAT,
+		unix.SYS_RENAMEAT2, unix.SYS_LINKAT, unix.SYS_READLINKAT, unix.SYS_FCHMODAT, unix.SYS_FACCESSAT,
+		unix.SYS_FACCESSAT2, unix.SYS_UTIMENSAT, unix.SYS_STATX, unix.SYS_EXECVEAT, unix.SYS_NAME_TO_HANDLE_AT,
+		unix.SYS_FCHMODAT2} {
+		d[nr] = 1
+	}
+	d[unix.SYS_SYMLINKAT] = 2
+	return f, d
+}()
+
+// checkFDs answers EBADF for a closed guest fd (a placeholder, which the
+// engine would otherwise see open), and makes a closed directory fd of
+// an *at call one the engine sees as bad (-1: an absolute path still
+// works, a relative one fails with EBADF, as Linux has it).
+func (th *thread) checkFDs(nr int, a *[6]uint64) unix.Errno {
+	if nr < 0 || nr >= len(fdArg0) {
+		return 0
+	}
+	s := tr.fds
+	if fd := int(int32(a[0])); fdArg0[nr] && fd >= 0 && fd < s.g && !s.open(fd) {
+		return unix.EBADF
+	}
+	if i := dirfdArg[nr]; i != 0 {
+		if fd := int(int32(a[i-1])); fd >= 0 && fd < s.g && !s.open(fd) {
+			a[i-1] = ^uint64(0)
+		}
+	}
+	return 0
+}

@@ -1,0 +1,78 @@
+//go:build linux && amd64 && cgo
+
+/* The trap tier's C core (core.c): the state of one guest thread, shared
+ * with Go (trap_cgo.go) and with the assembly entry and exit in core.c.
+ *
+ * A guest thread is a thread kbox creates with pthread_create, so that it
+ * has kbox's own thread pointer (glibc's TCB) to run Go and C code with.
+ * While it runs guest code its FS base is the guest's; a trapped syscall
+ * switches FS to kbox's, serves the call through Go in ordinary context
+ * (never inside the signal handler) and switches back. */
+#ifndef KBOX_TRAP_CORE_H
+#define KBOX_TRAP_CORE_H
+
+#include <linux/filter.h>
+#include <signal.h>
+#include <stdint.h>
+
+/* Events that bring a guest thread into kbox (kt->event). */
+enum {
+	KT_SYSCALL = 1, /* a syscall the filter trapped: kt->nr, args in gregs */
+	KT_KICK = 2,    /* kbox kicked the thread (a guest signal, an exit) */
+	KT_SIGNAL = 3,  /* a synchronous signal in guest code: kt->signo, kt->si */
+};
+
+/* What Go tells the C side to do after serving (kt->action). */
+enum {
+	KT_RESUME = 0, /* restore gregs and the FP state and run the guest */
+	KT_EXIT = 1,   /* end this thread (pthread returns) */
+};
+
+/* Number of saved general registers: ucontext's gregs (R8 ... CR2). */
+#define KT_NGREG 23
+
+/* Offsets the assembly uses (checked with _Static_assert in core.c). */
+#define KT_OFF_RSP (15 * 8)
+#define KT_OFF_RIP (16 * 8)
+#define KT_OFF_FSGUEST 192
+#define KT_OFF_INKBOX 224
+#define KT_OFF_KICKED 240
+#define KT_OFF_XSAVE 512
+
+struct kbox_thread {
+	/* The guest's registers, in ucontext's gregs order (REG_R8 = 0 ...
+	 * REG_RSP = 15, REG_RIP = 16, REG_EFL = 17). */
+	uint64_t gregs[KT_NGREG];
+	uint64_t fs_kbox;  /* kbox's FS base on this thread (glibc's TCB) */
+	uint64_t fs_guest; /* the guest's FS base */
+	uint64_t kstack;   /* kbox's stack pointer for the dispatch entry */
+	int32_t event;     /* KT_* */
+	int32_t nr;        /* the trapped syscall's number */
+	int32_t signo;     /* KT_SIGNAL: the signal */
+	int32_t action;    /* KT_RESUME or KT_EXIT, set by Go */
+	volatile int32_t in_kbox; /* 1 while FS is kbox's (Go and C run) */
+	int32_t tid;
+	int32_t slot;      /* index of this thread's slot */
+	int32_t install_filter; /* the first thread installs the filter */
+	volatile int32_t kicked; /* a kick came in kbox mode: look again on the way out */
+	struct sock_fprog *filter;
+	void *jmp[5];      /* __builtin_setjmp: the way out at KT_EXIT */
+	siginfo_t si;      /* KT_SIGNAL: the signal's info */
+	uint8_t pad[KT_OFF_XSAVE - 23 * 8 - 3 * 8 - 8 * 4 - 8 - 8 - 5 * 8 - sizeof(siginfo_t)];
+	/* The guest's FPU/SSE/AVX state, XSAVE (or FXSAVE) format. */
+	uint8_t xsave[] __attribute__((aligned(64)));
+};
+
+int kbox_trap_init(void);
+struct kbox_thread *kbox_trap_thread(int slot);
+int kbox_trap_start(struct kbox_thread *kt);
+int kbox_trap_xsave_size(void);
+int kbox_trap_slots(void);
+int kbox_trap_slot_free(int slot);
+void kbox_trap_reset_fpu(struct kbox_thread *kt);
+void kbox_trap_die(int sig);
+int kbox_trap_fsgsbase(void);
+int kbox_trap_use_xsave(void);
+uint64_t kbox_trap_xcr0(void);
+
+#endif

@@ -1,0 +1,156 @@
+//go:build linux && amd64 && cgo
+
+package trap
+
+/*
+#cgo CFLAGS: -fno-stack-protector -O2
+#include <stdlib.h>
+#include "core.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// ktState mirrors struct kbox_thread up to its XSAVE area (core.h);
+// checkLayout compares the two.
+type ktState struct {
+	Gregs                                                      [23]uint64
+	FSKbox, FSGuest, KStack                                    uint64
+	Event, Nr, Signo, Action, InKbox, Tid, Slot, InstallFilter int32
+	Kicked, _                                                  int32
+	Filter                                                     uintptr
+	Jmp                                                        [5]uintptr
+	Si                                                         [128]byte
+}
+
+// ucontext gregs indices (glibc's REG_*), the syscall ABI's registers.
+const (
+	regR8  = 0
+	regR9  = 1
+	regR10 = 2
+	regRDI = 8
+	regRSI = 9
+	regRDX = 12
+	regRAX = 13
+	regRSP = 15
+	regRIP = 16
+	regEFL = 17
+)
+
+const (
+	evSyscall = C.KT_SYSCALL
+	evKick    = C.KT_KICK
+	evSignal  = C.KT_SIGNAL
+	actResume = C.KT_RESUME
+	actExit   = C.KT_EXIT
+)
+
+func checkLayout() bool {
+	var c C.struct_kbox_thread
+	var g ktState
+	return unsafe.Offsetof(c.fs_kbox) == unsafe.Offsetof(g.FSKbox) &&
+		unsafe.Offsetof(c.event) == unsafe.Offsetof(g.Event) &&
+		unsafe.Offsetof(c.install_filter) == unsafe.Offsetof(g.InstallFilter) &&
+		unsafe.Offsetof(c.kicked) == unsafe.Offsetof(g.Kicked) &&
+		unsafe.Offsetof(c.filter) == unsafe.Offsetof(g.Filter) &&
+		unsafe.Offsetof(c.si) == unsafe.Offsetof(g.Si)
+}
+
+// core is the C core's per-thread memory.
+type core struct {
+	c     *C.struct_kbox_thread
+	k     *ktState
+	xsave []byte
+}
+
+var xsaveSize int
+
+func initCore() error {
+	if !checkLayout() {
+		return errLayout
+	}
+	if r := C.kbox_trap_init(); r != 0 {
+		return unix.Errno(-r)
+	}
+	xsaveSize = int(C.kbox_trap_xsave_size())
+	return nil
+}
+
+// newCore prepares slot's memory for a new thread.
+func newCore(slot int) (core, bool) {
+	c := C.kbox_trap_thread(C.int(slot))
+	if c == nil {
+		return core{}, false
+	}
+	return core{c: c, k: (*ktState)(unsafe.Pointer(c)),
+		xsave: unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(c), C.KT_OFF_XSAVE)), xsaveSize)}, true
+}
+
+func slotFree(slot int) bool { return C.kbox_trap_slot_free(C.int(slot)) != 0 }
+
+func maxSlots() int { return int(C.kbox_trap_slots()) }
+
+func (c core) resetFPU() { C.kbox_trap_reset_fpu(c.c) }
+
+// start creates the thread (a pthread); it runs kboxTrapWarm, then guest
+// code from c's registers. filter, for the first thread, is installed on
+// it (later threads inherit it from the thread that creates them).
+func (c core) start(filter []bpf.RawInstruction) error {
+	if filter != nil {
+		// C memory: the thread reads it after this returns.
+		n := len(filter)
+		ins := (*C.struct_sock_filter)(C.malloc(C.size_t(n) * C.sizeof_struct_sock_filter))
+		prog := (*C.struct_sock_fprog)(C.malloc(C.sizeof_struct_sock_fprog))
+		for i, f := range filter {
+			p := (*C.struct_sock_filter)(unsafe.Add(unsafe.Pointer(ins), uintptr(i)*C.sizeof_struct_sock_filter))
+			p.code, p.jt, p.jf, p.k = C.__u16(f.Op), C.__u8(f.Jt), C.__u8(f.Jf), C.__u32(f.K)
+		}
+		prog.len, prog.filter = C.ushort(n), ins
+		c.c.filter = prog
+		c.c.install_filter = 1
+	}
+	if r := C.kbox_trap_start(c.c); r != 0 {
+		return unix.Errno(r)
+	}
+	return nil
+}
+
+func fsgsbase() bool { return C.kbox_trap_fsgsbase() != 0 }
+
+func useXstate() bool { return C.kbox_trap_use_xsave() != 0 }
+
+func xfeatures() uint64 { return uint64(C.kbox_trap_xcr0()) }
+
+// Die ends kbox with sig, as the guest died of it.
+func Die(sig int) { C.kbox_trap_die(C.int(sig)) }
+
+//export kboxTrapWarm
+func kboxTrapWarm(c *C.struct_kbox_thread) {
+	warm(int(c.slot))
+}
+
+//export kboxTrapServe
+func kboxTrapServe(c *C.struct_kbox_thread) {
+	// A thread Go must start while serving (a new M) is then made by
+	// Go's template thread, not cloned from this one: this thread has
+	// the guest's filter.
+	runtime.LockOSThread()
+	serve(int(c.slot))
+	runtime.UnlockOSThread()
+}
+
+//export kboxTrapFailed
+func kboxTrapFailed(c *C.struct_kbox_thread, en C.int) {
+	startFailed(int(c.slot), unix.Errno(en))
+}
+
+//export kboxTrapGone
+func kboxTrapGone(c *C.struct_kbox_thread) {
+	gone(int(c.slot))
+}
