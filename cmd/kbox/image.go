@@ -63,7 +63,7 @@ func runImage(args []string) int {
 		return exitUsage
 	}
 	if o.Help {
-		fmt.Print(imageUsage)
+		fmt.Print(imageUsage + agentUsage)
 		return 0
 	}
 	if err := unsupported(o); err != nil {
@@ -78,14 +78,30 @@ func runImage(args []string) int {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
 		return exitUsage
 	}
-	img, err := rootfs.OpenImage(o.Image, o.FSType, o.Partition, o.ReadOnly)
+	// The agent options (agent.go): an ephemeral copy, the audit log, a
+	// timeout, the report; finished once the kernel has let go of the
+	// image.
+	ag, err := startAgent(o)
 	if err != nil {
 		return fail(err)
+	}
+	status, err := ag.finish(bootAndRun(o, binds, ag))
+	if err != nil {
+		return fail(err)
+	}
+	return status
+}
+
+// bootAndRun boots the kernel on the image, runs the guest and unmounts.
+func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, error) {
+	img, err := rootfs.OpenImage(o.Image, o.FSType, o.Partition, o.ReadOnly)
+	if err != nil {
+		return 0, err
 	}
 	root, err := rootfs.Setup(img, rootOptions(o))
 	if err != nil {
 		img.Close()
-		return fail(err)
+		return 0, err
 	}
 	defer func() {
 		if err := root.Close(); err != nil {
@@ -101,14 +117,10 @@ func runImage(args []string) int {
 	for _, w := range root.Warnings {
 		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)
 	}
-	status, err := runGuest(o, root, binds)
-	if err != nil {
-		return fail(err)
-	}
-	return status
+	return runGuest(o, root, binds, ag)
 }
 
-func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, error) {
+func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *agentRun) (int, error) {
 	path, err := findProgram(o.Command[0], o.WorkDir, guestPath, binds)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
@@ -156,10 +168,12 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 	}
 	defer ob.close()
 	eng.Observe = ob.hook()
+	ag.attach(eng) // the exec hook, counters and timeout of the agent options
+	defer ag.detach()
 	eng.Debug = os.Getenv("KBOX_DEBUG") != ""
 	status, err := supervisor.Run(supervisor.Config{
 		Argv:    o.Command,
-		Env:     guestEnv(o),
+		Env:     withEnv(guestEnv(o), o.Agent.Env),
 		Path:    path,
 		WorkDir: o.WorkDir,
 		Engine:  eng,
