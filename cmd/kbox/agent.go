@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -246,9 +247,18 @@ func (a *agentRun) timeout(d time.Duration) {
 	}
 	a.timedOut.Store(true)
 	fmt.Fprintf(os.Stderr, "kbox: timeout after %v: killing the guest\n", d)
+	// The guest's process group (guestinit.c makes one), every guest
+	// process the engine knows, and their children it may not know yet.
+	root := a.eng.RootPid // set before the guest started
 	for {
+		if root > 0 {
+			unix.Kill(-root, unix.SIGKILL)
+		}
 		for _, pid := range a.eng.Tgids(nil) {
 			unix.Kill(pid, unix.SIGKILL)
+			for _, c := range childrenOf(pid) {
+				unix.Kill(c, unix.SIGKILL)
+			}
 		}
 		select {
 		case <-a.stop:
@@ -256,6 +266,22 @@ func (a *agentRun) timeout(d time.Duration) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// childrenOf lists the children of every thread of pid.
+func childrenOf(pid int) []int {
+	var out []int
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, _ := os.ReadDir(dir)
+	for _, t := range tasks {
+		b, _ := os.ReadFile(dir + "/" + t.Name() + "/children")
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 func (a *agentRun) detach() {
