@@ -68,6 +68,15 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	closed   bool
+	last     *lastRun // the server's last run
+}
+
+// lastRun is what snapshot and enosys report.
+type lastRun struct {
+	at        time.Time
+	argv      []string
+	telemetry *Telemetry
+	kernel    json.RawMessage
 }
 
 type session struct {
@@ -78,6 +87,7 @@ type session struct {
 	mu      sync.Mutex // one call at a time on the image
 	created time.Time
 	closed  bool
+	last    *lastRun // guarded by Server.mu
 }
 
 // New makes a Server.
@@ -116,6 +126,8 @@ func (s *Server) MCP() *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write (create or replace) a file in a session's image."}, s.writeFile)
 	mcp.AddTool(srv, &mcp.Tool{Name: "list_dir", Description: "List a directory of a session's image with each entry's type, mode and size."}, s.listDir)
 	mcp.AddTool(srv, &mcp.Tool{Name: "stat", Description: "Metadata of a path in a session's image (symlinks not followed)."}, s.stat)
+	mcp.AddTool(srv, &mcp.Tool{Name: "snapshot", Description: "The observatory's snapshot of the last run (of the session, or of the server): its syscalls by family and disposition and the in-process kernel's telemetry (memory, context switches, page faults, softirqs) as the run ended."}, s.snapshot)
+	mcp.AddTool(srv, &mcp.Tool{Name: "enosys", Description: "The syscalls the last run (of the session, or of the server) got ENOSYS for, by name: what kbox does not implement yet."}, s.enosys)
 	mcp.AddTool(srv, &mcp.Tool{Name: "kernel_read", Description: "Read a file of the in-process kernel's own /proc (meminfo, stat, vmstat, slabinfo, ...), read-only."}, s.kernelRead)
 	return srv
 }
@@ -163,7 +175,8 @@ type Telemetry struct {
 	ByFamily    map[string]map[string]uint64 `json:"by_family" jsonschema:"family -> disposition (lkl, host, emulated, denied, enosys) -> count"`
 	ENOSYS      map[string]uint64            `json:"enosys,omitempty" jsonschema:"syscalls answered ENOSYS, by name"`
 	Denied      map[string]uint64            `json:"denied,omitempty" jsonschema:"syscalls refused, by name"`
-	GuestPeakKB int64                        `json:"guest_peak_rss_kb,omitempty" jsonschema:"the largest peak RSS among the run's processes, kB"`
+	GuestPeakKB int64                        `json:"guest_peak_rss_kb,omitempty" jsonschema:"the largest peak RSS (VmHWM) seen among the run's processes, sampled every 100 ms, kB"`
+	KernelMemKB uint64                       `json:"kernel_mem_peak_kb,omitempty" jsonschema:"the most memory the in-process kernel was seen using (sampled every 100 ms), kB"`
 }
 
 // report is what kbox image --report writes (cmd/kbox/agent.go).
@@ -176,6 +189,9 @@ type report struct {
 	Telemetry   *Telemetry `json:"telemetry"`
 	AuditHead   string     `json:"audit_head"`
 	GuestMaxRSS int64      `json:"guest_peak_rss_kb"`
+	// Kernel is the observatory's kernel snapshot as the run ended.
+	Kernel          json.RawMessage `json:"kernel"`
+	KernelMemPeakKB uint64          `json:"kernel_mem_peak_kb"`
 }
 
 // toolError is a failure of the call itself: the client sees isError.
@@ -261,9 +277,10 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 		maxOut = in.MaxOutputBytes
 	}
 	args := []string{"image"}
+	var se *session
 	if in.Session != "" {
-		se, err := s.lockSession(in.Session)
-		if err != nil {
+		var err error
+		if se, err = s.lockSession(in.Session); err != nil {
 			return nil, out, err
 		}
 		defer se.mu.Unlock()
@@ -337,8 +354,15 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	out.Truncated = stdout.cut() || stderr.cut()
 	out.Telemetry = r.Telemetry
 	if out.Telemetry != nil {
-		out.Telemetry.GuestPeakKB = r.GuestMaxRSS
+		out.Telemetry.GuestPeakKB, out.Telemetry.KernelMemKB = r.GuestMaxRSS, r.KernelMemPeakKB
 	}
+	lr := &lastRun{at: time.Now(), argv: argv, telemetry: out.Telemetry, kernel: r.Kernel}
+	s.mu.Lock()
+	s.last = lr
+	if se != nil {
+		se.last = lr
+	}
+	s.mu.Unlock()
 	out.AuditHead = r.AuditHead
 	text := fmt.Sprintf("exit %d", out.ExitCode)
 	if out.TimedOut {
@@ -780,4 +804,67 @@ func (s *Server) kernelRead(ctx context.Context, _ *mcp.CallToolRequest, in Kern
 	}
 	data, _ := base64.StdEncoding.DecodeString(a.Data)
 	return nil, KernelReadOut{Path: in.Path, Text: string(data)}, nil
+}
+
+// ---- the last run's observations
+
+// LastRunIn is snapshot's and enosys's input.
+type LastRunIn struct {
+	Session string `json:"session,omitempty" jsonschema:"the session whose last run to report (default: the server's last run)"`
+}
+
+// SnapshotOut is snapshot's result.
+type SnapshotOut struct {
+	Argv      []string       `json:"argv"`
+	EndedAt   string         `json:"ended_at"`
+	Telemetry *Telemetry     `json:"telemetry"`
+	Kernel    map[string]any `json:"kernel,omitempty" jsonschema:"the observatory's kernel snapshot (GET /api/snapshot, field kernel) as the run ended"`
+}
+
+// ENOSYSOut is enosys's result.
+type ENOSYSOut struct {
+	Argv   []string          `json:"argv"`
+	ENOSYS map[string]uint64 `json:"enosys" jsonschema:"syscall name -> times answered ENOSYS"`
+}
+
+func (s *Server) lastRun(sid string) (*lastRun, error) {
+	if sid != "" {
+		if _, err := s.session(sid); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lr := s.last
+	if sid != "" {
+		lr = s.sessions[sid].last
+	}
+	if lr == nil {
+		return nil, toolError("no run yet")
+	}
+	return lr, nil
+}
+
+func (s *Server) snapshot(_ context.Context, _ *mcp.CallToolRequest, in LastRunIn) (*mcp.CallToolResult, SnapshotOut, error) {
+	lr, err := s.lastRun(in.Session)
+	if err != nil {
+		return nil, SnapshotOut{}, err
+	}
+	out := SnapshotOut{Argv: lr.argv, EndedAt: lr.at.UTC().Format(time.RFC3339Nano), Telemetry: lr.telemetry}
+	if len(lr.kernel) > 0 {
+		json.Unmarshal(lr.kernel, &out.Kernel)
+	}
+	return nil, out, nil
+}
+
+func (s *Server) enosys(_ context.Context, _ *mcp.CallToolRequest, in LastRunIn) (*mcp.CallToolResult, ENOSYSOut, error) {
+	lr, err := s.lastRun(in.Session)
+	if err != nil {
+		return nil, ENOSYSOut{}, err
+	}
+	out := ENOSYSOut{Argv: lr.argv, ENOSYS: map[string]uint64{}}
+	if lr.telemetry != nil && lr.telemetry.ENOSYS != nil {
+		out.ENOSYS = lr.telemetry.ENOSYS
+	}
+	return nil, out, nil
 }

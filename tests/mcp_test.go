@@ -430,3 +430,46 @@ func TestMCPHTTP(t *testing.T) {
 		t.Errorf("run over HTTP: %s %+v", resultText(res), r)
 	}
 }
+
+func TestMCPSnapshotAndENOSYS(t *testing.T) {
+	cs := mcpSession(t, imagePath(t))
+	if res := call(t, cs, "enosys", map[string]any{}, nil); !res.IsError || !strings.Contains(resultText(res), "no run") {
+		t.Errorf("enosys before any run: %q", resultText(res))
+	}
+	// observe makes 2 inotify_init1 calls, which kbox answers ENOSYS
+	// (tests/guest/observe.c); the shell lives long enough for a sample
+	// of its peak RSS.
+	var r struct {
+		ExitCode  int `json:"exit_code"`
+		Telemetry struct {
+			ENOSYS      map[string]uint64 `json:"enosys"`
+			KernelMemKB uint64            `json:"kernel_mem_peak_kb"`
+			GuestPeakKB int64             `json:"guest_peak_rss_kb"`
+		} `json:"telemetry"`
+	}
+	if res := call(t, cs, "run", map[string]any{"argv": []string{"/bin/sh", "-c", "/opt/tests/observe 1 2 0; sleep 0.5"}}, &r); res.IsError || r.ExitCode != 0 {
+		t.Fatalf("run: %s", resultText(res))
+	}
+	if r.Telemetry.ENOSYS["inotify_init1"] != 2 || r.Telemetry.KernelMemKB == 0 || r.Telemetry.GuestPeakKB == 0 {
+		t.Errorf("run telemetry: %+v", r.Telemetry)
+	}
+	var en struct {
+		ENOSYS map[string]uint64 `json:"enosys"`
+	}
+	if res := call(t, cs, "enosys", map[string]any{}, &en); res.IsError || en.ENOSYS["inotify_init1"] != 2 {
+		t.Errorf("enosys: %s %+v", resultText(res), en)
+	}
+	var snap struct {
+		Argv   []string `json:"argv"`
+		Kernel struct {
+			Available bool `json:"available"`
+			MemKB     struct {
+				TotalKB uint64 `json:"total_kb"`
+				UsedKB  uint64 `json:"used_kb"`
+			} `json:"mem_kb"`
+		} `json:"kernel"`
+	}
+	if res := call(t, cs, "snapshot", map[string]any{}, &snap); res.IsError || !snap.Kernel.Available || snap.Kernel.MemKB.TotalKB == 0 || snap.Kernel.MemKB.UsedKB == 0 || len(snap.Argv) != 3 {
+		t.Errorf("snapshot: %s %+v", resultText(res), snap)
+	}
+}

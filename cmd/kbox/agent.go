@@ -113,7 +113,18 @@ type agentRun struct {
 	eng      *dispatch.Engine
 
 	counts [nrSlots][web.NumDispositions]atomic.Uint64
+
+	// With --report: the kernel's telemetry, sampled while the guest
+	// runs (memPeakKB) and once more at its end (kernel).
+	sampler   *web.Sampler
+	sampled   chan struct{}
+	memPeakKB uint64
+	guestHWM  int64 // the largest VmHWM seen among guest processes, kB
+	kernel    *web.KernelSnapshot
 }
+
+// kernelSampleEvery is how often --report samples the kernel's memory.
+const kernelSampleEvery = 100 * time.Millisecond
 
 const nrSlots = 1024
 
@@ -209,12 +220,20 @@ func fileSHA256(path string) (string, error) {
 }
 
 // attach gives the engine the exec hook and the syscall counters, and
-// starts the timeout. detach ends the timeout.
-func (a *agentRun) attach(eng *dispatch.Engine) {
+// starts the timeout and the kernel sampling (readProc reads the kernel's
+// own /proc). detach ends them.
+func (a *agentRun) attach(eng *dispatch.Engine, readProc func(string) ([]byte, error)) {
 	if a == nil {
 		return
 	}
 	a.eng = eng
+	if a.o.Agent.Report != "" && readProc != nil {
+		a.sampler = web.NewSampler(web.SamplerConfig{ReadFile: func(p string) ([]byte, error) {
+			return readProc(strings.TrimPrefix(p, "/proc/"))
+		}})
+		a.sampled = make(chan struct{})
+		go a.sample()
+	}
 	if a.log != nil {
 		eng.OnExec = a.onExec
 	}
@@ -284,10 +303,64 @@ func childrenOf(pid int) []int {
 	return out
 }
 
-func (a *agentRun) detach() {
-	if a != nil {
-		a.stopOnce.Do(func() { close(a.stop) })
+// sample keeps the high-water mark of the kernel's used memory.
+func (a *agentRun) sample() {
+	defer close(a.sampled)
+	t := time.NewTicker(kernelSampleEvery)
+	defer t.Stop()
+	for {
+		a.takeSample()
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+		}
 	}
+}
+
+func (a *agentRun) takeSample() web.Snapshot {
+	snap := a.sampler.SampleNow()
+	if snap.Kernel.Available {
+		a.memPeakKB = max(a.memPeakKB, snap.Kernel.MemKB.UsedKB)
+	}
+	for _, pid := range a.eng.Tgids(nil) {
+		a.guestHWM = max(a.guestHWM, vmHWM(pid))
+	}
+	return snap
+}
+
+// vmHWM is a host process's peak resident set (VmHWM), in kB; 0 when
+// it cannot be read.
+func vmHWM(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// detach ends the timeout and the sampling, and takes the kernel's last
+// sample: it runs after the guest has gone, before the kernel halts.
+func (a *agentRun) detach() {
+	if a == nil {
+		return
+	}
+	a.stopOnce.Do(func() {
+		close(a.stop)
+		if a.sampler != nil {
+			<-a.sampled
+			snap := a.takeSample()
+			if snap.Kernel.Available {
+				a.kernel = &snap.Kernel
+			}
+		}
+	})
 }
 
 func (a *agentRun) onExec(x *dispatch.ExecRecord) {
@@ -315,6 +388,11 @@ type Report struct {
 	Snapshot    string         `json:"snapshot,omitempty"`
 	Extra       map[string]any `json:"extra,omitempty"`
 	GuestMaxRSS int64          `json:"guest_peak_rss_kb,omitempty"`
+	// Kernel is the kernel's telemetry as the run ended (the
+	// observatory's snapshot "kernel"), KernelMemPeakKB the most memory
+	// it was seen using.
+	Kernel          *web.KernelSnapshot `json:"kernel,omitempty"`
+	KernelMemPeakKB uint64              `json:"kernel_mem_peak_kb,omitempty"`
 }
 
 // Telemetry counts the run's syscalls.
@@ -374,10 +452,8 @@ func (a *agentRun) finish(status int, runErr error) (int, error) {
 	}
 	if a.o.Agent.Report != "" {
 		rep.Telemetry = a.telemetry()
-		var ru unix.Rusage
-		if unix.Getrusage(unix.RUSAGE_CHILDREN, &ru) == nil {
-			rep.GuestMaxRSS = ru.Maxrss
-		}
+		rep.GuestMaxRSS = a.guestHWM
+		rep.Kernel, rep.KernelMemPeakKB = a.kernel, a.memPeakKB
 	}
 	if a.log != nil {
 		data := map[string]any{"status": status, "timed_out": rep.TimedOut, "duration_ms": rep.DurationMs}

@@ -168,7 +168,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 	}
 	defer ob.close()
 	eng.Observe = ob.hook()
-	ag.attach(eng) // the exec hook, counters and timeout of the agent options
+	ag.attach(eng, root.ReadKernelProc) // the agent options' exec hook, counters, sampling, timeout
 	defer ag.detach()
 	eng.Debug = os.Getenv("KBOX_DEBUG") != ""
 	status, err := supervisor.Run(supervisor.Config{
