@@ -55,3 +55,40 @@ func SparseCopy(src *os.File, dst string) error {
 	}
 	return out.Sync()
 }
+
+// CopyExtents writes the data extents of src (SEEK_DATA/SEEK_HOLE) into
+// dst at the same offsets: what a copy-on-write overlay holds, onto a copy
+// of its base.
+func CopyExtents(src, dst *os.File) error {
+	fi, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	sfd, dfd := int(src.Fd()), int(dst.Fd())
+	for off, size := int64(0), fi.Size(); off < size; {
+		data, err := unix.Seek(sfd, off, unix.SEEK_DATA)
+		if err == unix.ENXIO {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		hole, err := unix.Seek(sfd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		for p := data; p < hole; {
+			in, o := p, p
+			n, err := unix.CopyFileRange(sfd, &in, dfd, &o, int(min(hole-p, 1<<30)), 0)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return io.ErrUnexpectedEOF
+			}
+			p += int64(n)
+		}
+		off = hole
+	}
+	return nil
+}

@@ -15,6 +15,8 @@ func shutdown() {}
 
 func diskAdd(int) int { return -38 } // ENOSYS
 
+func diskAddCOW(int, int, int64) int { return -38 } // ENOSYS
+
 func mountDev(int, int, string, uintptr, string) (string, error) { return "", ErrNotBuilt }
 
 func diskRemove(int) int { return -38 } // ENOSYS

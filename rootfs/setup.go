@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -35,6 +36,10 @@ type Options struct {
 	// ProfileFull: 0 picks scratchfs.DefaultSize, a negative size keeps
 	// the kernel's ramfs /tmp instead.
 	TmpSize int64
+	// Overlay, when set, makes the image a copy-on-write disk: the image
+	// (opened read-only) is only read, and writes go to this sparse host
+	// file at the same offsets (lkl.AddDiskCOW). The mount is read-write.
+	Overlay *os.File
 }
 
 // Root is a booted kernel with the image mounted as its root.
@@ -89,7 +94,13 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		return nil, err
 	}
 	raiseFileLimit()
-	d, err := lkl.AddDisk(img.Fd())
+	var d lkl.Disk
+	var err error
+	if opt.Overlay != nil {
+		d, err = lkl.AddDiskCOW(img.Fd(), int(opt.Overlay.Fd()), img.Size)
+	} else {
+		d, err = lkl.AddDisk(img.Fd())
+	}
 	if err != nil {
 		return fail(&ImageError{Path: img.Path, Msg: "cannot attach as a disk", Err: err})
 	}

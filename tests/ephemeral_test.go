@@ -114,10 +114,16 @@ func TestSnapshot(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	before := fileSum(t, img)
 	snap := filepath.Join(t.TempDir(), "out.ext4")
-	_, errOut, status := runKbox(t, "image", "-S", img, "--snapshot", snap, "--", "/bin/sh", "-c",
-		"mkdir -p /results && echo snapshot-data > /results/a && rm /etc/hostname")
+	sums, errOut, status := runKbox(t, "image", "-S", img, "--snapshot", snap, "--", "/bin/sh", "-c",
+		"mkdir -p /results && echo snapshot-data > /results/a && rm /etc/hostname && head -c 5000000 /dev/urandom > /results/r && sha256sum /results/r")
 	if status != 0 {
 		t.Fatalf("status %d: %s", status, errOut)
+	}
+	// The 5 MB file the guest wrote, as e2fsprogs reads it from the
+	// snapshot.
+	r, err := exec.Command("debugfs", "-R", "cat /results/r", snap).Output()
+	if err != nil || len(r) != 5000000 || !strings.HasPrefix(sums, sha256Hex(r)) {
+		t.Errorf("snapshot's /results/r: %d bytes, %v; guest said %s", len(r), err, sums)
 	}
 	if after := fileSum(t, img); after != before {
 		t.Errorf("the base image changed")

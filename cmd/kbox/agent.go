@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,8 +43,8 @@ func (a *AgentOptions) any() bool {
 	return a.Ephemeral || a.Snapshot != "" || a.Audit != "" || a.Timeout > 0 || a.Report != ""
 }
 
-const agentUsage = `      --ephemeral               run on a private copy of IMAGE: writes never
-                                reach IMAGE, which stays shared-locked
+const agentUsage = `      --ephemeral               writes go to a private copy-on-write layer and
+                                never reach IMAGE, which is only read
       --snapshot OUT            with --ephemeral: save the image as the run left
                                 it to OUT (implies --ephemeral)
       --audit FILE              append a hash-chained JSON Lines audit record of
@@ -100,10 +99,11 @@ func init() {
 // agentRun is one run's agent state; nil when no agent option was given.
 type agentRun struct {
 	o        *ImageOptions
-	base     string   // the image as given
-	baseLock *os.File // the base, shared-locked, for an ephemeral run
-	tmpDir   string   // holds the ephemeral copy
-	copyTime time.Duration
+	base     string        // the image as given
+	baseLock *os.File      // the base, shared-locked, for an ephemeral run
+	tmpDir   string        // holds the overlay
+	overlay  *os.File      // the ephemeral run's writes
+	copyTime time.Duration // preparing the overlay
 	log      *audit.Log
 	start    time.Time
 
@@ -177,10 +177,11 @@ func startAgent(o *ImageOptions) (*agentRun, error) {
 	return a, nil
 }
 
-// makeEphemeral copies the base image to a private directory (a reflink
-// where the filesystem can, else a sparse copy) and keeps a shared lock on
-// the base, so that no kbox opens it read-write meanwhile while any number
-// of ephemeral and read-only runs share it.
+// makeEphemeral prepares the copy-on-write layer: the base image, opened
+// read-only with a shared lock (any number of ephemeral and read-only runs
+// share it, no kbox opens it read-write meanwhile), and an empty sparse
+// overlay file in a private directory, which takes every write
+// (lkl.AddDiskCOW).
 func (a *agentRun) makeEphemeral() error {
 	t0 := time.Now()
 	f, err := os.Open(a.base)
@@ -197,13 +198,28 @@ func (a *agentRun) makeEphemeral() error {
 		return fmt.Errorf("ephemeral: %w", err)
 	}
 	a.tmpDir = dir
-	cp := filepath.Join(dir, "image")
-	if err := agent.SparseCopy(f, cp); err != nil {
-		return fmt.Errorf("ephemeral copy of %s: %w", a.base, err)
+	ov, err := os.OpenFile(filepath.Join(dir, "overlay"), os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("ephemeral: %w", err)
 	}
-	a.o.Image = cp
+	a.overlay = ov
 	a.copyTime = time.Since(t0)
 	return nil
+}
+
+// imageReadOnly says how the image must be opened: read-only for
+// --read-only, and for an ephemeral run, whose base is only read.
+func (a *agentRun) imageReadOnly(o *ImageOptions) bool {
+	return o.ReadOnly || (a != nil && a.overlay != nil)
+}
+
+// overlayFile is the copy-on-write overlay for rootfs.Options, nil when
+// the run is not ephemeral.
+func (a *agentRun) overlayFile() *os.File {
+	if a == nil {
+		return nil
+	}
+	return a.overlay
 }
 
 func fileSHA256(path string) (string, error) {
@@ -384,7 +400,7 @@ type Report struct {
 	Telemetry   *Telemetry     `json:"telemetry,omitempty"`
 	AuditHead   string         `json:"audit_head,omitempty"`
 	Ephemeral   bool           `json:"ephemeral"`
-	CopyMs      float64        `json:"ephemeral_copy_ms,omitempty"`
+	SetupMs     float64        `json:"ephemeral_setup_ms,omitempty"`
 	Snapshot    string         `json:"snapshot,omitempty"`
 	Extra       map[string]any `json:"extra,omitempty"`
 	GuestMaxRSS int64          `json:"guest_peak_rss_kb,omitempty"`
@@ -439,9 +455,9 @@ func (a *agentRun) finish(status int, runErr error) (int, error) {
 	a.detach()
 	defer a.cleanup()
 	rep := Report{Status: status, TimedOut: a.timedOut.Load(), DurationMs: time.Since(a.start).Milliseconds(),
-		Tier: a.o.SyscallMode, Ephemeral: a.o.Agent.Ephemeral, CopyMs: float64(a.copyTime.Microseconds()) / 1000}
+		Tier: a.o.SyscallMode, Ephemeral: a.o.Agent.Ephemeral, SetupMs: float64(a.copyTime.Microseconds()) / 1000}
 	if runErr == nil && a.o.Agent.Snapshot != "" {
-		if err := saveSnapshot(a.o.Image, a.o.Agent.Snapshot); err != nil {
+		if err := a.saveSnapshot(a.o.Agent.Snapshot); err != nil {
 			runErr = fmt.Errorf("snapshot: %w", err)
 		} else {
 			rep.Snapshot = a.o.Agent.Snapshot
@@ -489,38 +505,45 @@ func (a *agentRun) finish(status int, runErr error) (int, error) {
 	return status, runErr
 }
 
-// saveSnapshot moves the ephemeral image to out (a rename when on one
-// filesystem, else a sparse copy), through a temporary name so that out
-// is complete or absent.
-func saveSnapshot(img, out string) error {
+// saveSnapshot writes the image as the ephemeral run left it to out: a
+// sparse copy of the base with the overlay's blocks written over it,
+// through a temporary name so that out is whole or absent.
+func (a *agentRun) saveSnapshot(out string) error {
 	tmp := out + ".kbox-tmp"
-	if err := os.Rename(img, tmp); err != nil {
-		var le *os.LinkError
-		if !errors.As(err, &le) || !errors.Is(le.Err, unix.EXDEV) {
-			return err
-		}
-		f, err := os.Open(img)
-		if err != nil {
-			return err
-		}
-		err = agent.SparseCopy(f, tmp)
-		f.Close()
-		if err != nil {
-			os.Remove(tmp)
-			return err
-		}
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
+	if err := agent.SparseCopy(a.baseLock, tmp); err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, out)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	err = agent.CopyExtents(a.overlay, f)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	f.Close()
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, out)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 func (a *agentRun) cleanup() {
 	if a.log != nil {
 		a.log.Close()
 		a.log = nil
+	}
+	if a.overlay != nil {
+		a.overlay.Close()
+		a.overlay = nil
 	}
 	if a.tmpDir != "" {
 		os.RemoveAll(a.tmpDir)

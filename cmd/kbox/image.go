@@ -94,11 +94,13 @@ func runImage(args []string) int {
 
 // bootAndRun boots the kernel on the image, runs the guest and unmounts.
 func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, error) {
-	img, err := rootfs.OpenImage(o.Image, o.FSType, o.Partition, o.ReadOnly)
+	img, err := rootfs.OpenImage(o.Image, o.FSType, o.Partition, ag.imageReadOnly(o))
 	if err != nil {
 		return 0, err
 	}
-	root, err := rootfs.Setup(img, rootOptions(o))
+	ropt := rootOptions(o)
+	ropt.Overlay = ag.overlayFile() // --ephemeral: writes to the overlay
+	root, err := rootfs.Setup(img, ropt)
 	if err != nil {
 		img.Close()
 		return 0, err
