@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +89,9 @@ type session struct {
 	created time.Time
 	closed  bool
 	last    *lastRun // guarded by Server.mu
+	// files is the session's kbox file --serve, started by the first
+	// file call and stopped (the image unmounted) before a run.
+	files *fileHelper
 }
 
 // New makes a Server.
@@ -107,6 +111,7 @@ func (s *Server) Close() {
 	for _, se := range ss {
 		se.mu.Lock()
 		se.closed = true
+		se.stopFiles()
 		os.RemoveAll(se.dir)
 		se.mu.Unlock()
 	}
@@ -284,6 +289,10 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 			return nil, out, err
 		}
 		defer se.mu.Unlock()
+		// The run's kernel needs the image to itself.
+		if err := se.stopFiles(); err != nil {
+			return nil, out, err
+		}
 		args = append(args, "-S", se.image)
 	} else {
 		img, err := s.imageOf(in.Image)
@@ -528,6 +537,9 @@ func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sess
 		return nil, out, err
 	}
 	defer se.mu.Unlock()
+	if err := se.stopFiles(); err != nil {
+		return nil, out, err
+	}
 	if in.Snapshot != "" {
 		if !filepath.IsAbs(in.Snapshot) {
 			return nil, out, toolError("snapshot %q: want an absolute host path", in.Snapshot)
@@ -613,6 +625,11 @@ func (s *Server) fileCall(ctx context.Context, image string, req fileRequest) (*
 	if err := json.Unmarshal(stdout.Bytes(), &a); err != nil {
 		return nil, toolError("kbox file: bad answer: %v", err)
 	}
+	return fileResult(req, &a)
+}
+
+// fileResult turns an answer's error into the tool's.
+func fileResult(req fileRequest, a *fileAnswer) (*fileAnswer, error) {
 	if a.Error != "" {
 		msg := fmt.Sprintf("%s %s: %s", req.Op, req.Path, a.Error)
 		if a.Errno != "" {
@@ -620,7 +637,7 @@ func (s *Server) fileCall(ctx context.Context, image string, req fileRequest) (*
 		}
 		return nil, errors.New(msg)
 	}
-	return &a, nil
+	return a, nil
 }
 
 // ReadFileIn is read_file's input.
@@ -651,7 +668,7 @@ func (s *Server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in ReadFi
 		return nil, out, err
 	}
 	defer se.mu.Unlock()
-	a, err := s.fileCall(ctx, se.image, fileRequest{Op: "read", Path: in.Path, Offset: in.Offset, Limit: in.Limit})
+	a, err := s.sessionFileCall(ctx, se, fileRequest{Op: "read", Path: in.Path, Offset: in.Offset, Limit: in.Limit})
 	if err != nil {
 		return nil, out, err
 	}
@@ -705,7 +722,7 @@ func (s *Server) writeFile(ctx context.Context, _ *mcp.CallToolRequest, in Write
 		return nil, out, err
 	}
 	defer se.mu.Unlock()
-	a, err := s.fileCall(ctx, se.image, fileRequest{Op: "write", Path: in.Path, Data: data, Mode: mode, Mkdirs: in.Mkdirs})
+	a, err := s.sessionFileCall(ctx, se, fileRequest{Op: "write", Path: in.Path, Data: data, Mode: mode, Mkdirs: in.Mkdirs})
 	if err != nil {
 		return nil, out, err
 	}
@@ -736,7 +753,7 @@ func (s *Server) listDir(ctx context.Context, _ *mcp.CallToolRequest, in ListDir
 		return nil, out, err
 	}
 	defer se.mu.Unlock()
-	a, err := s.fileCall(ctx, se.image, fileRequest{Op: "list", Path: in.Path, Limit: in.Limit})
+	a, err := s.sessionFileCall(ctx, se, fileRequest{Op: "list", Path: in.Path, Limit: in.Limit})
 	if err != nil {
 		return nil, out, err
 	}
@@ -759,7 +776,7 @@ func (s *Server) stat(ctx context.Context, _ *mcp.CallToolRequest, in StatIn) (*
 		return nil, FileStat{}, err
 	}
 	defer se.mu.Unlock()
-	a, err := s.fileCall(ctx, se.image, fileRequest{Op: "stat", Path: in.Path})
+	a, err := s.sessionFileCall(ctx, se, fileRequest{Op: "stat", Path: in.Path})
 	if err != nil {
 		return nil, FileStat{}, err
 	}
@@ -867,4 +884,116 @@ func (s *Server) enosys(_ context.Context, _ *mcp.CallToolRequest, in LastRunIn)
 		out.ENOSYS = lr.telemetry.ENOSYS
 	}
 	return nil, out, nil
+}
+
+// ---- a session's file helper
+
+// fileHelper is a `kbox file --serve` process on a session's image.
+type fileHelper struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	dec    *json.Decoder
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+// sessionFileCall serves req through the session's file helper, starting
+// it if needed. The caller holds se.mu.
+func (s *Server) sessionFileCall(ctx context.Context, se *session, req fileRequest) (*fileAnswer, error) {
+	if !strings.HasPrefix(req.Path, "/") {
+		return nil, toolError("path %q must be absolute (a path in the image)", req.Path)
+	}
+	if se.files == nil {
+		h, err := s.startFiles(se.image)
+		if err != nil {
+			return nil, err
+		}
+		se.files = h
+	}
+	a, err := se.files.call(ctx, req)
+	if err != nil {
+		se.files.kill()
+		se.files = nil
+		return nil, err
+	}
+	return fileResult(req, a)
+}
+
+func (s *Server) startFiles(image string) (*fileHelper, error) {
+	cmd := exec.Command(s.cfg.Kbox, "file", "--serve", image)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	h := &fileHelper{cmd: cmd, in: in, dec: json.NewDecoder(out), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = h.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, toolError("kbox file --serve: %v", err)
+	}
+	var ready struct{ Ready bool }
+	if err := h.dec.Decode(&ready); err != nil || !ready.Ready {
+		in.Close()
+		cmd.Wait()
+		return nil, toolError("kbox file --serve did not start: %s", lastLine(h.stderr.String()))
+	}
+	return h, nil
+}
+
+// call sends one request and waits for its answer, or for ctx.
+func (h *fileHelper) call(ctx context.Context, req fileRequest) (*fileAnswer, error) {
+	ctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
+	defer cancel()
+	res := make(chan error, 1)
+	var a fileAnswer
+	go func() {
+		b, _ := json.Marshal(req)
+		if _, err := h.in.Write(append(b, '\n')); err != nil {
+			res <- err
+			return
+		}
+		res <- h.dec.Decode(&a)
+	}()
+	select {
+	case err := <-res:
+		if err != nil {
+			return nil, toolError("kbox file --serve: %v: %s", err, lastLine(h.stderr.String()))
+		}
+		return &a, nil
+	case <-ctx.Done():
+		return nil, toolError("kbox file --serve: %v", ctx.Err())
+	}
+}
+
+func (h *fileHelper) kill() {
+	h.cmd.Process.Kill()
+	h.in.Close()
+	h.cmd.Wait()
+}
+
+// stopFiles ends the session's file helper: stdin closes, it unmounts the
+// image and exits. An unmount that failed is an error: writes may be lost.
+func (se *session) stopFiles() error {
+	h := se.files
+	if h == nil {
+		return nil
+	}
+	se.files = nil
+	h.in.Close()
+	done := make(chan error, 1)
+	go func() { done <- h.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return toolError("the session's file helper failed to unmount its image: %v: %s", err, lastLine(h.stderr.String()))
+		}
+		return nil
+	case <-time.After(fileCallTimeout):
+		h.cmd.Process.Kill()
+		<-done
+		return toolError("the session's file helper did not unmount its image in %v: killed", fileCallTimeout)
+	}
 }

@@ -22,12 +22,16 @@ import (
 // is one JSON object on stdin, the answer one on stdout.
 
 const fileUsage = `usage: kbox file IMAGE < REQUEST.json
+       kbox file --serve IMAGE
 
 One file operation on IMAGE through the in-process kernel, with no guest
 process: the request is a JSON object on stdin, the answer a JSON object on
 stdout. Ops: read {path, offset, limit}, write {path, data (base64), mode,
 mkdirs}, list {path, limit}, stat {path}, kernel_read {path: /proc/NAME}.
-kbox mcp uses it; see docs/agents.md.
+With --serve the kernel stays up: IMAGE is opened read-write, a line
+{"ready":true} is printed, then each request line gets one answer line,
+until stdin ends; then the image is unmounted. kbox mcp uses it; see
+docs/agents.md.
 `
 
 // FileRequest is kbox file's request.
@@ -76,6 +80,9 @@ const (
 )
 
 func runFile(args []string) int {
+	if len(args) == 2 && args[0] == "--serve" {
+		return serveFiles(args[1])
+	}
 	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
 		if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
 			fmt.Print(fileUsage)
@@ -114,6 +121,48 @@ func runFile(args []string) int {
 	}
 	b, _ := json.Marshal(ans)
 	os.Stdout.Write(append(b, '\n'))
+	return 0
+}
+
+// serveFiles is kbox file --serve: one boot, any number of requests.
+func serveFiles(image string) int {
+	if !lkl.Available {
+		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
+		return exitUsage
+	}
+	img, err := rootfs.OpenImage(image, "ext4", 0, false)
+	if err != nil {
+		return fail(err)
+	}
+	root, err := rootfs.Setup(img, rootfs.Options{})
+	if err != nil {
+		img.Close()
+		return fail(err)
+	}
+	out := json.NewEncoder(os.Stdout)
+	out.Encode(map[string]bool{"ready": true})
+	dec := json.NewDecoder(os.Stdin)
+	dec.DisallowUnknownFields()
+	for {
+		var req FileRequest
+		err := dec.Decode(&req)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// The stream cannot be resynchronized: answer and end.
+			out.Encode(&FileAnswer{Error: "bad request: " + err.Error()})
+			break
+		}
+		if err := req.check(); err != nil {
+			out.Encode(&FileAnswer{Error: err.Error()})
+			continue
+		}
+		out.Encode(req.serve(root))
+	}
+	if err := root.Close(); err != nil {
+		return fail(fmt.Errorf("unmounting %s: %w", image, err))
+	}
 	return 0
 }
 
