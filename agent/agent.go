@@ -674,10 +674,14 @@ func (s *Server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in ReadFi
 	}
 	data, _ := base64.StdEncoding.DecodeString(a.Data)
 	out = ReadFileOut{Path: in.Path, ContentBase64: a.Data, Bytes: len(data), Size: a.Size, EOF: a.EOF}
+	text := fmt.Sprintf("%s: %d bytes (binary; content_base64 has them)", in.Path, len(data))
 	if utf8.Valid(data) {
 		out.Text = string(data)
+		text = out.Text
 	}
-	return nil, out, nil
+	// The text rendering is the content itself, not the structured
+	// result again: that would carry the bytes four times.
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 }
 
 // WriteFileIn is write_file's input.
