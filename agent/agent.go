@@ -150,6 +150,7 @@ type RunIn struct {
 	Argv           []string          `json:"argv,omitempty" jsonschema:"the program and its arguments (give argv or command)"`
 	Command        string            `json:"command,omitempty" jsonschema:"a shell command line, run with /bin/sh -c (give argv or command)"`
 	Stdin          string            `json:"stdin,omitempty" jsonschema:"the program's standard input"`
+	StdinBase64    string            `json:"stdin_base64,omitempty" jsonschema:"the program's standard input, base64 (for binary input; not with stdin)"`
 	Workdir        string            `json:"workdir,omitempty" jsonschema:"absolute working directory in the image (default /)"`
 	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables added to the guest's clean environment"`
 	TimeoutMs      int64             `json:"timeout_ms,omitempty" jsonschema:"kill the whole guest after this many milliseconds (default 60000)"`
@@ -160,18 +161,22 @@ type RunIn struct {
 
 // RunOut is run's result.
 type RunOut struct {
-	ExitCode   int        `json:"exit_code"`
-	Signal     string     `json:"signal,omitempty"`
-	TimedOut   bool       `json:"timed_out"`
-	Stdout     string     `json:"stdout"`
-	Stderr     string     `json:"stderr"`
-	Truncated  bool       `json:"truncated"`
-	StdoutLen  int64      `json:"stdout_bytes"`
-	StderrLen  int64      `json:"stderr_bytes"`
-	DurationMs int64      `json:"duration_ms"`
-	Tier       string     `json:"tier"`
-	Telemetry  *Telemetry `json:"telemetry,omitempty"`
-	AuditHead  string     `json:"audit_head,omitempty"`
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	TimedOut bool   `json:"timed_out"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	// The kept output, base64, when it is not valid UTF-8 (stdout and
+	// stderr then have U+FFFD in place of the bad bytes).
+	StdoutBase64 string     `json:"stdout_base64,omitempty" jsonschema:"the kept stdout, base64, when it is not UTF-8"`
+	StderrBase64 string     `json:"stderr_base64,omitempty" jsonschema:"the kept stderr, base64, when it is not UTF-8"`
+	Truncated    bool       `json:"truncated"`
+	StdoutLen    int64      `json:"stdout_bytes"`
+	StderrLen    int64      `json:"stderr_bytes"`
+	DurationMs   int64      `json:"duration_ms"`
+	Tier         string     `json:"tier"`
+	Telemetry    *Telemetry `json:"telemetry,omitempty"`
+	AuditHead    string     `json:"audit_head,omitempty"`
 }
 
 // Telemetry is the run's syscalls as kbox counted them.
@@ -262,6 +267,16 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	if in.Image != "" && in.Session != "" {
 		return nil, out, toolError("give image or session, not both")
 	}
+	stdin := []byte(in.Stdin)
+	if in.StdinBase64 != "" {
+		if in.Stdin != "" {
+			return nil, out, toolError("give stdin or stdin_base64, not both")
+		}
+		var err error
+		if stdin, err = base64.StdEncoding.DecodeString(in.StdinBase64); err != nil {
+			return nil, out, toolError("stdin_base64 is not base64: %v", err)
+		}
+	}
 	timeout := defaultTimeout
 	switch {
 	case in.TimeoutMs < 0:
@@ -336,7 +351,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	// takes too long.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Stdin = strings.NewReader(in.Stdin)
+	cmd.Stdin = bytes.NewReader(stdin)
 	stdout, stderr := newHeadTail(maxOut), newHeadTail(maxOut)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Env = append(os.Environ(), "KBOX_DEBUG=")
@@ -359,6 +374,12 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 		out.Signal = unix.SignalName(syscall.Signal(r.Status - 128))
 	}
 	out.Stdout, out.Stderr = stdout.String(), stderr.String()
+	if !utf8.ValidString(out.Stdout) {
+		out.StdoutBase64 = base64.StdEncoding.EncodeToString([]byte(out.Stdout))
+	}
+	if !utf8.ValidString(out.Stderr) {
+		out.StderrBase64 = base64.StdEncoding.EncodeToString([]byte(out.Stderr))
+	}
 	out.StdoutLen, out.StderrLen = stdout.total, stderr.total
 	out.Truncated = stdout.cut() || stderr.cut()
 	out.Telemetry = r.Telemetry

@@ -75,6 +75,8 @@ func TestToolArguments(t *testing.T) {
 		{"run", map[string]any{"argv": []string{"x"}, "session": "b"}, "no session"},
 		{"run", map[string]any{"argv": []string{"x"}}, "/nonexistent.ext4"},
 		{"run", map[string]any{"argv": []string{"x"}, "unknown": 1}, "unknown"},
+		{"run", map[string]any{"argv": []string{"x"}, "stdin": "a", "stdin_base64": "YQ=="}, "not both"},
+		{"run", map[string]any{"argv": []string{"x"}, "stdin_base64": "!"}, "not base64"},
 		{"session_open", map[string]any{"image": "/no/such"}, "/no/such"},
 		{"session_close", map[string]any{"session": "x"}, "no session"},
 		{"read_file", map[string]any{"session": "x", "path": "/a", "offset": -1}, "negative"},

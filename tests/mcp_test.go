@@ -71,16 +71,17 @@ func resultText(r *mcp.CallToolResult) string {
 }
 
 type runResult struct {
-	ExitCode   int    `json:"exit_code"`
-	Signal     string `json:"signal"`
-	TimedOut   bool   `json:"timed_out"`
-	Stdout     string `json:"stdout"`
-	Stderr     string `json:"stderr"`
-	Truncated  bool   `json:"truncated"`
-	StdoutLen  int64  `json:"stdout_bytes"`
-	DurationMs int64  `json:"duration_ms"`
-	Tier       string `json:"tier"`
-	Telemetry  *struct {
+	ExitCode     int    `json:"exit_code"`
+	Signal       string `json:"signal"`
+	TimedOut     bool   `json:"timed_out"`
+	Stdout       string `json:"stdout"`
+	Stderr       string `json:"stderr"`
+	Truncated    bool   `json:"truncated"`
+	StdoutLen    int64  `json:"stdout_bytes"`
+	StdoutBase64 string `json:"stdout_base64"`
+	DurationMs   int64  `json:"duration_ms"`
+	Tier         string `json:"tier"`
+	Telemetry    *struct {
 		Syscalls uint64                       `json:"syscalls"`
 		ByFamily map[string]map[string]uint64 `json:"by_family"`
 	} `json:"telemetry"`
@@ -129,6 +130,12 @@ func TestMCPRun(t *testing.T) {
 			}
 			if !strings.Contains(r.Stdout, "bytes cut") {
 				t.Errorf("no cut marker")
+			}
+		}},
+		{"binary stdin and stdout", map[string]any{"argv": []string{"/bin/cat"}, "stdin_base64": base64.StdEncoding.EncodeToString([]byte{0xff, 0, 0xfe, 'a', 0x80})}, func(t *testing.T, r runResult) {
+			got, _ := base64.StdEncoding.DecodeString(r.StdoutBase64)
+			if r.ExitCode != 0 || !bytes.Equal(got, []byte{0xff, 0, 0xfe, 'a', 0x80}) {
+				t.Errorf("%+v (stdout_base64 %q)", r, r.StdoutBase64)
 			}
 		}},
 		{"not found", map[string]any{"argv": []string{"/no/such/program"}}, func(t *testing.T, r runResult) {
