@@ -142,22 +142,26 @@ static struct lkl_dev_blk_ops cow_ops = {
 	.request = cow_request,
 };
 
-void *kbox_cow_new(int base, int over, unsigned long long size)
+/* dirty is the caller's bitmap, one bit per block, zeroed, at least
+ * kbox_cow_map_len(size) bytes; it outlives the disk (the caller reads it
+ * after the unmount to know which blocks the overlay holds). */
+void *kbox_cow_new(int base, int over, unsigned long long size, unsigned char *dirty)
 {
 	struct kbox_cow *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
-	c->dirty = calloc((size + COW_BLOCK * 8 - 1) / (COW_BLOCK * 8) + 1, 1);
-	if (!c->dirty) {
-		free(c);
-		return NULL;
-	}
+	c->dirty = dirty;
 	c->base = base;
 	c->over = over;
 	c->size = size;
 	pthread_mutex_init(&c->mu, NULL);
 	return c;
+}
+
+unsigned long long kbox_cow_map_len(unsigned long long size)
+{
+	return (size + COW_BLOCK * 8 - 1) / (COW_BLOCK * 8);
 }
 
 void kbox_cow_free(void *p)
@@ -167,7 +171,6 @@ void kbox_cow_free(void *p)
 	if (!c)
 		return;
 	pthread_mutex_destroy(&c->mu);
-	free(c->dirty);
 	free(c);
 }
 

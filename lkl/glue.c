@@ -29,13 +29,13 @@ int kbox_lkl_disk_add(int fd)
 }
 
 /* A copy-on-write disk over base, writes to over (cow.c). */
-int kbox_lkl_disk_add_cow(int base, int over, unsigned long long size)
+int kbox_lkl_disk_add_cow(int base, int over, unsigned long long size, unsigned char *dirty)
 {
 	struct lkl_disk disk;
 	int id;
 
 	memset(&disk, 0, sizeof(disk));
-	disk.handle = kbox_cow_new(base, over, size);
+	disk.handle = kbox_cow_new(base, over, size, dirty);
 	if (!disk.handle)
 		return -12; /* ENOMEM */
 	disk.ops = kbox_cow_ops();

@@ -149,24 +149,6 @@ func AddDisk(fd int) (Disk, error) {
 	return Disk{ID: id}, nil
 }
 
-// AddDiskCOW attaches a copy-on-write disk of size bytes: reads come
-// from the host fd base (only ever read) unless written, writes go to the
-// host fd over at the same offsets (a sparse file). Both must stay open
-// while the kernel runs; the disk's memory is freed by Remove.
-func AddDiskCOW(base, over int, size int64) (Disk, error) {
-	if !Available {
-		return Disk{}, ErrNotBuilt
-	}
-	if size <= 0 || size%512 != 0 {
-		return Disk{}, fmt.Errorf("lkl: add copy-on-write disk: size %d is not a positive multiple of 512", size)
-	}
-	id := diskAddCOW(base, over, size)
-	if id < 0 {
-		return Disk{}, fmt.Errorf("lkl: add copy-on-write disk: %w", unix.Errno(-id))
-	}
-	return Disk{ID: id}, nil
-}
-
 // Mount mounts partition part (0 for the whole disk) with filesystem fstype,
 // mount flags (MS_*) and options, at a mount point LKL chooses; it returns
 // that mount point's path inside the kernel.

@@ -38,10 +38,6 @@ func shutdown() { C.kbox_lkl_shutdown() }
 
 func diskAdd(fd int) int { return int(C.kbox_lkl_disk_add(C.int(fd))) }
 
-func diskAddCOW(base, over int, size int64) int {
-	return int(C.kbox_lkl_disk_add_cow(C.int(base), C.int(over), C.ulonglong(size)))
-}
-
 func mountDev(id, part int, fstype string, flags uintptr, opts string) (string, error) {
 	cfs := C.CString(fstype)
 	defer C.free(unsafe.Pointer(cfs))

@@ -15,8 +15,6 @@ func shutdown() {}
 
 func diskAdd(int) int { return -38 } // ENOSYS
 
-func diskAddCOW(int, int, int64) int { return -38 } // ENOSYS
-
 func mountDev(int, int, string, uintptr, string) (string, error) { return "", ErrNotBuilt }
 
 func diskRemove(int) int { return -38 } // ENOSYS

@@ -37,9 +37,16 @@ type Options struct {
 	// the kernel's ramfs /tmp instead.
 	TmpSize int64
 	// Overlay, when set, makes the image a copy-on-write disk: the image
-	// (opened read-only) is only read, and writes go to this sparse host
-	// file at the same offsets (lkl.AddDiskCOW). The mount is read-write.
-	Overlay *os.File
+	// (opened read-only) is only read, and writes go to Overlay.File at
+	// the same offsets, each written block marked in Overlay.Dirty
+	// (lkl.AddDiskCOW). The mount is read-write.
+	Overlay *Overlay
+}
+
+// Overlay is the writable layer of a copy-on-write image.
+type Overlay struct {
+	File  *os.File
+	Dirty *lkl.COWMap
 }
 
 // Root is a booted kernel with the image mounted as its root.
@@ -97,7 +104,7 @@ func Setup(img *Image, opt Options) (*Root, error) {
 	var d lkl.Disk
 	var err error
 	if opt.Overlay != nil {
-		d, err = lkl.AddDiskCOW(img.Fd(), int(opt.Overlay.Fd()), img.Size)
+		d, err = lkl.AddDiskCOW(img.Fd(), int(opt.Overlay.File.Fd()), img.Size, opt.Overlay.Dirty)
 	} else {
 		d, err = lkl.AddDisk(img.Fd())
 	}

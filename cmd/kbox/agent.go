@@ -18,6 +18,8 @@ import (
 	"github.com/kbox-project/kbox/agent"
 	"github.com/kbox-project/kbox/audit"
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/rootfs"
 	"github.com/kbox-project/kbox/web"
 	"golang.org/x/sys/unix"
 )
@@ -99,10 +101,12 @@ func init() {
 // agentRun is one run's agent state; nil when no agent option was given.
 type agentRun struct {
 	o        *ImageOptions
-	base     string        // the image as given
-	baseLock *os.File      // the base, shared-locked, for an ephemeral run
-	tmpDir   string        // holds the overlay
-	overlay  *os.File      // the ephemeral run's writes
+	base     string      // the image as given
+	baseLock *os.File    // the base, shared-locked, for an ephemeral run
+	tmpDir   string      // holds the overlay
+	overlay  *os.File    // the ephemeral run's writes
+	dirty    *lkl.COWMap // the blocks written to the overlay
+	baseSize int64
 	copyTime time.Duration // preparing the overlay
 	log      *audit.Log
 	start    time.Time
@@ -203,6 +207,12 @@ func (a *agentRun) makeEphemeral() error {
 		return fmt.Errorf("ephemeral: %w", err)
 	}
 	a.overlay = ov
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("ephemeral: %w", err)
+	}
+	a.baseSize = fi.Size()
+	a.dirty = lkl.NewCOWMap(a.baseSize)
 	a.copyTime = time.Since(t0)
 	return nil
 }
@@ -213,13 +223,13 @@ func (a *agentRun) imageReadOnly(o *ImageOptions) bool {
 	return o.ReadOnly || (a != nil && a.overlay != nil)
 }
 
-// overlayFile is the copy-on-write overlay for rootfs.Options, nil when
+// overlayLayer is the copy-on-write overlay for rootfs.Options, nil when
 // the run is not ephemeral.
-func (a *agentRun) overlayFile() *os.File {
-	if a == nil {
+func (a *agentRun) overlayLayer() *rootfs.Overlay {
+	if a == nil || a.overlay == nil {
 		return nil
 	}
-	return a.overlay
+	return &rootfs.Overlay{File: a.overlay, Dirty: a.dirty}
 }
 
 func fileSHA256(path string) (string, error) {
@@ -506,7 +516,9 @@ func (a *agentRun) finish(status int, runErr error) (int, error) {
 }
 
 // saveSnapshot writes the image as the ephemeral run left it to out: a
-// sparse copy of the base with the overlay's blocks written over it,
+// sparse copy of the base with the overlay's written blocks (the dirty
+// map's, not the overlay's data extents, which a host filesystem may
+// round up) copied over it,
 // through a temporary name so that out is whole or absent.
 func (a *agentRun) saveSnapshot(out string) error {
 	tmp := out + ".kbox-tmp"
@@ -519,7 +531,7 @@ func (a *agentRun) saveSnapshot(out string) error {
 		os.Remove(tmp)
 		return err
 	}
-	err = agent.CopyExtents(a.overlay, f)
+	err = copyRanges(a.overlay, f, a.dirty.DirtyRanges())
 	if serr := f.Sync(); err == nil {
 		err = serr
 	}
@@ -536,6 +548,24 @@ func (a *agentRun) saveSnapshot(out string) error {
 	return err
 }
 
+// copyRanges copies each [off, end) of src to dst at the same offset.
+func copyRanges(src, dst *os.File, ranges [][2]int64) error {
+	for _, r := range ranges {
+		for p := r[0]; p < r[1]; {
+			in, o := p, p
+			n, err := unix.CopyFileRange(int(src.Fd()), &in, int(dst.Fd()), &o, int(min(r[1]-p, 1<<30)), 0)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return io.ErrUnexpectedEOF
+			}
+			p += int64(n)
+		}
+	}
+	return nil
+}
+
 func (a *agentRun) cleanup() {
 	if a.log != nil {
 		a.log.Close()
@@ -545,6 +575,7 @@ func (a *agentRun) cleanup() {
 		a.overlay.Close()
 		a.overlay = nil
 	}
+	a.dirty.Free() // the kernel has halted: the disk is gone
 	if a.tmpDir != "" {
 		os.RemoveAll(a.tmpDir)
 		a.tmpDir = ""

@@ -99,7 +99,7 @@ func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, err
 		return 0, err
 	}
 	ropt := rootOptions(o)
-	ropt.Overlay = ag.overlayFile() // --ephemeral: writes to the overlay
+	ropt.Overlay = ag.overlayLayer() // --ephemeral: writes to the overlay
 	root, err := rootfs.Setup(img, ropt)
 	if err != nil {
 		img.Close()
