@@ -352,6 +352,8 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Stdin = bytes.NewReader(stdin)
+	// If the server dies, so does the run (and kbox's guests with it).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, stderr := newHeadTail(maxOut), newHeadTail(maxOut)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Env = append(os.Environ(), "KBOX_DEBUG=")
@@ -946,6 +948,7 @@ func (s *Server) sessionFileCall(ctx context.Context, se *session, req fileReque
 
 func (s *Server) startFiles(image string) (*fileHelper, error) {
 	cmd := exec.Command(s.cfg.Kbox, "file", "--serve", image)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -480,3 +480,34 @@ func TestMCPSnapshotAndENOSYS(t *testing.T) {
 		t.Errorf("snapshot: %s %+v", resultText(res), snap)
 	}
 }
+
+// TestMCPServerKilled: when kbox mcp dies mid-run, the run and its guest
+// die too.
+func TestMCPServerKilled(t *testing.T) {
+	img := imagePath(t)
+	cmd := exec.Command(kboxBin(t), "mcp", "--image", img)
+	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to kbox mcp: %v", err)
+	}
+	defer cs.Close()
+	go cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": "sleep 3143"}})
+	deadline := time.Now().Add(30 * time.Second)
+	for len(processesWith("3143")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the guest never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	deadline = time.Now().Add(10 * time.Second)
+	for len(processesWith("3143")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("guest outlived kbox mcp: %v", processesWith("3143"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
