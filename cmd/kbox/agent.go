@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,7 +102,6 @@ type agentRun struct {
 	o        *ImageOptions
 	base     string      // the image as given
 	baseLock *os.File    // the base, shared-locked, for an ephemeral run
-	tmpDir   string      // holds the overlay
 	overlay  *os.File    // the ephemeral run's writes
 	dirty    *lkl.COWMap // the blocks written to the overlay
 	baseSize int64
@@ -197,15 +195,13 @@ func (a *agentRun) makeEphemeral() error {
 		return fmt.Errorf("ephemeral: %s is open read-write by another kbox: %w", a.base, err)
 	}
 	a.baseLock = f
-	dir, err := os.MkdirTemp("", "kbox-ephemeral-")
+	// The overlay has no name: nothing of it is left on the host after
+	// kbox exits, even when kbox is killed.
+	ov, err := os.CreateTemp("", "kbox-ephemeral-")
 	if err != nil {
 		return fmt.Errorf("ephemeral: %w", err)
 	}
-	a.tmpDir = dir
-	ov, err := os.OpenFile(filepath.Join(dir, "overlay"), os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("ephemeral: %w", err)
-	}
+	os.Remove(ov.Name())
 	a.overlay = ov
 	fi, err := f.Stat()
 	if err != nil {
@@ -576,10 +572,6 @@ func (a *agentRun) cleanup() {
 		a.overlay = nil
 	}
 	a.dirty.Free() // the kernel has halted: the disk is gone
-	if a.tmpDir != "" {
-		os.RemoveAll(a.tmpDir)
-		a.tmpDir = ""
-	}
 	if a.baseLock != nil {
 		a.baseLock.Close()
 		a.baseLock = nil
