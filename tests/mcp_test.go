@@ -511,3 +511,35 @@ func TestMCPServerKilled(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestMCPSessionBuildsC: a session across three calls builds and runs a
+// C program: write_file the source, run gcc, run the program, read_file
+// the binary (an image with gcc; skips loudly without a Debian mirror).
+func TestMCPSessionBuildsC(t *testing.T) {
+	img := packageImage(t, "gcc", "libc6-dev")
+	cs := mcpSession(t, img)
+	var open struct {
+		Session string `json:"session"`
+	}
+	if res := call(t, cs, "session_open", map[string]any{}, &open); res.IsError {
+		t.Fatalf("session_open: %s", resultText(res))
+	}
+	src := "#include <stdio.h>\nint main(int argc, char **argv) { printf(\"hello from C %d\\n\", 40 + argc); return 3; }\n"
+	if res := call(t, cs, "write_file", map[string]any{"session": open.Session, "path": "/work/hello.c", "content": src, "mkdirs": true}, nil); res.IsError {
+		t.Fatalf("write_file: %s", resultText(res))
+	}
+	var r runResult
+	if res := call(t, cs, "run", map[string]any{"session": open.Session, "command": "cd /work && gcc -O2 -o hello hello.c", "timeout_ms": 300000}, &r); res.IsError || r.ExitCode != 0 {
+		t.Fatalf("gcc: %s %+v", resultText(res), r)
+	}
+	if res := call(t, cs, "run", map[string]any{"session": open.Session, "argv": []string{"/work/hello", "x"}}, &r); res.IsError || r.ExitCode != 3 || r.Stdout != "hello from C 42\n" {
+		t.Fatalf("hello: %s %+v", resultText(res), r)
+	}
+	var rd readResult
+	if res := call(t, cs, "read_file", map[string]any{"session": open.Session, "path": "/work/hello", "limit": 4}, &rd); res.IsError {
+		t.Fatalf("read_file: %s", resultText(res))
+	}
+	if got, _ := base64.StdEncoding.DecodeString(rd.ContentBase64); string(got) != "\x7fELF" || rd.Size < 1000 {
+		t.Errorf("the binary: %q, size %d", got, rd.Size)
+	}
+}
