@@ -543,3 +543,29 @@ func TestMCPSessionBuildsC(t *testing.T) {
 		t.Errorf("the binary: %q, size %d", got, rd.Size)
 	}
 }
+
+// TestMCPSessionTimeout: a run timed out in the middle of writing leaves
+// the session's image clean, with what it had written before.
+func TestMCPSessionTimeout(t *testing.T) {
+	cs := mcpSession(t, imagePath(t))
+	var open struct {
+		Session string `json:"session"`
+	}
+	if res := call(t, cs, "session_open", map[string]any{}, &open); res.IsError {
+		t.Fatalf("session_open: %s", resultText(res))
+	}
+	var r runResult
+	res := call(t, cs, "run", map[string]any{"session": open.Session, "timeout_ms": 2000,
+		"command": "echo before > /kept && sync && while :; do echo data >> /busy; done"}, &r)
+	if res.IsError || !r.TimedOut || r.ExitCode != 137 {
+		t.Fatalf("run: %s %+v", resultText(res), r)
+	}
+	if res := call(t, cs, "run", map[string]any{"session": open.Session, "command": "cat /kept && test -s /busy"}, &r); res.IsError || r.ExitCode != 0 || r.Stdout != "before\n" {
+		t.Fatalf("after the timeout: %s %+v", resultText(res), r)
+	}
+	snap := filepath.Join(t.TempDir(), "snap.ext4")
+	if res := call(t, cs, "session_close", map[string]any{"session": open.Session, "snapshot": snap}, nil); res.IsError {
+		t.Fatalf("session_close: %s", resultText(res))
+	}
+	assertCleanImage(t, snap)
+}
