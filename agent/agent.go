@@ -31,6 +31,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kbox-project/kbox/lkl"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -81,10 +82,15 @@ type lastRun struct {
 }
 
 type session struct {
-	id      string
-	base    string
+	id   string
+	base string
+	// baseFile keeps a shared lock on the base while the session lives:
+	// no kbox opens it read-write meanwhile.
+	baseFile *os.File
+	// dir holds the session's kept copy-on-write overlay (kbox image
+	// --overlay, cmd/kbox/overlay.go): the base is never written.
 	dir     string
-	image   string
+	size    int64
 	mu      sync.Mutex // one call at a time on the image
 	created time.Time
 	closed  bool
@@ -113,6 +119,7 @@ func (s *Server) Close() {
 		se.closed = true
 		se.stopFiles()
 		os.RemoveAll(se.dir)
+		se.baseFile.Close()
 		se.mu.Unlock()
 	}
 }
@@ -308,7 +315,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 		if err := se.stopFiles(); err != nil {
 			return nil, out, err
 		}
-		args = append(args, "-S", se.image)
+		args = append(args, "-S", se.base, "--overlay", se.dir)
 	} else {
 		img, err := s.imageOf(in.Image)
 		if err != nil {
@@ -488,7 +495,7 @@ type SessionOpenOut struct {
 	Session string  `json:"session"`
 	Image   string  `json:"image"`
 	Bytes   int64   `json:"bytes" jsonschema:"the image's size"`
-	CopyMs  float64 `json:"copy_ms"`
+	OpenMs  float64 `json:"open_ms"`
 }
 
 func (s *Server) sessionOpen(_ context.Context, _ *mcp.CallToolRequest, in SessionOpenIn) (*mcp.CallToolResult, SessionOpenOut, error) {
@@ -511,33 +518,33 @@ func (s *Server) sessionOpen(_ context.Context, _ *mcp.CallToolRequest, in Sessi
 	if err != nil {
 		return nil, out, toolError("image: %v", err)
 	}
-	defer f.Close()
-	// A shared lock while copying: no kbox writes the image meanwhile.
+	// A shared lock for the session's life: no kbox writes the image
+	// meanwhile, any number of sessions and ephemeral runs share it.
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		f.Close()
 		return nil, out, toolError("image %s is open read-write by a kbox: %v", img, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, out, err
 	}
 	dir, err := os.MkdirTemp(s.cfg.TmpDir, "kbox-session-")
 	if err != nil {
+		f.Close()
 		return nil, out, err
 	}
-	se := &session{id: newID(), base: img, dir: dir, image: filepath.Join(dir, "image.ext4"), created: time.Now()}
-	if err := SparseCopy(f, se.image); err != nil {
-		os.RemoveAll(dir)
-		return nil, out, toolError("copying %s: %v", img, err)
-	}
-	fi, _ := os.Stat(se.image)
+	se := &session{id: newID(), base: img, baseFile: f, dir: dir, size: fi.Size(), created: time.Now()}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		os.RemoveAll(dir)
+		f.Close()
 		return nil, out, toolError("the server is closing")
 	}
 	s.sessions[se.id] = se
 	s.mu.Unlock()
-	out = SessionOpenOut{Session: se.id, Image: img, CopyMs: float64(time.Since(start).Microseconds()) / 1000}
-	if fi != nil {
-		out.Bytes = fi.Size()
-	}
+	out = SessionOpenOut{Session: se.id, Image: img, Bytes: se.size, OpenMs: float64(time.Since(start).Microseconds()) / 1000}
 	return nil, out, nil
 }
 
@@ -570,13 +577,7 @@ func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sess
 		if _, err := os.Lstat(in.Snapshot); err == nil {
 			return nil, out, toolError("snapshot %s exists already", in.Snapshot)
 		}
-		f, err := os.Open(se.image)
-		if err != nil {
-			return nil, out, err
-		}
-		err = SparseCopy(f, in.Snapshot)
-		f.Close()
-		if err != nil {
+		if err := se.saveImage(in.Snapshot); err != nil {
 			os.Remove(in.Snapshot)
 			return nil, out, toolError("snapshot: %v", err)
 		}
@@ -587,6 +588,7 @@ func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sess
 	s.mu.Unlock()
 	se.closed = true
 	os.RemoveAll(se.dir)
+	se.baseFile.Close()
 	out.Closed = true
 	return nil, out, nil
 }
@@ -835,7 +837,12 @@ func (s *Server) kernelRead(ctx context.Context, _ *mcp.CallToolRequest, in Kern
 			return nil, out, err
 		}
 		defer se.mu.Unlock()
-		img = se.image
+		a, err := s.sessionFileCall(ctx, se, fileRequest{Op: "kernel_read", Path: in.Path})
+		if err != nil {
+			return nil, out, err
+		}
+		data, _ := base64.StdEncoding.DecodeString(a.Data)
+		return nil, KernelReadOut{Path: in.Path, Text: string(data)}, nil
 	} else {
 		var err error
 		if img, err = s.imageOf(in.Image); err != nil {
@@ -931,7 +938,7 @@ func (s *Server) sessionFileCall(ctx context.Context, se *session, req fileReque
 		return nil, toolError("path %q must be absolute (a path in the image)", req.Path)
 	}
 	if se.files == nil {
-		h, err := s.startFiles(se.image)
+		h, err := s.startFiles(se)
 		if err != nil {
 			return nil, err
 		}
@@ -946,8 +953,8 @@ func (s *Server) sessionFileCall(ctx context.Context, se *session, req fileReque
 	return fileResult(req, a)
 }
 
-func (s *Server) startFiles(image string) (*fileHelper, error) {
-	cmd := exec.Command(s.cfg.Kbox, "file", "--serve", image)
+func (s *Server) startFiles(se *session) (*fileHelper, error) {
+	cmd := exec.Command(s.cfg.Kbox, "file", "--serve", "--overlay", se.dir, se.base)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -1024,4 +1031,46 @@ func (se *session) stopFiles() error {
 		<-done
 		return toolError("the session's file helper did not unmount its image in %v: killed", fileCallTimeout)
 	}
+}
+
+// saveImage writes the session's image to out, a new file: a sparse copy
+// of the base with the overlay's written blocks over it. The session's
+// kernels must all have stopped.
+func (se *session) saveImage(out string) error {
+	if _, err := os.Stat(filepath.Join(se.dir, "busy")); err == nil {
+		return errors.New("the session's image is incomplete: a kbox on it was killed")
+	}
+	var ranges [][2]int64
+	bits, err := os.ReadFile(filepath.Join(se.dir, "dirty"))
+	switch {
+	case err == nil:
+		if len(bits) != lkl.COWMapLen(se.size) {
+			return fmt.Errorf("the session's block map has %d bytes, want %d", len(bits), lkl.COWMapLen(se.size))
+		}
+		ranges = lkl.DirtyRanges(bits, se.size)
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	if err := SparseCopy(se.baseFile, out); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if len(ranges) > 0 {
+		ov, err := os.Open(filepath.Join(se.dir, "overlay"))
+		if err != nil {
+			return err
+		}
+		defer ov.Close()
+		if err := CopyRanges(ov, f, ranges); err != nil {
+			return err
+		}
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	return f.Sync()
 }

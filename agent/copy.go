@@ -55,3 +55,21 @@ func SparseCopy(src *os.File, dst string) error {
 	}
 	return out.Sync()
 }
+
+// CopyRanges copies each [off, end) of src to dst at the same offset.
+func CopyRanges(src, dst *os.File, ranges [][2]int64) error {
+	for _, r := range ranges {
+		for p := r[0]; p < r[1]; {
+			in, o := p, p
+			n, err := unix.CopyFileRange(int(src.Fd()), &in, int(dst.Fd()), &o, int(min(r[1]-p, 1<<30)), 0)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return io.ErrUnexpectedEOF
+			}
+			p += int64(n)
+		}
+	}
+	return nil
+}

@@ -34,14 +34,33 @@ func AddDiskCOW(base, over int, size int64, dirty *COWMap) (Disk, error) {
 
 // DirtyRanges returns the byte ranges [off, end) of the written blocks,
 // adjacent blocks merged, clipped to the disk's size.
-func (m *COWMap) DirtyRanges() [][2]int64 {
+func (m *COWMap) DirtyRanges() [][2]int64 { return DirtyRanges(m.bytes(), m.size) }
+
+// COWMapLen is the length in bytes of the map of a disk of size bytes.
+func COWMapLen(size int64) int { return int((size + COWBlock*8 - 1) / (COWBlock * 8)) }
+
+// Bytes returns a copy of the map (as saved beside a kept overlay).
+func (m *COWMap) Bytes() []byte { return append([]byte{}, m.bytes()[:COWMapLen(m.size)]...) }
+
+// Load sets the map from b, a map saved by Bytes for the same size.
+func (m *COWMap) Load(b []byte) error {
+	if len(b) != COWMapLen(m.size) {
+		return fmt.Errorf("lkl: dirty-block map of %d bytes, want %d for a %d-byte disk", len(b), COWMapLen(m.size), m.size)
+	}
+	copy(m.bytes(), b)
+	return nil
+}
+
+// DirtyRanges returns the byte ranges [off, end) of the blocks whose bit
+// is set in bits (a COWMap's bytes), adjacent blocks merged, clipped to
+// size.
+func DirtyRanges(bits []byte, size int64) [][2]int64 {
 	var out [][2]int64
-	bits := m.bytes()
-	for blk := int64(0); blk*COWBlock < m.size; blk++ {
+	for blk := int64(0); blk*COWBlock < size && blk/8 < int64(len(bits)); blk++ {
 		if bits[blk/8]&(1<<(blk%8)) == 0 {
 			continue
 		}
-		off, end := blk*COWBlock, min((blk+1)*COWBlock, m.size)
+		off, end := blk*COWBlock, min((blk+1)*COWBlock, size)
 		if n := len(out); n > 0 && out[n-1][1] == off {
 			out[n-1][1] = end
 		} else {

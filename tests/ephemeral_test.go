@@ -260,3 +260,34 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// TestKeptOverlay: --overlay DIR keeps the copy-on-write layer across
+// runs (kbox mcp's sessions), the base untouched; an overlay left by a
+// killed kbox is refused.
+func TestKeptOverlay(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	before := fileSum(t, img)
+	dir := t.TempDir()
+	if out, errOut, st := runKbox(t, "image", "-S", img, "--overlay", dir, "--", "/bin/sh", "-c", "echo one > /kept1 && rm /etc/hostname"); st != 0 {
+		t.Fatalf("first run: %d %s %s", st, out, errOut)
+	}
+	out, errOut, st := runKbox(t, "image", "-S", img, "--overlay", dir, "--", "/bin/sh", "-c", "cat /kept1; test -e /etc/hostname || echo gone")
+	if st != 0 || out != "one\ngone\n" {
+		t.Fatalf("second run: %d %q %s", st, out, errOut)
+	}
+	if after := fileSum(t, img); after != before {
+		t.Errorf("the base changed")
+	}
+	// Another overlay on the same base sees none of it, at the same time
+	// as an ephemeral run.
+	if out, _, st := runKbox(t, "image", "-S", img, "--overlay", t.TempDir(), "--", "/bin/sh", "-c", "test -e /kept1 || cat /etc/hostname"); st != 0 || out == "" {
+		t.Errorf("a second overlay: %d %q", st, out)
+	}
+	os.WriteFile(filepath.Join(dir, "busy"), nil, 0o600)
+	if _, errOut, st := runKbox(t, "image", "-S", img, "--overlay", dir, "--", "/bin/true"); st != 125 || !strings.Contains(errOut, "did not finish") {
+		t.Errorf("a broken overlay: %d %s", st, errOut)
+	}
+	if _, errOut, st := runKbox(t, "image", "-S", img, "--overlay", dir, "--ephemeral", "--", "/bin/true"); st != 2 {
+		t.Errorf("--overlay --ephemeral: %d %s", st, errOut)
+	}
+}

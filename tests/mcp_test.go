@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -568,4 +569,37 @@ func TestMCPSessionTimeout(t *testing.T) {
 		t.Fatalf("session_close: %s", resultText(res))
 	}
 	assertCleanImage(t, snap)
+}
+
+// TestMCPTwoSessions: two sessions of one image at once, each with its
+// own writes, the image unchanged.
+func TestMCPTwoSessions(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	before := fileSum(t, img)
+	cs := mcpSession(t, img)
+	var ids []string
+	for i := range 2 {
+		var open struct {
+			Session string `json:"session"`
+		}
+		if res := call(t, cs, "session_open", map[string]any{}, &open); res.IsError {
+			t.Fatalf("session_open: %s", resultText(res))
+		}
+		ids = append(ids, open.Session)
+		if res := call(t, cs, "write_file", map[string]any{"session": open.Session, "path": "/etc/hostname", "content": fmt.Sprintf("session%d\n", i)}, nil); res.IsError {
+			t.Fatalf("write_file: %s", resultText(res))
+		}
+	}
+	for i, id := range ids {
+		var r runResult
+		if res := call(t, cs, "run", map[string]any{"session": id, "argv": []string{"/bin/cat", "/etc/hostname"}}, &r); res.IsError || r.Stdout != fmt.Sprintf("session%d\n", i) {
+			t.Errorf("session %d: %s %+v", i, resultText(res), r)
+		}
+	}
+	for _, id := range ids {
+		call(t, cs, "session_close", map[string]any{"session": id}, nil)
+	}
+	if after := fileSum(t, img); after != before {
+		t.Errorf("the image changed")
+	}
 }

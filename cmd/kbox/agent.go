@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,10 +39,12 @@ type AgentOptions struct {
 	Report string
 	// Env is --env NAME=VALUE: set in the guest's environment.
 	Env []string
+	// Overlay is --overlay DIR: a kept copy-on-write layer (overlay.go).
+	Overlay string
 }
 
 func (a *AgentOptions) any() bool {
-	return a.Ephemeral || a.Snapshot != "" || a.Audit != "" || a.Timeout > 0 || a.Report != ""
+	return a.Ephemeral || a.Snapshot != "" || a.Audit != "" || a.Timeout > 0 || a.Report != "" || a.Overlay != ""
 }
 
 const agentUsage = `      --ephemeral               writes go to a private copy-on-write layer and
@@ -53,6 +56,8 @@ const agentUsage = `      --ephemeral               writes go to a private copy-
       --timeout DURATION        kill the whole guest after DURATION (e.g. 10s)
       --report FILE             write the run's result and telemetry as JSON
       --env NAME=VALUE          set NAME in the guest's environment, repeatable
+      --overlay DIR             like --ephemeral, but the copy-on-write layer is
+                                kept in DIR across runs (kbox mcp's sessions)
 `
 
 func init() {
@@ -87,6 +92,13 @@ func init() {
 			o.Agent.Env = append(o.Agent.Env, v)
 			return nil
 		}},
+		optSpec{"", "overlay", true, false, func(o *ImageOptions, v string, _ bool) error {
+			if v == "" {
+				return usagef("empty --overlay directory")
+			}
+			o.Agent.Overlay = v
+			return nil
+		}},
 		optSpec{"", "report", true, false, func(o *ImageOptions, v string, _ bool) error {
 			if v == "" {
 				return usagef("empty --report path")
@@ -100,10 +112,11 @@ func init() {
 // agentRun is one run's agent state; nil when no agent option was given.
 type agentRun struct {
 	o        *ImageOptions
-	base     string      // the image as given
-	baseLock *os.File    // the base, shared-locked, for an ephemeral run
-	overlay  *os.File    // the ephemeral run's writes
-	dirty    *lkl.COWMap // the blocks written to the overlay
+	base     string       // the image as given
+	baseLock *os.File     // the base, shared-locked, for an ephemeral run
+	overlay  *os.File     // the ephemeral run's writes
+	kept     *keptOverlay // --overlay
+	dirty    *lkl.COWMap  // the blocks written to the overlay
 	baseSize int64
 	copyTime time.Duration // preparing the overlay
 	log      *audit.Log
@@ -138,12 +151,22 @@ func startAgent(o *ImageOptions) (*agentRun, error) {
 		return nil, nil
 	}
 	a := &agentRun{o: o, base: o.Image, start: time.Now(), stop: make(chan struct{})}
+	if o.Agent.Overlay != "" {
+		if o.ReadOnly || o.Agent.Ephemeral {
+			return nil, usagef("--overlay with --read-only, --ephemeral or --snapshot: give one")
+		}
+		k, err := openKeptOverlay(o.Agent.Overlay, o.Image)
+		if err != nil {
+			return nil, err
+		}
+		a.kept = k
+	}
 	if o.Agent.Ephemeral {
 		if o.ReadOnly {
 			return nil, usagef("--ephemeral and --read-only: give one (an ephemeral image is writable and thrown away)")
 		}
 		if err := a.makeEphemeral(); err != nil {
-			a.cleanup()
+			a.abort()
 			return nil, err
 		}
 	}
@@ -152,7 +175,7 @@ func startAgent(o *ImageOptions) (*agentRun, error) {
 		rand.Read(id[:])
 		l, err := audit.Open(o.Agent.Audit, hex.EncodeToString(id[:]))
 		if err != nil {
-			a.cleanup()
+			a.abort()
 			return nil, err
 		}
 		a.log = l
@@ -172,7 +195,7 @@ func startAgent(o *ImageOptions) (*agentRun, error) {
 			data["image_sha256_error"] = err.Error()
 		}
 		if _, err := a.log.Append("run_start", data); err != nil {
-			a.cleanup()
+			a.abort()
 			return nil, err
 		}
 	}
@@ -216,12 +239,15 @@ func (a *agentRun) makeEphemeral() error {
 // imageReadOnly says how the image must be opened: read-only for
 // --read-only, and for an ephemeral run, whose base is only read.
 func (a *agentRun) imageReadOnly(o *ImageOptions) bool {
-	return o.ReadOnly || (a != nil && a.overlay != nil)
+	return o.ReadOnly || (a != nil && (a.overlay != nil || a.kept != nil))
 }
 
 // overlayLayer is the copy-on-write overlay for rootfs.Options, nil when
 // the run is not ephemeral.
 func (a *agentRun) overlayLayer() *rootfs.Overlay {
+	if a != nil && a.kept != nil {
+		return a.kept.layer()
+	}
 	if a == nil || a.overlay == nil {
 		return nil
 	}
@@ -469,6 +495,12 @@ func (a *agentRun) finish(status int, runErr error) (int, error) {
 			rep.Snapshot = a.o.Agent.Snapshot
 		}
 	}
+	if a.kept != nil {
+		// The kernel has halted: the overlay and its map agree.
+		if err := a.kept.save(); err != nil && runErr == nil {
+			runErr = fmt.Errorf("overlay %s: saving its map: %w", a.o.Agent.Overlay, err)
+		}
+	}
 	if runErr != nil {
 		rep.Error = runErr.Error()
 	}
@@ -527,7 +559,7 @@ func (a *agentRun) saveSnapshot(out string) error {
 		os.Remove(tmp)
 		return err
 	}
-	err = copyRanges(a.overlay, f, a.dirty.DirtyRanges())
+	err = agent.CopyRanges(a.overlay, f, a.dirty.DirtyRanges())
 	if serr := f.Sync(); err == nil {
 		err = serr
 	}
@@ -544,25 +576,19 @@ func (a *agentRun) saveSnapshot(out string) error {
 	return err
 }
 
-// copyRanges copies each [off, end) of src to dst at the same offset.
-func copyRanges(src, dst *os.File, ranges [][2]int64) error {
-	for _, r := range ranges {
-		for p := r[0]; p < r[1]; {
-			in, o := p, p
-			n, err := unix.CopyFileRange(int(src.Fd()), &in, int(dst.Fd()), &o, int(min(r[1]-p, 1<<30)), 0)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				return io.ErrUnexpectedEOF
-			}
-			p += int64(n)
-		}
+// abort undoes startAgent before any kernel ran.
+func (a *agentRun) abort() {
+	if a.kept != nil {
+		os.Remove(filepath.Join(a.kept.dir, overlayBusy)) // nothing was written
 	}
-	return nil
+	a.cleanup()
 }
 
 func (a *agentRun) cleanup() {
+	if a.kept != nil {
+		a.kept.release()
+		a.kept = nil
+	}
 	if a.log != nil {
 		a.log.Close()
 		a.log = nil

@@ -22,7 +22,7 @@ import (
 // is one JSON object on stdin, the answer one on stdout.
 
 const fileUsage = `usage: kbox file IMAGE < REQUEST.json
-       kbox file --serve IMAGE
+       kbox file --serve [--overlay DIR] IMAGE
 
 One file operation on IMAGE through the in-process kernel, with no guest
 process: the request is a JSON object on stdin, the answer a JSON object on
@@ -30,7 +30,9 @@ stdout. Ops: read {path, offset, limit}, write {path, data (base64), mode,
 mkdirs}, list {path, limit}, stat {path}, kernel_read {path: /proc/NAME}.
 With --serve the kernel stays up: IMAGE is opened read-write, a line
 {"ready":true} is printed, then each request line gets one answer line,
-until stdin ends; then the image is unmounted. kbox mcp uses it; see
+until stdin ends; then the image is unmounted. With --overlay, IMAGE is
+only read and writes go to the kept copy-on-write layer in DIR (as kbox
+image --overlay). kbox mcp uses it; see
 docs/agents.md.
 `
 
@@ -81,7 +83,10 @@ const (
 
 func runFile(args []string) int {
 	if len(args) == 2 && args[0] == "--serve" {
-		return serveFiles(args[1])
+		return serveFiles(args[1], "")
+	}
+	if len(args) == 4 && args[0] == "--serve" && args[1] == "--overlay" {
+		return serveFiles(args[3], args[2])
 	}
 	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
 		if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
@@ -125,16 +130,31 @@ func runFile(args []string) int {
 }
 
 // serveFiles is kbox file --serve: one boot, any number of requests.
-func serveFiles(image string) int {
+func serveFiles(image, overlay string) (status int) {
 	if !lkl.Available {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
 		return exitUsage
 	}
-	img, err := rootfs.OpenImage(image, "ext4", 0, false)
+	var opt rootfs.Options
+	if overlay != "" {
+		k, err := openKeptOverlay(overlay, image)
+		if err != nil {
+			return fail(err)
+		}
+		defer k.release()
+		// Saved once the kernel has halted, however serving ends.
+		defer func() {
+			if err := k.save(); err != nil {
+				status = fail(fmt.Errorf("overlay %s: saving its map: %w", overlay, err))
+			}
+		}()
+		opt.Overlay = k.layer()
+	}
+	img, err := rootfs.OpenImage(image, "ext4", 0, overlay != "")
 	if err != nil {
 		return fail(err)
 	}
-	root, err := rootfs.Setup(img, rootfs.Options{})
+	root, err := rootfs.Setup(img, opt)
 	if err != nil {
 		img.Close()
 		return fail(err)
