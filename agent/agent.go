@@ -4,10 +4,11 @@
 // own state (docs/agents.md).
 //
 // The server boots no kernel itself: LKL boots once per process, so each
-// run is a `kbox image` process (ephemeral on an image, or on a session's
-// private copy) and each file call a `kbox file` process on the session's
-// copy. A session's calls are serialized; different sessions and
-// image runs go in parallel.
+// run is a `kbox image` process (--ephemeral on an image, --overlay on a
+// session's kept copy-on-write layer) and a session's file calls go to
+// one `kbox file --serve` process, stopped before the session's next run.
+// A session's calls are serialized; different sessions and image runs go
+// in parallel.
 package agent
 
 import (
@@ -132,7 +133,7 @@ func (s *Server) MCP() *mcp.Server {
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "run", Description: "Run a program in the image (or a session's image) under kbox. " +
 		"A non-zero exit is a normal result; isError only means kbox itself failed."}, s.run)
-	mcp.AddTool(srv, &mcp.Tool{Name: "session_open", Description: "Open a session: a private, ephemeral copy of an image kept across run, read_file, write_file, list_dir and stat calls."}, s.sessionOpen)
+	mcp.AddTool(srv, &mcp.Tool{Name: "session_open", Description: "Open a session on an image: a private copy-on-write layer over it, kept across run, read_file, write_file, list_dir and stat calls; the image itself is never written."}, s.sessionOpen)
 	mcp.AddTool(srv, &mcp.Tool{Name: "session_close", Description: "Close a session and delete its image, saving it first to snapshot when given."}, s.sessionClose)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a file of a session's image through the kernel, without a guest process. Content is base64 (text too when it is UTF-8)."}, s.readFile)
 	mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write (create or replace) a file in a session's image."}, s.writeFile)
