@@ -187,6 +187,11 @@ func startAgent(o *ImageOptions) (*agentRun, error) {
 		if o.Agent.Timeout > 0 {
 			data["timeout_ms"] = o.Agent.Timeout.Milliseconds()
 		}
+		if o.Agent.Overlay != "" {
+			// The image the run sees is this base with the kept
+			// overlay's blocks over it.
+			data["overlay"] = o.Agent.Overlay
+		}
 		// The content hash of the image the run starts from: the
 		// ephemeral base, or the image itself before the kernel sees it.
 		if h, err := fileSHA256(a.base); err == nil {
