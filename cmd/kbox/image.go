@@ -78,9 +78,9 @@ func runImage(args []string) int {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
 		return exitUsage
 	}
-	// The agent options (agent.go): an ephemeral copy, the audit log, a
-	// timeout, the report; finished once the kernel has let go of the
-	// image.
+	// The agent options (agent.go): a copy-on-write layer, the audit
+	// log, a timeout, the report; finished once the kernel has let go of
+	// the image.
 	ag, err := startAgent(o)
 	if err != nil {
 		return fail(err)
@@ -99,7 +99,7 @@ func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, err
 		return 0, err
 	}
 	ropt := rootOptions(o)
-	ropt.Overlay = ag.overlayLayer() // --ephemeral: writes to the overlay
+	ropt.Overlay = ag.overlayLayer() // --ephemeral, --overlay: writes go to the overlay
 	root, err := rootfs.Setup(img, ropt)
 	if err != nil {
 		img.Close()
