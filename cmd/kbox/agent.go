@@ -319,15 +319,14 @@ func (a *agentRun) timeout(d time.Duration) {
 	}
 	a.timedOut.Store(true)
 	fmt.Fprintf(os.Stderr, "kbox: timeout after %v: killing the guest\n", d)
-	// The guest's process group (guestinit.c makes one), every guest
-	// process the engine knows, and their children it may not know yet.
-	root := a.eng.RootPid // set before the guest started
+	// Every guest process the engine knows, the process group each
+	// leads (the first guest's holds the whole guest, guestinit.c; a
+	// group id that is a guest's pid can only be a guest's group), and
+	// their children the engine may not know yet.
 	for {
-		if root > 0 {
-			unix.Kill(-root, unix.SIGKILL)
-		}
 		for _, pid := range a.eng.Tgids(nil) {
 			unix.Kill(pid, unix.SIGKILL)
+			unix.Kill(-pid, unix.SIGKILL)
 			for _, c := range childrenOf(pid) {
 				unix.Kill(c, unix.SIGKILL)
 			}
