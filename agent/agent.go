@@ -141,7 +141,7 @@ func (s *Server) MCP() *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "stat", Description: "Metadata of a path in a session's image (symlinks not followed)."}, s.stat)
 	mcp.AddTool(srv, &mcp.Tool{Name: "snapshot", Description: "The observatory's snapshot of the last run (of the session, or of the server): its syscalls by family and disposition and the in-process kernel's telemetry (memory, context switches, page faults, softirqs) as the run ended."}, s.snapshot)
 	mcp.AddTool(srv, &mcp.Tool{Name: "enosys", Description: "The syscalls the last run (of the session, or of the server) got ENOSYS for, by name: what kbox does not implement yet."}, s.enosys)
-	mcp.AddTool(srv, &mcp.Tool{Name: "kernel_read", Description: "Read a file of the in-process kernel's own /proc (meminfo, stat, vmstat, slabinfo, ...), read-only."}, s.kernelRead)
+	mcp.AddTool(srv, &mcp.Tool{Name: "kernel_read", Description: "Read a file of the in-process kernel's own /proc (meminfo, stat, vmstat, slabinfo, ...) or /sys, read-only."}, s.kernelRead)
 	return srv
 }
 
@@ -818,7 +818,7 @@ func (s *Server) stat(ctx context.Context, _ *mcp.CallToolRequest, in StatIn) (*
 
 // KernelReadIn is kernel_read's input.
 type KernelReadIn struct {
-	Path    string `json:"path" jsonschema:"a file of the kernel's /proc, e.g. /proc/meminfo, /proc/vmstat, /proc/slabinfo"`
+	Path    string `json:"path" jsonschema:"a file of the kernel's /proc or /sys, e.g. /proc/meminfo, /proc/vmstat, /proc/slabinfo, /sys/block/vda/size"`
 	Session string `json:"session,omitempty" jsonschema:"boot the kernel on this session's image (default: the server's image)"`
 	Image   string `json:"image,omitempty" jsonschema:"boot the kernel on this image"`
 }

@@ -73,6 +73,9 @@ type Root struct {
 	// O_PATH fd of it (KernelProc), -1 without one.
 	kernelProc bool
 	procFd     int
+	// kernelSys says the kernel's sysfs is mounted at kernelSys, outside
+	// the chroot (ReadKernelSys).
+	kernelSys bool
 	// scratch is the disk behind /tmp (ProfileFull), nil without one.
 	scratch *scratch
 	opt     Options
@@ -134,6 +137,7 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		return fail(fmt.Errorf("lkl: open /: %w", err))
 	}
 	r.mountTelemetryProc()
+	r.mountKernelSys()
 	if backing != nil {
 		b := <-backing
 		backing = nil
@@ -247,6 +251,9 @@ func (r *Root) Close() error {
 		if r.kernelProc {
 			umountRetry(telemetryProc)
 		}
+		if r.kernelSys {
+			umountRetry(kernelSys)
+		}
 		if err := r.scratch.unmount(); err != nil {
 			errs = append(errs, err)
 		}
@@ -281,6 +288,30 @@ func (r *Root) mountTelemetryProc() {
 	if fd, err := lkl.Openat(r.outside, telemetryProc[1:], int(lkl.OpenFlagsToLKL(unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)), 0); err == nil {
 		r.procFd = fd
 	}
+}
+
+// kernelSys is where the kernel's own sysfs is mounted in its root
+// before the chroot, read-only, out of the guests' reach (kbox mcp's
+// kernel_read).
+const kernelSys = "/kbox-sys"
+
+func (r *Root) mountKernelSys() {
+	if err := lkl.Mkdir(kernelSys, 0o555); err != nil && !errors.Is(err, unix.EEXIST) {
+		return
+	}
+	if lkl.Mount("sysfs", kernelSys, "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "") == nil {
+		r.kernelSys = true
+	}
+}
+
+// ReadKernelSys reads a file of the kernel's own sysfs (e.g.
+// "kernel/mm/transparent_hugepage/enabled"), from the private mount
+// outside the guest's root.
+func (r *Root) ReadKernelSys(name string) ([]byte, error) {
+	if !r.kernelSys {
+		return nil, errors.New("kernel sysfs not mounted")
+	}
+	return lkl.ReadFileAt(r.outside, kernelSys[1:]+"/"+name)
 }
 
 // KernelProc returns an LKL fd (O_PATH) of the kernel's own proc, mounted

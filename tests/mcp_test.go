@@ -314,7 +314,18 @@ func TestMCPKernelRead(t *testing.T) {
 	if m == nil || hm == nil || len(m[1]) > len(hm[1]) || m[1] == hm[1] {
 		t.Errorf("kernel meminfo %v, host %v:\n%s", m, hm, kr.Text)
 	}
-	for _, p := range []string{"/proc/self/status", "/proc/1/environ", "/proc/../etc/passwd", "/etc/passwd"} {
+	// Its sysfs: the image is its disk, of the image's size in sectors.
+	if res := call(t, cs, "kernel_read", map[string]any{"path": "/sys/block/vda/size"}, &kr); res.IsError {
+		t.Fatalf("kernel_read /sys: %s", resultText(res))
+	}
+	fi, err := os.Stat(imagePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprint(fi.Size() / 512); strings.TrimSpace(kr.Text) != want {
+		t.Errorf("/sys/block/vda/size: %q, want %s", kr.Text, want)
+	}
+	for _, p := range []string{"/proc/self/status", "/proc/1/environ", "/proc/../etc/passwd", "/etc/passwd", "/sys/../etc/passwd"} {
 		if res := call(t, cs, "kernel_read", map[string]any{"path": p}, nil); !res.IsError {
 			t.Errorf("kernel_read %s was allowed", p)
 		}
@@ -338,7 +349,7 @@ func TestMCPBadArguments(t *testing.T) {
 		{"read_file", map[string]any{"session": "nope", "path": "/etc/passwd"}, "no session"},
 		{"read_file", map[string]any{"path": "/etc/passwd"}, "session"},
 		{"kernel_read", map[string]any{"path": "meminfo"}, "must be absolute"},
-		{"kernel_read", map[string]any{"path": "/proc/self/../meminfo"}, "/proc/NAME"},
+		{"kernel_read", map[string]any{"path": "/proc/self/../meminfo"}, "clean /proc/NAME"},
 	}
 	for _, c := range cases {
 		res := call(t, cs, c.tool, c.args, nil)

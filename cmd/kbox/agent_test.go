@@ -73,25 +73,29 @@ func TestWithEnv(t *testing.T) {
 	}
 }
 
-func TestKernelProcName(t *testing.T) {
+func TestKernelFileName(t *testing.T) {
 	cases := []struct {
 		path, name string
+		sys        bool
 	}{
-		{"/proc/meminfo", "meminfo"},
-		{"/proc/sys/vm/overcommit_memory", "sys/vm/overcommit_memory"},
-		{"/proc/self/status", ""},
-		{"/proc/thread-self/stat", ""},
-		{"/proc/1/environ", ""},
-		{"/proc/../etc/passwd", ""},
-		{"/proc/", ""},
-		{"/proc", ""},
-		{"/sys/kernel/mm", ""},
-		{"/proc//meminfo", ""},
+		{"/proc/meminfo", "meminfo", false},
+		{"/proc/sys/vm/overcommit_memory", "sys/vm/overcommit_memory", false},
+		{"/sys/kernel/mm/transparent_hugepage/enabled", "kernel/mm/transparent_hugepage/enabled", true},
+		{"/proc/self/status", "", false},
+		{"/proc/thread-self/stat", "", false},
+		{"/proc/1/environ", "", false},
+		{"/proc/../etc/passwd", "", false},
+		{"/sys/../etc/passwd", "", false},
+		{"/proc/", "", false},
+		{"/proc", "", false},
+		{"/sys", "", false},
+		{"/etc/passwd", "", false},
+		{"/proc//meminfo", "", false},
 	}
 	for _, c := range cases {
-		name, err := kernelProcName(c.path)
-		if (err == nil) != (c.name != "") || name != c.name {
-			t.Errorf("%q: got %q, %v; want %q", c.path, name, err, c.name)
+		name, sys, err := kernelFileName(c.path)
+		if (err == nil) != (c.name != "") || name != c.name || sys != c.sys {
+			t.Errorf("%q: got %q %v, %v; want %q %v", c.path, name, sys, err, c.name, c.sys)
 		}
 	}
 }

@@ -27,7 +27,8 @@ const fileUsage = `usage: kbox file IMAGE < REQUEST.json
 One file operation on IMAGE through the in-process kernel, with no guest
 process: the request is a JSON object on stdin, the answer a JSON object on
 stdout. Ops: read {path, offset, limit}, write {path, data (base64), mode,
-mkdirs}, list {path, limit}, stat {path}, kernel_read {path: /proc/NAME}.
+mkdirs}, list {path, limit}, stat {path}, kernel_read {path: /proc/NAME
+or /sys/NAME}.
 With --serve the kernel stays up: IMAGE is opened read-write, a line
 {"ready":true} is printed, then each request line gets one answer line,
 until stdin ends; then the image is unmounted. With --overlay, IMAGE is
@@ -199,26 +200,30 @@ func (r *FileRequest) check() error {
 		return usagef("negative offset or limit")
 	}
 	if r.Op == "kernel_read" {
-		if _, err := kernelProcName(r.Path); err != nil {
+		if _, _, err := kernelFileName(r.Path); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// kernelProcName checks a kernel_read path: a file of the kernel's own
-// /proc, none of its process directories.
-func kernelProcName(p string) (string, error) {
+// kernelFileName checks a kernel_read path: a file of the kernel's own
+// /proc, none of its process directories, or of its /sys. It returns
+// the name under /proc or /sys, and whether it is a /sys file.
+func kernelFileName(p string) (string, bool, error) {
 	c := path.Clean(p)
+	if name, ok := strings.CutPrefix(c, "/sys/"); ok && name != "" && c == p {
+		return name, true, nil
+	}
 	name, ok := strings.CutPrefix(c, "/proc/")
 	if !ok || name == "" || c != p {
-		return "", usagef("kernel_read path %q: want a clean /proc/NAME (e.g. /proc/meminfo)", p)
+		return "", false, usagef("kernel_read path %q: want a clean /proc/NAME or /sys/NAME (e.g. /proc/meminfo)", p)
 	}
 	first, _, _ := strings.Cut(name, "/")
 	if first == "self" || first == "thread-self" || strings.Trim(first, "0123456789") == "" {
-		return "", usagef("kernel_read path %q: the kernel's own state only, no process directories", p)
+		return "", false, usagef("kernel_read path %q: the kernel's own state only, no process directories", p)
 	}
-	return name, nil
+	return name, false, nil
 }
 
 func answerErr(err error) *FileAnswer {
@@ -245,8 +250,12 @@ func (r *FileRequest) serve(root *rootfs.Root) *FileAnswer {
 		}
 		return &FileAnswer{Stat: st}
 	case "kernel_read":
-		name, _ := kernelProcName(r.Path)
-		b, err := root.ReadKernelProc(name)
+		name, sys, _ := kernelFileName(r.Path)
+		read := root.ReadKernelProc
+		if sys {
+			read = root.ReadKernelSys
+		}
+		b, err := read(name)
 		if err != nil {
 			return answerErr(err)
 		}
