@@ -164,6 +164,9 @@ type Engine struct {
 	Tier Tier
 	// Pins, when set, is the tier's pinning of guest tasks (sched.go).
 	Pins Pins
+	// OnExec, when set, sees every exec the tier carried out, with its
+	// argv and the hash of the file's bytes (exechook.go): the audit log.
+	OnExec func(*ExecRecord)
 	// Sockets names the guest's unix sockets (socket.go); the tier sets
 	// it once the guest's namespaces and socket binder exist. nil: no
 	// path can be bound, abstract names are refused.

@@ -464,9 +464,16 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	if e.Tier == nil {
 		return errno(unix.ENOSYS, ENOSYS) // an engine without a tier runs nothing
 	}
+	var rec *ExecRecord
+	if e.OnExec != nil {
+		rec = execRecordOf(r, x, file) // before the tier rewrites guest strings
+	}
 	res := e.Tier.Exec(r, x)
 	if res.Errno != 0 {
 		return res
+	}
+	if rec != nil {
+		e.OnExec(rec)
 	}
 	r.P.FDs.Exec()
 	e.SetExe(r.P, t.Path)

@@ -28,11 +28,38 @@ int kbox_lkl_disk_add(int fd)
 	return id;
 }
 
+/* A copy-on-write disk over base, writes to over (cow.c). */
+int kbox_lkl_disk_add_cow(int base, int over, unsigned long long size, unsigned char *dirty)
+{
+	struct lkl_disk disk;
+	int id;
+
+	memset(&disk, 0, sizeof(disk));
+	disk.handle = kbox_cow_new(base, over, size, dirty);
+	if (!disk.handle)
+		return -12; /* ENOMEM */
+	disk.ops = kbox_cow_ops();
+	id = lkl_disk_add(&disk);
+	if (id >= KBOX_MAX_DISKS) {
+		lkl_disk_remove(disk);
+		kbox_cow_free(disk.handle);
+		return -24; /* EMFILE */
+	}
+	if (id < 0) {
+		kbox_cow_free(disk.handle);
+		return id;
+	}
+	disks[id] = disk;
+	return id;
+}
+
 int kbox_lkl_disk_remove(int id)
 {
 	if (id < 0 || id >= KBOX_MAX_DISKS || disks[id].dev == NULL)
 		return -22; /* EINVAL */
 	int err = lkl_disk_remove(disks[id]);
+	if (err == 0 && kbox_cow_is(disks[id].ops))
+		kbox_cow_free(disks[id].handle);
 	memset(&disks[id], 0, sizeof(disks[id]));
 	return err;
 }

@@ -8,6 +8,12 @@ void kbox_lkl_low_memory(void);
 void kbox_lkl_shutdown(void);
 int kbox_lkl_disk_add(int fd);
 int kbox_lkl_disk_remove(int id);
+int kbox_lkl_disk_add_cow(int base, int over, unsigned long long size, unsigned char *dirty);
+void *kbox_cow_new(int base, int over, unsigned long long size, unsigned char *dirty);
+unsigned long long kbox_cow_map_len(unsigned long long size);
+void kbox_cow_free(void *cow);
+int kbox_cow_is(const void *ops);
+void *kbox_cow_ops(void);
 int kbox_lkl_blkdev(unsigned int disk_id, unsigned int part, unsigned int *dev);
 long kbox_lkl_umount_dev(unsigned int disk_id, unsigned int part, int flags, long timeout_ms);
 long kbox_lkl_mount_dev(unsigned int disk_id, unsigned int part, const char *fstype,

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -35,6 +36,17 @@ type Options struct {
 	// ProfileFull: 0 picks scratchfs.DefaultSize, a negative size keeps
 	// the kernel's ramfs /tmp instead.
 	TmpSize int64
+	// Overlay, when set, makes the image a copy-on-write disk: the image
+	// (opened read-only) is only read, and writes go to Overlay.File at
+	// the same offsets, each written block marked in Overlay.Dirty
+	// (lkl.AddDiskCOW). The mount is read-write.
+	Overlay *Overlay
+}
+
+// Overlay is the writable layer of a copy-on-write image.
+type Overlay struct {
+	File  *os.File
+	Dirty *lkl.COWMap
 }
 
 // Root is a booted kernel with the image mounted as its root.
@@ -61,6 +73,9 @@ type Root struct {
 	// O_PATH fd of it (KernelProc), -1 without one.
 	kernelProc bool
 	procFd     int
+	// kernelSys says the kernel's sysfs is mounted at kernelSys, outside
+	// the chroot (ReadKernelSys).
+	kernelSys bool
 	// scratch is the disk behind /tmp (ProfileFull), nil without one.
 	scratch *scratch
 	opt     Options
@@ -89,7 +104,13 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		return nil, err
 	}
 	raiseFileLimit()
-	d, err := lkl.AddDisk(img.Fd())
+	var d lkl.Disk
+	var err error
+	if opt.Overlay != nil {
+		d, err = lkl.AddDiskCOW(img.Fd(), int(opt.Overlay.File.Fd()), img.Size, opt.Overlay.Dirty)
+	} else {
+		d, err = lkl.AddDisk(img.Fd())
+	}
 	if err != nil {
 		return fail(&ImageError{Path: img.Path, Msg: "cannot attach as a disk", Err: err})
 	}
@@ -116,6 +137,7 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		return fail(fmt.Errorf("lkl: open /: %w", err))
 	}
 	r.mountTelemetryProc()
+	r.mountKernelSys()
 	if backing != nil {
 		b := <-backing
 		backing = nil
@@ -229,6 +251,9 @@ func (r *Root) Close() error {
 		if r.kernelProc {
 			umountRetry(telemetryProc)
 		}
+		if r.kernelSys {
+			umountRetry(kernelSys)
+		}
 		if err := r.scratch.unmount(); err != nil {
 			errs = append(errs, err)
 		}
@@ -263,6 +288,30 @@ func (r *Root) mountTelemetryProc() {
 	if fd, err := lkl.Openat(r.outside, telemetryProc[1:], int(lkl.OpenFlagsToLKL(unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)), 0); err == nil {
 		r.procFd = fd
 	}
+}
+
+// kernelSys is where the kernel's own sysfs is mounted in its root
+// before the chroot, read-only, out of the guests' reach (kbox mcp's
+// kernel_read).
+const kernelSys = "/kbox-sys"
+
+func (r *Root) mountKernelSys() {
+	if err := lkl.Mkdir(kernelSys, 0o555); err != nil && !errors.Is(err, unix.EEXIST) {
+		return
+	}
+	if lkl.Mount("sysfs", kernelSys, "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "") == nil {
+		r.kernelSys = true
+	}
+}
+
+// ReadKernelSys reads a file of the kernel's own sysfs (e.g.
+// "kernel/mm/transparent_hugepage/enabled"), from the private mount
+// outside the guest's root.
+func (r *Root) ReadKernelSys(name string) ([]byte, error) {
+	if !r.kernelSys {
+		return nil, errors.New("kernel sysfs not mounted")
+	}
+	return lkl.ReadFileAt(r.outside, kernelSys[1:]+"/"+name)
 }
 
 // KernelProc returns an LKL fd (O_PATH) of the kernel's own proc, mounted

@@ -65,7 +65,7 @@ func runImage(args []string) int {
 		return exitUsage
 	}
 	if o.Help {
-		fmt.Print(imageUsage)
+		fmt.Print(imageUsage + agentUsage)
 		return 0
 	}
 	if err := unsupported(o); err != nil {
@@ -87,14 +87,32 @@ func runImage(args []string) int {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
 		return exitUsage
 	}
-	img, err := rootfs.OpenImage(o.Image, o.FSType, o.Partition, o.ReadOnly)
+	// The agent options (agent.go): a copy-on-write layer, the audit
+	// log, a timeout, the report; finished once the kernel has let go of
+	// the image.
+	ag, err := startAgent(o)
 	if err != nil {
 		return fail(err)
 	}
-	root, err := rootfs.Setup(img, rootOptions(o))
+	status, err := ag.finish(bootAndRun(o, binds, ag))
+	if err != nil {
+		return fail(err)
+	}
+	return status
+}
+
+// bootAndRun boots the kernel on the image, runs the guest and unmounts.
+func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, error) {
+	img, err := rootfs.OpenImage(o.Image, o.FSType, o.Partition, ag.imageReadOnly(o))
+	if err != nil {
+		return 0, err
+	}
+	ropt := rootOptions(o)
+	ropt.Overlay = ag.overlayLayer() // --ephemeral, --overlay: writes go to the overlay
+	root, err := rootfs.Setup(img, ropt)
 	if err != nil {
 		img.Close()
-		return fail(err)
+		return 0, err
 	}
 	defer func() {
 		if err := root.Close(); err != nil {
@@ -110,14 +128,10 @@ func runImage(args []string) int {
 	for _, w := range root.Warnings {
 		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)
 	}
-	status, err := runGuest(o, root, binds)
-	if err != nil {
-		return fail(err)
-	}
-	return status
+	return runGuest(o, root, binds, ag)
 }
 
-func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, error) {
+func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *agentRun) (int, error) {
 	path, err := findProgram(o.Command[0], o.WorkDir, guestPath, binds)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
@@ -166,6 +180,8 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 	}
 	defer ob.close()
 	eng.Observe = ob.hook()
+	ag.attach(eng, root.ReadKernelProc) // the agent options' exec hook, counters, sampling, timeout
+	defer ag.detach()
 	eng.Debug = os.Getenv("KBOX_DEBUG") != ""
 	var status int
 	if o.SyscallMode == "trap" {
@@ -173,7 +189,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 	} else {
 		status, err = supervisor.Run(supervisor.Config{
 			Argv:    o.Command,
-			Env:     guestEnv(o),
+			Env:     withEnv(guestEnv(o), o.Agent.Env),
 			Path:    path,
 			WorkDir: o.WorkDir,
 			Engine:  eng,

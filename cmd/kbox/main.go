@@ -28,6 +28,9 @@ const mainUsage = `usage: kbox COMMAND [options]
 
 commands:
   image     boot a kernel from an image and run a program in it
+  mcp       serve agents' tool calls (Model Context Protocol, docs/agents.md)
+  audit     verify an audit log (kbox audit verify FILE [--head HASH])
+  file      one file operation on an image, with no guest (used by mcp)
   version   print the version and the linked LKL API
   help      this help
 
@@ -68,6 +71,12 @@ func run(args []string) int {
 	switch args[0] {
 	case "image":
 		return runImage(args[1:])
+	case "mcp":
+		return runMCP(args[1:])
+	case "audit":
+		return runAudit(args[1:])
+	case "file":
+		return runFile(args[1:])
 	case "version", "--version":
 		return runVersion()
 	case "help", "-h", "--help":

@@ -59,6 +59,9 @@ type ImageOptions struct {
 	// TmpSize is --tmp-size in bytes: 0 when not given (the default
 	// size), TmpRAM for --tmp-size 0.
 	TmpSize int64
+	// Agent holds --ephemeral, --snapshot, --overlay, --audit,
+	// --timeout, --report, --env (agent.go).
+	Agent AgentOptions
 }
 
 // UsageError is a bad command line; kbox exits 2 on it.
