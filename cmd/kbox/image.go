@@ -26,9 +26,6 @@ func unsupported(o *ImageOptions) error {
 	if o.SyscallMode == "auto" {
 		o.SyscallMode = "seccomp" // the only tier built so far
 	}
-	if o.Net {
-		missing = append(missing, "--net")
-	}
 	if o.SyscallMode == "trap" || o.SyscallMode == "rewrite" {
 		missing = append(missing, "--syscall-mode="+o.SyscallMode)
 	}
@@ -78,6 +75,10 @@ func runImage(args []string) int {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
 		return exitUsage
 	}
+	gnet, err := addNetDev(o) // before boot
+	if err != nil {
+		return fail(err)
+	}
 	img, err := rootfs.OpenImage(o.Image, o.FSType, o.Partition, o.ReadOnly)
 	if err != nil {
 		return fail(err)
@@ -101,14 +102,18 @@ func runImage(args []string) int {
 	for _, w := range root.Warnings {
 		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)
 	}
-	status, err := runGuest(o, root, binds)
+	if err := gnet.start(o); err != nil {
+		return fail(fmt.Errorf("--net: %w", err))
+	}
+	defer gnet.close()
+	status, err := runGuest(o, root, binds, gnet)
 	if err != nil {
 		return fail(err)
 	}
 	return status
 }
 
-func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, error) {
+func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, gnet *guestNet) (int, error) {
 	path, err := findProgram(o.Command[0], o.WorkDir, guestPath, binds)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
@@ -139,6 +144,9 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind) (int, 
 		opt.ShadowMax = n
 	}
 	eng := dispatch.New(opt)
+	if gnet != nil {
+		eng.Net = gnet.inet
+	}
 	// What guests wrote goes to the image before it is unmounted; on the
 	// error paths too (the normal path closes it below, and checks).
 	defer eng.Close()

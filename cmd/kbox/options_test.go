@@ -185,7 +185,7 @@ func TestUnsupportedOptionsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = unsupported(o)
-	if err == nil || !strings.Contains(err.Error(), "not supported yet") || !strings.Contains(err.Error(), "--net") || !strings.Contains(err.Error(), "trap") {
+	if err == nil || !strings.Contains(err.Error(), "not supported yet") || strings.Contains(err.Error(), "--net") || !strings.Contains(err.Error(), "trap") {
 		t.Errorf("unsupported: %v", err)
 	}
 }
