@@ -1,0 +1,266 @@
+/* Internet sockets in the guest (tests/net_test.go), against an echo
+ * server at ADDR PORT that answers each message with the same bytes.
+ *
+ *   inet poll ADDR PORT     poll on a TCP socket and a pipe together
+ *   inet epoll ADDR PORT    non-blocking connect, epoll for EPOLLOUT,
+ *                           SO_ERROR, then an echo through epoll
+ *   inet refused ADDR PORT  non-blocking connect to a refused port:
+ *                           EPOLLOUT, then SO_ERROR = ECONNREFUSED
+ *   inet udp ADDR PORT      sendto, recvfrom with the source address
+ *   inet names ADDR PORT    getsockname, getpeername, SO_TYPE, SO_DOMAIN
+ *   inet parallel ADDR PORT N  N non-blocking connections at once, each
+ *                           sending its own 200000 bytes and checking the
+ *                           echo, driven by one poll loop
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static struct sockaddr_in dest;
+
+static void die(const char *what)
+{
+	printf("%s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static int tcp_connect(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0)
+		die("socket");
+	if (connect(s, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+		die("connect");
+	return s;
+}
+
+static const char *ev(short r)
+{
+	static char bufs[4][16];
+	static int next;
+	char *b = bufs[next++ % 4];
+	snprintf(b, 16, "%s%s%s", r & POLLIN ? "IN" : "", r & POLLOUT ? "OUT" : "", r & POLLHUP ? "HUP" : "");
+	return r ? b : "-";
+}
+
+static int do_poll(void)
+{
+	int s = tcp_connect(), p[2];
+	if (pipe(p) < 0)
+		die("pipe");
+	struct pollfd fds[2] = { { s, POLLIN, 0 }, { p[0], POLLIN, 0 } };
+	int n = poll(fds, 2, 200);
+	printf("idle: %d sock=%s pipe=%s\n", n, ev(fds[0].revents), ev(fds[1].revents));
+	write(p[1], "x", 1);
+	n = poll(fds, 2, 2000);
+	printf("pipe written: %d sock=%s pipe=%s\n", n, ev(fds[0].revents), ev(fds[1].revents));
+	char c;
+	read(p[0], &c, 1);
+	write(s, "hello", 5);
+	n = poll(fds, 2, 5000);
+	printf("echo sent: %d sock=%s pipe=%s\n", n, ev(fds[0].revents), ev(fds[1].revents));
+	char buf[16] = { 0 };
+	int m = read(s, buf, sizeof(buf) - 1);
+	printf("read %d %s\n", m, buf);
+	shutdown(s, SHUT_WR);
+	n = poll(fds, 1, 5000);
+	m = read(s, buf, sizeof(buf));
+	printf("after shutdown: %d sock=%s read=%d\n", n, ev(fds[0].revents), m);
+	return 0;
+}
+
+static int nb_connect(int *errp)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		die("socket");
+	int r = connect(s, (struct sockaddr *)&dest, sizeof(dest));
+	printf("connect: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	int ep = epoll_create1(0);
+	struct epoll_event e = { .events = EPOLLOUT, .data.fd = s };
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &e);
+	struct epoll_event got;
+	int n = epoll_wait(ep, &got, 1, 5000);
+	printf("epoll: %d%s\n", n, n == 1 && (got.events & EPOLLOUT) ? " OUT" : "");
+	int err = -1;
+	socklen_t l = sizeof(err);
+	getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &l);
+	printf("SO_ERROR: %s\n", err ? strerror(err) : "0");
+	*errp = err;
+	close(ep);
+	return s;
+}
+
+static int do_epoll(void)
+{
+	int err, s = nb_connect(&err);
+	if (err)
+		return 1;
+	int ep = epoll_create1(0);
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = s }, got;
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &e);
+	printf("idle: %d\n", epoll_wait(ep, &got, 1, 200));
+	write(s, "ping", 4);
+	int n = epoll_wait(ep, &got, 1, 5000);
+	char buf[16] = { 0 };
+	int m = read(s, buf, sizeof(buf) - 1);
+	printf("epoll in: %d read %d %s\n", n, m, buf);
+	return 0;
+}
+
+static int do_refused(void)
+{
+	int err;
+	nb_connect(&err);
+	return err == ECONNREFUSED ? 0 : 1;
+}
+
+static int do_udp(void)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	if (s < 0)
+		die("socket");
+	for (int i = 0; i < 3; i++) {
+		char msg[32], buf[64] = { 0 };
+		snprintf(msg, sizeof(msg), "datagram %d", i);
+		if (sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+			die("sendto");
+		struct pollfd pf = { s, POLLIN, 0 };
+		if (poll(&pf, 1, 5000) != 1)
+			die("poll");
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		int n = recvfrom(s, buf, sizeof(buf) - 1, 0, (struct sockaddr *)&from, &fl);
+		if (n < 0)
+			die("recvfrom");
+		printf("reply %d '%s' from %s:%d len %d\n", n, buf, inet_ntoa(from.sin_addr), ntohs(from.sin_port), (int)fl);
+	}
+	return 0;
+}
+
+static int do_names(void)
+{
+	int s = tcp_connect();
+	struct sockaddr_in a;
+	socklen_t l = sizeof(a);
+	if (getsockname(s, (struct sockaddr *)&a, &l) < 0)
+		die("getsockname");
+	printf("local %s len %d\n", inet_ntoa(a.sin_addr), (int)l);
+	l = sizeof(a);
+	if (getpeername(s, (struct sockaddr *)&a, &l) < 0)
+		die("getpeername");
+	printf("peer %s:%d\n", inet_ntoa(a.sin_addr), ntohs(a.sin_port));
+	int v;
+	l = sizeof(v);
+	getsockopt(s, SOL_SOCKET, SO_TYPE, &v, &l);
+	printf("type %s\n", v == SOCK_STREAM ? "stream" : "other");
+	getsockopt(s, SOL_SOCKET, SO_DOMAIN, &v, &l);
+	printf("domain %s\n", v == AF_INET ? "inet" : "other");
+	v = 1;
+	if (setsockopt(s, IPPROTO_TCP, 1 /* TCP_NODELAY */, &v, sizeof(v)) < 0)
+		die("setsockopt");
+	v = 0;
+	l = sizeof(v);
+	getsockopt(s, IPPROTO_TCP, 1, &v, &l);
+	printf("nodelay %d\n", v);
+	return 0;
+}
+
+#define PAR_BYTES 200000
+#define PAR_MAX 256
+
+static unsigned char par_byte(int conn, int i) { return (unsigned char)(conn * 131 + i * 7 + i / 251); }
+
+static int do_parallel(int n)
+{
+	if (n < 1 || n > PAR_MAX)
+		return 2;
+	int fd[PAR_MAX], sent[PAR_MAX] = { 0 }, got[PAR_MAX] = { 0 }, bad = 0, done = 0;
+	struct pollfd pf[PAR_MAX];
+	for (int c = 0; c < n; c++) {
+		fd[c] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (fd[c] < 0)
+			die("socket");
+		if (connect(fd[c], (struct sockaddr *)&dest, sizeof(dest)) < 0 && errno != EINPROGRESS)
+			die("connect");
+	}
+	while (done < n) {
+		for (int c = 0; c < n; c++) {
+			pf[c].fd = got[c] < PAR_BYTES ? fd[c] : -1;
+			pf[c].events = POLLIN | (sent[c] < PAR_BYTES ? POLLOUT : 0);
+			pf[c].revents = 0;
+		}
+		if (poll(pf, n, 10000) <= 0)
+			die("poll");
+		for (int c = 0; c < n; c++) {
+			unsigned char buf[16384];
+			if (pf[c].revents & POLLOUT) {
+				int len = PAR_BYTES - sent[c] < (int)sizeof(buf) ? PAR_BYTES - sent[c] : (int)sizeof(buf);
+				for (int i = 0; i < len; i++)
+					buf[i] = par_byte(c, sent[c] + i);
+				int w = write(fd[c], buf, len);
+				if (w > 0)
+					sent[c] += w;
+				else if (errno != EAGAIN)
+					die("write");
+			}
+			if (pf[c].revents & (POLLIN | POLLHUP | POLLERR)) {
+				int r = read(fd[c], buf, sizeof(buf));
+				if (r < 0 && errno != EAGAIN)
+					die("read");
+				if (r == 0) {
+					printf("conn %d: early EOF at %d\n", c, got[c]);
+					return 1;
+				}
+				for (int i = 0; i < r; i++)
+					if (buf[i] != par_byte(c, got[c] + i))
+						bad++;
+				if (r > 0) {
+					got[c] += r;
+					if (got[c] == PAR_BYTES) {
+						done++;
+						close(fd[c]);
+					}
+				}
+			}
+		}
+	}
+	printf("parallel %d connections, %d bytes each echoed, %d bad bytes\n", n, PAR_BYTES, bad);
+	return bad != 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 5 && !strcmp(argv[1], "parallel"))
+		argc = 4;
+	if (argc != 4) {
+		fprintf(stderr, "usage: inet poll|epoll|refused|udp|names ADDR PORT, inet parallel ADDR PORT N\n");
+		return 2;
+	}
+	dest.sin_family = AF_INET;
+	dest.sin_port = htons(atoi(argv[3]));
+	if (inet_pton(AF_INET, argv[2], &dest.sin_addr) != 1)
+		return 2;
+	if (!strcmp(argv[1], "poll"))
+		return do_poll();
+	if (!strcmp(argv[1], "epoll"))
+		return do_epoll();
+	if (!strcmp(argv[1], "refused"))
+		return do_refused();
+	if (!strcmp(argv[1], "udp"))
+		return do_udp();
+	if (!strcmp(argv[1], "names"))
+		return do_names();
+	if (!strcmp(argv[1], "parallel"))
+		return do_parallel(atoi(argv[4]));
+	return 2;
+}
