@@ -8,6 +8,9 @@
  *                           EPOLLOUT, then SO_ERROR = ECONNREFUSED
  *   inet udp ADDR PORT      sendto, recvfrom with the source address
  *   inet names ADDR PORT    getsockname, getpeername, SO_TYPE, SO_DOMAIN
+ *   inet bulk ADDR PORT MB  send MB megabytes, read the echo's byte count
+ *                           back as text, print MB/s (for benchmarks)
+ *   inet rtt ADDR PORT N    N round trips of 64 bytes, print µs each
  *   inet parallel ADDR PORT N  N non-blocking connections at once, each
  *                           sending its own 200000 bytes and checking the
  *                           echo, driven by one poll loop
@@ -237,10 +240,63 @@ static int do_parallel(int n)
 	return bad != 0;
 }
 
+#include <time.h>
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int do_bulk(int mb)
+{
+	int s = tcp_connect();
+	static char buf[1 << 16];
+	memset(buf, 'x', sizeof(buf));
+	double t0 = now();
+	long long total = (long long)mb << 20;
+	for (long long off = 0; off < total;) {
+		int w = write(s, buf, sizeof(buf));
+		if (w <= 0)
+			die("write");
+		off += w;
+	}
+	shutdown(s, SHUT_WR);
+	char ack[64] = { 0 };
+	int n = 0, r;
+	while ((r = read(s, ack + n, sizeof(ack) - 1 - n)) > 0)
+		n += r;
+	double dt = now() - t0;
+	printf("bulk %d MB in %.3f s: %.1f MB/s, sink counted %s\n", mb, dt, mb / dt, ack);
+	return 0;
+}
+
+static int do_rtt(int n)
+{
+	int s = tcp_connect(), one = 1;
+	setsockopt(s, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+	char buf[64];
+	memset(buf, 'r', sizeof(buf));
+	double t0 = now();
+	for (int i = 0; i < n; i++) {
+		if (write(s, buf, 64) != 64)
+			die("write");
+		for (int got = 0; got < 64;) {
+			int r = read(s, buf + got, 64 - got);
+			if (r <= 0)
+				die("read");
+			got += r;
+		}
+	}
+	printf("rtt %d round trips of 64 bytes: %.1f us each\n", n, (now() - t0) / n * 1e6);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (argc == 5 && !strcmp(argv[1], "parallel"))
+	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt")))
 		argc = 4;
 	if (argc != 4) {
 		fprintf(stderr, "usage: inet poll|epoll|refused|udp|names ADDR PORT, inet parallel ADDR PORT N\n");
@@ -260,6 +316,10 @@ int main(int argc, char **argv)
 		return do_udp();
 	if (!strcmp(argv[1], "names"))
 		return do_names();
+	if (!strcmp(argv[1], "bulk"))
+		return do_bulk(atoi(argv[4]));
+	if (!strcmp(argv[1], "rtt"))
+		return do_rtt(atoi(argv[4]));
 	if (!strcmp(argv[1], "parallel"))
 		return do_parallel(atoi(argv[4]));
 	return 2;
