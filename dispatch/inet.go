@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -70,6 +71,9 @@ type inetSock struct {
 	toGuest    sync.WaitGroup
 	fromGuest  sync.WaitGroup
 	addrs      [][]byte // sources of datagrams in kbox's end, in order
+	listening  bool
+	token      bool          // a byte in the guest's end says a connection waits
+	taken      chan struct{} // an accept took the token
 	closed     bool
 }
 
@@ -115,7 +119,7 @@ func nonblocking(fd int) bool {
 func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 	base := typ & 0xf
 	if base != unix.SOCK_STREAM && base != unix.SOCK_DGRAM {
-		return errno(unix.ESOCKTNOSUPPORT, Emulated) // raw sockets need AF_PACKET-free privileges LKL gives no one here
+		return errno(unix.ESOCKTNOSUPPORT, Emulated) // only stream and datagram sockets are carried (docs/networking.md)
 	}
 	if typ&^(0xf|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) != 0 {
 		return errno(unix.EINVAL, LKL)
@@ -127,29 +131,12 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 	if le != 0 {
 		return errno(le, LKL)
 	}
-	ptype := unix.SOCK_STREAM
-	if base == unix.SOCK_DGRAM {
-		ptype = unix.SOCK_SEQPACKET
-	}
-	pair, err := unix.Socketpair(unix.AF_UNIX, ptype|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
+	s, gend, en := e.Net.pair(int(lfd), family, base, typ&unix.SOCK_NONBLOCK != 0)
+	if en != 0 {
 		lklClose(int(lfd))
-		return fail(err, Host)
+		return errno(en, Host)
 	}
-	gend, kfd := pair[0], pair[1]
 	defer unix.Close(gend)
-	if typ&unix.SOCK_NONBLOCK != 0 {
-		unix.SetNonblock(gend, true)
-	}
-	var st unix.Stat_t
-	unix.Fstat(gend, &st)
-	unix.SetNonblock(kfd, true)
-	s := &inetSock{n: e.Net, lfd: int(lfd), kfd: kfd, file: os.NewFile(uintptr(kfd), "inet"), ino: st.Ino, family: family, typ: base}
-	e.Net.mu.Lock()
-	e.Net.byIno[st.Ino] = s
-	e.Net.mu.Unlock()
-	e.Net.watch(s)
-	e.Net.Opened.Add(1)
 	if base == unix.SOCK_DGRAM {
 		s.startPumps(0)
 	}
@@ -158,6 +145,37 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 		return fail(err, Host) // kbox's end reports POLLHUP: the reaper ends it
 	}
 	return answered(int64(gfd), LKL)
+}
+
+// pair makes the host socketpair of LKL socket lfd and registers it; the
+// caller installs the guest's end gend in the guest and closes it.
+func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.Errno) {
+	ptype := unix.SOCK_STREAM
+	if typ == unix.SOCK_DGRAM {
+		ptype = unix.SOCK_SEQPACKET
+	}
+	p, err := unix.Socketpair(unix.AF_UNIX, ptype|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, -1, errnoOf(err)
+	}
+	gend, kfd := p[0], p[1]
+	if nonblock {
+		unix.SetNonblock(gend, true)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(gend, &st); err != nil {
+		unix.Close(gend)
+		unix.Close(kfd)
+		return nil, -1, errnoOf(err)
+	}
+	unix.SetNonblock(kfd, true)
+	s := &inetSock{n: n, lfd: lfd, kfd: kfd, file: os.NewFile(uintptr(kfd), "inet"), ino: st.Ino, family: family, typ: typ}
+	n.mu.Lock()
+	n.byIno[st.Ino] = s
+	n.mu.Unlock()
+	n.watch(s)
+	n.Opened.Add(1)
+	return s, gend, 0
 }
 
 // watch adds s to the reaper, started with the first socket.
@@ -598,30 +616,43 @@ func (e *Engine) inetRecvfrom(r *Request, s *inetSock) Result {
 	if en != 0 {
 		return errno(en, Host)
 	}
+	// The arguments are copied, and the address's room read, now: a
+	// deferred call outlives r.
 	flags := int(int32(r.Args[3]))
+	bufArg, addrArg, lenArg := r.Args[1], r.Args[4], r.Args[5]
 	buf := make([]byte, min(r.Args[2], maxSend))
+	glen := -1
+	if lenArg != 0 && addrArg != 0 {
+		var lb [4]byte
+		if err := r.G.Read(lenArg, lb[:]); err != nil {
+			unix.Close(gfd)
+			return errno(unix.EFAULT, Host)
+		}
+		if glen = int(int32(binary.NativeEndian.Uint32(lb[:]))); glen < 0 {
+			unix.Close(gfd)
+			return errno(unix.EINVAL, Host)
+		}
+	}
 	finish := func(n int, err error, write func(uint64, []byte) error) (int64, unix.Errno) {
 		if err != nil {
 			return 0, errnoOf(err)
 		}
-		if write(r.Args[1], buf[:min(n, len(buf))]) != nil {
+		if write(bufArg, buf[:min(n, len(buf))]) != nil {
 			return 0, unix.EFAULT
 		}
 		var a []byte
 		if s.typ != unix.SOCK_STREAM && flags&unix.MSG_PEEK == 0 {
 			a = s.popAddr()
 		}
-		var lb [4]byte
-		if r.Args[5] != 0 {
+		if glen >= 0 {
 			// What fits of the address; the length is the full one.
-			e := r.G.Read(r.Args[5], lb[:])
-			if e == nil {
-				glen := int(int32(binary.NativeEndian.Uint32(lb[:])))
-				if glen > 0 && len(a) > 0 {
-					write(r.Args[4], a[:min(glen, len(a))])
-				}
-				binary.NativeEndian.PutUint32(lb[:], uint32(len(a)))
-				write(r.Args[5], lb[:])
+			if glen > 0 && len(a) > 0 && write(addrArg, a[:min(glen, len(a))]) != nil {
+				return 0, unix.EFAULT
+			}
+			var lb [4]byte
+			binary.NativeEndian.PutUint32(lb[:], uint32(len(a)))
+			if write(lenArg, lb[:]) != nil {
+				return 0, unix.EFAULT
 			}
 		}
 		return int64(n), 0
@@ -691,6 +722,244 @@ func sysGetsockopt(e *Engine, r *Request) Result {
 func sysSetsockopt(e *Engine, r *Request) Result {
 	if s := e.inetOf(r, r.Args[0]); s != nil {
 		return e.inetSetsockopt(r, s)
+	}
+	return sysSockNative(e, r)
+}
+
+// inetListen serves listen(2) on an internet socket: LKL's listen, the
+// LKL socket made non-blocking (accept waits in kbox, never in LKL on the
+// serving loop), and a watcher that puts one token byte in the guest's
+// end while a connection waits: the guest's end is readable then, as a
+// listening socket with a pending connection is.
+func (e *Engine) inetListen(r *Request, s *inetSock) Result {
+	if s.typ != unix.SOCK_STREAM {
+		return errno(unix.EOPNOTSUPP, LKL)
+	}
+	if _, le := lkl.Syscall6(lkl.SysListen, uintptr(s.lfd), uintptr(int32(r.Args[1])), 0, 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	s.mu.Lock()
+	start := !s.listening
+	s.listening = true
+	s.mu.Unlock()
+	if start {
+		fl, _ := lkl.Syscall6(lkl.SysFcntl, uintptr(s.lfd), unix.F_GETFL, 0, 0, 0, 0)
+		lkl.Syscall6(lkl.SysFcntl, uintptr(s.lfd), unix.F_SETFL, fl|unix.O_NONBLOCK, 0, 0, 0)
+		s.taken = make(chan struct{}, 1)
+		s.toGuest.Add(1)
+		go s.watchListener()
+	}
+	return ok(0, LKL)
+}
+
+// lklPollIn waits up to ms for the LKL socket fd to be readable.
+func lklPollIn(fd, ms int) bool {
+	pfd := make([]byte, 8) // struct pollfd
+	binary.NativeEndian.PutUint32(pfd[0:], uint32(fd))
+	binary.NativeEndian.PutUint16(pfd[4:], unix.POLLIN)
+	ts := make([]byte, 16) // struct timespec
+	binary.NativeEndian.PutUint64(ts[0:], uint64(ms/1000))
+	binary.NativeEndian.PutUint64(ts[8:], uint64(ms%1000)*1e6)
+	n, le := lkl.Syscall6(lkl.SysPpoll, lkl.Ptr(pfd), 1, lkl.Ptr(ts), 0, 8, 0)
+	return le == 0 && n > 0 && binary.NativeEndian.Uint16(pfd[6:])&unix.POLLIN != 0
+}
+
+// listenTick bounds how late the watcher notices its socket's end.
+const listenTick = 200
+
+// watchListener keeps the token in the guest's end while LKL has a
+// connection to accept.
+func (s *inetSock) watchListener() {
+	defer s.toGuest.Done()
+	for {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return
+		}
+		if !lklPollIn(s.lfd, listenTick) {
+			continue
+		}
+		s.mu.Lock()
+		if !s.token && !s.closed {
+			if _, err := unix.Write(s.kfd, []byte{'A'}); err == nil {
+				s.token = true
+			}
+		}
+		s.mu.Unlock()
+		select { // until an accept took the token, or a tick
+		case <-s.taken:
+		case <-time.After(listenTick * time.Millisecond):
+		}
+	}
+}
+
+// takeToken removes the token from the guest's end gfd after an accept.
+func (s *inetSock) takeToken(gfd int) {
+	s.mu.Lock()
+	if s.token {
+		var b [1]byte
+		if n, _, _ := unix.Recvfrom(gfd, b[:], unix.MSG_DONTWAIT); n == 1 {
+			s.token = false
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.taken <- struct{}{}:
+	default:
+	}
+}
+
+// inetAccept serves accept(2) and accept4(2) on an internet socket: LKL's
+// accept, and the new socket gets its own pair. A blocking accept waits
+// on a goroutine.
+func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
+	if flags&^(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) != 0 {
+		return errno(unix.EINVAL, LKL)
+	}
+	s.mu.Lock()
+	listening := s.listening
+	s.mu.Unlock()
+	if !listening {
+		return errno(unix.EINVAL, LKL)
+	}
+	gfd, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Host)
+	}
+	var glen int32
+	if r.Args[1] != 0 {
+		var lb [4]byte
+		if err := r.G.Read(r.Args[2], lb[:]); err != nil {
+			unix.Close(gfd)
+			return errno(unix.EFAULT, LKL)
+		}
+		if glen = int32(binary.NativeEndian.Uint32(lb[:])); glen < 0 {
+			unix.Close(gfd)
+			return errno(unix.EINVAL, LKL)
+		}
+	}
+	try := func() (*inetSock, int, []byte, unix.Errno) {
+		addr := make([]byte, sockaddrStorage)
+		alen := make([]byte, 4)
+		binary.NativeEndian.PutUint32(alen, sockaddrStorage)
+		nfd, le := lkl.Syscall6(lkl.SysAccept4, uintptr(s.lfd), lkl.Ptr(addr), lkl.Ptr(alen), unix.SOCK_CLOEXEC, 0, 0)
+		if le != 0 {
+			return nil, -1, nil, le
+		}
+		s.takeToken(gfd)
+		ns, gend, en := e.Net.pair(int(nfd), s.family, unix.SOCK_STREAM, flags&unix.SOCK_NONBLOCK != 0)
+		if en != 0 {
+			lklClose(int(nfd))
+			return nil, -1, nil, en
+		}
+		ns.mu.Lock()
+		ns.connected = true
+		ns.mu.Unlock()
+		ns.startPumps(0)
+		return ns, gend, addr[:min(binary.NativeEndian.Uint32(alen), sockaddrStorage)], 0
+	}
+	// writeAddr gives the guest the peer's address (what fits) and length
+	// (the request's arguments are copied: a deferred call outlives r).
+	addrArg, lenArg := r.Args[1], r.Args[2]
+	writeAddr := func(write func(uint64, []byte) error, a []byte) unix.Errno {
+		if addrArg == 0 {
+			return 0
+		}
+		if write(addrArg, a[:min(len(a), int(glen))]) != nil {
+			return unix.EFAULT
+		}
+		var lb [4]byte
+		binary.NativeEndian.PutUint32(lb[:], uint32(len(a)))
+		if write(lenArg, lb[:]) != nil {
+			return unix.EFAULT
+		}
+		return 0
+	}
+	cloexec := flags&unix.SOCK_CLOEXEC != 0
+	_, gend, a, le := try()
+	if le == 0 {
+		unix.Close(gfd)
+		defer unix.Close(gend)
+		if en := writeAddr(r.G.Write, a); en != 0 {
+			return errno(en, LKL)
+		}
+		nfd, err := r.G.AddFDReply(gend, cloexec)
+		if err != nil {
+			return fail(err, Host)
+		}
+		return answered(int64(nfd), LKL)
+	}
+	if le != unix.EAGAIN || nonblocking(gfd) {
+		unix.Close(gfd)
+		return errno(le, LKL)
+	}
+	p := r.G.Defer()
+	go func() {
+		defer unix.Close(gfd)
+		for {
+			if p.Valid() != nil {
+				return // the guest went (or a signal took it out of the call)
+			}
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				e.late(func() { p.ReplyErrno(unix.EBADF) })
+				return
+			}
+			if !lklPollIn(s.lfd, listenTick) {
+				continue
+			}
+			_, gend, a, le := try()
+			if le == unix.EAGAIN {
+				continue
+			}
+
+			e.late(func() {
+				if le != 0 {
+					p.ReplyErrno(le)
+					return
+				}
+				defer unix.Close(gend)
+				if en := writeAddr(p.Write, a); en != 0 {
+					p.ReplyErrno(en)
+					return
+				}
+				nfd, err := p.AddFD(gend, cloexec)
+				if err != nil {
+					p.ReplyErrno(errnoOf(err))
+					return
+				}
+				p.Reply(int64(nfd))
+			})
+			return
+		}
+	}()
+	return deferred(LKL)
+}
+
+// sysListen serves listen(2): LKL's for an internet socket.
+func sysListen(e *Engine, r *Request) Result {
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetListen(r, s)
+	}
+	return sysSockNative(e, r)
+}
+
+// sysAccept serves accept(2): LKL's for an internet socket.
+func sysAccept(e *Engine, r *Request) Result {
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetAccept(r, s, 0)
+	}
+	return sysSockNative(e, r)
+}
+
+// sysAccept4 serves accept4(2): LKL's for an internet socket.
+func sysAccept4(e *Engine, r *Request) Result {
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetAccept(r, s, int(int32(r.Args[3])))
 	}
 	return sysSockNative(e, r)
 }

@@ -143,14 +143,21 @@ func TestNetSockets(t *testing.T) {
 	p := strconv.Itoa(port)
 	allow := []string{"--net-allow", "127.0.0.1:" + p, "--"}
 	native := nativeGuest(t, "inet")
-	for _, mode := range []string{"poll", "epoll"} {
+	for _, mode := range []string{"poll", "epoll", "server"} {
 		t.Run(mode, func(t *testing.T) {
-			stdout, stderr, status := runKbox(t, append(netArgs(t, allow...), "/opt/tests/inet", mode, "10.0.2.2", p)...)
+			addr, port := "10.0.2.2", p
+			if mode == "server" {
+				addr, port = "127.0.0.1", "0" // the guest's own loopback
+			}
+			stdout, stderr, status := runKbox(t, append(netArgs(t, allow...), "/opt/tests/inet", mode, addr, port)...)
 			if status != 0 {
 				t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
 			}
 			if native != "" {
-				b, err := exec.Command(native, mode, "127.0.0.1", p).Output()
+				if mode != "server" {
+					addr = "127.0.0.1"
+				}
+				b, err := exec.Command(native, mode, addr, port).Output()
 				if err != nil {
 					t.Fatalf("native: %v", err)
 				}
@@ -161,6 +168,8 @@ func TestNetSockets(t *testing.T) {
 			for _, w := range map[string][]string{
 				"poll":  {"idle: 0 sock=- pipe=-", "pipe written: 1 sock=- pipe=IN", "echo sent: 1 sock=IN pipe=-", "read 5 hello", "read=0"},
 				"epoll": {"connect: -1 Operation in progress", "epoll: 1 OUT", "SO_ERROR: 0", "idle: 0", "epoll in: 1 read 4 ping"},
+				"server": {"accept with nobody: -1 Resource temporarily unavailable", "poll idle: 0", "poll pending: 1 IN",
+					"accepted from 127.0.0.1 len 16 cloexec 1", "server got 11 'from client'", "blocking accept: ok"},
 			}[mode] {
 				if !strings.Contains(stdout, w) {
 					t.Errorf("stdout lacks %q:\n%s", w, stdout)

@@ -11,6 +11,11 @@
  *   inet bulk ADDR PORT MB  send MB megabytes, read the echo's byte count
  *                           back as text, print MB/s (for benchmarks)
  *   inet rtt ADDR PORT N    N round trips of 64 bytes, print µs each
+ *   inet server ADDR 0      a guest server on ADDR: EAGAIN from a
+ *                           non-blocking accept with nobody waiting, then
+ *                           a forked client connects; poll says the
+ *                           listener is readable, accept4 gives the peer,
+ *                           the echo goes both ways
  *   inet parallel ADDR PORT N  N non-blocking connections at once, each
  *                           sending its own 200000 bytes and checking the
  *                           echo, driven by one poll loop
@@ -25,6 +30,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static struct sockaddr_in dest;
@@ -137,7 +143,7 @@ static int do_udp(void)
 		if (sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&dest, sizeof(dest)) < 0)
 			die("sendto");
 		struct pollfd pf = { s, POLLIN, 0 };
-		if (poll(&pf, 1, 5000) != 1)
+		if (i < 2 && poll(&pf, 1, 5000) != 1) /* the last recvfrom waits */
 			die("poll");
 		struct sockaddr_in from;
 		socklen_t fl = sizeof(from);
@@ -293,6 +299,68 @@ static int do_rtt(int n)
 	return 0;
 }
 
+static int do_server(void)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+		die("bind");
+	if (listen(l, 8) < 0)
+		die("listen");
+	struct sockaddr_in a;
+	socklen_t al = sizeof(a);
+	getsockname(l, (struct sockaddr *)&a, &al);
+	printf("listening on %s, port %s\n", inet_ntoa(a.sin_addr), ntohs(a.sin_port) ? "set" : "0");
+	int fl = fcntl(l, F_GETFL);
+	fcntl(l, F_SETFL, fl | O_NONBLOCK);
+	int r = accept(l, NULL, NULL);
+	printf("accept with nobody: %d %s\n", r, r < 0 ? strerror(errno) : "");
+	struct pollfd pf = { l, POLLIN, 0 };
+	printf("poll idle: %d\n", poll(&pf, 1, 100));
+	fcntl(l, F_SETFL, fl);
+	pid_t c = fork();
+	if (c == 0) {
+		dest.sin_port = a.sin_port;
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(s, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+			die("child connect");
+		write(s, "from client", 11);
+		char buf[32] = { 0 };
+		int n = read(s, buf, sizeof(buf) - 1);
+		printf("client got %d '%s'\n", n, buf);
+		_exit(0);
+	}
+	pf.revents = 0;
+	int pn = poll(&pf, 1, 5000);
+	printf("poll pending: %d %s\n", pn, pf.revents & POLLIN ? "IN" : "-");
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof(peer);
+	int s = accept4(l, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+	if (s < 0)
+		die("accept4");
+	printf("accepted from %s len %d cloexec %d\n", inet_ntoa(peer.sin_addr), (int)pl, (fcntl(s, F_GETFD) & FD_CLOEXEC) != 0);
+	char buf[32] = { 0 };
+	int n = read(s, buf, sizeof(buf) - 1);
+	printf("server got %d '%s'\n", n, buf);
+	write(s, "from server", 11);
+	int st;
+	waitpid(c, &st, 0);
+	/* A blocking accept: the next client comes after a moment. */
+	c = fork();
+	if (c == 0) {
+		usleep(200000);
+		dest.sin_port = a.sin_port;
+		int s2 = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(s2, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+			die("child connect");
+		_exit(0);
+	}
+	int s2 = accept(l, NULL, NULL);
+	printf("blocking accept: %s\n", s2 >= 0 ? "ok" : strerror(errno));
+	waitpid(c, &st, 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -316,6 +384,8 @@ int main(int argc, char **argv)
 		return do_udp();
 	if (!strcmp(argv[1], "names"))
 		return do_names();
+	if (!strcmp(argv[1], "server"))
+		return do_server();
 	if (!strcmp(argv[1], "bulk"))
 		return do_bulk(atoi(argv[4]));
 	if (!strcmp(argv[1], "rtt"))
