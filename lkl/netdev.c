@@ -240,13 +240,22 @@ int kbox_netdev_read(void *dev, unsigned char *buf, int cap, int timeout_ms)
 
 /*
  * kbox_netdev_write queues one frame for LKL: its length, or -1 when the
- * ring is full (the frame is dropped, as a full NIC queue drops).
+ * ring stayed full (the frame is dropped, as a full NIC queue drops).
  */
 int kbox_netdev_write(void *dev, const unsigned char *frame, int len)
 {
 	struct kbox_netdev *d = dev;
 	struct iovec iov = { (void *)frame, (size_t)len };
-	int n = push_iov(&d->rx, &iov, 1);
+	int n;
+	/* A full ring first waits for LKL to take frames (rx bumps rx.seq),
+	 * up to about 100 ms: kbox's writer is no interrupt context. */
+	for (int tries = 0;; tries++) {
+		uint32_t seen = atomic_load(&d->rx.seq);
+		n = push_iov(&d->rx, &iov, 1);
+		if (n != -1 || tries == 10 || atomic_load(&d->hup))
+			break;
+		wait_change(&d->rx.seq, seen, 10);
+	}
 	if (n < 0) {
 		atomic_fetch_add(&d->rx_drops, 1);
 		return -1;

@@ -44,6 +44,11 @@ func rootOptions(o *ImageOptions) rootfs.Options {
 		Kernel:    lkl.Config{Cmdline: o.Cmdline, Verbose: o.Verbose},
 		TmpSize:   o.TmpSize,
 	}
+	if o.Net {
+		// Sockets' buffers and a kernel task per host thread that waits
+		// in LKL: 32M runs out of memory with 100 busy connections.
+		opt.Kernel.MemMB = netMemMB
+	}
 	switch {
 	case o.MountProfile == "minimal":
 		opt.Profile = rootfs.ProfileMinimal

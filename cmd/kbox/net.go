@@ -12,12 +12,16 @@ import (
 	"github.com/kbox-project/kbox/usernet"
 )
 
+// netMemMB is the kernel's memory with --net (a mem= in -k wins).
+const netMemMB = 128
+
 // guestNet is the guest's network (--net): LKL's device, the user-mode
 // stack behind it and the engine's internet sockets.
 type guestNet struct {
 	dev  *lkl.NetDev
 	net  *usernet.Network
 	inet *dispatch.Inet
+	log  bool // decisions and counters on stderr
 }
 
 // addNetDev adds the device; before boot.
@@ -57,7 +61,8 @@ func (g *guestNet) start(o *ImageOptions) error {
 		Policy: usernet.Policy{Allow: o.NetAllow, DenyAll: o.NetDenyAll},
 		DNS:    dns,
 	}
-	if o.Verbose || os.Getenv("KBOX_NET_LOG") != "" {
+	g.log = o.Verbose || os.Getenv("KBOX_NET_LOG") != ""
+	if g.log {
 		cfg.Event = func(ev usernet.Event) {
 			verdict := "refused"
 			if ev.Allowed {
@@ -84,6 +89,9 @@ func (g *guestNet) close() {
 	}
 	g.dev.Hangup()
 	g.net.Close()
+	if g.log {
+		fmt.Fprintf(os.Stderr, "kbox: net: device %+v, stack %+v\n", g.dev.Stats(), g.net.Stats())
+	}
 }
 
 // hostResolver is the first nameserver of a resolv.conf, "" if none. A
