@@ -171,6 +171,9 @@ type Engine struct {
 	// it once the guest's namespaces and socket binder exist. nil: no
 	// path can be bound, abstract names are refused.
 	Sockets *unixsock.Set
+	// Net, when set, serves AF_INET and AF_INET6 sockets in LKL
+	// (inet.go); nil: no network.
+	Net *Inet
 	// IPCNamespace says that the guest has an IPC namespace of its own:
 	// System V IPC and POSIX message queues run natively (ipc.go).
 	IPCNamespace bool

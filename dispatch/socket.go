@@ -48,12 +48,16 @@ var (
 	kboxPid          = os.Getpid()
 )
 
-// sysSocket serves socket(2): AF_UNIX on the host, no other family.
+// sysSocket serves socket(2): AF_UNIX on the host, AF_INET and AF_INET6
+// in LKL with --net (inet.go), no other family.
 func sysSocket(e *Engine, r *Request) Result {
-	if int(int32(r.Args[0])) != unix.AF_UNIX {
-		return errno(unix.EAFNOSUPPORT, Denied) // no networking yet
+	switch fam := int(int32(r.Args[0])); {
+	case fam == unix.AF_UNIX:
+		return cont
+	case e.Net != nil && (fam == unix.AF_INET || fam == unix.AF_INET6):
+		return e.newInet(r, fam, int(int32(r.Args[1])), int(int32(r.Args[2])))
 	}
-	return cont
+	return errno(unix.EAFNOSUPPORT, Denied) // no networking (--net)
 }
 
 // sysSockNative serves the socket calls that run natively on host fds
@@ -230,8 +234,12 @@ func (e *Engine) peerAddr(r *Request, a sockAddr) ([]byte, int, unix.Errno) {
 	return sockaddrPath(procFd(fd)), fd, 0
 }
 
-// sysBind serves bind(2): unix names in the guest's filesystem.
+// sysBind serves bind(2): unix names in the guest's filesystem, internet
+// addresses in LKL.
 func sysBind(e *Engine, r *Request) Result {
+	if in := e.inetOf(r, r.Args[0]); in != nil {
+		return e.inetBind(r, in)
+	}
 	s, en := sockOf(r, r.Args[0])
 	if en != 0 {
 		return errno(en, Host)
@@ -365,8 +373,12 @@ func (e *Engine) binderPaths(r *Request, p string) (cd, mk, name string, en unix
 	return cd, mk, p, 0
 }
 
-// sysConnect serves connect(2): made by kbox to a resolved name.
+// sysConnect serves connect(2): made by kbox to a resolved name, or by
+// LKL for an internet socket.
 func sysConnect(e *Engine, r *Request) Result {
+	if in := e.inetOf(r, r.Args[0]); in != nil {
+		return e.inetConnect(r, in)
+	}
 	s, en := sockOf(r, r.Args[0])
 	if en != 0 {
 		return errno(en, Host)
@@ -477,6 +489,17 @@ func (j *sendJob) close() {
 func sysSendto(e *Engine, r *Request) Result {
 	if r.Args[4] == 0 {
 		return sysSockNative(e, r) // a virtual fd
+	}
+	if in := e.inetOf(r, r.Args[0]); in != nil {
+		name, en := readInetAddr(r, r.Args[4], r.Args[5])
+		if en != 0 {
+			return errno(en, LKL)
+		}
+		data := make([]byte, min(r.Args[2], maxSend))
+		if err := r.G.Read(r.Args[1], data); err != nil {
+			return errno(unix.EFAULT, LKL)
+		}
+		return e.inetSendto(r, in, data, name, int(int32(r.Args[3])))
 	}
 	s, en := sockOf(r, r.Args[0])
 	if en != 0 {
@@ -660,6 +683,12 @@ func sysSendmsg(e *Engine, r *Request) Result {
 	j, en := e.readMsg(r, s, r.Args[1], int(int32(r.Args[2])))
 	if en != 0 {
 		return errno(en, Host)
+	}
+	if in := e.inetOf(r, r.Args[0]); in != nil {
+		// An internet socket: ancillary data is not carried.
+		data, name, flags := j.data, j.name, j.flags
+		j.close()
+		return e.inetSendto(r, in, data, name, flags)
 	}
 	return e.send(r, j, nil)
 }

@@ -28,8 +28,8 @@ func unsupported(o *ImageOptions) error {
 		// The trap tier runs one process (no fork): not a default yet.
 		o.SyscallMode = "seccomp"
 	}
-	if o.Net {
-		missing = append(missing, "--net")
+	if o.Net && o.SyscallMode == "trap" {
+		missing = append(missing, "--net in the trap tier")
 	}
 	if o.SyscallMode == "trap" && !trap.Available() || o.SyscallMode == "rewrite" {
 		missing = append(missing, "--syscall-mode="+o.SyscallMode)
@@ -48,6 +48,11 @@ func rootOptions(o *ImageOptions) rootfs.Options {
 		MountOpts: o.MountOpts,
 		Kernel:    lkl.Config{Cmdline: o.Cmdline, Verbose: o.Verbose},
 		TmpSize:   o.TmpSize,
+	}
+	if o.Net {
+		// Sockets' buffers and a kernel task per host thread that waits
+		// in LKL: 32M runs out of memory with 100 busy connections.
+		opt.Kernel.MemMB = netMemMB
 	}
 	switch {
 	case o.MountProfile == "minimal":
@@ -103,6 +108,10 @@ func runImage(args []string) int {
 
 // bootAndRun boots the kernel on the image, runs the guest and unmounts.
 func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, error) {
+	gnet, err := addNetDev(o) // before boot
+	if err != nil {
+		return 0, err
+	}
 	img, err := rootfs.OpenImage(o.Image, o.FSType, o.Partition, ag.imageReadOnly(o))
 	if err != nil {
 		return 0, err
@@ -128,10 +137,14 @@ func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, err
 	for _, w := range root.Warnings {
 		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)
 	}
-	return runGuest(o, root, binds, ag)
+	if err := gnet.start(o); err != nil {
+		return 0, fmt.Errorf("--net: %w", err)
+	}
+	defer gnet.close()
+	return runGuest(o, root, binds, ag, gnet)
 }
 
-func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *agentRun) (int, error) {
+func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *agentRun, gnet *guestNet) (int, error) {
 	path, err := findProgram(o.Command[0], o.WorkDir, guestPath, binds)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
@@ -163,6 +176,9 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		opt.ShadowMax = n
 	}
 	eng := dispatch.New(opt)
+	if gnet != nil {
+		eng.Net = gnet.inet
+	}
 	// What guests wrote goes to the image before it is unmounted; on the
 	// error paths too (the normal path closes it below, and checks).
 	defer eng.Close()

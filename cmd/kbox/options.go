@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/scratchfs"
+	"github.com/kbox-project/kbox/usernet"
 )
 
 // RootMode is how much of a system the image becomes.
@@ -47,6 +48,9 @@ type ImageOptions struct {
 	ReadOnly     bool
 	SyscallMode  string
 	Net          bool
+	NetAllow     []usernet.Rule
+	NetDenyAll   bool
+	DNS          string
 	Web          bool
 	WebPort      int
 	WebBind      string
@@ -96,7 +100,15 @@ CMD (default: /bin/sh -i) against it.
                                 suffix; default half the free space there,
                                 64M to 8G; 0: the kernel's ramfs (a few MB)
       --syscall-mode M          auto, seccomp, trap or rewrite (default auto)
-      --net                     networking through a user-mode stack
+      --net                     networking: the guest's sockets are LKL's,
+                                carried out by a user-mode stack in kbox;
+                                guest 10.0.2.15, gateway 10.0.2.2 (the host's
+                                127.0.0.1), DNS 10.0.2.3 (docs/networking.md)
+      --net-allow CIDR[:PORT]   also allow a guarded destination (loopback,
+                                link-local, private), e.g. 127.0.0.1:8000
+      --net-deny-all            allow only what --net-allow names
+      --dns SERVER[:PORT]       upstream of the DNS responder (default: the
+                                host's /etc/resolv.conf)
       --web[=PORT]              web observatory (default port 8080)
       --web-bind ADDR           observatory address (default 127.0.0.1)
       --web-token TOKEN         require "Authorization: Bearer TOKEN" (or ?token=)
@@ -191,6 +203,22 @@ var imageOpts = []optSpec{
 		return usagef("bad syscall mode %q: want auto, seccomp, trap or rewrite", v)
 	}},
 	{"", "net", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Net = true; return nil }},
+	{"", "net-allow", true, false, func(o *ImageOptions, v string, _ bool) error {
+		r, err := usernet.ParseRule(v)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		o.NetAllow = append(o.NetAllow, r)
+		return nil
+	}},
+	{"", "net-deny-all", false, false, func(o *ImageOptions, _ string, _ bool) error { o.NetDenyAll = true; return nil }},
+	{"", "dns", true, false, func(o *ImageOptions, v string, _ bool) error {
+		if v == "" {
+			return usagef("empty --dns server")
+		}
+		o.DNS = v
+		return nil
+	}},
 	{"", "web", false, true, func(o *ImageOptions, v string, present bool) error {
 		o.Web = true
 		if !present {

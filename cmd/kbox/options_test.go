@@ -187,7 +187,8 @@ func TestUnsupportedOptionsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = unsupported(o)
-	if err == nil || !strings.Contains(err.Error(), "not supported yet") || !strings.Contains(err.Error(), "--net") || !strings.Contains(err.Error(), "rewrite") {
+	// --net works in the seccomp tier: only rewrite is refused here.
+	if err == nil || !strings.Contains(err.Error(), "not supported yet") || strings.Contains(err.Error(), "--net") || !strings.Contains(err.Error(), "rewrite") {
 		t.Errorf("unsupported: %v", err)
 	}
 	// The trap tier is refused only where this build lacks it (not
@@ -198,5 +199,13 @@ func TestUnsupportedOptionsRefused(t *testing.T) {
 	}
 	if err := unsupported(o); (err == nil) != trap.Available() {
 		t.Errorf("--syscall-mode=trap: %v, tier available: %v", err, trap.Available())
+	}
+	// --net is not wired into the trap tier.
+	o, err = ParseImageArgs([]string{"-S", "a", "--net", "--syscall-mode=trap", "--", "/bin/true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unsupported(o); err == nil || !strings.Contains(err.Error(), "--net in the trap tier") {
+		t.Errorf("--net --syscall-mode=trap: %v", err)
 	}
 }

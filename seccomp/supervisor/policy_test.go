@@ -61,11 +61,13 @@ func TestPolicyRoutes(t *testing.T) {
 		{name: "sendto", fd: 3, want: allow},                    // send(2)
 		{name: "sendto", fd: 3, addr: 0x7fff0000, want: notify}, // with an address
 		{name: "recvmsg", fd: 3, want: allow},
-		{name: "recvfrom", fd: 3, want: allow},
-		{name: "accept4", fd: 3, want: allow},
-		{name: "listen", fd: 3, want: allow},
-		{name: "getsockname", fd: 3, want: allow},
-		{name: "setsockopt", fd: 3, want: allow},
+		{name: "recvfrom", fd: 3, want: allow},                    // recv(2)
+		{name: "recvfrom", fd: 3, addr: 0x7fff0000, want: notify}, // an internet socket's source is LKL's
+		{name: "accept4", fd: 3, want: notify},                    // an internet socket's is LKL's
+		{name: "listen", fd: 3, want: notify},
+		// An internet socket's name and options are LKL's.
+		{name: "getsockname", fd: 3, want: notify},
+		{name: "setsockopt", fd: 3, want: notify},
 		{name: "accept4", fd: 1024, want: notify},
 		{name: "socketpair", want: allow},
 	})

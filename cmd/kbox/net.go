@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/usernet"
+)
+
+// netMemMB is the kernel's memory with --net (a mem= in -k wins).
+const netMemMB = 128
+
+// guestNet is the guest's network (--net): LKL's device, the user-mode
+// stack behind it and the engine's internet sockets.
+type guestNet struct {
+	dev  *lkl.NetDev
+	net  *usernet.Network
+	inet *dispatch.Inet
+	log  bool // decisions and counters on stderr
+}
+
+// addNetDev adds the device; before boot.
+func addNetDev(o *ImageOptions) (*guestNet, error) {
+	if !o.Net {
+		if len(o.NetAllow) > 0 || o.NetDenyAll || o.DNS != "" {
+			return nil, usagef("--net-allow, --net-deny-all and --dns need --net")
+		}
+		return nil, nil
+	}
+	d, err := lkl.AddNetDev(usernet.GuestMAC)
+	if err != nil {
+		return nil, err
+	}
+	return &guestNet{dev: d}, nil
+}
+
+// start configures the guest's interfaces and starts the stack; after
+// boot.
+func (g *guestNet) start(o *ImageOptions) error {
+	if g == nil {
+		return nil
+	}
+	if err := g.dev.Configure(usernet.GuestAddr, usernet.PrefixLen, usernet.GatewayIP); err != nil {
+		return err
+	}
+	dns := o.DNS
+	if dns == "" {
+		dns = hostResolver("/etc/resolv.conf")
+	}
+	if dns != "" {
+		if _, _, err := net.SplitHostPort(dns); err != nil {
+			dns = net.JoinHostPort(dns, "53")
+		}
+	}
+	cfg := usernet.Config{
+		Policy: usernet.Policy{Allow: o.NetAllow, DenyAll: o.NetDenyAll},
+		DNS:    dns,
+	}
+	g.log = o.Verbose || os.Getenv("KBOX_NET_LOG") != ""
+	if g.log {
+		cfg.Event = func(ev usernet.Event) {
+			verdict := "refused"
+			if ev.Allowed {
+				verdict = "allowed"
+			}
+			fmt.Fprintf(os.Stderr, "kbox: net: %s %s -> %s (%s): %s, %s\n", ev.Proto, ev.Guest, ev.Dest, ev.Real, verdict, ev.Why)
+		}
+	}
+	n, err := usernet.New(g.dev, cfg)
+	if err != nil {
+		return err
+	}
+	g.net = n
+	if g.inet, err = dispatch.NewInet(); err != nil {
+		n.Close()
+		return err
+	}
+	return nil
+}
+
+func (g *guestNet) close() {
+	if g == nil || g.net == nil {
+		return
+	}
+	g.dev.Hangup()
+	g.net.Close()
+	if g.log {
+		fmt.Fprintf(os.Stderr, "kbox: net: device %+v, stack %+v\n", g.dev.Stats(), g.net.Stats())
+	}
+}
+
+// hostResolver is the first nameserver of a resolv.conf, "" if none. A
+// loopback resolver (systemd-resolved's 127.0.0.53) is reachable from
+// kbox's process, which is where the responder's queries leave from.
+func hostResolver(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) >= 2 && fs[0] == "nameserver" {
+			return fs[1]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,965 @@
+package dispatch
+
+import (
+	"encoding/binary"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// Internet sockets (docs/networking.md, "Sockets and readiness").
+//
+// A guest's AF_INET or AF_INET6 socket is LKL's socket, so the TCP/IP
+// stack the guest talks to is Linux's own. What the guest holds is one
+// end of a host socketpair (SOCK_STREAM for a stream socket,
+// SOCK_SEQPACKET for a datagram socket: boundaries kept); kbox holds the
+// other end and pumps between it and the LKL socket on its own
+// goroutines. So read, write, send and recv without addresses, poll,
+// select and epoll stay native on a host fd and mix freely with pipes
+// and terminals in one wait. What names an address or asks the protocol
+// is served on the LKL socket: connect, bind, sendto/sendmsg with an
+// address, recvfrom with one, getsockname, getpeername, getsockopt,
+// setsockopt.
+//
+// The pair is found again from any guest fd (dup, fork, SCM_RIGHTS) by
+// the inode of the guest's end. A socket ends when the guest's end is
+// closed everywhere: kbox's end then reports POLLHUP to the reaper.
+//
+// Readiness follows the LKL socket: data LKL received is written to
+// kbox's end (readable for the guest); a non-blocking connect in
+// progress fills the guest end's send buffer, so the guest sees it
+// writable only once LKL's connect finished (SO_ERROR says how).
+
+// Inet is the guest's internet sockets; nil in the Engine: no network.
+type Inet struct {
+	mu     sync.Mutex
+	byIno  map[uint64]*inetSock
+	reaper int // epoll fd watching kbox's ends for POLLHUP
+	once   sync.Once
+	Opened atomic.Uint64
+}
+
+// NewInet makes the table of internet sockets.
+func NewInet() (*Inet, error) {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	return &Inet{byIno: map[uint64]*inetSock{}, reaper: ep}, nil
+}
+
+type inetSock struct {
+	n      *Inet
+	lfd    int // the LKL socket
+	kfd    int // kbox's end of the pair
+	file   *os.File
+	ino    uint64
+	family int
+	typ    int // SOCK_STREAM or SOCK_DGRAM
+
+	mu         sync.Mutex
+	connecting bool
+	connected  bool
+	soError    unix.Errno // of a non-blocking connect, for SO_ERROR
+	junk       int        // bytes in kbox's end put there to hold the guest's end unwritable
+	sndbuf     int        // the guest end's send buffer before it was shrunk
+	pumping    bool
+	toGuest    sync.WaitGroup
+	fromGuest  sync.WaitGroup
+	addrs      [][]byte // sources of datagrams in kbox's end, in order
+	listening  bool
+	token      bool          // a byte in the guest's end says a connection waits
+	taken      chan struct{} // an accept took the token
+	closed     bool
+}
+
+func (n *Inet) lookup(ino uint64) *inetSock {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.byIno[ino]
+}
+
+// inetOf returns the internet socket behind guest fd fd, or nil.
+func (e *Engine) inetOf(r *Request, fd uint64) *inetSock {
+	if e.Net == nil || isVirtual(r, fd) {
+		return nil
+	}
+	hfd, err := r.P.getfd(int(int32(fd)))
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(hfd)
+	var st unix.Stat_t
+	if unix.Fstat(hfd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil
+	}
+	return e.Net.lookup(st.Ino)
+}
+
+// guestEnd is kbox's copy of the guest's end (the caller closes it).
+func guestEnd(r *Request, fd uint64) (int, unix.Errno) {
+	hfd, err := r.P.getfd(int(int32(fd)))
+	if err != nil {
+		return -1, unix.EBADF
+	}
+	return hfd, 0
+}
+
+func nonblocking(fd int) bool {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	return err == nil && fl&unix.O_NONBLOCK != 0
+}
+
+// newInet serves socket(2) for AF_INET and AF_INET6: an LKL socket and
+// the guest's end of a pair.
+func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
+	base := typ & 0xf
+	if base != unix.SOCK_STREAM && base != unix.SOCK_DGRAM {
+		return errno(unix.ESOCKTNOSUPPORT, Emulated) // only stream and datagram sockets are carried (docs/networking.md)
+	}
+	if typ&^(0xf|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) != 0 {
+		return errno(unix.EINVAL, LKL)
+	}
+	if en := useCred(r); en != 0 {
+		return errno(en, LKL)
+	}
+	lfd, le := lkl.Syscall6(lkl.SysSocket, uintptr(family), uintptr(base|unix.SOCK_CLOEXEC), uintptr(proto), 0, 0, 0)
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	s, gend, en := e.Net.pair(int(lfd), family, base, typ&unix.SOCK_NONBLOCK != 0)
+	if en != 0 {
+		lklClose(int(lfd))
+		return errno(en, Host)
+	}
+	defer unix.Close(gend)
+	if base == unix.SOCK_DGRAM {
+		s.startPumps(0)
+	}
+	gfd, err := r.G.AddFDReply(gend, typ&unix.SOCK_CLOEXEC != 0)
+	if err != nil {
+		return fail(err, Host) // kbox's end reports POLLHUP: the reaper ends it
+	}
+	return answered(int64(gfd), LKL)
+}
+
+// pair makes the host socketpair of LKL socket lfd and registers it; the
+// caller installs the guest's end gend in the guest and closes it.
+func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.Errno) {
+	ptype := unix.SOCK_STREAM
+	if typ == unix.SOCK_DGRAM {
+		ptype = unix.SOCK_SEQPACKET
+	}
+	p, err := unix.Socketpair(unix.AF_UNIX, ptype|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, -1, errnoOf(err)
+	}
+	gend, kfd := p[0], p[1]
+	if nonblock {
+		unix.SetNonblock(gend, true)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(gend, &st); err != nil {
+		unix.Close(gend)
+		unix.Close(kfd)
+		return nil, -1, errnoOf(err)
+	}
+	unix.SetNonblock(kfd, true)
+	s := &inetSock{n: n, lfd: lfd, kfd: kfd, file: os.NewFile(uintptr(kfd), "inet"), ino: st.Ino, family: family, typ: typ}
+	n.mu.Lock()
+	n.byIno[st.Ino] = s
+	n.mu.Unlock()
+	n.watch(s)
+	n.Opened.Add(1)
+	return s, gend, 0
+}
+
+// watch adds s to the reaper, started with the first socket.
+func (n *Inet) watch(s *inetSock) {
+	n.once.Do(func() { go n.reap() })
+	// No events asked: POLLHUP and POLLERR are always reported. The data
+	// is the inode.
+	ev := unix.EpollEvent{Fd: int32(uint32(s.ino)), Pad: int32(uint32(s.ino >> 32))}
+	unix.EpollCtl(n.reaper, unix.EPOLL_CTL_ADD, s.kfd, &ev)
+}
+
+// reap ends the sockets whose guest end is closed everywhere.
+func (n *Inet) reap() {
+	evs := make([]unix.EpollEvent, 64)
+	for {
+		m, err := unix.EpollWait(n.reaper, evs, -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		for _, ev := range evs[:m] {
+			ino := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+			n.mu.Lock()
+			s := n.byIno[ino]
+			delete(n.byIno, ino)
+			n.mu.Unlock()
+			if s != nil {
+				unix.EpollCtl(n.reaper, unix.EPOLL_CTL_DEL, s.kfd, nil)
+				go s.end()
+			}
+		}
+	}
+}
+
+// end closes s once its guest end is gone: what the guest wrote last is
+// still carried to LKL, then LKL's receive side is shut (waking the pump
+// that waits in recv), then both are closed. LKL's close of a TCP socket
+// sends its last data and FIN as Linux does.
+func (s *inetSock) end() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.fromGuest.Wait()
+	lkl.Syscall6(lkl.SysShutdown, uintptr(s.lfd), unix.SHUT_RD, 0, 0, 0, 0)
+	s.toGuest.Wait()
+	lklClose(s.lfd)
+	s.file.Close()
+}
+
+// startPumps starts carrying data both ways, skipping junk bytes first.
+func (s *inetSock) startPumps(junk int) {
+	s.mu.Lock()
+	if s.pumping || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.pumping = true
+	s.toGuest.Add(1)
+	s.fromGuest.Add(1)
+	s.mu.Unlock()
+	go s.pumpFromGuest(junk)
+	go s.pumpToGuest()
+}
+
+const pumpBuf = 64 << 10
+
+// pumpFromGuest carries what the guest wrote to the LKL socket. A stream
+// ends at the guest's EOF (its shutdown or last close): LKL's write side
+// is shut then.
+func (s *inetSock) pumpFromGuest(junk int) {
+	defer s.fromGuest.Done()
+	buf := make([]byte, pumpBuf)
+	for junk > 0 {
+		m, err := s.file.Read(buf[:min(junk, len(buf))])
+		if err != nil {
+			return
+		}
+		junk -= m
+	}
+	for {
+		m, err := s.file.Read(buf)
+		if err != nil || m == 0 && s.typ == unix.SOCK_STREAM {
+			if s.typ == unix.SOCK_STREAM {
+				lkl.Syscall6(lkl.SysShutdown, uintptr(s.lfd), unix.SHUT_WR, 0, 0, 0, 0)
+			}
+			return
+		}
+		for off := 0; off < m; {
+			n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), unix.MSG_NOSIGNAL, 0, 0)
+			if le == unix.EINTR {
+				continue
+			}
+			if le != 0 {
+				if s.typ == unix.SOCK_STREAM {
+					// LKL's connection failed: the guest's end
+					// reads EOF after what LKL received.
+					return
+				}
+				break // a datagram LKL refused (no destination): dropped
+			}
+			if s.typ != unix.SOCK_STREAM {
+				break
+			}
+			off += int(n)
+		}
+	}
+}
+
+// pumpToGuest carries what LKL received to the guest's end; a datagram's
+// source is queued for recvfrom.
+func (s *inetSock) pumpToGuest() {
+	defer s.toGuest.Done()
+	buf := make([]byte, pumpBuf)
+	addr := make([]byte, sockaddrStorage)
+	alen := make([]byte, 4)
+	for {
+		var n uintptr
+		var le unix.Errno
+		if s.typ == unix.SOCK_STREAM {
+			n, le = lkl.Syscall6(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), 0, 0, 0)
+		} else {
+			binary.NativeEndian.PutUint32(alen, sockaddrStorage)
+			n, le = lkl.Syscall6(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), 0, lkl.Ptr(addr), lkl.Ptr(alen))
+		}
+		if le == unix.EINTR {
+			continue
+		}
+		if le != 0 || n == 0 && s.typ == unix.SOCK_STREAM {
+			unix.Shutdown(s.kfd, unix.SHUT_WR) // the guest reads EOF
+			return
+		}
+		s.mu.Lock()
+		closed := s.closed
+		if s.typ != unix.SOCK_STREAM && !closed {
+			l := min(int(binary.NativeEndian.Uint32(alen)), sockaddrStorage)
+			s.addrs = append(s.addrs, append([]byte(nil), addr[:l]...))
+		}
+		s.mu.Unlock()
+		if closed && s.typ != unix.SOCK_STREAM {
+			return
+		}
+		if _, err := s.file.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+// popAddr returns the source of the datagram the guest just received.
+func (s *inetSock) popAddr() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.addrs) == 0 {
+		return nil
+	}
+	a := s.addrs[0]
+	s.addrs = s.addrs[1:]
+	return a
+}
+
+// readInetAddr copies a guest sockaddr for LKL (EINVAL above
+// sockaddr_storage, EFAULT).
+func readInetAddr(r *Request, addr, alen uint64) ([]byte, unix.Errno) {
+	n := int64(int32(alen))
+	if n < 0 || n > sockaddrStorage {
+		return nil, unix.EINVAL
+	}
+	b := make([]byte, max(n, 1))
+	if n > 0 {
+		if err := r.G.Read(addr, b[:n]); err != nil {
+			return nil, unix.EFAULT
+		}
+	}
+	return b[:n], 0
+}
+
+func ptrOr0(b []byte) uintptr {
+	if len(b) == 0 {
+		return 0
+	}
+	return lkl.Ptr(b)
+}
+
+// inetBind serves bind(2) on an internet socket: LKL's.
+func (e *Engine) inetBind(r *Request, s *inetSock) Result {
+	a, en := readInetAddr(r, r.Args[1], r.Args[2])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if en := useCred(r); en != 0 {
+		return errno(en, LKL)
+	}
+	_, le := lkl.Syscall6(lkl.SysBind, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+	return errno(le, LKL)
+}
+
+// inetConnect serves connect(2) on an internet socket. A datagram
+// socket's connect is immediate. A stream socket's waits in LKL, on a
+// goroutine: the guest waits (blocking) or gets EINPROGRESS and sees its
+// end writable when LKL's connect has finished.
+func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
+	a, en := readInetAddr(r, r.Args[1], r.Args[2])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if s.typ != unix.SOCK_STREAM {
+		_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+		return errno(le, LKL)
+	}
+	gfd, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Host)
+	}
+	s.mu.Lock()
+	switch {
+	case s.connecting:
+		s.mu.Unlock()
+		unix.Close(gfd)
+		return errno(unix.EALREADY, LKL)
+	case s.connected:
+		s.mu.Unlock()
+		unix.Close(gfd)
+		return errno(unix.EISCONN, LKL)
+	}
+	s.connecting = true
+	s.mu.Unlock()
+	if nonblocking(gfd) {
+		junk := holdUnwritable(gfd, s)
+		go func() {
+			_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+			s.connectDone(le, gfd)
+			if le == 0 {
+				s.startPumps(junk)
+			} else {
+				drain(s, junk)
+			}
+			unix.Close(gfd)
+		}()
+		return errno(unix.EINPROGRESS, LKL)
+	}
+	p := r.G.Defer()
+	go func() {
+		_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+		s.connectDone(0, gfd)
+		s.mu.Lock()
+		s.connected = le == 0
+		s.mu.Unlock()
+		unix.Close(gfd)
+		if le == 0 {
+			s.startPumps(0)
+		}
+		e.late(func() {
+			if le != 0 {
+				p.ReplyErrno(le)
+			} else {
+				p.Reply(0)
+			}
+		})
+	}()
+	return deferred(LKL)
+}
+
+// holdUnwritable fills the guest end's send buffer (shrunk first) so that
+// poll does not report it writable while LKL connects; it returns the
+// bytes written, which the pump skips.
+func holdUnwritable(gfd int, s *inetSock) int {
+	s.sndbuf, _ = unix.GetsockoptInt(gfd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	unix.SetsockoptInt(gfd, unix.SOL_SOCKET, unix.SO_SNDBUF, 1)
+	junk := make([]byte, 4096)
+	n := 0
+	for {
+		m, err := unix.SendmsgN(gfd, junk, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		if err != nil || m <= 0 {
+			break
+		}
+		n += m
+	}
+	s.junk = n
+	return n
+}
+
+// connectDone records a non-blocking connect's result and gives the
+// guest's end its send buffer back.
+func (s *inetSock) connectDone(le unix.Errno, gfd int) {
+	s.mu.Lock()
+	s.connecting = false
+	s.connected = le == 0
+	s.soError = le
+	sb := s.sndbuf
+	s.mu.Unlock()
+	if sb > 0 {
+		unix.SetsockoptInt(gfd, unix.SOL_SOCKET, unix.SO_SNDBUF, sb/2) // the kernel doubles it
+	}
+}
+
+// drain reads the junk back after a failed connect: the guest's end turns
+// writable, and SO_ERROR tells the failure.
+func drain(s *inetSock, junk int) {
+	buf := make([]byte, 4096)
+	for junk > 0 {
+		m, err := s.file.Read(buf[:min(junk, len(buf))])
+		if err != nil {
+			return
+		}
+		junk -= m
+	}
+}
+
+// inetName serves getsockname(2) and getpeername(2) from LKL (nr is
+// LKL's number).
+func (e *Engine) inetName(r *Request, s *inetSock, nr uintptr) Result {
+	var lb [4]byte
+	if err := r.G.Read(r.Args[2], lb[:]); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	glen := int32(binary.NativeEndian.Uint32(lb[:]))
+	if glen < 0 {
+		return errno(unix.EINVAL, LKL)
+	}
+	buf := make([]byte, sockaddrStorage)
+	alen := make([]byte, 4)
+	binary.NativeEndian.PutUint32(alen, sockaddrStorage)
+	if _, le := lkl.Syscall6(nr, uintptr(s.lfd), lkl.Ptr(buf), lkl.Ptr(alen), 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	n := binary.NativeEndian.Uint32(alen)
+	if err := r.G.Write(r.Args[1], buf[:min(int(n), int(glen))]); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	if err := r.G.Write(r.Args[2], alen); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return ok(0, LKL)
+}
+
+// maxOpt bounds a socket option's value.
+const maxOpt = 4096
+
+// inetGetsockopt serves getsockopt(2) from LKL; SO_ERROR also reports a
+// non-blocking connect's failure, once.
+func (e *Engine) inetGetsockopt(r *Request, s *inetSock) Result {
+	level, name := int(int32(r.Args[1])), int(int32(r.Args[2]))
+	var lb [4]byte
+	if err := r.G.Read(r.Args[4], lb[:]); err != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	glen := int32(binary.NativeEndian.Uint32(lb[:]))
+	if glen < 0 {
+		return errno(unix.EINVAL, LKL)
+	}
+	if level == unix.SOL_SOCKET && name == unix.SO_ERROR {
+		s.mu.Lock()
+		se := s.soError
+		s.soError = 0
+		s.mu.Unlock()
+		if se != 0 {
+			var v [4]byte
+			binary.NativeEndian.PutUint32(v[:], uint32(se))
+			n := min(int(glen), 4)
+			if r.G.Write(r.Args[3], v[:n]) != nil {
+				return errno(unix.EFAULT, LKL)
+			}
+			binary.NativeEndian.PutUint32(lb[:], uint32(n))
+			r.G.Write(r.Args[4], lb[:])
+			return ok(0, LKL)
+		}
+	}
+	buf := make([]byte, min(int(glen), maxOpt)+1)
+	olen := make([]byte, 4)
+	binary.NativeEndian.PutUint32(olen, uint32(len(buf)-1))
+	if _, le := lkl.Syscall6(lkl.SysGetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), lkl.Ptr(olen), 0); le != 0 {
+		return errno(le, LKL)
+	}
+	n := min(int(binary.NativeEndian.Uint32(olen)), len(buf)-1)
+	if n > 0 && r.G.Write(r.Args[3], buf[:n]) != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	binary.NativeEndian.PutUint32(olen, uint32(n))
+	if r.G.Write(r.Args[4], olen) != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return ok(0, LKL)
+}
+
+// inetSetsockopt serves setsockopt(2) on LKL's socket; the timeouts of
+// reads and writes also go to the guest's end, where those wait.
+func (e *Engine) inetSetsockopt(r *Request, s *inetSock) Result {
+	level, name, olen := int(int32(r.Args[1])), int(int32(r.Args[2])), int64(int32(r.Args[4]))
+	if olen < 0 || olen > maxOpt {
+		return errno(unix.EINVAL, LKL)
+	}
+	buf := make([]byte, olen+1)
+	if olen > 0 && r.G.Read(r.Args[3], buf[:olen]) != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	if en := useCred(r); en != 0 {
+		return errno(en, LKL)
+	}
+	if _, le := lkl.Syscall6(lkl.SysSetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), uintptr(olen), 0); le != 0 {
+		return errno(le, LKL)
+	}
+	if level == unix.SOL_SOCKET && (name == unix.SO_RCVTIMEO || name == unix.SO_SNDTIMEO) {
+		if gfd, en := guestEnd(r, r.Args[0]); en == 0 {
+			unix.SetsockoptString(gfd, level, name, string(buf[:olen]))
+			unix.Close(gfd)
+		}
+	}
+	return ok(0, LKL)
+}
+
+// inetSendto serves sendto(2) with an address: a datagram goes to LKL at
+// once; a stream's data goes through the pair, after what the guest
+// wrote before (the address is ignored, as TCP does).
+func (e *Engine) inetSendto(r *Request, s *inetSock, data []byte, name []byte, flags int) Result {
+	if s.typ == unix.SOCK_STREAM || len(name) == 0 {
+		gfd, en := guestEnd(r, r.Args[0])
+		if en != 0 {
+			return errno(en, Host)
+		}
+		j := &sendJob{s: sock{fd: gfd, typ: unix.SOCK_STREAM}, data: data, flags: flags}
+		if s.typ != unix.SOCK_STREAM {
+			j.s.typ = unix.SOCK_SEQPACKET
+		}
+		return e.send(r, j, nil)
+	}
+	n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), ptrOr0(data), uintptr(len(data)), uintptr(flags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL), lkl.Ptr(name), uintptr(len(name)))
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(int64(n), LKL)
+}
+
+// inetRecvfrom serves recvfrom(2) with an address on an internet socket:
+// the data from the guest's end, the source from the pump's queue.
+func (e *Engine) inetRecvfrom(r *Request, s *inetSock) Result {
+	gfd, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Host)
+	}
+	// The arguments are copied, and the address's room read, now: a
+	// deferred call outlives r.
+	flags := int(int32(r.Args[3]))
+	bufArg, addrArg, lenArg := r.Args[1], r.Args[4], r.Args[5]
+	buf := make([]byte, min(r.Args[2], maxSend))
+	glen := -1
+	if lenArg != 0 && addrArg != 0 {
+		var lb [4]byte
+		if err := r.G.Read(lenArg, lb[:]); err != nil {
+			unix.Close(gfd)
+			return errno(unix.EFAULT, Host)
+		}
+		if glen = int(int32(binary.NativeEndian.Uint32(lb[:]))); glen < 0 {
+			unix.Close(gfd)
+			return errno(unix.EINVAL, Host)
+		}
+	}
+	finish := func(n int, err error, write func(uint64, []byte) error) (int64, unix.Errno) {
+		if err != nil {
+			return 0, errnoOf(err)
+		}
+		if write(bufArg, buf[:min(n, len(buf))]) != nil {
+			return 0, unix.EFAULT
+		}
+		var a []byte
+		if s.typ != unix.SOCK_STREAM && flags&unix.MSG_PEEK == 0 {
+			a = s.popAddr()
+		}
+		if glen >= 0 {
+			// What fits of the address; the length is the full one.
+			if glen > 0 && len(a) > 0 && write(addrArg, a[:min(glen, len(a))]) != nil {
+				return 0, unix.EFAULT
+			}
+			var lb [4]byte
+			binary.NativeEndian.PutUint32(lb[:], uint32(len(a)))
+			if write(lenArg, lb[:]) != nil {
+				return 0, unix.EFAULT
+			}
+		}
+		return int64(n), 0
+	}
+	n, _, _, _, err := unix.Recvmsg(gfd, buf, nil, flags|unix.MSG_DONTWAIT)
+	if err != unix.EAGAIN || flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd) {
+		unix.Close(gfd)
+		v, en := finish(n, err, r.G.Write)
+		if en != 0 {
+			return errno(en, Host)
+		}
+		return ok(v, Host)
+	}
+	p := r.G.Defer()
+	go func() {
+		n, _, _, _, err := unix.Recvmsg(gfd, buf, nil, flags)
+		unix.Close(gfd)
+		e.late(func() {
+			v, en := finish(n, err, p.Write)
+			if en != 0 {
+				p.ReplyErrno(en)
+			} else {
+				p.Reply(v)
+			}
+		})
+	}()
+	return deferred(Host)
+}
+
+// sysRecvfrom serves recvfrom(2) with a source address: an internet
+// socket's source is LKL's; any other socket runs on the host.
+func sysRecvfrom(e *Engine, r *Request) Result {
+	if isVirtual(r, r.Args[0]) {
+		return sysSockNative(e, r)
+	}
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetRecvfrom(r, s)
+	}
+	return cont
+}
+
+// sysSockName serves getsockname(2): LKL's for an internet socket.
+func sysSockName(e *Engine, r *Request) Result {
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetName(r, s, lkl.SysGetsockname)
+	}
+	return sysSockNative(e, r)
+}
+
+// sysPeerName serves getpeername(2): LKL's for an internet socket.
+func sysPeerName(e *Engine, r *Request) Result {
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetName(r, s, lkl.SysGetpeername)
+	}
+	return sysSockNative(e, r)
+}
+
+// sysGetsockopt serves getsockopt(2): LKL's for an internet socket.
+func sysGetsockopt(e *Engine, r *Request) Result {
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetGetsockopt(r, s)
+	}
+	return sysSockNative(e, r)
+}
+
+// sysSetsockopt serves setsockopt(2): LKL's for an internet socket.
+func sysSetsockopt(e *Engine, r *Request) Result {
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetSetsockopt(r, s)
+	}
+	return sysSockNative(e, r)
+}
+
+// inetListen serves listen(2) on an internet socket: LKL's listen, the
+// LKL socket made non-blocking (accept waits in kbox, never in LKL on the
+// serving loop), and a watcher that puts one token byte in the guest's
+// end while a connection waits: the guest's end is readable then, as a
+// listening socket with a pending connection is.
+func (e *Engine) inetListen(r *Request, s *inetSock) Result {
+	if s.typ != unix.SOCK_STREAM {
+		return errno(unix.EOPNOTSUPP, LKL)
+	}
+	if _, le := lkl.Syscall6(lkl.SysListen, uintptr(s.lfd), uintptr(int32(r.Args[1])), 0, 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	s.mu.Lock()
+	start := !s.listening
+	s.listening = true
+	s.mu.Unlock()
+	if start {
+		fl, _ := lkl.Syscall6(lkl.SysFcntl, uintptr(s.lfd), unix.F_GETFL, 0, 0, 0, 0)
+		lkl.Syscall6(lkl.SysFcntl, uintptr(s.lfd), unix.F_SETFL, fl|unix.O_NONBLOCK, 0, 0, 0)
+		s.taken = make(chan struct{}, 1)
+		s.toGuest.Add(1)
+		go s.watchListener()
+	}
+	return ok(0, LKL)
+}
+
+// lklPollIn waits up to ms for the LKL socket fd to be readable.
+func lklPollIn(fd, ms int) bool {
+	pfd := make([]byte, 8) // struct pollfd
+	binary.NativeEndian.PutUint32(pfd[0:], uint32(fd))
+	binary.NativeEndian.PutUint16(pfd[4:], unix.POLLIN)
+	ts := make([]byte, 16) // struct timespec
+	binary.NativeEndian.PutUint64(ts[0:], uint64(ms/1000))
+	binary.NativeEndian.PutUint64(ts[8:], uint64(ms%1000)*1e6)
+	n, le := lkl.Syscall6(lkl.SysPpoll, lkl.Ptr(pfd), 1, lkl.Ptr(ts), 0, 8, 0)
+	return le == 0 && n > 0 && binary.NativeEndian.Uint16(pfd[6:])&unix.POLLIN != 0
+}
+
+// listenTick bounds how late the watcher notices its socket's end.
+const listenTick = 200
+
+// watchListener keeps the token in the guest's end while LKL has a
+// connection to accept.
+func (s *inetSock) watchListener() {
+	defer s.toGuest.Done()
+	for {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return
+		}
+		if !lklPollIn(s.lfd, listenTick) {
+			continue
+		}
+		s.mu.Lock()
+		if !s.token && !s.closed {
+			if _, err := unix.Write(s.kfd, []byte{'A'}); err == nil {
+				s.token = true
+			}
+		}
+		s.mu.Unlock()
+		select { // until an accept took the token, or a tick
+		case <-s.taken:
+		case <-time.After(listenTick * time.Millisecond):
+		}
+	}
+}
+
+// takeToken removes the token from the guest's end gfd after an accept.
+func (s *inetSock) takeToken(gfd int) {
+	s.mu.Lock()
+	if s.token {
+		var b [1]byte
+		if n, _, _ := unix.Recvfrom(gfd, b[:], unix.MSG_DONTWAIT); n == 1 {
+			s.token = false
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.taken <- struct{}{}:
+	default:
+	}
+}
+
+// inetAccept serves accept(2) and accept4(2) on an internet socket: LKL's
+// accept, and the new socket gets its own pair. A blocking accept waits
+// on a goroutine.
+func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
+	if flags&^(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) != 0 {
+		return errno(unix.EINVAL, LKL)
+	}
+	s.mu.Lock()
+	listening := s.listening
+	s.mu.Unlock()
+	if !listening {
+		return errno(unix.EINVAL, LKL)
+	}
+	gfd, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Host)
+	}
+	var glen int32
+	if r.Args[1] != 0 {
+		var lb [4]byte
+		if err := r.G.Read(r.Args[2], lb[:]); err != nil {
+			unix.Close(gfd)
+			return errno(unix.EFAULT, LKL)
+		}
+		if glen = int32(binary.NativeEndian.Uint32(lb[:])); glen < 0 {
+			unix.Close(gfd)
+			return errno(unix.EINVAL, LKL)
+		}
+	}
+	try := func() (*inetSock, int, []byte, unix.Errno) {
+		addr := make([]byte, sockaddrStorage)
+		alen := make([]byte, 4)
+		binary.NativeEndian.PutUint32(alen, sockaddrStorage)
+		nfd, le := lkl.Syscall6(lkl.SysAccept4, uintptr(s.lfd), lkl.Ptr(addr), lkl.Ptr(alen), unix.SOCK_CLOEXEC, 0, 0)
+		if le != 0 {
+			return nil, -1, nil, le
+		}
+		s.takeToken(gfd)
+		ns, gend, en := e.Net.pair(int(nfd), s.family, unix.SOCK_STREAM, flags&unix.SOCK_NONBLOCK != 0)
+		if en != 0 {
+			lklClose(int(nfd))
+			return nil, -1, nil, en
+		}
+		ns.mu.Lock()
+		ns.connected = true
+		ns.mu.Unlock()
+		ns.startPumps(0)
+		return ns, gend, addr[:min(binary.NativeEndian.Uint32(alen), sockaddrStorage)], 0
+	}
+	// writeAddr gives the guest the peer's address (what fits) and length
+	// (the request's arguments are copied: a deferred call outlives r).
+	addrArg, lenArg := r.Args[1], r.Args[2]
+	writeAddr := func(write func(uint64, []byte) error, a []byte) unix.Errno {
+		if addrArg == 0 {
+			return 0
+		}
+		if write(addrArg, a[:min(len(a), int(glen))]) != nil {
+			return unix.EFAULT
+		}
+		var lb [4]byte
+		binary.NativeEndian.PutUint32(lb[:], uint32(len(a)))
+		if write(lenArg, lb[:]) != nil {
+			return unix.EFAULT
+		}
+		return 0
+	}
+	cloexec := flags&unix.SOCK_CLOEXEC != 0
+	_, gend, a, le := try()
+	if le == 0 {
+		unix.Close(gfd)
+		defer unix.Close(gend)
+		if en := writeAddr(r.G.Write, a); en != 0 {
+			return errno(en, LKL)
+		}
+		nfd, err := r.G.AddFDReply(gend, cloexec)
+		if err != nil {
+			return fail(err, Host)
+		}
+		return answered(int64(nfd), LKL)
+	}
+	if le != unix.EAGAIN || nonblocking(gfd) {
+		unix.Close(gfd)
+		return errno(le, LKL)
+	}
+	p := r.G.Defer()
+	go func() {
+		defer unix.Close(gfd)
+		for {
+			if p.Valid() != nil {
+				return // the guest went (or a signal took it out of the call)
+			}
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				e.late(func() { p.ReplyErrno(unix.EBADF) })
+				return
+			}
+			if !lklPollIn(s.lfd, listenTick) {
+				continue
+			}
+			_, gend, a, le := try()
+			if le == unix.EAGAIN {
+				continue
+			}
+
+			e.late(func() {
+				if le != 0 {
+					p.ReplyErrno(le)
+					return
+				}
+				defer unix.Close(gend)
+				if en := writeAddr(p.Write, a); en != 0 {
+					p.ReplyErrno(en)
+					return
+				}
+				nfd, err := p.AddFD(gend, cloexec)
+				if err != nil {
+					p.ReplyErrno(errnoOf(err))
+					return
+				}
+				p.Reply(int64(nfd))
+			})
+			return
+		}
+	}()
+	return deferred(LKL)
+}
+
+// sysListen serves listen(2): LKL's for an internet socket.
+func sysListen(e *Engine, r *Request) Result {
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetListen(r, s)
+	}
+	return sysSockNative(e, r)
+}
+
+// sysAccept serves accept(2): LKL's for an internet socket.
+func sysAccept(e *Engine, r *Request) Result {
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetAccept(r, s, 0)
+	}
+	return sysSockNative(e, r)
+}
+
+// sysAccept4 serves accept4(2): LKL's for an internet socket.
+func sysAccept4(e *Engine, r *Request) Result {
+	if s := e.inetOf(r, r.Args[0]); s != nil {
+		return e.inetAccept(r, s, int(int32(r.Args[3])))
+	}
+	return sysSockNative(e, r)
+}

@@ -1,0 +1,285 @@
+//go:build lkl
+
+/*
+ * kbox's network device: an LKL virtio-net device whose frames go to and
+ * come from two rings in kbox's memory, never through a host fd.
+ *
+ * Each ring has one producer and one consumer, so it is lock-free: the
+ * producer writes a slot and then publishes the new head; the consumer
+ * reads the slot and then publishes the new tail. A side that finds the
+ * ring empty (consumer) or wants to be told of room (LKL's tx) waits on a
+ * futex word that the other side bumps and wakes; waking is a syscall
+ * that never blocks.
+ *
+ *   tx ring: LKL's tx callback (interrupt context, serialised by the
+ *            virtqueue's lock) produces; kbox's Go reader consumes. tx
+ *            never blocks and never calls LKL or Go: when the ring is full
+ *            it returns -1, and LKL retries the request when poll reports
+ *            TX (after the reader made room).
+ *   rx ring: kbox's Go writer produces; LKL's poll thread consumes
+ *            (poll waits, rx copies one frame out).
+ */
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <lkl.h>
+#include <lkl_host.h>
+#include "lkl_glue.h"
+
+#define SLOTS 1024		/* power of two */
+#define SLOT_BYTES 2048		/* an ethernet frame of MTU 1500 and more */
+
+struct ring {
+	_Atomic uint32_t head;	/* next slot to write (producer) */
+	_Atomic uint32_t tail;	/* next slot to read (consumer) */
+	_Atomic uint32_t seq;	/* bumped on every change; futex word */
+	uint32_t len[SLOTS];
+	unsigned char data[SLOTS][SLOT_BYTES];
+};
+
+struct kbox_netdev {
+	struct lkl_netdev nd;	/* first: LKL passes &nd back */
+	struct ring tx, rx;
+	_Atomic int tx_full;	/* tx refused a frame: poll must report TX */
+	_Atomic int hup;
+	_Atomic uint64_t tx_frames, tx_drops, rx_frames, rx_drops;
+};
+
+static void wake(_Atomic uint32_t *w)
+{
+	atomic_fetch_add(w, 1);
+	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+}
+
+static void wait_change(_Atomic uint32_t *w, uint32_t seen, long timeout_ms)
+{
+	struct timespec ts = { timeout_ms / 1000, (timeout_ms % 1000) * 1000000 };
+	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, seen, timeout_ms >= 0 ? &ts : NULL, NULL, 0);
+}
+
+static int ring_empty(struct ring *r)
+{
+	return atomic_load_explicit(&r->head, memory_order_acquire) ==
+	       atomic_load_explicit(&r->tail, memory_order_acquire);
+}
+
+static int ring_full(struct ring *r)
+{
+	return atomic_load_explicit(&r->head, memory_order_acquire) -
+	       atomic_load_explicit(&r->tail, memory_order_acquire) >= SLOTS;
+}
+
+/* push copies one frame from iov into r; 0, or -1 when full or too big. */
+static int push_iov(struct ring *r, const struct iovec *iov, int cnt)
+{
+	uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint32_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+	if (h - t >= SLOTS)
+		return -1;
+	unsigned char *p = r->data[h % SLOTS];
+	size_t n = 0;
+	for (int i = 0; i < cnt; i++) {
+		if (n + iov[i].iov_len > SLOT_BYTES)
+			return -2;
+		memcpy(p + n, iov[i].iov_base, iov[i].iov_len);
+		n += iov[i].iov_len;
+	}
+	r->len[h % SLOTS] = (uint32_t)n;
+	atomic_store_explicit(&r->head, h + 1, memory_order_release);
+	wake(&r->seq);
+	return (int)n;
+}
+
+static struct kbox_netdev *dev_of(struct lkl_netdev *nd)
+{
+	return (struct kbox_netdev *)nd;
+}
+
+/* LKL -> kbox. Interrupt context: no blocking, no LKL, no Go. */
+static int nd_tx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
+{
+	struct kbox_netdev *d = dev_of(nd);
+	int n = push_iov(&d->tx, iov, cnt);
+	if (n == -2) {	/* larger than any frame of our MTU: dropped */
+		atomic_fetch_add(&d->tx_drops, 1);
+		size_t len = 0;
+		for (int i = 0; i < cnt; i++)
+			len += iov[i].iov_len;
+		return (int)len;
+	}
+	if (n < 0) {
+		atomic_store(&d->tx_full, 1);
+		return -1;
+	}
+	atomic_fetch_add(&d->tx_frames, 1);
+	return n;
+}
+
+/* kbox -> LKL, on LKL's poll thread after poll reported RX. */
+static int nd_rx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
+{
+	struct ring *r = &dev_of(nd)->rx;
+	uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	if (t == atomic_load_explicit(&r->head, memory_order_acquire))
+		return -1;
+	unsigned char *p = r->data[t % SLOTS];
+	size_t n = r->len[t % SLOTS], off = 0;
+	for (int i = 0; i < cnt && off < n; i++) {
+		size_t c = iov[i].iov_len;
+		if (c > n - off)
+			c = n - off;
+		memcpy(iov[i].iov_base, p + off, c);
+		off += c;
+	}
+	atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+	wake(&r->seq);
+	return (int)off;
+}
+
+static int nd_poll(struct lkl_netdev *nd)
+{
+	struct kbox_netdev *d = dev_of(nd);
+	for (;;) {
+		uint32_t rs = atomic_load(&d->rx.seq), ts = atomic_load(&d->tx.seq);
+		int ev = 0;
+		if (atomic_load(&d->hup))
+			return LKL_DEV_NET_POLL_HUP;
+		if (!ring_empty(&d->rx))
+			ev |= LKL_DEV_NET_POLL_RX;
+		if (atomic_load(&d->tx_full) && !ring_full(&d->tx)) {
+			atomic_store(&d->tx_full, 0);
+			ev |= LKL_DEV_NET_POLL_TX;
+		}
+		if (ev)
+			return ev;
+		/* Wait for the rx ring to change; a tx ring that gains room
+		 * is noticed within the timeout (the Go reader bumps rx.seq
+		 * too when tx was full, see kbox_netdev_read). */
+		(void)ts;
+		wait_change(&d->rx.seq, rs, 100);
+	}
+}
+
+static void nd_poll_hup(struct lkl_netdev *nd)
+{
+	struct kbox_netdev *d = dev_of(nd);
+	atomic_store(&d->hup, 1);
+	wake(&d->rx.seq);
+}
+
+static void nd_free(struct lkl_netdev *nd)
+{
+	(void)nd; /* kbox's device lives as long as the process */
+}
+
+static struct lkl_dev_net_ops kbox_net_ops = {
+	.tx = nd_tx,
+	.rx = nd_rx,
+	.poll = nd_poll,
+	.poll_hup = nd_poll_hup,
+	.free = nd_free,
+};
+
+void *kbox_netdev_new(void)
+{
+	struct kbox_netdev *d = calloc(1, sizeof(*d));
+	if (d != NULL)
+		d->nd.ops = &kbox_net_ops;
+	return d;
+}
+
+int kbox_netdev_add(void *dev, const unsigned char *mac)
+{
+	struct kbox_netdev *d = dev;
+	struct lkl_netdev_args args;
+	unsigned char m[6];
+	memcpy(m, mac, 6);
+	memset(&args, 0, sizeof(args));
+	args.mac = m;
+	return lkl_netdev_add(&d->nd, &args);
+}
+
+int kbox_netdev_ifindex(int id) { return lkl_netdev_get_ifindex(id); }
+
+/*
+ * kbox_netdev_read copies the next frame LKL sent into buf (up to cap
+ * bytes), waiting up to timeout_ms for one. It returns the frame's
+ * length, 0 on timeout.
+ */
+int kbox_netdev_read(void *dev, unsigned char *buf, int cap, int timeout_ms)
+{
+	struct kbox_netdev *d = dev;
+	struct ring *r = &d->tx;
+	for (;;) {
+		uint32_t s = atomic_load(&r->seq);
+		uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+		if (t != atomic_load_explicit(&r->head, memory_order_acquire)) {
+			int n = (int)r->len[t % SLOTS];
+			if (n > cap)
+				n = cap;
+			memcpy(buf, r->data[t % SLOTS], n);
+			atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+			if (atomic_load(&d->tx_full))
+				wake(&d->rx.seq); /* LKL's poll: room in tx */
+			return n;
+		}
+		if (atomic_load(&d->hup))
+			return -1;
+		if (timeout_ms == 0)
+			return 0;
+		wait_change(&r->seq, s, timeout_ms);
+		timeout_ms = 0; /* one wait, then report */
+	}
+}
+
+/*
+ * kbox_netdev_write queues one frame for LKL: its length, or -1 when the
+ * ring stayed full (the frame is dropped, as a full NIC queue drops).
+ */
+int kbox_netdev_write(void *dev, const unsigned char *frame, int len)
+{
+	struct kbox_netdev *d = dev;
+	struct iovec iov = { (void *)frame, (size_t)len };
+	int n;
+	/* A full ring first waits for LKL to take frames (rx bumps rx.seq),
+	 * up to about 100 ms: kbox's writer is no interrupt context. */
+	for (int tries = 0;; tries++) {
+		uint32_t seen = atomic_load(&d->rx.seq);
+		n = push_iov(&d->rx, &iov, 1);
+		if (n != -1 || tries == 10 || atomic_load(&d->hup))
+			break;
+		wait_change(&d->rx.seq, seen, 10);
+	}
+	if (n < 0) {
+		atomic_fetch_add(&d->rx_drops, 1);
+		return -1;
+	}
+	atomic_fetch_add(&d->rx_frames, 1);
+	return n;
+}
+
+void kbox_netdev_stats(void *dev, unsigned long long *out)
+{
+	struct kbox_netdev *d = dev;
+	out[0] = atomic_load(&d->tx_frames);
+	out[1] = atomic_load(&d->tx_drops);
+	out[2] = atomic_load(&d->rx_frames);
+	out[3] = atomic_load(&d->rx_drops);
+}
+
+void kbox_netdev_hup(void *dev) { nd_poll_hup(&((struct kbox_netdev *)dev)->nd); }
+
+int kbox_net_if_up(int ifindex) { return lkl_if_up(ifindex); }
+
+int kbox_net_if_set_ipv4(int ifindex, unsigned int addr, unsigned int plen)
+{
+	return lkl_if_set_ipv4(ifindex, addr, plen);
+}
+
+int kbox_net_set_ipv4_gateway(unsigned int addr) { return lkl_set_ipv4_gateway(addr); }

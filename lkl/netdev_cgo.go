@@ -1,0 +1,105 @@
+//go:build lkl
+
+package lkl
+
+/*
+#include <stdlib.h>
+#include "lkl_glue.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// NetDev is kbox's network device in LKL (netdev.c): frames LKL sends are
+// read with Read, frames for LKL are queued with Write. Its rings live in
+// C memory; no host fd carries a frame.
+type NetDev struct {
+	dev unsafe.Pointer
+	id  int
+	wmu sync.Mutex // one producer of the rx ring
+}
+
+// AddNetDev adds the device, with MAC address mac, before Boot.
+func AddNetDev(mac [6]byte) (*NetDev, error) {
+	bootMu.Lock()
+	defer bootMu.Unlock()
+	if booted || halted {
+		return nil, errors.New("lkl: a network device must be added before boot")
+	}
+	d := C.kbox_netdev_new()
+	if d == nil {
+		return nil, unix.ENOMEM
+	}
+	cmac := (*C.uchar)(C.CBytes(mac[:]))
+	defer C.free(unsafe.Pointer(cmac))
+	id := int(C.kbox_netdev_add(d, cmac))
+	if id < 0 {
+		return nil, fmt.Errorf("lkl: lkl_netdev_add: %w", unix.Errno(-id))
+	}
+	return &NetDev{dev: d, id: id}, nil
+}
+
+// Read copies the next frame LKL sent into b, waiting up to timeoutMs;
+// it returns 0 on timeout and -1 once the device is hung up. Call it
+// from one goroutine.
+func (d *NetDev) Read(b []byte, timeoutMs int) int {
+	return int(C.kbox_netdev_read(d.dev, (*C.uchar)(&b[0]), C.int(len(b)), C.int(timeoutMs)))
+}
+
+// Write queues frame b for LKL; false when the queue is full (dropped).
+func (d *NetDev) Write(b []byte) bool {
+	d.wmu.Lock()
+	n := C.kbox_netdev_write(d.dev, (*C.uchar)(&b[0]), C.int(len(b)))
+	d.wmu.Unlock()
+	return n >= 0
+}
+
+// Hangup stops LKL's poll thread and wakes Read.
+func (d *NetDev) Hangup() { C.kbox_netdev_hup(d.dev) }
+
+// NetDevStats are the device's frame counters.
+type NetDevStats struct{ TxFrames, TxDrops, RxFrames, RxDrops uint64 }
+
+// Stats returns the device's counters (tx: LKL to kbox).
+func (d *NetDev) Stats() NetDevStats {
+	var out [4]C.ulonglong
+	C.kbox_netdev_stats(d.dev, &out[0])
+	return NetDevStats{uint64(out[0]), uint64(out[1]), uint64(out[2]), uint64(out[3])}
+}
+
+// Configure brings lo and the device up, after boot: address addr/plen
+// and default gateway gw (IPv4).
+func (d *NetDev) Configure(addr netip.Addr, plen int, gw netip.Addr) error {
+	var err error
+	AsRoot(func() {
+		ifx := int(C.kbox_netdev_ifindex(C.int(d.id)))
+		if ifx < 0 {
+			err = fmt.Errorf("lkl: ifindex: %w", unix.Errno(-ifx))
+			return
+		}
+		if r := C.kbox_net_if_up(1); r < 0 {
+			err = fmt.Errorf("lkl: lo up: %w", unix.Errno(-r))
+			return
+		}
+		if r := C.kbox_net_if_up(C.int(ifx)); r < 0 {
+			err = fmt.Errorf("lkl: eth up: %w", unix.Errno(-r))
+			return
+		}
+		if r := C.kbox_net_if_set_ipv4(C.int(ifx), C.uint(inAddr(addr)), C.uint(plen)); r < 0 {
+			err = fmt.Errorf("lkl: set address: %w", unix.Errno(-r))
+			return
+		}
+		if r := C.kbox_net_set_ipv4_gateway(C.uint(inAddr(gw))); r < 0 {
+			err = fmt.Errorf("lkl: set gateway: %w", unix.Errno(-r))
+		}
+	})
+	return err
+}

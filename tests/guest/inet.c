@@ -1,0 +1,396 @@
+/* Internet sockets in the guest (tests/net_test.go), against an echo
+ * server at ADDR PORT that answers each message with the same bytes.
+ *
+ *   inet poll ADDR PORT     poll on a TCP socket and a pipe together
+ *   inet epoll ADDR PORT    non-blocking connect, epoll for EPOLLOUT,
+ *                           SO_ERROR, then an echo through epoll
+ *   inet refused ADDR PORT  non-blocking connect to a refused port:
+ *                           EPOLLOUT, then SO_ERROR = ECONNREFUSED
+ *   inet udp ADDR PORT      sendto, recvfrom with the source address
+ *   inet names ADDR PORT    getsockname, getpeername, SO_TYPE, SO_DOMAIN
+ *   inet bulk ADDR PORT MB  send MB megabytes, read the echo's byte count
+ *                           back as text, print MB/s (for benchmarks)
+ *   inet rtt ADDR PORT N    N round trips of 64 bytes, print µs each
+ *   inet server ADDR 0      a guest server on ADDR: EAGAIN from a
+ *                           non-blocking accept with nobody waiting, then
+ *                           a forked client connects; poll says the
+ *                           listener is readable, accept4 gives the peer,
+ *                           the echo goes both ways
+ *   inet parallel ADDR PORT N  N non-blocking connections at once, each
+ *                           sending its own 200000 bytes and checking the
+ *                           echo, driven by one poll loop
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static struct sockaddr_in dest;
+
+static void die(const char *what)
+{
+	printf("%s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static int tcp_connect(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0)
+		die("socket");
+	if (connect(s, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+		die("connect");
+	return s;
+}
+
+static const char *ev(short r)
+{
+	static char bufs[4][16];
+	static int next;
+	char *b = bufs[next++ % 4];
+	snprintf(b, 16, "%s%s%s", r & POLLIN ? "IN" : "", r & POLLOUT ? "OUT" : "", r & POLLHUP ? "HUP" : "");
+	return r ? b : "-";
+}
+
+static int do_poll(void)
+{
+	int s = tcp_connect(), p[2];
+	if (pipe(p) < 0)
+		die("pipe");
+	struct pollfd fds[2] = { { s, POLLIN, 0 }, { p[0], POLLIN, 0 } };
+	int n = poll(fds, 2, 200);
+	printf("idle: %d sock=%s pipe=%s\n", n, ev(fds[0].revents), ev(fds[1].revents));
+	write(p[1], "x", 1);
+	n = poll(fds, 2, 2000);
+	printf("pipe written: %d sock=%s pipe=%s\n", n, ev(fds[0].revents), ev(fds[1].revents));
+	char c;
+	read(p[0], &c, 1);
+	write(s, "hello", 5);
+	n = poll(fds, 2, 5000);
+	printf("echo sent: %d sock=%s pipe=%s\n", n, ev(fds[0].revents), ev(fds[1].revents));
+	char buf[16] = { 0 };
+	int m = read(s, buf, sizeof(buf) - 1);
+	printf("read %d %s\n", m, buf);
+	shutdown(s, SHUT_WR);
+	n = poll(fds, 1, 5000);
+	m = read(s, buf, sizeof(buf));
+	printf("after shutdown: %d sock=%s read=%d\n", n, ev(fds[0].revents), m);
+	return 0;
+}
+
+static int nb_connect(int *errp)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		die("socket");
+	int r = connect(s, (struct sockaddr *)&dest, sizeof(dest));
+	printf("connect: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	int ep = epoll_create1(0);
+	struct epoll_event e = { .events = EPOLLOUT, .data.fd = s };
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &e);
+	struct epoll_event got;
+	int n = epoll_wait(ep, &got, 1, 5000);
+	printf("epoll: %d%s\n", n, n == 1 && (got.events & EPOLLOUT) ? " OUT" : "");
+	int err = -1;
+	socklen_t l = sizeof(err);
+	getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &l);
+	printf("SO_ERROR: %s\n", err ? strerror(err) : "0");
+	*errp = err;
+	close(ep);
+	return s;
+}
+
+static int do_epoll(void)
+{
+	int err, s = nb_connect(&err);
+	if (err)
+		return 1;
+	int ep = epoll_create1(0);
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = s }, got;
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &e);
+	printf("idle: %d\n", epoll_wait(ep, &got, 1, 200));
+	write(s, "ping", 4);
+	int n = epoll_wait(ep, &got, 1, 5000);
+	char buf[16] = { 0 };
+	int m = read(s, buf, sizeof(buf) - 1);
+	printf("epoll in: %d read %d %s\n", n, m, buf);
+	return 0;
+}
+
+static int do_refused(void)
+{
+	int err;
+	nb_connect(&err);
+	return err == ECONNREFUSED ? 0 : 1;
+}
+
+static int do_udp(void)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	if (s < 0)
+		die("socket");
+	for (int i = 0; i < 3; i++) {
+		char msg[32], buf[64] = { 0 };
+		snprintf(msg, sizeof(msg), "datagram %d", i);
+		if (sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+			die("sendto");
+		struct pollfd pf = { s, POLLIN, 0 };
+		if (i < 2 && poll(&pf, 1, 5000) != 1) /* the last recvfrom waits */
+			die("poll");
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		int n = recvfrom(s, buf, sizeof(buf) - 1, 0, (struct sockaddr *)&from, &fl);
+		if (n < 0)
+			die("recvfrom");
+		printf("reply %d '%s' from %s:%d len %d\n", n, buf, inet_ntoa(from.sin_addr), ntohs(from.sin_port), (int)fl);
+	}
+	return 0;
+}
+
+static int do_names(void)
+{
+	int s = tcp_connect();
+	struct sockaddr_in a;
+	socklen_t l = sizeof(a);
+	if (getsockname(s, (struct sockaddr *)&a, &l) < 0)
+		die("getsockname");
+	printf("local %s len %d\n", inet_ntoa(a.sin_addr), (int)l);
+	l = sizeof(a);
+	if (getpeername(s, (struct sockaddr *)&a, &l) < 0)
+		die("getpeername");
+	printf("peer %s:%d\n", inet_ntoa(a.sin_addr), ntohs(a.sin_port));
+	int v;
+	l = sizeof(v);
+	getsockopt(s, SOL_SOCKET, SO_TYPE, &v, &l);
+	printf("type %s\n", v == SOCK_STREAM ? "stream" : "other");
+	getsockopt(s, SOL_SOCKET, SO_DOMAIN, &v, &l);
+	printf("domain %s\n", v == AF_INET ? "inet" : "other");
+	v = 1;
+	if (setsockopt(s, IPPROTO_TCP, 1 /* TCP_NODELAY */, &v, sizeof(v)) < 0)
+		die("setsockopt");
+	v = 0;
+	l = sizeof(v);
+	getsockopt(s, IPPROTO_TCP, 1, &v, &l);
+	printf("nodelay %d\n", v);
+	return 0;
+}
+
+#define PAR_BYTES 200000
+#define PAR_MAX 256
+
+static unsigned char par_byte(int conn, int i) { return (unsigned char)(conn * 131 + i * 7 + i / 251); }
+
+static int do_parallel(int n)
+{
+	if (n < 1 || n > PAR_MAX)
+		return 2;
+	int fd[PAR_MAX], sent[PAR_MAX] = { 0 }, got[PAR_MAX] = { 0 }, bad = 0, done = 0;
+	struct pollfd pf[PAR_MAX];
+	for (int c = 0; c < n; c++) {
+		fd[c] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (fd[c] < 0)
+			die("socket");
+		if (connect(fd[c], (struct sockaddr *)&dest, sizeof(dest)) < 0 && errno != EINPROGRESS)
+			die("connect");
+	}
+	while (done < n) {
+		for (int c = 0; c < n; c++) {
+			pf[c].fd = got[c] < PAR_BYTES ? fd[c] : -1;
+			pf[c].events = POLLIN | (sent[c] < PAR_BYTES ? POLLOUT : 0);
+			pf[c].revents = 0;
+		}
+		if (poll(pf, n, 10000) <= 0)
+			die("poll");
+		for (int c = 0; c < n; c++) {
+			unsigned char buf[16384];
+			if (pf[c].revents & POLLOUT) {
+				int len = PAR_BYTES - sent[c] < (int)sizeof(buf) ? PAR_BYTES - sent[c] : (int)sizeof(buf);
+				for (int i = 0; i < len; i++)
+					buf[i] = par_byte(c, sent[c] + i);
+				int w = write(fd[c], buf, len);
+				if (w > 0)
+					sent[c] += w;
+				else if (errno != EAGAIN)
+					die("write");
+			}
+			if (pf[c].revents & (POLLIN | POLLHUP | POLLERR)) {
+				int r = read(fd[c], buf, sizeof(buf));
+				if (r < 0 && errno != EAGAIN)
+					die("read");
+				if (r == 0) {
+					printf("conn %d: early EOF at %d\n", c, got[c]);
+					return 1;
+				}
+				for (int i = 0; i < r; i++)
+					if (buf[i] != par_byte(c, got[c] + i))
+						bad++;
+				if (r > 0) {
+					got[c] += r;
+					if (got[c] == PAR_BYTES) {
+						done++;
+						close(fd[c]);
+					}
+				}
+			}
+		}
+	}
+	printf("parallel %d connections, %d bytes each echoed, %d bad bytes\n", n, PAR_BYTES, bad);
+	return bad != 0;
+}
+
+#include <time.h>
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int do_bulk(int mb)
+{
+	int s = tcp_connect();
+	static char buf[1 << 16];
+	memset(buf, 'x', sizeof(buf));
+	double t0 = now();
+	long long total = (long long)mb << 20;
+	for (long long off = 0; off < total;) {
+		int w = write(s, buf, sizeof(buf));
+		if (w <= 0)
+			die("write");
+		off += w;
+	}
+	shutdown(s, SHUT_WR);
+	char ack[64] = { 0 };
+	int n = 0, r;
+	while ((r = read(s, ack + n, sizeof(ack) - 1 - n)) > 0)
+		n += r;
+	double dt = now() - t0;
+	printf("bulk %d MB in %.3f s: %.1f MB/s, sink counted %s\n", mb, dt, mb / dt, ack);
+	return 0;
+}
+
+static int do_rtt(int n)
+{
+	int s = tcp_connect(), one = 1;
+	setsockopt(s, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+	char buf[64];
+	memset(buf, 'r', sizeof(buf));
+	double t0 = now();
+	for (int i = 0; i < n; i++) {
+		if (write(s, buf, 64) != 64)
+			die("write");
+		for (int got = 0; got < 64;) {
+			int r = read(s, buf + got, 64 - got);
+			if (r <= 0)
+				die("read");
+			got += r;
+		}
+	}
+	printf("rtt %d round trips of 64 bytes: %.1f us each\n", n, (now() - t0) / n * 1e6);
+	return 0;
+}
+
+static int do_server(void)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+		die("bind");
+	if (listen(l, 8) < 0)
+		die("listen");
+	struct sockaddr_in a;
+	socklen_t al = sizeof(a);
+	getsockname(l, (struct sockaddr *)&a, &al);
+	printf("listening on %s, port %s\n", inet_ntoa(a.sin_addr), ntohs(a.sin_port) ? "set" : "0");
+	int fl = fcntl(l, F_GETFL);
+	fcntl(l, F_SETFL, fl | O_NONBLOCK);
+	int r = accept(l, NULL, NULL);
+	printf("accept with nobody: %d %s\n", r, r < 0 ? strerror(errno) : "");
+	struct pollfd pf = { l, POLLIN, 0 };
+	printf("poll idle: %d\n", poll(&pf, 1, 100));
+	fcntl(l, F_SETFL, fl);
+	pid_t c = fork();
+	if (c == 0) {
+		dest.sin_port = a.sin_port;
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(s, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+			die("child connect");
+		write(s, "from client", 11);
+		char buf[32] = { 0 };
+		int n = read(s, buf, sizeof(buf) - 1);
+		printf("client got %d '%s'\n", n, buf);
+		_exit(0);
+	}
+	pf.revents = 0;
+	int pn = poll(&pf, 1, 5000);
+	printf("poll pending: %d %s\n", pn, pf.revents & POLLIN ? "IN" : "-");
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof(peer);
+	int s = accept4(l, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+	if (s < 0)
+		die("accept4");
+	printf("accepted from %s len %d cloexec %d\n", inet_ntoa(peer.sin_addr), (int)pl, (fcntl(s, F_GETFD) & FD_CLOEXEC) != 0);
+	char buf[32] = { 0 };
+	int n = read(s, buf, sizeof(buf) - 1);
+	printf("server got %d '%s'\n", n, buf);
+	write(s, "from server", 11);
+	int st;
+	waitpid(c, &st, 0);
+	/* A blocking accept: the next client comes after a moment. */
+	c = fork();
+	if (c == 0) {
+		usleep(200000);
+		dest.sin_port = a.sin_port;
+		int s2 = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(s2, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+			die("child connect");
+		_exit(0);
+	}
+	int s2 = accept(l, NULL, NULL);
+	printf("blocking accept: %s\n", s2 >= 0 ? "ok" : strerror(errno));
+	waitpid(c, &st, 0);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt")))
+		argc = 4;
+	if (argc != 4) {
+		fprintf(stderr, "usage: inet poll|epoll|refused|udp|names ADDR PORT, inet parallel ADDR PORT N\n");
+		return 2;
+	}
+	dest.sin_family = AF_INET;
+	dest.sin_port = htons(atoi(argv[3]));
+	if (inet_pton(AF_INET, argv[2], &dest.sin_addr) != 1)
+		return 2;
+	if (!strcmp(argv[1], "poll"))
+		return do_poll();
+	if (!strcmp(argv[1], "epoll"))
+		return do_epoll();
+	if (!strcmp(argv[1], "refused"))
+		return do_refused();
+	if (!strcmp(argv[1], "udp"))
+		return do_udp();
+	if (!strcmp(argv[1], "names"))
+		return do_names();
+	if (!strcmp(argv[1], "server"))
+		return do_server();
+	if (!strcmp(argv[1], "bulk"))
+		return do_bulk(atoi(argv[4]));
+	if (!strcmp(argv[1], "rtt"))
+		return do_rtt(atoi(argv[4]));
+	if (!strcmp(argv[1], "parallel"))
+		return do_parallel(atoi(argv[4]));
+	return 2;
+}

@@ -1,0 +1,142 @@
+package usernet
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// The guest's network (docs/networking.md): 10.0.2.0/24, the guest at .15,
+// kbox's gateway at .2 (which stands for the host's 127.0.0.1) and its DNS
+// responder at .3.
+var (
+	GuestAddr  = netip.MustParseAddr("10.0.2.15")
+	GatewayIP  = netip.MustParseAddr("10.0.2.2")
+	DNSAddr    = netip.MustParseAddr("10.0.2.3")
+	PrefixLen  = 24
+	hostLoop4  = netip.MustParseAddr("127.0.0.1")
+	guestNet   = netip.PrefixFrom(GatewayIP, PrefixLen).Masked()
+	GuestMAC   = [6]byte{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
+	GatewayMAC = [6]byte{0x52, 0x54, 0x00, 0x12, 0x34, 0x02}
+)
+
+// Rule names real destinations: a prefix and a port (0: any).
+type Rule struct {
+	Prefix netip.Prefix
+	Port   uint16
+}
+
+func (r Rule) String() string {
+	if r.Port == 0 {
+		return r.Prefix.String()
+	}
+	if r.Prefix.Addr().Is6() {
+		return fmt.Sprintf("[%s]:%d", r.Prefix, r.Port)
+	}
+	return fmt.Sprintf("%s:%d", r.Prefix, r.Port)
+}
+
+func (r Rule) match(d netip.AddrPort) bool {
+	return r.Prefix.Contains(d.Addr().Unmap()) && (r.Port == 0 || r.Port == d.Port())
+}
+
+// ParseRule reads CIDR[:PORT]: "127.0.0.1:8000", "10.0.0.0/8",
+// "10.0.0.0/8:443", "::1", "[fd00::/8]:443". An address without a length
+// is the one address.
+func ParseRule(s string) (Rule, error) {
+	bad := func(why string) (Rule, error) {
+		return Rule{}, fmt.Errorf("net rule %q: %s (want CIDR[:PORT], e.g. 127.0.0.1:8000 or 10.0.0.0/8)", s, why)
+	}
+	addr, port := s, ""
+	if strings.HasPrefix(s, "[") {
+		end := strings.Index(s, "]")
+		if end < 0 {
+			return bad("no closing ]")
+		}
+		addr, port = s[1:end], s[end+1:]
+		if port != "" {
+			if !strings.HasPrefix(port, ":") {
+				return bad("junk after ]")
+			}
+			port = port[1:]
+		}
+	} else if strings.Count(s, ":") == 1 {
+		addr, port, _ = strings.Cut(s, ":")
+	}
+	var r Rule
+	if strings.Contains(addr, "/") {
+		p, err := netip.ParsePrefix(addr)
+		if err != nil {
+			return bad(err.Error())
+		}
+		r.Prefix = p.Masked()
+	} else {
+		a, err := netip.ParseAddr(addr)
+		if err != nil {
+			return bad(err.Error())
+		}
+		r.Prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+	}
+	if port != "" {
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || n == 0 {
+			return bad("port must be 1-65535")
+		}
+		r.Port = uint16(n)
+	}
+	return r, nil
+}
+
+// guarded are the destinations refused unless a rule allows them:
+// link-local and cloud metadata, the host's loopback, private ranges,
+// and what no unicast connection may reach.
+var guarded = func() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range []string{
+		"169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", // link-local, metadata
+		"127.0.0.0/8", "::1/128", // the host's loopback
+		"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7", // private
+		"0.0.0.0/8", "224.0.0.0/4", "240.0.0.0/4", "ff00::/8", "::/128", // not unicast destinations
+	} {
+		ps = append(ps, netip.MustParsePrefix(s))
+	}
+	return ps
+}()
+
+// Policy decides where guest connections may go.
+type Policy struct {
+	Allow   []Rule
+	DenyAll bool // only what Allow names
+}
+
+// Real maps a destination the guest named to the real one: the gateway
+// stands for the host's 127.0.0.1.
+func Real(d netip.AddrPort) netip.AddrPort {
+	if d.Addr().Unmap() == GatewayIP {
+		return netip.AddrPortFrom(hostLoop4, d.Port())
+	}
+	return netip.AddrPortFrom(d.Addr().Unmap(), d.Port())
+}
+
+// Decide says whether the guest may reach real destination d, and why.
+func (p *Policy) Decide(d netip.AddrPort) (bool, string) {
+	for _, r := range p.Allow {
+		if r.match(d) {
+			return true, "allowed by " + r.String()
+		}
+	}
+	if p.DenyAll {
+		return false, "--net-deny-all"
+	}
+	a := d.Addr().Unmap()
+	if guestNet.Contains(a) {
+		return false, "the guest's own network"
+	}
+	for _, g := range guarded {
+		if g.Contains(a) {
+			return false, "guarded range " + g.String()
+		}
+	}
+	return true, "public"
+}

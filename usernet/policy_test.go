@@ -1,0 +1,87 @@
+package usernet
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func TestParseRule(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		bad      bool
+	}{
+		{in: "127.0.0.1:8000", want: "127.0.0.1/32:8000"},
+		{in: "10.0.0.0/8", want: "10.0.0.0/8"},
+		{in: "10.1.2.3/8:443", want: "10.0.0.0/8:443"},
+		{in: "::1", want: "::1/128"},
+		{in: "[fd00::/8]:443", want: "[fd00::/8]:443"},
+		{in: "[::1]:80", want: "[::1/128]:80"},
+		{in: "", bad: true},
+		{in: "localhost:80", bad: true},
+		{in: "127.0.0.1:0", bad: true},
+		{in: "127.0.0.1:70000", bad: true},
+		{in: "10.0.0.0/33", bad: true},
+		{in: "[::1", bad: true},
+		{in: "[::1]x", bad: true},
+	} {
+		r, err := ParseRule(c.in)
+		if c.bad {
+			if err == nil {
+				t.Errorf("%q: accepted as %v", c.in, r)
+			}
+			continue
+		}
+		if err != nil || r.String() != c.want {
+			t.Errorf("%q: %v, %v; want %s", c.in, r, err, c.want)
+		}
+	}
+}
+
+func TestPolicyDecide(t *testing.T) {
+	rule := func(s string) Rule {
+		r, err := ParseRule(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	open := &Policy{}
+	allow := &Policy{Allow: []Rule{rule("127.0.0.1:8000"), rule("192.168.1.0/24")}}
+	strict := &Policy{DenyAll: true, Allow: []Rule{rule("198.51.100.7:443")}}
+	for _, c := range []struct {
+		p    *Policy
+		dest string
+		want bool
+	}{
+		{open, "93.184.215.14:80", true},
+		{open, "127.0.0.1:8000", false},
+		{open, "127.1.2.3:80", false},
+		{open, "169.254.169.254:80", false},
+		{open, "[fd00:ec2::254]:80", false},
+		{open, "[fe80::1]:80", false},
+		{open, "10.1.2.3:80", false},
+		{open, "172.16.0.1:80", false},
+		{open, "192.168.1.1:80", false},
+		{open, "[fd12::1]:80", false},
+		{open, "[::1]:80", false},
+		{open, "10.0.2.3:80", false},
+		{open, "[2001:db8::1]:443", true},
+		{open, "[::ffff:127.0.0.1]:8000", false},
+		{allow, "127.0.0.1:8000", true},
+		{allow, "127.0.0.1:8001", false},
+		{allow, "[::ffff:127.0.0.1]:8000", true},
+		{allow, "192.168.1.77:22", true},
+		{allow, "169.254.169.254:80", false},
+		{strict, "198.51.100.7:443", true},
+		{strict, "198.51.100.7:80", false},
+		{strict, "93.184.215.14:80", false},
+	} {
+		got, why := c.p.Decide(netip.MustParseAddrPort(c.dest))
+		if got != c.want {
+			t.Errorf("%+v %s: %v (%s), want %v", c.p, c.dest, got, why, c.want)
+		}
+	}
+	if r := Real(netip.MustParseAddrPort("10.0.2.2:8000")); r.String() != "127.0.0.1:8000" {
+		t.Errorf("the gateway maps to %v", r)
+	}
+}

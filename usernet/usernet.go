@@ -1,0 +1,362 @@
+// Package usernet is the host side of the guest's network: a user-mode
+// network stack (gVisor's tcpip, as a library) in kbox's process that
+// takes the ethernet frames of LKL's device, ends every guest TCP and UDP
+// flow in one place, applies the egress policy, and carries allowed flows
+// over host sockets. See docs/networking.md.
+package usernet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
+	"gvisor.dev/gvisor/pkg/tcpip/link/ethernet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// Frames is the guest's side of the link: LKL's device (lkl.NetDev).
+type Frames interface {
+	// Read copies the next frame from the guest into b, waiting up to
+	// timeoutMs: its length, 0 on timeout, -1 when the link is gone.
+	Read(b []byte, timeoutMs int) int
+	// Write queues a frame for the guest; false when dropped.
+	Write(b []byte) bool
+}
+
+// Dialer makes the host connections of allowed flows. Tests inject one
+// that refuses everything outside 127.0.0.0/8.
+type Dialer interface {
+	DialContext(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// Event is one decision on a guest flow, for the observatory and trace.
+type Event struct {
+	Proto   string // "tcp", "udp"
+	Guest   netip.AddrPort
+	Dest    netip.AddrPort // as the guest named it
+	Real    netip.AddrPort // where it goes on the host
+	Allowed bool
+	Why     string
+}
+
+// Config configures a Network.
+type Config struct {
+	Policy Policy
+	Dialer Dialer // nil: net.Dialer
+	// DNS is the upstream resolver (host:port) the responder at 10.0.2.3
+	// forwards to; empty: DNS is refused.
+	DNS string
+	// Event, if set, is told of every flow decision.
+	Event func(Event)
+}
+
+// Stats count what the network did.
+type Stats struct {
+	FramesIn, FramesOut, FramesDropped uint64
+	TCPAllowed, TCPRefused             uint64
+	UDPAllowed, UDPRefused             uint64
+	DNSQueries                         uint64
+}
+
+// Network is one guest network.
+type Network struct {
+	cfg    Config
+	frames Frames
+	st     *stack.Stack
+	ch     *channel.Endpoint
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	framesIn, framesOut, framesDropped atomic.Uint64
+	tcpAllowed, tcpRefused             atomic.Uint64
+	udpAllowed, udpRefused             atomic.Uint64
+	dnsQueries                         atomic.Uint64
+}
+
+const (
+	nicID = 1
+	mtu   = 1500
+)
+
+func addr4(a netip.Addr) tcpip.Address { return tcpip.AddrFrom4(a.As4()) }
+
+func addrPort(a tcpip.Address, port uint16) netip.AddrPort {
+	ip, _ := netip.AddrFromSlice(a.AsSlice())
+	return netip.AddrPortFrom(ip.Unmap(), port)
+}
+
+// New starts a network on frames. Close stops it.
+func New(frames Frames, cfg Config) (*Network, error) {
+	if cfg.Dialer == nil {
+		cfg.Dialer = &net.Dialer{Timeout: 30 * time.Second}
+	}
+	s := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	ch := channel.New(1024, mtu+header.EthernetMinimumSize, tcpip.LinkAddress(GatewayMAC[:]))
+	if err := s.CreateNIC(nicID, ethernet.New(ch)); err != nil {
+		return nil, fmt.Errorf("usernet: NIC: %s", err)
+	}
+	for _, a := range []netip.Addr{GatewayIP, DNSAddr} {
+		pa := tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber,
+			AddressWithPrefix: tcpip.AddressWithPrefix{Address: addr4(a), PrefixLen: PrefixLen}}
+		if err := s.AddProtocolAddress(nicID, pa, stack.AddressProperties{}); err != nil {
+			return nil, fmt.Errorf("usernet: address %s: %s", a, err)
+		}
+	}
+	// Every destination is ours to end (promiscuous), and we answer as it
+	// (spoofing): the forwarders see each flow.
+	s.SetPromiscuousMode(nicID, true)
+	s.SetSpoofing(nicID, true)
+	s.SetRouteTable([]tcpip.Route{
+		{Destination: header.IPv4EmptySubnet, NIC: nicID},
+		{Destination: header.IPv6EmptySubnet, NIC: nicID},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Network{cfg: cfg, frames: frames, st: s, ch: ch, ctx: ctx, cancel: cancel}
+	tf := tcp.NewForwarder(s, 0, 1024, n.tcpFlow)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
+	uf := udp.NewForwarder(s, n.udpFlow)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
+	n.wg.Add(2)
+	go n.fromGuest()
+	go n.toGuest()
+	return n, nil
+}
+
+// Close stops the network: no new flows, and the frame pumps end.
+func (n *Network) Close() {
+	n.cancel()
+	n.st.Close()
+	n.wg.Wait()
+}
+
+// Stats returns the counters.
+func (n *Network) Stats() Stats {
+	return Stats{
+		FramesIn: n.framesIn.Load(), FramesOut: n.framesOut.Load(), FramesDropped: n.framesDropped.Load(),
+		TCPAllowed: n.tcpAllowed.Load(), TCPRefused: n.tcpRefused.Load(),
+		UDPAllowed: n.udpAllowed.Load(), UDPRefused: n.udpRefused.Load(),
+		DNSQueries: n.dnsQueries.Load(),
+	}
+}
+
+// fromGuest carries the guest's frames into the stack.
+func (n *Network) fromGuest() {
+	defer n.wg.Done()
+	buf := make([]byte, 64<<10)
+	for n.ctx.Err() == nil {
+		m := n.frames.Read(buf, 200)
+		if m < 0 {
+			return
+		}
+		if m < header.EthernetMinimumSize {
+			continue
+		}
+		n.framesIn.Add(1)
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(append([]byte(nil), buf[:m]...))})
+		n.ch.InjectInbound(0, pkt)
+		pkt.DecRef()
+	}
+}
+
+// toGuest carries the stack's frames to the guest.
+func (n *Network) toGuest() {
+	defer n.wg.Done()
+	for {
+		pkt := n.ch.ReadContext(n.ctx)
+		if pkt == nil {
+			return
+		}
+		v := pkt.ToView()
+		b := v.AsSlice()
+		if n.frames.Write(b) {
+			n.framesOut.Add(1)
+		} else {
+			n.framesDropped.Add(1)
+		}
+		v.Release()
+		pkt.DecRef()
+	}
+}
+
+func (n *Network) event(ev Event) {
+	if n.cfg.Event != nil {
+		n.cfg.Event(ev)
+	}
+}
+
+// tcpFlow ends one guest TCP connection: refused (reset) or carried to
+// the host's connection to the real destination, dialled before the
+// guest's handshake completes so that a host refusal is a reset too.
+func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
+	id := r.ID()
+	dest := addrPort(id.LocalAddress, id.LocalPort)
+	ev := Event{Proto: "tcp", Guest: addrPort(id.RemoteAddress, id.RemotePort), Dest: dest, Real: Real(dest)}
+	if dest.Addr() == DNSAddr {
+		ev.Allowed, ev.Why = false, "no TCP service at the DNS address"
+	} else {
+		ev.Allowed, ev.Why = n.cfg.Policy.Decide(ev.Real)
+	}
+	if !ev.Allowed {
+		n.tcpRefused.Add(1)
+		n.event(ev)
+		r.Complete(true)
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+	host, err := n.cfg.Dialer.DialContext(ctx, "tcp", ev.Real.String())
+	cancel()
+	if err != nil {
+		n.tcpRefused.Add(1)
+		ev.Allowed, ev.Why = false, "dial: "+err.Error()
+		n.event(ev)
+		r.Complete(true)
+		return
+	}
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		host.Close()
+		r.Complete(true)
+		return
+	}
+	r.Complete(false)
+	n.tcpAllowed.Add(1)
+	n.event(ev)
+	splice(gonet.NewTCPConn(&wq, ep), host)
+}
+
+type halfCloser interface{ CloseWrite() error }
+
+// splice copies both ways until both directions end, passing half-closes
+// on, then closes both.
+func splice(a, b net.Conn) {
+	var wg sync.WaitGroup
+	cp := func(dst, src net.Conn) {
+		defer wg.Done()
+		io.Copy(dst, src)
+		if h, ok := dst.(halfCloser); ok {
+			h.CloseWrite()
+		} else {
+			dst.Close()
+		}
+	}
+	wg.Add(2)
+	go cp(a, b)
+	go cp(b, a)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+// udpIdle ends a UDP flow without traffic.
+const udpIdle = 60 * time.Second
+
+// udpFlow ends one guest UDP flow (a guest address and port to one
+// destination): to the DNS responder, refused, or relayed over a host
+// socket until idle.
+func (n *Network) udpFlow(r *udp.ForwarderRequest) bool {
+	id := r.ID()
+	dest := addrPort(id.LocalAddress, id.LocalPort)
+	ev := Event{Proto: "udp", Guest: addrPort(id.RemoteAddress, id.RemotePort), Dest: dest, Real: Real(dest)}
+	if dest.Addr() == DNSAddr {
+		if dest.Port() != 53 || n.cfg.DNS == "" {
+			ev.Allowed, ev.Why = false, "no DNS service"
+		} else {
+			ev.Allowed, ev.Why = true, "DNS responder"
+			ev.Real = netip.AddrPort{}
+		}
+	} else {
+		ev.Allowed, ev.Why = n.cfg.Policy.Decide(ev.Real)
+	}
+	if !ev.Allowed {
+		n.udpRefused.Add(1)
+		n.event(ev)
+		return false // the stack answers port unreachable
+	}
+	target := ev.Real.String()
+	if dest.Addr() == DNSAddr {
+		target = n.cfg.DNS
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	host, err := n.cfg.Dialer.DialContext(ctx, "udp", target)
+	cancel()
+	if err != nil {
+		n.udpRefused.Add(1)
+		ev.Allowed, ev.Why = false, "dial: "+err.Error()
+		n.event(ev)
+		return false
+	}
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		host.Close()
+		return false
+	}
+	n.udpAllowed.Add(1)
+	n.event(ev)
+	guest := gonet.NewUDPConn(&wq, ep)
+	go n.relayUDP(guest, host, dest.Addr() == DNSAddr)
+	return true
+}
+
+// relayUDP carries datagrams both ways until the flow is idle.
+func (n *Network) relayUDP(guest *gonet.UDPConn, host net.Conn, dns bool) {
+	done := make(chan struct{})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			close(done)
+			guest.Close()
+			host.Close()
+		})
+	}
+	cp := func(dst, src net.Conn, count bool) {
+		defer stop()
+		buf := make([]byte, 65536)
+		for {
+			src.SetReadDeadline(time.Now().Add(udpIdle))
+			m, err := src.Read(buf)
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					return
+				}
+				return
+			}
+			if count {
+				n.dnsQueries.Add(1)
+			}
+			if _, err := dst.Write(buf[:m]); err != nil {
+				return
+			}
+		}
+	}
+	go cp(host, guest, dns)
+	go cp(guest, host, false)
+	select {
+	case <-done:
+	case <-n.ctx.Done():
+		stop()
+	}
+}
