@@ -11,9 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // --ephemeral, --snapshot and --audit of kbox image (docs/agents.md).
@@ -96,9 +99,19 @@ func TestEphemeralBaseShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Wait()
-	for range 100 {
-		if b, _ := os.ReadFile("/proc/locks"); bytes.Contains(b, []byte("FLOCK")) {
+	// Wait for the ephemeral run's lock on this image's inode (other
+	// tests' locks may be listed too).
+	var st syscall.Stat_t
+	if err := syscall.Stat(img, &st); err != nil {
+		t.Fatal(err)
+	}
+	mark := []byte(":" + strconv.FormatUint(st.Ino, 10) + " ")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile("/proc/locks"); bytes.Contains(b, []byte("FLOCK")) && bytes.Contains(b, mark) {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ephemeral run never locked its base image")
 		}
 	}
 	_, errOut, status := runKbox(t, "image", "-S", img, "--", "/bin/true")
