@@ -34,6 +34,9 @@ func TestSeccompGuests(t *testing.T) {
 		// posix_spawn's child shares the parent's memory until it execs:
 		// the path string kbox rewrites for the exec must be the
 		// parent's own again for its next spawn (it used to get ENOENT).
+		// execveat ignores the directory fd of an absolute path, even -1
+		// (it used to be EBADF).
+		{"execveat(-1, absolute path)", []string{"--", "/opt/tests/execerr", "-at", "/opt/tests/hello"}, 0, []string{"hello from kbox guest"}, nil},
 		{"posix_spawn and system, again and in a burst", []string{"--", "/opt/tests/spawnagain", "3"}, 0, []string{"spawnagain ok 3"}, nil},
 		{"fd exhaustion then recovery", []string{"--", "/opt/tests/fdstress"}, 0, []string{"emfile", "recovered"}, nil},
 		{"signal race 200/200", []string{"--", "/opt/tests/sigrace", "200"}, 0, []string{"sigrace ok 200"}, nil},

@@ -102,6 +102,7 @@ func (t *execTier) Exec(r *dispatch.Request, x *dispatch.Exec) dispatch.Result {
 	var name string // the string written over the guest's, "" to keep it
 	var fix *argFix
 	var scriptNames [2]string // what the interpreter opens the script as
+	dirfdIgnored := false     // an absolute path: the kernel ignores dirfd
 	switch {
 	case x.ByFd:
 		// The file is fd itself: the prepared image goes in its place
@@ -143,8 +144,20 @@ func (t *execTier) Exec(r *dispatch.Request, x *dispatch.Exec) dispatch.Result {
 		if en := t.stageLinkIn("", name, ExecFD); en != 0 {
 			return fail(en)
 		}
+		if x.Dirfd != unix.AT_FDCWD && strings.HasPrefix(x.Given, "/") {
+			// An absolute path ignores the directory fd, which may be
+			// anything (-1): the staging link is named absolutely,
+			// through the guest's host cwd, when that fits.
+			// Every staging link leads to the caller's own ExecFD, so
+			// a one-letter one serves any program.
+			if abs := "/proc/self/cwd/" + name; len(abs) <= len(x.Given) {
+				name, dirfdIgnored = abs, true
+			} else if len("/proc/self/cwd/e") <= len(x.Given) && t.stageLinkIn("", "e", ExecFD) == 0 {
+				name, dirfdIgnored = "/proc/self/cwd/e", true
+			}
+		}
 	}
-	if !x.ByFd && x.Dirfd != unix.AT_FDCWD {
+	if !x.ByFd && x.Dirfd != unix.AT_FDCWD && !dirfdIgnored {
 		// With a directory fd the kernel resolves the (relative)
 		// staging name from it: the staging directory goes in its
 		// place.
