@@ -133,7 +133,15 @@ const kboxTimeout = 2 * time.Minute
 // runKbox runs the kbox binary and returns stdout, stderr and exit status.
 func runKbox(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
+	out, errOut, status, _ := runKboxWithin(t, kboxTimeout, args...)
+	return out, errOut, status
+}
+
+// runKboxWithin is runKbox with its own time limit; it also returns how
+// the process ended (for its resource use).
+func runKboxWithin(t testing.TB, limit time.Duration, args ...string) (string, string, int, *os.ProcessState) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kboxBin(t), args...)
 	cmd.WaitDelay = 5 * time.Second
@@ -141,7 +149,7 @@ func runKbox(t testing.TB, args ...string) (string, string, int) {
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("kbox %q did not finish within %v: killed\nstdout: %s\nstderr: %s", args, kboxTimeout, &so, &se)
+		t.Fatalf("kbox %q did not finish within %v: killed\nstdout: %s\nstderr: %s", args, limit, lastLines(so.String(), 20), lastLines(se.String(), 20))
 	}
 	status := 0
 	if err != nil {
@@ -151,7 +159,7 @@ func runKbox(t testing.TB, args ...string) (string, string, int) {
 		}
 		status = ee.ExitCode()
 	}
-	return so.String(), se.String(), status
+	return so.String(), se.String(), status, cmd.ProcessState
 }
 
 // guestCase is one guest run through runCases: kbox arguments after the

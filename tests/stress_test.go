@@ -3,10 +3,8 @@
 package tests
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,29 +122,12 @@ func TestStress(t *testing.T) {
 // status, wall time and peak RSS in KiB.
 func runMeasured(t *testing.T, limit time.Duration, args ...string) (string, string, int, time.Duration, int64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kboxBin(t), args...)
-	cmd.WaitDelay = 5 * time.Second
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
 	start := time.Now()
-	err := cmd.Run()
+	out, errOut, status, ps := runKboxWithin(t, limit, args...)
 	wall := time.Since(start)
-	if ctx.Err() != nil {
-		t.Fatalf("kbox %q did not finish within %v: killed\nstdout: %s\nstderr: %s", args, limit, lastLines(so.String(), 20), lastLines(se.String(), 20))
-	}
-	status := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("run kbox: %v", err)
-		}
-		status = ee.ExitCode()
-	}
 	var rss int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 		rss = ru.Maxrss
 	}
-	return so.String(), se.String(), status, wall, rss
+	return out, errOut, status, wall, rss
 }
