@@ -59,8 +59,8 @@ check: kbox vet image-if-missing
 	@$(MAKE) --no-print-directory test-arm64
 	@if [ "$(TAGS)" = lkl ]; then $(MAKE) --no-print-directory fuzz; else echo "kbox: fuzz targets skipped without liblkl (they need none: make fuzz runs them; CI runs them in its LKL configuration)"; fi
 
-# Every fuzz target for FUZZTIME seconds each, from its seeds onwards.
-FUZZTIME ?= 2
+# Every fuzz target for FUZZTIME (go test -fuzztime) each, from its seeds on.
+FUZZTIME ?= 2000x
 fuzz:
 	GO=$(GO) bash scripts/fuzz.sh $(FUZZTIME)
 
