@@ -518,12 +518,24 @@ func (m *Manager) Stat(n *Node, st *lkl.Stat64) error {
 // content's size, blocks and modification times when it holds what LKL
 // has not yet, and its access time when guests read it since. It costs
 // one lookup while any node exists, and nothing otherwise.
+//
+// The caller's stat was taken without the node's lock, so a write-back may
+// have ended between it and now: LKL then has the content, the node says
+// so, and the caller's stat (of before the write-back: a file truncated by
+// an open, size 0) would go out as it is. So the inode of a node a writer
+// opened is stat'ed again under the lock, where LKL and the node's state
+// agree (a node nobody opened for writing never differs from LKL).
 func (m *Manager) Overlay(st *lkl.Stat64) {
 	n := m.OfInode(st.Dev, st.Ino)
 	if n == nil {
 		return
 	}
 	n.mu.Lock()
+	if n.rw && n.lklfd >= 0 {
+		if fst, err := lkl.Fstat(n.lklfd); err == nil && fst.Dev == st.Dev && fst.Ino == st.Ino {
+			*st = fst
+		}
+	}
 	m.overlay(n, st)
 	n.mu.Unlock()
 }

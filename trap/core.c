@@ -136,6 +136,28 @@ static void redirect(struct kbox_thread *kt, ucontext_t *uc, int save)
 	g[REG_EFL] &= ~(greg_t)(0x400 | 0x100 | 0x40000); /* DF, TF, AC */
 }
 
+/* kicked: kbox wants the thread to look at its signals and exit flag. In
+ * kbox mode the way out looks again (kicked); in guest mode, go and look
+ * now. */
+static void kicked(struct kbox_thread *kt, ucontext_t *uc)
+{
+	if (kt->in_kbox) {
+		kt->kicked = 1;
+		return;
+	}
+	kt->event = KT_KICK;
+	redirect(kt, uc, !in_window(uc));
+}
+
+static void on_kick(int sig, siginfo_t *si, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	struct kbox_thread *kt = kt_of(&uc);
+	if (kt == NULL)
+		return; /* a late kick (a thread on its way out) or from outside */
+	kicked(kt, uc);
+}
+
 static void on_sigsys(int sig, siginfo_t *si, void *ctx)
 {
 	ucontext_t *uc = ctx;
@@ -143,14 +165,8 @@ static void on_sigsys(int sig, siginfo_t *si, void *ctx)
 	if (kt == NULL)
 		return; /* a stray SIGSYS on a kbox thread: nothing to do */
 	if (si->si_code != SYS_SECCOMP) {
-		/* A kick: in kbox mode the way out looks again (kicked); in
-		 * guest mode, go and look now. */
-		if (kt->in_kbox) {
-			kt->kicked = 1;
-			return;
-		}
-		kt->event = KT_KICK;
-		redirect(kt, uc, !in_window(uc));
+		/* Not the filter's: sent from outside. Taken as a kick. */
+		kicked(kt, uc);
 		return;
 	}
 	greg_t *g = uc->uc_mcontext.gregs;
@@ -256,7 +272,7 @@ __asm__(".text\n"
 	"	syscall\n"
 	"	mov %rax, %rdi\n"
 	"	mov 228(%rbx), %esi\n" /* tid */
-	"	mov $31, %edx\n" /* SIGSYS: comes back through on_sigsys, in_window */
+	"	mov $" KT_STR(KT_KICK_SIG) ", %edx\n" /* comes back through on_kick, in_window */
 	"	mov $234, %eax\n" /* tgkill */
 	"	syscall\n"
 	"5:	pushq 17*8(%rbx)\n"
@@ -421,9 +437,10 @@ int kbox_trap_init(void)
 	}
 	sigfillset(&guest_mask);
 	sigdelset(&guest_mask, SIGSYS);
+	sigdelset(&guest_mask, KT_KICK_SIG);
 	for (unsigned i = 0; i < sizeof sync_sigs / sizeof sync_sigs[0]; i++)
 		sigdelset(&guest_mask, sync_sigs[i]);
-	if (install(SIGSYS, on_sigsys) != 0)
+	if (install(SIGSYS, on_sigsys) != 0 || install(KT_KICK_SIG, on_kick) != 0)
 		return -errno;
 	for (unsigned i = 0; i < sizeof sync_sigs / sizeof sync_sigs[0]; i++)
 		if (install(sync_sigs[i], on_sync) != 0)

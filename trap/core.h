@@ -28,6 +28,16 @@ enum {
 	KT_EXIT = 1,   /* end this thread (pthread returns) */
 };
 
+/* KT_KICK_SIG is the signal kbox kicks a guest thread with. Not SIGSYS: a
+ * kick pending when the thread's next syscall traps would swallow the
+ * filter's SIGSYS (a standard signal already pending is not queued again),
+ * and the skipped syscall would return its own number (docs/tiers.md). The
+ * highest real-time signal: the host's signal 64 to kbox's pid is then not
+ * passed on to the guest (the guest's own signal 64 is emulated as any). */
+#define KT_KICK_SIG 64
+#define KT_STR_(x) #x
+#define KT_STR(x) KT_STR_(x)
+
 /* Number of saved general registers: ucontext's gregs (R8 ... CR2). */
 #define KT_NGREG 23
 

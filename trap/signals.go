@@ -26,7 +26,8 @@ import (
 // guest's own kill/tkill/tgkill, from the guest's synchronous faults
 // (core.c), and from the host: kbox's Go threads receive what is sent to
 // kbox's pid (signal.Notify) and pass it on. A thread that must notice
-// a signal while it runs guest code is kicked: kbox sends it SIGSYS.
+// a signal while it runs guest code is kicked: kbox sends it signal 64
+// (kickSig; not SIGSYS, which the filter's trap could then lose).
 
 // kaction is the kernel's struct sigaction on x86_64.
 type kaction struct {
@@ -67,12 +68,12 @@ type sigState struct {
 // fromHost are the signals that reach kbox's pid from outside (a shell's
 // Ctrl-C, kill, the guest's own alarm and timers) and go on to the guest.
 // The synchronous ones are core.c's; SIGURG and SIGPROF are Go's own;
-// 32 and 33 are glibc's.
+// 32 and 33 are glibc's; the highest is kbox's kick (core.h).
 var fromHost = func() []os.Signal {
 	l := []os.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGALRM,
 		unix.SIGTERM, unix.SIGSTKFLT, unix.SIGCONT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGXCPU,
 		unix.SIGVTALRM, unix.SIGWINCH, unix.SIGIO, unix.SIGPWR, unix.SIGCHLD}
-	for s := 34; s <= 64; s++ {
+	for s := 34; s < 64; s++ {
 		l = append(l, syscall.Signal(s))
 	}
 	return l

@@ -438,10 +438,10 @@ func (t *tier) stopAll() {
 	}
 }
 
-// kick interrupts th: SIGSYS sent by kbox brings it into kbox (core.c),
+// kick interrupts th: kickSig sent by kbox brings it into kbox (core.c),
 // where pending signals and die are seen.
 func (th *thread) kick() {
-	unix.Tgkill(tr.pid, th.tid, unix.SIGSYS)
+	unix.Tgkill(tr.pid, th.tid, kickSig)
 }
 
 // serve handles what brought thread slot into kbox.

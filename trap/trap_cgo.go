@@ -43,6 +43,9 @@ const (
 	regEFL = 17
 )
 
+// kickSig is the signal that kicks a guest thread into kbox (core.h).
+const kickSig = unix.Signal(C.KT_KICK_SIG)
+
 const (
 	evSyscall = C.KT_SYSCALL
 	evKick    = C.KT_KICK
