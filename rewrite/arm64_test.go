@@ -116,6 +116,29 @@ func TestArm64EncodersDecode(t *testing.T) {
 	}
 }
 
+// arm64Literals returns the indices of the literal words of code placed
+// at base: the words its LDR (literal) instructions load, as the decoder
+// reads them.
+func arm64Literals(t testing.TB, code []uint32, base uint64) map[int]bool {
+	t.Helper()
+	lits := map[int]bool{}
+	for i := 0; i < len(code); i++ {
+		if lits[i] {
+			continue
+		}
+		inst := arm64Decode(t, code[i])
+		if rel, ok := inst.Args[1].(arm64asm.PCRel); ok && inst.Op == arm64asm.LDR {
+			at := base + uint64(i)*4 + uint64(rel)
+			j := int((at - base) / 4)
+			if at%8 != 0 || at < base || j+1 >= len(code) {
+				t.Fatalf("%v at %#x: literal at %#x outside the code or misaligned", inst, base+uint64(i)*4, at)
+			}
+			lits[j], lits[j+1] = true, true
+		}
+	}
+	return lits
+}
+
 // arm64Text is a little guest text: some instructions and an svc site.
 func arm64Text(base uint64, words ...uint32) Arm64SliceAlias {
 	mem := make([]byte, 4*len(words))
