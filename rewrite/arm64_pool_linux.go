@@ -134,3 +134,6 @@ func (p *Arm64MappedPool) Close() error {
 	}
 	return err
 }
+
+// Rw is the pool's writable alias.
+func (p *Arm64MappedPool) Rw() []byte { return p.rw }
