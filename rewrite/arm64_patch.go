@@ -75,7 +75,8 @@ func (a Arm64FileAlias) Store32(addr uint64, w uint32) error {
 // Arm64Pool is a region of kbox-made executable memory for stubs and
 // veneers: Base is where it runs, Alias how it is written. Slots freed by
 // Unpatch and Forget are retired, not reused, until Reclaim: a thread may
-// still be inside a stub when its site is dropped.
+// still be inside a stub when its site is dropped. A pool belongs to one
+// Arm64Patcher, whose lock guards it.
 type Arm64Pool struct {
 	Base, Size uint64
 	Alias      Arm64Alias

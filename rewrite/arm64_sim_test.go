@@ -105,7 +105,7 @@ func (s *arm64Sim) memArg(a string) (addr, wb uint64, hasWB bool) {
 	return base + uint64(off), base + uint64(off), pre
 }
 
-func immArg(a arm64asm.Arg) uint64 {
+func arm64ImmArg(a arm64asm.Arg) uint64 {
 	str := strings.TrimPrefix(a.String(), "#")
 	v, err := strconv.ParseUint(str, 0, 64)
 	if err != nil {
@@ -206,7 +206,7 @@ func (s *arm64Sim) run(stop uint64, limit int) (err error) {
 				s.setReg(r, s.load(addr, 8))
 			}
 		case arm64asm.ADD, arm64asm.SUB:
-			v := immArg(args[2])
+			v := arm64ImmArg(args[2])
 			if inst.Op == arm64asm.SUB {
 				v = -v
 			}

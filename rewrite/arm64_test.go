@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand"
+	"os"
 	"testing"
 
 	"golang.org/x/arch/arm64/arm64asm"
@@ -603,5 +604,84 @@ func BenchmarkArm64Patch(b *testing.B) {
 			b.Fatal(n, err)
 		}
 		pt.Reclaim()
+	}
+}
+
+// TestArm64PatchConcurrent: threads trapping at the same and at different
+// sites at once all get one patch per site, each site's B to its own stub.
+func TestArm64PatchConcurrent(t *testing.T) {
+	const base, n = 0x0000_aaaa_0040_0000, 64
+	words := make([]uint32, n)
+	for i := range words {
+		words[i] = Arm64SVC0
+	}
+	text := arm64Text(base, words...)
+	stubs := Arm64SliceAlias{Base: base + 1<<20, Mem: make([]byte, n*Arm64StubSlot)}
+	pt := &Arm64Patcher{Text: text, Entry: 0x7000_0000_1000,
+		Pools: []*Arm64Pool{{Base: stubs.Base, Size: uint64(len(stubs.Mem)), Alias: stubs}}}
+	done := make(chan error)
+	for g := 0; g < 8; g++ {
+		go func(g int) {
+			var err error
+			for i := 0; i < n && err == nil; i++ {
+				site := base + uint64((i+g*7)%n)*4
+				_, err = pt.Patch(Arm64Site{Addr: site, FixedNR: -1})
+			}
+			done <- err
+		}(g)
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps := pt.Patches()
+	if len(ps) != n {
+		t.Fatalf("%d patches, want %d", len(ps), n)
+	}
+	seen := map[uint64]bool{}
+	for _, p := range ps {
+		w, _ := text.Load32(p.Site)
+		arm64CheckB(t, w, p.Site, p.Stub)
+		if seen[p.Stub] {
+			t.Fatalf("stub %#x shared", p.Stub)
+		}
+		seen[p.Stub] = true
+	}
+}
+
+// TestArm64FileAlias: a pool written with pwrite through a file, as a
+// memfd would be, and read back.
+func TestArm64FileAlias(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(4 * Arm64StubSlot); err != nil {
+		t.Fatal(err)
+	}
+	const base = 0x0000_aaaa_0050_0000
+	pool := &Arm64Pool{Base: base, Size: 4 * Arm64StubSlot, Alias: Arm64FileAlias{Base: base, F: f}}
+	text := arm64Text(0x0000_aaaa_0040_0000, 0xd503201f, Arm64SVC0)
+	pt := &Arm64Patcher{Text: text, Pools: []*Arm64Pool{pool}, Entry: 0x7000_0000_1000}
+	pa, err := pt.Patch(Arm64Site{Addr: text.Base + 4, FixedNR: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _ := Arm64StubCode(Arm64Stub{Site: pa.Site, Addr: pa.Stub, Entry: pt.Entry})
+	for i, w := range code {
+		got, err := pool.Alias.Load32(pa.Stub + uint64(i)*4)
+		if err != nil || got != w {
+			t.Fatalf("stub word %d: %08x, %v; want %08x", i, got, err, w)
+		}
+	}
+	for _, addr := range []uint64{base - 4, base + 2} {
+		if _, err := pool.Alias.Load32(addr); err == nil {
+			t.Errorf("Load32(%#x) through the file: no error", addr)
+		}
+	}
+	if _, err := pool.Alias.Load32(base + 1<<20); err == nil {
+		t.Errorf("Load32 past the end of the file: no error")
 	}
 }
