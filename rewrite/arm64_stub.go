@@ -114,7 +114,7 @@ func Arm64StubCode(s Arm64Stub) ([]uint32, error) {
 		return nil, fmt.Errorf("rewrite/arm64: stub for site %#x has no entry", s.Site)
 	}
 	ret := s.Site + 4
-	if s.Return == 0 && !Arm64BReaches(s.Addr+Arm64StubSlot, ret) {
+	if s.Return == 0 && !Arm64BReaches(s.Addr+Arm64StubSlot-4, ret) {
 		return nil, fmt.Errorf("%w: stub at %#x cannot branch back to %#x and has no return veneer", ErrArm64Range, s.Addr, ret)
 	}
 	a := &arm64Asm{base: s.Addr}
