@@ -45,7 +45,7 @@ rootfs:
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
-	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./lkl/ ./rootfs/ ./cmd/kbox/ ./dispatch/ ./fifo/ ./seccomp/... ./unixsock/ ./elfload/... ./trap/
+	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./lkl/ ./rootfs/ ./cmd/kbox/ ./dispatch/ ./fifo/ ./seccomp/... ./unixsock/ ./elfload/... ./trap/ ./rewrite/
 
 fmt:
 	gofmt -l -w .
@@ -79,7 +79,7 @@ race:
 # The LKL-free packages' unit tests (ABI remap, dispatch table, BPF, ELF,
 # fd table, host FIFOs) built for arm64 and run under qemu-user, when it is
 # installed.
-ARM64_PKGS := ./lkl/ ./dispatch/ ./seccomp/... ./fdtable/ ./fifo/ ./elfload/ ./shadowfd/ ./cmd/kbox/ ./web/ ./clock/ ./scratchfs/ ./unixsock/ ./trap/
+ARM64_PKGS := ./lkl/ ./dispatch/ ./seccomp/... ./fdtable/ ./fifo/ ./elfload/ ./shadowfd/ ./cmd/kbox/ ./web/ ./clock/ ./scratchfs/ ./unixsock/ ./trap/ ./rewrite/
 test-arm64:
 	@if command -v qemu-aarch64-static >/dev/null; then \
 		echo "kbox: arm64 unit tests under qemu-aarch64-static"; \
