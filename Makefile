@@ -25,7 +25,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
+.PHONY: bench-workloads test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
 
 all: kbox
 
@@ -99,6 +99,15 @@ unit:
 bench: kbox
 	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP'
 	$(GOTEST) -run '^$$' -bench . -benchmem -count 1 ./web/ ./seccomp/ ./clock/ ./cmd/kbox/
+
+# Whole commands (find, grep -r, ls -lR, python3, git status, make -j2)
+# natively in a chroot of the image's tree and under every tier, median of
+# 5 (docs/benchmarks.md). The image with python3, git, gcc and make is
+# built once into $(WORKLOADS_IMG).
+WORKLOADS_IMG ?= workloads.ext4
+bench-workloads: kbox
+	@test -f $(WORKLOADS_IMG) || OUT=$(WORKLOADS_IMG) ROOTFS_PACKAGES="python3 git gcc make libc6-dev" ROOTFS_SIZE=1G bash rootfs/build.sh
+	KBOX_WORKLOADS_IMAGE=$(abspath $(WORKLOADS_IMG)) KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench Workloads -benchtime 1x -count 1 -timeout 90m -v ./tests/ | grep -vE '^(=== |goos|goarch|pkg|cpu)'
 
 # The Linux Test Project's syscall tests under kbox and natively in a chroot
 # of the image (docs/conformance.md): KBOX_LTP is an LTP install prefix,
