@@ -54,7 +54,7 @@ fmt:
 # tagged lkl) need liblkl and $(OUT), and skip loudly without them.
 check: kbox vet image-if-missing
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 ./...
+	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 -timeout 45m ./...
 	@$(MAKE) --no-print-directory race
 	@$(MAKE) --no-print-directory test-arm64
 	@if [ "$(TAGS)" = lkl ]; then $(MAKE) --no-print-directory fuzz; else echo "kbox: fuzz targets skipped without liblkl (they need none: make fuzz runs them; CI runs them in its LKL configuration)"; fi
