@@ -234,7 +234,8 @@ func New(opt Options) *Engine {
 	for _, b := range opt.Binds {
 		e.anyRO = e.anyRO || b.ReadOnly
 	}
-	e.gdbInit() // KBOX_GDB=1: the debug mirror (gdb.go)
+	setDebugRoot(e) // for Delve (gdb.go)
+	e.gdbInit()     // KBOX_GDB=1: the debug mirror (gdb.go)
 	return e
 }
 

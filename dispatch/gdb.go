@@ -25,6 +25,20 @@ import (
 // the reduced DWARF of the default liblkl cannot give (task_struct and
 // kmem_cache are only declared there).
 
+// debugRoot is the last engine made, where a debugger finds the engine's
+// Go state (scripts/dlv/kbox.star: Delve reads Go maps and slices well,
+// unlike GDB). Written under debugMu; only debuggers read it.
+var (
+	debugMu   sync.Mutex
+	debugRoot *Engine
+)
+
+func setDebugRoot(e *Engine) {
+	debugMu.Lock()
+	debugRoot = e
+	debugMu.Unlock()
+}
+
 // gdbKernel is the kernel-snapshot goroutine's stop and done.
 type gdbKernel struct {
 	stop chan struct{}
