@@ -5,6 +5,7 @@
 #
 # Commands (docs/gdb-workflow.md has a worked session):
 #   kbox-break-syscall NAME [PID]  stop when the engine dispatches NAME
+#   kbox-follow LOCATION           break there on this thread only (once)
 #   kbox-fdtable [PID]             the guest fd tables, with paths
 #   kbox-vfs-path PATH             how kbox places a guest path
 #   kbox-task-walk                 LKL's tasks
@@ -196,6 +197,25 @@ class BreakSyscall(Command):
         if not live():
             print("kbox: kbox must run with KBOX_GDB=1 for it to stop "
                   "(set environment KBOX_GDB=1)")
+
+
+class FollowThread(Command):
+    """kbox-follow LOCATION: a one-time breakpoint on LOCATION (a function,
+    `*function` for its first instruction) for the thread stopped now: the
+    kbox thread serving this guest call, which runs LKL's syscall code
+    itself (LKL runs a syscall on the calling thread)."""
+
+    def __init__(self):
+        super().__init__("kbox-follow", gdb.COMMAND_BREAKPOINTS)
+        self.name = "kbox-follow"
+
+    def run(self, argv):
+        if len(argv) != 1:
+            raise Unavailable("usage: kbox-follow LOCATION")
+        th = gdb.selected_thread()
+        if th is None:
+            raise Unavailable("no thread is stopped")
+        gdb.execute("tbreak %s thread %d" % (argv[0], th.num))
 
 
 # --- kbox-fdtable ---------------------------------------------------------
@@ -667,6 +687,7 @@ class SyscallTrace(Command):
 
 
 BreakSyscall()
+FollowThread()
 FdTable()
 VfsPath()
 TaskWalk()

@@ -1,9 +1,11 @@
 /*
  * gdbwait: a guest for the GDB and Delve helpers' tests
- * (tests/gdb_test.go): it opens a known image file (a shadow: a host fd)
- * and a known directory (a virtual fd), says which fds it got, and waits
- * so that a debugger can attach to kbox. It exits after the number of
- * seconds in argv[1] (default 60).
+ * (tests/gdb_test.go) and docs/gdb-workflow.md. It opens a known image
+ * file with open(2) (a shadow: a host fd) and a directory with openat(2)
+ * (a virtual fd), says which fds it got, and waits so that a debugger can
+ * attach to kbox.
+ *
+ *   gdbwait [SECONDS [DIR]]    (default 60 and /etc)
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,8 +15,9 @@
 int main(int argc, char **argv)
 {
 	int secs = argc > 1 ? atoi(argv[1]) : 60;
+	const char *dirname = argc > 2 ? argv[2] : "/etc";
 	int file = open("/etc/passwd", O_RDONLY);
-	int dir = open("/etc", O_RDONLY | O_DIRECTORY);
+	int dir = openat(AT_FDCWD, dirname, O_RDONLY | O_DIRECTORY);
 
 	if (file < 0 || dir < 0) {
 		perror("gdbwait: open");
