@@ -212,7 +212,7 @@ type Engine struct {
 	initCred, unknownCred *procCred
 	credsChanged          atomic.Bool
 
-	gdbk gdbKernel // the debug mirror's kernel snapshots (gdb.go)
+	gdbState // the debug mirror's (gdb.go)
 }
 
 // New returns an Engine.

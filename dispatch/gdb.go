@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kbox-project/kbox/gdbmirror"
@@ -45,11 +46,21 @@ type gdbKernel struct {
 	done sync.WaitGroup
 }
 
+// gdbState is the engine's side of the mirror.
+type gdbState struct {
+	gdbk gdbKernel
+	// gdbNamed says the mirror has the syscall names and configuration:
+	// at start with KBOX_GDB=1, else at the first syscall after GDB set
+	// kbox_gdb_enabled (no kernel snapshots then).
+	gdbNamed atomic.Bool
+}
+
 // gdbInit turns the mirror on when KBOX_GDB asks for it.
 func (e *Engine) gdbInit() {
 	if v := os.Getenv("KBOX_GDB"); v == "" || v == "0" {
 		return
 	}
+	e.gdbNamed.Store(true)
 	gdbmirror.Enable(e.Opt.VirtualFDs, NameOf, e.gdbConfig(), e.Opt.HasKernelProc)
 	if e.Opt.HasKernelProc {
 		e.gdbk.stop = make(chan struct{})
@@ -92,6 +103,9 @@ func (e *Engine) gdbDispatch(r *Request) Result {
 	pid := 0
 	if r.G != nil {
 		pid = r.G.Pid()
+	}
+	if !e.gdbNamed.Load() && e.gdbNamed.CompareAndSwap(false, true) {
+		gdbmirror.Enable(e.Opt.VirtualFDs, NameOf, e.gdbConfig(), false)
 	}
 	gdbmirror.Dispatch(pid, r.Nr)
 	res := e.dispatch(r)

@@ -208,6 +208,49 @@ func TestGDBBreakAndTrace(t *testing.T) {
 		`\[kbox-trace\] answered   openat = 1024\n`)
 }
 
+// TestGDBAttachWithoutFlag attaches to a kbox started without KBOX_GDB:
+// the state commands say the mirror is off, kbox-break-syscall turns the
+// dispatch hook on from GDB and stops at the guest's next openat.
+func TestGDBAttachWithoutFlag(t *testing.T) {
+	gdb := gdbPath(t)
+	cmd := exec.Command(kboxBin(t), "image", "--read-only", "-S", imagePath(t), "--", "/bin/sh", "-c",
+		"echo started; i=0; while [ $i -lt 600 ]; do cat /etc/hostname >/dev/null; sleep 0.1; i=$((i+1)); done")
+	cmd.Env = os.Environ()
+	for i, kv := range cmd.Env {
+		if strings.HasPrefix(kv, "KBOX_GDB=") {
+			cmd.Env[i] = "KBOX_GDB=0"
+		}
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	if l, _ := bufio.NewReader(out).ReadString('\n'); l != "started\n" {
+		t.Fatalf("guest said %q", l)
+	}
+	res := runDebugger(t, "", gdb, append(gdbHelpers("kbox-fdtable", "kbox-break-syscall openat", "continue",
+		"print kbox_gdb_enabled", "set var kbox_gdb_enabled = 0", "delete"), "-p", strconv.Itoa(cmd.Process.Pid))...)
+	if testing.Verbose() {
+		t.Logf("gdb output:\n%s", res)
+	}
+	wantMatch(t, res, "without KBOX_GDB",
+		`kbox-fdtable: cannot on this build: the debug mirror is off: start kbox with KBOX_GDB=1\n`,
+		`kbox: dispatch hook turned on \(kbox_gdb_enabled = 1\)`,
+		`kbox: guest pid \d+ calls openat \(nr 257\)\n`,
+		`kbox_gdb_dispatch \(pid=\d+, nr=257\) at mirror.c`,
+		`\$1 = 1\n`)
+	if !alive(cmd.Process.Pid) {
+		t.Errorf("kbox did not survive GDB's detach")
+	}
+}
+
 // dlvPath returns dlv (KBOX_DLV, PATH, or GOPATH/bin), or skips loudly.
 func dlvPath(t *testing.T) string {
 	t.Helper()

@@ -406,7 +406,8 @@ def kernel_snapshot():
     disabled meanwhile."""
     m = mirror()
     if not int(m["kernel_served"]):
-        raise Unavailable("kbox serves no kernel snapshots (no kernel proc mounted)")
+        raise Unavailable("kbox serves no kernel snapshots: it needs KBOX_GDB=1 at "
+                          "start and the kernel's proc (a mount profile: -S, -R)")
     gen = int(m["kernel_gen"]) + 1
     saved = [(b, b.enabled) for b in gdb.breakpoints() or []]
     for b, _ in saved:
