@@ -14,6 +14,7 @@ import (
 
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/fifo"
+	"github.com/kbox-project/kbox/gdbmirror"
 	"github.com/kbox-project/kbox/shadowfd"
 	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/sys/unix"
@@ -210,6 +211,8 @@ type Engine struct {
 	// some process changed its own since the start.
 	initCred, unknownCred *procCred
 	credsChanged          atomic.Bool
+
+	gdbState // the debug mirror's (gdb.go)
 }
 
 // New returns an Engine.
@@ -231,11 +234,20 @@ func New(opt Options) *Engine {
 	for _, b := range opt.Binds {
 		e.anyRO = e.anyRO || b.ReadOnly
 	}
+	setDebugRoot(e) // for Delve (gdb.go)
+	e.gdbInit()     // KBOX_GDB=1: the debug mirror (gdb.go)
 	return e
 }
 
 // Dispatch serves r.
 func (e *Engine) Dispatch(r *Request) Result {
+	if gdbmirror.On() {
+		return e.gdbDispatch(r) // the debug mirror (gdb.go)
+	}
+	return e.dispatch(r)
+}
+
+func (e *Engine) dispatch(r *Request) Result {
 	if r.Nr < 0 || r.Nr >= MaxNr {
 		return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
 	}

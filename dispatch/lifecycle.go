@@ -90,6 +90,7 @@ func (e *Engine) Close() error {
 	e.Stop()
 	e.life.closeOnce.Do(func() {
 		e.Drain(drainWait)
+		e.gdbStop() // before the kernel halts (gdb.go)
 		e.life.closeErr = e.Shadows.Close()
 	})
 	return e.life.closeErr

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/gdbmirror"
 	"golang.org/x/sys/unix"
 )
 
@@ -340,6 +341,9 @@ func (e *Engine) Exit(p *Proc) {
 	})
 	e.mu.Unlock()
 	p.release()
+	if gdbmirror.On() {
+		e.gdbPublish() // the debug mirror (gdb.go)
+	}
 }
 
 // dropProcs forgets every process left, closing its virtual fds.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kbox-project/kbox/gdbmirror"
 	"golang.org/x/sys/unix"
 )
 
@@ -130,6 +131,9 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 		case t.Host && t.Rel != ".":
 			t.Rel += tail // the host kernel judges it as well
 		}
+	}
+	if gdbmirror.On() {
+		e.gdbResolved(r, p, t, en) // the debug mirror (gdb.go)
 	}
 	return t, en
 }

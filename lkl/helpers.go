@@ -253,8 +253,11 @@ func WriteFile(path string, data []byte, mode uint32) error {
 }
 
 // ReadDir lists the names in a directory (without . and ..).
-func ReadDir(path string) ([]string, error) {
-	fd, err := Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+func ReadDir(path string) ([]string, error) { return ReadDirAt(unix.AT_FDCWD, path) }
+
+// ReadDirAt is ReadDir with path resolved relative to the kernel fd dirfd.
+func ReadDirAt(dirfd int, path string) ([]string, error) {
+	fd, err := Openat(dirfd, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

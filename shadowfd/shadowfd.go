@@ -667,3 +667,21 @@ func (m *Manager) Close() error {
 	m.stores.close()
 	return first
 }
+
+// EachNode calls fn for every node: the guest path that opened it, its LKL
+// fd and its content file's host device and inode (the debug mirror,
+// package gdbmirror, matches guest fds to nodes by the last two).
+func (m *Manager) EachNode(fn func(path string, lklfd int, hostDev, hostIno uint64)) {
+	m.mu.Lock()
+	nodes := make([]*Node, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		nodes = append(nodes, n)
+	}
+	m.mu.Unlock()
+	for _, n := range nodes {
+		n.mu.Lock()
+		lklfd := n.lklfd
+		n.mu.Unlock()
+		fn(n.path, lklfd, n.hostDev, n.hostIno)
+	}
+}
