@@ -38,7 +38,7 @@ lkl-status:
 ifeq ($(TAGS),lkl)
 	@echo "kbox: linking liblkl from $(LKL_LIB) (headers $(LKL_INC))"
 else
-	@echo "kbox: *** no liblkl.a + lkl.h under LKL_DIR=$(LKL_DIR): building without LKL ***"
+	@echo "kbox: *** no liblkl.a + lkl.h under LKL_DIR=$(LKL_DIR): building without LKL (run \`make lkl\` to build it into ./.lkl, docs/lkl.md) ***"
 endif
 
 rootfs:
