@@ -1,5 +1,7 @@
 # kbox build. `make` builds ./kbox; `make check` runs every test; `make bench`
-# runs the benchmarks; `make rootfs` builds rootfs.ext4.
+# runs the benchmarks; `make rootfs` builds rootfs.ext4; `make lkl` builds
+# liblkl; `make shell` does all it takes to start a shell in the image;
+# `make install PREFIX=DIR` installs kbox and its manual page.
 #
 # LKL_DIR holds a prebuilt liblkl.a and the LKL headers, either flat or as
 # lib/ + include/: by default /opt/lkl, else ./.lkl (where `make lkl`
@@ -26,7 +28,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: lkl install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
+.PHONY: shell lkl install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
 
 all: kbox
 
@@ -70,6 +72,14 @@ lkl:
 	$(MAKE) --no-print-directory -C "$$src/tools/lkl" headers_install PREFIX="$(LKL_PREFIX)" DESTDIR=; \
 	install -D -m 644 "$$src/tools/lkl/liblkl.a" "$(LKL_PREFIX)/lib/liblkl.a"; \
 	echo "kbox: installed liblkl.a and headers under $(LKL_PREFIX)"
+
+# Everything for a first run: liblkl (make lkl) when none is found, kbox,
+# the image when it is missing, then a shell in it.
+shell:
+	@if [ "$(TAGS)" != lkl ]; then $(MAKE) --no-print-directory lkl; fi
+	@$(MAKE) --no-print-directory kbox
+	@test -f $(OUT) || $(MAKE) --no-print-directory rootfs
+	./kbox image -S $(OUT) -- /bin/sh -i
 
 # The manual page, from the help texts of the kbox just built.
 man:
