@@ -108,10 +108,12 @@ fmt:
 	gofmt -l -w .
 
 # Unit tests need no LKL; integration tests (package tests, and every test
-# tagged lkl) need liblkl and $(OUT), and skip loudly without them.
+# tagged lkl) need liblkl and $(OUT), and skip loudly without them. The
+# integration package takes more than go test's default 10 minutes on a
+# loaded machine, or when it first builds the package images (packageImage).
 check: kbox vet image-if-missing
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 ./...
+	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 -timeout 30m ./...
 	@$(MAKE) --no-print-directory race
 	@$(MAKE) --no-print-directory test-arm64
 	@if [ "$(TAGS)" = lkl ]; then $(MAKE) --no-print-directory fuzz; else echo "kbox: fuzz targets skipped without liblkl (they need none: make fuzz runs them; CI runs them in its LKL configuration)"; fi
