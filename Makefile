@@ -1,11 +1,14 @@
 # kbox build. `make` builds ./kbox; `make check` runs every test; `make bench`
-# runs the benchmarks; `make rootfs` builds rootfs.ext4.
+# runs the benchmarks; `make rootfs` builds rootfs.ext4; `make lkl` builds
+# liblkl; `make shell` does all it takes to start a shell in the image;
+# `make install PREFIX=DIR` installs kbox and its manual page.
 #
 # LKL_DIR holds a prebuilt liblkl.a and the LKL headers, either flat or as
-# lib/ + include/. Without it kbox still builds, and `kbox image` explains
+# lib/ + include/: by default /opt/lkl, else ./.lkl (where `make lkl`
+# installs it). Without it kbox still builds, and `kbox image` explains
 # what is missing.
 
-LKL_DIR ?= /opt/lkl
+LKL_DIR ?= $(if $(wildcard /opt/lkl/lib/liblkl.a /opt/lkl/liblkl.a),/opt/lkl,$(if $(wildcard $(CURDIR)/.lkl/lib/liblkl.a),$(CURDIR)/.lkl,/opt/lkl))
 GO      ?= go
 OUT     ?= rootfs.ext4
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
@@ -25,7 +28,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: bench-workloads test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
+.PHONY: bench-workloads shell lkl install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
 
 all: kbox
 
@@ -37,11 +40,65 @@ lkl-status:
 ifeq ($(TAGS),lkl)
 	@echo "kbox: linking liblkl from $(LKL_LIB) (headers $(LKL_INC))"
 else
-	@echo "kbox: *** no liblkl.a + lkl.h under LKL_DIR=$(LKL_DIR): building without LKL ***"
+	@echo "kbox: *** no liblkl.a + lkl.h under LKL_DIR=$(LKL_DIR): building without LKL (run \`make lkl\` to build it into ./.lkl, docs/lkl.md) ***"
 endif
 
 rootfs:
 	OUT=$(OUT) bash rootfs/build.sh
+
+# `make lkl` builds liblkl with LKL's default configuration and installs
+# liblkl.a and the headers under LKL_DIR when given, else ./.lkl (which
+# `make` then finds). The tree is upstream LKL at LKL_COMMIT, fetched with
+# git into LKL_FETCH, or LKL_SRC, a local tree used as it is (built in
+# place, incrementally). docs/lkl.md.
+LKL_REPO   ?= https://github.com/lkl/linux
+LKL_COMMIT ?= 9da43d07386cc060f4f26194e9aa702ecc4627af
+LKL_FETCH  ?= $(CURDIR)/.lkl-src
+LKL_JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+LKL_PREFIX := $(if $(filter command line environment,$(origin LKL_DIR)),$(LKL_DIR),$(CURDIR)/.lkl)
+lkl:
+	@set -e; src="$(LKL_SRC)"; \
+	if [ -z "$$src" ]; then \
+		src="$(LKL_FETCH)"; \
+		command -v git >/dev/null || { echo "kbox: make lkl needs git (apt-get install git), or LKL_SRC=DIR naming an LKL tree"; exit 1; }; \
+		if [ ! -d "$$src/.git" ]; then git init -q "$$src" && git -C "$$src" remote add origin "$(LKL_REPO)"; fi; \
+		echo "kbox: fetching LKL $(LKL_COMMIT) from $(LKL_REPO) into $$src"; \
+		git -C "$$src" fetch -q --depth 1 origin "$(LKL_COMMIT)" || { echo "kbox: cannot fetch LKL $(LKL_COMMIT) from $(LKL_REPO): no network? Use LKL_SRC=DIR with a local LKL tree"; exit 1; }; \
+		git -C "$$src" checkout -q --force FETCH_HEAD; \
+	fi; \
+	test -f "$$src/tools/lkl/Makefile" || { echo "kbox: $$src is not an LKL tree (no tools/lkl/Makefile)"; exit 1; }; \
+	echo "kbox: building LKL in $$src/tools/lkl (default configuration, -j$(LKL_JOBS))"; \
+	$(MAKE) --no-print-directory -C "$$src/tools/lkl" -j$(LKL_JOBS); \
+	$(MAKE) --no-print-directory -C "$$src/tools/lkl" headers_install PREFIX="$(LKL_PREFIX)" DESTDIR=; \
+	install -D -m 644 "$$src/tools/lkl/liblkl.a" "$(LKL_PREFIX)/lib/liblkl.a"; \
+	echo "kbox: installed liblkl.a and headers under $(LKL_PREFIX)"
+
+# Everything for a first run: liblkl (make lkl) when none is found, kbox,
+# the image when it is missing, then a shell in it.
+shell:
+	@if [ "$(TAGS)" != lkl ]; then $(MAKE) --no-print-directory lkl; fi
+	@$(MAKE) --no-print-directory kbox
+	@test -f $(OUT) || $(MAKE) --no-print-directory rootfs
+	./kbox image -S $(OUT) -- /bin/sh -i
+
+# The manual page, from the help texts of the kbox just built.
+man:
+	@test -x kbox || $(MAKE) --no-print-directory kbox
+	$(GO) run ./scripts/mkman ./kbox > kbox.1.tmp && mv kbox.1.tmp kbox.1
+
+# `make install PREFIX=DIR` (DESTDIR too): bin/kbox, share/man/man1/kbox.1
+# and the GDB/Delve helpers under share/kbox. It installs the kbox already
+# built (`make` first), building it only when there is none.
+PREFIX ?= /usr/local
+install: man
+	install -D -m 755 kbox "$(DESTDIR)$(PREFIX)/bin/kbox"
+	install -D -m 644 kbox.1 "$(DESTDIR)$(PREFIX)/share/man/man1/kbox.1"
+	@for d in gdb dlv; do \
+		if [ -d scripts/$$d ]; then \
+			mkdir -p "$(DESTDIR)$(PREFIX)/share/kbox/$$d" && cp -R scripts/$$d/. "$(DESTDIR)$(PREFIX)/share/kbox/$$d/" && \
+			echo "kbox: installed scripts/$$d in $(DESTDIR)$(PREFIX)/share/kbox/$$d"; \
+		else echo "kbox: no scripts/$$d to install"; fi; \
+	done
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
@@ -51,7 +108,9 @@ fmt:
 	gofmt -l -w .
 
 # Unit tests need no LKL; integration tests (package tests, and every test
-# tagged lkl) need liblkl and $(OUT), and skip loudly without them.
+# tagged lkl) need liblkl and $(OUT), and skip loudly without them. The
+# integration package takes more than go test's default 10 minutes on a
+# loaded machine, or when it first builds the package images (packageImage).
 check: kbox vet image-if-missing
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 -timeout 45m ./...
@@ -119,4 +178,4 @@ conformance: kbox image-if-missing
 		$(GOTEST) -count=1 -timeout 6h -run TestLTPConformance -v ./tests/ | grep -v '^=== RUN'
 
 clean:
-	rm -f kbox
+	rm -f kbox kbox.1

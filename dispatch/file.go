@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"errors"
+
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
@@ -243,16 +245,22 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 		// A description of the inode's shadow node (shadowfd), which
 		// takes the LKL fd over.
 		hfd, err := e.Shadows.Open(lfd, &st, p, flags)
-		if err != nil {
+		var ns *shadowfd.NotShadowedError
+		if errors.As(err, &ns) {
+			// The disk failed to read the file: a virtual fd, whose
+			// reads get the error (below).
+			probe = true
+		} else if err != nil {
 			return fail(err, LKL)
+		} else {
+			defer unix.Close(hfd)
+			hostStatus(hfd, flags)
+			gfd, err := r.G.AddFDReply(hfd, cloexec)
+			if err != nil {
+				return fail(err, LKL)
+			}
+			return answered(int64(gfd), LKL)
 		}
-		defer unix.Close(hfd)
-		hostStatus(hfd, flags)
-		gfd, err := r.G.AddFDReply(hfd, cloexec)
-		if err != nil {
-			return fail(err, LKL)
-		}
-		return answered(int64(gfd), LKL)
 	}
 	if probe {
 		// Not a FIFO: a virtual fd has the status flags the guest asked

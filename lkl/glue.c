@@ -53,6 +53,40 @@ int kbox_lkl_disk_add_cow(int base, int over, unsigned long long size, unsigned 
 	return id;
 }
 
+/* The image's fd as a disk that fails requests in the given sector ranges
+ * (faultdisk.c; tests only). */
+int kbox_lkl_disk_add_faulty(int fd, const unsigned long long *ranges, int n)
+{
+	struct lkl_disk disk;
+	int id;
+
+	memset(&disk, 0, sizeof(disk));
+	disk.handle = kbox_faulty_new(fd, ranges, n);
+	if (!disk.handle)
+		return -12; /* ENOMEM */
+	disk.ops = kbox_faulty_ops();
+	id = lkl_disk_add(&disk);
+	if (id >= KBOX_MAX_DISKS) {
+		lkl_disk_remove(disk);
+		kbox_faulty_free(disk.handle);
+		return -24; /* EMFILE */
+	}
+	if (id < 0) {
+		kbox_faulty_free(disk.handle);
+		return id;
+	}
+	disks[id] = disk;
+	return id;
+}
+
+/* How many requests a faulty disk has failed so far; 0 for other disks. */
+unsigned long long kbox_lkl_disk_failed(int id)
+{
+	if (id < 0 || id >= KBOX_MAX_DISKS || !kbox_faulty_is(disks[id].ops))
+		return 0;
+	return kbox_faulty_failed(disks[id].handle);
+}
+
 int kbox_lkl_disk_remove(int id)
 {
 	if (id < 0 || id >= KBOX_MAX_DISKS || disks[id].dev == NULL)
@@ -60,6 +94,8 @@ int kbox_lkl_disk_remove(int id)
 	int err = lkl_disk_remove(disks[id]);
 	if (err == 0 && kbox_cow_is(disks[id].ops))
 		kbox_cow_free(disks[id].handle);
+	if (err == 0 && kbox_faulty_is(disks[id].ops))
+		kbox_faulty_free(disks[id].handle);
 	memset(&disks[id], 0, sizeof(disks[id]));
 	return err;
 }

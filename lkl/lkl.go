@@ -17,7 +17,7 @@ import (
 )
 
 // ErrNotBuilt is returned by every call when kbox was built without liblkl.
-var ErrNotBuilt = errors.New("kbox was built without LKL: install liblkl.a and its headers (flat or as lib/ + include/) and rebuild with `make LKL_DIR=/path/to/lkl` (default /opt/lkl)")
+var ErrNotBuilt = errors.New("kbox was built without LKL: run `make lkl && make` (builds liblkl into ./.lkl), or `make LKL_DIR=DIR` with a prebuilt liblkl.a and headers (default /opt/lkl); docs/lkl.md")
 
 // DefaultMemMB is the kernel memory given to LKL when the command line has no
 // mem=. Measured on the reference machine (docs/benchmarks.md): 32M boots and

@@ -14,6 +14,13 @@ unsigned long long kbox_cow_map_len(unsigned long long size);
 void kbox_cow_free(void *cow);
 int kbox_cow_is(const void *ops);
 void *kbox_cow_ops(void);
+int kbox_lkl_disk_add_faulty(int fd, const unsigned long long *ranges, int n);
+unsigned long long kbox_lkl_disk_failed(int id);
+void *kbox_faulty_new(int fd, const unsigned long long *ranges, int n);
+void kbox_faulty_free(void *f);
+unsigned long long kbox_faulty_failed(void *f);
+int kbox_faulty_is(const void *ops);
+void *kbox_faulty_ops(void);
 int kbox_lkl_blkdev(unsigned int disk_id, unsigned int part, unsigned int *dev);
 long kbox_lkl_umount_dev(unsigned int disk_id, unsigned int part, int flags, long timeout_ms);
 long kbox_lkl_mount_dev(unsigned int disk_id, unsigned int part, const char *fstype,

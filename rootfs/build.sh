@@ -251,6 +251,9 @@ build_debian() {
 	# Docs, manuals and locales are dead weight in the guest.
 	rm -rf "$STAGING"/usr/share/{doc,man,info,lintian,locale,bash-completion,bug,menu}
 
+	# What the maintainer scripts would have done (never run here).
+	configure_packages "$debdir"
+
 	# busybox applets: fill in only what coreutils/bash do not provide.
 	local bb=$STAGING/bin/busybox applet n=0
 	[ -x "$bb" ] || die "busybox binary missing after unpack"
@@ -269,6 +272,146 @@ build_debian() {
 
 	BASE_DESC="debian 12"
 	PKG_COUNT=${#all[@]}
+}
+
+# ------------------------------------------------- configure_packages
+
+# configure_packages DEBDIR: do for the unpacked tree what the packages'
+# maintainer scripts would have done in the common cases, without running
+# them: the alternatives links, the ld.so cache, Debian's static system
+# users and groups, and the CA certificates bundle.
+configure_packages() {
+	local debdir=$1
+	set_alternatives "$debdir"
+	system_users
+	ca_bundle
+	ld_cache
+}
+
+# alternatives_of POSTINST: print "install LINK NAME PATH PRIO" and
+# "slave MASTERNAME LINK NAME PATH" for each literal
+# `update-alternatives --install` in a maintainer script (continuation
+# lines joined, comments dropped, anything with a shell variable skipped).
+alternatives_of() {
+	sed -e ':a' -e '/\\$/{N;s/\\\n/ /;ba}' "$1" | awk '
+		/update-alternatives/ && /--install/ {
+			sub(/[ \t]#.*$/, "")
+			if ($0 ~ /[$`"\047]/) next
+			master = ""
+			for (i = 1; i <= NF; i++) {
+				if ($i == "--install" && i + 4 <= NF) {
+					print "install", $(i+1), $(i+2), $(i+3), $(i+4)
+					master = $(i+2); i += 4
+				} else if ($i == "--slave" && i + 3 <= NF && master != "") {
+					print "slave", master, $(i+1), $(i+2), $(i+3)
+					i += 3
+				}
+			}
+		}'
+}
+
+# set_alternatives DEBDIR: the alternatives the packages register, each
+# name pointing at its highest-priority path present in the tree, as
+# update-alternatives --auto would: LINK -> /etc/alternatives/NAME -> PATH.
+set_alternatives() {
+	local debdir=$1 deb ctl=$WORK/control list=$WORK/alternatives n=0
+	: >"$list"
+	for deb in "$debdir"/*.deb; do
+		rm -rf "$ctl"
+		dpkg-deb -e "$deb" "$ctl" 2>/dev/null || continue
+		[ -f "$ctl/postinst" ] && alternatives_of "$ctl/postinst" >>"$list"
+	done
+	local kind link name path prio best=$WORK/alternatives.best
+	# Highest priority per name among the paths that exist.
+	: >"$best"
+	while read -r kind link name path prio; do
+		[ "$kind" = install ] || continue
+		[[ $prio =~ ^[0-9]+$ ]] || continue
+		exists_in_tree "$STAGING" "$path" || continue
+		printf '%s %s %s %s\n' "$name" "$prio" "$link" "$path" >>"$best"
+	done <"$list"
+	mkdir -p "$STAGING/etc/alternatives"
+	local master slink sname spath
+	while read -r name prio link path; do
+		install_alternative "$link" "$name" "$path" && n=$((n + 1))
+		# Its slaves, for the chosen master path only when they exist.
+		while read -r kind master slink sname spath; do
+			[ "$kind" = slave ] && [ "$master" = "$name" ] || continue
+			exists_in_tree "$STAGING" "$spath" || continue
+			install_alternative "$slink" "$sname" "$spath" && n=$((n + 1))
+		done < <(grep '^slave ' "$list" | sort -u)
+	done < <(sort -k1,1 -k2,2nr "$best" | awk '!seen[$1]++')
+	log "alternatives: $n links ($(awk '{print $1}' "$best" | sort -u | tr '\n' ' '))"
+}
+
+# install_alternative LINK NAME PATH
+install_alternative() {
+	local link=$1 name=$2 path=$3
+	[[ $link == /* && $path == /* && $name =~ ^[A-Za-z0-9._+-]+$ ]] || return 1
+	# A real file a package ships at LINK stays (dpkg would not replace it).
+	if [ -e "$STAGING$link" ] && [ ! -L "$STAGING$link" ]; then return 1; fi
+	mkdir -p "$STAGING$(dirname "$link")"
+	ln -sfn "$path" "$STAGING/etc/alternatives/$name"
+	ln -sfn "/etc/alternatives/$name" "$STAGING$link"
+}
+
+# system_users: the static users and groups of Debian's base-passwd, which
+# packages expect to exist (file owners, daemons' users), beside root,
+# nobody and kbox (finish_tree).
+system_users() {
+	local pw=$STAGING/etc/passwd gr=$STAGING/etc/group u
+	touch "$pw" "$gr"
+	# name:uid:gid:gecos:home
+	for u in daemon:1:1:daemon:/usr/sbin bin:2:2:bin:/bin sys:3:3:sys:/dev sync:4:65534:sync:/bin \
+		games:5:60:games:/usr/games man:6:12:man:/var/cache/man lp:7:7:lp:/var/spool/lpd \
+		mail:8:8:mail:/var/mail news:9:9:news:/var/spool/news uucp:10:10:uucp:/var/spool/uucp \
+		proxy:13:13:proxy:/bin www-data:33:33:www-data:/var/www backup:34:34:backup:/var/backups \
+		list:38:38:"Mailing List Manager":/var/list irc:39:39:ircd:/run/ircd _apt:42:65534::/nonexistent; do
+		IFS=: read -r name uid gid gecos home <<<"$u"
+		add_line_if_missing "$pw" "$name:" "$name:x:$uid:$gid:$gecos:$home:/usr/sbin/nologin"
+	done
+	for u in daemon:1 bin:2 sys:3 adm:4 tty:5 disk:6 lp:7 mail:8 news:9 uucp:10 man:12 proxy:13 \
+		kmem:15 dialout:20 fax:21 voice:22 cdrom:24 floppy:25 tape:26 sudo:27 audio:29 dip:30 \
+		www-data:33 backup:34 operator:37 list:38 irc:39 src:40 shadow:42 utmp:43 video:44 sasl:45 \
+		plugdev:46 staff:50 games:60 users:100; do
+		add_line_if_missing "$gr" "${u%%:*}:" "${u%%:*}:x:${u#*:}:"
+	done
+}
+
+# ca_bundle: what update-ca-certificates does when ca-certificates is
+# installed: every certificate under /usr/share/ca-certificates linked
+# into /etc/ssl/certs and concatenated into ca-certificates.crt.
+ca_bundle() {
+	local share=$STAGING/usr/share/ca-certificates certs=$STAGING/etc/ssl/certs crt rel n=0
+	[ -d "$share" ] || return 0
+	mkdir -p "$certs"
+	: >"$certs/ca-certificates.crt"
+	: >"$STAGING/etc/ca-certificates.conf"
+	while IFS= read -r -d '' crt; do
+		rel=${crt#"$share"/}
+		printf '%s\n' "$rel" >>"$STAGING/etc/ca-certificates.conf"
+		# Relative, so that the host's openssl rehash follows it too.
+		ln -sfn "../../../usr/share/ca-certificates/$rel" "$certs/$(basename "$rel" .crt).pem"
+		cat "$crt" >>"$certs/ca-certificates.crt"
+		# A certificate file may lack its final newline.
+		[ -z "$(tail -c1 "$crt")" ] || echo >>"$certs/ca-certificates.crt"
+		n=$((n + 1))
+	done < <(find "$share" -name '*.crt' -print0 | sort -z)
+	if command -v openssl >/dev/null 2>&1; then
+		# The hash links OpenSSL looks certificates up by.
+		openssl rehash "$certs" 2>/dev/null || log "warning: openssl rehash failed: no hash links in /etc/ssl/certs"
+	fi
+	log "CA certificates: $n in /etc/ssl/certs/ca-certificates.crt"
+}
+
+# ld_cache: /etc/ld.so.cache for the tree, as libc-bin's ldconfig trigger
+# would make it (the host's ldconfig -r; same architecture only).
+ld_cache() {
+	[ -d "$STAGING/etc/ld.so.conf.d" ] || return 0
+	[ -e "$STAGING/etc/ld.so.conf" ] || echo 'include /etc/ld.so.conf.d/*.conf' >"$STAGING/etc/ld.so.conf"
+	if command -v ldconfig >/dev/null 2>&1 && [ "$(uname -m)" = x86_64 ]; then
+		ldconfig -r "$STAGING" 2>"$WORK/ldconfig.log" || log "warning: ldconfig -r failed: $(head -n1 "$WORK/ldconfig.log")"
+	fi
 }
 
 # ---------------------------------------------------------------- alpine

@@ -79,6 +79,7 @@ type Root struct {
 	// scratch is the disk behind /tmp (ProfileFull), nil without one.
 	scratch *scratch
 	opt     Options
+	faulty  bool // the image's disk injects I/O errors (faults.go)
 }
 
 // Setup boots the kernel, mounts img as its root and makes the mounts of
@@ -106,8 +107,18 @@ func Setup(img *Image, opt Options) (*Root, error) {
 	raiseFileLimit()
 	var d lkl.Disk
 	var err error
+	faults, ferr := diskFaults()
+	if ferr != nil {
+		return fail(ferr)
+	}
+	if faults != nil && opt.Overlay != nil {
+		return fail(fmt.Errorf("%s applies to the image itself, not to an --ephemeral or --overlay run", faultEnv))
+	}
 	if opt.Overlay != nil {
 		d, err = lkl.AddDiskCOW(img.Fd(), int(opt.Overlay.File.Fd()), img.Size, opt.Overlay.Dirty)
+	} else if faults != nil {
+		d, err = lkl.AddDiskFaulty(img.Fd(), faults)
+		r.faulty = true
 	} else {
 		d, err = lkl.AddDisk(img.Fd())
 	}
@@ -257,7 +268,11 @@ func (r *Root) Close() error {
 		if err := r.scratch.unmount(); err != nil {
 			errs = append(errs, err)
 		}
-		if err := r.Disk.Unmount(r.opt.Partition, 2*time.Second, r.opt.ReadOnly); err != nil {
+		uerr := r.Disk.Unmount(r.opt.Partition, 2*time.Second, r.opt.ReadOnly)
+		if n := r.Disk.FailedRequests(); r.faulty && n > 0 {
+			errs = append(errs, fmt.Errorf("%s: %d disk requests failed with injected I/O errors", faultEnv, n))
+		}
+		if err := uerr; err != nil {
 			errs = append(errs, fmt.Errorf("umount image: %w (files still open?)", err))
 		} else if err := r.Disk.Remove(); err != nil {
 			errs = append(errs, fmt.Errorf("detach image: %w", err))

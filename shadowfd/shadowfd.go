@@ -22,6 +22,7 @@
 package shadowfd
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"sync"
@@ -213,8 +214,19 @@ func hostFlags(flags int) int {
 
 func writable(flags int) bool { return flags&unix.O_ACCMODE != unix.O_RDONLY }
 
+// NotShadowedError is Open's error when the file cannot become a shadow
+// because the disk failed to read it (EIO): the caller keeps the LKL fd
+// and serves the file through LKL, whose reads report the error.
+type NotShadowedError struct{ Err error }
+
+func (e *NotShadowedError) Error() string {
+	return "cannot read the file into a shadow: " + e.Err.Error()
+}
+func (e *NotShadowedError) Unwrap() error { return e.Err }
+
 // Open returns a new host description, for a guest, of the regular LKL file
-// open at lklfd (which Open takes over) whose stat is st. The caller has
+// open at lklfd (which Open takes over, except on a NotShadowedError) whose
+// stat is st. The caller has
 // opened it in LKL with the guest's flags, so permissions, O_CREAT, O_EXCL
 // and O_TRUNC were the kernel's; a writable open must have lklfd open
 // O_RDWR without O_APPEND.
@@ -231,6 +243,10 @@ func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, 
 	var err error
 	if n == nil {
 		lkl.AsRoot(func() { n, err = m.newNode(k, lklfd, st, path) })
+		var ns *NotShadowedError
+		if errors.As(err, &ns) {
+			return -1, err // lklfd stays the caller's
+		}
 		if err != nil {
 			lkl.Close(lklfd)
 			return -1, err
@@ -362,6 +378,16 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 	n.mu.Lock()
 	err = m.fill(n, st)
 	n.mu.Unlock()
+	if errors.Is(err, unix.EIO) {
+		// The disk failed a read of the file: no node, and the LKL fd
+		// stays the caller's, to serve the file through LKL, where the
+		// guest's reads get the error as on Linux, from offset 0 (the
+		// fill's SEEK_DATA/SEEK_HOLE moved it).
+		lkl.Syscall6(lkl.SysLseek, uintptr(lklfd), 0, unix.SEEK_SET, 0, 0, 0)
+		n.lklfd = -1
+		m.closeNode(n)
+		return nil, &NotShadowedError{err}
+	}
 	if err != nil {
 		m.closeNode(n)
 		return nil, err

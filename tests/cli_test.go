@@ -2,6 +2,7 @@ package tests
 
 import (
 	"os"
+	"os/exec"
 
 	"github.com/kbox-project/kbox/lkl"
 	"path/filepath"
@@ -54,6 +55,77 @@ func TestBadImages(t *testing.T) {
 			lines := strings.Split(strings.TrimSpace(stderr), "\n")
 			if c.name != "unknown command" && len(lines) != 1 {
 				t.Errorf("want one line of error, got %d: %q", len(lines), stderr)
+			}
+		})
+	}
+}
+
+// TestErrorsNameTheFix: a kbox without liblkl, a missing image and a host
+// kernel too old for the seccomp tier each stop kbox with one line that
+// names what to do.
+func TestErrorsNameTheFix(t *testing.T) {
+	bin := kboxBin(t)
+	dir := t.TempDir()
+	noLKL := bin
+	if lkl.Available {
+		// The message of a kbox built without LKL, from such a build.
+		noLKL = filepath.Join(dir, "kbox-nolkl")
+		build := exec.Command("go", "build", "-o", noLKL, "./cmd/kbox")
+		build.Dir = repoRoot()
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build without lkl: %v\n%s", err, out)
+		}
+	}
+	img := filepath.Join(dir, "some.ext4")
+	os.WriteFile(img, nil, 0o644)
+	cases := []struct {
+		name   string
+		bin    string
+		env    string
+		args   []string
+		status int
+		want   []string
+	}{
+		{"no liblkl", noLKL, "", []string{"image", "-S", img, "--", "/bin/true"}, 2, []string{"built without LKL", "make lkl"}},
+		{"missing image", bin, "", []string{"image", "-S", filepath.Join(dir, "rootfs.ext4"), "--", "/bin/true"}, 125, []string{"no such file", "make rootfs"}},
+		{"old kernel", bin, "KBOX_TEST_KERNEL_RELEASE=5.10.0-28-amd64", []string{"image", "-S", "", "--", "/bin/true"}, 125, []string{"needs Linux 5.14 or later", "5.10.0-28-amd64", "upgrade the host kernel"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.name == "missing image" && !lkl.Available {
+				c.status, c.want = 2, []string{"make lkl"}
+			}
+			if c.name == "old kernel" {
+				if !lkl.Available {
+					t.Skip("SKIP (needs liblkl): the tier starts after the kernel boots")
+				}
+				c.args[2] = imagePath(t)
+			}
+			cmd := exec.Command(c.bin, c.args...)
+			if c.env != "" {
+				cmd.Env = append(os.Environ(), c.env)
+			}
+			var se strings.Builder
+			cmd.Stderr = &se
+			err := cmd.Run()
+			status := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				status = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			stderr := se.String()
+			if status != c.status {
+				t.Errorf("status %d, want %d (stderr %q)", status, c.status, stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q lacks %q", stderr, w)
+				}
+			}
+			if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 1 {
+				t.Errorf("want one line, got %d: %q", len(lines), stderr)
 			}
 		})
 	}

@@ -208,6 +208,9 @@ func (g *guest) AddFD(hostfd, target int, cloexec bool) (int, error) {
 // Run starts the guest and serves it until it exits; it returns the exit
 // status kbox should report (128+N for a signal).
 func Run(cfg Config) (int, error) {
+	if err := checkHostKernel(); err != nil {
+		return 0, err
+	}
 	eng := cfg.Engine
 	stage, err := os.MkdirTemp("", "kbox-stage-")
 	if err != nil {
