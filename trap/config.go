@@ -27,6 +27,8 @@ type Config struct {
 	WorkDir string
 	Engine  *dispatch.Engine
 	Verbose bool
+	// Rewrite patches syscall sites that trap often (the rewrite tier).
+	Rewrite bool
 }
 
 // Exit is how the guest ended: Status as a shell reports it, and Signal,
@@ -35,6 +37,8 @@ type Config struct {
 type Exit struct {
 	Status int
 	Signal int
+	// Sites: the rewrite tier's syscall sites, and W^X refusals.
+	Sites SiteStats
 }
 
 // ProgramError says the program cannot be executed (as execve would

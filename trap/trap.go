@@ -97,6 +97,7 @@ type tier struct {
 	live    int
 
 	sig sigState
+	rw  rwState
 
 	exitOnce sync.Once
 	done     chan Exit
@@ -154,6 +155,11 @@ func Run(cfg Config) (Exit, error) {
 		}
 	}
 	tr = t
+	if cfg.Rewrite {
+		if err := t.initRewrite(); err != nil {
+			return Exit{}, err
+		}
+	}
 	// Go's template thread must exist before a guest thread can ask Go
 	// for a new thread (kboxTrapServe): it is made now, from a thread
 	// without the guest's filter.
@@ -201,6 +207,7 @@ func Run(cfg Config) (Exit, error) {
 	for _, r := range l.Regions {
 		t.mem.add(uint64(r.Start), uint64(r.End))
 	}
+	t.rwLoad(l)
 
 	t.startSignals()
 	defer t.stopSignals()
@@ -223,6 +230,7 @@ func Run(cfg Config) (Exit, error) {
 	case ex := <-t.done:
 		t.stopAll()
 		eng.Stop()
+		ex.Sites = t.siteStats()
 		return ex, nil
 	}
 }
@@ -238,6 +246,12 @@ func (t *tier) filter() ([]bpf.RawInstruction, error) {
 	drop := map[string]bool{}
 	for _, n := range trapped {
 		drop[n] = true
+	}
+	if t.cfg.Rewrite {
+		// Trapped until their sites are patched to answer inline.
+		for _, n := range inlined {
+			drop[n] = true
+		}
 	}
 	keep := func(l []string) []string {
 		var out []string
@@ -274,6 +288,10 @@ var trapped = []string{
 	"splice", "tee", "timerfd_settime", "timerfd_gettime", "fcntl", "fstat",
 	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
 }
+
+// inlined are the syscalls the rewrite tier answers in a patched site's
+// stub (rewrite.go): trapped there, so that their sites get patched.
+var inlined = []string{"getpid", "getppid", "gettid"}
 
 // textRanges are kbox's executable mappings, from /proc/self/maps.
 func textRanges() ([]seccomp.IPRange, error) {
@@ -452,9 +470,17 @@ func serve(slot int) {
 	k.Action = actResume
 	switch k.Event {
 	case evSyscall:
+		ip, nr := k.Gregs[regRIP], int(k.Nr)
+		th.syscall()
+		if t.rw.on && !th.die.Load() {
+			t.trapped(th, ip, nr, k.Gregs[regRAX])
+		}
+	case evPatched:
 		th.syscall()
 	case evSignal:
-		th.syncSignal(int(k.Signo))
+		if !th.rwFault(int(k.Signo)) {
+			th.syncSignal(int(k.Signo))
+		}
 	}
 	if !th.die.Load() && !t.ended.Load() {
 		th.deliver()

@@ -28,10 +28,10 @@ func unsupported(o *ImageOptions) error {
 		// The trap tier runs one process (no fork): not a default yet.
 		o.SyscallMode = "seccomp"
 	}
-	if o.Net && o.SyscallMode == "trap" {
-		missing = append(missing, "--net in the trap tier")
+	if o.Net && (o.SyscallMode == "trap" || o.SyscallMode == "rewrite") {
+		missing = append(missing, "--net in the "+o.SyscallMode+" tier")
 	}
-	if o.SyscallMode == "trap" && !trap.Available() || o.SyscallMode == "rewrite" {
+	if (o.SyscallMode == "trap" || o.SyscallMode == "rewrite") && !trap.Available() {
 		missing = append(missing, "--syscall-mode="+o.SyscallMode)
 	}
 	if len(missing) > 0 {
@@ -76,7 +76,7 @@ func runImage(args []string) int {
 	if err := unsupported(o); err != nil {
 		return fail(err)
 	}
-	if o.SyscallMode == "trap" {
+	if inProcess(o.SyscallMode) {
 		// Before anything kbox keeps is opened: the guest's fds are
 		// the low numbers of kbox's own table (trap/fds.go).
 		if trapFDs, err = trap.Prepare(); err != nil {
@@ -200,7 +200,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 	defer ag.detach()
 	eng.Debug = os.Getenv("KBOX_DEBUG") != ""
 	var status int
-	if o.SyscallMode == "trap" {
+	if inProcess(o.SyscallMode) {
 		status, err = runTrap(o, path, eng)
 	} else {
 		status, err = supervisor.Run(supervisor.Config{

@@ -20,6 +20,9 @@ var trapFDs int
 // parent sees the guest's death.
 var dieWith int
 
+// inProcess reports whether mode is an in-process tier (package trap).
+func inProcess(mode string) bool { return mode == "trap" || mode == "rewrite" }
+
 // runTrap runs the guest in the in-process trap tier (docs/tiers.md).
 func runTrap(o *ImageOptions, path string, eng *dispatch.Engine) (int, error) {
 	ex, err := trap.Run(trap.Config{
@@ -29,7 +32,11 @@ func runTrap(o *ImageOptions, path string, eng *dispatch.Engine) (int, error) {
 		WorkDir: o.WorkDir,
 		Engine:  eng,
 		Verbose: o.Verbose,
+		Rewrite: o.SyscallMode == "rewrite",
 	})
+	if o.Stats && err == nil {
+		fmt.Fprintf(os.Stderr, "kbox: tier %s: %s, %d W^X mappings refused\n", o.SyscallMode, ex.Sites, ex.Sites.WX)
+	}
 	var pe *trap.ProgramError
 	if errors.As(err, &pe) {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", err)
