@@ -173,7 +173,7 @@ func sweepTo(t *X86Text, s, site int) error {
 	c := t.Code
 	i := s
 	for i < site {
-		inst, err := x86asm.Decode(c[i:], 64)
+		inst, err := decode(c[i:])
 		if err != nil || inst.Len == 0 {
 			if site-i <= 15 {
 				// Bytes x86asm cannot decode (EVEX, for one) this
@@ -199,7 +199,7 @@ func sweepTo(t *X86Text, s, site int) error {
 func branchInto(t *X86Text, s, end, site int) bool {
 	c := t.Code
 	for i := s; i < end; {
-		inst, err := x86asm.Decode(c[i:end], 64)
+		inst, err := decode(c[i:end])
 		if err != nil || inst.Len == 0 {
 			i++
 			continue
@@ -210,6 +210,30 @@ func branchInto(t *X86Text, s, end, site int) bool {
 		i += inst.Len
 	}
 	return false
+}
+
+// decode decodes one instruction, x86asm's way, but for endbr64 and
+// endbr32 (F3 0F 1E FA/FB: CET's marks, a 4-byte NOP on every CPU), which
+// x86asm does not know.
+func decode(b []byte) (inst x86asm.Inst, err error) {
+	defer func() {
+		// x86asm v0.28 panics on some truncated AVX encodings (index out
+		// of range in decodeAVX, found by FuzzSiteX86): not an
+		// instruction.
+		if recover() != nil {
+			inst, err = x86asm.Inst{}, errors.New("undecodable")
+		}
+	}()
+	if len(b) >= 4 && b[0] == 0xF3 && b[1] == 0x0F && b[2] == 0x1E && (b[3] == 0xFA || b[3] == 0xFB) {
+		return x86asm.Inst{Op: x86asm.NOP, Len: 4}, nil
+	}
+	inst, err = x86asm.Decode(b, 64)
+	if err == nil && inst.Op == 0 {
+		// What x86asm returns for an instruction cut short by the end
+		// of b: not an instruction.
+		err = errors.New("truncated instruction")
+	}
+	return inst, err
 }
 
 // into reports whether inst at addr is a direct branch to site+1 ... site+6.

@@ -50,6 +50,7 @@ func TestX86Site(t *testing.T) {
 		// jmp rel8 forward to the syscall from before the site.
 		{"branch forward into", cat(nops, []byte{0xEB, 0x05}, movSyscall(39), ret), uint64(len(nops) + 2 + 7), 39, ErrBranchInto},
 		// A branch to the mov itself is fine.
+		{"after endbr64 and a jmp", cat(nops, []byte{0xF3, 0x0F, 0x1E, 0xFA, 0xE9, 0, 0, 0, 0}, movSyscall(39), ret), uint64(len(nops) + 9 + 7), 39, nil},
 		{"branch to the mov", cat(nops, []byte{0xEB, 0x00}, movSyscall(39), ret), uint64(len(nops) + 2 + 7), 39, nil},
 	}
 	for _, c := range cases {
@@ -225,7 +226,7 @@ func oracle(code []byte, off int, nr uint32) bool {
 	at := map[int]x86asm.Inst{}
 	into := false
 	for i := 0; i < len(code); {
-		in, err := x86asm.Decode(code[i:], 64)
+		in, err := decode(code[i:])
 		if err != nil || in.Len == 0 {
 			i++
 			continue
@@ -290,7 +291,7 @@ func FuzzSiteX86(f *testing.F) {
 func decodeAll(code []byte) map[int]x86asm.Inst {
 	m := map[int]x86asm.Inst{}
 	for i := 0; i < len(code); {
-		in, err := x86asm.Decode(code[i:], 64)
+		in, err := decode(code[i:])
 		if err != nil || in.Len == 0 {
 			i++
 			continue
