@@ -49,3 +49,10 @@ type ProgramError struct {
 }
 
 func (e *ProgramError) Error() string { return e.Path + ": " + e.Errno.Error() }
+
+// InstallError says the in-process tier could not be set up (before any
+// guest code ran): auto falls through to the seccomp tier.
+type InstallError struct{ Err error }
+
+func (e *InstallError) Error() string { return e.Err.Error() }
+func (e *InstallError) Unwrap() error { return e.Err }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -251,7 +252,10 @@ func (t *tier) patch(th *thread, ip uint64, nr int, res uint64) string {
 	x := r.textOf(ip-rewrite.X86SiteLen, rewrite.X86SiteLen)
 	r.mu.Unlock()
 	if x == nil {
-		return "not in a text alias"
+		var why string
+		if x, why = t.aliasMapping(ip - rewrite.X86SiteLen); x == nil {
+			return why
+		}
 	}
 	site, err := rewrite.X86Site(&x.tx, ip, uint32(nr))
 	if err != nil {
@@ -281,6 +285,74 @@ func (t *tier) patch(th *thread, ip uint64, nr int, res uint64) string {
 		fmt.Fprintf(os.Stderr, "kbox: rewrite: patched syscall %d at %#x\n", nr, site)
 	}
 	return ""
+}
+
+// aliasMapping gives guest code the loader did not map (a library ld.so
+// mapped from its file, code the guest mapped itself) a text alias, as
+// elfload does for what it maps: the mapping's bytes are copied into a
+// memfd mapped MAP_SHARED over the same range, same protection. The bytes
+// are the same, so a thread running there meanwhile notices nothing (the
+// kernel replaces the pages under its mmap lock). Only private,
+// read-execute mappings wholly the guest's.
+func (t *tier) aliasMapping(addr uint64) (*rwText, string) {
+	lo, hi, ok := execMapping(addr)
+	if !ok {
+		return nil, "not in a read-execute private mapping"
+	}
+	if !t.mem.contains(lo, hi) {
+		return nil, "not the guest's memory"
+	}
+	n := int(hi - lo)
+	b := make([]byte, n)
+	if !copyIn(b, lo) {
+		return nil, "code not readable"
+	}
+	fd, err := unix.MemfdCreate("kbox-text", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, "memfd: " + err.Error()
+	}
+	defer unix.Close(fd)
+	if w, err := unix.Pwrite(fd, b, 0); err != nil || w != n {
+		return nil, "memfd write failed"
+	}
+	v, err := unix.Mmap(fd, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, "alias: " + err.Error()
+	}
+	if got, en := mmapRaw(lo, n, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_SHARED|unix.MAP_FIXED, fd, 0); en != 0 || got != lo {
+		unix.Munmap(v)
+		return nil, "alias mapping failed"
+	}
+	x := &rwText{lo: lo, hi: hi, view: v}
+	x.tx = rewrite.X86Text{Base: lo, Code: v}
+	r := &t.rw
+	r.mu.Lock()
+	r.texts = append(r.texts, x)
+	r.mu.Unlock()
+	return x, ""
+}
+
+// execMapping finds the mapping of kbox's process holding addr in
+// /proc/self/maps: its range when it is private and read-execute.
+func execMapping(addr uint64) (lo, hi uint64, ok bool) {
+	m, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(m), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		a, b, _ := strings.Cut(f[0], "-")
+		l, err1 := strconv.ParseUint(a, 16, 64)
+		h, err2 := strconv.ParseUint(b, 16, 64)
+		if err1 != nil || err2 != nil || addr < l || addr >= h {
+			continue
+		}
+		return l, h, f[1] == "r-xp"
+	}
+	return 0, 0, false
 }
 
 // rwFault handles a SIGILL or SIGTRAP in patched code (rewrite.Restart):

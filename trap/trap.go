@@ -77,6 +77,23 @@ func Prepare() (int, error) {
 	return prepared.g, nil
 }
 
+// Release gives back the guest's fd range Prepare reserved (its
+// placeholders are closed), when the run goes to the seccomp tier after
+// all (auto).
+func Release() {
+	if prepared == nil {
+		return
+	}
+	prepared.mu.Lock()
+	defer prepared.mu.Unlock()
+	for fd, f := range prepared.free {
+		if f {
+			unix.Close(fd)
+			prepared.free[fd] = false
+		}
+	}
+}
+
 // brkSize is the address space reserved for a guest's break: LKL's
 // memory lies at 1 GiB, and a non-PIE program's break (from about 4 MiB)
 // must end below it. musl and glibc fall back to mmap when brk fails.
@@ -141,7 +158,7 @@ func Run(cfg Config) (Exit, error) {
 		return Exit{}, errors.New("trap tier: Prepare was not called")
 	}
 	if err := initCore(); err != nil {
-		return Exit{}, fmt.Errorf("trap tier: %w", err)
+		return Exit{}, &InstallError{fmt.Errorf("trap tier: %w", err)}
 	}
 	eng := cfg.Engine
 	t := &tier{cfg: cfg, eng: eng, pid: os.Getpid(), fds: prepared, byTid: map[int]*thread{},
@@ -157,7 +174,8 @@ func Run(cfg Config) (Exit, error) {
 	tr = t
 	if cfg.Rewrite {
 		if err := t.initRewrite(); err != nil {
-			return Exit{}, err
+			tr = nil
+			return Exit{}, &InstallError{err}
 		}
 	}
 	// Go's template thread must exist before a guest thread can ask Go
