@@ -13,7 +13,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,32 +32,6 @@ const (
 	membarrierSyncCore         = 32 // MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE
 	membarrierRegisterSyncCore = 64 // MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE
 )
-
-// SiteStats counts the rewrite tier's sites, and the W^X refusals of the
-// in-process tiers.
-type SiteStats struct {
-	Seen    int            // distinct syscall sites that trapped
-	Patched int            // of them patched (Inline of them answered in the stub)
-	Inline  int            //
-	Refused map[string]int // of them refused, by reason
-	WX      int            // mmap/mprotect asking for write and execute, refused
-}
-
-// String is the --stats line.
-func (s SiteStats) String() string {
-	var rs []string
-	n := 0
-	for k, v := range s.Refused {
-		rs = append(rs, fmt.Sprintf("%d %s", v, k))
-		n += v
-	}
-	sort.Strings(rs)
-	out := fmt.Sprintf("%d sites trapped, %d patched (%d inline), %d still trapping", s.Seen, s.Patched, s.Inline, s.Seen-s.Patched)
-	if len(rs) > 0 {
-		out += " (refused: " + strings.Join(rs, "; ") + ")"
-	}
-	return out
-}
 
 type rwText struct {
 	lo, hi uint64
