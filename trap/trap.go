@@ -17,6 +17,7 @@ import (
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/elfload"
+	"github.com/kbox-project/kbox/rewrite"
 	"github.com/kbox-project/kbox/seccomp"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
 	"golang.org/x/net/bpf"
@@ -288,6 +289,11 @@ func (t *tier) filter() ([]bpf.RawInstruction, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.rw.on {
+		// The rewrite tier's stubs are guest code, not kbox's: a
+		// syscall made there must trap.
+		ranges = without(ranges, t.rw.stubRX, t.rw.stubRX+rewrite.X86StubBytes)
+	}
 	pol.Trusted = seccomp.SplitRanges(ranges)
 	return pol.Assemble()
 }
@@ -310,6 +316,24 @@ var trapped = []string{
 // inlined are the syscalls the rewrite tier answers in a patched site's
 // stub (rewrite.go): trapped there, so that their sites get patched.
 var inlined = []string{"getpid", "getppid", "gettid"}
+
+// without removes [lo, hi) from rs.
+func without(rs []seccomp.IPRange, lo, hi uint64) []seccomp.IPRange {
+	var out []seccomp.IPRange
+	for _, r := range rs {
+		if r.Hi <= lo || r.Lo >= hi {
+			out = append(out, r)
+			continue
+		}
+		if r.Lo < lo {
+			out = append(out, seccomp.IPRange{Lo: r.Lo, Hi: lo})
+		}
+		if r.Hi > hi {
+			out = append(out, seccomp.IPRange{Lo: hi, Hi: r.Hi})
+		}
+	}
+	return out
+}
 
 // textRanges are kbox's executable mappings, from /proc/self/maps.
 func textRanges() ([]seccomp.IPRange, error) {
