@@ -20,6 +20,9 @@
  *     handoffspin as handoff, both sides spin up to SPIN iterations
  *                 (env TRAP_FLOOR_SPIN, default 2000) before sleeping
  *     handoff1cpu as handoff with both threads pinned to one CPU
+ *     patched     the rewrite tier's patched site, no signal: the two
+ *                 thread-pointer switches (arch_prctl to kbox's FS and
+ *                 back) around the stat, made from ordinary code
  *     redirect    the handler switches FS to kbox's (arch_prctl), points
  *                 the context at a trampoline and returns; after
  *                 sigreturn the trampoline makes the stat in ordinary
@@ -192,6 +195,22 @@ int main(int argc, char **argv)
 			raw(SYS_arch_prctl, ARCH_SET_FS, fs_guest, 0);
 		}
 		printf("fsbase %.1f\n", (now() - t0) / n);
+		return 0;
+	}
+	if (!strcmp(mode, "patched")) {
+		for (long i = 0; i < n / 10; i++)
+			stub(SYS_stat, (long)path, (long)&st, 0);
+		double t0 = now();
+		for (long i = 0; i < n; i++) {
+			raw(SYS_arch_prctl, ARCH_SET_FS, fs_kbox, 0);
+			long r = stub(SYS_stat, (long)path, (long)&st, 0);
+			raw(SYS_arch_prctl, ARCH_SET_FS, fs_guest, 0);
+			if (r != 0) {
+				fprintf(stderr, "stat failed\n");
+				return 1;
+			}
+		}
+		printf("patched %.1f\n", (now() - t0) / n);
 		return 0;
 	}
 	if (strcmp(mode, "native") != 0) {

@@ -15,6 +15,10 @@
 package trap
 
 import (
+	"fmt"
+	"sort"
+	"strings"
+
 	"github.com/kbox-project/kbox/dispatch"
 	"golang.org/x/sys/unix"
 )
@@ -27,6 +31,8 @@ type Config struct {
 	WorkDir string
 	Engine  *dispatch.Engine
 	Verbose bool
+	// Rewrite patches syscall sites that trap often (the rewrite tier).
+	Rewrite bool
 }
 
 // Exit is how the guest ended: Status as a shell reports it, and Signal,
@@ -35,6 +41,8 @@ type Config struct {
 type Exit struct {
 	Status int
 	Signal int
+	// Sites: the rewrite tier's syscall sites, and W^X refusals.
+	Sites SiteStats
 }
 
 // ProgramError says the program cannot be executed (as execve would
@@ -45,3 +53,36 @@ type ProgramError struct {
 }
 
 func (e *ProgramError) Error() string { return e.Path + ": " + e.Errno.Error() }
+
+// InstallError says the in-process tier could not be set up (before any
+// guest code ran): auto falls through to the seccomp tier.
+type InstallError struct{ Err error }
+
+func (e *InstallError) Error() string { return e.Err.Error() }
+func (e *InstallError) Unwrap() error { return e.Err }
+
+// SiteStats counts the rewrite tier's sites, and the W^X refusals of the
+// in-process tiers.
+type SiteStats struct {
+	Seen    int            // distinct syscall sites that trapped
+	Patched int            // of them patched (Inline of them answered in the stub)
+	Inline  int            //
+	Refused map[string]int // of them refused, by reason
+	WX      int            // mmap/mprotect asking for write and execute, refused
+}
+
+// String is the --stats line.
+func (s SiteStats) String() string {
+	var rs []string
+	n := 0
+	for k, v := range s.Refused {
+		rs = append(rs, fmt.Sprintf("%d %s", v, k))
+		n += v
+	}
+	sort.Strings(rs)
+	out := fmt.Sprintf("%d sites trapped, %d patched (%d inline), %d still trapping", s.Seen, s.Patched, s.Inline, s.Seen-s.Patched)
+	if len(rs) > 0 {
+		out += " (refused: " + strings.Join(rs, "; ") + ")"
+	}
+	return out
+}

@@ -50,6 +50,7 @@ _Static_assert(offsetof(struct kbox_thread, fs_guest) == KT_OFF_FSGUEST, "fs_gue
 _Static_assert(offsetof(struct kbox_thread, in_kbox) == KT_OFF_INKBOX, "in_kbox offset");
 _Static_assert(offsetof(struct kbox_thread, kicked) == KT_OFF_KICKED, "kicked offset");
 _Static_assert(offsetof(struct kbox_thread, tid) == 228, "tid offset");
+_Static_assert(offsetof(struct kbox_thread, self) == KT_OFF_SELF, "self offset");
 _Static_assert(REG_CR2 + 1 == KT_NGREG, "gregs");
 
 /* Slots: one per guest thread, in one reserved region, so that a signal
@@ -110,6 +111,7 @@ static struct kbox_thread *kt_of(void *sp)
 extern void kbox_trap_entry(void);
 extern void kbox_trap_resume(struct kbox_thread *kt) __attribute__((noreturn));
 extern char kbox_trap_window[], kbox_trap_window_end[];
+extern char kbox_rw_entry[], kbox_rw_prologue_end[];
 
 /* in_window: the thread is on its way back to the guest (FS and the FP
  * state are the guest's already, registers half loaded): what it was
@@ -118,6 +120,16 @@ static int in_window(ucontext_t *uc)
 {
 	char *ip = (char *)uc->uc_mcontext.gregs[REG_RIP];
 	return ip >= kbox_trap_window && ip < kbox_trap_window_end;
+}
+
+/* in_prologue: the thread came from a patched site's stub (rewrite tier)
+ * and is saving its registers into kt, FS still the guest's: it is on its
+ * way into kbox and must not be redirected (its registers are half
+ * saved). */
+static int in_prologue(ucontext_t *uc)
+{
+	char *ip = (char *)uc->uc_mcontext.gregs[REG_RIP];
+	return ip >= kbox_rw_entry && ip < kbox_rw_prologue_end;
 }
 
 /* redirect saves the interrupted guest context (save) and makes the
@@ -141,7 +153,7 @@ static void redirect(struct kbox_thread *kt, ucontext_t *uc, int save)
  * now. */
 static void kicked(struct kbox_thread *kt, ucontext_t *uc)
 {
-	if (kt->in_kbox) {
+	if (kt->in_kbox || in_prologue(uc)) {
 		kt->kicked = 1;
 		return;
 	}
@@ -198,7 +210,7 @@ static void on_sync(int sig, siginfo_t *si, void *ctx)
 {
 	ucontext_t *uc = ctx;
 	struct kbox_thread *kt = kt_of(&uc);
-	if (kt == NULL || kt->in_kbox || in_window(uc)) {
+	if (kt == NULL || kt->in_kbox || in_window(uc) || in_prologue(uc)) {
 		chain(sig, si, ctx);
 		return;
 	}
@@ -298,6 +310,61 @@ __asm__(".text\n"
 	"kbox_trap_window_end:\n"
 	".size kbox_trap_resume, .-kbox_trap_resume\n");
 
+/* kbox_rw_entry: where a patched site's stub jumps (rewrite tier), with
+ * the guest's registers but %eax = the syscall's number, %rcx = the
+ * address after the site (as the kernel's syscall leaves it) and %r11
+ * free (the kernel's syscall sets it to the flags), FS the guest's, %gs
+ * the thread's kbox_thread. It saves the registers as on_sigsys would, in
+ * the same place, switches to kbox's stack and FS, and goes on as a
+ * trapped syscall does (kbox_trap_entry: FP state, Go, kbox_trap_resume,
+ * which returns to the saved rip with rax = the result). No signal.
+ * Until kbox_rw_prologue_end the handlers leave the thread alone (a kick
+ * is remembered in kicked, as in kbox mode). */
+__asm__(".text\n"
+	".globl kbox_rw_entry\n"
+	".type kbox_rw_entry,@function\n"
+	"kbox_rw_entry:\n"
+	"	mov %rsp, %gs:15*8\n"
+	"	mov %gs:200, %rsp\n" /* kstack */
+	"	pushfq\n"
+	"	pop %r11\n"
+	"	mov %r11, %gs:17*8\n"
+	"	mov %rcx, %gs:16*8\n"
+	"	mov %r8, %gs:0*8\n"
+	"	mov %r9, %gs:1*8\n"
+	"	mov %r10, %gs:2*8\n"
+	"	mov %r11, %gs:3*8\n"
+	"	mov %r12, %gs:4*8\n"
+	"	mov %r13, %gs:5*8\n"
+	"	mov %r14, %gs:6*8\n"
+	"	mov %r15, %gs:7*8\n"
+	"	mov %rdi, %gs:8*8\n"
+	"	mov %rsi, %gs:9*8\n"
+	"	mov %rbp, %gs:10*8\n"
+	"	mov %rbx, %gs:11*8\n"
+	"	mov %rdx, %gs:12*8\n"
+	"	mov %rax, %gs:13*8\n"
+	"	mov %rcx, %gs:14*8\n"
+	"	mov %eax, %gs:212\n"  /* nr */
+	"	movl $4, %gs:208\n"   /* event = KT_PATCHED */
+	"	movl $1, %gs:224\n"   /* in_kbox */
+	".globl kbox_rw_prologue_end\n"
+	"kbox_rw_prologue_end:\n"
+	"	mov %gs:424, %rbx\n"  /* self */
+	"	mov 184(%rbx), %rsi\n" /* fs_kbox */
+	"	cmpl $0, use_fsgsbase(%rip)\n"
+	"	je 1f\n"
+	"	wrfsbase %rsi\n"
+	"	jmp 2f\n"
+	"1:	mov $158, %eax\n" /* arch_prctl(ARCH_SET_FS, fs_kbox) */
+	"	mov $0x1002, %edi\n"
+	"	syscall\n"
+	"2:	mov %rbx, %rdi\n"
+	"	jmp kbox_trap_entry\n"
+	".size kbox_rw_entry, .-kbox_rw_entry\n");
+
+uint64_t kbox_rw_entry_addr(void) { return (uint64_t)kbox_rw_entry; }
+
 /* kbox_trap_reset_fpu gives the thread the FP state a new process starts
  * with (and a signal handler gets): every component in its initial state,
  * MXCSR and the x87 control word at their defaults. */
@@ -375,6 +442,7 @@ struct kbox_thread *kbox_trap_thread(int slot)
 	struct kbox_thread *kt = (struct kbox_thread *)p;
 	memset(kt, 0, offsetof(struct kbox_thread, xsave));
 	kt->slot = slot;
+	kt->self = kt;
 	return kt;
 }
 

@@ -20,6 +20,7 @@ enum {
 	KT_SYSCALL = 1, /* a syscall the filter trapped: kt->nr, args in gregs */
 	KT_KICK = 2,    /* kbox kicked the thread (a guest signal, an exit) */
 	KT_SIGNAL = 3,  /* a synchronous signal in guest code: kt->signo, kt->si */
+	KT_PATCHED = 4, /* a patched site's stub (rewrite tier): kt->nr, args in gregs */
 };
 
 /* What Go tells the C side to do after serving (kt->action). */
@@ -47,6 +48,7 @@ enum {
 #define KT_OFF_FSGUEST 192
 #define KT_OFF_INKBOX 224
 #define KT_OFF_KICKED 240
+#define KT_OFF_SELF 424
 #define KT_OFF_XSAVE 512
 
 struct kbox_thread {
@@ -68,7 +70,8 @@ struct kbox_thread {
 	struct sock_fprog *filter;
 	void *jmp[5];      /* __builtin_setjmp: the way out at KT_EXIT */
 	siginfo_t si;      /* KT_SIGNAL: the signal's info */
-	uint8_t pad[KT_OFF_XSAVE - 23 * 8 - 3 * 8 - 8 * 4 - 8 - 8 - 5 * 8 - sizeof(siginfo_t)];
+	struct kbox_thread *self; /* this struct: the rewrite entry finds it through %gs */
+	uint8_t pad[KT_OFF_XSAVE - 23 * 8 - 3 * 8 - 8 * 4 - 8 - 8 - 5 * 8 - sizeof(siginfo_t) - 8];
 	/* The guest's FPU/SSE/AVX state, XSAVE (or FXSAVE) format. */
 	uint8_t xsave[] __attribute__((aligned(64)));
 };
@@ -84,5 +87,6 @@ void kbox_trap_die(int sig);
 int kbox_trap_fsgsbase(void);
 int kbox_trap_use_xsave(void);
 uint64_t kbox_trap_xcr0(void);
+uint64_t kbox_rw_entry_addr(void);
 
 #endif

@@ -115,10 +115,17 @@ func sysMmap(th *thread, a *[6]uint64) bool {
 		th.fail(unix.EPERM)
 		return true
 	}
+	if t.wxRefused(a[2]) {
+		th.fail(unix.EACCES)
+		return true
+	}
 	r, en := native(unix.SYS_MMAP, a)
 	if en != 0 {
 		th.fail(en)
 		return true
+	}
+	if flags&mapFixed != 0 {
+		t.rwForget(r, pageUp(r+a[1]), false, true) // code replaced
 	}
 	t.mem.add(r, pageUp(r+a[1]))
 	th.ret(int64(r))
@@ -138,6 +145,7 @@ func sysMunmap(th *thread, a *[6]uint64) bool {
 	_, en := native(unix.SYS_MUNMAP, a)
 	if en == 0 {
 		tr.mem.remove(a[0], pageUp(a[0]+a[1]))
+		tr.rwForget(a[0], pageUp(a[0]+a[1]), false, true)
 	}
 	th.ret(-int64(en))
 	return true
@@ -153,7 +161,16 @@ func sysMprotect(th *thread, a *[6]uint64) bool {
 		th.fail(unix.EPERM)
 		return true
 	}
+	if tr.wxRefused(a[2]) {
+		th.fail(unix.EACCES)
+		return true
+	}
 	_, en := native(int(th.k.Nr), a)
+	if en == 0 && a[1] != 0 {
+		// Code whose protection changes is new code: it traps again,
+		// and may be patched again later.
+		tr.rwForget(a[0], pageUp(a[0]+a[1]), true, false)
+	}
 	th.ret(-int64(en))
 	return true
 }
@@ -189,6 +206,7 @@ func sysMremap(th *thread, a *[6]uint64) bool {
 	}
 	if flags&mremapDontunmap == 0 && oldLen != 0 {
 		t.mem.remove(old, pageUp(old+oldLen))
+		t.rwForget(old, pageUp(old+oldLen), false, true)
 	}
 	t.mem.add(r, pageUp(r+newLen))
 	th.ret(int64(r))

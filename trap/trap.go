@@ -17,6 +17,7 @@ import (
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/elfload"
+	"github.com/kbox-project/kbox/rewrite"
 	"github.com/kbox-project/kbox/seccomp"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
 	"golang.org/x/net/bpf"
@@ -77,6 +78,23 @@ func Prepare() (int, error) {
 	return prepared.g, nil
 }
 
+// Release gives back the guest's fd range Prepare reserved (its
+// placeholders are closed), when the run goes to the seccomp tier after
+// all (auto).
+func Release() {
+	if prepared == nil {
+		return
+	}
+	prepared.mu.Lock()
+	defer prepared.mu.Unlock()
+	for fd, f := range prepared.free {
+		if f {
+			unix.Close(fd)
+			prepared.free[fd] = false
+		}
+	}
+}
+
 // brkSize is the address space reserved for a guest's break: LKL's
 // memory lies at 1 GiB, and a non-PIE program's break (from about 4 MiB)
 // must end below it. musl and glibc fall back to mmap when brk fails.
@@ -97,6 +115,7 @@ type tier struct {
 	live    int
 
 	sig sigState
+	rw  rwState
 
 	exitOnce sync.Once
 	done     chan Exit
@@ -140,7 +159,7 @@ func Run(cfg Config) (Exit, error) {
 		return Exit{}, errors.New("trap tier: Prepare was not called")
 	}
 	if err := initCore(); err != nil {
-		return Exit{}, fmt.Errorf("trap tier: %w", err)
+		return Exit{}, &InstallError{fmt.Errorf("trap tier: %w", err)}
 	}
 	eng := cfg.Engine
 	t := &tier{cfg: cfg, eng: eng, pid: os.Getpid(), fds: prepared, byTid: map[int]*thread{},
@@ -154,6 +173,12 @@ func Run(cfg Config) (Exit, error) {
 		}
 	}
 	tr = t
+	if cfg.Rewrite {
+		if err := t.initRewrite(); err != nil {
+			tr = nil
+			return Exit{}, &InstallError{err}
+		}
+	}
 	// Go's template thread must exist before a guest thread can ask Go
 	// for a new thread (kboxTrapServe): it is made now, from a thread
 	// without the guest's filter.
@@ -201,6 +226,7 @@ func Run(cfg Config) (Exit, error) {
 	for _, r := range l.Regions {
 		t.mem.add(uint64(r.Start), uint64(r.End))
 	}
+	t.rwLoad(l)
 
 	t.startSignals()
 	defer t.stopSignals()
@@ -223,6 +249,7 @@ func Run(cfg Config) (Exit, error) {
 	case ex := <-t.done:
 		t.stopAll()
 		eng.Stop()
+		ex.Sites = t.siteStats()
 		return ex, nil
 	}
 }
@@ -238,6 +265,12 @@ func (t *tier) filter() ([]bpf.RawInstruction, error) {
 	drop := map[string]bool{}
 	for _, n := range trapped {
 		drop[n] = true
+	}
+	if t.cfg.Rewrite {
+		// Trapped until their sites are patched to answer inline.
+		for _, n := range inlined {
+			drop[n] = true
+		}
 	}
 	keep := func(l []string) []string {
 		var out []string
@@ -256,6 +289,11 @@ func (t *tier) filter() ([]bpf.RawInstruction, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.rw.on {
+		// The rewrite tier's stubs are guest code, not kbox's: a
+		// syscall made there must trap.
+		ranges = without(ranges, t.rw.stubRX, t.rw.stubRX+rewrite.X86StubBytes)
+	}
 	pol.Trusted = seccomp.SplitRanges(ranges)
 	return pol.Assemble()
 }
@@ -273,6 +311,28 @@ var trapped = []string{
 	"timerfd_create", "memfd_create", "accept", "accept4", "recvmsg", "recvmmsg",
 	"splice", "tee", "timerfd_settime", "timerfd_gettime", "fcntl", "fstat",
 	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+}
+
+// inlined are the syscalls the rewrite tier answers in a patched site's
+// stub (rewrite.go): trapped there, so that their sites get patched.
+var inlined = []string{"getpid", "getppid", "gettid"}
+
+// without removes [lo, hi) from rs.
+func without(rs []seccomp.IPRange, lo, hi uint64) []seccomp.IPRange {
+	var out []seccomp.IPRange
+	for _, r := range rs {
+		if r.Hi <= lo || r.Lo >= hi {
+			out = append(out, r)
+			continue
+		}
+		if r.Lo < lo {
+			out = append(out, seccomp.IPRange{Lo: r.Lo, Hi: lo})
+		}
+		if r.Hi > hi {
+			out = append(out, seccomp.IPRange{Lo: hi, Hi: r.Hi})
+		}
+	}
+	return out
 }
 
 // textRanges are kbox's executable mappings, from /proc/self/maps.
@@ -452,9 +512,17 @@ func serve(slot int) {
 	k.Action = actResume
 	switch k.Event {
 	case evSyscall:
+		ip, nr := k.Gregs[regRIP], int(k.Nr)
+		th.syscall()
+		if t.rw.on && !th.die.Load() {
+			t.trapped(th, ip, nr, k.Gregs[regRAX])
+		}
+	case evPatched:
 		th.syscall()
 	case evSignal:
-		th.syncSignal(int(k.Signo))
+		if !th.rwFault(int(k.Signo)) {
+			th.syncSignal(int(k.Signo))
+		}
 	}
 	if !th.die.Load() && !t.ended.Load() {
 		th.deliver()

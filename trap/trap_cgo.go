@@ -34,10 +34,12 @@ const (
 	regR8  = 0
 	regR9  = 1
 	regR10 = 2
+	regR11 = 3
 	regRDI = 8
 	regRSI = 9
 	regRDX = 12
 	regRAX = 13
+	regRCX = 14
 	regRSP = 15
 	regRIP = 16
 	regEFL = 17
@@ -50,6 +52,7 @@ const (
 	evSyscall = C.KT_SYSCALL
 	evKick    = C.KT_KICK
 	evSignal  = C.KT_SIGNAL
+	evPatched = C.KT_PATCHED
 	actResume = C.KT_RESUME
 	actExit   = C.KT_EXIT
 )
@@ -62,7 +65,8 @@ func checkLayout() bool {
 		unsafe.Offsetof(c.install_filter) == unsafe.Offsetof(g.InstallFilter) &&
 		unsafe.Offsetof(c.kicked) == unsafe.Offsetof(g.Kicked) &&
 		unsafe.Offsetof(c.filter) == unsafe.Offsetof(g.Filter) &&
-		unsafe.Offsetof(c.si) == unsafe.Offsetof(g.Si)
+		unsafe.Offsetof(c.si) == unsafe.Offsetof(g.Si) &&
+		unsafe.Offsetof(c.tid) == ktOffTid
 }
 
 // core is the C core's per-thread memory.
@@ -123,6 +127,9 @@ func (c core) start(filter []bpf.RawInstruction) error {
 	}
 	return nil
 }
+
+// rwEntry is the address patched sites' stubs jump to (core.c).
+func rwEntry() uint64 { return uint64(C.kbox_rw_entry_addr()) }
 
 func fsgsbase() bool { return C.kbox_trap_fsgsbase() != 0 }
 

@@ -160,3 +160,10 @@ func nativeRlimit(res uint64) ([2]uint64, unix.Errno) {
 	en := nativeOut(unix.SYS_GETRLIMIT, [6]uint64{res}, 1, unsafe.Pointer(lim))
 	return *lim, en
 }
+
+// store2 stores v at b[i:i+2] as one 16-bit store (atomic within a cache
+// line: the rewrite tier's patch protocol).
+func store2(b []byte, i int, v [2]byte) {
+	_ = b[i+1]
+	*(*uint16)(unsafe.Pointer(&b[i])) = uint16(v[0]) | uint16(v[1])<<8
+}

@@ -25,13 +25,19 @@ func (e *notSupportedError) Error() string { return e.what + ": not supported ye
 func unsupported(o *ImageOptions) error {
 	var missing []string
 	if o.SyscallMode == "auto" {
-		// The trap tier runs one process (no fork): not a default yet.
-		o.SyscallMode = "seccomp"
+		// auto picks per command once the program can be read (runGuest,
+		// auto.go); these choose seccomp before that.
+		switch {
+		case o.Net:
+			o.SyscallMode, o.TierWhy = "seccomp", "auto: --net (the in-process tiers have no network yet)"
+		case !trap.Available():
+			o.SyscallMode, o.TierWhy = "seccomp", "auto: this build has no in-process tier"
+		}
 	}
-	if o.Net && o.SyscallMode == "trap" {
-		missing = append(missing, "--net in the trap tier")
+	if o.Net && (o.SyscallMode == "trap" || o.SyscallMode == "rewrite") {
+		missing = append(missing, "--net in the "+o.SyscallMode+" tier")
 	}
-	if o.SyscallMode == "trap" && !trap.Available() || o.SyscallMode == "rewrite" {
+	if (o.SyscallMode == "trap" || o.SyscallMode == "rewrite") && !trap.Available() {
 		missing = append(missing, "--syscall-mode="+o.SyscallMode)
 	}
 	if len(missing) > 0 {
@@ -76,7 +82,7 @@ func runImage(args []string) int {
 	if err := unsupported(o); err != nil {
 		return fail(err)
 	}
-	if o.SyscallMode == "trap" {
+	if inProcess(o.SyscallMode) || o.SyscallMode == "auto" {
 		// Before anything kbox keeps is opened: the guest's fds are
 		// the low numbers of kbox's own table (trap/fds.go).
 		if trapFDs, err = trap.Prepare(); err != nil {
@@ -199,10 +205,30 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 	ag.attach(eng, root.ReadKernelProc) // the agent options' exec hook, counters, sampling, timeout
 	defer ag.detach()
 	eng.Debug = os.Getenv("KBOX_DEBUG") != ""
+	if o.SyscallMode == "auto" {
+		o.SyscallMode, o.TierWhy = chooseTier(o, path, eng)
+		if o.SyscallMode != "rewrite" {
+			trap.Release()
+		}
+		if o.Verbose {
+			fmt.Fprintf(os.Stderr, "kbox: tier %s (%s)\n", o.SyscallMode, o.TierWhy)
+		}
+	}
 	var status int
-	if o.SyscallMode == "trap" {
+	if inProcess(o.SyscallMode) {
 		status, err = runTrap(o, path, eng)
-	} else {
+		var ie *trap.InstallError
+		if errors.As(err, &ie) && strings.HasPrefix(o.TierWhy, "auto:") {
+			// Nothing of the guest ran: the seccomp tier runs it.
+			if o.Verbose {
+				fmt.Fprintf(os.Stderr, "kbox: %s tier not available (%v): seccomp tier\n", o.SyscallMode, err)
+			}
+			trap.Release()
+			o.SyscallMode, o.TierWhy = "seccomp", "auto: the in-process tier failed to install: "+err.Error()
+			err = nil
+		}
+	}
+	if !inProcess(o.SyscallMode) {
 		status, err = supervisor.Run(supervisor.Config{
 			Argv:    o.Command,
 			Env:     withEnv(guestEnv(o), o.Agent.Env),
@@ -215,6 +241,13 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 			// as where none can be made (docs/security.md).
 			NoNamespaces: os.Getenv("KBOX_NAMESPACES") == "off",
 		})
+		if o.Stats {
+			why := o.TierWhy
+			if why == "" {
+				why = "asked for"
+			}
+			fmt.Fprintf(os.Stderr, "kbox: tier seccomp (%s)\n", why)
+		}
 	}
 	// A write-back that fails here lost data no guest call reported: kbox
 	// fails (exit status 125) rather than pass on the guest's status.

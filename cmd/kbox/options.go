@@ -47,6 +47,7 @@ type ImageOptions struct {
 	MountProfile string
 	ReadOnly     bool
 	SyscallMode  string
+	TierWhy      string // why this tier runs (auto), for -v and --stats
 	Net          bool
 	NetAllow     []usernet.Rule
 	NetDenyAll   bool

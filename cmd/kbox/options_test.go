@@ -182,14 +182,28 @@ func FuzzParseImageArgs(f *testing.F) {
 }
 
 func TestUnsupportedOptionsRefused(t *testing.T) {
+	// --net is not wired into the in-process tiers: refused in rewrite,
+	// and auto picks seccomp for it.
 	o, err := ParseImageArgs([]string{"-S", "a", "--net", "--syscall-mode=rewrite", "-b", "/a:/b"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = unsupported(o)
-	// --net works in the seccomp tier: only rewrite is refused here.
-	if err == nil || !strings.Contains(err.Error(), "not supported yet") || strings.Contains(err.Error(), "--net") || !strings.Contains(err.Error(), "rewrite") {
-		t.Errorf("unsupported: %v", err)
+	if err := unsupported(o); err == nil || !strings.Contains(err.Error(), "--net in the rewrite tier") {
+		t.Errorf("--net --syscall-mode=rewrite: %v", err)
+	}
+	o, err = ParseImageArgs([]string{"-S", "a", "--net", "--", "/bin/true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unsupported(o); err != nil || o.SyscallMode != "seccomp" || !strings.Contains(o.TierWhy, "--net") {
+		t.Errorf("--net with auto: %v, mode %s (%s)", err, o.SyscallMode, o.TierWhy)
+	}
+	o, err = ParseImageArgs([]string{"-S", "a", "--syscall-mode=rewrite", "--", "/bin/true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unsupported(o); (err == nil) != trap.Available() {
+		t.Errorf("--syscall-mode=rewrite: %v, tier available: %v", err, trap.Available())
 	}
 	// The trap tier is refused only where this build lacks it (not
 	// linux/amd64 with cgo).

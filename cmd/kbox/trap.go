@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/trap"
 )
 
@@ -20,6 +23,43 @@ var trapFDs int
 // parent sees the guest's death.
 var dieWith int
 
+// inProcess reports whether mode is an in-process tier (package trap).
+func inProcess(mode string) bool { return mode == "trap" || mode == "rewrite" }
+
+// chooseTier is auto's choice for the program at path (auto.go), read
+// from the image through the engine (as execve would read it).
+func chooseTier(o *ImageOptions, path string, eng *dispatch.Engine) (string, string) {
+	prog, en := eng.ReadProgram(path)
+	if en != 0 {
+		// A script (ENOEXEC), or a program the seccomp tier will report
+		// on as execve does.
+		if en == unix.ENOEXEC {
+			return "seccomp", "auto: a script or not an ELF program"
+		}
+		return "seccomp", "auto: the program cannot be read (" + en.Error() + ")"
+	}
+	defer prog.Close()
+	mode, why := tierChoice(o.Command[0], fdReader(prog.Main), func(p string) (io.ReaderAt, error) {
+		b, err := lkl.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		return bytes.NewReader(b), nil
+	})
+	return mode, "auto: " + why
+}
+
+// fdReader reads a file by its fd.
+type fdReader int
+
+func (f fdReader) ReadAt(b []byte, off int64) (int, error) {
+	n, err := unix.Pread(int(f), b, off)
+	if err == nil && n < len(b) {
+		return n, io.EOF
+	}
+	return n, err
+}
+
 // runTrap runs the guest in the in-process trap tier (docs/tiers.md).
 func runTrap(o *ImageOptions, path string, eng *dispatch.Engine) (int, error) {
 	ex, err := trap.Run(trap.Config{
@@ -29,7 +69,15 @@ func runTrap(o *ImageOptions, path string, eng *dispatch.Engine) (int, error) {
 		WorkDir: o.WorkDir,
 		Engine:  eng,
 		Verbose: o.Verbose,
+		Rewrite: o.SyscallMode == "rewrite",
 	})
+	if o.Stats && err == nil {
+		why := o.TierWhy
+		if why == "" {
+			why = "asked for"
+		}
+		fmt.Fprintf(os.Stderr, "kbox: tier %s (%s): %s, %d W^X mappings refused\n", o.SyscallMode, why, ex.Sites, ex.Sites.WX)
+	}
 	var pe *trap.ProgramError
 	if errors.As(err, &pe) {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", err)

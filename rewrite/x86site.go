@@ -1,0 +1,261 @@
+// Package rewrite is the rewrite tier's code patching: it decides which
+// syscall sites of guest code may be patched, encodes the patch and the
+// per-site stubs, and keeps the table of patched sites (docs/tiers.md,
+// Rewrite tier). It is pure Go: the trap tier (package trap) supplies the
+// memory, the entry into kbox and the signal handling.
+//
+// Files named x86* are the x86_64 patcher; arm64* files are the aarch64
+// one.
+package rewrite
+
+import (
+	"encoding/binary"
+	"errors"
+	"sort"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// X86SiteLen is the length of a patched x86_64 site: `mov $imm32,%eax`
+// (B8 imm32) then `syscall` (0F 05), replaced by `jmp *disp32`
+// (FF 24 25 disp32), an absolute jump through a pointer in the slot table.
+const X86SiteLen = 7
+
+// Reasons a site is refused. A refused site keeps trapping.
+var (
+	ErrNotSyscall = errors.New("no syscall instruction before the trapping address")
+	ErrNoMov      = errors.New("the syscall is not preceded by mov $nr,%eax with the trapped number")
+	ErrEndbr      = errors.New("the mov follows endbr64 (an indirect-branch target)")
+	ErrPrefix     = errors.New("a prefix byte precedes the mov")
+	ErrBoundary   = errors.New("the mov is not an instruction boundary in every decoding of the code before it")
+	ErrBranchInto = errors.New("a direct branch targets the middle of the site")
+	ErrOutOfText  = errors.New("the site is not inside the text given")
+	ErrCacheLine  = errors.New("the syscall's two bytes straddle a cache line")
+)
+
+// sweepBack is how far before a site linear decodings start; sweepFwd how
+// far after it they go to find backward branches. rel8 branches reach
+// 128 bytes: both cover them with room to spare; rel32 branches are found
+// by X86Text's scan of the whole text.
+const (
+	sweepBack = 1024
+	sweepFwd  = 512
+)
+
+// X86Text is one mapped text range of guest code with what the site
+// finder learns of it once: every rel32 direct branch target found at any
+// byte offset of it (E8 call, E9 jmp, 0F 80-8F jcc), sorted. Counting
+// every offset, not only decoded instruction starts, is conservative: a
+// byte sequence that only looks like a branch may refuse a site, never
+// admit one.
+type X86Text struct {
+	Base    uint64 // address of Code[0]
+	Code    []byte
+	targets []uint64
+	scanned bool
+}
+
+func (t *X86Text) scan() {
+	if t.scanned {
+		return
+	}
+	t.scanned = true
+	c := t.Code
+	for i := 0; i+5 <= len(c); i++ {
+		var rel int32
+		var end int
+		switch {
+		case c[i] == 0xE8 || c[i] == 0xE9:
+			rel, end = int32(binary.LittleEndian.Uint32(c[i+1:])), i+5
+		case c[i] == 0x0F && i+6 <= len(c) && c[i+1] >= 0x80 && c[i+1] <= 0x8F:
+			rel, end = int32(binary.LittleEndian.Uint32(c[i+2:])), i+6
+		default:
+			continue
+		}
+		t.targets = append(t.targets, uint64(int64(t.Base)+int64(end)+int64(rel)))
+	}
+	sort.Slice(t.targets, func(a, b int) bool { return t.targets[a] < t.targets[b] })
+}
+
+// rel32Into reports whether some rel32 target lies in (lo, hi).
+func (t *X86Text) rel32Into(lo, hi uint64) bool {
+	t.scan()
+	i := sort.Search(len(t.targets), func(i int) bool { return t.targets[i] > lo })
+	return i < len(t.targets) && t.targets[i] < hi
+}
+
+// isPrefix: legacy prefixes, REX, and the first bytes of VEX, EVEX and
+// XOP, which would make the bytes at the site part of another instruction
+// (REX.B B8 is mov to %r8d).
+func isPrefix(b byte) bool {
+	switch b {
+	case 0x66, 0x67, 0xF0, 0xF2, 0xF3, 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65, 0x62, 0xC4, 0xC5, 0x8F:
+		return true
+	}
+	return b >= 0x40 && b <= 0x4F
+}
+
+// X86Site checks the site of a syscall that trapped with number nr,
+// the kernel reporting ip (the address after the `syscall`). It returns
+// the site's address (ip-7, where the mov starts) when the 7 bytes there
+// may be replaced by a jump, or why not. The checks (docs/tiers.md):
+//   - ip-2 holds 0F 05 and ip-7 holds B8 with imm32 == nr;
+//   - no prefix or endbr64 right before the mov;
+//   - every linear decoding started at several points up to sweepBack
+//     bytes before the site has instruction boundaries at the mov and at
+//     the syscall (x86 decoding resynchronises within a few instructions:
+//     a site inside a longer instruction in any of them is refused);
+//   - no direct branch decoded near the site (rel8 or rel32), and no rel32
+//     branch anywhere in the text, targets site+1 ... site+6;
+//   - the syscall's two bytes lie in one cache line, so that replacing
+//     them is one atomic store (the patch protocol, docs/tiers.md).
+func X86Site(t *X86Text, ip uint64, nr uint32) (uint64, error) {
+	if ip < t.Base+X86SiteLen || ip > t.Base+uint64(len(t.Code)) {
+		return 0, ErrOutOfText
+	}
+	site := ip - X86SiteLen
+	off := int(site - t.Base)
+	c := t.Code
+	if c[off+5] != 0x0F || c[off+6] != 0x05 {
+		return 0, ErrNotSyscall
+	}
+	if c[off] != 0xB8 || binary.LittleEndian.Uint32(c[off+1:]) != nr {
+		return 0, ErrNoMov
+	}
+	if (site+5)%64 == 63 {
+		return 0, ErrCacheLine
+	}
+	if off >= 4 && c[off-4] == 0xF3 && c[off-3] == 0x0F && c[off-2] == 0x1E && c[off-1] == 0xFA {
+		return 0, ErrEndbr
+	}
+	if off >= 1 && isPrefix(c[off-1]) {
+		return 0, ErrPrefix
+	}
+	lo := off - sweepBack
+	if lo < 0 {
+		lo = 0
+	}
+	// Linear sweeps from several starts: the text's start when it is
+	// near, and points at decreasing distances.
+	starts := []int{lo}
+	for _, d := range []int{sweepBack / 2, 256, 128, 64, 32, 16} {
+		if s := off - d; s > lo {
+			starts = append(starts, s)
+		}
+	}
+	for _, s := range starts {
+		if err := sweepTo(t, s, off); err != nil {
+			return 0, err
+		}
+	}
+	// Forward from the end of the site (a boundary: the syscall is real),
+	// for branches back into it.
+	hi := off + X86SiteLen + sweepFwd
+	if hi > len(c) {
+		hi = len(c)
+	}
+	if branchInto(t, off+X86SiteLen, hi, off) {
+		return 0, ErrBranchInto
+	}
+	if t.rel32Into(site, site+X86SiteLen) {
+		return 0, ErrBranchInto
+	}
+	return site, nil
+}
+
+// sweepTo decodes linearly from offset s to the site (offset site): the
+// site must be an instruction boundary of that decoding (ErrBoundary) and
+// no branch decoded on the way may target the site's inside
+// (ErrBranchInto). An
+// undecodable byte is stepped over (data in text): the decoding after it
+// still counts.
+func sweepTo(t *X86Text, s, site int) error {
+	c := t.Code
+	i := s
+	for i < site {
+		inst, err := decode(c[i:])
+		if err != nil || inst.Len == 0 {
+			if site-i <= 15 {
+				// Bytes x86asm cannot decode (EVEX, for one) this
+				// close may hold the mov inside them.
+				return ErrBoundary
+			}
+			i++
+			continue
+		}
+		if into(inst, t.Base+uint64(i), t.Base+uint64(site)) {
+			return ErrBranchInto
+		}
+		i += inst.Len
+	}
+	if i != site {
+		return ErrBoundary
+	}
+	return nil
+}
+
+// branchInto decodes linearly from offset s to end and reports whether a
+// direct branch there targets the inside of the site at offset site.
+func branchInto(t *X86Text, s, end, site int) bool {
+	c := t.Code
+	for i := s; i < end; {
+		inst, err := decode(c[i:end])
+		if err != nil || inst.Len == 0 {
+			i++
+			continue
+		}
+		if into(inst, t.Base+uint64(i), t.Base+uint64(site)) {
+			return true
+		}
+		i += inst.Len
+	}
+	return false
+}
+
+// decode decodes one instruction, x86asm's way, but for endbr64 and
+// endbr32 (F3 0F 1E FA/FB: CET's marks, a 4-byte NOP on every CPU), which
+// x86asm does not know.
+func decode(b []byte) (inst x86asm.Inst, err error) {
+	defer func() {
+		// x86asm v0.28 panics on some truncated AVX encodings (index out
+		// of range in decodeAVX, found by FuzzSiteX86): not an
+		// instruction.
+		if recover() != nil {
+			inst, err = x86asm.Inst{}, errors.New("undecodable")
+		}
+	}()
+	if len(b) >= 4 && b[0] == 0xF3 && b[1] == 0x0F && b[2] == 0x1E && (b[3] == 0xFA || b[3] == 0xFB) {
+		return x86asm.Inst{Op: x86asm.NOP, Len: 4}, nil
+	}
+	inst, err = x86asm.Decode(b, 64)
+	if err == nil && inst.Op == 0 {
+		// What x86asm returns for an instruction cut short by the end
+		// of b: not an instruction.
+		err = errors.New("truncated instruction")
+	}
+	return inst, err
+}
+
+// into reports whether inst at addr is a direct branch to site+1 ... site+6.
+func into(inst x86asm.Inst, addr, site uint64) bool {
+	tgt, ok := directTarget(inst, addr)
+	return ok && tgt > site && tgt < site+X86SiteLen
+}
+
+// directTarget is the target of a direct branch (jmp, jcc, call, loop,
+// jrcxz with a relative operand) at addr.
+func directTarget(inst x86asm.Inst, addr uint64) (uint64, bool) {
+	switch inst.Op {
+	case x86asm.JMP, x86asm.CALL, x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE,
+		x86asm.JE, x86asm.JNE, x86asm.JG, x86asm.JGE, x86asm.JL, x86asm.JLE,
+		x86asm.JO, x86asm.JNO, x86asm.JP, x86asm.JNP, x86asm.JS, x86asm.JNS,
+		x86asm.JCXZ, x86asm.JECXZ, x86asm.JRCXZ, x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE:
+	default:
+		return 0, false
+	}
+	rel, ok := inst.Args[0].(x86asm.Rel)
+	if !ok {
+		return 0, false
+	}
+	return uint64(int64(addr) + int64(inst.Len) + int64(rel)), true
+}

@@ -1,0 +1,128 @@
+//go:build lkl
+
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkRewrite runs rows of tests/guest/bench natively and under the
+// seccomp, trap and rewrite tiers, interleaved in one run (median of
+// KBOX_BENCH_RUNS, 5 by default), with each tier's ratio to native; then,
+// in the same minutes, the floor of a patched call with
+// scripts/trap_floor.c (native stat, stat between the two arch_prctl FS
+// switches a patched site costs on a CPU without FSGSBASE, the switches
+// alone), and the sites patched and still trapping for the bench program
+// and for `ls -lR /usr`. KBOX_BENCH_ROWS=a,b runs only those rows.
+func BenchmarkRewrite(b *testing.B) {
+	img := imagePath(b)
+	bin := kboxBin(b)
+	bench := dumpFromImage(b, img, "/opt/tests/bench")
+	hostFile := dumpFromImage(b, img, "/etc/hostname")
+	runs := 5
+	if v, err := strconv.Atoi(os.Getenv("KBOX_BENCH_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	rows := []struct {
+		name  string
+		iters int
+	}{
+		{"stat", 20000}, {"open_close", 10000}, {"lseek_read", 50000}, {"getpid_libc", 200000}, {"getpid_inline", 200000},
+	}
+	modes := []string{"seccomp", "trap", "rewrite"}
+	for _, r := range rows {
+		if f := os.Getenv("KBOX_BENCH_ROWS"); f != "" && !strings.Contains(","+f+",", ","+r.name+",") {
+			continue
+		}
+		res := map[string][]float64{}
+		for i := 0; i < runs; i++ {
+			out, err := exec.Command(bench, r.name, strconv.Itoa(r.iters), hostFile).Output()
+			if err != nil {
+				b.Fatalf("native %s: %v", r.name, err)
+			}
+			res["native"] = append(res["native"], parseBench(b, string(out)))
+			for _, mode := range modes {
+				out, err := exec.Command(bin, "image", "-S", img, "--read-only", "--syscall-mode="+mode, "--",
+					"/opt/tests/bench", r.name, strconv.Itoa(r.iters), "/etc/hostname").Output()
+				if err != nil {
+					b.Fatalf("kbox %s %s: %v", mode, r.name, err)
+				}
+				res[mode] = append(res[mode], parseBench(b, string(out)))
+			}
+		}
+		n := median(res["native"])
+		line := []string{}
+		for _, mode := range modes {
+			m := median(res[mode])
+			line = append(line, mode+" "+strconv.FormatFloat(m, 'f', 1, 64)+" ("+strconv.FormatFloat(m/n, 'f', 2, 64)+"x)")
+			b.ReportMetric(m/n, r.name+"_"+mode+"_ratio")
+		}
+		b.Logf("%-13s native %8.1f ns/op   %s", r.name, n, strings.Join(line, "   "))
+	}
+	floor := filepath.Join(b.TempDir(), "trap_floor")
+	if out, err := exec.Command("cc", "-O2", "-pthread", "-o", floor, filepath.Join(repoRoot(), "scripts", "trap_floor.c")).CombinedOutput(); err != nil {
+		b.Logf("trap_floor not built (%v): %s", err, out)
+	} else {
+		var line []string
+		for _, mode := range []string{"native", "patched", "fsbase", "trapfs"} {
+			var v []float64
+			for i := 0; i < runs; i++ {
+				out, err := exec.Command(floor, mode, "20000", hostFile).Output()
+				if err != nil {
+					b.Fatalf("trap_floor %s: %v", mode, err)
+				}
+				v = append(v, parseBench(b, string(out)))
+			}
+			line = append(line, mode+" "+strconv.FormatFloat(median(v), 'f', 1, 64))
+			b.ReportMetric(median(v), "floor_"+mode+"_ns")
+		}
+		b.Logf("floor (scripts/trap_floor.c, stat, ns/op): %s", strings.Join(line, "   "))
+	}
+	sites := regexp.MustCompile(`kbox: tier rewrite [^\n]*`)
+	for _, c := range [][]string{
+		{"/opt/tests/bench", "stat", "20000", "/etc/hostname"},
+		{"/opt/tests/bench", "getpid_inline", "20000"},
+		{"/bin/ls", "-lR", "/usr"},
+	} {
+		cmd := exec.Command(bin, append([]string{"image", "-S", img, "--read-only", "--syscall-mode=rewrite", "--stats", "--"}, c...)...)
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("%v: %v", c, err)
+		}
+		b.Logf("sites: %s: %s", strings.Join(c, " "), sites.FindString(errb.String()))
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkAutoStartup: wall time and peak RSS of `kbox image -- /bin/ls /`
+// under auto (which picks the rewrite tier for ls) and the seccomp tier,
+// in one run.
+func BenchmarkAutoStartup(b *testing.B) {
+	img := imagePath(b)
+	bin := kboxBin(b)
+	for _, mode := range []string{"seccomp", "auto"} {
+		var wall, rss []float64
+		for i := 0; i < 7; i++ {
+			cmd := exec.Command(bin, "image", "-S", img, "--read-only", "--syscall-mode="+mode, "--", "/bin/ls", "/")
+			t0 := time.Now()
+			if err := cmd.Run(); err != nil {
+				b.Fatalf("kbox %s /bin/ls /: %v", mode, err)
+			}
+			wall = append(wall, float64(time.Since(t0).Microseconds())/1000)
+			rss = append(rss, float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)/1024)
+		}
+		b.Logf("%-7s kbox -- /bin/ls /: median wall %.1f ms, peak RSS %.1f MB", mode, median(wall), median(rss))
+		b.ReportMetric(median(wall), mode+"_wall_ms")
+		b.ReportMetric(median(rss), mode+"_peak_rss_MB")
+	}
+	b.ReportMetric(0, "ns/op")
+}
