@@ -304,7 +304,10 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	case in.MaxOutputBytes > 0:
 		maxOut = in.MaxOutputBytes
 	}
-	args := []string{"image"}
+	// An agent's tool calls are untrusted code: the seccomp tier, whose
+	// guest is a process of its own, never auto's in-process tiers, which
+	// cannot confine a program that attacks kbox (docs/security.md).
+	args := []string{"image", "--syscall-mode=seccomp"}
 	var se *session
 	if in.Session != "" {
 		var err error

@@ -99,12 +99,12 @@ func TestMCPRun(t *testing.T) {
 		check func(t *testing.T, r runResult)
 	}{
 		{"zero exit", map[string]any{"argv": []string{"/bin/echo", "hello", "world"}}, func(t *testing.T, r runResult) {
-			// As on the host: echo prints its arguments and exits 0; auto runs
-			// it in the rewrite tier (it cannot fork).
+			// As on the host: echo prints its arguments and exits 0, in the
+			// seccomp tier (an agent's calls never run in-process).
 			if r.ExitCode != 0 || r.Stdout != "hello world\n" || r.Stderr != "" || r.TimedOut || r.Truncated {
 				t.Errorf("%+v", r)
 			}
-			if r.Tier != "rewrite" || r.Telemetry == nil || r.Telemetry.Syscalls == 0 || len(r.Telemetry.ByFamily) == 0 {
+			if r.Tier != "seccomp" || r.Telemetry == nil || r.Telemetry.Syscalls == 0 || len(r.Telemetry.ByFamily) == 0 {
 				t.Errorf("tier %q telemetry %+v", r.Tier, r.Telemetry)
 			}
 		}},
