@@ -3,9 +3,11 @@
 package tests
 
 import (
+	"bytes"
 	"crypto/md5"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 )
@@ -263,5 +267,133 @@ func TestNetDNS(t *testing.T) {
 	})
 	if queries.Load() == 0 {
 		t.Errorf("the fake upstream saw no query")
+	}
+}
+
+// freePort is a 127.0.0.1 TCP and UDP port free just now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		ln.Close()
+		if err == nil {
+			pc.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// publishedRun starts kbox with a guest server behind --publish and
+// returns its result channel.
+func publishedRun(t *testing.T, args ...string) <-chan [3]string {
+	done := make(chan [3]string, 1)
+	go func() {
+		out, errOut, status := runKbox(t, args...)
+		done <- [3]string{out, errOut, strconv.Itoa(status)}
+	}()
+	return done
+}
+
+// TestNetPublish reaches a guest TCP server from the host through
+// --publish (-P): 1 MB each way, the host's half-close reaching the guest
+// as EOF and the guest's answer after it; a published port with no guest
+// listener resets the host's connection; UDP datagrams come back.
+func TestNetPublish(t *testing.T) {
+	hp, refusedPort := freePort(t), freePort(t)
+	done := publishedRun(t, netArgs(t, "-P", fmt.Sprintf("%d:8080", hp), "--publish", fmt.Sprintf("127.0.0.1:%d:8081", refusedPort),
+		"--", "/opt/tests/inet", "serve", "0.0.0.0", "8080", "2")...)
+	addr := fmt.Sprintf("127.0.0.1:%d", hp)
+	payload := pattern(1 << 20)
+	// The guest server listens once the guest is up: until then a
+	// connection is reset (or refused before kbox listens). Each try is
+	// one of the guest's connections only if it got through.
+	exchange := func(data []byte) ([]byte, error) {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(60 * time.Second))
+		go func() {
+			c.Write(data)
+			c.(*net.TCPConn).CloseWrite()
+		}()
+		return io.ReadAll(c)
+	}
+	var got []byte
+	var err error
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, err = exchange(payload)
+		if err == nil && len(got) > 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("kbox ended before serving: status %s\nstdout: %s\nstderr: %s", r[2], r[0], r[1])
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	want := append(append([]byte(nil), payload...), []byte(fmt.Sprintf("served %d bytes\n", len(payload)))...)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("published exchange: %v, got %d bytes (equal %v), want %d", err, len(got), bytes.Equal(got, want), len(want))
+	}
+	// The guest's port 8081 has no listener: kbox accepts on the host,
+	// the guest resets the stack's dial, and the host connection is reset.
+	if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", refusedPort)); err == nil {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("published port without a guest listener: %v, want a connection reset", err)
+		}
+	} else if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("published port without a guest listener: dial %v", err)
+	}
+	// The second connection: a small one, then the guest exits.
+	if got, err := exchange([]byte("ping")); err != nil || string(got) != "pingserved 4 bytes\n" {
+		t.Errorf("second exchange: %q, %v", got, err)
+	}
+	r := <-done
+	if r[2] != "0" || !strings.Contains(r[0], "connection 0 from 10.0.2.2: 1048576 bytes echoed") || !strings.Contains(r[0], "connection 1 from 10.0.2.2: 4 bytes echoed") {
+		t.Errorf("status %s\nstdout: %s\nstderr: %s", r[2], r[0], r[1])
+	}
+
+	// UDP: datagrams from one host socket to the guest's port 5353 and
+	// their answers back to it.
+	up := freePort(t)
+	done = publishedRun(t, netArgs(t, "-P", fmt.Sprintf("127.0.0.1:%d:5353/udp", up), "--", "/opt/tests/inet", "userve", "0.0.0.0", "5353", "2")...)
+	uc, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", up))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	for i, msg := range []string{"first", "second"} {
+		var reply string
+		for deadline := time.Now().Add(60 * time.Second); reply == "" && time.Now().Before(deadline); {
+			uc.Write([]byte(msg))
+			uc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			buf := make([]byte, 64)
+			if m, err := uc.Read(buf); err == nil {
+				reply = string(buf[:m])
+			}
+			if i > 0 {
+				break // the guest is up: one try
+			}
+		}
+		if reply != "re:"+msg {
+			t.Errorf("udp %s: reply %q", msg, reply)
+		}
+	}
+	r = <-done
+	if r[2] != "0" || !strings.Contains(r[0], "datagram 0 from 10.0.2.2: 'first'") || !strings.Contains(r[0], "datagram 1 from 10.0.2.2: 'second'") {
+		t.Errorf("udp: status %s\nstdout: %s\nstderr: %s", r[2], r[0], r[1])
 	}
 }

@@ -16,6 +16,12 @@
  *                           a forked client connects; poll says the
  *                           listener is readable, accept4 gives the peer,
  *                           the echo goes both ways
+ *   inet serve ADDR PORT N  a guest server reached from the host through
+ *                           --publish: listen on ADDR:PORT, then for each
+ *                           of N connections echo what arrives until EOF,
+ *                           answer "served K bytes" and close
+ *   inet userve ADDR PORT N  the same for N UDP datagrams: each answered
+ *                           with "re:" and its bytes
  *   inet parallel ADDR PORT N  N non-blocking connections at once, each
  *                           sending its own 200000 bytes and checking the
  *                           echo, driven by one poll loop
@@ -361,10 +367,74 @@ static int do_server(void)
 	return 0;
 }
 
+static int do_serve(int n)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	if (l < 0)
+		die("socket");
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+		die("bind");
+	if (listen(l, 8) < 0)
+		die("listen");
+	printf("listening\n");
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_in peer;
+		socklen_t len = sizeof(peer);
+		int c = accept(l, (struct sockaddr *)&peer, &len);
+		if (c < 0)
+			die("accept");
+		char buf[65536], line[64];
+		long total = 0;
+		ssize_t m;
+		while ((m = read(c, buf, sizeof(buf))) > 0) {
+			for (ssize_t off = 0; off < m;) {
+				ssize_t w = write(c, buf + off, m - off);
+				if (w <= 0)
+					die("write");
+				off += w;
+			}
+			total += m;
+		}
+		if (m < 0)
+			die("read");
+		int k = snprintf(line, sizeof(line), "served %ld bytes\n", total);
+		if (write(c, line, k) != k)
+			die("write");
+		close(c);
+		printf("connection %d from %s: %ld bytes echoed\n", i, inet_ntoa(peer.sin_addr), total);
+	}
+	return 0;
+}
+
+static int do_userve(int n)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	if (s < 0)
+		die("socket");
+	if (bind(s, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+		die("bind");
+	printf("listening\n");
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_in peer;
+		socklen_t len = sizeof(peer);
+		char buf[2048];
+		memcpy(buf, "re:", 3);
+		ssize_t m = recvfrom(s, buf + 3, sizeof(buf) - 3, 0, (struct sockaddr *)&peer, &len);
+		if (m < 0)
+			die("recvfrom");
+		if (sendto(s, buf, m + 3, 0, (struct sockaddr *)&peer, len) != m + 3)
+			die("sendto");
+		printf("datagram %d from %s: '%.*s'\n", i, inet_ntoa(peer.sin_addr), (int)m, buf + 3);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt")))
+	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") ||
+			   !strcmp(argv[1], "serve") || !strcmp(argv[1], "userve")))
 		argc = 4;
 	if (argc != 4) {
 		fprintf(stderr, "usage: inet poll|epoll|refused|udp|names ADDR PORT, inet parallel ADDR PORT N\n");
@@ -392,5 +462,9 @@ int main(int argc, char **argv)
 		return do_rtt(atoi(argv[4]));
 	if (!strcmp(argv[1], "parallel"))
 		return do_parallel(atoi(argv[4]));
+	if (!strcmp(argv[1], "serve"))
+		return do_serve(atoi(argv[4]));
+	if (!strcmp(argv[1], "userve"))
+		return do_userve(atoi(argv[4]));
 	return 2;
 }
