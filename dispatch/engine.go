@@ -149,6 +149,9 @@ type Options struct {
 	// ShadowMax, when not 0, is the largest file shadowed when it is
 	// opened (shadowfd.Manager.MaxSize); larger ones are virtual fds.
 	ShadowMax int64
+	// NetFiles shows kbox's /etc/resolv.conf and /etc/hosts to the guest
+	// (--net; netfiles.go).
+	NetFiles bool
 }
 
 // Engine is the dispatch state shared by every guest process.

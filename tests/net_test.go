@@ -248,10 +248,13 @@ func TestNetDNS(t *testing.T) {
 			queries.Add(1)
 			q := m.Questions[0]
 			m.Header.Response, m.Header.Authoritative = true, true
-			if q.Type == dnsmessage.TypeA && q.Name.String() == "kbox.test." {
+			// kbox.test is a documentation address, web.kbox.test the
+			// gateway (the host's 127.0.0.1).
+			addrs := map[string][4]byte{"kbox.test.": {192, 0, 2, 77}, "web.kbox.test.": {10, 0, 2, 2}}
+			if a, ok := addrs[q.Name.String()]; ok && q.Type == dnsmessage.TypeA {
 				m.Answers = []dnsmessage.Resource{{Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60},
-					Body: &dnsmessage.AResource{A: [4]byte{192, 0, 2, 77}}}}
-			} else if q.Name.String() != "kbox.test." {
+					Body: &dnsmessage.AResource{A: a}}}
+			} else if !ok {
 				m.Header.RCode = dnsmessage.RCodeNameError
 			}
 			out, _ := m.Pack()
@@ -268,6 +271,88 @@ func TestNetDNS(t *testing.T) {
 	if queries.Load() == 0 {
 		t.Errorf("the fake upstream saw no query")
 	}
+}
+
+// debugfsCat reads a file of an ext4 image without kbox.
+func debugfsCat(t *testing.T, img, path string) (string, bool) {
+	t.Helper()
+	out, err := exec.Command("debugfs", "-R", "cat "+path, img).Output()
+	if err != nil {
+		t.Fatalf("debugfs: %v", err)
+	}
+	st, _ := exec.Command("debugfs", "-R", "stat "+path, img).CombinedOutput()
+	return string(out), !strings.Contains(string(st), "File not found")
+}
+
+// TestNetResolvConf: with --net the guest's /etc/resolv.conf names the
+// responder and its /etc/hosts has localhost and the hostname, so names
+// resolve with no server named (musl's resolver, busybox's nslookup and
+// wget), read-only images too; the image's own files are unchanged.
+func TestNetResolvConf(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, a, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var m dnsmessage.Message
+			if m.Unpack(buf[:n]) != nil || len(m.Questions) != 1 {
+				continue
+			}
+			q := m.Questions[0]
+			m.Header.Response, m.Header.Authoritative = true, true
+			if q.Name.String() != "web.kbox.test." {
+				m.Header.RCode = dnsmessage.RCodeNameError
+			} else if q.Type == dnsmessage.TypeA {
+				m.Answers = []dnsmessage.Resource{{Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60},
+					Body: &dnsmessage.AResource{A: [4]byte{10, 0, 2, 2}}}}
+			}
+			out, _ := m.Pack()
+			pc.WriteTo(out, a)
+		}
+	}()
+	body := "by name " + rand.Text()
+	port, hits := httpServer(t, body)
+	p := strconv.Itoa(port)
+	img := copyImage(t, imagePath(t))
+	hostsBefore, _ := debugfsCat(t, img, "/etc/hosts")
+	if _, has := debugfsCat(t, img, "/etc/resolv.conf"); has {
+		t.Fatalf("the test image has a resolv.conf: this test wants none")
+	}
+	dns := pc.LocalAddr().String()
+	// nslookup (busybox's own resolver) and inet http (musl's
+	// getaddrinfo) name no server: resolv.conf does. The image's glibc
+	// programs look up hosts in files only (its nsswitch.conf): busybox
+	// wget finds localhost in kbox's hosts file.
+	script := "cat /etc/resolv.conf; cat /etc/hosts; echo; nslookup web.kbox.test; /opt/tests/inet http web.kbox.test " + p + "; " +
+		"/opt/tests/inet http $(hostname) 1; wget -qO- http://localhost:1/ 2>&1; echo x >> /etc/resolv.conf; echo write=$?"
+	for _, ro := range []bool{false, true} {
+		args := []string{"image", "-S", img, "--net", "--dns", dns, "--net-allow", "127.0.0.1:" + p}
+		name := "read-write"
+		if ro {
+			args, name = append(args, "--read-only"), "read-only"
+		}
+		runCases(t, nil, []guestCase{{name: name, args: append(args, "--", "/bin/sh", "-c", script),
+			want: []string{"nameserver 10.0.2.3", "127.0.0.1\tlocalhost", "10.0.2.15\tkbox-rootfs", "Address: 10.0.2.2",
+				"resolved web.kbox.test to 10.0.2.2", body, "resolved kbox-rootfs to 10.0.2.15", "connect: Connection refused",
+				"(127.0.0.1): Connection refused", "write=1"}}})
+	}
+	if hits.Load() != 2 {
+		t.Errorf("the server saw %d requests by name, want 2", hits.Load())
+	}
+	if hostsAfter, _ := debugfsCat(t, img, "/etc/hosts"); hostsAfter != hostsBefore {
+		t.Errorf("the image's /etc/hosts changed:\n%s\nwas:\n%s", hostsAfter, hostsBefore)
+	}
+	if _, has := debugfsCat(t, img, "/etc/resolv.conf"); has {
+		t.Errorf("the image has a resolv.conf after the runs")
+	}
+	assertCleanImage(t, img)
 }
 
 // freePort is a 127.0.0.1 TCP and UDP port free just now.

@@ -22,6 +22,9 @@
  *                           answer "served K bytes" and close
  *   inet userve ADDR PORT N  the same for N UDP datagrams: each answered
  *                           with "re:" and its bytes
+ *   inet http NAME PORT     resolve NAME with getaddrinfo (musl's resolver:
+ *                           /etc/hosts, then /etc/resolv.conf's server),
+ *                           print the address, GET / and print the reply
  *   inet parallel ADDR PORT N  N non-blocking connections at once, each
  *                           sending its own 200000 bytes and checking the
  *                           echo, driven by one poll loop
@@ -29,6 +32,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -430,9 +434,34 @@ static int do_userve(int n)
 	return 0;
 }
 
+static int do_http(const char *name, const char *port)
+{
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res;
+	int e = getaddrinfo(name, port, &hints, &res);
+	if (e) {
+		printf("getaddrinfo %s: %s\n", name, gai_strerror(e));
+		return 1;
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)res->ai_addr;
+	printf("resolved %s to %s\n", name, inet_ntoa(a->sin_addr));
+	dest = *a;
+	int s = tcp_connect();
+	char req[256], buf[4096];
+	int k = snprintf(req, sizeof(req), "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", name);
+	if (write(s, req, k) != k)
+		die("write");
+	ssize_t m;
+	while ((m = read(s, buf, sizeof(buf))) > 0)
+		fwrite(buf, 1, m, stdout);
+	printf("\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 4 && !strcmp(argv[1], "http"))
+		return do_http(argv[2], argv[3]);
 	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") ||
 			   !strcmp(argv[1], "serve") || !strcmp(argv[1], "userve")))
 		argc = 4;
