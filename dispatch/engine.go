@@ -112,6 +112,9 @@ type Request struct {
 	// Path is the first path argument the handler read (as the guest
 	// gave it), for tracing; empty if none.
 	Path string
+	// Peer is the remote address an internet socket's connect names or
+	// its accept got ("10.0.2.2:8000"), for tracing; empty if none.
+	Peer string
 
 	// fdHops counts paths through /dev/fd/N resolved for this call
 	// (devfd.go), bounded as symlinks are.

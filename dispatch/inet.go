@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -382,6 +383,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	if en != 0 {
 		return errno(en, LKL)
 	}
+	r.Peer = sockaddrString(a)
 	if s.typ != unix.SOCK_STREAM {
 		_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
 		return errno(le, LKL)
@@ -880,6 +882,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 	cloexec := flags&unix.SOCK_CLOEXEC != 0
 	_, gend, a, le := try()
 	if le == 0 {
+		r.Peer = sockaddrString(a)
 		unix.Close(gfd)
 		defer unix.Close(gend)
 		if en := writeAddr(r.G.Write, a); en != 0 {
@@ -962,4 +965,27 @@ func sysAccept4(e *Engine, r *Request) Result {
 		return e.inetAccept(r, s, int(int32(r.Args[3])))
 	}
 	return sysSockNative(e, r)
+}
+
+// sockaddrString is an internet sockaddr as "ADDR:PORT" ("[ADDR]:PORT"
+// for IPv6), "" if it is none.
+func sockaddrString(b []byte) string {
+	if len(b) < 2 {
+		return ""
+	}
+	port := uint16(0)
+	if len(b) >= 4 {
+		port = binary.BigEndian.Uint16(b[2:4])
+	}
+	switch binary.NativeEndian.Uint16(b) {
+	case unix.AF_INET:
+		if len(b) >= 8 {
+			return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port).String()
+		}
+	case unix.AF_INET6:
+		if len(b) >= 24 {
+			return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), port).String()
+		}
+	}
+	return ""
 }

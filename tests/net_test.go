@@ -12,7 +12,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -480,5 +482,66 @@ func TestNetPublish(t *testing.T) {
 	r = <-done
 	if r[2] != "0" || !strings.Contains(r[0], "datagram 0 from 10.0.2.2: 'first'") || !strings.Contains(r[0], "datagram 1 from 10.0.2.2: 'second'") {
 		t.Errorf("udp: status %s\nstdout: %s\nstderr: %s", r[2], r[0], r[1])
+	}
+}
+
+// TestNetObservatory: /api/snapshot's network counters come from LKL's
+// /proc/net/dev and /proc/net/snmp and grow with a real transfer (at
+// least the bytes sent each way), and the trace's connect and accept
+// events carry the peer's address.
+func TestNetObservatory(t *testing.T) {
+	port := echoServer(t)
+	p := strconv.Itoa(port)
+	trace := filepath.Join(t.TempDir(), "trace.jsonl")
+	o := startObserved(t, "image", "-S", imagePath(t), "--read-only", "--net", "--net-allow", "127.0.0.1:"+p, "--web=0", "--trace-file", trace, "--",
+		"/bin/sh", "-c", "sleep 3; /opt/tests/inet parallel 10.0.2.2 "+p+" 2; /opt/tests/inet server 127.0.0.1 0; sleep 4")
+	type netSnap struct {
+		Net struct {
+			Available  bool `json:"available"`
+			Interfaces map[string]struct {
+				RxBytes uint64 `json:"rx_bytes"`
+				TxBytes uint64 `json:"tx_bytes"`
+			} `json:"interfaces"`
+			TCP map[string]uint64 `json:"tcp"`
+		} `json:"net"`
+	}
+	var before netSnap
+	getJSON(t, o.base+"/api/snapshot", &before)
+	if !before.Net.Available || before.Net.Interfaces["eth0"].TxBytes > 100000 {
+		t.Fatalf("snapshot before the transfer: %+v", before.Net)
+	}
+	// inet parallel: 2 connections, each sends 200000 bytes and reads
+	// the echo.
+	const sent = 2 * 200000
+	var after netSnap
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		getJSON(t, o.base+"/api/snapshot", &after)
+		e, b := after.Net.Interfaces["eth0"], before.Net.Interfaces["eth0"]
+		if e.TxBytes-b.TxBytes >= sent && e.RxBytes-b.RxBytes >= sent && after.Net.TCP["ActiveOpens"] >= before.Net.TCP["ActiveOpens"]+2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("eth0 did not grow by %d bytes each way with 2 active opens:\nbefore %+v\nafter %+v", sent, before.Net, after.Net)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if st := o.wait(t, 60*time.Second); st != 0 {
+		t.Fatalf("status %d\n%s", st, o.stderr)
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var connects, accepts int
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.Contains(line, `"name":"connect"`) && strings.Contains(line, `"peer":"10.0.2.2:`+p+`"`):
+			connects++
+		case strings.Contains(line, `"name":"accept4"`) && strings.Contains(line, `"peer":"127.0.0.1:`):
+			accepts++
+		}
+	}
+	if connects != 2 || accepts != 1 {
+		t.Errorf("trace has %d connects to 10.0.2.2:%s with the peer (want 2) and %d accept4 with a 127.0.0.1 peer (want 1)", connects, p, accepts)
 	}
 }
