@@ -11,6 +11,8 @@
  *   inet bulk ADDR PORT MB  send MB megabytes, read the echo's byte count
  *                           back as text, print MB/s (for benchmarks)
  *   inet rtt ADDR PORT N    N round trips of 64 bytes, print µs each
+ *   inet conns ADDR PORT N  N connections one after another, each
+ *                           echoing one byte, print connections per second
  *   inet server ADDR 0      a guest server on ADDR: EAGAIN from a
  *                           non-blocking accept with nobody waiting, then
  *                           a forked client connects; poll says the
@@ -309,6 +311,23 @@ static int do_rtt(int n)
 	return 0;
 }
 
+static int do_conns(int n)
+{
+	double t0 = now();
+	for (int i = 0; i < n; i++) {
+		int s = tcp_connect();
+		char c = 'c';
+		if (write(s, &c, 1) != 1)
+			die("write");
+		if (read(s, &c, 1) != 1)
+			die("read");
+		close(s);
+	}
+	double dt = now() - t0;
+	printf("conns %d in %.3f s: %.1f per s\n", n, dt, n / dt);
+	return 0;
+}
+
 static int do_server(void)
 {
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -462,7 +481,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 4 && !strcmp(argv[1], "http"))
 		return do_http(argv[2], argv[3]);
-	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") ||
+	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") || !strcmp(argv[1], "conns") ||
 			   !strcmp(argv[1], "serve") || !strcmp(argv[1], "userve")))
 		argc = 4;
 	if (argc != 4) {
@@ -489,6 +508,8 @@ int main(int argc, char **argv)
 		return do_bulk(atoi(argv[4]));
 	if (!strcmp(argv[1], "rtt"))
 		return do_rtt(atoi(argv[4]));
+	if (!strcmp(argv[1], "conns"))
+		return do_conns(atoi(argv[4]));
 	if (!strcmp(argv[1], "parallel"))
 		return do_parallel(atoi(argv[4]));
 	if (!strcmp(argv[1], "serve"))
