@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,6 +269,7 @@ func (s *inetSock) pumpFromGuest(junk int) {
 		}
 		for off := 0; off < m; {
 			n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), unix.MSG_NOSIGNAL, 0, 0)
+			runtime.KeepAlive(buf)
 			if le == unix.EINTR {
 				continue
 			}
@@ -371,6 +373,7 @@ func (e *Engine) inetBind(r *Request, s *inetSock) Result {
 		return errno(en, LKL)
 	}
 	_, le := lkl.Syscall6(lkl.SysBind, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+	runtime.KeepAlive(a)
 	return errno(le, LKL)
 }
 
@@ -386,6 +389,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	r.Peer = sockaddrString(a)
 	if s.typ != unix.SOCK_STREAM {
 		_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+		runtime.KeepAlive(a)
 		return errno(le, LKL)
 	}
 	gfd, en := guestEnd(r, r.Args[0])
@@ -409,6 +413,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		junk := holdUnwritable(gfd, s)
 		go func() {
 			_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+			runtime.KeepAlive(a) // LKL read it: a uintptr does not keep it
 			s.connectDone(le, gfd)
 			if le == 0 {
 				s.startPumps(junk)
@@ -422,6 +427,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	p := r.G.Defer()
 	go func() {
 		_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+		runtime.KeepAlive(a)
 		s.connectDone(0, gfd)
 		s.mu.Lock()
 		s.connected = le == 0
@@ -577,7 +583,9 @@ func (e *Engine) inetSetsockopt(r *Request, s *inetSock) Result {
 	if en := useCred(r); en != 0 {
 		return errno(en, LKL)
 	}
-	if _, le := lkl.Syscall6(lkl.SysSetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), uintptr(olen), 0); le != 0 {
+	_, le := lkl.Syscall6(lkl.SysSetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), uintptr(olen), 0)
+	runtime.KeepAlive(buf)
+	if le != 0 {
 		return errno(le, LKL)
 	}
 	if level == unix.SOL_SOCKET && (name == unix.SO_RCVTIMEO || name == unix.SO_SNDTIMEO) {
@@ -605,6 +613,8 @@ func (e *Engine) inetSendto(r *Request, s *inetSock, data []byte, name []byte, f
 		return e.send(r, j, nil)
 	}
 	n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), ptrOr0(data), uintptr(len(data)), uintptr(flags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL), lkl.Ptr(name), uintptr(len(name)))
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(name)
 	if le != 0 {
 		return errno(le, LKL)
 	}
@@ -763,6 +773,7 @@ func lklPollIn(fd, ms int) bool {
 	binary.NativeEndian.PutUint64(ts[0:], uint64(ms/1000))
 	binary.NativeEndian.PutUint64(ts[8:], uint64(ms%1000)*1e6)
 	n, le := lkl.Syscall6(lkl.SysPpoll, lkl.Ptr(pfd), 1, lkl.Ptr(ts), 0, 8, 0)
+	runtime.KeepAlive(ts)
 	return le == 0 && n > 0 && binary.NativeEndian.Uint16(pfd[6:])&unix.POLLIN != 0
 }
 

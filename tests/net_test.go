@@ -196,14 +196,15 @@ func TestNetSockets(t *testing.T) {
 	})
 }
 
-// TestNetParallel runs 20 connections at once from one guest process
-// (the issue asks for 100: about one run in ten with 25 or more at once
-// loses a connection to a reset in the user-mode network's handshake, a
-// known bug in docs/networking.md; 100 is kept for make bench-style runs
-// by hand: inet parallel 10.0.2.2 PORT 100),
+// TestNetParallel runs 100 connections at once from one guest process,
+// four times in one run,
 // each sending its own 200000 bytes through one poll loop and checking
 // every byte of the echo; then 10 wget processes one after another,
-// each body checked.
+// each body checked. kbox runs with GOGC=1: a collection during a
+// non-blocking connect freed the sockaddr LKL was reading (a uintptr does
+// not keep it alive), and about one connection in a few hundred then
+// failed (EAFNOSUPPORT from LKL: the guest read EOF or waited forever);
+// frequent collections make that show in most runs of the old code.
 func TestNetParallel(t *testing.T) {
 	port := echoServer(t)
 	hport, hits := httpServer(t, "")
@@ -217,9 +218,15 @@ func TestNetParallel(t *testing.T) {
 		sum := md5.Sum(pattern(size))
 		want = append(want, hex.EncodeToString(sum[:])+"  /tmp/f"+strconv.Itoa(i))
 	}
+	t.Run("100-echo", func(t *testing.T) {
+		t.Setenv("GOGC", "1")
+		par := "/opt/tests/inet parallel 10.0.2.2 " + p + " 100"
+		runCases(t, nil, []guestCase{
+			{name: "4x", args: netArgs(t, "--net-allow", "127.0.0.1:"+p, "--", "/bin/sh", "-c", par+" && "+par+" && "+par+" && "+par),
+				want: []string{"parallel 100 connections, 200000 bytes each echoed, 0 bad bytes", "parallel 100", "parallel 100", "parallel 100 connections, 200000 bytes each echoed, 0 bad bytes"}},
+		})
+	})
 	runCases(t, nil, []guestCase{
-		{name: "20-echo", args: netArgs(t, "--net-allow", "127.0.0.1:"+p, "--", "/opt/tests/inet", "parallel", "10.0.2.2", p, "20"),
-			want: []string{"parallel 20 connections, 200000 bytes each echoed, 0 bad bytes"}},
 		{name: "wget-bodies", args: netArgs(t, "--net-allow", "127.0.0.1:"+hp, "--", "/bin/sh", "-c", script.String()), want: want},
 	})
 	if hits.Load() != n {

@@ -247,6 +247,9 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	if terr != nil {
 		host.Close()
 		r.Complete(true)
+		n.tcpRefused.Add(1)
+		ev.Allowed, ev.Why = false, "handshake: "+terr.String()
+		n.event(ev)
 		return
 	}
 	r.Complete(false)
