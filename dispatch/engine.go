@@ -113,6 +113,9 @@ type Request struct {
 	// Path is the first path argument the handler read (as the guest
 	// gave it), for tracing; empty if none.
 	Path string
+	// Peer is the remote address an internet socket's connect names or
+	// its accept got ("10.0.2.2:8000"), for tracing; empty if none.
+	Peer string
 
 	// fdHops counts paths through /dev/fd/N resolved for this call
 	// (devfd.go), bounded as symlinks are.
@@ -150,6 +153,9 @@ type Options struct {
 	// ShadowMax, when not 0, is the largest file shadowed when it is
 	// opened (shadowfd.Manager.MaxSize); larger ones are virtual fds.
 	ShadowMax int64
+	// NetFiles shows kbox's /etc/resolv.conf and /etc/hosts to the guest
+	// (--net; netfiles.go).
+	NetFiles bool
 }
 
 // Engine is the dispatch state shared by every guest process.

@@ -2,7 +2,9 @@ package dispatch
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -267,6 +269,7 @@ func (s *inetSock) pumpFromGuest(junk int) {
 		}
 		for off := 0; off < m; {
 			n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), unix.MSG_NOSIGNAL, 0, 0)
+			runtime.KeepAlive(buf)
 			if le == unix.EINTR {
 				continue
 			}
@@ -370,6 +373,7 @@ func (e *Engine) inetBind(r *Request, s *inetSock) Result {
 		return errno(en, LKL)
 	}
 	_, le := lkl.Syscall6(lkl.SysBind, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+	runtime.KeepAlive(a)
 	return errno(le, LKL)
 }
 
@@ -382,8 +386,10 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	if en != 0 {
 		return errno(en, LKL)
 	}
+	r.Peer = sockaddrString(a)
 	if s.typ != unix.SOCK_STREAM {
 		_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+		runtime.KeepAlive(a)
 		return errno(le, LKL)
 	}
 	gfd, en := guestEnd(r, r.Args[0])
@@ -407,6 +413,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		junk := holdUnwritable(gfd, s)
 		go func() {
 			_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+			runtime.KeepAlive(a) // LKL read it: a uintptr does not keep it
 			s.connectDone(le, gfd)
 			if le == 0 {
 				s.startPumps(junk)
@@ -420,6 +427,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	p := r.G.Defer()
 	go func() {
 		_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+		runtime.KeepAlive(a)
 		s.connectDone(0, gfd)
 		s.mu.Lock()
 		s.connected = le == 0
@@ -575,7 +583,9 @@ func (e *Engine) inetSetsockopt(r *Request, s *inetSock) Result {
 	if en := useCred(r); en != 0 {
 		return errno(en, LKL)
 	}
-	if _, le := lkl.Syscall6(lkl.SysSetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), uintptr(olen), 0); le != 0 {
+	_, le := lkl.Syscall6(lkl.SysSetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), uintptr(olen), 0)
+	runtime.KeepAlive(buf)
+	if le != 0 {
 		return errno(le, LKL)
 	}
 	if level == unix.SOL_SOCKET && (name == unix.SO_RCVTIMEO || name == unix.SO_SNDTIMEO) {
@@ -603,6 +613,8 @@ func (e *Engine) inetSendto(r *Request, s *inetSock, data []byte, name []byte, f
 		return e.send(r, j, nil)
 	}
 	n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), ptrOr0(data), uintptr(len(data)), uintptr(flags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL), lkl.Ptr(name), uintptr(len(name)))
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(name)
 	if le != 0 {
 		return errno(le, LKL)
 	}
@@ -761,6 +773,7 @@ func lklPollIn(fd, ms int) bool {
 	binary.NativeEndian.PutUint64(ts[0:], uint64(ms/1000))
 	binary.NativeEndian.PutUint64(ts[8:], uint64(ms%1000)*1e6)
 	n, le := lkl.Syscall6(lkl.SysPpoll, lkl.Ptr(pfd), 1, lkl.Ptr(ts), 0, 8, 0)
+	runtime.KeepAlive(ts)
 	return le == 0 && n > 0 && binary.NativeEndian.Uint16(pfd[6:])&unix.POLLIN != 0
 }
 
@@ -880,6 +893,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 	cloexec := flags&unix.SOCK_CLOEXEC != 0
 	_, gend, a, le := try()
 	if le == 0 {
+		r.Peer = sockaddrString(a)
 		unix.Close(gfd)
 		defer unix.Close(gend)
 		if en := writeAddr(r.G.Write, a); en != 0 {
@@ -962,4 +976,27 @@ func sysAccept4(e *Engine, r *Request) Result {
 		return e.inetAccept(r, s, int(int32(r.Args[3])))
 	}
 	return sysSockNative(e, r)
+}
+
+// sockaddrString is an internet sockaddr as "ADDR:PORT" ("[ADDR]:PORT"
+// for IPv6), "" if it is none.
+func sockaddrString(b []byte) string {
+	if len(b) < 2 {
+		return ""
+	}
+	port := uint16(0)
+	if len(b) >= 4 {
+		port = binary.BigEndian.Uint16(b[2:4])
+	}
+	switch binary.NativeEndian.Uint16(b) {
+	case unix.AF_INET:
+		if len(b) >= 8 {
+			return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port).String()
+		}
+	case unix.AF_INET6:
+		if len(b) >= 24 {
+			return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), port).String()
+		}
+	}
+	return ""
 }

@@ -66,6 +66,9 @@ type procNode struct {
 	link string
 	to   string
 	fd   *fdRef
+	// stat, when set, stats a node outside /proc (netfiles.go) instead
+	// of like.
+	stat func(st *unix.Stat_t) unix.Errno
 }
 
 func (n *procNode) isDir() bool { return n.kind == procDir }
@@ -584,6 +587,9 @@ func (e *Engine) procStat(r *Request, t Target, nofollow bool, st *unix.Stat_t) 
 		return 0
 	case procObj:
 		return e.statFd(r, n.fd, st)
+	}
+	if n.stat != nil {
+		return n.stat(st)
 	}
 	if err := hostProcStat(n.like, n.kind == procLink, st); err != nil {
 		// A link of a virtual fd has no host counterpart: the

@@ -149,6 +149,9 @@ func (e *Engine) classifyN(r *Request, abs string, depth int) (Target, unix.Errn
 	if b := e.bindOf(abs); b != nil {
 		return bindTarget(b, abs), 0
 	}
+	if t, ok := e.netFileTarget(abs); ok {
+		return t, 0 // kbox's resolv.conf and hosts with --net (netfiles.go)
+	}
 	if t, ok := e.devTarget(abs); ok {
 		return t, 0 // kbox's devpts instance (dev.go)
 	}

@@ -3,18 +3,24 @@
 package tests
 
 import (
+	"bytes"
 	"crypto/md5"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 )
@@ -190,14 +196,15 @@ func TestNetSockets(t *testing.T) {
 	})
 }
 
-// TestNetParallel runs 20 connections at once from one guest process
-// (the issue asks for 100: about one run in ten with 25 or more at once
-// loses a connection to a reset in the user-mode network's handshake, a
-// known bug in docs/networking.md; 100 is kept for make bench-style runs
-// by hand: inet parallel 10.0.2.2 PORT 100),
+// TestNetParallel runs 100 connections at once from one guest process,
+// four times in one run,
 // each sending its own 200000 bytes through one poll loop and checking
 // every byte of the echo; then 10 wget processes one after another,
-// each body checked.
+// each body checked. kbox runs with GOGC=1: a collection during a
+// non-blocking connect freed the sockaddr LKL was reading (a uintptr does
+// not keep it alive), and about one connection in a few hundred then
+// failed (EAFNOSUPPORT from LKL: the guest read EOF or waited forever);
+// frequent collections make that show in most runs of the old code.
 func TestNetParallel(t *testing.T) {
 	port := echoServer(t)
 	hport, hits := httpServer(t, "")
@@ -211,9 +218,15 @@ func TestNetParallel(t *testing.T) {
 		sum := md5.Sum(pattern(size))
 		want = append(want, hex.EncodeToString(sum[:])+"  /tmp/f"+strconv.Itoa(i))
 	}
+	t.Run("100-echo", func(t *testing.T) {
+		t.Setenv("GOGC", "1")
+		par := "/opt/tests/inet parallel 10.0.2.2 " + p + " 100"
+		runCases(t, nil, []guestCase{
+			{name: "4x", args: netArgs(t, "--net-allow", "127.0.0.1:"+p, "--", "/bin/sh", "-c", par+" && "+par+" && "+par+" && "+par),
+				want: []string{"parallel 100 connections, 200000 bytes each echoed, 0 bad bytes", "parallel 100", "parallel 100", "parallel 100 connections, 200000 bytes each echoed, 0 bad bytes"}},
+		})
+	})
 	runCases(t, nil, []guestCase{
-		{name: "20-echo", args: netArgs(t, "--net-allow", "127.0.0.1:"+p, "--", "/opt/tests/inet", "parallel", "10.0.2.2", p, "20"),
-			want: []string{"parallel 20 connections, 200000 bytes each echoed, 0 bad bytes"}},
 		{name: "wget-bodies", args: netArgs(t, "--net-allow", "127.0.0.1:"+hp, "--", "/bin/sh", "-c", script.String()), want: want},
 	})
 	if hits.Load() != n {
@@ -244,10 +257,13 @@ func TestNetDNS(t *testing.T) {
 			queries.Add(1)
 			q := m.Questions[0]
 			m.Header.Response, m.Header.Authoritative = true, true
-			if q.Type == dnsmessage.TypeA && q.Name.String() == "kbox.test." {
+			// kbox.test is a documentation address, web.kbox.test the
+			// gateway (the host's 127.0.0.1).
+			addrs := map[string][4]byte{"kbox.test.": {192, 0, 2, 77}, "web.kbox.test.": {10, 0, 2, 2}}
+			if a, ok := addrs[q.Name.String()]; ok && q.Type == dnsmessage.TypeA {
 				m.Answers = []dnsmessage.Resource{{Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60},
-					Body: &dnsmessage.AResource{A: [4]byte{192, 0, 2, 77}}}}
-			} else if q.Name.String() != "kbox.test." {
+					Body: &dnsmessage.AResource{A: a}}}
+			} else if !ok {
 				m.Header.RCode = dnsmessage.RCodeNameError
 			}
 			out, _ := m.Pack()
@@ -263,5 +279,276 @@ func TestNetDNS(t *testing.T) {
 	})
 	if queries.Load() == 0 {
 		t.Errorf("the fake upstream saw no query")
+	}
+}
+
+// debugfsCat reads a file of an ext4 image without kbox.
+func debugfsCat(t *testing.T, img, path string) (string, bool) {
+	t.Helper()
+	out, err := exec.Command("debugfs", "-R", "cat "+path, img).Output()
+	if err != nil {
+		t.Fatalf("debugfs: %v", err)
+	}
+	st, _ := exec.Command("debugfs", "-R", "stat "+path, img).CombinedOutput()
+	return string(out), !strings.Contains(string(st), "File not found")
+}
+
+// TestNetResolvConf: with --net the guest's /etc/resolv.conf names the
+// responder and its /etc/hosts has localhost and the hostname, so names
+// resolve with no server named (musl's resolver, busybox's nslookup and
+// wget), read-only images too; the image's own files are unchanged.
+func TestNetResolvConf(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, a, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var m dnsmessage.Message
+			if m.Unpack(buf[:n]) != nil || len(m.Questions) != 1 {
+				continue
+			}
+			q := m.Questions[0]
+			m.Header.Response, m.Header.Authoritative = true, true
+			if q.Name.String() != "web.kbox.test." {
+				m.Header.RCode = dnsmessage.RCodeNameError
+			} else if q.Type == dnsmessage.TypeA {
+				m.Answers = []dnsmessage.Resource{{Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60},
+					Body: &dnsmessage.AResource{A: [4]byte{10, 0, 2, 2}}}}
+			}
+			out, _ := m.Pack()
+			pc.WriteTo(out, a)
+		}
+	}()
+	body := "by name " + rand.Text()
+	port, hits := httpServer(t, body)
+	p := strconv.Itoa(port)
+	img := copyImage(t, imagePath(t))
+	hostsBefore, _ := debugfsCat(t, img, "/etc/hosts")
+	if _, has := debugfsCat(t, img, "/etc/resolv.conf"); has {
+		t.Fatalf("the test image has a resolv.conf: this test wants none")
+	}
+	dns := pc.LocalAddr().String()
+	// nslookup (busybox's own resolver) and inet http (musl's
+	// getaddrinfo) name no server: resolv.conf does. The image's glibc
+	// programs look up hosts in files only (its nsswitch.conf): busybox
+	// wget finds localhost in kbox's hosts file.
+	script := "cat /etc/resolv.conf; cat /etc/hosts; echo; nslookup web.kbox.test; /opt/tests/inet http web.kbox.test " + p + "; " +
+		"/opt/tests/inet http $(hostname) 1; wget -qO- http://localhost:1/ 2>&1; echo x >> /etc/resolv.conf; echo write=$?"
+	for _, ro := range []bool{false, true} {
+		args := []string{"image", "-S", img, "--net", "--dns", dns, "--net-allow", "127.0.0.1:" + p}
+		name := "read-write"
+		if ro {
+			args, name = append(args, "--read-only"), "read-only"
+		}
+		runCases(t, nil, []guestCase{{name: name, args: append(args, "--", "/bin/sh", "-c", script),
+			want: []string{"nameserver 10.0.2.3", "127.0.0.1\tlocalhost", "10.0.2.15\tkbox-rootfs", "Address: 10.0.2.2",
+				"resolved web.kbox.test to 10.0.2.2", body, "resolved kbox-rootfs to 10.0.2.15", "connect: Connection refused",
+				"(127.0.0.1): Connection refused", "write=1"}}})
+	}
+	if hits.Load() != 2 {
+		t.Errorf("the server saw %d requests by name, want 2", hits.Load())
+	}
+	if hostsAfter, _ := debugfsCat(t, img, "/etc/hosts"); hostsAfter != hostsBefore {
+		t.Errorf("the image's /etc/hosts changed:\n%s\nwas:\n%s", hostsAfter, hostsBefore)
+	}
+	if _, has := debugfsCat(t, img, "/etc/resolv.conf"); has {
+		t.Errorf("the image has a resolv.conf after the runs")
+	}
+	assertCleanImage(t, img)
+}
+
+// freePort is a 127.0.0.1 TCP and UDP port free just now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		ln.Close()
+		if err == nil {
+			pc.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// publishedRun starts kbox with a guest server behind --publish and
+// returns its result channel.
+func publishedRun(t *testing.T, args ...string) <-chan [3]string {
+	done := make(chan [3]string, 1)
+	go func() {
+		out, errOut, status := runKbox(t, args...)
+		done <- [3]string{out, errOut, strconv.Itoa(status)}
+	}()
+	return done
+}
+
+// TestNetPublish reaches a guest TCP server from the host through
+// --publish (-P): 1 MB each way, the host's half-close reaching the guest
+// as EOF and the guest's answer after it; a published port with no guest
+// listener resets the host's connection; UDP datagrams come back.
+func TestNetPublish(t *testing.T) {
+	hp, refusedPort := freePort(t), freePort(t)
+	done := publishedRun(t, netArgs(t, "-P", fmt.Sprintf("%d:8080", hp), "--publish", fmt.Sprintf("127.0.0.1:%d:8081", refusedPort),
+		"--", "/opt/tests/inet", "serve", "0.0.0.0", "8080", "2")...)
+	addr := fmt.Sprintf("127.0.0.1:%d", hp)
+	payload := pattern(1 << 20)
+	// The guest server listens once the guest is up: until then a
+	// connection is reset (or refused before kbox listens). Each try is
+	// one of the guest's connections only if it got through.
+	exchange := func(data []byte) ([]byte, error) {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(60 * time.Second))
+		go func() {
+			c.Write(data)
+			c.(*net.TCPConn).CloseWrite()
+		}()
+		return io.ReadAll(c)
+	}
+	var got []byte
+	var err error
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, err = exchange(payload)
+		if err == nil && len(got) > 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("kbox ended before serving: status %s\nstdout: %s\nstderr: %s", r[2], r[0], r[1])
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	want := append(append([]byte(nil), payload...), []byte(fmt.Sprintf("served %d bytes\n", len(payload)))...)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("published exchange: %v, got %d bytes (equal %v), want %d", err, len(got), bytes.Equal(got, want), len(want))
+	}
+	// The guest's port 8081 has no listener: kbox accepts on the host,
+	// the guest resets the stack's dial, and the host connection is reset.
+	if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", refusedPort)); err == nil {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("published port without a guest listener: %v, want a connection reset", err)
+		}
+	} else if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("published port without a guest listener: dial %v", err)
+	}
+	// The second connection: a small one, then the guest exits.
+	if got, err := exchange([]byte("ping")); err != nil || string(got) != "pingserved 4 bytes\n" {
+		t.Errorf("second exchange: %q, %v", got, err)
+	}
+	r := <-done
+	if r[2] != "0" || !strings.Contains(r[0], "connection 0 from 10.0.2.2: 1048576 bytes echoed") || !strings.Contains(r[0], "connection 1 from 10.0.2.2: 4 bytes echoed") {
+		t.Errorf("status %s\nstdout: %s\nstderr: %s", r[2], r[0], r[1])
+	}
+
+	// UDP: datagrams from one host socket to the guest's port 5353 and
+	// their answers back to it.
+	up := freePort(t)
+	done = publishedRun(t, netArgs(t, "-P", fmt.Sprintf("127.0.0.1:%d:5353/udp", up), "--", "/opt/tests/inet", "userve", "0.0.0.0", "5353", "2")...)
+	uc, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", up))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	for i, msg := range []string{"first", "second"} {
+		var reply string
+		for deadline := time.Now().Add(60 * time.Second); reply == "" && time.Now().Before(deadline); {
+			uc.Write([]byte(msg))
+			uc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			buf := make([]byte, 64)
+			if m, err := uc.Read(buf); err == nil {
+				reply = string(buf[:m])
+			}
+			if i > 0 {
+				break // the guest is up: one try
+			}
+		}
+		if reply != "re:"+msg {
+			t.Errorf("udp %s: reply %q", msg, reply)
+		}
+	}
+	r = <-done
+	if r[2] != "0" || !strings.Contains(r[0], "datagram 0 from 10.0.2.2: 'first'") || !strings.Contains(r[0], "datagram 1 from 10.0.2.2: 'second'") {
+		t.Errorf("udp: status %s\nstdout: %s\nstderr: %s", r[2], r[0], r[1])
+	}
+}
+
+// TestNetObservatory: /api/snapshot's network counters come from LKL's
+// /proc/net/dev and /proc/net/snmp and grow with a real transfer (at
+// least the bytes sent each way), and the trace's connect and accept
+// events carry the peer's address.
+func TestNetObservatory(t *testing.T) {
+	port := echoServer(t)
+	p := strconv.Itoa(port)
+	trace := filepath.Join(t.TempDir(), "trace.jsonl")
+	o := startObserved(t, "image", "-S", imagePath(t), "--read-only", "--net", "--net-allow", "127.0.0.1:"+p, "--web=0", "--trace-file", trace, "--",
+		"/bin/sh", "-c", "sleep 3; /opt/tests/inet parallel 10.0.2.2 "+p+" 2; /opt/tests/inet server 127.0.0.1 0; sleep 4")
+	type netSnap struct {
+		Net struct {
+			Available  bool `json:"available"`
+			Interfaces map[string]struct {
+				RxBytes uint64 `json:"rx_bytes"`
+				TxBytes uint64 `json:"tx_bytes"`
+			} `json:"interfaces"`
+			TCP map[string]uint64 `json:"tcp"`
+		} `json:"net"`
+	}
+	var before netSnap
+	getJSON(t, o.base+"/api/snapshot", &before)
+	if !before.Net.Available || before.Net.Interfaces["eth0"].TxBytes > 100000 {
+		t.Fatalf("snapshot before the transfer: %+v", before.Net)
+	}
+	// inet parallel: 2 connections, each sends 200000 bytes and reads
+	// the echo.
+	const sent = 2 * 200000
+	var after netSnap
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		getJSON(t, o.base+"/api/snapshot", &after)
+		e, b := after.Net.Interfaces["eth0"], before.Net.Interfaces["eth0"]
+		if e.TxBytes-b.TxBytes >= sent && e.RxBytes-b.RxBytes >= sent && after.Net.TCP["ActiveOpens"] >= before.Net.TCP["ActiveOpens"]+2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("eth0 did not grow by %d bytes each way with 2 active opens:\nbefore %+v\nafter %+v", sent, before.Net, after.Net)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if st := o.wait(t, 60*time.Second); st != 0 {
+		t.Fatalf("status %d\n%s", st, o.stderr)
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var connects, accepts int
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.Contains(line, `"name":"connect"`) && strings.Contains(line, `"peer":"10.0.2.2:`+p+`"`):
+			connects++
+		case strings.Contains(line, `"name":"accept4"`) && strings.Contains(line, `"peer":"127.0.0.1:`):
+			accepts++
+		}
+	}
+	if connects != 2 || accepts != 1 {
+		t.Errorf("trace has %d connects to 10.0.2.2:%s with the peer (want 2) and %d accept4 with a 127.0.0.1 peer (want 1)", connects, p, accepts)
 	}
 }

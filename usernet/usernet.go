@@ -54,6 +54,9 @@ type Event struct {
 	Real    netip.AddrPort // where it goes on the host
 	Allowed bool
 	Why     string
+	// Inbound: a connection to a published port (--publish); Real is
+	// then the host peer, Dest the guest's port.
+	Inbound bool
 }
 
 // Config configures a Network.
@@ -73,6 +76,9 @@ type Stats struct {
 	TCPAllowed, TCPRefused             uint64
 	UDPAllowed, UDPRefused             uint64
 	DNSQueries                         uint64
+	// Published ports: connections carried in, refused by the guest,
+	// UDP flows.
+	InboundTCP, InboundRefused, InboundUDP uint64
 }
 
 // Network is one guest network.
@@ -89,6 +95,8 @@ type Network struct {
 	tcpAllowed, tcpRefused             atomic.Uint64
 	udpAllowed, udpRefused             atomic.Uint64
 	dnsQueries                         atomic.Uint64
+	inboundTCPs, inboundRefused        atomic.Uint64
+	inboundUDPs                        atomic.Uint64
 }
 
 const (
@@ -157,6 +165,7 @@ func (n *Network) Stats() Stats {
 		TCPAllowed: n.tcpAllowed.Load(), TCPRefused: n.tcpRefused.Load(),
 		UDPAllowed: n.udpAllowed.Load(), UDPRefused: n.udpRefused.Load(),
 		DNSQueries: n.dnsQueries.Load(),
+		InboundTCP: n.inboundTCPs.Load(), InboundRefused: n.inboundRefused.Load(), InboundUDP: n.inboundUDPs.Load(),
 	}
 }
 
@@ -238,6 +247,9 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	if terr != nil {
 		host.Close()
 		r.Complete(true)
+		n.tcpRefused.Add(1)
+		ev.Allowed, ev.Why = false, "handshake: "+terr.String()
+		n.event(ev)
 		return
 	}
 	r.Complete(false)

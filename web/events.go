@@ -54,7 +54,14 @@ type Event struct {
 	Errno     int32       `json:"errno"`      // errno, 0 on success
 	LatencyNs int64       `json:"latency_ns"` // dispatch latency
 	Path      string      `json:"path"`       // first path argument, truncated to PathMax bytes in the ring
+	// Peer is the remote address of an internet socket's connect or
+	// accept ("10.0.2.2:8000"); it takes the path's place in the ring
+	// (those calls have no path).
+	Peer string `json:"peer,omitempty"`
 }
+
+// peerBit in a slot's meta says its path bytes are Event.Peer.
+const peerBit = 1 << 16
 
 // PathMax is the number of path bytes kept per event in the ring.
 const PathMax = 96
@@ -248,7 +255,8 @@ func latencyBucket(ns int64) int {
 //
 // Sampling: errors (Ret < 0 or Errno != 0), Denied and ENOSYS
 // dispositions and rare syscalls (execve, execveat, clone, clone3, fork,
-// vfork, exit, exit_group) are always kept; other events are kept 1 in
+// vfork, exit, exit_group) and events with a peer (connect, accept) are
+// always kept; other events are kept 1 in
 // SampleEvery per syscall number (the first of each number is kept).
 func (r *Recorder) Record(e *Event) {
 	if r == nil {
@@ -267,7 +275,7 @@ func (r *Recorder) Record(e *Event) {
 	if d == DispENOSYS || e.Errno == errnoENOSYS {
 		r.nosys[i].Add(1)
 	}
-	keep := e.Ret < 0 || e.Errno != 0 || d >= DispDenied || f&flagRare != 0
+	keep := e.Ret < 0 || e.Errno != 0 || d >= DispDenied || f&flagRare != 0 || e.Peer != ""
 	if !keep {
 		if r.samplePow2 {
 			keep = (c-1)&r.sampleMask == 0
@@ -294,15 +302,19 @@ func (r *Recorder) Record(e *Event) {
 	s.timeNs.Store(uint64(e.TimeNs))
 	s.pidNr.Store(uint64(uint32(e.Pid))<<32 | uint64(uint32(e.Nr)))
 	s.ret.Store(uint64(e.Ret))
-	pl := len(e.Path)
+	text, peer := e.Path, uint64(0)
+	if e.Peer != "" {
+		text, peer = e.Peer, peerBit
+	}
+	pl := len(text)
 	if pl > PathMax {
 		pl = PathMax
 	}
-	s.meta.Store(uint64(uint32(e.Errno))<<32 | uint64(d)<<8 | uint64(pl))
+	s.meta.Store(uint64(uint32(e.Errno))<<32 | peer | uint64(d)<<8 | uint64(pl))
 	s.latency.Store(uint64(e.LatencyNs))
 	for w := 0; w*8 < pl; w++ {
 		var tmp [8]byte
-		copy(tmp[:], e.Path[w*8:pl])
+		copy(tmp[:], text[w*8:pl])
 		s.path[w].Store(binary.LittleEndian.Uint64(tmp[:]))
 	}
 	s.ver.Store(seq)
@@ -391,7 +403,10 @@ func (r *Recorder) Read(after uint64, dst []Event) (n int, next uint64, lost uin
 			Errno:     int32(uint32(meta >> 32)),
 			LatencyNs: int64(lat),
 		}
-		if pl > 0 {
+		switch {
+		case pl > 0 && meta&peerBit != 0:
+			e.Peer = string(pbuf[:pl])
+		case pl > 0:
 			e.Path = string(pbuf[:pl])
 		}
 		n++

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strings"
 	"sync"
 	"testing"
 )
@@ -352,5 +353,28 @@ func BenchmarkRecordNil(b *testing.B) {
 		if r != nil {
 			r.Record(&e)
 		}
+	}
+}
+
+// TestPeerEvents: an event with a peer is always kept (not sampled out),
+// reads back with its peer and no path, and its JSON line has "peer".
+func TestPeerEvents(t *testing.T) {
+	r := NewRecorder(RecorderConfig{SampleEvery: 64})
+	for i := 0; i < 10; i++ {
+		r.Record(&Event{Nr: 42, Name: "connect", Disp: DispLKL, Peer: "10.0.2.2:8000"})
+	}
+	r.Record(&Event{Nr: 43, Name: "accept", Disp: DispLKL, Ret: 5, Peer: "[::1]:40000"})
+	r.Record(&Event{Nr: 2, Name: "open", Disp: DispLKL, Path: "/etc/hosts"})
+	dst := make([]Event, 32)
+	n, _, _ := r.Read(0, dst)
+	if n != 12 {
+		t.Fatalf("kept %d events, want all 12", n)
+	}
+	if dst[0].Peer != "10.0.2.2:8000" || dst[0].Path != "" || dst[10].Peer != "[::1]:40000" || dst[11].Path != "/etc/hosts" || dst[11].Peer != "" {
+		t.Errorf("events %+v %+v %+v", dst[0], dst[10], dst[11])
+	}
+	line := string(AppendEventJSON(nil, &dst[0]))
+	if !strings.Contains(line, `"peer":"10.0.2.2:8000"`) || strings.Contains(string(AppendEventJSON(nil, &dst[11])), "peer") {
+		t.Errorf("JSON %s", line)
 	}
 }

@@ -342,6 +342,7 @@ type Snapshot struct {
 	FDTable         FDTableStat        `json:"fd_table"`
 	Kernel          KernelSnapshot     `json:"kernel"`
 	Guest           GuestSnapshot      `json:"guest"`
+	Net             NetSnapshot        `json:"net"`
 	Events          EventStats         `json:"events"`
 	Paused          bool               `json:"paused"`
 
@@ -528,6 +529,12 @@ func (s *Sampler) collect() Snapshot {
 	if s.cfg.Guest != nil {
 		snap.Guest = s.cfg.Guest()
 	}
+	if ifs, err := ParseNetDev(s.read("net/dev")); err == nil {
+		snap.Net.Available, snap.Net.Interfaces = true, ifs
+	}
+	if m, err := ParseSNMP(s.read("net/snmp")); err == nil {
+		snap.Net.IP, snap.Net.TCP, snap.Net.UDP = m["Ip"], m["Tcp"], m["Udp"]
+	}
 	return snap
 }
 
@@ -550,6 +557,11 @@ func (s *Sampler) SampleNow() Snapshot {
 			for i, n := range SoftirqNames {
 				k.SoftirqRatePerS[n] = rate(snap.ps.Softirqs[i], p.ps.Softirqs[i], dt)
 			}
+		}
+		if snap.Net.Available && p.Net.Available {
+			rx, tx := snap.Net.external()
+			prx, ptx := p.Net.external()
+			snap.Net.RxBytesPerS, snap.Net.TxBytesPerS = rate(rx, prx, dt), rate(tx, ptx, dt)
 		}
 		if snap.Guest.Available && p.Guest.Available {
 			snap.Guest.PageFaultsPerS = rate(snap.Guest.PageFaults, p.Guest.PageFaults, dt)

@@ -10,7 +10,8 @@ import (
 
 // AppendEventJSON appends e as a single-line JSON object to dst with the
 // fields seq, time_ns, pid, nr, name, disposition, ret, errno, latency_ns
-// and path (the same schema as the SSE "syscall" event). It does not
+// and path, and peer when set (the same schema as the SSE "syscall"
+// event). It does not
 // allocate when dst has enough capacity.
 func AppendEventJSON(dst []byte, e *Event) []byte {
 	dst = append(dst, `{"seq":`...)
@@ -33,6 +34,10 @@ func AppendEventJSON(dst []byte, e *Event) []byte {
 	dst = strconv.AppendInt(dst, e.LatencyNs, 10)
 	dst = append(dst, `,"path":`...)
 	dst = AppendJSONString(dst, e.Path)
+	if e.Peer != "" {
+		dst = append(dst, `,"peer":`...)
+		dst = AppendJSONString(dst, e.Peer)
+	}
 	return append(dst, '}')
 }
 

@@ -161,6 +161,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		RootID:     o.RootID,
 		HostRoutes: hostRoutes(root),
 		Dev:        root.Mounted("/dev"),
+		NetFiles:   o.Net, // kbox's resolv.conf and hosts (dispatch/netfiles.go)
 		Binds:      binds,
 	}
 	if err := dispatch.CheckBindsInImage(binds); err != nil {

@@ -27,8 +27,8 @@ type guestNet struct {
 // addNetDev adds the device; before boot.
 func addNetDev(o *ImageOptions) (*guestNet, error) {
 	if !o.Net {
-		if len(o.NetAllow) > 0 || o.NetDenyAll || o.DNS != "" {
-			return nil, usagef("--net-allow, --net-deny-all and --dns need --net")
+		if len(o.NetAllow) > 0 || o.NetDenyAll || o.DNS != "" || len(o.Publish) > 0 {
+			return nil, usagef("--net-allow, --net-deny-all, --dns and --publish need --net")
 		}
 		return nil, nil
 	}
@@ -68,6 +68,10 @@ func (g *guestNet) start(o *ImageOptions) error {
 			if ev.Allowed {
 				verdict = "allowed"
 			}
+			if ev.Inbound {
+				fmt.Fprintf(os.Stderr, "kbox: net: %s %s -> published %s: %s, %s\n", ev.Proto, ev.Real, ev.Dest, verdict, ev.Why)
+				return
+			}
 			fmt.Fprintf(os.Stderr, "kbox: net: %s %s -> %s (%s): %s, %s\n", ev.Proto, ev.Guest, ev.Dest, ev.Real, verdict, ev.Why)
 		}
 	}
@@ -76,6 +80,16 @@ func (g *guestNet) start(o *ImageOptions) error {
 		return err
 	}
 	g.net = n
+	for _, p := range o.Publish {
+		at, err := n.Publish(p)
+		if err != nil {
+			n.Close()
+			return err
+		}
+		if g.log {
+			fmt.Fprintf(os.Stderr, "kbox: net: publishing %s (%s) to the guest's port %d\n", p, at, p.GuestPort)
+		}
+	}
 	if g.inet, err = dispatch.NewInet(); err != nil {
 		n.Close()
 		return err

@@ -52,6 +52,7 @@ type ImageOptions struct {
 	NetAllow     []usernet.Rule
 	NetDenyAll   bool
 	DNS          string
+	Publish      []usernet.Publish
 	Web          bool
 	WebPort      int
 	WebBind      string
@@ -110,6 +111,10 @@ CMD (default: /bin/sh -i) against it.
       --net-deny-all            allow only what --net-allow names
       --dns SERVER[:PORT]       upstream of the DNS responder (default: the
                                 host's /etc/resolv.conf)
+  -P, --publish [HOSTADDR:]HOSTPORT:GUESTPORT[/udp]
+                                with --net: forward HOSTADDR:HOSTPORT (default
+                                address 127.0.0.1) to the guest's GUESTPORT,
+                                repeatable (-p is --partition)
       --web[=PORT]              web observatory (default port 8080)
       --web-bind ADDR           observatory address (default 127.0.0.1)
       --web-token TOKEN         require "Authorization: Bearer TOKEN" (or ?token=)
@@ -135,6 +140,9 @@ var imageOpts = []optSpec{
 	{"p", "partition", true, false, func(o *ImageOptions, v string, _ bool) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 255 {
+			if strings.Contains(v, ":") {
+				return usagef("bad partition %q: -p is --partition (as in the C kbox); publish a port with -P/--publish [HOSTADDR:]HOSTPORT:GUESTPORT", v)
+			}
 			return usagef("bad partition %q: want a number 0-255", v)
 		}
 		o.Partition = n
@@ -218,6 +226,14 @@ var imageOpts = []optSpec{
 			return usagef("empty --dns server")
 		}
 		o.DNS = v
+		return nil
+	}},
+	{"P", "publish", true, false, func(o *ImageOptions, v string, _ bool) error {
+		p, err := usernet.ParsePublish(v)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		o.Publish = append(o.Publish, p)
 		return nil
 	}},
 	{"", "web", false, true, func(o *ImageOptions, v string, present bool) error {

@@ -51,6 +51,11 @@ func TestParseImageArgs(t *testing.T) {
 		{"bad mode", []string{"-S", "a", "--syscall-mode", "fast"}, nil, "bad syscall mode"},
 		{"bad port", []string{"-S", "a", "--web=99999"}, nil, "bad web port"},
 		{"bad partition", []string{"-S", "a", "-p", "x"}, nil, "bad partition"},
+		{"partition is no publish", []string{"-S", "a", "-p", "8080:80"}, nil, "publish a port with -P/--publish"},
+		{"publish", []string{"-S", "a", "--net", "-P", "8080:80", "--publish", "0.0.0.0:5353:53/udp"}, func(o *ImageOptions) bool {
+			return len(o.Publish) == 2 && o.Publish[0].String() == "127.0.0.1:8080:80" && o.Publish[1].UDP
+		}, ""},
+		{"bad publish", []string{"-S", "a", "--net", "-P", "8080"}, nil, "want two ports"},
 		{"relative workdir", []string{"-S", "a", "-w", "tmp"}, nil, "absolute"},
 		{"stray argument", []string{"-S", "a", "ls"}, nil, "unexpected argument"},
 		{"empty --", []string{"-S", "a", "--"}, nil, "no command"},

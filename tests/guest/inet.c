@@ -11,11 +11,22 @@
  *   inet bulk ADDR PORT MB  send MB megabytes, read the echo's byte count
  *                           back as text, print MB/s (for benchmarks)
  *   inet rtt ADDR PORT N    N round trips of 64 bytes, print µs each
+ *   inet conns ADDR PORT N  N connections one after another, each
+ *                           echoing one byte, print connections per second
  *   inet server ADDR 0      a guest server on ADDR: EAGAIN from a
  *                           non-blocking accept with nobody waiting, then
  *                           a forked client connects; poll says the
  *                           listener is readable, accept4 gives the peer,
  *                           the echo goes both ways
+ *   inet serve ADDR PORT N  a guest server reached from the host through
+ *                           --publish: listen on ADDR:PORT, then for each
+ *                           of N connections echo what arrives until EOF,
+ *                           answer "served K bytes" and close
+ *   inet userve ADDR PORT N  the same for N UDP datagrams: each answered
+ *                           with "re:" and its bytes
+ *   inet http NAME PORT     resolve NAME with getaddrinfo (musl's resolver:
+ *                           /etc/hosts, then /etc/resolv.conf's server),
+ *                           print the address, GET / and print the reply
  *   inet parallel ADDR PORT N  N non-blocking connections at once, each
  *                           sending its own 200000 bytes and checking the
  *                           echo, driven by one poll loop
@@ -23,6 +34,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -299,6 +311,23 @@ static int do_rtt(int n)
 	return 0;
 }
 
+static int do_conns(int n)
+{
+	double t0 = now();
+	for (int i = 0; i < n; i++) {
+		int s = tcp_connect();
+		char c = 'c';
+		if (write(s, &c, 1) != 1)
+			die("write");
+		if (read(s, &c, 1) != 1)
+			die("read");
+		close(s);
+	}
+	double dt = now() - t0;
+	printf("conns %d in %.3f s: %.1f per s\n", n, dt, n / dt);
+	return 0;
+}
+
 static int do_server(void)
 {
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -361,10 +390,99 @@ static int do_server(void)
 	return 0;
 }
 
+static int do_serve(int n)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	if (l < 0)
+		die("socket");
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+		die("bind");
+	if (listen(l, 8) < 0)
+		die("listen");
+	printf("listening\n");
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_in peer;
+		socklen_t len = sizeof(peer);
+		int c = accept(l, (struct sockaddr *)&peer, &len);
+		if (c < 0)
+			die("accept");
+		char buf[65536], line[64];
+		long total = 0;
+		ssize_t m;
+		while ((m = read(c, buf, sizeof(buf))) > 0) {
+			for (ssize_t off = 0; off < m;) {
+				ssize_t w = write(c, buf + off, m - off);
+				if (w <= 0)
+					die("write");
+				off += w;
+			}
+			total += m;
+		}
+		if (m < 0)
+			die("read");
+		int k = snprintf(line, sizeof(line), "served %ld bytes\n", total);
+		if (write(c, line, k) != k)
+			die("write");
+		close(c);
+		printf("connection %d from %s: %ld bytes echoed\n", i, inet_ntoa(peer.sin_addr), total);
+	}
+	return 0;
+}
+
+static int do_userve(int n)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	if (s < 0)
+		die("socket");
+	if (bind(s, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+		die("bind");
+	printf("listening\n");
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_in peer;
+		socklen_t len = sizeof(peer);
+		char buf[2048];
+		memcpy(buf, "re:", 3);
+		ssize_t m = recvfrom(s, buf + 3, sizeof(buf) - 3, 0, (struct sockaddr *)&peer, &len);
+		if (m < 0)
+			die("recvfrom");
+		if (sendto(s, buf, m + 3, 0, (struct sockaddr *)&peer, len) != m + 3)
+			die("sendto");
+		printf("datagram %d from %s: '%.*s'\n", i, inet_ntoa(peer.sin_addr), (int)m, buf + 3);
+	}
+	return 0;
+}
+
+static int do_http(const char *name, const char *port)
+{
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res;
+	int e = getaddrinfo(name, port, &hints, &res);
+	if (e) {
+		printf("getaddrinfo %s: %s\n", name, gai_strerror(e));
+		return 1;
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)res->ai_addr;
+	printf("resolved %s to %s\n", name, inet_ntoa(a->sin_addr));
+	dest = *a;
+	int s = tcp_connect();
+	char req[256], buf[4096];
+	int k = snprintf(req, sizeof(req), "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", name);
+	if (write(s, req, k) != k)
+		die("write");
+	ssize_t m;
+	while ((m = read(s, buf, sizeof(buf))) > 0)
+		fwrite(buf, 1, m, stdout);
+	printf("\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt")))
+	if (argc == 4 && !strcmp(argv[1], "http"))
+		return do_http(argv[2], argv[3]);
+	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") || !strcmp(argv[1], "conns") ||
+			   !strcmp(argv[1], "serve") || !strcmp(argv[1], "userve")))
 		argc = 4;
 	if (argc != 4) {
 		fprintf(stderr, "usage: inet poll|epoll|refused|udp|names ADDR PORT, inet parallel ADDR PORT N\n");
@@ -390,7 +508,13 @@ int main(int argc, char **argv)
 		return do_bulk(atoi(argv[4]));
 	if (!strcmp(argv[1], "rtt"))
 		return do_rtt(atoi(argv[4]));
+	if (!strcmp(argv[1], "conns"))
+		return do_conns(atoi(argv[4]));
 	if (!strcmp(argv[1], "parallel"))
 		return do_parallel(atoi(argv[4]));
+	if (!strcmp(argv[1], "serve"))
+		return do_serve(atoi(argv[4]));
+	if (!strcmp(argv[1], "userve"))
+		return do_userve(atoi(argv[4]));
 	return 2;
 }

@@ -1,0 +1,138 @@
+//go:build lkl
+
+package tests
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sinkServer reads each TCP connection to its end and answers the byte
+// count as text (inet bulk's peer), on 127.0.0.1.
+func sinkServer(b *testing.B) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				n, _ := io.Copy(io.Discard, c)
+				fmt.Fprintf(c, "%d", n)
+				c.Close()
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// cpuSeconds is the user and system time of a finished process and its
+// waited-for children (kbox's: the guest's too).
+func cpuSeconds(ps *os.ProcessState) float64 {
+	return (ps.UserTime() + ps.SystemTime()).Seconds()
+}
+
+var benchNumber = regexp.MustCompile(`: ([0-9.]+) (MB/s|us each|per s)`)
+
+// BenchmarkNet: issue 14's rows, each the same tests/guest/inet run under
+// kbox --net (guest → 10.0.2.2, the host's 127.0.0.1) and natively over
+// loopback in the same run, median of 3 runs each: bulk TCP guest → host
+// (256 MB, with CPU per GB), 64-byte request/response round trips, and
+// connections per second. KBOX_BENCH_ROWS=a,b runs only those rows
+// (net_bulk, net_rtt, net_conns).
+func BenchmarkNet(b *testing.B) {
+	img := imagePath(b)
+	inet := dumpFromImage(b, img, "/opt/tests/inet")
+	sink, echo := sinkServer(b), echoServerB(b)
+	const runs = 3
+	rows := []struct {
+		name, mode, n string
+		port          int
+		unit          string
+		higherBetter  bool
+	}{
+		{"net_bulk", "bulk", "256", sink, "MB/s", true},
+		{"net_rtt", "rtt", "2000", echo, "us", false},
+		{"net_conns", "conns", "500", echo, "conn/s", true},
+	}
+	for _, r := range rows {
+		if f := os.Getenv("KBOX_BENCH_ROWS"); f != "" && !strings.Contains(","+f+",", ","+r.name+",") {
+			continue
+		}
+		p := strconv.Itoa(r.port)
+		parse := func(out string) float64 {
+			m := benchNumber.FindStringSubmatch(out)
+			if m == nil {
+				b.Fatalf("%s: output %q", r.name, out)
+			}
+			v, _ := strconv.ParseFloat(m[1], 64)
+			return v
+		}
+		var native, guest, ncpu, gcpu []float64
+		for i := 0; i < runs; i++ {
+			cmd := exec.Command(inet, r.mode, "127.0.0.1", p, r.n)
+			out, err := cmd.Output()
+			if err != nil {
+				b.Fatalf("native %s: %v %s", r.name, err, out)
+			}
+			native = append(native, parse(string(out)))
+			ncpu = append(ncpu, cpuSeconds(cmd.ProcessState))
+			gout, gerr, status, ps := runKboxWithin(b, 5*time.Minute, "image", "-S", img, "--read-only", "--net", "--net-allow", "127.0.0.1:"+p, "--",
+				"/opt/tests/inet", r.mode, "10.0.2.2", p, r.n)
+			if status != 0 {
+				b.Fatalf("kbox %s: status %d %s %s", r.name, status, gout, gerr)
+			}
+			guest = append(guest, parse(gout))
+			gcpu = append(gcpu, cpuSeconds(ps))
+		}
+		n, g := median(native), median(guest)
+		ratio := g / n // kbox's share of native (throughput) or its multiple (latency)
+		b.Logf("%-10s native %9.1f %s   kbox %9.1f %s   ratio %6.3f", r.name, n, r.unit, g, r.unit, ratio)
+		b.ReportMetric(ratio, r.name+"_ratio")
+		if r.mode == "bulk" {
+			gb := 256.0 / 1024
+			// CPU per GB: the client process natively; kbox with its
+			// guest (both stacks, the pumps, the device). The sink is
+			// the same host server in both.
+			b.Logf("%-10s CPU per GB: native client %.2f s   kbox+guest %.2f s (whole run, boot included)", r.name, median(ncpu)/gb, median(gcpu)/gb)
+			b.ReportMetric(median(gcpu)/gb, r.name+"_kbox_cpu_s_per_GB")
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// echoServerB is echoServer's TCP half for a benchmark.
+func echoServerB(b *testing.B) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				c.(*net.TCPConn).SetNoDelay(true)
+				io.Copy(c, c)
+				c.Close()
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
