@@ -193,6 +193,7 @@ type Telemetry struct {
 	ByFamily    map[string]map[string]uint64 `json:"by_family" jsonschema:"family -> disposition (lkl, host, emulated, denied, enosys) -> count"`
 	ENOSYS      map[string]uint64            `json:"enosys,omitempty" jsonschema:"syscalls answered ENOSYS, by name"`
 	Denied      map[string]uint64            `json:"denied,omitempty" jsonschema:"syscalls refused, by name"`
+	Policy      map[string]uint64            `json:"policy_refusals,omitempty" jsonschema:"calls refused by the policy, by rule"`
 	GuestPeakKB int64                        `json:"guest_peak_rss_kb,omitempty" jsonschema:"the largest peak RSS (VmHWM) seen among the run's processes, sampled every 100 ms, kB"`
 	KernelMemKB uint64                       `json:"kernel_mem_peak_kb,omitempty" jsonschema:"the most memory the in-process kernel was seen using (sampled every 100 ms), kB"`
 }

@@ -8,6 +8,8 @@ package policy
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"sort"
@@ -25,6 +27,10 @@ type Policy struct {
 	Syscalls Syscalls `toml:"syscalls"`
 	Limits   Limits   `toml:"limits"`
 	Network  Network  `toml:"network"`
+
+	// SHA256 is the hex SHA-256 of the file's bytes (the audit log's
+	// run_start names it).
+	SHA256 string `toml:"-"`
 
 	// Compiled patterns, in file order within each class.
 	rules []rule
@@ -188,6 +194,8 @@ func Parse(b []byte) (*Policy, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
+	sum := sha256.Sum256(b)
+	p.SHA256 = hex.EncodeToString(sum[:])
 	return p, nil
 }
 
@@ -363,13 +371,17 @@ func Errno(s string) (unix.Errno, bool) {
 	return 0, false
 }
 
-// Effective renders the policy with its defaults filled in, as TOML.
+// Effective renders the policy with its defaults filled in, as TOML:
+// sections and limits that are not set are left out.
 func (p *Policy) Effective() string {
-	q := *p
-	q.Paths.Default = p.def.String()
-	if q.Syscalls.QuotaErrno == "" && len(q.Syscalls.Quota) > 0 {
-		q.Syscalls.QuotaErrno = "EPERM"
+	paths := map[string]any{"default": p.def.String()}
+	for k, v := range map[string][]string{"hidden": p.Paths.Hidden, "read_only": p.Paths.ReadOnly, "read_write": p.Paths.ReadWrite} {
+		if len(v) > 0 {
+			paths[k] = v
+		}
 	}
+	out := map[string]any{"paths": paths}
+	sys := map[string]any{}
 	var deny []string
 	for _, d := range p.Denials() {
 		n := d.Name
@@ -378,11 +390,43 @@ func (p *Policy) Effective() string {
 		}
 		deny = append(deny, n+"="+unix.ErrnoName(d.Errno))
 	}
-	q.Syscalls.Deny = deny
+	if len(deny) > 0 {
+		sys["deny"] = deny
+	}
+	if len(p.Syscalls.Quota) > 0 {
+		sys["quota"] = p.Syscalls.Quota
+		sys["quota_errno"] = unix.ErrnoName(p.QuotaErrnoValue())
+	}
+	if len(sys) > 0 {
+		out["syscalls"] = sys
+	}
+	lim := map[string]any{}
+	l := p.Limits
+	if l.WallTime > 0 {
+		lim["wall_time"] = time.Duration(l.WallTime).String()
+	}
+	if l.CPUTime > 0 {
+		lim["cpu_time"] = time.Duration(l.CPUTime).String()
+	}
+	if l.AddressSpace > 0 {
+		lim["address_space"] = int64(l.AddressSpace)
+	}
+	if l.Processes > 0 {
+		lim["processes"] = l.Processes
+	}
+	if l.FileSize > 0 {
+		lim["file_size"] = int64(l.FileSize)
+	}
+	if len(lim) > 0 {
+		out["limits"] = lim
+	}
+	if len(p.Network.Allow) > 0 || p.Network.DenyAll {
+		out["network"] = map[string]any{"allow": append([]string{}, p.Network.Allow...), "deny_all": p.Network.DenyAll}
+	}
 	var b bytes.Buffer
 	enc := toml.NewEncoder(&b)
 	enc.Indent = ""
-	if err := enc.Encode(&q); err != nil {
+	if err := enc.Encode(out); err != nil {
 		return "# " + err.Error() + "\n"
 	}
 	return b.String()

@@ -44,16 +44,17 @@ func (d Disposition) String() string {
 
 // Event is one dispatched syscall.
 type Event struct {
-	Seq       uint64      `json:"seq"`        // ring sequence, assigned by Record (1, 2, ...)
-	TimeNs    int64       `json:"time_ns"`    // wall clock, Unix ns; filled by Record if 0
-	Pid       int32       `json:"pid"`        // guest pid/tid
-	Nr        int32       `json:"nr"`         // syscall number
-	Name      string      `json:"name"`       // syscall name
-	Disp      Disposition `json:"-"`          // see Disposition
-	Ret       int64       `json:"ret"`        // return value (negative errno style allowed)
-	Errno     int32       `json:"errno"`      // errno, 0 on success
-	LatencyNs int64       `json:"latency_ns"` // dispatch latency
-	Path      string      `json:"path"`       // first path argument, truncated to PathMax bytes in the ring
+	Seq       uint64      `json:"seq"`            // ring sequence, assigned by Record (1, 2, ...)
+	TimeNs    int64       `json:"time_ns"`        // wall clock, Unix ns; filled by Record if 0
+	Pid       int32       `json:"pid"`            // guest pid/tid
+	Nr        int32       `json:"nr"`             // syscall number
+	Name      string      `json:"name"`           // syscall name
+	Disp      Disposition `json:"-"`              // see Disposition
+	Ret       int64       `json:"ret"`            // return value (negative errno style allowed)
+	Errno     int32       `json:"errno"`          // errno, 0 on success
+	LatencyNs int64       `json:"latency_ns"`     // dispatch latency
+	Path      string      `json:"path"`           // first path argument, truncated to PathMax bytes in the ring
+	Rule      string      `json:"rule,omitempty"` // the policy rule that refused the call (the trace)
 }
 
 // PathMax is the number of path bytes kept per event in the ring.

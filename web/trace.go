@@ -33,6 +33,10 @@ func AppendEventJSON(dst []byte, e *Event) []byte {
 	dst = strconv.AppendInt(dst, e.LatencyNs, 10)
 	dst = append(dst, `,"path":`...)
 	dst = AppendJSONString(dst, e.Path)
+	if e.Rule != "" {
+		dst = append(dst, `,"rule":`...)
+		dst = AppendJSONString(dst, e.Rule)
+	}
 	return append(dst, '}')
 }
 

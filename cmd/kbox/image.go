@@ -156,6 +156,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		HostRoutes: hostRoutes(root),
 		Dev:        root.Mounted("/dev"),
 		Binds:      binds,
+		Policy:     o.Agent.Policy, // --policy (policy.go)
 	}
 	if err := dispatch.CheckBindsInImage(binds); err != nil {
 		return 0, err
@@ -195,6 +196,9 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		return 0, err
 	}
 	defer ob.close()
+	if o.Stats && o.Agent.Policy != nil {
+		defer printRefusals(o.Agent.Policy)
+	}
 	eng.Observe = ob.hook()
 	ag.attach(eng, root.ReadKernelProc) // the agent options' exec hook, counters, sampling, timeout
 	defer ag.detach()

@@ -127,6 +127,7 @@ func (ob *observatory) observe(req *dispatch.Request, res *dispatch.Result, lat 
 		Disp:      web.Disposition(res.Disp),
 		LatencyNs: int64(lat),
 		Path:      req.Path,
+		Rule:      req.Rule,
 	}
 	switch {
 	case res.Action == dispatch.Continue, res.Action == dispatch.Deferred:
