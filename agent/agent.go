@@ -33,6 +33,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -165,6 +166,7 @@ type RunIn struct {
 	MaxOutputBytes int               `json:"max_output_bytes,omitempty" jsonschema:"keep at most this many bytes of stdout and of stderr, head and tail (default 1 MiB)"`
 	Image          string            `json:"image,omitempty" jsonschema:"path of an ext4 image on the host: an ephemeral run on it"`
 	Session        string            `json:"session,omitempty" jsonschema:"a session id from session_open: the run's writes stay in the session"`
+	Policy         string            `json:"policy,omitempty" jsonschema:"a policy for the run (kbox image --policy, docs/agents.md): a host path of a TOML file, or the TOML itself (text with a newline)"`
 }
 
 // RunOut is run's result.
@@ -332,6 +334,21 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	defer os.RemoveAll(repDir)
 	rep := filepath.Join(repDir, "report.json")
 	args = append(args, "--report", rep, "--timeout", timeout.String())
+	if in.Policy != "" {
+		// Inline TOML has a newline; a path has none. A bad policy
+		// refuses the whole call.
+		file := in.Policy
+		if strings.Contains(in.Policy, "\n") {
+			file = filepath.Join(repDir, "policy.toml")
+			if err := os.WriteFile(file, []byte(in.Policy), 0o600); err != nil {
+				return nil, out, err
+			}
+		}
+		if _, err := policy.Load(file); err != nil {
+			return nil, out, toolError("%v", err)
+		}
+		args = append(args, "--policy", file)
+	}
 	if in.Workdir != "" {
 		args = append(args, "-w", in.Workdir)
 	}

@@ -222,3 +222,25 @@ address_space = "1G"
 		}
 	}
 }
+
+// TestPolicyMCP: run's policy argument, inline TOML or a file: the refusal
+// reaches the guest and the telemetry; a bad policy refuses the call.
+func TestPolicyMCP(t *testing.T) {
+	cs := mcpSession(t, imagePath(t))
+	var r runResult
+	res := call(t, cs, "run", map[string]any{"command": "cat /etc/passwd; echo rc $?",
+		"policy": "[paths]\nhidden = [\"/etc/passwd\"]\n"}, &r)
+	if res.IsError || !strings.Contains(r.Stdout, "rc 1") || !strings.Contains(r.Stderr, "No such file") ||
+		r.Telemetry == nil || r.Telemetry.Policy["hidden:/etc/passwd"] != 1 {
+		t.Errorf("inline policy: isError %v %+v %+v", res.IsError, r, r.Telemetry)
+	}
+	file := writePolicy(t, "[syscalls]\ndeny = [\"mkdir=EACCES\"]\n")
+	res = call(t, cs, "run", map[string]any{"command": "mkdir /tmp/d; echo rc $?", "policy": file}, &r)
+	if res.IsError || !strings.Contains(r.Stdout, "rc 1") || !strings.Contains(r.Stderr, "Permission denied") {
+		t.Errorf("policy file: isError %v %+v", res.IsError, r)
+	}
+	res = call(t, cs, "run", map[string]any{"command": "true", "policy": "[paths]\nhiden = []\n"}, nil)
+	if !res.IsError || !strings.Contains(resultText(res), "unknown key paths.hiden") {
+		t.Errorf("bad policy: isError %v %q", res.IsError, resultText(res))
+	}
+}
