@@ -38,6 +38,8 @@ type Policy struct {
 
 	mu       sync.Mutex
 	refusals map[string]*atomic.Uint64
+
+	canon canonCache // canonPaths' results
 }
 
 type denial struct {
@@ -329,6 +331,62 @@ func (e *Engine) canonPaths(p string) (out [2]string) {
 	if !e.Opt.HasKernelProc {
 		return
 	}
+	c := e.Opt.Policy
+	gen := e.stats.gen.Load() + 1 // +1: slot generation 0 means empty
+	if out, ok := c.canon.get(p, gen); ok {
+		return out
+	}
+	out = e.resolveCanon(p)
+	if out[0] != "" {
+		// Only what resolved is kept: a failure may be the caller's
+		// (search permission), and another caller may get further.
+		c.canon.put(p, gen, out)
+	}
+	return out
+}
+
+// canonCache keeps canonPaths' results while nothing changed the image:
+// its entries are of the stat cache's generation (statcache.go), which
+// every syscall that is not a pure lookup moves on. A resolved path does
+// not depend on the caller's credentials.
+type canonCache struct {
+	mu    sync.Mutex
+	slots [256]canonSlot
+}
+
+type canonSlot struct {
+	gen  uint64
+	path string
+	out  [2]string
+}
+
+func canonHash(p string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(p); i++ {
+		h = (h ^ uint32(p[i])) * 16777619
+	}
+	return h % 256
+}
+
+func (c *canonCache) get(p string, gen uint64) ([2]string, bool) {
+	s := &c.slots[canonHash(p)]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.gen != gen || s.path != p {
+		return [2]string{}, false
+	}
+	return s.out, true
+}
+
+func (c *canonCache) put(p string, gen uint64, out [2]string) {
+	s := &c.slots[canonHash(p)]
+	c.mu.Lock()
+	s.gen, s.path, s.out = gen, p, out
+	c.mu.Unlock()
+}
+
+// resolveCanon is canonPaths without the cache.
+func (e *Engine) resolveCanon(p string) (out [2]string) {
 	fd, err := lkl.Openat(unix.AT_FDCWD, p, lklFlags(unix.O_PATH|unix.O_NOFOLLOW), 0)
 	if err != nil {
 		dir, base := path.Split(p)

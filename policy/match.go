@@ -16,11 +16,25 @@ type Pattern struct {
 	src   string
 	comps []string
 	score int // components other than "**": the more, the more specific
+	// lit is the pattern's leading literal components ("/home" of
+	// "/home/*/.ssh"): a path that does not start with them is no match.
+	lit string
 }
 
-// maxComps bounds a pattern's components (matching takes time in the
-// path's length times the pattern's).
-const maxComps = 128
+// compMatch matches one pattern component against one path component:
+// a literal one by comparison, one with wildcards through path.Match.
+func compMatch(pat, c string) bool {
+	if !strings.ContainsAny(pat, `*?[\`) {
+		return pat == c
+	}
+	ok, _ := path.Match(pat, c)
+	return ok
+}
+
+// maxComps bounds a pattern's components: matching keeps the positions
+// reached in a 64-bit mask, and takes time in the path's length times the
+// pattern's.
+const maxComps = 63
 
 // Compile checks and compiles a pattern.
 func Compile(s string) (Pattern, error) {
@@ -47,6 +61,9 @@ func Compile(s string) (Pattern, error) {
 			}
 			p.score++
 		}
+		if len(p.lit) == len(strings.Join(p.comps, "/"))+min(len(p.comps), 1) && !strings.ContainsAny(c, `*?[\`) && c != "**" {
+			p.lit += "/" + c
+		}
 		if p.comps = append(p.comps, c); len(p.comps) > maxComps {
 			return Pattern{}, fmt.Errorf("pattern %q: more than %d components", s, maxComps)
 		}
@@ -58,13 +75,16 @@ func (p Pattern) String() string { return p.src }
 
 // Match reports whether p matches the clean absolute path abs or a
 // directory above it.
-func (p Pattern) Match(abs string) bool {
+func (p *Pattern) Match(abs string) bool {
+	if l := len(p.lit); l > 0 && (len(abs) < l || abs[:l] != p.lit || len(abs) > l && abs[l] != '/') {
+		return false
+	}
 	return matchComps(p.comps, abs)
 }
 
 // Beneath reports whether p could match a path strictly beneath the clean
 // absolute directory abs, without matching abs itself.
-func (p Pattern) Beneath(abs string) bool {
+func (p *Pattern) Beneath(abs string) bool {
 	return !p.Match(abs) && prefixOf(p.comps, abs)
 }
 
@@ -77,86 +97,68 @@ func nextComp(s string) (string, string) {
 	return s, ""
 }
 
-// states is the set of pattern positions reached: position i means the
-// first i components of the pattern matched.
-type states []bool
+// A set of pattern positions reached is a bit mask: bit i means the
+// first i components of the pattern matched (maxComps < 64).
 
 // closure adds, for every position before a "**", the position after it
 // ("**" matches no component too).
-func closure(pc []string, st states) {
+func closure(pc []string, st uint64) uint64 {
 	for i := range pc {
-		if st[i] && pc[i] == "**" {
-			st[i+1] = true
+		if st&(1<<i) != 0 && pc[i] == "**" {
+			st |= 1 << (i + 1)
 		}
 	}
+	return st
 }
 
 // step is the positions reached from st by one more path component c.
-func step(pc []string, st, next states, c string) {
-	for i := range next {
-		next[i] = false
-	}
+func step(pc []string, st uint64, c string) uint64 {
+	var next uint64
 	for i := range pc {
-		if !st[i] {
+		if st&(1<<i) == 0 {
 			continue
 		}
 		if pc[i] == "**" {
-			next[i] = true // it takes c too, and maybe more
+			next |= 1 << i // it takes c too, and maybe more
 			continue
 		}
-		if ok, _ := path.Match(pc[i], c); ok {
-			next[i+1] = true
+		if compMatch(pc[i], c) {
+			next |= 1 << (i + 1)
 		}
 	}
-	closure(pc, next)
+	return closure(pc, next)
 }
 
-// run feeds x's components to the pattern pc, one at a time (time linear
-// in the path for a pattern of bounded length); each(st) sees the
-// positions after each prefix of x, the empty one first, and stops the
-// walk by returning true.
-func run(pc []string, x string, each func(st states, rest string) bool) bool {
-	st, next := make(states, len(pc)+1), make(states, len(pc)+1)
-	st[0] = true
-	closure(pc, st)
-	for {
-		if each(st, x) {
-			return true
-		}
+// matchComps: the components pc match the leading components of x (time
+// linear in x for a pattern of bounded length).
+func matchComps(pc []string, x string) bool {
+	done := uint64(1) << len(pc)
+	st := closure(pc, 1)
+	for st&done == 0 {
 		c, rest := nextComp(x)
 		if c == "" {
 			return false
 		}
-		step(pc, st, next, c)
-		st, next = next, st
-		any := false
-		for _, v := range st {
-			any = any || v
-		}
-		if !any {
+		if st = step(pc, st, c); st == 0 {
 			return false
 		}
 		x = rest
 	}
-}
-
-// matchComps: the components pc match the leading components of x.
-func matchComps(pc []string, x string) bool {
-	return run(pc, x, func(st states, _ string) bool { return st[len(pc)] })
+	return true
 }
 
 // prefixOf: x's components could be the leading components of a path the
 // components pc match (some position is still live after all of x).
 func prefixOf(pc []string, x string) bool {
-	return run(pc, x, func(st states, rest string) bool {
-		if strings.Trim(rest, "/") != "" {
+	st := closure(pc, 1)
+	for {
+		c, rest := nextComp(x)
+		if c == "" {
+			return st != 0
+		}
+		if st = step(pc, st, c); st == 0 {
 			return false
 		}
-		for _, v := range st {
-			if v {
-				return true
-			}
-		}
-		return false
-	})
+		x = rest
+	}
 }

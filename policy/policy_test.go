@@ -226,3 +226,20 @@ func FuzzPattern(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkClassify: the path rules' cost for one path (the engine checks
+// the lexical path and, when it differs, the path LKL resolved).
+func BenchmarkClassify(b *testing.B) {
+	p, err := Parse([]byte(`
+[paths]
+hidden = ["/root/.ssh", "/home/*/.ssh", "/secret"]
+read_only = ["/etc", "/usr"]
+read_write = ["/tmp", "/dev"]
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		p.Classify("/etc/hostname")
+	}
+}
