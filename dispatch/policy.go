@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"path"
@@ -517,4 +518,33 @@ func (e *Engine) applyLimits(pid int) error {
 		}
 	}
 	return nil
+}
+
+// hideDirents removes from the getdents64 records in b the entries of
+// directory dir that the policy hides, and returns the length left.
+func (e *Engine) hideDirents(dir string, b []byte) int {
+	c := e.Opt.Policy
+	out := 0
+	for in := 0; in+19 <= len(b); {
+		reclen := int(binary.NativeEndian.Uint16(b[in+16:]))
+		if reclen < 19 || in+reclen > len(b) {
+			break // not a record: leave the rest as it is
+		}
+		name := b[in+19 : in+reclen]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		n := string(name)
+		hide := false
+		if n != "." && n != ".." {
+			class, _ := c.P.Classify(Clean(dir, n))
+			hide = class == policy.Hidden
+		}
+		if !hide {
+			copy(b[out:], b[in:in+reclen])
+			out += reclen
+		}
+		in += reclen
+	}
+	return out
 }

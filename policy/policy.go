@@ -312,6 +312,20 @@ func (p *Policy) Guards(abs string) string {
 	return ""
 }
 
+// HidesIn says that some entry of the directory abs may be hidden: its
+// listing must be filtered.
+func (p *Policy) HidesIn(abs string) bool {
+	if p.def == Hidden {
+		return true
+	}
+	for i := range p.rules {
+		if r := &p.rules[i]; r.class == Hidden && r.pat.Beneath(abs) {
+			return true
+		}
+	}
+	return false
+}
+
 // QuotaErrno is the errno of a call over its quota.
 func (p *Policy) QuotaErrnoValue() unix.Errno {
 	if en, ok := Errno(p.Syscalls.QuotaErrno); ok {

@@ -243,3 +243,12 @@ read_write = ["/tmp", "/dev"]
 		p.Classify("/etc/hostname")
 	}
 }
+
+func TestHidesIn(t *testing.T) {
+	p, _ := Parse([]byte("[paths]\nhidden = [\"/data/secret\", \"/home/*/.ssh\"]\n"))
+	for dir, want := range map[string]bool{"/data": true, "/": true, "/home": true, "/home/ann": true, "/data/ro": false, "/etc": false} {
+		if got := p.HidesIn(dir); got != want {
+			t.Errorf("HidesIn(%s) = %v, want %v", dir, got, want)
+		}
+	}
+}

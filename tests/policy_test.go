@@ -94,8 +94,13 @@ func TestPolicyPaths(t *testing.T) {
 	if _, se, st := runKbox(t, "audit", "verify", audit); st != 0 {
 		t.Errorf("audit verify: status %d: %s", st, se)
 	}
+	// A hidden name is not listed; the others are.
+	out, _, _ := runKbox(t, "image", "-S", img, "--read-only", "--policy", pol, "--", "/bin/ls", "-a", "/data")
+	if strings.Contains(out, "secret") || !strings.Contains(out, "links") || !strings.Contains(out, "ro\n") {
+		t.Errorf("listing of /data under the policy: %q", out)
+	}
 	// Nothing was changed, and the refused names are where they were.
-	out, _, _ := runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c",
+	out, _, _ = runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c",
 		"cat /data/ro/f /data/secret/key; ls /data /data/ro")
 	for _, w := range []string{"orig", "k", "free2", "links", "ro", "secret", "f"} {
 		if !strings.Contains(out, w) {
