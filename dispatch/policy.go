@@ -198,6 +198,12 @@ func (e *Engine) policyCall(r *Request) (Result, bool) {
 	if c.maxProcs > 0 && e.forks(r) && e.guestProcesses() >= c.maxProcs {
 		return errno(e.refuse(r, "limits.processes", "", unix.EAGAIN), Denied), true
 	}
+	if c.paths && mountOps[r.Nr] {
+		// A mount (a bind mount of a hidden directory elsewhere) would
+		// give a protected file a path no pattern names: LKL's own
+		// resolution then reports the new path.
+		return errno(e.refuse(r, "paths:mount", "", unix.EPERM), Denied), true
+	}
 	if fdOps[r.Nr] && r.P != nil {
 		if en := e.policyFd(r); en != 0 {
 			return errno(en, Denied), true
@@ -431,6 +437,8 @@ const (
 var (
 	pathOps [MaxNr]pathOp
 	fdOps   [MaxNr]bool
+	// mountOps are refused under path rules.
+	mountOps [MaxNr]bool
 	// nrNames is the table's names, for the policy's checks (read
 	// through the table itself they would make an initialization cycle).
 	nrNames [MaxNr]string
@@ -449,7 +457,10 @@ func init() {
 		"unlink": opMove, "unlinkat": opMove, "rmdir": opMove, "rename": opMove, "renameat": opMove, "renameat2": opMove,
 	}
 	fds := map[string]bool{"fchmod": true, "fchown": true, "fsetxattr": true, "fremovexattr": true, "utimensat": true}
+	mounts := map[string]bool{"mount": true, "move_mount": true, "open_tree": true, "fsmount": true, "fsopen": true,
+		"fsconfig": true, "mount_setattr": true, "open_tree_attr": true}
 	Syscalls(func(nr int, s *Syscall) {
+		mountOps[nr] = mounts[s.Name]
 		nrNames[nr] = s.Name
 		pathOps[nr] = ops[s.Name]
 		fdOps[nr] = fds[s.Name]

@@ -66,6 +66,7 @@ func TestPolicyPaths(t *testing.T) {
 		"fchmod-ro": "EROFS", "chmod-ro": "EROFS", "truncate-ro": "EROFS", "mkdir-ro": "EROFS",
 		"symlinkat-ro": "EROFS", "unlink-ro": "EROFS", "hardlink-ro": "EROFS",
 		"rename-from-ro": "EROFS", "rename-into-ro": "EROFS", "rename-ro-dir": "EROFS", "rename-parent": "EPERM",
+		"bind-mount-hidden": "EPERM", "bind-mount-ro": "EPERM", "bind-mount-parent": "EPERM",
 		"write-free": "ok", "rename-free": "ok",
 	}
 	got := map[string]string{}

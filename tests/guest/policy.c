@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,6 +82,12 @@ int main(void)
 	res("rename-into-ro", rename("/data/free0", "/data/ro/g"));
 	res("rename-ro-dir", rename("/data/ro", "/data/ro2"));
 	res("rename-parent", rename("/data", "/data2"));
+
+	/* A bind mount would give the files a path no pattern names. */
+	mkdir("/data/mnt", 0755);
+	res("bind-mount-hidden", mount("/data/secret", "/data/mnt", NULL, MS_BIND, NULL));
+	res("bind-mount-ro", mount("/data/ro", "/data/mnt", NULL, MS_BIND, NULL));
+	res("bind-mount-parent", mount("/data", "/data/mnt", NULL, MS_BIND, NULL));
 
 	/* Free: writes elsewhere work. */
 	res("write-free", opened(open("/data/free", O_WRONLY | O_CREAT, 0644)));
