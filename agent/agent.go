@@ -33,6 +33,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -165,6 +166,7 @@ type RunIn struct {
 	MaxOutputBytes int               `json:"max_output_bytes,omitempty" jsonschema:"keep at most this many bytes of stdout and of stderr, head and tail (default 1 MiB)"`
 	Image          string            `json:"image,omitempty" jsonschema:"path of an ext4 image on the host: an ephemeral run on it"`
 	Session        string            `json:"session,omitempty" jsonschema:"a session id from session_open: the run's writes stay in the session"`
+	Policy         string            `json:"policy,omitempty" jsonschema:"a policy for the run (kbox image --policy, docs/agents.md): a host path of a TOML file, or the TOML itself (text with a newline)"`
 }
 
 // RunOut is run's result.
@@ -193,6 +195,7 @@ type Telemetry struct {
 	ByFamily    map[string]map[string]uint64 `json:"by_family" jsonschema:"family -> disposition (lkl, host, emulated, denied, enosys) -> count"`
 	ENOSYS      map[string]uint64            `json:"enosys,omitempty" jsonschema:"syscalls answered ENOSYS, by name"`
 	Denied      map[string]uint64            `json:"denied,omitempty" jsonschema:"syscalls refused, by name"`
+	Policy      map[string]uint64            `json:"policy_refusals,omitempty" jsonschema:"calls refused by the policy, by rule"`
 	GuestPeakKB int64                        `json:"guest_peak_rss_kb,omitempty" jsonschema:"the largest peak RSS (VmHWM) seen among the run's processes, sampled every 100 ms, kB"`
 	KernelMemKB uint64                       `json:"kernel_mem_peak_kb,omitempty" jsonschema:"the most memory the in-process kernel was seen using (sampled every 100 ms), kB"`
 }
@@ -334,6 +337,21 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	defer os.RemoveAll(repDir)
 	rep := filepath.Join(repDir, "report.json")
 	args = append(args, "--report", rep, "--timeout", timeout.String())
+	if in.Policy != "" {
+		// Inline TOML has a newline; a path has none. A bad policy
+		// refuses the whole call.
+		file := in.Policy
+		if strings.Contains(in.Policy, "\n") {
+			file = filepath.Join(repDir, "policy.toml")
+			if err := os.WriteFile(file, []byte(in.Policy), 0o600); err != nil {
+				return nil, out, err
+			}
+		}
+		if _, err := policy.Load(file); err != nil {
+			return nil, out, toolError("%v", err)
+		}
+		args = append(args, "--policy", file)
+	}
 	if in.Workdir != "" {
 		args = append(args, "-w", in.Workdir)
 	}

@@ -83,6 +83,15 @@ func (e *Engine) beneathFd(r *Request, abs string, fd int, rest string) (Target,
 	case fd < 0:
 		return Target{Path: abs, FdDir: true}, 0
 	case rest == "":
+		if e.Opt.Policy != nil && e.Opt.Policy.paths && r.P != nil {
+			// The fd's file by its path now (policy.go).
+			if ref, en := e.fdRefOf(r.P.Tgid, fd); en == 0 && ref.path != "" {
+				ft := Target{Host: true, Path: ref.path}
+				if en := e.policyPath(r, &ft); en != 0 {
+					return Target{}, en
+				}
+			}
+		}
 		return Target{Path: abs, Fd: fd + 1}, 0
 	}
 	return e.resolveAt(r, int32(fd), rest)

@@ -117,6 +117,10 @@ type Request struct {
 	// its accept got ("10.0.2.2:8000"), for tracing; empty if none.
 	Peer string
 
+	// Rule names the policy rule that refused the call, if one did
+	// (policy.go): the trace shows it.
+	Rule string
+
 	// fdHops counts paths through /dev/fd/N resolved for this call
 	// (devfd.go), bounded as symlinks are.
 	fdHops uint8
@@ -150,6 +154,9 @@ type Options struct {
 	// (procfs.go).
 	KernelProc    int
 	HasKernelProc bool
+	// Policy, when set, is the run's policy (policy.go): path rules where
+	// paths are resolved, syscall rules in Dispatch, rlimits in Begin.
+	Policy *Policy
 	// ShadowMax, when not 0, is the largest file shadowed when it is
 	// opened (shadowfd.Manager.MaxSize); larger ones are virtual fds.
 	ShadowMax int64
@@ -192,6 +199,9 @@ type Engine struct {
 	// each on stderr (lifecycle.go).
 	Observe Observer
 	Debug   bool
+	// OnRefuse, when set, sees every call a policy rule refused
+	// (policy.go): the audit log.
+	OnRefuse func(*Refusal)
 
 	life lifecycle // Stop and Close, once each (lifecycle.go)
 
@@ -256,6 +266,11 @@ func (e *Engine) Dispatch(r *Request) Result {
 func (e *Engine) dispatch(r *Request) Result {
 	if r.Nr < 0 || r.Nr >= MaxNr {
 		return Result{Disp: ENOSYS, Errno: unix.ENOSYS}
+	}
+	if e.Opt.Policy != nil {
+		if res, refused := e.policyCall(r); refused {
+			return res
+		}
 	}
 	sc := &linux[r.Nr]
 	if sc.Facts&(Pure|Opens) == 0 {

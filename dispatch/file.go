@@ -446,6 +446,21 @@ func sysGetdents64(e *Engine, r *Request) Result {
 	if le != 0 {
 		return errno(le, LKL)
 	}
+	if pol := e.Opt.Policy; pol != nil && pol.paths && res > 0 {
+		// Hidden entries are left out (policy.go); a batch of only
+		// hidden ones is not the end: read on.
+		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk && pol.P.HidesIn(ent.File.Path) {
+			for res > 0 {
+				if m := e.hideDirents(ent.File.Path, buf[:res]); m > 0 {
+					res = uintptr(m)
+					break
+				}
+				if res, le = lkl.Syscall6(lkl.SysGetdents64, uintptr(lfd), uptr(buf), uintptr(n), 0, 0, 0); le != 0 {
+					return errno(le, LKL)
+				}
+			}
+		}
+	}
 	if res == 0 && len(e.Opt.Binds) > 0 {
 		// The end of the image's listing: add bind mount points that
 		// the image lacks.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/clock"
+	"golang.org/x/sys/unix"
 )
 
 // The engine's part of a run, the same for every tier. A tier:
@@ -37,6 +38,11 @@ type lifecycle struct {
 // reaps its orphans; 0 when there is none) with its working directory.
 func (e *Engine) Begin(root, keeper int, cwd string) *Proc {
 	e.RootPid, e.Keeper = root, keeper
+	if err := e.applyLimits(root); err != nil {
+		// The guest has not run yet: it must not run unlimited.
+		fmt.Fprintf(os.Stderr, "kbox: policy: %v: killing the guest\n", err)
+		unix.Kill(root, unix.SIGKILL)
+	}
 	return e.Start(root, cwd)
 }
 

@@ -290,7 +290,14 @@ func (e *Engine) followFd(r *Request, ref *fdRef) (Target, unix.Errno) {
 	if p == "" {
 		p = ref.text
 	}
-	return procTarget(p, &procNode{kind: procObj, fd: ref}), 0
+	t := procTarget(p, &procNode{kind: procObj, fd: ref})
+	if ref.path != "" && e.Opt.Policy != nil && e.Opt.Policy.paths {
+		// The fd's file by its path now (policy.go).
+		if en := e.policyPath(r, &t); en != 0 {
+			return Target{}, en
+		}
+	}
+	return t, 0
 }
 
 // statFd stats what ref is.

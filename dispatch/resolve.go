@@ -144,8 +144,18 @@ func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
 	return e.classifyN(r, abs, 0)
 }
 
-// classifyN is classify after depth links followed under /proc.
+// classifyN is classify after depth links followed under /proc, with the
+// policy's path rules applied to the result (policy.go).
 func (e *Engine) classifyN(r *Request, abs string, depth int) (Target, unix.Errno) {
+	t, en := e.classifyRaw(r, abs, depth)
+	if en == 0 && e.Opt.Policy != nil && e.Opt.Policy.paths {
+		en = e.policyPath(r, &t)
+	}
+	return t, en
+}
+
+// classifyRaw is classifyN without the policy.
+func (e *Engine) classifyRaw(r *Request, abs string, depth int) (Target, unix.Errno) {
 	if b := e.bindOf(abs); b != nil {
 		return bindTarget(b, abs), 0
 	}

@@ -85,6 +85,7 @@ type runResult struct {
 	Telemetry    *struct {
 		Syscalls uint64                       `json:"syscalls"`
 		ByFamily map[string]map[string]uint64 `json:"by_family"`
+		Policy   map[string]uint64            `json:"policy_refusals"`
 	} `json:"telemetry"`
 	AuditHead string `json:"audit_head"`
 }

@@ -58,6 +58,8 @@ type Event struct {
 	// accept ("10.0.2.2:8000"); it takes the path's place in the ring
 	// (those calls have no path).
 	Peer string `json:"peer,omitempty"`
+	// Rule is the policy rule that refused the call (the trace).
+	Rule string `json:"rule,omitempty"`
 }
 
 // peerBit in a slot's meta says its path bytes are Event.Peer.

@@ -38,6 +38,10 @@ func AppendEventJSON(dst []byte, e *Event) []byte {
 		dst = append(dst, `,"peer":`...)
 		dst = AppendJSONString(dst, e.Peer)
 	}
+	if e.Rule != "" {
+		dst = append(dst, `,"rule":`...)
+		dst = AppendJSONString(dst, e.Rule)
+	}
 	return append(dst, '}')
 }
 

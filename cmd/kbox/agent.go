@@ -41,10 +41,12 @@ type AgentOptions struct {
 	Env []string
 	// Overlay is --overlay DIR: a kept copy-on-write layer (overlay.go).
 	Overlay string
+	// Policy is --policy FILE, compiled (policy.go).
+	Policy *dispatch.Policy
 }
 
 func (a *AgentOptions) any() bool {
-	return a.Ephemeral || a.Snapshot != "" || a.Audit != "" || a.Timeout > 0 || a.Report != "" || a.Overlay != ""
+	return a.Ephemeral || a.Snapshot != "" || a.Audit != "" || a.Timeout > 0 || a.Report != "" || a.Overlay != "" || a.Policy != nil
 }
 
 const agentUsage = `      --ephemeral               writes go to a private copy-on-write layer and
@@ -58,6 +60,8 @@ const agentUsage = `      --ephemeral               writes go to a private copy-
       --env NAME=VALUE          set NAME in the guest's environment, repeatable
       --overlay DIR             like --ephemeral, but the copy-on-write layer is
                                 kept in DIR across runs (kbox mcp's sessions)
+      --policy FILE             enforce a policy file (TOML: paths, syscalls,
+                                limits, network; docs/agents.md)
 `
 
 func init() {
@@ -121,6 +125,7 @@ type agentRun struct {
 	copyTime time.Duration // preparing the overlay
 	log      *audit.Log
 	start    time.Time
+	pol      policyRun // --policy's refusals (policy.go)
 
 	timedOut atomic.Bool
 	stop     chan struct{}
@@ -186,6 +191,9 @@ func startAgent(o *ImageOptions) (*agentRun, error) {
 		}
 		if o.Agent.Timeout > 0 {
 			data["timeout_ms"] = o.Agent.Timeout.Milliseconds()
+		}
+		if c := o.Agent.Policy; c != nil {
+			data["policy_sha256"] = c.P.SHA256
 		}
 		if o.Agent.Overlay != "" {
 			// The image the run sees is this base with the kept
@@ -289,6 +297,9 @@ func (a *agentRun) attach(eng *dispatch.Engine, readProc func(string) ([]byte, e
 	}
 	if a.log != nil {
 		eng.OnExec = a.onExec
+		if a.o.Agent.Policy != nil {
+			eng.OnRefuse = a.onRefuse
+		}
 	}
 	if a.o.Agent.Report != "" {
 		prev := eng.Observe
@@ -454,10 +465,15 @@ type Telemetry struct {
 	ByFamily map[string]map[string]uint64 `json:"by_family"`
 	ENOSYS   map[string]uint64            `json:"enosys,omitempty"`
 	Denied   map[string]uint64            `json:"denied,omitempty"`
+	// Policy counts the calls each policy rule refused.
+	Policy map[string]uint64 `json:"policy_refusals,omitempty"`
 }
 
 func (a *agentRun) telemetry() *Telemetry {
 	t := &Telemetry{ByFamily: map[string]map[string]uint64{}, ENOSYS: map[string]uint64{}, Denied: map[string]uint64{}}
+	if c := a.o.Agent.Policy; c != nil {
+		t.Policy = c.Refusals()
+	}
 	for nr := range a.counts {
 		for d := range a.counts[nr] {
 			n := a.counts[nr][d].Load()
@@ -517,6 +533,12 @@ func (a *agentRun) finish(status int, runErr error) (int, error) {
 		data := map[string]any{"status": status, "timed_out": rep.TimedOut, "duration_ms": rep.DurationMs}
 		if runErr != nil {
 			data["error"] = runErr.Error()
+		}
+		if c := a.o.Agent.Policy; c != nil {
+			data["policy_refusals"] = c.Refusals()
+			if n := a.pol.dropped.Load(); n > 0 {
+				data["policy_refusals_not_logged"] = n
+			}
 		}
 		if rep.Telemetry != nil {
 			data["syscalls"] = rep.Telemetry.Syscalls

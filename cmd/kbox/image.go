@@ -163,6 +163,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		Dev:        root.Mounted("/dev"),
 		NetFiles:   o.Net, // kbox's resolv.conf and hosts (dispatch/netfiles.go)
 		Binds:      binds,
+		Policy:     o.Agent.Policy, // --policy (policy.go)
 	}
 	if err := dispatch.CheckBindsInImage(binds); err != nil {
 		return 0, err
@@ -202,6 +203,9 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		return 0, err
 	}
 	defer ob.close()
+	if o.Stats && o.Agent.Policy != nil {
+		defer printRefusals(o.Agent.Policy)
+	}
 	eng.Observe = ob.hook()
 	ag.attach(eng, root.ReadKernelProc) // the agent options' exec hook, counters, sampling, timeout
 	defer ag.detach()

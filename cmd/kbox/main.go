@@ -30,6 +30,7 @@ commands:
   image     boot a kernel from an image and run a program in it
   mcp       serve agents' tool calls (Model Context Protocol, docs/agents.md)
   audit     verify an audit log (kbox audit verify FILE [--head HASH])
+  policy    check a policy file (kbox policy check FILE)
   file      one file operation on an image, with no guest (used by mcp)
   version   print the version and the linked LKL API
   help      this help
@@ -75,6 +76,8 @@ func run(args []string) int {
 		return runMCP(args[1:])
 	case "audit":
 		return runAudit(args[1:])
+	case "policy":
+		return runPolicy(args[1:])
 	case "file":
 		return runFile(args[1:])
 	case "version", "--version":

@@ -128,6 +128,7 @@ func (ob *observatory) observe(req *dispatch.Request, res *dispatch.Result, lat 
 		LatencyNs: int64(lat),
 		Path:      req.Path,
 		Peer:      req.Peer,
+		Rule:      req.Rule,
 	}
 	switch {
 	case res.Action == dispatch.Continue, res.Action == dispatch.Deferred:
