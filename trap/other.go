@@ -19,5 +19,8 @@ func Run(cfg Config) (Exit, error) { return Exit{}, ErrUnsupported }
 // Die would end kbox with a signal.
 func Die(sig int) {}
 
+// Kill would end the guest.
+func Kill() {}
+
 // Release would give back the guest's fd range.
 func Release() {}

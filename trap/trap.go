@@ -127,6 +127,16 @@ type tier struct {
 
 var tr *tier
 
+// Kill ends the guest as SIGKILL would (kbox's --timeout): every guest
+// thread stops, and Run returns, so kbox writes its files back before it
+// exits. A guest's pid is kbox's in this tier: kill(2) of it would end
+// kbox at once, with nothing written back.
+func Kill() {
+	if t := tr; t != nil {
+		t.send(nil, int(unix.SIGKILL), nil)
+	}
+}
+
 // thread is one guest thread.
 type thread struct {
 	core

@@ -20,6 +20,7 @@ import (
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
+	"github.com/kbox-project/kbox/trap"
 	"github.com/kbox-project/kbox/web"
 	"golang.org/x/sys/unix"
 )
@@ -334,8 +335,15 @@ func (a *agentRun) timeout(d time.Duration) {
 	// leads (the first guest's holds the whole guest, guestinit.c; a
 	// group id that is a guest's pid can only be a guest's group), and
 	// their children the engine may not know yet.
+	self := os.Getpid()
 	for {
 		for _, pid := range a.eng.Tgids(nil) {
+			if pid == self {
+				// An in-process tier's guest: ended through the
+				// tier, so that kbox writes back before it exits.
+				trap.Kill()
+				continue
+			}
 			unix.Kill(pid, unix.SIGKILL)
 			unix.Kill(-pid, unix.SIGKILL)
 			for _, c := range childrenOf(pid) {

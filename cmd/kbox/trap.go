@@ -89,6 +89,11 @@ func runTrap(o *ImageOptions, path string, eng *dispatch.Engine) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if ex.Signal == int(unix.SIGKILL) {
+		// SIGKILL (--timeout, or the guest's own kill): kbox exits
+		// 137 as the seccomp tier does; dying of it gains nothing.
+		return ex.Status, nil
+	}
 	dieWith = ex.Signal
 	return ex.Status, nil
 }
