@@ -72,6 +72,9 @@ func OpenImage(path, fstype string, part int, readOnly bool) (*Image, error) {
 		if errors.Is(err, os.ErrPermission) && !readOnly {
 			return nil, &ImageError{Path: path, Msg: "cannot open read-write (use --read-only to mount it read-only)", Err: unix.EACCES}
 		}
+		if errors.Is(err, unix.EROFS) && !readOnly {
+			return nil, &ImageError{Path: path, Msg: "is on a read-only file system (use --read-only, or --ephemeral to write to a copy-on-write layer)", Err: unix.EROFS}
+		}
 		return nil, &ImageError{Path: path, Msg: "cannot open", Err: err}
 	}
 	img := &Image{Path: path, File: f, ReadOnly: readOnly, Size: fi.Size()}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"crypto/sha256"
 	"os"
 	"os/exec"
 
@@ -58,6 +59,88 @@ func TestBadImages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBadImageFiles: an image truncated, one with its superblock zeroed,
+// and a good image on a read-only host file system without --read-only:
+// each is one clear line and status 125, and the file is unchanged.
+func TestBadImageFiles(t *testing.T) {
+	if !lkl.Available {
+		t.Skip("SKIP: needs liblkl (the checks are made before the kernel boots, but with LKL's build)")
+	}
+	img := imagePath(t)
+	dir := t.TempDir()
+	mk := func(name string, change func(f *os.File) error) string {
+		p := filepath.Join(dir, name)
+		b, err := os.ReadFile(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := change(f); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sum := func(p string) [32]byte {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sha256.Sum256(b)
+	}
+	check := func(t *testing.T, file string, stderr string, status int, want string, before [32]byte) {
+		if status != 125 || !strings.Contains(stderr, want) {
+			t.Errorf("status %d, stderr %q; want 125 and %q", status, stderr, want)
+		}
+		if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 1 {
+			t.Errorf("want one line of error, got %q", stderr)
+		}
+		if sum(file) != before {
+			t.Errorf("%s changed", file)
+		}
+	}
+	for _, c := range []struct {
+		name, want string
+		change     func(f *os.File) error
+	}{
+		{"truncated", "truncated", func(f *os.File) error { return f.Truncate(20 << 20) }},
+		{"zeroed superblock", "not an ext2/3/4 filesystem", func(f *os.File) error {
+			_, err := f.WriteAt(make([]byte, 1024), 1024)
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := mk(strings.ReplaceAll(c.name, " ", "-")+".ext4", c.change)
+			before := sum(p)
+			_, stderr, status := runKbox(t, "image", "-S", p, "--", "/bin/true")
+			check(t, p, stderr, status, c.want, before)
+		})
+	}
+	t.Run("read-only host file system", func(t *testing.T) {
+		// A private mount namespace with a tmpfs remounted read-only;
+		// where this user may not make one, the case skips loudly.
+		ro := filepath.Join(dir, "ro")
+		os.MkdirAll(ro, 0o755)
+		before := sum(img)
+		script := `mount -t tmpfs none "$1" && cp "$2" "$1/image.ext4" && mount -o remount,ro "$1" || exit 99; exec "$3" image -S "$1/image.ext4" -- /bin/true`
+		cmd := exec.Command("unshare", "-m", "sh", "-c", script, "sh", ro, img, kboxBin(t))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		status := cmd.ProcessState.ExitCode()
+		if err != nil && (status == 99 || strings.Contains(stderr.String(), "unshare:")) {
+			t.Skipf("SKIP: cannot make a read-only file system here (unshare -m and mount): %s", stderr.String())
+		}
+		check(t, img, stderr.String(), status, "read-only file system (use --read-only", before)
+	})
 }
 
 // TestErrorsNameTheFix: a kbox without liblkl, a missing image and a host
