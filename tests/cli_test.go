@@ -172,7 +172,7 @@ func TestErrorsNameTheFix(t *testing.T) {
 	}{
 		{"no liblkl", noLKL, "", []string{"image", "-S", img, "--", "/bin/true"}, 2, []string{"built without LKL", "make lkl"}},
 		{"missing image", bin, "", []string{"image", "-S", filepath.Join(dir, "rootfs.ext4"), "--", "/bin/true"}, 125, []string{"no such file", "make rootfs"}},
-		{"old kernel", bin, "KBOX_TEST_KERNEL_RELEASE=5.10.0-28-amd64", []string{"image", "-S", "", "--", "/bin/true"}, 125, []string{"needs Linux 5.14 or later", "5.10.0-28-amd64", "upgrade the host kernel"}},
+		{"old kernel", bin, "KBOX_TEST_KERNEL_RELEASE=5.10.0-28-amd64", []string{"image", "--syscall-mode=seccomp", "-S", "", "--", "/bin/true"}, 125, []string{"needs Linux 5.14 or later", "5.10.0-28-amd64", "upgrade the host kernel"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -183,7 +183,7 @@ func TestErrorsNameTheFix(t *testing.T) {
 				if !lkl.Available {
 					t.Skip("SKIP (needs liblkl): the tier starts after the kernel boots")
 				}
-				c.args[2] = imagePath(t)
+				c.args[3] = imagePath(t)
 			}
 			cmd := exec.Command(c.bin, c.args...)
 			if c.env != "" {

@@ -33,7 +33,7 @@ type waitingGuest struct {
 func startWaitingGuest(t *testing.T) *waitingGuest {
 	t.Helper()
 	img := imagePath(t)
-	cmd := exec.Command(kboxBin(t), "image", "--read-only", "-S", img, "--", "/opt/tests/gdbwait", "300")
+	cmd := exec.Command(kboxBin(t), "image", "--syscall-mode=seccomp", "--read-only", "-S", img, "--", "/opt/tests/gdbwait", "300")
 	cmd.Env = append(os.Environ(), "KBOX_GDB=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -189,7 +189,7 @@ func TestGDBBreakAndTrace(t *testing.T) {
 		"continue",
 		"kill",
 	)
-	args = append(args, "--args", kboxBin(t), "image", "--read-only", "-S", img, "--", "/opt/tests/gdbwait", "0")
+	args = append(args, "--args", kboxBin(t), "image", "--syscall-mode=seccomp", "--read-only", "-S", img, "--", "/opt/tests/gdbwait", "0")
 	out := runDebugger(t, "", gdb, args...)
 	if testing.Verbose() {
 		t.Logf("gdb output:\n%s", out)
@@ -213,7 +213,7 @@ func TestGDBBreakAndTrace(t *testing.T) {
 // dispatch hook on from GDB and stops at the guest's next openat.
 func TestGDBAttachWithoutFlag(t *testing.T) {
 	gdb := gdbPath(t)
-	cmd := exec.Command(kboxBin(t), "image", "--read-only", "-S", imagePath(t), "--", "/bin/sh", "-c",
+	cmd := exec.Command(kboxBin(t), "image", "--syscall-mode=seccomp", "--read-only", "-S", imagePath(t), "--", "/bin/sh", "-c",
 		"echo started; i=0; while [ $i -lt 600 ]; do cat /etc/hostname >/dev/null; sleep 0.1; i=$((i+1)); done")
 	cmd.Env = os.Environ()
 	for i, kv := range cmd.Env {
