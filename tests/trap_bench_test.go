@@ -3,7 +3,6 @@
 package tests
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -13,54 +12,17 @@ import (
 	"time"
 )
 
-// BenchmarkTrapVsSeccomp runs rows of tests/guest/bench natively, under
-// --syscall-mode=seccomp and under --syscall-mode=trap, interleaved in
-// one run (median of 5 each), and reports both tiers as ratios to native
-// and trap/seccomp. In the same minutes it measures the floor of the trap
-// mechanism with scripts/trap_floor.c (no kbox: a SIGSYS trap answered in
-// C, with and without the two thread-pointer switches this CPU needs, the
-// redirect to ordinary context the tier uses, and the hand-off to a
-// service thread it did not choose), so that a target below the floor
-// shows as such (docs/benchmarks.md). KBOX_BENCH_ROWS=a,b runs
-// only those rows.
-func BenchmarkTrapVsSeccomp(b *testing.B) {
+// BenchmarkTrapFloor measures the floor of the trap mechanism with
+// scripts/trap_floor.c (no kbox: a SIGSYS trap answered in C, with and
+// without the two thread-pointer switches this CPU needs, the redirect to
+// ordinary context the tier uses, and the hand-off to a service thread it
+// did not choose), so that a target below the floor shows as such
+// (docs/benchmarks.md). The tiers' rows beside native are
+// BenchmarkRewrite's (native, seccomp, trap and rewrite in one run).
+func BenchmarkTrapFloor(b *testing.B) {
 	img := imagePath(b)
-	bin := kboxBin(b)
-	bench := dumpFromImage(b, img, "/opt/tests/bench")
 	hostFile := dumpFromImage(b, img, "/etc/hostname")
 	const runs = 5
-	rows := []struct {
-		name  string
-		iters int
-	}{
-		{"stat", 20000}, {"open_close", 10000}, {"lseek_read", 50000}, {"write", 50000}, {"getpid_libc", 200000},
-	}
-	for _, r := range rows {
-		if f := os.Getenv("KBOX_BENCH_ROWS"); f != "" && !strings.Contains(","+f+",", ","+r.name+",") {
-			continue
-		}
-		res := map[string][]float64{}
-		for i := 0; i < runs; i++ {
-			out, err := exec.Command(bench, r.name, strconv.Itoa(r.iters), hostFile).Output()
-			if err != nil {
-				b.Fatalf("native %s: %v", r.name, err)
-			}
-			res["native"] = append(res["native"], parseBench(b, string(out)))
-			for _, mode := range []string{"seccomp", "trap"} {
-				out, err := exec.Command(bin, "image", "-S", img, "--read-only", "--syscall-mode="+mode, "--",
-					"/opt/tests/bench", r.name, strconv.Itoa(r.iters), "/etc/hostname").Output()
-				if err != nil {
-					b.Fatalf("kbox %s %s: %v", mode, r.name, err)
-				}
-				res[mode] = append(res[mode], parseBench(b, string(out)))
-			}
-		}
-		n, s, t := median(res["native"]), median(res["seccomp"]), median(res["trap"])
-		b.Logf("%-12s native %8.1f ns/op   seccomp %8.1f (%6.2fx)   trap %8.1f (%6.2fx)   trap/seccomp %.2f",
-			r.name, n, s, s/n, t, t/n, t/s)
-		b.ReportMetric(s/n, r.name+"_seccomp_ratio")
-		b.ReportMetric(t/n, r.name+"_trap_ratio")
-	}
 	floor := filepath.Join(b.TempDir(), "trap_floor")
 	if out, err := exec.Command("cc", "-O2", "-pthread", "-o", floor, filepath.Join(repoRoot(), "scripts", "trap_floor.c")).CombinedOutput(); err != nil {
 		b.Logf("trap_floor not built (%v): %s", err, out)
