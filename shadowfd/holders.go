@@ -56,18 +56,75 @@ func (m *Manager) scan() map[*Node]holds {
 	m.mu.Unlock()
 	out := make(map[*Node]holds, len(idx))
 	self := os.Getpid()
-	for _, pid := range append(m.Holders(), self) {
-		scanFds(pid, pid == self, masters, idx, out)
-		if pid != self {
-			scanMaps(pid, idx, out)
+	guestInSelf := false
+	for _, pid := range m.Holders() {
+		if pid == self {
+			// An in-process tier: the guest's fds and mappings are kbox's.
+			guestInSelf = true
+			continue
 		}
+		scanFds(pid, idx, out)
+		scanMaps(pid, idx, out)
+	}
+	scanOwnFds(masters, idx, out)
+	if guestInSelf {
+		scanMaps(self, idx, out)
 	}
 	return out
 }
 
-// scanFds marks the nodes whose content files process pid has open.
-// kbox's own content fds (masters) do not count.
-func scanFds(pid int, self bool, masters map[int]bool, idx map[hostKey]*Node, out map[*Node]holds) {
+// scanOwnFds marks the nodes whose content files kbox's own process has
+// open (copies taken with pidfd_getfd, virtual fds, and in the in-process
+// tiers the guest's fds), other than the masters. It asks each number of
+// the fd table with fstat and F_GETFL: listing /proc/self/fd and walking
+// a /proc path per fd costs ten times more (an in-process guest's table
+// has a placeholder in each of its free numbers, a thousand or more).
+func scanOwnFds(masters map[int]bool, idx map[hostKey]*Node, out map[*Node]holds) {
+	size := ownFdTableSize()
+	for fd := 0; fd < size; fd++ {
+		if masters[fd] {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			continue // not open
+		}
+		n := idx[hostKey{st.Dev, st.Ino}]
+		if n == nil {
+			continue
+		}
+		h := out[n]
+		h.held = true
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_ACCMODE != unix.O_RDONLY {
+			h.writer = true
+		}
+		out[n] = h
+	}
+}
+
+// ownFdTableSize is the size of kbox's fd table (FDSize in
+// /proc/self/status): no fd is at or above it.
+func ownFdTableSize() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "FDSize:"); ok {
+				if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+					return n
+				}
+			}
+		}
+	}
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil && lim.Cur < 1<<20 {
+		return int(lim.Cur)
+	}
+	return 1 << 16
+}
+
+// scanFds marks the nodes whose content files process pid (a guest
+// process, not kbox) has open.
+func scanFds(pid int, idx map[hostKey]*Node, out map[*Node]holds) {
 	dir, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return // gone
@@ -81,11 +138,6 @@ func scanFds(pid int, self bool, masters map[int]bool, idx map[hostKey]*Node, ou
 		}
 		_, _, names := unix.ParseDirent(buf[:k], -1, nil)
 		for _, name := range names {
-			if self {
-				if fd, err := strconv.Atoi(name); err == nil && masters[fd] {
-					continue
-				}
-			}
 			var st unix.Stat_t
 			if unix.Fstatat(dir, name, &st, 0) != nil {
 				continue

@@ -146,6 +146,12 @@ func (m *Manager) resum(n *Node, size int64) {
 // fill loads n's content from its LKL file, whose stat is st. The caller
 // holds n.mu.
 func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
+	if st.Size > 0 && st.Size <= chunkSize {
+		if err := m.fillSmall(n, st); err != nil {
+			return err
+		}
+		return m.filled(n, st)
+	}
 	if err := unix.Ftruncate(n.content, 0); err != nil {
 		return err
 	}
@@ -192,6 +198,50 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 		return err
 	}
 	m.resum(n, st.Size)
+	return m.filled(n, st)
+}
+
+// fillSmall loads a file of one chunk at most with one LKL read (a hole
+// reads as zeros) and one write, where the general path asks LKL where
+// the data lies first and reads the content back to sum it: a chunk
+// written whole is data throughout, so its sum comes from the buffer.
+// Most files a program opens are this small. The caller holds n.mu.
+func (m *Manager) fillSmall(n *Node, st *lkl.Stat64) error {
+	m.bufMu.Lock()
+	defer m.bufMu.Unlock()
+	buf := m.buffer()[:st.Size]
+	k := 0
+	for k < len(buf) {
+		r, le := lkl.Syscall6(lkl.SysPread64, uintptr(n.lklfd), lkl.Ptr(buf[k:]), uintptr(len(buf)-k), uintptr(k), 0, 0)
+		if le != 0 {
+			return le
+		}
+		if r == 0 {
+			break // shorter than its stat said
+		}
+		k += int(r)
+	}
+	if _, err := unix.Pwrite(n.content, buf[:k], 0); err != nil {
+		return err
+	}
+	// The content may be longer (a reload) or shorter than the stat.
+	if err := unix.Ftruncate(n.content, st.Size); err != nil {
+		return err
+	}
+	if k < len(buf) {
+		sums, err := m.contentSums(n, st.Size, n.sums)
+		if err != nil {
+			sums = nil
+		}
+		n.sums = sums
+		return nil
+	}
+	n.sums = append(n.sums[:0], chunkSum(buf, []extent{{0, st.Size}}))
+	return nil
+}
+
+// filled ends a fill: the content's times and the node's synced state.
+func (m *Manager) filled(n *Node, st *lkl.Stat64) error {
 	// The content's times start as LKL's, so that reads update its
 	// access time as they would LKL's (see propagateAtime).
 	ts := [2]unix.Timespec{{Sec: st.Atime, Nsec: int64(st.AtimeNsec)}, {Sec: st.Mtime, Nsec: int64(st.MtimeNsec)}}

@@ -5,12 +5,19 @@
  * open, for a later run to check ("check").
  *   mmapsync          steps 1 and 2, prints "mmapsync ok"
  *   mmapsync exit     stores "exit-data" at offset 200 and _exit(0)s
- *   mmapsync check    prints what is at offsets 0, 100 and 200 */
+ *   mmapsync check    prints what is at offsets 0, 100 and 200
+ *   mmapsync churn    maps the file (made 4096 bytes if it is not), closes
+ *                     the fd, opens 600 other files of its own, then stores
+ *                     "churn-data" at offset 300 and munmaps: kbox trims
+ *                     its shadows between, and must count the mapping as a
+ *                     holder (in-process tiers: the guest's mappings are
+ *                     kbox's own). "check" then shows it at300. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,7 +66,7 @@ int main(int argc, char **argv)
 		fd = open(path, O_RDONLY);
 		if (fd < 0 || read(fd, buf, sizeof buf) != 4096)
 			return 1;
-		printf("at0=%s at100=%s at200=%s\n", buf, buf + 100, buf + 200);
+		printf("at0=%s at100=%s at200=%s at300=%s\n", buf, buf + 100, buf + 200, buf + 300);
 		return 0;
 	}
 	if (argc > 1 && strcmp(argv[1], "exit") == 0) {
@@ -67,6 +74,34 @@ int main(int argc, char **argv)
 			return 1;
 		memcpy(p + 200, "exit-data", 10);
 		_exit(0); /* no msync, munmap or close */
+	}
+
+	if (argc > 1 && strcmp(argv[1], "churn") == 0) {
+		fd = open(path, O_RDWR | O_CREAT, 0644);
+		if (fd < 0 || ftruncate(fd, 4096) != 0 || close(fd) != 0) {
+			perror("create");
+			return 1;
+		}
+		if (!(p = map(&fd)))
+			return 1;
+		close(fd);
+		if (mkdir("/root/churn", 0755) != 0 && errno != EEXIST) {
+			perror("mkdir");
+			return 1;
+		}
+		for (int i = 0; i < 600; i++) {
+			char name[64];
+			snprintf(name, sizeof name, "/root/churn/f%d", i);
+			int f = open(name, O_RDWR | O_CREAT, 0644);
+			if (f < 0 || write(f, "x", 1) != 1 || close(f) != 0) {
+				perror(name);
+				return 1;
+			}
+		}
+		memcpy(p + 300, "churn-data", 11);
+		munmap(p, 4096);
+		printf("churn done\n");
+		return 0;
 	}
 
 	char zero[4096] = {0};
