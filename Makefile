@@ -166,7 +166,7 @@ bench: kbox
 WORKLOADS_IMG ?= workloads.ext4
 bench-workloads: kbox
 	@test -f $(WORKLOADS_IMG) || OUT=$(WORKLOADS_IMG) ROOTFS_PACKAGES="python3 git gcc make libc6-dev" ROOTFS_SIZE=1G bash rootfs/build.sh
-	KBOX_WORKLOADS_IMAGE=$(abspath $(WORKLOADS_IMG)) KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench Workloads -benchtime 1x -count 1 -timeout 90m -v ./tests/ | grep -vE '^(=== |goos|goarch|pkg|cpu)'
+	KBOX_WORKLOADS_IMAGE=$(abspath $(WORKLOADS_IMG)) KBOX_LKL_LIB=$(LKL_LIB) KBOX_LKL_INC=$(LKL_INC) KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench Workloads -benchtime 1x -count 1 -timeout 90m -v ./tests/ | grep -vE '^(=== |goos|goarch|pkg|cpu)'
 
 # The Linux Test Project's syscall tests under kbox and natively in a chroot
 # of the image (docs/conformance.md): KBOX_LTP is an LTP install prefix,

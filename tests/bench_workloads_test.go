@@ -177,7 +177,42 @@ echo setup-ok`
 		}
 		b.Log(line)
 	}
+	workloadFloor(b, work, tree)
 	b.ReportMetric(0, "ns/op")
+}
+
+// workloadFloor measures, in the same run, what LKL itself costs for the
+// find row with no kbox at all: scripts/lkl_floor.c boots the same liblkl
+// with kbox's kernel command line, mounts the image and walks /usr as
+// find does, cold (a fresh kernel, as every kbox run is) and warm, and
+// walks the native tree too. KBOX_LKL_LIB and KBOX_LKL_INC name the
+// liblkl.a and its headers (the Makefile passes those kbox links).
+func workloadFloor(b *testing.B, img, tree string) {
+	lib, inc := os.Getenv("KBOX_LKL_LIB"), os.Getenv("KBOX_LKL_INC")
+	if _, err := os.Stat(lib); lib == "" || inc == "" || err != nil {
+		b.Logf("lkl_floor not measured: no liblkl.a (KBOX_LKL_LIB=%q)", lib)
+		return
+	}
+	bin := filepath.Join(b.TempDir(), "lkl_floor")
+	src := filepath.Join(repoRoot(), "scripts", "lkl_floor.c")
+	if out, err := exec.Command("cc", "-O2", "-I"+inc, "-o", bin, src, lib, "-lpthread", "-lrt").CombinedOutput(); err != nil {
+		b.Logf("lkl_floor not built (%v): %s", err, lastLines(string(out), 5))
+		return
+	}
+	for _, f := range []struct{ what, dir, mode string }{
+		{"find's walk of /usr", "/usr", ""},
+		{"git status's walk of /work/repo, reading each file", "/work/repo", "read"},
+	} {
+		out, err := exec.Command(bin, img, f.dir, tree, f.mode).CombinedOutput()
+		if err != nil {
+			b.Logf("lkl_floor: %v: %s", err, lastLines(string(out), 5))
+			return
+		}
+		b.Logf("the floor of LKL itself, %s (scripts/lkl_floor.c, no kbox):", f.what)
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			b.Log("  " + l)
+		}
+	}
 }
 
 func timeRun(b *testing.B, cmd *exec.Cmd) float64 {
