@@ -44,6 +44,7 @@ int kbox_netdev_write(void *dev, const unsigned char *frame, int len);
 void kbox_netdev_stats(void *dev, unsigned long long *out);
 void kbox_netdev_hup(void *dev);
 int kbox_net_if_up(int ifindex);
+int kbox_net_if_set_mtu(int ifindex, int mtu);
 int kbox_net_if_set_ipv4(int ifindex, unsigned int addr, unsigned int plen);
 int kbox_net_set_ipv4_gateway(unsigned int addr);
 

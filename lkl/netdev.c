@@ -30,18 +30,36 @@
 #include <unistd.h>
 #include <lkl.h>
 #include <lkl_host.h>
+#include <lkl/linux/virtio_net.h>
 #include "lkl_glue.h"
 
-#define SLOTS 1024		/* power of two */
-#define SLOT_BYTES 2048		/* an ethernet frame of MTU 1500 and more */
+/*
+ * Each ring is a byte ring of variable-sized records (an 8-byte header
+ * holding the frame's length, then the frame, padded to 8 bytes), so a
+ * frame of the large MTU (up to 64 KiB) and a 60-byte ACK each take what
+ * they need. head and tail are free-running byte positions (mod 2^32; the
+ * ring's size divides 2^32). A record never wraps: when it does not fit
+ * before the ring's end, a WRAP header fills the rest and the record
+ * starts at 0; both are published by one store of head.
+ */
+#define RING_BYTES (4u << 20)	/* power of two */
+#define REC_HDR 8u
+#define WRAP 0xffffffffu
+#define MAX_FRAME (64u << 10)	/* largest frame carried (MTU + 14 fits) */
 
 struct ring {
-	_Atomic uint32_t head;	/* next slot to write (producer) */
-	_Atomic uint32_t tail;	/* next slot to read (consumer) */
+	_Atomic uint32_t head;	/* next byte to write (producer) */
+	_Atomic uint32_t tail;	/* next byte to read (consumer) */
 	_Atomic uint32_t seq;	/* bumped on every change; futex word */
-	uint32_t len[SLOTS];
-	unsigned char data[SLOTS][SLOT_BYTES];
+	unsigned char data[RING_BYTES];
 };
+
+/* Offloads offered to LKL's virtio-net driver (see docs/networking.md,
+ * "The device"): checksums are not computed for the in-memory link in
+ * either direction, and GUEST_TSO4/6 make the driver post 64 KiB receive
+ * buffers, which the large MTU needs (kbox never sends GSO frames). */
+#define NET_OFFLOADS ((1u << LKL_VIRTIO_NET_F_CSUM) | (1u << LKL_VIRTIO_NET_F_GUEST_CSUM) | \
+		      (1u << LKL_VIRTIO_NET_F_GUEST_TSO4) | (1u << LKL_VIRTIO_NET_F_GUEST_TSO6))
 
 struct kbox_netdev {
 	struct lkl_netdev nd;	/* first: LKL passes &nd back */
@@ -69,31 +87,71 @@ static int ring_empty(struct ring *r)
 	       atomic_load_explicit(&r->tail, memory_order_acquire);
 }
 
-static int ring_full(struct ring *r)
+static uint32_t rec_bytes(size_t len)
 {
-	return atomic_load_explicit(&r->head, memory_order_acquire) -
-	       atomic_load_explicit(&r->tail, memory_order_acquire) >= SLOTS;
+	return REC_HDR + (((uint32_t)len + 7u) & ~7u);
 }
 
-/* push copies one frame from iov into r; 0, or -1 when full or too big. */
-static int push_iov(struct ring *r, const struct iovec *iov, int cnt)
+/* ring_room says whether a record of len bytes fits now. */
+static int ring_room(struct ring *r, size_t len)
 {
 	uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
 	uint32_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-	if (h - t >= SLOTS)
+	uint32_t off = h % RING_BYTES, need = rec_bytes(len);
+	if (need > RING_BYTES - off)
+		need += RING_BYTES - off;
+	return h - t + need <= RING_BYTES;
+}
+
+/* ring_full: no room for a frame of the largest size. */
+static int ring_full(struct ring *r)
+{
+	return !ring_room(r, MAX_FRAME);
+}
+
+/* push copies one frame from iov into r; its length, -1 when the ring
+ * has no room, -2 when the frame is larger than any frame can be. */
+static int push_iov(struct ring *r, const struct iovec *iov, int cnt)
+{
+	size_t len = 0;
+	for (int i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	if (len > MAX_FRAME)
+		return -2;
+	if (!ring_room(r, len))
 		return -1;
-	unsigned char *p = r->data[h % SLOTS];
-	size_t n = 0;
-	for (int i = 0; i < cnt; i++) {
-		if (n + iov[i].iov_len > SLOT_BYTES)
-			return -2;
-		memcpy(p + n, iov[i].iov_base, iov[i].iov_len);
-		n += iov[i].iov_len;
+	uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint32_t off = h % RING_BYTES, adv = rec_bytes(len);
+	if (adv > RING_BYTES - off) {
+		*(uint32_t *)(r->data + off) = WRAP;
+		adv += RING_BYTES - off;
+		off = 0;
 	}
-	r->len[h % SLOTS] = (uint32_t)n;
-	atomic_store_explicit(&r->head, h + 1, memory_order_release);
+	*(uint32_t *)(r->data + off) = (uint32_t)len;
+	unsigned char *p = r->data + off + REC_HDR;
+	for (int i = 0; i < cnt; i++) {
+		memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+	atomic_store_explicit(&r->head, h + adv, memory_order_release);
 	wake(&r->seq);
-	return (int)n;
+	return (int)len;
+}
+
+/* peek finds the next record of a non-empty ring: its data and length;
+ * it returns the tail after the record. */
+static uint32_t peek(struct ring *r, uint32_t t, unsigned char **p, size_t *len)
+{
+	uint32_t off = t % RING_BYTES;
+	uint32_t n = *(uint32_t *)(r->data + off);
+	if (n == WRAP) {
+		t += RING_BYTES - off;
+		off = 0;
+		n = *(uint32_t *)(r->data);
+	}
+	*p = r->data + off + REC_HDR;
+	*len = n;
+	return t + rec_bytes(n);
 }
 
 static struct kbox_netdev *dev_of(struct lkl_netdev *nd)
@@ -128,8 +186,9 @@ static int nd_rx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
 	uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	if (t == atomic_load_explicit(&r->head, memory_order_acquire))
 		return -1;
-	unsigned char *p = r->data[t % SLOTS];
-	size_t n = r->len[t % SLOTS], off = 0;
+	unsigned char *p;
+	size_t n, off = 0;
+	uint32_t next = peek(r, t, &p, &n);
 	for (int i = 0; i < cnt && off < n; i++) {
 		size_t c = iov[i].iov_len;
 		if (c > n - off)
@@ -137,7 +196,7 @@ static int nd_rx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
 		memcpy(iov[i].iov_base, p + off, c);
 		off += c;
 	}
-	atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+	atomic_store_explicit(&r->tail, next, memory_order_release);
 	wake(&r->seq);
 	return (int)off;
 }
@@ -202,6 +261,7 @@ int kbox_netdev_add(void *dev, const unsigned char *mac)
 	memcpy(m, mac, 6);
 	memset(&args, 0, sizeof(args));
 	args.mac = m;
+	args.offload = NET_OFFLOADS;
 	return lkl_netdev_add(&d->nd, &args);
 }
 
@@ -220,11 +280,12 @@ int kbox_netdev_read(void *dev, unsigned char *buf, int cap, int timeout_ms)
 		uint32_t s = atomic_load(&r->seq);
 		uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
 		if (t != atomic_load_explicit(&r->head, memory_order_acquire)) {
-			int n = (int)r->len[t % SLOTS];
-			if (n > cap)
-				n = cap;
-			memcpy(buf, r->data[t % SLOTS], n);
-			atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+			unsigned char *p;
+			size_t len;
+			uint32_t next = peek(r, t, &p, &len);
+			int n = len > (size_t)cap ? cap : (int)len;
+			memcpy(buf, p, n);
+			atomic_store_explicit(&r->tail, next, memory_order_release);
 			if (atomic_load(&d->tx_full))
 				wake(&d->rx.seq); /* LKL's poll: room in tx */
 			return n;
@@ -276,6 +337,8 @@ void kbox_netdev_stats(void *dev, unsigned long long *out)
 void kbox_netdev_hup(void *dev) { nd_poll_hup(&((struct kbox_netdev *)dev)->nd); }
 
 int kbox_net_if_up(int ifindex) { return lkl_if_up(ifindex); }
+
+int kbox_net_if_set_mtu(int ifindex, int mtu) { return lkl_if_set_mtu(ifindex, mtu); }
 
 int kbox_net_if_set_ipv4(int ifindex, unsigned int addr, unsigned int plen)
 {

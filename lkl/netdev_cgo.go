@@ -75,6 +75,23 @@ func (d *NetDev) Stats() NetDevStats {
 	return NetDevStats{uint64(out[0]), uint64(out[1]), uint64(out[2]), uint64(out[3])}
 }
 
+// SetMTU sets the device's MTU, after Configure. Frames up to
+// MaxFrame bytes (an MTU of MaxFrame-14) cross the device.
+func (d *NetDev) SetMTU(mtu int) error {
+	var err error
+	AsRoot(func() {
+		ifx := int(C.kbox_netdev_ifindex(C.int(d.id)))
+		if ifx < 0 {
+			err = fmt.Errorf("lkl: ifindex: %w", unix.Errno(-ifx))
+			return
+		}
+		if r := C.kbox_net_if_set_mtu(C.int(ifx), C.int(mtu)); r < 0 {
+			err = fmt.Errorf("lkl: set MTU %d: %w", mtu, unix.Errno(-r))
+		}
+	})
+	return err
+}
+
 // Configure brings lo and the device up, after boot: address addr/plen
 // and default gateway gw (IPv4).
 func (d *NetDev) Configure(addr netip.Addr, plen int, gw netip.Addr) error {
