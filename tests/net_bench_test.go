@@ -17,7 +17,7 @@ import (
 
 // sinkServer reads each TCP connection to its end and answers the byte
 // count as text (inet bulk's peer), on 127.0.0.1.
-func sinkServer(b *testing.B) int {
+func sinkServer(b testing.TB) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
