@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -291,13 +290,39 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 
 type halfCloser interface{ CloseWrite() error }
 
+// spliceBuf is the copy buffer of each direction of a spliced flow: a
+// host TCP connection's ReadFrom would copy through 32 KiB, i.e. twice
+// the reads and writes (and wake-ups) per 64 KiB frame.
+const spliceBuf = 256 << 10
+
+var splicePool = sync.Pool{New: func() any { b := make([]byte, spliceBuf); return &b }}
+
+// copyConn copies src to dst until src ends or either fails, through a
+// pooled buffer of spliceBuf.
+func copyConn(dst, src net.Conn) {
+	bp := splicePool.Get().(*[]byte)
+	defer splicePool.Put(bp)
+	buf := *bp
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
 // splice copies both ways until both directions end, passing half-closes
 // on, then closes both.
 func splice(a, b net.Conn) {
 	var wg sync.WaitGroup
 	cp := func(dst, src net.Conn) {
 		defer wg.Done()
-		io.Copy(dst, src)
+		copyConn(dst, src)
 		if h, ok := dst.(halfCloser); ok {
 			h.CloseWrite()
 		} else {
