@@ -5,11 +5,12 @@
  * come from two rings in kbox's memory, never through a host fd.
  *
  * Each ring has one producer and one consumer, so it is lock-free: the
- * producer writes a slot and then publishes the new head; the consumer
- * reads the slot and then publishes the new tail. A side that finds the
- * ring empty (consumer) or wants to be told of room (LKL's tx) waits on a
- * futex word that the other side bumps and wakes; waking is a syscall
- * that never blocks.
+ * producer writes a record and then publishes the new head; the consumer
+ * reads the record and then publishes the new tail. LKL's poll thread
+ * (rx ring empty) and kbox's writer (rx ring full) wait on a futex word
+ * that the other side bumps and wakes; kbox's reader (tx ring empty)
+ * waits in Go's netpoller on an eventfd that LKL's tx writes only when
+ * the reader said it waits. Waking is a syscall that never blocks.
  *
  *   tx ring: LKL's tx callback (interrupt context, serialised by the
  *            virtqueue's lock) produces; kbox's Go reader consumes. tx
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +68,12 @@ struct kbox_netdev {
 	struct ring tx, rx;
 	_Atomic int tx_full;	/* tx refused a frame: poll must report TX */
 	_Atomic int hup;
+	/* kbox's reader waits for the tx ring in Go's netpoller on efd (an
+	 * eventfd), not in a cgo call: a thread blocked in cgo keeps its Go
+	 * P until the runtime's monitor takes it back. rd_waiting says it
+	 * is about to wait: the producer then writes efd. */
+	int efd;
+	_Atomic int rd_waiting;
 	_Atomic uint64_t tx_frames, tx_drops, rx_frames, rx_drops;
 };
 
@@ -110,7 +118,8 @@ static int ring_full(struct ring *r)
 }
 
 /* push copies one frame from iov into r; its length, -1 when the ring
- * has no room, -2 when the frame is larger than any frame can be. */
+ * has no room, -2 when the frame is larger than any frame can be. The
+ * caller wakes the consumer. */
 static int push_iov(struct ring *r, const struct iovec *iov, int cnt)
 {
 	size_t len = 0;
@@ -134,7 +143,6 @@ static int push_iov(struct ring *r, const struct iovec *iov, int cnt)
 		p += iov[i].iov_len;
 	}
 	atomic_store_explicit(&r->head, h + adv, memory_order_release);
-	wake(&r->seq);
 	return (int)len;
 }
 
@@ -159,6 +167,18 @@ static struct kbox_netdev *dev_of(struct lkl_netdev *nd)
 	return (struct kbox_netdev *)nd;
 }
 
+/* notify_reader wakes kbox's reader if it waits: a write to an eventfd,
+ * which never blocks (non-blocking fd; the counter cannot overflow). */
+static void notify_reader(struct kbox_netdev *d)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&d->rd_waiting) && atomic_exchange(&d->rd_waiting, 0)) {
+		uint64_t one = 1;
+		ssize_t r = write(d->efd, &one, sizeof(one));
+		(void)r;
+	}
+}
+
 /* LKL -> kbox. Interrupt context: no blocking, no LKL, no Go. */
 static int nd_tx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
 {
@@ -176,6 +196,7 @@ static int nd_tx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
 		return -1;
 	}
 	atomic_fetch_add(&d->tx_frames, 1);
+	notify_reader(d);
 	return n;
 }
 
@@ -219,7 +240,7 @@ static int nd_poll(struct lkl_netdev *nd)
 			return ev;
 		/* Wait for the rx ring to change; a tx ring that gains room
 		 * is noticed within the timeout (the Go reader bumps rx.seq
-		 * too when tx was full, see kbox_netdev_read). */
+		 * too when tx was full, see kbox_netdev_tryread). */
 		(void)ts;
 		wait_change(&d->rx.seq, rs, 100);
 	}
@@ -230,6 +251,8 @@ static void nd_poll_hup(struct lkl_netdev *nd)
 	struct kbox_netdev *d = dev_of(nd);
 	atomic_store(&d->hup, 1);
 	wake(&d->rx.seq);
+	atomic_store(&d->rd_waiting, 1);
+	notify_reader(d);
 }
 
 static void nd_free(struct lkl_netdev *nd)
@@ -248,8 +271,14 @@ static struct lkl_dev_net_ops kbox_net_ops = {
 void *kbox_netdev_new(void)
 {
 	struct kbox_netdev *d = calloc(1, sizeof(*d));
-	if (d != NULL)
-		d->nd.ops = &kbox_net_ops;
+	if (d == NULL)
+		return NULL;
+	d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (d->efd < 0) {
+		free(d);
+		return NULL;
+	}
+	d->nd.ops = &kbox_net_ops;
 	return d;
 }
 
@@ -267,17 +296,19 @@ int kbox_netdev_add(void *dev, const unsigned char *mac)
 
 int kbox_netdev_ifindex(int id) { return lkl_netdev_get_ifindex(id); }
 
+int kbox_netdev_efd(void *dev) { return ((struct kbox_netdev *)dev)->efd; }
+
 /*
- * kbox_netdev_read copies the next frame LKL sent into buf (up to cap
- * bytes), waiting up to timeout_ms for one. It returns the frame's
- * length, 0 on timeout.
+ * kbox_netdev_tryread copies the next frame LKL sent into buf (up to cap
+ * bytes) without waiting: its length, -1 once the device is hung up, or
+ * 0 when there is none; then the reader is marked waiting, and the next
+ * frame writes the eventfd (kbox_netdev_efd).
  */
-int kbox_netdev_read(void *dev, unsigned char *buf, int cap, int timeout_ms)
+int kbox_netdev_tryread(void *dev, unsigned char *buf, int cap)
 {
 	struct kbox_netdev *d = dev;
 	struct ring *r = &d->tx;
-	for (;;) {
-		uint32_t s = atomic_load(&r->seq);
+	for (int armed = 0;; armed = 1) {
 		uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
 		if (t != atomic_load_explicit(&r->head, memory_order_acquire)) {
 			unsigned char *p;
@@ -292,10 +323,12 @@ int kbox_netdev_read(void *dev, unsigned char *buf, int cap, int timeout_ms)
 		}
 		if (atomic_load(&d->hup))
 			return -1;
-		if (timeout_ms == 0)
+		if (armed)
 			return 0;
-		wait_change(&r->seq, s, timeout_ms);
-		timeout_ms = 0; /* one wait, then report */
+		/* Mark waiting, then look again: a frame pushed before the
+		 * mark is seen here, one pushed after it writes the eventfd. */
+		atomic_store(&d->rd_waiting, 1);
+		atomic_thread_fence(memory_order_seq_cst);
 	}
 }
 
@@ -322,6 +355,7 @@ int kbox_netdev_write(void *dev, const unsigned char *frame, int len)
 		return -1;
 	}
 	atomic_fetch_add(&d->rx_frames, 1);
+	wake(&d->rx.seq); /* LKL's poll thread */
 	return n;
 }
 
