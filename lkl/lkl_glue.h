@@ -39,11 +39,13 @@ unsigned long long kbox_cred_applied(void);
 void *kbox_netdev_new(void);
 int kbox_netdev_add(void *dev, const unsigned char *mac);
 int kbox_netdev_ifindex(int id);
-int kbox_netdev_read(void *dev, unsigned char *buf, int cap, int timeout_ms);
+int kbox_netdev_tryread(void *dev, unsigned char *buf, int cap);
+int kbox_netdev_efd(void *dev);
 int kbox_netdev_write(void *dev, const unsigned char *frame, int len);
 void kbox_netdev_stats(void *dev, unsigned long long *out);
 void kbox_netdev_hup(void *dev);
 int kbox_net_if_up(int ifindex);
+int kbox_net_if_set_mtu(int ifindex, int mtu);
 int kbox_net_if_set_ipv4(int ifindex, unsigned int addr, unsigned int plen);
 int kbox_net_set_ipv4_gateway(unsigned int addr);
 

@@ -5,11 +5,12 @@
  * come from two rings in kbox's memory, never through a host fd.
  *
  * Each ring has one producer and one consumer, so it is lock-free: the
- * producer writes a slot and then publishes the new head; the consumer
- * reads the slot and then publishes the new tail. A side that finds the
- * ring empty (consumer) or wants to be told of room (LKL's tx) waits on a
- * futex word that the other side bumps and wakes; waking is a syscall
- * that never blocks.
+ * producer writes a record and then publishes the new head; the consumer
+ * reads the record and then publishes the new tail. LKL's poll thread
+ * (rx ring empty) and kbox's writer (rx ring full) wait on a futex word
+ * that the other side bumps and wakes; kbox's reader (tx ring empty)
+ * waits in Go's netpoller on an eventfd that LKL's tx writes only when
+ * the reader said it waits. Waking is a syscall that never blocks.
  *
  *   tx ring: LKL's tx callback (interrupt context, serialised by the
  *            virtqueue's lock) produces; kbox's Go reader consumes. tx
@@ -25,29 +26,54 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <lkl.h>
 #include <lkl_host.h>
+#include <lkl/linux/virtio_net.h>
 #include "lkl_glue.h"
 
-#define SLOTS 1024		/* power of two */
-#define SLOT_BYTES 2048		/* an ethernet frame of MTU 1500 and more */
+/*
+ * Each ring is a byte ring of variable-sized records (an 8-byte header
+ * holding the frame's length, then the frame, padded to 8 bytes), so a
+ * frame of the large MTU (up to 64 KiB) and a 60-byte ACK each take what
+ * they need. head and tail are free-running byte positions (mod 2^32; the
+ * ring's size divides 2^32). A record never wraps: when it does not fit
+ * before the ring's end, a WRAP header fills the rest and the record
+ * starts at 0; both are published by one store of head.
+ */
+#define RING_BYTES (4u << 20)	/* power of two */
+#define REC_HDR 8u
+#define WRAP 0xffffffffu
+#define MAX_FRAME (64u << 10)	/* largest frame carried (MTU + 14 fits) */
 
 struct ring {
-	_Atomic uint32_t head;	/* next slot to write (producer) */
-	_Atomic uint32_t tail;	/* next slot to read (consumer) */
+	_Atomic uint32_t head;	/* next byte to write (producer) */
+	_Atomic uint32_t tail;	/* next byte to read (consumer) */
 	_Atomic uint32_t seq;	/* bumped on every change; futex word */
-	uint32_t len[SLOTS];
-	unsigned char data[SLOTS][SLOT_BYTES];
+	unsigned char data[RING_BYTES];
 };
+
+/* Offloads offered to LKL's virtio-net driver (see docs/networking.md,
+ * "The device"): checksums are not computed for the in-memory link in
+ * either direction, and GUEST_TSO4/6 make the driver post 64 KiB receive
+ * buffers, which the large MTU needs (kbox never sends GSO frames). */
+#define NET_OFFLOADS ((1u << LKL_VIRTIO_NET_F_CSUM) | (1u << LKL_VIRTIO_NET_F_GUEST_CSUM) | \
+		      (1u << LKL_VIRTIO_NET_F_GUEST_TSO4) | (1u << LKL_VIRTIO_NET_F_GUEST_TSO6))
 
 struct kbox_netdev {
 	struct lkl_netdev nd;	/* first: LKL passes &nd back */
 	struct ring tx, rx;
 	_Atomic int tx_full;	/* tx refused a frame: poll must report TX */
 	_Atomic int hup;
+	/* kbox's reader waits for the tx ring in Go's netpoller on efd (an
+	 * eventfd), not in a cgo call: a thread blocked in cgo keeps its Go
+	 * P until the runtime's monitor takes it back. rd_waiting says it
+	 * is about to wait: the producer then writes efd. */
+	int efd;
+	_Atomic int rd_waiting;
 	_Atomic uint64_t tx_frames, tx_drops, rx_frames, rx_drops;
 };
 
@@ -69,36 +95,88 @@ static int ring_empty(struct ring *r)
 	       atomic_load_explicit(&r->tail, memory_order_acquire);
 }
 
-static int ring_full(struct ring *r)
+static uint32_t rec_bytes(size_t len)
 {
-	return atomic_load_explicit(&r->head, memory_order_acquire) -
-	       atomic_load_explicit(&r->tail, memory_order_acquire) >= SLOTS;
+	return REC_HDR + (((uint32_t)len + 7u) & ~7u);
 }
 
-/* push copies one frame from iov into r; 0, or -1 when full or too big. */
-static int push_iov(struct ring *r, const struct iovec *iov, int cnt)
+/* ring_room says whether a record of len bytes fits now. */
+static int ring_room(struct ring *r, size_t len)
 {
 	uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
 	uint32_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-	if (h - t >= SLOTS)
+	uint32_t off = h % RING_BYTES, need = rec_bytes(len);
+	if (need > RING_BYTES - off)
+		need += RING_BYTES - off;
+	return h - t + need <= RING_BYTES;
+}
+
+/* ring_full: no room for a frame of the largest size. */
+static int ring_full(struct ring *r)
+{
+	return !ring_room(r, MAX_FRAME);
+}
+
+/* push copies one frame from iov into r; its length, -1 when the ring
+ * has no room, -2 when the frame is larger than any frame can be. The
+ * caller wakes the consumer. */
+static int push_iov(struct ring *r, const struct iovec *iov, int cnt)
+{
+	size_t len = 0;
+	for (int i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	if (len > MAX_FRAME)
+		return -2;
+	if (!ring_room(r, len))
 		return -1;
-	unsigned char *p = r->data[h % SLOTS];
-	size_t n = 0;
-	for (int i = 0; i < cnt; i++) {
-		if (n + iov[i].iov_len > SLOT_BYTES)
-			return -2;
-		memcpy(p + n, iov[i].iov_base, iov[i].iov_len);
-		n += iov[i].iov_len;
+	uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint32_t off = h % RING_BYTES, adv = rec_bytes(len);
+	if (adv > RING_BYTES - off) {
+		*(uint32_t *)(r->data + off) = WRAP;
+		adv += RING_BYTES - off;
+		off = 0;
 	}
-	r->len[h % SLOTS] = (uint32_t)n;
-	atomic_store_explicit(&r->head, h + 1, memory_order_release);
-	wake(&r->seq);
-	return (int)n;
+	*(uint32_t *)(r->data + off) = (uint32_t)len;
+	unsigned char *p = r->data + off + REC_HDR;
+	for (int i = 0; i < cnt; i++) {
+		memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+	atomic_store_explicit(&r->head, h + adv, memory_order_release);
+	return (int)len;
+}
+
+/* peek finds the next record of a non-empty ring: its data and length;
+ * it returns the tail after the record. */
+static uint32_t peek(struct ring *r, uint32_t t, unsigned char **p, size_t *len)
+{
+	uint32_t off = t % RING_BYTES;
+	uint32_t n = *(uint32_t *)(r->data + off);
+	if (n == WRAP) {
+		t += RING_BYTES - off;
+		off = 0;
+		n = *(uint32_t *)(r->data);
+	}
+	*p = r->data + off + REC_HDR;
+	*len = n;
+	return t + rec_bytes(n);
 }
 
 static struct kbox_netdev *dev_of(struct lkl_netdev *nd)
 {
 	return (struct kbox_netdev *)nd;
+}
+
+/* notify_reader wakes kbox's reader if it waits: a write to an eventfd,
+ * which never blocks (non-blocking fd; the counter cannot overflow). */
+static void notify_reader(struct kbox_netdev *d)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&d->rd_waiting) && atomic_exchange(&d->rd_waiting, 0)) {
+		uint64_t one = 1;
+		ssize_t r = write(d->efd, &one, sizeof(one));
+		(void)r;
+	}
 }
 
 /* LKL -> kbox. Interrupt context: no blocking, no LKL, no Go. */
@@ -118,6 +196,7 @@ static int nd_tx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
 		return -1;
 	}
 	atomic_fetch_add(&d->tx_frames, 1);
+	notify_reader(d);
 	return n;
 }
 
@@ -128,8 +207,9 @@ static int nd_rx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
 	uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	if (t == atomic_load_explicit(&r->head, memory_order_acquire))
 		return -1;
-	unsigned char *p = r->data[t % SLOTS];
-	size_t n = r->len[t % SLOTS], off = 0;
+	unsigned char *p;
+	size_t n, off = 0;
+	uint32_t next = peek(r, t, &p, &n);
 	for (int i = 0; i < cnt && off < n; i++) {
 		size_t c = iov[i].iov_len;
 		if (c > n - off)
@@ -137,7 +217,7 @@ static int nd_rx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
 		memcpy(iov[i].iov_base, p + off, c);
 		off += c;
 	}
-	atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+	atomic_store_explicit(&r->tail, next, memory_order_release);
 	wake(&r->seq);
 	return (int)off;
 }
@@ -160,7 +240,7 @@ static int nd_poll(struct lkl_netdev *nd)
 			return ev;
 		/* Wait for the rx ring to change; a tx ring that gains room
 		 * is noticed within the timeout (the Go reader bumps rx.seq
-		 * too when tx was full, see kbox_netdev_read). */
+		 * too when tx was full, see kbox_netdev_tryread). */
 		(void)ts;
 		wait_change(&d->rx.seq, rs, 100);
 	}
@@ -171,6 +251,8 @@ static void nd_poll_hup(struct lkl_netdev *nd)
 	struct kbox_netdev *d = dev_of(nd);
 	atomic_store(&d->hup, 1);
 	wake(&d->rx.seq);
+	atomic_store(&d->rd_waiting, 1);
+	notify_reader(d);
 }
 
 static void nd_free(struct lkl_netdev *nd)
@@ -189,8 +271,14 @@ static struct lkl_dev_net_ops kbox_net_ops = {
 void *kbox_netdev_new(void)
 {
 	struct kbox_netdev *d = calloc(1, sizeof(*d));
-	if (d != NULL)
-		d->nd.ops = &kbox_net_ops;
+	if (d == NULL)
+		return NULL;
+	d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (d->efd < 0) {
+		free(d);
+		return NULL;
+	}
+	d->nd.ops = &kbox_net_ops;
 	return d;
 }
 
@@ -202,39 +290,45 @@ int kbox_netdev_add(void *dev, const unsigned char *mac)
 	memcpy(m, mac, 6);
 	memset(&args, 0, sizeof(args));
 	args.mac = m;
+	args.offload = NET_OFFLOADS;
 	return lkl_netdev_add(&d->nd, &args);
 }
 
 int kbox_netdev_ifindex(int id) { return lkl_netdev_get_ifindex(id); }
 
+int kbox_netdev_efd(void *dev) { return ((struct kbox_netdev *)dev)->efd; }
+
 /*
- * kbox_netdev_read copies the next frame LKL sent into buf (up to cap
- * bytes), waiting up to timeout_ms for one. It returns the frame's
- * length, 0 on timeout.
+ * kbox_netdev_tryread copies the next frame LKL sent into buf (up to cap
+ * bytes) without waiting: its length, -1 once the device is hung up, or
+ * 0 when there is none; then the reader is marked waiting, and the next
+ * frame writes the eventfd (kbox_netdev_efd).
  */
-int kbox_netdev_read(void *dev, unsigned char *buf, int cap, int timeout_ms)
+int kbox_netdev_tryread(void *dev, unsigned char *buf, int cap)
 {
 	struct kbox_netdev *d = dev;
 	struct ring *r = &d->tx;
-	for (;;) {
-		uint32_t s = atomic_load(&r->seq);
+	for (int armed = 0;; armed = 1) {
 		uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
 		if (t != atomic_load_explicit(&r->head, memory_order_acquire)) {
-			int n = (int)r->len[t % SLOTS];
-			if (n > cap)
-				n = cap;
-			memcpy(buf, r->data[t % SLOTS], n);
-			atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+			unsigned char *p;
+			size_t len;
+			uint32_t next = peek(r, t, &p, &len);
+			int n = len > (size_t)cap ? cap : (int)len;
+			memcpy(buf, p, n);
+			atomic_store_explicit(&r->tail, next, memory_order_release);
 			if (atomic_load(&d->tx_full))
 				wake(&d->rx.seq); /* LKL's poll: room in tx */
 			return n;
 		}
 		if (atomic_load(&d->hup))
 			return -1;
-		if (timeout_ms == 0)
+		if (armed)
 			return 0;
-		wait_change(&r->seq, s, timeout_ms);
-		timeout_ms = 0; /* one wait, then report */
+		/* Mark waiting, then look again: a frame pushed before the
+		 * mark is seen here, one pushed after it writes the eventfd. */
+		atomic_store(&d->rd_waiting, 1);
+		atomic_thread_fence(memory_order_seq_cst);
 	}
 }
 
@@ -261,6 +355,7 @@ int kbox_netdev_write(void *dev, const unsigned char *frame, int len)
 		return -1;
 	}
 	atomic_fetch_add(&d->rx_frames, 1);
+	wake(&d->rx.seq); /* LKL's poll thread */
 	return n;
 }
 
@@ -276,6 +371,8 @@ void kbox_netdev_stats(void *dev, unsigned long long *out)
 void kbox_netdev_hup(void *dev) { nd_poll_hup(&((struct kbox_netdev *)dev)->nd); }
 
 int kbox_net_if_up(int ifindex) { return lkl_if_up(ifindex); }
+
+int kbox_net_if_set_mtu(int ifindex, int mtu) { return lkl_if_set_mtu(ifindex, mtu); }
 
 int kbox_net_if_set_ipv4(int ifindex, unsigned int addr, unsigned int plen)
 {

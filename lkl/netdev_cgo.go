@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +27,10 @@ type NetDev struct {
 	dev unsafe.Pointer
 	id  int
 	wmu sync.Mutex // one producer of the rx ring
+	// ev is the eventfd the tx ring's producer writes when Read waits
+	// (in Go's netpoller: no thread blocked in a cgo call).
+	ev  *os.File
+	evb [8]byte
 }
 
 // AddNetDev adds the device, with MAC address mac, before Boot.
@@ -44,14 +50,32 @@ func AddNetDev(mac [6]byte) (*NetDev, error) {
 	if id < 0 {
 		return nil, fmt.Errorf("lkl: lkl_netdev_add: %w", unix.Errno(-id))
 	}
-	return &NetDev{dev: d, id: id}, nil
+	ev := os.NewFile(uintptr(C.kbox_netdev_efd(d)), "kbox-netdev")
+	return &NetDev{dev: d, id: id, ev: ev}, nil
 }
 
 // Read copies the next frame LKL sent into b, waiting up to timeoutMs;
 // it returns 0 on timeout and -1 once the device is hung up. Call it
-// from one goroutine.
+// from one goroutine. It waits in Go's netpoller on the device's eventfd,
+// so a waiting Read holds no OS thread in a cgo call.
 func (d *NetDev) Read(b []byte, timeoutMs int) int {
-	return int(C.kbox_netdev_read(d.dev, (*C.uchar)(&b[0]), C.int(len(b)), C.int(timeoutMs)))
+	deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+	for {
+		n := int(C.kbox_netdev_tryread(d.dev, (*C.uchar)(&b[0]), C.int(len(b))))
+		if n != 0 {
+			return n
+		}
+		if timeoutMs <= 0 {
+			return 0
+		}
+		d.ev.SetReadDeadline(deadline)
+		if _, err := d.ev.Read(d.evb[:]); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return int(C.kbox_netdev_tryread(d.dev, (*C.uchar)(&b[0]), C.int(len(b))))
+			}
+			return -1
+		}
+	}
 }
 
 // Write queues frame b for LKL; false when the queue is full (dropped).
@@ -73,6 +97,23 @@ func (d *NetDev) Stats() NetDevStats {
 	var out [4]C.ulonglong
 	C.kbox_netdev_stats(d.dev, &out[0])
 	return NetDevStats{uint64(out[0]), uint64(out[1]), uint64(out[2]), uint64(out[3])}
+}
+
+// SetMTU sets the device's MTU, after Configure. Frames up to
+// MaxFrame bytes (an MTU of MaxFrame-14) cross the device.
+func (d *NetDev) SetMTU(mtu int) error {
+	var err error
+	AsRoot(func() {
+		ifx := int(C.kbox_netdev_ifindex(C.int(d.id)))
+		if ifx < 0 {
+			err = fmt.Errorf("lkl: ifindex: %w", unix.Errno(-ifx))
+			return
+		}
+		if r := C.kbox_net_if_set_mtu(C.int(ifx), C.int(mtu)); r < 0 {
+			err = fmt.Errorf("lkl: set MTU %d: %w", mtu, unix.Errno(-r))
+		}
+	})
+	return err
 }
 
 // Configure brings lo and the device up, after boot: address addr/plen

@@ -17,4 +17,5 @@ func (d *NetDev) Read(b []byte, timeoutMs int) int                         { ret
 func (d *NetDev) Write(b []byte) bool                                      { return false }
 func (d *NetDev) Hangup()                                                  {}
 func (d *NetDev) Stats() NetDevStats                                       { return NetDevStats{} }
+func (d *NetDev) SetMTU(mtu int) error                                     { return ErrNotBuilt }
 func (d *NetDev) Configure(addr netip.Addr, plen int, gw netip.Addr) error { return ErrNotBuilt }

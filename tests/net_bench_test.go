@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,7 +18,7 @@ import (
 
 // sinkServer reads each TCP connection to its end and answers the byte
 // count as text (inet bulk's peer), on 127.0.0.1.
-func sinkServer(b *testing.B) int {
+func sinkServer(b testing.TB) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -135,4 +136,32 @@ func echoServerB(b *testing.B) int {
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// BenchmarkNetFloor: the floor of a round trip made of thread hand-offs
+// on this machine (scripts/net_floor.c: a token passed round a ring of
+// HOPS threads by futex wake-ups, no data), for 2 hops (a native
+// request/response), 8 and 16 (what a 64-byte round trip through kbox's
+// network crosses: perf counts about 16 context switches per round trip
+// in kbox). Median of 3, µs per round trip.
+func BenchmarkNetFloor(b *testing.B) {
+	floor := filepath.Join(b.TempDir(), "net_floor")
+	if out, err := exec.Command("cc", "-O2", "-pthread", "-o", floor, filepath.Join(repoRoot(), "scripts", "net_floor.c")).CombinedOutput(); err != nil {
+		b.Skipf("net_floor not built (%v): %s", err, out)
+	}
+	var line []string
+	for _, hops := range []string{"2", "8", "16"} {
+		var v []float64
+		for i := 0; i < 3; i++ {
+			out, err := exec.Command(floor, hops, "5000").Output()
+			if err != nil {
+				b.Fatalf("net_floor %s: %v", hops, err)
+			}
+			v = append(v, parseBench(b, string(out)))
+		}
+		line = append(line, hops+" hops "+strconv.FormatFloat(median(v), 'f', 1, 64))
+		b.ReportMetric(median(v), "floor_hops"+hops+"_us")
+	}
+	b.Logf("floor (scripts/net_floor.c, µs per round trip): %s", strings.Join(line, "   "))
+	b.ReportMetric(0, "ns/op")
 }

@@ -85,6 +85,7 @@ func guestStack(t *testing.T, cfg Config) (*stack.Stack, *Network) {
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
 	ch := channel.New(256, mtu+header.EthernetMinimumSize, tcpip.LinkAddress(GuestMAC[:]))
+	ch.LinkEPCapabilities |= linkCaps // as LKL's driver with CSUM and GUEST_CSUM
 	if err := s.CreateNIC(1, ethernet.New(ch)); err != nil {
 		t.Fatal(err)
 	}

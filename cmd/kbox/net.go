@@ -48,6 +48,9 @@ func (g *guestNet) start(o *ImageOptions) error {
 	if err := g.dev.Configure(usernet.GuestAddr, usernet.PrefixLen, usernet.GatewayIP); err != nil {
 		return err
 	}
+	if err := g.dev.SetMTU(usernet.MTU); err != nil {
+		return err
+	}
 	dns := o.DNS
 	if dns == "" {
 		dns = hostResolver("/etc/resolv.conf")
