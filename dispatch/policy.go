@@ -33,6 +33,10 @@ type Policy struct {
 	quotas     []*quotaRule
 	quotaErrno unix.Errno
 	maxProcs   int
+	// imageWrites is limits.image_writes (bytes); imageDev the image
+	// filesystem's LKL device once ImageWriteQuota set it up.
+	imageWrites int64
+	imageDev    atomic.Uint64
 	// NotEnforced names the syscalls of denied or limited families that
 	// run natively in the seccomp tier: the engine never sees them.
 	NotEnforced []string
@@ -59,7 +63,7 @@ type quotaRule struct {
 // natively), is an error.
 func CompilePolicy(p *policy.Policy) (*Policy, error) {
 	c := &Policy{P: p, paths: p.HasPaths(), quotaErrno: p.QuotaErrnoValue(), maxProcs: p.Limits.Processes,
-		refusals: map[string]*atomic.Uint64{}}
+		imageWrites: int64(p.Limits.ImageWrites), refusals: map[string]*atomic.Uint64{}}
 	notEnforced := map[string]bool{}
 	members := func(key string) ([]int, error) {
 		var out []int
@@ -209,7 +213,86 @@ func (e *Engine) policyCall(r *Request) (Result, bool) {
 			return errno(en, Denied), true
 		}
 	}
+	if c.imageWrites > 0 && imageWriteOps[r.Nr] && r.P != nil {
+		if en := e.policyImageWrite(r); en != 0 {
+			return errno(en, Denied), true
+		}
+	}
 	return Result{}, false
+}
+
+// imageWriteOps are the calls through which kbox itself writes an image
+// file for a guest (a virtual fd: a file above the shadow size).
+var imageWriteOps = func() (m [MaxNr]bool) {
+	for _, n := range []string{"write", "pwrite64", "writev", "pwritev", "pwritev2", "fallocate"} {
+		Syscalls(func(nr int, s *Syscall) {
+			if s.Name == n {
+				m[nr] = true
+			}
+		})
+	}
+	return
+}()
+
+// ImageWriteQuota sets up limits.image_writes on the image mounted at the
+// guest's root: from now on its used space may grow by that many bytes.
+// Guests' writes to shadows fail natively with ENOSPC beyond it (the
+// shadows' space bound, shadowfd/space.go); kbox's own writes through
+// virtual fds are checked in policyImageWrite.
+func (e *Engine) ImageWriteQuota() error {
+	c := e.Opt.Policy
+	if c == nil || c.imageWrites <= 0 {
+		return nil
+	}
+	fd, err := lkl.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer lkl.Close(fd)
+	st, err := lkl.Fstat(fd)
+	if err != nil {
+		return err
+	}
+	if err := e.Shadows.Quota(st.Dev, fd, c.imageWrites); err != nil {
+		return err
+	}
+	c.imageDev.Store(st.Dev + 1) // +1: 0 means not set up
+	return nil
+}
+
+// policyImageWrite applies limits.image_writes to a write kbox makes
+// through a virtual fd of an image file: ENOSPC once the image has grown
+// by the limit; a write or pwrite64 is cut to what is left (a short
+// write, as on a nearly full disk). A vectored write or a fallocate is
+// refused only once nothing is left: it may overshoot by its own size.
+func (e *Engine) policyImageWrite(r *Request) unix.Errno {
+	c := e.Opt.Policy
+	dev1 := c.imageDev.Load()
+	if dev1 == 0 {
+		return 0
+	}
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return 0 // not a virtual fd: a shadow (bounded natively) or a host file
+	}
+	st, err := lkl.Fstat(lfd)
+	if err != nil || st.Dev != dev1-1 {
+		return 0
+	}
+	rem, ok := e.Shadows.Remaining(st.Dev, lfd)
+	if !ok {
+		return 0
+	}
+	if rem <= 0 {
+		return e.refuse(r, "limits.image_writes", "", unix.ENOSPC)
+	}
+	switch nrNames[r.Nr] {
+	case "write", "pwrite64":
+		if int64(r.Args[2]) > rem {
+			r.Args[2] = uint64(rem)
+		}
+	}
+	return 0
 }
 
 // guestProcesses counts the guest's processes: the first guest process

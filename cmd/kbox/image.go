@@ -198,6 +198,9 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 			eng.Shadows.HostBacked(st.Dev, fd)
 		}
 	}
+	if err := eng.ImageWriteQuota(); err != nil {
+		return 0, fmt.Errorf("limits.image_writes: %w", err)
+	}
 	ob, err := newObservatory(o, kernelSource{readProc: root.ReadKernelProc, eng: eng})
 	if err != nil {
 		return 0, err
