@@ -37,6 +37,9 @@ type Policy struct {
 	// filesystem's LKL device once ImageWriteQuota set it up.
 	imageWrites int64
 	imageDev    atomic.Uint64
+	// hiddenInodes are the inodes of hidden files that have other names
+	// (ScanHidden): a name outside the hidden patterns is hidden too.
+	hiddenInodes map[devIno]string
 	// NotEnforced names the syscalls of denied or limited families that
 	// run natively in the seccomp tier: the engine never sees them.
 	NotEnforced []string
@@ -396,6 +399,17 @@ func (e *Engine) policyPath(r *Request, t *Target) unix.Errno {
 			op = openOp(r)
 		}
 	}
+	if class != policy.Hidden && len(c.hiddenInodes) > 0 && !t.Host && t.Proc == nil {
+		// A pre-existing hard link to a hidden file: its inode decides.
+		var st lkl.Stat64
+		var err error
+		lkl.AsRoot(func() { st, err = lkl.Stat(t.Path, false) })
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			if h, ok := c.hiddenInodes[devIno{st.Dev, st.Ino}]; ok {
+				class, rule = policy.Hidden, "hidden-inode:"+h
+			}
+		}
+	}
 	switch {
 	case class == policy.Hidden:
 		return e.refuse(r, rule, t.Path, unix.ENOENT)
@@ -644,4 +658,64 @@ func (e *Engine) hideDirents(dir string, b []byte) int {
 		in += reclen
 	}
 	return out
+}
+
+type devIno struct{ dev, ino uint64 }
+
+// hiddenScanMax bounds the entries ScanHidden walks beneath hidden
+// directories.
+const hiddenScanMax = 200000
+
+// ScanHidden finds the regular files under the policy's literal hidden
+// patterns that have more than one name (hard links that exist in the
+// image) and keeps their inodes: policyPath then hides every name of
+// them. Hidden patterns with wildcards are not walked. It returns how
+// many inodes it keeps, and whether the walk stopped at hiddenScanMax.
+func (e *Engine) ScanHidden() (n int, cut bool) {
+	c := e.Opt.Policy
+	if c == nil {
+		return 0, false
+	}
+	set := map[devIno]string{}
+	seen := 0
+	var walk func(p, pattern string)
+	walk = func(p, pattern string) {
+		if seen >= hiddenScanMax {
+			cut = true
+			return
+		}
+		seen++
+		st, err := lkl.Stat(p, true)
+		if err != nil {
+			return
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if st.Nlink > 1 {
+				set[devIno{st.Dev, st.Ino}] = pattern
+			}
+		case unix.S_IFDIR:
+			names, err := lkl.ReadDir(p)
+			if err != nil {
+				return
+			}
+			for _, name := range names {
+				if name != "." && name != ".." {
+					walk(Clean(p, name), pattern)
+				}
+			}
+		}
+	}
+	lkl.AsRoot(func() {
+		for _, h := range c.P.Paths.Hidden {
+			if strings.ContainsAny(h, "*?[") {
+				continue
+			}
+			walk(path.Clean(h), h)
+		}
+	})
+	if len(set) > 0 {
+		c.hiddenInodes = set
+	}
+	return len(set), cut
 }
