@@ -292,6 +292,26 @@ func NewPlan(e Env) *Plan {
 	} else {
 		skip("limit.processes", "limits.processes", "fork past limits.processes", "no limits.processes")
 	}
+	// image_writes: written in an image directory that is read-write.
+	iwdir := ""
+	if l.ImageWrites > 0 && !e.ReadOnly {
+		for _, d := range []string{"/root", "/mnt", "/opt", "/var", "/"} {
+			if e.class(d) == policy.ReadWrite && !e.inBind(d) {
+				iwdir = d
+				break
+			}
+		}
+	}
+	switch {
+	case l.ImageWrites == 0:
+		skip("limit.image_writes", "limits.image_writes", "write past limits.image_writes", "no limits.image_writes")
+	case iwdir == "":
+		skip("limit.image_writes", "limits.image_writes", "write past limits.image_writes", "no read-write image directory among /root, /mnt, /opt, /var, /")
+	default:
+		pl.Params["iwdir"] = iwdir
+		pl.Params["iw"] = fmt.Sprint(int64(l.ImageWrites))
+		denied("limit.image_writes", "limits.image_writes", fmt.Sprintf("write %d bytes in files of 512 KiB in %s (removed after)", int64(l.ImageWrites)+1<<20, iwdir), fmt.Sprintf("limits.image_writes = %d", int64(l.ImageWrites)))
+	}
 	qname := ""
 	if e.Policy != nil {
 		for _, q := range e.Policy.Quotas() {

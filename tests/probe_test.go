@@ -152,7 +152,7 @@ func TestProbeStrict(t *testing.T) {
 	}
 	wantProbes(t, recs, "denied", "hidden.open", "hidden.stat", "hidden.list", "hidden.dotdot", "hidden.symlink",
 		"hidden.dirfd", "hidden.procfd", "hidden.hardlink", "readonly.create", "readonly.write", "readonly.chmod",
-		"bind.escape", "limit.file_size", "limit.processes", "limit.quota", "sys.mount", "ptrace.host")
+		"bind.escape", "limit.file_size", "limit.processes", "limit.quota", "limit.image_writes", "sys.mount", "ptrace.host")
 	wantProbes(t, recs, "allowed", "bind.list")
 	for _, r := range recs {
 		if r.Verdict == "more_permissive" || r.Verdict == "missing" {

@@ -645,6 +645,49 @@ static struct res limit_fsize(void)
 	return DENIED(e, "stopped at %ld bytes (limit %ld)", done, p_fsize);
 }
 
+/* Files of 512 KiB (under any file_size limit worth having) in an image
+ * directory until limit + 1 MiB is written; all removed after. */
+static struct res limit_image_writes(void)
+{
+	const char *dir = param("iwdir");
+	long limit = lparam("iw");
+	static char b[64 << 10];
+	long want = limit + (1 << 20), done = 0;
+	int e = 0, nfiles = 0;
+	char p[4200];
+	signal(SIGXFSZ, SIG_IGN);
+	while (done < want && !e) {
+		snprintf(p, sizeof p, "%s/.kbox-probe-iw-%d-%d", strcmp(dir, "/") ? dir : "", getpid(), nfiles);
+		int fd = open(p, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			e = errno;
+			break;
+		}
+		nfiles++;
+		for (long in = 0; in < (512 << 10) && done < want; in += sizeof b) {
+			ssize_t k = write(fd, b, sizeof b);
+			if (k != (ssize_t)sizeof b) {
+				e = k < 0 ? errno : ENOSPC;
+				if (k > 0)
+					done += k;
+				break;
+			}
+			done += k;
+		}
+		if (!e && fsync(fd) < 0)
+			e = errno;
+		close(fd);
+	}
+	for (int i = 0; i < nfiles; i++) {
+		snprintf(p, sizeof p, "%s/.kbox-probe-iw-%d-%d", strcmp(dir, "/") ? dir : "", getpid(), i);
+		unlink(p);
+	}
+	signal(SIGXFSZ, SIG_DFL);
+	if (done >= want)
+		return ALLOWED("wrote %ld bytes in %d files in %s, over the limit %ld", done, nfiles, dir, limit);
+	return DENIED(e, "stopped at %ld bytes in %d files in %s (limit %ld)", done, nfiles, dir, limit);
+}
+
 static struct res limit_procs(void)
 {
 	int fds[2];
@@ -810,6 +853,7 @@ static const struct {
 	{"setuid.host", setuid_host, NULL},
 	{"limit.file_size", limit_fsize, "fsize"},
 	{"limit.processes", limit_procs, "procs"},
+	{"limit.image_writes", limit_image_writes, "iwdir"},
 	{"limit.quota", limit_quota, "quota_nr"},
 	{"sys.unshare", sys_unshare, NULL},
 	{"sys.bpf", sys_bpf, NULL},
