@@ -28,13 +28,24 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: bench-workloads shell lkl install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
+.PHONY: probe-program bench-workloads shell lkl install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
 
 all: kbox
 
-kbox:
+kbox: probe-program
 	@$(MAKE) --no-print-directory lkl-status
 	$(GOBUILD) -o kbox ./cmd/kbox
+
+# The guest program of `kbox probe` (probe/guest/kbox-probe.c), static with
+# musl-gcc, embedded in kbox (probe/embed.go). Without musl-gcc kbox builds
+# without it, and `kbox probe` says so.
+MUSL_GCC ?= $(shell command -v musl-gcc 2>/dev/null)
+probe-program:
+ifneq ($(MUSL_GCC),)
+	@test probe/bin/kbox-probe -nt probe/guest/kbox-probe.c || { echo "$(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe probe/guest/kbox-probe.c"; $(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe probe/guest/kbox-probe.c; }
+else
+	@echo "kbox: *** no musl-gcc: kbox is built without the probe program (kbox probe will say so; apt-get install musl-tools) ***"
+endif
 
 lkl-status:
 ifeq ($(TAGS),lkl)

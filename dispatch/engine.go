@@ -284,6 +284,12 @@ func (e *Engine) dispatch(r *Request) Result {
 		return errno(en, Emulated)
 	}
 	res := sc.Fn(e, r)
+	if sc.Facts&(Pure|Opens) == 0 {
+		// Again once it is done: what the handler looked up and cached
+		// before its change (a path checked by the policy before the
+		// symlink that creates it, canonPaths) is stale now.
+		e.stats.changed()
+	}
 	if res.Disp == ENOSYS {
 		e.enosys[r.Nr].Add(1) // answered as absent: counted as well
 	}

@@ -33,6 +33,13 @@ type Policy struct {
 	quotas     []*quotaRule
 	quotaErrno unix.Errno
 	maxProcs   int
+	// imageWrites is limits.image_writes (bytes); imageDev the image
+	// filesystem's LKL device once ImageWriteQuota set it up.
+	imageWrites int64
+	imageDev    atomic.Uint64
+	// hiddenInodes are the inodes of hidden files that have other names
+	// (ScanHidden): a name outside the hidden patterns is hidden too.
+	hiddenInodes map[devIno]string
 	// NotEnforced names the syscalls of denied or limited families that
 	// run natively in the seccomp tier: the engine never sees them.
 	NotEnforced []string
@@ -59,7 +66,7 @@ type quotaRule struct {
 // natively), is an error.
 func CompilePolicy(p *policy.Policy) (*Policy, error) {
 	c := &Policy{P: p, paths: p.HasPaths(), quotaErrno: p.QuotaErrnoValue(), maxProcs: p.Limits.Processes,
-		refusals: map[string]*atomic.Uint64{}}
+		imageWrites: int64(p.Limits.ImageWrites), refusals: map[string]*atomic.Uint64{}}
 	notEnforced := map[string]bool{}
 	members := func(key string) ([]int, error) {
 		var out []int
@@ -209,7 +216,86 @@ func (e *Engine) policyCall(r *Request) (Result, bool) {
 			return errno(en, Denied), true
 		}
 	}
+	if c.imageWrites > 0 && imageWriteOps[r.Nr] && r.P != nil {
+		if en := e.policyImageWrite(r); en != 0 {
+			return errno(en, Denied), true
+		}
+	}
 	return Result{}, false
+}
+
+// imageWriteOps are the calls through which kbox itself writes an image
+// file for a guest (a virtual fd: a file above the shadow size).
+var imageWriteOps = func() (m [MaxNr]bool) {
+	for _, n := range []string{"write", "pwrite64", "writev", "pwritev", "pwritev2", "fallocate"} {
+		Syscalls(func(nr int, s *Syscall) {
+			if s.Name == n {
+				m[nr] = true
+			}
+		})
+	}
+	return
+}()
+
+// ImageWriteQuota sets up limits.image_writes on the image mounted at the
+// guest's root: from now on its used space may grow by that many bytes.
+// Guests' writes to shadows fail natively with ENOSPC beyond it (the
+// shadows' space bound, shadowfd/space.go); kbox's own writes through
+// virtual fds are checked in policyImageWrite.
+func (e *Engine) ImageWriteQuota() error {
+	c := e.Opt.Policy
+	if c == nil || c.imageWrites <= 0 {
+		return nil
+	}
+	fd, err := lkl.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer lkl.Close(fd)
+	st, err := lkl.Fstat(fd)
+	if err != nil {
+		return err
+	}
+	if err := e.Shadows.Quota(st.Dev, fd, c.imageWrites); err != nil {
+		return err
+	}
+	c.imageDev.Store(st.Dev + 1) // +1: 0 means not set up
+	return nil
+}
+
+// policyImageWrite applies limits.image_writes to a write kbox makes
+// through a virtual fd of an image file: ENOSPC once the image has grown
+// by the limit; a write or pwrite64 is cut to what is left (a short
+// write, as on a nearly full disk). A vectored write or a fallocate is
+// refused only once nothing is left: it may overshoot by its own size.
+func (e *Engine) policyImageWrite(r *Request) unix.Errno {
+	c := e.Opt.Policy
+	dev1 := c.imageDev.Load()
+	if dev1 == 0 {
+		return 0
+	}
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return 0 // not a virtual fd: a shadow (bounded natively) or a host file
+	}
+	st, err := lkl.Fstat(lfd)
+	if err != nil || st.Dev != dev1-1 {
+		return 0
+	}
+	rem, ok := e.Shadows.Remaining(st.Dev, lfd)
+	if !ok {
+		return 0
+	}
+	if rem <= 0 {
+		return e.refuse(r, "limits.image_writes", "", unix.ENOSPC)
+	}
+	switch nrNames[r.Nr] {
+	case "write", "pwrite64":
+		if int64(r.Args[2]) > rem {
+			r.Args[2] = uint64(rem)
+		}
+	}
+	return 0
 }
 
 // guestProcesses counts the guest's processes: the first guest process
@@ -303,11 +389,25 @@ func (e *Engine) policyPath(r *Request, t *Target) unix.Errno {
 			}
 		}
 	}
+	if brokenHidden && class == policy.Hidden {
+		class = policy.ReadWrite // a kbox_broken_policy build only
+	}
 	op := opNone
 	if r != nil && r.Nr >= 0 && r.Nr < MaxNr {
 		op = pathOps[r.Nr]
 		if op == opOpen {
 			op = openOp(r)
+		}
+	}
+	if class != policy.Hidden && len(c.hiddenInodes) > 0 && !t.Host && t.Proc == nil {
+		// A pre-existing hard link to a hidden file: its inode decides.
+		var st lkl.Stat64
+		var err error
+		lkl.AsRoot(func() { st, err = lkl.Stat(t.Path, false) })
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			if h, ok := c.hiddenInodes[devIno{st.Dev, st.Ino}]; ok {
+				class, rule = policy.Hidden, "hidden-inode:"+h
+			}
 		}
 	}
 	switch {
@@ -558,4 +658,64 @@ func (e *Engine) hideDirents(dir string, b []byte) int {
 		in += reclen
 	}
 	return out
+}
+
+type devIno struct{ dev, ino uint64 }
+
+// hiddenScanMax bounds the entries ScanHidden walks beneath hidden
+// directories.
+const hiddenScanMax = 200000
+
+// ScanHidden finds the regular files under the policy's literal hidden
+// patterns that have more than one name (hard links that exist in the
+// image) and keeps their inodes: policyPath then hides every name of
+// them. Hidden patterns with wildcards are not walked. It returns how
+// many inodes it keeps, and whether the walk stopped at hiddenScanMax.
+func (e *Engine) ScanHidden() (n int, cut bool) {
+	c := e.Opt.Policy
+	if c == nil {
+		return 0, false
+	}
+	set := map[devIno]string{}
+	seen := 0
+	var walk func(p, pattern string)
+	walk = func(p, pattern string) {
+		if seen >= hiddenScanMax {
+			cut = true
+			return
+		}
+		seen++
+		st, err := lkl.Stat(p, true)
+		if err != nil {
+			return
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if st.Nlink > 1 {
+				set[devIno{st.Dev, st.Ino}] = pattern
+			}
+		case unix.S_IFDIR:
+			names, err := lkl.ReadDir(p)
+			if err != nil {
+				return
+			}
+			for _, name := range names {
+				if name != "." && name != ".." {
+					walk(Clean(p, name), pattern)
+				}
+			}
+		}
+	}
+	lkl.AsRoot(func() {
+		for _, h := range c.P.Paths.Hidden {
+			if strings.ContainsAny(h, "*?[") {
+				continue
+			}
+			walk(path.Clean(h), h)
+		}
+	})
+	if len(set) > 0 {
+		c.hiddenInodes = set
+	}
+	return len(set), cut
 }

@@ -67,7 +67,8 @@ type Limits struct {
 	AddressSpace Size     `toml:"address_space,omitempty"`
 	Processes    int      `toml:"processes,omitempty"`
 	FileSize     Size     `toml:"file_size,omitempty"`
-	// ImageWrites is refused as not supported yet.
+	// ImageWrites bounds how much the image's used space may grow in
+	// the run (bytes); beyond it writes fail with ENOSPC.
 	ImageWrites Size `toml:"image_writes,omitempty"`
 }
 
@@ -250,9 +251,6 @@ func (p *Policy) check() error {
 	if l.Processes < 0 {
 		return fmt.Errorf("limits.processes = %d: negative", l.Processes)
 	}
-	if l.ImageWrites != 0 {
-		return fmt.Errorf("limits.image_writes: not supported yet")
-	}
 	return nil
 }
 
@@ -430,6 +428,9 @@ func (p *Policy) Effective() string {
 	}
 	if l.FileSize > 0 {
 		lim["file_size"] = int64(l.FileSize)
+	}
+	if l.ImageWrites > 0 {
+		lim["image_writes"] = int64(l.ImageWrites)
 	}
 	if len(lim) > 0 {
 		out["limits"] = lim

@@ -45,7 +45,7 @@ deny_all = true
 		{"negative quota", "[syscalls]\nquota = { execve = -1 }\n", "negative"},
 		{"bad duration", "[limits]\nwall_time = \"soon\"\n", "bad duration"},
 		{"bad size", "[limits]\nfile_size = \"big\"\n", "bad size"},
-		{"image writes", "[limits]\nimage_writes = \"1M\"\n", "not supported yet"},
+		{"bad image writes", "[limits]\nimage_writes = \"lots\"\n", "bad size"},
 		{"not toml", "[paths\n", "expected"},
 	}
 	for _, c := range cases {
@@ -72,11 +72,12 @@ quota = { execve = 3 }
 wall_time = "1m30s"
 address_space = "64MiB"
 file_size = "4K"
+image_writes = "2M"
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if time.Duration(p.Limits.WallTime) != 90*time.Second || p.Limits.AddressSpace != 64<<20 || p.Limits.FileSize != 4096 {
+	if time.Duration(p.Limits.WallTime) != 90*time.Second || p.Limits.AddressSpace != 64<<20 || p.Limits.FileSize != 4096 || p.Limits.ImageWrites != 2<<20 {
 		t.Fatalf("limits %+v", p.Limits)
 	}
 	d := p.Denials()
@@ -87,7 +88,7 @@ file_size = "4K"
 		t.Fatalf("quota errno %v", p.QuotaErrnoValue())
 	}
 	eff := p.Effective()
-	for _, want := range []string{`default = "read_write"`, `"ptrace=EPERM"`, `"family:net=EACCES"`, `execve = 3`, `wall_time = "1m30s"`, `quota_errno = "EPERM"`} {
+	for _, want := range []string{`default = "read_write"`, `"ptrace=EPERM"`, `"family:net=EACCES"`, `execve = 3`, `wall_time = "1m30s"`, `quota_errno = "EPERM"`, `image_writes = 2097152`} {
 		if !strings.Contains(eff, want) {
 			t.Errorf("effective policy lacks %s:\n%s", want, eff)
 		}

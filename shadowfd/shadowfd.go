@@ -121,8 +121,11 @@ type Manager struct {
 	// backing maps LKL filesystems on thin host files to those files
 	// (HostBacked).
 	backing map[uint64]int
-	uses    uint64
-	stores  stores
+	// quotas bound the growth of LKL filesystems (Quota), under qmu.
+	quotas map[uint64]growthQuota
+	qmu    sync.Mutex
+	uses   uint64
+	stores stores
 	// hot counts nodes whose content may differ from LKL's (wroteSince):
 	// stat corrects sizes, and space is rebalanced, only while it is not
 	// zero.

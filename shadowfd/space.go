@@ -163,10 +163,66 @@ func (m *Manager) HostBacked(dev uint64, hostfd int) {
 // margin keeps room for the metadata of new blocks.
 func margin(avail int64) int64 { return 1<<20 + avail/256 }
 
-// bound is the tmpfs size that lets guests write what LKL can hold.
+// bound is the tmpfs size that lets guests write what LKL can hold, and
+// no more than a growth quota (Quota) still allows.
 func (m *Manager) bound(fs *fsState, sf *unix.Statfs_t) int64 {
 	a := m.avail(fs, sf)
-	return fs.alloc + a - margin(a)
+	room := a - margin(a)
+	if q, ok := m.quotaOf(fs.dev); ok {
+		room = min(room, q.remaining(sf))
+	}
+	return fs.alloc + room
+}
+
+// growthQuota bounds how much an LKL filesystem's used space may grow
+// (limits.image_writes): from the free bytes it had when set.
+type growthQuota struct {
+	limit    int64
+	baseFree int64
+}
+
+// remaining is what the filesystem may still grow by, given its statfs.
+func (q growthQuota) remaining(sf *unix.Statfs_t) int64 {
+	return max(q.limit-(q.baseFree-freeBytes(sf)), 0)
+}
+
+// Quota bounds the growth of LKL filesystem dev, open at lklfd (a
+// directory), to limit bytes from now on: guests' writes to content
+// files beyond it fail natively with ENOSPC (a store-backed filesystem;
+// with memfds they fail at write-back). Remaining reports what is left.
+func (m *Manager) Quota(dev uint64, lklfd int, limit int64) error {
+	var sf unix.Statfs_t
+	if err := lklStatfs(lklfd, &sf); err != nil {
+		return err
+	}
+	m.qmu.Lock()
+	if m.quotas == nil {
+		m.quotas = map[uint64]growthQuota{}
+	}
+	m.quotas[dev] = growthQuota{limit: limit, baseFree: freeBytes(&sf)}
+	m.qmu.Unlock()
+	return nil
+}
+
+func (m *Manager) quotaOf(dev uint64) (growthQuota, bool) {
+	m.qmu.Lock() // not m.mu: bound runs with it held
+	defer m.qmu.Unlock()
+	q, ok := m.quotas[dev]
+	return q, ok
+}
+
+// Remaining returns how much LKL filesystem dev, open at lklfd, may
+// still grow under its quota, and whether it has one.
+func (m *Manager) Remaining(dev uint64, lklfd int) (int64, bool) {
+	q, ok := m.quotaOf(dev)
+	if !ok {
+		return 0, false
+	}
+	var sf unix.Statfs_t
+	if lklStatfs(lklfd, &sf) != nil {
+		return 0, true
+	}
+	return q.remaining(&sf), true
 }
 
 // resize sets the tmpfs size to what bound allows, and at least room bytes

@@ -198,6 +198,12 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 			eng.Shadows.HostBacked(st.Dev, fd)
 		}
 	}
+	if n, cut := eng.ScanHidden(); cut || n > 0 && o.Verbose {
+		fmt.Fprintf(os.Stderr, "kbox: policy: %d hidden files have other names (hard links), hidden by inode%s\n", n, map[bool]string{true: "; the scan stopped early: some may be missed", false: ""}[cut])
+	}
+	if err := eng.ImageWriteQuota(); err != nil {
+		return 0, fmt.Errorf("limits.image_writes: %w", err)
+	}
 	ob, err := newObservatory(o, kernelSource{readProc: root.ReadKernelProc, eng: eng})
 	if err != nil {
 		return 0, err

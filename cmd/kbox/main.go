@@ -31,6 +31,7 @@ commands:
   mcp       serve agents' tool calls (Model Context Protocol, docs/agents.md)
   audit     verify an audit log (kbox audit verify FILE [--head HASH])
   policy    check a policy file (kbox policy check FILE)
+  probe     measure the boundary: probes in a guest under the image options
   file      one file operation on an image, with no guest (used by mcp)
   version   print the version and the linked LKL API
   help      this help
@@ -78,6 +79,8 @@ func run(args []string) int {
 		return runAudit(args[1:])
 	case "policy":
 		return runPolicy(args[1:])
+	case "probe":
+		return runProbe(args[1:])
 	case "file":
 		return runFile(args[1:])
 	case "version", "--version":
