@@ -25,16 +25,24 @@ var (
 type Rule struct {
 	Prefix netip.Prefix
 	Port   uint16
+	// Host is the name the rule came from (--net-allow-host), "" for a
+	// rule given as an address.
+	Host string
 }
 
 func (r Rule) String() string {
-	if r.Port == 0 {
-		return r.Prefix.String()
+	s := r.Prefix.String()
+	if r.Port != 0 {
+		if r.Prefix.Addr().Is6() {
+			s = fmt.Sprintf("[%s]:%d", r.Prefix, r.Port)
+		} else {
+			s = fmt.Sprintf("%s:%d", r.Prefix, r.Port)
+		}
 	}
-	if r.Prefix.Addr().Is6() {
-		return fmt.Sprintf("[%s]:%d", r.Prefix, r.Port)
+	if r.Host != "" {
+		s = "host " + r.Host + " = " + s
 	}
-	return fmt.Sprintf("%s:%d", r.Prefix, r.Port)
+	return s
 }
 
 func (r Rule) match(d netip.AddrPort) bool {
@@ -121,22 +129,31 @@ func Real(d netip.AddrPort) netip.AddrPort {
 
 // Decide says whether the guest may reach real destination d, and why.
 func (p *Policy) Decide(d netip.AddrPort) (bool, string) {
+	ok, _, why := p.DecideRule(d)
+	return ok, why
+}
+
+// DecideRule is Decide with the rule that decided, in a short stable
+// form for the observatory, the trace and the audit log: "allow RULE"
+// (RULE as --net-allow or --net-allow-host gave it), "deny-all",
+// "guest-network", "guarded PREFIX" or "public".
+func (p *Policy) DecideRule(d netip.AddrPort) (allowed bool, rule, why string) {
 	for _, r := range p.Allow {
 		if r.match(d) {
-			return true, "allowed by " + r.String()
+			return true, "allow " + r.String(), "allowed by " + r.String()
 		}
 	}
 	if p.DenyAll {
-		return false, "--net-deny-all"
+		return false, "deny-all", "--net-deny-all"
 	}
 	a := d.Addr().Unmap()
 	if guestNet.Contains(a) {
-		return false, "the guest's own network"
+		return false, "guest-network", "the guest's own network"
 	}
 	for _, g := range guarded {
 		if g.Contains(a) {
-			return false, "guarded range " + g.String()
+			return false, "guarded " + g.String(), "guarded range " + g.String()
 		}
 	}
-	return true, "public"
+	return true, "public", "public"
 }
