@@ -143,6 +143,7 @@ func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, err
 	for _, w := range root.Warnings {
 		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)
 	}
+	gnet.subscribe(ag.netHook()) // --audit: a record per connection
 	if err := gnet.start(o); err != nil {
 		return 0, fmt.Errorf("--net: %w", err)
 	}
@@ -203,6 +204,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		return 0, err
 	}
 	defer ob.close()
+	gnet.subscribe(ob.netHook()) // the stack's decisions: /api/net, SSE, trace
 	if o.Stats && o.Agent.Policy != nil {
 		defer printRefusals(o.Agent.Policy)
 	}
