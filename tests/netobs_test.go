@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kbox-project/kbox/web/webtest"
 	"golang.org/x/net/dns/dnsmessage"
 )
 
@@ -183,7 +184,12 @@ func TestNetAudit(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 		}
 	}
-	r := <-done
+	var r [3]string
+	select {
+	case r = <-done:
+	case <-time.After(2 * kboxTimeout):
+		t.Fatalf("kbox did not end (served %v)", served)
+	}
 	if r[2] != "0" || !served {
 		t.Fatalf("served %v, status %s\nstdout: %s\nstderr: %s", served, r[2], r[0], r[1])
 	}
@@ -279,5 +285,42 @@ func TestNetAllowHost(t *testing.T) {
 	_, errOut, status := runKbox(t, netArgs(t, "--dns", dns, "--net-allow-host", "nothere.kbox.test", "--", "/bin/echo", "ran")...)
 	if status == 0 || !strings.Contains(errOut, "nothere.kbox.test") {
 		t.Errorf("unresolvable name: status %d, stderr %s", status, errOut)
+	}
+}
+
+// TestDashboardNetPanel: the dashboard of a kbox running with --net, in
+// headless Chromium: the network panel shows eth0's counters from LKL
+// (bytes moved by a real wget), TCP's active opens, and the stack's two
+// decisions (allowed with its rule, refused with its rule), with peers.
+func TestDashboardNetPanel(t *testing.T) {
+	if webtest.FindChromium() == "" {
+		t.Skip("SKIP (needs chromium): apt-get install chromium")
+	}
+	port, _ := httpServer(t, "panel")
+	refused := freePort(t)
+	o := startObserved(t, "image", "-S", imagePath(t), "--read-only", "--net", "--net-allow", fmt.Sprintf("127.0.0.1:%d", port), "--web=0", "--",
+		"/bin/sh", "-c", fmt.Sprintf("sleep 2; wget -qO- http://10.0.2.2:%d/100000 >/dev/null; wget -qO- http://10.0.2.2:%d/; sleep 30", port, refused))
+	b := webtest.Open(t, o.base+"/")
+	var st webtest.NetPanelState
+	ok := func(s webtest.NetPanelState) bool {
+		return s.Allowed == "1" && s.Refused == "1" && len(s.Rows) == 2 && len(s.Eth0) == 7 && s.Eth0[1] != "0" && s.Points >= 2
+	}
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		if st = b.NetPanel(); ok(st) {
+			break
+		}
+	}
+	shot := b.Screenshot("kbox-dashboard-net.png")
+	t.Logf("state %+v\nscreenshot: %s", st, shot)
+	if !ok(st) {
+		t.Fatalf("network panel: %+v", st)
+	}
+	wantRefused := "2|refused|tcp|10.0.2.15:"
+	if !strings.HasPrefix(st.Rows[0], wantRefused) || !strings.HasSuffix(st.Rows[0], fmt.Sprintf("|10.0.2.2:%d|127.0.0.1:%d|guarded 127.0.0.0/8", refused, refused)) ||
+		!strings.HasPrefix(st.Rows[1], "1|allowed|tcp|10.0.2.15:") || !strings.HasSuffix(st.Rows[1], fmt.Sprintf("|10.0.2.2:%d|127.0.0.1:%d|allow 127.0.0.1/32:%d", port, port, port)) {
+		t.Errorf("decision rows %q", st.Rows)
+	}
+	if a, err := strconv.Atoi(st.Active); err != nil || a < 2 {
+		t.Errorf("TCP ActiveOpens %q, want at least the guest's 2 connects", st.Active)
 	}
 }
