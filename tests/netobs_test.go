@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,5 +324,59 @@ func TestDashboardNetPanel(t *testing.T) {
 	}
 	if a, err := strconv.Atoi(st.Active); err != nil || a < 2 {
 		t.Errorf("TCP ActiveOpens %q, want at least the guest's 2 connects", st.Active)
+	}
+}
+
+// TestNetIPv6: the guest's eth0 has fd00:6b62:6f78::15/64 and a default
+// route via fd00:6b62:6f78::2, the gateway that stands for the host's
+// ::1: a host server on [::1]:PORT is reached with --net-allow
+// [::1]:PORT, with the same output as the same program run natively
+// against ::1, and refused (ECONNREFUSED) without the rule, on another
+// port, and at the metadata address; the decisions name the rules.
+func TestNetIPv6(t *testing.T) {
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("SKIP (the host has no IPv6 loopback, so no host server on ::1): %v", err)
+	}
+	body := "over IPv6 " + strconv.Itoa(os.Getpid())
+	var hits atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, body)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	p := strconv.Itoa(port)
+	const gw6 = "fd00:6b62:6f78::2"
+
+	native, err := exec.Command(buildNative(t, "inet6.c"), "::1", p).Output()
+	if err != nil {
+		t.Fatalf("native inet6: %v\n%s", err, native)
+	}
+	want := "connected, own address family AF_INET6\nbody: " + body + "\n"
+	if string(native) != want {
+		t.Fatalf("native run: %q, want %q", native, want)
+	}
+	trace := filepath.Join(t.TempDir(), "trace.jsonl")
+	runCases(t, nil, []guestCase{
+		{name: "allowed", args: netArgs(t, "--net-allow", "[::1]:"+p, "--trace-file", trace, "--", "/opt/tests/inet6", gw6, p), want: []string{want}},
+		{name: "addresses", args: netArgs(t, "--", "/bin/sh", "-c", "grep eth0 /proc/net/if_inet6; grep -c '^00000000000000000000000000000000 00 .* fd006b626f7800000000000000000002 ' /proc/net/ipv6_route"),
+			want: []string{"fd006b626f7800000000000000000015 02 40 00 80     eth0", "\n1\n"}},
+		{name: "no-allow", args: netArgs(t, "--", "/opt/tests/inet6", gw6, p), status: 1, want: []string{"connect: Connection refused\n"}},
+		{name: "other-port", args: netArgs(t, "--net-allow", "[::1]:1", "--", "/opt/tests/inet6", gw6, p), status: 1, want: []string{"connect: Connection refused\n"}},
+		{name: "metadata", args: netArgs(t, "--net-allow", "[::1]:"+p, "--", "/opt/tests/inet6", "fd00:ec2::254", "80"), status: 1, want: []string{"connect: Connection refused\n"}},
+	})
+	if hits.Load() != 2 {
+		t.Errorf("the host server had %d requests, want 2 (native and allowed)", hits.Load())
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLine := `"verdict":"allowed","inbound":false,"guest":"[fd00:6b62:6f78::15]:`
+	wantRule := fmt.Sprintf(`"dest":"[%s]:%d","real":"[::1]:%d","rule":"allow [::1/128]:%d"`, gw6, port, port, port)
+	if !strings.Contains(string(b), wantLine) || !strings.Contains(string(b), wantRule) {
+		t.Errorf("the trace lacks the allowed IPv6 decision (%s ... %s):\n%s", wantLine, wantRule, b)
 	}
 }

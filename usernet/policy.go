@@ -11,12 +11,19 @@ import (
 // kbox's gateway at .2 (which stands for the host's 127.0.0.1) and its DNS
 // responder at .3.
 var (
-	GuestAddr  = netip.MustParseAddr("10.0.2.15")
-	GatewayIP  = netip.MustParseAddr("10.0.2.2")
-	DNSAddr    = netip.MustParseAddr("10.0.2.3")
-	PrefixLen  = 24
-	hostLoop4  = netip.MustParseAddr("127.0.0.1")
-	guestNet   = netip.PrefixFrom(GatewayIP, PrefixLen).Masked()
+	GuestAddr = netip.MustParseAddr("10.0.2.15")
+	GatewayIP = netip.MustParseAddr("10.0.2.2")
+	DNSAddr   = netip.MustParseAddr("10.0.2.3")
+	PrefixLen = 24
+	hostLoop4 = netip.MustParseAddr("127.0.0.1")
+	guestNet  = netip.PrefixFrom(GatewayIP, PrefixLen).Masked()
+	// IPv6: the ULA prefix fd00:6b62:6f78::/64 ("kbox" in hex), the guest
+	// at ::15 and the gateway at ::2, which stands for the host's ::1.
+	GuestAddr6 = netip.MustParseAddr("fd00:6b62:6f78::15")
+	GatewayIP6 = netip.MustParseAddr("fd00:6b62:6f78::2")
+	PrefixLen6 = 64
+	hostLoop6  = netip.IPv6Loopback()
+	guestNet6  = netip.PrefixFrom(GatewayIP6, PrefixLen6).Masked()
 	GuestMAC   = [6]byte{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
 	GatewayMAC = [6]byte{0x52, 0x54, 0x00, 0x12, 0x34, 0x02}
 )
@@ -119,10 +126,13 @@ type Policy struct {
 }
 
 // Real maps a destination the guest named to the real one: the gateway
-// stands for the host's 127.0.0.1.
+// stands for the host's 127.0.0.1, the IPv6 gateway for its ::1.
 func Real(d netip.AddrPort) netip.AddrPort {
-	if d.Addr().Unmap() == GatewayIP {
+	switch d.Addr().Unmap() {
+	case GatewayIP:
 		return netip.AddrPortFrom(hostLoop4, d.Port())
+	case GatewayIP6:
+		return netip.AddrPortFrom(hostLoop6, d.Port())
 	}
 	return netip.AddrPortFrom(d.Addr().Unmap(), d.Port())
 }
@@ -147,7 +157,7 @@ func (p *Policy) DecideRule(d netip.AddrPort) (allowed bool, rule, why string) {
 		return false, "deny-all", "--net-deny-all"
 	}
 	a := d.Addr().Unmap()
-	if guestNet.Contains(a) {
+	if guestNet.Contains(a) || guestNet6.Contains(a) {
 		return false, "guest-network", "the guest's own network"
 	}
 	for _, g := range guarded {

@@ -145,9 +145,13 @@ func New(frames Frames, cfg Config) (*Network, error) {
 	if err := s.CreateNIC(nicID, ethernet.New(ch)); err != nil {
 		return nil, fmt.Errorf("usernet: NIC: %s", err)
 	}
-	for _, a := range []netip.Addr{GatewayIP, DNSAddr} {
-		pa := tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber,
-			AddressWithPrefix: tcpip.AddressWithPrefix{Address: addr4(a), PrefixLen: PrefixLen}}
+	for _, a := range []netip.Addr{GatewayIP, DNSAddr, GatewayIP6} {
+		pa := tcpip.ProtocolAddress{Protocol: ipv6.ProtocolNumber,
+			AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16(a.As16()), PrefixLen: PrefixLen6}}
+		if a.Is4() {
+			pa = tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber,
+				AddressWithPrefix: tcpip.AddressWithPrefix{Address: addr4(a), PrefixLen: PrefixLen}}
+		}
 		if err := s.AddProtocolAddress(nicID, pa, stack.AddressProperties{}); err != nil {
 			return nil, fmt.Errorf("usernet: address %s: %s", a, err)
 		}

@@ -144,7 +144,11 @@ func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, err
 		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)
 	}
 	gnet.subscribe(ag.netHook()) // --audit: a record per connection
-	if err := gnet.start(o); err != nil {
+	procDir, hasProc := root.KernelProc()
+	if !hasProc {
+		procDir = -1
+	}
+	if err := gnet.start(o, procDir); err != nil {
 		return 0, fmt.Errorf("--net: %w", err)
 	}
 	defer gnet.close()

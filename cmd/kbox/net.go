@@ -78,13 +78,17 @@ func addNetDev(o *ImageOptions) (*guestNet, error) {
 }
 
 // start configures the guest's interfaces and starts the stack; after
-// boot.
-func (g *guestNet) start(o *ImageOptions) error {
+// boot. procDir is an LKL fd of the kernel's own proc, -1 if none.
+func (g *guestNet) start(o *ImageOptions, procDir int) error {
 	if g == nil {
 		return nil
 	}
 	if err := g.dev.Configure(usernet.GuestAddr, usernet.PrefixLen, usernet.GatewayIP); err != nil {
 		return err
+	}
+	if err := g.dev.ConfigureIPv6(usernet.GuestAddr6, usernet.PrefixLen6, usernet.GatewayIP6, procDir); err != nil {
+		// IPv4 works without it: say so and go on.
+		fmt.Fprintf(os.Stderr, "kbox: warning: --net: no IPv6 on eth0: %v\n", err)
 	}
 	dns := o.DNS
 	if dns == "" {

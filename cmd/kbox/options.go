@@ -106,7 +106,9 @@ CMD (default: /bin/sh -i) against it.
       --net                     networking: the guest's sockets are LKL's,
                                 carried out by a user-mode stack in kbox;
                                 guest 10.0.2.15, gateway 10.0.2.2 (the host's
-                                127.0.0.1), DNS 10.0.2.3 (docs/networking.md)
+                                127.0.0.1), DNS 10.0.2.3; IPv6: guest
+                                fd00:6b62:6f78::15, gateway ::2 (the host's
+                                ::1) (docs/networking.md)
       --net-allow CIDR[:PORT]   also allow a guarded destination (loopback,
                                 link-local, private), e.g. 127.0.0.1:8000
       --net-allow-host NAME[:PORT]
