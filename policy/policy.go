@@ -72,11 +72,12 @@ type Limits struct {
 	ImageWrites Size `toml:"image_writes,omitempty"`
 }
 
-// Network is the egress of --net: Allow as --net-allow, DenyAll as
-// --net-deny-all.
+// Network is the egress of --net: Allow as --net-allow, AllowHosts as
+// --net-allow-host, DenyAll as --net-deny-all.
 type Network struct {
-	Allow   []string `toml:"allow,omitempty"`
-	DenyAll bool     `toml:"deny_all,omitempty"`
+	Allow      []string `toml:"allow,omitempty"`
+	AllowHosts []string `toml:"allow_hosts,omitempty"`
+	DenyAll    bool     `toml:"deny_all,omitempty"`
 }
 
 // Class is what a path rule makes of a path.
@@ -435,8 +436,12 @@ func (p *Policy) Effective() string {
 	if len(lim) > 0 {
 		out["limits"] = lim
 	}
-	if len(p.Network.Allow) > 0 || p.Network.DenyAll {
-		out["network"] = map[string]any{"allow": append([]string{}, p.Network.Allow...), "deny_all": p.Network.DenyAll}
+	if len(p.Network.Allow) > 0 || len(p.Network.AllowHosts) > 0 || p.Network.DenyAll {
+		nw := map[string]any{"allow": append([]string{}, p.Network.Allow...), "deny_all": p.Network.DenyAll}
+		if len(p.Network.AllowHosts) > 0 {
+			nw["allow_hosts"] = append([]string{}, p.Network.AllowHosts...)
+		}
+		out["network"] = nw
 	}
 	var b bytes.Buffer
 	enc := toml.NewEncoder(&b)

@@ -31,6 +31,7 @@ processes = 20
 file_size = 1048576
 [network]
 allow = ["10.0.0.0/8:443"]
+allow_hosts = ["api.example.com:443"]
 deny_all = true
 `, ""},
 		{"unknown top key", "[pathz]\nhidden = []\n", "unknown key pathz"},

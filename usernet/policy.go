@@ -11,12 +11,19 @@ import (
 // kbox's gateway at .2 (which stands for the host's 127.0.0.1) and its DNS
 // responder at .3.
 var (
-	GuestAddr  = netip.MustParseAddr("10.0.2.15")
-	GatewayIP  = netip.MustParseAddr("10.0.2.2")
-	DNSAddr    = netip.MustParseAddr("10.0.2.3")
-	PrefixLen  = 24
-	hostLoop4  = netip.MustParseAddr("127.0.0.1")
-	guestNet   = netip.PrefixFrom(GatewayIP, PrefixLen).Masked()
+	GuestAddr = netip.MustParseAddr("10.0.2.15")
+	GatewayIP = netip.MustParseAddr("10.0.2.2")
+	DNSAddr   = netip.MustParseAddr("10.0.2.3")
+	PrefixLen = 24
+	hostLoop4 = netip.MustParseAddr("127.0.0.1")
+	guestNet  = netip.PrefixFrom(GatewayIP, PrefixLen).Masked()
+	// IPv6: the ULA prefix fd00:6b62:6f78::/64 ("kbox" in hex), the guest
+	// at ::15 and the gateway at ::2, which stands for the host's ::1.
+	GuestAddr6 = netip.MustParseAddr("fd00:6b62:6f78::15")
+	GatewayIP6 = netip.MustParseAddr("fd00:6b62:6f78::2")
+	PrefixLen6 = 64
+	hostLoop6  = netip.IPv6Loopback()
+	guestNet6  = netip.PrefixFrom(GatewayIP6, PrefixLen6).Masked()
 	GuestMAC   = [6]byte{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
 	GatewayMAC = [6]byte{0x52, 0x54, 0x00, 0x12, 0x34, 0x02}
 )
@@ -25,16 +32,24 @@ var (
 type Rule struct {
 	Prefix netip.Prefix
 	Port   uint16
+	// Host is the name the rule came from (--net-allow-host), "" for a
+	// rule given as an address.
+	Host string
 }
 
 func (r Rule) String() string {
-	if r.Port == 0 {
-		return r.Prefix.String()
+	s := r.Prefix.String()
+	if r.Port != 0 {
+		if r.Prefix.Addr().Is6() {
+			s = fmt.Sprintf("[%s]:%d", r.Prefix, r.Port)
+		} else {
+			s = fmt.Sprintf("%s:%d", r.Prefix, r.Port)
+		}
 	}
-	if r.Prefix.Addr().Is6() {
-		return fmt.Sprintf("[%s]:%d", r.Prefix, r.Port)
+	if r.Host != "" {
+		s = "host " + r.Host + " = " + s
 	}
-	return fmt.Sprintf("%s:%d", r.Prefix, r.Port)
+	return s
 }
 
 func (r Rule) match(d netip.AddrPort) bool {
@@ -111,32 +126,44 @@ type Policy struct {
 }
 
 // Real maps a destination the guest named to the real one: the gateway
-// stands for the host's 127.0.0.1.
+// stands for the host's 127.0.0.1, the IPv6 gateway for its ::1.
 func Real(d netip.AddrPort) netip.AddrPort {
-	if d.Addr().Unmap() == GatewayIP {
+	switch d.Addr().Unmap() {
+	case GatewayIP:
 		return netip.AddrPortFrom(hostLoop4, d.Port())
+	case GatewayIP6:
+		return netip.AddrPortFrom(hostLoop6, d.Port())
 	}
 	return netip.AddrPortFrom(d.Addr().Unmap(), d.Port())
 }
 
 // Decide says whether the guest may reach real destination d, and why.
 func (p *Policy) Decide(d netip.AddrPort) (bool, string) {
+	ok, _, why := p.DecideRule(d)
+	return ok, why
+}
+
+// DecideRule is Decide with the rule that decided, in a short stable
+// form for the observatory, the trace and the audit log: "allow RULE"
+// (RULE as --net-allow or --net-allow-host gave it), "deny-all",
+// "guest-network", "guarded PREFIX" or "public".
+func (p *Policy) DecideRule(d netip.AddrPort) (allowed bool, rule, why string) {
 	for _, r := range p.Allow {
 		if r.match(d) {
-			return true, "allowed by " + r.String()
+			return true, "allow " + r.String(), "allowed by " + r.String()
 		}
 	}
 	if p.DenyAll {
-		return false, "--net-deny-all"
+		return false, "deny-all", "--net-deny-all"
 	}
 	a := d.Addr().Unmap()
-	if guestNet.Contains(a) {
-		return false, "the guest's own network"
+	if guestNet.Contains(a) || guestNet6.Contains(a) {
+		return false, "guest-network", "the guest's own network"
 	}
 	for _, g := range guarded {
 		if g.Contains(a) {
-			return false, "guarded range " + g.String()
+			return false, "guarded " + g.String(), "guarded range " + g.String()
 		}
 	}
-	return true, "public"
+	return true, "public", "public"
 }

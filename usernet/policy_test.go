@@ -85,3 +85,35 @@ func TestPolicyDecide(t *testing.T) {
 		t.Errorf("the gateway maps to %v", r)
 	}
 }
+
+// TestPolicyIPv6: the IPv6 gateway stands for the host's ::1, which is
+// guarded until a rule names it; the guest's own /64, link-local and the
+// metadata address are refused, each with its rule.
+func TestPolicyIPv6(t *testing.T) {
+	loop, _ := ParseRule("[::1]:8000")
+	allow := &Policy{Allow: []Rule{loop}}
+	for _, c := range []struct {
+		p           *Policy
+		named, real string
+		want        bool
+		rule        string
+	}{
+		{&Policy{}, "[fd00:6b62:6f78::2]:8000", "[::1]:8000", false, "guarded ::1/128"},
+		{allow, "[fd00:6b62:6f78::2]:8000", "[::1]:8000", true, "allow [::1/128]:8000"},
+		{allow, "[fd00:6b62:6f78::2]:8001", "[::1]:8001", false, "guarded ::1/128"},
+		{allow, "[fd00:6b62:6f78::9]:80", "[fd00:6b62:6f78::9]:80", false, "guest-network"},
+		{allow, "[fe80::1]:80", "[fe80::1]:80", false, "guarded fe80::/10"},
+		{allow, "[fd00:ec2::254]:80", "[fd00:ec2::254]:80", false, "guarded fd00:ec2::254/128"},
+		{allow, "[fd12::1]:80", "[fd12::1]:80", false, "guarded fc00::/7"},
+		{allow, "[2001:db8::1]:443", "[2001:db8::1]:443", true, "public"},
+	} {
+		r := Real(netip.MustParseAddrPort(c.named))
+		if r.String() != c.real {
+			t.Errorf("Real(%s) = %s, want %s", c.named, r, c.real)
+		}
+		ok, rule, _ := c.p.DecideRule(r)
+		if ok != c.want || rule != c.rule {
+			t.Errorf("%s: %v %q, want %v %q", c.named, ok, rule, c.want, c.rule)
+		}
+	}
+}

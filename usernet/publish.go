@@ -152,14 +152,14 @@ func (n *Network) inboundTCP(host *net.TCPConn, port uint16) {
 	cancel()
 	if err != nil {
 		n.inboundRefused.Add(1)
-		ev.Why = "guest: " + err.Error()
+		ev.Rule, ev.Why = "published", "guest: "+err.Error()
 		n.event(ev)
 		host.SetLinger(0) // close with a reset, as a refused port would
 		host.Close()
 		return
 	}
 	n.inboundTCPs.Add(1)
-	ev.Allowed, ev.Why = true, "published"
+	ev.Allowed, ev.Rule, ev.Why = true, "published", "published"
 	n.event(ev)
 	splice(g, host)
 }
@@ -192,12 +192,12 @@ func (n *Network) publishUDP(pc *net.UDPConn, port uint16) {
 			g, err = gonet.DialUDP(n.st, &laddr, &raddr, ipv4.ProtocolNumber)
 			if err != nil {
 				mu.Unlock()
-				n.event(Event{Proto: "udp", Inbound: true, Guest: netip.AddrPortFrom(GuestAddr, port), Dest: netip.AddrPortFrom(GuestAddr, port), Real: src, Why: "guest: " + err.Error()})
+				n.event(Event{Proto: "udp", Inbound: true, Guest: netip.AddrPortFrom(GuestAddr, port), Dest: netip.AddrPortFrom(GuestAddr, port), Real: src, Rule: "published", Why: "guest: " + err.Error()})
 				continue
 			}
 			flows[src] = g
 			n.inboundUDPs.Add(1)
-			n.event(Event{Proto: "udp", Inbound: true, Guest: netip.AddrPortFrom(GuestAddr, port), Dest: netip.AddrPortFrom(GuestAddr, port), Real: src, Allowed: true, Why: "published"})
+			n.event(Event{Proto: "udp", Inbound: true, Guest: netip.AddrPortFrom(GuestAddr, port), Dest: netip.AddrPortFrom(GuestAddr, port), Real: src, Allowed: true, Rule: "published", Why: "published"})
 			go func(src netip.AddrPort, g *gonet.UDPConn) {
 				back := make([]byte, 65536)
 				for {

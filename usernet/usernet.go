@@ -52,7 +52,12 @@ type Event struct {
 	Dest    netip.AddrPort // as the guest named it
 	Real    netip.AddrPort // where it goes on the host
 	Allowed bool
-	Why     string
+	// Rule is what decided, short and stable (Policy.DecideRule):
+	// "allow 127.0.0.1/32:8000", "guarded 127.0.0.0/8", "deny-all",
+	// "guest-network", "public", "dns" (the responder), "no-service",
+	// "dial" (the host refused), "handshake", "published".
+	Rule string
+	Why  string
 	// Inbound: a connection to a published port (--publish); Real is
 	// then the host peer, Dest the guest's port.
 	Inbound bool
@@ -67,6 +72,11 @@ type Config struct {
 	DNS string
 	// Event, if set, is told of every flow decision.
 	Event func(Event)
+	// AllowHosts are --net-allow-host rules, resolved by New through
+	// Resolver (nil: UpstreamResolver(DNS, Dialer)) and added to
+	// Policy.Allow.
+	AllowHosts []HostRule
+	Resolver   Resolver
 }
 
 // Stats count what the network did.
@@ -126,6 +136,17 @@ func New(frames Frames, cfg Config) (*Network, error) {
 	if cfg.Dialer == nil {
 		cfg.Dialer = &net.Dialer{Timeout: 30 * time.Second}
 	}
+	if len(cfg.AllowHosts) > 0 {
+		r := cfg.Resolver
+		if r == nil {
+			r = UpstreamResolver(cfg.DNS, cfg.Dialer)
+		}
+		rules, err := ResolveHostRules(context.Background(), r, cfg.AllowHosts)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Policy.Allow = append(append([]Rule(nil), cfg.Policy.Allow...), rules...)
+	}
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
@@ -135,9 +156,13 @@ func New(frames Frames, cfg Config) (*Network, error) {
 	if err := s.CreateNIC(nicID, ethernet.New(ch)); err != nil {
 		return nil, fmt.Errorf("usernet: NIC: %s", err)
 	}
-	for _, a := range []netip.Addr{GatewayIP, DNSAddr} {
-		pa := tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber,
-			AddressWithPrefix: tcpip.AddressWithPrefix{Address: addr4(a), PrefixLen: PrefixLen}}
+	for _, a := range []netip.Addr{GatewayIP, DNSAddr, GatewayIP6} {
+		pa := tcpip.ProtocolAddress{Protocol: ipv6.ProtocolNumber,
+			AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16(a.As16()), PrefixLen: PrefixLen6}}
+		if a.Is4() {
+			pa = tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber,
+				AddressWithPrefix: tcpip.AddressWithPrefix{Address: addr4(a), PrefixLen: PrefixLen}}
+		}
 		if err := s.AddProtocolAddress(nicID, pa, stack.AddressProperties{}); err != nil {
 			return nil, fmt.Errorf("usernet: address %s: %s", a, err)
 		}
@@ -252,9 +277,9 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	dest := addrPort(id.LocalAddress, id.LocalPort)
 	ev := Event{Proto: "tcp", Guest: addrPort(id.RemoteAddress, id.RemotePort), Dest: dest, Real: Real(dest)}
 	if dest.Addr() == DNSAddr {
-		ev.Allowed, ev.Why = false, "no TCP service at the DNS address"
+		ev.Allowed, ev.Rule, ev.Why = false, "no-service", "no TCP service at the DNS address"
 	} else {
-		ev.Allowed, ev.Why = n.cfg.Policy.Decide(ev.Real)
+		ev.Allowed, ev.Rule, ev.Why = n.cfg.Policy.DecideRule(ev.Real)
 	}
 	if !ev.Allowed {
 		n.tcpRefused.Add(1)
@@ -267,7 +292,7 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	cancel()
 	if err != nil {
 		n.tcpRefused.Add(1)
-		ev.Allowed, ev.Why = false, "dial: "+err.Error()
+		ev.Allowed, ev.Rule, ev.Why = false, "dial", "dial: "+err.Error()
 		n.event(ev)
 		r.Complete(true)
 		return
@@ -278,7 +303,7 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 		host.Close()
 		r.Complete(true)
 		n.tcpRefused.Add(1)
-		ev.Allowed, ev.Why = false, "handshake: "+terr.String()
+		ev.Allowed, ev.Rule, ev.Why = false, "handshake", "handshake: "+terr.String()
 		n.event(ev)
 		return
 	}
@@ -349,13 +374,13 @@ func (n *Network) udpFlow(r *udp.ForwarderRequest) bool {
 	ev := Event{Proto: "udp", Guest: addrPort(id.RemoteAddress, id.RemotePort), Dest: dest, Real: Real(dest)}
 	if dest.Addr() == DNSAddr {
 		if dest.Port() != 53 || n.cfg.DNS == "" {
-			ev.Allowed, ev.Why = false, "no DNS service"
+			ev.Allowed, ev.Rule, ev.Why = false, "no-service", "no DNS service"
 		} else {
-			ev.Allowed, ev.Why = true, "DNS responder"
+			ev.Allowed, ev.Rule, ev.Why = true, "dns", "DNS responder"
 			ev.Real = netip.AddrPort{}
 		}
 	} else {
-		ev.Allowed, ev.Why = n.cfg.Policy.Decide(ev.Real)
+		ev.Allowed, ev.Rule, ev.Why = n.cfg.Policy.DecideRule(ev.Real)
 	}
 	if !ev.Allowed {
 		n.udpRefused.Add(1)
@@ -371,7 +396,7 @@ func (n *Network) udpFlow(r *udp.ForwarderRequest) bool {
 	cancel()
 	if err != nil {
 		n.udpRefused.Add(1)
-		ev.Allowed, ev.Why = false, "dial: "+err.Error()
+		ev.Allowed, ev.Rule, ev.Why = false, "dial", "dial: "+err.Error()
 		n.event(ev)
 		return false
 	}

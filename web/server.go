@@ -39,6 +39,9 @@ type Options struct {
 	// Sampler provides snapshots and history (may be nil: a private
 	// sampler without kernel telemetry is created).
 	Sampler *Sampler
+	// NetLog holds the network stack's decisions (--net; may be nil):
+	// GET /api/net and the SSE "net" events.
+	NetLog *NetLog
 	// PollInterval is how often SSE handlers look for new events
 	// (default 50ms).
 	PollInterval time.Duration
@@ -88,6 +91,7 @@ func NewServer(opts Options) *Server {
 	mux.HandleFunc("GET /api/enosys", s.handleENOSYS)
 	mux.HandleFunc("GET /api/syscalls", s.handleSyscalls)
 	mux.HandleFunc("GET /api/events", s.handleEvents)
+	mux.HandleFunc("GET /api/net", s.handleNet)
 	mux.HandleFunc("POST /api/control", s.handleControl)
 	mux.HandleFunc("GET /api/control", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "POST")
@@ -221,6 +225,21 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.sampler.History(limit))
 }
 
+// handleNet answers the network stack's decisions: counts and the last
+// ?limit=N (default 100) kept.
+func (s *Server) handleNet(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad limit"})
+			return
+		}
+		limit = n
+	}
+	writeJSON(w, http.StatusOK, s.opts.NetLog.Summary(limit))
+}
+
 func (s *Server) handleENOSYS(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.rec.ENOSYSCounts())
 }
@@ -290,14 +309,15 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	head := s.rec.Head()
 	cursor := head // live only by default
+	netCursor := s.opts.NetLog.Head()
 	idStr := r.Header.Get("Last-Event-ID")
 	if idStr == "" {
 		idStr = q.Get("last_event_id")
 	}
 	if idStr != "" {
 		if id, err := strconv.ParseUint(idStr, 10, 64); err == nil {
-			cursor = id
-			if cursor > head { // id from an earlier run: replay the ring
+			cursor, netCursor = id, 0 // replay the kept net decisions
+			if cursor > head {        // id from an earlier run: replay the ring
 				cursor = 0
 			}
 		}
@@ -307,6 +327,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 				n = head
 			}
 			cursor = head - n
+			netCursor = 0
 		}
 	}
 
@@ -356,6 +377,14 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			if len(out) >= 32<<10 || n < len(buf) {
 				break
 			}
+		}
+		if ds, _ := s.opts.NetLog.Since(netCursor); len(ds) > 0 {
+			for i := range ds {
+				out = append(out, "event: net\ndata: "...)
+				out = AppendNetJSON(out, &ds[i])
+				out = append(out, "\n\n"...)
+			}
+			netCursor = ds[len(ds)-1].Seq
 		}
 		if len(out) == 0 && time.Since(lastWrite) > 15*time.Second {
 			out = append(out, ": keep-alive\n\n"...)

@@ -126,6 +126,20 @@ func (t *TraceWriter) Write(e *Event) error {
 	return t.err
 }
 
+// WriteNet appends one line for a decision of the network stack
+// (AppendNetJSON: its "type" is "net").
+func (t *TraceWriter) WriteNet(d *NetDecision) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err != nil {
+		return t.err
+	}
+	t.buf = AppendNetJSON(t.buf[:0], d)
+	t.buf = append(t.buf, '\n')
+	_, t.err = t.bw.Write(t.buf)
+	return t.err
+}
+
 // Flush writes buffered lines to the underlying writer.
 func (t *TraceWriter) Flush() error {
 	t.mu.Lock()

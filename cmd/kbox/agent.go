@@ -127,6 +127,7 @@ type agentRun struct {
 	log      *audit.Log
 	start    time.Time
 	pol      policyRun // --policy's refusals (policy.go)
+	netAud   netAudit  // --net's records (netaudit.go)
 
 	timedOut atomic.Bool
 	stop     chan struct{}
@@ -547,6 +548,9 @@ func (a *agentRun) finish(status int, runErr error) (int, error) {
 			if n := a.pol.dropped.Load(); n > 0 {
 				data["policy_refusals_not_logged"] = n
 			}
+		}
+		if n := a.netAud.dropped.Load(); n > 0 {
+			data["net_connections_not_logged"] = n
 		}
 		if rep.Telemetry != nil {
 			data["syscalls"] = rep.Telemetry.Syscalls

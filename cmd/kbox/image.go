@@ -143,7 +143,12 @@ func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, err
 	for _, w := range root.Warnings {
 		fmt.Fprintf(os.Stderr, "kbox: warning: %s\n", w)
 	}
-	if err := gnet.start(o); err != nil {
+	gnet.subscribe(ag.netHook()) // --audit: a record per connection
+	procDir, hasProc := root.KernelProc()
+	if !hasProc {
+		procDir = -1
+	}
+	if err := gnet.start(o, procDir); err != nil {
 		return 0, fmt.Errorf("--net: %w", err)
 	}
 	defer gnet.close()
@@ -209,6 +214,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		return 0, err
 	}
 	defer ob.close()
+	gnet.subscribe(ob.netHook()) // the stack's decisions: /api/net, SSE, trace
 	if o.Stats && o.Agent.Policy != nil {
 		defer printRefusals(o.Agent.Policy)
 	}

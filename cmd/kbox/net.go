@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
@@ -22,13 +23,50 @@ type guestNet struct {
 	net  *usernet.Network
 	inet *dispatch.Inet
 	log  bool // decisions and counters on stderr
+
+	// The stack's decisions go to these (the observatory, the audit
+	// log), added before or while the network runs.
+	mu    sync.RWMutex
+	sinks []func(usernet.Event)
+}
+
+// subscribe has f told of every decision of the stack from now on.
+func (g *guestNet) subscribe(f func(usernet.Event)) {
+	if g == nil || f == nil {
+		return
+	}
+	g.mu.Lock()
+	g.sinks = append(g.sinks, f)
+	g.mu.Unlock()
+}
+
+// decided passes a decision on to the sinks and, with --verbose or
+// KBOX_NET_LOG=1, prints it.
+func (g *guestNet) decided(ev usernet.Event) {
+	g.mu.RLock()
+	for _, f := range g.sinks {
+		f(ev)
+	}
+	g.mu.RUnlock()
+	if !g.log {
+		return
+	}
+	verdict := "refused"
+	if ev.Allowed {
+		verdict = "allowed"
+	}
+	if ev.Inbound {
+		fmt.Fprintf(os.Stderr, "kbox: net: %s %s -> published %s: %s, %s\n", ev.Proto, ev.Real, ev.Dest, verdict, ev.Why)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "kbox: net: %s %s -> %s (%s): %s, %s\n", ev.Proto, ev.Guest, ev.Dest, ev.Real, verdict, ev.Why)
 }
 
 // addNetDev adds the device; before boot.
 func addNetDev(o *ImageOptions) (*guestNet, error) {
 	if !o.Net {
-		if len(o.NetAllow) > 0 || o.NetDenyAll || o.DNS != "" || len(o.Publish) > 0 {
-			return nil, usagef("--net-allow, --net-deny-all, --dns and --publish need --net")
+		if len(o.NetAllow) > 0 || len(o.NetAllowHost) > 0 || o.NetDenyAll || o.DNS != "" || len(o.Publish) > 0 {
+			return nil, usagef("--net-allow, --net-allow-host, --net-deny-all, --dns and --publish need --net")
 		}
 		return nil, nil
 	}
@@ -40,8 +78,8 @@ func addNetDev(o *ImageOptions) (*guestNet, error) {
 }
 
 // start configures the guest's interfaces and starts the stack; after
-// boot.
-func (g *guestNet) start(o *ImageOptions) error {
+// boot. procDir is an LKL fd of the kernel's own proc, -1 if none.
+func (g *guestNet) start(o *ImageOptions, procDir int) error {
 	if g == nil {
 		return nil
 	}
@@ -50,6 +88,10 @@ func (g *guestNet) start(o *ImageOptions) error {
 	}
 	if err := g.dev.SetMTU(usernet.MTU); err != nil {
 		return err
+	}
+	if err := g.dev.ConfigureIPv6(usernet.GuestAddr6, usernet.PrefixLen6, usernet.GatewayIP6, procDir); err != nil {
+		// IPv4 works without it: say so and go on.
+		fmt.Fprintf(os.Stderr, "kbox: warning: --net: no IPv6 on eth0: %v\n", err)
 	}
 	dns := o.DNS
 	if dns == "" {
@@ -61,23 +103,12 @@ func (g *guestNet) start(o *ImageOptions) error {
 		}
 	}
 	cfg := usernet.Config{
-		Policy: usernet.Policy{Allow: o.NetAllow, DenyAll: o.NetDenyAll},
-		DNS:    dns,
+		Policy:     usernet.Policy{Allow: o.NetAllow, DenyAll: o.NetDenyAll},
+		DNS:        dns,
+		AllowHosts: o.NetAllowHost,
+		Event:      g.decided,
 	}
 	g.log = o.Verbose || os.Getenv("KBOX_NET_LOG") != ""
-	if g.log {
-		cfg.Event = func(ev usernet.Event) {
-			verdict := "refused"
-			if ev.Allowed {
-				verdict = "allowed"
-			}
-			if ev.Inbound {
-				fmt.Fprintf(os.Stderr, "kbox: net: %s %s -> published %s: %s, %s\n", ev.Proto, ev.Real, ev.Dest, verdict, ev.Why)
-				return
-			}
-			fmt.Fprintf(os.Stderr, "kbox: net: %s %s -> %s (%s): %s, %s\n", ev.Proto, ev.Guest, ev.Dest, ev.Real, verdict, ev.Why)
-		}
-	}
 	n, err := usernet.New(g.dev, cfg)
 	if err != nil {
 		return err
@@ -106,6 +137,11 @@ func (g *guestNet) close() {
 	}
 	g.dev.Hangup()
 	g.net.Close()
+	// A flow handler still finishing tells no one: the audit log and
+	// the observatory close after this.
+	g.mu.Lock()
+	g.sinks = nil
+	g.mu.Unlock()
 	if g.log {
 		fmt.Fprintf(os.Stderr, "kbox: net: device %+v, stack %+v\n", g.dev.Stats(), g.net.Stats())
 	}

@@ -2,13 +2,16 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/usernet"
 	"github.com/kbox-project/kbox/web"
 )
 
@@ -21,6 +24,8 @@ type observatory struct {
 	sampler *web.Sampler
 	server  *web.Server
 	addr    string
+	netlog  *web.NetLog // --net: the stack's decisions
+	closed  atomic.Bool // the trace is flushed: no more net lines
 
 	trace     *web.TraceWriter
 	traceFile *os.File // nil when tracing to stderr
@@ -85,6 +90,9 @@ func newObservatory(o *ImageOptions, src kernelSource) (*observatory, error) {
 			Family: func(nr int32) string { return dispatch.FamilyOf(int(nr)) },
 		})
 	}
+	if o.Net && (o.Web || o.TraceFormat != "") {
+		ob.netlog = web.NewNetLog(0)
+	}
 	if o.Web {
 		ob.sampler = web.NewSampler(web.SamplerConfig{
 			Recorder: ob.rec,
@@ -96,7 +104,7 @@ func newObservatory(o *ImageOptions, src kernelSource) (*observatory, error) {
 		})
 		ob.server = web.NewServer(web.Options{
 			Addr: o.WebBind, Port: o.WebPort, Token: o.WebToken,
-			Recorder: ob.rec, Sampler: ob.sampler,
+			Recorder: ob.rec, Sampler: ob.sampler, NetLog: ob.netlog,
 		})
 		addr, err := ob.server.Start()
 		if err != nil {
@@ -152,6 +160,44 @@ func (ob *observatory) observe(req *dispatch.Request, res *dispatch.Result, lat 
 	}
 }
 
+// netDecision is a decision of the network stack as the observatory
+// shows it.
+func netDecision(ev usernet.Event) web.NetDecision {
+	d := web.NetDecision{Proto: ev.Proto, Verdict: "refused", Inbound: ev.Inbound, Rule: ev.Rule, Why: ev.Why}
+	if ev.Allowed {
+		d.Verdict = "allowed"
+	}
+	str := func(a netip.AddrPort) string {
+		if !a.IsValid() {
+			return ""
+		}
+		return a.String()
+	}
+	d.Guest, d.Dest, d.Real = str(ev.Guest), str(ev.Dest), str(ev.Real)
+	return d
+}
+
+// netEvent records a decision of the network stack (--net): in the
+// decision log (/api/net, SSE) and the trace, never sampled. It runs on
+// the stack's goroutines.
+func (ob *observatory) netEvent(ev usernet.Event) {
+	if ob.netlog == nil || ob.closed.Load() {
+		return
+	}
+	d := ob.netlog.Add(netDecision(ev))
+	if ob.trace != nil {
+		ob.trace.WriteNet(&d)
+	}
+}
+
+// netHook is netEvent, nil without a decision log.
+func (ob *observatory) netHook() func(usernet.Event) {
+	if ob == nil || ob.netlog == nil {
+		return nil
+	}
+	return ob.netEvent
+}
+
 // hook returns the supervisor's Observe function, nil when ob is nil.
 func (ob *observatory) hook() func(*dispatch.Request, *dispatch.Result, time.Duration) {
 	if ob == nil {
@@ -167,6 +213,7 @@ func (ob *observatory) close() {
 	if ob == nil {
 		return
 	}
+	ob.closed.Store(true)
 	if ob.server != nil {
 		ob.server.Close()
 	}

@@ -50,6 +50,7 @@ type ImageOptions struct {
 	TierWhy      string // why this tier runs (auto), for -v and --stats
 	Net          bool
 	NetAllow     []usernet.Rule
+	NetAllowHost []usernet.HostRule
 	NetDenyAll   bool
 	DNS          string
 	Publish      []usernet.Publish
@@ -105,9 +106,14 @@ CMD (default: /bin/sh -i) against it.
       --net                     networking: the guest's sockets are LKL's,
                                 carried out by a user-mode stack in kbox;
                                 guest 10.0.2.15, gateway 10.0.2.2 (the host's
-                                127.0.0.1), DNS 10.0.2.3 (docs/networking.md)
+                                127.0.0.1), DNS 10.0.2.3; IPv6: guest
+                                fd00:6b62:6f78::15, gateway ::2 (the host's
+                                ::1) (docs/networking.md)
       --net-allow CIDR[:PORT]   also allow a guarded destination (loopback,
                                 link-local, private), e.g. 127.0.0.1:8000
+      --net-allow-host NAME[:PORT]
+                                also allow the addresses NAME resolves to (at
+                                start, through the --dns upstream)
       --net-deny-all            allow only what --net-allow names
       --dns SERVER[:PORT]       upstream of the DNS responder (default: the
                                 host's /etc/resolv.conf)
@@ -218,6 +224,14 @@ var imageOpts = []optSpec{
 			return usagef("%v", err)
 		}
 		o.NetAllow = append(o.NetAllow, r)
+		return nil
+	}},
+	{"", "net-allow-host", true, false, func(o *ImageOptions, v string, _ bool) error {
+		h, err := usernet.ParseHostRule(v)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		o.NetAllowHost = append(o.NetAllowHost, h)
 		return nil
 	}},
 	{"", "net-deny-all", false, false, func(o *ImageOptions, _ string, _ bool) error { o.NetDenyAll = true; return nil }},

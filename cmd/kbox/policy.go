@@ -52,6 +52,11 @@ func loadPolicy(file string) (*dispatch.Policy, error) {
 			return nil, fmt.Errorf("policy %s: network.allow: %v", file, err)
 		}
 	}
+	for _, h := range p.Network.AllowHosts {
+		if _, err := usernet.ParseHostRule(h); err != nil {
+			return nil, fmt.Errorf("policy %s: network.allow_hosts: %v", file, err)
+		}
+	}
 	c, err := dispatch.CompilePolicy(p)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", file, err)
@@ -68,6 +73,13 @@ func applyPolicyOptions(o *ImageOptions, p *policy.Policy) error {
 			return usagef("--policy: network.allow: %v", err)
 		}
 		o.NetAllow = append(o.NetAllow, r)
+	}
+	for _, v := range p.Network.AllowHosts {
+		h, err := usernet.ParseHostRule(v)
+		if err != nil {
+			return usagef("--policy: network.allow_hosts: %v", err)
+		}
+		o.NetAllowHost = append(o.NetAllowHost, h)
 	}
 	o.NetDenyAll = o.NetDenyAll || p.Network.DenyAll
 	if d := time.Duration(p.Limits.WallTime); d > 0 && (o.Agent.Timeout == 0 || d < o.Agent.Timeout) {

@@ -250,6 +250,7 @@
     const sirq = SOFTIRQ_ORDER.map((n) => ({ name: n, color: SOFTIRQ_COLORS[n], values: history.map((s) => ((s.kernel || {}).softirq_rate_per_s || {})[n] || 0) }));
     drawStacked($('c-softirq'), times, sirq, fmtNum);
     legend($('l-softirq'), sirq);
+    renderNetChart();
   }
 
   let paused = false;
@@ -301,6 +302,96 @@
       for (const v of [e.name || ('syscall_' + e.nr), e.nr, fmtNum(e.count)]) {
         const td = document.createElement('td'); td.textContent = String(v); tr.appendChild(td);
       }
+      tb.appendChild(tr);
+    }
+  }
+
+  // ---------------------------------------------------------------- network
+  // From the snapshot's net section (LKL's /proc/net/dev and snmp) and
+  // /api/net (the user-mode stack's decisions). The panel sets
+  // data-ifaces, data-decisions, data-allowed and data-refused on #net.
+  const TCP_KEYS = ['ActiveOpens', 'PassiveOpens', 'CurrEstab', 'InSegs', 'OutSegs', 'RetransSegs', 'OutRsts'];
+  const UDP_KEYS = ['InDatagrams', 'OutDatagrams', 'NoPorts', 'InErrors'];
+  let prevNet = null;
+
+  function cell(tr, v, cls) {
+    const td = document.createElement('td');
+    td.textContent = String(v);
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+    return td;
+  }
+
+  function renderNet(s) {
+    const n = s.net || {};
+    const panel = $('net');
+    const ifs = n.interfaces || {};
+    const names = Object.keys(ifs).sort((a, b) => (a === 'lo') - (b === 'lo') || a.localeCompare(b));
+    const dt = prevNet ? (s.time_ns - prevNet.time_ns) / 1e9 : 0;
+    const tb = $('net-ifaces').querySelector('tbody');
+    tb.textContent = '';
+    for (const name of names) {
+      const i = ifs[name];
+      const p = prevNet && prevNet.ifs[name];
+      const rate = (k) => (p && dt > 0 ? Math.max(0, (i[k] - p[k]) / dt) : 0);
+      const tr = document.createElement('tr');
+      tr.dataset.iface = name;
+      [name, fmtNum(i.rx_bytes || 0), fmtNum(i.rx_packets || 0), fmtNum(i.tx_bytes || 0), fmtNum(i.tx_packets || 0),
+        fmtNum(rate('rx_bytes')) + 'B', fmtNum(rate('tx_bytes')) + 'B'].forEach((v) => cell(tr, v));
+      tb.appendChild(tr);
+    }
+    if (dt >= 0) prevNet = { time_ns: s.time_ns, ifs };
+    panel.dataset.ifaces = String(names.length);
+    const pt = $('net-proto').querySelector('tbody');
+    pt.textContent = '';
+    const tcp = n.tcp || {}, udp = n.udp || {};
+    for (let r = 0; r < Math.max(TCP_KEYS.length, UDP_KEYS.length); r++) {
+      const tr = document.createElement('tr');
+      cell(tr, TCP_KEYS[r] || '', 'muted'); cell(tr, TCP_KEYS[r] ? fmtNum(tcp[TCP_KEYS[r]] || 0) : '');
+      cell(tr, UDP_KEYS[r] || '', 'muted'); cell(tr, UDP_KEYS[r] ? fmtNum(udp[UDP_KEYS[r]] || 0) : '');
+      if (TCP_KEYS[r]) tr.dataset.tcp = TCP_KEYS[r];
+      pt.appendChild(tr);
+    }
+    panel.dataset.tcpActiveOpens = String(tcp.ActiveOpens || 0);
+  }
+
+  function renderNetChart() {
+    const times = history.map((s) => s.time_ns);
+    const rx = { name: 'rx bytes/s', color: '#36b37e', values: history.map((s) => (s.net || {}).rx_bytes_per_s || 0) };
+    const tx = { name: 'tx bytes/s', color: '#ffab00', values: history.map((s) => (s.net || {}).tx_bytes_per_s || 0) };
+    drawLines($('c-net'), times, [rx, tx], [], fmtNum, fmtNum);
+    legend($('l-net'), [rx, tx]);
+  }
+
+  function renderDecisions(sum) {
+    const panel = $('net');
+    const ds = sum.decisions || [];
+    panel.dataset.allowed = String(sum.allowed || 0);
+    panel.dataset.refused = String(sum.refused || 0);
+    panel.dataset.decisions = String(ds.length);
+    $('net-info').textContent = (sum.allowed || 0) + ' allowed · ' + (sum.refused || 0) + ' refused';
+    const tb = $('net-decisions').querySelector('tbody');
+    if (tb.dataset.head === String(ds.length ? ds[ds.length - 1].seq : 0)) return;
+    tb.dataset.head = String(ds.length ? ds[ds.length - 1].seq : 0);
+    tb.textContent = '';
+    if (!ds.length) {
+      const tr = document.createElement('tr');
+      const td = cell(tr, 'no connections yet', 'muted'); td.colSpan = 7;
+      tb.appendChild(tr);
+      return;
+    }
+    for (let k = ds.length - 1; k >= 0; k--) {
+      const d = ds[k];
+      const tr = document.createElement('tr');
+      tr.className = 'dec v-' + d.verdict;
+      tr.title = d.why || '';
+      cell(tr, d.seq);
+      cell(tr, d.verdict + (d.inbound ? ' (in)' : ''), 'verdict');
+      cell(tr, d.proto);
+      cell(tr, d.inbound ? d.real : d.guest, 'from');
+      cell(tr, d.dest, 'to');
+      cell(tr, d.inbound ? '' : d.real, 'real');
+      cell(tr, d.rule, 'rule').title = d.why || d.rule;
       tb.appendChild(tr);
     }
   }
@@ -407,8 +498,10 @@
     api('api/snapshot').then((s) => {
       if (addSnapshot(s)) renderCharts();
       renderSnapshot(s);
+      renderNet(s);
     }).catch(() => {});
     api('api/enosys').then(renderENOSYS).catch(() => {});
+    api('api/net?limit=50').then(renderDecisions).catch(() => {});
   }
 
   window.addEventListener('resize', () => renderCharts());

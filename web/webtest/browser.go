@@ -180,3 +180,45 @@ func DataShown(s State) bool {
 	}
 	return true
 }
+
+// NetPanelState is what the network panel shows (NetPanelProbe).
+type NetPanelState struct {
+	Ifaces    int      `json:"ifaces"`
+	Points    int      `json:"points"`
+	Allowed   string   `json:"allowed"`
+	Refused   string   `json:"refused"`
+	Rows      []string `json:"rows"`
+	Verdicts  []string `json:"verdicts"`
+	Eth0      []string `json:"eth0"`
+	Active    string   `json:"active"`
+	Info      string   `json:"info"`
+	ScrollW   int      `json:"scrollW"`
+	RateCells []string `json:"rates"`
+}
+
+// NetPanelProbe scrolls to the network panel and reads it.
+const NetPanelProbe = `(() => {
+  const p = document.getElementById('net'); p.scrollIntoView();
+  const rows = [...document.querySelectorAll('#net-decisions tbody tr.dec')];
+  const eth0 = document.querySelector('#net-ifaces tr[data-iface="eth0"]');
+  const cells = eth0 ? [...eth0.children].map(td => td.textContent) : [];
+  const act = document.querySelector('#net-proto tr[data-tcp="ActiveOpens"]');
+  return { ifaces: Number(p.dataset.ifaces || 0), points: Number(document.getElementById('c-net').dataset.points || 0),
+    allowed: p.dataset.allowed || '', refused: p.dataset.refused || '',
+    rows: rows.map(r => [...r.children].map(td => td.textContent).join('|')),
+    verdicts: rows.map(r => getComputedStyle(r.querySelector('td.verdict')).color),
+    eth0: cells, rates: cells.slice(5),
+    active: act ? act.children[1].textContent : '',
+    info: document.getElementById('net-info').textContent,
+    scrollW: document.documentElement.scrollWidth };
+})()`
+
+// NetPanel reads the network panel.
+func (b *Browser) NetPanel() NetPanelState {
+	b.t.Helper()
+	v, err := chromedp.Run(b.Ctx, chromedp.Evaluate[NetPanelState](NetPanelProbe))
+	if err != nil {
+		b.t.Fatalf("evaluate: %v", err)
+	}
+	return v
+}
