@@ -110,3 +110,62 @@ func TestAutoChoice(t *testing.T) {
 		})
 	}
 }
+
+// A dynamic musl program (tests/guest/dyn/dlplug.c, with musl's loader in
+// the image) dlopens a library after start: the library's syscall site
+// traps, is patched (-v names it, at the address the program prints),
+// and answers right. Then another library's code is mapped over it
+// (MAP_FIXED, same address, same layout, another syscall): the old patch
+// must not run (it would answer getuid for getpid), and the new code is
+// patched in its turn. Natively every site stays "original".
+func TestRewriteDlopen(t *testing.T) {
+	img := imagePath(t)
+	if out, _, st := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=seccomp", "--", "/bin/ls", "/opt/tests/dlplug", "/lib/ld-musl-x86_64.so.1"); st != 0 {
+		t.Skipf("SKIP (the image has no dynamic musl guest; rebuilt without musl-gcc?): %s", out)
+	}
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=rewrite", "-v", "--stats", "--", "/opt/tests/dlplug", "10")
+	want := "a: 10 calls ok, site patched\nb mapped: site original\nb: 10 calls ok, site patched\n"
+	// -v also shows LKL's kernel log on stdout: its lines start with "[".
+	if status != 0 || regexp.MustCompile(`(?m)^\[.*\n`).ReplaceAllString(stdout, "") != want {
+		t.Fatalf("status %d\nstdout: %s\nwant: %s\nstderr: %s", status, stdout, want, stderr)
+	}
+	m := regexp.MustCompile(`dlplug: site (0x[0-9a-f]+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no site address in stderr:\n%s", stderr)
+	}
+	for _, nr := range []string{"102", "39"} {
+		if l := "kbox: rewrite: patched syscall " + nr + " at " + m[1] + "\n"; !strings.Contains(stderr, l) {
+			t.Errorf("stderr lacks %q:\n%s", l, stderr)
+		}
+	}
+	if !regexp.MustCompile(`kbox: tier rewrite \(asked for\): \d+ sites trapped, [2-9]\d* patched`).MatchString(stderr) {
+		t.Errorf("--stats: want at least the two plugin sites patched:\n%s", stderr)
+	}
+}
+
+// auto falls through to the seccomp tier when the in-process tier fails
+// while installing, with one line under -v: a real failure, a static
+// non-PIE program linked at the rewrite tier's slot table
+// (tests/guest/slotclash.c), which the seccomp tier runs as Linux does.
+// Asked for explicitly, the rewrite tier reports the failure instead.
+// kbox before the fall-through for load failures ended auto's run with
+// an error (exit status 125).
+func TestAutoFallsThrough(t *testing.T) {
+	img := imagePath(t)
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "-v", "--stats", "--", "/opt/tests/slotclash")
+	// (-v also shows LKL's kernel log on stdout.)
+	if status != 0 || !strings.Contains(stdout, "slotclash: main at 0x7f061030\n") {
+		t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
+	}
+	if n := strings.Count(stderr, "kbox: rewrite tier not available ("); n != 1 || !strings.Contains(stderr, "address in use") ||
+		!regexp.MustCompile(`kbox: tier seccomp \(auto: the in-process tier failed to install: [^\n]*slotclash`).MatchString(stderr) {
+		t.Errorf("want one fall-through line and --stats naming it:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "kbox: maps:") {
+		t.Errorf("the fall-through dumps kbox's maps:\n%s", stderr)
+	}
+	_, stderr, status = runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=rewrite", "--", "/opt/tests/slotclash")
+	if status == 0 || !strings.Contains(stderr, "address in use") {
+		t.Errorf("--syscall-mode=rewrite: status %d, want a failure naming the address\n%s", status, stderr)
+	}
+}

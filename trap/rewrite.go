@@ -103,6 +103,19 @@ func (t *tier) initRewrite() error {
 	return nil
 }
 
+// rwClose unmaps the slot table and the stubs (the tier did not start:
+// the seccomp tier runs the guest instead).
+func (t *tier) rwClose() {
+	r := &t.rw
+	if !r.on {
+		return
+	}
+	unmapRaw(rewrite.X86SlotBase, rewrite.X86SlotBytes)
+	unmapRaw(r.stubRX, rewrite.X86StubBytes)
+	unix.Munmap(r.area)
+	r.on = false
+}
+
 // rwLoad makes the loaded program's code patchable: its text aliases,
 // mapped writable.
 func (t *tier) rwLoad(l *elfload.Loaded) {
