@@ -366,6 +366,20 @@ func (th *thread) rwFault(sig int) bool {
 	return false
 }
 
+// live is the tier running (or last run), for Sites: read from the
+// observatory's sampler, another goroutine.
+var live atomic.Pointer[tier]
+
+// Sites reports the sites of the in-process tier running the guest (or
+// last run), live; false when none ran.
+func Sites() (SiteStats, bool) {
+	t := live.Load()
+	if t == nil {
+		return SiteStats{}, false
+	}
+	return t.siteStats(), true
+}
+
 // siteStats reports the sites.
 func (t *tier) siteStats() SiteStats {
 	r := &t.rw

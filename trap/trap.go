@@ -247,6 +247,7 @@ func Run(cfg Config) (Exit, error) {
 		t.mem.add(uint64(r.Start), uint64(r.End))
 	}
 	t.rwLoad(l)
+	live.Store(t)
 
 	t.startSignals()
 	defer t.stopSignals()

@@ -11,6 +11,8 @@
  *   rwsites exec N        a site patched, exec of itself N times
  *   rwsites badptr N      bad pointers at a patched site: EFAULT
  *   rwsites escape N      open of /../../etc/hostname at a patched site
+ *   rwsites wait N S      getuid at a site N times, then S seconds asleep
+ *                         (the observatory's snapshot meanwhile)
  *
  * "patched" lines read the site's bytes: FF 24 25 is the rewrite tier's
  * jump; natively (and in the other tiers) they stay B8 ... 0F 05. */
@@ -299,6 +301,18 @@ static int mode_escape(long n)
 	return 0;
 }
 
+static int mode_wait(long n, long secs)
+{
+	long uid = getuid();
+	for (long i = 0; i < n; i++)
+		if (rw_getuid() != uid)
+			return 1;
+	printf("wait: %ld calls, site %s\n", n, state(rw_getuid));
+	fflush(stdout);
+	sleep(secs);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -323,6 +337,8 @@ int main(int argc, char **argv)
 		return mode_exec(argv[0], n_arg(argc, argv, 2, 3));
 	if (!strcmp(m, "badptr"))
 		return mode_badptr(n_arg(argc, argv, 2, 10));
+	if (!strcmp(m, "wait"))
+		return mode_wait(n_arg(argc, argv, 2, 10), n_arg(argc, argv, 3, 5));
 	if (!strcmp(m, "escape"))
 		return mode_escape(n_arg(argc, argv, 2, 10));
 	fprintf(stderr, "rwsites: unknown mode %s\n", m);
