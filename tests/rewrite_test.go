@@ -26,6 +26,7 @@ func TestRewriteGuests(t *testing.T) {
 		{"coreutils sort over image files", []string{"--", "/usr/bin/sort", "/etc/hostname", "/etc/passwd"}, 0, []string{"kbox-rootfs\nkbox:x:1000"}, nil},
 		{"coreutils ls -lR", []string{"--", "/usr/bin/ls", "-lR", "/usr/lib/x86_64-linux-gnu"}, 0, []string{"libc.so.6", "libselinux.so.1"}, []string{"goroutine"}},
 		{"non-PIE static inline getpid patched", []string{"--", "/opt/tests/rwsites", "inline", "200"}, 0, []string{"inline ok 200, site patched\n"}, nil},
+		{"extended sites: moves between mov and syscall go into the stub", []string{"--", "/opt/tests/rwsites", "moves", "20"}, 0, []string{"moves ok 20, kbox-rootfs\n", "moves: sites patched patched\n"}, nil},
 		{"registers and flags survive a patched site", []string{"--", "/opt/tests/rwsites", "regs", "1000"}, 0, []string{"regs ok 1000, site patched\n"}, nil},
 		{"threads hammer one site while it is patched", []string{"--", "/opt/tests/rwsites", "threads", "8", "20000"}, 0, []string{"threads: 8 threads x 20000 calls, 0 wrong, site patched\n"}, nil},
 		{"signal handlers at a patched kill", []string{"--", "/opt/tests/rwsites", "signals", "300"}, 0, []string{"signals: 300 sent, 300 handled, site patched\n"}, nil},
