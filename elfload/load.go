@@ -153,7 +153,18 @@ type Loaded struct {
 
 // Unmap releases everything the load made: its mappings, its memfds, the
 // break. The program must not run any more. Safe to call twice.
-func (l *Loaded) Unmap() {
+func (l *Loaded) Unmap() { l.release(true) }
+
+// Release releases the load's memfds and break but leaves its mappings
+// alone: for a caller that tracks the program's memory itself (the trap
+// tier's guard: the program may have unmapped parts of what Load mapped,
+// and that address space may be someone else's now) and unmaps it once.
+// Unmapping Load's ranges as well would unmap whatever another thread
+// mapped there in between. The program must not run any more. Safe to
+// call twice, and with Unmap.
+func (l *Loaded) Release() { l.release(false) }
+
+func (l *Loaded) release(unmap bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.unmapped {
@@ -163,8 +174,10 @@ func (l *Loaded) Unmap() {
 	if l.Brk != nil {
 		l.Brk.close()
 	}
-	for _, s := range l.spans {
-		munmap(s[0], s[1]-s[0])
+	if unmap {
+		for _, s := range l.spans {
+			munmap(s[0], s[1]-s[0])
+		}
 	}
 	for _, fd := range l.fds {
 		unix.Close(fd)

@@ -558,3 +558,41 @@ func TestBrkConcurrent(t *testing.T) {
 		clear(mem(b.Start, int(cur-b.Start)))
 	}
 }
+
+// Release closes the load's memfds and ends its break but unmaps nothing:
+// the caller (the trap tier's exec) unmaps the memory it tracks, once; a
+// second munmap of a range would take whatever was mapped there since.
+func TestReleaseLeavesMappings(t *testing.T) {
+	b := defaultTestELF().build()
+	fds := openFDs(t)
+	l, err := Load(testSpec(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	l.Release() // twice is harmless
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d fds open after Release, %d before", n, fds)
+	}
+	if got := l.Brk.Set(l.Brk.Start + 4096); got != l.Brk.Start {
+		t.Errorf("brk of a released program moved to %#x", got)
+	}
+	maps := readMaps(t)
+	for _, r := range l.Regions {
+		if r.Kind == RegionBrk || r.End <= r.Start {
+			continue
+		}
+		found := false
+		for _, m := range maps {
+			if m.lo <= r.Start && r.Start < m.hi {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("region %#x-%#x (kind %v) unmapped by Release", r.Start, r.End, r.Kind)
+		}
+	}
+	for _, r := range l.Regions {
+		munmap(r.Start, r.End-r.Start)
+	}
+}

@@ -20,7 +20,7 @@ const (
 	X86SlotBase  = 0x7F060000
 	X86SlotBytes = 64 << 10 // b1:b0 span 64 KiB
 	X86Slots     = X86SlotBytes / 8
-	X86StubSize  = 32
+	X86StubSize  = 64 // room for an extended site's moves (x86moves.go)
 	// X86StubBytes is the stub area: one stub per slot.
 	X86StubBytes = X86Slots * X86StubSize
 )
@@ -90,11 +90,13 @@ type X86Mem interface {
 
 // X86Patch is one patched site.
 type X86Patch struct {
-	Site uint64
-	Nr   uint32
-	Slot int
-	Kind StubKind
-	orig [X86SiteLen]byte
+	Site  uint64
+	Nr    uint32
+	Slot  int
+	Kind  StubKind
+	Len   int       // mov through syscall: X86SiteLen, more with moves
+	Moves []X86Move // an extended site's moves (x86moves.go)
+	orig  [X86SiteLen]byte
 }
 
 // StubKind is what a site's stub does.
@@ -138,6 +140,14 @@ func (p *X86Patcher) init() {
 // site meanwhile takes SIGTRAP at site+1 and is sent back to the site
 // (Restart) until the patch is whole.
 func (p *X86Patcher) Patch(site uint64, nr uint32, kind StubKind, stub func(slot int) []byte) (*X86Patch, error) {
+	return p.PatchSite(X86SiteInfo{Site: site, Len: X86SiteLen}, nr, kind, stub)
+}
+
+// PatchSite is Patch for a site X86FindSite gave, which may have moves:
+// stub must carry them out (X86StubFor), and a thread caught at site+5
+// gets them carried out by kbox (Restart, X86Move.Apply).
+func (p *X86Patcher) PatchSite(si X86SiteInfo, nr uint32, kind StubKind, stub func(slot int) []byte) (*X86Patch, error) {
+	site := si.Site
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.init()
@@ -151,11 +161,15 @@ func (p *X86Patcher) Patch(site uint64, nr uint32, kind StubKind, stub func(slot
 	if c == nil {
 		return nil, ErrNoAlias
 	}
+	code := stub(p.next)
+	if len(code) > X86StubSize {
+		return nil, ErrMoves
+	}
 	slot := p.next
 	p.next++
-	ptr := p.Mem.SetStub(slot, stub(slot))
+	ptr := p.Mem.SetStub(slot, code)
 	p.Mem.SetSlot(slot, ptr)
-	pt := &X86Patch{Site: site, Nr: nr, Slot: slot, Kind: kind}
+	pt := &X86Patch{Site: site, Nr: nr, Slot: slot, Kind: kind, Len: si.Len, Moves: si.Moves}
 	copy(pt.orig[:], c)
 	p.write(c, X86Jump(X86SlotAddr(slot)), site)
 	p.sites[site] = pt
@@ -202,8 +216,9 @@ func (p *X86Patcher) Forget(lo, hi uint64, restore bool) int {
 //   - SIGTRAP at site+1 while the site is changing: back to the site
 //     (ToSite);
 //   - SIGILL at site+5 of a patched site: it was about to make the
-//     syscall (it ran the old mov, or branched there): serve the syscall
-//     with its %rax and resume at site+7 (AsSyscall).
+//     syscall (it ran the old mov, or branched there): carry out the
+//     site's moves (Site, X86Move.Apply), serve the syscall with its %rax
+//     and resume after the syscall, at site+Len (AsSyscall).
 func (p *X86Patcher) Restart(ip uint64, sigill bool) (site uint64, r RestartKind) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -222,6 +237,17 @@ func (p *X86Patcher) Restart(ip uint64, sigill bool) (site uint64, r RestartKind
 		}
 	}
 	return 0, NoRestart
+}
+
+// Site returns a copy of the patch at site, or false.
+func (p *X86Patcher) Site(site uint64) (X86Patch, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pt := p.sites[site]
+	if pt == nil {
+		return X86Patch{}, false
+	}
+	return *pt, true
 }
 
 // RestartKind is Restart's answer.

@@ -122,14 +122,64 @@ func X86Site(t *X86Text, ip uint64, nr uint32) (uint64, error) {
 	if c[off] != 0xB8 || binary.LittleEndian.Uint32(c[off+1:]) != nr {
 		return 0, ErrNoMov
 	}
+	if err := checkSite(t, off, X86SiteLen); err != nil {
+		return 0, err
+	}
+	return site, nil
+}
+
+// X86SiteInfo is a site X86FindSite accepted: the mov at Site, Len bytes
+// through the syscall, and the moves between them (extended sites,
+// x86moves.go).
+type X86SiteInfo struct {
+	Site  uint64
+	Len   int
+	Moves []X86Move
+}
+
+// X86FindSite is X86Site that also accepts extended sites: `mov $nr,%eax`,
+// up to X86MaxMoves displaceable moves, `syscall`. The checks on the mov
+// are X86Site's; the branch checks cover the bytes the patch changes
+// (site+1 ... site+6), the bytes after them being left as they are.
+func X86FindSite(t *X86Text, ip uint64, nr uint32) (X86SiteInfo, error) {
+	site, err := X86Site(t, ip, nr)
+	if !errors.Is(err, ErrNoMov) {
+		return X86SiteInfo{Site: site, Len: X86SiteLen}, err
+	}
+	end := int(ip-t.Base) - 2 // the syscall (X86Site checked it)
+	c := t.Code
+	for d := 2; d <= X86MaxMoveBytes; d++ {
+		off := end - d - 5
+		if off < 0 {
+			break
+		}
+		if c[off] != 0xB8 || binary.LittleEndian.Uint32(c[off+1:]) != nr {
+			continue
+		}
+		moves, ok := decodeMoves(c[off+5 : end])
+		if !ok {
+			continue
+		}
+		if err := checkSite(t, off, 5+d+2); err != nil {
+			return X86SiteInfo{}, err
+		}
+		return X86SiteInfo{Site: t.Base + uint64(off), Len: 5 + d + 2, Moves: moves}, nil
+	}
+	return X86SiteInfo{}, ErrNoMov
+}
+
+// checkSite makes the checks on the mov at off of a site n bytes long.
+func checkSite(t *X86Text, off, n int) error {
+	c := t.Code
+	site := t.Base + uint64(off)
 	if (site+5)%64 == 63 {
-		return 0, ErrCacheLine
+		return ErrCacheLine
 	}
 	if off >= 4 && c[off-4] == 0xF3 && c[off-3] == 0x0F && c[off-2] == 0x1E && c[off-1] == 0xFA {
-		return 0, ErrEndbr
+		return ErrEndbr
 	}
 	if off >= 1 && isPrefix(c[off-1]) {
-		return 0, ErrPrefix
+		return ErrPrefix
 	}
 	lo := off - sweepBack
 	if lo < 0 {
@@ -145,22 +195,22 @@ func X86Site(t *X86Text, ip uint64, nr uint32) (uint64, error) {
 	}
 	for _, s := range starts {
 		if err := sweepTo(t, s, off); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	// Forward from the end of the site (a boundary: the syscall is real),
 	// for branches back into it.
-	hi := off + X86SiteLen + sweepFwd
+	hi := off + n + sweepFwd
 	if hi > len(c) {
 		hi = len(c)
 	}
-	if branchInto(t, off+X86SiteLen, hi, off) {
-		return 0, ErrBranchInto
+	if branchInto(t, off+n, hi, off) {
+		return ErrBranchInto
 	}
 	if t.rel32Into(site, site+X86SiteLen) {
-		return 0, ErrBranchInto
+		return ErrBranchInto
 	}
-	return site, nil
+	return nil
 }
 
 // sweepTo decodes linearly from offset s to the site (offset site): the

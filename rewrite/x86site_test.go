@@ -259,6 +259,7 @@ func FuzzSiteX86(f *testing.F) {
 		if len(code) > 4096 {
 			return
 		}
+		checkFind(t, code, 0x1000) // extended sites too (x86moves.go)
 		for off := 0; off+7 <= len(code); off++ {
 			if code[off] != 0xB8 || code[off+5] != 0x0F || code[off+6] != 0x05 {
 				continue
@@ -331,6 +332,7 @@ func FuzzSiteX86Stream(f *testing.F) {
 		for _, p := range pick {
 			code = append(code, embedded[int(p)%len(embedded)]...)
 		}
+		checkFind(t, code, 0x7000)
 		for off := 0; off+7 <= len(code); off++ {
 			if code[off] != 0xB8 || code[off+5] != 0x0F || code[off+6] != 0x05 {
 				continue

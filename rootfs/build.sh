@@ -478,14 +478,42 @@ export PS1='kbox:\w\$ '
 EOF
 }
 
+# Dynamic musl guests (tests/guest/dyn: dlplug and its plugins): the
+# program is linked against musl's libc.so, whose interpreter is musl's
+# own loader, /lib/ld-musl-x86_64.so.1 (libc.so itself), copied into the
+# image. Only with musl-gcc and the loader on the build host; the tests
+# that need them skip otherwise.
+build_dynamic_guests() {
+	local dir="$GUEST_SRC_DIR/dyn" out=$STAGING/opt/tests ld
+	[ -d "$dir" ] || return 0
+	ld=$(readlink -f /lib/ld-musl-x86_64.so.1 2>/dev/null || true)
+	if [ "$GUEST_CC" != musl-gcc ] || [ -z "$ld" ] || [ ! -f "$ld" ]; then
+		log "no musl-gcc or musl loader: dynamic guest programs (tests/guest/dyn) not built"
+		return 0
+	fi
+	local libdir=$STAGING/lib
+	[ -L "$libdir" ] && libdir=$STAGING/usr/lib # merged /usr: lib -> usr/lib
+	install -m 0755 "$ld" "$libdir/ld-musl-x86_64.so.1"
+	if ! musl-gcc -O2 -Wall -o "$out/dlplug" "$dir/dlplug.c" 2>"$WORK/cc-dlplug.log" ||
+		! musl-gcc -O2 -Wall -shared -fPIC -o "$out/libplug_a.so" "$dir/plug_a.c" 2>>"$WORK/cc-dlplug.log" ||
+		! musl-gcc -O2 -Wall -shared -fPIC -o "$out/libplug_b.so" "$dir/plug_b.c" 2>>"$WORK/cc-dlplug.log"; then
+		sed 's/^/[rootfs]   /' "$WORK/cc-dlplug.log" >&2
+		die "compiling the dynamic guest programs (tests/guest/dyn) failed"
+	fi
+	log "built dynamic guest program dlplug, its plugins, and musl's loader at /lib/ld-musl-x86_64.so.1"
+}
+
 build_guest_programs() {
-	local src name out=$STAGING/opt/tests n=0
+	local src name extra out=$STAGING/opt/tests n=0
 	local srcs=("$GUEST_SRC_DIR"/*.c "$STRESS_SRC_DIR"/*.c)
 	log "guest programs: ${#srcs[@]} C sources with '$GUEST_CC -static -O2'"
 	for src in "${srcs[@]}"; do
 		name=$(basename "$src" .c)
+		# A source may ask for linker flags of its own in a comment line
+		# `KBOX_LDFLAGS: ...` (slotclash.c: a fixed load address).
+		extra=$(sed -n 's/^ \* KBOX_LDFLAGS: \(.*\)$/\1/p' "$src" | head -n 1)
 		# shellcheck disable=SC2086
-		if ! $GUEST_CC -static -O2 -Wall -o "$out/$name" "$src" 2>"$WORK/cc-$name.log"; then
+		if ! $GUEST_CC -static -O2 -Wall -o "$out/$name" "$src" $extra 2>"$WORK/cc-$name.log"; then
 			sed 's/^/[rootfs]   /' "$WORK/cc-$name.log" >&2
 			die "compiling guest program $src failed (hint: apt-get install musl-tools, or set CC=gcc)"
 		fi
@@ -501,6 +529,7 @@ build_guest_programs() {
 	} >"$out/badelf"
 	chmod 0755 "$out/badelf"
 	log "built $n guest programs + badelf into /opt/tests"
+	build_dynamic_guests
 	# Go guest programs (tests/stress/go/NAME): static, for multi-threaded
 	# guests with the Go runtime's own threads, signals and futexes.
 	if command -v "${GO:-go}" >/dev/null 2>&1; then

@@ -561,3 +561,65 @@ func TestJSONTrace(t *testing.T) {
 		}
 	}
 }
+
+// tierSnap is the snapshot's "tier" (docs/observatory.md).
+type tierSnap struct {
+	Tier struct {
+		Mode  string `json:"mode"`
+		Why   string `json:"why"`
+		Sites *struct {
+			Trapped       int            `json:"trapped"`
+			Patched       int            `json:"patched"`
+			Inline        int            `json:"inline"`
+			StillTrapping int            `json:"still_trapping"`
+			Refused       map[string]int `json:"refused"`
+			WXRefused     int            `json:"wx_refused"`
+		} `json:"sites"`
+	} `json:"tier"`
+}
+
+// The snapshot names the tier and why, and in the rewrite tier its sites,
+// live: rwsites patches a site, then sleeps while the snapshot is read.
+// auto gives rwsites the seccomp tier (it can exec), which has no sites.
+// kbox before the "tier" section had none: both cases fail there.
+func TestObservatoryTier(t *testing.T) {
+	img := imagePath(t)
+	o := startObserved(t, "image", "-S", img, "--read-only", "--web=0", "--syscall-mode=rewrite", "--", "/opt/tests/rwsites", "wait", "10", "4")
+	var snap tierSnap
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		snap = tierSnap{}
+		getJSON(t, o.base+"/api/snapshot", &snap)
+		if s := snap.Tier.Sites; s != nil && s.Patched > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no patched site in the snapshot: %+v\n%s", snap.Tier, o.stderr)
+		}
+	}
+	s := snap.Tier.Sites
+	if snap.Tier.Mode != "rewrite" || snap.Tier.Why != "asked for" ||
+		s.Trapped < s.Patched || s.StillTrapping != s.Trapped-s.Patched || s.Refused == nil || s.WXRefused != 0 {
+		t.Errorf("tier %+v, sites %+v", snap.Tier, *s)
+	}
+	if st := o.wait(t, 30*time.Second); st != 0 || o.stdout.String() != "wait: 10 calls, site patched\n" {
+		t.Errorf("status %d, stdout %q\n%s", st, o.stdout, o.stderr)
+	}
+
+	o = startObserved(t, "image", "-S", img, "--read-only", "--web=0", "--", "/opt/tests/rwsites", "wait", "10", "3")
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		snap = tierSnap{}
+		getJSON(t, o.base+"/api/snapshot", &snap)
+		if snap.Tier.Mode != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no tier in the snapshot\n%s", o.stderr)
+		}
+	}
+	if snap.Tier.Mode != "seccomp" || snap.Tier.Why != "auto: defines execve" || snap.Tier.Sites != nil {
+		t.Errorf("seccomp: tier %+v", snap.Tier)
+	}
+	if st := o.wait(t, 30*time.Second); st != 0 || o.stdout.String() != "wait: 10 calls, site original\n" {
+		t.Errorf("seccomp: status %d, stdout %q\n%s", st, o.stdout, o.stderr)
+	}
+}

@@ -139,7 +139,12 @@ func execErr(en unix.Errno) dispatch.Result {
 
 // tearDown ends the old program's image: every other guest thread is
 // told to die (kicked: it leaves at its next way back to guest code), and
-// all of the guest's memory is unmapped.
+// all of the guest's memory is unmapped, each range once: the guard's
+// set (t.mem) is the guest's memory as it is now. The loader's own list
+// is not unmapped as well: once a range is unmapped, any thread of kbox
+// (an LKL timer thread's new stack, Go) may map there, and a second
+// munmap of it would pull that memory from under its owner (the exec
+// chain's SIGSEGV, docs/tiers.md).
 func (t *tier) tearDown(self *thread) {
 	t.each(func(o *thread) {
 		if o != self {
@@ -149,7 +154,7 @@ func (t *tier) tearDown(self *thread) {
 	})
 	t.rwReset()
 	if t.loaded != nil {
-		t.loaded.Unmap()
+		t.loaded.Release()
 		t.loaded = nil
 	}
 	for _, s := range t.mem.list() {

@@ -24,3 +24,6 @@ func Kill() {}
 
 // Release would give back the guest's fd range.
 func Release() {}
+
+// Sites would report the in-process tier's sites.
+func Sites() (SiteStats, bool) { return SiteStats{}, false }

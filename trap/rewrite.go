@@ -103,6 +103,19 @@ func (t *tier) initRewrite() error {
 	return nil
 }
 
+// rwClose unmaps the slot table and the stubs (the tier did not start:
+// the seccomp tier runs the guest instead).
+func (t *tier) rwClose() {
+	r := &t.rw
+	if !r.on {
+		return
+	}
+	unmapRaw(rewrite.X86SlotBase, rewrite.X86SlotBytes)
+	unmapRaw(r.stubRX, rewrite.X86StubBytes)
+	unix.Munmap(r.area)
+	r.on = false
+}
+
 // rwLoad makes the loaded program's code patchable: its text aliases,
 // mapped writable.
 func (t *tier) rwLoad(l *elfload.Loaded) {
@@ -156,7 +169,7 @@ func (t *tier) rwForget(lo, hi uint64, restore, gone bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for ip := range r.counts {
-		if ip > lo && ip <= hi+rewrite.X86SiteLen {
+		if ip > lo && ip <= hi+rewrite.X86SiteLen+rewrite.X86MaxMoveBytes {
 			delete(r.counts, ip)
 		}
 	}
@@ -230,22 +243,24 @@ func (t *tier) patch(th *thread, ip uint64, nr int, res uint64) string {
 			return why
 		}
 	}
-	site, err := rewrite.X86Site(&x.tx, ip, uint32(nr))
+	si, err := rewrite.X86FindSite(&x.tx, ip, uint32(nr))
 	if err != nil {
 		return err.Error()
 	}
-	ret := site + rewrite.X86SiteLen
+	site, ret, mv := si.Site, si.Site+uint64(si.Len), si.Moves
 	kind := rewrite.StubCall
-	stub := func(int) []byte { return rewrite.X86StubCall(uint32(nr), ret, r.entry) }
+	stub := func(int) []byte {
+		return rewrite.X86StubFor(uint32(nr), mv, rewrite.X86StubCall(uint32(nr), ret, r.entry))
+	}
 	switch {
 	case (nr == unix.SYS_GETPID || nr == unix.SYS_GETPPID) && int64(res) > 0 && res < 1<<31:
 		kind = rewrite.StubConst
-		stub = func(int) []byte { return rewrite.X86StubConst(uint32(res), ret) }
+		stub = func(int) []byte { return rewrite.X86StubFor(uint32(nr), mv, rewrite.X86StubConst(uint32(res), ret)) }
 	case nr == unix.SYS_GETTID && res == uint64(th.k.Tid):
 		kind = rewrite.StubGS
-		stub = func(int) []byte { return rewrite.X86StubGS32(ktOffTid, ret) }
+		stub = func(int) []byte { return rewrite.X86StubFor(uint32(nr), mv, rewrite.X86StubGS32(ktOffTid, ret)) }
 	}
-	if _, err := r.p.Patch(site, uint32(nr), kind, stub); err != nil {
+	if _, err := r.p.PatchSite(si, uint32(nr), kind, stub); err != nil {
 		return err.Error()
 	}
 	r.mu.Lock()
@@ -255,7 +270,7 @@ func (t *tier) patch(th *thread, ip uint64, nr int, res uint64) string {
 	}
 	r.mu.Unlock()
 	if t.cfg.Verbose {
-		fmt.Fprintf(os.Stderr, "kbox: rewrite: patched syscall %d at %#x\n", nr, site)
+		fmt.Fprintf(os.Stderr, "kbox: rewrite: patched syscall %d at %#x%s\n", nr, site, movesNote(len(mv)))
 	}
 	return ""
 }
@@ -343,14 +358,35 @@ func (th *thread) rwFault(sig int) bool {
 		return true
 	case rewrite.AsSyscall:
 		// The syscall the thread was about to make at site+5, with its
-		// own %rax, returning to site+7 as the kernel would.
+		// own %rax, after the site's moves (an extended site), returning
+		// after the syscall as the kernel would.
 		ret := site + rewrite.X86SiteLen
+		if pt, ok := r.p.Site(site); ok {
+			ret = site + uint64(pt.Len)
+			for _, m := range pt.Moves {
+				m.Apply(func(reg int) uint64 { return g[x86Greg[reg]] }, func(reg int, v uint64) { g[x86Greg[reg]] = v })
+			}
+		}
 		th.k.Nr = int32(g[regRAX])
 		g[regRIP], g[regRCX], g[regR11] = ret, ret, g[regEFL]
 		th.syscall()
 		return true
 	}
 	return false
+}
+
+// live is the tier running (or last run), for Sites: read from the
+// observatory's sampler, another goroutine.
+var live atomic.Pointer[tier]
+
+// Sites reports the sites of the in-process tier running the guest (or
+// last run), live; false when none ran.
+func Sites() (SiteStats, bool) {
+	t := live.Load()
+	if t == nil {
+		return SiteStats{}, false
+	}
+	return t.siteStats(), true
 }
 
 // siteStats reports the sites.
@@ -419,6 +455,18 @@ func (t *tier) wxRefused(prot uint64) bool {
 	t.rw.wx.Add(1)
 	t.note("wx", "in-process tier: a mapping both writable and executable was refused (EACCES)")
 	return true
+}
+
+// x86Greg maps an x86 register number (rax 0 ... r15 15) to its index in
+// the saved registers (ucontext's order).
+var x86Greg = [16]int{13, 14, 12, 11, 15, 10, 9, 8, 0, 1, 2, 3, 4, 5, 6, 7}
+
+// movesNote is -v's note on an extended site.
+func movesNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d moves displaced)", n)
 }
 
 // ktOffTid is the offset of tid in struct kbox_thread (checkLayout).

@@ -225,6 +225,16 @@ func Run(cfg Config) (Exit, error) {
 		spec.Interp = &elfload.Image{Name: prog.InterpPath, FD: prog.Interp}
 	}
 	l, err := elfload.Load(spec)
+	if errors.Is(err, unix.EEXIST) {
+		// The program's fixed addresses are kbox's own (LKL's memory,
+		// the slot table): it cannot run in this process, and nothing
+		// of it ran (auto falls through to the seccomp tier).
+		eng.Exit(p)
+		eng.Tier = nil
+		t.rwClose()
+		tr = nil
+		return Exit{}, &InstallError{fmt.Errorf("%s: %w", cfg.Path, err)}
+	}
 	if err != nil {
 		if cfg.Verbose {
 			m, _ := os.ReadFile("/proc/self/maps")
@@ -237,6 +247,7 @@ func Run(cfg Config) (Exit, error) {
 		t.mem.add(uint64(r.Start), uint64(r.End))
 	}
 	t.rwLoad(l)
+	live.Store(t)
 
 	t.startSignals()
 	defer t.stopSignals()

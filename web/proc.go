@@ -343,10 +343,30 @@ type Snapshot struct {
 	Kernel          KernelSnapshot     `json:"kernel"`
 	Guest           GuestSnapshot      `json:"guest"`
 	Net             NetSnapshot        `json:"net"`
+	Tier            TierSnapshot       `json:"tier"`
 	Events          EventStats         `json:"events"`
 	Paused          bool               `json:"paused"`
 
 	ps ProcStat // raw values for rate computation
+}
+
+// TierSnapshot is the tier running the guest (docs/tiers.md) and why,
+// and in the in-process tiers their syscall sites.
+type TierSnapshot struct {
+	Mode  string      `json:"mode"` // seccomp, trap, rewrite; "" before auto chose
+	Why   string      `json:"why"`  // "asked for", or auto's reason
+	Sites *SiteCounts `json:"sites,omitempty"`
+}
+
+// SiteCounts are the rewrite tier's syscall sites (the trap tier's are
+// all still trapping), as --stats prints them.
+type SiteCounts struct {
+	Trapped       int            `json:"trapped"`        // distinct sites that trapped
+	Patched       int            `json:"patched"`        // of them patched
+	Inline        int            `json:"inline"`         // of the patched, answered in the stub
+	StillTrapping int            `json:"still_trapping"` // trapped - patched
+	Refused       map[string]int `json:"refused"`        // of them refused, by reason
+	WXRefused     int            `json:"wx_refused"`     // mmap/mprotect asking for write and execute
 }
 
 // SamplerConfig configures NewSampler.
@@ -367,6 +387,8 @@ type SamplerConfig struct {
 	// Guest returns the host's accounting of the guest processes (may be
 	// nil).
 	Guest func() GuestSnapshot
+	// Tier returns the tier and its sites (may be nil).
+	Tier func() TierSnapshot
 }
 
 // Sampler periodically builds Snapshots and keeps a bounded history.
@@ -525,6 +547,9 @@ func (s *Sampler) collect() Snapshot {
 	}
 	if n, err := ParseFileNr(s.read("sys/fs/file-nr")); err == nil {
 		k.OpenFiles = n
+	}
+	if s.cfg.Tier != nil {
+		snap.Tier = s.cfg.Tier()
 	}
 	if s.cfg.Guest != nil {
 		snap.Guest = s.cfg.Guest()

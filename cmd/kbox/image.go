@@ -231,6 +231,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 			fmt.Fprintf(os.Stderr, "kbox: tier %s (%s)\n", o.SyscallMode, o.TierWhy)
 		}
 	}
+	ob.setTier(o.SyscallMode, o.TierWhy)
 	var status int
 	if inProcess(o.SyscallMode) {
 		status, err = runTrap(o, path, eng)
@@ -242,6 +243,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 			}
 			trap.Release()
 			o.SyscallMode, o.TierWhy = "seccomp", "auto: the in-process tier failed to install: "+err.Error()
+			ob.setTier(o.SyscallMode, o.TierWhy)
 			err = nil
 		}
 	}

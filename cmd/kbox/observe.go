@@ -11,6 +11,7 @@ import (
 
 	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/trap"
 	"github.com/kbox-project/kbox/usernet"
 	"github.com/kbox-project/kbox/web"
 )
@@ -33,6 +34,41 @@ type observatory struct {
 
 	stats bool
 	start time.Time
+	tier  atomic.Pointer[tierInfo] // for the snapshot (setTier)
+}
+
+// tierInfo is the tier running the guest and why.
+type tierInfo struct{ mode, why string }
+
+// setTier records the tier chosen (runImage: once chosen, and again when
+// auto falls through), for the snapshot's "tier".
+func (ob *observatory) setTier(mode, why string) {
+	if ob == nil {
+		return
+	}
+	if why == "" {
+		why = "asked for"
+	}
+	ob.tier.Store(&tierInfo{mode, why})
+}
+
+// tierSnapshot is the snapshot's "tier": the in-process tiers add their
+// sites, live (trap.Sites), as --stats prints them at the end.
+func (ob *observatory) tierSnapshot() web.TierSnapshot {
+	ti := ob.tier.Load()
+	if ti == nil {
+		return web.TierSnapshot{}
+	}
+	ts := web.TierSnapshot{Mode: ti.mode, Why: ti.why}
+	if s, ok := trap.Sites(); ok && inProcess(ti.mode) {
+		refused := map[string]int{}
+		for k, v := range s.Refused {
+			refused[k] = v
+		}
+		ts.Sites = &web.SiteCounts{Trapped: s.Seen, Patched: s.Patched, Inline: s.Inline,
+			StillTrapping: s.Seen - s.Patched, Refused: refused, WXRefused: s.WX}
+	}
+	return ts
 }
 
 // started is when kbox started: --stats reports wall time from it.
@@ -98,6 +134,7 @@ func newObservatory(o *ImageOptions, src kernelSource) (*observatory, error) {
 			Recorder: ob.rec,
 			FDTable:  src.eng.FDOccupancy,
 			Guest:    func() web.GuestSnapshot { return guestAccounting(src.eng) },
+			Tier:     ob.tierSnapshot,
 			ReadFile: func(p string) ([]byte, error) {
 				return src.readProc(strings.TrimPrefix(p, "/proc/"))
 			},

@@ -11,6 +11,10 @@
  *   rwsites exec N        a site patched, exec of itself N times
  *   rwsites badptr N      bad pointers at a patched site: EFAULT
  *   rwsites escape N      open of /../../etc/hostname at a patched site
+ *   rwsites moves N       sites with moves between mov and syscall
+ *                         (extended sites: the moves go into the stub)
+ *   rwsites wait N S      getuid at a site N times, then S seconds asleep
+ *                         (the observatory's snapshot meanwhile)
  *
  * "patched" lines read the site's bytes: FF 24 25 is the rewrite tier's
  * jump; natively (and in the other tiers) they stay B8 ... 0F 05. */
@@ -45,6 +49,37 @@ SITE(rw_uname, 63)
 SITE(rw_stat, 4)
 SITE(rw_open, 2)
 
+/* Extended sites: moves between the mov and the syscall, as compilers
+ * schedule them. rw_getcwd3(buf, unused, size) is getcwd(buf, size):
+ * %rdx (size) moved to %rsi. rw_openat_rdonly(path) is openat(AT_FDCWD,
+ * path, O_RDONLY): %rdi moved to %rsi before %rdi is set (the order of
+ * the moves matters), then two immediates. Each is preceded by 64
+ * one-byte NOPs, so that every back sweep of the site finder (decodings
+ * started 16 ... 1024 bytes before the mov) is in step when it reaches
+ * it, whatever the code before. */
+__asm__(".text\n"
+	".p2align 4\n"
+	".fill 64, 1, 0x90\n"
+	".globl rw_getcwd3\n"
+	".type rw_getcwd3,@function\n"
+	"rw_getcwd3:\n"
+	"	mov $79, %eax\n"
+	"	mov %rdx, %rsi\n"
+	"	syscall\n"
+	"	ret\n"
+	".fill 64, 1, 0x90\n"
+	".globl rw_openat_rdonly\n"
+	".type rw_openat_rdonly,@function\n"
+	"rw_openat_rdonly:\n"
+	"	mov $257, %eax\n"
+	"	mov %rdi, %rsi\n"
+	"	mov $-100, %rdi\n"
+	"	mov $0, %edx\n"
+	"	syscall\n"
+	"	ret\n");
+long rw_getcwd3(char *buf, long unused, long size);
+long rw_openat_rdonly(const char *path);
+
 long rw_getpid(void);
 long rw_getuid(void);
 long rw_kill(long pid, long sig);
@@ -59,7 +94,7 @@ static const char *state(void *fn)
 	const unsigned char *s = site_of(fn);
 	if (s[0] == 0xFF && s[1] == 0x24 && s[2] == 0x25)
 		return "patched";
-	if (s[0] == 0xB8 && s[5] == 0x0F && s[6] == 0x05)
+	if (s[0] == 0xB8 && ((s[5] == 0x0F && s[6] == 0x05) || s[5] == 0x48)) /* the syscall, or a move */
 		return "original";
 	return "other";
 }
@@ -299,6 +334,49 @@ static int mode_escape(long n)
 	return 0;
 }
 
+static int mode_moves(long n)
+{
+	char buf[128], cwd[256];
+	if (chdir("/etc") != 0) {
+		perror("chdir");
+		return 1;
+	}
+	for (long i = 0; i < n; i++) {
+		long w = rw_getcwd3(cwd, 0, sizeof cwd);
+		if (w != 5 || strcmp(cwd, "/etc") != 0) {
+			printf("moves: call %ld: getcwd gave %ld\n", i, w);
+			return 1;
+		}
+		long fd = rw_openat_rdonly("hostname");
+		if (fd < 0) {
+			printf("moves: call %ld: openat gave %ld\n", i, fd);
+			return 1;
+		}
+		ssize_t r = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (r <= 0) {
+			printf("moves: call %ld: read gave %ld\n", i, (long)r);
+			return 1;
+		}
+		buf[r] = 0;
+	}
+	printf("moves ok %ld, %s", n, buf);
+	printf("moves: sites %s %s\n", state(rw_getcwd3), state(rw_openat_rdonly));
+	return 0;
+}
+
+static int mode_wait(long n, long secs)
+{
+	long uid = getuid();
+	for (long i = 0; i < n; i++)
+		if (rw_getuid() != uid)
+			return 1;
+	printf("wait: %ld calls, site %s\n", n, state(rw_getuid));
+	fflush(stdout);
+	sleep(secs);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -323,6 +401,10 @@ int main(int argc, char **argv)
 		return mode_exec(argv[0], n_arg(argc, argv, 2, 3));
 	if (!strcmp(m, "badptr"))
 		return mode_badptr(n_arg(argc, argv, 2, 10));
+	if (!strcmp(m, "moves"))
+		return mode_moves(n_arg(argc, argv, 2, 10));
+	if (!strcmp(m, "wait"))
+		return mode_wait(n_arg(argc, argv, 2, 10), n_arg(argc, argv, 3, 5));
 	if (!strcmp(m, "escape"))
 		return mode_escape(n_arg(argc, argv, 2, 10));
 	fprintf(stderr, "rwsites: unknown mode %s\n", m);
