@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -255,8 +256,17 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	r.Complete(false)
 	n.tcpAllowed.Add(1)
 	n.event(ev)
-	splice(gonet.NewTCPConn(&wq, ep), host)
+	splice(resetter{gonet.NewTCPConn(&wq, ep), ep}, host)
 }
+
+// resetter is the guest's side of a carried connection: a reset of the
+// host's side is passed on as a reset (Abort sends RST), not a FIN.
+type resetter struct {
+	*gonet.TCPConn
+	ep tcpip.Endpoint
+}
+
+func (r resetter) Reset() { r.ep.Abort() }
 
 type halfCloser interface{ CloseWrite() error }
 
@@ -266,7 +276,11 @@ func splice(a, b net.Conn) {
 	var wg sync.WaitGroup
 	cp := func(dst, src net.Conn) {
 		defer wg.Done()
-		io.Copy(dst, src)
+		_, err := io.Copy(dst, src)
+		if r, ok := dst.(interface{ Reset() }); ok && errors.Is(err, syscall.ECONNRESET) {
+			r.Reset() // the host peer reset: so does the guest's
+			return
+		}
 		if h, ok := dst.(halfCloser); ok {
 			h.CloseWrite()
 		} else {
