@@ -658,6 +658,9 @@ const interruptTick = 100 * time.Millisecond
 // or fails it with EINTR, as Linux does. The trap tier interrupts its
 // waits itself (its guest threads block host signals: never seen here).
 func (e *Engine) watchInterrupt(p Pending, stop <-chan struct{}) {
+	if interruptsItself(p) {
+		return
+	}
 	t := time.NewTicker(interruptTick)
 	defer t.Stop()
 	for {
@@ -669,11 +672,24 @@ func (e *Engine) watchInterrupt(p Pending, stop <-chan struct{}) {
 		if p.Valid() != nil {
 			return
 		}
-		if fifo.Interrupted(p.Pid()) {
+		if signalled(p) {
 			e.late(func() { p.ReplyErrno(fifo.RestartSys) })
 			return
 		}
 	}
+}
+
+// interruptsItself reports whether p's tier ends a deferred call itself
+// when a signal is to be taken (the trap tier: its guest threads block
+// host signals but kbox's own kick, which /proc would show as pending).
+func interruptsItself(p Pending) bool {
+	_, ok := p.(interface{ InterruptsItself() })
+	return ok
+}
+
+// signalled is fifo.Interrupted for a tier that needs it.
+func signalled(p Pending) bool {
+	return !interruptsItself(p) && fifo.Interrupted(p.Pid())
 }
 
 // holdUnwritable fills the guest end's send buffer (shrunk first) so that
@@ -1159,7 +1175,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 				e.late(func() { p.ReplyErrno(unix.EBADF) })
 				return
 			}
-			if fifo.Interrupted(p.Pid()) {
+			if signalled(p) {
 				// A signal to take (seccomp tier: see watchInterrupt).
 				e.late(func() { p.ReplyErrno(fifo.RestartSys) })
 				return

@@ -88,7 +88,7 @@ func TestAutoChoice(t *testing.T) {
 		// busybox without symbols: its code makes fork and clone syscalls.
 		{[]string{"/usr/bin/find", "/etc", "-name", "hostname"}, "seccomp", "a shell or launcher (busybox)|makes syscall"},
 		// --net runs in every tier: the same choice (docs/networking.md).
-		{[]string{"--net", "--", "/opt/tests/inet", "names", "10.0.2.2", "1"}, "rewrite", "a static program with no fork"},
+		{[]string{"--net", "--", "/opt/tests/inet", "refused", "10.0.2.2", "1"}, "rewrite", "a static program with no fork"},
 		{[]string{"--net", "--", "/bin/sh", "-c", "true"}, "seccomp", "a shell"},
 	}
 	for _, c := range cases {

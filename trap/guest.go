@@ -131,6 +131,11 @@ func (p *pending) Valid() error {
 
 func (p *pending) Pid() int { return p.g.t.tid }
 
+// InterruptsItself tells the engine that this tier ends a deferred call
+// when a signal is to be taken (waitDeferred): it must not look for
+// pending signals in /proc, where kbox's kick shows.
+func (p *pending) InterruptsItself() {}
+
 func (p *pending) AddFD(hostfd int, cloexec bool) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
