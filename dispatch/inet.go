@@ -656,7 +656,7 @@ const interruptTick = 100 * time.Millisecond
 // signals (WAIT_KILLABLE_RECV), so kbox looks (/proc/TID/status, as for
 // FIFO opens) and answers; the kernel then restarts the call (SA_RESTART)
 // or fails it with EINTR, as Linux does. The trap tier interrupts its
-// waits itself (its guest threads block host signals: never seen here).
+// waits itself, and is left out (interruptsItself).
 func (e *Engine) watchInterrupt(p Pending, stop <-chan struct{}) {
 	if interruptsItself(p) {
 		return
