@@ -5,10 +5,12 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kbox-project/kbox/fifo"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -42,6 +44,7 @@ type Inet struct {
 	byIno  map[uint64]*inetSock
 	reaper int // epoll fd watching kbox's ends for POLLHUP
 	once   sync.Once
+	eng    atomic.Pointer[Engine] // finds a guest's end again (resetGuest)
 	Opened atomic.Uint64
 }
 
@@ -65,6 +68,7 @@ type inetSock struct {
 
 	mu         sync.Mutex
 	connecting bool
+	connDone   chan struct{} // closed when the connect in progress ended
 	connected  bool
 	soError    unix.Errno // of a non-blocking connect, for SO_ERROR
 	junk       int        // bytes in kbox's end put there to hold the guest's end unwritable
@@ -77,6 +81,39 @@ type inetSock struct {
 	token      bool          // a byte in the guest's end says a connection waits
 	taken      chan struct{} // an accept took the token
 	closed     bool
+	wasReset   bool // LKL's send saw ECONNRESET (recv then reads EOF)
+	inConnect  sync.WaitGroup
+	hintProc   *Proc // a process and fd that held the guest's end (guestCopy)
+	hintFD     int
+}
+
+// hint records that process p held the guest's end as fd.
+func (s *inetSock) hint(p *Proc, fd int) {
+	s.mu.Lock()
+	s.hintProc, s.hintFD = p, fd
+	s.mu.Unlock()
+}
+
+// guestCopy returns a copy of the guest's end, or -1 if it is closed
+// everywhere: from the process and fd last seen holding it, else from
+// any guest process (findSocketEnd).
+func (s *inetSock) guestCopy() int {
+	s.mu.Lock()
+	p, fd := s.hintProc, s.hintFD
+	s.mu.Unlock()
+	if p != nil {
+		if hfd, err := p.getfd(fd); err == nil {
+			var st unix.Stat_t
+			if unix.Fstat(hfd, &st) == nil && st.Ino == s.ino {
+				return hfd
+			}
+			unix.Close(hfd)
+		}
+	}
+	if e := s.n.eng.Load(); e != nil {
+		return e.findSocketEnd(s.ino)
+	}
+	return -1
 }
 
 func (n *Inet) lookup(ino uint64) *inetSock {
@@ -129,6 +166,7 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 	if en := useCred(r); en != 0 {
 		return errno(en, LKL)
 	}
+	e.Net.eng.CompareAndSwap(nil, e)
 	lfd, le := lkl.Syscall6(lkl.SysSocket, uintptr(family), uintptr(base|unix.SOCK_CLOEXEC), uintptr(proto), 0, 0, 0)
 	if le != 0 {
 		return errno(le, LKL)
@@ -223,8 +261,11 @@ func (s *inetSock) end() {
 	s.closed = true
 	s.mu.Unlock()
 	s.fromGuest.Wait()
+	// Also aborts a connect in progress (LKL's shutdown of a connecting
+	// socket disconnects it), as the guest's close does on Linux.
 	lkl.Syscall6(lkl.SysShutdown, uintptr(s.lfd), unix.SHUT_RD, 0, 0, 0, 0)
 	s.toGuest.Wait()
+	s.inConnect.Wait()
 	lklClose(s.lfd)
 	s.file.Close()
 }
@@ -262,7 +303,11 @@ func (s *inetSock) pumpFromGuest(junk int) {
 	for {
 		m, err := s.file.Read(buf)
 		if err != nil || m == 0 && s.typ == unix.SOCK_STREAM {
-			if s.typ == unix.SOCK_STREAM {
+			if s.typ == unix.SOCK_STREAM && !guestGone(s.kfd) {
+				// The guest's shutdown(SHUT_WR). After its last
+				// close, LKL's close ends the connection as
+				// Linux's does (a FIN, or a reset with SO_LINGER
+				// 0 or unread data).
 				lkl.Syscall6(lkl.SysShutdown, uintptr(s.lfd), unix.SHUT_WR, 0, 0, 0, 0)
 			}
 			return
@@ -276,7 +321,13 @@ func (s *inetSock) pumpFromGuest(junk int) {
 			if le != 0 {
 				if s.typ == unix.SOCK_STREAM {
 					// LKL's connection failed: the guest's end
-					// reads EOF after what LKL received.
+					// reads what LKL received, then EOF or
+					// ECONNRESET (pumpToGuest).
+					if le == unix.ECONNRESET {
+						s.mu.Lock()
+						s.wasReset = true
+						s.mu.Unlock()
+					}
 					return
 				}
 				break // a datagram LKL refused (no destination): dropped
@@ -309,6 +360,12 @@ func (s *inetSock) pumpToGuest() {
 			continue
 		}
 		if le != 0 || n == 0 && s.typ == unix.SOCK_STREAM {
+			s.mu.Lock()
+			reset := le == unix.ECONNRESET || s.wasReset
+			s.mu.Unlock()
+			if reset && s.typ == unix.SOCK_STREAM && s.resetGuest() {
+				return // the guest reads ECONNRESET
+			}
 			unix.Shutdown(s.kfd, unix.SHUT_WR) // the guest reads EOF
 			return
 		}
@@ -326,6 +383,85 @@ func (s *inetSock) pumpToGuest() {
 			return
 		}
 	}
+}
+
+// guestGone reports whether the guest's end of kbox's end kfd is closed
+// everywhere (POLLHUP), not just shut for writing.
+func guestGone(kfd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(kfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n == 1 && pfd[0].Revents&unix.POLLHUP != 0
+}
+
+// resetGuest ends a stream socket that LKL's peer reset: the guest's end
+// reads what it holds, then ECONNRESET once, then EOF, as a reset TCP
+// socket on Linux. How: a unix stream socket closed with unread data in
+// its receive queue gives its peer ECONNRESET; kbox takes a copy of the
+// guest's end (found by its inode in the guest's fd tables), writes one
+// byte into its own end's queue, and closes its end. The socket is ended
+// here (the reaper no longer watches it). It reports false when the
+// guest's end was not found (closed meanwhile): the caller ends as for
+// EOF.
+func (s *inetSock) resetGuest() bool {
+	e := s.n.eng.Load()
+	if e == nil {
+		return false
+	}
+	gfd := s.guestCopy()
+	if gfd < 0 {
+		return false
+	}
+	defer unix.Close(gfd)
+	s.n.mu.Lock()
+	mine := s.n.byIno[s.ino] == s
+	if mine {
+		delete(s.n.byIno, s.ino)
+	}
+	s.n.mu.Unlock()
+	if !mine {
+		return false // the reaper ends it
+	}
+	unix.EpollCtl(s.n.reaper, unix.EPOLL_CTL_DEL, s.kfd, nil)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.file.SetReadDeadline(time.Now()) // pumpFromGuest stops reading
+	s.fromGuest.Wait()
+	unix.SendmsgN(gfd, []byte{0}, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+	lklClose(s.lfd)
+	s.file.Close()
+	return true
+}
+
+// findSocketEnd returns a copy of the guest's socket whose inode is ino,
+// from the first guest process that holds it, or -1.
+func (e *Engine) findSocketEnd(ino uint64) int {
+	want := "socket:[" + strconv.FormatUint(ino, 10) + "]"
+	seen := map[int]bool{}
+	for _, p := range *e.procs.Load() {
+		if seen[p.Tgid] {
+			continue
+		}
+		seen[p.Tgid] = true
+		dir := "/proc/" + strconv.Itoa(p.Tgid) + "/fd"
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, ent := range ents {
+			if l, err := os.Readlink(dir + "/" + ent.Name()); err != nil || l != want {
+				continue
+			}
+			fd, err := strconv.Atoi(ent.Name())
+			if err != nil {
+				continue
+			}
+			if hfd, err := p.getfd(fd); err == nil {
+				return hfd
+			}
+		}
+	}
+	return -1
 }
 
 // popAddr returns the source of the datagram the guest just received.
@@ -398,6 +534,13 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	}
 	s.mu.Lock()
 	switch {
+	case s.connecting && !nonblocking(gfd):
+		// Linux: a blocking connect on a connecting socket (an earlier
+		// one interrupted) waits for it and gives its result.
+		done := s.connDone
+		s.mu.Unlock()
+		unix.Close(gfd)
+		return e.awaitConnect(r, s, done)
 	case s.connecting:
 		s.mu.Unlock()
 		unix.Close(gfd)
@@ -408,43 +551,145 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		return errno(unix.EISCONN, LKL)
 	}
 	s.connecting = true
+	s.connDone = make(chan struct{})
 	s.mu.Unlock()
-	if nonblocking(gfd) {
-		junk := holdUnwritable(gfd, s)
-		go func() {
-			_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
-			runtime.KeepAlive(a) // LKL read it: a uintptr does not keep it
-			s.connectDone(le, gfd)
-			if le == 0 {
-				s.startPumps(junk)
-			} else {
-				drain(s, junk)
-			}
-			unix.Close(gfd)
-		}()
-		return errno(unix.EINPROGRESS, LKL)
-	}
-	p := r.G.Defer()
-	go func() {
+	// The guest's end is held unwritable while LKL connects, blocking or
+	// not: an interrupted blocking connect goes on in LKL, as on Linux,
+	// and the guest then waits for POLLOUT and reads SO_ERROR.
+	//
+	// kbox keeps no copy of the guest's end while LKL connects: the
+	// guest's last close must reach the reaper, whose shutdown aborts
+	// LKL's connect as Linux's close does. (A copy held to the end of
+	// the connect kept a closed socket connecting in LKL, and when it
+	// got through it took a place in the listener's queue that no one
+	// would accept.) The end is found again to give back its send
+	// buffer (guestCopy).
+	junk := holdUnwritable(gfd, s)
+	nb := nonblocking(gfd)
+	s.hint(r.P, int(int32(r.Args[0])))
+	unix.Close(gfd)
+	s.inConnect.Add(1)
+	connect := func() unix.Errno {
+		defer s.inConnect.Done()
 		_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
-		runtime.KeepAlive(a)
-		s.connectDone(0, gfd)
-		s.mu.Lock()
-		s.connected = le == 0
-		s.mu.Unlock()
-		unix.Close(gfd)
+		runtime.KeepAlive(a) // LKL read it: a uintptr does not keep it
+		s.connectDone(le)
+		// The junk goes before the guest's end counts as connected:
+		// a connect answered 0 finds its end writable.
+		drain(s, junk)
 		if le == 0 {
 			s.startPumps(0)
 		}
+		s.mu.Lock()
+		if s.connDone != nil {
+			close(s.connDone)
+			s.connDone = nil
+		}
+		s.mu.Unlock()
+		return le
+	}
+	if nb {
+		go connect()
+		return errno(unix.EINPROGRESS, LKL)
+	}
+	p := r.G.Defer()
+	stop := make(chan struct{})
+	go e.watchInterrupt(p, stop)
+	go func() {
+		le := connect()
+		close(stop)
 		e.late(func() {
+			// The answer carries the error; SO_ERROR keeps it only
+			// if the guest no longer waits (a signal interrupted its
+			// connect: EINTR, and LKL's connect went on). The lock
+			// keeps the guest's next getsockopt after the answer.
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			var err error
 			if le != 0 {
-				p.ReplyErrno(le)
+				err = p.ReplyErrno(le)
 			} else {
-				p.Reply(0)
+				err = p.Reply(0)
+			}
+			if err == nil && s.soError == le {
+				s.soError = 0
 			}
 		})
 	}()
 	return deferred(LKL)
+}
+
+// awaitConnect answers a blocking connect made while an earlier connect of
+// s goes on: once it ended, 0 or its error (taken from SO_ERROR).
+func (e *Engine) awaitConnect(r *Request, s *inetSock, done chan struct{}) Result {
+	p := r.G.Defer()
+	stop := make(chan struct{})
+	go e.watchInterrupt(p, stop)
+	go func() {
+		<-done
+		close(stop)
+		e.late(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.connected {
+				p.Reply(0)
+				return
+			}
+			le := s.soError
+			if le == 0 {
+				le = unix.ECONNABORTED
+			}
+			if p.ReplyErrno(le) == nil {
+				s.soError = 0
+			}
+		})
+	}()
+	return deferred(LKL)
+}
+
+// interruptTick is how often a deferred socket call looks for a signal.
+const interruptTick = 100 * time.Millisecond
+
+// watchInterrupt answers p with ERESTARTSYS when a signal that would
+// interrupt the guest's wait is pending, until stop is closed. In the
+// seccomp tier a guest waiting in a notified syscall takes only fatal
+// signals (WAIT_KILLABLE_RECV), so kbox looks (/proc/TID/status, as for
+// FIFO opens) and answers; the kernel then restarts the call (SA_RESTART)
+// or fails it with EINTR, as Linux does. The trap tier interrupts its
+// waits itself, and is left out (interruptsItself).
+func (e *Engine) watchInterrupt(p Pending, stop <-chan struct{}) {
+	if interruptsItself(p) {
+		return
+	}
+	t := time.NewTicker(interruptTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if p.Valid() != nil {
+			return
+		}
+		if signalled(p) {
+			e.late(func() { p.ReplyErrno(fifo.RestartSys) })
+			return
+		}
+	}
+}
+
+// interruptsItself reports whether p's tier ends a deferred call itself
+// when a signal is to be taken (the trap tier: its guest threads block
+// host signals but kbox's own kick, which /proc would show as pending).
+func interruptsItself(p Pending) bool {
+	_, ok := p.(interface{ InterruptsItself() })
+	return ok
+}
+
+// signalled is fifo.Interrupted for a tier that needs it.
+func signalled(p Pending) bool {
+	return !interruptsItself(p) && fifo.Interrupted(p.Pid())
 }
 
 // holdUnwritable fills the guest end's send buffer (shrunk first) so that
@@ -468,7 +713,7 @@ func holdUnwritable(gfd int, s *inetSock) int {
 
 // connectDone records a non-blocking connect's result and gives the
 // guest's end its send buffer back.
-func (s *inetSock) connectDone(le unix.Errno, gfd int) {
+func (s *inetSock) connectDone(le unix.Errno) {
 	s.mu.Lock()
 	s.connecting = false
 	s.connected = le == 0
@@ -476,12 +721,15 @@ func (s *inetSock) connectDone(le unix.Errno, gfd int) {
 	sb := s.sndbuf
 	s.mu.Unlock()
 	if sb > 0 {
-		unix.SetsockoptInt(gfd, unix.SOL_SOCKET, unix.SO_SNDBUF, sb/2) // the kernel doubles it
+		if gfd := s.guestCopy(); gfd >= 0 {
+			unix.SetsockoptInt(gfd, unix.SOL_SOCKET, unix.SO_SNDBUF, sb/2) // the kernel doubles it
+			unix.Close(gfd)
+		}
 	}
 }
 
-// drain reads the junk back after a failed connect: the guest's end turns
-// writable, and SO_ERROR tells the failure.
+// drain reads the junk back once LKL's connect ended: the guest's end
+// turns writable, and SO_ERROR tells how it ended.
 func drain(s *inetSock, junk int) {
 	buf := make([]byte, 4096)
 	for junk > 0 {
@@ -780,6 +1028,9 @@ func lklPollIn(fd, ms int) bool {
 // listenTick bounds how late the watcher notices its socket's end.
 const listenTick = 200
 
+// acceptTick bounds how late a blocking accept notices a signal.
+const acceptTick = 100
+
 // watchListener keeps the token in the guest's end while LKL has a
 // connection to accept.
 func (s *inetSock) watchListener() {
@@ -891,7 +1142,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 		return 0
 	}
 	cloexec := flags&unix.SOCK_CLOEXEC != 0
-	_, gend, a, le := try()
+	ns, gend, a, le := try()
 	if le == 0 {
 		r.Peer = sockaddrString(a)
 		unix.Close(gfd)
@@ -903,6 +1154,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 		if err != nil {
 			return fail(err, Host)
 		}
+		ns.hint(r.P, nfd)
 		return answered(int64(nfd), LKL)
 	}
 	if le != unix.EAGAIN || nonblocking(gfd) {
@@ -923,13 +1175,19 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 				e.late(func() { p.ReplyErrno(unix.EBADF) })
 				return
 			}
-			if !lklPollIn(s.lfd, listenTick) {
-				continue
+			if signalled(p) {
+				// A signal to take (seccomp tier: see watchInterrupt).
+				e.late(func() { p.ReplyErrno(fifo.RestartSys) })
+				return
 			}
-			_, gend, a, le := try()
+			if !lklPollIn(s.lfd, acceptTick) || p.Valid() != nil {
+				continue // (a signal meanwhile: the connection stays for the next accept)
+			}
+			ns, gend, a, le := try()
 			if le == unix.EAGAIN {
 				continue
 			}
+			proc := r.P
 
 			e.late(func() {
 				if le != 0 {
@@ -946,6 +1204,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 					p.ReplyErrno(errnoOf(err))
 					return
 				}
+				ns.hint(proc, nfd)
 				p.Reply(int64(nfd))
 			})
 			return

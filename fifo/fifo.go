@@ -324,6 +324,13 @@ func interrupted(tid int) bool {
 	return err == nil && interrupts(string(b))
 }
 
+// Interrupted is interrupted, for the engine's other waits (a blocking
+// accept or connect on an internet socket, dispatch/inet.go).
+func Interrupted(tid int) bool { return interrupted(tid) }
+
+// RestartSys is errRestartSys, for the same.
+const RestartSys = errRestartSys
+
 // interrupts is interrupted for the text of /proc/TID/status.
 func interrupts(status string) bool {
 	var pnd, shd, blk, ign, cgt uint64

@@ -99,10 +99,17 @@ func TestAutoChoice(t *testing.T) {
 		{[]string{"/usr/bin/sort", "/etc/hostname"}, "seccomp", "the program imports"},
 		// busybox without symbols: its code makes fork and clone syscalls.
 		{[]string{"/usr/bin/find", "/etc", "-name", "hostname"}, "seccomp", "a shell or launcher (busybox)|makes syscall"},
+		// --net runs in every tier: the same choice (docs/networking.md).
+		{[]string{"--net", "--", "/opt/tests/inet", "refused", "10.0.2.2", "1"}, "rewrite", "a static program with no fork"},
+		{[]string{"--net", "--", "/bin/sh", "-c", "true"}, "seccomp", "a shell"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.cmd, " "), func(t *testing.T) {
-			args := append([]string{"image", "-S", img, "--read-only", "--stats", "--"}, c.cmd...)
+			cmd := c.cmd
+			if cmd[0] != "--net" {
+				cmd = append([]string{"--"}, cmd...)
+			}
+			args := append([]string{"image", "-S", img, "--read-only", "--stats"}, cmd...)
 			_, stderr, status := runKbox(t, args...)
 			re := regexp.MustCompile(`kbox: tier ` + c.tier + ` \(auto: [^\n]*(` + c.why + `)`)
 			if status != 0 || !re.MatchString(stderr) {

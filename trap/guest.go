@@ -4,6 +4,7 @@ package trap
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/kbox-project/kbox/dispatch"
 	"golang.org/x/sys/unix"
@@ -15,7 +16,7 @@ import (
 type guest struct {
 	t *thread
 	// deferred: the handler called Defer; the thread waits on it.
-	deferred chan int64
+	deferred *pending
 }
 
 var _ dispatch.Guest = (*guest)(nil)
@@ -56,42 +57,73 @@ func (g *guest) AddFDReply(hostfd int, cloexec bool) (int, error) {
 // Defer: the thread stays in kbox (Dispatch's lock released) until the
 // Pending answers.
 func (g *guest) Defer() dispatch.Pending {
-	g.deferred = make(chan int64, 1)
-	return &pending{g: g, ch: g.deferred}
+	g.deferred = &pending{g: g, ch: make(chan int64, 1)}
+	return g.deferred
 }
 
 // waitDeferred waits for the deferred answer (or the end of the run).
 func (g *guest) waitDeferred() int64 {
-	ch := g.deferred
+	p := g.deferred
 	g.deferred = nil
-	if ch == nil {
+	if p == nil {
 		return -int64(unix.ENOSYS)
 	}
 	for {
 		select {
-		case v := <-ch:
+		case v := <-p.ch:
 			return v
 		case <-g.t.wake:
 			// A signal to take (or the end of the run) interrupts the
-			// wait, as it interrupts a blocking syscall on Linux; a
-			// late answer goes to the buffered channel, unread.
+			// wait, as it interrupts a blocking syscall on Linux. The
+			// call is abandoned: its goroutine sees Valid fail and a
+			// later Reply refused (what it placed in the guest's fd
+			// table is taken back), as the seccomp tier's notification
+			// is gone after a signal. An answer given first wins.
 			if g.t.die.Load() || tr.ended.Load() || g.t.deliverable() != 0 {
-				return -int64(unix.EINTR)
+				if p.abandon() {
+					return -int64(unix.EINTR)
+				}
+				return <-p.ch
 			}
 		}
 	}
 }
 
 type pending struct {
-	g    *guest
-	ch   chan int64
-	done bool
+	g  *guest
+	ch chan int64
+
+	mu        sync.Mutex
+	done      bool  // answered
+	abandoned bool  // the thread stopped waiting (a signal)
+	placed    []int // guest fds AddFD installed, taken back if abandoned
 }
 
-var errAnswered = errors.New("trap: syscall already answered")
+var (
+	errAnswered  = errors.New("trap: syscall already answered")
+	errAbandoned = errors.New("trap: syscall interrupted, the answer is not wanted")
+)
+
+// abandon marks the call interrupted unless it was answered; it reports
+// whether it did.
+func (p *pending) abandon() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return false
+	}
+	p.abandoned = true
+	for _, fd := range p.placed {
+		tr.fds.release(fd)
+	}
+	p.placed = nil
+	return true
+}
 
 func (p *pending) Valid() error {
-	if p.done || tr.ended.Load() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done || p.abandoned || tr.ended.Load() {
 		return unix.ENOENT
 	}
 	return nil
@@ -99,15 +131,35 @@ func (p *pending) Valid() error {
 
 func (p *pending) Pid() int { return p.g.t.tid }
 
+// InterruptsItself tells the engine that this tier ends a deferred call
+// when a signal is to be taken (waitDeferred): it must not look for
+// pending signals in /proc, where kbox's kick shows.
+func (p *pending) InterruptsItself() {}
+
 func (p *pending) AddFD(hostfd int, cloexec bool) (int, error) {
-	return tr.fds.place(hostfd, 0, cloexec)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.abandoned {
+		return -1, unix.ENOENT
+	}
+	fd, err := tr.fds.place(hostfd, 0, cloexec)
+	if err == nil {
+		p.placed = append(p.placed, fd)
+	}
+	return fd, err
 }
 
 func (p *pending) Reply(val int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.done {
 		return errAnswered
 	}
+	if p.abandoned {
+		return errAbandoned
+	}
 	p.done = true
+	p.placed = nil
 	p.ch <- val
 	return nil
 }

@@ -9,10 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -310,8 +312,17 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	r.Complete(false)
 	n.tcpAllowed.Add(1)
 	n.event(ev)
-	splice(gonet.NewTCPConn(&wq, ep), host)
+	splice(resetter{gonet.NewTCPConn(&wq, ep), ep}, host)
 }
+
+// resetter is the guest's side of a carried connection: a reset of the
+// host's side is passed on as a reset (Abort sends RST), not a FIN.
+type resetter struct {
+	*gonet.TCPConn
+	ep tcpip.Endpoint
+}
+
+func (r resetter) Reset() { r.ep.Abort() }
 
 type halfCloser interface{ CloseWrite() error }
 
@@ -323,8 +334,9 @@ const spliceBuf = 256 << 10
 var splicePool = sync.Pool{New: func() any { b := make([]byte, spliceBuf); return &b }}
 
 // copyConn copies src to dst until src ends or either fails, through a
-// pooled buffer of spliceBuf.
-func copyConn(dst, src net.Conn) {
+// pooled buffer of spliceBuf. It returns the error that ended it, nil
+// for src's end of file.
+func copyConn(dst, src net.Conn) error {
 	bp := splicePool.Get().(*[]byte)
 	defer splicePool.Put(bp)
 	buf := *bp
@@ -332,11 +344,14 @@ func copyConn(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+				return werr
 			}
 		}
+		if err == io.EOF {
+			return nil
+		}
 		if err != nil {
-			return
+			return err
 		}
 	}
 }
@@ -347,7 +362,11 @@ func splice(a, b net.Conn) {
 	var wg sync.WaitGroup
 	cp := func(dst, src net.Conn) {
 		defer wg.Done()
-		copyConn(dst, src)
+		err := copyConn(dst, src)
+		if r, ok := dst.(interface{ Reset() }); ok && errors.Is(err, syscall.ECONNRESET) {
+			r.Reset() // the host peer reset: so does the guest's
+			return
+		}
 		if h, ok := dst.(halfCloser); ok {
 			h.CloseWrite()
 		} else {

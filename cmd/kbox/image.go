@@ -28,14 +28,9 @@ func unsupported(o *ImageOptions) error {
 		// auto picks per command once the program can be read (runGuest,
 		// auto.go); these choose seccomp before that.
 		switch {
-		case o.Net:
-			o.SyscallMode, o.TierWhy = "seccomp", "auto: --net (the in-process tiers have no network yet)"
 		case !trap.Available():
 			o.SyscallMode, o.TierWhy = "seccomp", "auto: this build has no in-process tier"
 		}
-	}
-	if o.Net && (o.SyscallMode == "trap" || o.SyscallMode == "rewrite") {
-		missing = append(missing, "--net in the "+o.SyscallMode+" tier")
 	}
 	if (o.SyscallMode == "trap" || o.SyscallMode == "rewrite") && !trap.Available() {
 		missing = append(missing, "--syscall-mode="+o.SyscallMode)

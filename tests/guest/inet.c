@@ -15,7 +15,7 @@
  *                           echoing one byte, print connections per second
  *   inet server ADDR 0      a guest server on ADDR: EAGAIN from a
  *                           non-blocking accept with nobody waiting, then
- *                           a forked client connects; poll says the
+ *                           a client thread connects; poll says the
  *                           listener is readable, accept4 gives the peer,
  *                           the echo goes both ways
  *   inet serve ADDR PORT N  a guest server reached from the host through
@@ -30,6 +30,22 @@
  *   inet parallel ADDR PORT N  N non-blocking connections at once, each
  *                           sending its own 200000 bytes and checking the
  *                           echo, driven by one poll loop
+ *   inet acceptsig ADDR 0   a blocking accept interrupted by SIGALRM
+ *                           (no SA_RESTART): EINTR; the next accept takes
+ *                           a client that came later, the echo works
+ *   inet connectsig ADDR 0  a blocking connect to a listener whose queue
+ *                           is full, interrupted by SIGALRM: EINTR, then
+ *                           EALREADY (non-blocking) and not writable
+ *                           while the kernel goes on; once the queue has
+ *                           room a blocking connect waits for it and
+ *                           gives 0, then writable, SO_ERROR 0, EISCONN
+ *   inet reset ADDR 0       a server closes with SO_LINGER 0: the client
+ *                           reads what came before, then ECONNRESET
+ *                           once, then EOF
+ *   inet rreset ADDR PORT   connect to a server that resets at once: the
+ *                           first read gives ECONNRESET (or EOF)
+ *
+ * No mode forks: the program runs in every tier.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,12 +53,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/time.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static struct sockaddr_in dest;
@@ -328,6 +346,29 @@ static int do_conns(int n)
 	return 0;
 }
 
+static void *server_client(void *arg)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(s, (struct sockaddr *)arg, sizeof(struct sockaddr_in)) < 0)
+		die("client connect");
+	write(s, "from client", 11);
+	char buf[32] = { 0 };
+	int n = read(s, buf, sizeof(buf) - 1);
+	printf("client got %d '%s'\n", n, buf);
+	close(s);
+	return NULL;
+}
+
+static void *late_client(void *arg)
+{
+	usleep(200000);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(s, (struct sockaddr *)arg, sizeof(struct sockaddr_in)) < 0)
+		die("client connect");
+	close(s);
+	return NULL;
+}
+
 static int do_server(void)
 {
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -347,18 +388,11 @@ static int do_server(void)
 	struct pollfd pf = { l, POLLIN, 0 };
 	printf("poll idle: %d\n", poll(&pf, 1, 100));
 	fcntl(l, F_SETFL, fl);
-	pid_t c = fork();
-	if (c == 0) {
-		dest.sin_port = a.sin_port;
-		int s = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(s, (struct sockaddr *)&dest, sizeof(dest)) < 0)
-			die("child connect");
-		write(s, "from client", 11);
-		char buf[32] = { 0 };
-		int n = read(s, buf, sizeof(buf) - 1);
-		printf("client got %d '%s'\n", n, buf);
-		_exit(0);
-	}
+	pthread_t c;
+	static struct sockaddr_in at;
+	at = dest;
+	at.sin_port = a.sin_port;
+	pthread_create(&c, NULL, server_client, &at);
 	pf.revents = 0;
 	int pn = poll(&pf, 1, 5000);
 	printf("poll pending: %d %s\n", pn, pf.revents & POLLIN ? "IN" : "-");
@@ -372,21 +406,167 @@ static int do_server(void)
 	int n = read(s, buf, sizeof(buf) - 1);
 	printf("server got %d '%s'\n", n, buf);
 	write(s, "from server", 11);
-	int st;
-	waitpid(c, &st, 0);
+	pthread_join(c, NULL);
 	/* A blocking accept: the next client comes after a moment. */
-	c = fork();
-	if (c == 0) {
-		usleep(200000);
-		dest.sin_port = a.sin_port;
-		int s2 = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(s2, (struct sockaddr *)&dest, sizeof(dest)) < 0)
-			die("child connect");
-		_exit(0);
-	}
+	pthread_create(&c, NULL, late_client, &at);
 	int s2 = accept(l, NULL, NULL);
 	printf("blocking accept: %s\n", s2 >= 0 ? "ok" : strerror(errno));
-	waitpid(c, &st, 0);
+	pthread_join(c, NULL);
+	return 0;
+}
+
+static void on_alarm(int sig) { (void)sig; }
+
+/* alarm_in sends SIGALRM in ms milliseconds, with a handler that does not
+ * restart calls. */
+static void alarm_in(int ms)
+{
+	struct sigaction sa = { .sa_handler = on_alarm };
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = { .it_value = { ms / 1000, (ms % 1000) * 1000 } };
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static int listener(int backlog, struct sockaddr_in *at)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	if (l < 0)
+		die("socket");
+	if (bind(l, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+		die("bind");
+	if (listen(l, backlog) < 0)
+		die("listen");
+	socklen_t al = sizeof(*at);
+	getsockname(l, (struct sockaddr *)at, &al);
+	return l;
+}
+
+static int do_acceptsig(void)
+{
+	static struct sockaddr_in at;
+	int l = listener(8, &at);
+	alarm_in(300);
+	int r = accept(l, NULL, NULL);
+	printf("accept: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	pthread_t c;
+	pthread_create(&c, NULL, server_client, &at);
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof(peer);
+	int s = accept(l, (struct sockaddr *)&peer, &pl);
+	if (s < 0)
+		die("accept after the signal");
+	printf("accept after: ok from %s\n", inet_ntoa(peer.sin_addr));
+	char buf[32] = { 0 };
+	int n = read(s, buf, sizeof(buf) - 1);
+	printf("server got %d '%s'\n", n, buf);
+	write(s, "from server", 11);
+	pthread_join(c, NULL);
+	return 0;
+}
+
+static int do_connectsig(void)
+{
+	static struct sockaddr_in at;
+	/* Fill the listener's queue (backlog 1: how many fit differs
+	 * between kernels): then a SYN is dropped and retried, so the next
+	 * blocking connect waits. */
+	int l = listener(1, &at), queued = 0;
+	for (;;) {
+		int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(c, (struct sockaddr *)&at, sizeof(at));
+		struct pollfd pf = { c, POLLOUT, 0 };
+		if (poll(&pf, 1, 500) != 1) {
+			close(c);
+			break;
+		}
+		if (++queued > 8)
+			die("the queue never fills");
+	}
+	int c2 = socket(AF_INET, SOCK_STREAM, 0);
+	alarm_in(300);
+	int r = connect(c2, (struct sockaddr *)&at, sizeof(at));
+	printf("connect: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	int fl = fcntl(c2, F_GETFL);
+	fcntl(c2, F_SETFL, fl | O_NONBLOCK);
+	r = connect(c2, (struct sockaddr *)&at, sizeof(at));
+	printf("non-blocking connect again: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	fcntl(c2, F_SETFL, fl);
+	struct pollfd pf = { c2, POLLOUT, 0 };
+	printf("poll while connecting: %d\n", poll(&pf, 1, 0));
+	int a1 = accept(l, NULL, NULL);
+	printf("first accepted: %s\n", a1 >= 0 ? "ok" : strerror(errno));
+	/* A blocking connect on a connecting socket waits for it. */
+	r = connect(c2, (struct sockaddr *)&at, sizeof(at));
+	printf("blocking connect again: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	pf.revents = 0;
+	int n = poll(&pf, 1, 0);
+	printf("poll once connected: %d %s\n", n, ev(pf.revents));
+	int err = -1;
+	socklen_t el = sizeof(err);
+	getsockopt(c2, SOL_SOCKET, SO_ERROR, &err, &el);
+	printf("SO_ERROR: %s\n", err ? strerror(err) : "0");
+	r = connect(c2, (struct sockaddr *)&at, sizeof(at));
+	printf("connect once done: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	/* The server side of c2: after the other queued ones. */
+	struct sockaddr_in me, peer;
+	socklen_t ml = sizeof(me);
+	getsockname(c2, (struct sockaddr *)&me, &ml);
+	int a2;
+	for (;;) {
+		socklen_t pl = sizeof(peer);
+		a2 = accept(l, (struct sockaddr *)&peer, &pl);
+		if (a2 < 0)
+			die("second accept");
+		if (peer.sin_port == me.sin_port)
+			break;
+		close(a2);
+	}
+	write(c2, "late", 4);
+	char buf[16] = { 0 };
+	n = read(a2, buf, sizeof(buf) - 1);
+	printf("server got %d '%s'\n", n, buf);
+	return 0;
+}
+
+static int do_reset(void)
+{
+	static struct sockaddr_in at;
+	int l = listener(8, &at);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(c, (struct sockaddr *)&at, sizeof(at)) < 0)
+		die("connect");
+	int s = accept(l, NULL, NULL);
+	if (s < 0)
+		die("accept");
+	write(s, "last", 4);
+	usleep(100000);
+	struct linger lg = { 1, 0 };
+	setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(s);
+	struct pollfd pf = { c, POLLIN, 0 };
+	int n = poll(&pf, 1, 5000);
+	usleep(200000);
+	printf("poll: %d%s\n", n, n == 1 && (pf.revents & POLLIN) ? " IN" : "");
+	char buf[16] = { 0 };
+	int m = read(c, buf, sizeof(buf) - 1);
+	printf("read: %d '%s'\n", m, m > 0 ? buf : "");
+	m = read(c, buf, sizeof(buf));
+	printf("read after reset: %d %s\n", m, m < 0 ? strerror(errno) : "");
+	m = read(c, buf, sizeof(buf));
+	printf("read again: %d %s\n", m, m < 0 ? strerror(errno) : "");
+	int err = -1;
+	socklen_t el = sizeof(err);
+	getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el);
+	printf("SO_ERROR: %s\n", err ? strerror(err) : "0");
+	return 0;
+}
+
+static int do_rreset(void)
+{
+	int s = tcp_connect();
+	char buf[16];
+	int m = read(s, buf, sizeof(buf));
+	printf("read: %d %s\n", m, m < 0 ? strerror(errno) : "");
 	return 0;
 }
 
@@ -516,5 +696,13 @@ int main(int argc, char **argv)
 		return do_serve(atoi(argv[4]));
 	if (!strcmp(argv[1], "userve"))
 		return do_userve(atoi(argv[4]));
+	if (!strcmp(argv[1], "acceptsig"))
+		return do_acceptsig();
+	if (!strcmp(argv[1], "connectsig"))
+		return do_connectsig();
+	if (!strcmp(argv[1], "reset"))
+		return do_reset();
+	if (!strcmp(argv[1], "rreset"))
+		return do_rreset();
 	return 2;
 }
