@@ -187,3 +187,40 @@ func TestProbeCatchesBrokenPolicy(t *testing.T) {
 	// What is not about hidden paths still holds.
 	wantProbes(t, recs, "denied", "readonly.create", "limit.processes", "proc.root1")
 }
+
+// TestProbeTiersAndNet: kbox probe in the in-process tiers and with --net.
+// In the trap and rewrite tiers the guest cannot fork: a probe that used a
+// child must not read the failed fork as success (the unshare probe once
+// reported "allowed" there, from a waitpid with no child). With --net the
+// host's loopback is denied by the network policy, and allowed (the probe
+// reads the token through 10.0.2.2) once --net-allow names it.
+func TestProbeTiersAndNet(t *testing.T) {
+	img := imagePath(t)
+	kernel := []string{"proc.root1", "proc.rootparent", "proc.selfroot", "proc.cwdparent", "procs.visible",
+		"procs.kill0", "signal.host", "ptrace.host", "dev.sda", "dev.kvm", "dev.mem", "dev.mknod",
+		"sys.unshare", "sys.bpf", "sys.perf_event_open", "sys.keyctl", "sys.io_uring"}
+	for _, c := range []struct {
+		name    string
+		args    []string
+		denied  []string
+		allowed []string
+	}{
+		{"trap", []string{"--syscall-mode=trap"}, append(kernel, "net.loopback", "net.host", "net.metadata"), nil},
+		{"rewrite", []string{"--syscall-mode=rewrite"}, append(kernel, "net.loopback", "net.host", "net.metadata"), nil},
+		{"net", []string{"--syscall-mode=seccomp", "--net"}, []string{"net.loopback", "net.host", "net.metadata"}, nil},
+		{"net-trap", []string{"--syscall-mode=trap", "--net"}, []string{"net.loopback", "net.host", "net.metadata", "sys.unshare"}, nil},
+		{"net-allowed", []string{"--syscall-mode=seccomp", "--net", "--net-allow", "127.0.0.1"}, []string{"net.loopback", "net.metadata"}, []string{"net.host"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			recs, stderr, status := runProbe(t, kboxBin(t), append([]string{"-S", img, "--read-only"}, c.args...)...)
+			if status != 0 {
+				t.Fatalf("kbox probe %s: status %d, want 0\n%s", c.args, status, stderr)
+			}
+			if !strings.Contains(stderr, "0 more permissive, 0 missing") {
+				t.Errorf("summary: %s", stderr)
+			}
+			wantProbes(t, recs, "denied", c.denied...)
+			wantProbes(t, recs, "allowed", c.allowed...)
+		})
+	}
+}

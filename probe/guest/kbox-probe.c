@@ -589,6 +589,11 @@ static struct res setuid_host(void)
 		return DENIED(e, "make %s setuid root", p);
 	}
 	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		unlink(p);
+		return SKIPPED("fork: %s", strerror(e));
+	}
 	if (pid == 0) {
 		/* Drop to nobody, then run the setuid copy: it tries what only
 		 * the host's root may (a negative nice value). */
@@ -760,6 +765,12 @@ static struct res surface(const char *what, long r, int e)
 static struct res sys_unshare(void)
 {
 	pid_t pid = fork();
+	if (pid < 0) {
+		/* A tier that runs one process (trap, rewrite): try it here.
+		 * Success would be more permissive than expected anyway. */
+		long r = unshare(CLONE_NEWUSER);
+		return surface("unshare(CLONE_NEWUSER), in the probe's own process (fork failed)", r, r < 0 ? errno : 0);
+	}
 	if (pid == 0)
 		_exit(unshare(CLONE_NEWUSER) < 0 ? (errno & 0x7f) : 0);
 	int st = 0;
