@@ -66,25 +66,26 @@ type inetSock struct {
 	family int
 	typ    int // SOCK_STREAM or SOCK_DGRAM
 
-	mu         sync.Mutex
-	connecting bool
-	connDone   chan struct{} // closed when the connect in progress ended
-	connected  bool
-	soError    unix.Errno // of a non-blocking connect, for SO_ERROR
-	junk       int        // bytes in kbox's end put there to hold the guest's end unwritable
-	sndbuf     int        // the guest end's send buffer before it was shrunk
-	pumping    bool
-	toGuest    sync.WaitGroup
-	fromGuest  sync.WaitGroup
-	addrs      [][]byte // sources of datagrams in kbox's end, in order
-	listening  bool
-	token      bool          // a byte in the guest's end says a connection waits
-	taken      chan struct{} // an accept took the token
-	closed     bool
-	wasReset   bool // LKL's send saw ECONNRESET (recv then reads EOF)
-	inConnect  sync.WaitGroup
-	hintProc   *Proc // a process and fd that held the guest's end (guestCopy)
-	hintFD     int
+	mu             sync.Mutex
+	connecting     bool
+	connDone       chan struct{} // closed when the connect in progress ended
+	connected      bool
+	soError        unix.Errno // of a non-blocking connect, for SO_ERROR
+	junk           int        // bytes in kbox's end put there to hold the guest's end unwritable
+	sndbuf         int        // the guest end's send buffer before it was shrunk
+	pumping        bool
+	toGuest        sync.WaitGroup
+	fromGuest      sync.WaitGroup
+	addrs          [][]byte // sources of datagrams in kbox's end, in order
+	listening      bool
+	token          bool          // a byte in the guest's end says a connection waits
+	taken          chan struct{} // an accept took the token
+	closed         bool
+	wasReset       bool // LKL's send saw ECONNRESET (recv then reads EOF)
+	inConnect      sync.WaitGroup
+	fromGuestBytes atomic.Int64 // what the pump read from kbox's end (SIOCOUTQ)
+	hintProc       *Proc        // a process and fd that held the guest's end (guestCopy)
+	hintFD         int
 }
 
 // hint records that process p held the guest's end as fd.
@@ -312,6 +313,7 @@ func (s *inetSock) pumpFromGuest(junk int) {
 			}
 			return
 		}
+		s.fromGuestBytes.Add(int64(m))
 		for off := 0; off < m; {
 			n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), unix.MSG_NOSIGNAL, 0, 0)
 			runtime.KeepAlive(buf)

@@ -1,0 +1,69 @@
+//go:build lkl
+
+package tests
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestNetMessages: recvmsg, recvmmsg and sendmmsg with addresses on
+// internet datagram sockets, and FIONREAD/SIOCOUTQ of internet sockets
+// (tests/guest/inetmsg.c), in each tier, on the guest's own loopback,
+// compared with the same program run natively on the host's loopback.
+// Before, recvmsg ran natively on the pair (no source address), sendmmsg
+// sent every message to the pair (not to its destination), and FIONREAD
+// counted the pair only (a UDP socket's whole queue, a TCP socket's
+// bytes in the pair without LKL's).
+func TestNetMessages(t *testing.T) {
+	native := nativeGuest(t, "inetmsg")
+	want := map[string][]string{
+		"msg": {"sendmmsg: 4 lens 3 3 5 4", "r1 peek: 3 'on' 'e' from s1 127.0.0.1 namelen 16",
+			"r1 recvmsg: 3 'on' 'e' from s1 namelen 16 flags 0 controllen 0",
+			"r1 short name: 5 'three' namelen 16 family inet port s1",
+			"r2 truncated: 2 flags MSG_TRUNC from s1", "r2 MSG_TRUNC: 4 flags MSG_TRUNC from s1",
+			"recvmmsg: 3", "0: 5 'alpha' from s2", "1: 4 'beta' from s1", "2: 6 'gamma!' from s2",
+			"empty MSG_DONTWAIT: -1 Resource temporarily unavailable",
+			"empty recvmmsg MSG_DONTWAIT: -1 Resource temporarily unavailable",
+			"blocking recvmsg: 4 'late' from s2", "recvmsg and a signal: -1 Interrupted system call",
+			"recvmmsg and SO_RCVTIMEO: -1 Resource temporarily unavailable"},
+		"queue": {"udp FIONREAD: 3", "udp SIOCINQ after one: 5", "udp FIONREAD empty: 0",
+			"listener FIONREAD: Invalid argument", "tcp FIONREAD before: 0",
+			"tcp wrote more than a socketpair holds: yes",
+			"tcp FIONREAD + SIOCOUTQ within 64 KiB of written: yes",
+			"tcp read all: yes, FIONREAD 0 SIOCOUTQ 0"},
+	}
+	nativeOut := map[string]string{}
+	if native != "" {
+		for mode := range want {
+			b, err := exec.Command(native, mode, "127.0.0.1").Output()
+			if err != nil {
+				t.Fatalf("native %s: %v\n%s", mode, err, b)
+			}
+			nativeOut[mode] = string(b)
+		}
+	}
+	forTiers(t, func(t *testing.T, tier string) {
+		for _, mode := range []string{"msg", "queue"} {
+			t.Run(mode, func(t *testing.T) {
+				stdout, stderr, status := runKbox(t, tierNetArgs(t, tier, "--", "/opt/tests/inetmsg", mode, "127.0.0.1")...)
+				if status != 0 {
+					t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
+				}
+				if n, ok := nativeOut[mode]; ok && stdout != n {
+					t.Errorf("kbox:\n%s\nnative:\n%s\nstderr: %s", stdout, n, stderr)
+				}
+				rest := stdout
+				for _, w := range want[mode] {
+					i := strings.Index(rest, w)
+					if i < 0 {
+						t.Errorf("stdout lacks %q (in order):\n%s\nstderr: %s", w, stdout, stderr)
+						break
+					}
+					rest = rest[i+len(w):]
+				}
+			})
+		}
+	})
+}
