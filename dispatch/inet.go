@@ -46,6 +46,7 @@ type Inet struct {
 	once   sync.Once
 	eng    atomic.Pointer[Engine] // finds a guest's end again (resetGuest)
 	Opened atomic.Uint64
+	dgrams atomic.Int64 // datagram sockets open: recvmsg looks for one (inetmsg.go)
 }
 
 // NewInet makes the table of internet sockets.
@@ -216,6 +217,9 @@ func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.E
 	n.mu.Unlock()
 	n.watch(s)
 	n.Opened.Add(1)
+	if typ == unix.SOCK_DGRAM {
+		n.dgrams.Add(1)
+	}
 	return s, gend, 0
 }
 
@@ -269,6 +273,9 @@ func (s *inetSock) end() {
 	s.inConnect.Wait()
 	lklClose(s.lfd)
 	s.file.Close()
+	if s.typ == unix.SOCK_DGRAM {
+		s.n.dgrams.Add(-1)
+	}
 }
 
 // startPumps starts carrying data both ways, skipping junk bytes first.

@@ -236,6 +236,9 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 // nil (then the call is continued: a stream's recvmsg has no name, as
 // TCP's, and runs natively).
 func (e *Engine) inetDgram(r *Request, fd uint64) *inetSock {
+	if e.Net == nil || e.Net.dgrams.Load() == 0 {
+		return nil // none open: no fd to look at
+	}
 	if s := e.inetOf(r, fd); s != nil && s.typ != unix.SOCK_STREAM {
 		return s
 	}

@@ -16,6 +16,9 @@
  *                       than a unix socketpair can, and SIOCOUTQ of its
  *                       peer: together they are what the peer wrote
  *                       (within 64 KiB: kbox's pump may hold that much)
+ *   inetmsg unixrecv N  N rounds of a 1-byte write and a recvmsg on a
+ *                       unix socketpair; prints ns per round (what
+ *                       serving recvmsg under --net costs other sockets)
  *
  * No mode forks: the program runs in every tier.
  */
@@ -315,9 +318,31 @@ static int do_queue(void)
 	return 0;
 }
 
+static int do_unixrecv(int n)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+		die("socketpair");
+	char c = 'x', b;
+	struct iovec iv = { &b, 1 };
+	struct msghdr mh = { .msg_iov = &iv, .msg_iovlen = 1 };
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < n; i++) {
+		if (write(sv[0], &c, 1) != 1 || recvmsg(sv[1], &mh, 0) != 1)
+			die("round");
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+	printf("%.0f ns per write+recvmsg\n", ns / n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 3 && !strcmp(argv[1], "unixrecv"))
+		return do_unixrecv(atoi(argv[2]));
 	if (argc != 3) {
 		fprintf(stderr, "usage: inetmsg msg|queue ADDR\n");
 		return 2;
