@@ -3,9 +3,11 @@
 package tests
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestNetMessages: recvmsg, recvmmsg and sendmmsg with addresses on
@@ -64,6 +66,33 @@ func TestNetMessages(t *testing.T) {
 					rest = rest[i+len(w):]
 				}
 			})
+		}
+	})
+}
+
+// TestNetDialUnreachable: a guest connect whose host dial fails as
+// unreachable gets the host's errno, not ECONNREFUSED (before, every host
+// dial failure was a reset). The destination is 2001:db8::1 (the
+// documentation prefix: public to the policy); where the host's own
+// connect says "no route to host" or "network unreachable" at once, as
+// on a host without a route or gateway for it, the guest must say the
+// same (the same program, tests/guest/inet6, run natively). Skipped
+// where the host connects or times out. In each tier.
+func TestNetDialUnreachable(t *testing.T) {
+	native := nativeGuest(t, "inet6")
+	if native == "" {
+		t.Skip("no native inet6 to compare with")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	want, _ := exec.CommandContext(ctx, native, "2001:db8::1", "80").Output()
+	if w := string(want); w != "connect: Host is unreachable\n" && w != "connect: Network unreachable\n" {
+		t.Skipf("the host's own connect to [2001:db8::1]:80 says %q: not unreachable at once here", w)
+	}
+	forTiers(t, func(t *testing.T, tier string) {
+		stdout, stderr, status := runKbox(t, tierNetArgs(t, tier, "--", "/opt/tests/inet6", "2001:db8::1", "80")...)
+		if status != 1 || stdout != string(want) {
+			t.Errorf("status %d stdout %q, want 1 and %q (native)\nstderr: %s", status, stdout, want, stderr)
 		}
 	})
 }

@@ -108,6 +108,8 @@ type Network struct {
 	dnsQueries                         atomic.Uint64
 	inboundTCPs, inboundRefused        atomic.Uint64
 	inboundUDPs                        atomic.Uint64
+
+	syns syns // SYNs being decided, timed-out flows (unreach.go)
 }
 
 const nicID = 1
@@ -180,7 +182,7 @@ func New(frames Frames, cfg Config) (*Network, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Network{cfg: cfg, frames: frames, st: s, ch: ch, ctx: ctx, cancel: cancel}
 	tf := tcp.NewForwarder(s, 0, 1024, n.tcpFlow)
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, n.handleTCP(tf.HandlePacket))
 	uf := udp.NewForwarder(s, n.udpFlow)
 	s.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
 	n.wg.Add(2)
@@ -276,6 +278,7 @@ func (n *Network) event(ev Event) {
 // guest's handshake completes so that a host refusal is a reset too.
 func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	id := r.ID()
+	syn, _ := n.takeSYN(id)
 	dest := addrPort(id.LocalAddress, id.LocalPort)
 	ev := Event{Proto: "tcp", Guest: addrPort(id.RemoteAddress, id.RemotePort), Dest: dest, Real: Real(dest)}
 	if dest.Addr() == DNSAddr {
@@ -293,10 +296,19 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	host, err := n.cfg.Dialer.DialContext(ctx, "tcp", ev.Real.String())
 	cancel()
 	if err != nil {
+		// Refused: a reset. Unreachable: an ICMP error as a router's.
+		// Timed out: no answer (unreach.go).
 		n.tcpRefused.Add(1)
-		ev.Allowed, ev.Rule, ev.Why = false, "dial", "dial: "+err.Error()
+		a := classifyDial(err)
+		switch {
+		case a == answerSilence:
+			n.silence(id)
+		case a != answerReset && !n.unreachable(id, syn, a):
+			a = answerReset
+		}
+		ev.Allowed, ev.Rule, ev.Why = false, "dial", "dial: "+err.Error()+"; the guest gets "+a.String()
 		n.event(ev)
-		r.Complete(true)
+		r.Complete(a == answerReset)
 		return
 	}
 	var wq waiter.Queue
