@@ -168,19 +168,24 @@ func (n *Network) unreachable(id stack.TransportEndpointID, q synQuote, a dialAn
 	return err == nil
 }
 
+// icmpCodes are the destination-unreachable codes of each answer that
+// has one: LKL's TCP reads them as EHOSTUNREACH, ENETUNREACH and (IPv4)
+// EHOSTUNREACH or (IPv6) EACCES.
+var icmpCodes = map[dialAnswer]struct {
+	v4 header.ICMPv4Code
+	v6 header.ICMPv6Code
+}{
+	answerHostUnr: {header.ICMPv4HostUnreachable, header.ICMPv6AddressUnreachable},
+	answerNetUnr:  {header.ICMPv4NetUnreachable, header.ICMPv6NetworkUnreachable},
+	answerAdmin:   {header.ICMPv4AdminProhibited, header.ICMPv6Prohibited},
+}
+
 // icmp4Unreachable is an ethernet frame (its ethernet header left to
 // fill) carrying an ICMP destination unreachable from the gateway to the
 // guest.
 func icmp4Unreachable(id stack.TransportEndpointID, quote []byte, a dialAnswer) []byte {
-	var code header.ICMPv4Code
-	switch a {
-	case answerHostUnr:
-		code = header.ICMPv4HostUnreachable
-	case answerNetUnr:
-		code = header.ICMPv4NetUnreachable
-	case answerAdmin:
-		code = header.ICMPv4AdminProhibited
-	default:
+	codes, ok := icmpCodes[a]
+	if !ok {
 		return nil
 	}
 	eth, ipl, icl := header.EthernetMinimumSize, header.IPv4MinimumSize, header.ICMPv4MinimumSize
@@ -191,7 +196,7 @@ func icmp4Unreachable(id stack.TransportEndpointID, quote []byte, a dialAnswer) 
 	ip.SetChecksum(^ip.CalculateChecksum())
 	ic := header.ICMPv4(frame[eth+ipl:])
 	ic.SetType(header.ICMPv4DstUnreachable)
-	ic.SetCode(code)
+	ic.SetCode(codes.v4)
 	copy(ic[icl:], quote)
 	ic.SetChecksum(header.ICMPv4Checksum(ic[:icl], checksum.Checksum(quote, 0)))
 	return frame
@@ -200,15 +205,8 @@ func icmp4Unreachable(id stack.TransportEndpointID, quote []byte, a dialAnswer) 
 // icmp6Unreachable is icmp4Unreachable for IPv6 (ICMPv6 codes: no route,
 // address unreachable, administratively prohibited).
 func icmp6Unreachable(id stack.TransportEndpointID, quote []byte, a dialAnswer) []byte {
-	var code header.ICMPv6Code
-	switch a {
-	case answerHostUnr:
-		code = header.ICMPv6AddressUnreachable
-	case answerNetUnr:
-		code = header.ICMPv6NetworkUnreachable
-	case answerAdmin:
-		code = header.ICMPv6Prohibited
-	default:
+	codes, ok := icmpCodes[a]
+	if !ok {
 		return nil
 	}
 	eth, ipl, icl := header.EthernetMinimumSize, header.IPv6MinimumSize, header.ICMPv6DstUnreachableMinimumSize
@@ -219,7 +217,7 @@ func icmp6Unreachable(id stack.TransportEndpointID, quote []byte, a dialAnswer) 
 		HopLimit: 64, SrcAddr: src, DstAddr: id.RemoteAddress})
 	ic := header.ICMPv6(frame[eth+ipl:])
 	ic.SetType(header.ICMPv6DstUnreachable)
-	ic.SetCode(code)
+	ic.SetCode(codes.v6)
 	copy(ic[icl:], quote)
 	ic.SetChecksum(header.ICMPv6Checksum(header.ICMPv6ChecksumParams{Header: ic[:icl], Src: src, Dst: id.RemoteAddress,
 		PayloadCsum: checksum.Checksum(quote, 0), PayloadLen: len(quote)}))
