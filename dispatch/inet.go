@@ -47,6 +47,7 @@ type Inet struct {
 	eng    atomic.Pointer[Engine] // finds a guest's end again (resetGuest)
 	Opened atomic.Uint64
 	dgrams atomic.Int64 // datagram sockets open: recvmsg looks for one (inetmsg.go)
+	ending atomic.Int64 // sockets the reaper is ending (Drain)
 }
 
 // NewInet makes the table of internet sockets.
@@ -251,7 +252,11 @@ func (n *Inet) reap() {
 			n.mu.Unlock()
 			if s != nil {
 				unix.EpollCtl(n.reaper, unix.EPOLL_CTL_DEL, s.kfd, nil)
-				go s.end()
+				n.ending.Add(1)
+				go func() {
+					s.end()
+					n.ending.Add(-1)
+				}()
 			}
 		}
 	}

@@ -313,6 +313,37 @@ func sysRecvmmsg(e *Engine, r *Request) Result {
 	return e.serveRecv(r, m, gfd)
 }
 
+// Drain waits, up to d, until every socket whose guest end is closed
+// everywhere has been ended: what the guest wrote last given to LKL, and
+// LKL's socket closed (which sends that data and the FIN). kbox calls it
+// when the guest has exited, before it stops the network: the guest's
+// last write and close must not race the network's end (a published
+// connection lost the guest's last line when the in-process guest exited
+// at once after its close). Sockets the guest still holds are not waited
+// for.
+func (n *Inet) Drain(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if n.ending.Load() == 0 && !n.anyGone() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// anyGone reports whether a socket's guest end is closed everywhere but
+// the reaper has not taken it yet.
+func (n *Inet) anyGone() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range n.byIno {
+		if guestGone(s.kfd) {
+			return true
+		}
+	}
+	return false
+}
+
 // peekAddr returns the source of the datagram the guest's end holds
 // first, leaving it queued (MSG_PEEK).
 func (s *inetSock) peekAddr() []byte {

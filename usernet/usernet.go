@@ -110,6 +110,9 @@ type Network struct {
 	inboundUDPs                        atomic.Uint64
 
 	syns syns // SYNs being decided, timed-out flows (unreach.go)
+	// Spliced flows still carrying the guest's data to the host
+	// (Quiesce).
+	fromGuestCopies atomic.Int64
 }
 
 const nicID = 1
@@ -189,6 +192,18 @@ func New(frames Frames, cfg Config) (*Network, error) {
 	go n.fromGuest()
 	go n.toGuest()
 	return n, nil
+}
+
+// Quiesce waits, up to d, until no spliced flow is still carrying the
+// guest's data to the host: each has passed on the guest's FIN (or
+// reset). kbox calls it when the guest has exited, after the guest's
+// sockets were closed in LKL (dispatch.Inet.Drain) and before Close, so
+// that what the guest sent last reaches the host.
+func (n *Network) Quiesce(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for n.fromGuestCopies.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Close stops the network: no new flows, and the frame pumps end.
@@ -324,7 +339,7 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	r.Complete(false)
 	n.tcpAllowed.Add(1)
 	n.event(ev)
-	splice(resetter{gonet.NewTCPConn(&wq, ep), ep}, host)
+	n.splice(resetter{gonet.NewTCPConn(&wq, ep), ep}, host)
 }
 
 // resetter is the guest's side of a carried connection: a reset of the
@@ -370,7 +385,7 @@ func copyConn(dst, src net.Conn) error {
 
 // splice copies both ways until both directions end, passing half-closes
 // on, then closes both.
-func splice(a, b net.Conn) {
+func (n *Network) splice(a, b net.Conn) {
 	var wg sync.WaitGroup
 	cp := func(dst, src net.Conn) {
 		defer wg.Done()
@@ -386,8 +401,12 @@ func splice(a, b net.Conn) {
 		}
 	}
 	wg.Add(2)
+	n.fromGuestCopies.Add(1)
 	go cp(a, b)
-	go cp(b, a)
+	go func() {
+		cp(b, a)
+		n.fromGuestCopies.Add(-1)
+	}()
 	wg.Wait()
 	a.Close()
 	b.Close()
