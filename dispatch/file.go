@@ -625,9 +625,13 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 	return errno(unix.EBADF, Emulated)
 }
 
-// sysIoctl serves ioctl(2) on virtual fds: ENOTTY.
+// sysIoctl serves ioctl(2) on virtual fds: ENOTTY; with --net, an
+// internet socket's FIONREAD and SIOCOUTQ (inetmsg.go).
 func sysIoctl(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
+		if res, served := e.inetIoctl(r); served {
+			return res
+		}
 		return cont
 	}
 	if _, en := vfd(r, r.Args[0]); en != 0 {

@@ -46,6 +46,8 @@ type Inet struct {
 	once   sync.Once
 	eng    atomic.Pointer[Engine] // finds a guest's end again (resetGuest)
 	Opened atomic.Uint64
+	dgrams atomic.Int64 // datagram sockets open: recvmsg looks for one (inetmsg.go)
+	ending atomic.Int64 // sockets the reaper is ending (Drain)
 }
 
 // NewInet makes the table of internet sockets.
@@ -66,25 +68,26 @@ type inetSock struct {
 	family int
 	typ    int // SOCK_STREAM or SOCK_DGRAM
 
-	mu         sync.Mutex
-	connecting bool
-	connDone   chan struct{} // closed when the connect in progress ended
-	connected  bool
-	soError    unix.Errno // of a non-blocking connect, for SO_ERROR
-	junk       int        // bytes in kbox's end put there to hold the guest's end unwritable
-	sndbuf     int        // the guest end's send buffer before it was shrunk
-	pumping    bool
-	toGuest    sync.WaitGroup
-	fromGuest  sync.WaitGroup
-	addrs      [][]byte // sources of datagrams in kbox's end, in order
-	listening  bool
-	token      bool          // a byte in the guest's end says a connection waits
-	taken      chan struct{} // an accept took the token
-	closed     bool
-	wasReset   bool // LKL's send saw ECONNRESET (recv then reads EOF)
-	inConnect  sync.WaitGroup
-	hintProc   *Proc // a process and fd that held the guest's end (guestCopy)
-	hintFD     int
+	mu             sync.Mutex
+	connecting     bool
+	connDone       chan struct{} // closed when the connect in progress ended
+	connected      bool
+	soError        unix.Errno // of a non-blocking connect, for SO_ERROR
+	junk           int        // bytes in kbox's end put there to hold the guest's end unwritable
+	sndbuf         int        // the guest end's send buffer before it was shrunk
+	pumping        bool
+	toGuest        sync.WaitGroup
+	fromGuest      sync.WaitGroup
+	addrs          [][]byte // sources of datagrams in kbox's end, in order
+	listening      bool
+	token          bool          // a byte in the guest's end says a connection waits
+	taken          chan struct{} // an accept took the token
+	closed         bool
+	wasReset       bool // LKL's send saw ECONNRESET (recv then reads EOF)
+	inConnect      sync.WaitGroup
+	fromGuestBytes atomic.Int64 // what the pump read from kbox's end (SIOCOUTQ)
+	hintProc       *Proc        // a process and fd that held the guest's end (guestCopy)
+	hintFD         int
 }
 
 // hint records that process p held the guest's end as fd.
@@ -215,6 +218,9 @@ func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.E
 	n.mu.Unlock()
 	n.watch(s)
 	n.Opened.Add(1)
+	if typ == unix.SOCK_DGRAM {
+		n.dgrams.Add(1)
+	}
 	return s, gend, 0
 }
 
@@ -246,7 +252,11 @@ func (n *Inet) reap() {
 			n.mu.Unlock()
 			if s != nil {
 				unix.EpollCtl(n.reaper, unix.EPOLL_CTL_DEL, s.kfd, nil)
-				go s.end()
+				n.ending.Add(1)
+				go func() {
+					s.end()
+					n.ending.Add(-1)
+				}()
 			}
 		}
 	}
@@ -268,6 +278,9 @@ func (s *inetSock) end() {
 	s.inConnect.Wait()
 	lklClose(s.lfd)
 	s.file.Close()
+	if s.typ == unix.SOCK_DGRAM {
+		s.n.dgrams.Add(-1)
+	}
 }
 
 // startPumps starts carrying data both ways, skipping junk bytes first.
@@ -312,6 +325,7 @@ func (s *inetSock) pumpFromGuest(junk int) {
 			}
 			return
 		}
+		s.fromGuestBytes.Add(int64(m))
 		for off := 0; off < m; {
 			n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), unix.MSG_NOSIGNAL, 0, 0)
 			runtime.KeepAlive(buf)

@@ -819,6 +819,7 @@ func sysSendmmsg(e *Engine, r *Request) Result {
 	vlen := min(uint64(uint32(r.Args[2])), uioMaxIOV)
 	flags := int(int32(r.Args[3]))
 	sent := 0
+	in := e.inetOf(r, r.Args[0])
 	for i := uint64(0); i < vlen; i++ {
 		s, en := sockOf(r, r.Args[0])
 		if en != 0 {
@@ -832,20 +833,20 @@ func sysSendmmsg(e *Engine, r *Request) Result {
 		if sent > 0 {
 			j.flags |= unix.MSG_DONTWAIT // only the first may wait
 		}
-		res := e.send(r, j, func(p Pending, n int, en unix.Errno) {
-			// The first message waited: its length is written now.
-			if en != 0 {
-				p.ReplyErrno(en)
-				return
+		var res Result
+		if in != nil && in.typ != unix.SOCK_STREAM && len(j.name) > 0 {
+			// A datagram with a destination: to LKL (inetmsg.go).
+			data, name, flags := j.data, j.name, j.flags
+			j.close()
+			res = inetSendmmsgOne(in, data, name, flags)
+		} else {
+			if in != nil {
+				// Through the pair: no name (TCP ignores one), no
+				// ancillary data.
+				j.name, j.oob = nil, nil
 			}
-			var b [4]byte
-			binary.NativeEndian.PutUint32(b[:], uint32(n))
-			if p.Write(addr+msghdrSize, b[:]) != nil {
-				p.ReplyErrno(unix.EFAULT)
-				return
-			}
-			p.Reply(1)
-		})
+			res = e.sendOne(r, j, addr)
+		}
 		if res.Action == Deferred {
 			return res
 		}
@@ -863,6 +864,25 @@ func sysSendmmsg(e *Engine, r *Request) Result {
 		sent++
 	}
 	return ok(int64(sent), Host)
+}
+
+// sendOne is one message of sendmmsg through the guest's socket: when it
+// waited, the call's answer is 1 and its msg_len written then.
+func (e *Engine) sendOne(r *Request, j *sendJob, addr uint64) Result {
+	return e.send(r, j, func(p Pending, n int, en unix.Errno) {
+		// The first message waited: its length is written now.
+		if en != 0 {
+			p.ReplyErrno(en)
+			return
+		}
+		var b [4]byte
+		binary.NativeEndian.PutUint32(b[:], uint32(n))
+		if p.Write(addr+msghdrSize, b[:]) != nil {
+			p.ReplyErrno(unix.EFAULT)
+			return
+		}
+		p.Reply(1)
+	})
 }
 
 func sentOr(sent int, en unix.Errno) Result {

@@ -70,7 +70,17 @@ const (
 	// destination address, is 0: an address may name a path, which kbox
 	// resolves in the guest's filesystem (socket.go).
 	AddrArg4
+	// NetServed (with HostFD) is notified on host fds too when the guest
+	// has a network (--net): recvmsg and recvmmsg, whose source address
+	// an internet datagram socket gets from LKL (inetmsg.go), lie in a
+	// msghdr the filter cannot read. Other sockets' calls are continued.
+	NetServed
 )
+
+// NetIoctls are the ioctl commands notified on host fds too when the
+// guest has a network: FIONREAD (SIOCINQ) and SIOCOUTQ (TIOCOUTQ) of an
+// internet socket count LKL's queue as well as its pair's (inetmsg.go).
+var NetIoctls = []uint32{unix.SIOCINQ, unix.SIOCOUTQ}
 
 // Family groups syscalls for the observatory.
 type Family uint8

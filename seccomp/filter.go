@@ -23,6 +23,8 @@ const DefaultVirtualFDBase = 1024
 //  3. nr in Deny                         → ERRNO(DenyErrno)
 //  4. nr in Allow                        → ALLOW
 //  5. nr in HostFD: ioctl with TIOCSTI/TIOCLINUX → ERRNO(DenyErrno);
+//     ioctl with a command of IoctlNotify (low 32 bits of args[1])
+//     → USER_NOTIF;
 //     fcntl F_DUPFD/F_DUPFD_CLOEXEC whose minimum (low 32 bits of args[2])
 //     is >= VirtualFDBase → USER_NOTIF (the new fd would be virtual);
 //     a syscall of NullArg whose named argument (all 64 bits) is not 0
@@ -42,7 +44,11 @@ type Policy struct {
 	// NullArg names syscalls of HostFD that run natively only while one
 	// argument (the index) is 0: sendto with a destination address must
 	// reach the supervisor, which resolves it.
-	NullArg       map[string]int
+	NullArg map[string]int
+	// IoctlNotify are ioctl commands notified on host fds too (with
+	// --net, FIONREAD and SIOCOUTQ: an internet socket's queues are
+	// LKL's as well as its pair's).
+	IoctlNotify   []uint32
 	VirtualFDBase uint32
 	DenyErrno     unix.Errno
 	// Notify is the action for syscalls the filter does not let run;
@@ -229,6 +235,11 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 	case clsIoctl:
 		if cmd := uint32(args[1]); cmd == ioctlTIOCSTI || cmd == ioctlTIOCLINUX {
 			return RetErrno | uint32(p.DenyErrno)
+		}
+		for _, cmd := range p.IoctlNotify {
+			if uint32(args[1]) == cmd {
+				return p.notify()
+			}
 		}
 		if uint32(args[0]) < p.VirtualFDBase {
 			return RetAllow
@@ -482,6 +493,11 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ioctlTIOCLINUX, SkipFalse: 1},
 	)
 	verdict(deny)
+	// A still holds the command: IoctlNotify's are notified.
+	for _, cmd := range p.IoctlNotify {
+		a.emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: cmd, SkipFalse: 1})
+		verdict(notify) // one instruction, a RET or a jump
+	}
 	a.setLabel(hostL)
 	a.emit(
 		bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},

@@ -431,3 +431,57 @@ func TestFilterTrusted(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterIoctlNotify: with --net, FIONREAD and SIOCOUTQ on a host fd
+// are notified (an internet socket's queues are partly LKL's); other
+// ioctls of host fds stay native, terminal injection stays refused, with
+// and without trusted ranges.
+func TestFilterIoctlNotify(t *testing.T) {
+	const fionread, siocoutq, tcgets = 0x541b, 0x5411, 0x5401
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		for _, trusted := range []bool{false, true} {
+			p := policyFor(a)
+			p.IoctlNotify = []uint32{fionread, siocoutq}
+			if trusted {
+				p.Trusted = []IPRange{{0x400000, 0x500000}}
+			}
+			vm := newVM(t, p)
+			nr, _ := a.Nr("ioctl")
+			base := uint64(p.VirtualFDBase)
+			for _, c := range []struct {
+				name    string
+				fd, cmd uint64
+				want    uint32
+			}{
+				{"FIONREAD on a host fd", 3, fionread, RetUserNotif},
+				{"SIOCOUTQ on a host fd", 3, siocoutq, RetUserNotif},
+				{"FIONREAD, high half set", 3, 1<<32 | fionread, RetUserNotif},
+				{"TCGETS on a host fd", 3, tcgets, RetAllow},
+				{"TIOCSTI on a host fd", 3, ioctlTIOCSTI, RetErrno | uint32(unix.EPERM)},
+				{"FIONREAD on a virtual fd", base, fionread, RetUserNotif},
+				{"TCGETS on a virtual fd", base, tcgets, RetUserNotif},
+			} {
+				d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, InstructionPointer: 0x1000, Args: [6]uint64{c.fd, c.cmd}}
+				got := run(t, vm, &d)
+				if got != c.want {
+					t.Errorf("%s %s: got %s want %s", a.Name, c.name, retName(got), retName(c.want))
+				}
+				if o := p.DecideAt(nr, a.AuditArch, d.InstructionPointer, d.Args); o != got {
+					t.Errorf("%s %s: oracle %s, program %s", a.Name, c.name, retName(o), retName(got))
+				}
+				if trusted {
+					d.InstructionPointer = 0x400010
+					if got := run(t, vm, &d); got != RetAllow {
+						t.Errorf("%s %s from trusted code: got %s", a.Name, c.name, retName(got))
+					}
+				}
+			}
+			// Without the list, FIONREAD on a host fd is native.
+			p.IoctlNotify = nil
+			d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, Args: [6]uint64{3, fionread}}
+			if got := run(t, newVM(t, p), &d); got != RetAllow {
+				t.Errorf("%s FIONREAD without IoctlNotify: got %s", a.Name, retName(got))
+			}
+		}
+	}
+}

@@ -21,8 +21,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/net/dns/dnsmessage"
 )
 
 // Networking (--net, docs/networking.md): the guest's internet sockets are
@@ -344,40 +342,9 @@ func TestNetParallel(t *testing.T) {
 // TestNetDNS resolves through the responder at 10.0.2.3, whose upstream
 // is a fake resolver on 127.0.0.1 (never the host's).
 func TestNetDNS(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	var queries atomic.Int64
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			n, a, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			var m dnsmessage.Message
-			if m.Unpack(buf[:n]) != nil || len(m.Questions) != 1 {
-				continue
-			}
-			queries.Add(1)
-			q := m.Questions[0]
-			m.Header.Response, m.Header.Authoritative = true, true
-			// kbox.test is a documentation address, web.kbox.test the
-			// gateway (the host's 127.0.0.1).
-			addrs := map[string][4]byte{"kbox.test.": {192, 0, 2, 77}, "web.kbox.test.": {10, 0, 2, 2}}
-			if a, ok := addrs[q.Name.String()]; ok && q.Type == dnsmessage.TypeA {
-				m.Answers = []dnsmessage.Resource{{Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60},
-					Body: &dnsmessage.AResource{A: a}}}
-			} else if !ok {
-				m.Header.RCode = dnsmessage.RCodeNameError
-			}
-			out, _ := m.Pack()
-			pc.WriteTo(out, a)
-		}
-	}()
-	dns := pc.LocalAddr().String()
+	// kbox.test is a documentation address, web.kbox.test the gateway
+	// (the host's 127.0.0.1).
+	dns, queries := countedDNS(t, map[string][4]byte{"kbox.test.": {192, 0, 2, 77}, "web.kbox.test.": {10, 0, 2, 2}})
 	forTiers(t, func(t *testing.T, tier string) {
 		runCases(t, nil, []guestCase{
 			{name: "lookup", args: tierNetArgs(t, tier, "--dns", dns, "--", "/bin/busybox", "nslookup", "kbox.test", "10.0.2.3"),
@@ -407,34 +374,7 @@ func debugfsCat(t *testing.T, img, path string) (string, bool) {
 // resolve with no server named (musl's resolver, busybox's nslookup and
 // wget), read-only images too; the image's own files are unchanged.
 func TestNetResolvConf(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			n, a, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			var m dnsmessage.Message
-			if m.Unpack(buf[:n]) != nil || len(m.Questions) != 1 {
-				continue
-			}
-			q := m.Questions[0]
-			m.Header.Response, m.Header.Authoritative = true, true
-			if q.Name.String() != "web.kbox.test." {
-				m.Header.RCode = dnsmessage.RCodeNameError
-			} else if q.Type == dnsmessage.TypeA {
-				m.Answers = []dnsmessage.Resource{{Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60},
-					Body: &dnsmessage.AResource{A: [4]byte{10, 0, 2, 2}}}}
-			}
-			out, _ := m.Pack()
-			pc.WriteTo(out, a)
-		}
-	}()
+	dns := fakeDNS(t, map[string][4]byte{"web.kbox.test.": {10, 0, 2, 2}})
 	body := "by name " + rand.Text()
 	port, hits := httpServer(t, body)
 	p := strconv.Itoa(port)
@@ -443,7 +383,6 @@ func TestNetResolvConf(t *testing.T) {
 	if _, has := debugfsCat(t, img, "/etc/resolv.conf"); has {
 		t.Fatalf("the test image has a resolv.conf: this test wants none")
 	}
-	dns := pc.LocalAddr().String()
 	// nslookup (busybox's own resolver) and inet http (musl's
 	// getaddrinfo) name no server: resolv.conf does. The image's glibc
 	// programs look up hosts in files only (its nsswitch.conf): busybox

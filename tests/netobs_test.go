@@ -231,11 +231,19 @@ func TestNetAudit(t *testing.T) {
 // the host's resolver); NXDOMAIN for the rest.
 func fakeDNS(t *testing.T, names map[string][4]byte) string {
 	t.Helper()
+	addr, _ := countedDNS(t, names)
+	return addr
+}
+
+// countedDNS is fakeDNS that also counts the queries it answered.
+func countedDNS(t *testing.T, names map[string][4]byte) (string, *atomic.Int64) {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Close() })
+	var queries atomic.Int64
 	go func() {
 		buf := make([]byte, 512)
 		for {
@@ -247,6 +255,7 @@ func fakeDNS(t *testing.T, names map[string][4]byte) string {
 			if m.Unpack(buf[:n]) != nil || len(m.Questions) != 1 {
 				continue
 			}
+			queries.Add(1)
 			q := m.Questions[0]
 			m.Header.Response, m.Header.Authoritative = true, true
 			if ip, ok := names[q.Name.String()]; !ok {
@@ -259,7 +268,7 @@ func fakeDNS(t *testing.T, names map[string][4]byte) string {
 			pc.WriteTo(out, a)
 		}
 	}()
-	return pc.LocalAddr().String()
+	return pc.LocalAddr().String(), &queries
 }
 
 // TestNetAllowHost: --net-allow-host NAME:PORT allows the addresses NAME

@@ -283,6 +283,9 @@ func Run(cfg Config) (Exit, error) {
 // vDSO) trusted.
 func (t *tier) filter() ([]bpf.RawInstruction, error) {
 	pol := supervisor.Policy(uint32(t.fds.g), 0)
+	if t.eng.Net != nil {
+		supervisor.WithNet(pol) // recvmsg and recvmmsg are trapped anyway
+	}
 	drop := map[string]bool{}
 	for _, n := range trapped {
 		drop[n] = true

@@ -161,7 +161,7 @@ func (n *Network) inboundTCP(host *net.TCPConn, port uint16) {
 	n.inboundTCPs.Add(1)
 	ev.Allowed, ev.Rule, ev.Why = true, "published", "published"
 	n.event(ev)
-	splice(g, host)
+	n.splice(g, host)
 }
 
 // publishUDP relays datagrams from each host source to the guest's port

@@ -108,6 +108,11 @@ type Network struct {
 	dnsQueries                         atomic.Uint64
 	inboundTCPs, inboundRefused        atomic.Uint64
 	inboundUDPs                        atomic.Uint64
+
+	syns syns // SYNs being decided, timed-out flows (unreach.go)
+	// Spliced flows still carrying the guest's data to the host
+	// (Quiesce).
+	fromGuestCopies atomic.Int64
 }
 
 const nicID = 1
@@ -180,13 +185,25 @@ func New(frames Frames, cfg Config) (*Network, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Network{cfg: cfg, frames: frames, st: s, ch: ch, ctx: ctx, cancel: cancel}
 	tf := tcp.NewForwarder(s, 0, 1024, n.tcpFlow)
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, n.handleTCP(tf.HandlePacket))
 	uf := udp.NewForwarder(s, n.udpFlow)
 	s.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
 	n.wg.Add(2)
 	go n.fromGuest()
 	go n.toGuest()
 	return n, nil
+}
+
+// Quiesce waits, up to d, until no spliced flow is still carrying the
+// guest's data to the host: each has passed on the guest's FIN (or
+// reset). kbox calls it when the guest has exited, after the guest's
+// sockets were closed in LKL (dispatch.Inet.Drain) and before Close, so
+// that what the guest sent last reaches the host.
+func (n *Network) Quiesce(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for n.fromGuestCopies.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Close stops the network: no new flows, and the frame pumps end.
@@ -276,6 +293,7 @@ func (n *Network) event(ev Event) {
 // guest's handshake completes so that a host refusal is a reset too.
 func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	id := r.ID()
+	syn, _ := n.takeSYN(id)
 	dest := addrPort(id.LocalAddress, id.LocalPort)
 	ev := Event{Proto: "tcp", Guest: addrPort(id.RemoteAddress, id.RemotePort), Dest: dest, Real: Real(dest)}
 	if dest.Addr() == DNSAddr {
@@ -293,10 +311,19 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	host, err := n.cfg.Dialer.DialContext(ctx, "tcp", ev.Real.String())
 	cancel()
 	if err != nil {
+		// Refused: a reset. Unreachable: an ICMP error as a router's.
+		// Timed out: no answer (unreach.go).
 		n.tcpRefused.Add(1)
-		ev.Allowed, ev.Rule, ev.Why = false, "dial", "dial: "+err.Error()
+		a := classifyDial(err)
+		switch {
+		case a == answerSilence:
+			n.silence(id)
+		case a != answerReset && !n.unreachable(id, syn, a):
+			a = answerReset
+		}
+		ev.Allowed, ev.Rule, ev.Why = false, "dial", "dial: "+err.Error()+"; the guest gets "+a.String()
 		n.event(ev)
-		r.Complete(true)
+		r.Complete(a == answerReset)
 		return
 	}
 	var wq waiter.Queue
@@ -312,7 +339,7 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 	r.Complete(false)
 	n.tcpAllowed.Add(1)
 	n.event(ev)
-	splice(resetter{gonet.NewTCPConn(&wq, ep), ep}, host)
+	n.splice(resetter{gonet.NewTCPConn(&wq, ep), ep}, host)
 }
 
 // resetter is the guest's side of a carried connection: a reset of the
@@ -358,7 +385,7 @@ func copyConn(dst, src net.Conn) error {
 
 // splice copies both ways until both directions end, passing half-closes
 // on, then closes both.
-func splice(a, b net.Conn) {
+func (n *Network) splice(a, b net.Conn) {
 	var wg sync.WaitGroup
 	cp := func(dst, src net.Conn) {
 		defer wg.Done()
@@ -374,8 +401,12 @@ func splice(a, b net.Conn) {
 		}
 	}
 	wg.Add(2)
+	n.fromGuestCopies.Add(1)
 	go cp(a, b)
-	go cp(b, a)
+	go func() {
+		cp(b, a)
+		n.fromGuestCopies.Add(-1)
+	}()
 	wg.Wait()
 	a.Close()
 	b.Close()

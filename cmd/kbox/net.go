@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
@@ -135,6 +136,13 @@ func (g *guestNet) close() {
 	if g == nil || g.net == nil {
 		return
 	}
+	// What the guest wrote and closed last reaches the host first
+	// (bounded: a flow whose guest end is still open is not waited for
+	// beyond it).
+	if g.inet != nil {
+		g.inet.Drain(2 * time.Second)
+	}
+	g.net.Quiesce(2 * time.Second)
 	g.dev.Hangup()
 	g.net.Close()
 	// A flow handler still finishing tells no one: the audit log and

@@ -70,6 +70,23 @@ func TestPolicyRoutes(t *testing.T) {
 		{name: "setsockopt", fd: 3, want: notify},
 		{name: "accept4", fd: 1024, want: notify},
 		{name: "socketpair", want: allow},
+		{name: "recvmmsg", fd: 3, want: allow},
+		{name: "ioctl", fd: 3, cmd: 0x541b, want: allow}, // FIONREAD
+	})
+	// With --net, recvmsg and recvmmsg (an internet datagram socket's
+	// source is LKL's) and FIONREAD/SIOCOUTQ (LKL's queue) reach kbox on
+	// host fds too; other ioctls and receives stay native.
+	withNet := Policy(1024, NSNet|NSIPC)
+	WithNet(withNet)
+	check(withNet, []route{
+		{name: "recvmsg", fd: 3, want: notify},
+		{name: "recvmmsg", fd: 3, want: notify},
+		{name: "recvfrom", fd: 3, want: allow},
+		{name: "read", fd: 3, want: allow},
+		{name: "ioctl", fd: 3, cmd: 0x541b, want: notify}, // FIONREAD, SIOCINQ
+		{name: "ioctl", fd: 3, cmd: 0x5411, want: notify}, // SIOCOUTQ
+		{name: "ioctl", fd: 3, cmd: 0x5401, want: allow},  // TCGETS
+		{name: "shmget", want: allow},
 	})
 	p := Policy(1024, 0)
 	for _, c := range []struct {

@@ -84,6 +84,28 @@ func Policy(virtualBase uint32, ns Namespaces) *seccomp.Policy {
 	return p
 }
 
+// WithNet adjusts policy p for a guest with a network (--net): the
+// table's NetServed syscalls (recvmsg, recvmmsg) are notified on host fds
+// too, and so are the ioctl commands of dispatch.NetIoctls (FIONREAD,
+// SIOCOUTQ); kbox serves them for internet sockets and continues the
+// others.
+func WithNet(p *seccomp.Policy) {
+	served := map[string]bool{}
+	dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
+		if s.How == dispatch.HostFD && s.Facts&dispatch.NetServed != 0 {
+			served[s.Name] = true
+		}
+	})
+	var keep []string
+	for _, n := range p.HostFD {
+		if !served[n] {
+			keep = append(keep, n)
+		}
+	}
+	p.HostFD = keep
+	p.IoctlNotify = append(p.IoctlNotify, dispatch.NetIoctls...)
+}
+
 // guest is the dispatch.Guest of one notification.
 type guest struct {
 	l  *seccomp.Listener
@@ -307,6 +329,9 @@ func Run(cfg Config) (int, error) {
 		reportNamespaces(ns, cfg.NoNamespaces)
 	}
 	pol := Policy(uint32(eng.Opt.VirtualFDs), ns)
+	if eng.Net != nil {
+		WithNet(pol)
+	}
 	// Closing a host fd needs no round trip: a shadow's close writes
 	// nothing (shadowfd).
 	pol.HostFD = append(pol.HostFD, "close")

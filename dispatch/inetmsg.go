@@ -1,0 +1,480 @@
+package dispatch
+
+import (
+	"encoding/binary"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/kbox-project/kbox/fifo"
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// Internet sockets' message calls and queue ioctls (docs/networking.md,
+// "Messages, addresses and queues").
+//
+// With --net the filter notifies recvmsg and recvmmsg on host fds too
+// (NetServed), and ioctl's FIONREAD and SIOCOUTQ (NetIoctls): the source
+// of a datagram is LKL's (queued by the pump, popAddr) and lies in a
+// msghdr the filter cannot read, and part of a socket's queue is LKL's.
+// kbox serves them for an internet datagram socket (recvmsg, recvmmsg) or
+// any internet socket (the ioctls) and continues every other call, which
+// then runs on the host as before. sendmmsg was always served
+// (socket.go); a message with a destination on an internet datagram
+// socket now goes to LKL with that destination.
+
+// recvSpec is one guest struct msghdr of a receive, read when the call
+// came: a deferred call outlives its request, and Pending cannot read.
+type recvSpec struct {
+	hdr     uint64 // where the msghdr is
+	name    uint64
+	namelen int32
+	iov     [][2]uint64 // base and length of each iovec
+	total   uint64
+}
+
+// readRecvSpec reads the guest's msghdr at addr, as the kernel checks it:
+// EFAULT, EMSGSIZE beyond UIO_MAXIOV iovecs, EINVAL for a negative name
+// or iovec length.
+func readRecvSpec(r *Request, addr uint64) (recvSpec, unix.Errno) {
+	var mh [msghdrSize]byte
+	if err := r.G.Read(addr, mh[:]); err != nil {
+		return recvSpec{}, unix.EFAULT
+	}
+	le := binary.NativeEndian
+	sp := recvSpec{hdr: addr, name: le.Uint64(mh[0:]), namelen: int32(le.Uint32(mh[8:]))}
+	iov, iovlen := le.Uint64(mh[16:]), le.Uint64(mh[24:])
+	if iovlen > uioMaxIOV {
+		return recvSpec{}, unix.EMSGSIZE
+	}
+	if sp.name != 0 && sp.namelen < 0 {
+		return recvSpec{}, unix.EINVAL
+	}
+	if iovlen > 0 {
+		vec := make([]byte, 16*iovlen)
+		if err := r.G.Read(iov, vec); err != nil {
+			return recvSpec{}, unix.EFAULT
+		}
+		for i := uint64(0); i < iovlen; i++ {
+			b, l := le.Uint64(vec[16*i:]), le.Uint64(vec[16*i+8:])
+			if int64(l) < 0 {
+				return recvSpec{}, unix.EINVAL
+			}
+			sp.iov = append(sp.iov, [2]uint64{b, l})
+			sp.total += l
+		}
+	}
+	return sp, 0
+}
+
+// recvMsgs is one recvmsg (single) or recvmmsg on an internet datagram
+// socket, carried out in steps: what is queued is taken at once, a wait
+// goes on a goroutine.
+type recvMsgs struct {
+	s        *inetSock
+	specs    []recvSpec
+	single   bool // recvmsg: the answer is the byte count
+	flags    int
+	nonblock bool      // MSG_DONTWAIT or an O_NONBLOCK end: never waits
+	deadline time.Time // recvmmsg's timeout: ends the call after a datagram
+	got      int
+}
+
+// recvOne takes one datagram from the guest's end gfd for sp without
+// waiting: the data scattered over the iovecs, the source in msg_name
+// (what fits; msg_namelen the full length), no control data, msg_flags.
+// It returns recvmsg's value.
+func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) error) (int, unix.Errno) {
+	buf := make([]byte, min(sp.total, pumpBuf))
+	fl := m.flags&^unix.MSG_WAITFORONE | unix.MSG_DONTWAIT
+	n, _, rflags, _, err := unix.Recvmsg(gfd, buf, nil, fl)
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	var a []byte
+	if m.flags&unix.MSG_PEEK != 0 {
+		a = m.s.peekAddr()
+	} else {
+		a = m.s.popAddr()
+	}
+	data := buf[:min(n, len(buf))]
+	for _, v := range sp.iov {
+		if len(data) == 0 {
+			break
+		}
+		c := min(uint64(len(data)), v[1])
+		if write(v[0], data[:c]) != nil {
+			return 0, unix.EFAULT
+		}
+		data = data[c:]
+	}
+	le := binary.NativeEndian
+	if sp.name != 0 {
+		if sp.namelen > 0 && len(a) > 0 && write(sp.name, a[:min(int(sp.namelen), len(a))]) != nil {
+			return 0, unix.EFAULT
+		}
+		var b [4]byte
+		le.PutUint32(b[:], uint32(len(a)))
+		if write(sp.hdr+8, b[:]) != nil {
+			return 0, unix.EFAULT
+		}
+	}
+	var tail [16]byte // msg_controllen 0 (nothing carried), msg_flags
+	le.PutUint32(tail[8:], uint32(rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC|unix.MSG_EOR)))
+	if write(sp.hdr+40, tail[:12]) != nil {
+		return 0, unix.EFAULT
+	}
+	return n, 0
+}
+
+// step takes what is queued. It reports the answer (done), or that the
+// call must wait for the guest's end to be readable.
+func (m *recvMsgs) step(gfd int, write func(uint64, []byte) error) (v int64, en unix.Errno, done bool) {
+	for m.got < len(m.specs) {
+		sp := &m.specs[m.got]
+		n, en := m.recvOne(gfd, sp, write)
+		switch {
+		case en == unix.EAGAIN && m.got > 0 && (m.nonblock || m.flags&unix.MSG_WAITFORONE != 0):
+			return int64(m.got), 0, true
+		case en == unix.EAGAIN && !m.nonblock:
+			return 0, 0, false
+		case en != 0 && m.got > 0:
+			return int64(m.got), 0, true
+		case en != 0:
+			return 0, en, true
+		}
+		if m.single {
+			return int64(n), 0, true
+		}
+		var b [4]byte
+		binary.NativeEndian.PutUint32(b[:], uint32(n))
+		if write(sp.hdr+msghdrSize, b[:]) != nil {
+			return int64(m.got), unix.EFAULT, true
+		}
+		m.got++
+		if !m.deadline.IsZero() && !time.Now().Before(m.deadline) {
+			break
+		}
+	}
+	return int64(m.got), 0, true
+}
+
+// serve answers at once or defers: a blocking receive waits on a
+// goroutine, polling the guest's end, interrupted by a signal as the
+// blocking accept is (ERESTARTSYS, or EINTR with SO_RCVTIMEO, as Linux's
+// sock_intr_errno) and ended by SO_RCVTIMEO (EAGAIN). It owns gfd.
+func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
+	v, en, done := m.step(gfd, r.G.Write)
+	if done {
+		unix.Close(gfd)
+		if en != 0 {
+			return errno(en, Host)
+		}
+		return ok(v, Host)
+	}
+	var limit time.Time
+	if tv, err := unix.GetsockoptTimeval(gfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
+		limit = time.Now().Add(time.Duration(tv.Nano()))
+	}
+	p := r.G.Defer()
+	go func() {
+		defer unix.Close(gfd)
+		for {
+			if p.Valid() != nil {
+				return // the guest went (or the trap tier took it out for a signal)
+			}
+			if signalled(p) {
+				en := fifo.RestartSys
+				if !limit.IsZero() {
+					en = unix.EINTR
+				}
+				e.late(func() { p.ReplyErrno(en) })
+				return
+			}
+			wait := interruptTick
+			if !limit.IsZero() {
+				left := time.Until(limit)
+				if left <= 0 {
+					e.late(func() {
+						if m.got > 0 {
+							p.Reply(int64(m.got))
+						} else {
+							p.ReplyErrno(unix.EAGAIN)
+						}
+					})
+					return
+				}
+				wait = min(wait, left)
+			}
+			pfd := []unix.PollFd{{Fd: int32(gfd), Events: unix.POLLIN}}
+			if n, _ := unix.Poll(pfd, int(wait/time.Millisecond)+1); n < 1 || p.Valid() != nil {
+				continue
+			}
+			finished := false
+			e.late(func() {
+				v, en, done := m.step(gfd, p.Write)
+				if !done {
+					return // another reader took it
+				}
+				finished = true
+				if en != 0 {
+					p.ReplyErrno(en)
+				} else {
+					p.Reply(v)
+				}
+			})
+			if finished {
+				return
+			}
+		}
+	}()
+	return deferred(Host)
+}
+
+// inetDgram returns the internet datagram socket behind guest fd fd, or
+// nil (then the call is continued: a stream's recvmsg has no name, as
+// TCP's, and runs natively).
+func (e *Engine) inetDgram(r *Request, fd uint64) *inetSock {
+	if e.Net == nil || e.Net.dgrams.Load() == 0 {
+		return nil // none open: no fd to look at
+	}
+	if s := e.inetOf(r, fd); s != nil && s.typ != unix.SOCK_STREAM {
+		return s
+	}
+	return nil
+}
+
+// sysRecvmsg serves recvmsg(2): an internet datagram socket's source is
+// LKL's; any other socket's call runs on the host.
+func sysRecvmsg(e *Engine, r *Request) Result {
+	if isVirtual(r, r.Args[0]) {
+		return sysSockNative(e, r)
+	}
+	s := e.inetDgram(r, r.Args[0])
+	if s == nil {
+		return cont
+	}
+	sp, en := readRecvSpec(r, r.Args[1])
+	if en != 0 {
+		return errno(en, Host)
+	}
+	gfd, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Host)
+	}
+	flags := int(int32(r.Args[2]))
+	m := &recvMsgs{s: s, specs: []recvSpec{sp}, single: true, flags: flags,
+		nonblock: flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)}
+	return e.serveRecv(r, m, gfd)
+}
+
+// sysRecvmmsg serves recvmmsg(2): as recvmsg, one datagram after another
+// (each with its source); a blocking call waits for each unless
+// MSG_WAITFORONE, and the timeout is looked at after each datagram, as
+// Linux does.
+func sysRecvmmsg(e *Engine, r *Request) Result {
+	if isVirtual(r, r.Args[0]) {
+		return sysSockNative(e, r)
+	}
+	s := e.inetDgram(r, r.Args[0])
+	if s == nil {
+		return cont
+	}
+	flags := int(int32(r.Args[3]))
+	vlen := min(uint64(uint32(r.Args[2])), uioMaxIOV)
+	m := &recvMsgs{s: s, flags: flags}
+	if r.Args[4] != 0 {
+		var ts [16]byte
+		if err := r.G.Read(r.Args[4], ts[:]); err != nil {
+			return errno(unix.EFAULT, Host)
+		}
+		sec, nsec := int64(binary.NativeEndian.Uint64(ts[0:])), int64(binary.NativeEndian.Uint64(ts[8:]))
+		if sec < 0 || nsec < 0 || nsec >= 1e9 {
+			return errno(unix.EINVAL, Host)
+		}
+		m.deadline = time.Now().Add(time.Duration(sec)*time.Second + time.Duration(nsec))
+	}
+	for i := uint64(0); i < vlen; i++ {
+		sp, en := readRecvSpec(r, r.Args[1]+i*mmsghdrSize)
+		if en != 0 {
+			return errno(en, Host)
+		}
+		m.specs = append(m.specs, sp)
+	}
+	if len(m.specs) == 0 {
+		return ok(0, Host)
+	}
+	gfd, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Host)
+	}
+	m.nonblock = flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)
+	return e.serveRecv(r, m, gfd)
+}
+
+// Drain waits, up to d, until every socket whose guest end is closed
+// everywhere has been ended: what the guest wrote last given to LKL, and
+// LKL's socket closed (which sends that data and the FIN). kbox calls it
+// when the guest has exited, before it stops the network: the guest's
+// last write and close must not race the network's end (a published
+// connection lost the guest's last line when the in-process guest exited
+// at once after its close). Sockets the guest still holds are not waited
+// for.
+func (n *Inet) Drain(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if n.ending.Load() == 0 && !n.anyGone() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// anyGone reports whether a socket's guest end is closed everywhere but
+// the reaper has not taken it yet.
+func (n *Inet) anyGone() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range n.byIno {
+		if guestGone(s.kfd) {
+			return true
+		}
+	}
+	return false
+}
+
+// peekAddr returns the source of the datagram the guest's end holds
+// first, leaving it queued (MSG_PEEK).
+func (s *inetSock) peekAddr() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.addrs) == 0 {
+		return nil
+	}
+	return s.addrs[0]
+}
+
+// inetSendmmsgOne sends one message of a sendmmsg with a destination on
+// internet datagram socket s: to LKL at once, as sendto with an address.
+func inetSendmmsgOne(s *inetSock, data, name []byte, flags int) Result {
+	n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), ptrOr0(data), uintptr(len(data)),
+		uintptr(flags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL), lkl.Ptr(name), uintptr(len(name)))
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(name)
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(int64(n), LKL)
+}
+
+// sysIoctl's internet part: FIONREAD (SIOCINQ) and SIOCOUTQ of an
+// internet socket; other commands and fds are continued.
+func (e *Engine) inetIoctl(r *Request) (Result, bool) {
+	if e.Net == nil || !slices.Contains(NetIoctls, uint32(r.Args[1])) {
+		return Result{}, false
+	}
+	s := e.inetOf(r, r.Args[0])
+	if s == nil {
+		return Result{}, false
+	}
+	v, en := s.queued(r, uint32(r.Args[1]))
+	if en != 0 {
+		return errno(en, LKL), true
+	}
+	var b [4]byte
+	binary.NativeEndian.PutUint32(b[:], uint32(v))
+	if r.G.Write(r.Args[2], b[:]) != nil {
+		return errno(unix.EFAULT, LKL), true
+	}
+	return ok(0, LKL), true
+}
+
+// lklQueue is LKL's SIOCINQ or SIOCOUTQ of its socket fd.
+func lklQueue(fd int, cmd uint32) (int, unix.Errno) {
+	b := make([]byte, 4)
+	_, le := lkl.Syscall6(lkl.SysIoctl, uintptr(fd), uintptr(cmd), lkl.Ptr(b), 0, 0, 0)
+	runtime.KeepAlive(b)
+	if le != 0 {
+		return 0, le
+	}
+	return int(int32(binary.NativeEndian.Uint32(b))), 0
+}
+
+// queued counts s's queue as Linux would for the guest.
+//
+// FIONREAD: a stream's bytes in the guest's end plus those LKL holds
+// (the pump had no room in the pair yet; up to 64 KiB the pump holds
+// between the two are not counted); a datagram socket's first datagram,
+// in the guest's end or else in LKL (UDP answers the first datagram's
+// size); a listener's is LKL's answer (EINVAL), its token byte left out.
+//
+// SIOCOUTQ of a stream: what the guest wrote that LKL's peer has not
+// acknowledged, i.e. what is in kbox's end, plus what the pump read from
+// it, less what LKL's TCP_INFO says was acknowledged (tcpi_bytes_acked,
+// less the SYN's one). Not LKL's SIOCOUTQ plus the pump's buffer: a
+// send in progress may have given LKL part of that buffer already. LKL's
+// alone while a connect is in progress (kbox's end holds filler then). A
+// datagram socket's: kbox's end plus LKL's.
+func (s *inetSock) queued(r *Request, cmd uint32) (int, unix.Errno) {
+	s.mu.Lock()
+	listening, connecting := s.listening, s.connecting
+	s.mu.Unlock()
+	lq, le := lklQueue(s.lfd, cmd)
+	if le != 0 || listening {
+		return lq, le
+	}
+	if cmd == unix.SIOCOUTQ {
+		if connecting {
+			return lq, 0
+		}
+		kq, err := unix.IoctlGetInt(s.kfd, unix.SIOCINQ)
+		if err != nil {
+			return 0, errnoOf(err)
+		}
+		if s.typ != unix.SOCK_STREAM {
+			return kq + lq, 0
+		}
+		acked, ok := lklBytesAcked(s.lfd)
+		if !ok {
+			return kq + lq, 0
+		}
+		// The SYN counts as one byte acknowledged.
+		return kq + int(max(s.fromGuestBytes.Load()-max(acked-1, 0), 0)), 0
+	}
+	gfd, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return 0, en
+	}
+	defer unix.Close(gfd)
+	if s.typ != unix.SOCK_STREAM {
+		n, _, _, _, err := unix.Recvmsg(gfd, nil, nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+		if err == nil {
+			return n, 0
+		}
+		return lq, 0
+	}
+	gq, err := unix.IoctlGetInt(gfd, unix.SIOCINQ)
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	return gq + lq, 0
+}
+
+// tcpiBytesAcked is the offset of tcpi_bytes_acked in struct tcp_info.
+const tcpiBytesAcked = 120
+
+// lklBytesAcked is LKL's tcpi_bytes_acked of its TCP socket fd: the bytes
+// its peer acknowledged.
+func lklBytesAcked(fd int) (int64, bool) {
+	b := make([]byte, 256)
+	l := make([]byte, 4)
+	binary.NativeEndian.PutUint32(l, uint32(len(b)))
+	_, le := lkl.Syscall6(lkl.SysGetsockopt, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO, lkl.Ptr(b), lkl.Ptr(l), 0)
+	runtime.KeepAlive(b)
+	runtime.KeepAlive(l)
+	if le != 0 || binary.NativeEndian.Uint32(l) < tcpiBytesAcked+8 {
+		return 0, false
+	}
+	return int64(binary.NativeEndian.Uint64(b[tcpiBytesAcked:])), true
+}

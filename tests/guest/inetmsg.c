@@ -1,0 +1,358 @@
+/* Internet sockets' message calls and queues on ADDR (tests/net_test.go,
+ * TestNetMessages): the output names no port, so the same program run
+ * natively on the host's loopback prints the same.
+ *
+ *   inetmsg msg ADDR    UDP: sendmmsg to two receivers in one call;
+ *                       recvmsg with MSG_PEEK and then for real, the
+ *                       source in msg_name, two iovecs; MSG_TRUNC as a
+ *                       flag in and out; recvmmsg of three datagrams,
+ *                       each with its source and length; MSG_DONTWAIT
+ *                       with nothing queued (EAGAIN); a blocking recvmsg
+ *                       that waits for a thread's datagram; one
+ *                       interrupted by SIGALRM (EINTR); one ended by
+ *                       SO_RCVTIMEO (EAGAIN)
+ *   inetmsg queue ADDR  FIONREAD of a UDP socket (the first datagram's
+ *                       size); FIONREAD of a TCP socket that holds more
+ *                       than a unix socketpair can, and SIOCOUTQ of its
+ *                       peer: together they are what the peer wrote
+ *                       (within 64 KiB: kbox's pump may hold that much)
+ *   inetmsg unixrecv N  N rounds of a 1-byte write and a recvmsg on a
+ *                       unix socketpair; prints ns per round (what
+ *                       serving recvmsg under --net costs other sockets)
+ *
+ * No mode forks: the program runs in every tier.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SIOCINQ
+#define SIOCINQ FIONREAD
+#endif
+#ifndef SIOCOUTQ
+#define SIOCOUTQ TIOCOUTQ
+#endif
+
+static struct sockaddr_in at;
+
+static void die(const char *what)
+{
+	printf("%s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+/* udp returns a UDP socket bound to ADDR:0 and its address. */
+static int udp(struct sockaddr_in *a)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	if (s < 0)
+		die("socket");
+	if (bind(s, (struct sockaddr *)&at, sizeof(at)) < 0)
+		die("bind");
+	socklen_t l = sizeof(*a);
+	if (getsockname(s, (struct sockaddr *)a, &l) < 0)
+		die("getsockname");
+	return s;
+}
+
+static struct sockaddr_in s1a, s2a;
+
+/* who names a source: which sender, by its port. */
+static const char *who(struct sockaddr_in *a, socklen_t l)
+{
+	if (l != sizeof(*a) || a->sin_family != AF_INET)
+		return "unknown";
+	if (a->sin_port == s1a.sin_port && a->sin_addr.s_addr == s1a.sin_addr.s_addr)
+		return "s1";
+	if (a->sin_port == s2a.sin_port && a->sin_addr.s_addr == s2a.sin_addr.s_addr)
+		return "s2";
+	return "other";
+}
+
+static void waitin(int s)
+{
+	struct pollfd pf = { s, POLLIN, 0 };
+	if (poll(&pf, 1, 5000) != 1)
+		die("poll");
+}
+
+static void on_alarm(int sig) { (void)sig; }
+
+static int late_fd;
+static struct sockaddr_in late_to;
+
+static void *late_send(void *arg)
+{
+	(void)arg;
+	usleep(300 * 1000);
+	sendto(late_fd, "late", 4, 0, (struct sockaddr *)&late_to, sizeof(late_to));
+	return NULL;
+}
+
+static int do_msg(void)
+{
+	struct sockaddr_in r1a, r2a;
+	int r1 = udp(&r1a), r2 = udp(&r2a), s1 = udp(&s1a), s2 = udp(&s2a);
+
+	/* sendmmsg: four datagrams, two destinations, one call. */
+	const char *text[4] = { "one", "two", "three", "four" };
+	struct sockaddr_in *to[4] = { &r1a, &r2a, &r1a, &r2a };
+	struct mmsghdr mm[4];
+	struct iovec iv[4];
+	memset(mm, 0, sizeof(mm));
+	for (int i = 0; i < 4; i++) {
+		iv[i].iov_base = (void *)text[i];
+		iv[i].iov_len = strlen(text[i]);
+		mm[i].msg_hdr.msg_iov = &iv[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+		mm[i].msg_hdr.msg_name = to[i];
+		mm[i].msg_hdr.msg_namelen = sizeof(*to[i]);
+	}
+	int n = sendmmsg(s1, mm, 4, 0);
+	printf("sendmmsg: %d lens %u %u %u %u\n", n, mm[0].msg_len, mm[1].msg_len, mm[2].msg_len, mm[3].msg_len);
+
+	/* recvmsg with MSG_PEEK, then for real into two iovecs. */
+	waitin(r1);
+	char a[8], b[8];
+	struct sockaddr_in from;
+	struct iovec two[2] = { { a, 2 }, { b, sizeof(b) } };
+	struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = two, .msg_iovlen = 2 };
+	memset(a, 0, sizeof(a));
+	memset(b, 0, sizeof(b));
+	n = recvmsg(r1, &mh, MSG_PEEK);
+	printf("r1 peek: %d '%.2s' '%s' from %s %s namelen %d\n", n, a, b, who(&from, mh.msg_namelen), inet_ntoa(from.sin_addr),
+	       (int)mh.msg_namelen);
+	memset(&from, 0, sizeof(from));
+	memset(a, 0, sizeof(a));
+	memset(b, 0, sizeof(b));
+	mh.msg_namelen = sizeof(from);
+	mh.msg_flags = -1;
+	n = recvmsg(r1, &mh, 0);
+	printf("r1 recvmsg: %d '%.2s' '%s' from %s namelen %d flags %d controllen %d\n", n, a, b, who(&from, mh.msg_namelen),
+	       (int)mh.msg_namelen, mh.msg_flags, (int)mh.msg_controllen);
+
+	/* A short name buffer: what fits, the full length. */
+	waitin(r1);
+	memset(&from, 0, sizeof(from));
+	struct iovec one = { a, sizeof(a) };
+	memset(a, 0, sizeof(a));
+	struct msghdr sh = { .msg_name = &from, .msg_namelen = 4, .msg_iov = &one, .msg_iovlen = 1 };
+	n = recvmsg(r1, &sh, 0);
+	printf("r1 short name: %d '%s' namelen %d family %s port %s\n", n, a, (int)sh.msg_namelen,
+	       from.sin_family == AF_INET ? "inet" : "none", from.sin_port == s1a.sin_port ? "s1" : "unset");
+
+	/* MSG_TRUNC out (msg_flags) and in (the full length). */
+	waitin(r2);
+	struct iovec tiny = { a, 2 };
+	struct msghdr th = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &tiny, .msg_iovlen = 1 };
+	n = recvmsg(r2, &th, 0);
+	printf("r2 truncated: %d flags %s from %s\n", n, th.msg_flags & MSG_TRUNC ? "MSG_TRUNC" : "none",
+	       who(&from, th.msg_namelen));
+	waitin(r2);
+	th.msg_namelen = sizeof(from);
+	n = recvmsg(r2, &th, MSG_TRUNC);
+	printf("r2 MSG_TRUNC: %d flags %s from %s\n", n, th.msg_flags & MSG_TRUNC ? "MSG_TRUNC" : "none", who(&from, th.msg_namelen));
+
+	/* recvmmsg: three datagrams from two senders; the call waits for
+	 * all three. */
+	sendto(s2, "alpha", 5, 0, (struct sockaddr *)&r1a, sizeof(r1a));
+	sendto(s1, "beta", 4, 0, (struct sockaddr *)&r1a, sizeof(r1a));
+	sendto(s2, "gamma!", 6, 0, (struct sockaddr *)&r1a, sizeof(r1a));
+	struct mmsghdr rm[3];
+	struct sockaddr_in rf[3];
+	char rb[3][16];
+	struct iovec rv[3];
+	memset(rm, 0, sizeof(rm));
+	memset(rb, 0, sizeof(rb));
+	for (int i = 0; i < 3; i++) {
+		rv[i].iov_base = rb[i];
+		rv[i].iov_len = sizeof(rb[i]) - 1;
+		rm[i].msg_hdr.msg_iov = &rv[i];
+		rm[i].msg_hdr.msg_iovlen = 1;
+		rm[i].msg_hdr.msg_name = &rf[i];
+		rm[i].msg_hdr.msg_namelen = sizeof(rf[i]);
+	}
+	n = recvmmsg(r1, rm, 3, 0, NULL);
+	printf("recvmmsg: %d\n", n);
+	for (int i = 0; i < n; i++)
+		printf("  %d: %u '%s' from %s\n", i, rm[i].msg_len, rb[i], who(&rf[i], rm[i].msg_hdr.msg_namelen));
+
+	/* Nothing queued. */
+	mh.msg_namelen = sizeof(from);
+	n = recvmsg(r1, &mh, MSG_DONTWAIT);
+	printf("empty MSG_DONTWAIT: %d %s\n", n, n < 0 ? strerror(errno) : "");
+	n = recvmmsg(r1, rm, 3, MSG_DONTWAIT, NULL);
+	printf("empty recvmmsg MSG_DONTWAIT: %d %s\n", n, n < 0 ? strerror(errno) : "");
+
+	/* A blocking recvmsg waits for a datagram a thread sends later. */
+	pthread_t th1;
+	late_fd = s2;
+	late_to = r2a;
+	pthread_create(&th1, NULL, late_send, NULL);
+	memset(a, 0, sizeof(a));
+	memset(&from, 0, sizeof(from));
+	one.iov_len = sizeof(a) - 1;
+	struct msghdr lh = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &one, .msg_iovlen = 1 };
+	n = recvmsg(r2, &lh, 0);
+	printf("blocking recvmsg: %d '%s' from %s\n", n, a, who(&from, lh.msg_namelen));
+	pthread_join(th1, NULL);
+
+	/* A signal ends a blocking recvmsg (no SA_RESTART): EINTR. */
+	struct sigaction sa = { .sa_handler = on_alarm };
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = { .it_value = { 0, 300 * 1000 } };
+	setitimer(ITIMER_REAL, &it, NULL);
+	lh.msg_namelen = sizeof(from);
+	n = recvmsg(r2, &lh, 0);
+	printf("recvmsg and a signal: %d %s\n", n, n < 0 ? strerror(errno) : "");
+
+	/* SO_RCVTIMEO ends a blocking recvmmsg: EAGAIN. */
+	struct timeval tv = { 0, 300 * 1000 };
+	setsockopt(r2, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	n = recvmmsg(r2, rm, 3, 0, NULL);
+	printf("recvmmsg and SO_RCVTIMEO: %d %s\n", n, n < 0 ? strerror(errno) : "");
+	return 0;
+}
+
+static int do_queue(void)
+{
+	struct sockaddr_in ra, sa;
+	int r = udp(&ra), s = udp(&sa);
+	sendto(s, "abc", 3, 0, (struct sockaddr *)&ra, sizeof(ra));
+	sendto(s, "defgh", 5, 0, (struct sockaddr *)&ra, sizeof(ra));
+	waitin(r);
+	usleep(200 * 1000);
+	int q = -1;
+	if (ioctl(r, FIONREAD, &q) < 0)
+		die("FIONREAD udp");
+	printf("udp FIONREAD: %d\n", q);
+	char buf[8];
+	recv(r, buf, sizeof(buf), 0);
+	waitin(r);
+	ioctl(r, SIOCINQ, &q);
+	printf("udp SIOCINQ after one: %d\n", q);
+	recv(r, buf, sizeof(buf), 0);
+	ioctl(r, FIONREAD, &q);
+	printf("udp FIONREAD empty: %d\n", q);
+
+	/* TCP: the writer fills everything (the reader reads nothing). */
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in la;
+	socklen_t ll = sizeof(la);
+	if (l < 0 || bind(l, (struct sockaddr *)&at, sizeof(at)) < 0 || listen(l, 1) < 0 ||
+	    getsockname(l, (struct sockaddr *)&la, &ll) < 0)
+		die("listener");
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(c, (struct sockaddr *)&la, sizeof(la)) < 0)
+		die("connect");
+	int a = accept(l, NULL, NULL);
+	if (a < 0)
+		die("accept");
+	if (ioctl(l, FIONREAD, &q) < 0)
+		printf("listener FIONREAD: %s\n", strerror(errno));
+	ioctl(a, FIONREAD, &q);
+	printf("tcp FIONREAD before: %d\n", q);
+	fcntl(c, F_SETFL, O_NONBLOCK);
+	static char chunk[65536];
+	memset(chunk, 'x', sizeof(chunk));
+	long written = 0;
+	for (int idle = 0; idle < 3;) {
+		ssize_t w = write(c, chunk, sizeof(chunk));
+		if (w > 0) {
+			written += w;
+			idle = 0;
+			continue;
+		}
+		if (errno != EAGAIN)
+			die("write");
+		idle++;
+		usleep(200 * 1000);
+	}
+	/* Settled: the same counts twice in a row. */
+	int inq = -1, outq = -1;
+	for (int i = 0; i < 50; i++) {
+		int in2, out2;
+		ioctl(a, FIONREAD, &in2);
+		ioctl(c, SIOCOUTQ, &out2);
+		if (in2 == inq && out2 == outq)
+			break;
+		inq = in2, outq = out2;
+		usleep(100 * 1000);
+	}
+	printf("tcp wrote more than a socketpair holds: %s\n", written > 1000000 ? "yes" : "no");
+	/* Linux's sum is exact; kbox's pump may hold up to 64 KiB unseen. */
+	long d = written - inq - outq;
+	printf("tcp FIONREAD + SIOCOUTQ within 64 KiB of written: %s\n", d >= 0 && d <= 65536 ? "yes" : "no");
+	if (d != 0)
+		fprintf(stderr, "written %ld FIONREAD %d SIOCOUTQ %d\n", written, inq, outq);
+	/* Read it all: then both are 0. */
+	fcntl(a, F_SETFL, O_NONBLOCK);
+	long got = 0;
+	for (int idle = 0; idle < 3 && got < written;) {
+		ssize_t m = read(a, chunk, sizeof(chunk));
+		if (m > 0) {
+			got += m;
+			idle = 0;
+			continue;
+		}
+		idle++;
+		usleep(100 * 1000);
+	}
+	usleep(200 * 1000);
+	ioctl(a, FIONREAD, &inq);
+	ioctl(c, SIOCOUTQ, &outq);
+	printf("tcp read all: %s, FIONREAD %d SIOCOUTQ %d\n", got == written ? "yes" : "no", inq, outq);
+	return 0;
+}
+
+static int do_unixrecv(int n)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+		die("socketpair");
+	char c = 'x', b;
+	struct iovec iv = { &b, 1 };
+	struct msghdr mh = { .msg_iov = &iv, .msg_iovlen = 1 };
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < n; i++) {
+		if (write(sv[0], &c, 1) != 1 || recvmsg(sv[1], &mh, 0) != 1)
+			die("round");
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+	printf("%.0f ns per write+recvmsg\n", ns / n);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 3 && !strcmp(argv[1], "unixrecv"))
+		return do_unixrecv(atoi(argv[2]));
+	if (argc != 3) {
+		fprintf(stderr, "usage: inetmsg msg|queue ADDR\n");
+		return 2;
+	}
+	at.sin_family = AF_INET;
+	if (inet_pton(AF_INET, argv[2], &at.sin_addr) != 1)
+		return 2;
+	if (!strcmp(argv[1], "msg"))
+		return do_msg();
+	if (!strcmp(argv[1], "queue"))
+		return do_queue();
+	return 2;
+}
