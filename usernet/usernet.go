@@ -375,7 +375,7 @@ func splice(a, b net.Conn) {
 	}
 	wg.Add(2)
 	go cp(a, b)
-	go cp(b, a)
+	cp(b, a) // on the caller's goroutine: one goroutine fewer per flow
 	wg.Wait()
 	a.Close()
 	b.Close()
