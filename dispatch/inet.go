@@ -581,6 +581,10 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	// buffer (guestCopy).
 	junk := holdUnwritable(gfd, s)
 	nb := nonblocking(gfd)
+	var timeout time.Duration // SO_SNDTIMEO (also set on the guest's end): a blocking connect's limit
+	if tv, err := unix.GetsockoptTimeval(gfd, unix.SOL_SOCKET, unix.SO_SNDTIMEO); err == nil && !nb {
+		timeout = time.Duration(tv.Sec)*time.Second + time.Duration(tv.Usec)*time.Microsecond
+	}
 	s.hint(r.P, int(int32(r.Args[0])))
 	unix.Close(gfd)
 	// LKL's socket is non-blocking here (newInet): its connect sends the
@@ -635,13 +639,20 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	go func() {
 		// The wait looks for a signal itself (watchInterrupt's check,
 		// without a goroutine and a ticker of its own per connect).
-		watching := !interruptsItself(p)
+		// SO_SNDTIMEO ends the wait with EINPROGRESS, as on Linux,
+		// to the next interruptTick; LKL's connect goes on.
+		watching, start := true, time.Now()
 		le := connect(func() {
 			if !watching {
 				return
 			}
 			if p.Valid() != nil {
 				watching = false
+				return
+			}
+			if timeout > 0 && time.Since(start) >= timeout {
+				watching = false
+				e.late(func() { p.ReplyErrno(unix.EINPROGRESS) })
 				return
 			}
 			if signalled(p) {

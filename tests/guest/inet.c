@@ -48,7 +48,8 @@
  *                           address, a short address, the wrong family),
  *                           non-blocking and blocking: the error itself,
  *                           not EINPROGRESS; then the socket connects
- *                           to a listener on ADDR
+ *                           to a listener on ADDR; a blocking connect to
+ *                           a full queue ends at SO_SNDTIMEO (EINPROGRESS)
  *
  * No mode forks: the program runs in every tier.
  */
@@ -500,6 +501,23 @@ static int do_connerr(void)
 	char c = 0;
 	ssize_t n = read(a, &c, 1);
 	printf("accepted: %s, read %zd '%c'\n", a >= 0 ? "ok" : strerror(errno), n, c);
+	/* SO_SNDTIMEO limits a blocking connect to a full queue: EINPROGRESS. */
+	static struct sockaddr_in at2;
+	listener(1, &at2);
+	for (int queued = 0;; queued++) {
+		int q = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(q, (struct sockaddr *)&at2, sizeof(at2));
+		struct pollfd pf = { q, POLLOUT, 0 };
+		if (poll(&pf, 1, 500) != 1)
+			break;
+		if (queued > 8)
+			die("the queue never fills");
+	}
+	int t = socket(AF_INET, SOCK_STREAM, 0);
+	struct timeval tv = { 0, 200000 };
+	setsockopt(t, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	r = connect(t, (struct sockaddr *)&at2, sizeof(at2));
+	printf("connect with SO_SNDTIMEO: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
 	return 0;
 }
 
