@@ -707,6 +707,9 @@ func (s *inetSock) awaitHandshake(tick func()) unix.Errno {
 				continue
 			}
 		}
+		if rev&(unix.POLLOUT|unix.POLLERR|unix.POLLHUP) == unix.POLLOUT {
+			return 0 // connected (a pending error would be POLLERR): no SO_ERROR call
+		}
 		v := make([]byte, 4)
 		vlen := make([]byte, 4)
 		binary.NativeEndian.PutUint32(vlen, 4)
@@ -727,12 +730,10 @@ func (s *inetSock) awaitHandshake(tick func()) unix.Errno {
 }
 
 // unblock makes a connected stream socket blocking in LKL again: the
-// pumps wait in its recv and send.
+// pumps wait in its recv and send. Its only status flag was O_NONBLOCK
+// (newInet), so F_SETFL 0 clears it without an F_GETFL first.
 func (s *inetSock) unblock() {
-	fl, le := lkl.Syscall6(lkl.SysFcntl, uintptr(s.lfd), unix.F_GETFL, 0, 0, 0, 0)
-	if le == 0 {
-		lkl.Syscall6(lkl.SysFcntl, uintptr(s.lfd), unix.F_SETFL, fl&^unix.O_NONBLOCK, 0, 0, 0)
-	}
+	lkl.Syscall6(lkl.SysFcntl, uintptr(s.lfd), unix.F_SETFL, 0, 0, 0, 0)
 }
 
 // awaitConnect answers a blocking connect made while an earlier connect of
