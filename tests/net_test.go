@@ -239,7 +239,8 @@ func runNative(t *testing.T, tier, native string, args []string, mode, addr, por
 func lineSorted(out string) string { return strings.Join(lineSet(out), "\n") }
 
 // TestNetSemantics: what Linux does when a signal interrupts a blocking
-// accept or connect, and when the peer resets a connection, in each tier,
+// accept or connect, when the peer resets a connection, and when connect
+// fails at once, in each tier,
 // compared with the same program run natively on the host's loopback.
 // The guest's side is its own loopback (LKL's 127.0.0.1).
 func TestNetSemantics(t *testing.T) {
@@ -250,6 +251,12 @@ func TestNetSemantics(t *testing.T) {
 			"poll while connecting: 0", "first accepted: ok", "blocking connect again: 0 ok", "poll once connected: 1 OUT",
 			"SO_ERROR: 0", "connect once done: -1 Socket is connected", "server got 4 'late'"},
 		"reset": {"poll: 1 IN", "read: 4 'last'", "read after reset: -1 Connection reset by peer", "read again: 0", "SO_ERROR: 0"},
+		// An error connect finds at once is its answer, not EINPROGRESS
+		// (kbox once answered every non-blocking connect EINPROGRESS).
+		"connerr": {"non-blocking broadcast: -1 Network unreachable", "non-blocking short address: -1 Invalid argument",
+			"non-blocking IPv6 address: -1 Address family not supported by protocol", "blocking broadcast: -1 Network unreachable",
+			"first: -1 Network unreachable", "then: 0 ok", "accepted: ok, read 1 'x'",
+			"connect with SO_SNDTIMEO: -1 Operation in progress"},
 	}
 	// A host server that resets each connection (SO_LINGER 0) a moment
 	// after accepting it: the reset is carried to the guest's
@@ -280,7 +287,7 @@ func TestNetSemantics(t *testing.T) {
 			{name: "host-reset", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+rp, "--", "/opt/tests/inet", "rreset", "10.0.2.2", rp),
 				want: []string{"read: -1 Connection reset by peer"}},
 		})
-		for _, mode := range []string{"acceptsig", "connectsig", "reset"} {
+		for _, mode := range []string{"acceptsig", "connectsig", "reset", "connerr"} {
 			t.Run(mode, func(t *testing.T) {
 				stdout := runNative(t, tier, native, tierNetArgs(t, tier, "--", "/opt/tests/inet", mode, "127.0.0.1", "0"), mode, "127.0.0.1", "0", true)
 				rest := stdout

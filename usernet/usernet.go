@@ -403,10 +403,8 @@ func (n *Network) splice(a, b net.Conn) {
 	wg.Add(2)
 	n.fromGuestCopies.Add(1)
 	go cp(a, b)
-	go func() {
-		cp(b, a)
-		n.fromGuestCopies.Add(-1)
-	}()
+	cp(b, a) // on the caller's goroutine: one goroutine fewer per flow
+	n.fromGuestCopies.Add(-1)
 	wg.Wait()
 	a.Close()
 	b.Close()

@@ -44,6 +44,12 @@
  *                           once, then EOF
  *   inet rreset ADDR PORT   connect to a server that resets at once: the
  *                           first read gives ECONNRESET (or EOF)
+ *   inet connerr ADDR 0     connects that fail at once (the broadcast
+ *                           address, a short address, the wrong family),
+ *                           non-blocking and blocking: the error itself,
+ *                           not EINPROGRESS; then the socket connects
+ *                           to a listener on ADDR; a blocking connect to
+ *                           a full queue ends at SO_SNDTIMEO (EINPROGRESS)
  *
  * No mode forks: the program runs in every tier.
  */
@@ -464,6 +470,57 @@ static int do_acceptsig(void)
 	return 0;
 }
 
+static void connerr_one(int nonblock, const char *what, const struct sockaddr *a, socklen_t al)
+{
+	int s = socket(AF_INET, SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
+	int r = connect(s, a, al);
+	printf("%s %s: %d %s\n", nonblock ? "non-blocking" : "blocking", what, r, r < 0 ? strerror(errno) : "ok");
+	close(s);
+}
+
+static int do_connerr(void)
+{
+	static struct sockaddr_in at;
+	int l = listener(1, &at);
+	struct sockaddr_in bc = { .sin_family = AF_INET, .sin_port = htons(80) };
+	bc.sin_addr.s_addr = htonl(INADDR_BROADCAST);
+	struct sockaddr_in6 six = { .sin6_family = AF_INET6, .sin6_port = htons(80) };
+	for (int nb = 1; nb >= 0; nb--) {
+		connerr_one(nb, "broadcast", (struct sockaddr *)&bc, sizeof(bc));
+		connerr_one(nb, "short address", (struct sockaddr *)&at, 4);
+		connerr_one(nb, "IPv6 address", (struct sockaddr *)&six, sizeof(six));
+	}
+	/* A failed connect leaves the socket usable: the next one works. */
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	int r = connect(s, (struct sockaddr *)&bc, sizeof(bc));
+	printf("first: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	r = connect(s, (struct sockaddr *)&at, sizeof(at));
+	printf("then: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	int a = accept(l, NULL, NULL);
+	write(s, "x", 1);
+	char c = 0;
+	ssize_t n = read(a, &c, 1);
+	printf("accepted: %s, read %zd '%c'\n", a >= 0 ? "ok" : strerror(errno), n, c);
+	/* SO_SNDTIMEO limits a blocking connect to a full queue: EINPROGRESS. */
+	static struct sockaddr_in at2;
+	listener(1, &at2);
+	for (int queued = 0;; queued++) {
+		int q = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(q, (struct sockaddr *)&at2, sizeof(at2));
+		struct pollfd pf = { q, POLLOUT, 0 };
+		if (poll(&pf, 1, 500) != 1)
+			break;
+		if (queued > 8)
+			die("the queue never fills");
+	}
+	int t = socket(AF_INET, SOCK_STREAM, 0);
+	struct timeval tv = { 0, 200000 };
+	setsockopt(t, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	r = connect(t, (struct sockaddr *)&at2, sizeof(at2));
+	printf("connect with SO_SNDTIMEO: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	return 0;
+}
+
 static int do_connectsig(void)
 {
 	static struct sockaddr_in at;
@@ -704,5 +761,7 @@ int main(int argc, char **argv)
 		return do_reset();
 	if (!strcmp(argv[1], "rreset"))
 		return do_rreset();
+	if (!strcmp(argv[1], "connerr"))
+		return do_connerr();
 	return 2;
 }
