@@ -16,11 +16,23 @@
  *                       than a unix socketpair can, and SIOCOUTQ of its
  *                       peer: together they are what the peer wrote
  *                       (within 64 KiB: kbox's pump may hold that much)
+ *   inetmsg mixed ADDR  UDP from two senders, received with read, readv
+ *                       and recv (no source) mixed with recvfrom and
+ *                       recvmsg (a source each, checked against the
+ *                       datagram, which names its sender): identical
+ *                       datagrams from both, MSG_PEEK, truncation
+ *   inetmsg share ADDR  forks: three processes share one UDP socket and
+ *                       each takes 12 datagrams from two senders (one
+ *                       process mixing read and recvfrom); every source
+ *                       is checked (forks: seccomp tier only)
+ *   inetmsg user ADDR PORT  run as a user other than root: TCP echo and
+ *                       UDP echo with a server at ADDR:PORT, bind to port
+ *                       80 (EACCES) and to a port >= 1024 (works)
  *   inetmsg unixrecv N  N rounds of a 1-byte write and a recvmsg on a
  *                       unix socketpair; prints ns per round (what
  *                       serving recvmsg under --net costs other sockets)
  *
- * No mode forks: the program runs in every tier.
+ * Only share forks: the others run in every tier.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -36,6 +48,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -318,6 +332,257 @@ static int do_queue(void)
 	return 0;
 }
 
+/* sender names the sender of datagram text t: "s1" or "s2" (its first
+ * two bytes), "?" if neither. */
+static const char *sender(const char *t, int n)
+{
+	if (n >= 2 && t[0] == 's' && t[1] == '1')
+		return "s1";
+	if (n >= 2 && t[0] == 's' && t[1] == '2')
+		return "s2";
+	return "?";
+}
+
+static int mixed_bad;
+
+/* got prints one received datagram; a source, if given, must be the
+ * datagram's sender. */
+static void got(const char *how, char *b, int n, struct sockaddr_in *from, socklen_t fl)
+{
+	if (n < 0) {
+		printf("%s: %s\n", how, strerror(errno));
+		mixed_bad++;
+		return;
+	}
+	if (!from) {
+		printf("%s: %d '%.*s'\n", how, n, n, b);
+		return;
+	}
+	const char *w = who(from, fl);
+	int right = !strcmp(w, sender(b, n)) || (n >= 4 && !memcmp(b, "same", 4));
+	printf("%s: %d '%.*s' from %s%s\n", how, n, n, b, w, right ? "" : " WRONG");
+	if (!right)
+		mixed_bad++;
+}
+
+static int do_mixed(void)
+{
+	struct sockaddr_in ra;
+	int r = udp(&ra), s1 = udp(&s1a), s2 = udp(&s2a);
+	struct sockaddr *to = (struct sockaddr *)&ra;
+	char b[64];
+	struct sockaddr_in from;
+	socklen_t fl;
+	int n;
+
+	/* Rounds of read, then recvfrom, then recv, then recvmsg. */
+	for (int i = 0; i < 4; i++) {
+		char t[16];
+		snprintf(t, sizeof(t), "s1 %d", i);
+		sendto(s1, t, strlen(t), 0, to, sizeof(ra));
+		snprintf(t, sizeof(t), "s2 %d!", i);
+		sendto(s2, t, strlen(t), 0, to, sizeof(ra));
+	}
+	for (int i = 0; i < 2; i++) {
+		n = read(r, b, sizeof(b));
+		got("read", b, n, NULL, 0);
+		fl = sizeof(from);
+		n = recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+		got("recvfrom", b, n, &from, fl);
+		n = recv(r, b, sizeof(b), 0);
+		got("recv", b, n, NULL, 0);
+		struct iovec iv = { b, sizeof(b) };
+		struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iv, .msg_iovlen = 1 };
+		n = recvmsg(r, &mh, 0);
+		got("recvmsg", b, n, &from, mh.msg_namelen);
+	}
+
+	/* The same bytes from both senders: read takes s1's, recvfrom must
+	 * say s2 (the bytes alone cannot tell). */
+	sendto(s1, "same", 4, 0, to, sizeof(ra));
+	sendto(s2, "same", 4, 0, to, sizeof(ra));
+	sendto(s1, "same", 4, 0, to, sizeof(ra));
+	n = read(r, b, sizeof(b));
+	got("read same", b, n, NULL, 0);
+	waitin(r);
+	fl = sizeof(from);
+	n = recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+	printf("recvfrom same: %d from %s\n", n, who(&from, fl));
+	if (strcmp(who(&from, fl), "s2"))
+		mixed_bad++;
+	fl = sizeof(from);
+	n = recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+	printf("recvfrom same again: %d from %s\n", n, who(&from, fl));
+	if (strcmp(who(&from, fl), "s1"))
+		mixed_bad++;
+
+	/* MSG_PEEK between reads; readv; a truncating read. */
+	sendto(s1, "s1 peek", 7, 0, to, sizeof(ra));
+	sendto(s2, "s2 long datagram, truncated", 27, 0, to, sizeof(ra));
+	sendto(s1, "s1 after", 8, 0, to, sizeof(ra));
+	sendto(s2, "s2 last", 7, 0, to, sizeof(ra));
+	waitin(r);
+	fl = sizeof(from);
+	n = recvfrom(r, b, sizeof(b), MSG_PEEK, (struct sockaddr *)&from, &fl);
+	got("recvfrom peek", b, n, &from, fl);
+	char v1[3], v2[8];
+	struct iovec vv[2] = { { v1, sizeof(v1) }, { v2, sizeof(v2) } };
+	n = readv(r, vv, 2);
+	printf("readv: %d '%.3s' '%.*s'\n", n, v1, n > 3 ? n - 3 : 0, v2);
+	n = read(r, b, 4);
+	got("read 4 of 27", b, n, NULL, 0);
+	waitin(r);
+	fl = sizeof(from);
+	n = recvfrom(r, b, 2, 0, (struct sockaddr *)&from, &fl);
+	got("recvfrom 2 of 8", b, n, &from, fl);
+	fl = sizeof(from);
+	n = recvfrom(r, b, sizeof(b), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+	if (n < 0) {
+		waitin(r);
+		fl = sizeof(from);
+		n = recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+	}
+	got("recvfrom last", b, n, &from, fl);
+	printf("mixed: %s\n", mixed_bad ? "WRONG SOURCES" : "every source right");
+	return mixed_bad != 0;
+}
+
+/* share_take takes k datagrams from r, each source checked; mix: every
+ * other one with read. */
+static void share_take(const char *name, int r, int k, int mix)
+{
+	int bad = 0, checked = 0;
+	struct timeval tv = { 10, 0 };
+	setsockopt(r, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (int i = 0; i < k; i++) {
+		char b[32];
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		int n;
+		if (mix && i % 2) {
+			n = read(r, b, sizeof(b));
+		} else {
+			n = recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+			if (n >= 0) {
+				checked++;
+				if (strcmp(who(&from, fl), sender(b, n))) {
+					bad++;
+					fprintf(stderr, "%s: '%.*s' from %s\n", name, n, b, who(&from, fl));
+				}
+			}
+		}
+		if (n < 0) {
+			printf("%s: %s after %d\n", name, strerror(errno), i);
+			return;
+		}
+	}
+	printf("%s: %d datagrams, %d sources checked, %s\n", name, k, checked, bad ? "WRONG SOURCES" : "all right");
+}
+
+static int do_share(void)
+{
+	enum { K = 12 };
+	struct sockaddr_in ra;
+	int r = udp(&ra), s1 = udp(&s1a), s2 = udp(&s2a);
+	int go[2];
+	if (pipe(go) < 0)
+		die("pipe");
+	fflush(stdout);
+	pid_t kids[2];
+	for (int c = 0; c < 2; c++) {
+		kids[c] = fork();
+		if (kids[c] < 0)
+			die("fork");
+		if (kids[c] == 0) {
+			close(go[1]);
+			char x;
+			read(go[0], &x, 1);
+			share_take(c ? "child 2 (read and recvfrom)" : "child 1", r, K, c);
+			fflush(stdout);
+			_exit(0);
+		}
+	}
+	close(go[0]);
+	close(go[1]); /* the children start */
+	for (int i = 0; i < 3 * K / 2; i++) {
+		char t[16];
+		snprintf(t, sizeof(t), "s1 %d", i);
+		sendto(s1, t, strlen(t), 0, (struct sockaddr *)&ra, sizeof(ra));
+		snprintf(t, sizeof(t), "s2 %d..", i);
+		sendto(s2, t, strlen(t), 0, (struct sockaddr *)&ra, sizeof(ra));
+		if (i % 3 == 2)
+			usleep(20 * 1000);
+	}
+	share_take("parent", r, K, 0);
+	for (int c = 0; c < 2; c++)
+		waitpid(kids[c], NULL, 0);
+	return 0;
+}
+
+static int do_user(const char *port)
+{
+	struct sockaddr_in srv = at;
+	srv.sin_port = htons(atoi(port));
+	printf("uid %d euid %d\n", (int)getuid(), (int)geteuid());
+
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	if (c < 0 || connect(c, (struct sockaddr *)&srv, sizeof(srv)) < 0)
+		die("tcp connect");
+	char b[32];
+	int n = write(c, "tcp as a user", 13);
+	int m = 0;
+	while (m < n) {
+		int k = read(c, b + m, sizeof(b) - m);
+		if (k <= 0)
+			break;
+		m += k;
+	}
+	printf("tcp echo: %d '%.*s'\n", m, m, b);
+	close(c);
+
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+	if (u < 0)
+		die("udp socket");
+	sendto(u, "udp as a user", 13, 0, (struct sockaddr *)&srv, sizeof(srv));
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from);
+	struct timeval tv = { 5, 0 };
+	setsockopt(u, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	n = recvfrom(u, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+	if (n < 0)
+		die("udp recvfrom");
+	printf("udp echo: %d '%.*s' from the server: %s\n", n, n, b,
+	       from.sin_port == srv.sin_port && from.sin_addr.s_addr == srv.sin_addr.s_addr ? "yes" : "no");
+	close(u);
+
+	struct sockaddr_in low = { .sin_family = AF_INET, .sin_port = htons(80) };
+	int l = socket(AF_INET, SOCK_DGRAM, 0);
+	n = bind(l, (struct sockaddr *)&low, sizeof(low));
+	printf("bind port 80: %d %s\n", n, n < 0 ? strerror(errno) : "");
+	close(l);
+	int t = socket(AF_INET, SOCK_STREAM, 0);
+	n = bind(t, (struct sockaddr *)&low, sizeof(low));
+	printf("bind tcp port 80: %d %s\n", n, n < 0 ? strerror(errno) : "");
+	close(t);
+	low.sin_port = htons(5353);
+	l = socket(AF_INET, SOCK_DGRAM, 0);
+	n = bind(l, (struct sockaddr *)&low, sizeof(low));
+	printf("bind port 5353: %d %s\n", n, n < 0 ? strerror(errno) : "");
+	/* UDP on the guest's own loopback, to the socket bound above. */
+	low.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	sendto(s, "s1 local", 8, 0, (struct sockaddr *)&low, sizeof(low));
+	setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	fl = sizeof(from);
+	n = recvfrom(l, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	getsockname(s, (struct sockaddr *)&sa, &sl);
+	printf("local udp: %d '%.*s' from the sender: %s\n", n, n > 0 ? n : 0, b,
+	       n > 0 && from.sin_port == sa.sin_port ? "yes" : "no");
+	return 0;
+}
+
 static int do_unixrecv(int n)
 {
 	int sv[2];
@@ -343,8 +608,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 3 && !strcmp(argv[1], "unixrecv"))
 		return do_unixrecv(atoi(argv[2]));
-	if (argc != 3) {
-		fprintf(stderr, "usage: inetmsg msg|queue ADDR\n");
+	if (argc != 3 && !(argc == 4 && !strcmp(argv[1], "user"))) {
+		fprintf(stderr, "usage: inetmsg msg|queue|mixed|share ADDR | user ADDR PORT\n");
 		return 2;
 	}
 	at.sin_family = AF_INET;
@@ -354,5 +619,11 @@ int main(int argc, char **argv)
 		return do_msg();
 	if (!strcmp(argv[1], "queue"))
 		return do_queue();
+	if (!strcmp(argv[1], "mixed"))
+		return do_mixed();
+	if (!strcmp(argv[1], "share"))
+		return do_share();
+	if (!strcmp(argv[1], "user"))
+		return do_user(argv[3]);
 	return 2;
 }
