@@ -377,15 +377,19 @@ func (s *inetSock) pumpToGuest() {
 	defer pumpBufs.Put(bp)
 	buf := *bp
 	addr := make([]byte, sockaddrStorage)
-	alen := make([]byte, 4)
+	ctl := make([]byte, pumpCtrl)
+	var alen, clen int
 	for {
 		var n uintptr
 		var le unix.Errno
 		if s.typ == unix.SOCK_STREAM {
 			n, le = lkl.Syscall6(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), 0, 0, 0)
 		} else {
-			binary.NativeEndian.PutUint32(alen, sockaddrStorage)
-			n, le = lkl.Syscall6(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), 0, lkl.Ptr(addr), lkl.Ptr(alen))
+			// With the control messages the guest asked LKL for
+			// (inetcmsg.go).
+			var m int
+			m, alen, clen, le = lklRecvmsg(s.lfd, buf, addr, ctl, 0)
+			n = uintptr(m)
 		}
 		if le == unix.EINTR {
 			continue
@@ -404,8 +408,11 @@ func (s *inetSock) pumpToGuest() {
 			s.mu.Lock()
 			closed := s.closed
 			s.mu.Unlock()
-			l := min(int(binary.NativeEndian.Uint32(alen)), sockaddrStorage)
-			if closed || !s.deliver(buf[:n], addr[:l], nil) {
+			var c []byte
+			if clen > 0 {
+				c = append([]byte(nil), ctl[:clen]...)
+			}
+			if closed || !s.deliver(buf[:n], addr[:alen], c) {
 				return
 			}
 			continue

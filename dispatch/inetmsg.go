@@ -443,19 +443,6 @@ func (n *Inet) anyGone() bool {
 	return false
 }
 
-// inetSendmmsgOne sends one message of a sendmmsg with a destination on
-// internet datagram socket s: to LKL at once, as sendto with an address.
-func inetSendmmsgOne(s *inetSock, data, name []byte, flags int) Result {
-	n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), ptrOr0(data), uintptr(len(data)),
-		uintptr(flags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL), lkl.Ptr(name), uintptr(len(name)))
-	runtime.KeepAlive(data)
-	runtime.KeepAlive(name)
-	if le != 0 {
-		return errno(le, LKL)
-	}
-	return ok(int64(n), LKL)
-}
-
 // sysIoctl's internet part: FIONREAD (SIOCINQ) and SIOCOUTQ of an
 // internet socket; other commands and fds are continued.
 func (e *Engine) inetIoctl(r *Request) (Result, bool) {
