@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"testing"
 )
@@ -38,6 +39,55 @@ func TestLocateDatagram(t *testing.T) {
 		g := src(c.got)
 		if i := s.locate(g.n, g.sum, c.inq, c.peek); i != c.want {
 			t.Errorf("%s: locate = %d, want %d", c.name, i, c.want)
+		}
+	}
+}
+
+// TestControls: control messages copied into the guest's buffer as
+// Linux's put_cmsg does: whole messages, a cut last one, MSG_CTRUNC.
+func TestControls(t *testing.T) {
+	msg := func(typ int32, data int) []byte {
+		b := make([]byte, cmsgAlign(cmsgHdr+data))
+		binary.NativeEndian.PutUint64(b, uint64(cmsgHdr+data))
+		binary.NativeEndian.PutUint32(b[8:], 0)
+		binary.NativeEndian.PutUint32(b[12:], uint32(typ))
+		return b
+	}
+	two := append(msg(1, 16), msg(2, 4)...) // 32 + 24 bytes
+	for _, c := range []struct {
+		name       string
+		ctrl       []byte
+		control    uint64
+		room       uint64
+		wantLen    int
+		wantTrunc  bool
+		wantCutLen uint64 // the last message's cmsg_len, if cut
+	}{
+		{"nothing kept", nil, 0x1000, 64, 0, false, 0},
+		{"no buffer", two, 0, 0, 0, true, 0},
+		{"shorter than a header", two, 0x1000, 8, 0, true, 0},
+		{"room for all", two, 0x1000, 64, 56, false, 0},
+		{"exactly all but padding", two, 0x1000, 52, 52, false, 0},
+		{"room for one", two, 0x1000, 32, 32, true, 0},
+		{"one and a cut header", two, 0x1000, 40, 32, true, 0},
+		{"one and a cut message", two, 0x1000, 50, 50, true, 18},
+	} {
+		var wrote []byte
+		write := func(at uint64, b []byte) error { wrote = append([]byte(nil), b...); return nil }
+		m := &recvMsgs{}
+		sp := &recvSpec{control: c.control, controllen: c.room}
+		n, trunc := m.controls(sp, c.ctrl, write)
+		if n != c.wantLen || trunc != c.wantTrunc {
+			t.Errorf("%s: controls = %d, %v; want %d, %v", c.name, n, trunc, c.wantLen, c.wantTrunc)
+			continue
+		}
+		if n > 0 && len(wrote) != n {
+			t.Errorf("%s: wrote %d bytes, reported %d", c.name, len(wrote), n)
+		}
+		if c.wantCutLen != 0 {
+			if got := binary.NativeEndian.Uint64(wrote[32:]); got != c.wantCutLen {
+				t.Errorf("%s: cut message's length %d, want %d", c.name, got, c.wantCutLen)
+			}
 		}
 	}
 }

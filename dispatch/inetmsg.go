@@ -16,7 +16,7 @@ import (
 //
 // With --net the filter notifies recvmsg and recvmmsg on host fds too
 // (NetServed), and ioctl's FIONREAD and SIOCOUTQ (NetIoctls): the source
-// of a datagram is LKL's (queued by the pump, popAddr) and lies in a
+// of a datagram is LKL's (queued by the pump, inetdgram.go) and lies in a
 // msghdr the filter cannot read, and part of a socket's queue is LKL's.
 // kbox serves them for an internet datagram socket (recvmsg, recvmmsg) or
 // any internet socket (the ioctls) and continues every other call, which

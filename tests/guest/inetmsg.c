@@ -34,6 +34,9 @@
  *                       and IP_PKTINFO (the source 127.0.0.2); MSG_CTRUNC
  *                       with a short control buffer and with none;
  *                       IPV6_RECVPKTINFO and IPV6_RECVHOPLIMIT on ::1
+ *   inetmsg udprate ADDR N  N rounds of a 64-byte sendto and a recvfrom
+ *                       with the source on ADDR, then N with read; prints
+ *                       µs per round of each (what a datagram costs)
  *   inetmsg unixrecv N  N rounds of a 1-byte write and a recvmsg on a
  *                       unix socketpair; prints ns per round (what
  *                       serving recvmsg under --net costs other sockets)
@@ -755,6 +758,30 @@ static int do_cmsg(void)
 	return 0;
 }
 
+static int do_udprate(int n)
+{
+	struct sockaddr_in ra, sa;
+	int r = udp(&ra), s = udp(&sa);
+	char b[64] = "rate";
+	for (int how = 0; how < 2; how++) {
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int i = 0; i < n; i++) {
+			struct sockaddr_in from;
+			socklen_t fl = sizeof(from);
+			if (sendto(s, b, sizeof(b), 0, (struct sockaddr *)&ra, sizeof(ra)) != sizeof(b))
+				die("sendto");
+			int m = how ? read(r, b, sizeof(b)) : recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+			if (m != sizeof(b))
+				die("receive");
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / n;
+		printf("%s: %.1f us per round\n", how ? "read" : "recvfrom", us);
+	}
+	return 0;
+}
+
 static int do_unixrecv(int n)
 {
 	int sv[2];
@@ -780,6 +807,12 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 3 && !strcmp(argv[1], "unixrecv"))
 		return do_unixrecv(atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "udprate")) {
+		at.sin_family = AF_INET;
+		if (inet_pton(AF_INET, argv[2], &at.sin_addr) != 1)
+			return 2;
+		return do_udprate(atoi(argv[3]));
+	}
 	if (argc != 3 && !(argc == 4 && !strcmp(argv[1], "user"))) {
 		fprintf(stderr, "usage: inetmsg msg|queue|mixed|share ADDR | user ADDR PORT\n");
 		return 2;
