@@ -255,14 +255,6 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 			if p.Valid() != nil {
 				return // the guest went (or the trap tier took it out for a signal)
 			}
-			if signalled(p) {
-				en := fifo.RestartSys
-				if !limit.IsZero() {
-					en = unix.EINTR
-				}
-				e.late(func() { p.ReplyErrno(en) })
-				return
-			}
 			wait := interruptTick
 			if !limit.IsZero() {
 				left := time.Until(limit)
@@ -279,8 +271,22 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 				wait = min(wait, left)
 			}
 			pfd := []unix.PollFd{{Fd: int32(gfd), Events: unix.POLLIN}}
-			if n, _ := unix.Poll(pfd, int(wait/time.Millisecond)+1); n < 1 || p.Valid() != nil {
+			if n, _ := unix.Poll(pfd, int(wait/time.Millisecond)+1); n < 1 {
+				// Nothing came: has a signal ended the wait? (Looked
+				// at only then: reading the thread's status costs
+				// more than a datagram's whole receive.)
+				if p.Valid() == nil && signalled(p) {
+					en := fifo.RestartSys
+					if !limit.IsZero() {
+						en = unix.EINTR
+					}
+					e.late(func() { p.ReplyErrno(en) })
+					return
+				}
 				continue
+			}
+			if p.Valid() != nil {
+				return
 			}
 			finished := false
 			e.late(func() {
