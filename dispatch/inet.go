@@ -78,7 +78,9 @@ type inetSock struct {
 	pumping        bool
 	toGuest        sync.WaitGroup
 	fromGuest      sync.WaitGroup
-	addrs          [][]byte // sources of datagrams in kbox's end, in order
+	qmu            sync.Mutex // the datagrams' sources and kbox's writes into the pair (inetdgram.go)
+	srcs           []dgramSrc // what kbox wrote into the pair, in order
+	unwritten      int        // 1: the last of srcs waits for room in the pair
 	listening      bool
 	token          bool          // a byte in the guest's end says a connection waits
 	taken          chan struct{} // an accept took the token
@@ -375,15 +377,19 @@ func (s *inetSock) pumpToGuest() {
 	defer pumpBufs.Put(bp)
 	buf := *bp
 	addr := make([]byte, sockaddrStorage)
-	alen := make([]byte, 4)
+	ctl := make([]byte, pumpCtrl)
+	var alen, clen int
 	for {
 		var n uintptr
 		var le unix.Errno
 		if s.typ == unix.SOCK_STREAM {
 			n, le = lkl.Syscall6(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), 0, 0, 0)
 		} else {
-			binary.NativeEndian.PutUint32(alen, sockaddrStorage)
-			n, le = lkl.Syscall6(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), 0, lkl.Ptr(addr), lkl.Ptr(alen))
+			// With the control messages the guest asked LKL for
+			// (inetcmsg.go).
+			var m int
+			m, alen, clen, le = lklRecvmsg(s.lfd, buf, addr, ctl, 0)
+			n = uintptr(m)
 		}
 		if le == unix.EINTR {
 			continue
@@ -398,15 +404,18 @@ func (s *inetSock) pumpToGuest() {
 			unix.Shutdown(s.kfd, unix.SHUT_WR) // the guest reads EOF
 			return
 		}
-		s.mu.Lock()
-		closed := s.closed
-		if s.typ != unix.SOCK_STREAM && !closed {
-			l := min(int(binary.NativeEndian.Uint32(alen)), sockaddrStorage)
-			s.addrs = append(s.addrs, append([]byte(nil), addr[:l]...))
-		}
-		s.mu.Unlock()
-		if closed && s.typ != unix.SOCK_STREAM {
-			return
+		if s.typ != unix.SOCK_STREAM {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			var c []byte
+			if clen > 0 {
+				c = append([]byte(nil), ctl[:clen]...)
+			}
+			if closed || !s.deliver(buf[:n], addr[:alen], c) {
+				return
+			}
+			continue
 		}
 		if _, err := s.file.Write(buf[:n]); err != nil {
 			return
@@ -491,18 +500,6 @@ func (e *Engine) findSocketEnd(ino uint64) int {
 		}
 	}
 	return -1
-}
-
-// popAddr returns the source of the datagram the guest just received.
-func (s *inetSock) popAddr() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.addrs) == 0 {
-		return nil
-	}
-	a := s.addrs[0]
-	s.addrs = s.addrs[1:]
-	return a
 }
 
 // readInetAddr copies a guest sockaddr for LKL (EINVAL above
@@ -1003,6 +1000,9 @@ func (e *Engine) inetSendto(r *Request, s *inetSock, data []byte, name []byte, f
 // inetRecvfrom serves recvfrom(2) with an address on an internet socket:
 // the data from the guest's end, the source from the pump's queue.
 func (e *Engine) inetRecvfrom(r *Request, s *inetSock) Result {
+	if s.typ != unix.SOCK_STREAM {
+		return e.inetRecvfromDgram(r, s)
+	}
 	gfd, en := guestEnd(r, r.Args[0])
 	if en != 0 {
 		return errno(en, Host)
@@ -1031,10 +1031,7 @@ func (e *Engine) inetRecvfrom(r *Request, s *inetSock) Result {
 		if write(bufArg, buf[:min(n, len(buf))]) != nil {
 			return 0, unix.EFAULT
 		}
-		var a []byte
-		if s.typ != unix.SOCK_STREAM && flags&unix.MSG_PEEK == 0 {
-			a = s.popAddr()
-		}
+		var a []byte // a stream's recvfrom has no source
 		if glen >= 0 {
 			// What fits of the address; the length is the full one.
 			if glen > 0 && len(a) > 0 && write(addrArg, a[:min(glen, len(a))]) != nil {

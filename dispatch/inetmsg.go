@@ -16,7 +16,7 @@ import (
 //
 // With --net the filter notifies recvmsg and recvmmsg on host fds too
 // (NetServed), and ioctl's FIONREAD and SIOCOUTQ (NetIoctls): the source
-// of a datagram is LKL's (queued by the pump, popAddr) and lies in a
+// of a datagram is LKL's (queued by the pump, inetdgram.go) and lies in a
 // msghdr the filter cannot read, and part of a socket's queue is LKL's.
 // kbox serves them for an internet datagram socket (recvmsg, recvmmsg) or
 // any internet socket (the ioctls) and continues every other call, which
@@ -27,11 +27,14 @@ import (
 // recvSpec is one guest struct msghdr of a receive, read when the call
 // came: a deferred call outlives its request, and Pending cannot read.
 type recvSpec struct {
-	hdr     uint64 // where the msghdr is
-	name    uint64
-	namelen int32
-	iov     [][2]uint64 // base and length of each iovec
-	total   uint64
+	hdr        uint64 // where the msghdr is (0: a recvfrom)
+	name       uint64
+	namelen    int32
+	namelenAt  uint64      // where the name's full length goes (0: nowhere)
+	iov        [][2]uint64 // base and length of each iovec
+	total      uint64
+	control    uint64 // msg_control and msg_controllen
+	controllen uint64
 }
 
 // readRecvSpec reads the guest's msghdr at addr, as the kernel checks it:
@@ -43,7 +46,8 @@ func readRecvSpec(r *Request, addr uint64) (recvSpec, unix.Errno) {
 		return recvSpec{}, unix.EFAULT
 	}
 	le := binary.NativeEndian
-	sp := recvSpec{hdr: addr, name: le.Uint64(mh[0:]), namelen: int32(le.Uint32(mh[8:]))}
+	sp := recvSpec{hdr: addr, name: le.Uint64(mh[0:]), namelen: int32(le.Uint32(mh[8:])), namelenAt: addr + 8,
+		control: le.Uint64(mh[32:]), controllen: le.Uint64(mh[40:])}
 	iov, iovlen := le.Uint64(mh[16:]), le.Uint64(mh[24:])
 	if iovlen > uioMaxIOV {
 		return recvSpec{}, unix.EMSGSIZE
@@ -83,22 +87,22 @@ type recvMsgs struct {
 
 // recvOne takes one datagram from the guest's end gfd for sp without
 // waiting: the data scattered over the iovecs, the source in msg_name
-// (what fits; msg_namelen the full length), no control data, msg_flags.
-// It returns recvmsg's value.
+// (what fits; msg_namelen the full length), the control messages kbox
+// kept for it (inetcmsg.go), msg_flags. It returns recvmsg's value. The
+// whole datagram is taken into kbox's buffer (its fingerprint finds its
+// source); MSG_TRUNC is kbox's, as Linux's UDP does it.
 func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) error) (int, unix.Errno) {
-	buf := make([]byte, min(sp.total, pumpBuf))
-	fl := m.flags&^unix.MSG_WAITFORONE | unix.MSG_DONTWAIT
-	n, _, rflags, _, err := unix.Recvmsg(gfd, buf, nil, fl)
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	n, src, err := m.s.recvDatagram(gfd, *bp, m.flags&unix.MSG_PEEK != 0)
 	if err != nil {
 		return 0, errnoOf(err)
 	}
 	var a []byte
-	if m.flags&unix.MSG_PEEK != 0 {
-		a = m.s.peekAddr()
-	} else {
-		a = m.s.popAddr()
+	if src != nil {
+		a = src.addr
 	}
-	data := buf[:min(n, len(buf))]
+	data := (*bp)[:n]
 	for _, v := range sp.iov {
 		if len(data) == 0 {
 			break
@@ -109,28 +113,95 @@ func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) err
 		}
 		data = data[c:]
 	}
+	rflags := 0
+	ret := min(n, int(min(sp.total, pumpBuf)))
+	if n > ret {
+		rflags |= unix.MSG_TRUNC
+	}
+	if m.flags&unix.MSG_TRUNC != 0 {
+		ret = n
+	}
 	le := binary.NativeEndian
-	if sp.name != 0 {
+	if sp.name != 0 && sp.namelenAt != 0 {
 		if sp.namelen > 0 && len(a) > 0 && write(sp.name, a[:min(int(sp.namelen), len(a))]) != nil {
 			return 0, unix.EFAULT
 		}
 		var b [4]byte
 		le.PutUint32(b[:], uint32(len(a)))
-		if write(sp.hdr+8, b[:]) != nil {
+		if write(sp.namelenAt, b[:]) != nil {
 			return 0, unix.EFAULT
 		}
 	}
-	var tail [16]byte // msg_controllen 0 (nothing carried), msg_flags
-	le.PutUint32(tail[8:], uint32(rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC|unix.MSG_EOR)))
+	if sp.hdr == 0 {
+		return ret, 0 // recvfrom: no msghdr
+	}
+	var ctrl []byte
+	if src != nil {
+		ctrl = src.ctrl
+	}
+	clen, trunc := m.controls(sp, ctrl, write)
+	if trunc {
+		rflags |= unix.MSG_CTRUNC
+	}
+	var tail [16]byte // msg_controllen, msg_flags
+	le.PutUint64(tail[0:], uint64(clen))
+	le.PutUint32(tail[8:], uint32(rflags))
 	if write(sp.hdr+40, tail[:12]) != nil {
 		return 0, unix.EFAULT
 	}
-	return n, 0
+	return ret, 0
+}
+
+// controls writes what fits of the control messages ctrl into the
+// guest's control buffer: whole messages only, as Linux's put_cmsg (a
+// message that does not fit, header and all, is left out and
+// MSG_CTRUNC set; one whose header fits but not its data is cut). It
+// returns msg_controllen.
+func (m *recvMsgs) controls(sp *recvSpec, ctrl []byte, write func(uint64, []byte) error) (int, bool) {
+	if len(ctrl) == 0 {
+		return 0, false
+	}
+	if sp.control == 0 || sp.controllen < cmsgHdr {
+		return 0, true
+	}
+	room := int(min(sp.controllen, 1<<20))
+	out := make([]byte, 0, min(room, len(ctrl)))
+	trunc := false
+	for c := ctrl; len(c) >= cmsgHdr; {
+		l := int(binary.NativeEndian.Uint64(c))
+		step := min(cmsgAlign(l), len(c))
+		left := room - len(out)
+		if left < cmsgHdr {
+			trunc = true
+			break
+		}
+		if l > left {
+			// The header and what fits of the data, the length the
+			// fitting part's (Linux: cmlen = min(room, len)).
+			part := append([]byte(nil), c[:left]...)
+			binary.NativeEndian.PutUint64(part, uint64(left))
+			out = append(out, part...)
+			trunc = true
+			break
+		}
+		out = append(out, c[:step]...)
+		if len(out) > room {
+			out = out[:room] // the last message's padding
+		}
+		c = c[step:]
+	}
+	if len(out) > 0 && write(sp.control, out) != nil {
+		return 0, trunc
+	}
+	return len(out), trunc
 }
 
 // step takes what is queued. It reports the answer (done), or that the
 // call must wait for the guest's end to be readable.
 func (m *recvMsgs) step(gfd int, write func(uint64, []byte) error) (v int64, en unix.Errno, done bool) {
+	if m.flags&unix.MSG_ERRQUEUE != 0 {
+		return 0, unix.EAGAIN, true // no error queue (IP_RECVERR is not carried)
+	}
 	for m.got < len(m.specs) {
 		sp := &m.specs[m.got]
 		n, en := m.recvOne(gfd, sp, write)
@@ -184,14 +255,6 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 			if p.Valid() != nil {
 				return // the guest went (or the trap tier took it out for a signal)
 			}
-			if signalled(p) {
-				en := fifo.RestartSys
-				if !limit.IsZero() {
-					en = unix.EINTR
-				}
-				e.late(func() { p.ReplyErrno(en) })
-				return
-			}
 			wait := interruptTick
 			if !limit.IsZero() {
 				left := time.Until(limit)
@@ -208,8 +271,22 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 				wait = min(wait, left)
 			}
 			pfd := []unix.PollFd{{Fd: int32(gfd), Events: unix.POLLIN}}
-			if n, _ := unix.Poll(pfd, int(wait/time.Millisecond)+1); n < 1 || p.Valid() != nil {
+			if n, _ := unix.Poll(pfd, int(wait/time.Millisecond)+1); n < 1 {
+				// Nothing came: has a signal ended the wait? (Looked
+				// at only then: reading the thread's status costs
+				// more than a datagram's whole receive.)
+				if p.Valid() == nil && signalled(p) {
+					en := fifo.RestartSys
+					if !limit.IsZero() {
+						en = unix.EINTR
+					}
+					e.late(func() { p.ReplyErrno(en) })
+					return
+				}
 				continue
+			}
+			if p.Valid() != nil {
+				return
 			}
 			finished := false
 			e.late(func() {
@@ -264,6 +341,34 @@ func sysRecvmsg(e *Engine, r *Request) Result {
 		return errno(en, Host)
 	}
 	flags := int(int32(r.Args[2]))
+	m := &recvMsgs{s: s, specs: []recvSpec{sp}, single: true, flags: flags,
+		nonblock: flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)}
+	return e.serveRecv(r, m, gfd)
+}
+
+// inetRecvfromDgram serves recvfrom(2) with a source address on an
+// internet datagram socket, as a recvmsg of one iovec: the datagram's
+// source is the one kbox queued for it (inetdgram.go).
+func (e *Engine) inetRecvfromDgram(r *Request, s *inetSock) Result {
+	flags := int(int32(r.Args[3]))
+	sp := recvSpec{iov: [][2]uint64{{r.Args[1], r.Args[2]}}, total: r.Args[2]}
+	if int64(r.Args[2]) < 0 {
+		return errno(unix.EFAULT, Host)
+	}
+	if addr, lenArg := r.Args[4], r.Args[5]; addr != 0 && lenArg != 0 {
+		var lb [4]byte
+		if err := r.G.Read(lenArg, lb[:]); err != nil {
+			return errno(unix.EFAULT, Host)
+		}
+		sp.name, sp.namelen, sp.namelenAt = addr, int32(binary.NativeEndian.Uint32(lb[:])), lenArg
+		if sp.namelen < 0 {
+			return errno(unix.EINVAL, Host)
+		}
+	}
+	gfd, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Host)
+	}
 	m := &recvMsgs{s: s, specs: []recvSpec{sp}, single: true, flags: flags,
 		nonblock: flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)}
 	return e.serveRecv(r, m, gfd)
@@ -342,30 +447,6 @@ func (n *Inet) anyGone() bool {
 		}
 	}
 	return false
-}
-
-// peekAddr returns the source of the datagram the guest's end holds
-// first, leaving it queued (MSG_PEEK).
-func (s *inetSock) peekAddr() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.addrs) == 0 {
-		return nil
-	}
-	return s.addrs[0]
-}
-
-// inetSendmmsgOne sends one message of a sendmmsg with a destination on
-// internet datagram socket s: to LKL at once, as sendto with an address.
-func inetSendmmsgOne(s *inetSock, data, name []byte, flags int) Result {
-	n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), ptrOr0(data), uintptr(len(data)),
-		uintptr(flags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL), lkl.Ptr(name), uintptr(len(name)))
-	runtime.KeepAlive(data)
-	runtime.KeepAlive(name)
-	if le != 0 {
-		return errno(le, LKL)
-	}
-	return ok(int64(n), LKL)
 }
 
 // sysIoctl's internet part: FIONREAD (SIOCINQ) and SIOCOUTQ of an

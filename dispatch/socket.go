@@ -685,9 +685,13 @@ func sysSendmsg(e *Engine, r *Request) Result {
 		return errno(en, Host)
 	}
 	if in := e.inetOf(r, r.Args[0]); in != nil {
-		// An internet socket: ancillary data is not carried.
-		data, name, flags := j.data, j.name, j.flags
+		data, name, oob, flags := j.data, j.name, j.oob, j.flags
 		j.close()
+		if in.typ != unix.SOCK_STREAM && len(oob) > 0 {
+			// A datagram with control data: LKL's sendmsg (inetcmsg.go).
+			return inetSendDgram(in, data, name, oob, flags)
+		}
+		// A stream's control data is not carried.
 		return e.inetSendto(r, in, data, name, flags)
 	}
 	return e.send(r, j, nil)
@@ -834,11 +838,12 @@ func sysSendmmsg(e *Engine, r *Request) Result {
 			j.flags |= unix.MSG_DONTWAIT // only the first may wait
 		}
 		var res Result
-		if in != nil && in.typ != unix.SOCK_STREAM && len(j.name) > 0 {
-			// A datagram with a destination: to LKL (inetmsg.go).
-			data, name, flags := j.data, j.name, j.flags
+		if in != nil && in.typ != unix.SOCK_STREAM && (len(j.name) > 0 || len(j.oob) > 0) {
+			// A datagram with a destination or control data: to
+			// LKL (inetcmsg.go).
+			data, name, oob, flags := j.data, j.name, j.oob, j.flags
 			j.close()
-			res = inetSendmmsgOne(in, data, name, flags)
+			res = inetSendDgram(in, data, name, oob, flags)
 		} else {
 			if in != nil {
 				// Through the pair: no name (TCP ignores one), no

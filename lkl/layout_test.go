@@ -40,6 +40,7 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 		"NR_accept": SysAccept, "NR_connect": SysConnect, "NR_getsockname": SysGetsockname,
 		"NR_getpeername": SysGetpeername, "NR_sendto": SysSendto, "NR_recvfrom": SysRecvfrom,
 		"NR_setsockopt": SysSetsockopt, "NR_getsockopt": SysGetsockopt, "NR_shutdown": SysShutdown, "NR_accept4": SysAccept4,
+		"NR_sendmsg": SysSendmsg, "NR_recvmsg": SysRecvmsg,
 		"NR_syncfs":          SysSyncfs,
 		"NR_sysinfo":         SysSysinfo,
 		"NR_sync_file_range": SysSyncFileRange,

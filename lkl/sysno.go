@@ -72,6 +72,8 @@ const (
 	SysSetsockopt    = 208
 	SysGetsockopt    = 209
 	SysShutdown      = 210
+	SysSendmsg       = 211
+	SysRecvmsg       = 212
 	SysAccept4       = 242
 	SysPrlimit64     = 261
 	SysSyncfs        = 267

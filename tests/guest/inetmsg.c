@@ -16,11 +16,32 @@
  *                       than a unix socketpair can, and SIOCOUTQ of its
  *                       peer: together they are what the peer wrote
  *                       (within 64 KiB: kbox's pump may hold that much)
+ *   inetmsg mixed ADDR  UDP from two senders, received with read, readv
+ *                       and recv (no source) mixed with recvfrom and
+ *                       recvmsg (a source each, checked against the
+ *                       datagram, which names its sender): identical
+ *                       datagrams from both, MSG_PEEK, truncation
+ *   inetmsg share ADDR  forks: three processes share one UDP socket and
+ *                       each takes 12 datagrams from two senders (one
+ *                       process mixing read and recvfrom); every source
+ *                       is checked (forks: seccomp tier only)
+ *   inetmsg user ADDR PORT  run as a user other than root: TCP echo and
+ *                       UDP echo with a server at ADDR:PORT, bind to port
+ *                       80 (EACCES) and to a port >= 1024 (works)
+ *   inetmsg cmsg ADDR   ancillary data: IP_PKTINFO, IP_RECVTOS,
+ *                       IP_RECVTTL, SO_TIMESTAMPNS and SO_TIMESTAMP on
+ *                       received datagrams; sendmsg with IP_TOS, IP_TTL
+ *                       and IP_PKTINFO (the source 127.0.0.2); MSG_CTRUNC
+ *                       with a short control buffer and with none;
+ *                       IPV6_RECVPKTINFO and IPV6_RECVHOPLIMIT on ::1
+ *   inetmsg udprate ADDR N  N rounds of a 64-byte sendto and a recvfrom
+ *                       with the source on ADDR, then N with read; prints
+ *                       µs per round of each (what a datagram costs)
  *   inetmsg unixrecv N  N rounds of a 1-byte write and a recvmsg on a
  *                       unix socketpair; prints ns per round (what
  *                       serving recvmsg under --net costs other sockets)
  *
- * No mode forks: the program runs in every tier.
+ * Only share forks: the others run in every tier.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -36,6 +57,9 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <net/if.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -318,6 +342,446 @@ static int do_queue(void)
 	return 0;
 }
 
+/* sender names the sender of datagram text t: "s1" or "s2" (its first
+ * two bytes), "?" if neither. */
+static const char *sender(const char *t, int n)
+{
+	if (n >= 2 && t[0] == 's' && t[1] == '1')
+		return "s1";
+	if (n >= 2 && t[0] == 's' && t[1] == '2')
+		return "s2";
+	return "?";
+}
+
+static int mixed_bad;
+
+/* got prints one received datagram; a source, if given, must be the
+ * datagram's sender. */
+static void got(const char *how, char *b, int n, struct sockaddr_in *from, socklen_t fl)
+{
+	if (n < 0) {
+		printf("%s: %s\n", how, strerror(errno));
+		mixed_bad++;
+		return;
+	}
+	if (!from) {
+		printf("%s: %d '%.*s'\n", how, n, n, b);
+		return;
+	}
+	const char *w = who(from, fl);
+	int right = !strcmp(w, sender(b, n)) || (n >= 4 && !memcmp(b, "same", 4));
+	printf("%s: %d '%.*s' from %s%s\n", how, n, n, b, w, right ? "" : " WRONG");
+	if (!right)
+		mixed_bad++;
+}
+
+static int do_mixed(void)
+{
+	struct sockaddr_in ra;
+	int r = udp(&ra), s1 = udp(&s1a), s2 = udp(&s2a);
+	struct sockaddr *to = (struct sockaddr *)&ra;
+	char b[64];
+	struct sockaddr_in from;
+	socklen_t fl;
+	int n;
+
+	/* Rounds of read, then recvfrom, then recv, then recvmsg. */
+	for (int i = 0; i < 4; i++) {
+		char t[16];
+		snprintf(t, sizeof(t), "s1 %d", i);
+		sendto(s1, t, strlen(t), 0, to, sizeof(ra));
+		snprintf(t, sizeof(t), "s2 %d!", i);
+		sendto(s2, t, strlen(t), 0, to, sizeof(ra));
+	}
+	for (int i = 0; i < 2; i++) {
+		n = read(r, b, sizeof(b));
+		got("read", b, n, NULL, 0);
+		fl = sizeof(from);
+		n = recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+		got("recvfrom", b, n, &from, fl);
+		n = recv(r, b, sizeof(b), 0);
+		got("recv", b, n, NULL, 0);
+		struct iovec iv = { b, sizeof(b) };
+		struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iv, .msg_iovlen = 1 };
+		n = recvmsg(r, &mh, 0);
+		got("recvmsg", b, n, &from, mh.msg_namelen);
+	}
+
+	/* The same bytes from both senders: read takes s1's, recvfrom must
+	 * say s2 (the bytes alone cannot tell). */
+	sendto(s1, "same", 4, 0, to, sizeof(ra));
+	sendto(s2, "same", 4, 0, to, sizeof(ra));
+	sendto(s1, "same", 4, 0, to, sizeof(ra));
+	n = read(r, b, sizeof(b));
+	got("read same", b, n, NULL, 0);
+	waitin(r);
+	fl = sizeof(from);
+	n = recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+	printf("recvfrom same: %d from %s\n", n, who(&from, fl));
+	if (strcmp(who(&from, fl), "s2"))
+		mixed_bad++;
+	fl = sizeof(from);
+	n = recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+	printf("recvfrom same again: %d from %s\n", n, who(&from, fl));
+	if (strcmp(who(&from, fl), "s1"))
+		mixed_bad++;
+
+	/* MSG_PEEK between reads; readv; a truncating read. */
+	sendto(s1, "s1 peek", 7, 0, to, sizeof(ra));
+	sendto(s2, "s2 long datagram, truncated", 27, 0, to, sizeof(ra));
+	sendto(s1, "s1 after", 8, 0, to, sizeof(ra));
+	sendto(s2, "s2 last", 7, 0, to, sizeof(ra));
+	waitin(r);
+	fl = sizeof(from);
+	n = recvfrom(r, b, sizeof(b), MSG_PEEK, (struct sockaddr *)&from, &fl);
+	got("recvfrom peek", b, n, &from, fl);
+	char v1[3], v2[8];
+	struct iovec vv[2] = { { v1, sizeof(v1) }, { v2, sizeof(v2) } };
+	n = readv(r, vv, 2);
+	printf("readv: %d '%.3s' '%.*s'\n", n, v1, n > 3 ? n - 3 : 0, v2);
+	n = read(r, b, 4);
+	got("read 4 of 27", b, n, NULL, 0);
+	waitin(r);
+	fl = sizeof(from);
+	n = recvfrom(r, b, 2, 0, (struct sockaddr *)&from, &fl);
+	got("recvfrom 2 of 8", b, n, &from, fl);
+	fl = sizeof(from);
+	n = recvfrom(r, b, sizeof(b), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+	if (n < 0) {
+		waitin(r);
+		fl = sizeof(from);
+		n = recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+	}
+	got("recvfrom last", b, n, &from, fl);
+	printf("mixed: %s\n", mixed_bad ? "WRONG SOURCES" : "every source right");
+	return mixed_bad != 0;
+}
+
+/* share_take takes k datagrams from r, each source checked; mix: every
+ * other one with read. */
+static void share_take(const char *name, int r, int k, int mix)
+{
+	int bad = 0, checked = 0;
+	struct timeval tv = { 10, 0 };
+	setsockopt(r, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (int i = 0; i < k; i++) {
+		char b[32];
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		int n;
+		if (mix && i % 2) {
+			n = read(r, b, sizeof(b));
+		} else {
+			n = recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+			if (n >= 0) {
+				checked++;
+				if (strcmp(who(&from, fl), sender(b, n))) {
+					bad++;
+					fprintf(stderr, "%s: '%.*s' from %s\n", name, n, b, who(&from, fl));
+				}
+			}
+		}
+		if (n < 0) {
+			printf("%s: %s after %d\n", name, strerror(errno), i);
+			return;
+		}
+	}
+	printf("%s: %d datagrams, %d sources checked, %s\n", name, k, checked, bad ? "WRONG SOURCES" : "all right");
+}
+
+static int do_share(void)
+{
+	enum { K = 12 };
+	struct sockaddr_in ra;
+	int r = udp(&ra), s1 = udp(&s1a), s2 = udp(&s2a);
+	int go[2];
+	if (pipe(go) < 0)
+		die("pipe");
+	fflush(stdout);
+	pid_t kids[2];
+	for (int c = 0; c < 2; c++) {
+		kids[c] = fork();
+		if (kids[c] < 0)
+			die("fork");
+		if (kids[c] == 0) {
+			close(go[1]);
+			char x;
+			read(go[0], &x, 1);
+			share_take(c ? "child 2 (read and recvfrom)" : "child 1", r, K, c);
+			fflush(stdout);
+			_exit(0);
+		}
+	}
+	close(go[0]);
+	close(go[1]); /* the children start */
+	for (int i = 0; i < 3 * K / 2; i++) {
+		char t[16];
+		snprintf(t, sizeof(t), "s1 %d", i);
+		sendto(s1, t, strlen(t), 0, (struct sockaddr *)&ra, sizeof(ra));
+		snprintf(t, sizeof(t), "s2 %d..", i);
+		sendto(s2, t, strlen(t), 0, (struct sockaddr *)&ra, sizeof(ra));
+		if (i % 3 == 2)
+			usleep(20 * 1000);
+	}
+	share_take("parent", r, K, 0);
+	for (int c = 0; c < 2; c++)
+		waitpid(kids[c], NULL, 0);
+	return 0;
+}
+
+static int do_user(const char *port)
+{
+	struct sockaddr_in srv = at;
+	srv.sin_port = htons(atoi(port));
+	printf("uid %d euid %d\n", (int)getuid(), (int)geteuid());
+
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	if (c < 0 || connect(c, (struct sockaddr *)&srv, sizeof(srv)) < 0)
+		die("tcp connect");
+	char b[32];
+	int n = write(c, "tcp as a user", 13);
+	int m = 0;
+	while (m < n) {
+		int k = read(c, b + m, sizeof(b) - m);
+		if (k <= 0)
+			break;
+		m += k;
+	}
+	printf("tcp echo: %d '%.*s'\n", m, m, b);
+	close(c);
+
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+	if (u < 0)
+		die("udp socket");
+	sendto(u, "udp as a user", 13, 0, (struct sockaddr *)&srv, sizeof(srv));
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from);
+	struct timeval tv = { 5, 0 };
+	setsockopt(u, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	n = recvfrom(u, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+	if (n < 0)
+		die("udp recvfrom");
+	printf("udp echo: %d '%.*s' from the server: %s\n", n, n, b,
+	       from.sin_port == srv.sin_port && from.sin_addr.s_addr == srv.sin_addr.s_addr ? "yes" : "no");
+	close(u);
+
+	struct sockaddr_in low = { .sin_family = AF_INET, .sin_port = htons(80) };
+	int l = socket(AF_INET, SOCK_DGRAM, 0);
+	n = bind(l, (struct sockaddr *)&low, sizeof(low));
+	printf("bind port 80: %d %s\n", n, n < 0 ? strerror(errno) : "");
+	close(l);
+	int t = socket(AF_INET, SOCK_STREAM, 0);
+	n = bind(t, (struct sockaddr *)&low, sizeof(low));
+	printf("bind tcp port 80: %d %s\n", n, n < 0 ? strerror(errno) : "");
+	close(t);
+	low.sin_port = htons(5353);
+	l = socket(AF_INET, SOCK_DGRAM, 0);
+	n = bind(l, (struct sockaddr *)&low, sizeof(low));
+	printf("bind port 5353: %d %s\n", n, n < 0 ? strerror(errno) : "");
+	/* UDP on the guest's own loopback, to the socket bound above. */
+	low.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	sendto(s, "s1 local", 8, 0, (struct sockaddr *)&low, sizeof(low));
+	setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	fl = sizeof(from);
+	n = recvfrom(l, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	getsockname(s, (struct sockaddr *)&sa, &sl);
+	printf("local udp: %d '%.*s' from the sender: %s\n", n, n > 0 ? n : 0, b,
+	       n > 0 && from.sin_port == sa.sin_port ? "yes" : "no");
+	return 0;
+}
+
+/* cmsgs prints the control messages of mh, one line each. */
+static void cmsgs(const char *what, struct msghdr *mh)
+{
+	printf("%s: flags%s%s controllen %s\n", what, mh->msg_flags & MSG_CTRUNC ? " MSG_CTRUNC" : "",
+	       mh->msg_flags & MSG_TRUNC ? " MSG_TRUNC" : "", mh->msg_controllen ? "some" : "0");
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			char ifn[IF_NAMESIZE] = "?", spec[16], dst[16];
+			if_indextoname(pi.ipi_ifindex, ifn);
+			inet_ntop(AF_INET, &pi.ipi_spec_dst, spec, sizeof(spec));
+			inet_ntop(AF_INET, &pi.ipi_addr, dst, sizeof(dst));
+			printf("  IP_PKTINFO if %s spec_dst %s addr %s\n", ifn, spec, dst);
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+			printf("  IP_TOS 0x%x\n", *(unsigned char *)CMSG_DATA(c));
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
+			int ttl;
+			memcpy(&ttl, CMSG_DATA(c), sizeof(ttl));
+			printf("  IP_TTL %d\n", ttl);
+		} else if (c->cmsg_level == SOL_SOCKET && (c->cmsg_type == SO_TIMESTAMPNS || c->cmsg_type == SO_TIMESTAMP)) {
+			struct timespec now, ts;
+			clock_gettime(CLOCK_REALTIME, &now);
+			if (c->cmsg_type == SO_TIMESTAMPNS) {
+				memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+			} else {
+				struct timeval tv;
+				memcpy(&tv, CMSG_DATA(c), sizeof(tv));
+				ts.tv_sec = tv.tv_sec, ts.tv_nsec = tv.tv_usec * 1000;
+			}
+			double d = (now.tv_sec - ts.tv_sec) + (now.tv_nsec - ts.tv_nsec) / 1e9;
+			printf("  %s within 2 s of now: %s\n", c->cmsg_type == SO_TIMESTAMPNS ? "SO_TIMESTAMPNS" : "SO_TIMESTAMP",
+			       d >= 0 && d < 2 ? "yes" : "no");
+			if (!(d >= 0 && d < 2))
+				fprintf(stderr, "timestamp %ld.%09ld now %ld.%09ld\n", (long)ts.tv_sec, ts.tv_nsec,
+					(long)now.tv_sec, now.tv_nsec);
+		} else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi;
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			char ifn[IF_NAMESIZE] = "?", dst[64];
+			if_indextoname(pi.ipi6_ifindex, ifn);
+			inet_ntop(AF_INET6, &pi.ipi6_addr, dst, sizeof(dst));
+			printf("  IPV6_PKTINFO if %s addr %s\n", ifn, dst);
+		} else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT) {
+			int h;
+			memcpy(&h, CMSG_DATA(c), sizeof(h));
+			printf("  IPV6_HOPLIMIT %d\n", h);
+		} else {
+			printf("  level %d type %d len %d\n", c->cmsg_level, c->cmsg_type, (int)c->cmsg_len);
+		}
+	}
+}
+
+/* rcv receives one datagram on r with a control buffer of clen bytes. */
+static void rcv(const char *what, int r, size_t clen)
+{
+	char b[64];
+	union {
+		char buf[512];
+		struct cmsghdr align;
+	} u;
+	struct sockaddr_in6 from;
+	struct iovec iv = { b, sizeof(b) };
+	struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iv, .msg_iovlen = 1,
+			     .msg_control = clen ? u.buf : NULL, .msg_controllen = clen };
+	memset(&u, 0, sizeof(u));
+	waitin(r);
+	int n = recvmsg(r, &mh, 0);
+	if (n < 0) {
+		printf("%s: %s\n", what, strerror(errno));
+		return;
+	}
+	char src[64] = "?";
+	if (from.sin6_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&from)->sin_addr, src, sizeof(src));
+	else if (from.sin6_family == AF_INET6)
+		inet_ntop(AF_INET6, &from.sin6_addr, src, sizeof(src));
+	printf("%s: %d '%.*s' from %s\n", what, n, n, b, src);
+	cmsgs(what, &mh);
+}
+
+/* sndc sends text from s to a with one control message of level and
+ * type holding the l bytes at v. */
+static void sndc(int s, struct sockaddr *a, socklen_t al, const char *text, int level, int type, void *v, size_t l)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct iovec iv = { (void *)text, strlen(text) };
+	struct msghdr mh = { .msg_name = a, .msg_namelen = al, .msg_iov = &iv, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = CMSG_SPACE(l) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = level;
+	c->cmsg_type = type;
+	c->cmsg_len = CMSG_LEN(l);
+	memcpy(CMSG_DATA(c), v, l);
+	int n = sendmsg(s, &mh, 0);
+	if (n < 0)
+		printf("sendmsg %s: %s\n", text, strerror(errno));
+}
+
+static int do_cmsg(void)
+{
+	struct sockaddr_in ra, sa;
+	int r = udp(&ra), s = udp(&sa), one = 1;
+	struct sockaddr *to = (struct sockaddr *)&ra;
+
+	sendto(s, "plain", 5, 0, to, sizeof(ra));
+	rcv("none asked", r, 512);
+
+	setsockopt(r, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+	setsockopt(r, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+	setsockopt(r, IPPROTO_IP, IP_RECVTTL, &one, sizeof(one));
+	setsockopt(r, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+	int tos = 0x10;
+	setsockopt(s, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+	sendto(s, "tos", 3, 0, to, sizeof(ra));
+	rcv("all four", r, 512);
+
+	tos = 0x20;
+	sndc(s, to, sizeof(ra), "cmsg tos", IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+	rcv("sent with IP_TOS", r, 512);
+	int ttl = 7;
+	sndc(s, to, sizeof(ra), "cmsg ttl", IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
+	rcv("sent with IP_TTL", r, 512);
+	struct in_pktinfo pi;
+	memset(&pi, 0, sizeof(pi));
+	inet_pton(AF_INET, "127.0.0.2", &pi.ipi_spec_dst);
+	sndc(s, to, sizeof(ra), "cmsg src", IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
+	rcv("sent with IP_PKTINFO 127.0.0.2", r, 512);
+
+	/* Room for the first message only; then none at all. */
+	sendto(s, "short", 5, 0, to, sizeof(ra));
+	rcv("room for one", r, CMSG_SPACE(sizeof(struct in_pktinfo)));
+	sendto(s, "none", 4, 0, to, sizeof(ra));
+	rcv("no room", r, 0);
+	/* SO_TIMESTAMP (a timeval) alone. */
+	int zero = 0;
+	setsockopt(r, IPPROTO_IP, IP_PKTINFO, &zero, sizeof(zero));
+	setsockopt(r, IPPROTO_IP, IP_RECVTOS, &zero, sizeof(zero));
+	setsockopt(r, IPPROTO_IP, IP_RECVTTL, &zero, sizeof(zero));
+	setsockopt(r, SOL_SOCKET, SO_TIMESTAMPNS, &zero, sizeof(zero));
+	setsockopt(r, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one));
+	sendto(s, "tv", 2, 0, to, sizeof(ra));
+	rcv("SO_TIMESTAMP", r, 512);
+
+	/* IPv6 on ::1. */
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	int r6 = socket(AF_INET6, SOCK_DGRAM, 0), s6 = socket(AF_INET6, SOCK_DGRAM, 0);
+	socklen_t l6 = sizeof(a6);
+	if (r6 < 0 || s6 < 0 || bind(r6, (struct sockaddr *)&a6, sizeof(a6)) < 0 ||
+	    getsockname(r6, (struct sockaddr *)&a6, &l6) < 0) {
+		printf("ipv6: %s\n", strerror(errno));
+		return 0;
+	}
+	setsockopt(r6, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
+	setsockopt(r6, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one, sizeof(one));
+	int hops = 9;
+	sndc(s6, (struct sockaddr *)&a6, sizeof(a6), "six", IPPROTO_IPV6, IPV6_HOPLIMIT, &hops, sizeof(hops));
+	rcv("ipv6", r6, 512);
+	return 0;
+}
+
+static int do_udprate(int n)
+{
+	struct sockaddr_in ra, sa;
+	int r = udp(&ra), s = udp(&sa);
+	char b[64] = "rate";
+	for (int how = 0; how < 2; how++) {
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int i = 0; i < n; i++) {
+			struct sockaddr_in from;
+			socklen_t fl = sizeof(from);
+			if (sendto(s, b, sizeof(b), 0, (struct sockaddr *)&ra, sizeof(ra)) != sizeof(b))
+				die("sendto");
+			int m = how ? read(r, b, sizeof(b)) : recvfrom(r, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+			if (m != sizeof(b))
+				die("receive");
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / n;
+		printf("%s: %.1f us per round\n", how ? "read" : "recvfrom", us);
+	}
+	return 0;
+}
+
 static int do_unixrecv(int n)
 {
 	int sv[2];
@@ -343,8 +807,14 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 3 && !strcmp(argv[1], "unixrecv"))
 		return do_unixrecv(atoi(argv[2]));
-	if (argc != 3) {
-		fprintf(stderr, "usage: inetmsg msg|queue ADDR\n");
+	if (argc == 4 && !strcmp(argv[1], "udprate")) {
+		at.sin_family = AF_INET;
+		if (inet_pton(AF_INET, argv[2], &at.sin_addr) != 1)
+			return 2;
+		return do_udprate(atoi(argv[3]));
+	}
+	if (argc != 3 && !(argc == 4 && !strcmp(argv[1], "user"))) {
+		fprintf(stderr, "usage: inetmsg msg|queue|mixed|share ADDR | user ADDR PORT\n");
 		return 2;
 	}
 	at.sin_family = AF_INET;
@@ -354,5 +824,13 @@ int main(int argc, char **argv)
 		return do_msg();
 	if (!strcmp(argv[1], "queue"))
 		return do_queue();
+	if (!strcmp(argv[1], "cmsg"))
+		return do_cmsg();
+	if (!strcmp(argv[1], "mixed"))
+		return do_mixed();
+	if (!strcmp(argv[1], "share"))
+		return do_share();
+	if (!strcmp(argv[1], "user"))
+		return do_user(argv[3]);
 	return 2;
 }
