@@ -113,7 +113,13 @@ type Network struct {
 	// Spliced flows still carrying the guest's data to the host
 	// (Quiesce).
 	fromGuestCopies atomic.Int64
+	// loopDial: the default dialer, whose loopback dials are blocking
+	// connects (dialLoopback).
+	loopDial bool
 }
+
+// dialTimeout bounds a host TCP dial.
+const dialTimeout = 30 * time.Second
 
 const nicID = 1
 
@@ -140,8 +146,9 @@ func addrPort(a tcpip.Address, port uint16) netip.AddrPort {
 
 // New starts a network on frames. Close stops it.
 func New(frames Frames, cfg Config) (*Network, error) {
-	if cfg.Dialer == nil {
-		cfg.Dialer = &net.Dialer{Timeout: 30 * time.Second}
+	defaultDialer := cfg.Dialer == nil
+	if defaultDialer {
+		cfg.Dialer = &net.Dialer{Timeout: dialTimeout}
 	}
 	if len(cfg.AllowHosts) > 0 {
 		r := cfg.Resolver
@@ -183,7 +190,7 @@ func New(frames Frames, cfg Config) (*Network, error) {
 		{Destination: header.IPv6EmptySubnet, NIC: nicID},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Network{cfg: cfg, frames: frames, st: s, ch: ch, ctx: ctx, cancel: cancel}
+	n := &Network{cfg: cfg, frames: frames, st: s, ch: ch, ctx: ctx, cancel: cancel, loopDial: defaultDialer}
 	tf := tcp.NewForwarder(s, 0, 1024, n.tcpFlow)
 	s.SetTransportProtocolHandler(tcp.ProtocolNumber, n.handleTCP(tf.HandlePacket))
 	uf := udp.NewForwarder(s, n.udpFlow)
@@ -307,9 +314,15 @@ func (n *Network) tcpFlow(r *tcp.ForwarderRequest) {
 		r.Complete(true)
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
-	host, err := n.cfg.Dialer.DialContext(ctx, "tcp", ev.Real.String())
-	cancel()
+	var host net.Conn
+	var err error
+	if n.loopDial && ev.Real.Addr().IsLoopback() {
+		host, err = dialLoopback(ev.Real, dialTimeout)
+	} else {
+		ctx, cancel := context.WithTimeout(n.ctx, dialTimeout)
+		host, err = n.cfg.Dialer.DialContext(ctx, "tcp", ev.Real.String())
+		cancel()
+	}
 	if err != nil {
 		// Refused: a reset. Unreachable: an ICMP error as a router's.
 		// Timed out: no answer (unreach.go).
