@@ -101,9 +101,21 @@ func TestDialFailures(t *testing.T) {
 		if el := time.Since(start); el > 3*time.Second {
 			t.Errorf("%s: took %v, want at once", c.dest, el)
 		}
-		evmu.Lock()
-		ev := events[len(events)-1]
-		evmu.Unlock()
+		// The answer can reach the guest before the event is told
+		// (an ICMP error goes out first): wait for this flow's.
+		var ev Event
+		for deadline := time.Now().Add(2 * time.Second); ev.Dest.String() != c.dest && time.Now().Before(deadline); {
+			evmu.Lock()
+			for _, e := range events {
+				if e.Dest.String() == c.dest {
+					ev = e
+				}
+			}
+			evmu.Unlock()
+			if ev.Dest.String() != c.dest {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
 		if ev.Allowed || ev.Rule != "dial" || !strings.HasSuffix(ev.Why, "the guest gets "+c.why) {
 			t.Errorf("%s: event %+v, want rule dial and %q", c.dest, ev, c.why)
 		}
