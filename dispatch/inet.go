@@ -40,14 +40,31 @@ import (
 
 // Inet is the guest's internet sockets; nil in the Engine: no network.
 type Inet struct {
-	mu     sync.Mutex
-	byIno  map[uint64]*inetSock
+	mu    sync.Mutex
+	byIno map[uint64]*inetSock
+	// Max bounds the internet sockets open at once (0: no bound): each
+	// holds a host thread and a kernel task waiting in LKL, and past
+	// what LKL's memory holds, LKL can no longer make tasks, kbox's own
+	// work in LKL included (unmounting, writing the guest's files
+	// back). Beyond it socket and accept fail with ENFILE, as a system
+	// whose file table is full.
+	Max    int
 	reaper int // epoll fd watching kbox's ends for POLLHUP
 	once   sync.Once
 	eng    atomic.Pointer[Engine] // finds a guest's end again (resetGuest)
 	Opened atomic.Uint64
 	dgrams atomic.Int64 // datagram sockets open: recvmsg looks for one (inetmsg.go)
 	ending atomic.Int64 // sockets the reaper is ending (Drain)
+}
+
+// full reports whether Max internet sockets are open.
+func (n *Inet) full() bool {
+	if n.Max <= 0 {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.byIno) >= n.Max
 }
 
 // NewInet makes the table of internet sockets.
@@ -172,6 +189,9 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 		return errno(en, LKL)
 	}
 	e.Net.eng.CompareAndSwap(nil, e)
+	if e.Net.full() {
+		return errno(unix.ENFILE, Emulated)
+	}
 	// A stream socket is non-blocking in LKL until it is connected:
 	// connect sends its SYN at once, on the serving thread
 	// (inetConnect), and the pumps find it blocking (unblock).
@@ -1247,6 +1267,9 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 		addr := make([]byte, sockaddrStorage)
 		alen := make([]byte, 4)
 		binary.NativeEndian.PutUint32(alen, sockaddrStorage)
+		if e.Net.full() {
+			return nil, -1, nil, unix.ENFILE // the connection stays queued, as Linux's
+		}
 		nfd, le := lkl.Syscall6(lkl.SysAccept4, uintptr(s.lfd), lkl.Ptr(addr), lkl.Ptr(alen), unix.SOCK_CLOEXEC, 0, 0)
 		if le != 0 {
 			return nil, -1, nil, le

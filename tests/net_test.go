@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -610,4 +611,48 @@ func TestNetObservatory(t *testing.T) {
 	if connects != 2 || accepts != 1 {
 		t.Errorf("trace has %d connects to 10.0.2.2:%s with the peer (want 2) and %d accept4 with a 127.0.0.1 peer (want 1)", connects, p, accepts)
 	}
+}
+
+// TestNetSocketBound: the guest's internet sockets are bounded (--net's
+// 128 MiB kernel: 2048 at once). Five processes each open UDP sockets
+// until socket fails: they share the bound and get ENFILE, as on a
+// system whose file table is full, and kbox stays whole. Before the
+// bound, five processes reached their own fd limits (about 5000
+// sockets), LKL could no longer make kernel tasks, the last echo failed,
+// and kbox lost the guest's files at exit (status 125). Then the
+// sockets are free again, the network still works, and a file written
+// after it all is in the image.
+func TestNetSocketBound(t *testing.T) {
+	p := strconv.Itoa(echoServer(t))
+	img := copyImage(t, imagePath(t))
+	script := "for i in 1 2 3 4 5; do /opt/tests/inet many 10.0.2.2 " + p + " 1100 > /tmp/many.$i 2>&1 & done; wait; cat /tmp/many.*; " +
+		"/opt/tests/inet many 10.0.2.2 " + p + " 10 && echo bounded > /root/bound.txt && sync"
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--syscall-mode=seccomp", "--net", "--net-allow", "127.0.0.1:"+p, "--", "/bin/sh", "-c", script)
+	if status != 0 {
+		t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
+	}
+	opened := regexp.MustCompile(`opened (\d+), then Too many open files in system`).FindAllStringSubmatch(stdout, -1)
+	if len(opened) != 5 {
+		t.Fatalf("want 5 processes stopped by ENFILE:\n%s\nstderr: %s", stdout, stderr)
+	}
+	sum := 0
+	for _, m := range opened {
+		n, _ := strconv.Atoi(m[1])
+		sum += n
+	}
+	// Each process closes one and opens one again after its ENFILE,
+	// and another can take the room in between: give or take 5.
+	if sum > 2048+5 || sum < 2048-5 {
+		t.Errorf("%d sockets open at once, want 2048 (the bound):\n%s", sum, stdout)
+	}
+	if !strings.Contains(stdout, "opened 10\necho ok") {
+		t.Errorf("after the bound, 10 sockets and an echo:\n%s", stdout)
+	}
+	if strings.Contains(stderr, "unavailable") || strings.Contains(stderr, "lost") {
+		t.Errorf("kbox's own work failed:\n%s", stderr)
+	}
+	if got, ok := debugfsCat(t, img, "/root/bound.txt"); !ok || got != "bounded\n" {
+		t.Errorf("/root/bound.txt in the image: %q %v", got, ok)
+	}
+	assertCleanImage(t, img)
 }

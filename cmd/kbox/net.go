@@ -129,6 +129,7 @@ func (g *guestNet) start(o *ImageOptions, procDir int) error {
 		n.Close()
 		return err
 	}
+	g.inet.Max = inetMax(o)
 	return nil
 }
 
@@ -172,4 +173,17 @@ func hostResolver(path string) string {
 		}
 	}
 	return ""
+}
+
+// inetPerMB is how many internet sockets the guest may hold open at once
+// per MiB of the kernel's memory: each waits in LKL with a kernel task
+// and has socket buffers there. At 128 MiB (--net's default) LKL could no
+// longer make tasks from about 4000 open UDP sockets (docs/networking.md,
+// "Limits"); 16 per MiB keeps half of that.
+const inetPerMB = 16
+
+// inetMax is the bound on the guest's open internet sockets
+// (dispatch.Inet.Max) for the kernel's memory.
+func inetMax(o *ImageOptions) int {
+	return rootOptions(o).Kernel.MemoryMB() * inetPerMB
 }

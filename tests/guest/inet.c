@@ -13,6 +13,14 @@
  *   inet rtt ADDR PORT N    N round trips of 64 bytes, print µs each
  *   inet conns ADDR PORT N  N connections one after another, each
  *                           echoing one byte, print connections per second
+ *   inet many ADDR PORT N   open up to N UDP sockets at once: print how
+ *                           many opened and the first error (kbox's bound
+ *                           on internet sockets), then send a datagram to
+ *                           ADDR PORT from the last one and read the echo
+ *   inet hold ADDR PORT N   N connections held open at once, each echoing
+ *                           one byte; print "held N", wait for EOF on
+ *                           stdin, then echo one byte on each again and
+ *                           print "all N echoed" (idle connections' cost)
  *   inet server ADDR 0      a guest server on ADDR: EAGAIN from a
  *                           non-blocking accept with nobody waiting, then
  *                           a client thread connects; poll says the
@@ -349,6 +357,62 @@ static int do_conns(int n)
 	}
 	double dt = now() - t0;
 	printf("conns %d in %.3f s: %.1f per s\n", n, dt, n / dt);
+	return 0;
+}
+
+static int do_many(int n)
+{
+	int got = 0, last = -1;
+	for (; got < n; got++) {
+		int s = socket(AF_INET, SOCK_DGRAM, 0);
+		if (s < 0) {
+			printf("opened %d, then %s\n", got, strerror(errno));
+			break;
+		}
+		last = s;
+	}
+	if (got == n)
+		printf("opened %d\n", got);
+	if (got > 0) {
+		close(last); /* room for the check */
+		last = socket(AF_INET, SOCK_DGRAM, 0);
+		if (last < 0)
+			die("socket after close");
+		char b[8] = "many";
+		if (sendto(last, b, 4, 0, (struct sockaddr *)&dest, sizeof(dest)) != 4)
+			die("sendto");
+		if (recv(last, b, sizeof(b), 0) != 4 || memcmp(b, "many", 4))
+			die("echo");
+		printf("echo ok\n");
+	}
+	return 0;
+}
+
+static int do_hold(int n)
+{
+	int *s = calloc(n, sizeof(int));
+	if (s == NULL)
+		die("calloc");
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < n; i++) {
+			if (round == 0)
+				s[i] = tcp_connect();
+			char c = 'a' + i % 26, r = 0;
+			if (write(s[i], &c, 1) != 1)
+				die("write");
+			if (read(s[i], &r, 1) != 1 || r != c)
+				die("echo");
+		}
+		if (round == 0) {
+			printf("held %d\n", n);
+			char b[64];
+			while (read(0, b, sizeof(b)) > 0)
+				;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		close(s[i]);
+	printf("all %d echoed\n", n);
 	return 0;
 }
 
@@ -718,7 +782,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 4 && !strcmp(argv[1], "http"))
 		return do_http(argv[2], argv[3]);
-	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") || !strcmp(argv[1], "conns") ||
+	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") || !strcmp(argv[1], "conns") || !strcmp(argv[1], "hold") || !strcmp(argv[1], "many") ||
 			   !strcmp(argv[1], "serve") || !strcmp(argv[1], "userve")))
 		argc = 4;
 	if (argc != 4) {
@@ -749,6 +813,10 @@ int main(int argc, char **argv)
 		return do_conns(atoi(argv[4]));
 	if (!strcmp(argv[1], "parallel"))
 		return do_parallel(atoi(argv[4]));
+	if (!strcmp(argv[1], "many"))
+		return do_many(atoi(argv[4]));
+	if (!strcmp(argv[1], "hold"))
+		return do_hold(atoi(argv[4]));
 	if (!strcmp(argv[1], "serve"))
 		return do_serve(atoi(argv[4]));
 	if (!strcmp(argv[1], "userve"))
