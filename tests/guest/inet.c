@@ -17,6 +17,9 @@
  *                           many opened and the first error (kbox's bound
  *                           on internet sockets), then send a datagram to
  *                           ADDR PORT from the last one and read the echo
+ *   inet manyfork ADDR PORT P  P child processes (no signal handlers:
+ *                           their forks cannot be interrupted) each do
+ *                           "many 1100" at once, then "many 10" alone
  *   inet hold ADDR PORT N   N connections held open at once, each echoing
  *                           one byte; print "held N", wait for EOF on
  *                           stdin, then echo one byte on each again and
@@ -74,6 +77,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -386,6 +390,23 @@ static int do_many(int n)
 		printf("echo ok\n");
 	}
 	return 0;
+}
+
+static int do_manyfork(int p)
+{
+	for (int i = 0; i < p; i++) {
+		pid_t c = fork();
+		if (c < 0)
+			die("fork");
+		if (c == 0)
+			_exit(do_many(1100));
+	}
+	int bad = 0, st;
+	while (wait(&st) > 0)
+		bad |= !WIFEXITED(st); /* a child's check after its close may lose the room to another */
+	if (bad)
+		return 1;
+	return do_many(10);
 }
 
 static int do_hold(int n)
@@ -782,7 +803,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 4 && !strcmp(argv[1], "http"))
 		return do_http(argv[2], argv[3]);
-	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") || !strcmp(argv[1], "conns") || !strcmp(argv[1], "hold") || !strcmp(argv[1], "many") ||
+	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") || !strcmp(argv[1], "conns") || !strcmp(argv[1], "hold") || !strcmp(argv[1], "many") || !strcmp(argv[1], "manyfork") ||
 			   !strcmp(argv[1], "serve") || !strcmp(argv[1], "userve")))
 		argc = 4;
 	if (argc != 4) {
@@ -813,6 +834,8 @@ int main(int argc, char **argv)
 		return do_conns(atoi(argv[4]));
 	if (!strcmp(argv[1], "parallel"))
 		return do_parallel(atoi(argv[4]));
+	if (!strcmp(argv[1], "manyfork"))
+		return do_manyfork(atoi(argv[4]));
 	if (!strcmp(argv[1], "many"))
 		return do_many(atoi(argv[4]));
 	if (!strcmp(argv[1], "hold"))
