@@ -151,25 +151,3 @@ func FuzzOpenFlagsArm64(f *testing.F) {
 		}
 	})
 }
-
-func TestMemoryMB(t *testing.T) {
-	for _, c := range []struct {
-		cfg  Config
-		want int
-	}{
-		{Config{}, DefaultMemMB},
-		{Config{MemMB: 128}, 128},
-		{Config{MemMB: 128, Cmdline: "mem=512M"}, 512},
-		{Config{Cmdline: "lpj=1 mem=1G"}, 1024},
-		{Config{Cmdline: "mem=65536k"}, 64},
-		{Config{Cmdline: "mem=268435456"}, 256},
-		{Config{MemMB: 64, Cmdline: "mem=junk"}, 64},
-		{Config{MemMB: 64, Cmdline: "mem="}, 64},
-		{Config{Cmdline: "mem=-5M"}, DefaultMemMB},
-		{Config{Cmdline: "nomem=1G"}, DefaultMemMB},
-	} {
-		if got := c.cfg.MemoryMB(); got != c.want {
-			t.Errorf("%+v: %d, want %d", c.cfg, got, c.want)
-		}
-	}
-}

@@ -9,7 +9,6 @@ package lkl
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,36 +38,6 @@ type Config struct {
 	Cmdline string
 	// Verbose keeps the kernel's console output (loglevel 7 instead of 0).
 	Verbose bool
-}
-
-// MemoryMB is the kernel's memory in MiB: a mem= in Cmdline (K, M or G
-// suffix), else MemMB, else DefaultMemMB.
-func (cfg Config) MemoryMB() int {
-	for _, w := range strings.Fields(cfg.Cmdline) {
-		v, ok := strings.CutPrefix(w, "mem=")
-		if !ok || v == "" {
-			continue
-		}
-		unit := int64(1)
-		switch v[len(v)-1] {
-		case 'k', 'K':
-			unit = 1 << 10
-		case 'm', 'M':
-			unit = 1 << 20
-		case 'g', 'G':
-			unit = 1 << 30
-		}
-		if unit != 1 {
-			v = v[:len(v)-1]
-		}
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 && n <= 1<<40 {
-			return int(max(n*unit>>20, 1))
-		}
-	}
-	if cfg.MemMB > 0 {
-		return cfg.MemMB
-	}
-	return DefaultMemMB
 }
 
 // CommandLine returns the full kernel command line for cfg.

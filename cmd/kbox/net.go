@@ -185,5 +185,22 @@ const inetPerMB = 16
 // inetMax is the bound on the guest's open internet sockets
 // (dispatch.Inet.Max) for the kernel's memory.
 func inetMax(o *ImageOptions) int {
-	return rootOptions(o).Kernel.MemoryMB() * inetPerMB
+	return kernelMemMB(rootOptions(o).Kernel) * inetPerMB
+}
+
+// kernelMemMB is the kernel's memory in MiB: the last mem= of the
+// command line (as the kernel reads it), else MemMB, else LKL's default.
+func kernelMemMB(k lkl.Config) int {
+	mb := k.MemMB
+	if mb <= 0 {
+		mb = lkl.DefaultMemMB
+	}
+	for _, w := range strings.Fields(k.Cmdline) {
+		if v, ok := strings.CutPrefix(w, "mem="); ok {
+			if n, err := ParseSize(v); err == nil && n>>20 > 0 {
+				mb = int(n >> 20)
+			}
+		}
+	}
+	return mb
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/trap"
 )
 
@@ -221,5 +222,33 @@ func TestUnsupportedOptionsRefused(t *testing.T) {
 	}
 	if err := unsupported(o); (err == nil) != trap.Available() {
 		t.Errorf("--syscall-mode=trap: %v, tier available: %v", err, trap.Available())
+	}
+}
+
+// TestKernelMemMB: the kernel's memory that bounds the guest's internet
+// sockets (inetMax), from mem= (the last one, as the kernel reads it) or
+// the default.
+func TestKernelMemMB(t *testing.T) {
+	for _, c := range []struct {
+		cfg  lkl.Config
+		want int
+	}{
+		{lkl.Config{}, lkl.DefaultMemMB},
+		{lkl.Config{MemMB: 128}, 128},
+		{lkl.Config{MemMB: 128, Cmdline: "mem=512M"}, 512},
+		{lkl.Config{Cmdline: "lpj=1 mem=1G"}, 1024},
+		{lkl.Config{Cmdline: "mem=64M mem=256M"}, 256},
+		{lkl.Config{Cmdline: "mem=65536k"}, 64},
+		{lkl.Config{Cmdline: "mem=268435456"}, 256},
+		{lkl.Config{MemMB: 64, Cmdline: "mem=junk"}, 64},
+		{lkl.Config{MemMB: 64, Cmdline: "mem= mem=-5M mem=100k"}, 64},
+		{lkl.Config{Cmdline: "nomem=1G"}, lkl.DefaultMemMB},
+	} {
+		if got := kernelMemMB(c.cfg); got != c.want {
+			t.Errorf("%+v: %d, want %d", c.cfg, got, c.want)
+		}
+	}
+	if got := inetMax(&ImageOptions{Net: true}); got != 128*inetPerMB {
+		t.Errorf("--net: %d sockets, want %d", got, 128*inetPerMB)
 	}
 }
