@@ -628,7 +628,7 @@ func TestNetSocketBound(t *testing.T) {
 	// inet forks the five itself: a shell's forks can fail with EINTR
 	// when its SIGCHLD handler runs before kbox took the notification
 	// (docs/tiers.md, seccomp tier).
-	script := "/opt/tests/inet manyfork 10.0.2.2 " + p + " 5 && echo bounded > /root/bound.txt && sync"
+	script := "/opt/tests/inetmany 10.0.2.2 " + p + " 1100 5 && echo bounded > /root/bound.txt && sync"
 	stdout, stderr, status := runKbox(t, "image", "-S", img, "--syscall-mode=seccomp", "--net", "--net-allow", "127.0.0.1:"+p, "--", "/bin/sh", "-c", script)
 	if status != 0 {
 		t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)

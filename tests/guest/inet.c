@@ -13,13 +13,6 @@
  *   inet rtt ADDR PORT N    N round trips of 64 bytes, print µs each
  *   inet conns ADDR PORT N  N connections one after another, each
  *                           echoing one byte, print connections per second
- *   inet many ADDR PORT N   open up to N UDP sockets at once: print how
- *                           many opened and the first error (kbox's bound
- *                           on internet sockets), then send a datagram to
- *                           ADDR PORT from the last one and read the echo
- *   inet manyfork ADDR PORT P  P child processes (no signal handlers:
- *                           their forks cannot be interrupted) each do
- *                           "many 1100" at once, then "many 10" alone
  *   inet hold ADDR PORT N   N connections held open at once, each echoing
  *                           one byte; print "held N", wait for EOF on
  *                           stdin, then echo one byte on each again and
@@ -77,7 +70,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/time.h>
-#include <sys/wait.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -362,51 +354,6 @@ static int do_conns(int n)
 	double dt = now() - t0;
 	printf("conns %d in %.3f s: %.1f per s\n", n, dt, n / dt);
 	return 0;
-}
-
-static int do_many(int n)
-{
-	int got = 0, last = -1;
-	for (; got < n; got++) {
-		int s = socket(AF_INET, SOCK_DGRAM, 0);
-		if (s < 0) {
-			printf("opened %d, then %s\n", got, strerror(errno));
-			break;
-		}
-		last = s;
-	}
-	if (got == n)
-		printf("opened %d\n", got);
-	if (got > 0) {
-		close(last); /* room for the check */
-		last = socket(AF_INET, SOCK_DGRAM, 0);
-		if (last < 0)
-			die("socket after close");
-		char b[8] = "many";
-		if (sendto(last, b, 4, 0, (struct sockaddr *)&dest, sizeof(dest)) != 4)
-			die("sendto");
-		if (recv(last, b, sizeof(b), 0) != 4 || memcmp(b, "many", 4))
-			die("echo");
-		printf("echo ok\n");
-	}
-	return 0;
-}
-
-static int do_manyfork(int p)
-{
-	for (int i = 0; i < p; i++) {
-		pid_t c = fork();
-		if (c < 0)
-			die("fork");
-		if (c == 0)
-			_exit(do_many(1100));
-	}
-	int bad = 0, st;
-	while (wait(&st) > 0)
-		bad |= !WIFEXITED(st); /* a child's check after its close may lose the room to another */
-	if (bad)
-		return 1;
-	return do_many(10);
 }
 
 static int do_hold(int n)
@@ -803,7 +750,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 4 && !strcmp(argv[1], "http"))
 		return do_http(argv[2], argv[3]);
-	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") || !strcmp(argv[1], "conns") || !strcmp(argv[1], "hold") || !strcmp(argv[1], "many") || !strcmp(argv[1], "manyfork") ||
+	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") || !strcmp(argv[1], "conns") || !strcmp(argv[1], "hold") ||
 			   !strcmp(argv[1], "serve") || !strcmp(argv[1], "userve")))
 		argc = 4;
 	if (argc != 4) {
@@ -834,10 +781,6 @@ int main(int argc, char **argv)
 		return do_conns(atoi(argv[4]));
 	if (!strcmp(argv[1], "parallel"))
 		return do_parallel(atoi(argv[4]));
-	if (!strcmp(argv[1], "manyfork"))
-		return do_manyfork(atoi(argv[4]));
-	if (!strcmp(argv[1], "many"))
-		return do_many(atoi(argv[4]));
 	if (!strcmp(argv[1], "hold"))
 		return do_hold(atoi(argv[4]));
 	if (!strcmp(argv[1], "serve"))
