@@ -24,15 +24,7 @@ func testDialLoopback(t *testing.T, loop string) {
 		t.Skipf("SKIP (no %s on this host): %v", loop, err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	go echoEach(ln)
 	open := netip.MustParseAddrPort(ln.Addr().String())
 	// A port nothing listens on: one just closed.
 	l2, err := net.Listen("tcp", net.JoinHostPort(loop, "0"))

@@ -71,15 +71,7 @@ func TestAllowHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	go echoEach(ln)
 	port := ln.Addr().(*net.TCPAddr).AddrPort().Port()
 	res := &mapResolver{m: map[string][]string{
 		"svc.test":   {"127.0.0.1", "127.0.0.1"},

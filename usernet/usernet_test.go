@@ -131,15 +131,7 @@ func TestFramePathTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	go echoEach(ln)
 	port := ln.Addr().(*net.TCPAddr).AddrPort().Port()
 	allow, _ := ParseRule(ln.Addr().String())
 	d := &loopDialer{}
@@ -246,5 +238,16 @@ func TestFramePathUDPAndDNS(t *testing.T) {
 	}
 	if refused, _ := d.lists(); len(refused) != 0 {
 		t.Errorf("dialer refused %q", refused)
+	}
+}
+
+// echoEach echoes each connection ln accepts until ln is closed.
+func echoEach(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() { io.Copy(c, c); c.Close() }()
 	}
 }
