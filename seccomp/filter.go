@@ -21,6 +21,9 @@ const DefaultVirtualFDBase = 1024
 //  1. arch != Arch.AuditArch            → KILL_PROCESS
 //  2. x86_64 only: nr >= 0x40000000 (x32) → ERRNO(ENOSYS)
 //  3. nr in Deny                         → ERRNO(DenyErrno)
+//     3b. nr in NoSys                       → ERRNO(ENOSYS)
+//     3c. nr in NotifyIf: the low 32 bits of the rule's argument, masked
+//     with Mask, equal Want → USER_NOTIF; else ALLOW
 //  4. nr in Allow                        → ALLOW
 //  5. nr in HostFD: ioctl with TIOCSTI/TIOCLINUX → ERRNO(DenyErrno);
 //     ioctl with a command of IoctlNotify (low 32 bits of args[1])
@@ -61,6 +64,23 @@ type Policy struct {
 	// DupfdAlways notifies every fcntl F_DUPFD and F_DUPFD_CLOEXEC, not
 	// only those with a minimum at or above VirtualFDBase.
 	DupfdAlways bool
+	// NoSys are answered ENOSYS in the filter, as a kernel without them
+	// would: clone3, whose flags lie in memory the filter cannot read
+	// (libc falls back to clone).
+	NoSys []string
+	// NotifyIf are syscalls notified only when some bits of an argument
+	// have given values, and run natively otherwise: clone with
+	// CLONE_PARENT (a notified clone can fail with EINTR, which Linux's
+	// never does, so only the clones kbox must check are notified).
+	NotifyIf []ArgBits
+}
+
+// ArgBits is a NotifyIf rule: syscall Name is notified when the low 32
+// bits of args[Arg] masked with Mask equal Want.
+type ArgBits struct {
+	Name       string
+	Arg        int
+	Mask, Want uint32
 }
 
 // IPRange is [Lo, Hi) of instruction pointers.
@@ -126,9 +146,20 @@ const (
 	clsIoctl // HostFD plus terminal-injection guard
 	clsFcntl // HostFD plus dups into the virtual range
 	clsX32
+	clsNoSys
 	// clsNullArg+i: HostFD while args[i] is 0 (NullArg), for i in 0..5.
 	clsNullArg
+	// clsArgBits+i: the rule NotifyIf[i].
+	clsArgBits = clsNullArg + 6
 )
+
+// argBits returns the NotifyIf index of an ArgBits class.
+func (c class) argBits() (int, bool) {
+	if c >= clsArgBits {
+		return int(c - clsArgBits), true
+	}
+	return 0, false
+}
 
 // nullArg returns the argument index of a NullArg class.
 func (c class) nullArg() (int, bool) {
@@ -149,7 +180,7 @@ func (p *Policy) classes() (map[uint32]class, error) {
 	for _, l := range []struct {
 		name  string
 		names []string
-	}{{"Deny", p.Deny}, {"Allow", p.Allow}, {"HostFD", p.HostFD}} {
+	}{{"Deny", p.Deny}, {"Allow", p.Allow}, {"HostFD", p.HostFD}, {"NoSys", p.NoSys}} {
 		if err := checkNames(l.name, l.names); err != nil {
 			return nil, err
 		}
@@ -185,6 +216,20 @@ func (p *Policy) classes() (map[uint32]class, error) {
 	if err := add("HostFD", p.HostFD, clsHostFD); err != nil {
 		return nil, err
 	}
+	if err := add("NoSys", p.NoSys, clsNoSys); err != nil {
+		return nil, err
+	}
+	for i, r := range p.NotifyIf {
+		if err := checkNames("NotifyIf", []string{r.Name}); err != nil {
+			return nil, err
+		}
+		if r.Arg < 0 || r.Arg > 5 || r.Want&^r.Mask != 0 {
+			return nil, fmt.Errorf("seccomp: NotifyIf %q: argument %d, mask %#x, want %#x", r.Name, r.Arg, r.Mask, r.Want)
+		}
+		if err := add("NotifyIf", []string{r.Name}, clsArgBits+class(i)); err != nil {
+			return nil, err
+		}
+	}
 	for n, i := range p.NullArg {
 		if seen[n] != "HostFD" {
 			return nil, fmt.Errorf("seccomp: NullArg syscall %q is not in HostFD", n)
@@ -219,6 +264,12 @@ func (p *Policy) classes() (map[uint32]class, error) {
 }
 
 func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
+	if i, isRule := c.argBits(); isRule {
+		if r := p.NotifyIf[i]; uint32(args[r.Arg])&r.Mask == r.Want {
+			return p.notify()
+		}
+		return RetAllow
+	}
 	if i, isNull := c.nullArg(); isNull {
 		if args[i] != 0 {
 			return p.notify()
@@ -230,7 +281,7 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 		return RetAllow
 	case clsDeny:
 		return RetErrno | uint32(p.DenyErrno)
-	case clsX32:
+	case clsX32, clsNoSys:
 		return RetErrno | uint32(unix.ENOSYS)
 	case clsIoctl:
 		if cmd := uint32(args[1]); cmd == ioctlTIOCSTI || cmd == ioctlTIOCLINUX {
@@ -454,7 +505,7 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		ret(RetKillProcess),
 		bpf.LoadAbsolute{Off: offNr, Size: 4},
 	)
-	nullL := map[int]label{}
+	nullL, ruleL := map[int]label{}, map[int]label{}
 	var gen func(iv []interval)
 	gen = func(iv []interval) {
 		if len(iv) == 1 {
@@ -464,6 +515,13 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 					nullL[i] = a.newLabel()
 				}
 				a.jaTo(nullL[i])
+				return
+			}
+			if i, isRule := c.argBits(); isRule {
+				if ruleL[i] == 0 {
+					ruleL[i] = a.newLabel()
+				}
+				a.jaTo(ruleL[i])
 				return
 			}
 			switch c {
@@ -549,6 +607,19 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 				// The host fd check (BPF jumps only forward).
 				bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
 				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 1},
+				ret(RetAllow),
+			)
+			verdict(notify)
+		}
+	}
+	// NotifyIf: the argument's masked bits decide.
+	for i, r := range p.NotifyIf {
+		if l := ruleL[i]; l != 0 {
+			a.setLabel(l)
+			a.emit(
+				bpf.LoadAbsolute{Off: ArgLowOffset(r.Arg), Size: 4},
+				bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: r.Mask},
+				bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.Want, SkipTrue: 1},
 				ret(RetAllow),
 			)
 			verdict(notify)

@@ -485,3 +485,77 @@ func TestFilterIoctlNotify(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterNotifyIfAndNoSys: clone is notified only with CLONE_PARENT
+// and without CLONE_THREAD (only the low 32 bits count, as in the
+// kernel's clone), every other clone runs natively; clone3 is answered
+// ENOSYS by the filter itself; the program and the oracle agree, and a
+// trusted caller's notified clone runs natively.
+func TestFilterNotifyIfAndNoSys(t *testing.T) {
+	const parent, thread = unix.CLONE_PARENT, unix.CLONE_THREAD
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		for _, trusted := range []bool{false, true} {
+			p := policyFor(a)
+			p.Allow = without(p.Allow, "clone", "clone3")
+			p.NoSys = []string{"clone3"}
+			p.NotifyIf = []ArgBits{{Name: "clone", Arg: 0, Mask: parent | thread, Want: parent}}
+			if trusted {
+				p.Trusted = []IPRange{{0x400000, 0x500000}}
+			}
+			vm := newVM(t, p)
+			clone, _ := a.Nr("clone")
+			clone3, _ := a.Nr("clone3")
+			for _, c := range []struct {
+				name  string
+				nr    uint32
+				flags uint64
+				want  uint32
+			}{
+				{"fork-like clone", clone, uint64(unix.SIGCHLD), RetAllow},
+				{"thread clone", clone, unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND | thread, RetAllow},
+				{"CLONE_PARENT", clone, parent | uint64(unix.SIGCHLD), RetUserNotif},
+				{"CLONE_PARENT|CLONE_THREAD", clone, parent | thread | unix.CLONE_VM | unix.CLONE_SIGHAND, RetAllow},
+				{"CLONE_PARENT in the high half only", clone, parent << 32, RetAllow},
+				{"clone3", clone3, 0, RetErrno | uint32(unix.ENOSYS)},
+			} {
+				d := SeccompData{Nr: int32(c.nr), Arch: a.AuditArch, InstructionPointer: 0x1000, Args: [6]uint64{c.flags}}
+				got := run(t, vm, &d)
+				if got != c.want {
+					t.Errorf("%s %s: got %s want %s", a.Name, c.name, retName(got), retName(c.want))
+				}
+				if o := p.DecideAt(c.nr, a.AuditArch, d.InstructionPointer, d.Args); o != got {
+					t.Errorf("%s %s: oracle %s, program %s", a.Name, c.name, retName(o), retName(got))
+				}
+				if trusted && c.want == RetUserNotif {
+					d.InstructionPointer = 0x400010
+					if got := run(t, vm, &d); got != RetAllow {
+						t.Errorf("%s %s from trusted code: got %s", a.Name, c.name, retName(got))
+					}
+				}
+			}
+		}
+	}
+	bad := policyFor(ArchX86_64)
+	bad.NotifyIf = []ArgBits{{Name: "clone", Arg: 0, Mask: 1, Want: 2}}
+	if _, err := bad.Build(); err == nil {
+		t.Errorf("a rule wanting bits outside its mask was accepted")
+	}
+	bad.NotifyIf = []ArgBits{{Name: "no_such_call", Arg: 0, Mask: 1, Want: 1}}
+	if _, err := bad.Build(); err == nil {
+		t.Errorf("a rule naming an unknown syscall was accepted")
+	}
+}
+
+func without(l []string, drop ...string) []string {
+	var out []string
+	for _, n := range l {
+		keep := true
+		for _, d := range drop {
+			keep = keep && n != d
+		}
+		if keep {
+			out = append(out, n)
+		}
+	}
+	return out
+}
