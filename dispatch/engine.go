@@ -227,6 +227,9 @@ type Engine struct {
 	// some process changed its own since the start.
 	initCred, unknownCred *procCred
 	credsChanged          atomic.Bool
+	// sweepAt is the number of entries at which a new task sweeps the
+	// dead ones out while credentials are all alike (proc.go Lookup).
+	sweepAt atomic.Int64
 
 	gdbState // the debug mirror's (gdb.go)
 }

@@ -33,6 +33,9 @@ type Policy struct {
 	quotas     []*quotaRule
 	quotaErrno unix.Errno
 	maxProcs   int
+	// seesForks: a rule counts or refuses processes (limits.processes,
+	// or fork, vfork or clone denied or counted).
+	seesForks bool
 	// imageWrites is limits.image_writes (bytes); imageDev the image
 	// filesystem's LKL device once ImageWriteQuota set it up.
 	imageWrites int64
@@ -133,12 +136,23 @@ func CompilePolicy(p *policy.Policy) (*Policy, error) {
 			c.quota[nr] = int16(len(c.quotas))
 		}
 	}
+	c.seesForks = c.maxProcs > 0
+	Syscalls(func(nr int, s *Syscall) {
+		if s.Facts&ForkLike != 0 && (c.deny[nr].rule != "" || c.quota[nr] != 0) {
+			c.seesForks = true
+		}
+	})
 	for n := range notEnforced {
 		c.NotEnforced = append(c.NotEnforced, n)
 	}
 	sort.Strings(c.NotEnforced)
 	return c, nil
 }
+
+// SeesForks says that the policy counts or refuses processes, so the
+// seccomp tier must notify every fork, vfork and clone (ForkLike), at the
+// price of their EINTR when a signal comes before kbox received one.
+func (c *Policy) SeesForks() bool { return c != nil && c.seesForks }
 
 // Refusals returns how many calls each rule refused.
 func (c *Policy) Refusals() map[string]uint64 {

@@ -169,6 +169,7 @@ func statusUmask(pid int) uint32 {
 // Start registers the first guest process.
 func (e *Engine) Start(pid int, cwd string) *Proc {
 	p := &Proc{Tgid: pid, cwd: cwd, FDs: e.newTable()}
+	p.openPidfd()
 	p.cred.Store(e.initCred)
 	p.umask.Store(statusUmask(pid))
 	e.mu.Lock()
@@ -199,13 +200,38 @@ func (e *Engine) setProcs(change func(map[int]*Proc)) {
 // parent died of a signal before the child's first notification: it was
 // reparented) gets the first process's credentials while no process has
 // changed its own; once one has, it could be anybody's, and it is killed.
+//
+// Once credentials differ between processes, a known id is checked first
+// (alive): fork and clone are not notified, so a task that died unseen (a
+// thread's exit, a fatal signal) can have its id taken by a new task, once
+// the kernel's ids wrap (pid_max), and must not pass for it.
+//
+// A new task is also shown to the tier's pins (Inherited) before it is
+// served: it may have been made by a pinned task.
 func (e *Engine) Lookup(tid int) *Proc {
 	if p := (*e.procs.Load())[tid]; p != nil {
-		return p
+		if !e.credsChanged.Load() || p.alive(tid) {
+			return p
+		}
+		e.forgetDead(tid, p)
+	}
+	if e.credsChanged.Load() || int64(len(*e.procs.Load())) >= e.sweepAt.Load() {
+		// No entry of a task gone by now is left to be found. While
+		// credentials are all alike, only now and then: the entries (and
+		// pidfds) of tasks that died unseen must not pile up.
+		e.sweepDead()
+		e.sweepAt.Store(2*int64(len(*e.procs.Load())) + 64)
 	}
 	tgid, ok := statusField(tid, "Tgid")
 	if !ok {
 		tgid = tid
+	}
+	ppid := 0 // a new process's parent (a new thread's maker is its process)
+	if tid == tgid || (*e.procs.Load())[tgid] == nil {
+		ppid, _ = statusField(tgid, "PPid")
+	}
+	if e.Pins != nil {
+		e.Pins.Inherited(tid, tgid, ppid)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -214,12 +240,14 @@ func (e *Engine) Lookup(tid int) *Proc {
 		e.setProcs(func(m map[int]*Proc) { m[tid] = p }) // a thread of a known process
 		return p
 	}
+	if ppid == 0 {
+		ppid, _ = statusField(tgid, "PPid") // its process went meanwhile
+	}
 	np := &Proc{Tgid: tgid, cwd: "/"}
+	np.openPidfd()
 	np.umask.Store(statusUmask(tgid)) // as inherited at fork, or set since
-	if ppid, ok := statusField(tgid, "PPid"); ok {
-		if parent := procs[ppid]; parent != nil {
-			np.inherit(parent)
-		}
+	if parent := procs[ppid]; parent != nil && ppid != 0 {
+		np.inherit(parent)
 	}
 	if np.FDs == nil {
 		np.FDs = e.newTable()
@@ -278,6 +306,7 @@ func (e *Engine) registerChildren(p *Proc) {
 			e.mu.Lock()
 			if (*e.procs.Load())[pid] == nil {
 				np := &Proc{Tgid: pid}
+				np.openPidfd()
 				np.inherit(p)
 				e.setProcs(func(m map[int]*Proc) { m[pid] = np })
 			}
@@ -288,16 +317,14 @@ func (e *Engine) registerChildren(p *Proc) {
 
 // sweepDead forgets the threads and processes that are gone without an
 // exit_group (a thread's own exit, a fatal signal). Their entries would
-// otherwise outlive them, and a new task that got one of their ids back
-// would be taken for them, credentials included. sched.go calls it before
-// every clone once credentials differ between processes: every new task
-// comes from a notified clone, so no id of a task gone by then can be
-// found again. tgkill(tgid, tid, 0) fails for a task that is gone, and for
-// an id now used in another thread group.
+// otherwise outlive them (their virtual fds and pidfds too). Lookup calls
+// it for every new task once credentials differ between processes, and
+// before that whenever the entries doubled; the check of a known id
+// (alive) is what keeps a new task from passing for a dead one.
 func (e *Engine) sweepDead() {
 	var gone []int
 	for id, p := range *e.procs.Load() {
-		if unix.Tgkill(p.Tgid, id, 0) == unix.ESRCH {
+		if !p.alive(id) {
 			gone = append(gone, id)
 		}
 	}
@@ -328,6 +355,60 @@ func (e *Engine) sweepDead() {
 		p.release()
 	}
 }
+
+// alive says whether task tid is still the task kbox registered under
+// this entry: the process's pidfd (opened when kbox first saw it) is not
+// readable, so the process has not exited, and tid is the process itself
+// or one of its threads (tgkill(tgid, tid, 0) fails for a task that is
+// gone, and for an id now used in another thread group). Two syscalls, no
+// allocation.
+func (p *Proc) alive(tid int) bool {
+	if pfd := p.pidfd.Load() - 1; pfd >= 0 {
+		var fds [1]unix.PollFd
+		fds[0] = unix.PollFd{Fd: pfd, Events: unix.POLLIN}
+		if n, err := unix.Poll(fds[:], 0); err == nil && n > 0 {
+			return false
+		}
+	}
+	return tid == p.Tgid || unix.Tgkill(p.Tgid, tid, 0) != unix.ESRCH
+}
+
+// openPidfd opens the pidfd of a process kbox is registering (it is alive:
+// it is notifying, or a listed child), which alive polls.
+func (p *Proc) openPidfd() {
+	if fd, err := unix.PidfdOpen(p.Tgid, 0); err == nil {
+		p.pidfd.Store(int32(fd + 1))
+	}
+}
+
+// forgetDead drops entry tid of process p, found dead by alive; when tid
+// was the process itself, every entry of p, and p's fds once none is left.
+func (e *Engine) forgetDead(tid int, p *Proc) {
+	last := true
+	e.mu.Lock()
+	e.setProcs(func(m map[int]*Proc) {
+		if m[tid] == p {
+			delete(m, tid)
+		}
+		for k, v := range m {
+			if v == p {
+				if tid == p.Tgid {
+					delete(m, k)
+				} else {
+					last = false
+				}
+			}
+		}
+	})
+	e.mu.Unlock()
+	if last {
+		p.release()
+	}
+}
+
+// Knows says whether the engine knows task tid (it has made a
+// notification, or was registered by its parent).
+func (e *Engine) Knows(tid int) bool { return (*e.procs.Load())[tid] != nil }
 
 // Exit forgets a process (exit_group), dropping its virtual fds.
 func (e *Engine) Exit(p *Proc) {

@@ -4,15 +4,20 @@ import "golang.org/x/sys/unix"
 
 // Pins is a tier's record of the guest task it pinned to one CPU for speed
 // (the seccomp tier's colocation). The guest must not see it: its own mask
-// is reported, and forks and the guest's own mask changes undo the pin.
+// is reported, the guest's own mask changes end the pin, and the tasks a
+// pinned task makes (fork and clone run natively, so they inherit the
+// pin) get the mask they would have had.
 type Pins interface {
 	// Mask returns the mask task tid had before it was pinned; ok is
 	// false when it is not pinned.
 	Mask(tid int) (mask unix.CPUSet, ok bool)
-	// Release gives task tid its own mask back, if it is pinned.
-	Release(tid int)
-	// Forget drops task tid's pin without restoring its mask.
-	Forget(tid int)
+	// Forget drops task tid's pin (tgid: its process, 0 if unknown)
+	// without restoring its mask: the guest sets it.
+	Forget(tid, tgid int)
+	// Inherited is told of a task new to kbox (tid of process tgid,
+	// whose parent is ppid) before its first notification is served:
+	// if its maker held a pin, it gets its own mask back.
+	Inherited(tid, tgid, ppid int)
 }
 
 // affinityTarget is the task a sched_*affinity call names: pid 0 is the
@@ -139,21 +144,24 @@ func sysSchedSetaffinity(e *Engine, r *Request) Result {
 		return res
 	}
 	if e.Pins != nil {
-		e.Pins.Forget(affinityTarget(r))
+		target, tgid := affinityTarget(r), 0
+		if p := (*e.procs.Load())[target]; p != nil {
+			tgid = p.Tgid
+		}
+		e.Pins.Forget(target, tgid)
 	}
 	return cont
 }
 
-// sysClone serves clone(2), clone3(2), fork(2) and vfork(2).
+// sysClone serves clone(2), fork(2) and vfork(2) when they are notified:
+// in the seccomp tier only a clone with CLONE_PARENT and without
+// CLONE_THREAD, or every one when the agent policy counts or refuses
+// processes (ForkLike: the others run on the host, never notified, so
+// that a signal cannot make them fail with EINTR). The in-process tiers
+// make their threads themselves (trap/threads.go).
 func sysClone(e *Engine, r *Request) Result {
-	if e.Pins != nil {
-		e.Pins.Release(r.G.Pid()) // children inherit the parent's mask
-	}
 	if en := e.cloneCredOK(r); en != 0 {
 		return errno(en, Denied)
-	}
-	if e.credsChanged.Load() {
-		e.sweepDead() // the new task must not find a dead one's entry (proc.go)
 	}
 	return cont
 }
@@ -163,15 +171,13 @@ func sysClone(e *Engine, r *Request) Result {
 // parent as kbox finds it (Lookup), and CLONE_PARENT makes that the
 // caller's parent. So, once credentials differ between processes, it is
 // refused (EPERM) unless the caller's parent has the caller's credentials.
-// clone3's flags are in guest memory, which another thread could change
-// after kbox read them: a caller whose credentials differ from its
-// parent's gets ENOSYS for clone3, and libc falls back to clone, whose
-// flags are in registers.
+// clone3, whose flags are in memory the filter cannot read, is answered
+// ENOSYS by the filter (InFilter), and libc falls back to clone.
 func (e *Engine) cloneCredOK(r *Request) unix.Errno {
-	if !e.credsChanged.Load() || r.Nr != unix.SYS_CLONE && r.Nr != unix.SYS_CLONE3 {
+	if !e.credsChanged.Load() || r.Nr != unix.SYS_CLONE {
 		return 0
 	}
-	if r.Nr == unix.SYS_CLONE && (r.Args[0]&unix.CLONE_PARENT == 0 || r.Args[0]&unix.CLONE_THREAD != 0) {
+	if r.Args[0]&unix.CLONE_PARENT == 0 || r.Args[0]&unix.CLONE_THREAD != 0 {
 		return 0
 	}
 	c := r.P.creds()
@@ -182,9 +188,6 @@ func (e *Engine) cloneCredOK(r *Request) unix.Errno {
 		if parent := (*e.procs.Load())[ppid]; parent != nil && parent.creds().Equal(&c.Cred) {
 			return 0
 		}
-	}
-	if r.Nr == unix.SYS_CLONE3 {
-		return unix.ENOSYS
 	}
 	return unix.EPERM
 }

@@ -75,6 +75,18 @@ const (
 	// an internet datagram socket gets from LKL (inetmsg.go), lie in a
 	// msghdr the filter cannot read. Other sockets' calls are continued.
 	NetServed
+	// ForkLike (fork, vfork, clone: Served) makes a task. The seccomp
+	// tier's filter lets it run on the host, never notified: a notified
+	// call can fail with EINTR when a signal comes before kbox received
+	// it, and Linux's fork never does. Except clone with CLONE_PARENT and
+	// without CLONE_THREAD, whose credentials kbox checks (sched.go), and
+	// every one when the agent policy counts or refuses processes
+	// (Policy.SeesForks).
+	ForkLike
+	// InFilter (Absent) is answered by the tiers' filters themselves,
+	// never notified, for the same reason: clone3, whose ENOSYS makes
+	// libc fall back to clone, must not fail with EINTR instead.
+	InFilter
 )
 
 // NetIoctls are the ioctl commands notified on host fds too when the

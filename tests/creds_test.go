@@ -281,7 +281,8 @@ func TestCredsOrphan(t *testing.T) {
 
 // TestCredsTidReuse: a thread of a root process makes a notified syscall
 // and exits; nobody then forks until a child gets that thread's id back.
-// The child is nobody's, not the dead thread's process's. Steering the id
+// The child is nobody's, not the dead thread's process's. The same for a
+// root process killed by a signal (pidreuse). Steering the id
 // takes a write to the host's /proc/sys/kernel/ns_last_pid, as kbox's
 // host uid: root only. The guest's /proc/sys is LKL's, whose writes are
 // refused (dispatch/procfs.go), so the test binds the host's
@@ -291,10 +292,17 @@ func TestCredsTidReuse(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP (needs root on the host to steer pids through ns_last_pid)")
 	}
-	out, stderr, st := runKbox(t, "image", "-S", imagePath(t), "--read-only", "-b", "/proc/sys/kernel:/mnt/hostkernel", "--",
-		"/opt/tests/creds", "tidreuse", "/mnt/hostkernel/ns_last_pid")
-	if st != 0 || out != "child with the dead thread's id: uid 65534\n" {
-		t.Errorf("status %d\n%s%s", st, out, stderr)
+	for _, c := range []struct{ mode, want string }{
+		{"tidreuse", "child with the dead thread's id: uid 65534\n"},
+		// A process killed by a signal: kbox sees no exit_group, and fork
+		// is not notified, so only its pidfd tells (dispatch/proc.go alive).
+		{"pidreuse", "child with the killed process's id: uid 65534\n"},
+	} {
+		out, stderr, st := runKbox(t, "image", "-S", imagePath(t), "--read-only", "--syscall-mode=seccomp",
+			"-b", "/proc/sys/kernel:/mnt/hostkernel", "--", "/opt/tests/creds", c.mode, "/mnt/hostkernel/ns_last_pid")
+		if st != 0 || out != c.want {
+			t.Errorf("%s: status %d\n%s%s", c.mode, st, out, stderr)
+		}
 	}
 }
 

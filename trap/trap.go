@@ -306,6 +306,7 @@ func (t *tier) filter() ([]bpf.RawInstruction, error) {
 		return out
 	}
 	pol.Allow = keep(pol.Allow)
+	pol.NotifyIf = nil // every clone is trapped: transport.go makes the threads
 	pol.HostFD = append(keep(pol.HostFD), "timerfd_settime", "timerfd_gettime")
 	pol.Notify = unix.SECCOMP_RET_TRAP
 	pol.DupfdAlways = true
@@ -325,12 +326,14 @@ func (t *tier) filter() ([]bpf.RawInstruction, error) {
 // trapped are syscalls the seccomp tier lets run natively that the trap
 // tier must see: they map or unmap memory (the memory guard), make fds
 // (placed below the guest's limit), act on signals (emulated: the host's
-// handlers are kbox's), or act on the whole process that kbox shares.
+// handlers are kbox's), or act on the whole process that kbox shares
+// (fork, vfork, and clone, which the seccomp tier lets run natively
+// without CLONE_PARENT).
 var trapped = []string{
 	"mmap", "munmap", "mremap", "mprotect", "madvise", "brk", "pkey_mprotect", "remap_file_pages",
 	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "rt_sigsuspend",
 	"rt_sigtimedwait", "rt_sigpending", "signalfd", "signalfd4",
-	"exit", "arch_prctl", "prctl", "seccomp", "getrlimit", "wait4", "waitid",
+	"exit", "arch_prctl", "prctl", "seccomp", "getrlimit", "wait4", "waitid", "fork", "vfork",
 	"pipe", "pipe2", "socketpair", "eventfd", "eventfd2", "epoll_create", "epoll_create1",
 	"timerfd_create", "memfd_create", "accept", "accept4", "recvmsg", "recvmmsg",
 	"splice", "tee", "timerfd_settime", "timerfd_gettime", "fcntl", "fstat",

@@ -1,6 +1,9 @@
 package supervisor
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,11 +32,24 @@ const colocationHold = 20 * time.Millisecond
 // for the same task cost nothing. At most one guest task is pinned: an
 // ADDFD for another task moves the pin to it; when no task is pinned, any
 // notification pins its task (touch). Both masks are restored when the
-// pinned task has not been served for hold, when it forks (so children
-// inherit its own mask), when the guest sets its mask itself, and at the
-// end.
+// pinned task has not been served for hold, when the guest sets its mask
+// itself, and at the end.
 // While pinned, the guest's sched_getaffinity reports the task's own mask
 // (dispatch/sched.go asks Mask).
+//
+// Heirs. fork and clone run natively (a notified one could fail with
+// EINTR), so a pinned task's new threads and children inherit the pin's
+// one-CPU mask. Each heir gets the mask it would have had:
+//   - at its first notification (Inherited, from the engine's Lookup),
+//     when the task that made it held a pin: the pins held lately are
+//     kept (pins) for that;
+//   - when the pin moves or ends, for heirs that made no notification
+//     yet (a compute-bound child): heirs walks the pinned task's threads
+//     and children.
+//
+// A task that set its own mask through kbox (Forget) is no longer taken
+// for a pin's: its records go.
+
 type colocator struct {
 	enabled bool
 	hold    time.Duration
@@ -48,25 +64,43 @@ type colocator struct {
 
 	mu      sync.Mutex
 	cpu     int         // the CPU both are pinned to, -1 when none
+	tgid    int         // the pinned task's process
 	guest   unix.CPUSet // the pinned task's own mask
 	looping bool        // the release loop runs
+
+	// pins are the pins held lately, newest at next-1: an heir's first
+	// notification finds its maker's there.
+	pins [8]pinRecord
+	next int
+	// known says whether the engine knows task tid (it has made a
+	// notification): heirs leaves those to Inherited.
+	known func(tid int) bool
+	// walks serialises the heirs walks (walkHeirs).
+	walks sync.Mutex
+}
+
+// pinRecord is a pin once held: the tasks its task made while pinned
+// have mask {cpu} and should have guest.
+type pinRecord struct {
+	tid, tgid, cpu int
+	guest          unix.CPUSet
 }
 
 // newColocator reads the serving thread's mask; with a single CPU there is
 // nothing to gain and colocation stays off. It must run on the serving
 // thread.
-func newColocator(hold time.Duration) *colocator {
-	c := &colocator{hold: hold, cpu: -1, selfTid: unix.Gettid()}
+func newColocator(hold time.Duration, known func(tid int) bool) *colocator {
+	c := &colocator{hold: hold, cpu: -1, selfTid: unix.Gettid(), known: known}
 	if unix.SchedGetaffinity(0, &c.self) == nil && c.self.Count() > 1 {
 		c.enabled = true
 	}
 	return c
 }
 
-// pin colocates task tid (asleep in its notified syscall) with the serving
-// thread, on the CPU the serving thread runs on. It does nothing when tid
-// may not run there. It runs on the serving thread.
-func (c *colocator) pin(tid int) {
+// pin colocates task tid of process tgid (asleep in its notified syscall)
+// with the serving thread, on the CPU the serving thread runs on. It does
+// nothing when tid may not run there. It runs on the serving thread.
+func (c *colocator) pin(tid, tgid int) {
 	if c == nil || !c.enabled {
 		return
 	}
@@ -100,6 +134,9 @@ func (c *colocator) pin(tid int) {
 	one.Set(c.cpu)
 	if unix.SchedSetaffinity(tid, &one) == nil {
 		c.tid.Store(int64(tid))
+		c.tgid = tgid
+		c.pins[c.next%len(c.pins)] = pinRecord{tid: tid, tgid: tgid, cpu: c.cpu, guest: c.guest}
+		c.next++
 	}
 }
 
@@ -107,7 +144,7 @@ func (c *colocator) pin(tid int) {
 // pinned, and keeps a pin on it alive; it never moves a pin from another
 // task (only an ADDFD, far costlier unpinned, does that). A pinned round
 // trip is ~1 µs cheaper here.
-func (c *colocator) touch(tid int) {
+func (c *colocator) touch(tid, tgid int) {
 	if c == nil || !c.enabled {
 		return
 	}
@@ -115,15 +152,126 @@ func (c *colocator) touch(tid int) {
 	case int64(tid):
 		c.uses.Add(1)
 	case 0:
-		c.pin(tid)
+		c.pin(tid, tgid)
 	}
 }
 
-// restoreGuest gives the pinned task its own mask back. A task that died
-// meanwhile gives ESRCH, which changes nothing. c.mu is held.
+// restoreGuest gives the pinned task its own mask back, and its heirs
+// that made no notification yet theirs (in the background: a walk reads
+// /proc). A task that died meanwhile gives ESRCH, which changes nothing.
+// c.mu is held.
 func (c *colocator) restoreGuest() {
 	if t := c.tid.Swap(0); t != 0 {
 		unix.SchedSetaffinity(int(t), &c.guest)
+		go c.walkHeirs(int(t), c.tgid, c.cpu, c.guest)
+	}
+}
+
+// maxHeirs bounds one walk.
+const maxHeirs = 512
+
+// walkHeirs gives the tasks that pinned task tid (of process tgid) made
+// while it held the pin on cpu, and that made no notification yet, the
+// mask guest: the threads of its process and its children (and theirs)
+// whose mask is exactly {cpu}. Each check and change is made under c.mu,
+// so a task's first notification (Lookup, then Inherited, then its own
+// sched_setaffinity) cannot fall between them.
+func (c *colocator) walkHeirs(tid, tgid, cpu int, guest unix.CPUSet) {
+	c.walks.Lock()
+	defer c.walks.Unlock()
+	heir := func(t int) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if int64(t) == c.tid.Load() || c.known != nil && c.known(t) {
+			return false
+		}
+		var m unix.CPUSet
+		if unix.SchedGetaffinity(t, &m) != nil || m.Count() != 1 || !m.IsSet(cpu) {
+			return false
+		}
+		return unix.SchedSetaffinity(t, &guest) == nil
+	}
+	seen := 0
+	var visit func(tgid, maker int)
+	visit = func(tgid, maker int) {
+		// The threads of the process: those made while pinned.
+		for _, t := range taskIDs(tgid) {
+			if t != maker && seen < maxHeirs {
+				seen++
+				heir(t)
+			}
+		}
+		// The maker's children, and theirs.
+		for _, ch := range childIDs(tgid, maker) {
+			if seen >= maxHeirs {
+				return
+			}
+			seen++
+			if heir(ch) || c.known == nil || c.known(ch) {
+				visit(ch, ch)
+			}
+		}
+	}
+	visit(tgid, tid)
+}
+
+// taskIDs lists the threads of process tgid.
+func taskIDs(tgid int) []int {
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(tgid) + "/task")
+	if err != nil {
+		return nil
+	}
+	ids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if id, err := strconv.Atoi(e.Name()); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// childIDs lists the children thread tid of process tgid made.
+func childIDs(tgid, tid int) []int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tgid) + "/task/" + strconv.Itoa(tid) + "/children")
+	if err != nil {
+		return nil
+	}
+	var ids []int
+	for _, f := range strings.Fields(string(b)) {
+		if id, err := strconv.Atoi(f); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Inherited gives task tid, new to kbox (its first notification), the
+// mask it would have had if the task that made it held a pin then: a new
+// thread of process tgid was made by a thread of tgid, a new process (tid
+// == tgid) by its parent ppid. Its mask is then exactly the pin's CPU.
+func (c *colocator) Inherited(tid, tgid, ppid int) {
+	if c == nil || !c.enabled {
+		return
+	}
+	maker := tgid
+	if tid == tgid {
+		maker = ppid
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if int64(tid) == c.tid.Load() {
+		return
+	}
+	for i := 1; i <= len(c.pins) && i <= c.next; i++ {
+		r := &c.pins[(c.next-i)%len(c.pins)]
+		if r.tgid != maker {
+			continue
+		}
+		var m unix.CPUSet
+		if unix.SchedGetaffinity(tid, &m) == nil && m.Count() == 1 && m.IsSet(r.cpu) {
+			unix.SchedSetaffinity(tid, &r.guest)
+		}
+		return
 	}
 }
 
@@ -177,25 +325,22 @@ func (c *colocator) Mask(tid int) (mask unix.CPUSet, ok bool) {
 	return c.guest, true
 }
 
-// Release gives task tid its own mask back, if kbox pinned it.
-func (c *colocator) Release(tid int) {
+// Forget drops task tid of process tgid (0: unknown) without restoring
+// its mask: the guest is about to set the mask itself. Its heirs still
+// get theirs, and the pins of its process are forgotten: the tasks it
+// makes from now on take the mask it chose.
+func (c *colocator) Forget(tid, tgid int) {
 	if c == nil || !c.enabled {
 		return
 	}
 	c.mu.Lock()
-	if c.tid.Load() == int64(tid) {
-		c.restoreGuest()
+	if c.tid.CompareAndSwap(int64(tid), 0) {
+		go c.walkHeirs(tid, c.tgid, c.cpu, c.guest)
 	}
-	c.mu.Unlock()
-}
-
-// Forget drops task tid without restoring its mask: the guest is about to
-// set the mask itself.
-func (c *colocator) Forget(tid int) {
-	if c == nil || !c.enabled {
-		return
+	for i := range c.pins {
+		if r := &c.pins[i]; r.tid == tid || tgid != 0 && r.tgid == tgid {
+			*r = pinRecord{}
+		}
 	}
-	c.mu.Lock()
-	c.tid.CompareAndSwap(int64(tid), 0)
 	c.mu.Unlock()
 }

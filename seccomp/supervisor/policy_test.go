@@ -101,11 +101,13 @@ func TestPolicyRoutes(t *testing.T) {
 		{"exit_group", 0, notify, 0, 0}, // shadows are written back at exit
 		{"getpid", 0, allow, 0, 0},
 		{"mmap", 0, allow, 0, 0},
-		{"clone", 0, notify, 0, 0},             // a pinned parent is unpinned first (colocate.go)
-		{"sched_getaffinity", 0, notify, 0, 0}, // a pinned task sees its own mask
-		{"read", 3, allow, 0, 0},               // host fd (pipe, terminal, shadow memfd): native
-		{"read", 1024, notify, 0, 0},           // virtual fd: served by kbox
-		{"getdents64", 3, allow, 0, 0},         // a directory from a host route
+		{"clone", uint64(unix.SIGCHLD), allow, 0, 0},                // fork: never notified, so never EINTR
+		{"clone", unix.CLONE_PARENT, notify, 0, 0},                  // credentials checked (dispatch/sched.go)
+		{"clone3", 0, seccomp.RetErrno | uint32(unix.ENOSYS), 0, 0}, // libc falls back to clone
+		{"sched_getaffinity", 0, notify, 0, 0},                      // a pinned task sees its own mask
+		{"read", 3, allow, 0, 0},                                    // host fd (pipe, terminal, shadow memfd): native
+		{"read", 1024, notify, 0, 0},                                // virtual fd: served by kbox
+		{"getdents64", 3, allow, 0, 0},                              // a directory from a host route
 		{"getdents64", 1030, notify, 0, 0},
 		{"fchmod", 1030, notify, 0, 0},
 		{"fsync", 3, notify, 0, 0}, // a writable shadow is written back
@@ -164,6 +166,26 @@ func TestPolicyFollowsTable(t *testing.T) {
 				wantVirtual = want
 			case dispatch.Served, dispatch.Absent:
 				want, wantVirtual = notify, notify
+			}
+			if s.Facts&dispatch.ForkLike != 0 {
+				// fd 3 and 1030 as clone flags: no CLONE_PARENT.
+				want, wantVirtual = allow, allow
+				parent := uint32(allow)
+				if s.Name == "clone" {
+					parent = notify
+				}
+				if got := p.Decide(uint32(nr), p.Arch.AuditArch, [6]uint64{unix.CLONE_PARENT}); got != parent {
+					t.Errorf("%s with CLONE_PARENT: %#x, want %#x", s.Name, got, parent)
+				}
+				q := Policy(1024, ns)
+				NotifyForks(q)
+				if got := q.Decide(uint32(nr), q.Arch.AuditArch, [6]uint64{3}); got != notify {
+					t.Errorf("%s with NotifyForks (an agent policy counting processes): %#x, want %#x", s.Name, got, notify)
+				}
+			}
+			if s.Facts&dispatch.InFilter != 0 {
+				want = seccomp.RetErrno | uint32(s.Errno)
+				wantVirtual = want
 			}
 			if got := verdict(3); got != want {
 				t.Errorf("%s (%s, namespaces %d) on fd 3: %#x, want %#x", s.Name, s.How, ns, got, want)

@@ -58,8 +58,10 @@ const (
 // namespaces ns, derived from the syscall table (dispatch/linux_*.go):
 // Native entries run natively, NativeInNS ones too when the guest has its
 // own IPC namespace, HostFD ones natively on host fds (AddrArg4: only
-// without a destination address), Refused ones get EPERM in BPF; every
-// other syscall (Served, Absent) is notified.
+// without a destination address), Refused ones get EPERM in BPF, Absent
+// InFilter ones ENOSYS; ForkLike ones run natively, but clone with
+// CLONE_PARENT and without CLONE_THREAD; every other syscall (Served,
+// Absent) is notified.
 func Policy(virtualBase uint32, ns Namespaces) *seccomp.Policy {
 	p := seccomp.NewPolicy(nil)
 	p.NullArg = map[string]int{}
@@ -78,10 +80,48 @@ func Policy(virtualBase uint32, ns Namespaces) *seccomp.Policy {
 			}
 		case dispatch.Refused:
 			p.Deny = append(p.Deny, s.Name)
+		case dispatch.Absent:
+			if s.Facts&dispatch.InFilter != 0 && s.Errno == unix.ENOSYS {
+				p.NoSys = append(p.NoSys, s.Name)
+			}
+		}
+		switch {
+		case s.Facts&dispatch.ForkLike == 0:
+		case s.Name == "clone":
+			p.NotifyIf = append(p.NotifyIf, seccomp.ArgBits{Name: s.Name, Arg: 0,
+				Mask: unix.CLONE_PARENT | unix.CLONE_THREAD, Want: unix.CLONE_PARENT})
+		default:
+			p.Allow = append(p.Allow, s.Name)
 		}
 	})
 	p.VirtualFDBase = virtualBase
 	return p
+}
+
+// NotifyForks adjusts policy p for an agent policy that counts or refuses
+// processes (dispatch.Policy.SeesForks): every fork, vfork and clone is
+// notified.
+func NotifyForks(p *seccomp.Policy) {
+	forks := map[string]bool{}
+	dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
+		if s.Facts&dispatch.ForkLike != 0 {
+			forks[s.Name] = true
+		}
+	})
+	var keep []string
+	for _, n := range p.Allow {
+		if !forks[n] {
+			keep = append(keep, n)
+		}
+	}
+	p.Allow = keep
+	var rules []seccomp.ArgBits
+	for _, r := range p.NotifyIf {
+		if !forks[r.Name] {
+			rules = append(rules, r)
+		}
+	}
+	p.NotifyIf = rules
 }
 
 // WithNet adjusts policy p for a guest with a network (--net): the
@@ -108,9 +148,10 @@ func WithNet(p *seccomp.Policy) {
 
 // guest is the dispatch.Guest of one notification.
 type guest struct {
-	l  *seccomp.Listener
-	n  *seccomp.Notif
-	co *colocator
+	l    *seccomp.Listener
+	n    *seccomp.Notif
+	co   *colocator
+	tgid int // the notifying task's process
 }
 
 func (g *guest) Pid() int { return int(g.n.Pid) }
@@ -168,7 +209,7 @@ func (g *guest) AddFDReply(hostfd int, cloexec bool) (int, error) {
 	if cloexec {
 		a.NewfdFlags = unix.O_CLOEXEC
 	}
-	g.co.pin(int(g.n.Pid))
+	g.co.pin(int(g.n.Pid), g.tgid)
 	return g.l.Addfd(&a)
 }
 
@@ -223,7 +264,7 @@ func (g *guest) AddFD(hostfd, target int, cloexec bool) (int, error) {
 	if cloexec {
 		a.NewfdFlags = unix.O_CLOEXEC
 	}
-	g.co.pin(int(g.n.Pid))
+	g.co.pin(int(g.n.Pid), g.tgid)
 	return g.l.Addfd(&a)
 }
 
@@ -331,6 +372,9 @@ func Run(cfg Config) (int, error) {
 	pol := Policy(uint32(eng.Opt.VirtualFDs), ns)
 	if eng.Net != nil {
 		WithNet(pol)
+	}
+	if eng.Opt.Policy.SeesForks() {
+		NotifyForks(pol)
 	}
 	// Closing a host fd needs no round trip: a shadow's close writes
 	// nothing (shadowfd).
@@ -477,7 +521,7 @@ func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, int
 func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, recvFirst bool, stop func() bool) {
 	var n seccomp.Notif
 	var resp seccomp.NotifResp
-	g := &guest{l: l, n: &n, co: newColocator(colocationHold)}
+	g := &guest{l: l, n: &n, co: newColocator(colocationHold, eng.Knows)}
 	eng.Pins = g.co
 	defer g.co.close()
 	defer blockAsyncSignals()() // no ioctl of this thread is interrupted (sigmask.go)
@@ -510,7 +554,10 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, recvFirst 
 			continue // target gone or interrupted: the kernel re-notifies
 		}
 		req.Nr, req.Args, req.G, req.P, req.Path = int(n.Data.Nr), n.Data.Args, g, eng.Lookup(int(n.Pid)), ""
-		g.co.touch(int(n.Pid))
+		if g.tgid = int(n.Pid); req.P != nil {
+			g.tgid = req.P.Tgid
+		}
+		g.co.touch(int(n.Pid), g.tgid)
 		var res dispatch.Result
 		if req.P == nil || tier.checkExec(&req) {
 			res = eng.Serve(&req)

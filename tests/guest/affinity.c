@@ -3,13 +3,19 @@
  * the CPU count sched_getaffinity reports before and after opens, in a child
  * forked after them (its real mask too, from /proc/self/status), and after
  * the guest sets its own mask; and its real mask once it has made no
- * notification for a while (the pin must be gone). */
+ * notification for a while (the pin must be gone). Then the heirs: fork
+ * and clone are not notified, so a child and a thread made by a pinned
+ * task inherit the pin's mask; a child and a thread that make no system
+ * call at all must still have the task's own mask once the pin has gone
+ * (heirs=, threadheir=: their real masks, read by the parent). */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,6 +77,34 @@ static int realLater(int fd)
 	return cpus(l + 18);
 }
 
+static volatile int stop;
+static volatile pid_t spinner;
+
+/* spin runs without a single system call until told to stop. */
+static void *spin(void *arg)
+{
+	(void)arg;
+	while (!stop)
+		;
+	return NULL;
+}
+
+static void *spinThread(void *arg)
+{
+	spinner = (pid_t)syscall(SYS_gettid);
+	return spin(arg);
+}
+
+/* maskOf counts the CPUs of task tid's real mask. */
+static int maskOf(pid_t tid)
+{
+	cpu_set_t s;
+	CPU_ZERO(&s);
+	if (sched_getaffinity(tid, sizeof s, &s) != 0)
+		return -1;
+	return CPU_COUNT(&s);
+}
+
 static void opens(void)
 {
 	for (int i = 0; i < 20; i++) {
@@ -108,7 +142,30 @@ int main(void)
 	int set = sched_setaffinity(0, sizeof one, &one) == 0 ? count() : -1;
 	opens();
 	int setafter = count();
-	printf("before=%d after=%d child=%d childreal=%d set=%d setafter=%d released=%d\n",
-	       before, after, v[0], v[1], set, setafter, released);
+	/* Back to the whole mask (the guest's own setting), then pinned by
+	 * opens, then a child and a thread that never make a system call. */
+	cpu_set_t all;
+	CPU_ZERO(&all);
+	for (int i = 0; i < CPU_SETSIZE && i < before; i++)
+		CPU_SET(i, &all);
+	sched_setaffinity(0, sizeof all, &all);
+	opens();
+	pid_t heir = fork();
+	if (heir == 0) {
+		spin(NULL);
+		_exit(0);
+	}
+	pthread_t t;
+	pthread_create(&t, NULL, spinThread, NULL);
+	usleep(200 * 1000); /* the pin lets go after 20 ms */
+	while (!spinner)
+		;
+	int heirs = maskOf(heir), threadheir = maskOf(spinner);
+	stop = 1;
+	pthread_join(t, NULL);
+	kill(heir, SIGKILL);
+	waitpid(heir, NULL, 0);
+	printf("before=%d after=%d child=%d childreal=%d set=%d setafter=%d released=%d heirs=%d threadheir=%d\n",
+	       before, after, v[0], v[1], set, setafter, released, heirs, threadheir);
 	return 0;
 }

@@ -26,6 +26,10 @@
  *                             ns_last_pid, bound at NS_LAST_PID, so only as
  *                             root on the host): the child must be nobody,
  *                             not the helper's root
+ *   creds pidreuse NS_LAST_PID
+ *                             the same with a root helper process killed by
+ *                             a signal (no exit_group kbox would see): a
+ *                             child of nobody's that gets its id is nobody
  *   creds statmix DIR N       a root child and a nobody parent stat
  *                             DIR/creds-stat (DIR 0700) N times each at the
  *                             same time: nobody must never succeed
@@ -344,6 +348,49 @@ static int tidreuse(const char *ns_last_pid)
 	return 0;
 }
 
+static int pidreuse(const char *ns_last_pid)
+{
+	int i, status;
+	pid_t helper, child;
+
+	helper = fork();
+	if (helper == 0) {
+		getuid(); /* the helper is known to kbox, as root */
+		for (;;)
+			pause();
+	}
+	usleep(100 * 1000);
+	kill(helper, SIGKILL);
+	waitpid(helper, NULL, 0);
+	if (become_nobody() < 0)
+		return 1;
+	for (i = 0; i < 200; i++) {
+		char buf[32];
+		int fd = open(ns_last_pid, O_WRONLY);
+
+		if (fd < 0) {
+			printf("pidreuse: ns_last_pid: %s\n", strerror(errno));
+			return 0;
+		}
+		snprintf(buf, sizeof(buf), "%d", helper - 1);
+		write(fd, buf, strlen(buf));
+		close(fd);
+		child = fork();
+		if (child == 0) {
+			if (getpid() != helper)
+				_exit(2);
+			_exit(getuid() == 0 ? 0 : 1);
+		}
+		waitpid(child, &status, 0);
+		if (WIFEXITED(status) && WEXITSTATUS(status) != 2) {
+			printf("child with the killed process's id: uid %s\n", WEXITSTATUS(status) == 0 ? "0" : "65534");
+			return 0;
+		}
+	}
+	printf("pidreuse: the id never came back\n");
+	return 0;
+}
+
 static int clone_parent(void)
 {
 	long r;
@@ -411,8 +458,10 @@ int main(int argc, char **argv)
 		return clone_parent();
 	if (argc == 3 && strcmp(argv[1], "tidreuse") == 0)
 		return tidreuse(argv[2]);
+	if (argc == 3 && strcmp(argv[1], "pidreuse") == 0)
+		return pidreuse(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "statmix") == 0)
 		return statmix(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: creds drop FILE DIR TMP | saved DIR | real FILE | caps | orphan DIR | orphan-crash DIR | forkdrop DIR | clone-parent | tidreuse NS_LAST_PID | statmix DIR N\n");
+	fprintf(stderr, "usage: creds drop FILE DIR TMP | saved DIR | real FILE | caps | orphan DIR | orphan-crash DIR | forkdrop DIR | clone-parent | tidreuse NS_LAST_PID | pidreuse NS_LAST_PID | statmix DIR N\n");
 	return 2;
 }
