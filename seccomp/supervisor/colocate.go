@@ -43,9 +43,9 @@ const colocationHold = 20 * time.Millisecond
 //   - at its first notification (Inherited, from the engine's Lookup),
 //     when the task that made it held a pin: the pins held lately are
 //     kept (pins) for that;
-//   - when the pin moves or ends, for heirs that made no notification
-//     yet (a compute-bound child): heirs walks the pinned task's threads
-//     and children.
+//   - once the pin has moved or ended, for heirs that made no
+//     notification yet (a compute-bound child): the release loop walks
+//     the pinned task's threads and children (walkHeirs).
 //
 // A task that set its own mask through kbox (Forget) is no longer taken
 // for a pin's: its records go.
@@ -75,8 +75,8 @@ type colocator struct {
 	// known says whether the engine knows task tid (it has made a
 	// notification): heirs leaves those to Inherited.
 	known func(tid int) bool
-	// walks serialises the heirs walks (walkHeirs).
-	walks sync.Mutex
+	// walkq are the pins whose heirs the release loop walks next.
+	walkq []pinRecord
 }
 
 // pinRecord is a pin once held: the tasks its task made while pinned
@@ -157,13 +157,32 @@ func (c *colocator) touch(tid, tgid int) {
 }
 
 // restoreGuest gives the pinned task its own mask back, and its heirs
-// that made no notification yet theirs (in the background: a walk reads
-// /proc). A task that died meanwhile gives ESRCH, which changes nothing.
-// c.mu is held.
+// that made no notification yet theirs (by the release loop: a walk
+// reads /proc). A task that died meanwhile gives ESRCH, which changes
+// nothing. c.mu is held.
 func (c *colocator) restoreGuest() {
 	if t := c.tid.Swap(0); t != 0 {
 		unix.SchedSetaffinity(int(t), &c.guest)
-		go c.walkHeirs(int(t), c.tgid, c.cpu, c.guest)
+		c.queueWalk(int(t))
+	}
+}
+
+// queueWalk asks the release loop, which runs while a pin is held, to
+// walk task tid's heirs on its next round (at most hold later): one
+// goroutine and its /proc reads per round, not per pin move. c.mu is held.
+func (c *colocator) queueWalk(tid int) {
+	for _, w := range c.walkq {
+		if w.tid == tid {
+			return
+		}
+	}
+	c.walkq = append(c.walkq, pinRecord{tid: tid, tgid: c.tgid, cpu: c.cpu, guest: c.guest})
+}
+
+// walkQueued walks the heirs of the tasks queueWalk was given.
+func (c *colocator) walkQueued(q []pinRecord) {
+	for _, w := range q {
+		c.walkHeirs(w.tid, w.tgid, w.cpu, w.guest)
 	}
 }
 
@@ -177,8 +196,6 @@ const maxHeirs = 512
 // so a task's first notification (Lookup, then Inherited, then its own
 // sched_setaffinity) cannot fall between them.
 func (c *colocator) walkHeirs(tid, tgid, cpu int, guest unix.CPUSet) {
-	c.walks.Lock()
-	defer c.walks.Unlock()
 	heir := func(t int) bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -290,13 +307,18 @@ func (c *colocator) releaseLoop() {
 		seen := c.uses.Load()
 		time.Sleep(c.hold)
 		c.mu.Lock()
-		if c.uses.Load() == seen || c.cpu < 0 {
+		done := c.uses.Load() == seen || c.cpu < 0
+		if done {
 			c.releaseAll()
 			c.looping = false
-			c.mu.Unlock()
+		}
+		q := c.walkq
+		c.walkq = nil
+		c.mu.Unlock()
+		c.walkQueued(q)
+		if done {
 			return
 		}
-		c.mu.Unlock()
 	}
 }
 
@@ -335,7 +357,7 @@ func (c *colocator) Forget(tid, tgid int) {
 	}
 	c.mu.Lock()
 	if c.tid.CompareAndSwap(int64(tid), 0) {
-		go c.walkHeirs(tid, c.tgid, c.cpu, c.guest)
+		c.queueWalk(tid)
 	}
 	for i := range c.pins {
 		if r := &c.pins[i]; r.tid == tid || tgid != 0 && r.tgid == tgid {
