@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -625,9 +626,7 @@ func TestNetObservatory(t *testing.T) {
 func TestNetSocketBound(t *testing.T) {
 	p := strconv.Itoa(echoServer(t))
 	img := copyImage(t, imagePath(t))
-	// inet forks the five itself: a shell's forks can fail with EINTR
-	// when its SIGCHLD handler runs before kbox took the notification
-	// (docs/tiers.md, seccomp tier).
+	// inetmany forks the five itself.
 	script := "/opt/tests/inetmany 10.0.2.2 " + p + " 1100 5 && echo bounded > /root/bound.txt && sync"
 	stdout, stderr, status := runKbox(t, "image", "-S", img, "--syscall-mode=seccomp", "--net", "--net-allow", "127.0.0.1:"+p, "--", "/bin/sh", "-c", script)
 	if status != 0 {
@@ -657,4 +656,93 @@ func TestNetSocketBound(t *testing.T) {
 		t.Errorf("/root/bound.txt in the image: %q %v", got, ok)
 	}
 	assertCleanImage(t, img)
+}
+
+// TestNetPreforkServer: one guest TCP listener shared by three forked
+// worker processes, each blocked in accept on it (a pre-forking server,
+// as Apache's or gunicorn's), reached from the host through -P: 40
+// connections one after another and 40 at once, each answered whole by
+// one worker, then "quit" ends the server. Forks: the seccomp tier.
+func TestNetPreforkServer(t *testing.T) {
+	hp := freePort(t)
+	done := publishedRun(t, "image", "-S", imagePath(t), "--read-only", "--syscall-mode=seccomp", "--net",
+		"-P", fmt.Sprintf("%d:8080", hp), "--", "/opt/tests/inetmany", "prefork", "8080", "3")
+	addr := fmt.Sprintf("127.0.0.1:%d", hp)
+	exchange := func(msg string) (string, error) {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(60 * time.Second))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return "", err
+		}
+		b, err := io.ReadAll(c)
+		return string(b), err
+	}
+	// Until the guest listens, a connection is reset or refused.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, err := exchange("hello")
+		if err == nil && strings.HasSuffix(got, ":hello") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guest server never answered: %q, %v", got, err)
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("kbox ended before serving: status %s\nstdout: %s\nstderr: %s", r[2], r[0], r[1])
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	workers := map[string]int{}
+	check := func(i int, got string, err error) string {
+		msg := fmt.Sprintf("m%d", i)
+		w, rest, _ := strings.Cut(got, ":")
+		if err != nil || rest != msg || len(w) != 2 || w[0] != 'w' {
+			t.Errorf("connection %d: %q, %v", i, got, err)
+			return ""
+		}
+		return w
+	}
+	for i := 0; i < 40; i++ {
+		got, err := exchange(fmt.Sprintf("m%d", i))
+		if w := check(i, got, err); w != "" {
+			workers[w]++
+		}
+	}
+	type answer struct {
+		got string
+		err error
+	}
+	answers := make([]answer, 40)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			got, err := exchange(fmt.Sprintf("m%d", 100+i))
+			answers[i] = answer{got, err}
+		}(i)
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if w := check(100+i, a.got, a.err); w != "" {
+			workers[w]++
+		}
+	}
+	t.Logf("connections per worker: %v", workers)
+	if got, err := exchange("quit"); err != nil || !strings.HasSuffix(got, ":quit") {
+		t.Errorf("quit: %q, %v", got, err)
+	}
+	select {
+	case r := <-done:
+		if r[2] != "0" || r[0] != "workers done\n" {
+			t.Errorf("status %s\nstdout: %s\nstderr: %s", r[2], r[0], r[1])
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the server did not end after quit")
+	}
 }

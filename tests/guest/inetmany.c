@@ -6,10 +6,14 @@
  *                             bound on internet sockets), then send a
  *                             datagram to ADDR PORT from a socket opened
  *                             after closing one and read the echo
- *   inetmany ADDR PORT N P    P child processes do the same at once (forked
- *                             here, with no signal handlers: their forks
- *                             cannot be interrupted), then the parent
- *                             alone does it for 10 sockets
+ *   inetmany ADDR PORT N P    P child processes do the same at once, then
+ *                             the parent alone does it for 10 sockets
+ *   inetmany prefork PORT W   a pre-forking server: a TCP listener on PORT
+ *                             shared by W forked workers, each accepting in
+ *                             a loop and answering a connection's first
+ *                             message M with "wI:M" (I: the worker); "quit"
+ *                             ends its worker, then the others; the parent
+ *                             prints "workers done"
  *
  * It forks: the seccomp tier only (inet itself does not fork, so that auto
  * runs it in the rewrite tier).
@@ -17,6 +21,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,11 +65,59 @@ static int many(int n)
 	return 0;
 }
 
+static int prefork(int port, int workers)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	pid_t kids[64];
+	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
+		die("socket");
+	if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 128) != 0)
+		die("bind/listen");
+	if (workers > 64)
+		workers = 64;
+	for (int i = 0; i < workers; i++) {
+		kids[i] = fork();
+		if (kids[i] < 0)
+			die("fork");
+		if (kids[i] > 0)
+			continue;
+		for (;;) {
+			char in[256], out[300];
+			int c = accept(l, NULL, NULL);
+			if (c < 0)
+				die("accept");
+			ssize_t n = read(c, in, sizeof in);
+			if (n <= 0) {
+				close(c);
+				continue;
+			}
+			int m = snprintf(out, sizeof out, "w%d:%.*s", i, (int)n, in);
+			write(c, out, m);
+			close(c);
+			if (n == 4 && !memcmp(in, "quit", 4))
+				_exit(0);
+		}
+	}
+	close(l);
+	int st, bad = 0;
+	if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		bad = 1;
+	for (int i = 0; i < workers; i++)
+		kill(kids[i], SIGTERM);
+	while (wait(&st) > 0)
+		;
+	printf("workers done%s\n", bad ? " (the first one failed)" : "");
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 4 && !strcmp(argv[1], "prefork"))
+		return prefork(atoi(argv[2]), atoi(argv[3]));
 	if (argc != 4 && argc != 5) {
-		fprintf(stderr, "usage: inetmany ADDR PORT N [P]\n");
+		fprintf(stderr, "usage: inetmany ADDR PORT N [P] | prefork PORT W\n");
 		return 2;
 	}
 	dest.sin_family = AF_INET;
