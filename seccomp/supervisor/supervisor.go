@@ -102,19 +102,8 @@ func Policy(virtualBase uint32, ns Namespaces) *seccomp.Policy {
 // processes (dispatch.Policy.SeesForks): every fork, vfork and clone is
 // notified.
 func NotifyForks(p *seccomp.Policy) {
-	forks := map[string]bool{}
-	dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
-		if s.Facts&dispatch.ForkLike != 0 {
-			forks[s.Name] = true
-		}
-	})
-	var keep []string
-	for _, n := range p.Allow {
-		if !forks[n] {
-			keep = append(keep, n)
-		}
-	}
-	p.Allow = keep
+	forks := tableNames(func(s *dispatch.Syscall) bool { return s.Facts&dispatch.ForkLike != 0 })
+	p.Allow = dropNames(p.Allow, forks)
 	var rules []seccomp.ArgBits
 	for _, r := range p.NotifyIf {
 		if !forks[r.Name] {
@@ -130,20 +119,33 @@ func NotifyForks(p *seccomp.Policy) {
 // SIOCOUTQ); kbox serves them for internet sockets and continues the
 // others.
 func WithNet(p *seccomp.Policy) {
-	served := map[string]bool{}
+	served := tableNames(func(s *dispatch.Syscall) bool {
+		return s.How == dispatch.HostFD && s.Facts&dispatch.NetServed != 0
+	})
+	p.HostFD = dropNames(p.HostFD, served)
+	p.IoctlNotify = append(p.IoctlNotify, dispatch.NetIoctls...)
+}
+
+// tableNames are the names of the syscall table's entries that match.
+func tableNames(match func(s *dispatch.Syscall) bool) map[string]bool {
+	names := map[string]bool{}
 	dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
-		if s.How == dispatch.HostFD && s.Facts&dispatch.NetServed != 0 {
-			served[s.Name] = true
+		if match(s) {
+			names[s.Name] = true
 		}
 	})
+	return names
+}
+
+// dropNames returns list without the names in drop.
+func dropNames(list []string, drop map[string]bool) []string {
 	var keep []string
-	for _, n := range p.HostFD {
-		if !served[n] {
+	for _, n := range list {
+		if !drop[n] {
 			keep = append(keep, n)
 		}
 	}
-	p.HostFD = keep
-	p.IoctlNotify = append(p.IoctlNotify, dispatch.NetIoctls...)
+	return keep
 }
 
 // guest is the dispatch.Guest of one notification.
