@@ -303,6 +303,9 @@ func (e *Engine) registerChildren(p *Proc) {
 			if err != nil {
 				continue
 			}
+			if e.Pins != nil && (*e.procs.Load())[pid] == nil {
+				e.Pins.Inherited(pid, pid, p.Tgid) // as Lookup would
+			}
 			e.mu.Lock()
 			if (*e.procs.Load())[pid] == nil {
 				np := &Proc{Tgid: pid}
