@@ -6,15 +6,22 @@ import "fmt"
 
 // TuneTCP sets LKL's TCP sysctls for kbox's link through procDir, an LKL
 // fd of the kernel's own proc (after boot; nothing to do without one):
-// net.ipv4.tcp_wmem's maximum becomes SendBufferMax.
+// the maxima of net.ipv4.tcp_wmem and tcp_rmem become SendBufferMax and
+// ReceiveBufferMax.
 func TuneTCP(procDir int) error {
 	if procDir < 0 {
 		return nil
 	}
 	var err error
 	AsRoot(func() {
-		if werr := writeAt(procDir, "sys/net/ipv4/tcp_wmem", tcpWmem()); werr != nil {
-			err = fmt.Errorf("lkl: net.ipv4.tcp_wmem: %w", werr)
+		for _, c := range []struct{ name, val string }{
+			{"tcp_wmem", tcpWmem()},
+			{"tcp_rmem", tcpRmem()},
+		} {
+			if werr := writeAt(procDir, "sys/net/ipv4/"+c.name, c.val); werr != nil {
+				err = fmt.Errorf("lkl: net.ipv4.%s: %w", c.name, werr)
+				return
+			}
 		}
 	})
 	return err
