@@ -7,8 +7,8 @@ import "fmt"
 // net.ipv4.tcp_wmem and tcp_rmem; Linux's default at LKL's memory is
 // about 1 MB). On kbox's link a segment is up to 64 KiB (usernet.MTU),
 // so the kernel's own sizing (two congestion windows of segments to
-// send; a window of twice what the reader takes to receive) asks for
-// several MB at once; clamped to 1 MB, a bulk transfer waits for
+// send; on receipt, a window that grows with what the reader takes per
+// round trip) asks for several MB at once; clamped to 1 MB, a bulk transfer waits for
 // acknowledgements or window updates with the pipeline half empty
 // (docs/networking.md, "Bulk throughput"). LKL's global TCP memory bound
 // (net.ipv4.tcp_mem) is left as the kernel sized it.

@@ -239,7 +239,8 @@ const smallFrame = 4096
 
 // fromGuest carries the guest's frames into the stack. Each frame is read
 // straight into a view from gVisor's buffer pool, which the packet then
-// owns: no copy and no allocation for a large frame on this side.
+// owns: for a large frame no copy on this side but of its first
+// headChunk bytes (splitHeaders), and no allocation.
 func (n *Network) fromGuest() {
 	defer n.wg.Done()
 	for n.ctx.Err() == nil {
