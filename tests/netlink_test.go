@@ -17,7 +17,10 @@ var netCounters = regexp.MustCompile(`device \{TxFrames:(\d+) TxDrops:(\d+) RxFr
 // The guest's eth0 has the link's MTU (65280); 16 MB sent by the guest
 // and 4 MB fetched by it arrive whole, in far fewer frames than an MTU
 // of 1500 needs (about 11,000 and 2,800), as the device's counters
-// (KBOX_NET_LOG) show.
+// (KBOX_NET_LOG) show. LKL's TCP may grow a socket's send and receive
+// buffers to 8 MiB (net.ipv4.tcp_wmem and tcp_rmem, lkl.SendBufferMax,
+// ReceiveBufferMax): at 64 KiB a segment, the kernel's 1 MB default
+// stalls a bulk transfer.
 func TestNetLargeFrames(t *testing.T) {
 	t.Setenv("KBOX_NET_LOG", "1")
 	sink := strconv.Itoa(sinkServer(t))
@@ -25,14 +28,14 @@ func TestNetLargeFrames(t *testing.T) {
 	p := strconv.Itoa(web)
 	const fetch = 4 << 20
 	sum := md5.Sum(pattern(fetch))
-	script := "cat /sys/class/net/eth0/mtu; /opt/tests/inet bulk 10.0.2.2 " + sink + " 16; " +
+	script := "cat /sys/class/net/eth0/mtu /proc/sys/net/ipv4/tcp_wmem /proc/sys/net/ipv4/tcp_rmem; /opt/tests/inet bulk 10.0.2.2 " + sink + " 16; " +
 		"wget -qO- http://10.0.2.2:" + p + "/" + strconv.Itoa(fetch) + " | md5sum"
 	out, errOut, status := runKbox(t, append(netArgs(t, "--net-allow", "127.0.0.1:"+sink, "--net-allow", "127.0.0.1:"+p, "--"),
 		"/bin/sh", "-c", script)...)
 	if status != 0 {
 		t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, out, errOut)
 	}
-	for _, want := range []string{"65280\n", "sink counted 16777216", hex.EncodeToString(sum[:])} {
+	for _, want := range []string{"65280\n", "4096\t16384\t8388608\n", "4096\t131072\t8388608\n", "sink counted 16777216", hex.EncodeToString(sum[:])} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}

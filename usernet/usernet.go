@@ -239,7 +239,8 @@ const smallFrame = 4096
 
 // fromGuest carries the guest's frames into the stack. Each frame is read
 // straight into a view from gVisor's buffer pool, which the packet then
-// owns: no copy and no allocation for a large frame on this side.
+// owns: for a large frame no copy on this side but of its first
+// headChunk bytes (splitHeaders), and no allocation.
 func (n *Network) fromGuest() {
 	defer n.wg.Done()
 	for n.ctx.Err() == nil {
@@ -259,14 +260,44 @@ func (n *Network) fromGuest() {
 			small := buffer.NewViewWithData(v.AsSlice()[:m])
 			v.Release()
 			v = small
-		} else {
-			v.CapLength(m)
+			n.framesIn.Add(1)
+			n.inject(buffer.MakeWithView(v))
+			continue
 		}
+		v.CapLength(m)
 		n.framesIn.Add(1)
-		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithView(v)})
-		n.ch.InjectInbound(0, pkt)
-		pkt.DecRef()
+		n.inject(splitHeaders(v))
 	}
+}
+
+// headChunk is the size of the chunk that holds a large frame's first
+// bytes (splitHeaders): the ethernet, IP and TCP headers with their usual
+// options fit in it. A full chunk of gVisor's pool (64, 128, 256, ...),
+// so that the rest is appended to the buffer, not copied into it.
+const headChunk = 256
+
+// splitHeaders makes the buffer of a large frame v (owned; more than
+// headChunk bytes): its first headChunk bytes copied into a small chunk
+// of their own, then the rest of v's chunk. Why: gVisor's IPv4 and IPv6
+// endpoints take a second view of the network header while they hold the
+// first (hence a shared chunk), and a shared chunk is copied whole before
+// a view into it is handed out (buffer.PullUp): with the frame in one
+// chunk that is a copy of up to 64 KiB per frame; here it is headChunk
+// bytes. A header longer than that (large IP and TCP options) is merged
+// by gVisor as any header that spans two views.
+func splitHeaders(v *buffer.View) buffer.Buffer {
+	head := buffer.NewViewWithData(v.AsSlice()[:headChunk])
+	v.TrimFront(headChunk)
+	b := buffer.MakeWithView(head)
+	b.Append(v)
+	return b
+}
+
+// inject hands a frame from the guest to the stack.
+func (n *Network) inject(b buffer.Buffer) {
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: b})
+	n.ch.InjectInbound(0, pkt)
+	pkt.DecRef()
 }
 
 // toGuest carries the stack's frames to the guest.

@@ -90,6 +90,10 @@ func (g *guestNet) start(o *ImageOptions, procDir int) error {
 	if err := g.dev.SetMTU(usernet.MTU); err != nil {
 		return err
 	}
+	if err := lkl.TuneTCP(procDir); err != nil {
+		// Slower bulk sends, nothing else: say so and go on.
+		fmt.Fprintf(os.Stderr, "kbox: warning: --net: %v\n", err)
+	}
 	if err := g.dev.ConfigureIPv6(usernet.GuestAddr6, usernet.PrefixLen6, usernet.GatewayIP6, procDir); err != nil {
 		// IPv4 works without it: say so and go on.
 		fmt.Fprintf(os.Stderr, "kbox: warning: --net: no IPv6 on eth0: %v\n", err)

@@ -1,0 +1,28 @@
+//go:build lkl
+
+package lkl
+
+import "fmt"
+
+// TuneTCP sets LKL's TCP sysctls for kbox's link through procDir, an LKL
+// fd of the kernel's own proc (after boot; nothing to do without one):
+// the maxima of net.ipv4.tcp_wmem and tcp_rmem become SendBufferMax and
+// ReceiveBufferMax.
+func TuneTCP(procDir int) error {
+	if procDir < 0 {
+		return nil
+	}
+	var err error
+	AsRoot(func() {
+		for _, c := range []struct{ name, val string }{
+			{"tcp_wmem", tcpWmem()},
+			{"tcp_rmem", tcpRmem()},
+		} {
+			if werr := writeAt(procDir, "sys/net/ipv4/"+c.name, c.val); werr != nil {
+				err = fmt.Errorf("lkl: net.ipv4.%s: %w", c.name, werr)
+				return
+			}
+		}
+	})
+	return err
+}

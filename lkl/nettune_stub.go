@@ -1,0 +1,6 @@
+//go:build !lkl
+
+package lkl
+
+// TuneTCP fails without LKL.
+func TuneTCP(procDir int) error { return ErrNotBuilt }
