@@ -49,7 +49,6 @@ const colocationHold = 20 * time.Millisecond
 //
 // A task that set its own mask through kbox (Forget) is no longer taken
 // for a pin's: its records go.
-
 type colocator struct {
 	enabled bool
 	hold    time.Duration
@@ -168,8 +167,8 @@ func (c *colocator) restoreGuest() {
 }
 
 // queueWalk asks the release loop, which runs while a pin is held, to
-// walk task tid's heirs on its next round (at most hold later): one
-// goroutine and its /proc reads per round, not per pin move. c.mu is held.
+// walk task tid's heirs on its next round (at most hold later), once
+// however often the pin moved meanwhile. c.mu is held.
 func (c *colocator) queueWalk(tid int) {
 	for _, w := range c.walkq {
 		if w.tid == tid {
