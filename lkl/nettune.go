@@ -11,7 +11,7 @@ import "fmt"
 // round trip) asks for several MB at once; clamped to 1 MB, a bulk transfer waits for
 // acknowledgements or window updates with the pipeline half empty
 // (docs/networking.md, "Bulk throughput"). LKL's global TCP memory bound
-// (net.ipv4.tcp_mem) is left as the kernel sized it.
+// (net.ipv4.tcp_mem) grows with them (tcpMem).
 const (
 	SendBufferMax    = 8 << 20
 	ReceiveBufferMax = 8 << 20
@@ -21,3 +21,19 @@ const (
 // tcp_rmem: Linux's minimum and default, the maxima above.
 func tcpWmem() string { return fmt.Sprintf("4096 16384 %d\n", SendBufferMax) }
 func tcpRmem() string { return fmt.Sprintf("4096 131072 %d\n", ReceiveBufferMax) }
+
+// tcpMem is the value written to net.ipv4.tcp_mem for a kernel of memMB
+// MiB: in 4 KiB pages, 1/8, 3/16 and 1/4 of its memory (16, 24 and 32 MiB
+// at --net's 128 MiB). The kernel sizes it from its free memory at boot,
+// about 5.8, 7.7 and 11.6 MiB at 128 MiB: less than one connection's
+// buffers at the maxima above, so that one guest-to-guest connection
+// whose reader paused (8 MiB queued at the receiver, more at the sender)
+// put LKL's TCP under memory pressure, which drops arriving segments; the
+// sender then waits for its retransmission timer, doubled at each try
+// while the reader is still away, and after the reader returns the
+// connection stood still for seconds (docs/networking.md, "Bulk
+// throughput").
+func tcpMem(memMB int) string {
+	pages := memMB << 20 / 4096
+	return fmt.Sprintf("%d %d %d\n", pages/8, pages*3/16, pages/4)
+}

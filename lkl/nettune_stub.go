@@ -3,4 +3,4 @@
 package lkl
 
 // TuneTCP fails without LKL.
-func TuneTCP(procDir int) error { return ErrNotBuilt }
+func TuneTCP(procDir, memMB int) error { return ErrNotBuilt }

@@ -90,7 +90,7 @@ func (g *guestNet) start(o *ImageOptions, procDir int) error {
 	if err := g.dev.SetMTU(usernet.MTU); err != nil {
 		return err
 	}
-	if err := lkl.TuneTCP(procDir); err != nil {
+	if err := lkl.TuneTCP(procDir, kernelMemMB(rootOptions(o).Kernel)); err != nil {
 		// Slower bulk sends, nothing else: say so and go on.
 		fmt.Fprintf(os.Stderr, "kbox: warning: --net: %v\n", err)
 	}
