@@ -3,9 +3,8 @@
 package tests
 
 import (
-	"bufio"
-	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,42 +195,21 @@ read x
 cat /dev/shm/%[2]s-guest
 /opt/tests/shmsem %[2]s
 `, planted, tag)
-	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kboxBin(t), "image", "-S", img, "--", "/bin/sh", "-c", script)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outp, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var se strings.Builder
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	sc := bufio.NewScanner(outp)
-	for sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		if sc.Text() == "ready" {
+	stdout, se, err := converseKbox(t, func(line string, in io.WriteCloser, _ int) {
+		if line == "ready" {
 			if _, err := os.Lstat("/dev/shm/" + tag + "-guest"); err == nil {
 				t.Errorf("the guest's /dev/shm file is in the host's /dev/shm")
 			}
 			in.Write([]byte("go\n"))
 			in.Close()
 		}
-	}
-	err = cmd.Wait()
-	stdout := out.String()
+	}, "image", "-S", img, "--", "/bin/sh", "-c", script)
 	if err != nil {
-		t.Fatalf("kbox: %v\nstdout: %s\nstderr: %s", err, stdout, se.String())
+		t.Fatalf("kbox: %v\nstdout: %s\nstderr: %s", err, stdout, se)
 	}
 	for _, want := range []string{". .. \n", "planted-invisible\n", "mode=640\n", "ready\n", "guest-data\n", "parent read: hello from", "shmsem ok\n"} {
 		if !strings.Contains(stdout, want) {
-			t.Errorf("stdout lacks %q\nstdout: %s\nstderr: %s", want, stdout, se.String())
+			t.Errorf("stdout lacks %q\nstdout: %s\nstderr: %s", want, stdout, se)
 		}
 	}
 	left, _ := filepath.Glob("/dev/shm/" + tag + "*")

@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -197,4 +199,35 @@ func runCases(t *testing.T, prefix []string, cases []guestCase) {
 			}
 		})
 	}
+}
+
+// converseKbox runs kbox with args (within kboxTimeout) and calls line
+// with each line it prints, its stdin (which line may write to or close)
+// and kbox's pid; it returns what kbox printed and the error of its end.
+func converseKbox(t *testing.T, line func(text string, stdin io.WriteCloser, pid int), args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kboxBin(t), args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sc := bufio.NewScanner(outp)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		line(sc.Text(), in, cmd.Process.Pid)
+	}
+	err = cmd.Wait()
+	return out.String(), se.String(), err
 }

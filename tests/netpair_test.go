@@ -3,10 +3,8 @@
 package tests
 
 import (
-	"bufio"
-	"context"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,38 +30,19 @@ func TestNetPairSendBuffer(t *testing.T) {
 		t.Skipf("the host's net.core.wmem_max (%d) caps the buffer at its default", wmemMax)
 	}
 	port := strconv.Itoa(echoServer(t))
-	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kboxBin(t), append(netArgs(t, "--syscall-mode=seccomp", "--net-allow", "127.0.0.1:"+port, "--"),
-		"/opt/tests/inet", "hold", "10.0.2.2", port, "1")...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outp, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var se strings.Builder
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	sc := bufio.NewScanner(outp)
 	var bufs []int
-	for sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		if sc.Text() == "held 1" {
-			bufs = guestSocketSendBuffers(t, cmd.Process.Pid)
+	out, se, err := converseKbox(t, func(line string, in io.WriteCloser, pid int) {
+		if line == "held 1" {
+			bufs = guestSocketSendBuffers(t, pid)
 			in.Close()
 		}
+	}, append(netArgs(t, "--syscall-mode=seccomp", "--net-allow", "127.0.0.1:"+port, "--"),
+		"/opt/tests/inet", "hold", "10.0.2.2", port, "1")...)
+	if err != nil {
+		t.Fatalf("kbox: %v\nstdout: %s\nstderr: %s", err, out, se)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("kbox: %v\nstdout: %s\nstderr: %s", err, out.String(), se.String())
-	}
-	if !strings.Contains(out.String(), "all 1 echoed\n") {
-		t.Errorf("stdout lacks the echo:\n%s\nstderr: %s", out.String(), se.String())
+	if !strings.Contains(out, "all 1 echoed\n") {
+		t.Errorf("stdout lacks the echo:\n%s\nstderr: %s", out, se)
 	}
 	if len(bufs) != 1 || bufs[0] != want {
 		t.Errorf("the guest's socket fds have send buffers %v, want one of %d", bufs, want)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -211,24 +212,8 @@ func TestUnixAbstractPrivate(t *testing.T) {
 	}
 
 	guest := randomName(t, "kbox-guest-")
-	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kboxBin(t), "image", "--read-only", "-S", img, "--",
-		"/opt/tests/unixsock", "listen-abstract", guest, "1500")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var se strings.Builder
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if sc.Text() == "guest to guest abs" {
+	out, se, _ := converseKbox(t, func(line string, _ io.WriteCloser, _ int) {
+		if line == "guest to guest abs" {
 			// The guest listens now: the host tries its name.
 			if c, err := net.Dial("unix", "@"+guest); err == nil {
 				c.Close()
@@ -237,9 +222,8 @@ func TestUnixAbstractPrivate(t *testing.T) {
 				t.Logf("host dial of the guest's name: %v", err)
 			}
 		}
-	}
-	cmd.Wait()
-	wantLines(t, "guest's abstract name", strings.Join(lines, "\n"), se.String(),
+	}, "image", "--read-only", "-S", img, "--", "/opt/tests/unixsock", "listen-abstract", guest, "1500")
+	wantLines(t, "guest's abstract name", out, se,
 		"abstract bind 0 bound", "abstract name @"+guest, "guest to guest abs", "listen-abstract ok")
 }
 
