@@ -42,6 +42,7 @@ int kbox_netdev_ifindex(int id);
 int kbox_netdev_tryread(void *dev, unsigned char *buf, int cap);
 int kbox_netdev_efd(void *dev);
 int kbox_netdev_write(void *dev, const unsigned char *frame, int len);
+int kbox_netdev_direct(void *dev);
 void kbox_netdev_stats(void *dev, unsigned long long *out);
 void kbox_netdev_hup(void *dev);
 int kbox_net_if_up(int ifindex);

@@ -66,6 +66,15 @@ struct ring {
 struct kbox_netdev {
 	struct lkl_netdev nd;	/* first: LKL passes &nd back */
 	struct ring tx, rx;
+	/* rx.seq wakes LKL's poll thread (frames for it, room in tx);
+	 * rx_room wakes kbox's writer waiting for room in rx, and is only
+	 * woken when wr_waiting says the writer waits: rx is called for
+	 * every frame, and a wake-up nobody needs is a syscall. */
+	_Atomic uint32_t rx_room;
+	_Atomic int wr_waiting;
+	/* LKL's virtio device behind nd, when liblkl has the symbols to
+	 * process its queue from kbox's writer (direct_rx). */
+	void *vdev;
 	_Atomic int tx_full;	/* tx refused a frame: poll must report TX */
 	_Atomic int hup;
 	/* kbox's reader waits for the tx ring in Go's netpoller on efd (an
@@ -218,7 +227,10 @@ static int nd_rx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
 		off += c;
 	}
 	atomic_store_explicit(&r->tail, next, memory_order_release);
-	wake(&r->seq);
+	struct kbox_netdev *d = dev_of(nd);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&d->wr_waiting))
+		wake(&d->rx_room);
 	return (int)off;
 }
 
@@ -282,6 +294,25 @@ void *kbox_netdev_new(void)
 	return d;
 }
 
+/*
+ * Direct delivery. LKL's virtio library (tools/lkl/lib, linked in
+ * liblkl.a but not its public API) keeps each net device in
+ * registered_devs[id] (a struct whose first member is its struct
+ * virtio_dev) and exports virtio_process_queue, which LKL's poll thread
+ * calls to fill the driver's receive buffers (through rx) and raise the
+ * device's interrupt; the queue's own lock serialises callers. kbox's
+ * writer calls it itself after queueing a frame, so the frame reaches
+ * LKL's TCP on the writer's thread instead of waking the poll thread
+ * first (a host thread woken and put to sleep again for each burst of
+ * frames). Weak: a liblkl without them keeps the poll thread's
+ * delivery.
+ */
+struct virtio_dev;
+extern void virtio_process_queue(struct virtio_dev *dev, uint32_t qidx) __attribute__((weak));
+extern void *registered_devs[] __attribute__((weak));
+#define RX_QUEUE 0
+#define VIRTIO_ID_NET 1
+
 int kbox_netdev_add(void *dev, const unsigned char *mac)
 {
 	struct kbox_netdev *d = dev;
@@ -291,8 +322,18 @@ int kbox_netdev_add(void *dev, const unsigned char *mac)
 	memset(&args, 0, sizeof(args));
 	args.mac = m;
 	args.offload = NET_OFFLOADS;
-	return lkl_netdev_add(&d->nd, &args);
+	int id = lkl_netdev_add(&d->nd, &args);
+	if (id >= 0 && virtio_process_queue != NULL && registered_devs != NULL &&
+	    getenv("KBOX_NET_POLL_RX") == NULL) {
+		/* struct virtio_dev starts with its device id. */
+		void *v = registered_devs[id];
+		if (v != NULL && *(uint32_t *)v == VIRTIO_ID_NET)
+			d->vdev = v;
+	}
+	return id;
 }
+
+int kbox_netdev_direct(void *dev) { return ((struct kbox_netdev *)dev)->vdev != NULL; }
 
 int kbox_netdev_ifindex(int id) { return lkl_netdev_get_ifindex(id); }
 
@@ -341,20 +382,36 @@ int kbox_netdev_write(void *dev, const unsigned char *frame, int len)
 	struct kbox_netdev *d = dev;
 	struct iovec iov = { (void *)frame, (size_t)len };
 	int n;
-	/* A full ring first waits for LKL to take frames (rx bumps rx.seq),
-	 * up to about 100 ms: kbox's writer is no interrupt context. */
+	/* A full ring first waits for LKL to take frames (rx bumps
+	 * rx_room), up to about 100 ms: kbox's writer is no interrupt
+	 * context. */
 	for (int tries = 0;; tries++) {
-		uint32_t seen = atomic_load(&d->rx.seq);
+		uint32_t seen = atomic_load(&d->rx_room);
 		n = push_iov(&d->rx, &iov, 1);
 		if (n != -1 || tries == 10 || atomic_load(&d->hup))
 			break;
-		wait_change(&d->rx.seq, seen, 10);
+		wake(&d->rx.seq); /* the poll thread takes what it can */
+		atomic_store(&d->wr_waiting, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (ring_room(&d->rx, (size_t)len)) {
+			atomic_store(&d->wr_waiting, 0);
+			continue;
+		}
+		wait_change(&d->rx_room, seen, 10);
+		atomic_store(&d->wr_waiting, 0);
 	}
 	if (n < 0) {
 		atomic_fetch_add(&d->rx_drops, 1);
 		return -1;
 	}
 	atomic_fetch_add(&d->rx_frames, 1);
+	if (d->vdev != NULL && !atomic_load(&d->hup)) {
+		virtio_process_queue(d->vdev, RX_QUEUE);
+		/* What the driver had no buffers for waits for the poll
+		 * thread, as before. */
+		if (ring_empty(&d->rx))
+			return n;
+	}
 	wake(&d->rx.seq); /* LKL's poll thread */
 	return n;
 }
