@@ -55,7 +55,20 @@ type Inet struct {
 	Opened atomic.Uint64
 	dgrams atomic.Int64 // datagram sockets open: recvmsg looks for one (inetmsg.go)
 	ending atomic.Int64 // sockets the reaper is ending (Drain)
+	ready  lklReady     // LKL's readiness of the sockets (inetready.go)
+	// Own are the guest's own addresses besides loopback (its eth0's):
+	// a socket whose peer has one is a local one (inetSock.settled).
+	Own []netip.Addr
 }
+
+// Sweep wakes the goroutines waiting for LKL sockets that became ready
+// (inetready.go); the user-mode network calls it once the frames it
+// queued for the guest were delivered.
+func (n *Inet) Sweep() { n.ready.Sweep() }
+
+// Swept reports how many readiness events the sweeps found, and how many
+// of them only the ticker's sweeps did.
+func (n *Inet) Swept() (all, byTick uint64) { return n.ready.Swept.Load(), n.ready.ByTick.Load() }
 
 // full reports whether Max internet sockets are open.
 func (n *Inet) full() bool {
@@ -107,6 +120,14 @@ type inetSock struct {
 	fromGuestBytes atomic.Int64 // what the pump read from kbox's end (SIOCOUTQ)
 	hintProc       *Proc        // a process and fd that held the guest's end (guestCopy)
 	hintFD         int
+
+	// LKL's readiness (inetready.go): id in the epoll set, a token when
+	// the socket may be readable (rdy) or writable (wrdy), and whether
+	// its peer is the guest itself (local).
+	id        uint64
+	rdy, wrdy chan struct{}
+	local     atomic.Bool
+	lwait     chan struct{} // a listener's: closed when a connection waits (listenWait)
 }
 
 // hint records that process p held the guest's end as fd.
@@ -192,13 +213,10 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 	if e.Net.full() {
 		return errno(unix.ENFILE, Emulated)
 	}
-	// A stream socket is non-blocking in LKL until it is connected:
-	// connect sends its SYN at once, on the serving thread
-	// (inetConnect), and the pumps find it blocking (unblock).
-	ltyp := base | unix.SOCK_CLOEXEC
-	if base == unix.SOCK_STREAM {
-		ltyp |= unix.SOCK_NONBLOCK
-	}
+	// Every LKL socket is non-blocking: connect sends its SYN at once,
+	// on the serving thread (inetConnect), and no kbox thread ever waits
+	// inside LKL (inetready.go).
+	ltyp := base | unix.SOCK_CLOEXEC | unix.SOCK_NONBLOCK
 	lfd, le := lkl.Syscall6(lkl.SysSocket, uintptr(family), uintptr(ltyp), uintptr(proto), 0, 0, 0)
 	if le != 0 {
 		return errno(le, LKL)
@@ -255,6 +273,14 @@ func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.E
 	}
 	unix.SetNonblock(kfd, true)
 	s := &inetSock{n: n, lfd: lfd, kfd: kfd, file: os.NewFile(uintptr(kfd), "inet"), ino: st.Ino, family: family, typ: typ}
+	if en := n.ready.add(s); en != 0 {
+		s.file.Close()
+		unix.Close(gend)
+		return nil, -1, en
+	}
+	// A datagram socket may send to any address, the guest's own among
+	// them: its calls are always followed by a sweep.
+	s.local.Store(typ == unix.SOCK_DGRAM)
 	n.mu.Lock()
 	n.byIno[st.Ino] = s
 	n.mu.Unlock()
@@ -314,11 +340,17 @@ func (s *inetSock) end() {
 	s.mu.Unlock()
 	s.fromGuest.Wait()
 	// Also aborts a connect in progress (LKL's shutdown of a connecting
-	// socket disconnects it), as the guest's close does on Linux.
+	// socket disconnects it), as the guest's close does on Linux. The
+	// pump to the guest, a listener's watcher and a connect's wait are
+	// woken to see it.
 	lkl.Syscall6(lkl.SysShutdown, uintptr(s.lfd), unix.SHUT_RD, 0, 0, 0, 0)
+	signal(s.rdy)
+	signal(s.wrdy)
 	s.toGuest.Wait()
 	s.inConnect.Wait()
+	s.n.ready.drop(s)
 	lklClose(s.lfd)
+	s.settled() // a local peer sees the FIN or reset now
 	s.file.Close()
 	if s.typ == unix.SOCK_DGRAM {
 		s.n.dgrams.Add(-1)
@@ -375,11 +407,16 @@ func (s *inetSock) pumpFromGuest(junk int) {
 		}
 		s.fromGuestBytes.Add(int64(m))
 		for off := 0; off < m; {
-			n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), unix.MSG_NOSIGNAL, 0, 0)
+			n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
 			runtime.KeepAlive(buf)
 			if le == unix.EINTR {
 				continue
 			}
+			if le == unix.EAGAIN {
+				await(s.wrdy, 0) // LKL's send buffer is full
+				continue
+			}
+			s.settled()
 			if le != 0 {
 				if s.typ == unix.SOCK_STREAM {
 					// LKL's connection failed: the guest's end
@@ -416,16 +453,31 @@ func (s *inetSock) pumpToGuest() {
 		var n uintptr
 		var le unix.Errno
 		if s.typ == unix.SOCK_STREAM {
-			n, le = lkl.Syscall6(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), 0, 0, 0)
+			n, le = lkl.Syscall6(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), unix.MSG_DONTWAIT, 0, 0)
 		} else {
 			// With the control messages the guest asked LKL for
 			// (inetcmsg.go).
 			var m int
-			m, alen, clen, le = lklRecvmsg(s.lfd, buf, addr, ctl, 0)
+			m, alen, clen, le = lklRecvmsg(s.lfd, buf, addr, ctl, unix.MSG_DONTWAIT)
 			n = uintptr(m)
 		}
 		if le == unix.EINTR {
 			continue
+		}
+		if le == unix.EAGAIN {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed && s.typ != unix.SOCK_STREAM {
+				// Ended (end shut LKL's receive side, which a
+				// datagram socket answers EAGAIN, not 0).
+				return
+			}
+			await(s.rdy, 0)
+			continue
+		}
+		if n > 0 {
+			s.settled() // a local peer's window opened
 		}
 		if le != 0 || n == 0 && s.typ == unix.SOCK_STREAM {
 			s.mu.Lock()
@@ -631,6 +683,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	}
 	s.hint(r.P, int(int32(r.Args[0])))
 	unix.Close(gfd)
+	s.markLocal(a)
 	// LKL's socket is non-blocking here (newInet): its connect sends the
 	// SYN now, on this thread, and only the wait for the handshake goes
 	// to a goroutine (a goroutine started from the serving thread ran
@@ -639,11 +692,11 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	// address) is the guest's answer, blocking or not, as on Linux.
 	_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
 	runtime.KeepAlive(a) // LKL read it: a uintptr does not keep it
+	s.settled()          // a listener of the guest's own has a connection
 	if le != unix.EINPROGRESS {
 		s.connectDone(le)
 		drain(s, junk)
 		if le == 0 {
-			s.unblock()
 			s.startPumps(0)
 		}
 		s.mu.Lock()
@@ -664,7 +717,6 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		// a connect answered 0 finds its end writable.
 		drain(s, junk)
 		if le == 0 {
-			s.unblock()
 			s.startPumps(0)
 		}
 		s.mu.Lock()
@@ -734,16 +786,22 @@ const handshakeTick = 1000
 // the socket was shut meanwhile without one). A non-nil tick is called
 // every interruptTick of the wait.
 func (s *inetSock) awaitHandshake(tick func()) unix.Errno {
-	ms := handshakeTick
+	every := time.Duration(handshakeTick) * time.Millisecond
 	if tick != nil {
-		ms = int(interruptTick / time.Millisecond)
+		every = interruptTick
 	}
+	next := time.Now().Add(every)
 	for {
-		rev, ok := lklPoll(s.lfd, unix.POLLOUT, ms)
-		if !ok && tick != nil {
-			tick()
-		}
+		// LKL's poll without waiting; the wait is for wrdy (inetready.go).
+		rev, ok := lklPoll(s.lfd, unix.POLLOUT, 0)
 		if !ok {
+			if d := time.Until(next); d > 0 && await(s.wrdy, d) {
+				continue
+			}
+			next = time.Now().Add(every)
+			if tick != nil {
+				tick()
+			}
 			s.mu.Lock()
 			closed := s.closed
 			s.mu.Unlock()
@@ -771,13 +829,6 @@ func (s *inetSock) awaitHandshake(tick func()) unix.Errno {
 		}
 		return 0
 	}
-}
-
-// unblock makes a connected stream socket blocking in LKL again: the
-// pumps wait in its recv and send. Its only status flag was O_NONBLOCK
-// (newInet), so F_SETFL 0 clears it without an F_GETFL first.
-func (s *inetSock) unblock() {
-	lkl.Syscall6(lkl.SysFcntl, uintptr(s.lfd), unix.F_SETFL, 0, 0, 0, 0)
 }
 
 // awaitConnect answers a blocking connect made while an earlier connect of
@@ -1024,6 +1075,7 @@ func (e *Engine) inetSendto(r *Request, s *inetSock, data []byte, name []byte, f
 	n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), ptrOr0(data), uintptr(len(data)), uintptr(flags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL), lkl.Ptr(name), uintptr(len(name)))
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(name)
+	s.settled()
 	if le != 0 {
 		return errno(le, LKL)
 	}
@@ -1164,9 +1216,8 @@ func (e *Engine) inetListen(r *Request, s *inetSock) Result {
 	s.listening = true
 	s.mu.Unlock()
 	if start {
-		fl, _ := lkl.Syscall6(lkl.SysFcntl, uintptr(s.lfd), unix.F_GETFL, 0, 0, 0, 0)
-		lkl.Syscall6(lkl.SysFcntl, uintptr(s.lfd), unix.F_SETFL, fl|unix.O_NONBLOCK, 0, 0, 0)
 		s.taken = make(chan struct{}, 1)
+		s.lwait = make(chan struct{})
 		s.toGuest.Add(1)
 		go s.watchListener()
 	}
@@ -1204,7 +1255,7 @@ const listenTick = 200
 const acceptTick = 100
 
 // watchListener keeps the token in the guest's end while LKL has a
-// connection to accept.
+// connection to accept, and wakes the blocking accepts (listenWait).
 func (s *inetSock) watchListener() {
 	defer s.toGuest.Done()
 	for {
@@ -1214,7 +1265,8 @@ func (s *inetSock) watchListener() {
 		if closed {
 			return
 		}
-		if !lklPollIn(s.lfd, listenTick) {
+		if !lklPollIn(s.lfd, 0) {
+			await(s.rdy, listenTick*time.Millisecond)
 			continue
 		}
 		s.mu.Lock()
@@ -1223,12 +1275,22 @@ func (s *inetSock) watchListener() {
 				s.token = true
 			}
 		}
+		close(s.lwait)
+		s.lwait = make(chan struct{})
 		s.mu.Unlock()
 		select { // until an accept took the token, or a tick
 		case <-s.taken:
 		case <-time.After(listenTick * time.Millisecond):
 		}
 	}
+}
+
+// listenWait returns a channel closed when the watcher next sees a
+// connection waiting in LKL.
+func (s *inetSock) listenWait() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lwait
 }
 
 // takeToken removes the token from the guest's end gfd after an accept.
@@ -1283,7 +1345,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 		if e.Net.full() {
 			return nil, -1, nil, unix.ENFILE // the connection stays queued, as Linux's
 		}
-		nfd, le := lkl.Syscall6(lkl.SysAccept4, uintptr(s.lfd), lkl.Ptr(addr), lkl.Ptr(alen), unix.SOCK_CLOEXEC, 0, 0)
+		nfd, le := lkl.Syscall6(lkl.SysAccept4, uintptr(s.lfd), lkl.Ptr(addr), lkl.Ptr(alen), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0, 0)
 		if le != 0 {
 			return nil, -1, nil, le
 		}
@@ -1293,11 +1355,13 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 			lklClose(int(nfd))
 			return nil, -1, nil, en
 		}
+		a := addr[:min(binary.NativeEndian.Uint32(alen), sockaddrStorage)]
+		ns.markLocal(a)
 		ns.mu.Lock()
 		ns.connected = true
 		ns.mu.Unlock()
 		ns.startPumps(0)
-		return ns, gend, addr[:min(binary.NativeEndian.Uint32(alen), sockaddrStorage)], 0
+		return ns, gend, a, 0
 	}
 	// writeAddr gives the guest the peer's address (what fits) and length
 	// (the request's arguments are copied: a deferred call outlives r).
@@ -1355,7 +1419,14 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 				e.late(func() { p.ReplyErrno(fifo.RestartSys) })
 				return
 			}
-			if !lklPollIn(s.lfd, acceptTick) || p.Valid() != nil {
+			if w := s.listenWait(); !lklPollIn(s.lfd, 0) {
+				select { // the watcher sees the next connection
+				case <-w:
+				case <-time.After(acceptTick * time.Millisecond):
+				}
+				continue
+			}
+			if p.Valid() != nil {
 				continue // (a signal meanwhile: the connection stays for the next accept)
 			}
 			ns, gend, a, le := try()

@@ -87,6 +87,7 @@ func inetSendDgram(s *inetSock, data, name, ctl []byte, flags int) Result {
 	}
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(name)
+	s.settled()
 	if le != 0 {
 		return errno(le, LKL)
 	}

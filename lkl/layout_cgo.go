@@ -5,6 +5,7 @@ package lkl
 /*
 #include <stddef.h>
 #include <lkl.h>
+#include <lkl/linux/eventpoll.h>
 #define OFF(f) static size_t off_##f(void) { return offsetof(struct lkl_stat, f); }
 OFF(st_mode) OFF(st_size) OFF(st_blksize) OFF(st_blocks) OFF(st_mtime_nsec) OFF(st_ctime_nsec)
 */
@@ -42,10 +43,14 @@ func cLayout() map[string]uintptr {
 		"NR_getsockname": C.__lkl__NR_getsockname, "NR_getpeername": C.__lkl__NR_getpeername,
 		"NR_sendto": C.__lkl__NR_sendto, "NR_recvfrom": C.__lkl__NR_recvfrom, "NR_sendmsg": C.__lkl__NR_sendmsg, "NR_recvmsg": C.__lkl__NR_recvmsg, "NR_setsockopt": C.__lkl__NR_setsockopt,
 		"NR_getsockopt": C.__lkl__NR_getsockopt, "NR_shutdown": C.__lkl__NR_shutdown, "NR_accept4": C.__lkl__NR_accept4,
-		"NR_syncfs":          C.__lkl__NR_syncfs,
-		"NR_sysinfo":         C.__lkl__NR_sysinfo,
-		"NR_sync_file_range": C.__lkl__NR_sync_file_range,
-		"NR_fallocate":       C.__lkl__NR_fallocate,
-		"NR_fstatfs":         C.__lkl__NR_fstatfs,
+		"NR_syncfs":           C.__lkl__NR_syncfs,
+		"NR_sysinfo":          C.__lkl__NR_sysinfo,
+		"NR_sync_file_range":  C.__lkl__NR_sync_file_range,
+		"NR_fallocate":        C.__lkl__NR_fallocate,
+		"NR_fstatfs":          C.__lkl__NR_fstatfs,
+		"NR_epoll_create1":    C.__lkl__NR_epoll_create1,
+		"NR_epoll_ctl":        C.__lkl__NR_epoll_ctl,
+		"NR_epoll_pwait":      C.__lkl__NR_epoll_pwait,
+		"sizeof(epoll_event)": C.sizeof_struct_lkl_epoll_event,
 	}
 }

@@ -5,6 +5,8 @@ package lkl
 import (
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestLayoutMatchesHeaders holds the Go ABI definitions to the linked LKL
@@ -46,6 +48,12 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 		"NR_sync_file_range": SysSyncFileRange,
 		"NR_fallocate":       SysFallocate,
 		"NR_fstatfs":         SysFstatfs,
+		"NR_epoll_create1":   SysEpollCreate1,
+		"NR_epoll_ctl":       SysEpollCtl,
+		"NR_epoll_pwait":     SysEpollPwait,
+		// kbox passes unix.EpollEvent to LKL's epoll (dispatch/inetready.go):
+		// LKL is built with the host's compiler, so its layout is the host's.
+		"sizeof(epoll_event)": unsafe.Sizeof(unix.EpollEvent{}),
 	}
 	for k, v := range want {
 		if c[k] != v {

@@ -6,6 +6,9 @@ package lkl
 const (
 	SysGetcwd        = 17
 	SysEventfd2      = 19
+	SysEpollCreate1  = 20
+	SysEpollCtl      = 21
+	SysEpollPwait    = 22
 	SysDup           = 23
 	SysDup3          = 24
 	SysFcntl         = 25

@@ -79,6 +79,10 @@ type Config struct {
 	// Policy.Allow.
 	AllowHosts []HostRule
 	Resolver   Resolver
+	// Delivered, if set, is called once the frames queued for the guest
+	// were written (the queue is empty): kbox then looks which of LKL's
+	// sockets they made ready (dispatch.Inet.Sweep).
+	Delivered func()
 }
 
 // Stats count what the network did.
@@ -317,6 +321,9 @@ func (n *Network) toGuest() {
 		}
 		v.Release()
 		pkt.DecRef()
+		if n.cfg.Delivered != nil && n.ch.NumQueued() == 0 {
+			n.cfg.Delivered()
+		}
 	}
 }
 

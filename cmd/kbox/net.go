@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -107,11 +108,18 @@ func (g *guestNet) start(o *ImageOptions, procDir int) error {
 			dns = net.JoinHostPort(dns, "53")
 		}
 	}
+	var err error
+	if g.inet, err = dispatch.NewInet(); err != nil {
+		return err
+	}
+	g.inet.Max = inetMax(o)
+	g.inet.Own = []netip.Addr{usernet.GuestAddr, usernet.GuestAddr6}
 	cfg := usernet.Config{
 		Policy:     usernet.Policy{Allow: o.NetAllow, DenyAll: o.NetDenyAll},
 		DNS:        dns,
 		AllowHosts: o.NetAllowHost,
 		Event:      g.decided,
+		Delivered:  g.inet.Sweep,
 	}
 	g.log = o.Verbose || os.Getenv("KBOX_NET_LOG") != ""
 	n, err := usernet.New(g.dev, cfg)
@@ -129,11 +137,6 @@ func (g *guestNet) start(o *ImageOptions, procDir int) error {
 			fmt.Fprintf(os.Stderr, "kbox: net: publishing %s (%s) to the guest's port %d\n", p, at, p.GuestPort)
 		}
 	}
-	if g.inet, err = dispatch.NewInet(); err != nil {
-		n.Close()
-		return err
-	}
-	g.inet.Max = inetMax(o)
 	return nil
 }
 
@@ -156,7 +159,8 @@ func (g *guestNet) close() {
 	g.sinks = nil
 	g.mu.Unlock()
 	if g.log {
-		fmt.Fprintf(os.Stderr, "kbox: net: device %+v, stack %+v\n", g.dev.Stats(), g.net.Stats())
+		all, byTick := g.inet.Swept()
+		fmt.Fprintf(os.Stderr, "kbox: net: device %+v, stack %+v, socket events %d (%d by the ticker)\n", g.dev.Stats(), g.net.Stats(), all, byTick)
 	}
 }
 
