@@ -48,6 +48,16 @@ func cpuSeconds(ps *os.ProcessState) float64 {
 
 var benchNumber = regexp.MustCompile(`: ([0-9.]+) (MB/s|us each|per s)`)
 
+// inetFigure is the figure tests/guest/inet printed for row name.
+func inetFigure(b *testing.B, name, out string) float64 {
+	m := benchNumber.FindStringSubmatch(out)
+	if m == nil {
+		b.Fatalf("%s: output %q", name, out)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
 // BenchmarkNet: issue 14's rows (in the seccomp tier, where they were
 // first measured: auto would now run inet in the rewrite tier), each the
 // same tests/guest/inet run under
@@ -76,14 +86,7 @@ func BenchmarkNet(b *testing.B) {
 			continue
 		}
 		p := strconv.Itoa(r.port)
-		parse := func(out string) float64 {
-			m := benchNumber.FindStringSubmatch(out)
-			if m == nil {
-				b.Fatalf("%s: output %q", r.name, out)
-			}
-			v, _ := strconv.ParseFloat(m[1], 64)
-			return v
-		}
+		parse := func(out string) float64 { return inetFigure(b, r.name, out) }
 		var native, guest, ncpu, gcpu []float64
 		for i := 0; i < runs; i++ {
 			cmd := exec.Command(inet, r.mode, "127.0.0.1", p, r.n)
