@@ -549,8 +549,10 @@ func (s *inetSock) resetGuest() bool {
 	s.closed = true
 	s.mu.Unlock()
 	s.file.SetReadDeadline(time.Now()) // pumpFromGuest stops reading
+	signal(s.wrdy)                     // or waiting for room in LKL
 	s.fromGuest.Wait()
 	unix.SendmsgN(gfd, []byte{0}, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+	s.n.ready.drop(s)
 	lklClose(s.lfd)
 	s.file.Close()
 	return true
