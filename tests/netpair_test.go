@@ -119,3 +119,54 @@ func guestSocketSendBuffers(t *testing.T, kpid int) []int {
 	}
 	return bufs
 }
+
+// TestNetIdleThreads: an idle connection holds no kbox thread. The guest
+// holds 300 connections to a host echo server open at once (inet hold);
+// while they wait, kbox has about as many threads as with none, since
+// no kbox thread waits inside LKL for a socket (dispatch/inetready.go).
+// Before, each connection's pump waited in LKL's recv on a thread of its
+// own (and an LKL task): 300 more threads. Then every connection echoes
+// again, so none was lost while idle. In the seccomp tier (kbox's own
+// threads) and the trap tier (the guest's thread in kbox's process).
+func TestNetIdleThreads(t *testing.T) {
+	port := strconv.Itoa(echoServer(t))
+	const conns = 300
+	for _, tier := range []string{"seccomp", "trap"} {
+		t.Run(tier, func(t *testing.T) {
+			threads := -1
+			out, se, err := converseKbox(t, func(line string, in io.WriteCloser, pid int) {
+				if line == "held "+strconv.Itoa(conns) {
+					threads = processThreads(t, pid)
+					in.Close()
+				}
+			}, tierNetArgs(t, tier, "--read-only", "--net-allow", "127.0.0.1:"+port, "--",
+				"/opt/tests/inet", "hold", "10.0.2.2", port, strconv.Itoa(conns))...)
+			if err != nil {
+				t.Fatalf("kbox: %v\nstdout: %s\nstderr: %s", err, out, se)
+			}
+			if !strings.Contains(out, "all "+strconv.Itoa(conns)+" echoed\n") {
+				t.Errorf("stdout lacks the second echo:\n%s\nstderr: %s", out, se)
+			}
+			t.Logf("kbox's threads with %d idle connections: %d", conns, threads)
+			if threads < 0 || threads > 80 {
+				t.Errorf("kbox has %d threads with %d idle connections: a thread per connection?", threads, conns)
+			}
+		})
+	}
+}
+
+// processThreads is the Threads: line of /proc/PID/status.
+func processThreads(t *testing.T, pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Errorf("status of kbox: %v", err)
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return -1
+}
