@@ -167,8 +167,9 @@ unit:
 	$(GO) test -count=1 ./...
 
 bench: kbox
-	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP'
+	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP|floor|alone'
 	$(GOTEST) -run '^$$' -bench . -benchmem -count 1 ./web/ ./seccomp/ ./clock/ ./cmd/kbox/
+	$(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./usernet/ | grep -E '^Benchmark|conns'
 
 # Whole commands (find, grep -r, ls -lR, python3, git status, make -j2)
 # natively in a chroot of the image's tree and under every tier, median of

@@ -80,18 +80,18 @@ static long host_call(long nr, long a, long b, long c, long d, long e)
 
 /* The syscall numbers of one side: LKL's are asm-generic's. */
 struct nrs {
-	long socket, bind, listen, accept4, connect, read, write, close, setsockopt;
+	long socket, bind, listen, accept4, connect, read, write, close, setsockopt, getsockname;
 };
 
 static const struct nrs lkl_nrs = {
 	__lkl__NR_socket, __lkl__NR_bind, __lkl__NR_listen, __lkl__NR_accept4,
 	__lkl__NR_connect, __lkl__NR_read, __lkl__NR_write, __lkl__NR_close,
-	__lkl__NR_setsockopt,
+	__lkl__NR_setsockopt, __lkl__NR_getsockname,
 };
 
 static const struct nrs host_nrs = {
 	SYS_socket, SYS_bind, SYS_listen, SYS_accept4, SYS_connect, SYS_read,
-	SYS_write, SYS_close, SYS_setsockopt,
+	SYS_write, SYS_close, SYS_setsockopt, SYS_getsockname,
 };
 
 struct side {
@@ -174,10 +174,10 @@ static int dial(const struct side *s, const struct sockaddr_in *a)
 	return (int)fd;
 }
 
-static void run(const struct ops *ops, const struct nrs *nr, int port, int conns, int rounds)
+static void run(const struct ops *ops, const struct nrs *nr, int conns, int rounds)
 {
 	struct side s = {ops, nr, -1, 1};
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	struct sockaddr_in a = {.sin_family = AF_INET}; /* port 0: the kernel's choice */
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	long l = X(&s, nr->socket, AF_INET, SOCK_STREAM, 0, 0, 0);
 	if (l < 0)
@@ -189,6 +189,9 @@ static void run(const struct ops *ops, const struct nrs *nr, int port, int conns
 		die("bind", r);
 	if ((r = X(&s, nr->listen, l, 128, 0, 0, 0)) < 0)
 		die("listen", r);
+	int alen = sizeof a;
+	if ((r = X(&s, nr->getsockname, l, (long)&a, (long)&alen, 0, 0)) < 0)
+		die("getsockname", r);
 	s.listener = (int)l;
 	pthread_t t;
 	pthread_create(&t, NULL, server, &s);
@@ -247,9 +250,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "lkl_net_floor: lo up: %s\n", lkl_strerror(err));
 		return 1;
 	}
-	run(&lkl, &lkl_nrs, 7000, conns, rounds);
-	/* The host side on a port of the kernel's choosing would need getsockname;
-	 * a fixed high port that is free is enough for a floor model. */
-	run(&host, &host_nrs, 47000 + getpid() % 10000, conns, rounds);
+	run(&lkl, &lkl_nrs, conns, rounds);
+	run(&host, &host_nrs, conns, rounds);
 	return 0;
 }

@@ -78,7 +78,7 @@ func (f *memFrames) Write(b []byte) bool {
 }
 
 // guestStack makes the guest and the Network between them.
-func guestStack(t *testing.T, cfg Config) (*stack.Stack, *Network) {
+func guestStack(t testing.TB, cfg Config) (*stack.Stack, *Network) {
 	t.Helper()
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
