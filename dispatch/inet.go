@@ -56,9 +56,6 @@ type Inet struct {
 	dgrams atomic.Int64 // datagram sockets open: recvmsg looks for one (inetmsg.go)
 	ending atomic.Int64 // sockets the reaper is ending (Drain)
 	ready  lklReady     // LKL's readiness of the sockets (inetready.go)
-	// Own are the guest's own addresses besides loopback (its eth0's):
-	// a socket whose peer has one is a local one (inetSock.settled).
-	Own []netip.Addr
 }
 
 // Sweep wakes the goroutines waiting for LKL sockets that became ready
@@ -122,11 +119,9 @@ type inetSock struct {
 	hintFD         int
 
 	// LKL's readiness (inetready.go): id in the epoll set, a token when
-	// the socket may be readable (rdy) or writable (wrdy), and whether
-	// its peer is the guest itself (local).
+	// the socket may be readable (rdy) or writable (wrdy).
 	id        uint64
 	rdy, wrdy chan struct{}
-	local     atomic.Bool
 	lwait     chan struct{} // a listener's: closed when a connection waits (listenWait)
 }
 
@@ -278,9 +273,6 @@ func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.E
 		unix.Close(gend)
 		return nil, -1, en
 	}
-	// A datagram socket may send to any address, the guest's own among
-	// them: its calls are always followed by a sweep.
-	s.local.Store(typ == unix.SOCK_DGRAM)
 	n.mu.Lock()
 	n.byIno[st.Ino] = s
 	n.mu.Unlock()
@@ -412,11 +404,11 @@ func (s *inetSock) pumpFromGuest(junk int) {
 			if le == unix.EINTR {
 				continue
 			}
+			s.settled() // what arrived during the call
 			if le == unix.EAGAIN {
 				await(s.wrdy, 0) // LKL's send buffer is full
 				continue
 			}
-			s.settled()
 			if le != 0 {
 				if s.typ == unix.SOCK_STREAM {
 					// LKL's connection failed: the guest's end
@@ -465,6 +457,10 @@ func (s *inetSock) pumpToGuest() {
 			continue
 		}
 		if le == unix.EAGAIN {
+			// Before waiting: what arrived during the calls (the
+			// next call sees its own socket's data; this finds the
+			// rest), and an opened window's update on LKL's loopback.
+			s.settled()
 			s.mu.Lock()
 			closed := s.closed
 			s.mu.Unlock()
@@ -475,9 +471,6 @@ func (s *inetSock) pumpToGuest() {
 			}
 			await(s.rdy, 0)
 			continue
-		}
-		if n > 0 {
-			s.settled() // a local peer's window opened
 		}
 		if le != 0 || n == 0 && s.typ == unix.SOCK_STREAM {
 			s.mu.Lock()
@@ -685,7 +678,6 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	}
 	s.hint(r.P, int(int32(r.Args[0])))
 	unix.Close(gfd)
-	s.markLocal(a)
 	// LKL's socket is non-blocking here (newInet): its connect sends the
 	// SYN now, on this thread, and only the wait for the handshake goes
 	// to a goroutine (a goroutine started from the serving thread ran
@@ -1017,7 +1009,9 @@ func (e *Engine) inetGetsockopt(r *Request, s *inetSock) Result {
 	buf := make([]byte, min(int(glen), maxOpt)+1)
 	olen := make([]byte, 4)
 	binary.NativeEndian.PutUint32(olen, uint32(len(buf)-1))
-	if _, le := lkl.Syscall6(lkl.SysGetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), lkl.Ptr(olen), 0); le != 0 {
+	_, le := lkl.Syscall6(lkl.SysGetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), lkl.Ptr(olen), 0)
+	s.settled() // the call held the socket's lock (inetready.go)
+	if le != 0 {
 		return errno(le, LKL)
 	}
 	n := min(int(binary.NativeEndian.Uint32(olen)), len(buf)-1)
@@ -1047,6 +1041,7 @@ func (e *Engine) inetSetsockopt(r *Request, s *inetSock) Result {
 	}
 	_, le := lkl.Syscall6(lkl.SysSetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), uintptr(olen), 0)
 	runtime.KeepAlive(buf)
+	s.settled() // the call held the socket's lock (inetready.go)
 	if le != 0 {
 		return errno(le, LKL)
 	}
@@ -1358,7 +1353,6 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 			return nil, -1, nil, en
 		}
 		a := addr[:min(binary.NativeEndian.Uint32(alen), sockaddrStorage)]
-		ns.markLocal(a)
 		ns.mu.Lock()
 		ns.connected = true
 		ns.mu.Unlock()

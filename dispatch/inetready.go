@@ -1,8 +1,6 @@
 package dispatch
 
 import (
-	"encoding/binary"
-	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -26,11 +24,14 @@ import (
 // (epoll_pwait with a zero timeout, on whatever thread asks) whenever
 // something may have made a socket ready:
 //
-//   - after frames were delivered to LKL (usernet's writer calls Sweep
-//     once its queue is empty): data, acknowledgements, handshakes,
-//     resets from outside;
-//   - after kbox's own calls on a socket whose peer is the guest itself
-//     (LKL's loopback: the peer's readiness changes inside the call);
+//   - after a burst of frames went to LKL or came from it (usernet's
+//     AfterFrames): data, acknowledgements, handshakes, resets from
+//     outside;
+//   - after each of kbox's own LKL calls on a socket (settled): segments
+//     that arrive while a call holds the socket's lock wait in its
+//     backlog and are processed when the call lets go, inside the call
+//     (data for the pump that waits while the other pump sends), and a
+//     peer on LKL's loopback changes inside the call too;
 //   - every sweepTick, for what LKL's timers do (a connect that times out,
 //     a keep-alive that fails) and anything else.
 //
@@ -49,9 +50,11 @@ type lklReady struct {
 	tick bool // the sweep ticker runs
 	bufs sync.Pool
 
-	// Events found by the ticker's sweeps, not by one after a delivery or
-	// a call: how often the ticker was the one that woke a waiter
-	// (--verbose's counters; a high share would show a missed trigger).
+	// Events the sweeps found, and the readable ones only the ticker's
+	// sweeps found, not one after frames or a call (--verbose's
+	// counters; a high share would show a missed trigger). A socket
+	// turning writable while its pump sends is found by the ticker:
+	// nothing waits for it then.
 	Swept, ByTick atomic.Uint64
 }
 
@@ -114,9 +117,11 @@ func (r *lklReady) drop(s *inetSock) {
 // waiting. Any goroutine may call it.
 func (r *lklReady) Sweep() { r.sweep(false) }
 
-func (r *lklReady) sweep(tick bool) {
+// sweep is Sweep; for the ticker's, it reports whether it found a socket
+// readable (that no other sweep had found).
+func (r *lklReady) sweep(tick bool) (missed bool) {
 	if !r.ok {
-		return
+		return false
 	}
 	buf := r.bufs.Get().(*[sweepBatch]unix.EpollEvent)
 	defer r.bufs.Put(buf)
@@ -127,28 +132,35 @@ func (r *lklReady) sweep(tick bool) {
 			continue
 		}
 		if le != 0 || n == 0 {
-			return
+			return missed
 		}
 		r.Swept.Add(uint64(n))
-		if tick {
-			r.ByTick.Add(uint64(n))
-		}
 		r.mu.Lock()
 		for _, ev := range buf[:n] {
+			if tick && ev.Events&readable != 0 {
+				r.ByTick.Add(1)
+				missed = true
+			}
 			if s := r.byID[uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32]; s != nil {
 				s.wake(ev.Events)
 			}
 		}
 		r.mu.Unlock()
 		if n < sweepBatch {
-			return
+			return missed
 		}
 	}
 }
 
-// ticker sweeps every sweepTick while sockets are registered.
+// ticker sweeps while sockets are registered: every sweepTick, and every
+// millisecond, backing off again, after a sweep of its own found a
+// socket readable. That happens when LKL's receive processing ran out of
+// its time slice and its softirq thread (ksoftirqd) finished it, on a
+// thread of LKL's own, after the sweep that followed the frames: seen
+// with 100 connections at once (inet parallel).
 func (r *lklReady) ticker() {
-	t := time.NewTicker(sweepTick)
+	d := sweepTick
+	t := time.NewTimer(d)
 	defer t.Stop()
 	for range t.C {
 		r.mu.Lock()
@@ -158,13 +170,21 @@ func (r *lklReady) ticker() {
 			return
 		}
 		r.mu.Unlock()
-		r.sweep(true)
+		if r.sweep(true) {
+			d = time.Millisecond
+		} else if d = 2 * d; d > sweepTick {
+			d = sweepTick
+		}
+		t.Reset(d)
 	}
 }
 
+// readable are the events that wake a socket's reader.
+const readable = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
+
 // wake tells s's waiters of events.
 func (s *inetSock) wake(events uint32) {
-	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+	if events&readable != 0 {
 		signal(s.rdy)
 	}
 	if events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
@@ -180,47 +200,9 @@ func signal(c chan struct{}) {
 	}
 }
 
-// settled is called after kbox's own LKL call on s: when s's peer is the
-// guest's own (LKL's loopback), that call may have made the peer ready.
-func (s *inetSock) settled() {
-	if s.local.Load() {
-		s.n.ready.Sweep()
-	}
-}
-
-// markLocal records whether the peer at sockaddr a is the guest itself:
-// a loopback address or one of the guest's own (Inet.Own).
-func (s *inetSock) markLocal(a []byte) {
-	addr, ok := sockaddrIP(a)
-	if !ok {
-		return
-	}
-	local := addr.IsLoopback() || addr.IsUnspecified()
-	for _, o := range s.n.Own {
-		local = local || addr == o
-	}
-	if local {
-		s.local.Store(true)
-	}
-}
-
-// sockaddrIP is the address of an internet sockaddr, unmapped.
-func sockaddrIP(b []byte) (netip.Addr, bool) {
-	if len(b) < 2 {
-		return netip.Addr{}, false
-	}
-	switch binary.NativeEndian.Uint16(b) {
-	case unix.AF_INET:
-		if len(b) >= 8 {
-			return netip.AddrFrom4([4]byte(b[4:8])), true
-		}
-	case unix.AF_INET6:
-		if len(b) >= 24 {
-			return netip.AddrFrom16([16]byte(b[8:24])).Unmap(), true
-		}
-	}
-	return netip.Addr{}, false
-}
+// settled follows kbox's own LKL call on s: the call may have made s or
+// another socket ready (lklReady).
+func (s *inetSock) settled() { s.n.ready.Sweep() }
 
 // await waits for a token on c, at most d (0: for as long as it takes);
 // false when d passed first.

@@ -83,6 +83,11 @@ struct kbox_netdev {
 	 * is about to wait: the producer then writes efd. */
 	int efd;
 	_Atomic int rd_waiting;
+	/* The poll thread delivered frames (the writer could not: the
+	 * driver had no buffers): its next poll wakes the reader, whose
+	 * next idle moment is when kbox looks at the sockets (usernet's
+	 * AfterFrames). Only the poll thread uses it. */
+	int poll_delivered;
 	_Atomic uint64_t tx_frames, tx_drops, rx_frames, rx_drops;
 };
 
@@ -237,6 +242,10 @@ static int nd_rx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
 static int nd_poll(struct lkl_netdev *nd)
 {
 	struct kbox_netdev *d = dev_of(nd);
+	if (d->poll_delivered) {
+		d->poll_delivered = 0;
+		notify_reader(d);
+	}
 	for (;;) {
 		uint32_t rs = atomic_load(&d->rx.seq), ts = atomic_load(&d->tx.seq);
 		int ev = 0;
@@ -248,6 +257,8 @@ static int nd_poll(struct lkl_netdev *nd)
 			atomic_store(&d->tx_full, 0);
 			ev |= LKL_DEV_NET_POLL_TX;
 		}
+		if (ev & LKL_DEV_NET_POLL_RX)
+			d->poll_delivered = 1;
 		if (ev)
 			return ev;
 		/* Wait for the rx ring to change; a tx ring that gains room

@@ -54,28 +54,22 @@ func AddNetDev(mac [6]byte) (*NetDev, error) {
 	return &NetDev{dev: d, id: id, ev: ev}, nil
 }
 
-// Read copies the next frame LKL sent into b, waiting up to timeoutMs;
-// it returns 0 on timeout and -1 once the device is hung up. Call it
-// from one goroutine. It waits in Go's netpoller on the device's eventfd,
-// so a waiting Read holds no OS thread in a cgo call.
+// Read copies the next frame LKL sent into b, waiting up to timeoutMs
+// (0: not at all) for LKL to send or to have taken frames on its poll
+// thread; it returns 0 when there is no frame (a timeout, or the poll
+// thread's wake-up) and -1 once the device is hung up. Call it from one
+// goroutine. It waits in Go's netpoller on the device's eventfd, so a
+// waiting Read holds no OS thread in a cgo call.
 func (d *NetDev) Read(b []byte, timeoutMs int) int {
-	deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
-	for {
-		n := int(C.kbox_netdev_tryread(d.dev, (*C.uchar)(&b[0]), C.int(len(b))))
-		if n != 0 {
-			return n
-		}
-		if timeoutMs <= 0 {
-			return 0
-		}
-		d.ev.SetReadDeadline(deadline)
-		if _, err := d.ev.Read(d.evb[:]); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return int(C.kbox_netdev_tryread(d.dev, (*C.uchar)(&b[0]), C.int(len(b))))
-			}
-			return -1
-		}
+	n := int(C.kbox_netdev_tryread(d.dev, (*C.uchar)(&b[0]), C.int(len(b))))
+	if n != 0 || timeoutMs <= 0 {
+		return n
 	}
+	d.ev.SetReadDeadline(time.Now().Add(time.Duration(timeoutMs) * time.Millisecond))
+	if _, err := d.ev.Read(d.evb[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return -1
+	}
+	return int(C.kbox_netdev_tryread(d.dev, (*C.uchar)(&b[0]), C.int(len(b))))
 }
 
 // Write queues frame b for LKL; false when the queue is full (dropped).

@@ -35,7 +35,8 @@ import (
 // Frames is the guest's side of the link: LKL's device (lkl.NetDev).
 type Frames interface {
 	// Read copies the next frame from the guest into b, waiting up to
-	// timeoutMs: its length, 0 on timeout, -1 when the link is gone.
+	// timeoutMs: its length, 0 when none came (on timeout, or earlier),
+	// -1 when the link is gone.
 	Read(b []byte, timeoutMs int) int
 	// Write queues a frame for the guest; false when dropped.
 	Write(b []byte) bool
@@ -79,10 +80,12 @@ type Config struct {
 	// Policy.Allow.
 	AllowHosts []HostRule
 	Resolver   Resolver
-	// Delivered, if set, is called once the frames queued for the guest
-	// were written (the queue is empty): kbox then looks which of LKL's
-	// sockets they made ready (dispatch.Inet.Sweep).
-	Delivered func()
+	// AfterFrames, if set, is called after a burst of frames went to
+	// the guest (the queue for it is empty) or came from it (none is
+	// left to take): kbox then looks which of LKL's sockets became ready
+	// (dispatch.Inet.Sweep), by the frames LKL received, or by the work
+	// that made it send (LKL may do that on a thread of its own).
+	AfterFrames func()
 }
 
 // Stats count what the network did.
@@ -249,7 +252,11 @@ func (n *Network) fromGuest() {
 	defer n.wg.Done()
 	for n.ctx.Err() == nil {
 		v := buffer.NewViewSize(maxFrame)
-		m := n.frames.Read(v.AsSlice(), 200)
+		m := n.frames.Read(v.AsSlice(), 0)
+		if m == 0 {
+			n.afterFrames()
+			m = n.frames.Read(v.AsSlice(), 200)
+		}
 		if m < 0 {
 			v.Release()
 			return
@@ -321,9 +328,15 @@ func (n *Network) toGuest() {
 		}
 		v.Release()
 		pkt.DecRef()
-		if n.cfg.Delivered != nil && n.ch.NumQueued() == 0 {
-			n.cfg.Delivered()
+		if n.ch.NumQueued() == 0 {
+			n.afterFrames()
 		}
+	}
+}
+
+func (n *Network) afterFrames() {
+	if n.cfg.AfterFrames != nil {
+		n.cfg.AfterFrames()
 	}
 }
 

@@ -62,6 +62,14 @@ type memFrames struct {
 }
 
 func (f *memFrames) Read(b []byte, timeoutMs int) int {
+	if timeoutMs <= 0 {
+		select {
+		case fr := <-f.toNet:
+			return copy(b, fr)
+		default:
+			return 0
+		}
+	}
 	select {
 	case fr := <-f.toNet:
 		return copy(b, fr)

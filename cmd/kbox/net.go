@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -113,13 +112,12 @@ func (g *guestNet) start(o *ImageOptions, procDir int) error {
 		return err
 	}
 	g.inet.Max = inetMax(o)
-	g.inet.Own = []netip.Addr{usernet.GuestAddr, usernet.GuestAddr6}
 	cfg := usernet.Config{
-		Policy:     usernet.Policy{Allow: o.NetAllow, DenyAll: o.NetDenyAll},
-		DNS:        dns,
-		AllowHosts: o.NetAllowHost,
-		Event:      g.decided,
-		Delivered:  g.inet.Sweep,
+		Policy:      usernet.Policy{Allow: o.NetAllow, DenyAll: o.NetDenyAll},
+		DNS:         dns,
+		AllowHosts:  o.NetAllowHost,
+		Event:       g.decided,
+		AfterFrames: g.inet.Sweep,
 	}
 	g.log = o.Verbose || os.Getenv("KBOX_NET_LOG") != ""
 	n, err := usernet.New(g.dev, cfg)
