@@ -108,3 +108,33 @@ func TestBadPrograms(t *testing.T) {
 		t.Fatalf("the uncorrupted program does not run natively: %q", out)
 	}
 }
+
+// TestProgramNames: programs whose names are those of the seccomp tier's
+// own entries in its staging directory run as any other (the binder's
+// socket root was "sock" there, the script interpreters' links "i/": a
+// program named "sock" got EACCES, one named "i" too once a script had
+// run). A static program and a script under each name, from a bind, by
+// path and through PATH, after a script has run.
+func TestProgramNames(t *testing.T) {
+	img := imagePath(t)
+	dir := t.TempDir()
+	for _, n := range []string{"sock", "i", "p", "e"} {
+		dumpFromImageTo(t, img, "/opt/tests/hello", filepath.Join(dir, n))
+		if err := os.WriteFile(filepath.Join(dir, n+".sh"), []byte("#!/bin/sh\necho script "+n+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := "PATH=/x:$PATH; for n in sock i p e; do /x/$n.sh; /x/$n; $n; $n.sh; done"
+	out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=seccomp", "-b", dir+":/x:ro", "--", "/bin/sh", "-c", script)
+	if st != 0 || stderr != "" {
+		t.Errorf("status %d\nstdout: %s\nstderr: %s", st, out, stderr)
+	}
+	for _, n := range []string{"sock", "i", "p", "e"} {
+		if strings.Count(out, "script "+n+"\n") != 2 {
+			t.Errorf("the script %s.sh did not run twice:\n%s\nstderr: %s", n, out, stderr)
+		}
+	}
+	if c := strings.Count(out, "hello from kbox guest\n"); c != 8 {
+		t.Errorf("the programs ran %d times, want 8:\n%s\nstderr: %s", c, out, stderr)
+	}
+}

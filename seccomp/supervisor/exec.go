@@ -76,12 +76,13 @@ func (t *execTier) Exec(r *dispatch.Request, x *dispatch.Exec) dispatch.Result {
 		}
 		// The interpreter is named through a staging link with its own
 		// base name, so that multi-call binaries (busybox) still see
-		// which program they are.
+		// which program they are: in the stage's i/, beside the
+		// programs' directory, so that no program's name meets it.
 		iname := stageName(x.ScriptInterp)
-		if en := t.stageLinkIn("i", iname, InterpFD); en != 0 {
+		if en := t.stageLinkIn("../i", iname, InterpFD); en != 0 {
 			return fail(en)
 		}
-		line := "#!i/" + iname
+		line := "#!../i/" + iname
 		if x.ScriptArg != "" {
 			line += " " + x.ScriptArg
 		}
@@ -439,7 +440,7 @@ func (t *execTier) stageLinkIn(dir, name string, fd int) unix.Errno {
 // "../x/s.sh" -> "__/x/s.sh". The interpreter gets it as its argument, and
 // fixArgs writes the given path back over it. It fails for a single
 // absolute component ("/s.sh" has no slash to double) and for paths that
-// would land among the interpreters' staging links (i/).
+// would leave the staging directory (../i holds the interpreters' links).
 func sameLengthStage(given string) (string, bool) {
 	rel := strings.TrimLeft(given, "/")
 	lead := len(given) - len(rel)
@@ -460,7 +461,7 @@ func sameLengthStage(given string) (string, bool) {
 		}
 		rel = rel[:i] + strings.Repeat("/", lead) + rel[i:]
 	}
-	if c := path.Clean(rel); c == "i" || strings.HasPrefix(c, "i/") || c == "." {
+	if c := path.Clean(rel); c == ".." || strings.HasPrefix(c, "../") || c == "." {
 		return "", false
 	}
 	return rel, true

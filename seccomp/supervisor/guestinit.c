@@ -141,20 +141,25 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 	return 0;
 }
 
-/* remove_stage removes the supervisor's stage directory, the keeper's
- * working directory, holding kbox's links to the guest's programs. kbox
- * removes it too when the guest is gone, but cannot when it was killed;
- * and when kbox is killed the guest often exits (its notified syscall
- * fails) before the keeper can tell that kbox is gone. So the keeper
- * removes it whenever no guest process is left. Only a directory named
- * like a stage is touched, and links are not followed. */
+/* remove_stage removes the supervisor's stage directory, the parent of
+ * the keeper's working directory (which holds kbox's links to the guest's
+ * programs; the socket binder's root is beside it). kbox removes it too
+ * when the guest is gone, but cannot when it was killed; and when kbox is
+ * killed the guest often exits (its notified syscall fails) before the
+ * keeper can tell that kbox is gone. So the keeper removes it whenever no
+ * guest process is left. Only a directory named like a stage is touched,
+ * and links are not followed. */
 static void remove_stage(void)
 {
 	char cwd[4096];
-	const char *base;
+	char *base;
 
 	if (getcwd(cwd, sizeof(cwd)) == NULL || cwd[0] != '/')
 		return;
+	base = strrchr(cwd, '/');
+	if (base == cwd || strcmp(base, "/p") != 0)
+		return;
+	*base = 0;
 	base = strrchr(cwd, '/');
 	if (strncmp(base + 1, "kbox-stage-", 11) != 0)
 		return;

@@ -282,14 +282,21 @@ func Run(cfg Config) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(stage)
-	tier := &execTier{stage: stage}
-	eng.Tier = tier
-	// The socket binder's root (binder.c): inside the stage directory,
-	// which the keeper removes even when kbox was killed.
+	// The stage holds the programs' staging directory (the guest's host
+	// cwd: the kernel resolves staged names there, named as the
+	// programs are) and, beside it, the socket binder's root
+	// (binder.c): a program named "sock" once met the binder's directory
+	// in its place and could not be run (EACCES). The keeper removes the
+	// stage even when kbox was killed (guestinit.c).
+	progs := filepath.Join(stage, "p")
 	sockDir := filepath.Join(stage, "sock")
-	if err := os.Mkdir(sockDir, 0o700); err != nil {
-		return 0, err
+	for _, d := range []string{progs, sockDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return 0, err
+		}
 	}
+	tier := &execTier{stage: progs}
+	eng.Tier = tier
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
@@ -328,7 +335,7 @@ func Run(cfg Config) (int, error) {
 		Env: append(append([]string{}, cfg.Env...), "KBOX_GUEST_INIT=1", "KBOX_GUEST_EXEC="+cfg.Path,
 			"KBOX_GUEST_NOFILE="+strconv.Itoa(eng.Opt.VirtualFDs), "KBOX_GUEST_NS="+wantNS,
 			"KBOX_GUEST_SOCKDIR="+sockDir),
-		Dir:        stage,
+		Dir:        progs,
 		Stdin:      os.Stdin,
 		Stdout:     os.Stdout,
 		Stderr:     os.Stderr,
