@@ -59,8 +59,8 @@ type Inet struct {
 }
 
 // Sweep wakes the goroutines waiting for LKL sockets that became ready
-// (inetready.go); the user-mode network calls it once the frames it
-// queued for the guest were delivered.
+// (inetready.go); the user-mode network calls it after a burst of frames
+// to or from the guest.
 func (n *Inet) Sweep() { n.ready.Sweep() }
 
 // Swept reports how many readiness events the sweeps found, and how many

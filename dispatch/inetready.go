@@ -154,10 +154,10 @@ func (r *lklReady) sweep(tick bool) (missed bool) {
 
 // ticker sweeps while sockets are registered: every sweepTick, and every
 // millisecond, backing off again, after a sweep of its own found a
-// socket readable. That happens when LKL's receive processing ran out of
-// its time slice and its softirq thread (ksoftirqd) finished it, on a
-// thread of LKL's own, after the sweep that followed the frames: seen
-// with 100 connections at once (inet parallel).
+// socket readable that no other sweep had. That is seen with 100
+// connections at once (inet parallel: a few percent of the events);
+// where LKL processed those segments is not found yet
+// (docs/networking.md, "Waiting without waiting in LKL").
 func (r *lklReady) ticker() {
 	d := sweepTick
 	t := time.NewTimer(d)

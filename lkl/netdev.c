@@ -17,8 +17,10 @@
  *            never blocks and never calls LKL or Go: when the ring is full
  *            it returns -1, and LKL retries the request when poll reports
  *            TX (after the reader made room).
- *   rx ring: kbox's Go writer produces; LKL's poll thread consumes
- *            (poll waits, rx copies one frame out).
+ *   rx ring: kbox's Go writer produces, and consumes itself through
+ *            LKL's virtio_process_queue ("Direct delivery", below);
+ *            what the driver has no buffers for yet, LKL's poll thread
+ *            consumes (poll waits, rx copies one frame out).
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -73,7 +75,7 @@ struct kbox_netdev {
 	_Atomic uint32_t rx_room;
 	_Atomic int wr_waiting;
 	/* LKL's virtio device behind nd, when liblkl has the symbols to
-	 * process its queue from kbox's writer (direct_rx). */
+	 * process its queue from kbox's writer ("Direct delivery", below). */
 	void *vdev;
 	_Atomic int tx_full;	/* tx refused a frame: poll must report TX */
 	_Atomic int hup;

@@ -80,6 +80,11 @@ func (d *NetDev) Write(b []byte) bool {
 	return n >= 0
 }
 
+// Direct reports whether frames for LKL are delivered on the writer's
+// thread (netdev.c, "Direct delivery"), not by waking LKL's poll thread:
+// liblkl has the symbols for it.
+func (d *NetDev) Direct() bool { return C.kbox_netdev_direct(d.dev) != 0 }
+
 // Hangup stops LKL's poll thread and wakes Read.
 func (d *NetDev) Hangup() { C.kbox_netdev_hup(d.dev) }
 

@@ -16,6 +16,7 @@ func AddNetDev(mac [6]byte) (*NetDev, error) { return nil, ErrNotBuilt }
 func (d *NetDev) Read(b []byte, timeoutMs int) int                         { return -1 }
 func (d *NetDev) Write(b []byte) bool                                      { return false }
 func (d *NetDev) Hangup()                                                  {}
+func (d *NetDev) Direct() bool                                             { return false }
 func (d *NetDev) Stats() NetDevStats                                       { return NetDevStats{} }
 func (d *NetDev) SetMTU(mtu int) error                                     { return ErrNotBuilt }
 func (d *NetDev) Configure(addr netip.Addr, plen int, gw netip.Addr) error { return ErrNotBuilt }

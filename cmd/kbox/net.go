@@ -158,7 +158,8 @@ func (g *guestNet) close() {
 	g.mu.Unlock()
 	if g.log {
 		all, byTick := g.inet.Swept()
-		fmt.Fprintf(os.Stderr, "kbox: net: device %+v, stack %+v, socket events %d (%d by the ticker)\n", g.dev.Stats(), g.net.Stats(), all, byTick)
+		fmt.Fprintf(os.Stderr, "kbox: net: device %+v (direct delivery: %v), stack %+v, socket events %d (%d by the ticker)\n",
+			g.dev.Stats(), g.dev.Direct(), g.net.Stats(), all, byTick)
 	}
 }
 
