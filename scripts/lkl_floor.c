@@ -9,7 +9,7 @@
  * measured in the same minutes.
  *
  * Build and run (docs/benchmarks.md, "Workloads"):
- *   gcc -O2 -I/opt/lkl/include scripts/lkl_floor.c -L/opt/lkl/lib -llkl \
+ *   gcc -O2 -I/opt/lkl/include scripts/lkl_floor.c -L/opt/lkl/lib -l:liblkl.a \
  *       -lpthread -lrt -o /tmp/lkl_floor
  *   /tmp/lkl_floor IMAGE.ext4 /usr [HOSTTREE [read]]
  * With "read", each regular file is also opened and read whole and .git
@@ -28,27 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <lkl.h>
-#include <lkl_host.h>
-
-/* Both LKL API generations, as lkl/boot.c does. */
-extern int lkl_init(struct lkl_host_operations *ops) __attribute__((weak));
-typedef int (*start_old_fn)(struct lkl_host_operations *, const char *, ...);
-typedef int (*start_new_fn)(const char *, ...);
+#include "lkl_floor_boot.h"
 
 static const char *cmdline = "mem=32M loglevel=0 stack_depot_disable=on pty.legacy_count=0";
-
-static int boot(void)
-{
-	void *start = (void *)lkl_start_kernel;
-	if (lkl_init != NULL) {
-		int err = lkl_init(&lkl_host_ops);
-		if (err < 0)
-			return err;
-		return ((start_new_fn)start)("%s", cmdline);
-	}
-	return ((start_old_fn)start)(&lkl_host_ops, "%s", cmdline);
-}
 
 static long lsys(long nr, long a, long b, long c, long d)
 {
@@ -169,7 +151,7 @@ int main(int argc, char **argv)
 		perror(argv[1]);
 		return 1;
 	}
-	if (boot() < 0) {
+	if (floor_boot(cmdline) < 0) {
 		fprintf(stderr, "lkl_floor: boot failed\n");
 		return 1;
 	}

@@ -20,7 +20,7 @@
  *
  * Build and run (docs/benchmarks.md, "Networking"):
  *   gcc -O2 -I/opt/lkl/include scripts/lkl_net_floor.c -L/opt/lkl/lib \
- *       -llkl -lpthread -lrt -o /tmp/lkl_net_floor
+ *       -l:liblkl.a -lpthread -lrt -o /tmp/lkl_net_floor
  *   /tmp/lkl_net_floor [CONNS [ROUNDS]]
  * It prints one line per workload and side: "lkl conns 1234.5 /s" etc.
  */
@@ -38,27 +38,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <lkl.h>
-#include <lkl_host.h>
-
-/* Both LKL API generations, as lkl/boot.c does. */
-extern int lkl_init(struct lkl_host_operations *ops) __attribute__((weak));
-typedef int (*start_old_fn)(struct lkl_host_operations *, const char *, ...);
-typedef int (*start_new_fn)(const char *, ...);
+#include "lkl_floor_boot.h"
 
 static const char *cmdline = "mem=128M loglevel=0 stack_depot_disable=on pty.legacy_count=0";
-
-static int boot(void)
-{
-	void *start = (void *)lkl_start_kernel;
-	if (lkl_init != NULL) {
-		int err = lkl_init(&lkl_host_ops);
-		if (err < 0)
-			return err;
-		return ((start_new_fn)start)("%s", cmdline);
-	}
-	return ((start_old_fn)start)(&lkl_host_ops, "%s", cmdline);
-}
 
 /* One table of calls per side: LKL's through lkl_syscall, or the host's. */
 struct ops {
@@ -248,7 +230,7 @@ int main(int argc, char **argv)
 	 * nothing into a pipe, and the process ended with status 0 and no
 	 * exit_group (its threads left one by one; seen, not explained). */
 	run(&host, &host_nrs, conns, rounds);
-	int err = boot();
+	int err = floor_boot(cmdline);
 	if (err < 0) {
 		fprintf(stderr, "lkl_net_floor: boot: %s\n", lkl_strerror(err));
 		return 1;
