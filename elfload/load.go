@@ -343,7 +343,7 @@ func Load(spec *Spec) (_ *Loaded, err error) {
 			l.Unmap()
 		}
 	}()
-	bias, err := l.mapObject(po, prog, brkSize, false, pg)
+	bias, brkSize, err := l.mapObject(po, prog, brkSize, false, pg)
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ func Load(spec *Spec) (_ *Loaded, err error) {
 	l.Brk = &Brk{Start: brkStart, Limit: brkStart + uintptr(brkSize), cur: brkStart, pg: uintptr(pg)}
 	l.Regions = append(l.Regions, Region{Start: brkStart, End: l.Brk.Limit, Kind: RegionBrk, Prot: unix.PROT_NONE})
 	if iobj != nil {
-		ibias, err := l.mapObject(iobj, interp, 0, true, pg)
+		ibias, _, err := l.mapObject(iobj, interp, 0, true, pg)
 		if err != nil {
 			return nil, err
 		}
@@ -383,30 +383,46 @@ func libbad(err error) error {
 }
 
 // reserve takes o's span (and extra bytes after it) and returns the load
-// bias.
-func (l *Loaded) reserve(o *object, extra uint64, pg uint64) (uintptr, error) {
-	total := uintptr(o.span() + extra)
+// bias and the extra bytes it took. An ET_EXEC object's span is at its own
+// addresses; when something is mapped in the extra bytes after it, fewer
+// are taken (halving, down to none), as Linux's break ends where the next
+// mapping begins: a static program loads wherever its segments are free,
+// and only its brk(2) has less room (malloc falls back to mmap). Seen:
+// kbox's own mappings landing within the 1 GiB after a program at
+// 0x400000 made its load fail now and then.
+func (l *Loaded) reserve(o *object, extra uint64, pg uint64) (uintptr, uint64, error) {
 	if o.typ == elf.ET_EXEC {
 		at := uintptr(o.first)
-		got, err := mmap(at, total, unix.PROT_NONE, reserveFlags|unix.MAP_FIXED_NOREPLACE, -1, 0)
-		if err == nil && got != at {
-			// A kernel before 4.17 takes MAP_FIXED_NOREPLACE as a hint.
-			munmap(got, total)
-			err = unix.EEXIST
+		for {
+			total := uintptr(o.span() + extra)
+			got, err := mmap(at, total, unix.PROT_NONE, reserveFlags|unix.MAP_FIXED_NOREPLACE, -1, 0)
+			if err == nil && got != at {
+				// A kernel before 4.17 takes MAP_FIXED_NOREPLACE as a hint.
+				munmap(got, total)
+				err = unix.EEXIST
+			}
+			if err == unix.EEXIST && extra > 0 {
+				extra = pageUp(extra/2, pg)
+				if extra < 16*pg {
+					extra = 0
+				}
+				continue
+			}
+			if err == unix.EEXIST {
+				return 0, 0, &Error{Msg: fmt.Sprintf("cannot load %s at %#x: address in use (%#x-%#x)", o.name, at, at, at+total), Errno: unix.EEXIST}
+			}
+			if err != nil {
+				return 0, 0, sysError(err, "cannot load %s at %#x", o.name, at)
+			}
+			l.addSpan(at, at+total)
+			return 0, extra, nil
 		}
-		if err == unix.EEXIST {
-			return 0, &Error{Msg: fmt.Sprintf("cannot load %s at %#x: address in use (%#x-%#x)", o.name, at, at, at+total), Errno: unix.EEXIST}
-		}
-		if err != nil {
-			return 0, sysError(err, "cannot load %s at %#x", o.name, at)
-		}
-		l.addSpan(at, at+total)
-		return 0, nil
 	}
+	total := uintptr(o.span() + extra)
 	slack := uintptr(o.align - pg)
 	got, err := mmap(0, total+slack, unix.PROT_NONE, reserveFlags, -1, 0)
 	if err != nil {
-		return 0, sysError(err, "cannot reserve %#x bytes for %s", total, o.name)
+		return 0, 0, sysError(err, "cannot reserve %#x bytes for %s", total, o.name)
 	}
 	start := got + (uintptr(o.first)-got)&uintptr(o.align-1)
 	if start > got {
@@ -416,24 +432,25 @@ func (l *Loaded) reserve(o *object, extra uint64, pg uint64) (uintptr, error) {
 		munmap(start+total, end-start-total)
 	}
 	l.addSpan(start, start+total)
-	return start - uintptr(o.first), nil
+	return start - uintptr(o.first), extra, nil
 }
 
 // mapObject maps o inside a reservation and records its regions and text
-// aliases. extra is address space to keep after it (the break's).
-func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg uint64) (uintptr, error) {
-	bias, err := l.reserve(o, extra, pg)
+// aliases. extra is address space to keep after it (the break's); it
+// returns the bias and how much of extra it kept (reserve).
+func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg uint64) (uintptr, uint64, error) {
+	bias, extra, err := l.reserve(o, extra, pg)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	fd, err := src.mapFD()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	text := -1
 	if n := o.textSize(pg); n > 0 {
 		if text, err = textCopy(o, src, n, pg); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		l.fds = append(l.fds, text)
 	}
@@ -467,7 +484,7 @@ func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg
 			fileEnd = start
 		} else if s.exec() {
 			if _, err := mmap(start, fileEnd-start, s.prot, unix.MAP_SHARED|unix.MAP_FIXED, text, s.off&^(pg-1)); err != nil {
-				return 0, sysError(err, "%s: mapping segment %d at %#x", o.name, i, start)
+				return 0, 0, sysError(err, "%s: mapping segment %d at %#x", o.name, i, start)
 			}
 			l.TextAliases = append(l.TextAliases, Alias{FD: text, Off: s.off &^ (pg - 1), Start: start, End: fileEnd, Interp: interp})
 			add(Region{Start: start, End: fileEnd, Kind: RegionText, Prot: s.prot})
@@ -479,13 +496,13 @@ func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg
 				prot |= unix.PROT_READ | unix.PROT_WRITE
 			}
 			if _, err := mmap(start, fileEnd-start, prot, unix.MAP_PRIVATE|unix.MAP_FIXED, fd, s.off&^(pg-1)); err != nil {
-				return 0, sysError(err, "%s: mapping segment %d at %#x", o.name, i, start)
+				return 0, 0, sysError(err, "%s: mapping segment %d at %#x", o.name, i, start)
 			}
 			if zero {
 				clear(mem(tail, int(fileEnd-tail)))
 				if prot != s.prot {
 					if err := mprotect(start, fileEnd-start, s.prot); err != nil {
-						return 0, sysError(err, "%s: segment %d", o.name, i)
+						return 0, 0, sysError(err, "%s: segment %d", o.name, i)
 					}
 				}
 			}
@@ -493,14 +510,14 @@ func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg
 		}
 		if memEnd > fileEnd {
 			if _, err := mmap(fileEnd, memEnd-fileEnd, s.prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED, -1, 0); err != nil {
-				return 0, sysError(err, "%s: mapping %#x bytes of bss at %#x", o.name, memEnd-fileEnd, fileEnd)
+				return 0, 0, sysError(err, "%s: mapping %#x bytes of bss at %#x", o.name, memEnd-fileEnd, fileEnd)
 			}
 			add(Region{Start: fileEnd, End: memEnd, Kind: RegionBss, Prot: s.prot})
 		}
 		cur = memEnd
 	}
 	l.Regions = append(l.Regions, regions...)
-	return bias, nil
+	return bias, extra, nil
 }
 
 // textCopy makes o's text alias: a memfd of n bytes holding the file

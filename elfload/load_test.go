@@ -330,6 +330,37 @@ func TestLoadWithInterpreter(t *testing.T) {
 	})
 }
 
+// TestLoadETExecBreakShrinks: something mapped within the gigabyte after
+// an ET_EXEC program leaves its break less room; the program still loads
+// (kbox's own mappings there made a static program at 0x400000 fail to
+// load now and then).
+func TestLoadETExecBreakShrinks(t *testing.T) {
+	b := (&testELF{typ: elf.ET_EXEC, machine: hostTestMachine(), base: 0x10000000}).build()
+	l, err := Load(testSpec(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := l.Brk.Start
+	l.Unmap()
+	pg := uintptr(os.Getpagesize())
+	block := (start + 1<<20 + pg - 1) &^ (pg - 1)
+	if _, err := mmap(block, pg, unix.PROT_NONE, reserveFlags|unix.MAP_FIXED_NOREPLACE, -1, 0); err != nil {
+		t.Skipf("SKIP: cannot map the blocker at %#x: %v", block, err)
+	}
+	defer munmap(block, pg)
+	l, err = Load(testSpec(b))
+	if err != nil {
+		t.Fatalf("a mapping 1 MiB after the program: %v", err)
+	}
+	defer l.Unmap()
+	if l.Brk.Start != start || l.Brk.Limit <= start || l.Brk.Limit > block {
+		t.Errorf("break [%#x, %#x), want from %#x up to the mapping at %#x", l.Brk.Start, l.Brk.Limit, start, block)
+	}
+	if got := l.Brk.Set(start + pg); got != start+pg {
+		t.Errorf("brk(%#x) = %#x", start+pg, got)
+	}
+}
+
 func TestLoadETExec(t *testing.T) {
 	b := (&testELF{typ: elf.ET_EXEC, machine: hostTestMachine(), base: 0x10000000}).build()
 	l, err := Load(testSpec(b))
