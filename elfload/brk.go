@@ -9,7 +9,9 @@ import (
 // DefaultBrkSize is the address space reserved for a program's break when
 // Spec.BrkSize is 0: room for a malloc that grows by brk (musl's and
 // glibc's both fall back to mmap when brk fails). It is reserved, not
-// committed: pages count only once the break covers them.
+// committed: pages count only once the break covers them. For an ET_EXEC
+// program less is reserved when something is mapped there (load.go,
+// reserve), as Linux's break ends at the next mapping.
 const DefaultBrkSize = 1 << 30
 
 // Brk is a program's emulated break: a region reserved PROT_NONE right

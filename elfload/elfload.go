@@ -31,7 +31,8 @@
 //     with a NULL hint, segments mapped inside with MAP_FIXED. An ET_EXEC
 //     object's span is reserved at its own addresses with
 //     MAP_FIXED_NOREPLACE, and an address in use (kbox, Go's heap, LKL) is
-//     the error "cannot load NAME at 0x...: address in use". Segments
+//     the error "cannot load NAME at 0x...: address in use" (in the
+//     break's room after it, the break gets less room instead). Segments
 //     honour p_offset, p_vaddr, p_filesz, p_memsz, p_align and p_flags;
 //     the tail of a segment's last file page is zeroed and its bss mapped
 //     anonymous. PT_TLS is libc's business.
