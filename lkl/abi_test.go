@@ -118,11 +118,11 @@ func TestCommandLine(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{}, "mem=32M loglevel=0 stack_depot_disable=on pty.legacy_count=0"},
+		{Config{}, "mem=32M loglevel=7 stack_depot_disable=on pty.legacy_count=0"},
 		{Config{MemMB: 64, Verbose: true}, "mem=64M loglevel=7 stack_depot_disable=on pty.legacy_count=0"},
-		{Config{Cmdline: "mem=128M lpj=1"}, "loglevel=0 stack_depot_disable=on pty.legacy_count=0 mem=128M lpj=1"},
+		{Config{Cmdline: "mem=128M lpj=1"}, "loglevel=7 stack_depot_disable=on pty.legacy_count=0 mem=128M lpj=1"},
 		{Config{Cmdline: "loglevel=3"}, "mem=32M stack_depot_disable=on pty.legacy_count=0 loglevel=3"},
-		{Config{Cmdline: "pty.legacy_count=4 stack_depot_disable=off"}, "mem=32M loglevel=0 pty.legacy_count=4 stack_depot_disable=off"},
+		{Config{Cmdline: "pty.legacy_count=4 stack_depot_disable=off"}, "mem=32M loglevel=7 pty.legacy_count=4 stack_depot_disable=off"},
 	}
 	for _, c := range cases {
 		if got := c.cfg.CommandLine(); got != c.want {

@@ -36,7 +36,9 @@ type Config struct {
 	// Cmdline holds extra kernel command-line words. A mem= here wins
 	// over MemMB.
 	Cmdline string
-	// Verbose keeps the kernel's console output (loglevel 7 instead of 0).
+	// Verbose writes the kernel's console output to stderr. Without it
+	// the output is kept, unseen, in case the kernel panics: kbox then
+	// prints it (console.c).
 	Verbose bool
 }
 
@@ -50,12 +52,8 @@ func (cfg Config) CommandLine() string {
 		}
 		words = append(words, fmt.Sprintf("mem=%dM", mem))
 	}
-	if !strings.Contains(" "+cfg.Cmdline, " loglevel=") {
-		if cfg.Verbose {
-			words = append(words, "loglevel=7")
-		} else {
-			words = append(words, "loglevel=0")
-		}
+	if !cfg.ownLoglevel() {
+		words = append(words, "loglevel=7")
 	}
 	// Boot-time savings measured in docs/benchmarks.md, each overridable
 	// from the command line: the KASAN stack depot's 8 MB hash table
@@ -94,12 +92,17 @@ func Boot(cfg Config) error {
 	if halted {
 		return errors.New("lkl: kernel was halted; LKL cannot boot twice in one process")
 	}
-	if err := boot(cfg.CommandLine()); err != nil {
+	// The console reaches stderr when asked for (Verbose, or a loglevel
+	// on the command line); it is kept for a panic in any case.
+	if err := boot(cfg.CommandLine(), cfg.Verbose || cfg.ownLoglevel()); err != nil {
 		return err
 	}
 	booted = true
 	return nil
 }
+
+// ownLoglevel reports whether the command line names its own loglevel.
+func (cfg Config) ownLoglevel() bool { return strings.Contains(" "+cfg.Cmdline, " loglevel=") }
 
 // Halt shuts the kernel down, flushing mounted filesystems.
 func Halt() {

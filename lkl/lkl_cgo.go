@@ -24,8 +24,13 @@ const Available = true
 // lkl_start_kernel(ops, cmdline), 2 for lkl_init + lkl_start_kernel(cmdline).
 func APIGeneration() int { return int(C.kbox_lkl_api_generation()) }
 
-func boot(cmdline string) error {
+func boot(cmdline string, echo bool) error {
 	C.kbox_lkl_low_memory()
+	e := C.int(0)
+	if echo {
+		e = 1
+	}
+	C.kbox_lkl_console(e)
 	cs := C.CString(cmdline)
 	defer C.free(unsafe.Pointer(cs))
 	if r := C.kbox_lkl_boot(cs); r < 0 {

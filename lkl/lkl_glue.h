@@ -5,6 +5,7 @@
 int kbox_lkl_api_generation(void);
 int kbox_lkl_boot(const char *cmdline);
 void kbox_lkl_low_memory(void);
+void kbox_lkl_console(int echo);
 void kbox_lkl_shutdown(void);
 int kbox_lkl_disk_add(int fd);
 int kbox_lkl_disk_remove(int id);

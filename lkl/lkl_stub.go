@@ -9,7 +9,7 @@ const Available = false
 // built without LKL.
 func APIGeneration() int { return 0 }
 
-func boot(string) error { return ErrNotBuilt }
+func boot(string, bool) error { return ErrNotBuilt }
 
 func shutdown() {}
 

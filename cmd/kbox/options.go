@@ -406,8 +406,19 @@ func ParseImageArgs(args []string) (*ImageOptions, error) {
 	if o.Command == nil {
 		o.Command = []string{"/bin/sh", "-i"}
 	}
+	for _, w := range strings.Fields(o.Cmdline) {
+		if v, ok := strings.CutPrefix(w, "mem="); ok {
+			if n, err := ParseSize(v); err != nil || n < minKernelMem {
+				return nil, usagef("-k mem=%s: the kernel needs at least %dM (with less, LKL panics as it boots)", v, minKernelMem>>20)
+			}
+		}
+	}
 	return o, nil
 }
+
+// minKernelMem is the least memory kbox boots LKL with: 6M panicked at
+// boot (out of memory), 8M ran a shell.
+const minKernelMem = 8 << 20
 
 // ParseBind parses SRC:DST[:ro]. SRC is a host path; DST a guest path.
 func ParseBind(spec string) (Bind, error) {

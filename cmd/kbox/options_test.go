@@ -76,6 +76,9 @@ func TestParseImageArgs(t *testing.T) {
 		{"tmp size without /tmp", []string{"-r", "a", "--tmp-size", "1G"}, nil, "--tmp-size needs a /tmp"},
 		{"tmp size minimal", []string{"-S", "a", "--mount-profile", "minimal", "--tmp-size", "1G"}, nil, "--tmp-size needs a /tmp"},
 		{"bad tmp size", []string{"-S", "a", "--tmp-size", "lots"}, nil, "bad size"},
+		{"kernel memory too small", []string{"-S", "a", "-k", "mem=4M"}, nil, "needs at least 8M"},
+		{"kernel memory junk", []string{"-S", "a", "-k", "lpj=1 mem=lots"}, nil, "needs at least 8M"},
+		{"kernel memory enough", []string{"-S", "a", "-k", "mem=8M"}, func(o *ImageOptions) bool { return o.Cmdline == "mem=8M" }, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
