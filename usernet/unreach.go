@@ -36,11 +36,12 @@ const (
 	answerNetUnr                    // ICMP network unreachable (IPv6: no route)
 	answerAdmin                     // ICMP administratively prohibited
 	answerSilence                   // a timeout: no answer at all
+	answerPortUnr                   // ICMP port unreachable (a UDP flow's host socket refused)
 )
 
 func (a dialAnswer) String() string {
 	return [...]string{"reset", "ICMP host unreachable", "ICMP network unreachable",
-		"ICMP administratively prohibited", "no answer (timeout)"}[a]
+		"ICMP administratively prohibited", "no answer (timeout)", "ICMP port unreachable"}[a]
 }
 
 // classifyDial says how to answer for a host dial's error.
@@ -178,6 +179,51 @@ var icmpCodes = map[dialAnswer]struct {
 	answerHostUnr: {header.ICMPv4HostUnreachable, header.ICMPv6AddressUnreachable},
 	answerNetUnr:  {header.ICMPv4NetUnreachable, header.ICMPv6NetworkUnreachable},
 	answerAdmin:   {header.ICMPv4AdminProhibited, header.ICMPv6Prohibited},
+	answerPortUnr: {header.ICMPv4PortUnreachable, header.ICMPv6PortUnreachable},
+}
+
+// maxUDPQuote is how much of a refused datagram's payload an ICMP error
+// quotes (Linux's IPv4 error quotes up to 576 bytes in all).
+const maxUDPQuote = 512
+
+// udpQuote is what an ICMP error about a UDP flow's datagram quotes: an
+// IP header and a UDP header made from the flow's addresses and ports,
+// then payload, the start of the last datagram the guest sent on the
+// flow (the datagram itself went to the host before the host's socket
+// reported the refusal). LKL finds the guest's socket by the headers and
+// gives the payload to an error queue's reader (IP_RECVERR); it checks
+// neither checksum nor length.
+func udpQuote(id stack.TransportEndpointID, payload []byte) synQuote {
+	var q []byte
+	ul := header.UDPMinimumSize + len(payload)
+	if id.RemoteAddress.Len() == 4 {
+		q = make([]byte, header.IPv4MinimumSize+ul)
+		ip := header.IPv4(q)
+		ip.Encode(&header.IPv4Fields{TotalLength: uint16(len(q)), TTL: 64, Protocol: uint8(header.UDPProtocolNumber),
+			SrcAddr: id.RemoteAddress, DstAddr: id.LocalAddress})
+		ip.SetChecksum(^ip.CalculateChecksum())
+	} else {
+		q = make([]byte, header.IPv6MinimumSize+ul)
+		header.IPv6(q).Encode(&header.IPv6Fields{PayloadLength: uint16(ul), TransportProtocol: header.UDPProtocolNumber,
+			HopLimit: 64, SrcAddr: id.RemoteAddress, DstAddr: id.LocalAddress})
+	}
+	u := header.UDP(q[len(q)-ul:])
+	u.Encode(&header.UDPFields{SrcPort: id.RemotePort, DstPort: id.LocalPort, Length: uint16(ul)})
+	copy(u[header.UDPMinimumSize:], payload)
+	return synQuote{quote: q}
+}
+
+// icmpSource is the source of an ICMP error of kind a about flow id: the
+// destination itself for a port unreachable (as a host answers), the
+// gateway for the rest (as a router does).
+func icmpSource(id stack.TransportEndpointID, a dialAnswer) tcpip.Address {
+	if a == answerPortUnr {
+		return id.LocalAddress
+	}
+	if id.RemoteAddress.Len() == 4 {
+		return addr4(GatewayIP)
+	}
+	return tcpip.AddrFrom16(GatewayIP6.As16())
 }
 
 // icmp4Unreachable is an ethernet frame (its ethernet header left to
@@ -192,7 +238,7 @@ func icmp4Unreachable(id stack.TransportEndpointID, quote []byte, a dialAnswer) 
 	frame := make([]byte, eth+ipl+icl+len(quote))
 	ip := header.IPv4(frame[eth:])
 	ip.Encode(&header.IPv4Fields{TotalLength: uint16(ipl + icl + len(quote)), TTL: 64,
-		Protocol: uint8(header.ICMPv4ProtocolNumber), SrcAddr: addr4(GatewayIP), DstAddr: id.RemoteAddress})
+		Protocol: uint8(header.ICMPv4ProtocolNumber), SrcAddr: icmpSource(id, a), DstAddr: id.RemoteAddress})
 	ip.SetChecksum(^ip.CalculateChecksum())
 	ic := header.ICMPv4(frame[eth+ipl:])
 	ic.SetType(header.ICMPv4DstUnreachable)
@@ -211,7 +257,7 @@ func icmp6Unreachable(id stack.TransportEndpointID, quote []byte, a dialAnswer) 
 	}
 	eth, ipl, icl := header.EthernetMinimumSize, header.IPv6MinimumSize, header.ICMPv6DstUnreachableMinimumSize
 	frame := make([]byte, eth+ipl+icl+len(quote))
-	src := tcpip.AddrFrom16(GatewayIP6.As16())
+	src := icmpSource(id, a)
 	ip := header.IPv6(frame[eth:])
 	ip.Encode(&header.IPv6Fields{PayloadLength: uint16(icl + len(quote)), TransportProtocol: header.ICMPv6ProtocolNumber,
 		HopLimit: 64, SrcAddr: src, DstAddr: id.RemoteAddress})

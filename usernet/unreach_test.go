@@ -200,3 +200,58 @@ func TestClassifyDial(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPRefusalICMP: a UDP flow the host refused is answered with a port
+// unreachable from the destination itself, quoting headers made from the
+// flow and the start of its last datagram, for IPv4 and IPv6.
+func TestUDPRefusalICMP(t *testing.T) {
+	v4 := stack.TransportEndpointID{RemoteAddress: addr4(GuestAddr), RemotePort: 40000, LocalAddress: addr4(GatewayIP), LocalPort: 53}
+	v6 := stack.TransportEndpointID{RemoteAddress: tcpip.AddrFrom16(GuestAddr6.As16()), RemotePort: 40000,
+		LocalAddress: tcpip.AddrFrom16(netip.MustParseAddr("2001:db8::1").As16()), LocalPort: 53}
+	long := strings.Repeat("q", 2*maxUDPQuote)
+	for _, c := range []struct {
+		name    string
+		id      stack.TransportEndpointID
+		payload string
+	}{{"v4", v4, "query"}, {"v6", v6, "query"}, {"v4 empty", v4, ""}, {"v6 long", v6, long[:maxUDPQuote]}} {
+		q := udpQuote(c.id, []byte(c.payload)).quote
+		var f, quoted []byte
+		var src tcpip.Address
+		if c.id.RemoteAddress.Len() == 4 {
+			f = icmp4Unreachable(c.id, q, answerPortUnr)
+			ip := header.IPv4(f[header.EthernetMinimumSize:])
+			ic := header.ICMPv4(ip.Payload())
+			if ic.Type() != header.ICMPv4DstUnreachable || ic.Code() != header.ICMPv4PortUnreachable {
+				t.Errorf("%s: type %d code %d", c.name, ic.Type(), ic.Code())
+			}
+			src, quoted = ip.SourceAddress(), ic[header.ICMPv4MinimumSize:]
+			qip := header.IPv4(quoted)
+			if !qip.IsValid(len(quoted)) || qip.SourceAddress() != c.id.RemoteAddress || qip.DestinationAddress() != c.id.LocalAddress ||
+				qip.TransportProtocol() != header.UDPProtocolNumber {
+				t.Errorf("%s: quoted IPv4 header %x", c.name, quoted[:header.IPv4MinimumSize])
+			}
+			quoted = qip.Payload()
+		} else {
+			f = icmp6Unreachable(c.id, q, answerPortUnr)
+			ip := header.IPv6(f[header.EthernetMinimumSize:])
+			ic := header.ICMPv6(ip.Payload())
+			if ic.Type() != header.ICMPv6DstUnreachable || ic.Code() != header.ICMPv6PortUnreachable {
+				t.Errorf("%s: type %d code %d", c.name, ic.Type(), ic.Code())
+			}
+			src, quoted = ip.SourceAddress(), ic[header.ICMPv6DstUnreachableMinimumSize:]
+			qip := header.IPv6(quoted)
+			if !qip.IsValid(len(quoted)) || qip.SourceAddress() != c.id.RemoteAddress || qip.DestinationAddress() != c.id.LocalAddress {
+				t.Errorf("%s: quoted IPv6 header %x", c.name, quoted[:header.IPv6MinimumSize])
+			}
+			quoted = qip.Payload()
+		}
+		if src != c.id.LocalAddress {
+			t.Errorf("%s: ICMP from %v, want the destination %v", c.name, src, c.id.LocalAddress)
+		}
+		u := header.UDP(quoted)
+		if u.SourcePort() != c.id.RemotePort || u.DestinationPort() != c.id.LocalPort || int(u.Length()) != len(u) ||
+			string(u.Payload()) != c.payload {
+			t.Errorf("%s: quoted UDP %d→%d length %d payload %q", c.name, u.SourcePort(), u.DestinationPort(), u.Length(), u.Payload())
+		}
+	}
+}

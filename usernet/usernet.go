@@ -521,12 +521,17 @@ func (n *Network) udpFlow(r *udp.ForwarderRequest) bool {
 	n.udpAllowed.Add(1)
 	n.event(ev)
 	guest := gonet.NewUDPConn(&wq, ep)
-	go n.relayUDP(guest, host, dest.Addr() == DNSAddr)
+	go n.relayUDP(id, guest, host, dest.Addr() == DNSAddr)
 	return true
 }
 
-// relayUDP carries datagrams both ways until the flow is idle.
-func (n *Network) relayUDP(guest *gonet.UDPConn, host net.Conn, dns bool) {
+// relayUDP carries datagrams both ways until the flow is idle. When the
+// host's socket reports a refusal (the destination's ICMP port
+// unreachable, seen by the host's next send or receive), the guest gets
+// an ICMP port unreachable about its flow, as it would from the
+// destination, and the flow goes on: a connected socket's next receive
+// fails with ECONNREFUSED, once, as on Linux.
+func (n *Network) relayUDP(id stack.TransportEndpointID, guest *gonet.UDPConn, host net.Conn, dns bool) {
 	done := make(chan struct{})
 	var once sync.Once
 	stop := func() {
@@ -536,6 +541,16 @@ func (n *Network) relayUDP(guest *gonet.UDPConn, host net.Conn, dns bool) {
 			host.Close()
 		})
 	}
+	// The start of the last datagram sent to the host, which a refusal
+	// quotes.
+	var lastMu sync.Mutex
+	last := make([]byte, 0, maxUDPQuote)
+	refused := func() {
+		lastMu.Lock()
+		q := udpQuote(id, last)
+		lastMu.Unlock()
+		n.unreachable(id, q, answerPortUnr)
+	}
 	cp := func(dst, src net.Conn, count bool) {
 		defer stop()
 		buf := make([]byte, 65536)
@@ -543,16 +558,25 @@ func (n *Network) relayUDP(guest *gonet.UDPConn, host net.Conn, dns bool) {
 			src.SetReadDeadline(time.Now().Add(udpIdle))
 			m, err := src.Read(buf)
 			if err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					return
+				if src == host && errors.Is(err, syscall.ECONNREFUSED) {
+					refused()
+					continue
 				}
-				return
+				return // idle (the deadline), or closed
 			}
 			if count {
 				n.dnsQueries.Add(1)
 			}
+			if dst == host {
+				lastMu.Lock()
+				last = append(last[:0], buf[:min(m, maxUDPQuote)]...)
+				lastMu.Unlock()
+			}
 			if _, err := dst.Write(buf[:m]); err != nil {
+				if dst == host && errors.Is(err, syscall.ECONNREFUSED) {
+					refused()
+					continue
+				}
 				return
 			}
 		}
