@@ -121,7 +121,7 @@ type inetSock struct {
 	connecting     bool
 	connDone       chan struct{} // closed when the connect in progress ended
 	connected      bool
-	soError        unix.Errno // of a non-blocking connect, for SO_ERROR
+	soError        unix.Errno // of a non-blocking connect, or a datagram socket's (deliverError), for SO_ERROR
 	junk           int        // bytes in kbox's end put there to hold the guest's end unwritable
 	sndbuf         int        // the guest end's send buffer before it was shrunk
 	pumping        bool
@@ -469,6 +469,7 @@ func (s *inetSock) pumpToGuest() {
 	addr := make([]byte, sockaddrStorage)
 	ctl := make([]byte, pumpCtrl)
 	var alen, clen int
+	errs := 0 // errors in a row, no datagram between
 	for {
 		var n uintptr
 		var le unix.Errno
@@ -478,7 +479,7 @@ func (s *inetSock) pumpToGuest() {
 			// With the control messages the guest asked LKL for
 			// (inetcmsg.go).
 			var m int
-			m, alen, clen, le = lklRecvmsg(s.lfd, buf, addr, ctl, unix.MSG_DONTWAIT)
+			m, alen, clen, _, le = lklRecvmsg(s.lfd, buf, addr, ctl, unix.MSG_DONTWAIT)
 			n = uintptr(m)
 		}
 		if le == unix.EINTR {
@@ -500,6 +501,19 @@ func (s *inetSock) pumpToGuest() {
 			await(s.rdy, 0)
 			continue
 		}
+		if le != 0 && s.typ != unix.SOCK_STREAM && sockError(le) && errs < maxDgramErrors {
+			// The socket's error, which the receive cleared in LKL
+			// (docs/networking.md, "Datagram errors").
+			errs++
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed || !s.deliverError(le) {
+				return
+			}
+			continue
+		}
+		errs = 0
 		if le != 0 || n == 0 && s.typ == unix.SOCK_STREAM {
 			s.mu.Lock()
 			reset := le == unix.ECONNRESET || s.wasReset
@@ -527,6 +541,21 @@ func (s *inetSock) pumpToGuest() {
 			return
 		}
 	}
+}
+
+// maxDgramErrors bounds the errors in a row a datagram socket's pump
+// passes on: each receive clears the error it reports, so a receive
+// that fails for ever is no socket error but a broken socket.
+const maxDgramErrors = 64
+
+// sockError reports whether LKL's receive on a datagram socket returned
+// the socket's pending error (it stays usable), not a fault of the call.
+func sockError(le unix.Errno) bool {
+	switch le {
+	case unix.EBADF, unix.ENOTSOCK, unix.EFAULT, unix.EINVAL, unix.ENOMEM:
+		return false
+	}
+	return true
 }
 
 // guestGone reports whether the guest's end of kbox's end kfd is closed

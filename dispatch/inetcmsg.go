@@ -49,17 +49,17 @@ func newLKLMsg(data, name, ctl []byte) *lklMsg {
 
 // lklRecvmsg is LKL's recvmsg on fd into buf, with the source in name
 // and control messages in ctl: the length, the source's length, the
-// control data's length.
-func lklRecvmsg(fd int, buf, name, ctl []byte, flags int) (int, int, int, unix.Errno) {
+// control data's length, msg_flags.
+func lklRecvmsg(fd int, buf, name, ctl []byte, flags int) (int, int, int, int, unix.Errno) {
 	m := newLKLMsg(buf, name, ctl)
 	n, le := lkl.Syscall6(lkl.SysRecvmsg, uintptr(fd), lkl.Ptr(m.hdr), uintptr(flags), 0, 0, 0)
 	runtime.KeepAlive(m)
 	if le != 0 {
-		return 0, 0, 0, le
+		return 0, 0, 0, 0, le
 	}
 	nl := int(binary.NativeEndian.Uint32(m.hdr[8:]))
 	cl := int(binary.NativeEndian.Uint64(m.hdr[40:]))
-	return int(n), min(nl, len(name)), min(cl, len(ctl)), 0
+	return int(n), min(nl, len(name)), min(cl, len(ctl)), int(int32(binary.NativeEndian.Uint32(m.hdr[48:]))), 0
 }
 
 // lklSendmsg is LKL's sendmsg on fd of data to name (none: the

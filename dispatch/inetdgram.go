@@ -35,6 +35,9 @@ type dgramSrc struct {
 	n    int    // its length
 	sum  uint64 // its hash
 	ctrl []byte // the control messages the guest asked for (inetcmsg.go)
+	// mark: no datagram but the socket's error (inetSock.soError), as
+	// an empty record in the pair (deliverError).
+	mark bool
 }
 
 func (d *dgramSrc) is(n int, sum uint64) bool { return d.n == n && d.sum == sum }
@@ -45,7 +48,27 @@ func (d *dgramSrc) is(n int, sum uint64) bool { return d.n == n && d.sum == sum 
 // lock is let go while waiting for room (the entry stays, marked
 // unwritten). It reports false when the guest's end is gone.
 func (s *inetSock) deliver(d, addr, ctrl []byte) bool {
-	sum := maphash.Bytes(dgramSeed, d)
+	return s.put(d, dgramSrc{addr: append([]byte(nil), addr...), ctrl: ctrl})
+}
+
+// deliverError tells the guest of the error LKL's receive returned on a
+// datagram socket (an ICMP error on a connected socket, or any with
+// IP_RECVERR: Linux's sk_err, which that receive cleared in LKL). The
+// error is kept as s.soError, and an empty record in the pair makes the
+// guest's end readable, as the error makes Linux's socket: the receive
+// kbox serves finds the record's mark and answers the error once
+// (recvOne); SO_ERROR takes it too. A plain read, which runs natively,
+// gets an empty datagram.
+func (s *inetSock) deliverError(le unix.Errno) bool {
+	s.mu.Lock()
+	s.soError = le
+	s.mu.Unlock()
+	return s.put(nil, dgramSrc{mark: true})
+}
+
+// put writes datagram d into kbox's end with e, its entry.
+func (s *inetSock) put(d []byte, e dgramSrc) bool {
+	e.n, e.sum = len(d), maphash.Bytes(dgramSeed, d)
 	s.qmu.Lock()
 	if len(s.srcs) >= 64 {
 		// Nothing of kbox's left in the guest's end: every entry's
@@ -56,7 +79,7 @@ func (s *inetSock) deliver(d, addr, ctrl []byte) bool {
 			s.srcs = append(s.srcs[:0], s.srcs[len(s.srcs)-maxSources/2:]...)
 		}
 	}
-	s.srcs = append(s.srcs, dgramSrc{addr: append([]byte(nil), addr...), n: len(d), sum: sum, ctrl: ctrl})
+	s.srcs = append(s.srcs, e)
 	s.unwritten = 1
 	for {
 		err := unix.Sendto(s.kfd, d, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)

@@ -94,7 +94,19 @@ type recvMsgs struct {
 func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) error) (int, unix.Errno) {
 	bp := pumpBufs.Get().(*[]byte)
 	defer pumpBufs.Put(bp)
-	n, src, err := m.s.recvDatagram(gfd, *bp, m.flags&unix.MSG_PEEK != 0)
+	peek := m.flags&unix.MSG_PEEK != 0
+	n, src, err := m.s.recvDatagram(gfd, *bp, peek)
+	for err == nil && src != nil && src.mark {
+		// The socket's error (deliverError), answered once; taken
+		// already (SO_ERROR, the error queue): the next datagram.
+		if peek {
+			m.s.recvDatagram(gfd, *bp, false)
+		}
+		if en := m.s.takeError(); en != 0 {
+			return 0, en
+		}
+		n, src, err = m.s.recvDatagram(gfd, *bp, peek)
+	}
 	if err != nil {
 		return 0, errnoOf(err)
 	}
@@ -121,6 +133,22 @@ func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) err
 	if m.flags&unix.MSG_TRUNC != 0 {
 		ret = n
 	}
+	return m.finish(sp, ret, a, srcCtrl(src), rflags, write)
+}
+
+// srcCtrl is the control messages kbox kept for a datagram (none if
+// nothing matched it).
+func srcCtrl(src *dgramSrc) []byte {
+	if src == nil {
+		return nil
+	}
+	return src.ctrl
+}
+
+// finish writes a received message's source a, its control messages and
+// its flags into the guest's msghdr (a recvfrom's source only) and
+// returns ret, the call's value.
+func (m *recvMsgs) finish(sp *recvSpec, ret int, a, ctrl []byte, rflags int, write func(uint64, []byte) error) (int, unix.Errno) {
 	le := binary.NativeEndian
 	if sp.name != 0 && sp.namelenAt != 0 {
 		if sp.namelen > 0 && len(a) > 0 && write(sp.name, a[:min(int(sp.namelen), len(a))]) != nil {
@@ -135,10 +163,6 @@ func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) err
 	if sp.hdr == 0 {
 		return ret, 0 // recvfrom: no msghdr
 	}
-	var ctrl []byte
-	if src != nil {
-		ctrl = src.ctrl
-	}
 	clen, trunc := m.controls(sp, ctrl, write)
 	if trunc {
 		rflags |= unix.MSG_CTRUNC
@@ -150,6 +174,49 @@ func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) err
 		return 0, unix.EFAULT
 	}
 	return ret, 0
+}
+
+// errOne takes one message from the socket's error queue for sp
+// (MSG_ERRQUEUE): LKL's, never waiting. The data is the offending
+// datagram's, the source its destination, the control message the
+// extended error (IP_RECVERR, IPV6_RECVERR); msg_flags has
+// MSG_ERRQUEUE. Reading it clears the socket's error, as Linux's
+// sock_dequeue_err_skb does.
+func (m *recvMsgs) errOne(sp *recvSpec, write func(uint64, []byte) error) (int, unix.Errno) {
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	buf := (*bp)[:min(sp.total, uint64(len(*bp)))]
+	name := make([]byte, sockaddrStorage)
+	ctl := make([]byte, pumpCtrl)
+	fl := m.flags&(unix.MSG_ERRQUEUE|unix.MSG_PEEK|unix.MSG_TRUNC) | unix.MSG_DONTWAIT
+	n, alen, clen, rflags, le := lklRecvmsg(m.s.lfd, buf, name, ctl, fl)
+	if le != 0 {
+		return 0, le
+	}
+	if m.flags&unix.MSG_PEEK == 0 {
+		m.s.takeError()
+	}
+	data := buf[:min(n, len(buf))]
+	for _, v := range sp.iov {
+		if len(data) == 0 {
+			break
+		}
+		c := min(uint64(len(data)), v[1])
+		if write(v[0], data[:c]) != nil {
+			return 0, unix.EFAULT
+		}
+		data = data[c:]
+	}
+	return m.finish(sp, n, name[:alen], ctl[:clen], rflags&^unix.MSG_CTRUNC, write)
+}
+
+// takeError takes the socket's pending error (deliverError), or 0.
+func (s *inetSock) takeError() unix.Errno {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	en := s.soError
+	s.soError = 0
+	return en
 }
 
 // controls writes what fits of the control messages ctrl into the
@@ -199,12 +266,21 @@ func (m *recvMsgs) controls(sp *recvSpec, ctrl []byte, write func(uint64, []byte
 // step takes what is queued. It reports the answer (done), or that the
 // call must wait for the guest's end to be readable.
 func (m *recvMsgs) step(gfd int, write func(uint64, []byte) error) (v int64, en unix.Errno, done bool) {
-	if m.flags&unix.MSG_ERRQUEUE != 0 {
-		return 0, unix.EAGAIN, true // no error queue (IP_RECVERR is not carried)
-	}
 	for m.got < len(m.specs) {
 		sp := &m.specs[m.got]
-		n, en := m.recvOne(gfd, sp, write)
+		var n int
+		var en unix.Errno
+		if m.flags&unix.MSG_ERRQUEUE != 0 {
+			// The error queue never waits: EAGAIN when empty.
+			if n, en = m.errOne(sp, write); en == unix.EAGAIN {
+				if m.got > 0 {
+					return int64(m.got), 0, true
+				}
+				return 0, en, true
+			}
+		} else {
+			n, en = m.recvOne(gfd, sp, write)
+		}
 		switch {
 		case en == unix.EAGAIN && m.got > 0 && (m.nonblock || m.flags&unix.MSG_WAITFORONE != 0):
 			return int64(m.got), 0, true
@@ -329,6 +405,11 @@ func sysRecvmsg(e *Engine, r *Request) Result {
 		return sysSockNative(e, r)
 	}
 	s := e.inetDgram(r, r.Args[0])
+	if s == nil && int(int32(r.Args[2]))&unix.MSG_ERRQUEUE != 0 {
+		// A stream's error queue is LKL's too: the pair's recvmsg
+		// would take stream data for it.
+		s = e.inetOf(r, r.Args[0])
+	}
 	if s == nil {
 		return cont
 	}

@@ -170,6 +170,45 @@ func TestNetWithoutNetRefused(t *testing.T) {
 	})
 }
 
+// TestNetDatagramErrors: datagrams to a closed port, refused by the host
+// (its port closed, the destination allowed) or by the policy. As on
+// Linux, and compared with the same program run natively: a connected
+// socket's receive fails with ECONNREFUSED once and the socket goes on,
+// SO_ERROR takes the error, and with IP_RECVERR the error queue holds the
+// datagram sent and the ICMP error's fields. Before, the first receive
+// gave 0 and every later one too (the socket was ended), and
+// MSG_ERRQUEUE said EAGAIN.
+func TestNetDatagramErrors(t *testing.T) {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := strconv.Itoa(c.LocalAddr().(*net.UDPAddr).Port)
+	c.Close() // closed: the host answers port unreachable
+	native := nativeGuest(t, "inet")
+	want := []string{"first: poll 1", "recvfrom: -1 Connection refused", "recvfrom again: -1 Resource temporarily unavailable",
+		"SO_ERROR: Connection refused", "recvfrom after SO_ERROR: -1 Resource temporarily unavailable",
+		"errqueue: 5 'third' to port match 1 flags ERRQUEUE", "extended error: Connection refused origin icmp type 3 code 3",
+		"errqueue again: -1 Resource temporarily unavailable", "recvfrom after the error queue: -1 Resource temporarily unavailable"}
+	forTiers(t, func(t *testing.T, tier string) {
+		for _, c := range []struct{ name, allow string }{{"host", "127.0.0.1:" + p}, {"policy", ""}} {
+			t.Run(c.name, func(t *testing.T) {
+				args := tierNetArgs(t, tier)
+				if c.allow != "" {
+					args = append(args, "--net-allow", c.allow)
+				}
+				args = append(args, "--", "/opt/tests/inet", "udperr", "10.0.2.2", p)
+				stdout := runNative(t, tier, native, args, "udperr", "10.0.2.2", p, false)
+				for _, w := range want {
+					if !strings.Contains(stdout, w) {
+						t.Errorf("stdout lacks %q:\n%s", w, stdout)
+					}
+				}
+			})
+		}
+	})
+}
+
 // TestNetSockets runs the guest program against an echo server, and the
 // same program natively against the same server: the same readiness, in
 // each tier.

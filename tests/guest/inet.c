@@ -7,6 +7,12 @@
  *   inet refused ADDR PORT  non-blocking connect to a refused port:
  *                           EPOLLOUT, then SO_ERROR = ECONNREFUSED
  *   inet udp ADDR PORT      sendto, recvfrom with the source address
+ *   inet udperr ADDR PORT   datagrams to a closed PORT: a connected
+ *                           socket's recvfrom fails with ECONNREFUSED
+ *                           once, SO_ERROR takes the error instead, and
+ *                           the socket goes on; with IP_RECVERR the
+ *                           error queue (MSG_ERRQUEUE) has the datagram
+ *                           and the ICMP error's fields
  *   inet names ADDR PORT    getsockname, getpeername, SO_TYPE, SO_DOMAIN
  *   inet bulk ADDR PORT MB  send MB megabytes, read the echo's byte count
  *                           back as text, print MB/s (for benchmarks)
@@ -192,6 +198,76 @@ static int do_udp(void)
 			die("recvfrom");
 		printf("reply %d '%s' from %s:%d len %d\n", n, buf, inet_ntoa(from.sin_addr), ntohs(from.sin_port), (int)fl);
 	}
+	return 0;
+}
+
+/* udp_refused sends msg on s (to dest unless connected) and waits for
+ * the refusal to make s ready. */
+static void udp_refused(int s, const char *msg, int connected)
+{
+	int n = connected ? send(s, msg, strlen(msg), 0) : sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&dest, sizeof(dest));
+	if (n < 0)
+		die("send");
+	struct pollfd pf = { s, POLLIN, 0 };
+	printf("%s: poll %d\n", msg, poll(&pf, 1, 5000));
+}
+
+static void udp_recv(int s, const char *what)
+{
+	char buf[64];
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from);
+	int n = recvfrom(s, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+	printf("%s: %d %s\n", what, n, n < 0 ? strerror(errno) : "");
+}
+
+/* struct sock_extended_err (linux/errqueue.h), which musl lacks. */
+struct ext_err {
+	unsigned int ee_errno;
+	unsigned char ee_origin, ee_type, ee_code, ee_pad;
+	unsigned int ee_info, ee_data;
+};
+#define EE_ORIGIN_ICMP 2
+
+static int do_udperr(void)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0), v = 0;
+	socklen_t l = sizeof(v);
+	if (s < 0 || connect(s, (struct sockaddr *)&dest, sizeof(dest)) < 0)
+		die("connect");
+	udp_refused(s, "first", 1);
+	udp_recv(s, "recvfrom");
+	udp_recv(s, "recvfrom again");
+	udp_refused(s, "second", 1);
+	getsockopt(s, SOL_SOCKET, SO_ERROR, &v, &l);
+	printf("SO_ERROR: %s\n", strerror(v));
+	udp_recv(s, "recvfrom after SO_ERROR");
+	close(s);
+
+	int u = socket(AF_INET, SOCK_DGRAM, 0), one = 1;
+	if (setsockopt(u, IPPROTO_IP, IP_RECVERR, &one, sizeof(one)) < 0)
+		die("IP_RECVERR");
+	udp_refused(u, "third", 0);
+	char data[64] = { 0 }, ctl[512];
+	struct sockaddr_in to;
+	struct iovec iov = { data, sizeof(data) - 1 };
+	struct msghdr mh = { .msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	int n = recvmsg(u, &mh, MSG_ERRQUEUE);
+	if (n < 0)
+		die("recvmsg MSG_ERRQUEUE");
+	printf("errqueue: %d '%s' to port match %d flags%s\n", n, data, to.sin_port == dest.sin_port,
+	       mh.msg_flags & MSG_ERRQUEUE ? " ERRQUEUE" : "");
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR)
+			continue;
+		struct ext_err *ee = (struct ext_err *)CMSG_DATA(c);
+		printf("extended error: %s origin %s type %d code %d\n", strerror(ee->ee_errno),
+		       ee->ee_origin == EE_ORIGIN_ICMP ? "icmp" : "other", ee->ee_type, ee->ee_code);
+	}
+	n = recvmsg(u, &mh, MSG_ERRQUEUE);
+	printf("errqueue again: %d %s\n", n, n < 0 ? strerror(errno) : "");
+	udp_recv(u, "recvfrom after the error queue");
 	return 0;
 }
 
@@ -769,6 +845,8 @@ int main(int argc, char **argv)
 		return do_refused();
 	if (!strcmp(argv[1], "udp"))
 		return do_udp();
+	if (!strcmp(argv[1], "udperr"))
+		return do_udperr();
 	if (!strcmp(argv[1], "names"))
 		return do_names();
 	if (!strcmp(argv[1], "server"))
