@@ -115,15 +115,8 @@ func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) err
 		a = src.addr
 	}
 	data := (*bp)[:n]
-	for _, v := range sp.iov {
-		if len(data) == 0 {
-			break
-		}
-		c := min(uint64(len(data)), v[1])
-		if write(v[0], data[:c]) != nil {
-			return 0, unix.EFAULT
-		}
-		data = data[c:]
+	if sp.scatter(data, write) != nil {
+		return 0, unix.EFAULT
 	}
 	rflags := 0
 	ret := min(n, int(min(sp.total, pumpBuf)))
@@ -134,6 +127,21 @@ func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) err
 		ret = n
 	}
 	return m.finish(sp, ret, a, srcCtrl(src), rflags, write)
+}
+
+// scatter writes data over sp's iovecs, as far as they go.
+func (sp *recvSpec) scatter(data []byte, write func(uint64, []byte) error) error {
+	for _, v := range sp.iov {
+		if len(data) == 0 {
+			break
+		}
+		c := min(uint64(len(data)), v[1])
+		if err := write(v[0], data[:c]); err != nil {
+			return err
+		}
+		data = data[c:]
+	}
+	return nil
 }
 
 // srcCtrl is the control messages kbox kept for a datagram (none if
@@ -197,15 +205,8 @@ func (m *recvMsgs) errOne(sp *recvSpec, write func(uint64, []byte) error) (int, 
 		m.s.takeError()
 	}
 	data := buf[:min(n, len(buf))]
-	for _, v := range sp.iov {
-		if len(data) == 0 {
-			break
-		}
-		c := min(uint64(len(data)), v[1])
-		if write(v[0], data[:c]) != nil {
-			return 0, unix.EFAULT
-		}
-		data = data[c:]
+	if sp.scatter(data, write) != nil {
+		return 0, unix.EFAULT
 	}
 	return m.finish(sp, n, name[:alen], ctl[:clen], rflags&^unix.MSG_CTRUNC, write)
 }
