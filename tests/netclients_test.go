@@ -3,7 +3,10 @@
 package tests
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"testing"
@@ -104,5 +107,29 @@ func TestNetPython(t *testing.T) {
 	}
 	if string(out) != want {
 		t.Errorf("native:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// TestNetCurl is the issue's own command with Debian's curl: a page from
+// a server on the host's 127.0.0.1 reached as 10.0.2.2 when allowed, and
+// curl's "couldn't connect" (exit 7) without the allow; then 64 MiB
+// through a pipe to md5sum, checked against the server's bytes.
+func TestNetCurl(t *testing.T) {
+	img := packageImage(t, "curl")
+	body := "kbox curl " + strconv.Itoa(os.Getpid())
+	port, hits := httpServer(t, body)
+	p := strconv.Itoa(port)
+	const size = 64 << 20
+	sum := md5.Sum(pattern(size))
+	runCases(t, nil, []guestCase{
+		{name: "allowed", args: []string{"image", "-S", img, "--read-only", "--net", "--net-allow", "127.0.0.1:" + p, "--",
+			"/bin/sh", "-c", "curl -s http://10.0.2.2:" + p + "/ | head; echo; curl -s http://10.0.2.2:" + p + "/" + strconv.Itoa(size) + " | md5sum"},
+			want: []string{body, hex.EncodeToString(sum[:])}},
+		{name: "refused", args: []string{"image", "-S", img, "--read-only", "--net", "--",
+			"/bin/sh", "-c", "curl -sS http://10.0.2.2:" + p + "/; echo status=$?"},
+			want: []string{"status=7"}, not: []string{body}},
+	})
+	if hits.Load() != 2 {
+		t.Errorf("server saw %d requests, want 2 (the refused one never reaches it)", hits.Load())
 	}
 }
