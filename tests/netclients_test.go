@@ -6,8 +6,10 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 )
@@ -132,4 +134,47 @@ func TestNetCurl(t *testing.T) {
 	if hits.Load() != 2 {
 		t.Errorf("server saw %d requests, want 2 (the refused one never reaches it)", hits.Load())
 	}
+}
+
+// TestNetGitClone: Debian's git clones a repository over HTTP from a
+// server on the host's 127.0.0.1 (git's dumb HTTP protocol: the bare
+// repository's files served as they are), through git's remote helper
+// and libcurl in a child process; the guest's checkout has the file and
+// both commits the host made.
+func TestNetGitClone(t *testing.T) {
+	img := copyImage(t, packageImage(t, "gcc", "libc6-dev", "make", "git", "ca-certificates"))
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("SKIP (needs git on the host to make the repository)")
+	}
+	dir := t.TempDir()
+	work, bare := filepath.Join(dir, "work"), filepath.Join(dir, "srv", "r.git")
+	content := "cloned through kbox " + strconv.Itoa(os.Getpid())
+	git := func(args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q", work)
+	os.WriteFile(filepath.Join(work, "README"), []byte("first\n"), 0o644)
+	git("-C", work, "add", "README")
+	git("-C", work, "commit", "-qm", "one")
+	os.WriteFile(filepath.Join(work, "README"), []byte(content+"\n"), 0o644)
+	git("-C", work, "commit", "-qam", "two")
+	git("clone", "-q", "--bare", work, bare)
+	git("-C", bare, "update-server-info")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(filepath.Join(dir, "srv")))}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	p := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	runCases(t, nil, []guestCase{
+		{name: "clone", args: []string{"image", "-S", img, "--net", "--net-allow", "127.0.0.1:" + p, "--", "/bin/sh", "-c",
+			"git clone -q http://10.0.2.2:" + p + "/r.git /tmp/r && cat /tmp/r/README && git -C /tmp/r log --format=%s; echo status=$?"},
+			want: []string{content, "two\none\n", "status=0"}},
+	})
 }
