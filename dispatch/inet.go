@@ -469,7 +469,7 @@ func (s *inetSock) pumpToGuest() {
 	addr := make([]byte, sockaddrStorage)
 	ctl := make([]byte, pumpCtrl)
 	var alen, clen int
-	errs := 0 // errors in a row, no datagram between
+	errs := 0 // errors in a row, with no datagram and no wait between
 	for {
 		var n uintptr
 		var le unix.Errno
@@ -486,6 +486,7 @@ func (s *inetSock) pumpToGuest() {
 			continue
 		}
 		if le == unix.EAGAIN {
+			errs = 0
 			// Before waiting: what arrived during the calls (the
 			// next call sees its own socket's data; this finds the
 			// rest), and an opened window's update on LKL's loopback.
@@ -543,9 +544,11 @@ func (s *inetSock) pumpToGuest() {
 	}
 }
 
-// maxDgramErrors bounds the errors in a row a datagram socket's pump
-// passes on: each receive clears the error it reports, so a receive
-// that fails for ever is no socket error but a broken socket.
+// maxDgramErrors bounds the errors a datagram socket's pump passes on in
+// a row, with no datagram and no EAGAIN between: each receive clears the
+// error it reports (the next one says EAGAIN unless another ICMP error
+// came), so a receive that fails for ever is no socket error but a
+// broken socket.
 const maxDgramErrors = 64
 
 // sockError reports whether LKL's receive on a datagram socket returned

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/time/rate"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -192,6 +193,11 @@ func New(frames Frames, cfg Config) (*Network, error) {
 	// (spoofing): the forwarders see each flow.
 	s.SetPromiscuousMode(nicID, true)
 	s.SetSpoofing(nicID, true)
+	// No limit on ICMP errors: they stand for the answers of kbox's own
+	// policy and of the host's loopback, which Linux does not limit
+	// either (icmpv4_xrlim_allow); gVisor's default (1000 a second,
+	// bursts of 50) dropped one refusal in 100 sent at once.
+	s.SetICMPLimit(rate.Inf)
 	s.SetRouteTable([]tcpip.Route{
 		{Destination: header.IPv4EmptySubnet, NIC: nicID},
 		{Destination: header.IPv6EmptySubnet, NIC: nicID},

@@ -10,9 +10,9 @@
  *   inet udperr ADDR PORT   datagrams to a closed PORT: a connected
  *                           socket's recvfrom fails with ECONNREFUSED
  *                           once, SO_ERROR takes the error instead, and
- *                           the socket goes on; with IP_RECVERR the
- *                           error queue (MSG_ERRQUEUE) has the datagram
- *                           and the ICMP error's fields
+ *                           the socket goes on (100 refusals more); with
+ *                           IP_RECVERR the error queue (MSG_ERRQUEUE) has
+ *                           the datagram and the ICMP error's fields
  *   inet names ADDR PORT    getsockname, getpeername, SO_TYPE, SO_DOMAIN
  *   inet bulk ADDR PORT MB  send MB megabytes, read the echo's byte count
  *                           back as text, print MB/s (for benchmarks)
@@ -242,6 +242,19 @@ static int do_udperr(void)
 	getsockopt(s, SOL_SOCKET, SO_ERROR, &v, &l);
 	printf("SO_ERROR: %s\n", strerror(v));
 	udp_recv(s, "recvfrom after SO_ERROR");
+	/* Refusal after refusal: the socket stays usable through them all. */
+	int refused = 0;
+	for (int i = 0; i < 100; i++) {
+		char b[8];
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		struct pollfd pf = { s, POLLIN, 0 };
+		if (send(s, "r", 1, 0) < 0 && errno != ECONNREFUSED)
+			die("send");
+		if (poll(&pf, 1, 5000) == 1 && recvfrom(s, b, sizeof(b), MSG_DONTWAIT, (struct sockaddr *)&from, &fl) < 0 && errno == ECONNREFUSED)
+			refused++;
+	}
+	printf("100 more: %d refused\n", refused);
 	close(s);
 
 	int u = socket(AF_INET, SOCK_DGRAM, 0), one = 1;
