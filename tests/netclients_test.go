@@ -18,7 +18,9 @@ import (
 // python3 (glibc's resolver and sockets, Python's own timeouts by
 // poll): an HTTP GET with urllib, a UDP echo with its source, a
 // connected UDP socket to a closed port (recvfrom raises
-// ConnectionRefusedError, as on Linux), a TCP connect to a closed port,
+// ConnectionRefusedError, as on Linux), a TCP socket's empty error queue
+// (EAGAIN; the unix pair's recvmsg would have taken the stream's data
+// for it), a TCP connect to a closed port,
 // and an asyncio server on the guest's own loopback with 20 clients at
 // once. Arguments: the host's address, the HTTP port, the echo port
 // (UDP), a closed port.
@@ -46,6 +48,14 @@ try:
     print("udp closed again: no error")
 except ConnectionRefusedError:
     print("udp closed again: ConnectionRefusedError")
+t = socket.create_connection((host, eport))
+t.sendall(b"abc")
+try:
+    t.recvmsg(10, 0, socket.MSG_ERRQUEUE)
+    print("tcp error queue: data")
+except BlockingIOError:
+    print("tcp error queue: EAGAIN")
+print("tcp echo", t.recv(10).decode())
 try:
     socket.create_connection((host, closed), timeout=10)
     print("tcp closed: connected")
@@ -94,7 +104,7 @@ func TestNetPython(t *testing.T) {
 		t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
 	}
 	want := "http hello from the host\nudp ping True\nudp closed: ConnectionRefusedError\nudp closed again: ConnectionRefusedError\n" +
-		"tcp closed: ConnectionRefusedError\nasyncio 20 True\n"
+		"tcp error queue: EAGAIN\ntcp echo abc\ntcp closed: ConnectionRefusedError\nasyncio 20 True\n"
 	if stdout != want {
 		t.Errorf("kbox:\n%s\nwant:\n%s\nstderr: %s", stdout, want, stderr)
 	}
