@@ -6,8 +6,10 @@
  *                             bound on internet sockets), then send a
  *                             datagram to ADDR PORT from a socket opened
  *                             after closing one and read the echo
- *   inetmany ADDR PORT N P    P child processes do the same at once, then
- *                             the parent alone does it for 10 sockets
+ *   inetmany ADDR PORT N P    P child processes do the same at once (all
+ *                             start together, and none closes before all
+ *                             have stopped opening), then the parent alone
+ *                             does it for 10 sockets
  *   inetmany prefork PORT W   a pre-forking server: a TCP listener on PORT
  *                             shared by W forked workers, each accepting in
  *                             a loop and answering a connection's first
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,9 +40,26 @@ static void die(const char *what)
 	exit(1);
 }
 
+/* Barriers of the P children (MAP_SHARED, made before the fork): all
+ * start opening together, and none closes or exits before all have
+ * stopped opening, so what they print adds up to what was open at once,
+ * and the room a close makes is taken back by the same process. */
+static volatile int *bar; /* [0]: started, [1]: stopped */
+static int nproc;
+
+static void barrier(int i)
+{
+	if (!bar)
+		return;
+	__atomic_add_fetch(&bar[i], 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&bar[i], __ATOMIC_SEQ_CST) < nproc)
+		usleep(1000);
+}
+
 static int many(int n)
 {
 	int got = 0, last = -1;
+	barrier(0);
 	for (; got < n; got++) {
 		int s = socket(AF_INET, SOCK_DGRAM, 0);
 		if (s < 0) {
@@ -50,6 +70,7 @@ static int many(int n)
 	}
 	if (got == n)
 		printf("opened %d\n", got);
+	barrier(1);
 	if (got == 0)
 		return 0;
 	close(last); /* room for the check */
@@ -127,7 +148,11 @@ int main(int argc, char **argv)
 	int n = atoi(argv[3]);
 	if (argc == 4)
 		return many(n);
-	for (int i = 0; i < atoi(argv[4]); i++) {
+	nproc = atoi(argv[4]);
+	bar = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (bar == MAP_FAILED)
+		die("mmap");
+	for (int i = 0; i < nproc; i++) {
 		pid_t c = fork();
 		if (c < 0)
 			die("fork");
@@ -136,6 +161,7 @@ int main(int argc, char **argv)
 	}
 	/* A child's check after its close may lose the room to another
 	 * (exit 1): only a child killed is a failure. */
+	bar = NULL;
 	int bad = 0, st;
 	while (wait(&st) > 0)
 		bad |= !WIFEXITED(st);
