@@ -52,7 +52,9 @@ static void barrier(int i)
 	if (!bar)
 		return;
 	__atomic_add_fetch(&bar[i], 1, __ATOMIC_SEQ_CST);
-	while (__atomic_load_n(&bar[i], __ATOMIC_SEQ_CST) < nproc)
+	/* At most 30 s: a sibling that never came (a failed fork) must not
+	 * leave the others spinning for ever. */
+	for (int ms = 0; __atomic_load_n(&bar[i], __ATOMIC_SEQ_CST) < nproc && ms < 30000; ms++)
 		usleep(1000);
 }
 
@@ -159,8 +161,9 @@ int main(int argc, char **argv)
 		if (c == 0)
 			_exit(many(n));
 	}
-	/* A child's check after its close may lose the room to another
-	 * (exit 1): only a child killed is a failure. */
+	/* A child's check after its close could lose the room to another
+	 * still opening (exit 1) before the barrier: only a child killed is
+	 * a failure. */
 	bar = NULL;
 	int bad = 0, st;
 	while (wait(&st) > 0)
