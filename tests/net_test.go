@@ -175,17 +175,11 @@ func TestNetWithoutNetRefused(t *testing.T) {
 // Linux, and compared with the same program run natively: a connected
 // socket's receive fails with ECONNREFUSED once and the socket goes on
 // (through 100 refusals more), SO_ERROR takes the error, and with
-// IP_RECVERR the error queue holds the
-// datagram sent and the ICMP error's fields. Before, the first receive
-// gave 0 and every later one too (the socket was ended), and
-// MSG_ERRQUEUE said EAGAIN.
+// IP_RECVERR the error queue holds the datagram sent and the ICMP
+// error's fields. Before, the first receive gave 0 and every later one
+// too (the socket was ended), and MSG_ERRQUEUE said EAGAIN.
 func TestNetDatagramErrors(t *testing.T) {
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := strconv.Itoa(c.LocalAddr().(*net.UDPAddr).Port)
-	c.Close() // closed: the host answers port unreachable
+	p := closedUDPPort(t)
 	native := nativeGuest(t, "inet")
 	want := []string{"first: poll 1", "recvfrom: -1 Connection refused", "recvfrom again: -1 Resource temporarily unavailable",
 		"SO_ERROR: Connection refused", "recvfrom after SO_ERROR: -1 Resource temporarily unavailable", "100 more: 100 refused",
@@ -208,6 +202,18 @@ func TestNetDatagramErrors(t *testing.T) {
 			})
 		}
 	})
+}
+
+// closedUDPPort is a port of the host's 127.0.0.1 with no UDP socket
+// (one just closed): the host answers a datagram to it with ICMP port
+// unreachable.
+func closedUDPPort(t *testing.T) string {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return strconv.Itoa(c.LocalAddr().(*net.UDPAddr).Port)
 }
 
 // TestNetSockets runs the guest program against an echo server, and the
@@ -658,9 +664,9 @@ func TestNetObservatory(t *testing.T) {
 // 128 MiB kernel: 2048 at once). Five processes each open up to 1000
 // UDP sockets, starting together: they share the bound and get ENFILE,
 // as on a system whose file table is full, and kbox stays whole. (A CI
-// rehearsal once had the first child open 1019 before the others began,
-// and stop at its fd limit: hence the start barrier and the 1000.) Before the
-// bound, five processes reached their own fd limits (about 5000
+// rehearsal once had the first child open 1019 before the others
+// began, and stop at its fd limit: hence the start barrier and the
+// 1000.) Before the bound, five processes reached their own fd limits (about 5000
 // sockets), LKL could no longer make kernel tasks, the last echo failed,
 // and kbox lost the guest's files at exit (status 125). Then the
 // sockets are free again, the network still works, and a file written

@@ -91,13 +91,7 @@ func TestNetPython(t *testing.T) {
 	img := packageImage(t, "python3")
 	hport, _ := httpServer(t, "hello from the host")
 	eport := echoServer(t)
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := strconv.Itoa(c.LocalAddr().(*net.UDPAddr).Port)
-	c.Close()
-	ports := []string{strconv.Itoa(hport), strconv.Itoa(eport), closed}
+	ports := []string{strconv.Itoa(hport), strconv.Itoa(eport), closedUDPPort(t)}
 	stdout, stderr, status := runKbox(t, append([]string{"image", "-S", img, "--read-only", "--net", "--net-allow", "127.0.0.1", "--",
 		"/usr/bin/python3", "-c", netClientPy, "10.0.2.2"}, ports...)...)
 	if status != 0 {
