@@ -2,6 +2,8 @@
 #ifndef KBOX_LKL_GLUE_H
 #define KBOX_LKL_GLUE_H
 
+#include <stdint.h>
+
 int kbox_lkl_api_generation(void);
 int kbox_lkl_boot(const char *cmdline);
 void kbox_lkl_low_memory(void);
@@ -46,6 +48,7 @@ int kbox_netdev_write(void *dev, const unsigned char *frame, int len);
 int kbox_netdev_direct(void *dev);
 void kbox_netdev_stats(void *dev, unsigned long long *out);
 void kbox_netdev_hup(void *dev);
+uint64_t *kbox_net_gen_ptr(void);
 int kbox_net_if_up(int ifindex);
 int kbox_net_if_set_mtu(int ifindex, int mtu);
 int kbox_net_if_set_ipv4(int ifindex, unsigned int addr, unsigned int plen);

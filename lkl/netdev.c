@@ -178,6 +178,18 @@ static uint32_t peek(struct ring *r, uint32_t t, unsigned char **p, size_t *len)
 	return t + rec_bytes(n);
 }
 
+/*
+ * kbox_net_gen counts frames handed to LKL's driver: bumped by kbox's
+ * writer before each delivery, and by the poll thread for each frame it
+ * delivers (the writer's own are in its count already: in_direct). kbox's
+ * readiness sweeps read it to tell what a sweep found first from what it
+ * found late (dispatch/inetready.go).
+ */
+static _Atomic uint64_t kbox_net_gen;
+static __thread int in_direct;
+
+uint64_t *kbox_net_gen_ptr(void) { return (uint64_t *)&kbox_net_gen; }
+
 static struct kbox_netdev *dev_of(struct lkl_netdev *nd)
 {
 	return (struct kbox_netdev *)nd;
@@ -234,6 +246,8 @@ static int nd_rx(struct lkl_netdev *nd, struct iovec *iov, int cnt)
 		off += c;
 	}
 	atomic_store_explicit(&r->tail, next, memory_order_release);
+	if (!in_direct)
+		atomic_fetch_add(&kbox_net_gen, 1);
 	struct kbox_netdev *d = dev_of(nd);
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load(&d->wr_waiting))
@@ -418,8 +432,11 @@ int kbox_netdev_write(void *dev, const unsigned char *frame, int len)
 		return -1;
 	}
 	atomic_fetch_add(&d->rx_frames, 1);
+	atomic_fetch_add(&kbox_net_gen, 1);
 	if (d->vdev != NULL && !atomic_load(&d->hup)) {
+		in_direct = 1;
 		virtio_process_queue(d->vdev, RX_QUEUE);
+		in_direct = 0;
 		/* What the driver had no buffers for waits for the poll
 		 * thread, as before. */
 		if (ring_empty(&d->rx))

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -79,6 +80,13 @@ func (d *NetDev) Write(b []byte) bool {
 	d.wmu.Unlock()
 	return n >= 0
 }
+
+// netGen is netdev.c's count of frames handed to LKL's driver.
+var netGen = (*atomic.Uint64)(unsafe.Pointer(C.kbox_net_gen_ptr()))
+
+// Deliveries counts the frames handed to LKL's driver so far, by kbox's
+// writer (counted before each is delivered) or by LKL's poll thread.
+func Deliveries() uint64 { return netGen.Load() }
 
 // Direct reports whether frames for LKL are delivered on the writer's
 // thread (netdev.c, "Direct delivery"), not by waking LKL's poll thread:
