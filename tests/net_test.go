@@ -28,7 +28,10 @@ import (
 // Networking (--net, docs/networking.md): the guest's internet sockets are
 // LKL's, carried out through kbox's user-mode stack. Every server here
 // listens on 127.0.0.1 only, and no test reaches beyond 127.0.0.0/8:
-// refused destinations are refused before any host socket is made.
+// refused destinations are refused before any host socket is made. One
+// exception, TestNetHostAddresses, listens on and names this host's own
+// other addresses, which its kernel routes through its loopback device:
+// nothing leaves the host either.
 
 // httpServer serves body at / and, at /N, N deterministic bytes; it
 // counts requests.
@@ -161,6 +164,94 @@ func TestNetWget(t *testing.T) {
 		{name: "shell", args: netArgs(t, "--net-allow", "127.0.0.1:"+p, "--", "/bin/sh", "-c", "wget -qO- "+url+"; echo; echo status=$?"),
 			want: []string{body, "status=0"}},
 	})
+}
+
+// TestNetHostAddresses: the host's own addresses besides its loopback (a
+// service bound to 0.0.0.0 or :: answers on each) are guarded as its
+// loopback is. A guest connection to any of them is refused (TCP: a
+// reset; UDP: port unreachable) and never reaches the host, until a rule
+// names the address. Before, one outside the private ranges (this VM's
+// 192.0.2.2) counted as public, and the guest read the host service's
+// answer. The addresses are this host's own, so nothing leaves it: its
+// kernel routes them through its loopback device.
+func TestNetHostAddresses(t *testing.T) {
+	var addrs []net.IP
+	ias, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ia := range ias {
+		if n, ok := ia.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			addrs = append(addrs, n.IP)
+		}
+	}
+	if len(addrs) == 0 {
+		t.Skip("*** this host has no address but its loopback and link-local ones: nothing to try (usernet's TestHostAddress covers the check)")
+	}
+	secret := "host service " + rand.Text()
+	var tcpHits, udpHits atomic.Int64
+	ln, err := net.Listen("tcp", ":0") // every address of the host
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tcpHits.Add(1)
+			io.WriteString(c, secret+"\n")
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	uc, err := net.ListenPacket("udp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uc.Close() })
+	go func() {
+		b := make([]byte, 64)
+		for {
+			if _, _, err := uc.ReadFrom(b); err != nil {
+				return
+			}
+			udpHits.Add(1)
+		}
+	}()
+	uport := strconv.Itoa(uc.LocalAddr().(*net.UDPAddr).Port)
+	for _, a := range addrs {
+		t.Run(a.String(), func(t *testing.T) {
+			stdout, stderr, status := runKbox(t, netArgs(t, "--verbose", "--", "/bin/busybox", "nc", a.String(), port)...)
+			if status == 0 || strings.Contains(stdout, secret) || !strings.Contains(stderr, "Connection refused") {
+				t.Errorf("nc %s %s: status %d, want a refusal\nstdout: %s\nstderr: %s", a, port, status, stdout, lastLines(stderr, 5))
+			}
+			if a.To4() == nil {
+				return
+			}
+			stdout, _, _ = runKbox(t, netArgs(t, "--", "/opt/tests/inet", "udperr", a.String(), uport)...)
+			if !strings.Contains(stdout, "recvfrom: -1 Connection refused") {
+				t.Errorf("udp to %s: %s", a, stdout)
+			}
+		})
+	}
+	if tcpHits.Load() != 0 || udpHits.Load() != 0 {
+		t.Errorf("the host's service saw %d connections and %d datagrams from refused guests", tcpHits.Load(), udpHits.Load())
+	}
+	// Named by a rule, the address is reachable, as the loopback is.
+	a := addrs[0]
+	allow := net.JoinHostPort(a.String(), port)
+	if a.To4() == nil {
+		allow = "[" + a.String() + "]:" + port
+	}
+	runCases(t, nil, []guestCase{
+		{name: "allowed", args: netArgs(t, "--net-allow", allow, "--", "/bin/busybox", "nc", a.String(), port), want: []string{secret}},
+	})
+	if tcpHits.Load() != 1 {
+		t.Errorf("the host's service saw %d connections, want 1", tcpHits.Load())
+	}
 }
 
 func TestNetWithoutNetRefused(t *testing.T) {

@@ -123,6 +123,10 @@ var guarded = func() []netip.Prefix {
 type Policy struct {
 	Allow   []Rule
 	DenyAll bool // only what Allow names
+	// HostAddr says whether an address is one of the host's own, which
+	// are guarded as its loopback is (nil: hostAddress, the host's
+	// routing; tests name their own).
+	HostAddr func(netip.Addr) bool
 }
 
 // Real maps a destination the guest named to the real one: the gateway
@@ -146,7 +150,7 @@ func (p *Policy) Decide(d netip.AddrPort) (bool, string) {
 // DecideRule is Decide with the rule that decided, in a short stable
 // form for the observatory, the trace and the audit log: "allow RULE"
 // (RULE as --net-allow or --net-allow-host gave it), "deny-all",
-// "guest-network", "guarded PREFIX" or "public".
+// "guest-network", "guarded PREFIX", "host-address" or "public".
 func (p *Policy) DecideRule(d netip.AddrPort) (allowed bool, rule, why string) {
 	for _, r := range p.Allow {
 		if r.match(d) {
@@ -164,6 +168,15 @@ func (p *Policy) DecideRule(d netip.AddrPort) (allowed bool, rule, why string) {
 		if g.Contains(a) {
 			return false, "guarded " + g.String(), "guarded range " + g.String()
 		}
+	}
+	// The host's own public addresses reach its services as its
+	// loopback does: guarded the same way.
+	hostAddr := p.HostAddr
+	if hostAddr == nil {
+		hostAddr = hostAddress
+	}
+	if hostAddr(a) {
+		return false, "host-address", "one of the host's own addresses"
 	}
 	return true, "public", "public"
 }

@@ -1,6 +1,7 @@
 package usernet
 
 import (
+	"net"
 	"net/netip"
 	"testing"
 )
@@ -114,6 +115,67 @@ func TestPolicyIPv6(t *testing.T) {
 		ok, rule, _ := c.p.DecideRule(r)
 		if ok != c.want || rule != c.rule {
 			t.Errorf("%s: %v %q, want %v %q", c.named, ok, rule, c.want, c.rule)
+		}
+	}
+}
+
+// TestPolicyHostAddress: the host's own addresses are refused as its
+// loopback is, unless a rule names them; the rules before it decide
+// first.
+func TestPolicyHostAddress(t *testing.T) {
+	own := netip.MustParseAddr("203.0.113.5")
+	isOwn := func(a netip.Addr) bool { return a == own }
+	rule, _ := ParseRule("203.0.113.5:22")
+	for _, c := range []struct {
+		p    *Policy
+		dest string
+		want bool
+		rule string
+	}{
+		{&Policy{HostAddr: isOwn}, "203.0.113.5:22", false, "host-address"},
+		{&Policy{HostAddr: isOwn}, "203.0.113.6:22", true, "public"},
+		{&Policy{HostAddr: isOwn, Allow: []Rule{rule}}, "203.0.113.5:22", true, "allow 203.0.113.5/32:22"},
+		{&Policy{HostAddr: isOwn, Allow: []Rule{rule}}, "203.0.113.5:23", false, "host-address"},
+		{&Policy{HostAddr: isOwn, DenyAll: true}, "203.0.113.5:22", false, "deny-all"},
+		{&Policy{HostAddr: func(netip.Addr) bool { return true }}, "127.0.0.1:22", false, "guarded 127.0.0.0/8"},
+	} {
+		ok, r, _ := c.p.DecideRule(netip.MustParseAddrPort(c.dest))
+		if ok != c.want || r != c.rule {
+			t.Errorf("%s: %v %q, want %v %q", c.dest, ok, r, c.want, c.rule)
+		}
+	}
+}
+
+// TestHostAddress asks this host's routing: its loopback and every
+// address of its interfaces are its own; documentation addresses it
+// does not have are not.
+func TestHostAddress(t *testing.T) {
+	own := map[netip.Addr]bool{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ia := range addrs {
+		p, err := netip.ParsePrefix(ia.String())
+		if err != nil || p.Addr().IsLinkLocalUnicast() {
+			continue // a link-local address needs its zone
+		}
+		own[p.Addr()] = true
+	}
+	own[netip.MustParseAddr("127.0.0.1")] = true
+	for a := range own {
+		if !hostAddress(a) {
+			t.Errorf("hostAddress(%s) = false for one of this host's addresses", a)
+		}
+	}
+	t.Logf("this host's addresses: %v", own)
+	for _, s := range []string{"198.51.100.1", "203.0.113.77", "2001:db8::77", "::ffff:198.51.100.1"} {
+		a := netip.MustParseAddr(s)
+		if own[a.Unmap()] {
+			continue
+		}
+		if hostAddress(a) {
+			t.Errorf("hostAddress(%s) = true; this host has no such address", a)
 		}
 	}
 }
