@@ -46,9 +46,10 @@ func TestPolicyDecide(t *testing.T) {
 		}
 		return r
 	}
-	open := &Policy{}
-	allow := &Policy{Allow: []Rule{rule("127.0.0.1:8000"), rule("192.168.1.0/24")}}
-	strict := &Policy{DenyAll: true, Allow: []Rule{rule("198.51.100.7:443")}}
+	notHost := func(netip.Addr) bool { return false } // TestHostAddress asks the host
+	open := &Policy{HostAddr: notHost}
+	allow := &Policy{HostAddr: notHost, Allow: []Rule{rule("127.0.0.1:8000"), rule("192.168.1.0/24")}}
+	strict := &Policy{HostAddr: notHost, DenyAll: true, Allow: []Rule{rule("198.51.100.7:443")}}
 	for _, c := range []struct {
 		p    *Policy
 		dest string
@@ -92,14 +93,15 @@ func TestPolicyDecide(t *testing.T) {
 // metadata address are refused, each with its rule.
 func TestPolicyIPv6(t *testing.T) {
 	loop, _ := ParseRule("[::1]:8000")
-	allow := &Policy{Allow: []Rule{loop}}
+	notHost := func(netip.Addr) bool { return false }
+	allow := &Policy{HostAddr: notHost, Allow: []Rule{loop}}
 	for _, c := range []struct {
 		p           *Policy
 		named, real string
 		want        bool
 		rule        string
 	}{
-		{&Policy{}, "[fd00:6b62:6f78::2]:8000", "[::1]:8000", false, "guarded ::1/128"},
+		{&Policy{HostAddr: notHost}, "[fd00:6b62:6f78::2]:8000", "[::1]:8000", false, "guarded ::1/128"},
 		{allow, "[fd00:6b62:6f78::2]:8000", "[::1]:8000", true, "allow [::1/128]:8000"},
 		{allow, "[fd00:6b62:6f78::2]:8001", "[::1]:8001", false, "guarded ::1/128"},
 		{allow, "[fd00:6b62:6f78::9]:80", "[fd00:6b62:6f78::9]:80", false, "guest-network"},

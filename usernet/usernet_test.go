@@ -88,6 +88,11 @@ func (f *memFrames) Write(b []byte) bool {
 // guestStack makes the guest and the Network between them.
 func guestStack(t testing.TB, cfg Config) (*stack.Stack, *Network) {
 	t.Helper()
+	if cfg.Policy.HostAddr == nil {
+		// The tests' destinations are the injected dialer's, whatever
+		// addresses this machine has (192.0.2.2 is one on some).
+		cfg.Policy.HostAddr = func(netip.Addr) bool { return false }
+	}
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
