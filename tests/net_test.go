@@ -254,6 +254,37 @@ func TestNetHostAddresses(t *testing.T) {
 	}
 }
 
+// TestNetGoProgram runs a static Go program (tests/testdata/gonet) in
+// each tier: Go's runtime waits for its sockets in epoll, non-blocking,
+// next to its own eventfd. 400 HTTP requests on the guest's loopback
+// from 20 goroutines at once, a fetch from the host, and a dial the
+// policy refuses, each answered as on Linux. The program exits with its
+// connection to the host server kept alive: its end closes as the guest
+// ends, as on Linux. Before, in the in-process tiers, the guest's fds
+// stayed open in kbox's process, and kbox waited 2 s for the flow and
+// cut it ("flows still open").
+func TestNetGoProgram(t *testing.T) {
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "gonet"), "./testdata/gonet")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build gonet: %v\n%s", err, out)
+	}
+	body := "kbox go " + rand.Text()
+	port, hits := httpServer(t, body)
+	p := strconv.Itoa(port)
+	forTiers(t, func(t *testing.T, tier string) {
+		runCases(t, nil, []guestCase{
+			{name: "gonet", args: tierNetArgs(t, tier, "--verbose", "--net-allow", "127.0.0.1:"+p, "-b", dir+":/gt", "--", "/gt/gonet", "10.0.2.2:"+p),
+				want: []string{"loopback requests answered: 400", "host get: 200 " + body, "refused dial: dial tcp 10.0.2.2:1: connect: connection refused"},
+				not:  []string{"still open"}},
+		})
+	})
+	if hits.Load() != int64(len(netTiers)) {
+		t.Errorf("the host server saw %d requests, want %d", hits.Load(), len(netTiers))
+	}
+}
+
 func TestNetWithoutNetRefused(t *testing.T) {
 	runCases(t, nil, []guestCase{
 		{name: "no-net", args: []string{"image", "-S", imagePath(t), "--", "/opt/tests/inet", "names", "10.0.2.2", "80"},

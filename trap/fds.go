@@ -177,6 +177,19 @@ func (s *fdSpace) release(fd int) error {
 	return nil
 }
 
+// closeAll releases every guest fd, as the kernel closes a process's
+// fds when it exits: the guest has ended, and what its fds held (its
+// sockets' ends, pipes) must see it (a connection the guest left open
+// ends with a FIN, as on Linux). kbox's own messages go to its copies of
+// stdout and stderr, above the guest's range (Prepare).
+func (s *fdSpace) closeAll() {
+	for fd := 0; fd < s.g; fd++ {
+		if s.open(fd) {
+			s.release(fd)
+		}
+	}
+}
+
 // closeOnExec releases every guest fd marked close-on-exec (an exec).
 func (s *fdSpace) closeOnExec() {
 	for fd := 0; fd < s.g; fd++ {

@@ -269,6 +269,7 @@ func Run(cfg Config) (Exit, error) {
 		return Exit{}, err
 	case ex := <-t.done:
 		t.stopAll()
+		t.fds.closeAll()
 		eng.Stop()
 		ex.Sites = t.siteStats()
 		return ex, nil

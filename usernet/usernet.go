@@ -218,12 +218,14 @@ func New(frames Frames, cfg Config) (*Network, error) {
 // guest's data to the host: each has passed on the guest's FIN (or
 // reset). kbox calls it when the guest has exited, after the guest's
 // sockets were closed in LKL (dispatch.Inet.Drain) and before Close, so
-// that what the guest sent last reaches the host.
-func (n *Network) Quiesce(d time.Duration) {
+// that what the guest sent last reaches the host. It returns how many
+// were still carrying data at the deadline (a guest end never closed).
+func (n *Network) Quiesce(d time.Duration) int {
 	deadline := time.Now().Add(d)
 	for n.fromGuestCopies.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
+	return int(n.fromGuestCopies.Load())
 }
 
 // Close stops the network: no new flows, and the frame pumps end.

@@ -148,7 +148,9 @@ func (g *guestNet) close() {
 	if g.inet != nil {
 		g.inet.Drain(2 * time.Second)
 	}
-	g.net.Quiesce(2 * time.Second)
+	if open := g.net.Quiesce(2 * time.Second); open > 0 && g.log {
+		fmt.Fprintf(os.Stderr, "kbox: net: %d flows still open 2 s after the guest ended: cut\n", open)
+	}
 	g.dev.Hangup()
 	g.net.Close()
 	// A flow handler still finishing tells no one: the audit log and
