@@ -242,10 +242,7 @@ func TestNetHostAddresses(t *testing.T) {
 	}
 	// Named by a rule, the address is reachable, as the loopback is.
 	a := addrs[0]
-	allow := net.JoinHostPort(a.String(), port)
-	if a.To4() == nil {
-		allow = "[" + a.String() + "]:" + port
-	}
+	allow := net.JoinHostPort(a.String(), port) // [ADDR]:PORT for IPv6, as rules write it
 	runCases(t, nil, []guestCase{
 		{name: "allowed", args: netArgs(t, "--net-allow", allow, "--", "/bin/busybox", "nc", a.String(), port), want: []string{secret}},
 	})

@@ -13,9 +13,10 @@ import (
 // connection would: a UDP socket's connect picks a source address and
 // sends nothing, and for a destination the host routes to itself Linux
 // picks the destination as the source. Checked at each decision, so it
-// follows addresses as they come and go. When it cannot ask (no socket
-// to spare), it says yes: the connection is refused rather than let
-// through unchecked.
+// follows addresses as they come and go. A family the host lacks has no
+// address of the host's. When it cannot ask (no socket to spare), it
+// says yes: the connection is refused rather than let through
+// unchecked.
 func hostAddress(a netip.Addr) bool {
 	a = a.Unmap()
 	family := unix.AF_INET6
@@ -25,6 +26,9 @@ func hostAddress(a netip.Addr) bool {
 		sa = &unix.SockaddrInet4{Port: discardPort, Addr: a.As4()}
 	}
 	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err == unix.EAFNOSUPPORT {
+		return false // no IPv6 here: the dial fails too
+	}
 	if err != nil {
 		return true
 	}
