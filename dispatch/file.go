@@ -632,6 +632,9 @@ func sysIoctl(e *Engine, r *Request) Result {
 		if res, served := e.inetIoctl(r); served {
 			return res
 		}
+		if res, served := e.deviceIoctl(r); served {
+			return res
+		}
 		return cont
 	}
 	if _, en := vfd(r, r.Args[0]); en != 0 {

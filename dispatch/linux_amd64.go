@@ -22,7 +22,7 @@ var linux = [MaxNr]Syscall{
 	unix.SYS_RT_SIGACTION:            {Name: "rt_sigaction", Fam: FamSignal, How: Native, Why: "the caller's own signals"},
 	unix.SYS_RT_SIGPROCMASK:          {Name: "rt_sigprocmask", Fam: FamSignal, How: Native, Why: "the caller's own signals"},
 	unix.SYS_RT_SIGRETURN:            {Name: "rt_sigreturn", Fam: FamSignal, How: Native, Why: "the caller's own signals"},
-	unix.SYS_IOCTL:                   {Name: "ioctl", Fam: FamIO, How: HostFD, Fn: sysIoctl, Why: "on virtual fds: ENOTTY; with --net, FIONREAD and SIOCOUTQ of an internet socket count LKL's queue"},
+	unix.SYS_IOCTL:                   {Name: "ioctl", Fam: FamIO, How: HostFD, Fn: sysIoctl, Why: "on virtual fds: ENOTTY; on a socket, the network-device commands (SIOCGIF*) answer from LKL's namespace, not the host's; with --net, FIONREAD and SIOCOUTQ of an internet socket count LKL's queue"},
 	unix.SYS_PREAD64:                 {Name: "pread64", Fam: FamIO, How: HostFD, Fn: sysPread, Why: "on virtual fds"},
 	unix.SYS_PWRITE64:                {Name: "pwrite64", Fam: FamIO, How: HostFD, Fn: sysPwrite, Why: "on virtual fds"},
 	unix.SYS_READV:                   {Name: "readv", Fam: FamIO, How: HostFD, Fn: sysReadv, Why: "on virtual fds"},

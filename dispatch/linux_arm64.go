@@ -35,7 +35,7 @@ var linux = [MaxNr]Syscall{
 	unix.SYS_INOTIFY_INIT1:           {Name: "inotify_init1", Fam: FamFile, How: Absent, Errno: unix.ENOSYS, Why: "this LKL has no inotify, and watching host paths would be the host's files; ENOSYS is what a kernel without CONFIG_INOTIFY_USER answers (programs fall back to polling)"},
 	unix.SYS_INOTIFY_ADD_WATCH:       {Name: "inotify_add_watch", Fam: FamFile, How: Absent, Errno: unix.ENOSYS, Why: "as inotify_init1"},
 	unix.SYS_INOTIFY_RM_WATCH:        {Name: "inotify_rm_watch", Fam: FamFile, How: Absent, Errno: unix.ENOSYS, Why: "as inotify_init1"},
-	unix.SYS_IOCTL:                   {Name: "ioctl", Fam: FamIO, How: HostFD, Fn: sysIoctl, Why: "on virtual fds: ENOTTY; with --net, FIONREAD and SIOCOUTQ of an internet socket count LKL's queue"},
+	unix.SYS_IOCTL:                   {Name: "ioctl", Fam: FamIO, How: HostFD, Fn: sysIoctl, Why: "on virtual fds: ENOTTY; on a socket, the network-device commands (SIOCGIF*) answer from LKL's namespace, not the host's; with --net, FIONREAD and SIOCOUTQ of an internet socket count LKL's queue"},
 	unix.SYS_IOPRIO_SET:              {Name: "ioprio_set", Fam: FamProc, How: Served, Fn: sysPriority, Why: "the guest's processes only"},
 	unix.SYS_IOPRIO_GET:              {Name: "ioprio_get", Fam: FamProc, How: Served, Fn: sysPriority, Why: "the guest's processes only"},
 	unix.SYS_FLOCK:                   {Name: "flock", Fam: FamFile, How: Served, Fn: sysFlock, Why: "host fds on host; virtual: accepted"},

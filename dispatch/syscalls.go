@@ -94,6 +94,14 @@ const (
 // internet socket count LKL's queue as well as its pair's (inetmsg.go).
 var NetIoctls = []uint32{unix.SIOCINQ, unix.SIOCOUTQ}
 
+// DeviceIoctls are the ranges of ioctl commands notified on host fds in
+// every run: sockios.h's commands on routes, network devices and ARP
+// entries (0x890B-0x89FF) and the wireless ones (0x8B00-0x8BFF). On a
+// socket kbox made (--net's pairs) or any socket of the in-process tiers,
+// the host kernel would answer about the host's own devices; kbox answers
+// from LKL's namespace, the guest's (netdevioctl.go).
+var DeviceIoctls = [][2]uint32{{0x890B, 0x89FF}, {0x8B00, 0x8BFF}}
+
 // Family groups syscalls for the observatory.
 type Family uint8
 

@@ -26,8 +26,8 @@ const DefaultVirtualFDBase = 1024
 //     with Mask, equal Want → USER_NOTIF; else ALLOW
 //  4. nr in Allow                        → ALLOW
 //  5. nr in HostFD: ioctl with TIOCSTI/TIOCLINUX → ERRNO(DenyErrno);
-//     ioctl with a command of IoctlNotify (low 32 bits of args[1])
-//     → USER_NOTIF;
+//     ioctl with a command of IoctlNotify or in IoctlNotifyRanges (low
+//     32 bits of args[1]) → USER_NOTIF;
 //     fcntl F_DUPFD/F_DUPFD_CLOEXEC whose minimum (low 32 bits of args[2])
 //     is >= VirtualFDBase → USER_NOTIF (the new fd would be virtual);
 //     a syscall of NullArg whose named argument (all 64 bits) is not 0
@@ -51,9 +51,14 @@ type Policy struct {
 	// IoctlNotify are ioctl commands notified on host fds too (with
 	// --net, FIONREAD and SIOCOUTQ: an internet socket's queues are
 	// LKL's as well as its pair's).
-	IoctlNotify   []uint32
-	VirtualFDBase uint32
-	DenyErrno     unix.Errno
+	IoctlNotify []uint32
+	// IoctlNotifyRanges are ranges of ioctl commands (inclusive) notified
+	// on host fds too: a socket's network-device commands (SIOCGIFCONF,
+	// SIOCGIFHWADDR, ...) answer from the guest's network namespace,
+	// not the host's (dispatch.DeviceIoctls).
+	IoctlNotifyRanges [][2]uint32
+	VirtualFDBase     uint32
+	DenyErrno         unix.Errno
 	// Notify is the action for syscalls the filter does not let run;
 	// 0 means SECCOMP_RET_USER_NOTIF.
 	Notify uint32
@@ -289,6 +294,11 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 		}
 		for _, cmd := range p.IoctlNotify {
 			if uint32(args[1]) == cmd {
+				return p.notify()
+			}
+		}
+		for _, rg := range p.IoctlNotifyRanges {
+			if cmd := uint32(args[1]); cmd >= rg[0] && cmd <= rg[1] {
 				return p.notify()
 			}
 		}
@@ -555,6 +565,13 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 	for _, cmd := range p.IoctlNotify {
 		a.emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: cmd, SkipFalse: 1})
 		verdict(notify) // one instruction, a RET or a jump
+	}
+	for _, rg := range p.IoctlNotifyRanges {
+		a.emit(
+			bpf.JumpIf{Cond: bpf.JumpLessThan, Val: rg[0], SkipTrue: 2},
+			bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: rg[1], SkipTrue: 1},
+		)
+		verdict(notify)
 	}
 	a.setLabel(hostL)
 	a.emit(

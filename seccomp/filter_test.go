@@ -304,7 +304,13 @@ func FuzzFilter(f *testing.F) {
 	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
 		p := policyFor(a)
 		targets = append(targets, target{p, newVM(f, p)})
+		// And with --net's ioctl commands and the device ranges.
+		p = policyFor(a)
+		p.IoctlNotify = []uint32{0x541b, 0x5411}
+		p.IoctlNotifyRanges = [][2]uint32{{0x890b, 0x89ff}, {0x8b00, 0x8bff}}
+		targets = append(targets, target{p, newVM(f, p)})
 	}
+	f.Add(uint32(16), native.AuditArch, uint64(3), uint64(0x8927), uint64(0))
 	valid := func(v uint32) bool {
 		switch v {
 		case RetKillProcess, RetAllow, RetUserNotif,
@@ -433,7 +439,8 @@ func TestFilterTrusted(t *testing.T) {
 }
 
 // TestFilterIoctlNotify: with --net, FIONREAD and SIOCOUTQ on a host fd
-// are notified (an internet socket's queues are partly LKL's); other
+// are notified (an internet socket's queues are partly LKL's), and so are
+// the network-device commands of a range (SIOCGIF*, wireless); other
 // ioctls of host fds stay native, terminal injection stays refused, with
 // and without trusted ranges.
 func TestFilterIoctlNotify(t *testing.T) {
@@ -442,6 +449,7 @@ func TestFilterIoctlNotify(t *testing.T) {
 		for _, trusted := range []bool{false, true} {
 			p := policyFor(a)
 			p.IoctlNotify = []uint32{fionread, siocoutq}
+			p.IoctlNotifyRanges = [][2]uint32{{0x890b, 0x89ff}, {0x8b00, 0x8bff}}
 			if trusted {
 				p.Trusted = []IPRange{{0x400000, 0x500000}}
 			}
@@ -460,6 +468,15 @@ func TestFilterIoctlNotify(t *testing.T) {
 				{"TIOCSTI on a host fd", 3, ioctlTIOCSTI, RetErrno | uint32(unix.EPERM)},
 				{"FIONREAD on a virtual fd", base, fionread, RetUserNotif},
 				{"TCGETS on a virtual fd", base, tcgets, RetUserNotif},
+				{"SIOCGIFCONF on a host fd", 3, 0x8912, RetUserNotif},
+				{"SIOCGIFHWADDR on a host fd", 3, 0x8927, RetUserNotif},
+				{"first of the range", 3, 0x890b, RetUserNotif},
+				{"last of the range", 3, 0x89ff, RetUserNotif},
+				{"SIOCGSTAMP (socket's own, before the range)", 3, 0x8906, RetAllow},
+				{"after the range", 3, 0x8a00, RetAllow},
+				{"SIOCGIWNAME (wireless)", 3, 0x8b01, RetUserNotif},
+				{"after the wireless range", 3, 0x8c00, RetAllow},
+				{"range, high half set", 3, 0xffff<<32 | 0x8927, RetUserNotif},
 			} {
 				d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, InstructionPointer: 0x1000, Args: [6]uint64{c.fd, c.cmd}}
 				got := run(t, vm, &d)
@@ -477,7 +494,7 @@ func TestFilterIoctlNotify(t *testing.T) {
 				}
 			}
 			// Without the list, FIONREAD on a host fd is native.
-			p.IoctlNotify = nil
+			p.IoctlNotify, p.IoctlNotifyRanges = nil, nil
 			d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, Args: [6]uint64{3, fionread}}
 			if got := run(t, newVM(t, p), &d); got != RetAllow {
 				t.Errorf("%s FIONREAD without IoctlNotify: got %s", a.Name, retName(got))

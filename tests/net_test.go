@@ -282,6 +282,44 @@ func TestNetGoProgram(t *testing.T) {
 	}
 }
 
+// TestNetDeviceIoctls: the network-device ioctls (SIOCGIFCONF,
+// SIOCGIFINDEX, SIOCGIFFLAGS, SIOCGIFMTU, SIOCGIFHWADDR, SIOCGIFNAME) on
+// the guest's sockets describe the guest's own network, LKL's, in each
+// tier, with and without --net: never the host's devices, addresses or
+// MACs. Before, --net's internet sockets (host socket pairs underneath)
+// and, in the in-process tiers, every socket of the guest answered with
+// the host's (this VM's eth0, 192.0.2.2 and its MAC).
+func TestNetDeviceIoctls(t *testing.T) {
+	var hostMarks []string
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range ifs {
+		if len(i.HardwareAddr) == 6 && i.HardwareAddr.String() != "00:00:00:00:00:00" {
+			hostMarks = append(hostMarks, "hw "+i.HardwareAddr.String())
+		}
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+				hostMarks = append(hostMarks, " "+n.IP.String()+"\n")
+			}
+		}
+	}
+	t.Logf("the host's marks, never to be seen: %q", hostMarks)
+	for _, tier := range netTiers {
+		t.Run(tier, func(t *testing.T) {
+			runCases(t, nil, []guestCase{
+				{name: "net", args: tierNetArgs(t, tier, "--", "/opt/tests/ifaces"), not: hostMarks,
+					want: []string{"unix conf eth0 10.0.2.15", "unix eth0 index", "hw 52:54:00:12:34:56", "unix ethtool error Not supported",
+						"inet conf lo 127.0.0.1", "inet conf eth0 10.0.2.15", "inet conf needs 2", "hw 52:54:00:12:34:56", "stdout error Not a tty"}},
+				{name: "no-net", args: []string{"image", "-S", imagePath(t), "--syscall-mode=" + tier, "--", "/opt/tests/ifaces"}, not: hostMarks,
+					want: []string{"unix conf 0", "unix lo index 1", "unix eth0 error No such device", "inet socket error Address family not supported", "stdout error Not a tty"}},
+			})
+		})
+	}
+}
+
 func TestNetWithoutNetRefused(t *testing.T) {
 	runCases(t, nil, []guestCase{
 		{name: "no-net", args: []string{"image", "-S", imagePath(t), "--", "/opt/tests/inet", "names", "10.0.2.2", "80"},

@@ -94,6 +94,7 @@ func Policy(virtualBase uint32, ns Namespaces) *seccomp.Policy {
 			p.Allow = append(p.Allow, s.Name)
 		}
 	})
+	p.IoctlNotifyRanges = dispatch.DeviceIoctls
 	p.VirtualFDBase = virtualBase
 	return p
 }
