@@ -217,7 +217,11 @@ func nonblocking(fd int) bool {
 // the guest's end of a pair.
 func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 	base := typ & 0xf
-	if base != unix.SOCK_STREAM && base != unix.SOCK_DGRAM {
+	kind := base // how the socket is carried: a stream or datagrams
+	if family == unix.AF_NETLINK && base == unix.SOCK_RAW {
+		kind = unix.SOCK_DGRAM // a netlink socket's raw and datagram types are one
+	}
+	if kind != unix.SOCK_STREAM && kind != unix.SOCK_DGRAM {
 		return errno(unix.ESOCKTNOSUPPORT, Emulated) // only stream and datagram sockets are carried (docs/networking.md)
 	}
 	if typ&^(0xf|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) != 0 {
@@ -238,13 +242,13 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 	if le != 0 {
 		return errno(le, LKL)
 	}
-	s, gend, en := e.Net.pair(int(lfd), family, base, typ&unix.SOCK_NONBLOCK != 0)
+	s, gend, en := e.Net.pair(int(lfd), family, kind, typ&unix.SOCK_NONBLOCK != 0)
 	if en != 0 {
 		lklClose(int(lfd))
 		return errno(en, Host)
 	}
 	defer unix.Close(gend)
-	if base == unix.SOCK_DGRAM {
+	if kind == unix.SOCK_DGRAM {
 		s.startPumps(0)
 	}
 	gfd, err := r.G.AddFDReply(gend, typ&unix.SOCK_CLOEXEC != 0)

@@ -47,7 +47,7 @@ var linux = [MaxNr]Syscall{
 	unix.SYS_SETITIMER:               {Name: "setitimer", Fam: FamTime, How: Native, Why: "the caller's own signals"},
 	unix.SYS_GETPID:                  {Name: "getpid", Fam: FamProc, How: Native, Why: "guest pids are host pids"},
 	unix.SYS_SENDFILE:                {Name: "sendfile", Fam: FamIO, How: Served, Fn: sysCopyHostOnly, Why: "host fds only"},
-	unix.SYS_SOCKET:                  {Name: "socket", Fam: FamNet, How: Served, Fn: sysSocket, Why: "AF_UNIX on the host, no other family"},
+	unix.SYS_SOCKET:                  {Name: "socket", Fam: FamNet, How: Served, Fn: sysSocket, Why: "AF_UNIX on the host; AF_INET, AF_INET6 and AF_NETLINK in LKL with --net; no other family"},
 	unix.SYS_CONNECT:                 {Name: "connect", Fam: FamNet, How: Served, Fn: sysConnect, Facts: Pure, Why: "made by kbox to a resolved name"},
 	unix.SYS_ACCEPT:                  {Name: "accept", Fam: FamNet, How: Served, Fn: sysAccept, Why: "LKL's for an internet socket"},
 	unix.SYS_SENDTO:                  {Name: "sendto", Fam: FamNet, How: HostFD, Fn: sysSendto, Facts: Pure | AddrArg4, Why: "with an address: sent by kbox"},

@@ -204,7 +204,7 @@ var linux = [MaxNr]Syscall{
 	unix.SYS_SHMCTL:                  {Name: "shmctl", Fam: FamOther, How: NativeInNS, Fn: sysIPC, Why: "native in the guest's own IPC namespace; ENOSYS without one"},
 	unix.SYS_SHMAT:                   {Name: "shmat", Fam: FamOther, How: NativeInNS, Fn: sysIPC, Why: "native in the guest's own IPC namespace; ENOSYS without one"},
 	unix.SYS_SHMDT:                   {Name: "shmdt", Fam: FamOther, How: NativeInNS, Fn: sysIPC, Why: "native in the guest's own IPC namespace; ENOSYS without one"},
-	unix.SYS_SOCKET:                  {Name: "socket", Fam: FamNet, How: Served, Fn: sysSocket, Why: "AF_UNIX on the host, no other family"},
+	unix.SYS_SOCKET:                  {Name: "socket", Fam: FamNet, How: Served, Fn: sysSocket, Why: "AF_UNIX on the host; AF_INET, AF_INET6 and AF_NETLINK in LKL with --net; no other family"},
 	unix.SYS_SOCKETPAIR:              {Name: "socketpair", Fam: FamNet, How: Native, Why: "a host object private to the caller, with no path"},
 	unix.SYS_BIND:                    {Name: "bind", Fam: FamNet, How: Served, Fn: sysBind, Why: "unix names in the guest's filesystem"},
 	unix.SYS_LISTEN:                  {Name: "listen", Fam: FamNet, How: Served, Fn: sysListen, Why: "LKL's for an internet socket"},

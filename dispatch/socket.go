@@ -48,13 +48,13 @@ var (
 	kboxPid          = os.Getpid()
 )
 
-// sysSocket serves socket(2): AF_UNIX on the host, AF_INET and AF_INET6
-// in LKL with --net (inet.go), no other family.
+// sysSocket serves socket(2): AF_UNIX on the host, AF_INET, AF_INET6 and
+// AF_NETLINK in LKL with --net (inet.go), no other family.
 func sysSocket(e *Engine, r *Request) Result {
 	switch fam := int(int32(r.Args[0])); {
 	case fam == unix.AF_UNIX:
 		return cont
-	case e.Net != nil && (fam == unix.AF_INET || fam == unix.AF_INET6):
+	case e.Net != nil && (fam == unix.AF_INET || fam == unix.AF_INET6 || fam == unix.AF_NETLINK):
 		return e.newInet(r, fam, int(int32(r.Args[1])), int(int32(r.Args[2])))
 	}
 	return errno(unix.EAFNOSUPPORT, Denied) // no networking (--net)

@@ -255,7 +255,8 @@ func TestNetHostAddresses(t *testing.T) {
 // each tier: Go's runtime waits for its sockets in epoll, non-blocking,
 // next to its own eventfd. 400 HTTP requests on the guest's loopback
 // from 20 goroutines at once, a fetch from the host, and a dial the
-// policy refuses, each answered as on Linux. The program exits with its
+// policy refuses, each answered as on Linux, and the interfaces Go lists
+// through netlink are the guest's. The program exits with its
 // connection to the host server kept alive: its end closes as the guest
 // ends, as on Linux. Before, in the in-process tiers, the guest's fds
 // stayed open in kbox's process, and kbox waited 2 s for the flow and
@@ -273,8 +274,9 @@ func TestNetGoProgram(t *testing.T) {
 	forTiers(t, func(t *testing.T, tier string) {
 		runCases(t, nil, []guestCase{
 			{name: "gonet", args: tierNetArgs(t, tier, "--verbose", "--net-allow", "127.0.0.1:"+p, "-b", dir+":/gt", "--", "/gt/gonet", "10.0.2.2:"+p),
-				want: []string{"loopback requests answered: 400", "host get: 200 " + body, "refused dial: dial tcp 10.0.2.2:1: connect: connection refused"},
-				not:  []string{"still open"}},
+				want: []string{"loopback requests answered: 400", "host get: 200 " + body, "refused dial: dial tcp 10.0.2.2:1: connect: connection refused",
+					"interface lo  [127.0.0.1/8", "interface eth0 52:54:00:12:34:56 [10.0.2.15/24"},
+				not: []string{"still open"}},
 		})
 	})
 	if hits.Load() != int64(len(netTiers)) {
@@ -288,7 +290,9 @@ func TestNetGoProgram(t *testing.T) {
 // tier, with and without --net: never the host's devices, addresses or
 // MACs. Before, --net's internet sockets (host socket pairs underneath)
 // and, in the in-process tiers, every socket of the guest answered with
-// the host's (this VM's eth0, 192.0.2.2 and its MAC).
+// the host's (this VM's eth0, 192.0.2.2 and its MAC). Netlink sockets are
+// LKL's too: busybox's ip lists the guest's addresses and routes, and
+// changing them takes the guest's root (nobody gets EPERM).
 func TestNetDeviceIoctls(t *testing.T) {
 	var hostMarks []string
 	ifs, err := net.Interfaces()
@@ -307,6 +311,11 @@ func TestNetDeviceIoctls(t *testing.T) {
 		}
 	}
 	t.Logf("the host's marks, never to be seen: %q", hostMarks)
+	runCases(t, nil, []guestCase{
+		{name: "ip-addr-add", args: netArgs(t, "--", "/bin/sh", "-c",
+			"ip addr add 10.9.9.9/24 dev eth0 && ip -4 addr show dev eth0; su nobody -s /bin/sh -c 'ip addr add 10.9.9.8/24 dev eth0 2>&1'; echo status=$?"),
+			want: []string{"inet 10.0.2.15/24", "inet 10.9.9.9/24", "Operation not permitted", "status=2"}},
+	})
 	for _, tier := range netTiers {
 		t.Run(tier, func(t *testing.T) {
 			runCases(t, nil, []guestCase{
@@ -315,6 +324,11 @@ func TestNetDeviceIoctls(t *testing.T) {
 						"inet conf lo 127.0.0.1", "inet conf eth0 10.0.2.15", "inet conf needs 2", "hw 52:54:00:12:34:56", "stdout error Not a tty"}},
 				{name: "no-net", args: []string{"image", "-S", imagePath(t), "--syscall-mode=" + tier, "--", "/opt/tests/ifaces"}, not: hostMarks,
 					want: []string{"unix conf 0", "unix lo index 1", "unix eth0 error No such device", "inet socket error Address family not supported", "stdout error Not a tty"}},
+				// netlink: busybox's ip asks LKL's rtnetlink.
+				{name: "ip-addr", args: tierNetArgs(t, tier, "--", "/bin/busybox", "ip", "addr"), not: hostMarks,
+					want: []string{"1: lo:", "inet 127.0.0.1/8", "2: eth0:", "link/ether 52:54:00:12:34:56", "inet 10.0.2.15/24", "inet6 fd00:6b62:6f78::15/64"}},
+				{name: "ip-route", args: tierNetArgs(t, tier, "--", "/bin/busybox", "ip", "route"), not: hostMarks,
+					want: []string{"default via 10.0.2.2 dev eth0", "10.0.2.0/24 dev eth0"}},
 			})
 		})
 	}

@@ -6,7 +6,8 @@
 //
 // It serves HTTP on the guest's loopback and fetches from it with 20
 // goroutines at once (20 requests each, kept alive), fetches / from
-// HOST:PORT, and dials 10.0.2.2:1, which the policy refuses.
+// HOST:PORT, dials 10.0.2.2:1, which the policy refuses, and lists the
+// interfaces (netlink).
 package main
 
 import (
@@ -65,4 +66,14 @@ func main() {
 	}
 	_, err = net.DialTimeout("tcp", "10.0.2.2:1", 5*time.Second)
 	fmt.Println("refused dial:", err)
+	// The guest's interfaces, through netlink (LKL's).
+	ifs, err := net.Interfaces()
+	if err != nil {
+		fmt.Println("interfaces:", err)
+		return
+	}
+	for _, i := range ifs {
+		addrs, _ := i.Addrs()
+		fmt.Println("interface", i.Name, i.HardwareAddr, addrs)
+	}
 }
