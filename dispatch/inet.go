@@ -221,6 +221,12 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 	if family == unix.AF_NETLINK && base == unix.SOCK_RAW {
 		kind = unix.SOCK_DGRAM // a netlink socket's raw and datagram types are one
 	}
+	if kind == unix.SOCK_RAW {
+		// Raw internet sockets are not carried: EPERM, as Linux answers
+		// a process without CAP_NET_RAW, on which ping falls back to an
+		// ICMP datagram socket, which is (docs/networking.md, "Ping").
+		return errno(unix.EPERM, Emulated)
+	}
 	if kind != unix.SOCK_STREAM && kind != unix.SOCK_DGRAM {
 		return errno(unix.ESOCKTNOSUPPORT, Emulated) // only stream and datagram sockets are carried (docs/networking.md)
 	}

@@ -8,7 +8,9 @@ import "fmt"
 // fd of the kernel's own proc (after boot; nothing to do without one):
 // the maxima of net.ipv4.tcp_wmem and tcp_rmem become SendBufferMax and
 // ReceiveBufferMax, and net.ipv4.tcp_mem grows with them for a kernel of
-// memMB MiB (tcpMem).
+// memMB MiB (tcpMem). net.ipv4.ping_group_range lets every group open
+// ICMP echo sockets (ping without privileges, as systemd sets it on
+// today's distributions: pingGroups).
 func TuneTCP(procDir, memMB int) error {
 	if procDir < 0 {
 		return nil
@@ -19,6 +21,7 @@ func TuneTCP(procDir, memMB int) error {
 			{"tcp_wmem", tcpWmem()},
 			{"tcp_rmem", tcpRmem()},
 			{"tcp_mem", tcpMem(memMB)},
+			{"ping_group_range", pingGroups},
 		} {
 			if werr := writeAt(procDir, "sys/net/ipv4/"+c.name, c.val); werr != nil {
 				err = fmt.Errorf("lkl: net.ipv4.%s: %w", c.name, werr)

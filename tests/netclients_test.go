@@ -182,3 +182,23 @@ func TestNetGitClone(t *testing.T) {
 			want: []string{content, "two\none\n", "status=0"}},
 	})
 }
+
+// TestNetPing runs iputils' ping (Debian's iputils-ping) as root and as
+// nobody: its ICMP datagram sockets are LKL's (net.ipv4.ping_group_range
+// lets every group open one). The gateway 10.0.2.2 and its IPv6 twin
+// answer (the user-mode stack's own addresses), as do the guest's
+// loopback and its own address; a public address gets no answer (no ICMP
+// leaves through the user-mode stack, so nothing leaves the machine). A
+// raw socket is EPERM, as to a process without CAP_NET_RAW. Before,
+// ping's socket was EACCES (LKL's default range names no group).
+func TestNetPing(t *testing.T) {
+	img := packageImage(t, "iputils-ping")
+	ping := func(to string) string { return "/usr/bin/ping -c 1 -W 2 " + to + " >/dev/null; echo " + to + " status=$?; " }
+	runCases(t, nil, []guestCase{
+		{name: "ping", args: []string{"image", "-S", img, "--read-only", "--net", "--", "/bin/sh", "-c",
+			ping("10.0.2.2") + ping("127.0.0.1") + ping("10.0.2.15") + ping("::1") + ping("fd00:6b62:6f78::2") + ping("203.0.113.1") +
+				"su nobody -s /bin/sh -c '/usr/bin/ping -c 2 -W 2 10.0.2.2 | grep -c \"bytes from 10.0.2.2\"'"},
+			want: []string{"10.0.2.2 status=0", "127.0.0.1 status=0", "10.0.2.15 status=0", "::1 status=0", "fd00:6b62:6f78::2 status=0",
+				"203.0.113.1 status=1", "2\n"}},
+	})
+}
