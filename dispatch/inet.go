@@ -222,9 +222,9 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 		kind = unix.SOCK_DGRAM // a netlink socket's raw and datagram types are one
 	}
 	if kind == unix.SOCK_RAW {
-		// Raw internet sockets are not carried: EPERM, as Linux answers
-		// a process without CAP_NET_RAW, on which ping falls back to an
-		// ICMP datagram socket, which is (docs/networking.md, "Ping").
+		// Raw internet sockets are not carried: EPERM, Linux's answer to
+		// a process without CAP_NET_RAW. ping then falls back to an ICMP
+		// datagram socket, which is carried (docs/networking.md, "Ping").
 		return errno(unix.EPERM, Emulated)
 	}
 	if kind != unix.SOCK_STREAM && kind != unix.SOCK_DGRAM {

@@ -38,7 +38,7 @@ func tcpMem(memMB int) string {
 	return fmt.Sprintf("%d %d %d\n", pages/8, pages*3/16, pages/4)
 }
 
-// pingGroups is net.ipv4.ping_group_range: every group (Linux's default,
-// "1 0", is none, and busybox's and iputils' ping then want a raw
-// socket, which kbox does not carry).
+// pingGroups is net.ipv4.ping_group_range: every group. Linux's default,
+// "1 0", names none: an unprivileged ping's ICMP datagram socket is then
+// EACCES, and it wants a raw socket, which kbox does not carry.
 const pingGroups = "0 2147483647\n"
