@@ -193,7 +193,9 @@ func TestNetGitClone(t *testing.T) {
 // ping's socket was EACCES (LKL's default range names no group).
 func TestNetPing(t *testing.T) {
 	img := packageImage(t, "iputils-ping")
-	ping := func(to string) string { return "/usr/bin/ping -c 1 -W 2 " + to + " >/dev/null; echo " + to + " status=$?; " }
+	ping := func(to string) string {
+		return "/usr/bin/ping -c 1 -W 2 " + to + " >/dev/null; echo " + to + " status=$?; "
+	}
 	runCases(t, nil, []guestCase{
 		{name: "ping", args: []string{"image", "-S", img, "--read-only", "--net", "--", "/bin/sh", "-c",
 			ping("10.0.2.2") + ping("127.0.0.1") + ping("10.0.2.15") + ping("::1") + ping("fd00:6b62:6f78::2") + ping("203.0.113.1") +
