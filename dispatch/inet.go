@@ -187,16 +187,27 @@ func (e *Engine) inetOf(r *Request, fd uint64) *inetSock {
 	if e.Net == nil || isVirtual(r, fd) {
 		return nil
 	}
+	ino, isSock, _ := sockInode(r, fd)
+	if !isSock {
+		return nil
+	}
+	return e.Net.lookup(ino)
+}
+
+// sockInode says whether host fd fd of the guest is a socket, and its
+// inode (the key of an internet socket's pair); EBADF when it is not
+// open.
+func sockInode(r *Request, fd uint64) (ino uint64, isSock bool, en unix.Errno) {
 	hfd, err := r.P.getfd(int(int32(fd)))
 	if err != nil {
-		return nil
+		return 0, false, unix.EBADF
 	}
 	defer unix.Close(hfd)
 	var st unix.Stat_t
 	if unix.Fstat(hfd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil
+		return 0, false, 0
 	}
-	return e.Net.lookup(st.Ino)
+	return st.Ino, true, 0
 }
 
 // guestEnd is kbox's copy of the guest's end (the caller closes it).

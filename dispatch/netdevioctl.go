@@ -27,41 +27,52 @@ const (
 	ifconfMax = 64 << 10
 )
 
-// The commands served, by what they carry (sockios.h).
+// devCmd is what kbox knows of one command of the range.
+type devCmd struct {
+	size int  // the structure it points to (0: not offered, EOPNOTSUPP)
+	out  bool // LKL's answer is copied back
+	inet bool // an internet socket's only (ENOTTY on others, as on Linux)
+}
+
 var (
-	// An ifreq, read back to the guest.
-	ifreqGet = map[uint32]bool{
-		unix.SIOCGIFNAME: true, unix.SIOCGIFFLAGS: true, unix.SIOCGIFADDR: true,
-		unix.SIOCGIFDSTADDR: true, unix.SIOCGIFBRDADDR: true, unix.SIOCGIFNETMASK: true,
-		unix.SIOCGIFMETRIC: true, unix.SIOCGIFMEM: true, unix.SIOCGIFMTU: true,
-		unix.SIOCGIFHWADDR: true, unix.SIOCGIFSLAVE: true, unix.SIOCGIFINDEX: true,
-		unix.SIOCGIFPFLAGS: true, unix.SIOCGIFCOUNT: true, unix.SIOCGIFTXQLEN: true,
-		unix.SIOCGIFMAP: true,
-	}
-	// An ifreq, only read.
-	ifreqSet = map[uint32]bool{
-		unix.SIOCSIFFLAGS: true, unix.SIOCSIFADDR: true, unix.SIOCSIFDSTADDR: true,
-		unix.SIOCSIFBRDADDR: true, unix.SIOCSIFNETMASK: true, unix.SIOCSIFMETRIC: true,
-		unix.SIOCSIFMEM: true, unix.SIOCSIFMTU: true, unix.SIOCSIFNAME: true,
-		unix.SIOCSIFHWADDR: true, unix.SIOCADDMULTI: true, unix.SIOCDELMULTI: true,
-		unix.SIOCSIFPFLAGS: true, unix.SIOCDIFADDR: true, unix.SIOCSIFHWBROADCAST: true,
-		unix.SIOCSIFTXQLEN: true, unix.SIOCSIFMAP: true,
-	}
-	// An arpreq, internet sockets only (true: read back).
-	arpreqCmds = map[uint32]bool{unix.SIOCGARP: true, unix.SIOCSARP: false, unix.SIOCDARP: false}
-	// Commands whose argument points further into the caller's memory
-	// (ethtool, MII, hardware time stamps, bonding, bridges, VLANs,
-	// routes, the device-private range), and the wireless ones: LKL's
-	// device has none of them to offer.
-	unsupportedCmds = map[uint32]bool{
-		unix.SIOCADDRT: true, unix.SIOCDELRT: true, unix.SIOCRTMSG: true,
-		unix.SIOCETHTOOL: true, unix.SIOCGMIIPHY: true, unix.SIOCGMIIREG: true,
-		unix.SIOCSMIIREG: true, unix.SIOCWANDEV: true, unix.SIOCGSKNS: true,
-		unix.SIOCSHWTSTAMP: true, unix.SIOCGHWTSTAMP: true,
-		unix.SIOCGIFBR: true, unix.SIOCSIFBR: true, unix.SIOCGIFVLAN: true, unix.SIOCSIFVLAN: true,
-		unix.SIOCADDDLCI: true, unix.SIOCDELDLCI: true,
-	}
+	getIfreq   = devCmd{size: sizeIfreq, out: true}
+	setIfreq   = devCmd{size: sizeIfreq}
+	notOffered = devCmd{}
 )
+
+// devCmds are the commands served, by what they carry (sockios.h). Not
+// offered (size 0): those whose argument points further into the
+// caller's memory (routes, ethtool, MII, hardware time stamps, bridges,
+// VLANs, DLCI) and the namespace's fd; the device-private and wireless
+// ranges are not offered either (deviceIoctl). Any other command of the
+// range is ENOTTY, as Linux answers one it does not know.
+var devCmds = map[uint32]devCmd{
+	unix.SIOCGIFCONF: {size: sizeIfconf, out: true}, // ifconf: its own copy (ifconf)
+
+	unix.SIOCGIFNAME: getIfreq, unix.SIOCGIFFLAGS: getIfreq, unix.SIOCGIFADDR: getIfreq,
+	unix.SIOCGIFDSTADDR: getIfreq, unix.SIOCGIFBRDADDR: getIfreq, unix.SIOCGIFNETMASK: getIfreq,
+	unix.SIOCGIFMETRIC: getIfreq, unix.SIOCGIFMEM: getIfreq, unix.SIOCGIFMTU: getIfreq,
+	unix.SIOCGIFHWADDR: getIfreq, unix.SIOCGIFSLAVE: getIfreq, unix.SIOCGIFINDEX: getIfreq,
+	unix.SIOCGIFPFLAGS: getIfreq, unix.SIOCGIFCOUNT: getIfreq, unix.SIOCGIFTXQLEN: getIfreq,
+	unix.SIOCGIFMAP: getIfreq,
+
+	unix.SIOCSIFFLAGS: setIfreq, unix.SIOCSIFADDR: setIfreq, unix.SIOCSIFDSTADDR: setIfreq,
+	unix.SIOCSIFBRDADDR: setIfreq, unix.SIOCSIFNETMASK: setIfreq, unix.SIOCSIFMETRIC: setIfreq,
+	unix.SIOCSIFMEM: setIfreq, unix.SIOCSIFMTU: setIfreq, unix.SIOCSIFNAME: setIfreq,
+	unix.SIOCSIFHWADDR: setIfreq, unix.SIOCADDMULTI: setIfreq, unix.SIOCDELMULTI: setIfreq,
+	unix.SIOCSIFPFLAGS: setIfreq, unix.SIOCDIFADDR: setIfreq, unix.SIOCSIFHWBROADCAST: setIfreq,
+	unix.SIOCSIFTXQLEN: setIfreq, unix.SIOCSIFMAP: setIfreq,
+
+	unix.SIOCGARP: {size: sizeArpreq, out: true, inet: true},
+	unix.SIOCSARP: {size: sizeArpreq, inet: true}, unix.SIOCDARP: {size: sizeArpreq, inet: true},
+
+	unix.SIOCADDRT: notOffered, unix.SIOCDELRT: notOffered, unix.SIOCRTMSG: notOffered,
+	unix.SIOCETHTOOL: notOffered, unix.SIOCGMIIPHY: notOffered, unix.SIOCGMIIREG: notOffered,
+	unix.SIOCSMIIREG: notOffered, unix.SIOCWANDEV: notOffered, unix.SIOCGSKNS: notOffered,
+	unix.SIOCSHWTSTAMP: notOffered, unix.SIOCGHWTSTAMP: notOffered,
+	unix.SIOCGIFBR: notOffered, unix.SIOCSIFBR: notOffered, unix.SIOCGIFVLAN: notOffered, unix.SIOCSIFVLAN: notOffered,
+	unix.SIOCADDDLCI: notOffered, unix.SIOCDELDLCI: notOffered,
+}
 
 // deviceCmd reports whether cmd is one of DeviceIoctls' commands.
 func deviceCmd(cmd uint32) bool {
@@ -81,37 +92,29 @@ func (e *Engine) deviceIoctl(r *Request) (Result, bool) {
 	if !deviceCmd(cmd) || r.P == nil {
 		return Result{}, false
 	}
-	hfd, err := r.P.getfd(int(int32(r.Args[0])))
-	if err != nil {
-		return errno(unix.EBADF, Emulated), true
+	ino, isSock, en := sockInode(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Emulated), true
 	}
-	var st unix.Stat_t
-	serr := unix.Fstat(hfd, &st)
-	unix.Close(hfd)
-	if serr != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+	if !isSock {
 		return Result{}, false
 	}
 	var s *inetSock
 	if e.Net != nil {
-		s = e.Net.lookup(st.Ino)
+		s = e.Net.lookup(ino)
 	}
-	_, arp := arpreqCmds[cmd]
+	c, known := devCmds[cmd]
 	switch {
-	case unsupportedCmds[cmd], cmd >= unix.SIOCDEVPRIVATE:
+	case cmd >= unix.SIOCDEVPRIVATE || known && c.size == 0:
 		return errno(unix.EOPNOTSUPP, Emulated), true
-	case arp && s == nil:
-		return errno(unix.ENOTTY, Emulated), true // ARP is an internet socket's
-	case !arp && !ifreqGet[cmd] && !ifreqSet[cmd] && cmd != unix.SIOCGIFCONF:
-		return errno(unix.ENOTTY, Emulated), true // as Linux's for a command it does not know
+	case !known || c.inet && s == nil:
+		return errno(unix.ENOTTY, Emulated), true
 	}
 	lfd := -1
 	if s != nil {
 		lfd = s.lfd
-	} else {
-		var en unix.Errno
-		if lfd, en = devSocket(); en != 0 {
-			return errno(en, LKL), true
-		}
+	} else if lfd, en = devSocket(); en != 0 {
+		return errno(en, LKL), true
 	}
 	if en := useCred(r); en != 0 {
 		return errno(en, LKL), true
@@ -119,11 +122,7 @@ func (e *Engine) deviceIoctl(r *Request) (Result, bool) {
 	if cmd == unix.SIOCGIFCONF {
 		return ifconf(r, lfd), true
 	}
-	size, back := sizeIfreq, ifreqGet[cmd]
-	if arp {
-		size, back = sizeArpreq, arpreqCmds[cmd]
-	}
-	b := make([]byte, size)
+	b := make([]byte, c.size)
 	if r.G.Read(r.Args[2], b) != nil {
 		return errno(unix.EFAULT, LKL), true
 	}
@@ -132,31 +131,27 @@ func (e *Engine) deviceIoctl(r *Request) (Result, bool) {
 	if le != 0 {
 		return errno(le, LKL), true
 	}
-	if back && r.G.Write(r.Args[2], b) != nil {
+	if c.out && r.G.Write(r.Args[2], b) != nil {
 		return errno(unix.EFAULT, LKL), true
 	}
 	return ok(int64(v), LKL), true
 }
 
-// ifconf serves SIOCGIFCONF: LKL fills a buffer of kbox's, copied to the
-// guest's; with a null buffer, the length needed.
+// ifconf serves SIOCGIFCONF: LKL fills a buffer of kbox's (as long as
+// the guest's, up to ifconfMax), copied to the guest's; with a null
+// buffer, the length needed.
 func ifconf(r *Request, lfd int) Result {
 	ic := make([]byte, sizeIfconf)
 	if r.G.Read(r.Args[2], ic) != nil {
 		return errno(unix.EFAULT, LKL)
 	}
-	n := int(int32(binary.NativeEndian.Uint32(ic)))
+	n := min(max(int(int32(binary.NativeEndian.Uint32(ic))), 0), ifconfMax)
 	guestBuf := binary.NativeEndian.Uint64(ic[8:])
+	kc := make([]byte, sizeIfconf)
+	binary.NativeEndian.PutUint32(kc, uint32(n))
 	var buf []byte
 	if guestBuf != 0 {
-		buf = make([]byte, min(max(n, 0), ifconfMax))
-		if len(buf) == 0 {
-			buf = nil
-		}
-	}
-	kc := make([]byte, sizeIfconf)
-	binary.NativeEndian.PutUint32(kc, uint32(len(buf)))
-	if guestBuf != 0 && len(buf) > 0 {
+		buf = make([]byte, max(n, 1)) // a buffer, even of 0 bytes: not the null that asks for the length
 		binary.NativeEndian.PutUint64(kc[8:], uint64(lkl.Ptr(buf)))
 	}
 	_, le := lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), unix.SIOCGIFCONF, lkl.Ptr(kc), 0, 0, 0)
@@ -166,10 +161,8 @@ func ifconf(r *Request, lfd int) Result {
 		return errno(le, LKL)
 	}
 	got := int(int32(binary.NativeEndian.Uint32(kc)))
-	if guestBuf != 0 && got > 0 {
-		if r.G.Write(guestBuf, buf[:min(got, len(buf))]) != nil {
-			return errno(unix.EFAULT, LKL)
-		}
+	if guestBuf != 0 && got > 0 && r.G.Write(guestBuf, buf[:min(got, n)]) != nil {
+		return errno(unix.EFAULT, LKL)
 	}
 	binary.NativeEndian.PutUint32(ic, uint32(got))
 	if r.G.Write(r.Args[2], ic[:4]) != nil {

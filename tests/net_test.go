@@ -294,7 +294,8 @@ func TestNetGoProgram(t *testing.T) {
 // and, in the in-process tiers, every socket of the guest answered with
 // the host's (this VM's eth0, 192.0.2.2 and its MAC). Netlink sockets are
 // LKL's too: busybox's ip lists the guest's addresses and routes, and
-// changing them takes the guest's root (nobody gets EPERM).
+// changing them, or a device's MTU by ioctl, takes the guest's root
+// (nobody gets EPERM).
 func TestNetDeviceIoctls(t *testing.T) {
 	var hostMarks []string
 	ifs, err := net.Interfaces()
@@ -319,15 +320,17 @@ func TestNetDeviceIoctls(t *testing.T) {
 	t.Logf("the host's marks, never to be seen: %q", hostMarks)
 	runCases(t, nil, []guestCase{
 		{name: "ip-addr-add", args: netArgs(t, "--", "/bin/sh", "-c",
-			"ip addr add 10.9.9.9/24 dev eth0 && ip -4 addr show dev eth0; su nobody -s /bin/sh -c 'ip addr add 10.9.9.8/24 dev eth0 2>&1'; echo status=$?"),
-			want: []string{"inet 10.0.2.15/24", "inet 10.9.9.9/24", "Operation not permitted", "status=2"}},
+			"ip addr add 10.9.9.9/24 dev eth0 && ip -4 addr show dev eth0; su nobody -s /bin/sh -c 'ip addr add 10.9.9.8/24 dev eth0 2>&1'; echo status=$?; "+
+				"su nobody -s /bin/sh -c 'ifconfig eth0 mtu 1400 2>&1'; echo status=$?; ifconfig eth0 mtu 1400 && ifconfig eth0 | grep -o 'MTU:[0-9]*'"),
+			want: []string{"inet 10.0.2.15/24", "inet 10.9.9.9/24", "Operation not permitted", "status=2",
+				"SIOCSIFMTU: Operation not permitted", "status=1", "MTU:1400"}},
 	})
 	for _, tier := range netTiers {
 		t.Run(tier, func(t *testing.T) {
 			runCases(t, nil, []guestCase{
 				{name: "net", args: tierNetArgs(t, tier, "--", "/opt/tests/ifaces"), not: hostMarks,
 					want: []string{"unix conf eth0 10.0.2.15", "unix eth0 index", "hw 52:54:00:12:34:56", "unix ethtool error Not supported",
-						"inet conf lo 127.0.0.1", "inet conf eth0 10.0.2.15", "inet conf needs 2", "hw 52:54:00:12:34:56", "stdout error Not a tty"}},
+						"inet conf lo 127.0.0.1", "inet conf eth0 10.0.2.15", "inet conf needs 2", "inet conf in 0 bytes: 0", "hw 52:54:00:12:34:56", "stdout error Not a tty"}},
 				{name: "no-net", args: []string{"image", "-S", imagePath(t), "--syscall-mode=" + tier, "--", "/opt/tests/ifaces"}, not: hostMarks,
 					want: []string{"unix conf 0", "unix lo index 1", "unix eth0 error No such device", "inet socket error Address family not supported", "stdout error Not a tty"}},
 				// netlink: busybox's ip asks LKL's rtnetlink.

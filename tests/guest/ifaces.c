@@ -40,6 +40,10 @@ static void conf(const char *kind, int s)
 	struct ifconf q = { .ifc_len = 0, .ifc_buf = NULL };
 	if (ioctl(s, SIOCGIFCONF, &q) == 0)
 		printf("%s conf needs %d\n", kind, q.ifc_len / (int)sizeof(struct ifreq));
+	/* A buffer of no bytes is no null buffer: nothing fits, length 0. */
+	struct ifconf z = { .ifc_len = 0, .ifc_req = reqs };
+	if (ioctl(s, SIOCGIFCONF, &z) == 0)
+		printf("%s conf in 0 bytes: %d\n", kind, z.ifc_len);
 }
 
 static void dev(const char *kind, int s, const char *name)
