@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -121,7 +120,7 @@ func (b *Backing) format(size int64) error {
 		return fmt.Errorf("set length %d: %w", size, err)
 	}
 	var p Params
-	p.Now = time.Now()
+	p.Now = Now()
 	p.Label = "kbox-scratch"
 	rand.Read(p.UUID[:])
 	rand.Read(p.HashSeed[:])

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 const (
@@ -125,7 +124,7 @@ func TestFormatFsck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := Params{Now: time.Now(), Label: "kbox-test"}
+		p := Params{Now: Now(), Label: "kbox-test"}
 		copy(p.UUID[:], "0123456789abcdef")
 		copy(p.HashSeed[:], "fedcba9876543210")
 		if err := Format(f, g, p); err != nil {
@@ -160,7 +159,7 @@ func TestFormatFsck(t *testing.T) {
 	}
 	g, _ := NewGeometry(64 * mib)
 	f.Truncate(64 * mib)
-	if err := Format(f, g, Params{Now: time.Now(), UUID: [16]byte{1, 2, 3}}); err != nil {
+	if err := Format(f, g, Params{Now: Now(), UUID: [16]byte{1, 2, 3}}); err != nil {
 		t.Fatal(err)
 	}
 	f.WriteAt([]byte{0, 0}, BlockSize+0x1E)
