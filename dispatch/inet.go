@@ -390,6 +390,9 @@ func (s *inetSock) end() {
 	s.toGuest.Wait()
 	s.inConnect.Wait()
 	s.n.ready.drop(s)
+	if s.typ == unix.SOCK_STREAM {
+		waitUnsent(s.lfd)
+	}
 	lklClose(s.lfd)
 	s.settled() // a local peer sees the FIN or reset now
 	s.file.Close()
@@ -397,6 +400,60 @@ func (s *inetSock) end() {
 		s.n.dgrams.Add(-1)
 	}
 }
+
+// unsentWait bounds how long the end of an LKL stream socket waits for
+// its unsent data (waitUnsent).
+const unsentWait = 60 * time.Second
+
+// waitUnsent waits, up to unsentWait, until LKL stream socket fd has
+// sent everything and had it acknowledged, or its connection ended,
+// when it has nothing unread and no SO_LINGER of the guest's. Closed
+// with unsent data, the socket would be orphaned with it, and a kernel
+// whose TCP is over its memory bound (net.ipv4.tcp_mem: a few MiB in
+// LKL's tens of MiB) aborts an orphan with a reset instead of sending
+// (TCPAbortOnMemory): a peer lost the end of what the guest wrote
+// before its close (200 connections at once on the guest's loopback,
+// each echoing 1 MB: 3 to 7 came up short in each run). Linux's close
+// orphans the socket the same way, but a host's bound is a share of its
+// RAM. The guest's close returned long ago (its end is a host socket);
+// only the goroutine that ends the socket waits, asking LKL's queue
+// (SIOCOUTQ) every few milliseconds, not waiting in LKL.
+func waitUnsent(fd int) {
+	if in, le := lklQueueNet(fd, unix.SIOCINQ); le != 0 || in > 0 {
+		return // unread data: Linux's close resets
+	}
+	b := make([]byte, 12) // struct linger (l_onoff, l_linger), then its length
+	binary.NativeEndian.PutUint32(b[8:], 8)
+	_, le := netCall(lkl.SysGetsockopt, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, lkl.Ptr(b[:8]), lkl.Ptr(b[8:]), 0)
+	runtime.KeepAlive(b)
+	if le != 0 || binary.NativeEndian.Uint32(b) != 0 {
+		return // the guest's own SO_LINGER decides
+	}
+	deadline := time.Now().Add(unsentWait)
+	for d := time.Millisecond; ; d = min(2*d, 50*time.Millisecond) {
+		out, le := lklQueueNet(fd, unix.SIOCOUTQ)
+		if le != 0 || out == 0 || time.Now().After(deadline) || !tcpSending(fd) {
+			return
+		}
+		time.Sleep(d)
+	}
+}
+
+// tcpSending says whether LKL TCP socket fd may still send: established
+// or closing from the other side (TCP_INFO's state).
+func tcpSending(fd int) bool {
+	b := make([]byte, 8) // tcpi_state first, then the length at 4
+	binary.NativeEndian.PutUint32(b[4:], 1)
+	_, le := netCall(lkl.SysGetsockopt, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO, lkl.Ptr(b[:1]), lkl.Ptr(b[4:]), 0)
+	runtime.KeepAlive(b)
+	return le == 0 && (b[0] == tcpEstablished || b[0] == tcpCloseWait)
+}
+
+// TCP states (include/net/tcp_states.h).
+const (
+	tcpEstablished = 1
+	tcpCloseWait   = 8
+)
 
 // startPumps starts carrying data both ways, skipping junk bytes first.
 func (s *inetSock) startPumps(junk int) {
@@ -448,7 +505,7 @@ func (s *inetSock) pumpFromGuest(junk int) {
 		}
 		s.fromGuestBytes.Add(int64(m))
 		for off := 0; off < m; {
-			n, le := lkl.Syscall6(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
+			n, le := netCall(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
 			runtime.KeepAlive(buf)
 			if le == unix.EINTR {
 				continue
@@ -495,7 +552,7 @@ func (s *inetSock) pumpToGuest() {
 		var n uintptr
 		var le unix.Errno
 		if s.typ == unix.SOCK_STREAM {
-			n, le = lkl.Syscall6(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), unix.MSG_DONTWAIT, 0, 0)
+			n, le = netCall(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), unix.MSG_DONTWAIT, 0, 0)
 		} else {
 			// With the control messages the guest asked LKL for
 			// (inetcmsg.go).

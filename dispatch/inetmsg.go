@@ -555,8 +555,17 @@ func (e *Engine) inetIoctl(r *Request) (Result, bool) {
 
 // lklQueue is LKL's SIOCINQ or SIOCOUTQ of its socket fd.
 func lklQueue(fd int, cmd uint32) (int, unix.Errno) {
+	return queueOf(lkl.Syscall6, fd, cmd)
+}
+
+// lklQueueNet is lklQueue in one of netSlots.
+func lklQueueNet(fd int, cmd uint32) (int, unix.Errno) {
+	return queueOf(netCall, fd, cmd)
+}
+
+func queueOf(call func(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, unix.Errno), fd int, cmd uint32) (int, unix.Errno) {
 	b := make([]byte, 4)
-	_, le := lkl.Syscall6(lkl.SysIoctl, uintptr(fd), uintptr(cmd), lkl.Ptr(b), 0, 0, 0)
+	_, le := call(lkl.SysIoctl, uintptr(fd), uintptr(cmd), lkl.Ptr(b), 0, 0, 0)
 	runtime.KeepAlive(b)
 	if le != 0 {
 		return 0, le

@@ -58,6 +58,23 @@ type lklReady struct {
 	Swept, ByTick atomic.Uint64
 
 	gen atomic.Uint64 // lkl.Deliveries as the last sweep not the ticker's began
+
+	sweeping atomic.Int32 // sweepIdle, sweepRunning or sweepAgain (Sweep)
+}
+
+// netSlots bounds the pumps' LKL calls in progress at once. They never
+// wait in LKL but for its one CPU, so more at once gain nothing, and
+// each costs a host thread that becomes an LKL task (a kernel stack in
+// the guest's kernel memory) for good.
+var netSlots = make(chan struct{}, 4)
+
+// netCall is lkl.Syscall6 for a call that does not wait (a non-blocking
+// socket's send, receive or queue ioctl), in one of netSlots.
+func netCall(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, unix.Errno) {
+	netSlots <- struct{}{}
+	r, le := lkl.Syscall6(nr, a1, a2, a3, a4, a5, a6)
+	<-netSlots
+	return r, le
 }
 
 // sweepTick bounds how late kbox notices what LKL did on its own (its
@@ -116,8 +133,46 @@ func (r *lklReady) drop(s *inetSock) {
 }
 
 // Sweep wakes the waiters of the LKL sockets that became ready, without
-// waiting. Any goroutine may call it.
-func (r *lklReady) Sweep() { r.sweep(false) }
+// waiting. Any goroutine may call it. Calls that come while a sweep runs
+// make it sweep once more and return at once: what their LKL calls
+// made ready is found by that round. One thread sweeps, not one per
+// caller: with hundreds of busy sockets each pump's call was followed
+// by a sweep of its own, hundreds of threads waited in LKL for its one
+// CPU at once, each an LKL task with its kernel stack, and a 64 MiB
+// kernel ran out of memory (docs/networking.md, "Many sockets, little
+// kernel memory").
+func (r *lklReady) Sweep() {
+	for {
+		switch r.sweeping.Load() {
+		case sweepIdle:
+			if !r.sweeping.CompareAndSwap(sweepIdle, sweepRunning) {
+				continue
+			}
+		case sweepRunning:
+			if !r.sweeping.CompareAndSwap(sweepRunning, sweepAgain) {
+				continue
+			}
+			return
+		default: // sweepAgain: a round is already asked for
+			return
+		}
+		break
+	}
+	for {
+		r.sweep(false)
+		if r.sweeping.CompareAndSwap(sweepRunning, sweepIdle) {
+			return
+		}
+		r.sweeping.Store(sweepRunning) // was sweepAgain
+	}
+}
+
+// The states of lklReady.sweeping.
+const (
+	sweepIdle = iota
+	sweepRunning
+	sweepAgain // running, and asked for another round
+)
 
 // sweep is Sweep; for the ticker's, it reports whether it found a socket
 // readable (that no other sweep had found).
