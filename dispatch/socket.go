@@ -49,7 +49,8 @@ var (
 )
 
 // sysSocket serves socket(2): AF_UNIX on the host, AF_INET, AF_INET6 and
-// AF_NETLINK in LKL with --net (inet.go), no other family.
+// AF_NETLINK in LKL (inet.go; without --net its loopback alone), no other
+// family.
 func sysSocket(e *Engine, r *Request) Result {
 	switch fam := int(int32(r.Args[0])); {
 	case fam == unix.AF_UNIX:
@@ -57,7 +58,7 @@ func sysSocket(e *Engine, r *Request) Result {
 	case e.Net != nil && (fam == unix.AF_INET || fam == unix.AF_INET6 || fam == unix.AF_NETLINK):
 		return e.newInet(r, fam, int(int32(r.Args[1])), int(int32(r.Args[2])))
 	}
-	return errno(unix.EAFNOSUPPORT, Denied) // no networking (--net)
+	return errno(unix.EAFNOSUPPORT, Denied) // another family, or no LKL network (Engine.Net)
 }
 
 // sysSockNative serves the socket calls that run natively on host fds

@@ -123,18 +123,29 @@ func (d *NetDev) SetMTU(mtu int) error {
 	return err
 }
 
+// LoopbackUp brings LKL's lo up, after boot: the guest's network without
+// --net, 127.0.0.1 and ::1 and nothing else.
+func LoopbackUp() error {
+	var err error
+	AsRoot(func() {
+		if r := C.kbox_net_if_up(1); r < 0 {
+			err = fmt.Errorf("lkl: lo up: %w", unix.Errno(-r))
+		}
+	})
+	return err
+}
+
 // Configure brings lo and the device up, after boot: address addr/plen
 // and default gateway gw (IPv4).
 func (d *NetDev) Configure(addr netip.Addr, plen int, gw netip.Addr) error {
+	if err := LoopbackUp(); err != nil {
+		return err
+	}
 	var err error
 	AsRoot(func() {
 		ifx := int(C.kbox_netdev_ifindex(C.int(d.id)))
 		if ifx < 0 {
 			err = fmt.Errorf("lkl: ifindex: %w", unix.Errno(-ifx))
-			return
-		}
-		if r := C.kbox_net_if_up(1); r < 0 {
-			err = fmt.Errorf("lkl: lo up: %w", unix.Errno(-r))
 			return
 		}
 		if r := C.kbox_net_if_up(C.int(ifx)); r < 0 {

@@ -13,6 +13,9 @@ type NetDevStats struct{ TxFrames, TxDrops, RxFrames, RxDrops uint64 }
 // Deliveries is 0: no frame reaches LKL without it.
 func Deliveries() uint64 { return 0 }
 
+// LoopbackUp fails without LKL.
+func LoopbackUp() error { return ErrNotBuilt }
+
 // AddNetDev fails without LKL.
 func AddNetDev(mac [6]byte) (*NetDev, error) { return nil, ErrNotBuilt }
 

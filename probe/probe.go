@@ -256,7 +256,7 @@ func NewPlan(e Env) *Plan {
 	op := fmt.Sprintf("connect to 10.0.2.2:%d (the host's 127.0.0.1:%d), read the token", e.Port, e.Port)
 	switch {
 	case !e.Net:
-		denied("net.host", "net.loopback", op, "no --net: the guest has no network")
+		denied("net.host", "net.loopback", op, "no --net: the guest's network is its own loopback")
 	case e.NetDecide != nil && e.NetDecide(host):
 		add("net.host", "net.loopback", op, Allowed, "the network policy allows 127.0.0.1:"+fmt.Sprint(e.Port))
 	default:
@@ -267,7 +267,7 @@ func NewPlan(e Env) *Plan {
 		op := "connect to " + d.addr
 		switch {
 		case !e.Net:
-			denied(d.id, d.id, op, "no --net: the guest has no network")
+			denied(d.id, d.id, op, "no --net: the guest's network is its own loopback")
 		case e.NetDecide == nil || e.NetDecide(ap):
 			skip(d.id, d.id, op, "the network policy would allow "+d.addr+": not dialled")
 		default:

@@ -50,11 +50,12 @@ func rootOptions(o *ImageOptions) rootfs.Options {
 		Kernel:    lkl.Config{Cmdline: o.Cmdline, Verbose: o.Verbose},
 		TmpSize:   o.TmpSize,
 	}
-	if o.Net {
-		// Sockets' buffers and a kernel task per host thread that waits
-		// in LKL: 32M runs out of memory with 100 busy connections.
-		opt.Kernel.MemMB = netMemMB
-	}
+	// The guest always has a network, its loopback at least (net.go):
+	// sockets' buffers and a kernel task per host thread in LKL. At 32M
+	// 100 busy connections ran LKL out of memory, and 200 on the
+	// loopback made its TCP abort closed sockets' last data; 64M took
+	// 54-116 s for what 128M does in 4 s.
+	opt.Kernel.MemMB = netMemMB
 	switch {
 	case o.MountProfile == "minimal":
 		opt.Profile = rootfs.ProfileMinimal

@@ -14,11 +14,13 @@ import (
 	"github.com/kbox-project/kbox/usernet"
 )
 
-// netMemMB is the kernel's memory with --net (a mem= in -k wins).
+// netMemMB is the kernel's memory (a mem= in -k wins): enough for the
+// guest's sockets, with --net or on its loopback alone.
 const netMemMB = 128
 
-// guestNet is the guest's network (--net): LKL's device, the user-mode
-// stack behind it and the engine's internet sockets.
+// guestNet is the guest's network: with --net, LKL's device, the
+// user-mode stack behind it and the engine's internet sockets; without,
+// the internet sockets on LKL's loopback alone (dev and net nil).
 type guestNet struct {
 	dev  *lkl.NetDev
 	net  *usernet.Network
@@ -63,13 +65,15 @@ func (g *guestNet) decided(ev usernet.Event) {
 	fmt.Fprintf(os.Stderr, "kbox: net: %s %s -> %s (%s): %s, %s\n", ev.Proto, ev.Guest, ev.Dest, ev.Real, verdict, ev.Why)
 }
 
-// addNetDev adds the device; before boot.
+// addNetDev adds the device with --net; before boot. Without --net the
+// guest has a network all the same, its kernel's loopback and no device:
+// nothing it does with it leaves LKL.
 func addNetDev(o *ImageOptions) (*guestNet, error) {
 	if !o.Net {
 		if len(o.NetAllow) > 0 || len(o.NetAllowHost) > 0 || o.NetDenyAll || o.DNS != "" || len(o.Publish) > 0 {
 			return nil, usagef("--net-allow, --net-allow-host, --net-deny-all, --dns and --publish need --net")
 		}
-		return nil, nil
+		return &guestNet{}, nil
 	}
 	d, err := lkl.AddNetDev(usernet.GuestMAC)
 	if err != nil {
@@ -82,6 +86,15 @@ func addNetDev(o *ImageOptions) (*guestNet, error) {
 // boot. procDir is an LKL fd of the kernel's own proc, -1 if none.
 func (g *guestNet) start(o *ImageOptions, procDir int) error {
 	if g == nil {
+		return nil
+	}
+	if g.dev == nil {
+		if err := g.startLoopback(o, procDir); err != nil {
+			// The guest runs as before there was a loopback:
+			// its internet sockets are EAFNOSUPPORT.
+			fmt.Fprintf(os.Stderr, "kbox: warning: no loopback network: %v\n", err)
+			g.inet = nil
+		}
 		return nil
 	}
 	if err := g.dev.Configure(usernet.GuestAddr, usernet.PrefixLen, usernet.GatewayIP); err != nil {
@@ -135,6 +148,24 @@ func (g *guestNet) start(o *ImageOptions, procDir int) error {
 			fmt.Fprintf(os.Stderr, "kbox: net: publishing %s (%s) to the guest's port %d\n", p, at, p.GuestPort)
 		}
 	}
+	return nil
+}
+
+// startLoopback gives the guest without --net its own loopback: lo up
+// (127.0.0.1 and ::1), LKL's TCP tuned as with --net (and ping allowed),
+// and its internet and netlink sockets served by LKL.
+func (g *guestNet) startLoopback(o *ImageOptions, procDir int) error {
+	if err := lkl.LoopbackUp(); err != nil {
+		return err
+	}
+	if err := lkl.TuneTCP(procDir, kernelMemMB(rootOptions(o).Kernel)); err != nil {
+		fmt.Fprintf(os.Stderr, "kbox: warning: loopback: %v\n", err)
+	}
+	var err error
+	if g.inet, err = dispatch.NewInet(); err != nil {
+		return err
+	}
+	g.inet.Max = inetMax(o)
 	return nil
 }
 
