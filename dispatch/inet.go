@@ -1400,19 +1400,30 @@ func (s *inetSock) watchListener() {
 		if closed {
 			return
 		}
-		if !lklPollIn(s.lfd, 0) {
+		// LKL's queue is asked under s.mu, which an accept takes to
+		// remove the token after taking a connection (takeToken): a
+		// token is never written for a connection an accept took
+		// between the look and the write. Such a stale token kept the
+		// guest's end readable with nothing to accept, so the next
+		// connection wrote no token, and a guest waiting for an edge
+		// (Go's netpoller, epoll with EPOLLET) never accepted it
+		// (TestNetGoProgram: requests waited 10 s under load).
+		s.mu.Lock()
+		waiting := !s.closed && lklPollIn(s.lfd, 0)
+		if waiting {
+			if !s.token {
+				if _, err := unix.Write(s.kfd, []byte{'A'}); err == nil {
+					s.token = true
+				}
+			}
+			close(s.lwait)
+			s.lwait = make(chan struct{})
+		}
+		s.mu.Unlock()
+		if !waiting {
 			await(s.rdy, listenTick*time.Millisecond)
 			continue
 		}
-		s.mu.Lock()
-		if !s.token && !s.closed {
-			if _, err := unix.Write(s.kfd, []byte{'A'}); err == nil {
-				s.token = true
-			}
-		}
-		close(s.lwait)
-		s.lwait = make(chan struct{})
-		s.mu.Unlock()
 		select { // until an accept took the token, or a tick
 		case <-s.taken:
 		case <-time.After(listenTick * time.Millisecond):
@@ -1442,6 +1453,21 @@ func (s *inetSock) takeToken(gfd int) {
 	case s.taken <- struct{}{}:
 	default:
 	}
+}
+
+// dropStaleToken removes the token from the guest's end gfd when LKL has
+// no connection waiting after all (an accept found none): the watcher
+// writes one again for the next connection, the edge a guest waiting in
+// epoll with EPOLLET needs.
+func (s *inetSock) dropStaleToken(gfd int) {
+	s.mu.Lock()
+	if s.token && !lklPollIn(s.lfd, 0) {
+		var b [1]byte
+		if n, _, _ := unix.Recvfrom(gfd, b[:], unix.MSG_DONTWAIT); n == 1 {
+			s.token = false
+		}
+	}
+	s.mu.Unlock()
 }
 
 // inetAccept serves accept(2) and accept4(2) on an internet socket: LKL's
@@ -1481,6 +1507,9 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 			return nil, -1, nil, unix.ENFILE // the connection stays queued, as Linux's
 		}
 		nfd, le := lkl.Syscall6(lkl.SysAccept4, uintptr(s.lfd), lkl.Ptr(addr), lkl.Ptr(alen), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0, 0)
+		if le == unix.EAGAIN {
+			s.dropStaleToken(gfd)
+		}
 		if le != 0 {
 			return nil, -1, nil, le
 		}
