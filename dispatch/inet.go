@@ -56,6 +56,21 @@ type Inet struct {
 	dgrams atomic.Int64 // datagram sockets open: recvmsg looks for one (inetmsg.go)
 	ending atomic.Int64 // sockets the reaper is ending (Drain)
 	ready  lklReady     // LKL's readiness of the sockets (inetready.go)
+
+	stopping atomic.Bool // Stop: ending sockets wait no more (waitUnsent)
+}
+
+// Stop ends the waits of the sockets being ended for their unsent data
+// (waitUnsent) and waits, at most d, until none is being ended or left
+// to end (its guest end closed): no kbox call goes into LKL after kbox
+// halts it. kbox calls it once the guest
+// has exited, after Drain.
+func (n *Inet) Stop(d time.Duration) {
+	n.stopping.Store(true)
+	deadline := time.Now().Add(d)
+	for (n.ending.Load() > 0 || n.anyGone()) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Sweep wakes the goroutines waiting for LKL sockets that became ready
@@ -391,7 +406,7 @@ func (s *inetSock) end() {
 	s.inConnect.Wait()
 	s.n.ready.drop(s)
 	if s.typ == unix.SOCK_STREAM {
-		waitUnsent(s.lfd)
+		s.n.waitUnsent(s.lfd)
 	}
 	lklClose(s.lfd)
 	s.settled() // a local peer sees the FIN or reset now
@@ -406,7 +421,8 @@ func (s *inetSock) end() {
 const unsentWait = 60 * time.Second
 
 // waitUnsent waits, up to unsentWait, until LKL stream socket fd has
-// sent everything and had it acknowledged, or its connection ended,
+// sent everything and had it acknowledged, or its connection ended, or
+// kbox stops (Stop),
 // when it has nothing unread and no SO_LINGER of the guest's. Closed
 // with unsent data, the socket would be orphaned with it, and a kernel
 // whose TCP is over its memory bound (net.ipv4.tcp_mem: a few MiB in
@@ -418,7 +434,7 @@ const unsentWait = 60 * time.Second
 // RAM. The guest's close returned long ago (its end is a host socket);
 // only the goroutine that ends the socket waits, asking LKL's queue
 // (SIOCOUTQ) every few milliseconds, not waiting in LKL.
-func waitUnsent(fd int) {
+func (n *Inet) waitUnsent(fd int) {
 	if in, le := lklQueueNet(fd, unix.SIOCINQ); le != 0 || in > 0 {
 		return // unread data: Linux's close resets
 	}
@@ -432,7 +448,7 @@ func waitUnsent(fd int) {
 	deadline := time.Now().Add(unsentWait)
 	for d := time.Millisecond; ; d = min(2*d, 50*time.Millisecond) {
 		out, le := lklQueueNet(fd, unix.SIOCOUTQ)
-		if le != 0 || out == 0 || time.Now().After(deadline) || !tcpSending(fd) {
+		if le != 0 || out == 0 || time.Now().After(deadline) || n.stopping.Load() || !tcpSending(fd) {
 			return
 		}
 		time.Sleep(d)

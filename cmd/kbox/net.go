@@ -170,7 +170,15 @@ func (g *guestNet) startLoopback(o *ImageOptions, procDir int) error {
 }
 
 func (g *guestNet) close() {
-	if g == nil || g.net == nil {
+	if g == nil {
+		return
+	}
+	if g.net == nil {
+		// The loopback alone: nothing to carry out, but the sockets
+		// being ended stop calling LKL before it halts.
+		if g.inet != nil {
+			g.inet.Stop(time.Second)
+		}
 		return
 	}
 	// What the guest wrote and closed last reaches the host first
@@ -178,6 +186,7 @@ func (g *guestNet) close() {
 	// beyond it).
 	if g.inet != nil {
 		g.inet.Drain(2 * time.Second)
+		g.inet.Stop(time.Second)
 	}
 	if open := g.net.Quiesce(2 * time.Second); open > 0 && g.log {
 		fmt.Fprintf(os.Stderr, "kbox: net: %d flows still open 2 s after the guest ended: cut\n", open)
