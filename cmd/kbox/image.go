@@ -53,8 +53,9 @@ func rootOptions(o *ImageOptions) rootfs.Options {
 	// The guest always has a network, its loopback at least (net.go):
 	// sockets' buffers and a kernel task per host thread in LKL. At 32M
 	// 100 busy connections ran LKL out of memory, and 200 on the
-	// loopback made its TCP abort closed sockets' last data; 64M took
-	// 54-116 s for what 128M does in 4 s.
+	// loopback made its TCP abort closed sockets' last data; at 64M two
+	// 200 MB echoes on the loopback took 10 s, 2.8 s at 128M
+	// (docs/networking.md, "Without --net: the loopback alone").
 	opt.Kernel.MemMB = netMemMB
 	switch {
 	case o.MountProfile == "minimal":
