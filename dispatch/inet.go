@@ -67,10 +67,7 @@ type Inet struct {
 // has exited, after Drain.
 func (n *Inet) Stop(d time.Duration) {
 	n.stopping.Store(true)
-	deadline := time.Now().Add(d)
-	for (n.ending.Load() > 0 || n.anyGone()) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	n.Drain(d)
 }
 
 // Sweep wakes the goroutines waiting for LKL sockets that became ready
@@ -435,7 +432,7 @@ const unsentWait = 60 * time.Second
 // only the goroutine that ends the socket waits, asking LKL's queue
 // (SIOCOUTQ) every few milliseconds, not waiting in LKL.
 func (n *Inet) waitUnsent(fd int) {
-	if in, le := lklQueueNet(fd, unix.SIOCINQ); le != 0 || in > 0 {
+	if in, le := lklQueue(fd, unix.SIOCINQ); le != 0 || in > 0 {
 		return // unread data: Linux's close resets
 	}
 	b := make([]byte, 12) // struct linger (l_onoff, l_linger), then its length
@@ -447,7 +444,7 @@ func (n *Inet) waitUnsent(fd int) {
 	}
 	deadline := time.Now().Add(unsentWait)
 	for d := time.Millisecond; ; d = min(2*d, 50*time.Millisecond) {
-		out, le := lklQueueNet(fd, unix.SIOCOUTQ)
+		out, le := lklQueue(fd, unix.SIOCOUTQ)
 		if le != 0 || out == 0 || time.Now().After(deadline) || n.stopping.Load() || !tcpSending(fd) {
 			return
 		}

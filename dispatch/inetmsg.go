@@ -553,19 +553,11 @@ func (e *Engine) inetIoctl(r *Request) (Result, bool) {
 	return ok(0, LKL), true
 }
 
-// lklQueue is LKL's SIOCINQ or SIOCOUTQ of its socket fd.
+// lklQueue is LKL's SIOCINQ or SIOCOUTQ of its socket fd (a call that
+// does not wait: netCall).
 func lklQueue(fd int, cmd uint32) (int, unix.Errno) {
-	return queueOf(lkl.Syscall6, fd, cmd)
-}
-
-// lklQueueNet is lklQueue in one of netSlots.
-func lklQueueNet(fd int, cmd uint32) (int, unix.Errno) {
-	return queueOf(netCall, fd, cmd)
-}
-
-func queueOf(call func(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, unix.Errno), fd int, cmd uint32) (int, unix.Errno) {
 	b := make([]byte, 4)
-	_, le := call(lkl.SysIoctl, uintptr(fd), uintptr(cmd), lkl.Ptr(b), 0, 0, 0)
+	_, le := netCall(lkl.SysIoctl, uintptr(fd), uintptr(cmd), lkl.Ptr(b), 0, 0, 0)
 	runtime.KeepAlive(b)
 	if le != 0 {
 		return 0, le
