@@ -180,24 +180,8 @@ func TestNetHostAddresses(t *testing.T) {
 		t.Skip("*** this host has no address but its loopback and link-local ones: nothing to try (usernet's TestHostAddress covers the check)")
 	}
 	secret := "host service " + rand.Text()
-	var tcpHits, udpHits atomic.Int64
-	ln, err := net.Listen("tcp", ":0") // every address of the host
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			tcpHits.Add(1)
-			io.WriteString(c, secret+"\n")
-			c.Close()
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	var udpHits atomic.Int64
+	port, tcpHits := hostService(t, secret)
 	uc, err := net.ListenPacket("udp", ":0")
 	if err != nil {
 		t.Fatal(err)
@@ -352,35 +336,44 @@ func hostAddrs(t *testing.T) []net.IP {
 	return addrs
 }
 
-// TestNetLoopback: without --net the guest still has a network, its own
-// kernel's loopback, as a container without a network does: in each
-// tier a guest server and client meet on 127.0.0.1, busybox's ip shows
-// lo and nothing else, and what the guest can name of the host stays out
-// of reach: 10.0.2.2 and this host's addresses are unreachable, and the
-// guest's 127.0.0.1 is not the host's (a host listener on all of them
-// sees nothing). Python (an image with python3) runs servers and clients on
-// 127.0.0.1 and ::1 with the same results as natively: TCP echoes (200
-// clients at once, 1 MB each, checked), UDP sources through recvfrom
-// and recvmsg, http.server with urllib, asyncio. Before, every internet
-// socket without --net was EAFNOSUPPORT.
-func TestNetLoopback(t *testing.T) {
-	ln, err := net.Listen("tcp", ":0") // every address of the host, as TestNetHostAddresses
+// hostService is a TCP service on every address of the host: it counts
+// the connections it gets and answers each with line. Its port.
+func hostService(t *testing.T, line string) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", ":0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	var hostSaw atomic.Int64
+	t.Cleanup(func() { ln.Close() })
+	var hits atomic.Int64
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			hostSaw.Add(1)
+			hits.Add(1)
+			io.WriteString(c, line+"\n")
 			c.Close()
 		}
 	}()
-	hp := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), &hits
+}
+
+// TestNetLoopback: without --net the guest still has a network, its own
+// kernel's loopback, as a container without a network does: in each
+// tier a guest server and client meet on 127.0.0.1, busybox's ip shows
+// lo and nothing else, and what the guest can name of the host stays out
+// of reach: 10.0.2.2 and this host's addresses are unreachable, and the
+// guest's 127.0.0.1 is not the host's (a host listener on all of them
+// sees nothing). A non-root guest serves and connects between two of its
+// processes, and cannot bind a port under 1024. Python (an image with python3) runs servers and clients on
+// 127.0.0.1 and ::1 with the same results as natively: TCP echoes (200
+// clients at once, 1 MB each, checked), UDP sources through recvfrom
+// and recvmsg, http.server with urllib, asyncio. Before, every internet
+// socket without --net was EAFNOSUPPORT.
+func TestNetLoopback(t *testing.T) {
+	hp, hostSaw := hostService(t, "host service")
 	noNet := func(tier string, prog ...string) []string {
 		return append([]string{"image", "-S", imagePath(t), "--syscall-mode=" + tier, "--"}, prog...)
 	}
@@ -398,8 +391,15 @@ func TestNetLoopback(t *testing.T) {
 			})
 		})
 	}
+	// Two processes of a non-root guest user: a server in one, a client
+	// in another; a port under 1024 is root's, as on Linux.
+	runCases(t, nil, []guestCase{
+		{name: "nobody", args: noNet("seccomp", "/bin/su", "nobody", "-s", "/bin/sh", "-c",
+			"nc -l -p 80 2>&1; nc -l -p 8080 > /tmp/got & for i in $(seq 100); do echo from another process | nc 127.0.0.1 8080 2>/dev/null && break; sleep 0.1; done; wait; cat /tmp/got"),
+			want: []string{"nc: bind: Permission denied", "from another process"}},
+	})
 	if n := hostSaw.Load(); n != 0 {
-		t.Errorf("the host's listener on 127.0.0.1:%s saw %d connections from guests without --net", hp, n)
+		t.Errorf("the host's listener on %s saw %d connections from guests without --net", hp, n)
 	}
 
 	img := packageImage(t, "python3")
