@@ -1,0 +1,209 @@
+//go:build lkl
+
+// netchain is the floor under BenchmarkNet's net_conns and net_rtt rows
+// with no supervisor: one process boots LKL with kbox's network device
+// and user-mode network (lkl.AddNetDev, usernet.New, configured as kbox
+// --net configures them), and one thread runs inet's conns and rtt
+// workloads through LKL's own sockets with blocking lkl_syscall calls,
+// to 10.0.2.2:PORT (the host's 127.0.0.1:PORT); then the same on host
+// sockets to 127.0.0.1:PORT, in the same run. It is the chain a guest
+// connection crosses (LKL's TCP, the device, gVisor's TCP, the host
+// dial, the host's TCP) without what kbox adds around it: no guest
+// process, no seccomp notification, no socket pair and no pumps.
+//
+//	netchain PORT CONNS ROUNDS
+//
+// It prints "native conns N /s", "chain conns N /s", "native rtt N us",
+// "chain rtt N us" (each side twice, alternating; the best of each).
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/usernet"
+	"golang.org/x/sys/unix"
+)
+
+const memMB = 128 // kbox's kernel with --net (cmd/kbox/net.go)
+
+func fail(f string, a ...any) {
+	fmt.Fprintf(os.Stderr, "netchain: "+f+"\n", a...)
+	os.Exit(1)
+}
+
+// side is one way of making a socket and calling it: LKL's or the host's.
+type side struct {
+	name    string
+	addr    [4]byte
+	syscall func(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, unix.Errno)
+	nr      struct{ socket, connect, write, read, close, setsockopt uintptr }
+}
+
+func hostCall(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, unix.Errno) {
+	r, _, e := unix.Syscall6(nr, a1, a2, a3, a4, a5, a6)
+	return r, e
+}
+
+func (s *side) dial(port uint16, nodelay bool) int {
+	fd, e := s.syscall(s.nr.socket, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0, 0, 0, 0)
+	if e != 0 {
+		fail("%s socket: %v", s.name, e)
+	}
+	if nodelay {
+		one := make([]byte, 4)
+		binary.NativeEndian.PutUint32(one, 1)
+		s.call(s.nr.setsockopt, fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, ptr(one), 4, 0)
+		runtime.KeepAlive(one)
+	}
+	sa := make([]byte, 16) // struct sockaddr_in
+	binary.NativeEndian.PutUint16(sa, unix.AF_INET)
+	binary.BigEndian.PutUint16(sa[2:], port)
+	copy(sa[4:], s.addr[:])
+	if _, e := s.syscall(s.nr.connect, fd, ptr(sa), 16, 0, 0, 0); e != 0 {
+		fail("%s connect: %v", s.name, e)
+	}
+	runtime.KeepAlive(sa)
+	return int(fd)
+}
+
+func (s *side) call(nr, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
+	for {
+		r, e := s.syscall(nr, a1, a2, a3, a4, a5, a6)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			fail("%s syscall %d: %v", s.name, nr, e)
+		}
+		return r
+	}
+}
+
+// echo writes b and reads as many bytes back.
+func (s *side) echo(fd int, b []byte) {
+	if s.call(s.nr.write, uintptr(fd), ptr(b), uintptr(len(b)), 0, 0, 0) != uintptr(len(b)) {
+		fail("%s: short write", s.name)
+	}
+	for got := 0; got < len(b); {
+		n := s.call(s.nr.read, uintptr(fd), ptr(b[got:]), uintptr(len(b)-got), 0, 0, 0)
+		if n == 0 {
+			fail("%s: early EOF", s.name)
+		}
+		got += int(n)
+	}
+	runtime.KeepAlive(b)
+}
+
+// ptr is the address of b's first byte (b stays alive: KeepAlive).
+func ptr(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
+
+func (s *side) conns(port uint16, n int) float64 {
+	b := []byte{'c'}
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		fd := s.dial(port, false)
+		s.echo(fd, b)
+		s.call(s.nr.close, uintptr(fd), 0, 0, 0, 0, 0)
+	}
+	return float64(n) / time.Since(t0).Seconds()
+}
+
+func (s *side) rtt(port uint16, n int) float64 {
+	fd := s.dial(port, true)
+	b := make([]byte, 64)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		s.echo(fd, b)
+	}
+	us := float64(time.Since(t0).Microseconds()) / float64(n)
+	s.call(s.nr.close, uintptr(fd), 0, 0, 0, 0, 0)
+	return us
+}
+
+func main() {
+	if len(os.Args) != 4 {
+		fmt.Fprintln(os.Stderr, "usage: netchain PORT CONNS ROUNDS")
+		os.Exit(2)
+	}
+	p, err1 := strconv.ParseUint(os.Args[1], 10, 16)
+	conns, err2 := strconv.Atoi(os.Args[2])
+	rounds, err3 := strconv.Atoi(os.Args[3])
+	if err1 != nil || err2 != nil || err3 != nil || p == 0 || conns <= 0 || rounds <= 0 {
+		fmt.Fprintln(os.Stderr, "usage: netchain PORT CONNS ROUNDS")
+		os.Exit(2)
+	}
+	port := uint16(p)
+
+	dev, err := lkl.AddNetDev(usernet.GuestMAC)
+	if err != nil {
+		fail("%v", err)
+	}
+	if err := lkl.Boot(lkl.Config{MemMB: memMB}); err != nil {
+		fail("%v", err)
+	}
+	defer lkl.Halt()
+	if err := lkl.Mkdir("/proc", 0o555); err != nil {
+		fail("mkdir /proc: %v", err)
+	}
+	if err := lkl.Mount("proc", "/proc", "proc", 0, ""); err != nil {
+		fail("mount /proc: %v", err)
+	}
+	procDir, err := lkl.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		fail("open /proc: %v", err)
+	}
+	if err := dev.Configure(usernet.GuestAddr, usernet.PrefixLen, usernet.GatewayIP); err != nil {
+		fail("%v", err)
+	}
+	if err := dev.SetMTU(usernet.MTU); err != nil {
+		fail("%v", err)
+	}
+	if err := lkl.TuneTCP(procDir, memMB); err != nil {
+		fail("%v", err)
+	}
+	rule, err := usernet.ParseRule(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port).String())
+	if err != nil {
+		fail("%v", err)
+	}
+	nw, err := usernet.New(dev, usernet.Config{Policy: usernet.Policy{Allow: []usernet.Rule{rule}}})
+	if err != nil {
+		fail("%v", err)
+	}
+	defer nw.Close()
+
+	host := &side{name: "native", addr: [4]byte{127, 0, 0, 1}, syscall: hostCall}
+	host.nr.socket, host.nr.connect, host.nr.write, host.nr.read, host.nr.close, host.nr.setsockopt =
+		unix.SYS_SOCKET, unix.SYS_CONNECT, unix.SYS_WRITE, unix.SYS_READ, unix.SYS_CLOSE, unix.SYS_SETSOCKOPT
+	chain := &side{name: "chain", addr: usernet.GatewayIP.As4(), syscall: lkl.Syscall6}
+	chain.nr.socket, chain.nr.connect, chain.nr.write, chain.nr.read, chain.nr.close, chain.nr.setsockopt =
+		lkl.SysSocket, lkl.SysConnect, lkl.SysWrite, lkl.SysRead, lkl.SysClose, lkl.SysSetsockopt
+
+	runtime.LockOSThread()
+	best := map[string]float64{}
+	for i := 0; i < 2; i++ {
+		for _, s := range []*side{host, chain} {
+			c := s.conns(port, conns)
+			r := s.rtt(port, rounds)
+			if c > best[s.name+" conns"] {
+				best[s.name+" conns"] = c
+			}
+			if v, ok := best[s.name+" rtt"]; !ok || r < v {
+				best[s.name+" rtt"] = r
+			}
+		}
+	}
+	for _, s := range []string{"native", "chain"} {
+		fmt.Printf("%s conns %.1f /s\n", s, best[s+" conns"])
+	}
+	for _, s := range []string{"native", "chain"} {
+		fmt.Printf("%s rtt %.1f us\n", s, best[s+" rtt"])
+	}
+}
