@@ -99,35 +99,80 @@ func initUTS() {
 
 // The virtual fd range starts at Opt.VirtualFDs: the guest's soft fd limit,
 // by which the kernel allocates fds, must stay at or below it, so that the
-// kernel never hands out a host fd in the virtual range. The hard limit is
-// the host's (seccomp/supervisor/guestinit.c).
-func (e *Engine) nofileOK(r *Request, addr uint64) bool {
+// kernel never hands out a host fd in the virtual range. The guest sees
+// that base as its hard limit too (nofileView), as in the in-process
+// tiers: a program that raises its soft limit to its hard one, as many
+// servers and Python tools do at start, then gets what it asked for, not
+// EPERM. The host process's real hard limit stays above the virtual range
+// (an execveat by a virtual fd installs there: seccomp/supervisor/exec.go).
+
+// nofileCheck is the errno of setting RLIMIT_NOFILE to the limits at addr
+// (0: none given), or 0 to let the call go on: raising the hard limit
+// above the guest's (the virtual base) is EPERM, as raising a hard limit
+// is for a process without CAP_SYS_RESOURCE.
+func (e *Engine) nofileCheck(r *Request, addr uint64) unix.Errno {
 	if addr == 0 {
-		return true
+		return 0
 	}
 	var lim unix.Rlimit
 	if err := r.G.Read(addr, asBytes(&lim)); err != nil {
-		return true // the kernel reports the EFAULT
+		return 0 // the kernel reports the EFAULT
 	}
-	// A soft limit above the hard one is the kernel's EINVAL.
-	return lim.Cur <= uint64(e.Opt.VirtualFDs) || lim.Cur > lim.Max
+	if lim.Cur > lim.Max {
+		return 0 // the kernel's EINVAL
+	}
+	if lim.Max > uint64(e.Opt.VirtualFDs) {
+		return unix.EPERM
+	}
+	return 0
 }
 
-// sysPrlimit serves prlimit64(2): fd limit clamped.
-func sysPrlimit(e *Engine, r *Request) Result {
-	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
-		return res // another host process's limits
+// nofileView writes the calling process's RLIMIT_NOFILE as the guest sees
+// it to addr: both limits at most the virtual base.
+func (e *Engine) nofileView(r *Request, addr uint64) Result {
+	var lim unix.Rlimit
+	if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, nil, &lim); err != nil {
+		return fail(err, Host)
 	}
-	if r.Args[1] == unix.RLIMIT_NOFILE && !e.nofileOK(r, r.Args[2]) {
-		return errno(unix.EPERM, Denied)
+	base := uint64(e.Opt.VirtualFDs)
+	lim.Cur, lim.Max = min(lim.Cur, base), min(lim.Max, base)
+	if err := r.G.Write(addr, asBytes(&lim)); err != nil {
+		return errno(unix.EFAULT, Emulated)
+	}
+	return ok(0, Emulated)
+}
+
+// sysGetrlimit serves getrlimit(2): the fd limit as the guest sees it.
+func sysGetrlimit(e *Engine, r *Request) Result {
+	if r.Args[0] == unix.RLIMIT_NOFILE {
+		return e.nofileView(r, r.Args[1])
 	}
 	return cont
 }
 
-// sysSetrlimit serves setrlimit(2): fd limit clamped.
+// sysPrlimit serves prlimit64(2): the fd limit as the guest sees it.
+func sysPrlimit(e *Engine, r *Request) Result {
+	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
+		return res // another host process's limits
+	}
+	if r.Args[1] != unix.RLIMIT_NOFILE {
+		return cont
+	}
+	if en := e.nofileCheck(r, r.Args[2]); en != 0 {
+		return errno(en, Denied)
+	}
+	if r.Args[0] == 0 && r.Args[2] == 0 && r.Args[3] != 0 {
+		return e.nofileView(r, r.Args[3]) // a read of its own: getrlimit's way in glibc and musl
+	}
+	return cont
+}
+
+// sysSetrlimit serves setrlimit(2): the fd limit as the guest sees it.
 func sysSetrlimit(e *Engine, r *Request) Result {
-	if r.Args[0] == unix.RLIMIT_NOFILE && !e.nofileOK(r, r.Args[1]) {
-		return errno(unix.EPERM, Denied)
+	if r.Args[0] == unix.RLIMIT_NOFILE {
+		if en := e.nofileCheck(r, r.Args[1]); en != 0 {
+			return errno(en, Denied)
+		}
 	}
 	return cont
 }

@@ -38,3 +38,26 @@ func TestSyscallFamilies(t *testing.T) {
 			"sched_getaffinity host ESRCH\n", "prlimit host ESRCH\n", "inotify_init1 ENOSYS\n", "sysinfo procs<10 1 ram 1\n"}, nil},
 	})
 }
+
+// TestFDLimitRaise: a guest raising its soft fd limit to its hard one, as
+// servers and Python tools do at start, gets it in every tier, and reads
+// it back alike through getrlimit and prlimit, as natively. The guest's
+// hard limit is kbox's virtual fd base (dispatch/sys.go): the seccomp
+// tier showed the host's hard limit, and raising the soft one to it was
+// EPERM.
+func TestFDLimitRaise(t *testing.T) {
+	img := imagePath(t)
+	prog := dumpFromImage(t, img, "/opt/tests/sysmisc")
+	native, err := exec.Command(prog, "nofile").Output()
+	if err != nil {
+		t.Fatalf("native: %v\n%s", err, native)
+	}
+	for _, tier := range []string{"seccomp", "trap", "rewrite"} {
+		t.Run(tier, func(t *testing.T) {
+			out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/sysmisc", "nofile")
+			if st != 0 || out != string(native) {
+				t.Errorf("status %d; under kbox:\n%s\nnatively:\n%s\n%s", st, out, native, stderr)
+			}
+		})
+	}
+}

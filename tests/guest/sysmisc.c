@@ -4,7 +4,10 @@
  * prints what a native run prints too; "sysmisc kbox PID" prints what only
  * kbox answers (a host pid outside the guest is ESRCH for the calls that
  * name a task; inotify is absent). Never run "kbox" natively: it renices
- * the given pid and every process of the caller's uid.
+ * the given pid and every process of the caller's uid. "sysmisc nofile"
+ * raises the soft fd limit to the hard one, as servers and Python tools do
+ * at start, with no fork (it runs in every tier), and prints what a native
+ * run prints too.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -182,6 +185,21 @@ static void kboxonly(int host)
 	printf("sysinfo procs<10 %d ram %d\n", si.procs < 10, si.totalram > 0);
 }
 
+static void nofile(void)
+{
+	struct rlimit rl, got, pr;
+	getrlimit(RLIMIT_NOFILE, &rl);
+	struct rlimit up = {rl.rlim_max, rl.rlim_max};
+	printf("soft to hard %s\n", en(setrlimit(RLIMIT_NOFILE, &up)));
+	getrlimit(RLIMIT_NOFILE, &got);
+	printf("soft is hard %d\n", got.rlim_cur == got.rlim_max);
+	printf("prlimit read %s\n", en(prlimit(0, RLIMIT_NOFILE, NULL, &pr)));
+	printf("prlimit agrees %d\n", pr.rlim_cur == got.rlim_cur && pr.rlim_max == got.rlim_max);
+	struct rlimit low = {got.rlim_cur / 2, got.rlim_max};
+	printf("soft lowered %s\n", en(prlimit(0, RLIMIT_NOFILE, &low, NULL)));
+	printf("soft raised again %s\n", en(setrlimit(RLIMIT_NOFILE, &got)));
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -189,6 +207,8 @@ int main(int argc, char **argv)
 		same();
 	else if (argc >= 3 && !strcmp(argv[1], "kbox"))
 		kboxonly(atoi(argv[2]));
+	else if (argc >= 2 && !strcmp(argv[1], "nofile"))
+		nofile();
 	else
 		return 2;
 	return 0;
