@@ -9,6 +9,7 @@ package lkl
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -103,6 +104,34 @@ func Boot(cfg Config) error {
 
 // ownLoglevel reports whether the command line names its own loglevel.
 func (cfg Config) ownLoglevel() bool { return strings.Contains(" "+cfg.Cmdline, " loglevel=") }
+
+// restartedEnv marks the second start of kbox after a kernel panic while
+// it was starting (console.c); kbox takes it out of its environment at
+// once, so that no guest sees it.
+const restartedEnv = "KBOX_LKL_RESTARTED"
+
+var restarted = os.Getenv(restartedEnv) != ""
+
+func init() {
+	if restarted {
+		os.Unsetenv(restartedEnv)
+		markRestarted()
+	}
+}
+
+// SetStarting says whether kbox is starting: from before boot until the
+// guest may run, when nothing of the guest has happened yet. A kernel
+// panic then starts kbox once more, with the same arguments (console.c:
+// LKL 6.0 has a rare race at boot); once only.
+func SetStarting(on bool) { setStarting(on) }
+
+// Restarted reports whether this kbox is the second start after a kernel
+// panic while starting.
+func Restarted() bool { return restarted }
+
+// Panic panics the kernel as LKL's panic() does (after boot; tests only:
+// KBOX_TEST_PANIC_AT_START, docs/testing.md).
+func Panic() { panicKernel() }
 
 // Halt shuts the kernel down, flushing mounted filesystems.
 func Halt() {

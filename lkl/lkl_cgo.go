@@ -41,6 +41,18 @@ func boot(cmdline string, echo bool) error {
 
 func shutdown() { C.kbox_lkl_shutdown() }
 
+func setStarting(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.kbox_lkl_starting(v)
+}
+
+func markRestarted() { C.kbox_lkl_restarted() }
+
+func panicKernel() { C.kbox_lkl_panic() }
+
 func diskAdd(fd int) int { return int(C.kbox_lkl_disk_add(C.int(fd))) }
 
 func mountDev(id, part int, fstype string, flags uintptr, opts string) (string, error) {

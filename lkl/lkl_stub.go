@@ -13,6 +13,12 @@ func boot(string, bool) error { return ErrNotBuilt }
 
 func shutdown() {}
 
+func setStarting(bool) {}
+
+func markRestarted() {}
+
+func panicKernel() {}
+
 func diskAdd(int) int { return -38 } // ENOSYS
 
 func mountDev(int, int, string, uintptr, string) (string, error) { return "", ErrNotBuilt }

@@ -121,10 +121,16 @@ func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, err
 	}
 	ropt := rootOptions(o)
 	ropt.Overlay = ag.overlayLayer() // --ephemeral, --overlay: writes go to the overlay
+	// From boot until the guest may run, a kernel panic starts kbox once
+	// more (lkl.SetStarting; runGuest ends it).
+	lkl.SetStarting(true)
 	root, err := rootfs.Setup(img, ropt)
 	if err != nil {
 		img.Close()
 		return 0, err
+	}
+	if v := os.Getenv("KBOX_TEST_PANIC_AT_START"); v == "always" || v != "" && !lkl.Restarted() {
+		lkl.Panic() // tests only (docs/testing.md)
 	}
 	defer func() {
 		if err := root.Close(); err != nil {
@@ -153,6 +159,7 @@ func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, err
 }
 
 func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *agentRun, gnet *guestNet) (int, error) {
+	lkl.SetStarting(false) // the guest may run from here: a panic ends kbox
 	path, err := findProgram(o.Command[0], o.WorkDir, guestPath, binds)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
