@@ -57,9 +57,11 @@ type execCheck struct {
 }
 
 type putBack struct {
-	pid  int
-	addr uint64
-	orig []byte
+	pid    int    // the process whose memory the exec'ing child shared
+	child  int    // the exec'ing child
+	addr   uint64 // where the path string is
+	orig   []byte // the guest's string there
+	staged []byte // what kbox wrote over it, as long as orig
 }
 
 // Exec serves an execve the engine accepted.
@@ -168,7 +170,7 @@ func (t *execTier) Exec(r *dispatch.Request, x *dispatch.Exec) dispatch.Result {
 	}
 	var pb *putBack
 	if name != "" && name != x.Given {
-		if pb = sharesMemory(r, x.PathAddr, len(name)+1); pb != nil {
+		if pb = sharesMemory(r, x.PathAddr, name); pb != nil {
 			t.putBacks = append(t.putBacks, pb)
 		}
 		if err := r.G.WriteForce(x.PathAddr, append([]byte(name), 0)); err != nil {
@@ -192,10 +194,12 @@ const kcmpVM = 1
 
 // sharesMemory returns what to put back after the exec when the caller
 // shares its memory with its parent (a CLONE_VM child that has not exec'd
-// yet, while the parent waits for it: posix_spawn, vfork, system): the n
-// bytes at addr, which the exec's path rewrite overwrites, and the
-// parent's pid. Nil when nothing shares the caller's memory.
-func sharesMemory(r *dispatch.Request, addr uint64, n int) *putBack {
+// yet, while the parent waits for it: posix_spawn, vfork, system): the
+// bytes at addr which the exec's path rewrite overwrites with name and
+// its NUL, and the parent's pid. Nil when nothing shares the caller's
+// memory.
+func sharesMemory(r *dispatch.Request, addr uint64, name string) *putBack {
+	n := len(name) + 1
 	pid := r.G.Pid()
 	ppid := parentPid(pid)
 	if ppid <= 1 {
@@ -209,7 +213,8 @@ func sharesMemory(r *dispatch.Request, addr uint64, n int) *putBack {
 	if k <= 0 {
 		return nil
 	}
-	return &putBack{pid: ppid, addr: addr, orig: orig[:k]}
+	staged := append([]byte(name), 0)
+	return &putBack{pid: ppid, child: pid, addr: addr, orig: orig[:k], staged: staged[:k]}
 }
 
 // parentPid reads the parent's pid of process pid from /proc (0 if gone).
@@ -235,7 +240,7 @@ func parentPid(pid int) int {
 // or its parent's) before pid execs: the parent resumed when its child's
 // exec replaced the child's memory, after the kernel read the path, and
 // may spawn again, from the same string, before that child's first
-// syscall.
+// syscall or its own next one.
 func (t *execTier) putBackFor(pid int) {
 	ppid := parentPid(pid)
 	for _, pb := range t.putBacks {
@@ -244,6 +249,26 @@ func (t *execTier) putBackFor(pid int) {
 			t.putBackFor(pid) // the list changed
 			return
 		}
+	}
+}
+
+// putBackWhileStopped puts back the strings of process tgid's memory whose
+// child has exec'd (it no longer shares that memory, or is gone), as
+// tgid's notification arrives: one of its threads waits in kbox, and
+// Python's subprocess, Go's os/exec and posix_spawn all make a notified
+// call (a close of the exec's error pipe) before the spawning thread goes
+// on to free the string.
+func (t *execTier) putBackWhileStopped(tgid int) {
+	for i := 0; i < len(t.putBacks); i++ {
+		pb := t.putBacks[i]
+		if pb.pid != tgid {
+			continue
+		}
+		if v, _, e := unix.Syscall6(unix.SYS_KCMP, uintptr(pb.child), uintptr(pb.pid), kcmpVM, 0, 0, 0); e == 0 && v == 0 {
+			continue // the child's exec has not replaced its memory yet
+		}
+		t.putBackDone(pb)
+		i--
 	}
 }
 
@@ -261,22 +286,37 @@ func (t *execTier) putBackDone(pb *putBack) {
 // put writes the original bytes back into the memory the exec left
 // behind, which the parent uses again (read-only pages too, as a
 // debugger writes).
+// put writes the guest's string back into the parent's memory if that
+// memory still holds what kbox wrote: the parent resumed when the child's
+// exec was done and may have freed the string and used the memory for
+// something else since (Python's subprocess frees the path's bytes at
+// once); writing the old string there corrupted the parent's heap (a
+// Python that spawned with subprocess crashed in one run in two).
 func (pb *putBack) put() {
 	f, err := os.OpenFile("/proc/"+strconv.Itoa(pb.pid)+"/mem", os.O_RDWR, 0)
 	if err != nil {
 		return // the parent is gone: nothing uses the memory
 	}
 	defer f.Close()
+	cur := make([]byte, len(pb.staged))
+	if n, _ := f.ReadAt(cur, int64(pb.addr)); n != len(cur) || !bytes.Equal(cur, pb.staged) {
+		return // no longer the string kbox wrote: the memory is in other use
+	}
 	f.WriteAt(pb.orig, int64(pb.addr))
 }
 
-// checkExec runs before the first notification of a process after a
-// continued execve (serve): it kills a process that runs anything but
-// the program kbox prepared (execImageOK), and puts back a script's
-// argument (fixArgs). It reports whether the notification may be served.
+// checkExec runs before each notification (serve): it puts back the path
+// strings of a spawning parent that waits in kbox now (putBackWhileStopped)
+// or execs; and at the first notification of a process after a continued
+// execve, it kills a process that runs anything but the program kbox
+// prepared (execImageOK) and puts back a script's argument (fixArgs). It
+// reports whether the notification may be served.
 func (t *execTier) checkExec(req *dispatch.Request) bool {
-	if len(t.putBacks) > 0 && (req.Nr == unix.SYS_EXECVE || req.Nr == unix.SYS_EXECVEAT) {
-		t.putBackFor(req.G.Pid())
+	if len(t.putBacks) > 0 {
+		if req.Nr == unix.SYS_EXECVE || req.Nr == unix.SYS_EXECVEAT {
+			t.putBackFor(req.G.Pid())
+		}
+		t.putBackWhileStopped(req.P.Tgid)
 	}
 	c, pending := req.P.TierData.(*execCheck)
 	if !pending {
