@@ -5,6 +5,8 @@ package tests
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -116,6 +118,28 @@ func TestAutoChoice(t *testing.T) {
 				t.Errorf("status %d, want tier %s (%s)\nstderr: %s", status, c.tier, c.why, lastLines(stderr, 20))
 			}
 		})
+	}
+}
+
+// TestAutoGoSpawner: a static Go program that starts processes
+// (tests/testdata/gospawn: os/exec, which makes Go's own clone and execve
+// syscalls, with the number from memory) runs under auto, in the seccomp
+// tier, named by its .gopclntab. Before, auto chose the rewrite tier, and
+// every spawn failed with ENOSYS ("fork/exec /bin/echo: function not
+// implemented").
+func TestAutoGoSpawner(t *testing.T) {
+	img := imagePath(t)
+	dir := t.TempDir()
+	for _, flags := range [][]string{nil, {"-ldflags=-s -w"}} {
+		build := exec.Command("go", append(append([]string{"build", "-o", filepath.Join(dir, "gospawn")}, flags...), "./testdata/gospawn")...)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build gospawn: %v\n%s", err, out)
+		}
+		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--stats", "-b", dir+":/gs:ro", "--", "/gs/gospawn", "20")
+		if status != 0 || stdout != "gospawn ok 20, pipeline 3\n" || !strings.Contains(stderr, "kbox: tier seccomp (auto: a Go program with syscall.forkExec") {
+			t.Errorf("%v: status %d\nstdout: %s\nstderr: %s", flags, status, stdout, lastLines(stderr, 10))
+		}
 	}
 }
 

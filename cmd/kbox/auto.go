@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -78,13 +79,16 @@ func tierChoice(command string, prog io.ReaderAt, readLib func(string) (io.Reade
 	if f.Machine != elf.EM_X86_64 {
 		return "seccomp", "not an x86_64 program"
 	}
+	if why := spawnsGo(f); why != "" {
+		return "seccomp", why
+	}
 	if f.Section(".interp") != nil || hasInterp(f) {
 		if why := spawnsDynamic(f, readLib); why != "" {
 			return "seccomp", why
 		}
 		return "rewrite", "a dynamic program importing no fork, exec or spawn"
 	}
-	if why := spawnsStatic(f); why != "" {
+	if why := spawnsStatic(f, f.Section(".gopclntab") != nil); why != "" {
 		return "seccomp", why
 	}
 	return "rewrite", "a static program with no fork, exec or spawn"
@@ -154,12 +158,45 @@ func findLib(name string, readLib func(string) (io.ReaderAt, error)) (io.ReaderA
 	return nil, errors.New("not found")
 }
 
+// goSpawners are the functions of a Go program that fork or exec. Go makes
+// those syscalls itself, not through libc, and with the number loaded
+// from memory (syscall.rawVforkSyscall, Syscall6; linked into every Go
+// program, so not itself a sign), so neither a static
+// program's code scan nor a dynamic one's imports see them: os/exec in the
+// rewrite tier failed with ENOSYS.
+var goSpawners = []string{"syscall.forkExec", "syscall.Exec", "golang.org/x/sys/unix.Exec"}
+
+// spawnsGo looks for goSpawners among the function names of a Go
+// program's .gopclntab (NUL-separated; kept by a stripped build too):
+// the linker keeps only the functions a program can call.
+func spawnsGo(f *elf.File) string {
+	sec := f.Section(".gopclntab")
+	if sec == nil {
+		return ""
+	}
+	tab, err := sec.Data()
+	if err != nil {
+		return "unreadable .gopclntab"
+	}
+	for _, name := range goSpawners {
+		if bytes.Contains(tab, []byte("\x00"+name+"\x00")) {
+			return "a Go program with " + name
+		}
+	}
+	return ""
+}
+
 // spawnsStatic looks at a static program: its symbol table when it has
 // one, and its code for `mov $nr,%eax` (or %al) before a syscall with a
-// fork or exec number.
-func spawnsStatic(f *elf.File) string {
+// fork or exec number. A stripped Go program (goProg) was answered by
+// spawnsGo: its function names are in .gopclntab, and its clones without
+// symbols (every Go program makes threads) would all count.
+func spawnsStatic(f *elf.File, goProg bool) string {
 	syms, err := f.Symbols()
 	hasSyms := err == nil && len(syms) > 0
+	if goProg && !hasSyms {
+		return ""
+	}
 	for _, s := range syms {
 		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && spawners[s.Name] && s.Name != "syscall" {
 			return "defines " + s.Name

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,6 +51,44 @@ func TestTierChoiceRefusals(t *testing.T) {
 		mode, why := tierChoice(c.command, bytes.NewReader(c.prog), noLib)
 		if mode != c.want || !strings.Contains(why, c.why) {
 			t.Errorf("%s: %s (%s), want %s (%s)", c.command, mode, why, c.want, c.why)
+		}
+	}
+}
+
+// TestTierChoiceGo: a Go program that can start processes (os/exec) goes
+// to the seccomp tier, stripped or not, static or with cgo's
+// interpreter; one that cannot stays in the rewrite tier. Go forks and
+// execs with its own syscalls, which the code scan and the imports miss.
+func TestTierChoiceGo(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("SKIP: no go tool: %v", err)
+	}
+	dir := t.TempDir()
+	src := map[string]string{
+		"spawn": "package main\nimport (\"os\"; \"os/exec\")\nfunc main() { exec.Command(\"/bin/true\").Run(); os.Exit(0) }\n",
+		"plain": "package main\nimport \"fmt\"\nfunc main() { fmt.Println(\"hi\") }\n",
+	}
+	noLib := func(string) (io.ReaderAt, error) { return nil, errors.New("none") }
+	for name, code := range src {
+		d := filepath.Join(dir, name)
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "main.go"), []byte(code), 0o644)
+		os.WriteFile(filepath.Join(d, "go.mod"), []byte("module "+name+"\ngo 1.21\n"), 0o644)
+		for _, flags := range [][]string{nil, {"-ldflags=-s -w"}} {
+			bin := filepath.Join(d, "bin")
+			cmd := exec.Command("go", append(append([]string{"build", "-o", bin}, flags...), ".")...)
+			cmd.Dir, cmd.Env = d, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("go build %s: %v\n%s", name, err, out)
+			}
+			b, err := os.ReadFile(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{"spawn": "seccomp", "plain": "rewrite"}[name]
+			if mode, why := tierChoice("/opt/"+name, bytes.NewReader(b), noLib); mode != want {
+				t.Errorf("%s %v: %s (%s), want %s", name, flags, mode, why, want)
+			}
 		}
 	}
 }
