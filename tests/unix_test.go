@@ -72,6 +72,44 @@ func wantLines(t *testing.T, what, out, errOut string, want ...string) {
 	}
 }
 
+// TestUnixSocketsInProcess: a server and a client by path in one process
+// (tests/guest/unixsock self: names, data both ways, a datagram,
+// EADDRINUSE, unlink) in each tier, as natively. The in-process tiers had
+// no socket binder, and a bind to a path was EPERM there, so auto's
+// choice for a program that cannot fork (a Go server on a unix socket)
+// could not serve one; kbox now starts the binder at the first such
+// bind, and ends it with the run (no process and no directory of it
+// left).
+func TestUnixSocketsInProcess(t *testing.T) {
+	img := imagePath(t)
+	want := "stat socket 1\nserver name /tmp/s.sock\nclient peer /tmp/s.sock\nserver got ping\nsecond bind -1 Address in use\n" +
+		"datagram got dg\nafter unlink stat -1\nself ok\n"
+	if native := nativeGuest(t, "unixsock"); native != "" {
+		dir := t.TempDir()
+		cmd := exec.Command(native, "self", "s.sock")
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if nw := strings.ReplaceAll(want, "/tmp/s.sock", "s.sock"); err != nil || string(out) != nw {
+			t.Fatalf("native: %v\n%s\nwant:\n%s", err, out, nw)
+		}
+	}
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "kbox-sock-*"))
+	for _, tier := range []string{"trap", "rewrite", "seccomp"} {
+		t.Run(tier, func(t *testing.T) {
+			stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/unixsock", "self", "/tmp/s.sock")
+			if status != 0 || stdout != want {
+				t.Errorf("status %d\nstdout: %s\nwant:\n%s\nstderr: %s", status, stdout, want, lastLines(stderr, 5))
+			}
+		})
+	}
+	if after, _ := filepath.Glob(filepath.Join(os.TempDir(), "kbox-sock-*")); len(after) > len(before) {
+		t.Errorf("binder directories left: %v (before: %v)", after, before)
+	}
+	if out, _ := exec.Command("pgrep", "-x", "-f", "kbox-socket-binder").Output(); len(out) > 0 {
+		t.Errorf("binder processes left: %s", out)
+	}
+}
+
 // TestUnixSockets: stream, datagram and seqpacket sockets by path between
 // two guest processes, socketpair, and fd passing with SCM_RIGHTS, each
 // compared with the same program run natively. The socket's path is a

@@ -20,6 +20,7 @@ import (
 	"github.com/kbox-project/kbox/rewrite"
 	"github.com/kbox-project/kbox/seccomp"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
+	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -198,6 +199,15 @@ func Run(cfg Config) (Exit, error) {
 	// use; a helper process started from a guest thread would inherit its
 	// filter, so they are made now.
 	eng.Shadows.Prepare()
+	// The socket binder names the guest's unix sockets (a bind to a path
+	// was EPERM in these tiers); no keeper forks it here, so kbox starts
+	// it itself at the first bind of a path. Abstract names stay refused:
+	// the guest has kbox's network namespace, the host's.
+	if eng.Sockets == nil {
+		start, stop := supervisor.BinderStarter()
+		eng.Sockets = unixsock.New(unixsock.NewLazyBinder(start), false)
+		defer stop()
+	}
 
 	prog, en := eng.ReadProgram(cfg.Path)
 	if en != 0 {

@@ -37,6 +37,9 @@ const (
 type Binder struct {
 	mu sync.Mutex
 	fd int
+	// start starts the binder at its first use (NewLazyBinder); nil
+	// once called, or for a binder started with the guest.
+	start func() (int, error)
 	// hello says the binder's first answer was read: whether it chrooted
 	// (chroot). It is read at the first request, so that the guest's
 	// start never waits for the binder.
@@ -46,10 +49,28 @@ type Binder struct {
 // NewBinder takes kbox's end of the binder's socketpair.
 func NewBinder(fd int) *Binder { return &Binder{fd: fd} }
 
-// helloLocked reads the binder's first answer, once.
+// NewLazyBinder is a binder that start starts at its first use, returning
+// kbox's end of its socketpair (the in-process tiers: most programs never
+// bind a path).
+func NewLazyBinder(start func() (int, error)) *Binder { return &Binder{fd: -1, start: start} }
+
+// helloLocked reads the binder's first answer, once, after starting a
+// lazy binder.
 func (b *Binder) helloLocked() error {
 	if b.hello {
 		return nil
+	}
+	if b.fd < 0 && b.start != nil {
+		start := b.start
+		b.start = nil
+		fd, err := start()
+		if err != nil {
+			return err
+		}
+		b.fd = fd
+	}
+	if b.fd < 0 {
+		return errBinderGone
 	}
 	v, rfd, err := b.recv()
 	if err != nil {
@@ -72,7 +93,7 @@ func (b *Binder) Chroot() bool {
 	if b.hello {
 		return b.chroot
 	}
-	if b.fd < 0 || b.helloLocked() != nil {
+	if b.helloLocked() != nil {
 		return false
 	}
 	return b.chroot
@@ -85,6 +106,7 @@ func (b *Binder) Close() {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.start = nil
 	if b.fd >= 0 {
 		unix.Close(b.fd)
 		b.fd = -1
@@ -135,7 +157,7 @@ func (b *Binder) call(op, umask uint32, dir, name string, fds ...int) (int, erro
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.fd < 0 || b.helloLocked() != nil {
+	if b.helloLocked() != nil {
 		return -1, unix.EIO
 	}
 	msg := make([]byte, 16, 16+len(dir)+len(name))

@@ -278,6 +278,13 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	long listener;
 	(void)argc;
 
+	/* The socket binder alone, for a guest in kbox's own process (the
+	 * in-process tiers: supervisor.BinderStarter), on fd 4, in kbox's
+	 * namespaces. */
+	const char *binder_only = getenv("KBOX_BINDER_ONLY");
+	if (binder_only != NULL && strcmp(binder_only, "1") == 0 && sockdir != NULL)
+		kbox_run_binder(binder, sockdir, geteuid() == 0);
+
 	if (init == NULL || strcmp(init, "1") != 0 || path == NULL)
 		return;
 	if (strlen(path) >= sizeof(guest_path))

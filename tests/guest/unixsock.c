@@ -12,6 +12,9 @@
  *                             listen on the abstract name NAME for MS ms;
  *                             a guest client reaches it
  *   unixsock name PATH MS     bind, print getsockname, wait MS ms, exit
+ *   unixsock self PATH        server and client by path in one process
+ *                             (the in-process tiers run one): names, data
+ *                             both ways, a datagram, EADDRINUSE
  *   unixsock block PATH       a connect that waits for room in a listener's
  *                             backlog, and a sendmsg that waits for room at
  *                             its receiver, while the other process makes
@@ -383,6 +386,56 @@ static int name(const char *path, long ms)
 	return bad;
 }
 
+static int self(const char *path)
+{
+	struct sockaddr_un a;
+	socklen_t alen = addr_of(&a, path);
+	char buf[16] = { 0 };
+	unlink(path);
+	int srv = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK(bind(srv, (struct sockaddr *)&a, alen) == 0, "bind %s", path);
+	CHECK(listen(srv, 4) == 0, "listen");
+	struct stat st;
+	printf("stat socket %d\n", stat(path, &st) == 0 && S_ISSOCK(st.st_mode));
+	int cl = socket(AF_UNIX, SOCK_STREAM, 0);
+	int conn = connect(cl, (struct sockaddr *)&a, alen);
+	CHECK(conn == 0, "connect %s", path);
+	printf("server name %s\n", name_of(srv, 0));
+	if (conn == 0) { /* else accept would wait for ever: one process */
+		int acc = accept(srv, NULL, NULL);
+		CHECK(acc >= 0, "accept");
+		printf("client peer %s\n", name_of(cl, 1));
+		CHECK(write(cl, "ping", 4) == 4, "write");
+		CHECK(read(acc, buf, sizeof(buf) - 1) == 4, "read");
+		printf("server got %s\n", buf);
+	}
+	int again = socket(AF_UNIX, SOCK_STREAM, 0);
+	errno = 0;
+	int r = bind(again, (struct sockaddr *)&a, alen);
+	printf("second bind %d %s\n", r, r ? strerror(errno) : "");
+	/* a datagram to a bound path */
+	struct sockaddr_un d;
+	char dpath[128];
+	snprintf(dpath, sizeof(dpath), "%s.d", path);
+	socklen_t dlen = addr_of(&d, dpath);
+	unlink(dpath);
+	int ds = socket(AF_UNIX, SOCK_DGRAM, 0), dc = socket(AF_UNIX, SOCK_DGRAM, 0);
+	CHECK(bind(ds, (struct sockaddr *)&d, dlen) == 0, "bind %s", dpath);
+	int sent = (int)sendto(dc, "dg", 2, 0, (struct sockaddr *)&d, dlen);
+	CHECK(sent == 2, "sendto");
+	memset(buf, 0, sizeof(buf));
+	if (sent == 2) {
+		CHECK(recv(ds, buf, sizeof(buf) - 1, 0) == 2, "recv");
+		printf("datagram got %s\n", buf);
+	}
+	unlink(dpath);
+	unlink(path);
+	printf("after unlink stat %d\n", stat(path, &st));
+	if (!bad)
+		printf("self ok\n");
+	return bad;
+}
+
 static int block(const char *path)
 {
 	struct sockaddr_un a;
@@ -501,10 +554,12 @@ int main(int argc, char **argv)
 		return name(argv[2], atol(argv[3]));
 	if (argc >= 3 && strcmp(argv[1], "block") == 0)
 		return block(argv[2]);
+	if (argc >= 3 && strcmp(argv[1], "self") == 0)
+		return self(argv[2]);
 	if (argc >= 3 && strcmp(argv[1], "client") == 0)
 		return client(argv[2]);
 	if (argc >= 3 && strcmp(argv[1], "sendhost") == 0)
 		return sendhost(argv[2]);
-	fprintf(stderr, "usage: unixsock stream|seqpacket|dgram|pair|rights|abstract|listen-abstract|name|block|client|sendhost ...\n");
+	fprintf(stderr, "usage: unixsock stream|seqpacket|dgram|pair|rights|abstract|listen-abstract|name|self|block|client|sendhost ...\n");
 	return 2;
 }

@@ -1,0 +1,92 @@
+package supervisor
+
+import (
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// binderName is the binder process's argv[0].
+const binderName = "kbox-socket-binder"
+
+// BinderStarter is the socket binder (binder.c) for a guest that runs in
+// kbox's own process (the in-process tiers), which has no keeper to fork
+// it: start re-executes kbox with KBOX_BINDER_ONLY (guestinit.c), which
+// serves on fd 4 from a private directory (0700, made by start), and
+// returns kbox's end of the binder's socketpair; stop ends the binder and
+// removes its directory. start spawns from a goroutine of its own, on a
+// thread Go made without the guest's seccomp filter (a process started
+// from a guest thread would inherit it), so it may be called while a
+// guest syscall is served. kbox starts the binder at the first bind of a
+// path, not before: most programs never bind one.
+func BinderStarter() (start func() (int, error), stop func()) {
+	var (
+		mu  sync.Mutex
+		cmd *exec.Cmd
+		dir string
+	)
+	spawn := func() (int, error) {
+		d, err := os.MkdirTemp("", "kbox-sock-")
+		if err != nil {
+			return -1, err
+		}
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			os.Remove(d)
+			return -1, err
+		}
+		theirs := os.NewFile(uintptr(pair[1]), "binder")
+		defer theirs.Close()
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			unix.Close(pair[0])
+			os.Remove(d)
+			return -1, err
+		}
+		defer null.Close()
+		c := exec.Command("/proc/self/exe")
+		c.Args = []string{binderName} // what ps shows
+		c.Env = []string{"KBOX_BINDER_ONLY=1", "KBOX_GUEST_SOCKDIR=" + d}
+		c.ExtraFiles = []*os.File{null, theirs} // fds 3 and 4
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			unix.Close(pair[0])
+			os.Remove(d)
+			return -1, err
+		}
+		cmd, dir = c, d
+		return pair[0], nil
+	}
+	start = func() (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		type result struct {
+			fd  int
+			err error
+		}
+		done := make(chan result)
+		go func() {
+			fd, err := spawn()
+			done <- result{fd, err}
+		}()
+		r := <-done
+		return r.fd, r.err
+	}
+	stop = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if cmd != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			cmd = nil
+		}
+		if dir != "" {
+			os.RemoveAll(dir)
+			dir = ""
+		}
+	}
+	return start, stop
+}
