@@ -34,6 +34,11 @@ func TestSeccompGuests(t *testing.T) {
 		{"close-on-exec", []string{"--", "/opt/tests/cloexec"}, 0, []string{"cloexec ok"}, nil},
 		{"dup2 over stdio", []string{"-c", "exec 3>&1; echo via3 >&3; echo to-file > /tmp/d; cat /tmp/d"}, 0, []string{"via3", "to-file"}, nil},
 		{"fork/exec storm", []string{"--", "/opt/tests/forkstorm", "100"}, 0, []string{"forkstorm ok 100"}, nil},
+		// A shell passes one string as the path and argv[0]: the
+		// program's argv[0] is the path as given (it was the staging
+		// link's base name, "cat").
+		{"argv[0] as a shell gave it", []string{"-c", "/bin/cat /proc/self/cmdline | tr '\\0' ' '; echo; cd /bin && ./cat /proc/self/cmdline | tr '\\0' ' '"}, 0,
+			[]string{"/bin/cat /proc/self/cmdline \n./cat /proc/self/cmdline "}, nil},
 		// posix_spawn's child shares the parent's memory until it execs:
 		// the path string kbox rewrites for the exec must be the
 		// parent's own again for its next spawn (it used to get ENOENT),
@@ -102,5 +107,19 @@ print("spawned", sum(1 for _ in re.finditer("a", "a" * 40)))
 	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=seccomp", "--", "python3", "-c", script)
 	if status != 0 || stdout != "spawned 40\n" {
 		t.Fatalf("status %d, stdout %q (want 0 and \"spawned 40\")\nstderr: %s", status, stdout, lastLines(stderr, 10))
+	}
+}
+
+// TestPythonVenv: a venv's python finds its environment by its own path,
+// argv[0] as the shell gave it (/tmp/v/bin/python3, a link to
+// /usr/bin/python3, with pyvenv.cfg one level up). kbox's exec gave the
+// program the staging link's base name as argv[0], and the venv's python
+// ran as the system's (sys.prefix /usr).
+func TestPythonVenv(t *testing.T) {
+	img := packageImage(t, "python3")
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--ephemeral", "--", "/bin/sh", "-c",
+		`python3 -m venv --without-pip /tmp/v && /tmp/v/bin/python3 -c "import sys; print(sys.prefix)" && cd /tmp/v/bin && ./python3 -c "import sys; print(sys.prefix, sys.orig_argv[0])"`)
+	if status != 0 || stdout != "/tmp/v\n/tmp/v ./python3\n" {
+		t.Fatalf("status %d, stdout %q (want \"/tmp/v\\n/tmp/v ./python3\\n\")\nstderr: %s", status, stdout, lastLines(stderr, 10))
 	}
 }

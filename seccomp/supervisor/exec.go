@@ -142,6 +142,16 @@ func (t *execTier) Exec(r *dispatch.Request, x *dispatch.Exec) dispatch.Result {
 			}
 			fix = &argFix{index: k, from: prefix + rel, to: asGiven}
 		}
+	case x.Dirfd == unix.AT_FDCWD && sameLengthStageOK(t, x.Given, &name):
+		// A staging path as long as the path given: a shell passes one
+		// string as the path and argv[0], so argv[0] was the staging
+		// name, and a program that finds itself by argv[0] (a Python
+		// venv's python, /tmp/v/bin/python3, looks for pyvenv.cfg
+		// beside it) went astray. fixArgs gives argv[0] and AT_EXECFN
+		// back as the guest wrote them.
+		if name != x.Given {
+			fix = &argFix{index: 0, from: name, to: x.Given}
+		}
 	default:
 		name = stageName(x.Path)
 		if en := t.stageLinkIn("", name, ExecFD); en != 0 {
@@ -505,6 +515,18 @@ func sameLengthStage(given string) (string, bool) {
 		return "", false
 	}
 	return rel, true
+}
+
+// sameLengthStageOK sets *name to a staging path of given's length
+// (sameLengthStage) whose link to the prepared program is in place, and
+// reports whether there is one.
+func sameLengthStageOK(t *execTier, given string, name *string) bool {
+	rel, ok := sameLengthStage(given)
+	if !ok || t.stageLinkAt(rel) != 0 {
+		return false
+	}
+	*name = rel
+	return true
 }
 
 // argFix is a script interpreter's argument to restore: the index-th
