@@ -152,8 +152,24 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 		}
 		return m.filled(n, st)
 	}
-	if err := unix.Ftruncate(n.content, 0); err != nil {
-		return err
+	// A reload writes over the content in place and punches its holes:
+	// truncating it to 0 first also discarded the private copies that
+	// processes mapping the file had made of its pages (the kernel zaps
+	// even copy-on-write pages beyond the end of a file), and a program
+	// whose libraries' relocated pages went back to the file's bytes
+	// crashed (a Python that ran sync, then a program).
+	var hs unix.Stat_t
+	reload := unix.Fstat(n.content, &hs) == nil && hs.Size > 0
+	if !reload {
+		if err := unix.Ftruncate(n.content, 0); err != nil {
+			return err
+		}
+	}
+	hole := func(from, to int64) error {
+		if !reload || to <= from {
+			return nil
+		}
+		return unix.Fallocate(n.content, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, from, to-from)
 	}
 	m.bufMu.Lock()
 	buf := m.buffer()
@@ -161,11 +177,14 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 		for pos := int64(0); pos < st.Size; {
 			off, le := lkl.Syscall6(lkl.SysLseek, uintptr(n.lklfd), uintptr(pos), unix.SEEK_DATA, 0, 0, 0)
 			if le == unix.ENXIO {
-				return nil
+				return hole(pos, st.Size)
 			}
 			if le != 0 {
 				// No SEEK_DATA: copy it all.
 				off = uintptr(pos)
+			}
+			if err := hole(pos, int64(off)); err != nil {
+				return err
 			}
 			end := st.Size
 			if le == 0 {
@@ -266,9 +285,16 @@ func (m *Manager) propagateAtime(n *Node, hs *unix.Stat_t) {
 		return
 	}
 	m.writeBacks.Add(1)
+	before, berr := lkl.Fstat(n.lklfd)
 	ts := [2]unix.Timespec{hs.Atim, {Nsec: unix.UTIME_OMIT}}
 	lklFutimens(n.lklfd, &ts)
 	n.atime = hs.Atim
+	// Setting the access time changes LKL's change time: the node is as
+	// current as before, not changed in LKL behind it (adopt would reload
+	// it). Unless LKL had changed it already.
+	if after, aerr := lkl.Fstat(n.lklfd); berr == nil && aerr == nil && versionOf(&before) == n.lkl {
+		n.lkl = versionOf(&after)
+	}
 }
 
 // TimesSet tells n that the guest set its inode's times in LKL
