@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"os"
 	"strings"
 
 	"github.com/kbox-project/kbox/lkl"
@@ -164,6 +165,9 @@ func sysPrlimit(e *Engine, r *Request) Result {
 	if r.Args[0] == 0 && r.Args[2] == 0 && r.Args[3] != 0 {
 		return e.nofileView(r, r.Args[3]) // a read of its own: getrlimit's way in glibc and musl
 	}
+	if r.Args[0] == 0 && r.Args[2] != 0 {
+		return e.nofileSet(r, r.Args[2], r.Args[3])
+	}
 	return cont
 }
 
@@ -173,8 +177,51 @@ func sysSetrlimit(e *Engine, r *Request) Result {
 		if en := e.nofileCheck(r, r.Args[1]); en != 0 {
 			return errno(en, Denied)
 		}
+		return e.nofileSet(r, r.Args[1], 0)
 	}
 	return cont
+}
+
+// execFDs is the lowest hard fd limit that lets kbox install a program the
+// guest execs (seccomp/supervisor/exec.go: its fds 1000 and 1001).
+const execFDs = 1002
+
+// nofileSet sets the calling process's RLIMIT_NOFILE to the limits at
+// addr (checked: nofileCheck), writing the old ones as the guest sees them
+// to old (0: none). The soft limit is the guest's; the hard one is never
+// set below execFDs: kbox installs every program the guest execs at fds
+// 1000 and 1001, above a soft limit it raises for that moment, and with a
+// hard limit lowered under them (ulimit -n 256 sets both) every exec
+// failed with EBADF. The guest then reads a hard limit of execFDs where
+// it set less. In the in-process tiers the guest's process is kbox's:
+// their transport keeps the guest's limit (cont).
+func (e *Engine) nofileSet(r *Request, addr, old uint64) Result {
+	if r.P.Tgid == os.Getpid() {
+		return cont
+	}
+	var lim, was unix.Rlimit
+	if err := r.G.Read(addr, asBytes(&lim)); err != nil {
+		return errno(unix.EFAULT, Emulated)
+	}
+	if lim.Cur > lim.Max {
+		return errno(unix.EINVAL, Emulated)
+	}
+	lim.Max = max(lim.Max, min(execFDs, uint64(e.Opt.VirtualFDs)))
+	if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, nil, &was); err != nil {
+		return fail(err, Host)
+	}
+	lim.Max = min(lim.Max, was.Max) // never above the real one: EPERM was checked against the view
+	if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
+		return fail(err, Host)
+	}
+	if old != 0 {
+		base := uint64(e.Opt.VirtualFDs)
+		was.Cur, was.Max = min(was.Cur, base), min(was.Max, base)
+		if err := r.G.Write(old, asBytes(&was)); err != nil {
+			return errno(unix.EFAULT, Emulated)
+		}
+	}
+	return ok(0, Emulated)
 }
 
 // sysExitGroup: what the process wrote to shadows is written back (a

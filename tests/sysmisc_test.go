@@ -60,4 +60,18 @@ func TestFDLimitRaise(t *testing.T) {
 			}
 		})
 	}
+	// Programs run under a lowered limit: kbox installs each program it
+	// execs at fds 1000 and 1001, which the kernel refused above the
+	// soft limit (every exec failed with EBADF after ulimit -n 256).
+	t.Run("exec under a lowered limit", func(t *testing.T) {
+		script := "ulimit -n 256 && /usr/bin/id -u && ulimit -Sn 29 && /usr/bin/id -u && /bin/echo soft $(ulimit -Sn)"
+		native, err := exec.Command("/bin/sh", "-c", script).Output()
+		if err != nil {
+			t.Fatalf("native: %v\n%s", err, native)
+		}
+		out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c", script)
+		if st != 0 || out != "0\n0\nsoft 29\n" || out != string(native) {
+			t.Errorf("status %d; under kbox:\n%s\nnatively:\n%s\n%s", st, out, native, lastLines(stderr, 5))
+		}
+	})
 }

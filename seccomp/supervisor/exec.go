@@ -352,6 +352,18 @@ func (t *execTier) checkExec(req *dispatch.Request) bool {
 // opens it during execve, before close-on-exec fds go) and closes our copy.
 func install(r *dispatch.Request, memfd, target int) unix.Errno {
 	defer unix.Close(memfd)
+	// The kernel installs nothing at or above the guest's soft
+	// RLIMIT_NOFILE: a guest that lowered it (ulimit -n 256, Python's
+	// setrlimit) could exec nothing (EBADF). kbox raises it for the
+	// install and puts it back; the hard limit stays at least ExecFD's
+	// and InterpFD's (dispatch's nofileSet).
+	var old unix.Rlimit
+	if unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, nil, &old) == nil && old.Cur <= uint64(target) && old.Max > uint64(target) {
+		raised := unix.Rlimit{Cur: uint64(target) + 1, Max: old.Max}
+		if unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &raised, nil) == nil {
+			defer unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &old, nil)
+		}
+	}
 	if _, err := r.G.AddFD(memfd, target, true); err != nil {
 		return errnoOf(err, unix.EMFILE)
 	}
