@@ -57,7 +57,14 @@ type Inet struct {
 	ending atomic.Int64 // sockets the reaper is ending (Drain)
 	ready  lklReady     // LKL's readiness of the sockets (inetready.go)
 
-	stopping atomic.Bool // Stop: ending sockets wait no more (waitUnsent)
+	stopping atomic.Bool  // Stop: ending sockets wait no more (waitUnsent)
+	endedAt  atomic.Int64 // when kbox last closed an LKL socket (UnixNano): inetBind
+}
+
+// recentlyEnded says whether kbox closed an LKL socket within the last
+// closedSettle: LKL may not have released its port yet (inetBind).
+func (n *Inet) recentlyEnded() bool {
+	return time.Since(time.Unix(0, n.endedAt.Load())) < closedSettle
 }
 
 // Stop ends the waits of the sockets being ended for their unsent data
@@ -92,24 +99,57 @@ func (n *Inet) full() bool {
 	if !full {
 		return false
 	}
+	n.reapPending()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.byIno) >= n.Max
+}
+
+// reapPending ends now the sockets whose guest end is closed but which
+// the reaper has not taken yet; it reports whether there were any.
+func (n *Inet) reapPending() bool {
 	var evs [64]unix.EpollEvent
+	any := false
 	for {
 		m, err := unix.EpollWait(n.reaper, evs[:], 0)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil || m <= 0 {
-			break
+			return any
 		}
+		any = true
 		n.reapEvents(evs[:m])
 		if m < len(evs) {
-			break
+			return any
 		}
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.byIno) >= n.Max
 }
+
+// settleClosed ends the sockets the guest has closed (reapPending) and
+// waits, at most d, for the ends in progress: on Linux a close frees the
+// socket's address at once, and a bind to the port of a socket just
+// closed (find a free port with a socket, close it, bind a server to it,
+// as test frameworks do) got EADDRINUSE while kbox's end of it still
+// held the port. It reports whether there was anything to wait for.
+func (n *Inet) settleClosed(d time.Duration) bool {
+	settled := n.reapPending()
+	deadline := time.Now().Add(d)
+	// The reaper may have the close's event already, its socket not yet
+	// counted as ending: anyGone sees it.
+	for (n.ending.Load() > 0 || n.anyGone()) && time.Now().Before(deadline) {
+		settled = true
+		time.Sleep(100 * time.Microsecond)
+		n.reapPending()
+	}
+	return settled
+}
+
+// closedSettle bounds how long a bind waits for sockets being ended
+// (settleClosed): ending one that held only an address takes well under
+// a millisecond; one with unsent data can take long, and the serving
+// loop waits meanwhile.
+const closedSettle = 100 * time.Millisecond
 
 // NewInet makes the table of internet sockets.
 func NewInet() (*Inet, error) {
@@ -406,6 +446,7 @@ func (s *inetSock) end() {
 		s.n.waitUnsent(s.lfd)
 	}
 	lklClose(s.lfd)
+	s.n.endedAt.Store(time.Now().UnixNano())
 	s.settled() // a local peer sees the FIN or reset now
 	s.file.Close()
 	if s.typ == unix.SOCK_DGRAM {
@@ -766,6 +807,18 @@ func (e *Engine) inetBind(r *Request, s *inetSock) Result {
 		return errno(en, LKL)
 	}
 	_, le := lkl.Syscall6(lkl.SysBind, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+	if le == unix.EADDRINUSE && (s.n.settleClosed(closedSettle) || s.n.recentlyEnded()) {
+		// LKL releases a closed socket's port from a workqueue, a
+		// little after its close returns: try again until it has.
+		deadline := time.Now().Add(closedSettle)
+		for {
+			_, le = lkl.Syscall6(lkl.SysBind, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+			if le != unix.EADDRINUSE || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
 	runtime.KeepAlive(a)
 	return errno(le, LKL)
 }

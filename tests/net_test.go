@@ -1076,3 +1076,21 @@ func TestNetPreforkServer(t *testing.T) {
 		t.Fatalf("the server did not end after quit")
 	}
 }
+
+// TestNetRebind: a port is free again as soon as the socket that held it
+// is closed, as on Linux: a socket bound to port 0, closed, then another
+// bound to its port at once (how test frameworks find a free port), and a
+// listener closed and its port listened on again at once (a server
+// restarting, with SO_REUSEADDR), 200 times each, in each tier, on the
+// guest's loopback. kbox ends an LKL socket after the guest's close, on
+// its reaper, and LKL frees the port from a workqueue after that: the
+// bind got EADDRINUSE (Python's test_socket failed so).
+func TestNetRebind(t *testing.T) {
+	img := imagePath(t)
+	forTiers(t, func(t *testing.T, tier string) {
+		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/inet", "rebind", "127.0.0.1", "0", "200")
+		if status != 0 || stdout != "rebind ok 400\n" {
+			t.Errorf("status %d, stdout %q\nstderr: %s", status, stdout, lastLines(stderr, 5))
+		}
+	})
+}

@@ -17,6 +17,12 @@
  *   inet bulk ADDR PORT MB  send MB megabytes, read the echo's byte count
  *                           back as text, print MB/s (for benchmarks)
  *   inet rtt ADDR PORT N    N round trips of 64 bytes, print µs each
+ *   inet rebind ADDR 0 N    N times: bind a socket to ADDR port 0, close
+ *                           it, bind another to its port at once (how
+ *                           test frameworks find a free port); then N
+ *                           listeners with SO_REUSEADDR, each closed and
+ *                           its port listened on again at once (a server
+ *                           restarting); prints "rebind ok 2N"
  *   inet conns ADDR PORT N  N connections one after another, each
  *                           echoing one byte, print connections per second
  *   inet hold ADDR PORT N   N connections held open at once, each echoing
@@ -425,6 +431,39 @@ static int do_rtt(int n)
 		}
 	}
 	printf("rtt %d round trips of 64 bytes: %.1f us each\n", n, (now() - t0) / n * 1e6);
+	return 0;
+}
+
+static int do_rebind(int n)
+{
+	int one = 1, ok = 0;
+	for (int listener = 0; listener < 2; listener++) {
+		for (int i = 0; i < n; i++) {
+			struct sockaddr_in a = dest;
+			socklen_t len = sizeof(a);
+			int t = socket(AF_INET, SOCK_STREAM, 0);
+			if (listener)
+				setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+			a.sin_port = 0;
+			if (bind(t, (struct sockaddr *)&a, sizeof(a)) != 0 || getsockname(t, (struct sockaddr *)&a, &len) != 0)
+				die("bind port 0");
+			if (listener && listen(t, 4) != 0)
+				die("listen");
+			close(t);
+			int s = socket(AF_INET, SOCK_STREAM, 0);
+			if (listener)
+				setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+			if (bind(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+				printf("rebind %s %d: port %d: %s\n", listener ? "listener" : "socket", i, ntohs(a.sin_port), strerror(errno));
+				return 1;
+			}
+			if (listener && listen(s, 4) != 0)
+				die("listen again");
+			close(s);
+			ok++;
+		}
+	}
+	printf("rebind ok %d\n", ok);
 	return 0;
 }
 
@@ -840,6 +879,7 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "http"))
 		return do_http(argv[2], argv[3]);
 	if (argc == 5 && (!strcmp(argv[1], "parallel") || !strcmp(argv[1], "bulk") || !strcmp(argv[1], "rtt") || !strcmp(argv[1], "conns") || !strcmp(argv[1], "hold") ||
+			   !strcmp(argv[1], "rebind") ||
 			   !strcmp(argv[1], "serve") || !strcmp(argv[1], "userve")))
 		argc = 4;
 	if (argc != 4) {
@@ -870,6 +910,8 @@ int main(int argc, char **argv)
 		return do_rtt(atoi(argv[4]));
 	if (!strcmp(argv[1], "conns"))
 		return do_conns(atoi(argv[4]));
+	if (!strcmp(argv[1], "rebind"))
+		return do_rebind(atoi(argv[4]));
 	if (!strcmp(argv[1], "parallel"))
 		return do_parallel(atoi(argv[4]));
 	if (!strcmp(argv[1], "hold"))
