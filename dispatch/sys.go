@@ -135,6 +135,11 @@ func (e *Engine) nofileView(r *Request, addr uint64) Result {
 	if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, nil, &lim); err != nil {
 		return fail(err, Host)
 	}
+	return e.writeNofile(r, addr, lim)
+}
+
+// writeNofile writes real limits lim to addr as the guest sees them.
+func (e *Engine) writeNofile(r *Request, addr uint64, lim unix.Rlimit) Result {
 	base := uint64(e.Opt.VirtualFDs)
 	lim.Cur, lim.Max = min(lim.Cur, base), min(lim.Max, base)
 	if err := r.G.Write(addr, asBytes(&lim)); err != nil {
@@ -206,20 +211,18 @@ func (e *Engine) nofileSet(r *Request, addr, old uint64) Result {
 	if lim.Cur > lim.Max {
 		return errno(unix.EINVAL, Emulated)
 	}
-	lim.Max = max(lim.Max, min(execFDs, uint64(e.Opt.VirtualFDs)))
 	if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, nil, &was); err != nil {
 		return fail(err, Host)
 	}
-	lim.Max = min(lim.Max, was.Max) // never above the real one: EPERM was checked against the view
+	if lim.Max > min(was.Max, uint64(e.Opt.VirtualFDs)) {
+		return errno(unix.EPERM, Denied) // above the hard limit it reads
+	}
+	lim.Max = min(max(lim.Max, execFDs), was.Max)
 	if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
 		return fail(err, Host)
 	}
 	if old != 0 {
-		base := uint64(e.Opt.VirtualFDs)
-		was.Cur, was.Max = min(was.Cur, base), min(was.Max, base)
-		if err := r.G.Write(old, asBytes(&was)); err != nil {
-			return errno(unix.EFAULT, Emulated)
-		}
+		return e.writeNofile(r, old, was)
 	}
 	return ok(0, Emulated)
 }
