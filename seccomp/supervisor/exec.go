@@ -264,10 +264,11 @@ func (t *execTier) putBackFor(pid int) {
 
 // putBackWhileStopped puts back the strings of process tgid's memory whose
 // child has exec'd (it no longer shares that memory, or is gone), as
-// tgid's notification arrives: one of its threads waits in kbox, and
-// Python's subprocess, Go's os/exec and posix_spawn all make a notified
-// call (a close of the exec's error pipe) before the spawning thread goes
-// on to free the string.
+// tgid's notification arrives: one of its threads waits in kbox. Python's
+// subprocess, Go's os/exec and musl's posix_spawn close the exec's error
+// pipe (a notified call) before the spawning thread goes on to free the
+// string; glibc's posix_spawn has no pipe, and its string goes back at
+// the child's first syscall.
 func (t *execTier) putBackWhileStopped(tgid int) {
 	for i := 0; i < len(t.putBacks); i++ {
 		pb := t.putBacks[i]
@@ -293,15 +294,13 @@ func (t *execTier) putBackDone(pb *putBack) {
 	}
 }
 
-// put writes the original bytes back into the memory the exec left
-// behind, which the parent uses again (read-only pages too, as a
-// debugger writes).
 // put writes the guest's string back into the parent's memory if that
-// memory still holds what kbox wrote: the parent resumed when the child's
-// exec was done and may have freed the string and used the memory for
-// something else since (Python's subprocess frees the path's bytes at
-// once); writing the old string there corrupted the parent's heap (a
-// Python that spawned with subprocess crashed in one run in two).
+// memory still holds what kbox wrote (read-only pages too, as a debugger
+// writes): the parent resumed when the child's exec was done and may
+// have freed the string and used the memory for something else since
+// (Python's subprocess frees the path's bytes at once); writing the old
+// string there corrupted the parent's heap (a Python that spawned with
+// subprocess crashed in one run in two).
 func (pb *putBack) put() {
 	f, err := os.OpenFile("/proc/"+strconv.Itoa(pb.pid)+"/mem", os.O_RDWR, 0)
 	if err != nil {
