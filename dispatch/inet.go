@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"os"
@@ -57,8 +58,9 @@ type Inet struct {
 	ending atomic.Int64 // sockets the reaper is ending (Drain)
 	ready  lklReady     // LKL's readiness of the sockets (inetready.go)
 
-	stopping atomic.Bool  // Stop: ending sockets wait no more (waitUnsent)
-	endedAt  atomic.Int64 // when kbox last closed an LKL socket (UnixNano): inetBind
+	stopping   atomic.Bool  // Stop: ending sockets wait no more (waitUnsent)
+	endedAt    atomic.Int64 // when kbox last closed an LKL socket (UnixNano): inetBind
+	connecting atomic.Int64 // stream sockets connecting (settleLocalPeer)
 }
 
 // recentlyEnded says whether kbox closed an LKL socket within the last
@@ -144,6 +146,59 @@ func (n *Inet) settleClosed(d time.Duration) bool {
 	}
 	return settled
 }
+
+// settleLocalPeer finishes, before an accept is answered, the connect of
+// the guest's own socket that the accepted connection came from (peer,
+// the accepted socket's peer address), when there is one (the guest's
+// loopback): LKL's handshake is done, and its connect ends on a
+// goroutine of kbox's a little later, which makes the guest's end
+// writable. A guest that connects without waiting, accepts, and polls
+// both ends (Python's test_epoll) saw the server end writable and not
+// yet the client's, where Linux has both. Bounded by peerSettle.
+func (n *Inet) settleLocalPeer(peer []byte) {
+	if n.connecting.Load() == 0 {
+		return
+	}
+	n.mu.Lock()
+	var cs []*inetSock
+	for _, c := range n.byIno {
+		if c.typ == unix.SOCK_STREAM {
+			cs = append(cs, c)
+		}
+	}
+	n.mu.Unlock()
+	name := make([]byte, sockaddrStorage+4)
+	for _, c := range cs {
+		c.mu.Lock()
+		connecting := c.connecting
+		c.mu.Unlock()
+		if !connecting {
+			continue
+		}
+		binary.NativeEndian.PutUint32(name[sockaddrStorage:], sockaddrStorage)
+		if _, le := netCall(lkl.SysGetsockname, uintptr(c.lfd), lkl.Ptr(name[:sockaddrStorage]), lkl.Ptr(name[sockaddrStorage:]), 0, 0, 0); le != 0 {
+			continue
+		}
+		l := min(binary.NativeEndian.Uint32(name[sockaddrStorage:]), sockaddrStorage)
+		if !bytes.Equal(name[:l], peer) {
+			continue
+		}
+		c.mu.Lock()
+		done := c.connDone
+		c.mu.Unlock()
+		if done != nil {
+			n.ready.Sweep() // LKL's connect is done: its waiter learns it now
+			await(done, peerSettle)
+		}
+		return
+	}
+	runtime.KeepAlive(name)
+}
+
+// peerSettle bounds an accept's wait for its local peer's connect
+// (settleLocalPeer): the handshake is done in LKL, only kbox's goroutine
+// is to run.
+const peerSettle = 20 * time.Millisecond
 
 // closedSettle bounds how long a bind waits for sockets being ended
 // (settleClosed): ending one that held only an address takes well under
@@ -861,6 +916,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		return errno(unix.EISCONN, LKL)
 	}
 	s.connecting = true
+	s.n.connecting.Add(1)
 	s.connDone = make(chan struct{})
 	s.mu.Unlock()
 	// The guest's end is held unwritable while LKL connects, blocking or
@@ -1125,6 +1181,9 @@ func holdUnwritable(gfd int, s *inetSock) int {
 // guest's end its send buffer back.
 func (s *inetSock) connectDone(le unix.Errno) {
 	s.mu.Lock()
+	if s.connecting {
+		s.n.connecting.Add(-1)
+	}
 	s.connecting = false
 	s.connected = le == 0
 	s.soError = le
@@ -1590,6 +1649,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 		ns.connected = true
 		ns.mu.Unlock()
 		ns.startPumps(0)
+		e.Net.settleLocalPeer(a)
 		return ns, gend, a, 0
 	}
 	// writeAddr gives the guest the peer's address (what fits) and length
