@@ -161,17 +161,18 @@ func sysPrlimit(e *Engine, r *Request) Result {
 	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
 		return res // another host process's limits
 	}
-	if r.Args[1] != unix.RLIMIT_NOFILE {
+	switch {
+	case r.Args[1] != unix.RLIMIT_NOFILE:
 		return cont
+	case r.Args[0] == 0 && r.Args[2] == 0 && r.Args[3] != 0:
+		return e.nofileView(r, r.Args[3]) // a read of its own: getrlimit's way in glibc and musl
+	case r.Args[0] == 0 && r.Args[2] != 0:
+		return e.nofileSet(r, r.Args[2], r.Args[3])
 	}
+	// Another guest process's limits: the kernel sets them, within the
+	// base.
 	if en := e.nofileCheck(r, r.Args[2]); en != 0 {
 		return errno(en, Denied)
-	}
-	if r.Args[0] == 0 && r.Args[2] == 0 && r.Args[3] != 0 {
-		return e.nofileView(r, r.Args[3]) // a read of its own: getrlimit's way in glibc and musl
-	}
-	if r.Args[0] == 0 && r.Args[2] != 0 {
-		return e.nofileSet(r, r.Args[2], r.Args[3])
 	}
 	return cont
 }
@@ -179,29 +180,30 @@ func sysPrlimit(e *Engine, r *Request) Result {
 // sysSetrlimit serves setrlimit(2): the fd limit as the guest sees it.
 func sysSetrlimit(e *Engine, r *Request) Result {
 	if r.Args[0] == unix.RLIMIT_NOFILE {
-		if en := e.nofileCheck(r, r.Args[1]); en != 0 {
-			return errno(en, Denied)
-		}
 		return e.nofileSet(r, r.Args[1], 0)
 	}
 	return cont
 }
 
-// execFDs is the lowest hard fd limit that lets kbox install a program the
-// guest execs (seccomp/supervisor/exec.go: its fds 1000 and 1001).
-const execFDs = 1002
+// ExecFDs is the lowest hard fd limit that lets the seccomp tier install
+// a program the guest execs: its fds are the three just below it
+// (seccomp/supervisor/exec.go: ExecFD, InterpFD and a script's LoaderFD).
+const ExecFDs = 1003
 
 // nofileSet sets the calling process's RLIMIT_NOFILE to the limits at
 // addr (checked: nofileCheck), writing the old ones as the guest sees them
 // to old (0: none). The soft limit is the guest's; the hard one is never
-// set below execFDs: kbox installs every program the guest execs at fds
-// 1000 and 1001, above a soft limit it raises for that moment, and with a
+// set below ExecFDs: kbox installs every program the guest execs at fds
+// 1000 to 1002, above a soft limit it raises for that moment, and with a
 // hard limit lowered under them (ulimit -n 256 sets both) every exec
-// failed with EBADF. The guest then reads a hard limit of execFDs where
+// failed with EBADF. The guest then reads a hard limit of ExecFDs where
 // it set less. In the in-process tiers the guest's process is kbox's:
 // their transport keeps the guest's limit (cont).
 func (e *Engine) nofileSet(r *Request, addr, old uint64) Result {
 	if r.P.Tgid == os.Getpid() {
+		if en := e.nofileCheck(r, addr); en != 0 {
+			return errno(en, Denied)
+		}
 		return cont
 	}
 	var lim, was unix.Rlimit
@@ -217,7 +219,7 @@ func (e *Engine) nofileSet(r *Request, addr, old uint64) Result {
 	if lim.Max > min(was.Max, uint64(e.Opt.VirtualFDs)) {
 		return errno(unix.EPERM, Denied) // above the hard limit it reads
 	}
-	lim.Max = min(max(lim.Max, execFDs), was.Max)
+	lim.Max = min(max(lim.Max, ExecFDs), was.Max)
 	if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
 		return fail(err, Host)
 	}

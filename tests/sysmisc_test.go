@@ -4,6 +4,8 @@ package tests
 
 import (
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -64,13 +66,15 @@ func TestFDLimitRaise(t *testing.T) {
 	// execs at fds 1000 and 1001, which the kernel refused above the
 	// soft limit (every exec failed with EBADF after ulimit -n 256).
 	t.Run("exec under a lowered limit", func(t *testing.T) {
-		script := "ulimit -n 256 && /usr/bin/id -u && ulimit -Sn 29 && /usr/bin/id -u && /bin/echo soft $(ulimit -Sn)"
-		native, err := exec.Command("/bin/sh", "-c", script).Output()
+		// A #! script too: its interpreter's loader goes at fd 1002.
+		script := "printf '#!/bin/sh\\necho script ran\\n' > /tmp/s.sh && chmod +x /tmp/s.sh && " +
+			"ulimit -n 256 && /usr/bin/id -u && /tmp/s.sh && ulimit -Sn 29 && /usr/bin/id -u && /bin/echo soft $(ulimit -Sn)"
+		native, err := exec.Command("/bin/sh", "-c", strings.ReplaceAll(script, "/tmp/s.sh", filepath.Join(t.TempDir(), "s.sh"))).Output()
 		if err != nil {
 			t.Fatalf("native: %v\n%s", err, native)
 		}
-		out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c", script)
-		if st != 0 || out != "0\n0\nsoft 29\n" || out != string(native) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--ephemeral", "--", "/bin/sh", "-c", script)
+		if st != 0 || out != "0\nscript ran\n0\nsoft 29\n" || out != string(native) {
 			t.Errorf("status %d; under kbox:\n%s\nnatively:\n%s\n%s", st, out, native, lastLines(stderr, 5))
 		}
 	})

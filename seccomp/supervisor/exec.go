@@ -28,11 +28,12 @@ import (
 // that (execTier.checkExec).
 
 // Fixed guest fd numbers used by execve: the prepared program, its
-// interpreter, and the interpreter's own loader (for #! scripts).
+// interpreter, and the interpreter's own loader (for #! scripts). The
+// engine keeps the guest's hard fd limit above them (dispatch.ExecFDs).
 const (
-	ExecFD   = 1000
-	InterpFD = 1001
-	LoaderFD = 1002
+	ExecFD   = dispatch.ExecFDs - 3
+	InterpFD = dispatch.ExecFDs - 2
+	LoaderFD = dispatch.ExecFDs - 1
 )
 
 // execTier is the seccomp tier as the engine sees it (dispatch.Tier).
