@@ -1321,6 +1321,14 @@ func (e *Engine) inetSetsockopt(r *Request, s *inetSock) Result {
 // once; a stream's data goes through the pair, after what the guest
 // wrote before (the address is ignored, as TCP does).
 func (e *Engine) inetSendto(r *Request, s *inetSock, data []byte, name []byte, flags int) Result {
+	if s.typ != unix.SOCK_STREAM && len(name) == 0 && !lklConnected(s.lfd) {
+		// No destination: Linux's UDP refuses it. The pair would take
+		// it and the pump's send to LKL drop it (Python's
+		// test_socket, testSendmsgNoDestAddr). A send or write without
+		// an address runs on the host in the seccomp tier and is not
+		// seen (docs/networking.md, "Datagram sources").
+		return errno(unix.EDESTADDRREQ, LKL)
+	}
 	if s.typ == unix.SOCK_STREAM || len(name) == 0 {
 		gfd, en := guestEnd(r, r.Args[0])
 		if en != 0 {
@@ -1340,6 +1348,15 @@ func (e *Engine) inetSendto(r *Request, s *inetSock, data []byte, name []byte, f
 		return errno(le, LKL)
 	}
 	return ok(int64(n), LKL)
+}
+
+// lklConnected says whether LKL socket fd has a peer (getpeername).
+func lklConnected(fd int) bool {
+	var sa [sockaddrStorage]byte
+	l := uint32(len(sa))
+	_, le := lkl.Syscall6(lkl.SysGetpeername, uintptr(fd), lkl.Ptr(sa[:]), lkl.PtrOf(&l), 0, 0, 0)
+	runtime.KeepAlive(&sa)
+	return le == 0
 }
 
 // inetRecvfrom serves recvfrom(2) with an address on an internet socket:

@@ -455,11 +455,13 @@ func TestNetLoopback(t *testing.T) {
 // (through 100 refusals more), SO_ERROR takes the error, and with
 // IP_RECVERR the error queue holds the datagram sent and the ICMP
 // error's fields. Before, the first receive gave 0 and every later one
-// too (the socket was ended), and MSG_ERRQUEUE said EAGAIN.
+// too (the socket was ended), and MSG_ERRQUEUE said EAGAIN. First, a
+// sendmsg with no destination on an unconnected socket is EDESTADDRREQ
+// (it was taken, and dropped by LKL).
 func TestNetDatagramErrors(t *testing.T) {
 	p := closedUDPPort(t)
 	native := nativeGuest(t, "inet")
-	want := []string{"first: poll 1", "recvfrom: -1 Connection refused", "recvfrom again: -1 Resource temporarily unavailable",
+	want := []string{"sendmsg without a destination: Destination address required", "first: poll 1", "recvfrom: -1 Connection refused", "recvfrom again: -1 Resource temporarily unavailable",
 		"SO_ERROR: Connection refused", "recvfrom after SO_ERROR: -1 Resource temporarily unavailable", "100 more: 100 refused",
 		"errqueue: 5 'third' to port match 1 flags ERRQUEUE", "extended error: Connection refused origin icmp type 3 code 3",
 		"errqueue again: -1 Resource temporarily unavailable", "recvfrom after the error queue: -1 Resource temporarily unavailable"}

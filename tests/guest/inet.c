@@ -237,6 +237,14 @@ struct ext_err {
 
 static int do_udperr(void)
 {
+	/* No destination, not connected: EDESTADDRREQ, not a datagram
+	 * taken and dropped. */
+	int nd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct iovec nv = { "x", 1 };
+	struct msghdr nm = { .msg_iov = &nv, .msg_iovlen = 1 };
+	printf("sendmsg without a destination: %s\n", sendmsg(nd, &nm, 0) < 0 ? strerror(errno) : "sent");
+	close(nd);
+
 	int s = socket(AF_INET, SOCK_DGRAM, 0), v = 0;
 	socklen_t l = sizeof(v);
 	if (s < 0 || connect(s, (struct sockaddr *)&dest, sizeof(dest)) < 0)
