@@ -1325,8 +1325,8 @@ func (e *Engine) inetSendto(r *Request, s *inetSock, data []byte, name []byte, f
 		// No destination: Linux's UDP refuses it. The pair would take
 		// it and the pump's send to LKL drop it (Python's
 		// test_socket, testSendmsgNoDestAddr). A send or write without
-		// an address runs on the host in the seccomp tier and is not
-		// seen (docs/networking.md, "Datagram sources").
+		// an address runs on the host and is not seen
+		// (docs/networking.md, "Datagram sources").
 		return errno(unix.EDESTADDRREQ, LKL)
 	}
 	if s.typ == unix.SOCK_STREAM || len(name) == 0 {
