@@ -243,8 +243,9 @@ type inetSock struct {
 	closed         bool
 	wasReset       bool // LKL's send saw ECONNRESET (recv then reads EOF)
 	inConnect      sync.WaitGroup
-	fromGuestBytes atomic.Int64 // what the pump read from kbox's end (SIOCOUTQ)
-	hintProc       *Proc        // a process and fd that held the guest's end (guestCopy)
+	fromGuestBytes atomic.Int64  // what the pump read from kbox's end (SIOCOUTQ)
+	urgentGen      atomic.Uint64 // the sweeps saw urgent data come (EPOLLPRI; passUrgent)
+	hintProc       *Proc         // a process and fd that held the guest's end (guestCopy)
 	hintFD         int
 
 	// LKL's readiness (inetready.go): id in the epoll set, a token when
@@ -366,6 +367,13 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 	if le != 0 {
 		return errno(le, LKL)
 	}
+	if kind == unix.SOCK_STREAM {
+		// Urgent data in line, where the pump finds it (passUrgent);
+		// accepted sockets inherit it.
+		one := int32(1)
+		lkl.Syscall6(lkl.SysSetsockopt, lfd, unix.SOL_SOCKET, unix.SO_OOBINLINE, lkl.PtrOf(&one), 4, 0)
+		runtime.KeepAlive(&one)
+	}
 	s, gend, en := e.Net.pair(int(lfd), family, kind, typ&unix.SOCK_NONBLOCK != 0)
 	if en != 0 {
 		lklClose(int(lfd))
@@ -417,6 +425,10 @@ func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.E
 		return nil, -1, errnoOf(err)
 	}
 	unix.SetNonblock(kfd, true)
+	if typ == unix.SOCK_STREAM {
+		// The guest's urgent data stays in the stream (pumpFromGuest).
+		unix.SetsockoptInt(kfd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1)
+	}
 	s := &inetSock{n: n, lfd: lfd, kfd: kfd, file: os.NewFile(uintptr(kfd), "inet"), ino: st.Ino, family: family, typ: typ}
 	if en := n.ready.add(s); en != 0 {
 		s.file.Close()
@@ -600,8 +612,34 @@ func (s *inetSock) pumpFromGuest(junk int) {
 		}
 		junk -= m
 	}
+	// A stream's urgent byte (the guest's send with MSG_OOB) stays in
+	// kbox's end inline (SO_OOBINLINE), and a read stops before it: the
+	// read that begins at the mark takes it alone, and it goes to LKL
+	// with MSG_OOB (docs/networking.md, "Urgent data").
+	var m int
+	var err error
+	var urgent bool
+	read := func(fd uintptr) bool {
+		urgent = s.typ == unix.SOCK_STREAM && atMark(int(fd))
+		b := buf
+		if urgent {
+			b = buf[:1]
+		}
+		for {
+			m, err = unix.Read(int(fd), b)
+			if err != unix.EINTR {
+				return err != unix.EAGAIN
+			}
+		}
+	}
+	rc, rerr := s.file.SyscallConn()
+	if rerr != nil {
+		return
+	}
 	for {
-		m, err := s.file.Read(buf)
+		if rerr := rc.Read(read); rerr != nil {
+			err = rerr
+		}
 		if err != nil || m == 0 && s.typ == unix.SOCK_STREAM {
 			if s.typ == unix.SOCK_STREAM && !guestGone(s.kfd) {
 				// The guest's shutdown(SHUT_WR). After its last
@@ -613,8 +651,12 @@ func (s *inetSock) pumpFromGuest(junk int) {
 			return
 		}
 		s.fromGuestBytes.Add(int64(m))
+		flags := uintptr(unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT)
+		if urgent {
+			flags |= unix.MSG_OOB
+		}
 		for off := 0; off < m; {
-			n, le := netCall(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
+			n, le := netCall(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), flags, 0, 0)
 			runtime.KeepAlive(buf)
 			if le == unix.EINTR {
 				continue
@@ -646,6 +688,48 @@ func (s *inetSock) pumpFromGuest(junk int) {
 	}
 }
 
+// passUrgent sends LKL's urgent byte to the guest's end when LKL's
+// reading is at its mark and the sweeps saw urgent data come (EPOLLPRI:
+// s.urgentGen past seen); it reports whether it did. kbox's LKL stream
+// sockets read urgent data in line (SO_OOBINLINE, set at socket()), so a
+// receive never skips the byte: at the mark it is read alone and sent as
+// the guest end's own urgent byte, and the guest's reads stop before
+// it, recv(MSG_OOB), SIOCATMARK, POLLPRI, SIGURG and the guest's own
+// SO_OOBINLINE (which kbox sets on the guest's end) then run natively
+// (docs/networking.md, "Urgent data").
+func (s *inetSock) passUrgent(seen *uint64) bool {
+	g := s.urgentGen.Load()
+	if g == *seen {
+		return false
+	}
+	if v, le := lklQueue(s.lfd, unix.SIOCATMARK); le != 0 || v == 0 {
+		return false // the bytes before the mark first: LKL's read stops there
+	}
+	var b [1]byte
+	n, le := netCall(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(b[:]), 1, unix.MSG_DONTWAIT, 0, 0)
+	runtime.KeepAlive(&b)
+	if le != 0 || n != 1 {
+		return false
+	}
+	*seen = g
+	rc, err := s.file.SyscallConn()
+	if err != nil {
+		return false
+	}
+	rc.Write(func(fd uintptr) bool {
+		_, err = unix.SendmsgN(int(fd), b[:], nil, nil, unix.MSG_OOB|unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+		return err != unix.EAGAIN
+	})
+	return true
+}
+
+// atMark says whether the next byte to read from stream socket fd is
+// its urgent byte (SIOCATMARK).
+func atMark(fd int) bool {
+	v, err := unix.IoctlGetInt(fd, unix.SIOCATMARK)
+	return err == nil && v != 0
+}
+
 // pumpToGuest carries what LKL received to the guest's end; a datagram's
 // source is queued for recvfrom.
 func (s *inetSock) pumpToGuest() {
@@ -656,11 +740,16 @@ func (s *inetSock) pumpToGuest() {
 	addr := make([]byte, sockaddrStorage)
 	ctl := make([]byte, pumpCtrl)
 	var alen, clen int
-	errs := 0 // errors in a row, with no datagram and no wait between
+	errs := 0          // errors in a row, with no datagram and no wait between
+	var urgSeen uint64 // the sweeps' count of urgent data passed on (passUrgent)
 	for {
 		var n uintptr
 		var le unix.Errno
+		urg := s.urgentGen.Load()
 		if s.typ == unix.SOCK_STREAM {
+			if s.passUrgent(&urgSeen) {
+				continue
+			}
 			n, le = netCall(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), unix.MSG_DONTWAIT, 0, 0)
 		} else {
 			// With the control messages the guest asked LKL for
@@ -674,6 +763,9 @@ func (s *inetSock) pumpToGuest() {
 		}
 		if le == unix.EAGAIN {
 			errs = 0
+			// Nothing left to read: the urgent data seen before the
+			// receive was passed on (an urgent byte is read in line).
+			urgSeen = urg
 			// Before waiting: what arrived during the calls (the
 			// next call sees its own socket's data; this finds the
 			// rest), and an opened window's update on LKL's loopback.
@@ -1252,6 +1344,9 @@ func (e *Engine) inetGetsockopt(r *Request, s *inetSock) Result {
 	if glen < 0 {
 		return errno(unix.EINVAL, LKL)
 	}
+	if level == unix.SOL_SOCKET && name == unix.SO_OOBINLINE && s.typ == unix.SOCK_STREAM {
+		return sysSockNative(e, r) // the guest's end's (passUrgent)
+	}
 	if level == unix.SOL_SOCKET && name == unix.SO_ERROR {
 		s.mu.Lock()
 		se := s.soError
@@ -1301,6 +1396,11 @@ func (e *Engine) inetSetsockopt(r *Request, s *inetSock) Result {
 	}
 	if en := useCred(r); en != 0 {
 		return errno(en, LKL)
+	}
+	if level == unix.SOL_SOCKET && name == unix.SO_OOBINLINE && s.typ == unix.SOCK_STREAM {
+		// Urgent data reaches the guest's end as its own (passUrgent):
+		// the guest's choice is that end's; LKL's stays in line.
+		return sysSockNative(e, r)
 	}
 	_, le := lkl.Syscall6(lkl.SysSetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), uintptr(olen), 0)
 	runtime.KeepAlive(buf)

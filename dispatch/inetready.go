@@ -85,7 +85,7 @@ const sweepTick = 20 * time.Millisecond
 const sweepBatch = 64
 
 // readyEvents are the events each LKL socket is registered for.
-const readyEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+const readyEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET
 
 func (r *lklReady) init() {
 	r.once.Do(func() {
@@ -243,10 +243,13 @@ func (r *lklReady) ticker() {
 }
 
 // readable are the events that wake a socket's reader.
-const readable = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
+const readable = unix.EPOLLIN | unix.EPOLLPRI | unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 
 // wake tells s's waiters of events.
 func (s *inetSock) wake(events uint32) {
+	if events&unix.EPOLLPRI != 0 {
+		s.urgentGen.Add(1) // TCP urgent data (passUrgent)
+	}
 	if events&readable != 0 {
 		signal(s.rdy)
 	}

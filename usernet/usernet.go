@@ -458,6 +458,17 @@ func copyConn(dst, src net.Conn) error {
 // splice copies both ways until both directions end, passing half-closes
 // on, then closes both.
 func (n *Network) splice(a, b net.Conn) {
+	if t, ok := b.(*net.TCPConn); ok {
+		// A host peer's urgent byte stays in the stream: Go's reads
+		// would skip it, and gVisor's TCP carries no urgent data, so
+		// it reaches the guest in line rather than not at all
+		// (docs/networking.md, "Urgent data").
+		if rc, err := t.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) {
+				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_OOBINLINE, 1)
+			})
+		}
+	}
 	var wg sync.WaitGroup
 	cp := func(dst, src net.Conn) {
 		defer wg.Done()
