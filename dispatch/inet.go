@@ -238,6 +238,7 @@ type inetSock struct {
 	srcs           []dgramSrc // what kbox wrote into the pair, in order
 	unwritten      int        // 1: the last of srcs waits for room in the pair
 	listening      bool
+	fresh          bool          // a stream socket neither connected nor listening yet: its pair is a stand-in (renew)
 	token          bool          // a byte in the guest's end says a connection waits
 	taken          chan struct{} // an accept took the token
 	closed         bool
@@ -382,6 +383,12 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 	defer unix.Close(gend)
 	if kind == unix.SOCK_DGRAM {
 		s.startPumps(0)
+	} else {
+		// Until it connects or listens, the guest's end reads EOF at
+		// once, as an unconnected TCP socket's read fails at once
+		// (renew).
+		s.fresh = true
+		unix.Shutdown(s.kfd, unix.SHUT_WR)
 	}
 	gfd, err := r.G.AddFDReply(gend, typ&unix.SOCK_CLOEXEC != 0)
 	if err != nil {
@@ -444,6 +451,79 @@ func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.E
 		n.dgrams.Add(1)
 	}
 	return s, gend, 0
+}
+
+// renew gives stream socket s, at its first connect or listen, the pair
+// its data and its listener's token will cross, in place of the guest's
+// end so far (guest fd r.Args[0]): a stand-in whose reads gave EOF at
+// once (newInet). Before, the pair was the socket's from socket() on, and
+// a read before connect waited for ever or said EAGAIN where Linux says
+// ENOTCONN at once: Python's ssl.wrap_socket of an unconnected socket
+// (it reads one byte to see that nothing came) failed with
+// BlockingIOError. The new end takes the old one's place at the same fd
+// with its file flags, close-on-exec, timeouts and SO_OOBINLINE. A copy
+// of the stand-in the guest made before (dup, fork) still names the
+// socket for calls kbox serves, but its reads and writes go nowhere.
+func (e *Engine) renew(r *Request, s *inetSock) unix.Errno {
+	s.mu.Lock()
+	fresh := s.fresh
+	s.fresh = false
+	s.mu.Unlock()
+	if !fresh {
+		return 0
+	}
+	old, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return en
+	}
+	defer unix.Close(old)
+	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return errnoOf(err)
+	}
+	gend, kfd := p[0], p[1]
+	defer unix.Close(gend)
+	unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_SNDBUF, pairSendBuf)
+	if fl, err := unix.FcntlInt(uintptr(old), unix.F_GETFL, 0); err == nil {
+		unix.FcntlInt(uintptr(gend), unix.F_SETFL, fl&(unix.O_NONBLOCK|unix.O_ASYNC))
+	}
+	for _, o := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
+		if tv, err := unix.GetsockoptTimeval(old, unix.SOL_SOCKET, o); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
+			unix.SetsockoptTimeval(gend, unix.SOL_SOCKET, o, tv)
+		}
+	}
+	if v, err := unix.GetsockoptInt(old, unix.SOL_SOCKET, unix.SO_OOBINLINE); err == nil && v != 0 {
+		unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_OOBINLINE, v)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(gend, &st); err != nil {
+		unix.Close(kfd)
+		return errnoOf(err)
+	}
+	unix.SetNonblock(kfd, true)
+	unix.SetsockoptInt(kfd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1) // as pair's
+	n := s.n
+	// The stand-in leaves the reaper first: the guest's end closing
+	// when the new one takes its place must not end the socket.
+	unix.EpollCtl(n.reaper, unix.EPOLL_CTL_DEL, s.kfd, nil)
+	n.mu.Lock()
+	delete(n.byIno, s.ino)
+	n.byIno[st.Ino] = s
+	oldFile := s.file
+	s.mu.Lock()
+	s.kfd, s.file, s.ino = kfd, os.NewFile(uintptr(kfd), "inet"), st.Ino
+	s.mu.Unlock()
+	n.mu.Unlock()
+	n.watch(s)
+	oldFile.Close()
+	fd := int32(r.Args[0])
+	if _, err := r.G.AddFD(gend, int(fd), GuestCloexec(r, fd)); err != nil {
+		// The guest's fd is still the stand-in, whose other end is
+		// closed now: it reads EOF and its writes fail. kbox's new end
+		// reports POLLHUP once gend closes: the reaper ends the socket.
+		return errnoOf(err)
+	}
+	return 0
 }
 
 // watch adds s to the reaper, started with the first socket.
@@ -984,6 +1064,9 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
 		runtime.KeepAlive(a)
 		return errno(le, LKL)
+	}
+	if en := e.renew(r, s); en != 0 {
+		return errno(en, Host)
 	}
 	gfd, en := guestEnd(r, r.Args[0])
 	if en != 0 {
@@ -1587,6 +1670,9 @@ func (e *Engine) inetListen(r *Request, s *inetSock) Result {
 	}
 	if _, le := lkl.Syscall6(lkl.SysListen, uintptr(s.lfd), uintptr(int32(r.Args[1])), 0, 0, 0, 0); le != 0 {
 		return errno(le, LKL)
+	}
+	if en := e.renew(r, s); en != 0 {
+		return errno(en, Host)
 	}
 	s.mu.Lock()
 	start := !s.listening

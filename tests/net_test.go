@@ -586,6 +586,10 @@ func TestNetSemantics(t *testing.T) {
 		"urgent": {"server poll: 1 IN PRI", "server read: 3 'abc', at mark 1", "server urgent: 1 'd'", "server read after: 2 'ef'",
 			"server urgent again: -1 Invalid argument", "client poll: 1 IN PRI", "client read: 3 'abc', at mark 1", "client urgent: 1 'd'",
 			"client read after: 2 'ef'", "client urgent again: -1 Invalid argument", "inline: 4 'ghij'"},
+		// A read before connect waited for ever (blocking) or said
+		// EAGAIN: the guest's end was the pair's from socket() on.
+		"unconnected": {"blocking read before connect: at once, nothing", "non-blocking read before connect: at once, nothing",
+			"connect: Operation in progress", "poll: 1 OUT", "still non-blocking: 1, read 4 'pong'"},
 		// An error connect finds at once is its answer, not EINPROGRESS
 		// (kbox once answered every non-blocking connect EINPROGRESS).
 		"connerr": {"non-blocking broadcast: -1 Network unreachable", "non-blocking short address: -1 Invalid argument",
@@ -628,7 +632,7 @@ func TestNetSemantics(t *testing.T) {
 			{name: "host-urgent", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+up, "--", "/opt/tests/inet", "readall", "10.0.2.2", up),
 				want: []string{"read all: 6 'abcdef'"}},
 		})
-		for _, mode := range []string{"acceptsig", "connectsig", "reset", "connerr", "urgent"} {
+		for _, mode := range []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected"} {
 			t.Run(mode, func(t *testing.T) {
 				stdout := runNative(t, tier, native, tierNetArgs(t, tier, "--", "/opt/tests/inet", mode, "127.0.0.1", "0"), mode, "127.0.0.1", "0", true)
 				rest := stdout

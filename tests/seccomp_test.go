@@ -116,6 +116,38 @@ print("spawned", sum(1 for _ in re.finditer("a", "a" * 40)))
 	}
 }
 
+// TestPythonSocketBeforeConnect: Python's ssl wraps an unconnected
+// socket (the pattern of its older docs) by reading one byte from it,
+// which must fail at once (ENOTCONN on Linux) or give nothing; kbox's
+// guest end said EAGAIN and wrap_socket raised BlockingIOError. Then a
+// socket with a timeout (O_NONBLOCK set before connect) connects to a
+// server of the guest's own and reads, in each tier: the end that
+// replaces the stand-in at connect keeps the fd's flags.
+func TestPythonSocketBeforeConnect(t *testing.T) {
+	img := packageImage(t, "python3")
+	script := `
+import socket, ssl, threading
+ss = ssl.create_default_context().wrap_socket(socket.socket(), server_hostname="example")
+print("wrapped", ss.fileno() >= 0)
+l = socket.create_server(("127.0.0.1", 0))
+def serve():
+    c, _ = l.accept()
+    c.sendall(b"hello")
+    c.close()
+threading.Thread(target=serve).start()
+s = socket.socket()
+s.settimeout(5)
+s.connect(l.getsockname())
+print("got", s.recv(5).decode(), s.gettimeout())
+`
+	forTiers(t, func(t *testing.T, tier string) {
+		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "python3", "-c", script)
+		if status != 0 || stdout != "wrapped True\ngot hello 5.0\n" {
+			t.Fatalf("status %d, stdout %q\nstderr: %s", status, stdout, lastLines(stderr, 10))
+		}
+	})
+}
+
 // TestPythonVenv: a venv's python finds its environment by its own path,
 // argv[0] as the shell gave it (/tmp/v/bin/python3, a link to
 // /usr/bin/python3, with pyvenv.cfg one level up). kbox's exec gave the

@@ -59,6 +59,8 @@
  *                           reads what came before, then ECONNRESET
  *                           once, then EOF
  *   inet readall ADDR PORT  connect, read until EOF, print what came
+ *   inet unconnected ADDR 0  reads before connect fail at once; then a
+ *                           non-blocking connect and an echo
  *   inet urgent ADDR 0      TCP urgent data both ways on the loopback:
  *                           POLLPRI, a read stopping at the mark,
  *                           SIOCATMARK, recv(MSG_OOB); then SO_OOBINLINE
@@ -848,6 +850,39 @@ static int do_urgent(void)
 	return 0;
 }
 
+/* Reads of a TCP socket before it connects fail at once (Linux:
+ * ENOTCONN), blocking or not; nothing waits. Then, with O_NONBLOCK set
+ * before connect, a non-blocking connect to a listener of its own, poll
+ * for POLLOUT, and an echo both ways. */
+static int do_unconnected(void)
+{
+	static struct sockaddr_in at;
+	int l = listener(8, &at);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	char b = 0;
+	alarm(5); /* a read that waits is the fault */
+	int m = recv(c, &b, 1, 0);
+	printf("blocking read before connect: %s\n", m == 0 || (m < 0 && errno == ENOTCONN) ? "at once, nothing" : strerror(errno));
+	fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK);
+	m = recv(c, &b, 1, 0);
+	printf("non-blocking read before connect: %s\n", m == 0 || (m < 0 && errno == ENOTCONN) ? "at once, nothing" : strerror(errno));
+	alarm(0);
+	m = connect(c, (struct sockaddr *)&at, sizeof(at));
+	printf("connect: %s\n", m < 0 ? strerror(errno) : "0");
+	struct pollfd pf = { c, POLLOUT, 0 };
+	int n = poll(&pf, 1, 5000);
+	printf("poll: %d%s\n", n, pf.revents & POLLOUT ? " OUT" : "");
+	int s = accept(l, NULL, NULL);
+	if (s < 0 || write(c, "ping", 4) != 4 || read(s, &b, 1) != 1 || write(s, "pong", 4) != 4)
+		die("echo");
+	char buf[8] = { 0 };
+	pf.events = POLLIN;
+	poll(&pf, 1, 5000);
+	m = read(c, buf, sizeof(buf) - 1);
+	printf("still non-blocking: %d, read %d '%s'\n", (fcntl(c, F_GETFL) & O_NONBLOCK) != 0, m, m > 0 ? buf : "");
+	return 0;
+}
+
 static int do_readall(void)
 {
 	int s = tcp_connect(), got = 0, m;
@@ -990,6 +1025,8 @@ int main(int argc, char **argv)
 		return do_rtt(atoi(argv[4]));
 	if (!strcmp(argv[1], "conns"))
 		return do_conns(atoi(argv[4]));
+	if (!strcmp(argv[1], "unconnected"))
+		return do_unconnected();
 	if (!strcmp(argv[1], "readall"))
 		return do_readall();
 	if (!strcmp(argv[1], "urgent"))
