@@ -410,40 +410,21 @@ const pairSendBuf = 512 << 10
 // pair makes the host socketpair of LKL socket lfd and registers it; the
 // caller installs the guest's end gend in the guest and closes it.
 func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.Errno) {
-	ptype := unix.SOCK_STREAM
-	if typ == unix.SOCK_DGRAM {
-		ptype = unix.SOCK_SEQPACKET
-	}
-	p, err := unix.Socketpair(unix.AF_UNIX, ptype|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, -1, errnoOf(err)
-	}
-	gend, kfd := p[0], p[1]
-	if typ == unix.SOCK_STREAM {
-		unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_SNDBUF, pairSendBuf)
+	gend, kfd, ino, en := hostPair(typ)
+	if en != 0 {
+		return nil, -1, en
 	}
 	if nonblock {
 		unix.SetNonblock(gend, true)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(gend, &st); err != nil {
-		unix.Close(gend)
-		unix.Close(kfd)
-		return nil, -1, errnoOf(err)
-	}
-	unix.SetNonblock(kfd, true)
-	if typ == unix.SOCK_STREAM {
-		// The guest's urgent data stays in the stream (pumpFromGuest).
-		unix.SetsockoptInt(kfd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1)
-	}
-	s := &inetSock{n: n, lfd: lfd, kfd: kfd, file: os.NewFile(uintptr(kfd), "inet"), ino: st.Ino, family: family, typ: typ}
+	s := &inetSock{n: n, lfd: lfd, kfd: kfd, file: os.NewFile(uintptr(kfd), "inet"), ino: ino, family: family, typ: typ}
 	if en := n.ready.add(s); en != 0 {
 		s.file.Close()
 		unix.Close(gend)
 		return nil, -1, en
 	}
 	n.mu.Lock()
-	n.byIno[st.Ino] = s
+	n.byIno[ino] = s
 	n.mu.Unlock()
 	n.watch(s)
 	n.Opened.Add(1)
@@ -451,6 +432,33 @@ func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.E
 		n.dgrams.Add(1)
 	}
 	return s, gend, 0
+}
+
+// hostPair makes the host socketpair of an LKL socket of type typ: the
+// guest's end gend, kbox's end kfd (non-blocking), and gend's inode.
+func hostPair(typ int) (gend, kfd int, ino uint64, en unix.Errno) {
+	ptype := unix.SOCK_STREAM
+	if typ == unix.SOCK_DGRAM {
+		ptype = unix.SOCK_SEQPACKET
+	}
+	p, err := unix.Socketpair(unix.AF_UNIX, ptype|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, 0, errnoOf(err)
+	}
+	gend, kfd = p[0], p[1]
+	var st unix.Stat_t
+	if err := unix.Fstat(gend, &st); err != nil {
+		unix.Close(gend)
+		unix.Close(kfd)
+		return -1, -1, 0, errnoOf(err)
+	}
+	unix.SetNonblock(kfd, true)
+	if typ == unix.SOCK_STREAM {
+		unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_SNDBUF, pairSendBuf)
+		// The guest's urgent data stays in the stream (pumpFromGuest).
+		unix.SetsockoptInt(kfd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1)
+	}
+	return gend, kfd, st.Ino, 0
 }
 
 // renew gives stream socket s, at its first connect or listen, the pair
@@ -477,13 +485,11 @@ func (e *Engine) renew(r *Request, s *inetSock) unix.Errno {
 		return en
 	}
 	defer unix.Close(old)
-	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return errnoOf(err)
+	gend, kfd, ino, en := hostPair(unix.SOCK_STREAM)
+	if en != 0 {
+		return en
 	}
-	gend, kfd := p[0], p[1]
 	defer unix.Close(gend)
-	unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_SNDBUF, pairSendBuf)
 	if fl, err := unix.FcntlInt(uintptr(old), unix.F_GETFL, 0); err == nil {
 		unix.FcntlInt(uintptr(gend), unix.F_SETFL, fl&(unix.O_NONBLOCK|unix.O_ASYNC))
 	}
@@ -495,23 +501,16 @@ func (e *Engine) renew(r *Request, s *inetSock) unix.Errno {
 	if v, err := unix.GetsockoptInt(old, unix.SOL_SOCKET, unix.SO_OOBINLINE); err == nil && v != 0 {
 		unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_OOBINLINE, v)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(gend, &st); err != nil {
-		unix.Close(kfd)
-		return errnoOf(err)
-	}
-	unix.SetNonblock(kfd, true)
-	unix.SetsockoptInt(kfd, unix.SOL_SOCKET, unix.SO_OOBINLINE, 1) // as pair's
 	n := s.n
 	// The stand-in leaves the reaper first: the guest's end closing
 	// when the new one takes its place must not end the socket.
 	unix.EpollCtl(n.reaper, unix.EPOLL_CTL_DEL, s.kfd, nil)
 	n.mu.Lock()
 	delete(n.byIno, s.ino)
-	n.byIno[st.Ino] = s
+	n.byIno[ino] = s
 	oldFile := s.file
 	s.mu.Lock()
-	s.kfd, s.file, s.ino = kfd, os.NewFile(uintptr(kfd), "inet"), st.Ino
+	s.kfd, s.file, s.ino = kfd, os.NewFile(uintptr(kfd), "inet"), ino
 	s.mu.Unlock()
 	n.mu.Unlock()
 	n.watch(s)
@@ -720,7 +719,7 @@ func (s *inetSock) pumpFromGuest(junk int) {
 		if rerr := rc.Read(read); rerr != nil {
 			err = rerr
 		}
-		if err != nil || m == 0 && s.typ == unix.SOCK_STREAM {
+		if err != nil || m == 0 && (s.typ == unix.SOCK_STREAM || peerShut(s.kfd)) {
 			if s.typ == unix.SOCK_STREAM && !guestGone(s.kfd) {
 				// The guest's shutdown(SHUT_WR). After its last
 				// close, LKL's close ends the connection as
@@ -735,7 +734,8 @@ func (s *inetSock) pumpFromGuest(junk int) {
 		if urgent {
 			flags |= unix.MSG_OOB
 		}
-		for off := 0; off < m; {
+		// (An empty datagram is sent too.)
+		for off := 0; off < m || off == 0 && s.typ != unix.SOCK_STREAM; {
 			n, le := netCall(lkl.SysSendto, uintptr(s.lfd), lkl.Ptr(buf[off:m]), uintptr(m-off), flags, 0, 0)
 			runtime.KeepAlive(buf)
 			if le == unix.EINTR {
@@ -918,6 +918,15 @@ func sockError(le unix.Errno) bool {
 		return false
 	}
 	return true
+}
+
+// peerShut reports whether the guest's end of kbox's end kfd is shut for
+// writing or closed: a datagram pair's read of 0 is then its end, not
+// an empty datagram.
+func peerShut(kfd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(kfd), Events: unix.POLLIN | unix.POLLRDHUP}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n == 1 && pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0
 }
 
 // guestGone reports whether the guest's end of kbox's end kfd is closed

@@ -568,8 +568,9 @@ func lineSorted(out string) string { return strings.Join(lineSet(out), "\n") }
 
 // TestNetSemantics: what Linux does when a signal interrupts a blocking
 // accept or connect, when the peer resets a connection, when connect
-// fails at once, and with TCP urgent data, in each tier,
-// compared with the same program run natively on the host's loopback.
+// fails at once, with TCP urgent data, and with an empty datagram, in
+// each tier, compared with the same program run natively on the host's
+// loopback.
 // The guest's side is its own loopback (LKL's 127.0.0.1).
 func TestNetSemantics(t *testing.T) {
 	native := nativeGuest(t, "inet")
@@ -586,6 +587,9 @@ func TestNetSemantics(t *testing.T) {
 		"urgent": {"server poll: 1 IN PRI", "server read: 3 'abc', at mark 1", "server urgent: 1 'd'", "server read after: 2 'ef'",
 			"server urgent again: -1 Invalid argument", "client poll: 1 IN PRI", "client read: 3 'abc', at mark 1", "client urgent: 1 'd'",
 			"client read after: 2 'ef'", "client urgent again: -1 Invalid argument", "inline: 4 'ghij'"},
+		// An empty datagram ended the pump (its read of 0 was taken
+		// for the end): nothing the socket sent after it arrived.
+		"udpempty": {"datagram 0: 0 ''", "datagram 1: 5 'after'", "send after shutdown: -1 Broken pipe", "received after shutdown: 4 'back'"},
 		// A read before connect waited for ever (blocking) or said
 		// EAGAIN: the guest's end was the pair's from socket() on.
 		"unconnected": {"blocking read before connect: at once, nothing", "non-blocking read before connect: at once, nothing",
@@ -632,7 +636,7 @@ func TestNetSemantics(t *testing.T) {
 			{name: "host-urgent", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+up, "--", "/opt/tests/inet", "readall", "10.0.2.2", up),
 				want: []string{"read all: 6 'abcdef'"}},
 		})
-		for _, mode := range []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected"} {
+		for _, mode := range []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected", "udpempty"} {
 			t.Run(mode, func(t *testing.T) {
 				stdout := runNative(t, tier, native, tierNetArgs(t, tier, "--", "/opt/tests/inet", mode, "127.0.0.1", "0"), mode, "127.0.0.1", "0", true)
 				rest := stdout

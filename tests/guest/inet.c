@@ -59,6 +59,8 @@
  *                           reads what came before, then ECONNRESET
  *                           once, then EOF
  *   inet readall ADDR PORT  connect, read until EOF, print what came
+ *   inet udpempty ADDR 0    an empty datagram, then one with data, on
+ *                           the loopback; then shutdown(SHUT_WR)
  *   inet unconnected ADDR 0  reads before connect fail at once; then a
  *                           non-blocking connect and an echo
  *   inet urgent ADDR 0      TCP urgent data both ways on the loopback:
@@ -211,6 +213,40 @@ static int do_udp(void)
 			die("recvfrom");
 		printf("reply %d '%s' from %s:%d len %d\n", n, buf, inet_ntoa(from.sin_addr), ntohs(from.sin_port), (int)fl);
 	}
+	return 0;
+}
+
+/* An empty datagram on the loopback, sent with send() on a connected
+ * socket (through kbox's pair), then one with data: both arrive, in
+ * order. Then the sender shuts down writing: its sends fail (EPIPE), and
+ * the socket still receives. */
+static int do_udpempty(void)
+{
+	struct sockaddr_in at = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(at);
+	int r = socket(AF_INET, SOCK_DGRAM, 0), s = socket(AF_INET, SOCK_DGRAM, 0);
+	if (r < 0 || s < 0 || bind(r, (struct sockaddr *)&at, sizeof(at)) < 0 || getsockname(r, (struct sockaddr *)&at, &al) < 0 ||
+	    connect(s, (struct sockaddr *)&at, sizeof(at)) < 0)
+		die("setup");
+	if (send(s, "", 0, 0) != 0 || send(s, "after", 5, 0) != 5)
+		die("send");
+	for (int i = 0; i < 2; i++) {
+		char buf[16] = { 0 };
+		struct pollfd pf = { r, POLLIN, 0 };
+		int n = poll(&pf, 1, 5000) == 1 ? recv(r, buf, sizeof(buf) - 1, 0) : -2;
+		printf("datagram %d: %d '%s'\n", i, n, n > 0 ? buf : "");
+	}
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	getsockname(s, (struct sockaddr *)&sa, &sl);
+	shutdown(s, SHUT_WR);
+	int n = send(s, "x", 1, MSG_NOSIGNAL);
+	printf("send after shutdown: %d %s\n", n, n < 0 ? strerror(errno) : "");
+	sendto(r, "back", 4, 0, (struct sockaddr *)&sa, sl);
+	char buf[16] = { 0 };
+	struct pollfd pf = { s, POLLIN, 0 };
+	n = poll(&pf, 1, 5000) == 1 ? recv(s, buf, sizeof(buf) - 1, MSG_DONTWAIT) : -2;
+	printf("received after shutdown: %d '%s'\n", n, n > 0 ? buf : "");
 	return 0;
 }
 
@@ -1025,6 +1061,8 @@ int main(int argc, char **argv)
 		return do_rtt(atoi(argv[4]));
 	if (!strcmp(argv[1], "conns"))
 		return do_conns(atoi(argv[4]));
+	if (!strcmp(argv[1], "udpempty"))
+		return do_udpempty();
 	if (!strcmp(argv[1], "unconnected"))
 		return do_unconnected();
 	if (!strcmp(argv[1], "readall"))
