@@ -19,25 +19,10 @@ import (
 // sinkServer reads each TCP connection to its end and answers the byte
 // count as text (inet bulk's peer), on 127.0.0.1.
 func sinkServer(b testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				n, _ := io.Copy(io.Discard, c)
-				fmt.Fprintf(c, "%d", n)
-				c.Close()
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	return tcpServer(b, func(c net.Conn) {
+		n, _ := io.Copy(io.Discard, c)
+		fmt.Fprintf(c, "%d", n)
+	})
 }
 
 // cpuSeconds is the user and system time of a finished process and its
@@ -122,25 +107,10 @@ func BenchmarkNet(b *testing.B) {
 
 // echoServerB is echoServer's TCP half for a benchmark.
 func echoServerB(b *testing.B) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				c.(*net.TCPConn).SetNoDelay(true)
-				io.Copy(c, c)
-				c.Close()
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	return tcpServer(b, func(c net.Conn) {
+		c.(*net.TCPConn).SetNoDelay(true)
+		io.Copy(c, c)
+	})
 }
 
 // BenchmarkNetFloor: the floor of a round trip made of thread hand-offs

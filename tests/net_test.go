@@ -606,25 +606,10 @@ func TestNetSemantics(t *testing.T) {
 	// connection. (At once, it can come before the user-mode stack has
 	// finished the guest's handshake: the guest's connect is then
 	// refused.)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				time.Sleep(300 * time.Millisecond)
-				c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-			}()
-		}
-	}()
-	rp := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	rp := strconv.Itoa(tcpServer(t, func(c net.Conn) {
+		time.Sleep(300 * time.Millisecond)
+		c.(*net.TCPConn).SetLinger(0)
+	}))
 	up := strconv.Itoa(urgentServer(t))
 	forTiers(t, func(t *testing.T, tier string) {
 		runCases(t, nil, []guestCase{
@@ -656,6 +641,27 @@ func TestNetSemantics(t *testing.T) {
 // urgentServer is a host server on 127.0.0.1 that sends each client
 // "ab", then "cd" with MSG_OOB ('d' urgent), then "ef", and closes.
 func urgentServer(t *testing.T) int {
+	return tcpServer(t, func(c net.Conn) {
+		rc, err := c.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			return
+		}
+		for _, p := range []struct {
+			b     string
+			flags int
+		}{{"ab", 0}, {"cd", syscall.MSG_OOB}, {"ef", 0}} {
+			rc.Write(func(fd uintptr) bool {
+				err = syscall.Sendto(int(fd), []byte(p.b), p.flags, nil)
+				return err != syscall.EAGAIN
+			})
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+// tcpServer serves each TCP connection to a port of 127.0.0.1 with
+// serve on a goroutine of its own, then closes it; it returns the port.
+func tcpServer(t testing.TB, serve func(net.Conn)) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -669,20 +675,7 @@ func urgentServer(t *testing.T) int {
 			}
 			go func() {
 				defer c.Close()
-				rc, err := c.(*net.TCPConn).SyscallConn()
-				if err != nil {
-					return
-				}
-				for _, p := range []struct {
-					b     string
-					flags int
-				}{{"ab", 0}, {"cd", syscall.MSG_OOB}, {"ef", 0}} {
-					rc.Write(func(fd uintptr) bool {
-						err = syscall.Sendto(int(fd), []byte(p.b), p.flags, nil)
-						return err != syscall.EAGAIN
-					})
-					time.Sleep(50 * time.Millisecond)
-				}
+				serve(c)
 			}()
 		}
 	}()
