@@ -692,24 +692,35 @@ func (s *inetSock) pumpFromGuest(junk int) {
 		junk -= m
 	}
 	// A stream's urgent byte (the guest's send with MSG_OOB) stays in
-	// kbox's end inline (SO_OOBINLINE), and a read stops before it: the
-	// read that begins at the mark takes it alone, and it goes to LKL
-	// with MSG_OOB (docs/networking.md, "Urgent data").
+	// kbox's end inline (SO_OOBINLINE), and a read stops before it. A
+	// read that stopped at the mark takes the byte too, and a read that
+	// begins at the mark takes it alone: it goes to LKL with what came
+	// before it in one send with MSG_OOB, as the guest sent it, so that
+	// LKL's receiver finds the mark inside a segment (docs/networking.md,
+	// "Urgent data").
 	var m int
 	var err error
 	var urgent bool
+	stream := s.typ == unix.SOCK_STREAM
 	read := func(fd uintptr) bool {
-		urgent = s.typ == unix.SOCK_STREAM && atMark(int(fd))
-		b := buf
+		urgent = stream && atMark(int(fd))
+		b := buf[:len(buf)-1] // room for an urgent byte after it
 		if urgent {
 			b = buf[:1]
 		}
 		for {
 			m, err = unix.Read(int(fd), b)
 			if err != unix.EINTR {
-				return err != unix.EAGAIN
+				break
 			}
 		}
+		if !urgent && m > 0 && stream && atMark(int(fd)) {
+			if k, e := unix.Read(int(fd), buf[m:m+1]); e == nil && k == 1 {
+				m++
+				urgent = true
+			}
+		}
+		return err != unix.EAGAIN
 	}
 	rc, rerr := s.file.SyscallConn()
 	if rerr != nil {
@@ -769,17 +780,20 @@ func (s *inetSock) pumpFromGuest(junk int) {
 }
 
 // passUrgent sends LKL's urgent byte to the guest's end when LKL's
-// reading is at its mark and the sweeps saw urgent data come (EPOLLPRI:
-// s.urgentGen past seen); it reports whether it did. kbox's LKL stream
+// reading is at its mark, once the sweeps saw urgent data come
+// (EPOLLPRI: s.urgentGen past seen) or the last receive stopped short
+// (TCP's receive stops at the mark; a sweep may not have run yet, and
+// the next receive would read the byte in line); it reports whether it
+// did. kbox's LKL stream
 // sockets read urgent data in line (SO_OOBINLINE, set at socket()), so a
 // receive never skips the byte: at the mark it is read alone and sent as
 // the guest end's own urgent byte, and the guest's reads stop before
 // it, recv(MSG_OOB), SIOCATMARK, POLLPRI, SIGURG and the guest's own
 // SO_OOBINLINE (which kbox sets on the guest's end) then run natively
 // (docs/networking.md, "Urgent data").
-func (s *inetSock) passUrgent(seen *uint64) bool {
+func (s *inetSock) passUrgent(seen *uint64, short bool) bool {
 	g := s.urgentGen.Load()
-	if g == *seen {
+	if g == *seen && !short {
 		return false
 	}
 	if v, le := lklQueue(s.lfd, unix.SIOCATMARK); le != 0 || v == 0 {
@@ -822,12 +836,15 @@ func (s *inetSock) pumpToGuest() {
 	var alen, clen int
 	errs := 0          // errors in a row, with no datagram and no wait between
 	var urgSeen uint64 // the sweeps' count of urgent data passed on (passUrgent)
+	short := false     // the last receive gave less than asked: it may have stopped at a mark
 	for {
 		var n uintptr
 		var le unix.Errno
 		urg := s.urgentGen.Load()
 		if s.typ == unix.SOCK_STREAM {
-			if s.passUrgent(&urgSeen) {
+			passed := s.passUrgent(&urgSeen, short)
+			short = false
+			if passed {
 				continue
 			}
 			n, le = netCall(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), unix.MSG_DONTWAIT, 0, 0)
@@ -900,6 +917,7 @@ func (s *inetSock) pumpToGuest() {
 		if _, err := s.file.Write(buf[:n]); err != nil {
 			return
 		}
+		short = int(n) < len(buf)
 	}
 }
 
