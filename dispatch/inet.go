@@ -704,9 +704,12 @@ func (s *inetSock) pumpFromGuest(junk int) {
 	stream := s.typ == unix.SOCK_STREAM
 	read := func(fd uintptr) bool {
 		urgent = stream && atMark(int(fd))
-		b := buf[:len(buf)-1] // room for an urgent byte after it
-		if urgent {
+		b := buf
+		switch {
+		case urgent:
 			b = buf[:1]
+		case stream:
+			b = buf[:len(buf)-1] // room for an urgent byte after it
 		}
 		for {
 			m, err = unix.Read(int(fd), b)
