@@ -239,6 +239,7 @@ type inetSock struct {
 	unwritten      int        // 1: the last of srcs waits for room in the pair
 	listening      bool
 	fresh          bool          // a stream socket neither connected nor listening yet: its pair is a stand-in (renew)
+	endOpts        bool          // the guest set an option of its end (timeouts, SO_OOBINLINE): renew copies them
 	token          bool          // a byte in the guest's end says a connection waits
 	taken          chan struct{} // an accept took the token
 	closed         bool
@@ -472,34 +473,37 @@ func hostPair(typ int) (gend, kfd int, ino uint64, en unix.Errno) {
 // with its file flags, close-on-exec, timeouts and SO_OOBINLINE. A copy
 // of the stand-in the guest made before (dup, fork) still names the
 // socket for calls kbox serves, but its reads and writes go nowhere.
-func (e *Engine) renew(r *Request, s *inetSock) unix.Errno {
+// It returns a copy of the guest's end (new or not) for the caller to
+// close.
+func (e *Engine) renew(r *Request, s *inetSock) (int, unix.Errno) {
+	old, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return -1, en
+	}
 	s.mu.Lock()
-	fresh := s.fresh
+	fresh, endOpts := s.fresh, s.endOpts
 	s.fresh = false
 	s.mu.Unlock()
 	if !fresh {
-		return 0
-	}
-	old, en := guestEnd(r, r.Args[0])
-	if en != 0 {
-		return en
+		return old, 0
 	}
 	defer unix.Close(old)
 	gend, kfd, ino, en := hostPair(unix.SOCK_STREAM)
 	if en != 0 {
-		return en
+		return -1, en
 	}
-	defer unix.Close(gend)
-	if fl, err := unix.FcntlInt(uintptr(old), unix.F_GETFL, 0); err == nil {
+	if fl, err := unix.FcntlInt(uintptr(old), unix.F_GETFL, 0); err == nil && fl&(unix.O_NONBLOCK|unix.O_ASYNC) != 0 {
 		unix.FcntlInt(uintptr(gend), unix.F_SETFL, fl&(unix.O_NONBLOCK|unix.O_ASYNC))
 	}
-	for _, o := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
-		if tv, err := unix.GetsockoptTimeval(old, unix.SOL_SOCKET, o); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
-			unix.SetsockoptTimeval(gend, unix.SOL_SOCKET, o, tv)
+	if endOpts {
+		for _, o := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
+			if tv, err := unix.GetsockoptTimeval(old, unix.SOL_SOCKET, o); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
+				unix.SetsockoptTimeval(gend, unix.SOL_SOCKET, o, tv)
+			}
 		}
-	}
-	if v, err := unix.GetsockoptInt(old, unix.SOL_SOCKET, unix.SO_OOBINLINE); err == nil && v != 0 {
-		unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_OOBINLINE, v)
+		if v, err := unix.GetsockoptInt(old, unix.SOL_SOCKET, unix.SO_OOBINLINE); err == nil && v != 0 {
+			unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_OOBINLINE, v)
+		}
 	}
 	n := s.n
 	// The stand-in leaves the reaper first: the guest's end closing
@@ -520,9 +524,10 @@ func (e *Engine) renew(r *Request, s *inetSock) unix.Errno {
 		// The guest's fd is still the stand-in, whose other end is
 		// closed now: it reads EOF and its writes fail. kbox's new end
 		// reports POLLHUP once gend closes: the reaper ends the socket.
-		return errnoOf(err)
+		unix.Close(gend)
+		return -1, errnoOf(err)
 	}
-	return 0
+	return gend, 0
 }
 
 // watch adds s to the reaper, started with the first socket.
@@ -1095,10 +1100,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		runtime.KeepAlive(a)
 		return errno(le, LKL)
 	}
-	if en := e.renew(r, s); en != 0 {
-		return errno(en, Host)
-	}
-	gfd, en := guestEnd(r, r.Args[0])
+	gfd, en := e.renew(r, s)
 	if en != 0 {
 		return errno(en, Host)
 	}
@@ -1513,6 +1515,9 @@ func (e *Engine) inetSetsockopt(r *Request, s *inetSock) Result {
 	if level == unix.SOL_SOCKET && name == unix.SO_OOBINLINE && s.typ == unix.SOCK_STREAM {
 		// Urgent data reaches the guest's end as its own (passUrgent):
 		// the guest's choice is that end's; LKL's stays in line.
+		s.mu.Lock()
+		s.endOpts = true
+		s.mu.Unlock()
 		return sysSockNative(e, r)
 	}
 	_, le := lkl.Syscall6(lkl.SysSetsockopt, uintptr(s.lfd), uintptr(level), uintptr(name), lkl.Ptr(buf), uintptr(olen), 0)
@@ -1522,6 +1527,9 @@ func (e *Engine) inetSetsockopt(r *Request, s *inetSock) Result {
 		return errno(le, LKL)
 	}
 	if level == unix.SOL_SOCKET && (name == unix.SO_RCVTIMEO || name == unix.SO_SNDTIMEO) {
+		s.mu.Lock()
+		s.endOpts = true
+		s.mu.Unlock()
 		if gfd, en := guestEnd(r, r.Args[0]); en == 0 {
 			unix.SetsockoptString(gfd, level, name, string(buf[:olen]))
 			unix.Close(gfd)
@@ -1701,9 +1709,11 @@ func (e *Engine) inetListen(r *Request, s *inetSock) Result {
 	if _, le := lkl.Syscall6(lkl.SysListen, uintptr(s.lfd), uintptr(int32(r.Args[1])), 0, 0, 0, 0); le != 0 {
 		return errno(le, LKL)
 	}
-	if en := e.renew(r, s); en != 0 {
+	gfd, en := e.renew(r, s)
+	if en != 0 {
 		return errno(en, Host)
 	}
+	unix.Close(gfd)
 	s.mu.Lock()
 	start := !s.listening
 	s.listening = true

@@ -916,6 +916,15 @@ static int do_unconnected(void)
 	poll(&pf, 1, 5000);
 	m = read(c, buf, sizeof(buf) - 1);
 	printf("still non-blocking: %d, read %d '%s'\n", (fcntl(c, F_GETFL) & O_NONBLOCK) != 0, m, m > 0 ? buf : "");
+	/* A receive timeout set before connect holds after it. */
+	int t = socket(AF_INET, SOCK_STREAM, 0);
+	struct timeval tv = { 0, 200000 };
+	setsockopt(t, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(t, (struct sockaddr *)&at, sizeof(at)) < 0 || accept(l, NULL, NULL) < 0)
+		die("connect t");
+	alarm(5);
+	m = read(t, buf, sizeof(buf));
+	printf("read with SO_RCVTIMEO set before connect: %d %s\n", m, m < 0 ? strerror(errno) : "");
 	return 0;
 }
 
