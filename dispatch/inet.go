@@ -792,13 +792,12 @@ func (s *inetSock) pumpFromGuest(junk int) {
 // (EPOLLPRI: s.urgentGen past seen) or the last receive stopped short
 // (TCP's receive stops at the mark; a sweep may not have run yet, and
 // the next receive would read the byte in line); it reports whether it
-// did. kbox's LKL stream
-// sockets read urgent data in line (SO_OOBINLINE, set at socket()), so a
-// receive never skips the byte: at the mark it is read alone and sent as
-// the guest end's own urgent byte, and the guest's reads stop before
-// it, recv(MSG_OOB), SIOCATMARK, POLLPRI, SIGURG and the guest's own
-// SO_OOBINLINE (which kbox sets on the guest's end) then run natively
-// (docs/networking.md, "Urgent data").
+// did. kbox's LKL stream sockets read urgent data in line (SO_OOBINLINE,
+// set at socket()), so a receive never skips the byte: at the mark it is
+// read alone and sent as the guest end's own urgent byte, and the
+// guest's reads stop before it; recv(MSG_OOB), SIOCATMARK, POLLPRI,
+// SIGURG and the guest's own SO_OOBINLINE (set on the guest's end) then
+// run natively (docs/networking.md, "Urgent data").
 func (s *inetSock) passUrgent(seen *uint64, short bool) bool {
 	g := s.urgentGen.Load()
 	if g == *seen && !short {
