@@ -239,7 +239,7 @@ type inetSock struct {
 	unwritten      int        // 1: the last of srcs waits for room in the pair
 	listening      bool
 	fresh          bool          // a stream socket neither connected nor listening yet: its pair is a stand-in (renew)
-	endOpts        bool          // the guest set an option of its end (timeouts, SO_OOBINLINE): renew copies them
+	endOpts        bool          // the guest set an option of its end (timeouts, send buffer, SO_OOBINLINE): renew copies them
 	token          bool          // a byte in the guest's end says a connection waits
 	taken          chan struct{} // an accept took the token
 	closed         bool
@@ -503,6 +503,9 @@ func (e *Engine) renew(r *Request, s *inetSock) (int, unix.Errno) {
 		}
 		if v, err := unix.GetsockoptInt(old, unix.SOL_SOCKET, unix.SO_OOBINLINE); err == nil && v != 0 {
 			unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_OOBINLINE, v)
+		}
+		if v, err := unix.GetsockoptInt(old, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
+			unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_SNDBUF, v/2) // the kernel doubles it
 		}
 	}
 	n := s.n
@@ -1525,12 +1528,22 @@ func (e *Engine) inetSetsockopt(r *Request, s *inetSock) Result {
 	if le != 0 {
 		return errno(le, LKL)
 	}
-	if level == unix.SOL_SOCKET && (name == unix.SO_RCVTIMEO || name == unix.SO_SNDTIMEO) {
+	sndbuf := name == unix.SO_SNDBUF || name == unix.SO_SNDBUFFORCE
+	if level == unix.SOL_SOCKET && (name == unix.SO_RCVTIMEO || name == unix.SO_SNDTIMEO || sndbuf && s.typ == unix.SOCK_STREAM) {
+		// A send buffer the guest asks for bounds what its writes can
+		// queue ahead of LKL's, as on Linux: the pair's own is large
+		// (pairSendBuf), and a peer's close in the middle of a send
+		// reached a guest that had written everything already
+		// (test_asyncio's test_sendfile_close_peer_in_the_middle_of_receiving).
 		s.mu.Lock()
 		s.endOpts = true
 		s.mu.Unlock()
 		if gfd, en := guestEnd(r, r.Args[0]); en == 0 {
-			unix.SetsockoptString(gfd, level, name, string(buf[:olen]))
+			if sndbuf {
+				unix.SetsockoptString(gfd, level, unix.SO_SNDBUF, string(buf[:olen]))
+			} else {
+				unix.SetsockoptString(gfd, level, name, string(buf[:olen]))
+			}
 			unix.Close(gfd)
 		}
 	}

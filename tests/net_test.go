@@ -587,6 +587,10 @@ func TestNetSemantics(t *testing.T) {
 		"urgent": {"server poll: 1 IN PRI", "server read: 3 'abc', at mark 1", "server urgent: 1 'd'", "server read after: 2 'ef'",
 			"server urgent again: -1 Invalid argument", "client poll: 1 IN PRI", "client read: 3 'abc', at mark 1", "client urgent: 1 'd'",
 			"client read after: 2 'ef'", "client urgent again: -1 Invalid argument", "inline: 4 'ghij'"},
+		// The guest's SO_SNDBUF went to LKL alone, and its end of the
+		// pair took a megabyte: a peer's close in the middle of a
+		// send came after the guest had written everything.
+		"sndbuf": {"queued while the peer reads nothing: under 256 KiB", "write after the peer's close: fails"},
 		// An empty datagram ended the pump (its read of 0 was taken
 		// for the end): nothing the socket sent after it arrived.
 		"udpempty": {"datagram 0: 0 ''", "datagram 1: 5 'after'", "send after shutdown: -1 Broken pipe", "received after shutdown: 4 'back'"},
@@ -622,7 +626,7 @@ func TestNetSemantics(t *testing.T) {
 			{name: "host-urgent", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+up, "--", "/opt/tests/inet", "readall", "10.0.2.2", up),
 				want: []string{"read all: 6 'abcdef'"}},
 		})
-		for _, mode := range []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected", "udpempty"} {
+		for _, mode := range []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected", "udpempty", "sndbuf"} {
 			t.Run(mode, func(t *testing.T) {
 				stdout := runNative(t, tier, native, tierNetArgs(t, tier, "--", "/opt/tests/inet", mode, "127.0.0.1", "0"), mode, "127.0.0.1", "0", true)
 				rest := stdout

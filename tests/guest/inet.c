@@ -59,6 +59,8 @@
  *                           reads what came before, then ECONNRESET
  *                           once, then EOF
  *   inet readall ADDR PORT  connect, read until EOF, print what came
+ *   inet sndbuf ADDR 0      a 4 KiB SO_SNDBUF bounds what queues while the
+ *                           peer reads nothing; its close fails writes
  *   inet udpempty ADDR 0    an empty datagram, then one with data, on
  *                           the loopback; then shutdown(SHUT_WR)
  *   inet unconnected ADDR 0  reads before connect fail at once; then a
@@ -928,6 +930,53 @@ static int do_unconnected(void)
 	return 0;
 }
 
+/* A small SO_SNDBUF bounds what a client queues while its peer reads
+ * nothing; the peer's close (with unread data: a reset) then fails the
+ * client's writes. */
+static int do_sndbuf(void)
+{
+	static struct sockaddr_in at;
+	int l = socket(AF_INET, SOCK_STREAM, 0), small = 4096;
+	signal(SIGPIPE, SIG_IGN);
+	setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	socklen_t al = sizeof(at);
+	at.sin_family = AF_INET;
+	at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(l, (struct sockaddr *)&at, sizeof(at)) < 0 || listen(l, 4) < 0 || getsockname(l, (struct sockaddr *)&at, &al) < 0)
+		die("listen");
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(c, (struct sockaddr *)&at, sizeof(at)) < 0)
+		die("connect");
+	int s = accept(l, NULL, NULL);
+	if (s < 0)
+		die("accept");
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	fcntl(c, F_SETFL, O_NONBLOCK);
+	static char chunk[4096];
+	long queued = 0;
+	for (int idle = 0; idle < 20;) {
+		int m = write(c, chunk, sizeof(chunk));
+		if (m > 0) {
+			queued += m;
+			idle = 0;
+		} else if (errno == EAGAIN) {
+			idle++;
+			usleep(10000);
+		} else
+			die("write");
+	}
+	printf("queued while the peer reads nothing: %s\n", queued < 256 * 1024 ? "under 256 KiB" : "256 KiB or more");
+	close(s);
+	int err = 0;
+	for (int i = 0; i < 200 && !err; i++) {
+		if (write(c, chunk, sizeof(chunk)) < 0 && errno != EAGAIN)
+			err = errno;
+		usleep(10000);
+	}
+	printf("write after the peer's close: %s\n", err == EPIPE || err == ECONNRESET ? "fails" : "goes on");
+	return 0;
+}
+
 static int do_readall(void)
 {
 	int s = tcp_connect(), got = 0, m;
@@ -1074,6 +1123,8 @@ int main(int argc, char **argv)
 		return do_udpempty();
 	if (!strcmp(argv[1], "unconnected"))
 		return do_unconnected();
+	if (!strcmp(argv[1], "sndbuf"))
+		return do_sndbuf();
 	if (!strcmp(argv[1], "readall"))
 		return do_readall();
 	if (!strcmp(argv[1], "urgent"))
