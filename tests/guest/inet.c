@@ -660,6 +660,20 @@ static int listener(int backlog, struct sockaddr_in *at)
 	return l;
 }
 
+/* loop_pair connects a client to a listener of its own on dest and
+ * accepts it: the client's fd; the server's in *server. */
+static int loop_pair(int *server)
+{
+	static struct sockaddr_in at;
+	int l = listener(8, &at);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(c, (struct sockaddr *)&at, sizeof(at)) < 0)
+		die("connect");
+	if ((*server = accept(l, NULL, NULL)) < 0)
+		die("accept");
+	return c;
+}
+
 static int do_acceptsig(void)
 {
 	static struct sockaddr_in at;
@@ -800,14 +814,7 @@ static int do_connectsig(void)
 
 static int do_reset(void)
 {
-	static struct sockaddr_in at;
-	int l = listener(8, &at);
-	int c = socket(AF_INET, SOCK_STREAM, 0);
-	if (connect(c, (struct sockaddr *)&at, sizeof(at)) < 0)
-		die("connect");
-	int s = accept(l, NULL, NULL);
-	if (s < 0)
-		die("accept");
+	int s, c = loop_pair(&s);
 	write(s, "last", 4);
 	usleep(100000);
 	struct linger lg = { 1, 0 };
@@ -862,14 +869,7 @@ static void urgent_round(int from, int to, const char *who)
 
 static int do_urgent(void)
 {
-	static struct sockaddr_in at;
-	int l = listener(8, &at);
-	int c = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-	if (connect(c, (struct sockaddr *)&at, sizeof(at)) < 0)
-		die("connect");
-	int s = accept(l, NULL, NULL);
-	if (s < 0)
-		die("accept");
+	int s, c = loop_pair(&s), one = 1;
 	urgent_round(c, s, "server");
 	urgent_round(s, c, "client");
 	setsockopt(s, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
