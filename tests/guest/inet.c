@@ -59,6 +59,8 @@
  *                           reads what came before, then ECONNRESET
  *                           once, then EOF
  *   inet readall ADDR PORT  connect, read until EOF, print what came
+ *   inet closedlistener ADDR 0  connects right after a listener's close
+ *                           are refused
  *   inet sndbuf ADDR 0      a 4 KiB SO_SNDBUF bounds what queues while the
  *                           peer reads nothing; its close fails writes
  *   inet udpempty ADDR 0    an empty datagram, then one with data, on
@@ -662,10 +664,12 @@ static int listener(int backlog, struct sockaddr_in *at)
 
 /* loop_pair connects a client to a listener of its own on dest and
  * accepts it: the client's fd; the server's in *server. */
+static int listener_fd; /* loop_pair's listener */
+
 static int loop_pair(int *server)
 {
 	static struct sockaddr_in at;
-	int l = listener(8, &at);
+	int l = listener_fd = listener(8, &at);
 	int c = socket(AF_INET, SOCK_STREAM, 0);
 	if (connect(c, (struct sockaddr *)&at, sizeof(at)) < 0)
 		die("connect");
@@ -977,6 +981,28 @@ static int do_sndbuf(void)
 	return 0;
 }
 
+/* A connect right after the listener's close is refused, 50 times:
+ * Linux frees the port at close. */
+static int do_closedlistener(void)
+{
+	int refused = 0;
+	for (int i = 0; i < 50; i++) {
+		int s, c = loop_pair(&s);
+		struct sockaddr_in at;
+		socklen_t al = sizeof(at);
+		getsockname(s, (struct sockaddr *)&at, &al);
+		close(s);
+		close(c);
+		close(listener_fd);
+		int d = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(d, (struct sockaddr *)&at, sizeof(at)) < 0 && errno == ECONNREFUSED)
+			refused++;
+		close(d);
+	}
+	printf("connects refused after the listener's close: %d of 50\n", refused);
+	return 0;
+}
+
 static int do_readall(void)
 {
 	int s = tcp_connect(), got = 0, m;
@@ -1125,6 +1151,8 @@ int main(int argc, char **argv)
 		return do_unconnected();
 	if (!strcmp(argv[1], "sndbuf"))
 		return do_sndbuf();
+	if (!strcmp(argv[1], "closedlistener"))
+		return do_closedlistener();
 	if (!strcmp(argv[1], "readall"))
 		return do_readall();
 	if (!strcmp(argv[1], "urgent"))
