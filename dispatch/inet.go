@@ -137,11 +137,18 @@ func (n *Inet) reapPending() bool {
 // as test frameworks do) got EADDRINUSE while kbox's end of it still
 // held the port. It reports whether there was anything to wait for.
 func (n *Inet) settleClosed(d time.Duration) bool {
-	settled := n.reapPending()
-	deadline := time.Now().Add(d)
 	// The reaper may have the close's event already, its socket not yet
 	// counted as ending: anyGone sees it.
-	for (n.ending.Load() > 0 || n.anyGone()) && time.Now().Before(deadline) {
+	return n.settle(d, func() bool { return n.ending.Load() > 0 || n.anyGone() })
+}
+
+// settle ends the sockets whose guest end is closed (reapPending) and
+// waits, at most d, while busy says their ends are still in progress. It
+// reports whether there was anything to end or wait for.
+func (n *Inet) settle(d time.Duration, busy func() bool) bool {
+	settled := n.reapPending()
+	deadline := time.Now().Add(d)
+	for busy() && time.Now().Before(deadline) {
 		settled = true
 		time.Sleep(100 * time.Microsecond)
 		n.reapPending()
@@ -157,14 +164,7 @@ func (n *Inet) settleClosed(d time.Duration) bool {
 // test_asyncio test_server_close; `inet closedlistener`: 1 to 26 of 50
 // refused, Linux 50). Cheap when nothing was closed: one epoll_wait that
 // does not wait, and a poll of each listener's end.
-func (n *Inet) settleListeners() {
-	n.reapPending()
-	deadline := time.Now().Add(closedSettle)
-	for n.listenerGone() && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Microsecond)
-		n.reapPending()
-	}
-}
+func (n *Inet) settleListeners() { n.settle(closedSettle, n.listenerGone) }
 
 // listenerGone says whether a listener's guest end is closed everywhere
 // while its LKL socket is still open.
@@ -986,18 +986,20 @@ func sockError(le unix.Errno) bool {
 // peerShut reports whether the guest's end of kbox's end kfd is shut for
 // writing or closed: a datagram pair's read of 0 is then its end, not
 // an empty datagram.
-func peerShut(kfd int) bool {
-	pfd := []unix.PollFd{{Fd: int32(kfd), Events: unix.POLLIN | unix.POLLRDHUP}}
-	n, err := unix.Poll(pfd, 0)
-	return err == nil && n == 1 && pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0
-}
+func peerShut(kfd int) bool { return endEvents(kfd)&(unix.POLLRDHUP|unix.POLLHUP) != 0 }
 
 // guestGone reports whether the guest's end of kbox's end kfd is closed
 // everywhere (POLLHUP), not just shut for writing.
-func guestGone(kfd int) bool {
-	pfd := []unix.PollFd{{Fd: int32(kfd), Events: unix.POLLIN}}
-	n, err := unix.Poll(pfd, 0)
-	return err == nil && n == 1 && pfd[0].Revents&unix.POLLHUP != 0
+func guestGone(kfd int) bool { return endEvents(kfd)&unix.POLLHUP != 0 }
+
+// endEvents is what poll reports at once of kbox's end kfd, asked for
+// POLLIN and POLLRDHUP (0 when it fails).
+func endEvents(kfd int) int16 {
+	pfd := [1]unix.PollFd{{Fd: int32(kfd), Events: unix.POLLIN | unix.POLLRDHUP}}
+	if n, err := unix.Poll(pfd[:], 0); err != nil || n != 1 {
+		return 0
+	}
+	return pfd[0].Revents
 }
 
 // resetGuest ends a stream socket that LKL's peer reset: the guest's end

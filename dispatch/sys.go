@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"os"
 	"strings"
 
 	"github.com/kbox-project/kbox/lkl"
@@ -200,7 +199,7 @@ const ExecFDs = 1003
 // it set less. In the in-process tiers the guest's process is kbox's:
 // their transport keeps the guest's limit (cont).
 func (e *Engine) nofileSet(r *Request, addr, old uint64) Result {
-	if r.P.Tgid == os.Getpid() {
+	if r.P.Tgid == kboxPid {
 		if en := e.nofileCheck(r, addr); en != 0 {
 			return errno(en, Denied)
 		}
