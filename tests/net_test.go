@@ -570,8 +570,10 @@ func lineSorted(out string) string { return strings.Join(lineSet(out), "\n") }
 // accept or connect, when the peer resets a connection, when connect
 // fails at once, with TCP urgent data, with an empty datagram, and on a
 // connect to a listener just closed, in each tier, compared with the
-// same program run natively on the host's loopback.
-// The guest's side is its own loopback (LKL's 127.0.0.1).
+// same program run natively on the host's loopback; urgent data, reads
+// before connect, the send buffer and a closed listener also as a guest
+// user that is not root (uid 1000). The guest's side is its own loopback
+// (LKL's 127.0.0.1).
 func TestNetSemantics(t *testing.T) {
 	native := nativeGuest(t, "inet")
 	want := map[string][]string{
@@ -629,9 +631,19 @@ func TestNetSemantics(t *testing.T) {
 			{name: "host-urgent", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+up, "--", "/opt/tests/inet", "readall", "10.0.2.2", up),
 				want: []string{"read all: 6 'abcdef'"}},
 		})
-		for _, mode := range []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected", "udpempty", "sndbuf", "closedlistener"} {
+		modes := []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected", "udpempty", "sndbuf", "closedlistener"}
+		// The socket's own machinery (the stand-in's swap, urgent
+		// data, the send buffer, a closed listener) for a guest that
+		// is not root, too.
+		for _, mode := range append(modes, "uid1000/urgent", "uid1000/unconnected", "uid1000/sndbuf", "uid1000/closedlistener") {
 			t.Run(mode, func(t *testing.T) {
-				stdout := runNative(t, tier, native, tierNetArgs(t, tier, "--", "/opt/tests/inet", mode, "127.0.0.1", "0"), mode, "127.0.0.1", "0", true)
+				args := tierNetArgs(t, tier)
+				if m, ok := strings.CutPrefix(mode, "uid1000/"); ok {
+					mode = m
+					args = []string{"image", "-R", imagePath(t), "--read-only", "--change-id", "1000:1000", "--syscall-mode=" + tier}
+				}
+				args = append(args, "--", "/opt/tests/inet", mode, "127.0.0.1", "0")
+				stdout := runNative(t, tier, native, args, mode, "127.0.0.1", "0", true)
 				rest := stdout
 				for _, w := range want[mode] {
 					i := strings.Index(rest, w)
