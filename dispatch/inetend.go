@@ -220,6 +220,16 @@ func (s *inetSock) end() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	if s.typ == unix.SOCK_STREAM && s.closedUnread() {
+		// Linux's close resets at once and drops what is unsent; the
+		// pump from the guest may wait for room in LKL for ever (the
+		// peer reads nothing).
+		s.mu.Lock()
+		s.abort = true
+		s.mu.Unlock()
+		s.file.SetReadDeadline(time.Now())
+		signal(s.wrdy)
+	}
 	s.fromGuest.Wait()
 	// Also aborts a connect in progress (LKL's shutdown of a connecting
 	// socket disconnects it), as the guest's close does on Linux. The
@@ -232,7 +242,11 @@ func (s *inetSock) end() {
 	s.inConnect.Wait()
 	s.n.ready.drop(s)
 	if s.typ == unix.SOCK_STREAM {
-		s.n.waitUnsent(s.lfd)
+		if s.aborted() || s.closedUnread() {
+			lklAbort(s.lfd)
+		} else {
+			s.n.waitUnsent(s.lfd)
+		}
 	}
 	lklClose(s.lfd)
 	s.n.endedAt.Store(time.Now().UnixNano())
@@ -244,6 +258,40 @@ func (s *inetSock) end() {
 	if s.typ == unix.SOCK_DGRAM {
 		s.n.dgrams.Add(-1)
 	}
+}
+
+// closedUnread says whether the guest closed a connected stream socket
+// with data unread in its end: Linux's close then resets the connection
+// instead of sending a FIN. The pump from the guest read ECONNRESET from
+// kbox's end (unreadClose), or, without a pump, kbox's end has it pending.
+func (s *inetSock) closedUnread() bool {
+	s.mu.Lock()
+	unread, skip := s.unreadClose, s.listening || s.fresh
+	s.mu.Unlock()
+	if skip { // a listener's token byte, a stand-in: no connection
+		return false
+	}
+	if !unread {
+		v, err := unix.GetsockoptInt(s.kfd, unix.SOL_SOCKET, unix.SO_ERROR)
+		unread = err == nil && unix.Errno(v) == unix.ECONNRESET
+	}
+	return unread
+}
+
+// aborted says whether end resets s's connection (abort).
+func (s *inetSock) aborted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.abort
+}
+
+// lklAbort makes LKL's close of TCP socket fd reset the connection
+// (SO_LINGER on, 0 seconds), as Linux's close does with data unread.
+func lklAbort(fd int) {
+	b := make([]byte, 8) // struct linger: l_onoff 1, l_linger 0
+	binary.NativeEndian.PutUint32(b, 1)
+	netCall(lkl.SysSetsockopt, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, lkl.Ptr(b), 8, 0)
+	runtime.KeepAlive(b)
 }
 
 // unsentWait bounds how long the end of an LKL stream socket waits for

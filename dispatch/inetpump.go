@@ -92,6 +92,14 @@ func (s *inetSock) pumpFromGuest(junk int) {
 			err = rerr
 		}
 		if err != nil || m == 0 && (s.typ == unix.SOCK_STREAM || peerShut(s.kfd)) {
+			if err == unix.ECONNRESET && stream {
+				// The guest's end was closed with data unread
+				// in it (AF_UNIX gives kbox's end ECONNRESET
+				// then): Linux's close resets the connection.
+				s.mu.Lock()
+				s.unreadClose = true
+				s.mu.Unlock()
+			}
 			if s.typ == unix.SOCK_STREAM && !guestGone(s.kfd) {
 				// The guest's shutdown(SHUT_WR). After its last
 				// close, LKL's close ends the connection as
@@ -116,18 +124,17 @@ func (s *inetSock) pumpFromGuest(junk int) {
 			s.settled() // what arrived during the call
 			if le == unix.EAGAIN {
 				await(s.wrdy, 0) // LKL's send buffer is full
+				if s.aborted() {
+					return // closed with data unread: what is unsent goes (end)
+				}
 				continue
 			}
 			if le != 0 {
 				if s.typ == unix.SOCK_STREAM {
 					// LKL's connection failed: the guest's end
 					// reads what LKL received, then EOF or
-					// ECONNRESET (pumpToGuest).
-					if le == unix.ECONNRESET {
-						s.mu.Lock()
-						s.wasReset = true
-						s.mu.Unlock()
-					}
+					// ECONNRESET (pumpToGuest); its writes fail.
+					s.sendFailed(le)
 					return
 				}
 				break // a datagram LKL refused (no destination): dropped
@@ -254,6 +261,7 @@ func (s *inetSock) pumpToGuest() {
 		if le != 0 || n == 0 && s.typ == unix.SOCK_STREAM {
 			s.mu.Lock()
 			reset := le == unix.ECONNRESET || s.wasReset
+			s.toGuestEOF = !reset
 			s.mu.Unlock()
 			if reset && s.typ == unix.SOCK_STREAM && s.resetGuest() {
 				return // the guest reads ECONNRESET
@@ -279,6 +287,31 @@ func (s *inetSock) pumpToGuest() {
 		}
 		short = int(n) < len(buf)
 	}
+}
+
+// sendFailed is the pump from the guest finding LKL's connection failed:
+// reset (ECONNRESET, or EPIPE when its error was taken already), or
+// another error (a timeout). The guest's writes must fail now, as on
+// Linux, not fill the pair and then wait for ever:
+//   - after a reset, if the pump to the guest ended already with EOF (the
+//     peer's FIN came first, and the guest wrote on: the peer's reset
+//     answered that), the guest's end is reset from here, once this pump
+//     has returned;
+//   - otherwise kbox's end is shut for reading, so the guest's writes,
+//     a blocked one too, fail with EPIPE (Linux: the error first, then
+//     EPIPE), while what LKL received still reaches the guest; the pump
+//     to the guest passes a reset on when it reaches it (wasReset).
+func (s *inetSock) sendFailed(le unix.Errno) {
+	reset := le == unix.ECONNRESET || le == unix.EPIPE
+	s.mu.Lock()
+	s.wasReset = s.wasReset || reset
+	late := s.toGuestEOF
+	s.mu.Unlock()
+	if reset && late {
+		go s.resetGuest()
+		return
+	}
+	unix.Shutdown(s.kfd, unix.SHUT_RD)
 }
 
 // maxDgramErrors bounds the errors a datagram socket's pump passes on in

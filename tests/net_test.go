@@ -593,6 +593,19 @@ func TestNetSemantics(t *testing.T) {
 		// pair took a megabyte: a peer's close in the middle of a
 		// send came after the guest had written everything.
 		"sndbuf": {"queued while the peer reads nothing: under 256 KiB", "write after the peer's close: fails"},
+		// A close with data unread in the guest's end sent a FIN,
+		// where Linux resets: the peer read EOF, and its writes
+		// went on.
+		"unreadclose": {"read after the peer's close with data unread: -1 Connection reset by peer", "writes after it: fail"},
+		// Both ways full, then the client's close with data unread:
+		// kbox's end waited for room in LKL before the close, so no
+		// reset came, and the server's blocked write waited for ever
+		// (test_ssl's test_nonblocking_send hung, 4 runs in 6).
+		"resetblocked": {"blocked write after the peer's reset: fails"},
+		// The peer's FIN ended the pump to the guest, so the reset
+		// that answered the guest's next write reached no one: the
+		// guest's writes filled the pair and went on for ever.
+		"writeafterfin": {"read after the peer's close: 0", "writes after it: fail"},
 		// The reaper closed LKL's listener a little after the guest's
 		// close: 1 to 26 of 50 connects were refused.
 		"closedlistener": {"connects refused after the listener's close: 50 of 50"},
@@ -621,6 +634,10 @@ func TestNetSemantics(t *testing.T) {
 		c.(*net.TCPConn).SetLinger(0)
 	}))
 	up := strconv.Itoa(urgentServer(t))
+	// A host server that reads 4 bytes and closes (a FIN).
+	fp := strconv.Itoa(tcpServer(t, func(c net.Conn) {
+		io.ReadFull(c, make([]byte, 4))
+	}))
 	forTiers(t, func(t *testing.T, tier string) {
 		runCases(t, nil, []guestCase{
 			{name: "host-reset", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+rp, "--", "/opt/tests/inet", "rreset", "10.0.2.2", rp),
@@ -630,8 +647,12 @@ func TestNetSemantics(t *testing.T) {
 			// reads skipped it: "abcef".
 			{name: "host-urgent", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+up, "--", "/opt/tests/inet", "readall", "10.0.2.2", up),
 				want: []string{"read all: 6 'abcdef'"}},
+			// The same as "writeafterfin" with a host peer: the
+			// host's reset comes through the user-mode stack.
+			{name: "host-writeafterfin", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+fp, "--", "/opt/tests/inet", "writeafterfin", "10.0.2.2", fp),
+				want: []string{"read after the peer's close: 0", "writes after it: fail"}},
 		})
-		modes := []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected", "udpempty", "sndbuf", "closedlistener"}
+		modes := []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected", "udpempty", "sndbuf", "closedlistener", "unreadclose", "writeafterfin", "resetblocked"}
 		// The socket's own machinery (the stand-in's swap, urgent
 		// data, the send buffer, a closed listener) for a guest that
 		// is not root, too.

@@ -63,6 +63,13 @@
  *                           are refused
  *   inet sndbuf ADDR 0      a 4 KiB SO_SNDBUF bounds what queues while the
  *                           peer reads nothing; its close fails writes
+ *   inet unreadclose ADDR 0  the peer closes with data unread: the
+ *                           client's writes fail
+ *   inet resetblocked ADDR 0  a write blocked on a full connection fails
+ *                           when the peer resets it
+ *   inet writeafterfin ADDR PORT  the peer (the loopback's with PORT 0)
+ *                           reads all and closes: the client's writes
+ *                           after EOF fail
  *   inet udpempty ADDR 0    an empty datagram, then one with data, on
  *                           the loopback; then shutdown(SHUT_WR)
  *   inet unconnected ADDR 0  reads before connect fail at once; then a
@@ -981,6 +988,110 @@ static int do_sndbuf(void)
 	return 0;
 }
 
+/* Writes after the peer's close, every 10 ms for at most 2 s: the first
+ * error they get, or "goes on". */
+static const char *writes_after_close(int c)
+{
+	static char chunk[1024];
+	for (int i = 0; i < 200; i++) {
+		if (write(c, chunk, sizeof(chunk)) < 0 && errno != EAGAIN)
+			return errno == EPIPE || errno == ECONNRESET ? "fail" : strerror(errno);
+		usleep(10000);
+	}
+	return "go on";
+}
+
+/* The peer closes with data unread: Linux resets the connection at the
+ * close, so the client's writes fail at once. */
+static int do_unreadclose(void)
+{
+	int s, c = loop_pair(&s);
+	signal(SIGPIPE, SIG_IGN);
+	fcntl(c, F_SETFL, O_NONBLOCK);
+	if (write(c, "unread", 6) != 6)
+		die("write");
+	usleep(100000);
+	close(s);
+	usleep(100000);
+	char b[8];
+	int m = read(c, b, sizeof(b));
+	printf("read after the peer's close with data unread: %d %s\n", m, m < 0 ? strerror(errno) : "");
+	printf("writes after it: %s\n", writes_after_close(c));
+	return 0;
+}
+
+/* The peer reads everything and closes (a FIN); the client reads EOF,
+ * then writes: the first write draws the peer's reset, and the writes
+ * after it fail. The peer is on the loopback (PORT 0), or a host server
+ * at ADDR PORT that reads 4 bytes and closes. */
+static int do_writeafterfin(void)
+{
+	int s = -1, c = ntohs(dest.sin_port) ? tcp_connect() : loop_pair(&s);
+	char b[8];
+	signal(SIGPIPE, SIG_IGN);
+	fcntl(c, F_SETFL, O_NONBLOCK);
+	if (write(c, "read", 4) != 4)
+		die("write");
+	if (s >= 0) {
+		for (int got = 0, k; got < 4; got += k)
+			if ((k = read(s, b, 4 - got)) <= 0)
+				die("read");
+		close(s);
+	}
+	struct pollfd pf = { c, POLLIN, 0 };
+	poll(&pf, 1, 5000);
+	int m = read(c, b, sizeof(b));
+	printf("read after the peer's close: %d\n", m);
+	printf("writes after it: %s\n", writes_after_close(c));
+	return 0;
+}
+
+static int blocked_fd;
+static volatile int blocked_err;
+
+static void *blocked_writer(void *arg)
+{
+	static char chunk[4096];
+	(void)arg;
+	while (write(blocked_fd, chunk, sizeof(chunk)) > 0)
+		;
+	blocked_err = errno;
+	return NULL;
+}
+
+/* Both ways full, then a reset: a thread blocked in write on the server
+ * end, the client writing until its writes would block, then closing
+ * with data unread (a reset). The blocked write fails on Linux
+ * (ECONNRESET); kbox's pump into the server's full end never saw the
+ * reset, and the write waited for ever (test_ssl's
+ * test_nonblocking_send hung). */
+static int do_resetblocked(void)
+{
+	int s, c = loop_pair(&s);
+	static char chunk[4096];
+	pthread_t w;
+	signal(SIGPIPE, SIG_IGN);
+	blocked_fd = s;
+	pthread_create(&w, NULL, blocked_writer, NULL);
+	fcntl(c, F_SETFL, O_NONBLOCK);
+	for (int idle = 0; idle < 20;) {
+		if (write(c, chunk, sizeof(chunk)) > 0)
+			idle = 0;
+		else if (errno == EAGAIN) {
+			idle++;
+			usleep(10000);
+		} else
+			die("write");
+	}
+	close(c);
+	for (int i = 0; i < 500 && !blocked_err; i++)
+		usleep(10000);
+	printf("blocked write after the peer's reset: %s\n",
+	       blocked_err == ECONNRESET || blocked_err == EPIPE ? "fails" : blocked_err ? strerror(blocked_err) : "still blocked");
+	fflush(stdout);
+	_exit(0);
+}
+
 /* A connect right after the listener's close is refused, 50 times:
  * Linux frees the port at close. */
 static int do_closedlistener(void)
@@ -1151,6 +1262,12 @@ int main(int argc, char **argv)
 		return do_unconnected();
 	if (!strcmp(argv[1], "sndbuf"))
 		return do_sndbuf();
+	if (!strcmp(argv[1], "resetblocked"))
+		return do_resetblocked();
+	if (!strcmp(argv[1], "unreadclose"))
+		return do_unreadclose();
+	if (!strcmp(argv[1], "writeafterfin"))
+		return do_writeafterfin();
 	if (!strcmp(argv[1], "closedlistener"))
 		return do_closedlistener();
 	if (!strcmp(argv[1], "readall"))
