@@ -121,8 +121,7 @@ type inetSock struct {
 	closed         bool
 	wasReset       bool // LKL's send saw ECONNRESET or EPIPE (recv then reads EOF)
 	toGuestEOF     bool // the pump to the guest ended with EOF, not a reset (sendFailed)
-	unreadClose    bool // the guest closed its end with data unread: LKL's close resets (end)
-	abort          bool // end resets the connection: the pump from the guest stops waiting for room in LKL
+	unreadClose    bool // the guest closed its end with data unread: LKL's close resets, and the pump from the guest stops waiting for room in LKL (end)
 	inConnect      sync.WaitGroup
 	fromGuestBytes atomic.Int64  // what the pump read from kbox's end (SIOCOUTQ)
 	urgentGen      atomic.Uint64 // the sweeps saw urgent data come (EPOLLPRI; passUrgent)

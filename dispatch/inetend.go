@@ -225,7 +225,7 @@ func (s *inetSock) end() {
 		// pump from the guest may wait for room in LKL for ever (the
 		// peer reads nothing).
 		s.mu.Lock()
-		s.abort = true
+		s.unreadClose = true
 		s.mu.Unlock()
 		s.file.SetReadDeadline(time.Now())
 		signal(s.wrdy)
@@ -242,7 +242,7 @@ func (s *inetSock) end() {
 	s.inConnect.Wait()
 	s.n.ready.drop(s)
 	if s.typ == unix.SOCK_STREAM {
-		if s.aborted() || s.closedUnread() {
+		if s.closedUnread() {
 			lklAbort(s.lfd)
 		} else {
 			s.n.waitUnsent(s.lfd)
@@ -263,7 +263,8 @@ func (s *inetSock) end() {
 // closedUnread says whether the guest closed a connected stream socket
 // with data unread in its end: Linux's close then resets the connection
 // instead of sending a FIN. The pump from the guest read ECONNRESET from
-// kbox's end (unreadClose), or, without a pump, kbox's end has it pending.
+// kbox's end, or end found it pending there before (unreadClose); else
+// kbox's end has it pending now (SO_ERROR, which the call takes).
 func (s *inetSock) closedUnread() bool {
 	s.mu.Lock()
 	unread, skip := s.unreadClose, s.listening || s.fresh
@@ -276,13 +277,6 @@ func (s *inetSock) closedUnread() bool {
 		unread = err == nil && unix.Errno(v) == unix.ECONNRESET
 	}
 	return unread
-}
-
-// aborted says whether end resets s's connection (abort).
-func (s *inetSock) aborted() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.abort
 }
 
 // lklAbort makes LKL's close of TCP socket fd reset the connection

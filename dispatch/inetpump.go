@@ -124,8 +124,11 @@ func (s *inetSock) pumpFromGuest(junk int) {
 			s.settled() // what arrived during the call
 			if le == unix.EAGAIN {
 				await(s.wrdy, 0) // LKL's send buffer is full
-				if s.aborted() {
-					return // closed with data unread: what is unsent goes (end)
+				s.mu.Lock()
+				stop := s.unreadClose // closed with data unread: what is unsent goes (end)
+				s.mu.Unlock()
+				if stop {
+					return
 				}
 				continue
 			}

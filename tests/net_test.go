@@ -654,9 +654,9 @@ func TestNetSemantics(t *testing.T) {
 		})
 		modes := []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected", "udpempty", "sndbuf", "closedlistener", "unreadclose", "writeafterfin", "resetblocked"}
 		// The socket's own machinery (the stand-in's swap, urgent
-		// data, the send buffer, a closed listener) for a guest that
-		// is not root, too.
-		for _, mode := range append(modes, "uid1000/urgent", "uid1000/unconnected", "uid1000/sndbuf", "uid1000/closedlistener") {
+		// data, the send buffer, a closed listener, the resets passed
+		// to the guest's end) for a guest that is not root, too.
+		for _, mode := range append(modes, "uid1000/urgent", "uid1000/unconnected", "uid1000/sndbuf", "uid1000/closedlistener", "uid1000/writeafterfin", "uid1000/resetblocked") {
 			t.Run(mode, func(t *testing.T) {
 				args := tierNetArgs(t, tier)
 				if m, ok := strings.CutPrefix(mode, "uid1000/"); ok {

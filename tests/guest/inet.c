@@ -941,6 +941,26 @@ static int do_unconnected(void)
 	return 0;
 }
 
+/* Writes to non-blocking socket c until 20 tries in a row over 200 ms
+ * would block (the peer reads nothing); what they queued. */
+static long fill(int c)
+{
+	static char chunk[4096];
+	long queued = 0;
+	for (int idle = 0; idle < 20;) {
+		int m = write(c, chunk, sizeof(chunk));
+		if (m > 0) {
+			queued += m;
+			idle = 0;
+		} else if (errno == EAGAIN) {
+			idle++;
+			usleep(10000);
+		} else
+			die("write");
+	}
+	return queued;
+}
+
 /* A small SO_SNDBUF bounds what a client queues while its peer reads
  * nothing; the peer's close (with unread data: a reset) then fails the
  * client's writes. */
@@ -964,18 +984,7 @@ static int do_sndbuf(void)
 	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	fcntl(c, F_SETFL, O_NONBLOCK);
 	static char chunk[4096];
-	long queued = 0;
-	for (int idle = 0; idle < 20;) {
-		int m = write(c, chunk, sizeof(chunk));
-		if (m > 0) {
-			queued += m;
-			idle = 0;
-		} else if (errno == EAGAIN) {
-			idle++;
-			usleep(10000);
-		} else
-			die("write");
-	}
+	long queued = fill(c);
 	printf("queued while the peer reads nothing: %s\n", queued < 256 * 1024 ? "under 256 KiB" : "256 KiB or more");
 	close(s);
 	int err = 0;
@@ -1068,21 +1077,12 @@ static void *blocked_writer(void *arg)
 static int do_resetblocked(void)
 {
 	int s, c = loop_pair(&s);
-	static char chunk[4096];
 	pthread_t w;
 	signal(SIGPIPE, SIG_IGN);
 	blocked_fd = s;
 	pthread_create(&w, NULL, blocked_writer, NULL);
 	fcntl(c, F_SETFL, O_NONBLOCK);
-	for (int idle = 0; idle < 20;) {
-		if (write(c, chunk, sizeof(chunk)) > 0)
-			idle = 0;
-		else if (errno == EAGAIN) {
-			idle++;
-			usleep(10000);
-		} else
-			die("write");
-	}
+	fill(c);
 	close(c);
 	for (int i = 0; i < 500 && !blocked_err; i++)
 		usleep(10000);
