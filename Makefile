@@ -42,7 +42,7 @@ kbox: probe-program
 MUSL_GCC ?= $(shell command -v musl-gcc 2>/dev/null)
 probe-program:
 ifneq ($(MUSL_GCC),)
-	@test probe/bin/kbox-probe -nt probe/guest/kbox-probe.c || { echo "$(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe probe/guest/kbox-probe.c"; $(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe probe/guest/kbox-probe.c; }
+	@test probe/bin/kbox-probe -nt probe/guest/kbox-probe.c -a probe/bin/kbox-probe -nt probe/guest/gadget.c || { echo "$(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe probe/guest/kbox-probe.c"; $(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe probe/guest/kbox-probe.c; }
 else
 	@echo "kbox: *** no musl-gcc: kbox is built without the probe program (kbox probe will say so; apt-get install musl-tools) ***"
 endif

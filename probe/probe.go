@@ -71,7 +71,11 @@ type Env struct {
 	// of the real destination); nil without --net.
 	NetDecide func(netip.AddrPort) bool
 	HostRoot  bool // kbox runs as the host's root
-	Port      int  // kbox probe's loopback listener
+	// InProcess names the in-process tier (trap or rewrite) that runs
+	// the probe when the user asked for one (--syscall-mode, or auto
+	// with --trusted); "" for the seccomp tier.
+	InProcess string
+	Port      int // kbox probe's loopback listener
 }
 
 // Probe is one planned probe.
@@ -235,6 +239,12 @@ func NewPlan(e Env) *Plan {
 		{"sys.io_uring", "kernel.surface", "io_uring_setup(1)", "refused: I/O without syscalls"},
 	} {
 		denied(p.id, p.capa, p.op, p.why)
+	}
+	gop := "read the host marker through a `syscall; ret` found in an executable mapping not the program's own (kbox's code)"
+	if e.InProcess != "" {
+		add("inproc.gadget", "host.files", gop, Allowed, "the "+e.InProcess+" tier runs the program inside kbox's process, as the user asked: it does not confine a program that attacks kbox")
+	} else {
+		denied("inproc.gadget", "host.files", gop, "the seccomp tier: the guest is a process of its own and every syscall it makes is filtered")
 	}
 	if e.HostRoot {
 		skip("setuid.host", "host.privilege", "run a setuid-root copy as nobody, setpriority(-5)", "kbox runs as the host's root: a guest process has its privileges anyway")

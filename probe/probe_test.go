@@ -74,8 +74,9 @@ file_size = "1M"
 		{"default", Env{}, map[string]string{
 			"hidden.open": Skipped, "readonly.create": Skipped, "bind.list": Skipped, "bind.escape": Skipped,
 			"proc.root1": Denied, "sys.mount": Allowed, "net.host": Denied, "net.outside": Denied,
-			"setuid.host": Denied, "limit.quota": Skipped, "limit.processes": Skipped,
+			"setuid.host": Denied, "limit.quota": Skipped, "limit.processes": Skipped, "inproc.gadget": Denied,
 		}, nil},
+		{"in-process tier, opted in", Env{InProcess: "rewrite"}, map[string]string{"inproc.gadget": Allowed, "proc.root1": Denied}, nil},
 		{"host root", Env{HostRoot: true}, map[string]string{"setuid.host": Skipped}, nil},
 		{"read-only image", Env{ReadOnly: true}, map[string]string{"readonly.create": Denied, "readonly.chmod": Denied},
 			map[string]string{"ro": "/"}},

@@ -597,7 +597,7 @@ func TestObservatoryTier(t *testing.T) {
 		}
 	}
 	s := snap.Tier.Sites
-	if snap.Tier.Mode != "rewrite" || snap.Tier.Why != "asked for" ||
+	if snap.Tier.Mode != "rewrite" || snap.Tier.Why != "asked for; not confined" ||
 		s.Trapped < s.Patched || s.StillTrapping != s.Trapped-s.Patched || s.Refused == nil || s.WXRefused != 0 {
 		t.Errorf("tier %+v, sites %+v", snap.Tier, *s)
 	}
@@ -605,7 +605,7 @@ func TestObservatoryTier(t *testing.T) {
 		t.Errorf("status %d, stdout %q\n%s", st, o.stdout, o.stderr)
 	}
 
-	o = startObserved(t, "image", "-S", img, "--read-only", "--web=0", "--", "/opt/tests/rwsites", "wait", "10", "3")
+	o = startObserved(t, "image", "-S", img, "--read-only", "--web=0", "--trusted", "--", "/opt/tests/rwsites", "wait", "10", "3")
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		snap = tierSnap{}
 		getJSON(t, o.base+"/api/snapshot", &snap)

@@ -205,9 +205,14 @@ func TestProbeTiersAndNet(t *testing.T) {
 		denied  []string
 		allowed []string
 	}{
-		{"trap", []string{"--syscall-mode=trap"}, append(kernel, "net.loopback", "net.host", "net.metadata"), nil},
-		{"rewrite", []string{"--syscall-mode=rewrite"}, append(kernel, "net.loopback", "net.host", "net.metadata"), nil},
-		{"net", []string{"--syscall-mode=seccomp", "--net"}, []string{"net.loopback", "net.host", "net.metadata"}, nil},
+		// The in-process tiers, asked for, do not confine a program that
+		// calls into kbox's code (inproc.gadget reads the host marker):
+		// expected there, and reported as allowed, never hidden.
+		{"trap", []string{"--syscall-mode=trap"}, append(kernel, "net.loopback", "net.host", "net.metadata"), []string{"inproc.gadget"}},
+		{"rewrite", []string{"--syscall-mode=rewrite", "--trusted"}, append(kernel, "net.loopback", "net.host", "net.metadata"), []string{"inproc.gadget"}},
+		// The default confines it.
+		{"default", nil, append(kernel, "inproc.gadget"), nil},
+		{"net", []string{"--syscall-mode=seccomp", "--net"}, []string{"net.loopback", "net.host", "net.metadata", "inproc.gadget"}, nil},
 		{"net-trap", []string{"--syscall-mode=trap", "--net"}, []string{"net.loopback", "net.host", "net.metadata", "sys.unshare"}, nil},
 		{"net-allowed", []string{"--syscall-mode=seccomp", "--net", "--net-allow", "127.0.0.1"}, []string{"net.loopback", "net.metadata"}, []string{"net.host"}},
 	} {

@@ -74,14 +74,15 @@ func TestRewriteExecChainPatched(t *testing.T) {
 func TestRewriteStats(t *testing.T) {
 	stdout, stderr, status := runKbox(t, "image", "-S", imagePath(t), "--read-only", "--syscall-mode=rewrite", "--stats", "--", "/opt/tests/bench", "getpid_libc", "1000")
 	if status != 0 || !strings.HasPrefix(stdout, "getpid_libc ") ||
-		!regexp.MustCompile(`kbox: tier rewrite \(asked for\): \d+ sites trapped, [1-9]\d* patched \([1-9]\d* inline\)`).MatchString(stderr) {
+		!regexp.MustCompile(`kbox: tier rewrite \(asked for; not confined\): \d+ sites trapped, [1-9]\d* patched \([1-9]\d* inline\)`).MatchString(stderr) {
 		t.Errorf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
 	}
 }
 
-// auto chooses per command, before the launch: the table of image
-// programs and the tier chosen, with --stats naming it and why. kbox
-// before auto ran everything in the seccomp tier and printed no tier.
+// auto, told the program is trusted, chooses per command, before the
+// launch: the table of image programs and the tier chosen, with --stats
+// naming it and why; without --trusted every program gets the seccomp
+// tier (docs/security.md, "Which tier confines what").
 func TestAutoChoice(t *testing.T) {
 	img := imagePath(t)
 	cases := []struct {
@@ -111,11 +112,17 @@ func TestAutoChoice(t *testing.T) {
 			if cmd[0] != "--net" {
 				cmd = append([]string{"--"}, cmd...)
 			}
-			args := append([]string{"image", "-S", img, "--read-only", "--stats"}, cmd...)
+			args := append([]string{"image", "-S", img, "--read-only", "--stats", "--trusted"}, cmd...)
 			_, stderr, status := runKbox(t, args...)
 			re := regexp.MustCompile(`kbox: tier ` + c.tier + ` \(auto: [^\n]*(` + c.why + `)`)
 			if status != 0 || !re.MatchString(stderr) {
 				t.Errorf("status %d, want tier %s (%s)\nstderr: %s", status, c.tier, c.why, lastLines(stderr, 20))
+			}
+			// Without --trusted, auto confines every program.
+			args = append([]string{"image", "-S", img, "--read-only", "--stats"}, cmd...)
+			_, stderr, status = runKbox(t, args...)
+			if status != 0 || !strings.Contains(stderr, "kbox: tier seccomp (auto: not --trusted, so the tier that confines it)") {
+				t.Errorf("without --trusted: status %d\nstderr: %s", status, lastLines(stderr, 20))
 			}
 		})
 	}
@@ -136,7 +143,7 @@ func TestAutoGoSpawner(t *testing.T) {
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("build gospawn: %v\n%s", err, out)
 		}
-		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--stats", "-b", dir+":/gs:ro", "--", "/gs/gospawn", "20")
+		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--stats", "--trusted", "-b", dir+":/gs:ro", "--", "/gs/gospawn", "20")
 		if status != 0 || stdout != "gospawn ok 20, pipeline 3\n" || !strings.Contains(stderr, "kbox: tier seccomp (auto: a Go program with syscall.forkExec") {
 			t.Errorf("%v: status %d\nstdout: %s\nstderr: %s", flags, status, stdout, lastLines(stderr, 10))
 		}
@@ -170,7 +177,7 @@ func TestRewriteDlopen(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", l, stderr)
 		}
 	}
-	if !regexp.MustCompile(`kbox: tier rewrite \(asked for\): \d+ sites trapped, [2-9]\d* patched`).MatchString(stderr) {
+	if !regexp.MustCompile(`kbox: tier rewrite \(asked for; not confined\): \d+ sites trapped, [2-9]\d* patched`).MatchString(stderr) {
 		t.Errorf("--stats: want at least the two plugin sites patched:\n%s", stderr)
 	}
 }
@@ -184,7 +191,7 @@ func TestRewriteDlopen(t *testing.T) {
 // an error (exit status 125).
 func TestAutoFallsThrough(t *testing.T) {
 	img := imagePath(t)
-	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "-v", "--stats", "--", "/opt/tests/slotclash")
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "-v", "--stats", "--trusted", "--", "/opt/tests/slotclash")
 	// (-v also shows LKL's kernel log on stdout.)
 	if status != 0 || !strings.Contains(stdout, "slotclash: main at 0x7f061030\n") {
 		t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)

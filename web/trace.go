@@ -140,6 +140,23 @@ func (t *TraceWriter) WriteNet(d *NetDecision) error {
 	return t.err
 }
 
+// WriteTier appends a line {"type":"tier","mode":M,"why":W}: the tier
+// that runs the guest and why (docs/tiers.md, Auto).
+func (t *TraceWriter) WriteTier(mode, why string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err != nil {
+		return t.err
+	}
+	t.buf = append(t.buf[:0], `{"type":"tier","mode":`...)
+	t.buf = AppendJSONString(t.buf, mode)
+	t.buf = append(t.buf, `,"why":`...)
+	t.buf = AppendJSONString(t.buf, why)
+	t.buf = append(t.buf, "}\n"...)
+	_, t.err = t.bw.Write(t.buf)
+	return t.err
+}
+
 // Flush writes buffered lines to the underlying writer.
 func (t *TraceWriter) Flush() error {
 	t.mu.Lock()

@@ -61,6 +61,23 @@ func TestTraceWriterLines(t *testing.T) {
 	}
 }
 
+// TestTraceWriterTier: the tier line is JSON with its type, mode and why.
+func TestTraceWriterTier(t *testing.T) {
+	var out bytes.Buffer
+	tw := NewTraceWriter(&out)
+	if err := tw.WriteTier("seccomp", `auto: not --trusted "quoted"`); err != nil {
+		t.Fatal(err)
+	}
+	tw.Close()
+	var m map[string]string
+	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+		t.Fatalf("%v: %s", err, out.Bytes())
+	}
+	if m["type"] != "tier" || m["mode"] != "seccomp" || m["why"] != `auto: not --trusted "quoted"` || !bytes.HasSuffix(out.Bytes(), []byte("}\n")) {
+		t.Fatalf("%q", out.Bytes())
+	}
+}
+
 func TestTraceWriterNoAllocs(t *testing.T) {
 	var out bytes.Buffer
 	out.Grow(1 << 20)

@@ -28,6 +28,8 @@ func unsupported(o *ImageOptions) error {
 		// auto picks per command once the program can be read (runGuest,
 		// auto.go); these choose seccomp before that.
 		switch {
+		case !o.Trusted:
+			o.SyscallMode, o.TierWhy = "seccomp", autoUntrusted
 		case !trap.Available():
 			o.SyscallMode, o.TierWhy = "seccomp", "auto: this build has no in-process tier"
 		}
@@ -78,6 +80,9 @@ func runImage(args []string) int {
 	}
 	if err := unsupported(o); err != nil {
 		return fail(err)
+	}
+	if inProcess(o.SyscallMode) && !o.Trusted {
+		fmt.Fprintln(os.Stderr, notConfined(o.SyscallMode))
 	}
 	if inProcess(o.SyscallMode) || o.SyscallMode == "auto" {
 		// Before anything kbox keeps is opened: the guest's fds are
@@ -231,11 +236,11 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		if o.SyscallMode != "rewrite" {
 			trap.Release()
 		}
-		if o.Verbose {
-			fmt.Fprintf(os.Stderr, "kbox: tier %s (%s)\n", o.SyscallMode, o.TierWhy)
-		}
 	}
-	ob.setTier(o.SyscallMode, o.TierWhy)
+	if o.Verbose {
+		fmt.Fprintf(os.Stderr, "kbox: tier %s (%s)\n", o.SyscallMode, tierWhy(o))
+	}
+	ob.setTier(o.SyscallMode, tierWhy(o))
 	var status int
 	if inProcess(o.SyscallMode) {
 		status, err = runTrap(o, path, eng)
@@ -247,7 +252,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 			}
 			trap.Release()
 			o.SyscallMode, o.TierWhy = "seccomp", "auto: the in-process tier failed to install: "+err.Error()
-			ob.setTier(o.SyscallMode, o.TierWhy)
+			ob.setTier(o.SyscallMode, tierWhy(o))
 			err = nil
 		}
 	}
@@ -265,11 +270,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 			NoNamespaces: os.Getenv("KBOX_NAMESPACES") == "off",
 		})
 		if o.Stats {
-			why := o.TierWhy
-			if why == "" {
-				why = "asked for"
-			}
-			fmt.Fprintf(os.Stderr, "kbox: tier seccomp (%s)\n", why)
+			fmt.Fprintf(os.Stderr, "kbox: tier seccomp (%s)\n", tierWhy(o))
 		}
 	}
 	// A write-back that fails here lost data no guest call reported: kbox

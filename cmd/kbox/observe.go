@@ -46,10 +46,10 @@ func (ob *observatory) setTier(mode, why string) {
 	if ob == nil {
 		return
 	}
-	if why == "" {
-		why = "asked for"
-	}
 	ob.tier.Store(&tierInfo{mode, why})
+	if ob.trace != nil {
+		ob.trace.WriteTier(mode, why) // the trace's first line says it too
+	}
 }
 
 // tierSnapshot is the snapshot's "tier": the in-process tiers add their

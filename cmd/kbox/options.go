@@ -48,6 +48,9 @@ type ImageOptions struct {
 	ReadOnly     bool
 	SyscallMode  string
 	TierWhy      string // why this tier runs (auto), for -v and --stats
+	// Trusted is --trusted: the user vouches for the program, so auto may
+	// run it inside kbox's process and trap or rewrite say nothing.
+	Trusted      bool
 	Net          bool
 	NetAllow     []usernet.Rule
 	NetAllowHost []usernet.HostRule
@@ -102,7 +105,13 @@ CMD (default: /bin/sh -i) against it.
                                 in $TMPDIR (else /var/tmp); K, M, G or T
                                 suffix; default half the free space there,
                                 64M to 8G; 0: the kernel's ramfs (a few MB)
-      --syscall-mode M          auto, seccomp, trap or rewrite (default auto)
+      --syscall-mode M          auto, seccomp, trap or rewrite (default auto:
+                                seccomp, which confines the program; with
+                                --trusted, rewrite for a program that cannot
+                                fork). trap and rewrite run the program
+                                inside kbox's process: not confined
+      --trusted                 the program is trusted: auto may run it
+                                in-process (docs/security.md)
       --net                     networking: the guest's sockets are LKL's,
                                 carried out by a user-mode stack in kbox;
                                 guest 10.0.2.15, gateway 10.0.2.2 (the host's
@@ -217,6 +226,7 @@ var imageOpts = []optSpec{
 		}
 		return usagef("bad syscall mode %q: want auto, seccomp, trap or rewrite", v)
 	}},
+	{"", "trusted", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Trusted = true; return nil }},
 	{"", "net", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Net = true; return nil }},
 	{"", "net-allow", true, false, func(o *ImageOptions, v string, _ bool) error {
 		r, err := usernet.ParseRule(v)

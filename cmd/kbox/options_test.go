@@ -203,7 +203,7 @@ func TestUnsupportedOptionsRefused(t *testing.T) {
 			t.Errorf("--net --syscall-mode=%s: %v, tier available: %v", mode, err, trap.Available())
 		}
 	}
-	o, err := ParseImageArgs([]string{"-S", "a", "--net", "--", "/bin/true"})
+	o, err := ParseImageArgs([]string{"-S", "a", "--net", "--trusted", "--", "/bin/true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,5 +253,47 @@ func TestKernelMemMB(t *testing.T) {
 	}
 	if got := inetMax(&ImageOptions{Net: true}); got != 128*inetPerMB {
 		t.Errorf("--net: %d sockets, want %d", got, 128*inetPerMB)
+	}
+}
+
+// TestAutoConfinesUnlessTrusted: auto, the default, runs a program
+// nobody vouched for in the seccomp tier; --trusted lets it decide per
+// program (the in-process rewrite tier where this build has it); an
+// in-process tier asked for without --trusted is warned about.
+func TestAutoConfinesUnlessTrusted(t *testing.T) {
+	for _, c := range []struct {
+		args     []string
+		mode     string // after unsupported
+		why      string
+		warnMode string // notConfined's mode, "" for no warning
+	}{
+		{[]string{}, "seccomp", autoUntrusted, ""},
+		{[]string{"--syscall-mode=auto"}, "seccomp", autoUntrusted, ""},
+		{[]string{"--trusted"}, "auto", "", ""},
+		{[]string{"--syscall-mode=seccomp"}, "seccomp", "", ""},
+		{[]string{"--syscall-mode=trap"}, "trap", "", "trap"},
+		{[]string{"--syscall-mode=rewrite"}, "rewrite", "", "rewrite"},
+		{[]string{"--syscall-mode=rewrite", "--trusted"}, "rewrite", "", ""},
+	} {
+		o, err := ParseImageArgs(append(append([]string{"-S", "a"}, c.args...), "--", "/bin/true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = unsupported(o)
+		if !trap.Available() {
+			if inProcess(c.mode) != (err != nil) {
+				t.Errorf("%v: %v on a build without the in-process tiers", c.args, err)
+			}
+			continue
+		}
+		if err != nil || o.SyscallMode != c.mode || o.TierWhy != c.why {
+			t.Errorf("%v: %v, mode %q (%q), want %q (%q)", c.args, err, o.SyscallMode, o.TierWhy, c.mode, c.why)
+		}
+		if warn := inProcess(o.SyscallMode) && !o.Trusted; warn != (c.warnMode != "") {
+			t.Errorf("%v: warned %v", c.args, warn)
+		}
+	}
+	if w := notConfined("trap"); !strings.Contains(w, "not confined") || !strings.Contains(w, "--trusted") {
+		t.Errorf("notConfined: %q", w)
 	}
 }

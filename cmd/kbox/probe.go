@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/probe"
+	"github.com/kbox-project/kbox/trap"
 	"github.com/kbox-project/kbox/usernet"
 )
 
@@ -118,6 +120,7 @@ func runProbe(args []string) int {
 	if o.Agent.Policy != nil {
 		env.Policy = o.Agent.Policy.P
 	}
+	env.InProcess = probeTier(o, prog)
 	for _, b := range o.Binds {
 		env.Binds = append(env.Binds, probe.Bind{Guest: b.Dst, ReadOnly: b.ReadOnly})
 	}
@@ -182,6 +185,22 @@ func runProbe(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// probeTier is the in-process tier that will run the probe program
+// under the options o, or "" for the seccomp tier: auto (with --trusted)
+// chooses as runImage will, from the program's ELF.
+func probeTier(o *ImageOptions, prog []byte) string {
+	mode := o.SyscallMode
+	if mode == "auto" && o.Trusted && trap.Available() {
+		mode, _ = tierChoice(probeGuestDir+"/kbox-probe", bytes.NewReader(prog), func(string) (io.ReaderAt, error) {
+			return nil, errors.New("a static program has no libraries")
+		})
+	}
+	if inProcess(mode) {
+		return mode
+	}
+	return ""
 }
 
 func sortedParamKeys(m map[string]string) []string {

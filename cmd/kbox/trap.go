@@ -26,6 +26,30 @@ var dieWith int
 // inProcess reports whether mode is an in-process tier (package trap).
 func inProcess(mode string) bool { return mode == "trap" || mode == "rewrite" }
 
+// autoUntrusted is why auto runs a program nobody vouched for in the
+// seccomp tier: only that tier confines a program that attacks kbox
+// (docs/security.md, "Which tier confines what").
+const autoUntrusted = "auto: not --trusted, so the tier that confines it"
+
+// tierWhy is why the tier runs, as -v, --stats and the trace say it.
+func tierWhy(o *ImageOptions) string {
+	switch {
+	case o.TierWhy != "":
+		return o.TierWhy
+	case o.Trusted:
+		return "asked for, --trusted"
+	case inProcess(o.SyscallMode):
+		return "asked for; not confined"
+	}
+	return "asked for"
+}
+
+// notConfined is the line kbox prints when the user asked for an
+// in-process tier without saying the program is trusted.
+func notConfined(mode string) string {
+	return "kbox: warning: --syscall-mode=" + mode + " runs the program inside kbox's own process: it is not confined (docs/security.md); --trusted says you trust it"
+}
+
 // chooseTier is auto's choice for the program at path (auto.go), read
 // from the image through the engine (as execve would read it).
 func chooseTier(o *ImageOptions, path string, eng *dispatch.Engine) (string, string) {
@@ -72,11 +96,7 @@ func runTrap(o *ImageOptions, path string, eng *dispatch.Engine) (int, error) {
 		Rewrite: o.SyscallMode == "rewrite",
 	})
 	if o.Stats && err == nil {
-		why := o.TierWhy
-		if why == "" {
-			why = "asked for"
-		}
-		fmt.Fprintf(os.Stderr, "kbox: tier %s (%s): %s, %d W^X mappings refused\n", o.SyscallMode, why, ex.Sites, ex.Sites.WX)
+		fmt.Fprintf(os.Stderr, "kbox: tier %s (%s): %s, %d W^X mappings refused\n", o.SyscallMode, tierWhy(o), ex.Sites, ex.Sites.WX)
 	}
 	var pe *trap.ProgramError
 	if errors.As(err, &pe) {

@@ -39,6 +39,8 @@
 #include <grp.h>
 #include <unistd.h>
 
+#include "gadget.c" /* gadget_read: the in-process tiers' way out */
+
 /* The parameters kbox passes (KEY=VALUE). */
 static const char *p_token, *p_marker, *p_hidden, *p_ro, *p_bind, *p_rwbind;
 static long p_kbox, p_parent, p_port, p_fsize, p_procs, p_quota_nr, p_quota_n, p_quota_errno;
@@ -825,6 +827,16 @@ static struct res sys_mount(void)
 	return ALLOWED("mounted a tmpfs on %s (in the guest's kernel)", d);
 }
 
+/* inproc.gadget: the host marker read through a `syscall; ret` found in
+ * an executable mapping that is not the program's own (gadget.c). */
+static struct res inproc_gadget(void)
+{
+	char buf[256], why[200];
+	if (gadget_read(p_marker, buf, sizeof buf, why, sizeof why) >= 0 && p_token && strstr(buf, p_token))
+		return ALLOWED("%s", why);
+	return DENIED(0, "%s", why);
+}
+
 static const struct {
 	const char *id;
 	struct res (*fn)(void);
@@ -849,6 +861,7 @@ static const struct {
 	{"proc.selfroot", proc_selfroot, "marker"},
 	{"proc.cwdparent", proc_cwdparent, "marker"},
 	{"chroot.escape", chroot_escape, "marker"},
+	{"inproc.gadget", inproc_gadget, "marker"},
 	{"procs.visible", procs_visible, "parent"},
 	{"procs.kill0", procs_kill0, "parent"},
 	{"signal.host", signal_host, "parent"},
