@@ -15,7 +15,7 @@ import (
 // TestHostileDefault runs a hostile program, written for the test, under
 // kbox's default command line (no option at all): it looks for a
 // `syscall; ret` sequence in every executable mapping that is not its own
-// and calls it to read a host file (tests/guest/hostile/hostile.c). The
+// and calls it to read a host file (tests/guest/local/hostile.c). The
 // default tier must confine it, static or dynamic: it reads nothing of
 // the host. Where the user opted in to an in-process tier (--trusted, or
 // --syscall-mode=trap|rewrite) it gets out, as docs/security.md says; the
@@ -23,7 +23,7 @@ import (
 // found nothing to call.
 func TestHostileDefault(t *testing.T) {
 	img := imagePath(t)
-	progs := buildHostile(t)
+	progs := buildLocal(t, "hostile")
 	var tok [16]byte
 	rand.Read(tok[:])
 	token := "kbox-hostile-" + hex.EncodeToString(tok[:])
@@ -67,23 +67,23 @@ func TestHostileDefault(t *testing.T) {
 	}
 }
 
-// buildHostile compiles the hostile program static (musl-gcc, else gcc)
-// and dynamic (gcc, against the host's glibc, which the Debian image has
-// too) into a directory of its own, bound into the guest.
-func buildHostile(t *testing.T) map[string]string {
+// buildLocal compiles tests/guest/local/NAME.c static (musl-gcc, else
+// gcc) and dynamic (gcc, against the host's glibc, which the Debian image
+// has too) into a directory of its own, to be bound into the guest.
+func buildLocal(t *testing.T, name string) map[string]string {
 	dir := t.TempDir()
-	src := filepath.Join(repoRoot(), "tests", "guest", "hostile", "hostile.c")
+	src := filepath.Join(repoRoot(), "tests", "guest", "local", name+".c")
 	inc := "-I" + filepath.Join(repoRoot(), "probe", "guest")
 	progs := map[string]string{}
 	build := func(kind, cc string, flags ...string) {
-		out := filepath.Join(dir, "gadget-"+kind)
+		out := filepath.Join(dir, name+"-"+kind)
 		args := append([]string{"-O2", "-Wall", inc, "-o", out, src}, flags...)
 		if _, err := exec.LookPath(cc); err != nil {
-			t.Logf("SKIP (%s hostile program): no %s", kind, cc)
+			t.Logf("SKIP (%s %s): no %s", kind, name, cc)
 			return
 		}
 		if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-			t.Fatalf("building the %s hostile program with %s: %v\n%s", kind, cc, err, b)
+			t.Fatalf("building %s %s with %s: %v\n%s", kind, name, cc, err, b)
 		}
 		progs[kind] = out
 	}
@@ -94,4 +94,36 @@ func buildHostile(t *testing.T) map[string]string {
 	build("static", static, "-static")
 	build("dynamic", "gcc")
 	return progs
+}
+
+// TestWXAlias: the in-process tiers refuse one mapping both writable and
+// executable, and allow the dual mapping JITs use (a writable and an
+// executable shared view of one memfd), as Linux does: code written
+// through the one view runs through the other, each time as written
+// (getpid, then getuid: no stale patch of the rewrite tier), the calls
+// served as the libc calls are (docs/security.md, "W^X"). Natively and
+// in the seccomp tier the single writable-and-executable mapping is
+// allowed.
+func TestWXAlias(t *testing.T) {
+	img := imagePath(t)
+	prog := buildLocal(t, "wxalias")["static"]
+	if prog == "" {
+		t.Skip("SKIP: no static build of wxalias")
+	}
+	const ok = "alias: getpid and getuid ok; one mapping writable and executable: "
+	native, err := exec.Command(prog).CombinedOutput()
+	if err != nil || string(native) != ok+"mapped\n" {
+		t.Fatalf("natively: %v: %s", err, native)
+	}
+	for _, c := range []struct{ mode, wx string }{
+		{"seccomp", "mapped"}, {"trap", "Permission denied"}, {"rewrite", "Permission denied"},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			out, errOut, status := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+c.mode,
+				"-b", filepath.Dir(prog)+":/local:ro", "--", "/local/"+filepath.Base(prog))
+			if status != 0 || out != ok+c.wx+"\n" {
+				t.Errorf("status %d: %s%s", status, out, errOut)
+			}
+		})
+	}
 }
