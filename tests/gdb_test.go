@@ -173,16 +173,16 @@ func TestGDBHelpersAttached(t *testing.T) {
 		`\n    kmalloc-\d+\s+[1-9]\d*\s+`)
 }
 
-// TestGDBBreakAndTrace runs kbox under GDB: kbox-break-syscall stops at the
-// guest's open of /etc/passwd, with its pid and number; kbox-syscall-trace
+// TestGDBBreakAndTrace runs kbox under GDB: kbox-break-syscall, given
+// before run, arranges KBOX_GDB=1 itself and stops at the guest's open of
+// /etc/passwd, with its pid and number; kbox-syscall-trace
 // then follows its openat of /etc from dispatch through LKL to the answer
 // (a virtual fd, as the guest reports it).
 func TestGDBBreakAndTrace(t *testing.T) {
 	gdb := gdbPath(t)
 	img := imagePath(t)
 	args := gdbHelpers(
-		"set environment KBOX_GDB=1",
-		"kbox-break-syscall open",
+		"kbox-break-syscall open", // before run: the helper sets KBOX_GDB=1
 		"run",
 		"delete",
 		"kbox-syscall-trace openat",
@@ -199,6 +199,7 @@ func TestGDBBreakAndTrace(t *testing.T) {
 		t.Fatalf("kbox-break-syscall did not stop at open:\n%s", lastLines(out, 40))
 	}
 	wantMatch(t, out, "kbox-break-syscall",
+		`kbox: kbox has not started: KBOX_GDB=1 set in its environment\n`,
 		`kbox_gdb_dispatch \(pid=`+m[1]+`, nr=2\) at mirror.c`)
 	wantMatch(t, out, "kbox-syscall-trace",
 		`\[kbox-trace\] dispatch   pid `+m[1]+` openat \(nr 257\)`,

@@ -194,9 +194,13 @@ class BreakSyscall(Command):
         b = DispatchBreak(nr, name, pid)
         print("kbox: breakpoint %d on dispatch of %s (nr %s) for %s"
               % (b.number, name, "?" if nr is None else nr, "pid %d" % pid if pid else "any guest"))
-        if not live():
+        if not gdb.selected_inferior().pid:
+            # kbox has not started: it gets the mirror from its start.
+            gdb.execute("set environment KBOX_GDB=1", to_string=True)
+            print("kbox: kbox has not started: KBOX_GDB=1 set in its environment")
+        elif not live():
             print("kbox: kbox must run with KBOX_GDB=1 for it to stop "
-                  "(set environment KBOX_GDB=1)")
+                  "(restart it with: set environment KBOX_GDB=1)")
 
 
 class FollowThread(Command):
