@@ -9,6 +9,11 @@
 // one `kbox file --serve` process, stopped before the session's next run.
 // A session's calls are serialized; different sessions and image runs go
 // in parallel.
+//
+// The server's Config is the operator's: the images a call may name, the
+// policy and network every run gets, where snapshots go. A tool's
+// arguments are the agent's requests within it, never a host path
+// (operator.go).
 package agent
 
 import (
@@ -20,15 +25,33 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kbox-project/kbox/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Config configures a Server.
+// Config configures a Server: the operator's settings.
 type Config struct {
 	// Kbox is the kbox binary that runs guests (usually this one).
 	Kbox string
 	// Image is the image runs use when a call names none ("" for none).
 	Image string
+	// Images is a directory of images calls name by bare name ("" for
+	// none: calls use Image only).
+	Images string
+	// Snapshots is the directory session_close saves snapshots to, by
+	// bare name ("" for none: snapshots are refused);
+	// SnapshotsOverwrite lets a snapshot replace one of the same name.
+	Snapshots          string
+	SnapshotsOverwrite bool
+	// Policy is the operator's policy file's bytes (TOML, nil for none):
+	// every run and session's file calls get it, and an agent's policy
+	// only adds to it (policy.Merge).
+	Policy []byte
+	// CheckPolicy, when set, checks a policy as kbox image would (its
+	// syscall names against the syscall table).
+	CheckPolicy func(*policy.Policy) error
+	// Net is the network every run gets.
+	Net Net
 	// Audit, when set, is the audit log every run appends to.
 	Audit string
 	// TmpDir holds the sessions' images ("" for $TMPDIR).
@@ -53,7 +76,16 @@ const (
 
 // Server holds the sessions.
 type Server struct {
-	cfg      Config
+	cfg Config
+	// policy is cfg.Policy parsed (nil for none); dir holds its copy the
+	// runs and file helpers read (policyFile), so every run gets the
+	// bytes the settings hash covers.
+	policy     *policy.Policy
+	dir        string
+	policyFile string
+	settings   Settings
+	settingsID string // the settings' SHA-256
+
 	mu       sync.Mutex
 	sessions map[string]*session
 	closed   bool
@@ -88,11 +120,16 @@ type session struct {
 }
 
 // New makes a Server.
-func New(cfg Config) *Server {
+func New(cfg Config) (*Server, error) {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 16
 	}
-	return &Server{cfg: cfg, sessions: map[string]*session{}}
+	s := &Server{cfg: cfg, sessions: map[string]*session{}}
+	if err := s.operatorSettings(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close removes every session's image.
@@ -101,6 +138,9 @@ func (s *Server) Close() {
 	ss := s.sessions
 	s.sessions, s.closed = map[string]*session{}, true
 	s.mu.Unlock()
+	if s.dir != "" {
+		defer os.RemoveAll(s.dir)
+	}
 	for _, se := range ss {
 		se.mu.Lock()
 		se.closed = true
@@ -115,12 +155,13 @@ func (s *Server) Close() {
 func (s *Server) MCP() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "kbox", Version: s.cfg.Version}, &mcp.ServerOptions{
 		Instructions: "kbox runs Linux programs against an in-process Linux kernel booted from an ext4 image, without root, container or VM. " +
-			"`run` on an image is ephemeral (the image never changes); open a session for state kept across calls.",
+			"`run` on an image is ephemeral (the image never changes); open a session for state kept across calls. " +
+			"The server's operator chose the images (named by bare name), the policy and the network: a call's policy can only add restrictions, and `net: false` turns the network off.",
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "run", Description: "Run a program in the image (or a session's image) under kbox. " +
 		"A non-zero exit is a normal result; isError only means kbox itself failed."}, s.run)
 	mcp.AddTool(srv, &mcp.Tool{Name: "session_open", Description: "Open a session on an image: a private copy-on-write layer over it, kept across run, read_file, write_file, list_dir and stat calls; the image itself is never written."}, s.sessionOpen)
-	mcp.AddTool(srv, &mcp.Tool{Name: "session_close", Description: "Close a session and delete its image, saving it first to snapshot when given."}, s.sessionClose)
+	mcp.AddTool(srv, &mcp.Tool{Name: "session_close", Description: "Close a session and delete its image, saving it first as the named snapshot in the server's snapshot directory when given."}, s.sessionClose)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a file of a session's image through the kernel, without a guest process. Content is base64 (text too when it is UTF-8)."}, s.readFile)
 	mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write (create or replace) a file in a session's image."}, s.writeFile)
 	mcp.AddTool(srv, &mcp.Tool{Name: "list_dir", Description: "List a directory of a session's image with each entry's type, mode and size."}, s.listDir)
@@ -162,21 +203,4 @@ func (s *Server) lockSession(id string) (*session, error) {
 		return nil, toolError("session %q was closed", id)
 	}
 	return se, nil
-}
-
-func (s *Server) imageOf(img string) (string, error) {
-	if img == "" {
-		img = s.cfg.Image
-	}
-	if img == "" {
-		return "", toolError("no image: give image (or session), or start kbox mcp with --image")
-	}
-	fi, err := os.Stat(img)
-	if err != nil {
-		return "", toolError("image %s: %v", img, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", toolError("image %s is not a regular file", img)
-	}
-	return img, nil
 }

@@ -242,7 +242,7 @@ func (s *Server) stat(ctx context.Context, _ *mcp.CallToolRequest, in StatIn) (*
 type KernelReadIn struct {
 	Path    string `json:"path" jsonschema:"a file of the kernel's /proc or /sys, e.g. /proc/meminfo, /proc/vmstat, /proc/slabinfo, /sys/block/vda/size"`
 	Session string `json:"session,omitempty" jsonschema:"boot the kernel on this session's image (default: the server's image)"`
-	Image   string `json:"image,omitempty" jsonschema:"boot the kernel on this image"`
+	Image   string `json:"image,omitempty" jsonschema:"boot the kernel on this one of the server's images (by name, as run's image)"`
 }
 
 // KernelReadOut is kernel_read's result.

@@ -15,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/kbox-project/kbox/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -32,9 +31,10 @@ type RunIn struct {
 	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables added to the guest's clean environment"`
 	TimeoutMs      int64             `json:"timeout_ms,omitempty" jsonschema:"kill the whole guest after this many milliseconds (default 60000)"`
 	MaxOutputBytes int               `json:"max_output_bytes,omitempty" jsonschema:"keep at most this many bytes of stdout and of stderr, head and tail (default 1 MiB)"`
-	Image          string            `json:"image,omitempty" jsonschema:"path of an ext4 image on the host: an ephemeral run on it"`
+	Image          string            `json:"image,omitempty" jsonschema:"the name of one of the server's images (its operator's --images directory; default: its --image): an ephemeral run on it"`
 	Session        string            `json:"session,omitempty" jsonschema:"a session id from session_open: the run's writes stay in the session"`
-	Policy         string            `json:"policy,omitempty" jsonschema:"a policy for the run (kbox image --policy, docs/agents.md): a host path of a TOML file, or the TOML itself (text with a newline)"`
+	Policy         string            `json:"policy,omitempty" jsonschema:"a policy for the run, as TOML text (kbox image --policy, docs/agents.md): it adds restrictions to the operator's policy and removes none"`
+	Net            *bool             `json:"net,omitempty" jsonschema:"false: no network for this run; true: the network the server's operator gives runs (an error if none); default: the operator's"`
 }
 
 // RunOut is run's result.
@@ -135,6 +135,21 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	// guest is a process of its own, never auto's in-process tiers, which
 	// cannot confine a program that attacks kbox (docs/security.md).
 	args := []string{"image", "--syscall-mode=seccomp"}
+	netArgs, err := s.netArgs(in.Net)
+	if err != nil {
+		return nil, out, err
+	}
+	repDir, err := os.MkdirTemp(s.cfg.TmpDir, "kbox-run-")
+	if err != nil {
+		return nil, out, err
+	}
+	defer os.RemoveAll(repDir)
+	// A bad policy, or one that would loosen the operator's, refuses
+	// the whole call.
+	polArgs, err := s.runPolicy(in.Policy, repDir)
+	if err != nil {
+		return nil, out, err
+	}
 	var se *session
 	if in.Session != "" {
 		var err error
@@ -154,33 +169,15 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 		}
 		args = append(args, "-S", img, "--ephemeral")
 	}
-	repDir, err := os.MkdirTemp(s.cfg.TmpDir, "kbox-run-")
-	if err != nil {
-		return nil, out, err
-	}
-	defer os.RemoveAll(repDir)
 	rep := filepath.Join(repDir, "report.json")
 	args = append(args, "--report", rep, "--timeout", timeout.String())
-	if in.Policy != "" {
-		// Inline TOML has a newline; a path has none. A bad policy
-		// refuses the whole call.
-		file := in.Policy
-		if strings.Contains(in.Policy, "\n") {
-			file = filepath.Join(repDir, "policy.toml")
-			if err := os.WriteFile(file, []byte(in.Policy), 0o600); err != nil {
-				return nil, out, err
-			}
-		}
-		if _, err := policy.Load(file); err != nil {
-			return nil, out, toolError("%v", err)
-		}
-		args = append(args, "--policy", file)
-	}
+	args = append(args, polArgs...)
+	args = append(args, netArgs...)
 	if in.Workdir != "" {
 		args = append(args, "-w", in.Workdir)
 	}
 	if s.cfg.Audit != "" {
-		args = append(args, "--audit", s.cfg.Audit)
+		args = append(args, "--audit", s.cfg.Audit, "--audit-settings", s.settingsID)
 	}
 	names := make([]string, 0, len(in.Env))
 	for k := range in.Env {

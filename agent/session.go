@@ -23,13 +23,13 @@ import (
 
 // SessionOpenIn is session_open's input.
 type SessionOpenIn struct {
-	Image string `json:"image,omitempty" jsonschema:"path of an ext4 image on the host (default: the server's --image); it is copied, never changed"`
+	Image string `json:"image,omitempty" jsonschema:"the name of one of the server's images (its operator's --images directory; default: its --image); it is never changed"`
 }
 
 // SessionOpenOut is session_open's result.
 type SessionOpenOut struct {
 	Session string  `json:"session"`
-	Image   string  `json:"image"`
+	Image   string  `json:"image" jsonschema:"the image's name, or default"`
 	Bytes   int64   `json:"bytes" jsonschema:"the image's size"`
 	OpenMs  float64 `json:"open_ms"`
 }
@@ -80,24 +80,36 @@ func (s *Server) sessionOpen(_ context.Context, _ *mcp.CallToolRequest, in Sessi
 	}
 	s.sessions[se.id] = se
 	s.mu.Unlock()
-	out = SessionOpenOut{Session: se.id, Image: img, Bytes: se.size, OpenMs: float64(time.Since(start).Microseconds()) / 1000}
+	name := in.Image
+	if name == "" {
+		name = "default"
+	}
+	out = SessionOpenOut{Session: se.id, Image: name, Bytes: se.size, OpenMs: float64(time.Since(start).Microseconds()) / 1000}
 	return nil, out, nil
 }
 
 // SessionCloseIn is session_close's input.
 type SessionCloseIn struct {
 	Session  string `json:"session"`
-	Snapshot string `json:"snapshot,omitempty" jsonschema:"save the session's image to this host path first (a new file)"`
+	Snapshot string `json:"snapshot,omitempty" jsonschema:"save the session's image first as a snapshot of this name in the server's snapshot directory (its operator's --snapshots; a bare name, not an existing one's)"`
 }
 
 // SessionCloseOut is session_close's result.
 type SessionCloseOut struct {
 	Closed   bool   `json:"closed"`
-	Snapshot string `json:"snapshot,omitempty"`
+	Snapshot string `json:"snapshot,omitempty" jsonschema:"the snapshot's name"`
 }
 
 func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in SessionCloseIn) (*mcp.CallToolResult, SessionCloseOut, error) {
 	var out SessionCloseOut
+	var snap string
+	if in.Snapshot != "" {
+		// Refused before anything changes: the session stays open.
+		var err error
+		if snap, err = s.snapshotPath(in.Snapshot); err != nil {
+			return nil, out, err
+		}
+	}
 	se, err := s.lockSession(in.Session)
 	if err != nil {
 		return nil, out, err
@@ -106,15 +118,16 @@ func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sess
 	if err := se.stopFiles(); err != nil {
 		return nil, out, err
 	}
-	if in.Snapshot != "" {
-		if !filepath.IsAbs(in.Snapshot) {
-			return nil, out, toolError("snapshot %q: want an absolute host path", in.Snapshot)
+	if snap != "" {
+		// Written whole under a hidden temporary name, then renamed:
+		// the snapshot is whole or absent.
+		tmp := filepath.Join(filepath.Dir(snap), "."+filepath.Base(snap)+".kbox-tmp-"+newID())
+		err := se.saveImage(tmp)
+		if err == nil {
+			err = s.publish(tmp, snap)
 		}
-		if _, err := os.Lstat(in.Snapshot); err == nil {
-			return nil, out, toolError("snapshot %s exists already", in.Snapshot)
-		}
-		if err := se.saveImage(in.Snapshot); err != nil {
-			os.Remove(in.Snapshot)
+		if err != nil {
+			os.Remove(tmp)
 			return nil, out, toolError("snapshot: %v", err)
 		}
 		out.Snapshot = in.Snapshot
@@ -163,7 +176,12 @@ func (s *Server) sessionFileCall(ctx context.Context, se *session, req fileReque
 }
 
 func (s *Server) startFiles(se *session) (*fileHelper, error) {
-	cmd := exec.Command(s.cfg.Kbox, "file", "--serve", "--overlay", se.dir, se.base)
+	args := []string{"file", "--serve", "--overlay", se.dir}
+	if s.policy != nil {
+		// The operator's path rules hold for the file tools too.
+		args = append(args, "--policy", s.policyFile)
+	}
+	cmd := exec.Command(s.cfg.Kbox, append(args, se.base)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()
 	if err != nil {
