@@ -44,7 +44,10 @@ func TestHeadTail(t *testing.T) {
 // The tools' argument checks, before any kbox runs (Kbox names nothing):
 // over the SDK's in-memory transport.
 func TestToolArguments(t *testing.T) {
-	s := New(Config{Kbox: "/nonexistent/kbox", Image: "/nonexistent.ext4"})
+	s, err := New(Config{Kbox: "/nonexistent/kbox", Image: "/nonexistent.ext4", TmpDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
@@ -77,7 +80,12 @@ func TestToolArguments(t *testing.T) {
 		{"run", map[string]any{"argv": []string{"x"}, "unknown": 1}, "unknown"},
 		{"run", map[string]any{"argv": []string{"x"}, "stdin": "a", "stdin_base64": "YQ=="}, "not both"},
 		{"run", map[string]any{"argv": []string{"x"}, "stdin_base64": "!"}, "not base64"},
-		{"session_open", map[string]any{"image": "/no/such"}, "/no/such"},
+		{"session_open", map[string]any{"image": "/no/such"}, "no --images directory"},
+		{"run", map[string]any{"argv": []string{"x"}, "net": true}, "no network"},
+		{"run", map[string]any{"argv": []string{"x"}, "policy": "/etc/kbox/policy.toml"}, "a host path is refused"},
+		{"run", map[string]any{"argv": []string{"x"}, "policy": "[network]\nallow = [\"127.0.0.1\"]\n"}, "network.allow"},
+		{"run", map[string]any{"argv": []string{"x"}, "policy": "[paths]\nhiden = []\n"}, "unknown key paths.hiden"},
+		{"session_close", map[string]any{"session": "x", "snapshot": "/tmp/x"}, "saves no snapshots"},
 		{"session_close", map[string]any{"session": "x"}, "no session"},
 		{"read_file", map[string]any{"session": "x", "path": "/a", "offset": -1}, "negative"},
 		{"write_file", map[string]any{"session": "x", "path": "/a", "content": "a", "content_base64": "YQ=="}, "not both"},

@@ -34,12 +34,15 @@ var Genesis = strings.Repeat("0", 64)
 
 // Record is one line of the log.
 type Record struct {
-	Seq  uint64         `json:"seq"`
-	Time string         `json:"time"`
-	Prev string         `json:"prev"`
-	Run  string         `json:"run,omitempty"`
-	Type string         `json:"type"`
-	Data map[string]any `json:"data,omitempty"`
+	Seq  uint64 `json:"seq"`
+	Time string `json:"time"`
+	Prev string `json:"prev"`
+	Run  string `json:"run,omitempty"`
+	// Settings is the SHA-256 of the settings that bound the run (kbox
+	// mcp's: its images, policy and network), when it has some.
+	Settings string         `json:"settings_sha256,omitempty"`
+	Type     string         `json:"type"`
+	Data     map[string]any `json:"data,omitempty"`
 }
 
 // Hash is the hex SHA-256 of one line's bytes (without its newline).
@@ -55,11 +58,12 @@ func Hash(line []byte) string {
 // worst a last line without its newline, which Verify reports as such).
 // A Log is safe for concurrent use.
 type Log struct {
-	mu   sync.Mutex
-	f    *os.File
-	run  string
-	head string // of this Log's last record
-	err  error
+	mu       sync.Mutex
+	f        *os.File
+	run      string
+	settings string // every record's Settings
+	head     string // of this Log's last record
+	err      error
 }
 
 // maxLine bounds one record read back.
@@ -137,6 +141,14 @@ func (l *Log) last() (uint64, string, error) {
 	}
 }
 
+// SetSettings has every record appended from now on carry hash as its
+// settings_sha256.
+func (l *Log) SetSettings(hash string) {
+	l.mu.Lock()
+	l.settings = hash
+	l.mu.Unlock()
+}
+
 // Append writes one record of type typ and returns its hash, the head.
 func (l *Log) Append(typ string, data map[string]any) (string, error) {
 	l.mu.Lock()
@@ -157,7 +169,7 @@ func (l *Log) Append(typ string, data map[string]any) (string, error) {
 		l.err = fmt.Errorf("audit log: %w", err)
 		return l.head, l.err
 	}
-	r := Record{Seq: seq + 1, Time: time.Now().UTC().Format(time.RFC3339Nano), Prev: prev, Run: l.run, Type: typ, Data: data}
+	r := Record{Seq: seq + 1, Time: time.Now().UTC().Format(time.RFC3339Nano), Prev: prev, Run: l.run, Settings: l.settings, Type: typ, Data: data}
 	line, err := json.Marshal(&r)
 	if err != nil {
 		l.err = fmt.Errorf("audit record: %w", err)

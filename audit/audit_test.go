@@ -127,3 +127,35 @@ func TestOpenContinuesChain(t *testing.T) {
 		t.Fatalf("earlier head: %+v %v", s, err)
 	}
 }
+
+// TestSettings: records carry the settings hash they were given, the log
+// verifies, and changing a record's hash breaks the chain.
+func TestSettings(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(p, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append("run_start", nil)
+	l.SetSettings(strings.Repeat("ab", 32))
+	l.Append("exec", map[string]any{"i": 1})
+	head, _ := l.Append("run_end", nil)
+	l.Close()
+	ls := lines(t, p)
+	if strings.Contains(string(ls[0]), "settings_sha256") {
+		t.Errorf("a record before SetSettings has a settings hash: %s", ls[0])
+	}
+	for _, x := range ls[1:] {
+		if !strings.Contains(string(x), `"settings_sha256":"`+strings.Repeat("ab", 32)+`"`) {
+			t.Errorf("record without the settings hash: %s", x)
+		}
+	}
+	if _, err := VerifyFile(p, head); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, bytes.Replace(b, []byte(`"settings_sha256":"abab`), []byte(`"settings_sha256":"cdab`), 1), 0o600)
+	if _, err := VerifyFile(p, head); err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("a changed settings hash verified: %v", err)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -457,7 +456,7 @@ func (e *Engine) canonPaths(p string) (out [2]string) {
 	if out, ok := c.canon.get(p, gen); ok {
 		return out
 	}
-	out = e.resolveCanon(p)
+	out = resolveImagePath(e.Opt.KernelProc, p)
 	if out[0] != "" {
 		// Only what resolved is kept: a failure may be the caller's
 		// (search permission), and another caller may get further.
@@ -504,35 +503,6 @@ func (c *canonCache) put(p string, gen uint64, out [2]string) {
 	c.mu.Lock()
 	s.gen, s.path, s.out = gen, p, out
 	c.mu.Unlock()
-}
-
-// resolveCanon is canonPaths without the cache.
-func (e *Engine) resolveCanon(p string) (out [2]string) {
-	fd, err := lkl.Openat(unix.AT_FDCWD, p, lklFlags(unix.O_PATH|unix.O_NOFOLLOW), 0)
-	if err != nil {
-		dir, base := path.Split(p)
-		if base == "" {
-			return
-		}
-		fd, err = lkl.Openat(unix.AT_FDCWD, dir, lklFlags(unix.O_PATH|unix.O_DIRECTORY), 0)
-		if err != nil {
-			return
-		}
-		if d := e.lklFdPath(fd, ""); d != "" {
-			out[0] = Clean(d, base)
-		}
-		lkl.Close(fd)
-		return
-	}
-	out[0] = e.lklFdPath(fd, "")
-	if st, err := lkl.Fstat(fd); err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		if fd2, err := lkl.Openat(unix.AT_FDCWD, p, lklFlags(unix.O_PATH), 0); err == nil {
-			out[1] = e.lklFdPath(fd2, "")
-			lkl.Close(fd2)
-		}
-	}
-	lkl.Close(fd)
-	return
 }
 
 // lklFlags converts host open flags to LKL's, close-on-exec.
@@ -672,64 +642,4 @@ func (e *Engine) hideDirents(dir string, b []byte) int {
 		in += reclen
 	}
 	return out
-}
-
-type devIno struct{ dev, ino uint64 }
-
-// hiddenScanMax bounds the entries ScanHidden walks beneath hidden
-// directories.
-const hiddenScanMax = 200000
-
-// ScanHidden finds the regular files under the policy's literal hidden
-// patterns that have more than one name (hard links that exist in the
-// image) and keeps their inodes: policyPath then hides every name of
-// them. Hidden patterns with wildcards are not walked. It returns how
-// many inodes it keeps, and whether the walk stopped at hiddenScanMax.
-func (e *Engine) ScanHidden() (n int, cut bool) {
-	c := e.Opt.Policy
-	if c == nil {
-		return 0, false
-	}
-	set := map[devIno]string{}
-	seen := 0
-	var walk func(p, pattern string)
-	walk = func(p, pattern string) {
-		if seen >= hiddenScanMax {
-			cut = true
-			return
-		}
-		seen++
-		st, err := lkl.Stat(p, true)
-		if err != nil {
-			return
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			if st.Nlink > 1 {
-				set[devIno{st.Dev, st.Ino}] = pattern
-			}
-		case unix.S_IFDIR:
-			names, err := lkl.ReadDir(p)
-			if err != nil {
-				return
-			}
-			for _, name := range names {
-				if name != "." && name != ".." {
-					walk(Clean(p, name), pattern)
-				}
-			}
-		}
-	}
-	lkl.AsRoot(func() {
-		for _, h := range c.P.Paths.Hidden {
-			if strings.ContainsAny(h, "*?[") {
-				continue
-			}
-			walk(path.Clean(h), h)
-		}
-	})
-	if len(set) > 0 {
-		c.hiddenInodes = set
-	}
-	return len(set), cut
 }

@@ -29,11 +29,21 @@ type Policy struct {
 	Network  Network  `toml:"network"`
 
 	// SHA256 is the hex SHA-256 of the file's bytes (the audit log's
-	// run_start names it).
+	// run_start names it); of a merged policy, see Merge.
 	SHA256 string `toml:"-"`
+	// Sources are the SHA-256 of each file a merged policy came from,
+	// in order (nil for a single file).
+	Sources []string `toml:"-"`
 
-	// Compiled patterns, in file order within each class.
-	rules []rule
+	// layers are the compiled path rules: one a file, the files a merged
+	// policy came from one each (merge.go). A path's class is the
+	// strictest any layer gives it.
+	layers []layer
+}
+
+// layer is one file's compiled path rules.
+type layer struct {
+	rules []rule // in file order within each class
 	def   Class
 }
 
@@ -202,13 +212,14 @@ func Parse(b []byte) (*Policy, error) {
 }
 
 func (p *Policy) check() error {
+	var l layer
 	switch p.Paths.Default {
 	case "", "read_write":
-		p.def = ReadWrite
+		l.def = ReadWrite
 	case "read_only":
-		p.def = ReadOnly
+		l.def = ReadOnly
 	case "hidden":
-		p.def = Hidden
+		l.def = Hidden
 	default:
 		return fmt.Errorf("paths.default = %q: want \"read_write\", \"read_only\" or \"hidden\"", p.Paths.Default)
 	}
@@ -221,9 +232,10 @@ func (p *Policy) check() error {
 			if err != nil {
 				return fmt.Errorf("paths.%s: %w", c.class, err)
 			}
-			p.rules = append(p.rules, rule{pat: pat, class: c.class, name: c.class.String() + ":" + s})
+			l.rules = append(l.rules, rule{pat: pat, class: c.class, name: c.class.String() + ":" + s})
 		}
 	}
+	p.layers = []layer{l}
 	for _, d := range p.Syscalls.Deny {
 		name, en, _ := strings.Cut(d, "=")
 		if name == "" || strings.TrimPrefix(name, "family:") == "" {
@@ -248,15 +260,21 @@ func (p *Policy) check() error {
 			return fmt.Errorf("syscalls.quota_errno: unknown errno %q", e)
 		}
 	}
-	l := p.Limits
-	if l.Processes < 0 {
-		return fmt.Errorf("limits.processes = %d: negative", l.Processes)
+	if n := p.Limits.Processes; n < 0 {
+		return fmt.Errorf("limits.processes = %d: negative", n)
 	}
 	return nil
 }
 
-// Default is the class of a path no pattern matches.
-func (p *Policy) Default() Class { return p.def }
+// Default is the class of a path no pattern matches (of a merged
+// policy, the strictest of its files' defaults).
+func (p *Policy) Default() Class {
+	d := ReadWrite
+	for i := range p.layers {
+		d = max(d, p.layers[i].def)
+	}
+	return d
+}
 
 // HasPaths says that some path may be other than read-write: the engine
 // checks paths only then.
@@ -264,26 +282,41 @@ func (p *Policy) HasPaths() bool {
 	if p == nil {
 		return false
 	}
-	if p.def != ReadWrite {
-		return true
-	}
-	for _, r := range p.rules {
-		if r.class != ReadWrite {
+	for i := range p.layers {
+		l := &p.layers[i]
+		if l.def != ReadWrite {
 			return true
+		}
+		for _, r := range l.rules {
+			if r.class != ReadWrite {
+				return true
+			}
 		}
 	}
 	return false
 }
 
 // Classify returns the class of the clean absolute guest path abs and the
-// name of the rule that decided it ("" for the default). The most specific
-// pattern that matches abs or a directory above it wins (the one with the
-// most literal components); on a tie hidden wins over read_only, and
-// read_only over read_write.
+// name of the rule that decided it ("" for the default). In each file the
+// most specific pattern that matches abs or a directory above it wins
+// (the one with the most literal components); on a tie hidden wins over
+// read_only, and read_only over read_write. Of a merged policy the
+// strictest class any file gives wins, on a tie the first file's rule.
 func (p *Policy) Classify(abs string) (Class, string) {
-	best, bestScore, name := p.def, -1, ""
-	for i := range p.rules {
-		r := &p.rules[i]
+	best, name := ReadWrite, ""
+	for i := range p.layers {
+		c, n := p.layers[i].classify(abs)
+		if i == 0 || c > best {
+			best, name = c, n
+		}
+	}
+	return best, name
+}
+
+func (l *layer) classify(abs string) (Class, string) {
+	best, bestScore, name := l.def, -1, ""
+	for i := range l.rules {
+		r := &l.rules[i]
 		if !r.pat.Match(abs) {
 			continue
 		}
@@ -299,14 +332,17 @@ func (p *Policy) Classify(abs string) (Class, string) {
 // path strictly beneath the directory abs, or "": moving or removing abs
 // would move what the rule protects out of its reach.
 func (p *Policy) Guards(abs string) string {
-	for i := range p.rules {
-		r := &p.rules[i]
-		if r.class != ReadWrite && r.pat.Beneath(abs) {
-			return r.name
+	for i := range p.layers {
+		l := &p.layers[i]
+		for j := range l.rules {
+			r := &l.rules[j]
+			if r.class != ReadWrite && r.pat.Beneath(abs) {
+				return r.name
+			}
 		}
-	}
-	if p.def != ReadWrite {
-		return "default:" + p.def.String()
+		if l.def != ReadWrite {
+			return "default:" + l.def.String()
+		}
 	}
 	return ""
 }
@@ -314,12 +350,15 @@ func (p *Policy) Guards(abs string) string {
 // HidesIn says that some entry of the directory abs may be hidden: its
 // listing must be filtered.
 func (p *Policy) HidesIn(abs string) bool {
-	if p.def == Hidden {
-		return true
-	}
-	for i := range p.rules {
-		if r := &p.rules[i]; r.class == Hidden && r.pat.Beneath(abs) {
+	for i := range p.layers {
+		l := &p.layers[i]
+		if l.def == Hidden {
 			return true
+		}
+		for j := range l.rules {
+			if r := &l.rules[j]; r.class == Hidden && r.pat.Beneath(abs) {
+				return true
+			}
 		}
 	}
 	return false
@@ -385,9 +424,11 @@ func Errno(s string) (unix.Errno, bool) {
 }
 
 // Effective renders the policy with its defaults filled in, as TOML:
-// sections and limits that are not set are left out.
+// sections and limits that are not set are left out. Of a merged policy
+// it lists every file's patterns together, under the strictest default:
+// a summary, not the same policy read as one file.
 func (p *Policy) Effective() string {
-	paths := map[string]any{"default": p.def.String()}
+	paths := map[string]any{"default": p.Default().String()}
 	for k, v := range map[string][]string{"hidden": p.Paths.Hidden, "read_only": p.Paths.ReadOnly, "read_write": p.Paths.ReadWrite} {
 		if len(v) > 0 {
 			paths[k] = v

@@ -29,9 +29,15 @@ import (
 // mcpSession starts `kbox mcp --image IMG` and connects to it.
 func mcpSession(t *testing.T, img string, extra ...string) *mcp.ClientSession {
 	t.Helper()
+	return mcpServer(t, append([]string{"--image", img}, extra...)...)
+}
+
+// mcpServer starts `kbox mcp ARGS...` and connects to it.
+func mcpServer(t *testing.T, args ...string) *mcp.ClientSession {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.Command(kboxBin(t), append([]string{"mcp", "--image", img}, extra...)...)
+	cmd := exec.Command(kboxBin(t), append([]string{"mcp"}, args...)...)
 	cmd.Stderr = os.Stderr
 	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-test", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -212,7 +218,8 @@ type readResult struct {
 func TestMCPSession(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	before := fileSum(t, img)
-	cs := mcpSession(t, img)
+	snaps := t.TempDir()
+	cs := mcpSession(t, img, "--snapshots", snaps)
 	var open struct {
 		Session string `json:"session"`
 	}
@@ -284,8 +291,8 @@ func TestMCPSession(t *testing.T) {
 	}
 
 	// The session's writes are in its snapshot, never in the image.
-	snap := filepath.Join(t.TempDir(), "snap.ext4")
-	if res := call(t, cs, "session_close", map[string]any{"session": sid, "snapshot": snap}, nil); res.IsError {
+	snap := filepath.Join(snaps, "snap.ext4")
+	if res := call(t, cs, "session_close", map[string]any{"session": sid, "snapshot": "snap"}, nil); res.IsError {
 		t.Fatalf("session_close: %s", resultText(res))
 	}
 	if out, _ := exec.Command("debugfs", "-R", "cat /work/out.txt", snap).Output(); string(out) != "built\nLinux\narg1\n" {
@@ -346,7 +353,7 @@ func TestMCPBadArguments(t *testing.T) {
 		{"run", map[string]any{"argv": []string{"true"}, "command": "true"}, "not both"},
 		{"run", map[string]any{"argv": []string{"true"}, "timeout_ms": -5}, "timeout_ms"},
 		{"run", map[string]any{"argv": []string{"true"}, "session": "nope"}, "no session"},
-		{"run", map[string]any{"argv": []string{"true"}, "image": "/no/such.ext4"}, "no such file"},
+		{"run", map[string]any{"argv": []string{"true"}, "image": "/no/such.ext4"}, "no --images directory"},
 		{"run", map[string]any{"argv": []string{"true"}, "workdir": "relative"}, "absolute"},
 		{"read_file", map[string]any{"session": "nope", "path": "/etc/passwd"}, "no session"},
 		{"read_file", map[string]any{"path": "/etc/passwd"}, "session"},
@@ -561,7 +568,8 @@ func TestMCPSessionBuildsC(t *testing.T) {
 // TestMCPSessionTimeout: a run timed out in the middle of writing leaves
 // the session's image clean, with what it had written before.
 func TestMCPSessionTimeout(t *testing.T) {
-	cs := mcpSession(t, imagePath(t))
+	snaps := t.TempDir()
+	cs := mcpSession(t, imagePath(t), "--snapshots", snaps)
 	var open struct {
 		Session string `json:"session"`
 	}
@@ -577,8 +585,8 @@ func TestMCPSessionTimeout(t *testing.T) {
 	if res := call(t, cs, "run", map[string]any{"session": open.Session, "command": "cat /kept && test -s /busy"}, &r); res.IsError || r.ExitCode != 0 || r.Stdout != "before\n" {
 		t.Fatalf("after the timeout: %s %+v", resultText(res), r)
 	}
-	snap := filepath.Join(t.TempDir(), "snap.ext4")
-	if res := call(t, cs, "session_close", map[string]any{"session": open.Session, "snapshot": snap}, nil); res.IsError {
+	snap := filepath.Join(snaps, "snap.ext4")
+	if res := call(t, cs, "session_close", map[string]any{"session": open.Session, "snapshot": "snap"}, nil); res.IsError {
 		t.Fatalf("session_close: %s", resultText(res))
 	}
 	assertCleanImage(t, snap)

@@ -229,8 +229,8 @@ address_space = "1G"
 	}
 }
 
-// TestPolicyMCP: run's policy argument, inline TOML or a file: the refusal
-// reaches the guest and the telemetry; a bad policy refuses the call.
+// TestPolicyMCP: run's policy argument, TOML: the refusal reaches the
+// guest and the telemetry; a bad policy, or a host path, refuses the call.
 func TestPolicyMCP(t *testing.T) {
 	cs := mcpSession(t, imagePath(t))
 	var r runResult
@@ -240,10 +240,14 @@ func TestPolicyMCP(t *testing.T) {
 		r.Telemetry == nil || r.Telemetry.Policy["hidden:/etc/passwd"] != 1 {
 		t.Errorf("inline policy: isError %v %+v %+v", res.IsError, r, r.Telemetry)
 	}
+	res = call(t, cs, "run", map[string]any{"command": "mkdir /tmp/d; echo rc $?", "policy": "[syscalls]\ndeny = [\"mkdir=EACCES\"]\n"}, &r)
+	if res.IsError || !strings.Contains(r.Stdout, "rc 1") || !strings.Contains(r.Stderr, "Permission denied") {
+		t.Errorf("deny: isError %v %+v", res.IsError, r)
+	}
 	file := writePolicy(t, "[syscalls]\ndeny = [\"mkdir=EACCES\"]\n")
 	res = call(t, cs, "run", map[string]any{"command": "mkdir /tmp/d; echo rc $?", "policy": file}, &r)
-	if res.IsError || !strings.Contains(r.Stdout, "rc 1") || !strings.Contains(r.Stderr, "Permission denied") {
-		t.Errorf("policy file: isError %v %+v", res.IsError, r)
+	if !res.IsError || !strings.Contains(resultText(res), "a host path is refused") {
+		t.Errorf("policy file: isError %v %q", res.IsError, resultText(res))
 	}
 	res = call(t, cs, "run", map[string]any{"command": "true", "policy": "[paths]\nhiden = []\n"}, nil)
 	if !res.IsError || !strings.Contains(resultText(res), "unknown key paths.hiden") {

@@ -44,10 +44,13 @@ type AgentOptions struct {
 	Overlay string
 	// Policy is --policy FILE, compiled (policy.go).
 	Policy *dispatch.Policy
+	// AuditSettings is --audit-settings SHA256: every audit record
+	// carries it (kbox mcp's settings, agent/settings.go).
+	AuditSettings string
 }
 
 func (a *AgentOptions) any() bool {
-	return a.Ephemeral || a.Snapshot != "" || a.Audit != "" || a.Timeout > 0 || a.Report != "" || a.Overlay != "" || a.Policy != nil
+	return a.Ephemeral || a.Snapshot != "" || a.Audit != "" || a.Timeout > 0 || a.Report != "" || a.Overlay != "" || a.Policy != nil || a.AuditSettings != ""
 }
 
 const agentUsage = `      --ephemeral               writes go to a private copy-on-write layer and
@@ -56,13 +59,16 @@ const agentUsage = `      --ephemeral               writes go to a private copy-
                                 it to OUT (implies --ephemeral)
       --audit FILE              append a hash-chained JSON Lines audit record of
                                 the run (start, every exec, end) to FILE
+      --audit-settings SHA256   with --audit: every record carries SHA256 as
+                                settings_sha256 (kbox mcp's settings)
       --timeout DURATION        kill the whole guest after DURATION (e.g. 10s)
       --report FILE             write the run's result and telemetry as JSON
       --env NAME=VALUE          set NAME in the guest's environment, repeatable
       --overlay DIR             like --ephemeral, but the copy-on-write layer is
                                 kept in DIR across runs (kbox mcp's sessions)
       --policy FILE             enforce a policy file (TOML: paths, syscalls,
-                                limits, network; docs/agents.md)
+                                limits, network; docs/agents.md); repeatable:
+                                each later one only adds restrictions
 `
 
 func init() {
@@ -80,6 +86,13 @@ func init() {
 				return usagef("empty --audit path")
 			}
 			o.Agent.Audit = v
+			return nil
+		}},
+		optSpec{"", "audit-settings", true, false, func(o *ImageOptions, v string, _ bool) error {
+			if b, err := hex.DecodeString(v); err != nil || len(b) != sha256.Size || strings.ToLower(v) != v {
+				return usagef("bad --audit-settings %q: want a SHA-256 in lowercase hex", v)
+			}
+			o.Agent.AuditSettings = v
 			return nil
 		}},
 		optSpec{"", "timeout", true, false, func(o *ImageOptions, v string, _ bool) error {
@@ -177,6 +190,9 @@ func startAgent(o *ImageOptions) (*agentRun, error) {
 			return nil, err
 		}
 	}
+	if o.Agent.AuditSettings != "" && o.Agent.Audit == "" {
+		return nil, usagef("--audit-settings needs --audit")
+	}
 	if o.Agent.Audit != "" {
 		var id [8]byte
 		rand.Read(id[:])
@@ -186,6 +202,9 @@ func startAgent(o *ImageOptions) (*agentRun, error) {
 			return nil, err
 		}
 		a.log = l
+		if o.Agent.AuditSettings != "" {
+			l.SetSettings(o.Agent.AuditSettings)
+		}
 		data := map[string]any{
 			"argv": o.Command, "image": a.base, "workdir": o.WorkDir,
 			"tier": o.SyscallMode, "kbox_version": version,
@@ -196,6 +215,10 @@ func startAgent(o *ImageOptions) (*agentRun, error) {
 		}
 		if c := o.Agent.Policy; c != nil {
 			data["policy_sha256"] = c.P.SHA256
+			if len(c.P.Sources) > 0 {
+				// Several --policy files, merged: each one's hash.
+				data["policy_sources_sha256"] = c.P.Sources
+			}
 		}
 		if o.Agent.Overlay != "" {
 			// The image the run sees is this base with the kept

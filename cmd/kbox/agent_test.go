@@ -31,6 +31,11 @@ func TestAgentOptions(t *testing.T) {
 		{"empty env name", []string{"-S", "a", "--env", "=x"}, nil, "bad --env"},
 		{"empty snapshot", []string{"-S", "a", "--snapshot", ""}, nil, "empty --snapshot"},
 		{"empty audit", []string{"-S", "a", "--audit="}, nil, "empty --audit"},
+		{"audit settings", []string{"-S", "a", "--audit", "l", "--audit-settings", strings.Repeat("0a", 32)}, func(a AgentOptions) bool {
+			return a.AuditSettings == strings.Repeat("0a", 32) && a.any()
+		}, ""},
+		{"short audit settings", []string{"-S", "a", "--audit-settings", "0a0a"}, nil, "bad --audit-settings"},
+		{"upper-case audit settings", []string{"-S", "a", "--audit-settings", strings.Repeat("0A", 32)}, nil, "bad --audit-settings"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
 	"golang.org/x/sys/unix"
@@ -21,8 +22,8 @@ import (
 // process, so each call is a short kbox process of its own. The request
 // is one JSON object on stdin, the answer one on stdout.
 
-const fileUsage = `usage: kbox file IMAGE < REQUEST.json
-       kbox file --serve [--overlay DIR] IMAGE
+const fileUsage = `usage: kbox file [--policy FILE]... IMAGE < REQUEST.json
+       kbox file --serve [--overlay DIR] [--policy FILE]... IMAGE
 
 One file operation on IMAGE through the in-process kernel, with no guest
 process: the request is a JSON object on stdin, the answer a JSON object on
@@ -33,7 +34,9 @@ With --serve the kernel stays up: IMAGE is opened read-write, a line
 {"ready":true} is printed, then each request line gets one answer line,
 until stdin ends; then the image is unmounted. With --overlay, IMAGE is
 only read and writes go to the kept copy-on-write layer in DIR (as kbox
-image --overlay). kbox mcp uses it; see
+image --overlay). With --policy (repeatable, as kbox image's), the
+policy's path rules apply: a hidden path is ENOENT and left out of
+listings, writing a read-only one EROFS. kbox mcp uses it; see
 docs/agents.md.
 `
 
@@ -82,20 +85,54 @@ const (
 	fileListMax  = 10000
 )
 
-func runFile(args []string) int {
-	if len(args) == 2 && args[0] == "--serve" {
-		return serveFiles(args[1], "")
-	}
-	if len(args) == 4 && args[0] == "--serve" && args[1] == "--overlay" {
-		return serveFiles(args[3], args[2])
-	}
-	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
-		if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Print(fileUsage)
-			return 0
+// fileArgs are kbox file's options.
+type fileArgs struct {
+	serve   bool
+	overlay string
+	policy  *dispatch.Policy
+	image   string
+}
+
+func parseFileArgs(args []string) (*fileArgs, error) {
+	var a fileArgs
+	for i := 0; i < len(args); i++ {
+		switch v := args[i]; {
+		case v == "--serve":
+			a.serve = true
+		case (v == "--overlay" || v == "--policy") && i+1 < len(args):
+			i++
+			if v == "--overlay" {
+				a.overlay = args[i]
+				break
+			}
+			c, _, err := addPolicy(a.policy, args[i])
+			if err != nil {
+				return nil, usagef("--policy: %v", err)
+			}
+			a.policy = c
+		case strings.HasPrefix(v, "-") || a.image != "" || i != len(args)-1:
+			return nil, usagef("bad kbox file arguments %q\n%s", args, fileUsage)
+		default:
+			a.image = v
 		}
-		fmt.Fprint(os.Stderr, fileUsage)
-		return exitUsage
+	}
+	if a.image == "" || a.overlay != "" && !a.serve {
+		return nil, usagef("bad kbox file arguments %q\n%s", args, fileUsage)
+	}
+	return &a, nil
+}
+
+func runFile(args []string) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Print(fileUsage)
+		return 0
+	}
+	fa, err := parseFileArgs(args)
+	if err != nil {
+		return fail(err)
+	}
+	if fa.serve {
+		return serveFiles(fa)
 	}
 	var req FileRequest
 	dec := json.NewDecoder(io.LimitReader(os.Stdin, fileWriteMax*2))
@@ -111,7 +148,7 @@ func runFile(args []string) int {
 		return exitUsage
 	}
 	ro := req.Op != "write"
-	img, err := rootfs.OpenImage(args[0], "ext4", 0, ro)
+	img, err := rootfs.OpenImage(fa.image, "ext4", 0, ro)
 	if err != nil {
 		return fail(err)
 	}
@@ -120,10 +157,11 @@ func runFile(args []string) int {
 		img.Close()
 		return fail(err)
 	}
-	ans := req.serve(root)
+	fp := newFilePolicy(fa.policy, root)
+	ans := req.serve(root, fp)
 	if err := root.Close(); err != nil {
 		// A write not on the image is kbox's failure, not the file's.
-		return fail(fmt.Errorf("unmounting %s: %w", args[0], err))
+		return fail(fmt.Errorf("unmounting %s: %w", fa.image, err))
 	}
 	b, _ := json.Marshal(ans)
 	os.Stdout.Write(append(b, '\n'))
@@ -131,7 +169,8 @@ func runFile(args []string) int {
 }
 
 // serveFiles is kbox file --serve: one boot, any number of requests.
-func serveFiles(image, overlay string) (status int) {
+func serveFiles(fa *fileArgs) (status int) {
+	image, overlay := fa.image, fa.overlay
 	if !lkl.Available {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
 		return exitUsage
@@ -160,6 +199,7 @@ func serveFiles(image, overlay string) (status int) {
 		img.Close()
 		return fail(err)
 	}
+	fp := newFilePolicy(fa.policy, root)
 	out := json.NewEncoder(os.Stdout)
 	out.Encode(map[string]bool{"ready": true})
 	dec := json.NewDecoder(os.Stdin)
@@ -179,7 +219,7 @@ func serveFiles(image, overlay string) (status int) {
 			out.Encode(&FileAnswer{Error: err.Error()})
 			continue
 		}
-		out.Encode(req.serve(root))
+		out.Encode(req.serve(root, fp))
 	}
 	if err := root.Close(); err != nil {
 		return fail(fmt.Errorf("unmounting %s: %w", image, err))
@@ -235,14 +275,21 @@ func answerErr(err error) *FileAnswer {
 	return a
 }
 
-func (r *FileRequest) serve(root *rootfs.Root) *FileAnswer {
+func (r *FileRequest) serve(root *rootfs.Root, fp *filePolicy) *FileAnswer {
+	if r.Op != "kernel_read" {
+		// The path checked is the path used: ".." is taken lexically.
+		r.Path = path.Clean(r.Path)
+		if err := fp.check(r); err != nil {
+			return answerErr(err)
+		}
+	}
 	switch r.Op {
 	case "read":
 		return readImageFile(r.Path, r.Offset, r.Limit)
 	case "write":
 		return r.write()
 	case "list":
-		return listImageDir(r.Path, r.Limit)
+		return listImageDir(r.Path, r.Limit, fp)
 	case "stat":
 		st, err := statImage(r.Path)
 		if err != nil {
@@ -368,7 +415,7 @@ func fileType(mode uint32) string {
 	return "unknown"
 }
 
-func listImageDir(p string, limit int64) *FileAnswer {
+func listImageDir(p string, limit int64, fp *filePolicy) *FileAnswer {
 	if limit == 0 || limit > fileListMax {
 		limit = fileListMax
 	}
@@ -378,6 +425,9 @@ func listImageDir(p string, limit int64) *FileAnswer {
 	}
 	a := &FileAnswer{Entries: []FileStat{}}
 	for _, n := range names {
+		if fp.hidden(path.Join(p, n)) {
+			continue
+		}
 		if int64(len(a.Entries)) == limit {
 			a.Cut = true
 			break

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -15,19 +16,44 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/agent"
+	"github.com/kbox-project/kbox/audit"
+	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/policy"
+	"github.com/kbox-project/kbox/usernet"
 	"github.com/kbox-project/kbox/web"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
 
-const mcpUsage = `usage: kbox mcp [--image IMAGE] [--audit FILE] [--listen ADDR:PORT [--token TOKEN]]
+const mcpUsage = `usage: kbox mcp [--image IMAGE] [--images DIR] [--policy FILE] [--net ...]
+                [--snapshots DIR] [--audit FILE] [--listen ADDR:PORT [--token TOKEN]]
 
 Serve agents' tool calls over the Model Context Protocol (docs/agents.md):
-run, session_open, session_close, read_file, write_file, list_dir, stat
-and kernel_read. On stdin/stdout by default.
+run, session_open, session_close, read_file, write_file, list_dir, stat,
+snapshot, enosys and kernel_read. On stdin/stdout by default.
+
+These options are the operator's: they bound every call. A call's
+arguments are the agent's requests within them, never a host path.
 
   --image IMAGE        the image for calls that name none
-  --audit FILE         every run appends to this hash-chained audit log
+  --images DIR         calls may name an image of DIR by bare name: "alpine"
+                       is DIR/alpine.ext4, else DIR/alpine (give --image,
+                       --images or both)
+  --policy FILE        a policy (TOML, docs/agents.md) for every run, and its
+                       path rules for the session file tools; an agent's
+                       run policy only adds restrictions to it
+  --net                runs get a network (as kbox image --net); an agent may
+                       turn it off for a run (net: false), never on
+  --net-allow CIDR[:PORT], --net-allow-host NAME[:PORT], --net-deny-all,
+  --dns SERVER[:PORT]  the network's egress rules, as kbox image's
+  --snapshots DIR      session_close saves a snapshot an agent names (a bare
+                       name) as DIR/NAME.ext4; without it, snapshots are
+                       refused. An agent can run a snapshot only when DIR is
+                       also --images
+  --snapshots-overwrite
+                       a snapshot may replace one of the same name
+  --audit FILE         every run appends to this hash-chained audit log; each
+                       record carries the SHA-256 of these settings
   --listen ADDR:PORT   streamable HTTP at http://ADDR:PORT/mcp instead of
                        stdio; every request needs "Authorization: Bearer
                        TOKEN"
@@ -39,7 +65,7 @@ and kernel_read. On stdin/stdout by default.
 
 func runMCP(args []string) int {
 	var cfg agent.Config
-	var listen, token string
+	var listen, token, policyFile string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, val, hasVal := strings.Cut(a, "=")
@@ -58,14 +84,43 @@ func runMCP(args []string) int {
 		case "-h", "--help":
 			fmt.Print(mcpUsage)
 			return 0
-		case "--image", "--audit", "--listen", "--token", "--tmp-dir":
+		case "--net", "--net-deny-all", "--snapshots-overwrite":
+			if hasVal {
+				fmt.Fprintf(os.Stderr, "kbox: %s takes no value\n%s", name, mcpUsage)
+				return exitUsage
+			}
+			switch name {
+			case "--net":
+				cfg.Net.Enabled = true
+			case "--net-deny-all":
+				cfg.Net.DenyAll = true
+			default:
+				cfg.SnapshotsOverwrite = true
+			}
+		case "--image", "--images", "--snapshots", "--policy", "--net-allow", "--net-allow-host", "--dns",
+			"--audit", "--listen", "--token", "--tmp-dir":
 			if !needVal() || val == "" {
 				fmt.Fprintf(os.Stderr, "kbox: %s needs a value\n%s", name, mcpUsage)
 				return exitUsage
 			}
+			var err error
 			switch name {
 			case "--image":
 				cfg.Image = val
+			case "--images":
+				cfg.Images = val
+			case "--snapshots":
+				cfg.Snapshots = val
+			case "--policy":
+				policyFile = val
+			case "--net-allow":
+				_, err = usernet.ParseRule(val)
+				cfg.Net.Allow = append(cfg.Net.Allow, val)
+			case "--net-allow-host":
+				_, err = usernet.ParseHostRule(val)
+				cfg.Net.AllowHosts = append(cfg.Net.AllowHosts, val)
+			case "--dns":
+				cfg.Net.DNS = val
 			case "--audit":
 				cfg.Audit = val
 			case "--listen":
@@ -74,6 +129,9 @@ func runMCP(args []string) int {
 				token = val
 			case "--tmp-dir":
 				cfg.TmpDir = val
+			}
+			if err != nil {
+				return fail(usagef("%s: %v", name, err))
 			}
 		default:
 			fmt.Fprintf(os.Stderr, "kbox: unknown mcp option %q\n%s", a, mcpUsage)
@@ -85,13 +143,19 @@ func runMCP(args []string) int {
 		return fail(err)
 	}
 	cfg.Kbox, cfg.Version = self, version
-	if cfg.Image != "" {
-		if fi, err := os.Stat(cfg.Image); err != nil || !fi.Mode().IsRegular() {
-			return fail(usagef("--image %s: not an image file", cfg.Image))
+	if err := checkMCPConfig(&cfg, policyFile); err != nil {
+		return fail(err)
+	}
+	s, err := agent.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer s.Close()
+	if cfg.Audit != "" {
+		if err := auditMCPStart(s, cfg.Audit); err != nil {
+			return fail(err)
 		}
 	}
-	s := agent.New(cfg)
-	defer s.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, unix.SIGTERM)
 	defer stop()
 	if listen == "" {
@@ -151,4 +215,73 @@ func bearer(token string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// checkMCPConfig checks the operator's settings and reads the policy file
+// into cfg.
+func checkMCPConfig(cfg *agent.Config, policyFile string) error {
+	if cfg.Image == "" && cfg.Images == "" {
+		return usagef("give --image IMAGE or --images DIR: the images runs may use")
+	}
+	if cfg.Image != "" {
+		if fi, err := os.Stat(cfg.Image); err != nil || !fi.Mode().IsRegular() {
+			return usagef("--image %s: not an image file", cfg.Image)
+		}
+	}
+	for _, d := range []struct{ flag, dir string }{{"--images", cfg.Images}, {"--snapshots", cfg.Snapshots}} {
+		if d.dir == "" {
+			continue
+		}
+		if fi, err := os.Stat(d.dir); err != nil || !fi.IsDir() {
+			return usagef("%s %s: not a directory", d.flag, d.dir)
+		}
+	}
+	if cfg.SnapshotsOverwrite && cfg.Snapshots == "" {
+		return usagef("--snapshots-overwrite needs --snapshots")
+	}
+	n := cfg.Net
+	if !n.Enabled && (len(n.Allow) > 0 || len(n.AllowHosts) > 0 || n.DenyAll || n.DNS != "") {
+		return usagef("--net-allow, --net-allow-host, --net-deny-all and --dns need --net")
+	}
+	if policyFile != "" {
+		// The bytes checked are the bytes every run gets (the server
+		// keeps a copy): editing the file later changes nothing.
+		b, err := os.ReadFile(policyFile)
+		if err != nil {
+			return usagef("--policy: %v", err)
+		}
+		p, err := policy.Parse(b)
+		if err != nil {
+			return usagef("--policy: policy %s: %v", policyFile, err)
+		}
+		if _, err := checkPolicy(policyFile, p); err != nil {
+			return usagef("--policy: %v", err)
+		}
+		cfg.Policy = b
+	}
+	cfg.CheckPolicy = func(p *policy.Policy) error {
+		_, err := dispatch.CompilePolicy(p)
+		return err
+	}
+	return nil
+}
+
+// auditMCPStart appends the server's mcp_start record: its settings, whose
+// hash every record of its runs carries.
+func auditMCPStart(s *agent.Server, file string) error {
+	var id [8]byte
+	rand.Read(id[:])
+	l, err := audit.Open(file, hex.EncodeToString(id[:]))
+	if err != nil {
+		return err
+	}
+	l.SetSettings(s.SettingsSHA256())
+	var settings map[string]any
+	b, _ := json.Marshal(s.Settings())
+	json.Unmarshal(b, &settings)
+	if _, err := l.Append("mcp_start", map[string]any{"settings": settings, "kbox_version": version}); err != nil {
+		l.Close()
+		return err
+	}
+	return l.Close()
 }

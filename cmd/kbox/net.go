@@ -125,10 +125,11 @@ func (g *guestNet) start(o *ImageOptions, procDir int) error {
 		return err
 	}
 	g.inet.Max = inetMax(o)
+	pol, hosts := egress(o)
 	cfg := usernet.Config{
-		Policy:      usernet.Policy{Allow: o.NetAllow, DenyAll: o.NetDenyAll},
+		Policy:      pol,
 		DNS:         dns,
-		AllowHosts:  o.NetAllowHost,
+		AllowHosts:  hosts,
 		Event:       g.decided,
 		AfterFrames: g.inet.Sweep,
 	}

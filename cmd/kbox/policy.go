@@ -29,13 +29,35 @@ it is not (the error names the key).
 
 func init() {
 	imageOpts = append(imageOpts, optSpec{"", "policy", true, false, func(o *ImageOptions, v string, _ bool) error {
-		c, err := loadPolicy(v)
+		c, file, err := addPolicy(o.Agent.Policy, v)
 		if err != nil {
 			return usagef("--policy: %v", err)
 		}
 		o.Agent.Policy = c
-		return applyPolicyOptions(o, c.P)
+		return applyPolicyOptions(o, file)
 	}})
+}
+
+// addPolicy reads the policy file and, when cur is not nil, merges it
+// into cur: a later --policy only adds restrictions (policy.Merge). It
+// returns the compiled policy and the file's own.
+func addPolicy(cur *dispatch.Policy, file string) (*dispatch.Policy, *policy.Policy, error) {
+	c, err := loadPolicy(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cur == nil {
+		return c, c.P, nil
+	}
+	m, err := policy.Merge(cur.P, c.P)
+	if err != nil {
+		return nil, nil, fmt.Errorf("policy %s: %w", file, err)
+	}
+	mc, err := dispatch.CompilePolicy(m)
+	if err != nil {
+		return nil, nil, fmt.Errorf("policy %s: %w", file, err)
+	}
+	return mc, c.P, nil
 }
 
 // loadPolicy reads, checks and compiles a policy file.
@@ -47,6 +69,12 @@ func loadPolicy(file string) (*dispatch.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	return checkPolicy(file, p)
+}
+
+// checkPolicy checks what package policy cannot (the network rules, the
+// syscall names) and compiles p, read from file.
+func checkPolicy(file string, p *policy.Policy) (*dispatch.Policy, error) {
 	for _, a := range p.Network.Allow {
 		if _, err := usernet.ParseRule(a); err != nil {
 			return nil, fmt.Errorf("policy %s: network.allow: %v", file, err)
@@ -64,28 +92,39 @@ func loadPolicy(file string) (*dispatch.Policy, error) {
 	return c, nil
 }
 
-// applyPolicyOptions maps the policy's network rules and wall time onto
-// the options that do the same.
+// applyPolicyOptions maps the policy's wall time onto --timeout (the
+// shorter wins). Its network rules join the command line's where the
+// network is made (egress): without --net there is no network for them
+// to bound.
 func applyPolicyOptions(o *ImageOptions, p *policy.Policy) error {
-	for _, a := range p.Network.Allow {
-		r, err := usernet.ParseRule(a)
-		if err != nil {
-			return usagef("--policy: network.allow: %v", err)
-		}
-		o.NetAllow = append(o.NetAllow, r)
-	}
-	for _, v := range p.Network.AllowHosts {
-		h, err := usernet.ParseHostRule(v)
-		if err != nil {
-			return usagef("--policy: network.allow_hosts: %v", err)
-		}
-		o.NetAllowHost = append(o.NetAllowHost, h)
-	}
-	o.NetDenyAll = o.NetDenyAll || p.Network.DenyAll
 	if d := time.Duration(p.Limits.WallTime); d > 0 && (o.Agent.Timeout == 0 || d < o.Agent.Timeout) {
 		o.Agent.Timeout = d
 	}
 	return nil
+}
+
+// egress is the run's network policy and allowed host names:
+// --net-allow, --net-allow-host and --net-deny-all with the policy's
+// [network] rules added (checked when it was loaded).
+func egress(o *ImageOptions) (usernet.Policy, []usernet.HostRule) {
+	pol := usernet.Policy{Allow: append([]usernet.Rule{}, o.NetAllow...), DenyAll: o.NetDenyAll}
+	hosts := append([]usernet.HostRule{}, o.NetAllowHost...)
+	if o.Agent.Policy == nil {
+		return pol, hosts
+	}
+	n := o.Agent.Policy.P.Network
+	for _, a := range n.Allow {
+		if r, err := usernet.ParseRule(a); err == nil {
+			pol.Allow = append(pol.Allow, r)
+		}
+	}
+	for _, v := range n.AllowHosts {
+		if h, err := usernet.ParseHostRule(v); err == nil {
+			hosts = append(hosts, h)
+		}
+	}
+	pol.DenyAll = pol.DenyAll || n.DenyAll
+	return pol, hosts
 }
 
 func runPolicy(args []string) int {

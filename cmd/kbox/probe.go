@@ -18,7 +18,6 @@ import (
 
 	"github.com/kbox-project/kbox/probe"
 	"github.com/kbox-project/kbox/trap"
-	"github.com/kbox-project/kbox/usernet"
 )
 
 // `kbox probe IMAGE-OPTIONS` (docs/agents.md, "kbox probe"): the boundary
@@ -125,7 +124,7 @@ func runProbe(args []string) int {
 		env.Binds = append(env.Binds, probe.Bind{Guest: b.Dst, ReadOnly: b.ReadOnly})
 	}
 	if o.Net {
-		np := usernet.Policy{Allow: o.NetAllow, DenyAll: o.NetDenyAll}
+		np, _ := egress(o)
 		env.NetDecide = func(d netip.AddrPort) bool { ok, _ := np.Decide(d); return ok }
 	}
 	plan := probe.NewPlan(env)
