@@ -40,9 +40,11 @@ kbox: probe-program
 # musl-gcc, embedded in kbox (probe/embed.go). Without musl-gcc kbox builds
 # without it, and `kbox probe` says so.
 MUSL_GCC ?= $(shell command -v musl-gcc 2>/dev/null)
+PROBE_SRC := probe/guest/kbox-probe.c probe/guest/host.c
 probe-program:
 ifneq ($(MUSL_GCC),)
-	@test probe/bin/kbox-probe -nt probe/guest/kbox-probe.c -a probe/bin/kbox-probe -nt probe/guest/gadget.c || { echo "$(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe probe/guest/kbox-probe.c"; $(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe probe/guest/kbox-probe.c; }
+	@if [ -z "$$(find probe/guest -newer probe/bin/kbox-probe 2>/dev/null)" ] && [ -f probe/bin/kbox-probe ]; then :; else \
+		echo "$(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe $(PROBE_SRC)"; $(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe $(PROBE_SRC); fi
 else
 	@echo "kbox: *** no musl-gcc: kbox is built without the probe program (kbox probe will say so; apt-get install musl-tools) ***"
 endif

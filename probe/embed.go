@@ -15,7 +15,7 @@ var bin embed.FS
 
 // ErrNotBuilt is Program's error when this kbox was built without the
 // guest program.
-var ErrNotBuilt = errors.New("this kbox was built without the probe program (probe/bin/kbox-probe): build kbox with `make`, which compiles probe/guest/kbox-probe.c with musl-gcc -static (apt-get install musl-tools)")
+var ErrNotBuilt = errors.New("this kbox was built without the probe program (probe/bin/kbox-probe): build kbox with `make`, which compiles probe/guest/*.c with musl-gcc -static (apt-get install musl-tools)")
 
 // Program returns the guest program's bytes.
 func Program() ([]byte, error) {
