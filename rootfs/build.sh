@@ -355,12 +355,14 @@ install_alternative() {
 	ln -sfn "/etc/alternatives/$name" "$STAGING$link"
 }
 
-# system_users: the static users and groups of Debian's base-passwd, which
-# packages expect to exist (file owners, daemons' users), beside root,
-# nobody and kbox (finish_tree).
+# system_users: the static users and groups of Debian's base-passwd, in
+# its order (passwd.master, group.master: root first, nobody/nogroup
+# last), which packages expect to exist (file owners, daemons' users);
+# finish_tree adds kbox after them, where adduser would.
 system_users() {
 	local pw=$STAGING/etc/passwd gr=$STAGING/etc/group u
 	touch "$pw" "$gr"
+	add_line_if_missing "$pw" "root:" "root:x:0:0:root:/root:/bin/sh"
 	# name:uid:gid:gecos:home
 	for u in daemon:1:1:daemon:/usr/sbin bin:2:2:bin:/bin sys:3:3:sys:/dev sync:4:65534:sync:/bin \
 		games:5:60:games:/usr/games man:6:12:man:/var/cache/man lp:7:7:lp:/var/spool/lpd \
@@ -370,10 +372,11 @@ system_users() {
 		IFS=: read -r name uid gid gecos home <<<"$u"
 		add_line_if_missing "$pw" "$name:" "$name:x:$uid:$gid:$gecos:$home:/usr/sbin/nologin"
 	done
-	for u in daemon:1 bin:2 sys:3 adm:4 tty:5 disk:6 lp:7 mail:8 news:9 uucp:10 man:12 proxy:13 \
+	add_line_if_missing "$pw" "nobody:" "nobody:x:65534:65534:nobody:/nonexistent:/bin/false"
+	for u in root:0 daemon:1 bin:2 sys:3 adm:4 tty:5 disk:6 lp:7 mail:8 news:9 uucp:10 man:12 proxy:13 \
 		kmem:15 dialout:20 fax:21 voice:22 cdrom:24 floppy:25 tape:26 sudo:27 audio:29 dip:30 \
 		www-data:33 backup:34 operator:37 list:38 irc:39 src:40 shadow:42 utmp:43 video:44 sasl:45 \
-		plugdev:46 staff:50 games:60 users:100; do
+		plugdev:46 staff:50 games:60 users:100 nogroup:65534; do
 		add_line_if_missing "$gr" "${u%%:*}:" "${u%%:*}:x:${u#*:}:"
 	done
 }
@@ -440,6 +443,40 @@ add_line_if_missing() { # FILE KEY LINE: append LINE unless a line starts with K
 	grep -q "^$2" "$1" 2>/dev/null || printf '%s\n' "$3" >>"$1"
 }
 
+first_line_if_missing() { # FILE KEY LINE: put LINE first unless a line starts with KEY
+	grep -q "^$2" "$1" 2>/dev/null && return 0
+	{ printf '%s\n' "$3"; cat "$1"; } >"$1.new" && mv -f "$1.new" "$1"
+}
+
+# users_and_groups: root first in /etc/passwd and /etc/group, as Debian
+# and Alpine have them, then nobody/nogroup and kbox (uid/gid 1000);
+# /etc/shadow and /etc/gshadow (Debian's, or the base's own) with a line
+# for each, in the same order, every password locked.
+users_and_groups() {
+	local pw=$STAGING/etc/passwd gr=$STAGING/etc/group sh=$STAGING/etc/shadow gs=$STAGING/etc/gshadow name days
+	touch "$pw" "$gr"
+	first_line_if_missing "$pw" "root:" "root:x:0:0:root:/root:/bin/sh"
+	add_line_if_missing "$pw" "nobody:" "nobody:x:65534:65534:nobody:/nonexistent:/bin/false"
+	add_line_if_missing "$pw" "kbox:" "kbox:x:1000:1000:kbox:/home/kbox:/bin/sh"
+	first_line_if_missing "$gr" "root:" "root:x:0:"
+	grep -q '^[^:]*:[^:]*:65534:' "$gr" || echo "nogroup:x:65534:" >>"$gr"
+	add_line_if_missing "$gr" "kbox:" "kbox:x:1000:"
+	if [ "$ROOTFS_SOURCE" = debian ]; then touch "$sh" "$gs"; fi
+	days=$((${SOURCE_DATE_EPOCH:-$(date +%s)} / 86400))
+	if [ -f "$sh" ]; then
+		while IFS=: read -r name _; do
+			[ -z "$name" ] || add_line_if_missing "$sh" "$name:" "$name:*:$days:0:99999:7:::"
+		done <"$pw"
+		chmod 0640 "$sh"
+	fi
+	if [ -f "$gs" ]; then
+		while IFS=: read -r name _; do
+			[ -z "$name" ] || add_line_if_missing "$gs" "$name:" "$name:*::"
+		done <"$gr"
+		chmod 0640 "$gs"
+	fi
+}
+
 finish_tree() {
 	local d
 	for d in proc sys dev tmp root home etc var var/tmp var/log run mnt opt/tests home/kbox; do
@@ -461,14 +498,7 @@ KBOX_BASE="$BASE_DESC"
 HOME_URL="https://github.com/kbox-project/kbox"
 EOF
 
-	local pw=$STAGING/etc/passwd gr=$STAGING/etc/group
-	touch "$pw" "$gr"
-	add_line_if_missing "$pw" "root:" "root:x:0:0:root:/root:/bin/sh"
-	add_line_if_missing "$pw" "nobody:" "nobody:x:65534:65534:nobody:/nonexistent:/bin/false"
-	add_line_if_missing "$pw" "kbox:" "kbox:x:1000:1000:kbox:/home/kbox:/bin/sh"
-	add_line_if_missing "$gr" "root:" "root:x:0:"
-	grep -q '^[^:]*:[^:]*:65534:' "$gr" || echo "nogroup:x:65534:" >>"$gr"
-	add_line_if_missing "$gr" "kbox:" "kbox:x:1000:"
+	users_and_groups
 
 	[ -e "$STAGING/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n127.0.1.1\tkbox-rootfs\n::1\tlocalhost\n' >"$STAGING/etc/hosts"
 	[ -e "$STAGING/etc/nsswitch.conf" ] || printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files\n' >"$STAGING/etc/nsswitch.conf"
@@ -620,6 +650,12 @@ make_image() {
 		printf 'mknod random c 1 8\nsif random mode 020666\n'
 		for f in null zero tty console urandom random; do
 			printf 'sif %s uid 0\nsif %s gid 0\n' "$f" "$f"
+		done
+		# The shadow files are the shadow group's, as on Debian.
+		local gid
+		gid=$(awk -F: '$1 == "shadow" { print $3 }' "$STAGING/etc/group")
+		for f in /etc/shadow /etc/gshadow; do
+			if [ -n "$gid" ] && [ -f "$STAGING$f" ]; then printf 'sif %s gid %s\n' "$f" "$gid"; fi
 		done
 	} >"$script"
 	if [ "$(id -u)" != 0 ]; then
