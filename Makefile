@@ -1,7 +1,9 @@
 # kbox build. `make` builds ./kbox; `make check` runs every test; `make bench`
-# runs the benchmarks; `make rootfs` builds rootfs.ext4; `make lkl` builds
-# liblkl; `make shell` does all it takes to start a shell in the image;
-# `make install PREFIX=DIR` installs kbox and its manual page.
+# runs the benchmarks; `make rootfs` builds rootfs.ext4, the user's image;
+# `make test-image` builds rootfs-tests.ext4, the image the tests use (the
+# user's image plus the test programs); `make lkl` builds liblkl; `make
+# shell` does all it takes to start a shell in the user's image; `make
+# install PREFIX=DIR` installs kbox and its manual page.
 #
 # LKL_DIR holds a prebuilt liblkl.a and the LKL headers, either flat or as
 # lib/ + include/: by default /opt/lkl, else ./.lkl (where `make lkl`
@@ -11,6 +13,7 @@
 LKL_DIR ?= $(if $(wildcard /opt/lkl/lib/liblkl.a /opt/lkl/liblkl.a),/opt/lkl,$(if $(wildcard $(CURDIR)/.lkl/lib/liblkl.a),$(CURDIR)/.lkl,/opt/lkl))
 GO      ?= go
 OUT     ?= rootfs.ext4
+TEST_IMAGE ?= rootfs-tests.ext4
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
 LKL_LIB := $(firstword $(wildcard $(LKL_DIR)/lib/liblkl.a $(LKL_DIR)/liblkl.a))
@@ -28,7 +31,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: probe-program bench-workloads shell lkl install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs guests vet fmt clean lkl-status conformance
+.PHONY: probe-program bench-workloads shell lkl install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs test-image guests vet fmt clean lkl-status conformance
 
 all: kbox
 
@@ -58,6 +61,20 @@ endif
 
 rootfs:
 	OUT=$(OUT) bash rootfs/build.sh
+
+# The test image: the user's image (built first when missing) plus the
+# test programs under /opt/tests (tests/guest, tests/stress). build.sh
+# adds them to a copy of $(OUT) while that is as it built it (never
+# mounted writable, newer than build.sh), else builds the tree again for
+# the test image alone. Rebuilt by the targets that need it when the build
+# scripts or a guest program changed.
+GUEST_SOURCES := $(wildcard tests/guest/*.c tests/guest/dyn/*.c tests/guest/dyn/*.h tests/stress/*.c tests/stress/go/*/*.go tests/stress/go/*/go.mod)
+test-image:
+	@test -f $(OUT) || $(MAKE) --no-print-directory rootfs
+	OUT=$(TEST_IMAGE) GUEST_PROGRAMS=1 FROM_IMAGE=$(OUT) bash rootfs/build.sh
+
+$(TEST_IMAGE): rootfs/build.sh rootfs/programs.sh $(GUEST_SOURCES)
+	@$(MAKE) --no-print-directory test-image
 
 # `make lkl` builds liblkl with LKL's default configuration and installs
 # liblkl.a and the headers under LKL_DIR when given, else ./.lkl (which
@@ -121,12 +138,12 @@ fmt:
 	gofmt -l -w .
 
 # Unit tests need no LKL; integration tests (package tests, and every test
-# tagged lkl) need liblkl and $(OUT), and skip loudly without them. The
+# tagged lkl) need liblkl and $(TEST_IMAGE), and skip loudly without them. The
 # integration package takes more than go test's default 10 minutes on a
 # loaded machine, or when it first builds the package images (packageImage).
 check: kbox vet image-if-missing
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 -timeout 45m ./...
+	KBOX_IMAGE=$(abspath $(TEST_IMAGE)) KBOX_USER_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 -timeout 45m ./...
 	@$(MAKE) --no-print-directory race
 	@$(MAKE) --no-print-directory test-arm64
 	@if [ "$(TAGS)" = lkl ]; then $(MAKE) --no-print-directory fuzz; else echo "kbox: fuzz targets skipped without liblkl (they need none: make fuzz runs them; CI runs them in its LKL configuration)"; fi
@@ -140,12 +157,12 @@ fuzz:
 # mixed workload (make check runs them with a 60-second one).
 STRESS_SECONDS ?= 600
 stress: kbox image-if-missing
-	KBOX_STRESS_SECONDS=$(STRESS_SECONDS) KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 -timeout 60m -run 'TestStress' -v ./tests/ | grep -E '^(---|ok|FAIL|PASS)|stress |SKIP'
+	KBOX_STRESS_SECONDS=$(STRESS_SECONDS) KBOX_IMAGE=$(abspath $(TEST_IMAGE)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 -timeout 60m -run 'TestStress' -v ./tests/ | grep -E '^(---|ok|FAIL|PASS)|stress |SKIP'
 
 # The engine served from many goroutines at once, under the race detector
 # (tests/concurrency_test.go), and the LKL-free packages' concurrent tests.
 race:
-	KBOX_IMAGE=$(abspath $(OUT)) $(GOTEST) -race -count=1 -run 'TestEngineConcurrent' ./tests/
+	KBOX_IMAGE=$(abspath $(TEST_IMAGE)) $(GOTEST) -race -count=1 -run 'TestEngineConcurrent' ./tests/
 	$(GO) test -race -count=1 ./dispatch/ ./shadowfd/ ./fdtable/
 
 # The LKL-free packages' unit tests (ABI remap, dispatch table, BPF, ELF,
@@ -160,16 +177,17 @@ test-arm64:
 		echo "kbox: *** SKIP arm64 unit tests: no qemu-aarch64-static (apt-get install qemu-user-static) ***"; \
 	fi
 
-# Integration tests need the image; build it once if it is missing. If that
-# fails (no Debian mirror), they skip loudly instead.
+# Integration tests need the test image; build it when it is missing or
+# older than what goes into it. If that fails (no Debian mirror), they
+# skip loudly instead.
 image-if-missing:
-	@test -f $(OUT) || OUT=$(OUT) bash rootfs/build.sh || echo "kbox: *** could not build $(OUT): image tests will be skipped ***"
+	@$(MAKE) --no-print-directory $(TEST_IMAGE) || echo "kbox: *** could not build $(TEST_IMAGE): image tests will be skipped ***"
 
 unit:
 	$(GO) test -count=1 ./...
 
-bench: kbox
-	KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP|floor|alone'
+bench: kbox image-if-missing
+	KBOX_IMAGE=$(abspath $(TEST_IMAGE)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP|floor|alone'
 	$(GOTEST) -run '^$$' -bench . -benchmem -count 1 ./web/ ./seccomp/ ./clock/ ./cmd/kbox/
 	$(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./usernet/ | grep -E '^Benchmark|conns'
 
@@ -180,7 +198,7 @@ bench: kbox
 WORKLOADS_IMG ?= workloads.ext4
 bench-workloads: kbox
 	@test -f $(WORKLOADS_IMG) || OUT=$(WORKLOADS_IMG) ROOTFS_PACKAGES="python3 git gcc make libc6-dev" ROOTFS_SIZE=1G bash rootfs/build.sh
-	KBOX_WORKLOADS_IMAGE=$(abspath $(WORKLOADS_IMG)) KBOX_LKL_LIB=$(LKL_LIB) KBOX_LKL_INC=$(LKL_INC) KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench Workloads -benchtime 1x -count 1 -timeout 90m -v ./tests/ | grep -vE '^(=== |goos|goarch|pkg|cpu)'
+	KBOX_WORKLOADS_IMAGE=$(abspath $(WORKLOADS_IMG)) KBOX_LKL_LIB=$(LKL_LIB) KBOX_LKL_INC=$(LKL_INC) KBOX_IMAGE=$(abspath $(TEST_IMAGE)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench Workloads -benchtime 1x -count 1 -timeout 90m -v ./tests/ | grep -vE '^(=== |goos|goarch|pkg|cpu)'
 
 # The Linux Test Project's syscall tests under kbox and natively in a chroot
 # of the image (docs/conformance.md): KBOX_LTP is an LTP install prefix,
@@ -188,7 +206,7 @@ bench-workloads: kbox
 # regexp of test names.
 conformance: kbox image-if-missing
 	@if [ -z "$(KBOX_LTP)" ]; then echo "kbox: *** SKIP conformance: no LTP build (set KBOX_LTP to an LTP install prefix, see docs/conformance.md) ***"; exit 0; fi
-	KBOX_LTP=$(abspath $(KBOX_LTP)) KBOX_LTP_REPORT=$(abspath conformance-report.txt) KBOX_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) \
+	KBOX_LTP=$(abspath $(KBOX_LTP)) KBOX_LTP_REPORT=$(abspath conformance-report.txt) KBOX_IMAGE=$(abspath $(TEST_IMAGE)) KBOX_BIN=$(abspath kbox) \
 		$(GOTEST) -count=1 -timeout 6h -run TestLTPConformance -v ./tests/ | grep -v '^=== RUN'
 
 clean:

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Build the kbox guest root filesystem image (ext4) without needing root.
+# Build the kbox guest root filesystem image (ext4) without needing root:
+# the user's image, or with GUEST_PROGRAMS=1 the test image (the user's
+# image plus the test programs under /opt/tests).
 #
 # Environment:
 #   OUT              output image path                  (default: rootfs.ext4)
@@ -7,7 +9,11 @@
 #   ROOTFS_PACKAGES  extra Debian packages, space separated (e.g. "python3-minimal")
 #   ROOTFS_SOURCE    debian (default) | alpine
 #   ALPINE_URL       Alpine minirootfs tarball URL      (only for ROOTFS_SOURCE=alpine)
-#   CC               compiler for tests/guest/*.c, tests/stress/*.c(default: musl-gcc, else gcc)
+#   GUEST_PROGRAMS   1: build the test image            (default: empty, the user's image)
+#   FROM_IMAGE       with GUEST_PROGRAMS=1: a user image this script built, to add the
+#                    programs to instead of building the tree again (used only while
+#                    unchanged: never mounted writable, newer than this script)
+#   CC               compiler for tests/guest/*.c, tests/stress/*.c (default: musl-gcc, else gcc)
 #
 # See rootfs/README.md.
 set -Eeuo pipefail
@@ -21,6 +27,8 @@ ROOTFS_SIZE=${ROOTFS_SIZE:-}
 ROOTFS_PACKAGES=${ROOTFS_PACKAGES:-}
 ROOTFS_SOURCE=${ROOTFS_SOURCE:-debian}
 ALPINE_URL=${ALPINE_URL:-https://dl-cdn.alpinelinux.org/alpine/v3.20/releases/x86_64/alpine-minirootfs-3.20.3-x86_64.tar.gz}
+GUEST_PROGRAMS=${GUEST_PROGRAMS:-}
+FROM_IMAGE=${FROM_IMAGE:-}
 GUEST_SRC_DIR=${GUEST_SRC_DIR:-$REPO_DIR/tests/guest}
 STRESS_SRC_DIR=${STRESS_SRC_DIR:-$REPO_DIR/tests/stress}
 
@@ -112,42 +120,84 @@ case $ROOTFS_SOURCE in
 debian | alpine) ;;
 *) die "unknown ROOTFS_SOURCE '$ROOTFS_SOURCE' (hint: use ROOTFS_SOURCE=debian or ROOTFS_SOURCE=alpine)" ;;
 esac
+case $GUEST_PROGRAMS in
+"" | 0) GUEST_PROGRAMS="" ;;
+1) ;;
+*) die "GUEST_PROGRAMS='$GUEST_PROGRAMS' must be 1 (the test image) or empty (the user's image)" ;;
+esac
+if [ -n "$FROM_IMAGE" ] && [ -z "$GUEST_PROGRAMS" ]; then
+	die "FROM_IMAGE is only for the test image (hint: set GUEST_PROGRAMS=1 too)"
+fi
 
 need mke2fs "apt-get install e2fsprogs"
 need debugfs "apt-get install e2fsprogs"
-need tar "apt-get install tar"
-if [ "$ROOTFS_SOURCE" = debian ]; then
-	need apt-get "the Debian source needs apt; on other hosts try ROOTFS_SOURCE=alpine"
-	need apt-cache "the Debian source needs apt; on other hosts try ROOTFS_SOURCE=alpine"
-	need dpkg-deb "apt-get install dpkg"
-else
-	need curl "apt-get install curl"
-fi
 
 if [ -n "$ROOTFS_SIZE" ]; then
 	SIZE_KIB=$(size_to_kib "$ROOTFS_SIZE") || die "cannot parse ROOTFS_SIZE='$ROOTFS_SIZE' (hint: use a size like 256M or 1G)"
 fi
 
-if [ -n "${CC:-}" ]; then
-	GUEST_CC=$CC
-elif command -v musl-gcc >/dev/null 2>&1; then
-	GUEST_CC=musl-gcc
-else
-	GUEST_CC=gcc
+if [ -n "$GUEST_PROGRAMS" ]; then
+	need resize2fs "apt-get install e2fsprogs"
+	need dumpe2fs "apt-get install e2fsprogs"
+	need e2fsck "apt-get install e2fsprogs"
+	if [ -n "${CC:-}" ]; then
+		GUEST_CC=$CC
+	elif command -v musl-gcc >/dev/null 2>&1; then
+		GUEST_CC=musl-gcc
+	else
+		GUEST_CC=gcc
+	fi
+	# shellcheck disable=SC2086 # CC may carry flags
+	command -v ${GUEST_CC%% *} >/dev/null 2>&1 || die "guest compiler '$GUEST_CC' not found (hint: apt-get install musl-tools, or set CC)"
 fi
-# shellcheck disable=SC2086 # CC may carry flags
-command -v ${GUEST_CC%% *} >/dev/null 2>&1 || die "guest compiler '$GUEST_CC' not found (hint: apt-get install musl-tools, or set CC)"
 
 OUT_DIR=$(dirname -- "$OUT")
 [ -d "$OUT_DIR" ] || die "output directory '$OUT_DIR' does not exist"
 [ -w "$OUT_DIR" ] || die "output directory '$OUT_DIR' is not writable"
 
+# from_image_unusable IMAGE: why the test image cannot be IMAGE plus the
+# programs (nothing when it can): IMAGE must be as this script built it,
+# with what was asked for now.
+from_image_unusable() {
+	local img=$1 sb
+	[ -f "$img" ] || { echo "it does not exist"; return; }
+	[ -z "$ROOTFS_PACKAGES$ROOTFS_SIZE" ] && [ "$ROOTFS_SOURCE" = debian ] ||
+		{ echo "ROOTFS_PACKAGES, ROOTFS_SIZE or ROOTFS_SOURCE is set"; return; }
+	[ "$img" -nt "$SCRIPT_DIR/build.sh" ] || { echo "it is older than rootfs/build.sh"; return; }
+	sb=$(dumpe2fs -h "$img" 2>/dev/null) || { echo "it is not an ext4 image"; return; }
+	# A writable mount (a kbox run without --read-only) counts; what the
+	# guest changed then must not reach the tests.
+	grep -q '^Mount count: *0$' <<<"$sb" && grep -q '^Last mount time: *n/a$' <<<"$sb" ||
+		{ echo "it has been mounted writable since it was built"; return; }
+	debugfs -R 'stat /opt/tests' "$img" 2>&1 | grep -q 'File not found' ||
+		{ echo "it has /opt/tests (an older build.sh made it)"; return; }
+}
+
+BASE_IMAGE=""
+if [ -n "$FROM_IMAGE" ]; then
+	why=$(from_image_unusable "$FROM_IMAGE")
+	if [ -z "$why" ]; then
+		BASE_IMAGE=$FROM_IMAGE
+	else
+		log "not adding the programs to FROM_IMAGE=$FROM_IMAGE ($why): building the tree"
+	fi
+fi
+
+if [ -z "$BASE_IMAGE" ]; then
+	need tar "apt-get install tar"
+	if [ "$ROOTFS_SOURCE" = debian ]; then
+		need apt-get "the Debian source needs apt; on other hosts try ROOTFS_SOURCE=alpine"
+		need apt-cache "the Debian source needs apt; on other hosts try ROOTFS_SOURCE=alpine"
+		need dpkg-deb "apt-get install dpkg"
+	else
+		need curl "apt-get install curl"
+	fi
+fi
+
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kbox-rootfs.XXXXXX")
 chmod 0755 "$WORK"
 STAGING=$WORK/staging
 mkdir -p "$STAGING"
-
-log "building $ROOTFS_SOURCE rootfs (staging in $WORK)"
 
 # ---------------------------------------------------------------- debian
 
@@ -355,12 +405,14 @@ install_alternative() {
 	ln -sfn "/etc/alternatives/$name" "$STAGING$link"
 }
 
-# system_users: the static users and groups of Debian's base-passwd, which
-# packages expect to exist (file owners, daemons' users), beside root,
-# nobody and kbox (finish_tree).
+# system_users: the static users and groups of Debian's base-passwd, in
+# its order (passwd.master, group.master: root first, nobody/nogroup
+# last), which packages expect to exist (file owners, daemons' users);
+# finish_tree adds kbox after them, where adduser would.
 system_users() {
 	local pw=$STAGING/etc/passwd gr=$STAGING/etc/group u
 	touch "$pw" "$gr"
+	add_line_if_missing "$pw" "root:" "root:x:0:0:root:/root:/bin/sh"
 	# name:uid:gid:gecos:home
 	for u in daemon:1:1:daemon:/usr/sbin bin:2:2:bin:/bin sys:3:3:sys:/dev sync:4:65534:sync:/bin \
 		games:5:60:games:/usr/games man:6:12:man:/var/cache/man lp:7:7:lp:/var/spool/lpd \
@@ -370,10 +422,11 @@ system_users() {
 		IFS=: read -r name uid gid gecos home <<<"$u"
 		add_line_if_missing "$pw" "$name:" "$name:x:$uid:$gid:$gecos:$home:/usr/sbin/nologin"
 	done
-	for u in daemon:1 bin:2 sys:3 adm:4 tty:5 disk:6 lp:7 mail:8 news:9 uucp:10 man:12 proxy:13 \
+	add_line_if_missing "$pw" "nobody:" "nobody:x:65534:65534:nobody:/nonexistent:/bin/false"
+	for u in root:0 daemon:1 bin:2 sys:3 adm:4 tty:5 disk:6 lp:7 mail:8 news:9 uucp:10 man:12 proxy:13 \
 		kmem:15 dialout:20 fax:21 voice:22 cdrom:24 floppy:25 tape:26 sudo:27 audio:29 dip:30 \
 		www-data:33 backup:34 operator:37 list:38 irc:39 src:40 shadow:42 utmp:43 video:44 sasl:45 \
-		plugdev:46 staff:50 games:60 users:100; do
+		plugdev:46 staff:50 games:60 users:100 nogroup:65534; do
 		add_line_if_missing "$gr" "${u%%:*}:" "${u%%:*}:x:${u#*:}:"
 	done
 }
@@ -440,9 +493,43 @@ add_line_if_missing() { # FILE KEY LINE: append LINE unless a line starts with K
 	grep -q "^$2" "$1" 2>/dev/null || printf '%s\n' "$3" >>"$1"
 }
 
+first_line_if_missing() { # FILE KEY LINE: put LINE first unless a line starts with KEY
+	grep -q "^$2" "$1" 2>/dev/null && return 0
+	{ printf '%s\n' "$3"; cat "$1"; } >"$1.new" && mv -f "$1.new" "$1"
+}
+
+# users_and_groups: root first in /etc/passwd and /etc/group, as Debian
+# and Alpine have them, then nobody/nogroup and kbox (uid/gid 1000);
+# /etc/shadow and /etc/gshadow (Debian's, or the base's own) with a line
+# for each, in the same order, every password locked.
+users_and_groups() {
+	local pw=$STAGING/etc/passwd gr=$STAGING/etc/group sh=$STAGING/etc/shadow gs=$STAGING/etc/gshadow name days
+	touch "$pw" "$gr"
+	first_line_if_missing "$pw" "root:" "root:x:0:0:root:/root:/bin/sh"
+	add_line_if_missing "$pw" "nobody:" "nobody:x:65534:65534:nobody:/nonexistent:/bin/false"
+	add_line_if_missing "$pw" "kbox:" "kbox:x:1000:1000:kbox:/home/kbox:/bin/sh"
+	first_line_if_missing "$gr" "root:" "root:x:0:"
+	grep -q '^[^:]*:[^:]*:65534:' "$gr" || echo "nogroup:x:65534:" >>"$gr"
+	add_line_if_missing "$gr" "kbox:" "kbox:x:1000:"
+	if [ "$ROOTFS_SOURCE" = debian ]; then touch "$sh" "$gs"; fi
+	days=$((${SOURCE_DATE_EPOCH:-$(date +%s)} / 86400))
+	if [ -f "$sh" ]; then
+		while IFS=: read -r name _; do
+			[ -z "$name" ] || add_line_if_missing "$sh" "$name:" "$name:*:$days:0:99999:7:::"
+		done <"$pw"
+		chmod 0640 "$sh"
+	fi
+	if [ -f "$gs" ]; then
+		while IFS=: read -r name _; do
+			[ -z "$name" ] || add_line_if_missing "$gs" "$name:" "$name:*::"
+		done <"$gr"
+		chmod 0640 "$gs"
+	fi
+}
+
 finish_tree() {
 	local d
-	for d in proc sys dev tmp root home etc var var/tmp var/log run mnt opt/tests home/kbox; do
+	for d in proc sys dev tmp root home etc var var/tmp var/log run mnt opt home/kbox; do
 		mkdir -p "$STAGING/$d"
 	done
 	chmod 1777 "$STAGING/tmp" "$STAGING/var/tmp"
@@ -461,90 +548,14 @@ KBOX_BASE="$BASE_DESC"
 HOME_URL="https://github.com/kbox-project/kbox"
 EOF
 
-	local pw=$STAGING/etc/passwd gr=$STAGING/etc/group
-	touch "$pw" "$gr"
-	add_line_if_missing "$pw" "root:" "root:x:0:0:root:/root:/bin/sh"
-	add_line_if_missing "$pw" "nobody:" "nobody:x:65534:65534:nobody:/nonexistent:/bin/false"
-	add_line_if_missing "$pw" "kbox:" "kbox:x:1000:1000:kbox:/home/kbox:/bin/sh"
-	add_line_if_missing "$gr" "root:" "root:x:0:"
-	grep -q '^[^:]*:[^:]*:65534:' "$gr" || echo "nogroup:x:65534:" >>"$gr"
-	add_line_if_missing "$gr" "kbox:" "kbox:x:1000:"
+	users_and_groups
 
 	[ -e "$STAGING/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n127.0.1.1\tkbox-rootfs\n::1\tlocalhost\n' >"$STAGING/etc/hosts"
 	[ -e "$STAGING/etc/nsswitch.conf" ] || printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files\n' >"$STAGING/etc/nsswitch.conf"
 	[ -e "$STAGING/etc/profile" ] || cat >"$STAGING/etc/profile" <<'EOF'
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/tests
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PS1='kbox:\w\$ '
 EOF
-}
-
-# Dynamic musl guests (tests/guest/dyn: dlplug and its plugins): the
-# program is linked against musl's libc.so, whose interpreter is musl's
-# own loader, /lib/ld-musl-x86_64.so.1 (libc.so itself), copied into the
-# image. Only with musl-gcc and the loader on the build host; the tests
-# that need them skip otherwise.
-build_dynamic_guests() {
-	local dir="$GUEST_SRC_DIR/dyn" out=$STAGING/opt/tests ld
-	[ -d "$dir" ] || return 0
-	ld=$(readlink -f /lib/ld-musl-x86_64.so.1 2>/dev/null || true)
-	if [ "$GUEST_CC" != musl-gcc ] || [ -z "$ld" ] || [ ! -f "$ld" ]; then
-		log "no musl-gcc or musl loader: dynamic guest programs (tests/guest/dyn) not built"
-		return 0
-	fi
-	local libdir=$STAGING/lib
-	[ -L "$libdir" ] && libdir=$STAGING/usr/lib # merged /usr: lib -> usr/lib
-	install -m 0755 "$ld" "$libdir/ld-musl-x86_64.so.1"
-	if ! musl-gcc -O2 -Wall -o "$out/dlplug" "$dir/dlplug.c" 2>"$WORK/cc-dlplug.log" ||
-		! musl-gcc -O2 -Wall -shared -fPIC -o "$out/libplug_a.so" "$dir/plug_a.c" 2>>"$WORK/cc-dlplug.log" ||
-		! musl-gcc -O2 -Wall -shared -fPIC -o "$out/libplug_b.so" "$dir/plug_b.c" 2>>"$WORK/cc-dlplug.log"; then
-		sed 's/^/[rootfs]   /' "$WORK/cc-dlplug.log" >&2
-		die "compiling the dynamic guest programs (tests/guest/dyn) failed"
-	fi
-	log "built dynamic guest program dlplug, its plugins, and musl's loader at /lib/ld-musl-x86_64.so.1"
-}
-
-build_guest_programs() {
-	local src name extra out=$STAGING/opt/tests n=0
-	local srcs=("$GUEST_SRC_DIR"/*.c "$STRESS_SRC_DIR"/*.c)
-	log "guest programs: ${#srcs[@]} C sources with '$GUEST_CC -static -O2'"
-	for src in "${srcs[@]}"; do
-		name=$(basename "$src" .c)
-		# A source may ask for linker flags of its own in a comment line
-		# `KBOX_LDFLAGS: ...` (slotclash.c: a fixed load address).
-		extra=$(sed -n 's/^ \* KBOX_LDFLAGS: \(.*\)$/\1/p' "$src" | head -n 1)
-		# shellcheck disable=SC2086
-		if ! $GUEST_CC -static -O2 -Wall -o "$out/$name" "$src" $extra 2>"$WORK/cc-$name.log"; then
-			sed 's/^/[rootfs]   /' "$WORK/cc-$name.log" >&2
-			die "compiling guest program $src failed (hint: apt-get install musl-tools, or set CC=gcc)"
-		fi
-		n=$((n + 1))
-	done
-	# A deliberately broken ELF: correct magic/class/endianness, then a
-	# bogus e_type/e_machine and garbage, so execve() must fail (ENOEXEC).
-	{
-		printf '\177ELF\002\001\001\000\000\000\000\000\000\000\000\000' # e_ident
-		printf '\102\102\102\102'                                         # e_type/e_machine = garbage
-		printf 'kbox: this is not a valid ELF executable.\000\000\000\000'
-		printf '\377\376\375\374%.0s' 1 2 3 4 5 6 7 8
-	} >"$out/badelf"
-	chmod 0755 "$out/badelf"
-	log "built $n guest programs + badelf into /opt/tests"
-	build_dynamic_guests
-	# Go guest programs (tests/stress/go/NAME): static, for multi-threaded
-	# guests with the Go runtime's own threads, signals and futexes.
-	if command -v "${GO:-go}" >/dev/null 2>&1; then
-		for src in "$STRESS_SRC_DIR"/go/*/; do
-			[ -d "$src" ] || continue
-			name=$(basename "$src")
-			if ! (cd "$src" && CGO_ENABLED=0 "${GO:-go}" build -trimpath -ldflags=-s -o "$out/$name" .) 2>"$WORK/go-$name.log"; then
-				sed 's/^/[rootfs]   /' "$WORK/go-$name.log" >&2
-				die "building Go guest program $src failed"
-			fi
-			log "built Go guest program $name"
-		done
-	else
-		log "no Go toolchain: Go guest programs (tests/stress/go) not built"
-	fi
 }
 
 verify_tree() {
@@ -565,16 +576,16 @@ verify_tree() {
 	else
 		exists_in_tree "$STAGING" /bin/sh || die "sanity check: /bin/sh missing in the tree"
 	fi
-	[ -x "$STAGING/opt/tests/hello" ] || die "sanity check: /opt/tests/hello missing"
 	if [ "$ROOTFS_SOURCE" = debian ]; then
-		log "sanity checks passed (/bin/bash, /bin/sh, /usr/bin/env, ld.so runs staged bash, /opt/tests)"
+		log "sanity checks passed (/bin/bash, /bin/sh, /usr/bin/env, ld.so runs staged bash)"
 	else
-		log "sanity checks passed (/bin/sh, /opt/tests)"
+		log "sanity checks passed (/bin/sh)"
 	fi
 }
 
+# make_image DEST: the image of the tree, at DEST.
 make_image() {
-	local used_kib files inodes size_kib
+	local dest=$1 used_kib files inodes size_kib
 	used_kib=$(du -sk "$STAGING" | cut -f1)
 	files=$(find "$STAGING" | wc -l)
 	if [ -n "$ROOTFS_SIZE" ]; then
@@ -593,7 +604,7 @@ make_image() {
 	inodes=$((files * 2 + 2048))
 	[ "$inodes" -le $((size_kib / 16)) ] || inode_opt=(-N "$inodes")
 
-	TMP_IMG=$(mktemp "$OUT_DIR/.$(basename -- "$OUT").tmp.XXXXXX")
+	TMP_IMG=$(mktemp "$(dirname -- "$dest")/.$(basename -- "$dest").tmp.XXXXXX")
 	log "mke2fs: $((size_kib / 1024))M ext4, $files files, ${used_kib}K used"
 	if ! mke2fs -q -t ext4 -T default -d "$STAGING" -L kbox "${inode_opt[@]}" -E root_owner=0:0 -F "$TMP_IMG" "${size_kib}k" >"$WORK/mke2fs.log" 2>&1; then
 		sed 's/^/[rootfs]   /' "$WORK/mke2fs.log" >&2
@@ -621,13 +632,26 @@ make_image() {
 		for f in null zero tty console urandom random; do
 			printf 'sif %s uid 0\nsif %s gid 0\n' "$f" "$f"
 		done
+		# The shadow files are the shadow group's, as on Debian.
+		local gid
+		gid=$(awk -F: '$1 == "shadow" { print $3 }' "$STAGING/etc/group")
+		for f in /etc/shadow /etc/gshadow; do
+			if [ -n "$gid" ] && [ -f "$STAGING$f" ]; then printf 'sif %s gid %s\n' "$f" "$gid"; fi
+		done
 	} >"$script"
 	if [ "$(id -u)" != 0 ]; then
 		log "not root: fixing ownership to 0:0 inside the image with debugfs ($(grep -c '^sif' "$script") edits)"
 	fi
+	finish_image "$script" "$dest"
+}
+
+# finish_image SCRIPT DEST: run the debugfs SCRIPT on TMP_IMG, check it
+# with e2fsck and rename it to DEST (whole or not at all).
+finish_image() {
+	local script=$1 dest=$2 bad='not found|error|cannot|could not|invalid|exists|no free'
 	if ! debugfs -w -f "$script" "$TMP_IMG" >"$WORK/debugfs.log" 2>&1 ||
-		grep -qiE 'not found|error|cannot|invalid' "$WORK/debugfs.log"; then
-		grep -iE 'not found|error|cannot|invalid' "$WORK/debugfs.log" | head -n 5 | sed 's/^/[rootfs]   /' >&2
+		grep -v '^debugfs: ' "$WORK/debugfs.log" | grep -qiE "$bad"; then
+		grep -v '^debugfs: ' "$WORK/debugfs.log" | grep -iE "$bad" | head -n 5 | sed 's/^/[rootfs]   /' >&2
 		die "debugfs post-processing of the image failed"
 	fi
 
@@ -639,17 +663,38 @@ make_image() {
 	fi
 
 	chmod 0644 "$TMP_IMG"
-	mv -f "$TMP_IMG" "$OUT"
+	mv -f "$TMP_IMG" "$dest"
 	TMP_IMG=""
-	IMG_SIZE_KIB=$size_kib
+	IMG_SIZE_KIB=$(($(stat -c %s "$dest") / 1024))
 }
 
 # ---------------------------------------------------------------- main
 
-if [ "$ROOTFS_SOURCE" = debian ]; then build_debian; else build_alpine; fi
-finish_tree
-build_guest_programs
-verify_tree
-make_image
+# shellcheck source=rootfs/programs.sh
+. "$SCRIPT_DIR/programs.sh"
 
-log "done: $OUT ($((IMG_SIZE_KIB / 1024))M, base $BASE_DESC, $PKG_COUNT packages, $(($(date +%s) - START_TIME))s)"
+# The user's image: the tree. The test image: the user's image (FROM_IMAGE
+# or the tree's) plus the programs.
+if [ -z "$BASE_IMAGE" ]; then
+	log "building $ROOTFS_SOURCE rootfs (staging in $WORK)"
+	if [ "$ROOTFS_SOURCE" = debian ]; then build_debian; else build_alpine; fi
+	finish_tree
+	verify_tree
+	if [ -n "$GUEST_PROGRAMS" ]; then
+		BASE_IMAGE=$WORK/user.ext4
+		make_image "$BASE_IMAGE"
+	else
+		make_image "$OUT"
+	fi
+	DESC="base $BASE_DESC, $PKG_COUNT packages"
+else
+	log "test image from $BASE_IMAGE"
+	DESC="from $BASE_IMAGE"
+fi
+if [ -n "$GUEST_PROGRAMS" ]; then
+	build_guest_programs
+	add_programs "$BASE_IMAGE"
+	DESC="$DESC, with the test programs"
+fi
+
+log "done: $OUT ($((IMG_SIZE_KIB / 1024))M, $DESC, $(($(date +%s) - START_TIME))s)"

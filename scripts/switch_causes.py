@@ -7,7 +7,7 @@ that switched out was doing, from its user-space stack (kernel frames
 are skipped). For docs/networking.md ("Connections per second").
 
     perf record -e sched:sched_switch -g -o sw.data -- \\
-        ./kbox image -S rootfs.ext4 --read-only --syscall-mode=seccomp --net \\
+        ./kbox image -S rootfs-tests.ext4 --read-only --syscall-mode=seccomp --net \\
         --net-allow 127.0.0.1:PORT -- /opt/tests/inet conns 10.0.2.2 PORT 1000
     perf script -i sw.data -F comm,ip,sym > sw.txt
     scripts/switch_causes.py sw.txt 1000      # switches per connection

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -20,16 +21,40 @@ func repoRoot() string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
-// imagePath returns the rootfs image built by `make rootfs`, or skips the
-// test with one loud line.
+// imagePath returns the test image (KBOX_IMAGE, else the one `make
+// test-image` builds: the user's image plus the test programs under
+// /opt/tests), or skips the test with one loud line.
 func imagePath(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv("KBOX_IMAGE")
 	if p == "" {
+		p = filepath.Join(repoRoot(), "rootfs-tests.ext4")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("SKIP (needs the test image): %s is missing: run `make test-image`", p)
+	}
+	return p
+}
+
+// userImagePath returns the user's image (KBOX_USER_IMAGE, else the one
+// `make rootfs` builds) as rootfs/build.sh made it, or skips the test with
+// one loud line: when it is missing, or has been mounted writable since
+// (a `make shell`: what is in it is no longer build.sh's alone).
+func userImagePath(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv("KBOX_USER_IMAGE")
+	if p == "" {
 		p = filepath.Join(repoRoot(), "rootfs.ext4")
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("SKIP (needs the rootfs image): %s is missing: run `make rootfs`", p)
+		t.Skipf("SKIP (needs the user's image): %s is missing: run `make rootfs`", p)
+	}
+	out, err := exec.Command("dumpe2fs", "-h", p).Output()
+	if err != nil {
+		t.Fatalf("dumpe2fs -h %s: %v", p, err)
+	}
+	if !regexp.MustCompile(`(?m)^Mount count:\s+0$`).Match(out) {
+		t.Skipf("SKIP (needs the user's image as built): %s has been mounted writable since it was built: run `make rootfs`", p)
 	}
 	return p
 }
@@ -47,10 +72,11 @@ func kboxBin(t testing.TB) string {
 	return p
 }
 
-// packageImage returns an image built by rootfs/build.sh with Debian
-// packages added (ROOTFS_PACKAGES), built once per machine into a cache
-// directory, or skips the test with one loud line when it cannot be built
-// (no Debian mirror). Tests that write use copyImage on it.
+// packageImage returns a test image (the test programs under /opt/tests)
+// built by rootfs/build.sh with Debian packages added (ROOTFS_PACKAGES),
+// built once per machine into a cache directory, or skips the test with
+// one loud line when it cannot be built (no Debian mirror). Tests that
+// write use copyImage on it.
 func packageImage(t testing.TB, pkgs ...string) string {
 	t.Helper()
 	imagePath(t) // the base image's absence skips as usual
@@ -68,7 +94,7 @@ func packageImage(t testing.TB, pkgs ...string) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("bash", filepath.Join(repoRoot(), "rootfs", "build.sh"))
-	cmd.Env = append(os.Environ(), "OUT="+out, "ROOTFS_PACKAGES="+strings.Join(pkgs, " "))
+	cmd.Env = append(os.Environ(), "OUT="+out, "ROOTFS_PACKAGES="+strings.Join(pkgs, " "), "GUEST_PROGRAMS=1", "FROM_IMAGE=")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Skipf("SKIP (needs an image with %s; building it failed, no Debian mirror?): %v\n%s", strings.Join(pkgs, " "), err, lastLines(string(b), 5))
 	}
@@ -77,11 +103,14 @@ func packageImage(t testing.TB, pkgs ...string) string {
 }
 
 // imageStamp identifies what goes into an image besides packages: the
-// build script and the guest programs' sources.
+// build scripts and the guest programs' sources.
 func imageStamp() string {
 	var b strings.Builder
-	files, _ := filepath.Glob(filepath.Join(repoRoot(), "tests", "guest", "*.c"))
-	files = append(files, filepath.Join(repoRoot(), "rootfs", "build.sh"))
+	var files []string
+	for _, pat := range []string{"tests/guest/*.c", "tests/guest/dyn/*", "tests/stress/*.c", "tests/stress/go/*/*", "rootfs/build.sh", "rootfs/programs.sh"} {
+		m, _ := filepath.Glob(filepath.Join(repoRoot(), pat))
+		files = append(files, m...)
+	}
 	for _, f := range files {
 		if st, err := os.Stat(f); err == nil {
 			fmt.Fprintf(&b, "%s %d %d\n", filepath.Base(f), st.Size(), st.ModTime().UnixNano())
@@ -96,6 +125,26 @@ func lastLines(s string, n int) string {
 		l = l[len(l)-n:]
 	}
 	return strings.Join(l, "\n")
+}
+
+// debugfsCat reads a file of an ext4 image without kbox: its content, or
+// "" and ok false when it is not there.
+func debugfsCat(t *testing.T, img, path string) (string, bool) {
+	t.Helper()
+	if _, err := exec.LookPath("debugfs"); err != nil {
+		t.Skip("SKIP (needs debugfs): apt-get install e2fsprogs")
+	}
+	cmd := exec.Command("debugfs", "-R", "cat "+path, img)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("debugfs cat %s %s: %v %s", img, path, err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "File not found") {
+		return "", false
+	}
+	return string(out), true
 }
 
 // copyImage makes a private sparse copy of the image for a test that writes.

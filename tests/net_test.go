@@ -784,17 +784,6 @@ func TestNetDNS(t *testing.T) {
 	}
 }
 
-// debugfsCat reads a file of an ext4 image without kbox.
-func debugfsCat(t *testing.T, img, path string) (string, bool) {
-	t.Helper()
-	out, err := exec.Command("debugfs", "-R", "cat "+path, img).Output()
-	if err != nil {
-		t.Fatalf("debugfs: %v", err)
-	}
-	st, _ := exec.Command("debugfs", "-R", "stat "+path, img).CombinedOutput()
-	return string(out), !strings.Contains(string(st), "File not found")
-}
-
 // TestNetResolvConf: with --net the guest's /etc/resolv.conf names the
 // responder and its /etc/hosts has localhost and the hostname, so names
 // resolve with no server named (musl's resolver, busybox's nslookup and
