@@ -17,7 +17,7 @@ import (
 // guest could notice (an EOF or an ENXIO that comes late).
 func (e *Engine) openFIFO(r *Request, st *lkl.Stat64, p string, flags int) Result {
 	k := fifo.Key{Dev: st.Dev, Ino: st.Ino}
-	hfd, parked, err := e.FIFOs.Open(k, flags, func() fifo.Opener { return r.G.Defer() })
+	hfd, parked, err := e.FIFOs.Open(k, flags, func() fifo.Opener { return deferWait(r, false, false) })
 	if err != nil {
 		return fail(err, Emulated)
 	}

@@ -581,10 +581,18 @@ func (e *Engine) inetRecvfrom(r *Request, s *inetSock) Result {
 		}
 		return ok(v, Host)
 	}
-	p := r.G.Defer()
+	limit := rcvTimeout(gfd)
+	p := deferWait(r, limit > 0, true)
 	go func() {
-		n, _, _, _, err := unix.Recvmsg(gfd, buf, nil, flags)
+		n, rerr, answer := recvTicks(p, gfd, buf, flags, limit)
 		unix.Close(gfd)
+		if !answer {
+			return
+		}
+		var err error
+		if rerr != 0 {
+			err = rerr
+		}
 		e.late(func() {
 			v, en := finish(n, err, p.Write)
 			if en != 0 {

@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/kbox-project/kbox/fifo"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -253,7 +252,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 		unix.Close(gfd)
 		return errno(le, LKL)
 	}
-	p := r.G.Defer()
+	p := deferWait(r, false, false)
 	go func() {
 		defer unix.Close(gfd)
 		for {
@@ -269,7 +268,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 			}
 			if signalled(p) {
 				// A signal to take (seccomp tier: see watchInterrupt).
-				e.late(func() { p.ReplyErrno(fifo.RestartSys) })
+				e.late(func() { p.ReplyErrno(intrErrno(false)) })
 				return
 			}
 			if w := s.listenWait(); !lklPollIn(s.lfd, 0) {

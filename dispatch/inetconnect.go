@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/kbox-project/kbox/fifo"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -121,7 +120,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		go connect(nil)
 		return errno(unix.EINPROGRESS, LKL)
 	}
-	p := r.G.Defer()
+	p := deferWait(r, timeout > 0, false)
 	go func() {
 		// The wait looks for a signal itself (watchInterrupt's check,
 		// without a goroutine and a ticker of its own per connect).
@@ -143,7 +142,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 			}
 			if signalled(p) {
 				watching = false
-				e.late(func() { p.ReplyErrno(fifo.RestartSys) })
+				e.late(func() { p.ReplyErrno(intrErrno(timeout > 0)) })
 			}
 		})
 		e.late(func() {
@@ -224,7 +223,7 @@ func (s *inetSock) awaitHandshake(tick func()) unix.Errno {
 // awaitConnect answers a blocking connect made while an earlier connect of
 // s goes on: once it ended, 0 or its error (taken from SO_ERROR).
 func (e *Engine) awaitConnect(r *Request, s *inetSock, done chan struct{}) Result {
-	p := r.G.Defer()
+	p := deferWait(r, false, false)
 	stop := make(chan struct{})
 	go e.watchInterrupt(p, stop)
 	go func() {
@@ -247,51 +246,6 @@ func (e *Engine) awaitConnect(r *Request, s *inetSock, done chan struct{}) Resul
 		})
 	}()
 	return deferred(LKL)
-}
-
-// interruptTick is how often a deferred socket call looks for a signal.
-const interruptTick = 100 * time.Millisecond
-
-// watchInterrupt answers p with ERESTARTSYS when a signal that would
-// interrupt the guest's wait is pending, until stop is closed. In the
-// seccomp tier a guest waiting in a notified syscall takes only fatal
-// signals (WAIT_KILLABLE_RECV), so kbox looks (/proc/TID/status, as for
-// FIFO opens) and answers; the kernel then restarts the call (SA_RESTART)
-// or fails it with EINTR, as Linux does. The trap tier interrupts its
-// waits itself, and is left out (interruptsItself).
-func (e *Engine) watchInterrupt(p Pending, stop <-chan struct{}) {
-	if interruptsItself(p) {
-		return
-	}
-	t := time.NewTicker(interruptTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		if p.Valid() != nil {
-			return
-		}
-		if signalled(p) {
-			e.late(func() { p.ReplyErrno(fifo.RestartSys) })
-			return
-		}
-	}
-}
-
-// interruptsItself reports whether p's tier ends a deferred call itself
-// when a signal is to be taken (the trap tier: its guest threads block
-// host signals but kbox's own kick, which /proc would show as pending).
-func interruptsItself(p Pending) bool {
-	_, ok := p.(interface{ InterruptsItself() })
-	return ok
-}
-
-// signalled is fifo.Interrupted for a tier that needs it.
-func signalled(p Pending) bool {
-	return !interruptsItself(p) && fifo.Interrupted(p.Pid())
 }
 
 // holdUnwritable fills the guest end's send buffer (shrunk first) so that

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kbox-project/kbox/fifo"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -325,7 +324,7 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 	if tv, err := unix.GetsockoptTimeval(gfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
 		limit = time.Now().Add(time.Duration(tv.Nano()))
 	}
-	p := r.G.Defer()
+	p := deferWait(r, !limit.IsZero(), true)
 	go func() {
 		defer unix.Close(gfd)
 		for {
@@ -353,11 +352,14 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 				// at only then: reading the thread's status costs
 				// more than a datagram's whole receive.)
 				if p.Valid() == nil && signalled(p) {
-					en := fifo.RestartSys
-					if !limit.IsZero() {
-						en = unix.EINTR
-					}
-					e.late(func() { p.ReplyErrno(en) })
+					en := intrErrno(!limit.IsZero())
+					e.late(func() {
+						if m.got > 0 {
+							p.Reply(int64(m.got)) // recvmmsg: what came before
+						} else {
+							p.ReplyErrno(en)
+						}
+					})
 					return
 				}
 				continue

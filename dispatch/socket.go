@@ -410,20 +410,8 @@ func sysConnect(e *Engine, r *Request) Result {
 		return sockResult(0, err)
 	}
 	// A blocking connect waits while the listener's backlog is full:
-	// never on the serving thread.
-	p := r.G.Defer()
-	go func() {
-		err := rawConnect(s.fd, raw)
-		done()
-		e.late(func() {
-			if err != 0 {
-				p.ReplyErrno(err)
-			} else {
-				p.Reply(0)
-			}
-		})
-	}()
-	return deferred(Host)
+	// never on the serving thread (sockwait.go).
+	return e.connectWait(r, s.fd, raw, done)
 }
 
 // lateReplies guards the answers that goroutines give to deferred socket
@@ -465,26 +453,6 @@ func sockResult(v int64, err error) Result {
 // maxSend bounds what kbox copies for one send: more than any datagram
 // (the send buffer's bound); a stream send beyond it is partial.
 const maxSend = 8 << 20
-
-// sendJob is one send kbox makes for a guest.
-type sendJob struct {
-	s     sock
-	data  []byte
-	name  []byte
-	oob   []byte
-	flags int
-	// closeFds are kbox's copies behind the job (the destination's O_PATH
-	// fd, SCM_RIGHTS fds), closed once it is sent.
-	closeFds []int
-}
-
-func (j *sendJob) close() {
-	unix.Close(j.s.fd)
-	for _, fd := range j.closeFds {
-		unix.Close(fd)
-	}
-	j.closeFds = nil
-}
 
 // sysSendto serves sendto(2) with a destination address: sent by kbox.
 func sysSendto(e *Engine, r *Request) Result {
@@ -555,125 +523,6 @@ func (e *Engine) sendAddr(r *Request, j *sendJob, addr, alen uint64) unix.Errno 
 	j.name = raw
 	return 0
 }
-
-// send makes the send of j for the calling guest thread: at once when it
-// does not block, else (a full receiver, a blocking socket) in a
-// goroutine, the guest's syscall answered when it is done, by done when
-// set (else with the count of bytes or the error). It owns j.
-func (e *Engine) send(r *Request, j *sendJob, done func(p Pending, n int, en unix.Errno)) Result {
-	if sockRoot && j.s.unixDomain() {
-		j.oob = withCreds(j.oob, r.P.Tgid)
-	}
-	n, err := rawSendmsg(j.s.fd, j.data, j.oob, j.name, j.flags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-	tgid, tid := r.P.Tgid, r.G.Pid()
-	// Would the guest's own call wait? Asked only when it matters.
-	blocking := (err == unix.EAGAIN || err == 0 && n < len(j.data)) &&
-		j.flags&unix.MSG_DONTWAIT == 0 && !j.s.nonblocking()
-	switch {
-	case err == unix.EAGAIN && blocking:
-	case err == 0 && blocking && j.s.typ == unix.SOCK_STREAM && n < len(j.data):
-		// The rest of a blocking stream send waits for room.
-		j.data, j.oob = j.data[n:], nil
-	default:
-		j.close()
-		if err != 0 {
-			return errno(pipeSignal(err, j.flags, tgid, tid), Host)
-		}
-		return ok(int64(n), Host)
-	}
-	sent := max(n, 0)
-	p := r.G.Defer()
-	go func() {
-		defer j.close()
-		m, err := sendBlocking(j)
-		if err != 0 && sent == 0 {
-			err = pipeSignal(err, j.flags, tgid, tid)
-		} else {
-			err = 0
-		}
-		e.late(func() {
-			switch {
-			case done != nil:
-				done(p, sent+m, err)
-			case err != 0:
-				p.ReplyErrno(err)
-			default:
-				p.Reply(int64(sent + m))
-			}
-		})
-	}()
-	return deferred(Host)
-}
-
-// sendBlocking sends j, waiting as the guest's blocking call would.
-func sendBlocking(j *sendJob) (int, unix.Errno) {
-	total := 0
-	for {
-		n, err := rawSendmsg(j.s.fd, j.data, j.oob, j.name, j.flags|unix.MSG_NOSIGNAL)
-		if err == unix.EINTR {
-			continue // a Go runtime signal; the guest took none
-		}
-		if err != 0 {
-			return total, err
-		}
-		total += n
-		if j.s.typ != unix.SOCK_STREAM || n >= len(j.data) {
-			return total, 0
-		}
-		j.data, j.oob = j.data[n:], nil
-	}
-}
-
-// pipeSignal sends SIGPIPE to the guest thread for EPIPE, as the kernel
-// would have without MSG_NOSIGNAL (kbox sends with it), and returns err.
-func pipeSignal(err unix.Errno, flags, tgid, tid int) unix.Errno {
-	if err == unix.EPIPE && flags&unix.MSG_NOSIGNAL == 0 {
-		unix.Tgkill(tgid, tid, unix.SIGPIPE)
-	}
-	return err
-}
-
-// withCreds adds SCM_CREDENTIALS naming the guest process to control
-// data that has none: a receiver with SO_PASSCRED then sees the guest's
-// pid, not kbox's (the ids are the host's, kbox's and the guest's alike).
-// Only root may name another process.
-func withCreds(oob []byte, tgid int) []byte {
-	if cmsgFind(oob, unix.SOL_SOCKET, unix.SCM_CREDENTIALS) {
-		return oob
-	}
-	c := unix.Ucred{Pid: int32(tgid), Uid: hostUID, Gid: hostGID}
-	return append(append([]byte(nil), oob...), unix.UnixCredentials(&c)...)
-}
-
-// cmsgFind reports whether control data holds a message of level and typ.
-func cmsgFind(oob []byte, level, typ int32) bool {
-	for o := 0; o+cmsgHdr <= len(oob); {
-		l := int(binary.NativeEndian.Uint64(oob[o:]))
-		if l < cmsgHdr || o+l > len(oob) {
-			return false
-		}
-		if int32(binary.NativeEndian.Uint32(oob[o+8:])) == level && int32(binary.NativeEndian.Uint32(oob[o+12:])) == typ {
-			return true
-		}
-		o += cmsgAlign(l)
-	}
-	return false
-}
-
-// struct cmsghdr on 64-bit Linux: a u64 length, i32 level and type, data
-// aligned to 8.
-const cmsgHdr = 16
-
-func cmsgAlign(n int) int { return (n + 7) &^ 7 }
-
-// struct msghdr on 64-bit Linux (56 bytes) and struct mmsghdr (64).
-const (
-	msghdrSize  = 56
-	mmsghdrSize = 64
-	uioMaxIOV   = 1024
-	// maxControl bounds control data as the kernel's optmem_max does.
-	maxControl = 128 << 10
-)
 
 // sysSendmsg serves sendmsg(2): sent by kbox.
 func sysSendmsg(e *Engine, r *Request) Result {

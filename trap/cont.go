@@ -102,7 +102,9 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 			return
 		}
 	}
-	r, en := native(nr, a)
+	// Made on the core's entry, which a kick ends: a signal interrupts
+	// a blocking call (restart.go).
+	r, en := th.core.native(nr, a)
 	if en != 0 {
 		th.fail(en)
 		return

@@ -148,6 +148,32 @@ static void redirect(struct kbox_thread *kt, ucontext_t *uc, int save)
 	g[REG_EFL] &= ~(greg_t)(0x400 | 0x100 | 0x40000); /* DF, TF, AC */
 }
 
+extern char kbox_native_check[], kbox_native_sc[], kbox_native_abort[];
+
+/* in_native ends a syscall that kbox makes for the guest in kbox mode
+ * (kbox_trap_native) when a kick comes, as a signal ends a blocking
+ * syscall on Linux: before the syscall, it is not made and returns
+ * -ERESTARTNOINTR (the guest makes it again after its handler); in it,
+ * the kernel has rewound it for a restart (the kick's SA_RESTART: %rip
+ * on the syscall, %rcx the address after it, which the syscall
+ * instruction set) and it returns -ERESTARTSYS instead, for Go to apply
+ * the guest's own flags (trap/restart.go). */
+static void in_native(ucontext_t *uc)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	char *ip = (char *)g[REG_RIP];
+	if (ip >= kbox_native_check && ip < kbox_native_sc) {
+		g[REG_RIP] = (greg_t)kbox_native_abort;
+	} else if (ip == kbox_native_sc) {
+		if (g[REG_RCX] == (greg_t)(kbox_native_sc + 2)) {
+			g[REG_RAX] = -512; /* ERESTARTSYS */
+			g[REG_RIP] = (greg_t)(kbox_native_sc + 2);
+		} else {
+			g[REG_RIP] = (greg_t)kbox_native_abort;
+		}
+	}
+}
+
 /* kicked: kbox wants the thread to look at its signals and exit flag. In
  * kbox mode the way out looks again (kicked); in guest mode, go and look
  * now. */
@@ -155,6 +181,8 @@ static void kicked(struct kbox_thread *kt, ucontext_t *uc)
 {
 	if (kt->in_kbox || in_prologue(uc)) {
 		kt->kicked = 1;
+		if (kt->in_kbox)
+			in_native(uc);
 		return;
 	}
 	kt->event = KT_KICK;
@@ -309,6 +337,37 @@ __asm__(".text\n"
 	".globl kbox_trap_window_end\n"
 	"kbox_trap_window_end:\n"
 	".size kbox_trap_resume, .-kbox_trap_resume\n");
+
+/* kbox_trap_native(kt, nr, a0 ... a5): syscall nr in kbox mode, which a
+ * kick ends (in_native): a syscall kbox continues for the guest (trap/cont.go)
+ * may block (flock, F_SETLKW, accept). %rcx is 0 until the syscall
+ * instruction sets it; kicked, once seen, means a kick came first. */
+__asm__(".text\n"
+	".globl kbox_trap_native\n"
+	".type kbox_trap_native,@function\n"
+	"kbox_trap_native:\n"
+	"	mov %rdi, %r11\n"
+	"	mov %rsi, %rax\n"
+	"	mov %rdx, %rdi\n"
+	"	mov %rcx, %rsi\n"
+	"	mov %r8, %rdx\n"
+	"	mov %r9, %r10\n"
+	"	mov 8(%rsp), %r8\n"
+	"	mov 16(%rsp), %r9\n"
+	"	xor %ecx, %ecx\n"
+	".globl kbox_native_check\n"
+	"kbox_native_check:\n"
+	"	cmpl $0, " KT_STR(KT_OFF_KICKED) "(%r11)\n"
+	"	jne kbox_native_abort\n"
+	".globl kbox_native_sc\n"
+	"kbox_native_sc:\n"
+	"	syscall\n"
+	"	ret\n"
+	".globl kbox_native_abort\n"
+	"kbox_native_abort:\n"
+	"	mov $-513, %rax\n" /* ERESTARTNOINTR */
+	"	ret\n"
+	".size kbox_trap_native, .-kbox_trap_native\n");
 
 /* kbox_rw_entry: where a patched site's stub jumps (rewrite tier), with
  * the guest's registers but %eax = the syscall's number, %rcx = the

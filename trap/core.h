@@ -88,5 +88,6 @@ int kbox_trap_fsgsbase(void);
 int kbox_trap_use_xsave(void);
 uint64_t kbox_trap_xcr0(void);
 uint64_t kbox_rw_entry_addr(void);
+long kbox_trap_native(struct kbox_thread *kt, long nr, long a0, long a1, long a2, long a3, long a4, long a5);
 
 #endif

@@ -57,7 +57,7 @@ func (g *guest) AddFDReply(hostfd int, cloexec bool) (int, error) {
 // Defer: the thread stays in kbox (Dispatch's lock released) until the
 // Pending answers.
 func (g *guest) Defer() dispatch.Pending {
-	g.deferred = &pending{g: g, ch: make(chan int64, 1)}
+	g.deferred = &pending{g: g, ch: make(chan int64, 1), intr: errRestartSys}
 	return g.deferred
 }
 
@@ -78,13 +78,22 @@ func (g *guest) waitDeferred() int64 {
 			// call is abandoned: its goroutine sees Valid fail and a
 			// later Reply refused (what it placed in the guest's fd
 			// table is taken back), as the seccomp tier's notification
-			// is gone after a signal. An answer given first wins.
-			if g.t.die.Load() || tr.ended.Load() || g.t.deliverable() != 0 {
-				if p.abandon() {
+			// is gone after a signal, and the call ends with p.intr
+			// (restart.go decides, with the handler's flags, whether
+			// it restarts). An answer given first wins. A wait that
+			// moves data answers itself (coop): it sees the signal
+			// through Signalled.
+			end := g.t.die.Load() || tr.ended.Load()
+			if !end && (g.t.deliverable() == 0 || p.coop) {
+				continue
+			}
+			if p.abandon() {
+				if end {
 					return -int64(unix.EINTR)
 				}
-				return <-p.ch
+				return -int64(p.intr)
 			}
+			return <-p.ch
 		}
 	}
 }
@@ -92,6 +101,11 @@ func (g *guest) waitDeferred() int64 {
 type pending struct {
 	g  *guest
 	ch chan int64
+	// intr ends the call when a signal abandons it (ERESTARTSYS, or
+	// EINTR: InterruptWith); coop: the wait answers itself (Cooperate).
+	// Both are set before the wait's goroutine starts.
+	intr unix.Errno
+	coop bool
 
 	mu        sync.Mutex
 	done      bool  // answered
@@ -135,6 +149,18 @@ func (p *pending) Pid() int { return p.g.t.tid }
 // when a signal is to be taken (waitDeferred): it must not look for
 // pending signals in /proc, where kbox's kick shows.
 func (p *pending) InterruptsItself() {}
+
+// InterruptWith sets what the call returns when a signal ends it.
+func (p *pending) InterruptWith(en unix.Errno) { p.intr = en }
+
+// Cooperate leaves ending the wait to its goroutine, which looks at
+// Signalled: a send must count what it sent, a connect that got through
+// must not be taken back.
+func (p *pending) Cooperate() { p.coop = true }
+
+// Signalled reports, for a cooperating wait, that its thread has a
+// signal to take.
+func (p *pending) Signalled() bool { return p.coop && p.g.t.deliverable() != 0 }
 
 func (p *pending) AddFD(hostfd int, cloexec bool) (int, error) {
 	p.mu.Lock()

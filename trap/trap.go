@@ -162,6 +162,9 @@ type thread struct {
 	wake     chan struct{}
 	started  chan struct{}
 	lastNr   int
+	// sysNr is the syscall the thread comes back from, whose result
+	// may be a restart code (restart.go); -1 when none.
+	sysNr int
 }
 
 // Run loads the guest and runs it in the trap tier until it exits.
@@ -440,7 +443,7 @@ func (t *tier) newThread() (*thread, error) {
 		if !ok {
 			return nil, unix.ENOMEM
 		}
-		th := &thread{core: c, slot: i, wake: make(chan struct{}, 1), started: make(chan struct{})}
+		th := &thread{core: c, slot: i, wake: make(chan struct{}, 1), started: make(chan struct{}), sysNr: -1}
 		th.g.t = th
 		t.threads[i] = th
 		t.live++
@@ -548,7 +551,10 @@ func serve(slot int) {
 	th := t.thread(slot)
 	k := th.k
 	k.Action = actResume
+	th.sysNr = -1
 	switch k.Event {
+	case evKick:
+		th.interruptedNative()
 	case evSyscall:
 		ip, nr := k.Gregs[regRIP], int(k.Nr)
 		th.syscall()
@@ -594,6 +600,7 @@ func (th *thread) syscall() {
 			return
 		}
 	}
+	th.sysNr = nr // a deferred or continued call may end with a restart code
 	r := &th.req
 	r.Nr, r.Args, r.G, r.P, r.Path = nr, a, &th.g, t.eng.Lookup(th.tid), ""
 	// Serve: Dispatch, the observatory's hook and the KBOX_DEBUG line.

@@ -105,6 +105,17 @@ func maxSlots() int { return int(C.kbox_trap_slots()) }
 
 func (c core) resetFPU() { C.kbox_trap_reset_fpu(c.c) }
 
+// native makes syscall nr on this guest thread in kbox mode, ended by a
+// kick (core.c's kbox_trap_native): ERESTARTSYS when it was waiting,
+// ERESTARTNOINTR when the kick came before it was made.
+func (c core) native(nr int, a *[6]uint64) (uint64, unix.Errno) {
+	r := int64(C.kbox_trap_native(c.c, C.long(nr), C.long(a[0]), C.long(a[1]), C.long(a[2]), C.long(a[3]), C.long(a[4]), C.long(a[5])))
+	if r < 0 && r > -4096 {
+		return uint64(r), unix.Errno(-r)
+	}
+	return uint64(r), 0
+}
+
 // start creates the thread (a pthread); it runs kboxTrapWarm, then guest
 // code from c's registers. filter, for the first thread, is installed on
 // it (later threads inherit it from the thread that creates them).

@@ -536,33 +536,37 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, recvFirst 
 	defer g.co.close()
 	defer blockAsyncSignals()() // no ioctl of this thread is interrupted (sigmask.go)
 	var req dispatch.Request    // reused: one allocation, not one per notification
+	var ahead backlog           // received before their turn (backlog.go)
 	exited := false
 	for {
-		if !recvFirst {
-			readable, hup, err := l.Poll(50 * time.Millisecond)
-			if err != nil || hup {
-				return
-			}
-			if !exited && stop() {
-				// The main guest is gone: end every other guest process too.
-				exited = true
-				killGuests(eng.RootPid)
-			}
-			if !readable {
-				if exited {
+		if !ahead.next(&n) {
+			if !recvFirst {
+				readable, hup, err := l.Poll(50 * time.Millisecond)
+				if err != nil || hup {
 					return
 				}
-				continue
-			}
-		}
-		if err := l.Recv(&n); err != nil {
-			if recvFirst {
-				if _, hup, perr := l.Poll(0); perr != nil || hup {
-					return
+				if !exited && stop() {
+					// The main guest is gone: end every other guest process too.
+					exited = true
+					killGuests(eng.RootPid)
+				}
+				if !readable {
+					if exited {
+						return
+					}
+					continue
 				}
 			}
-			continue // target gone or interrupted: the kernel re-notifies
+			if err := l.Recv(&n); err != nil {
+				if recvFirst {
+					if _, hup, perr := l.Poll(0); perr != nil || hup {
+						return
+					}
+				}
+				continue // target gone or interrupted: the kernel re-notifies
+			}
 		}
+		ahead.drain(l)
 		req.Nr, req.Args, req.G, req.P, req.Path = int(n.Data.Nr), n.Data.Args, g, eng.Lookup(int(n.Pid)), ""
 		if g.tgid = int(n.Pid); req.P != nil {
 			g.tgid = req.P.Tgid
