@@ -157,6 +157,7 @@ type thread struct {
 
 	ctid     uint64 // clear_child_tid: zeroed and woken at exit
 	setctid  uint64 // CLONE_CHILD_SETTID: the tid written there at start
+	setptid  uint64 // CLONE_PARENT_SETTID: the same, in the parent's memory (shared)
 	blocking atomic.Int32
 	die      atomic.Bool
 	wake     chan struct{}
@@ -485,6 +486,9 @@ func warm(slot int) {
 	t.tmu.Unlock()
 	if th.setctid != 0 {
 		writeU32(&t.mem, th.setctid, uint32(th.tid))
+	}
+	if th.setptid != 0 {
+		writeU32(&t.mem, th.setptid, uint32(th.tid))
 	}
 	if t.ended.Load() {
 		th.k.Action = actExit
