@@ -67,6 +67,11 @@ type procNode struct {
 	// stat, when set, stats a node outside /proc (netfiles.go) instead
 	// of like.
 	stat func(st *unix.Stat_t) unix.Errno
+	// store, when set, makes a procText file writable (procvar.go): it
+	// serves a write's bytes. owner is the process the file belongs to,
+	// whose effective ids the permission check takes.
+	store func(r *Request, b []byte) (int, unix.Errno)
+	owner *Proc
 }
 
 func (n *procNode) isDir() bool { return n.kind == procDir }
@@ -316,6 +321,10 @@ func (e *Engine) procTask(r *Request, pid int, base, sub string, depth int) (Tar
 		return procTarget(abs, &procNode{kind: procDir, like: hbase + "/map_files", list: func() []fdtable.Dirent {
 			return []fdtable.Dirent{{Ino: 1, Type: unix.DT_DIR, Name: "."}, {Ino: 1, Type: unix.DT_DIR, Name: ".."}}
 		}}), 0
+	case "oom_score_adj", "oom_adj", "comm", "stat", "status", "cmdline", "environ":
+		if t, en, done := e.procIdentEntry(r, pid, base, entry, rest); done { // procident.go
+			return t, en
+		}
 	}
 	return procHost(abs, abs[len("/proc/"):]), 0
 }
@@ -440,6 +449,8 @@ func (e *Engine) procOpen(r *Request, t Target, flags int, mode uint32) Result {
 		switch {
 		case flags&unix.O_DIRECTORY != 0:
 			return errno(unix.ENOTDIR, Emulated)
+		case writes && n.store != nil:
+			return e.openVar(r, t.Path, n, flags) // procvar.go
 		case writes:
 			return errno(unix.EACCES, Emulated)
 		}
@@ -542,6 +553,9 @@ func (e *Engine) procStat(r *Request, t Target, nofollow bool, st *unix.Stat_t) 
 	switch n.kind {
 	case procText:
 		st.Mode = unix.S_IFREG | 0o444
+		if n.store != nil {
+			st.Mode |= 0o200
+		}
 		st.Size, st.Blocks = 0, 0
 	case procDir:
 		if t.Path == "/proc" {
@@ -638,6 +652,14 @@ func (e *Engine) procAccess(r *Request, t Target, mode int) unix.Errno {
 			return unix.EACCES
 		}
 		return 0
+	case procText:
+		if n.store != nil && n.owner != nil && mode&unix.X_OK == 0 {
+			o, c := n.owner.creds(), r.P.creds()
+			if mode&unix.W_OK != 0 && !c.mayWrite(o.EUID, o.EGID, 0o644) {
+				return unix.EACCES
+			}
+			return 0
+		}
 	}
 	if mode&(unix.W_OK|unix.X_OK) != 0 {
 		return unix.EACCES

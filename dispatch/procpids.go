@@ -97,7 +97,7 @@ func (e *Engine) procRootList() []fdtable.Dirent {
 func (e *Engine) guestTgids() []int {
 	var out []int
 	if e.Keeper > 0 {
-		seen := map[int]bool{e.Keeper: true}
+		seen := map[int]bool{e.Keeper: true, e.Binder: true} // the binder is the keeper's child, not the guest's
 		queue := childrenOf(e.Keeper)
 		for len(queue) > 0 {
 			p := queue[0]

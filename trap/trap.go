@@ -109,11 +109,15 @@ type tier struct {
 	fds *fdSpace
 	mem regions
 	// loaded is the program the guest runs (its regions, its break).
-	loaded  *elfload.Loaded
-	tmu     sync.Mutex
-	threads []*thread // by slot
-	byTid   map[int]*thread
-	live    int
+	loaded *elfload.Loaded
+	// proc is the guest's process in the engine; firstName is the first
+	// program's name, which its first thread takes (warm).
+	proc      *dispatch.Proc
+	firstName string
+	tmu       sync.Mutex
+	threads   []*thread // by slot
+	byTid     map[int]*thread
+	live      int
 
 	sig sigState
 	rw  rwState
@@ -219,6 +223,7 @@ func Run(cfg Config) (Exit, error) {
 	// The guest's process is kbox's: no keeper (orphans cannot exist).
 	p := eng.Begin(t.pid, 0, cfg.WorkDir)
 	eng.SetExe(p, cfg.Path)
+	t.proc, t.firstName = p, cfg.Path
 	// Built before the guest is mapped: every executable mapping now is
 	// kbox's own, trusted by the filter.
 	filter, err := t.filter()
@@ -483,7 +488,16 @@ func warm(slot int) {
 	th.tid = int(th.k.Tid)
 	t.tmu.Lock()
 	t.byTid[th.tid] = th
+	first := t.firstName
+	t.firstName = ""
 	t.tmu.Unlock()
+	if first != "" {
+		// The first guest thread stands for the guest's main thread in
+		// its /proc (kbox's own main thread is the process's), named
+		// after the program as execve names a task; later threads
+		// inherit its name from the thread that makes them.
+		t.nameMain(th, first)
+	}
 	if th.setctid != 0 {
 		writeU32(&t.mem, th.setctid, uint32(th.tid))
 	}
