@@ -259,8 +259,13 @@ func (e *Engine) parentIsGuest(pid int) bool {
 	switch {
 	case e.Keeper > 0 && pid == e.Keeper:
 		return false
+	case e.procOf(pid) != nil:
+		// A process the engine knows is the guest's, and a live
+		// process's parent cannot be a dead one's reused id (the
+		// child would have been reparented): no walk up the tree.
+		return true
 	case e.Keeper <= 0 && e.RootPid <= 0:
-		return e.procOf(pid) != nil // no supervisor (tests): what the engine knows
+		return false // no supervisor (tests): what the engine knows
 	}
 	return e.isGuest(pid)
 }
