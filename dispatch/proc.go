@@ -30,6 +30,9 @@ type Proc struct {
 	// ident is what the guest's /proc shows of the process that the
 	// host's files cannot (procident.go).
 	ident procIdent
+	// parent is the process that forked it, while that one lives
+	// (procident.go's shownParent: no /proc read while it does).
+	parent atomic.Pointer[Proc]
 	// pendingScript is the guest path of a #! script being exec'd: its
 	// interpreter opens one of pendingNames (names the tier gave it,
 	// ExpectScript), which means this file. scriptPending says one is
@@ -275,6 +278,7 @@ func (e *Engine) Lookup(tid int) *Proc {
 func (np *Proc) inherit(parent *Proc) {
 	np.cwd, np.exe = parent.Cwd(), parent.Exe()
 	np.ident = parent.forkIdent()
+	np.parent.Store(parent)
 	np.FDs = parent.FDs.Fork()
 	np.cred.Store(parent.cred.Load())
 }

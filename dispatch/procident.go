@@ -243,6 +243,19 @@ func (e *Engine) oomWrite(r *Request, p *Proc, b []byte, legacy bool) (int, unix
 // status, getppid), and whether that hides its host parent: 0 for a
 // parent that is not a guest process.
 func (e *Engine) shownParent(tgid int) (int, bool) {
+	if tgid == e.RootPid && tgid > 0 {
+		return 0, true // the keeper's child, or kbox's own process
+	}
+	if p := e.procOf(tgid); p != nil {
+		// The process that forked it, while it lives: a process is
+		// reparented only when its parent exits.
+		if pp := p.parent.Load(); pp != nil {
+			if pp.pidfd.Load() > 0 && pp.alive(pp.Tgid) { // released at its exit: no pidfd
+				return pp.Tgid, false
+			}
+			p.parent.Store(nil)
+		}
+	}
 	host, found := statusField(tgid, "PPid")
 	if !found || host <= 0 {
 		return 0, false

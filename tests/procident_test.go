@@ -249,6 +249,11 @@ func TestProcNoKbox(t *testing.T) {
 		t.Errorf("ps lists %v, want the shell %s, its sleep %s and ps:\n%s", pids, sh, bg, ps)
 	}
 	t.Run("ps", func(t *testing.T) { psSelf(t, img) })
+	// An orphan, adopted by the keeper: its parent is outside too.
+	runCases(t, []string{"image", "-S", img, "--syscall-mode=seccomp"}, []guestCase{
+		{"orphan", []string{"--", "/bin/sh", "-c", `sh -c "sh -c \"sleep 0.5; grep PPid: /proc/\\\$\\\$/status; cut -d' ' -f4 /proc/\\\$\\\$/stat\" & sleep 0.1"; sleep 1.5`}, 0,
+			[]string{"PPid:\t0\n0\n"}, nil},
+	})
 }
 
 // psSelf: ps in the guest shows its own line and the shell's as busybox
