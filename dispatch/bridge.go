@@ -83,29 +83,35 @@ func (e *Engine) bridge(r *Request, f *fdtable.File, target int, cloexec bool) R
 		return fail(err, Emulated)
 	}
 	if acc == unix.O_WRONLY {
-		pm := &pump{src: ourEnd}
-		ps := &e.pumps
-		ps.mu.Lock()
-		if ps.set == nil {
-			ps.set = map[*pump]bool{}
-		}
-		ps.set[pm] = true
-		ps.mu.Unlock()
-		ps.n.Add(1)
-		ps.wg.Add(1)
-		go func() {
-			defer ps.wg.Done()
-			pumpToLKL(pm, int(lfd), &e.stats)
-			ps.mu.Lock()
-			delete(ps.set, pm)
-			ps.mu.Unlock()
-			ps.n.Add(-1)
-			unix.Close(pm.src)
-		}()
+		e.writePump(ourEnd, func(pm *pump) { pumpToLKL(pm, int(lfd), &e.stats) })
 	} else {
 		go pumpFromLKL(int(lfd), ourEnd, &e.stats)
 	}
 	return ok(int64(target), Emulated)
+}
+
+// writePump runs a write pump that reads src, kbox's end of a pipe, with
+// run, registered for flushPumps and Drain; src is closed after.
+func (e *Engine) writePump(src int, run func(pm *pump)) {
+	pm := &pump{src: src}
+	ps := &e.pumps
+	ps.mu.Lock()
+	if ps.set == nil {
+		ps.set = map[*pump]bool{}
+	}
+	ps.set[pm] = true
+	ps.mu.Unlock()
+	ps.n.Add(1)
+	ps.wg.Add(1)
+	go func() {
+		defer ps.wg.Done()
+		run(pm)
+		ps.mu.Lock()
+		delete(ps.set, pm)
+		ps.mu.Unlock()
+		ps.n.Add(-1)
+		unix.Close(pm.src)
+	}()
 }
 
 // Both pumps change LKL state behind the supervisor (sizes, times): they

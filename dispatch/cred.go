@@ -84,6 +84,22 @@ func sortedGroups(g []uint32) []uint32 {
 // Has reports whether capability n is in the effective set.
 func (c *Cred) Has(n int) bool { return c.Eff&(1<<n) != 0 }
 
+// mayWrite reports whether c may open for writing a file of owner uid,
+// group gid and permission bits mode, as the kernel's permission check
+// decides it: the owner's bits, else the group's (the fsgid or a
+// supplementary group), else the others'; CAP_DAC_OVERRIDE may always.
+func (c *Cred) mayWrite(uid, gid, mode uint32) bool {
+	switch {
+	case c.Has(capDacOverride):
+		return true
+	case c.FSUID == uid:
+		return mode&0o200 != 0
+	case c.FSGID == gid || slices.Contains(c.Groups, gid):
+		return mode&0o020 != 0
+	}
+	return mode&0o002 != 0
+}
+
 // Equal reports whether two Creds are the same credentials.
 func (c *Cred) Equal(o *Cred) bool {
 	return c.UID == o.UID && c.EUID == o.EUID && c.SUID == o.SUID && c.FSUID == o.FSUID &&

@@ -193,8 +193,12 @@ type Engine struct {
 	IPCNamespace bool
 	// RootPid is the first guest process; signals reach only it and its
 	// descendants. Keeper is its parent (seccomp/supervisor/guestinit.c),
-	// a subreaper: the guest's orphans become its children.
+	// a subreaper: the guest's orphans become its children. Keeper 0
+	// means the guest is kbox's own process (an in-process tier).
 	RootPid, Keeper int
+	// Binder is the socket binder's pid when the keeper forked it (its
+	// child, beside the guest): not a guest process (procpids.go).
+	Binder int
 	// Observe, when set, sees every syscall Serve serves; Debug prints
 	// each on stderr (lifecycle.go).
 	Observe Observer
@@ -227,6 +231,9 @@ type Engine struct {
 	// some process changed its own since the start.
 	initCred, unknownCred *procCred
 	credsChanged          atomic.Bool
+	// initOOM is the first process's oom_score_adj, the host's value
+	// (procident.go).
+	initOOM int16
 	// sweepAt is the number of entries at which a new task sweeps the
 	// dead ones out while credentials are all alike (proc.go Lookup).
 	sweepAt atomic.Int64

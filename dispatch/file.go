@@ -158,6 +158,11 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 		if en := roRoute(t, flags); en != 0 {
 			return errno(en, Denied)
 		}
+		if t.Route == "/proc" && t.Bind == nil && (flags&unix.O_ACCMODE != unix.O_RDONLY || flags&unix.O_TRUNC != 0) {
+			if en := e.procWriteCheck(r, t.Rel); en != 0 { // procident.go
+				return errno(en, Emulated)
+			}
+		}
 		hfd, err := e.openHostAs(r, t, flags&^unix.O_CLOEXEC, mode)
 		if err != nil {
 			return fail(err, Host)
@@ -334,6 +339,9 @@ func lklFdIO(r *Request, nr uintptr, write bool, withOff bool) Result {
 		return errno(unix.EBADF, LKL)
 	}
 	if ent.File.Host {
+		if v, isVar := ent.File.Node.(*procVarFile); isVar {
+			return varIO(r, v, ent.File.HostFd, write, withOff) // procvar.go
+		}
 		return hostIO(r, ent.File.HostFd, write, withOff)
 	}
 	if ent.File.Listing != nil {
@@ -553,6 +561,9 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 		ent, okk := r.P.FDs.Get(int(int32(oldfd)))
 		if !okk {
 			return errno(unix.EBADF, Emulated)
+		}
+		if v, isVar := ent.File.Node.(*procVarFile); isVar {
+			return e.bridgeVar(r, ent.File, v, int(int32(newfd)), flags&unix.O_CLOEXEC != 0) // procvar.go
 		}
 		if ent.File.Host {
 			// A host file kept in the virtual table (hostfd.go):

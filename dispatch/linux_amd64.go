@@ -116,7 +116,7 @@ var linux = [MaxNr]Syscall{
 	unix.SYS_GETEUID:                 {Name: "geteuid", Fam: FamProc, How: Served, Fn: sysGeteuid, Facts: Pure},
 	unix.SYS_GETEGID:                 {Name: "getegid", Fam: FamProc, How: Served, Fn: sysGetegid, Facts: Pure},
 	unix.SYS_SETPGID:                 {Name: "setpgid", Fam: FamProc, How: Native, Why: "process groups of the guest's host processes"},
-	unix.SYS_GETPPID:                 {Name: "getppid", Fam: FamProc, How: Native, Why: "guest pids are host pids"},
+	unix.SYS_GETPPID:                 {Name: "getppid", Fam: FamProc, How: Served, Fn: sysGetppid, Why: "0 for a parent outside the guest, as in a pid namespace"},
 	unix.SYS_GETPGRP:                 {Name: "getpgrp", Fam: FamProc, How: Native, Why: "process groups of the guest's host processes"},
 	unix.SYS_SETSID:                  {Name: "setsid", Fam: FamProc, How: Native, Why: "process groups of the guest's host processes"},
 	unix.SYS_SETREUID:                {Name: "setreuid", Fam: FamProc, How: Served, Fn: sysSetreuid},

@@ -179,7 +179,7 @@ var linux = [MaxNr]Syscall{
 	unix.SYS_SETTIMEOFDAY:            {Name: "settimeofday", Fam: FamTime, How: Refused, Errno: unix.EPERM, Why: "sets the host clock"},
 	unix.SYS_ADJTIMEX:                {Name: "adjtimex", Fam: FamTime, How: Refused, Errno: unix.EPERM, Why: "adjusts the host clock"},
 	unix.SYS_GETPID:                  {Name: "getpid", Fam: FamProc, How: Native, Why: "guest pids are host pids"},
-	unix.SYS_GETPPID:                 {Name: "getppid", Fam: FamProc, How: Native, Why: "guest pids are host pids"},
+	unix.SYS_GETPPID:                 {Name: "getppid", Fam: FamProc, How: Served, Fn: sysGetppid, Why: "0 for a parent outside the guest, as in a pid namespace"},
 	unix.SYS_GETUID:                  {Name: "getuid", Fam: FamProc, How: Served, Fn: sysGetuid, Facts: Pure},
 	unix.SYS_GETEUID:                 {Name: "geteuid", Fam: FamProc, How: Served, Fn: sysGeteuid, Facts: Pure},
 	unix.SYS_GETGID:                  {Name: "getgid", Fam: FamProc, How: Served, Fn: sysGetgid, Facts: Pure},

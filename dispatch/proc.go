@@ -21,12 +21,18 @@ type Proc struct {
 	FDs  *fdtable.Table
 	cred atomic.Pointer[procCred]
 
-	// mu guards cwd, exe and the pending script: an in-process tier
-	// serves the threads of one process at the same time.
+	// mu guards cwd, exe, the pending script and the identity below: an
+	// in-process tier serves the threads of one process at the same time.
 	mu  sync.Mutex
 	cwd string
 	// exe is the image path of the program the process runs.
 	exe string
+	// ident is what the guest's /proc shows of the process that the
+	// host's files cannot (procident.go).
+	ident procIdent
+	// parent is the process that forked it, while that one lives
+	// (procident.go's shownParent: no /proc read while it does).
+	parent atomic.Pointer[Proc]
 	// pendingScript is the guest path of a #! script being exec'd: its
 	// interpreter opens one of pendingNames (names the tier gave it,
 	// ExpectScript), which means this file. scriptPending says one is
@@ -171,6 +177,8 @@ func (e *Engine) Start(pid int, cwd string) *Proc {
 	p := &Proc{Tgid: pid, cwd: cwd, FDs: e.newTable()}
 	p.openPidfd()
 	p.cred.Store(e.initCred)
+	e.initOOM = hostOOMScoreAdj(pid)
+	p.ident = procIdent{oomAdj: e.initOOM, oomMin: e.initOOM}
 	p.umask.Store(statusUmask(pid))
 	e.mu.Lock()
 	e.setProcs(func(m map[int]*Proc) { m[pid] = p })
@@ -243,7 +251,7 @@ func (e *Engine) Lookup(tid int) *Proc {
 	if ppid == 0 {
 		ppid, _ = statusField(tgid, "PPid") // its process went meanwhile
 	}
-	np := &Proc{Tgid: tgid, cwd: "/"}
+	np := &Proc{Tgid: tgid, cwd: "/", ident: procIdent{oomAdj: e.initOOM, oomMin: e.initOOM}}
 	np.openPidfd()
 	np.umask.Store(statusUmask(tgid)) // as inherited at fork, or set since
 	if parent := procs[ppid]; parent != nil && ppid != 0 {
@@ -269,6 +277,8 @@ func (e *Engine) Lookup(tid int) *Proc {
 // inherit gives a new process what it takes from its parent at fork.
 func (np *Proc) inherit(parent *Proc) {
 	np.cwd, np.exe = parent.Cwd(), parent.Exe()
+	np.ident = parent.forkIdent()
+	np.parent.Store(parent)
 	np.FDs = parent.FDs.Fork()
 	np.cred.Store(parent.cred.Load())
 }

@@ -50,7 +50,14 @@ func TestProcClassify(t *testing.T) {
 			{"/proc", want{kind: procDir}},
 			{"/proc/self", want{kind: procLink, link: me}},
 			{"/proc/thread-self", want{kind: procLink, link: me + "/task/" + me}},
-			{"/proc/self/status", want{host: true, rel: me + "/status"}},
+			// Its parent (the test runner) is no guest process: a
+			// text that shows it as 0.
+			{"/proc/self/status", want{kind: procText}},
+			{"/proc/self/stat", want{kind: procText}},
+			{"/proc/self/oom_score_adj", want{kind: procText}},
+			{"/proc/self/oom_adj", want{kind: procText}},
+			{"/proc/self/oom_adj/x", want{errno: unix.ENOTDIR}},
+			{"/proc/self/comm", want{host: true, rel: me + "/comm"}},
 			{"/proc/" + me + "/cmdline", want{host: true, rel: me + "/cmdline"}},
 			{"/proc/thread-self/comm", want{host: true, rel: me + "/task/" + me + "/comm"}},
 			{"/proc/self/task", want{host: true, rel: me + "/task"}},

@@ -61,17 +61,12 @@ func sysSchedGetaffinity(e *Engine, r *Request) Result {
 // guest could renice, reschedule or read the scheduling of any host
 // process kbox's uid may touch. Only the guest's own tasks are there for
 // them (0 is the caller); any other id is ESRCH, as if the guest had a pid
-// namespace of its own, but the first guest process's parent, kbox's
-// keeper, which getppid names: it is there, and not the guest's (EPERM,
-// which Python's test_posix takes for a parent it may not query). A
-// negative id names no task: the kernel answers it (EINVAL for the
-// sched_* calls, ESRCH for the others).
+// namespace of its own (the first guest process's parent, kbox's keeper,
+// too: getppid says 0, procident.go). A negative id names no task: the
+// kernel answers it (EINVAL for the sched_* calls, ESRCH for the others).
 func (e *Engine) taskTarget(pid int32) Result {
 	if pid <= 0 || e.isGuest(int(pid)) {
 		return cont
-	}
-	if e.Keeper > 0 && int(pid) == e.Keeper {
-		return errno(unix.EPERM, Denied)
 	}
 	return errno(unix.ESRCH, Denied)
 }

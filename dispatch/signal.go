@@ -19,11 +19,24 @@ import (
 
 // isGuest reports whether host pid is the first guest or one of its
 // descendants, or a process orphaned in the guest's tree: the keeper is a
-// subreaper, so those become its children (and it has no others).
+// subreaper, so those become its children, like the socket binder it
+// forked (Binder), which is not the guest's. In an in-process tier (no
+// keeper) the guest is kbox's own process: pid must be it or one of its
+// threads; kbox's children (its socket binder) are not the guest's.
 func (e *Engine) isGuest(pid int) bool {
+	if e.Keeper <= 0 {
+		if e.RootPid <= 0 || pid <= 0 {
+			return false
+		}
+		tgid, ok := statusField(pid, "Tgid")
+		return pid == e.RootPid || ok && tgid == e.RootPid
+	}
 	for i := 0; i < 64 && pid > 1; i++ {
 		if pid == e.RootPid {
 			return true
+		}
+		if pid == e.Binder && e.Binder > 0 {
+			return false
 		}
 		ppid, ok := statusField(pid, "PPid")
 		if !ok {

@@ -51,6 +51,9 @@ func vecIO(r *Request, write bool, off int64) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
 	}
+	if v, hfd, isVar := varOf(r, r.Args[0]); isVar {
+		return varVecIO(r, v, hfd, write, off) // procvar.go
+	}
 	lfd, en := vfd(r, r.Args[0])
 	if en != 0 {
 		return errno(en, LKL)

@@ -144,6 +144,10 @@ type Loaded struct {
 	Brk         *Brk
 	TextAliases []Alias
 	Auxv        [][2]uint64 // the auxv on the stack, in order, AT_NULL left out
+	// Args are where the argument and environment strings lie on the
+	// stack: [argStart, argEnd, envStart, envEnd), as Linux's mm has them
+	// for /proc/PID/cmdline and environ.
+	Args [4]uint64
 
 	mu       sync.Mutex
 	spans    [][2]uintptr // reservations to unmap
@@ -586,6 +590,7 @@ func (l *Loaded) mapStack(in *stackInput, execStack bool, pg uint64) error {
 	}
 	copy(mem(uintptr(st.sp), len(st.img)), st.img)
 	l.SP = uintptr(st.sp)
+	l.Args = st.args
 	l.ExecStack = execStack
 	for _, e := range st.aux {
 		l.Auxv = append(l.Auxv, [2]uint64{e.typ, e.val})

@@ -26,11 +26,13 @@ type stackInput struct {
 }
 
 // stackOut is the built initial stack: the bytes from sp to the top of the
-// stack, and the auxv placed in them.
+// stack, the auxv placed in them, and where the argument and environment
+// strings lie: [argStart, argEnd, envStart, envEnd).
 type stackOut struct {
-	img []byte
-	sp  uint64
-	aux []auxEntry
+	img  []byte
+	sp   uint64
+	aux  []auxEntry
+	args [4]uint64
 }
 
 // argError is an argument list execve would refuse.
@@ -169,5 +171,12 @@ func buildStack(top uint64, in *stackInput) (*stackOut, error) {
 		copy(at(a), in.envp[i])
 	}
 	copy(at(execfn), in.execfn)
-	return &stackOut{img: img, sp: sp, aux: aux}, nil
+	// As Linux's mm->arg_start ... env_end: the arguments end where the
+	// environment begins, which ends at AT_EXECFN's string.
+	argEnd := execfn
+	if len(envAddr) > 0 {
+		argEnd = envAddr[0]
+	}
+	args := [4]uint64{argAddr[0], argEnd, argEnd, execfn}
+	return &stackOut{img: img, sp: sp, aux: aux, args: args}, nil
 }

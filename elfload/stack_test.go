@@ -115,6 +115,12 @@ func TestBuildStack(t *testing.T) {
 	if str(a0) != "prog" || !bytes.Equal(st.img[a0-st.sp:got[atExecfn]-st.sp], []byte("prog\x00a b\x00\x00X=1\x00EMPTY=\x00")) {
 		t.Errorf("strings not laid out as the kernel lays them")
 	}
+	// The areas /proc/PID/cmdline and environ read.
+	area := func(lo, hi uint64) string { return string(st.img[lo-st.sp : hi-st.sp]) }
+	if a := st.args; a[0] != a0 || area(a[0], a[1]) != "prog\x00a b\x00\x00" || a[2] != a[1] ||
+		area(a[2], a[3]) != "X=1\x00EMPTY=\x00" || a[3] != got[atExecfn] {
+		t.Errorf("argument and environment areas %#x", a)
+	}
 }
 
 func TestBuildStackEmptyArgv(t *testing.T) {

@@ -27,11 +27,15 @@ import (
 //
 // Or a generated directory (Listing): a directory of the guest's /proc
 // whose entries kbox makes (dispatch/procfs.go). LKLFd is then -1 too.
+//
+// A host File may also carry a Node: a file of the guest's /proc whose
+// writes kbox serves (dispatch/procvar.go); HostFd then holds its text.
 type File struct {
 	LKLFd   int
 	Host    bool
 	HostFd  int
 	Listing *Listing
+	Node    any
 	Path    string // normalized guest path, for fchdir and *at() lookups
 	Flags   int    // open flags
 	// refs counts fds referring to the file; after fork they live in
@@ -98,6 +102,18 @@ func (t *Table) OpenListing(l *Listing, path string, flags int, cloexec bool) (i
 func (t *Table) OpenHost(hostfd, min int, cloexec bool) (int, error) {
 	f := &File{LKLFd: -1, Host: true, HostFd: hostfd}
 	fd, err := t.install(f, cloexec, min)
+	if err != nil {
+		unix.Close(hostfd)
+	}
+	return fd, err
+}
+
+// OpenNode adds a host File holding hostfd (owned by the table now) with
+// node, opened with flags at guest path path, and returns its fd, or
+// EMFILE.
+func (t *Table) OpenNode(hostfd int, node any, path string, flags int, cloexec bool) (int, error) {
+	f := &File{LKLFd: -1, Host: true, HostFd: hostfd, Node: node, Path: path, Flags: flags}
+	fd, err := t.install(f, cloexec, t.base)
 	if err != nil {
 		unix.Close(hostfd)
 	}

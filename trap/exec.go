@@ -4,6 +4,9 @@ package trap
 
 import (
 	"errors"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/elfload"
@@ -130,7 +133,26 @@ func (execTier) Exec(r *dispatch.Request, x *dispatch.Exec) dispatch.Result {
 	th.k.Gregs[regEFL] = 0x202
 	th.k.FSGuest = 0
 	th.resetFPU()
+	t.nameMain(th, name)
 	return dispatch.Result{Action: dispatch.Return, Disp: x.Disp}
+}
+
+// nameMain makes th the guest's main thread in its /proc, running the
+// program the guest named path: the thread's name is path's base name,
+// as execve names the task (at most 15 bytes), and cmdline and environ
+// are the program's argument and environment strings (dispatch.SetMain).
+func (t *tier) nameMain(th *thread, path string) {
+	name := path
+	if i := strings.LastIndexByte(strings.TrimRight(path, "/"), '/'); i >= 0 {
+		name = strings.TrimRight(path, "/")[i+1:]
+	}
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	os.WriteFile("/proc/self/task/"+strconv.Itoa(th.tid)+"/comm", []byte(name), 0)
+	if t.proc != nil && t.loaded != nil {
+		t.proc.SetMain(th.tid, t.loaded.Args)
+	}
 }
 
 func execErr(en unix.Errno) dispatch.Result {

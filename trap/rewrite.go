@@ -253,7 +253,9 @@ func (t *tier) patch(th *thread, ip uint64, nr int, res uint64) string {
 		return rewrite.X86StubFor(uint32(nr), mv, rewrite.X86StubCall(uint32(nr), ret, r.entry))
 	}
 	switch {
-	case (nr == unix.SYS_GETPID || nr == unix.SYS_GETPPID) && int64(res) > 0 && res < 1<<31:
+	case (nr == unix.SYS_GETPID && int64(res) > 0 || nr == unix.SYS_GETPPID && int64(res) >= 0) && res < 1<<31:
+		// The guest's pid is kbox's; its parent is outside it: 0
+		// (dispatch's getppid).
 		kind = rewrite.StubConst
 		stub = func(int) []byte { return rewrite.X86StubFor(uint32(nr), mv, rewrite.X86StubConst(uint32(res), ret)) }
 	case nr == unix.SYS_GETTID && res == uint64(th.k.Tid):

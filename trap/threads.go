@@ -49,15 +49,15 @@ func sysClone(th *thread, a *[6]uint64) bool {
 	if flags&unix.CLONE_CHILD_SETTID != 0 {
 		nt.setctid = ctid
 	}
+	if flags&unix.CLONE_PARENT_SETTID != 0 {
+		nt.setptid = ptid // before the child runs, as the kernel writes it (warm)
+	}
 	if err := nt.start(nil); err != nil {
 		t.drop(nt)
 		th.fail(unix.EAGAIN)
 		return true
 	}
 	<-nt.started
-	if flags&unix.CLONE_PARENT_SETTID != 0 {
-		writeU32(&t.mem, ptid, uint32(nt.tid))
-	}
 	th.ret(int64(nt.tid))
 	return true
 }

@@ -109,11 +109,15 @@ type tier struct {
 	fds *fdSpace
 	mem regions
 	// loaded is the program the guest runs (its regions, its break).
-	loaded  *elfload.Loaded
-	tmu     sync.Mutex
-	threads []*thread // by slot
-	byTid   map[int]*thread
-	live    int
+	loaded *elfload.Loaded
+	// proc is the guest's process in the engine; firstName is the first
+	// program's name, which its first thread takes (warm).
+	proc      *dispatch.Proc
+	firstName string
+	tmu       sync.Mutex
+	threads   []*thread // by slot
+	byTid     map[int]*thread
+	live      int
 
 	sig sigState
 	rw  rwState
@@ -157,6 +161,7 @@ type thread struct {
 
 	ctid     uint64 // clear_child_tid: zeroed and woken at exit
 	setctid  uint64 // CLONE_CHILD_SETTID: the tid written there at start
+	setptid  uint64 // CLONE_PARENT_SETTID: the same, in the parent's memory (shared)
 	blocking atomic.Int32
 	die      atomic.Bool
 	wake     chan struct{}
@@ -221,6 +226,7 @@ func Run(cfg Config) (Exit, error) {
 	// The guest's process is kbox's: no keeper (orphans cannot exist).
 	p := eng.Begin(t.pid, 0, cfg.WorkDir)
 	eng.SetExe(p, cfg.Path)
+	t.proc, t.firstName = p, cfg.Path
 	// Built before the guest is mapped: every executable mapping now is
 	// kbox's own, trusted by the filter.
 	filter, err := t.filter()
@@ -485,9 +491,21 @@ func warm(slot int) {
 	th.tid = int(th.k.Tid)
 	t.tmu.Lock()
 	t.byTid[th.tid] = th
+	first := t.firstName
+	t.firstName = ""
 	t.tmu.Unlock()
+	if first != "" {
+		// The first guest thread stands for the guest's main thread in
+		// its /proc (kbox's own main thread is the process's), named
+		// after the program as execve names a task; later threads
+		// inherit its name from the thread that makes them.
+		t.nameMain(th, first)
+	}
 	if th.setctid != 0 {
 		writeU32(&t.mem, th.setctid, uint32(th.tid))
+	}
+	if th.setptid != 0 {
+		writeU32(&t.mem, th.setptid, uint32(th.tid))
 	}
 	if t.ended.Load() {
 		th.k.Action = actExit

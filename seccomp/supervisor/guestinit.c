@@ -18,7 +18,9 @@
  * kbox run, and forks the socket binder (binder.c) into them.
  *
  * Protocol on fd 3 (a socketpair end), with the guest child: the child
- * sends 'N' plus the namespaces it made (u32, NS_* bits); kbox sends the
+ * sends 'N' plus the namespaces it made (u32, NS_* bits) and the socket
+ * binder's pid (u32, 0 without one: kbox hides it from the guest's /proc,
+ * though it is the keeper's child like the guest); kbox sends the
  * filter length (u32, in instructions) and the instructions; the child
  * installs the filter and sends 'L' plus its pid and the listener's fd
  * number (u32 each), which kbox takes with pidfd_getfd; kbox answers one
@@ -208,7 +210,7 @@ static unsigned int make_namespaces(void)
  * guest waiting for any child never sees it, and the keeper, a subreaper,
  * kills it with the rest at the end. kbox learns that it runs from its
  * first answer. */
-static void start_binder(int sock, const char *dir, int chroot_ok)
+static unsigned int start_binder(int sock, const char *dir, int chroot_ok)
 {
 	long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL, NULL);
 
@@ -216,6 +218,7 @@ static void start_binder(int sock, const char *dir, int chroot_ok)
 		die("fork the socket binder");
 	if (pid == 0)
 		kbox_run_binder(sock, dir, chroot_ok);
+	return (unsigned int)pid;
 }
 
 /* keep runs the keeper until the guest child exits, then exits the same
@@ -270,7 +273,7 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	const char *want_ns = getenv("KBOX_GUEST_NS");
 	const char *sockdir = getenv("KBOX_GUEST_SOCKDIR");
 	const int sock = 3, binder = 4;
-	unsigned int ns = 0;
+	unsigned int ns = 0, binder_pid = 0;
 	unsigned int len;
 	struct sock_filter *insns;
 	struct sock_fprog prog;
@@ -310,11 +313,12 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	if (want_ns != NULL && strcmp(want_ns, "1") == 0)
 		ns = make_namespaces();
 	if (sockdir != NULL && fcntl(binder, F_GETFD) >= 0)
-		start_binder(binder, sockdir, ns != 0 || geteuid() == 0);
+		binder_pid = start_binder(binder, sockdir, ns != 0 || geteuid() == 0);
 	close(binder);
 	{
-		char hello[5] = { 'N' };
+		char hello[9] = { 'N' };
 		memcpy(hello + 1, &ns, sizeof(ns));
+		memcpy(hello + 5, &binder_pid, sizeof(binder_pid));
 		if (write(sock, hello, sizeof(hello)) != (ssize_t)sizeof(hello))
 			die("send namespaces");
 	}

@@ -365,13 +365,14 @@ func Run(cfg Config) (int, error) {
 		defer restoreForeground()
 	}
 
-	ns, err := readNamespaces(parent)
+	ns, binderPid, err := readNamespaces(parent)
 	if err != nil {
 		unix.Close(bpair[0])
 		cmd.Process.Kill()
 		cmd.Wait()
 		return 0, err
 	}
+	eng.Binder = binderPid
 	binder := unixsock.NewBinder(bpair[0])
 	eng.Sockets = unixsock.New(binder, ns&NSNet != 0)
 	defer eng.Stop() // when nothing else stopped it
@@ -460,14 +461,14 @@ func Run(cfg Config) (int, error) {
 	return ws.ExitStatus(), nil
 }
 
-// readNamespaces reads the guest start-up's first message: 'N' and the
-// namespaces it made.
-func readNamespaces(sock *os.File) (Namespaces, error) {
-	var hello [5]byte
+// readNamespaces reads the guest start-up's first message: 'N', the
+// namespaces it made and the socket binder's pid (0: none).
+func readNamespaces(sock *os.File) (Namespaces, int, error) {
+	var hello [9]byte
 	if _, err := io.ReadFull(sock, hello[:]); err != nil || hello[0] != 'N' {
-		return 0, errors.New("guest start-up failed before making its namespaces")
+		return 0, 0, errors.New("guest start-up failed before making its namespaces")
 	}
-	return Namespaces(binary.NativeEndian.Uint32(hello[1:])), nil
+	return Namespaces(binary.NativeEndian.Uint32(hello[1:])), int(binary.NativeEndian.Uint32(hello[5:])), nil
 }
 
 // reportNamespaces says under -v what the guest got: its own network and

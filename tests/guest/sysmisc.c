@@ -179,9 +179,8 @@ static void kboxonly(int host)
 	printf("sched_getaffinity host %s\n", en(sched_getaffinity(host, sizeof cs, &cs)));
 	struct rlimit rl;
 	printf("prlimit host %s\n", en(prlimit(host, RLIMIT_NOFILE, NULL, &rl)));
-	/* the first guest process's parent is kbox's keeper: there, not ours */
-	printf("sched_getscheduler parent %s\n", en(syscall(SYS_sched_getscheduler, getppid())));
-	printf("kill parent %s\n", en(kill(getppid(), 0)));
+	/* the first guest process's parent (kbox's keeper) is outside: 0 */
+	printf("getppid %d\n", (int)getppid());
 	printf("inotify_init1 %s\n", en(inotify_init1(0)));
 	struct sysinfo si;
 	sysinfo(&si);
