@@ -216,10 +216,13 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 		kind = unix.SOCK_DGRAM // a netlink socket's raw and datagram types are one
 	}
 	if kind == unix.SOCK_RAW {
-		// Raw internet sockets are not carried: EPERM, Linux's answer to
-		// a process without CAP_NET_RAW. ping then falls back to an ICMP
-		// datagram socket, which is carried (docs/networking.md, "Ping").
-		return errno(unix.EPERM, Emulated)
+		// A raw internet socket is LKL's, carried as datagrams are: LKL
+		// asks CAP_NET_RAW of the guest's credentials (useCred below),
+		// so guest root has it and another user gets EPERM, as on
+		// Linux. What it sends leaves through LKL's stack, where the
+		// user-mode network and its policy end every flow
+		// (docs/networking.md, "Ping").
+		kind = unix.SOCK_DGRAM
 	}
 	if kind != unix.SOCK_STREAM && kind != unix.SOCK_DGRAM {
 		return errno(unix.ESOCKTNOSUPPORT, Emulated) // only stream and datagram sockets are carried (docs/networking.md)
