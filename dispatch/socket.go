@@ -577,17 +577,18 @@ func (e *Engine) send(r *Request, j *sendJob, done func(p Pending, n int, en uni
 	default:
 		j.close()
 		if err != 0 {
-			return errno(pipeSignal(err, j.flags, tgid, tid), Host)
+			return errno(pipeSignal(err, j.flags, r.G, tgid, tid), Host)
 		}
 		return ok(int64(n), Host)
 	}
 	sent := max(n, 0)
-	p := r.G.Defer()
+	g := r.G
+	p := g.Defer()
 	go func() {
 		defer j.close()
 		m, err := sendBlocking(j)
 		if err != 0 && sent == 0 {
-			err = pipeSignal(err, j.flags, tgid, tid)
+			err = pipeSignal(err, j.flags, g, tgid, tid)
 		} else {
 			err = 0
 		}
@@ -626,11 +627,25 @@ func sendBlocking(j *sendJob) (int, unix.Errno) {
 
 // pipeSignal sends SIGPIPE to the guest thread for EPIPE, as the kernel
 // would have without MSG_NOSIGNAL (kbox sends with it), and returns err.
-func pipeSignal(err unix.Errno, flags, tgid, tid int) unix.Errno {
+func pipeSignal(err unix.Errno, flags int, g Guest, tgid, tid int) unix.Errno {
 	if err == unix.EPIPE && flags&unix.MSG_NOSIGNAL == 0 {
-		unix.Tgkill(tgid, tid, unix.SIGPIPE)
+		raise(g, tgid, tid, unix.SIGPIPE)
 	}
 	return err
+}
+
+// Raiser is a Guest whose tier delivers the guest's signals itself (the
+// in-process tiers): Raise makes sig pending for the calling thread, as
+// the kernel makes its own signal of a call (SIGPIPE, SIGXFSZ).
+type Raiser interface{ Raise(sig int) }
+
+// raise sends sig to guest g's calling thread tid (of process tgid).
+func raise(g Guest, tgid, tid int, sig unix.Signal) {
+	if rs, ok := g.(Raiser); ok {
+		rs.Raise(int(sig))
+		return
+	}
+	unix.Tgkill(tgid, tid, sig)
 }
 
 // withCreds adds SCM_CREDENTIALS naming the guest process to control
