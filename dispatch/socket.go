@@ -625,29 +625,6 @@ func sendBlocking(j *sendJob) (int, unix.Errno) {
 	}
 }
 
-// pipeSignal sends SIGPIPE to the guest thread for EPIPE, as the kernel
-// would have without MSG_NOSIGNAL (kbox sends with it), and returns err.
-func pipeSignal(err unix.Errno, flags int, g Guest, tgid, tid int) unix.Errno {
-	if err == unix.EPIPE && flags&unix.MSG_NOSIGNAL == 0 {
-		raise(g, tgid, tid, unix.SIGPIPE)
-	}
-	return err
-}
-
-// Raiser is a Guest whose tier delivers the guest's signals itself (the
-// in-process tiers): Raise makes sig pending for the calling thread, as
-// the kernel makes its own signal of a call (SIGPIPE, SIGXFSZ).
-type Raiser interface{ Raise(sig int) }
-
-// raise sends sig to guest g's calling thread tid (of process tgid).
-func raise(g Guest, tgid, tid int, sig unix.Signal) {
-	if rs, ok := g.(Raiser); ok {
-		rs.Raise(int(sig))
-		return
-	}
-	unix.Tgkill(tgid, tid, sig)
-}
-
 // withCreds adds SCM_CREDENTIALS naming the guest process to control
 // data that has none: a receiver with SO_PASSCRED then sees the guest's
 // pid, not kbox's (the ids are the host's, kbox's and the guest's alike).
