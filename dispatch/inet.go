@@ -54,9 +54,12 @@ type Inet struct {
 	Opened atomic.Uint64
 	dgrams atomic.Int64 // datagram sockets open: recvmsg looks for one (inetmsg.go)
 	ending atomic.Int64 // sockets the reaper is ending (Drain)
+	noting atomic.Int64 // of those, the ones not yet past noting a reset (settlePeerReset)
 	lmu    sync.Mutex
 	lsocks map[*inetSock]bool // the listeners, until their LKL socket is closed (settleListeners)
 	ready  lklReady           // LKL's readiness of the sockets (inetready.go)
+	stands standIns           // fresh stream sockets' stand-ins (inetstandin.go)
+	resets recentResets       // the sockets whose close reset their connection lately (inetreset.go)
 
 	stopping   atomic.Bool  // Stop: ending sockets wait no more (waitUnsent)
 	endedAt    atomic.Int64 // when kbox last closed an LKL socket (UnixNano): inetBind
@@ -88,22 +91,25 @@ func NewInet() (*Inet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Inet{byIno: map[uint64]*inetSock{}, lsocks: map[*inetSock]bool{}, reaper: ep}, nil
+	n := &Inet{byIno: map[uint64]*inetSock{}, lsocks: map[*inetSock]bool{}, reaper: ep}
+	n.stands.fd.Store(-1)
+	return n, nil
 }
 
 type inetSock struct {
 	n      *Inet
 	lfd    int // the LKL socket
-	kfd    int // kbox's end of the pair
+	kfd    int // kbox's end of the pair; -1 while the guest's fd is a stand-in socket (inetstandin.go)
 	file   *os.File
 	ino    uint64
 	family int
-	typ    int // SOCK_STREAM or SOCK_DGRAM
+	typ    int // how it is carried: SOCK_STREAM, or SOCK_DGRAM (datagram, raw and netlink sockets)
 
 	mu             sync.Mutex
 	connecting     bool
 	connDone       chan struct{} // closed when the connect in progress ended
 	connected      bool
+	unseen         bool       // connected by a connect whose end no connect call reported yet: the next connect gives 0, not EISCONN
 	soError        unix.Errno // of a non-blocking connect, or a datagram socket's (deliverError), for SO_ERROR
 	junk           int        // bytes in kbox's end put there to hold the guest's end unwritable
 	sndbuf         int        // the guest end's send buffer before it was shrunk
@@ -114,8 +120,9 @@ type inetSock struct {
 	srcs           []dgramSrc // what kbox wrote into the pair, in order
 	unwritten      int        // 1: the last of srcs waits for room in the pair
 	listening      bool
-	fresh          bool          // a stream socket neither connected nor listening yet: its pair is a stand-in (renew)
+	fresh          bool          // a stream socket neither connected nor listening yet: the guest's fd is a stand-in (renew)
 	endOpts        bool          // the guest set an option of its end (timeouts, send buffer, SO_OOBINLINE): renew copies them
+	sndbufSet      bool          // the guest set SO_SNDBUF (renew copies it; a stand-in socket's own is TCP's default)
 	token          bool          // a byte in the guest's end says a connection waits
 	taken          chan struct{} // an accept took the token
 	closed         bool
@@ -216,10 +223,13 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 		kind = unix.SOCK_DGRAM // a netlink socket's raw and datagram types are one
 	}
 	if kind == unix.SOCK_RAW {
-		// Raw internet sockets are not carried: EPERM, Linux's answer to
-		// a process without CAP_NET_RAW. ping then falls back to an ICMP
-		// datagram socket, which is carried (docs/networking.md, "Ping").
-		return errno(unix.EPERM, Emulated)
+		// A raw internet socket is LKL's, carried as datagrams are: LKL
+		// asks CAP_NET_RAW of the guest's credentials (useCred below),
+		// so guest root has it and another user gets EPERM, as on
+		// Linux. What it sends leaves through LKL's stack, where the
+		// user-mode network and its policy end every flow
+		// (docs/networking.md, "Ping").
+		kind = unix.SOCK_DGRAM
 	}
 	if kind != unix.SOCK_STREAM && kind != unix.SOCK_DGRAM {
 		return errno(unix.ESOCKTNOSUPPORT, Emulated) // only stream and datagram sockets are carried (docs/networking.md)
@@ -249,18 +259,30 @@ func (e *Engine) newInet(r *Request, family, typ, proto int) Result {
 		lkl.Syscall6(lkl.SysSetsockopt, lfd, unix.SOL_SOCKET, unix.SO_OOBINLINE, lkl.PtrOf(&one), 4, 0)
 		runtime.KeepAlive(&one)
 	}
-	s, gend, en := e.Net.pair(int(lfd), family, kind, typ&unix.SOCK_NONBLOCK != 0)
+	nonblock := typ&unix.SOCK_NONBLOCK != 0
+	var s *inetSock
+	var gend int
+	var en unix.Errno = unix.ENOSYS
+	if kind == unix.SOCK_STREAM {
+		// Until it connects or listens, the guest's fd is an
+		// unconnected host TCP socket: Linux's errors for its reads
+		// and writes (inetstandin.go).
+		s, gend, en = e.Net.standIn(int(lfd), family, nonblock)
+	}
+	if en != 0 {
+		s, gend, en = e.Net.pair(int(lfd), family, kind, nonblock)
+	}
 	if en != 0 {
 		lklClose(int(lfd))
 		return errno(en, Host)
 	}
 	defer unix.Close(gend)
-	if kind == unix.SOCK_DGRAM {
+	switch {
+	case kind == unix.SOCK_DGRAM:
 		s.startPumps(0)
-	} else {
-		// Until it connects or listens, the guest's end reads EOF at
-		// once, as an unconnected TCP socket's read fails at once
-		// (renew).
+	case s.kfd >= 0:
+		// No stand-in socket to be had: until it connects or listens,
+		// the pair's guest end reads EOF at once (renew).
 		s.fresh = true
 		unix.Shutdown(s.kfd, unix.SHUT_WR)
 	}
@@ -361,6 +383,9 @@ func (e *Engine) inetName(r *Request, s *inetSock, nr uintptr) Result {
 	glen := int32(binary.NativeEndian.Uint32(lb[:]))
 	if glen < 0 {
 		return errno(unix.EINVAL, LKL)
+	}
+	if nr == lkl.SysGetpeername && s.settlePeerReset() {
+		return errno(unix.ENOTCONN, LKL) // reset and ended: no LKL socket now
 	}
 	buf := make([]byte, sockaddrStorage)
 	alen := make([]byte, 4)
@@ -469,6 +494,7 @@ func (e *Engine) inetSetsockopt(r *Request, s *inetSock) Result {
 		// (test_asyncio's test_sendfile_close_peer_in_the_middle_of_receiving).
 		s.mu.Lock()
 		s.endOpts = true
+		s.sndbufSet = s.sndbufSet || sndbuf
 		s.mu.Unlock()
 		if gfd, en := guestEnd(r, r.Args[0]); en == 0 {
 			if sndbuf {
@@ -625,10 +651,14 @@ func sysSockName(e *Engine, r *Request) Result {
 	return sysSockNative(e, r)
 }
 
-// sysPeerName serves getpeername(2): LKL's for an internet socket.
+// sysPeerName serves getpeername(2): LKL's for an internet socket;
+// ENOTCONN for one that was reset and ended (inetreset.go).
 func sysPeerName(e *Engine, r *Request) Result {
 	if s := e.inetOf(r, r.Args[0]); s != nil {
 		return e.inetName(r, s, lkl.SysGetpeername)
+	}
+	if si := e.watched(r, r.Args[0]); si != nil && si.s == nil {
+		return errno(unix.ENOTCONN, LKL)
 	}
 	return sysSockNative(e, r)
 }

@@ -316,6 +316,11 @@ func sysListen(e *Engine, r *Request) Result {
 	if s := e.inetOf(r, r.Args[0]); s != nil {
 		return e.inetListen(r, s)
 	}
+	if e.standInLeft(r, r.Args[0]) {
+		// A copy of a renewed socket's stand-in: the host's listen would
+		// bind a port of the host's (inetstandin.go).
+		return errno(unix.EINVAL, Emulated)
+	}
 	return sysSockNative(e, r)
 }
 

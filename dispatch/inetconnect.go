@@ -31,6 +31,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	if en != 0 {
 		return errno(en, Host)
 	}
+	s.settleConnect()
 	s.mu.Lock()
 	switch {
 	case s.connecting && !nonblocking(gfd):
@@ -45,8 +46,16 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		unix.Close(gfd)
 		return errno(unix.EALREADY, LKL)
 	case s.connected:
+		// Linux: the first connect after a connect that finished
+		// without the caller (non-blocking, or interrupted) gives 0,
+		// then EISCONN.
+		unseen := s.unseen
+		s.unseen = false
 		s.mu.Unlock()
 		unix.Close(gfd)
+		if unseen {
+			return ok(0, LKL)
+		}
 		return errno(unix.EISCONN, LKL)
 	}
 	s.connecting = true
@@ -82,6 +91,18 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	_, le := lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
 	runtime.KeepAlive(a) // LKL read it: a uintptr does not keep it
 	s.settled()          // a listener of the guest's own has a connection
+	if le == unix.ECONNABORTED {
+		// LKL's socket still says connecting after a connect that
+		// failed; its error was taken by kbox (awaitHandshake). Linux
+		// gives that error to this connect when the guest has not read
+		// it (SO_ERROR), else ECONNABORTED; the socket then connects
+		// anew (asyncio's test_sock_client_connect_racing).
+		s.mu.Lock()
+		if s.soError != 0 {
+			le = s.soError
+		}
+		s.mu.Unlock()
+	}
 	if le != unix.EINPROGRESS {
 		s.connectDone(le)
 		drain(s, junk)
@@ -101,6 +122,14 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	connect := func(tick func()) unix.Errno {
 		defer s.inConnect.Done()
 		le := s.awaitHandshake(tick)
+		if le == 0 {
+			// Until a connect or this one's answer reports it; set
+			// before connectDone gives the guest's end its send
+			// buffer back (writable: the guest may connect again).
+			s.mu.Lock()
+			s.unseen = true
+			s.mu.Unlock()
+		}
 		s.connectDone(le)
 		// The junk goes before the guest's end counts as connected:
 		// a connect answered 0 finds its end writable.
@@ -161,9 +190,32 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 			if err == nil && s.soError == le {
 				s.soError = 0
 			}
+			if err == nil && le == 0 {
+				s.unseen = false
+			}
 		})
 	}()
 	return deferred(LKL)
+}
+
+// settleConnect waits, at most peerSettle, for the goroutine of s's
+// connect in progress when LKL's connect has ended already: a guest that
+// connects again at once gets the result (a refusal, or connected), not
+// EALREADY, as on Linux, where the loopback's answer has come before
+// the first connect returned.
+func (s *inetSock) settleConnect() {
+	s.mu.Lock()
+	done := s.connDone
+	connecting := s.connecting
+	s.mu.Unlock()
+	if !connecting || done == nil {
+		return
+	}
+	if rev, ok := lklPoll(s.lfd, unix.POLLOUT, 0); !ok || rev&(unix.POLLOUT|unix.POLLERR|unix.POLLHUP) == 0 {
+		return // still connecting
+	}
+	s.n.ready.Sweep() // the connect's waiter learns it now
+	await(done, peerSettle)
 }
 
 // handshakeTick bounds how late a connect's wait notices that its
@@ -233,7 +285,9 @@ func (e *Engine) awaitConnect(r *Request, s *inetSock, done chan struct{}) Resul
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if s.connected {
-				p.Reply(0)
+				if p.Reply(0) == nil {
+					s.unseen = false
+				}
 				return
 			}
 			le := s.soError

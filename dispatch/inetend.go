@@ -197,13 +197,22 @@ func (n *Inet) reap() {
 func (n *Inet) reapEvents(evs []unix.EpollEvent) {
 	for _, ev := range evs {
 		ino := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+		if ino == closesKey {
+			n.reapStandIns()
+			continue
+		}
 		n.mu.Lock()
 		s := n.byIno[ino]
-		delete(n.byIno, ino)
+		if s != nil {
+			// Counted as ending before it leaves the table: whoever
+			// looks (anyGone, settlePeerReset) sees one or the other.
+			n.ending.Add(1)
+			n.noting.Add(1)
+			delete(n.byIno, ino)
+		}
 		n.mu.Unlock()
 		if s != nil {
 			unix.EpollCtl(n.reaper, unix.EPOLL_CTL_DEL, s.kfd, nil)
-			n.ending.Add(1)
 			go func() {
 				s.end()
 				n.ending.Add(-1)
@@ -219,8 +228,10 @@ func (n *Inet) reapEvents(evs []unix.EpollEvent) {
 func (s *inetSock) end() {
 	s.mu.Lock()
 	s.closed = true
+	conn := s.connected
 	s.mu.Unlock()
-	if s.typ == unix.SOCK_STREAM && s.closedUnread() {
+	unread := s.typ == unix.SOCK_STREAM && s.closedUnread()
+	if unread {
 		// Linux's close resets at once and drops what is unsent; the
 		// pump from the guest may wait for room in LKL for ever (the
 		// peer reads nothing).
@@ -230,6 +241,18 @@ func (s *inetSock) end() {
 		s.file.SetReadDeadline(time.Now())
 		signal(s.wrdy)
 	}
+	var linger lklLinger
+	reset := "" // the name noted as resetting (noteReset)
+	if s.typ == unix.SOCK_STREAM && conn {
+		// The guest's SO_LINGER, read once: a close that resets is
+		// known to a local peer's getpeername from now on
+		// (settlePeerReset), before the reset is sent.
+		linger = lingerOf(s.lfd)
+		if unread || linger.on && linger.secs == 0 {
+			reset = s.n.noteReset(s.lfd)
+		}
+	}
+	s.n.noting.Add(-1)
 	s.fromGuest.Wait()
 	// Also aborts a connect in progress (LKL's shutdown of a connecting
 	// socket disconnects it), as the guest's close does on Linux. The
@@ -244,17 +267,20 @@ func (s *inetSock) end() {
 	if s.typ == unix.SOCK_STREAM {
 		if s.closedUnread() {
 			lklAbort(s.lfd)
-		} else {
+		} else if conn && !linger.on {
 			s.n.waitUnsent(s.lfd)
 		}
 	}
 	lklClose(s.lfd)
+	s.n.resetSent(reset)
 	s.n.endedAt.Store(time.Now().UnixNano())
 	s.settled() // a local peer sees the FIN or reset now
 	s.n.lmu.Lock()
 	delete(s.n.lsocks, s) // before its end closes: settleListeners polls it
 	s.n.lmu.Unlock()
-	s.file.Close()
+	if s.file != nil { // nil: a stand-in socket's, never renewed
+		s.file.Close()
+	}
 	if s.typ == unix.SOCK_DGRAM {
 		s.n.dgrams.Add(-1)
 	}
@@ -292,10 +318,29 @@ func lklAbort(fd int) {
 // its unsent data (waitUnsent).
 const unsentWait = 60 * time.Second
 
+// lklLinger is an LKL socket's SO_LINGER (struct linger).
+type lklLinger struct {
+	on   bool
+	secs int32
+	err  bool // it could not be read
+}
+
+// lingerOf reads LKL socket fd's SO_LINGER.
+func lingerOf(fd int) lklLinger {
+	b := make([]byte, 12) // struct linger (l_onoff, l_linger), then its length
+	binary.NativeEndian.PutUint32(b[8:], 8)
+	_, le := netCall(lkl.SysGetsockopt, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, lkl.Ptr(b[:8]), lkl.Ptr(b[8:]), 0)
+	runtime.KeepAlive(b)
+	if le != 0 {
+		return lklLinger{err: true, on: true} // as if the guest decided: no wait
+	}
+	return lklLinger{on: binary.NativeEndian.Uint32(b) != 0, secs: int32(binary.NativeEndian.Uint32(b[4:]))}
+}
+
 // waitUnsent waits, up to unsentWait, until LKL stream socket fd has
 // sent everything and had it acknowledged, or its connection ended, or
-// kbox stops (Stop),
-// when it has nothing unread and no SO_LINGER of the guest's. Closed
+// kbox stops (Stop), when it has nothing unread (end calls it only when
+// the guest set no SO_LINGER of its own, which then decides). Closed
 // with unsent data, the socket would be orphaned with it, and a kernel
 // whose TCP is over its memory bound (net.ipv4.tcp_mem: a few MiB in
 // LKL's tens of MiB) aborts an orphan with a reset instead of sending
@@ -309,13 +354,6 @@ const unsentWait = 60 * time.Second
 func (n *Inet) waitUnsent(fd int) {
 	if in, le := lklQueue(fd, unix.SIOCINQ); le != 0 || in > 0 {
 		return // unread data: Linux's close resets
-	}
-	b := make([]byte, 12) // struct linger (l_onoff, l_linger), then its length
-	binary.NativeEndian.PutUint32(b[8:], 8)
-	_, le := netCall(lkl.SysGetsockopt, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, lkl.Ptr(b[:8]), lkl.Ptr(b[8:]), 0)
-	runtime.KeepAlive(b)
-	if le != 0 || binary.NativeEndian.Uint32(b) != 0 {
-		return // the guest's own SO_LINGER decides
 	}
 	deadline := time.Now().Add(unsentWait)
 	for d := time.Millisecond; ; d = min(2*d, 50*time.Millisecond) {

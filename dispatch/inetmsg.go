@@ -523,10 +523,13 @@ func (n *Inet) Drain(d time.Duration) {
 // anyGone reports whether a socket's guest end is closed everywhere but
 // the reaper has not taken it yet.
 func (n *Inet) anyGone() bool {
+	if n.closesPending() {
+		return true
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, s := range n.byIno {
-		if guestGone(s.kfd) {
+		if s.kfd >= 0 && guestGone(s.kfd) {
 			return true
 		}
 	}
@@ -584,17 +587,17 @@ func lklQueue(fd int, cmd uint32) (int, unix.Errno) {
 // datagram socket's: kbox's end plus LKL's.
 func (s *inetSock) queued(r *Request, cmd uint32) (int, unix.Errno) {
 	s.mu.Lock()
-	listening, connecting := s.listening, s.connecting
+	listening, connecting, kfd := s.listening, s.connecting, s.kfd
 	s.mu.Unlock()
 	lq, le := lklQueue(s.lfd, cmd)
 	if le != 0 || listening {
 		return lq, le
 	}
 	if cmd == unix.SIOCOUTQ {
-		if connecting {
-			return lq, 0
+		if connecting || kfd < 0 {
+			return lq, 0 // kbox's end holds filler, or there is none yet
 		}
-		kq, err := unix.IoctlGetInt(s.kfd, unix.SIOCINQ)
+		kq, err := unix.IoctlGetInt(kfd, unix.SIOCINQ)
 		if err != nil {
 			return 0, errnoOf(err)
 		}

@@ -82,24 +82,20 @@ func hostPair(typ int) (gend, kfd int, ino uint64, en unix.Errno) {
 
 // renew gives stream socket s, at its first connect or listen, the pair
 // its data and its listener's token will cross, in place of the guest's
-// end so far (guest fd r.Args[0]): a stand-in whose reads gave EOF at
-// once (newInet). Before, the pair was the socket's from socket() on, and
-// a read before connect waited for ever or said EAGAIN where Linux says
-// ENOTCONN at once: Python's ssl.wrap_socket of an unconnected socket
-// (it reads one byte to see that nothing came) failed with
-// BlockingIOError. The new end takes the old one's place at the same fd
+// fd so far (guest fd r.Args[0]): a stand-in (newInet), an unconnected
+// host TCP socket (inetstandin.go) or else a pair's end whose reads gave
+// EOF at once. The new end takes the old one's place at the same fd
 // with its file flags, close-on-exec, timeouts and SO_OOBINLINE. A copy
-// of the stand-in the guest made before (dup, fork) still names the
-// socket for calls kbox serves, but its reads and writes go nowhere.
-// It returns a copy of the guest's end (new or not) for the caller to
-// close.
+// of the stand-in the guest made before (dup, fork) stays the stand-in:
+// kbox serves none of its calls. It returns a copy of the guest's end
+// (new or not) for the caller to close.
 func (e *Engine) renew(r *Request, s *inetSock) (int, unix.Errno) {
 	old, en := guestEnd(r, r.Args[0])
 	if en != 0 {
 		return -1, en
 	}
 	s.mu.Lock()
-	fresh, endOpts := s.fresh, s.endOpts
+	fresh, endOpts, sndbufSet := s.fresh, s.endOpts, s.sndbufSet
 	s.fresh = false
 	s.mu.Unlock()
 	if !fresh {
@@ -122,14 +118,18 @@ func (e *Engine) renew(r *Request, s *inetSock) (int, unix.Errno) {
 		if v, err := unix.GetsockoptInt(old, unix.SOL_SOCKET, unix.SO_OOBINLINE); err == nil && v != 0 {
 			unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_OOBINLINE, v)
 		}
-		if v, err := unix.GetsockoptInt(old, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
+		if v, err := unix.GetsockoptInt(old, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil && sndbufSet {
 			unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_SNDBUF, v/2) // the kernel doubles it
 		}
 	}
 	n := s.n
-	// The stand-in leaves the reaper first: the guest's end closing
-	// when the new one takes its place must not end the socket.
-	unix.EpollCtl(n.reaper, unix.EPOLL_CTL_DEL, s.kfd, nil)
+	// A pair's end as the stand-in leaves the reaper first: the guest's
+	// end closing when the new one takes its place must not end the
+	// socket. (A stand-in socket's close is seen by its watch, which
+	// finds the socket renewed: inetstandin.go.)
+	if s.kfd >= 0 {
+		unix.EpollCtl(n.reaper, unix.EPOLL_CTL_DEL, s.kfd, nil)
+	}
 	n.mu.Lock()
 	delete(n.byIno, s.ino)
 	n.byIno[ino] = s
@@ -139,12 +139,15 @@ func (e *Engine) renew(r *Request, s *inetSock) (int, unix.Errno) {
 	s.mu.Unlock()
 	n.mu.Unlock()
 	n.watch(s)
-	oldFile.Close()
+	if oldFile != nil {
+		oldFile.Close()
+	}
 	fd := int32(r.Args[0])
 	if _, err := r.G.AddFD(gend, int(fd), GuestCloexec(r, fd)); err != nil {
-		// The guest's fd is still the stand-in, whose other end is
-		// closed now: it reads EOF and its writes fail. kbox's new end
-		// reports POLLHUP once gend closes: the reaper ends the socket.
+		// The guest's fd is still the stand-in: a socket that never
+		// connects, or a pair end whose other end is closed now (it
+		// reads EOF and its writes fail). kbox's new end reports
+		// POLLHUP once gend closes: the reaper ends the socket.
 		unix.Close(gend)
 		return -1, errnoOf(err)
 	}

@@ -372,6 +372,9 @@ func (s *inetSock) resetGuest() bool {
 		return false
 	}
 	defer unix.Close(gfd)
+	// Watched before it leaves the table: its getpeername says ENOTCONN
+	// from then on (inetreset.go).
+	s.n.watchReset(gfd, s.ino)
 	s.n.mu.Lock()
 	mine := s.n.byIno[s.ino] == s
 	if mine {

@@ -297,7 +297,7 @@ func fsizeExceeded(r *Request, p string, size int64) (Result, bool) {
 	if _, le := lklPath(lkl.SysFaccessat, 1, p, [6]uintptr{atFdcwd, 0, unix.W_OK}); le != 0 {
 		return Result{}, false
 	}
-	unix.Tgkill(r.P.Tgid, r.G.Pid(), unix.SIGXFSZ)
+	raise(r.G, r.P.Tgid, r.G.Pid(), unix.SIGXFSZ)
 	return errno(unix.EFBIG, Emulated), true
 }
 

@@ -225,3 +225,26 @@ func sysTgsigqueueinfo(e *Engine, r *Request) Result {
 // pidfd_send_signal works on pidfds, which only pidfd_open (confined above)
 // or clone(CLONE_PIDFD) of the guest's own children can produce.
 func sysPidfdSendSignal(e *Engine, r *Request) Result { return cont }
+
+// pipeSignal sends SIGPIPE to the guest thread for EPIPE, as the kernel
+// would have without MSG_NOSIGNAL (kbox sends with it), and returns err.
+func pipeSignal(err unix.Errno, flags int, g Guest, tgid, tid int) unix.Errno {
+	if err == unix.EPIPE && flags&unix.MSG_NOSIGNAL == 0 {
+		raise(g, tgid, tid, unix.SIGPIPE)
+	}
+	return err
+}
+
+// Raiser is a Guest whose tier delivers the guest's signals itself (the
+// in-process tiers): Raise makes sig pending for the calling thread, as
+// the kernel makes its own signal of a call (SIGPIPE, SIGXFSZ).
+type Raiser interface{ Raise(sig int) }
+
+// raise sends sig to guest g's calling thread tid (of process tgid).
+func raise(g Guest, tgid, tid int, sig unix.Signal) {
+	if rs, ok := g.(Raiser); ok {
+		rs.Raise(int(sig))
+		return
+	}
+	unix.Tgkill(tgid, tid, sig)
+}

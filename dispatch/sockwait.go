@@ -54,20 +54,11 @@ func (e *Engine) send(r *Request, j *sendJob, done func(p Pending, n int, en uni
 	default:
 		j.close()
 		if err != 0 {
-			return errno(pipeSignal(err, j.flags, tgid, tid), Host)
+			return errno(pipeSignal(err, j.flags, r.G, tgid, tid), Host)
 		}
 		return ok(int64(n), Host)
 	}
 	return e.sendWait(r, j, max(n, 0), done)
-}
-
-// pipeSignal sends SIGPIPE to the guest thread for EPIPE, as the kernel
-// would have without MSG_NOSIGNAL (kbox sends with it), and returns err.
-func pipeSignal(err unix.Errno, flags, tgid, tid int) unix.Errno {
-	if err == unix.EPIPE && flags&unix.MSG_NOSIGNAL == 0 {
-		unix.Tgkill(tgid, tid, unix.SIGPIPE)
-	}
-	return err
 }
 
 // withCreds adds SCM_CREDENTIALS naming the guest process to control
@@ -201,7 +192,7 @@ func connectTicks(p Pending, fd int, raw []byte, limit time.Duration) (en unix.E
 // signal ends the wait as Linux's does: a stream send that moved data
 // returns its count, else the call is interrupted. It owns j.
 func (e *Engine) sendWait(r *Request, j *sendJob, sent int, done func(p Pending, n int, en unix.Errno)) Result {
-	tgid, tid := r.P.Tgid, r.G.Pid()
+	tgid, tid, g := r.P.Tgid, r.G.Pid(), r.G
 	limit := sndTimeout(j.s.fd)
 	p := deferWait(r, limit > 0, true)
 	go func() {
@@ -212,7 +203,7 @@ func (e *Engine) sendWait(r *Request, j *sendJob, sent int, done func(p Pending,
 		}
 		n := sent + m
 		if err != 0 && n == 0 {
-			err = pipeSignal(err, j.flags, tgid, tid)
+			err = pipeSignal(err, j.flags, g, tgid, tid)
 		} else {
 			err = 0
 		}

@@ -188,9 +188,9 @@ func TestNetGitClone(t *testing.T) {
 // lets every group open one). The gateway 10.0.2.2 and its IPv6 twin
 // answer (the user-mode stack's own addresses), as do the guest's
 // loopback and its own address; a public address gets no answer (no ICMP
-// leaves through the user-mode stack, so nothing leaves the machine). A
-// raw socket is EPERM, as to a process without CAP_NET_RAW. Before,
-// ping's socket was EACCES (LKL's default range names no group).
+// leaves through the user-mode stack, so nothing leaves the machine).
+// Raw sockets (root's) are TestNetRawICMP's. Before, ping's socket was
+// EACCES (LKL's default range names no group).
 func TestNetPing(t *testing.T) {
 	img := packageImage(t, "iputils-ping")
 	ping := func(to string) string {

@@ -33,6 +33,11 @@ func (g *guest) Write(addr uint64, b []byte) error { return writeMem(&tr.mem, ad
 // which this tier does not rewrite.
 func (g *guest) WriteForce(addr uint64, b []byte) error { return g.Write(addr, b) }
 
+// Raise makes sig pending for the calling thread (dispatch.Raiser): a
+// host signal sent to it while kbox serves its syscall would reach
+// kbox's handler, not the guest's.
+func (g *guest) Raise(sig int) { tr.send(g.t, sig, makeInfo(sig, siUser, tr.pid, 0)) }
+
 // Valid: the calling thread waits in kbox until it is answered.
 func (g *guest) Valid() error { return nil }
 
