@@ -187,7 +187,7 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 	// route or a bind leave it as it was (statcache.go).
 	e.stats.changed()
 	lflags, probe := lklOpenFlags(flags)
-	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, flags, mode), flags)
+	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, t.LKLPath(), flags, mode), flags)
 	if le == unix.ENXIO || le == unix.ENODEV {
 		// A device node LKL has no driver for: kbox decides (dev.go).
 		var st lkl.Stat64

@@ -115,7 +115,7 @@ func (e *Engine) createOp(r *Request, nr uintptr, dirfd int32, addr uint64, mode
 		withUmask(r.P.umask.Load(), func() { res = bindOp(t, nr, args) })
 		return res
 	}
-	args[0] = umasked(r, mode)
+	args[0] = umasked(r, t.LKLPath(), mode)
 	a := [6]uintptr{atFdcwd}
 	copy(a[2:], args)
 	if _, le := lklPath(nr, 1, t.LKLPath(), a); le != 0 {

@@ -41,6 +41,10 @@ import (
 // routes can only be reopened as a non-directory with an access mode the
 // fd already has.
 
+// freeFdName is the link text of the in-process tiers' placeholder of a
+// free guest fd number (trap/fds.go's memfd "kbox:free-fd").
+const freeFdName = "/memfd:kbox:free-fd"
+
 // fdRef is a guest fd as its link shows it and as following it reaches
 // it.
 type fdRef struct {
@@ -58,6 +62,7 @@ type fdRef struct {
 	// kbox's copy of it), "" for a virtual fd.
 	host    string
 	outside bool // a host file outside binds and routes
+	made    bool // a text kbox made for /proc (openText)
 	acc     int  // the fd's access mode
 }
 
@@ -225,7 +230,9 @@ func linkAcc(link string) int {
 // hostFdRef describes the host fd whose host /proc link is link.
 func (e *Engine) hostFdRef(link string) (*fdRef, unix.Errno) {
 	txt, err := os.Readlink(link)
-	if err != nil {
+	if err != nil || strings.HasPrefix(txt, freeFdName) {
+		// In the in-process tiers a closed guest fd holds the trap
+		// tier's placeholder (trap/fds.go): it is not open.
 		return nil, unix.ENOENT
 	}
 	ref := &fdRef{text: txt, lklfd: -1, host: link, acc: linkAcc(link)}
@@ -239,7 +246,7 @@ func (e *Engine) hostFdRef(link string) (*fdRef, unix.Errno) {
 	case strings.HasPrefix(txt, "/memfd:kbox:"):
 		// A text kbox made for /proc (openText): its path.
 		p := strings.TrimPrefix(name, "/memfd:kbox:")
-		ref.text, ref.path = p, p
+		ref.text, ref.path, ref.made = p, p, true
 	case st.Mode&unix.S_IFMT == unix.S_IFIFO && strings.HasPrefix(txt, "/"):
 		if p, found := e.FIFOs.PathOf(st.Dev, st.Ino); found {
 			ref.text, ref.path = p, p // a FIFO of the image

@@ -292,7 +292,7 @@ func (e *Engine) bindPath(r *Request, s sock, p string) Result {
 	// permissions, umask), then the socket: already bound is EINVAL, and
 	// the node goes again.
 	lp := t.LKLPath()
-	mode := uintptr(unix.S_IFSOCK) | umasked(r, 0o777)
+	mode := uintptr(unix.S_IFSOCK) | umasked(r, lp, 0o777)
 	if _, le := lklPath(lkl.SysMknodat, 1, lp, [6]uintptr{atFdcwd, 0, mode, 0}); le != 0 {
 		if le == unix.EEXIST {
 			le = unix.EADDRINUSE

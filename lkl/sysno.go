@@ -4,6 +4,11 @@ package lkl
 // table arm64 also uses; x86_64 numbers differ. The lkl-tagged tests check
 // each value against the linked headers' __lkl__NR_* macros.
 const (
+	// The xattr family: the path form, then l* (+1) and f* (+2).
+	SysSetxattr      = 5
+	SysGetxattr      = 8
+	SysListxattr     = 11
+	SysRemovexattr   = 14
 	SysGetcwd        = 17
 	SysEventfd2      = 19
 	SysEpollCreate1  = 20
