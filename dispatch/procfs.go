@@ -95,6 +95,7 @@ var procTop = []struct {
 	dt   uint8
 }{
 	{"cmdline", procLKL, unix.DT_REG},
+	{"config.gz", procLKL, unix.DT_REG}, // listed only when LKL's proc has it (IKCONFIG_PROC)
 	{"cpuinfo", 0, unix.DT_REG},
 	{"devices", procLKL, unix.DT_REG},
 	{"diskstats", procLKL, unix.DT_REG},
@@ -777,6 +778,9 @@ func (e *Engine) procRootList() []fdtable.Dirent {
 	ents := []fdtable.Dirent{{Ino: 1, Type: unix.DT_DIR, Name: "."}, {Ino: 1, Type: unix.DT_DIR, Name: ".."}}
 	for i, t := range procTop {
 		if t.kind == procLKL && !e.Opt.HasKernelProc {
+			continue
+		}
+		if t.name == "config.gz" && !e.kernelProcHas(t.name) {
 			continue
 		}
 		ents = append(ents, fdtable.Dirent{Ino: uint64(0xf0000000 + i), Type: t.dt, Name: t.name})
