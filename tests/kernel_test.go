@@ -339,3 +339,49 @@ func TestParseKernelLine(t *testing.T) {
 		}
 	}
 }
+
+// TestNeedKernel: needKernel passes with the feature, skips with one loud
+// line without it, and fails instead when KBOX_KERNEL=kbox; a name kbox
+// version does not use fails. Each case runs this test binary again
+// (TestNeedKernelChild) with a kernel line standing in for kbox version's.
+func TestNeedKernel(t *testing.T) {
+	kboxBin(t)
+	const kboxLine = "LKL 6.0.0+, configuration kbox, KASAN off, inotify yes, loop yes, config.gz yes"
+	const dfltLine = "LKL 6.0.0+, configuration unknown (no config.gz), KASAN on, inotify no, loop no, config.gz no"
+	for _, c := range []struct {
+		line, need, env string
+		status          int
+		want            string
+	}{
+		{kboxLine, "inotify", "", 0, "needKernel passed"},
+		{kboxLine, "inotify", "kbox", 0, "needKernel passed"},
+		{dfltLine, "inotify", "", 0, "SKIP (the kernel lacks inotify"},
+		{dfltLine, "loop", "kbox", 1, "KBOX_KERNEL=kbox, but the kernel's configuration is unknown"},
+		{strings.Replace(kboxLine, "inotify yes", "inotify no", 1), "inotify", "kbox", 1, "the kernel lacks inotify although KBOX_KERNEL=kbox"},
+		{kboxLine, "nosuch", "", 1, "kbox version names no such feature"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestNeedKernelChild$", "-test.v")
+		cmd.Env = append(os.Environ(), "KBOX_TEST_KERNEL_LINE="+c.line, "KBOX_TEST_NEED="+c.need, "KBOX_KERNEL="+c.env)
+		out, err := cmd.CombinedOutput()
+		st := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			st = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if st != c.status || !strings.Contains(string(out), c.want) {
+			t.Errorf("need %s on %q, KBOX_KERNEL=%q: status %d, want %d and %q:\n%s", c.need, c.line, c.env, st, c.status, c.want, out)
+		}
+	}
+}
+
+// TestNeedKernelChild is TestNeedKernel's child; it does nothing alone.
+func TestNeedKernelChild(t *testing.T) {
+	line := os.Getenv("KBOX_TEST_KERNEL_LINE")
+	if line == "" {
+		return
+	}
+	kernelOnce.Do(func() { kernelInfo, kernelErr = parseKernelLine("kernel: " + line) })
+	needKernel(t, os.Getenv("KBOX_TEST_NEED"))
+	t.Log("needKernel passed")
+}
