@@ -31,7 +31,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: probe-program bench-workloads shell lkl install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs test-image guests vet fmt clean lkl-status conformance
+.PHONY: probe-program bench-workloads shell lkl lkl-config install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs test-image guests vet fmt clean lkl-status conformance
 
 all: kbox
 
@@ -76,17 +76,21 @@ test-image:
 $(TEST_IMAGE): rootfs/build.sh rootfs/programs.sh $(GUEST_SOURCES)
 	@$(MAKE) --no-print-directory test-image
 
-# `make lkl` builds liblkl with LKL's default configuration and installs
-# liblkl.a and the headers under LKL_DIR when given, else ./.lkl (which
-# `make` then finds). The tree is upstream LKL at LKL_COMMIT, fetched with
-# git into LKL_FETCH, or LKL_SRC, a local tree used as it is (built in
-# place, incrementally). docs/lkl.md.
+# `make lkl` builds liblkl with kbox's configuration (lkl/kbox.config over
+# LKL's defconfig; LKL_CONFIG=default for LKL's own, or LKL_CONFIG=FILE for
+# another fragment) and installs liblkl.a, its .config and the headers under
+# LKL_DIR when given, else ./.lkl (which `make` then finds). The tree is
+# upstream LKL at LKL_COMMIT, fetched with git into LKL_FETCH, or LKL_SRC, a
+# local tree (configured and built in place). `make lkl-config` only checks
+# the configuration and says whether `make lkl` would rebuild the kernel.
+# scripts/lkl.sh, docs/lkl.md.
 LKL_REPO   ?= https://github.com/lkl/linux
 LKL_COMMIT ?= 9da43d07386cc060f4f26194e9aa702ecc4627af
 LKL_FETCH  ?= $(CURDIR)/.lkl-src
 LKL_JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+LKL_CONFIG ?= kbox
 LKL_PREFIX := $(if $(filter command line environment,$(origin LKL_DIR)),$(LKL_DIR),$(CURDIR)/.lkl)
-lkl:
+lkl lkl-config:
 	@set -e; src="$(LKL_SRC)"; \
 	if [ -z "$$src" ]; then \
 		src="$(LKL_FETCH)"; \
@@ -96,12 +100,8 @@ lkl:
 		git -C "$$src" fetch -q --depth 1 origin "$(LKL_COMMIT)" || { echo "kbox: cannot fetch LKL $(LKL_COMMIT) from $(LKL_REPO): no network? Use LKL_SRC=DIR with a local LKL tree"; exit 1; }; \
 		git -C "$$src" checkout -q --force FETCH_HEAD; \
 	fi; \
-	test -f "$$src/tools/lkl/Makefile" || { echo "kbox: $$src is not an LKL tree (no tools/lkl/Makefile)"; exit 1; }; \
-	echo "kbox: building LKL in $$src/tools/lkl (default configuration, -j$(LKL_JOBS))"; \
-	$(MAKE) --no-print-directory -C "$$src/tools/lkl" -j$(LKL_JOBS); \
-	$(MAKE) --no-print-directory -C "$$src/tools/lkl" headers_install PREFIX="$(LKL_PREFIX)" DESTDIR=; \
-	install -D -m 644 "$$src/tools/lkl/liblkl.a" "$(LKL_PREFIX)/lib/liblkl.a"; \
-	echo "kbox: installed liblkl.a and headers under $(LKL_PREFIX)"
+	SRC="$$src" PREFIX="$(LKL_PREFIX)" JOBS="$(LKL_JOBS)" CONFIG="$(LKL_CONFIG)" MAKE="$(MAKE)" \
+		bash scripts/lkl.sh $(if $(filter lkl-config,$@),config,build)
 
 # Everything for a first run: liblkl (make lkl) when none is found, kbox,
 # the image when it is missing, then a shell in it.

@@ -98,6 +98,7 @@ var procTop = []struct {
 	dt   uint8
 }{
 	{"cmdline", procLKL, unix.DT_REG},
+	{"config.gz", procLKL, unix.DT_REG}, // listed only when LKL's proc has it (IKCONFIG_PROC)
 	{"cpuinfo", 0, unix.DT_REG},
 	{"devices", procLKL, unix.DT_REG},
 	{"diskstats", procLKL, unix.DT_REG},

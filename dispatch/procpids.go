@@ -78,6 +78,9 @@ func (e *Engine) procRootList() []fdtable.Dirent {
 		if t.kind == procLKL && !e.Opt.HasKernelProc {
 			continue
 		}
+		if t.name == "config.gz" && !e.kernelProcHas(t.name) {
+			continue
+		}
 		ents = append(ents, fdtable.Dirent{Ino: uint64(0xf0000000 + i), Type: t.dt, Name: t.name})
 		if t.name == "sys" && e.ipcBinder() != nil {
 			ents = append(ents, fdtable.Dirent{Ino: 0xf0000100, Type: unix.DT_DIR, Name: "sysvipc"})

@@ -448,3 +448,12 @@ func (e *Engine) mountText(which string) func() []byte {
 		return []byte(formatMounts(ms))
 	}
 }
+
+// kernelProcHas reports whether LKL's own proc has the file name: the
+// guest's /proc lists config.gz only when the kernel has it
+// (CONFIG_IKCONFIG_PROC); opening it where the kernel has none is
+// LKL's ENOENT.
+func (e *Engine) kernelProcHas(name string) bool {
+	_, le := e.kprocPath(lkl.SysFaccessat, 1, name, [6]uintptr{0, 0, unix.F_OK})
+	return le == 0
+}

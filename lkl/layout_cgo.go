@@ -55,6 +55,9 @@ func cLayout() map[string]uintptr {
 		"NR_epoll_create1":    C.__lkl__NR_epoll_create1,
 		"NR_epoll_ctl":        C.__lkl__NR_epoll_ctl,
 		"NR_epoll_pwait":      C.__lkl__NR_epoll_pwait,
+		"NR_inotify_init1":    C.__lkl__NR_inotify_init1,
+		"NR_fanotify_init":    C.__lkl__NR_fanotify_init,
+		"NR_memfd_create":     C.__lkl__NR_memfd_create,
 		"sizeof(epoll_event)": C.sizeof_struct_lkl_epoll_event,
 	}
 }

@@ -55,6 +55,9 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 		"NR_epoll_create1":   SysEpollCreate1,
 		"NR_epoll_ctl":       SysEpollCtl,
 		"NR_epoll_pwait":     SysEpollPwait,
+		"NR_inotify_init1":   SysInotifyInit1,
+		"NR_fanotify_init":   SysFanotifyInit,
+		"NR_memfd_create":    SysMemfdCreate,
 		// kbox passes unix.EpollEvent to LKL's epoll (dispatch/inetready.go):
 		// LKL is built with the host's compiler, so its layout is the host's.
 		"sizeof(epoll_event)": unsafe.Sizeof(unix.EpollEvent{}),

@@ -91,6 +91,9 @@ const (
 	SysOpenat2       = 437
 	SysCloseRange    = 436
 	SysFaccessat2    = 439
+	SysInotifyInit1  = 26
+	SysFanotifyInit  = 262
+	SysMemfdCreate   = 279
 )
 
 // AtFdcwd is AT_FDCWD.

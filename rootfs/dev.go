@@ -8,8 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The guest's /dev is a ramfs of LKL's (this LKL has no devtmpfs) holding
-// what a small Linux system has there, and nothing of the host's: the
+// The guest's /dev is a ramfs of LKL's (LKL's defconfig has no devtmpfs;
+// kbox's configuration has one, not used here) holding what a small
+// Linux system has there, and nothing of the host's: the
 // guest lists, stats and reads its links in LKL, while kbox serves every
 // open of a device node by its numbers (dispatch/dev.go), so a node only
 // names a device; it never reaches a host device that is not one of

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,8 @@ func TestLTPConformance(t *testing.T) {
 	bin := kboxBin(t)
 	tests := ltpTests(t, ltp, os.Getenv("KBOX_LTP_FILTER"))
 	expected := readExpected(t, filepath.Join(repoRoot(), "tests", "conformance", "expected.txt"))
+	kernel := linkedKernel(t)
+	t.Logf("kernel: %s", kernel.line)
 	var native *chroot
 	if os.Getuid() == 0 {
 		native = newChroot(t, img, ltp)
@@ -96,7 +99,8 @@ func TestLTPConformance(t *testing.T) {
 		case "fail":
 			c.nfail++
 		}
-		_, isExpected := expected[r.test.name]
+		e, listed := expected[r.test.name]
+		isExpected := listed && e.applies(kernel)
 		if r.kbox == "fail" && r.native != "fail" && !isExpected {
 			unexpected = append(unexpected, r.test.name+"\n"+indent(lastLines(r.out, 8)))
 		}
@@ -177,22 +181,71 @@ func ltpTests(t *testing.T, ltp, filter string) []ltpTest {
 	return out
 }
 
-// readExpected reads "name reason" lines.
-func readExpected(t *testing.T, p string) map[string]string {
-	m := map[string]string{}
+// expectedFailure is a line of expected.txt: "name [needs FEATURE ...]
+// reason". An entry that names kernel features (as kbox version names
+// them: config.gz, inotify, loop, ...) is expected to fail only on a
+// kernel that lacks one of them.
+type expectedFailure struct {
+	reason string
+	needs  []string
+}
+
+// applies reports whether the entry holds for kernel k.
+func (e expectedFailure) applies(k kernelFacts) bool {
+	if len(e.needs) == 0 {
+		return true
+	}
+	for _, f := range e.needs {
+		if !k.has(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// readExpected reads expected.txt.
+func readExpected(t *testing.T, p string) map[string]expectedFailure {
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatalf("expected failures: %v", err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
+	m, err := parseExpected(string(b))
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	return m
+}
+
+func parseExpected(text string) (map[string]expectedFailure, error) {
+	m := map[string]expectedFailure{}
+	for i, l := range strings.Split(text, "\n") {
 		l = strings.TrimSpace(l)
 		if l == "" || l[0] == '#' {
 			continue
 		}
-		name, reason, _ := strings.Cut(l, " ")
-		m[name] = strings.TrimSpace(reason)
+		name, rest, _ := strings.Cut(l, " ")
+		rest = strings.TrimSpace(rest)
+		var e expectedFailure
+		if body, ok := strings.CutPrefix(rest, "[needs"); ok {
+			list, after, ok := strings.Cut(body, "]")
+			if !ok {
+				return nil, fmt.Errorf("line %d: %q: no ] after [needs", i+1, l)
+			}
+			for _, f := range strings.Fields(list) {
+				if !slices.ContainsFunc(kernelFeatures, func(k string) bool { return strings.EqualFold(k, f) }) {
+					return nil, fmt.Errorf("line %d: %q: kbox version names no kernel feature %q (%s)", i+1, l, f, strings.Join(kernelFeatures, ", "))
+				}
+				e.needs = append(e.needs, f)
+			}
+			if len(e.needs) == 0 {
+				return nil, fmt.Errorf("line %d: %q: [needs] names no feature", i+1, l)
+			}
+			rest = strings.TrimSpace(after)
+		}
+		e.reason = rest
+		m[name] = e
 	}
-	return m
+	return m, nil
 }
 
 // classify turns an LTP exit status into pass, fail or conf, as LTP
@@ -305,5 +358,48 @@ func TestLTPClassify(t *testing.T) {
 		if got := classifyStatus(st); got != want {
 			t.Errorf("status %d: %s, want %s", st, got, want)
 		}
+	}
+}
+
+// TestExpectedNeeds: an expected.txt entry that names kernel features
+// applies only on a kernel that lacks one; a feature kbox version does not
+// name is an error. And the real expected.txt parses.
+func TestExpectedNeeds(t *testing.T) {
+	m, err := parseExpected("# comment\nplain01 reason\ncfg01 [needs config.gz] no config\nboth01 [needs config.gz inotify] two\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kbox := kernelFacts{values: map[string]string{"config.gz": "yes", "inotify": "yes"}}
+	dflt := kernelFacts{values: map[string]string{"config.gz": "no", "inotify": "no"}}
+	half := kernelFacts{values: map[string]string{"config.gz": "yes", "inotify": "no"}}
+	for _, c := range []struct {
+		name             string
+		kbox, dflt, half bool
+		reason           string
+	}{
+		{"plain01", true, true, true, "reason"},
+		{"cfg01", false, true, false, "no config"},
+		{"both01", false, true, true, "two"},
+	} {
+		e, ok := m[c.name]
+		if !ok {
+			t.Errorf("%s not read", c.name)
+			continue
+		}
+		if e.reason != c.reason || e.applies(kbox) != c.kbox || e.applies(dflt) != c.dflt || e.applies(half) != c.half {
+			t.Errorf("%s: %+v applies %v/%v/%v, want %v/%v/%v", c.name, e, e.applies(kbox), e.applies(dflt), e.applies(half), c.kbox, c.dflt, c.half)
+		}
+	}
+	for _, bad := range []string{"x01 [needs nosuchfeature] r", "x01 [needs config.gz r", "x01 [needs] r"} {
+		if _, err := parseExpected(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(repoRoot(), "tests", "conformance", "expected.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseExpected(string(b)); err != nil {
+		t.Errorf("expected.txt: %v", err)
 	}
 }

@@ -356,7 +356,7 @@ echo '--- cgroup'; cat /proc/self/cgroup
 	if cg := section(out, "cgroup"); cg != "0::/\n" {
 		t.Errorf("cgroup %q: the host's hierarchy?", cg)
 	}
-	allowed := map[string]bool{"cmdline": true, "cpuinfo": true, "devices": true, "diskstats": true, "filesystems": true,
+	allowed := map[string]bool{"cmdline": true, "config.gz": true, "cpuinfo": true, "devices": true, "diskstats": true, "filesystems": true,
 		"loadavg": true, "meminfo": true, "mounts": true, "net": true, "partitions": true, "self": true, "stat": true,
 		"sys": true, "sysvipc": true, "thread-self": true, "uptime": true, "version": true}
 	for _, n := range strings.Fields(section(out, "ls")) {

@@ -33,7 +33,7 @@ commands:
   policy    check a policy file (kbox policy check FILE)
   probe     measure the boundary: probes in a guest under the image options
   file      one file operation on an image, with no guest (used by mcp)
-  version   print the version and the linked LKL API
+  version   print the version, the linked LKL API and what the kernel has
   help      this help
 
 Run 'kbox image --help' for the image options.

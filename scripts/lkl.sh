@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# lkl.sh build|config: `make lkl` and `make lkl-config` (docs/lkl.md).
+#
+# It configures the LKL tree SRC with LKL's defconfig plus a fragment
+# (CONFIG: `kbox`, lkl/kbox.config, the default; `default`, LKL's defconfig
+# alone; or the path of another fragment), checks that the result has
+# every option of the fragment, and with `build` builds liblkl and installs
+# it with the headers under PREFIX. `config` stops after the check and
+# says whether `build` would rebuild the kernel; it changes nothing.
+#
+# The configuration is computed in a scratch file (KCONFIG_CONFIG), so a
+# fragment that does not apply leaves the tree as it was. The kernel is
+# rebuilt when the computed .config differs from the tree's, or from the
+# one liblkl was last built with (STAMP); an unchanged configuration
+# rebuilds nothing.
+#
+# Environment: SRC, PREFIX (build), JOBS, CONFIG, MAKE.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+mode=${1:-}
+case "$mode" in build | config) ;; *)
+	echo "usage: lkl.sh build|config" >&2
+	exit 2
+	;;
+esac
+src=${SRC:?SRC names the LKL tree}
+config=${CONFIG:-kbox}
+jobs=${JOBS:-2}
+make=${MAKE:-make}
+say() { echo "kbox: $*"; }
+die() {
+	echo "kbox: make lkl: $*" >&2
+	exit 1
+}
+
+[ -f "$src/tools/lkl/Makefile" ] || die "$src is not an LKL tree (no tools/lkl/Makefile)"
+src=$(cd "$src" && pwd)
+defconfig=$src/arch/lkl/configs/defconfig
+[ -f "$defconfig" ] || die "$src has no arch/lkl/configs/defconfig"
+case "$config" in
+kbox) fragment=$repo/lkl/kbox.config ;;
+default) fragment= ;;
+*)
+	fragment=$config
+	[ -f "$fragment" ] || die "LKL_CONFIG=$config: not kbox, default, or a fragment file"
+	fragment=$(cd "$(dirname "$fragment")" && pwd)/$(basename "$fragment")
+	;;
+esac
+
+# One make lkl at a time per tree: two would build the same objects.
+exec 9>"$src/.kbox-lkl.lock"
+flock 9
+
+# LKL 6.0's arch/lkl/Kconfig selects KASAN, which no configuration can
+# then turn off. `imply` keeps it on by default (LKL's defconfig gives the
+# same .config) and lets a fragment turn it off.
+kconfig=$src/arch/lkl/Kconfig
+skip=
+if [ -n "$fragment" ] && grep -Eq '^[[:space:]]*select KASAN[[:space:]]*$' "$kconfig"; then
+	if [ "$mode" = config ]; then
+		say "arch/lkl/Kconfig selects KASAN: make lkl will change that select to imply (LKL's own configuration keeps KASAN); CONFIG_KASAN is not checked here"
+		skip=CONFIG_KASAN
+	else
+		sed -i -E 's/^([[:space:]]*)select KASAN[[:space:]]*$/\1imply KASAN/' "$kconfig"
+		say "arch/lkl/Kconfig selected KASAN, which no configuration can turn off: changed to 'imply KASAN' (LKL's defconfig still gets KASAN)"
+	fi
+fi
+
+sum() { sha256sum "$@" | cut -d' ' -f1; }
+# The inputs: defconfig, fragment, and whether KASAN is still selected.
+input=$( { echo "config $config"; cat "$defconfig"; [ -z "$fragment" ] || cat "$fragment"; grep -E 'KASAN' "$kconfig" || true; } | sum)
+stamp=$src/.kbox-lkl-config
+lib=$src/tools/lkl/lib/lkl.o
+have=
+[ -f "$src/.config" ] && have=$(sum "$src/.config")
+built=
+[ -f "$stamp" ] && built=$(sed -n 's/^config //p' "$stamp")
+
+unchanged=
+if [ -f "$stamp" ] && [ "$(sed -n 's/^input //p' "$stamp")" = "$input" ] && [ -n "$have" ] && [ "$have" = "$built" ] && [ -f "$lib" ]; then
+	unchanged=1
+fi
+
+if [ -z "$unchanged" ]; then
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	cat "$defconfig" >"$tmp/config"
+	[ -z "$fragment" ] || cat "$fragment" >>"$tmp/config"
+	if ! "$make" -s -C "$src" ARCH=lkl KCONFIG_CONFIG="$tmp/config" olddefconfig >"$tmp/log" 2>&1; then
+		cat "$tmp/log" >&2
+		die "configuring $src failed"
+	fi
+	# Every option of the fragment must be in the result: Kconfig drops
+	# an option whose dependencies are missing without failing.
+	if [ -n "$fragment" ]; then
+		missing=$(awk -v skip="$skip" '
+			FNR == NR {
+				if ($0 ~ /^CONFIG_[A-Za-z0-9_]+=/) { i = index($0, "="); got[substr($0, 1, i - 1)] = substr($0, i + 1) }
+				else if ($0 ~ /^# CONFIG_[A-Za-z0-9_]+ is not set$/) got[$2] = "n"
+				next
+			}
+			$0 ~ /^CONFIG_[A-Za-z0-9_]+=/ {
+				i = index($0, "="); k = substr($0, 1, i - 1); v = substr($0, i + 1)
+				if (!(k in got)) printf "%s (wanted %s, absent: a dependency is missing)\n", k, v
+				else if (got[k] != v) printf "%s (wanted %s, got %s)\n", k, v, got[k] == "n" ? "not set" : got[k]
+			}
+			$0 ~ /^# CONFIG_[A-Za-z0-9_]+ is not set$/ {
+				if ($2 != skip && ($2 in got) && got[$2] != "n") printf "%s (wanted not set, got %s: selected by another option?)\n", $2, got[$2]
+			}' "$tmp/config" "$fragment")
+		if [ -n "$missing" ]; then
+			echo "kbox: make lkl: the configuration of $src lacks options of $fragment:" >&2
+			echo "$missing" | sed 's/^/kbox:   /' >&2
+			die "not applied (the tree is unchanged)"
+		fi
+		say "every option of $(basename "$fragment") is in the configuration"
+	fi
+	wanted=$(sum "$tmp/config")
+	if [ "$wanted" = "$have" ] && { [ -z "$built" ] || [ "$built" = "$have" ]; } && [ -f "$lib" ]; then
+		unchanged=1
+	fi
+fi
+
+if [ "$mode" = config ]; then
+	if [ -n "$unchanged" ]; then
+		say "LKL configuration $config: unchanged, make lkl rebuilds nothing"
+	else
+		say "LKL configuration $config: differs from the tree's, make lkl rebuilds the kernel"
+	fi
+	exit 0
+fi
+
+prefix=${PREFIX:?PREFIX names where to install}
+if [ -n "$unchanged" ]; then
+	say "LKL configuration $config: unchanged, nothing of the kernel to rebuild"
+else
+	say "LKL configuration $config: the kernel is rebuilt with it"
+	# The stamp names no built configuration until the build succeeds,
+	# so an interrupted build is redone, not trusted.
+	printf 'input %s\nconfig building\nname %s\n' "$input" "$config" >"$stamp"
+	cp "$tmp/config" "$src/.config"
+	rm -f "$lib" "$src/tools/lkl/liblkl.a"
+	# The kernel first: tools/lkl builds it through `make install`, which
+	# Kbuild never lets bring its view of .config up to date.
+	say "building the kernel in $src ($config configuration, -j$jobs)"
+	"$make" --no-print-directory -C "$src" ARCH=lkl -j"$jobs"
+fi
+say "building liblkl in $src/tools/lkl"
+# KCONFIG=olddefconfig: tools/lkl would otherwise reset .config to the
+# defconfig.
+"$make" --no-print-directory -C "$src/tools/lkl" -j"$jobs" KCONFIG=olddefconfig
+printf 'input %s\nconfig %s\nname %s\n' "$input" "$(sum "$src/.config")" "$config" >"$stamp"
+"$make" --no-print-directory -C "$src/tools/lkl" headers_install PREFIX="$prefix" DESTDIR=
+install -D -m 644 "$src/tools/lkl/liblkl.a" "$prefix/lib/liblkl.a"
+install -D -m 644 "$src/.config" "$prefix/lib/liblkl.config"
+say "installed liblkl.a and headers under $prefix (its configuration: lib/liblkl.config)"
