@@ -98,7 +98,15 @@ func (e *Engine) xattrRefObj(r *Request, ref *fdRef) (xattrObj, unix.Errno) {
 			return xattrObj{}, en
 		}
 		return e.noneObj(r, &st), 0
-	case ref.made || ref.outside:
+	case ref.made:
+		// A text kbox made for /proc: its node's stat (the memfd's
+		// mode is not the file's).
+		if t, en := e.classify(r, ref.path); en == 0 && t.Proc != nil && e.procStat(r, t, true, &st) == 0 {
+			return e.noneObj(r, &st), 0
+		}
+		st = unix.Stat_t{Mode: unix.S_IFREG | 0o444}
+		return e.noneObj(r, &st), 0
+	case ref.outside:
 		if unix.Stat(ref.host, &st) != nil {
 			return xattrObj{}, unix.EBADF
 		}
