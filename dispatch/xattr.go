@@ -11,7 +11,8 @@ import (
 // by path, by path without following the last link (l*) and by fd (f*).
 // Where the call goes depends on the file (xattrObj):
 //   - a file in LKL (the image, /tmp, the guest's /dev), by path or by an
-//     fd of it (a virtual fd, or a shadow: its LKL file, never the memfd):
+//     fd of it (a virtual fd, or a shadow: its LKL file, never the memfd;
+//     an internet socket: LKL's socket):
 //     LKL's own call, made with the caller's credentials (credlkl.go), so
 //     LKL's VFS applies Linux's rules itself: user.* on regular files and
 //     directories with read or write permission (EPERM to set on others,
@@ -20,7 +21,8 @@ import (
 //     the owner or CAP_FOWNER and honoured by every later permission check
 //     (kbox checks opens, access and exec through LKL);
 //   - a file of a bind (-b), and objects the guest holds on the host
-//     (pipes, sockets, its own memfds): user.* goes to the host file, with
+//     (pipes, unix sockets, its own memfds): user.* (and a socket's
+//     system.sockprotoname) goes to the host file, with
 //     kbox's host identity as every call in a bind; the other namespaces
 //     are answered as by a filesystem that has none (noXattr) and never
 //     listed, so the host's security labels, trusted.* and ACLs stay

@@ -19,6 +19,14 @@ const capSetfcap = 31
 // userPrefix is the one namespace a host file shows the guest.
 const userPrefix = "user."
 
+// hostName reports a name that goes to a host file: user.*, and a
+// socket's protocol name (sockfs's system.sockprotoname, read-only).
+func hostName(name []byte) bool {
+	return bytes.HasPrefix(name, []byte(userPrefix)) || string(name) == sockProtoName
+}
+
+const sockProtoName = "system.sockprotoname"
+
 // xattrFdObj is the file of guest fd fd: for an f* call, or (viaPath) for
 // a path through /dev/fd/N, which reaches an O_PATH fd's file too and
 // finds a closed fd missing (ENOENT).
@@ -90,7 +98,15 @@ func (e *Engine) xattrRefObj(r *Request, ref *fdRef) (xattrObj, unix.Errno) {
 			return xattrObj{}, en
 		}
 		return e.noneObj(r, &st), 0
-	case ref.made || ref.outside:
+	case ref.made:
+		// A text kbox made for /proc: its node's stat (the memfd's
+		// mode is not the file's).
+		if t, en := e.classify(r, ref.path); en == 0 && t.Proc != nil && e.procStat(r, t, true, &st) == 0 {
+			return e.noneObj(r, &st), 0
+		}
+		st = unix.Stat_t{Mode: unix.S_IFREG | 0o444}
+		return e.noneObj(r, &st), 0
+	case ref.outside:
 		if unix.Stat(ref.host, &st) != nil {
 			return xattrObj{}, unix.EBADF
 		}
@@ -112,8 +128,16 @@ func (e *Engine) xattrRefObj(r *Request, ref *fdRef) (xattrObj, unix.Errno) {
 		}
 		return xattrObj{kind: xattrHost, path: ref.host, ro: t.Bind.ReadOnly}, 0
 	}
-	// A pipe, socket, anonymous inode or memfd of the guest's own, or a
-	// file of a bind that lost its name.
+	if e.Net != nil && unix.Stat(ref.host, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+		if s := e.Net.lookup(st.Ino); s != nil {
+			// An internet socket: the guest holds one end of a pair
+			// whose other end kbox pumps to LKL's socket (inet.go),
+			// which is what it is.
+			return xattrObj{kind: xattrLKLFd, lklfd: s.lfd}, 0
+		}
+	}
+	// A pipe, unix socket, anonymous inode or memfd of the guest's own,
+	// or a file of a bind that lost its name.
 	o := xattrObj{kind: xattrHost, path: ref.host}
 	if b := e.bindOf(strings.TrimSuffix(ref.text, " (deleted)")); b != nil {
 		o.ro = b.ReadOnly
@@ -240,8 +264,8 @@ func noXattr(c *xattrCall, cr *Cred, mode uint32, access func(int) unix.Errno) u
 }
 
 // hostXattr runs the call on a host file, reached through path (a /proc
-// fd link): user.* passes, the other namespaces are a filesystem's
-// without them (noXattr).
+// fd link): user.* (and system.sockprotoname) passes, the other names are
+// a filesystem's without them (noXattr).
 func hostXattr(c *xattrCall, o *xattrObj, cr *Cred) (int, []byte, unix.Errno) {
 	if o.ro && c.writes() {
 		return 0, nil, unix.EROFS
@@ -261,7 +285,7 @@ func hostXattr(c *xattrCall, o *xattrObj, cr *Cred) (int, []byte, unix.Errno) {
 		}
 		return len(names), names, 0
 	}
-	if !strings.HasPrefix(c.name, userPrefix) {
+	if !hostName([]byte(c.name)) {
 		return 0, nil, noXattr(c, cr, 0, nil)
 	}
 	var n int
@@ -279,8 +303,8 @@ func hostXattr(c *xattrCall, o *xattrObj, cr *Cred) (int, []byte, unix.Errno) {
 	return n, buf, errnoOf(err)
 }
 
-// userNames returns the user.* names of the host file at path, each
-// NUL-terminated, in the host's order.
+// userNames returns the names of the host file at path that go to it
+// (hostName), each NUL-terminated, in the host's order.
 func userNames(path string) ([]byte, unix.Errno) {
 	for range 8 {
 		n, err := unix.Listxattr(path, nil)
@@ -297,7 +321,7 @@ func userNames(path string) ([]byte, unix.Errno) {
 		}
 		var out []byte
 		for _, name := range bytes.SplitAfter(all[:n], []byte{0}) {
-			if bytes.HasPrefix(name, []byte(userPrefix)) {
+			if len(name) > 0 && hostName(name[:len(name)-1]) {
 				out = append(out, name...)
 			}
 		}

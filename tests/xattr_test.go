@@ -71,10 +71,12 @@ func xattrNative(t *testing.T) (root, user string) {
 
 // TestXattr: set, get, list and remove by path, l* and fd (a shadow of an
 // image file, a large file's virtual fd, a directory, O_PATH, a pipe, a
-// memfd, /dev/fd/N, /proc/self/fd/N), on the image and on /tmp, as root
-// and as uid 1000 (--change-id), with user.*, trusted.*, security.* and
-// POSIX ACLs (an ACL lets uid 1000 read root's 0600 file) and every
-// error: the same lines as natively, in each tier.
+// unix and an internet socket, an image FIFO, a memfd, /dev/fd/N,
+// /proc/self/fd/N), on the image and on /tmp, /proc and /dev/null, as
+// root and as uid 1000 (--change-id), with user.*, trusted.*, security.*
+// and POSIX ACLs (an ACL lets uid 1000 read root's 0600 file; a default
+// ACL replaces the umask) and every error: the same lines as natively, in
+// each tier.
 func TestXattr(t *testing.T) {
 	nativeRoot, nativeUser := xattrNative(t)
 	img := copyImage(t, imagePath(t))
@@ -185,7 +187,8 @@ func TestXattrBind(t *testing.T) {
 // (setfacl, getfacl), each run as the command itself (no shell) in each
 // tier: an attribute set, read, dumped and removed; an ACL that grants
 // uid 1000 read on root's 0600 file lets uid 1000 (--change-id) read it,
-// and once removed (setfacl -b) it does not.
+// and once removed (setfacl -b) it does not; one that grants it rx on
+// root's 0700 program lets it run the program.
 func TestXattrTools(t *testing.T) {
 	img := copyImage(t, packageImage(t, "attr", "acl"))
 	hostname, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--", "cat", "/etc/hostname")
@@ -239,6 +242,19 @@ func TestXattrTools(t *testing.T) {
 			as(root, 0, "setfacl", "-b", secret)
 			if _, e := as(user, 1, "cat", secret); !strings.Contains(e, "Permission denied") {
 				t.Errorf("uid 1000 reads after setfacl -b: %q", e)
+			}
+			// exec asks LKL too: an ACL entry with x lets uid 1000 run
+			// root's 0700 program (an execve of env's, which the
+			// in-process tiers carry out as well).
+			prog := d + "/hello"
+			as(root, 0, "cp", "/opt/tests/hello", prog)
+			as(root, 0, "chmod", "700", prog)
+			if _, e := as(user, 126, "env", prog); !strings.Contains(e, "Permission denied") {
+				t.Errorf("uid 1000 runs root's 0700 program without an ACL: %q", e)
+			}
+			as(root, 0, "setfacl", "-m", "u:1000:rx", prog)
+			if out, _ := as(user, 0, "env", prog); !strings.Contains(out, "hello") {
+				t.Errorf("uid 1000 with an rx ACL: %q", out)
 			}
 		})
 	}

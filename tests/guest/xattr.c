@@ -6,8 +6,9 @@
  *   xattr own DIR      as any user, on files it makes in DIR (made if
  *                      missing): user.*, trusted.*, security.*, POSIX ACLs,
  *                      every error, by path, l* and fd (a shadow, a
- *                      directory, O_PATH, a pipe, a memfd, /dev/fd/N,
- *                      /proc/self/fd/N), then /proc and /dev/null
+ *                      directory, O_PATH, a pipe, sockets, a FIFO, a
+ *                      memfd, /dev/fd/N, /proc/self/fd/N), then /proc
+ *                      and /dev/null
  *   xattr prep DIR     as root: files for "other" (root's files, an ACL
  *                      that lets uid 1000 read a 0600 file, a sticky
  *                      directory, DIR/u owned by 1000)
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -455,6 +457,32 @@ static void own(const char *dir)
 		close(pp[0]);
 		close(pp[1]);
 	}
+	/* sockets: a host socket pair, an internet socket (LKL's in kbox) */
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0) {
+		fget("fget unix socket", sp[0], "user.a");
+		res("fset unix socket", fsetxattr(sp[0], "user.a", "x", 1, 0));
+		fget("fget unix socket protocol", sp[0], "system.sockprotoname");
+		flist("flist unix socket", sp[0]);
+		ns = 1;
+		fget("fget unix socket trusted", sp[0], "trusted.a");
+		close(sp[0]);
+		close(sp[1]);
+	}
+	int so = socket(AF_INET, SOCK_STREAM, 0);
+	fget("fget tcp socket protocol", so, "system.sockprotoname");
+	fget("fget tcp socket", so, "user.a");
+	flist("flist tcp socket", so);
+	close(so);
+	/* an fd of the FIFO: its node's attributes */
+	fd = open("p", O_RDONLY | O_NONBLOCK);
+	fget("fget fifo fd", fd, "user.a");
+	res("fset fifo fd", fsetxattr(fd, "user.a", "x", 1, 0));
+	ns = 1;
+	res("fset fifo fd trusted", fsetxattr(fd, "trusted.f", "f", 1, 0));
+	ns = 1;
+	get("get fifo trusted by path", "p", "trusted.f");
+	close(fd);
 	/* a memfd of one's own */
 	fd = memfd_create("x", 0);
 	res("fset memfd", fsetxattr(fd, "user.m", "m", 1, 0));
