@@ -518,7 +518,15 @@ func TestJSONTrace(t *testing.T) {
 	}
 	var evs []ev
 	sc := bufio.NewScanner(f)
+	tierLines := 0
 	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), `{"type":"tier",`) {
+			// The tier line (docs/observatory.md), first.
+			if tierLines++; len(evs) != 0 || sc.Text() != `{"type":"tier","mode":"seccomp","why":"auto: not --trusted, so the tier that confines it"}` {
+				t.Fatalf("tier line %q after %d events", sc.Text(), len(evs))
+			}
+			continue
+		}
 		var e ev
 		dec := json.NewDecoder(strings.NewReader(sc.Text()))
 		dec.DisallowUnknownFields()
@@ -526,6 +534,9 @@ func TestJSONTrace(t *testing.T) {
 			t.Fatalf("line %d %q: %v", len(evs)+1, sc.Text(), err)
 		}
 		evs = append(evs, e)
+	}
+	if tierLines != 1 {
+		t.Errorf("%d tier lines, want 1", tierLines)
 	}
 	if len(evs) != total {
 		t.Fatalf("trace has %d lines, --stats counted %d dispatched syscalls", len(evs), total)
