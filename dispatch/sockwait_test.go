@@ -31,6 +31,19 @@ func (p *waitPending) Signalled() bool                             { return p.si
 // after sets f in d.
 func after(d time.Duration, f *atomic.Bool) { time.AfterFunc(d, func() { f.Store(true) }) }
 
+// later runs f after d, and the test's cleanup waits for it to end (or
+// stops it), so f never touches a descriptor number that a later test has
+// been given again.
+func later(t *testing.T, d time.Duration, f func()) {
+	done := make(chan struct{})
+	tm := time.AfterFunc(d, func() { defer close(done); f() })
+	t.Cleanup(func() {
+		if !tm.Stop() {
+			<-done
+		}
+	})
+}
+
 // fullPair is a unix stream socketpair whose first end cannot send: its
 // peer's queue is full.
 func fullPair(t *testing.T) [2]int {
@@ -88,7 +101,7 @@ func TestSendTicks(t *testing.T) {
 				unix.SetsockoptTimeval(fds[0], unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 			}
 			if c.drain {
-				time.AfterFunc(150*time.Millisecond, func() {
+				later(t, 150*time.Millisecond, func() {
 					b := make([]byte, 1<<16)
 					for {
 						if _, _, _, _, err := unix.Recvmsg(fds[1], b, nil, unix.MSG_DONTWAIT); err != nil {
@@ -122,7 +135,7 @@ func TestSendTicks(t *testing.T) {
 func TestSendTicksPartial(t *testing.T) {
 	fds := fullPair(t)
 	var p waitPending
-	time.AfterFunc(150*time.Millisecond, func() {
+	later(t, 150*time.Millisecond, func() {
 		b := make([]byte, 8192)
 		unix.Read(fds[1], b)
 		p.signal.Store(true)
@@ -180,7 +193,7 @@ func TestConnectTicks(t *testing.T) {
 			unix.SetsockoptTimeval(s, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &guestTv)
 			var p waitPending
 			if c.accept {
-				time.AfterFunc(150*time.Millisecond, func() {
+				later(t, 150*time.Millisecond, func() {
 					if nfd, _, err := unix.Accept(l); err == nil {
 						unix.Close(nfd)
 					}
@@ -234,7 +247,7 @@ func TestRecvTicks(t *testing.T) {
 			defer unix.Close(fds[1])
 			var p waitPending
 			if c.send > 0 {
-				time.AfterFunc(150*time.Millisecond, func() { unix.Write(fds[1], make([]byte, c.send)) })
+				later(t, 150*time.Millisecond, func() { unix.Write(fds[1], make([]byte, c.send)) })
 			}
 			if c.signal {
 				after(300*time.Millisecond, &p.signal)
