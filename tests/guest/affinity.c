@@ -59,22 +59,36 @@ static int real(void)
 	return n;
 }
 
-/* realLater reads the real mask through an fd opened earlier: a native
- * pread, so that reading it makes no notification (which could pin). */
-static int realLater(int fd)
+/* realLater is the real mask of this process, read by a child from
+ * /proc/PID/status: the child's open is the only notification, and it is
+ * the child's (it could pin the child, never this task). A status file
+ * opened earlier would not do: kbox makes the first process's status text
+ * at open (it hides the parent), so a pread of it shows the mask then. */
+static int realLater(void)
 {
-	static char buf[4096];
-	ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
-	if (got <= 0)
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)getpid());
+	int p[2];
+	if (pipe(p) != 0)
 		return -1;
-	buf[got] = 0;
-	char *l = strstr(buf, "Cpus_allowed_list:");
-	if (!l)
-		return -1;
-	char *nl = strchr(l, '\n');
-	if (nl)
-		*nl = 0;
-	return cpus(l + 18);
+	pid_t pid = fork();
+	if (pid == 0) {
+		char line[256];
+		int n = -1;
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof line, f)) {
+			if (!strncmp(line, "Cpus_allowed_list:", 18))
+				n = cpus(line + 18);
+		}
+		write(p[1], &n, sizeof n);
+		_exit(0);
+	}
+	int n = -1;
+	read(p[0], &n, sizeof n);
+	waitpid(pid, NULL, 0);
+	close(p[0]);
+	close(p[1]);
+	return n;
 }
 
 static volatile int stop;
@@ -116,11 +130,10 @@ static void opens(void)
 
 int main(void)
 {
-	int status = open("/proc/self/status", O_RDONLY);
 	opens();
 	/* kbox lets a pin go after 20 ms without a notification. */
 	usleep(200 * 1000);
-	int released = realLater(status);
+	int released = realLater();
 	int before = count();
 	opens();
 	int after = count();

@@ -515,7 +515,9 @@ static void storm_calls(int n, pid_t peer, int *eintr, int *other)
 			r = getcwd(cwd, sizeof cwd) ? 0 : -1;
 			break;
 		default:
-			r = getppid() > 0 ? 0 : -1;
+			/* 0 for the first guest process, as for a PID
+			 * namespace's init. */
+			r = getppid() >= 0 ? 0 : -1;
 		}
 		if (r < 0 && errno == EINTR)
 			(*eintr)++;
