@@ -199,22 +199,27 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 }
 
 // settleConnect waits, at most peerSettle, for the goroutine of s's
-// connect in progress when LKL's connect has ended already: a guest that
+// last connect when LKL's connect has ended already: a guest that
 // connects again at once gets the result (a refusal, or connected), not
 // EALREADY, as on Linux, where the loopback's answer has come before
-// the first connect returned.
+// the first connect returned; and a goroutine that has recorded the
+// result but not yet drained its filler from kbox's end does not drain
+// the next connect's (the guest's end would look writable while that
+// one goes on).
 func (s *inetSock) settleConnect() {
 	s.mu.Lock()
 	done := s.connDone
 	connecting := s.connecting
 	s.mu.Unlock()
-	if !connecting || done == nil {
+	if done == nil {
 		return
 	}
-	if rev, ok := lklPoll(s.lfd, unix.POLLOUT, 0); !ok || rev&(unix.POLLOUT|unix.POLLERR|unix.POLLHUP) == 0 {
-		return // still connecting
+	if connecting {
+		if rev, ok := lklPoll(s.lfd, unix.POLLOUT, 0); !ok || rev&(unix.POLLOUT|unix.POLLERR|unix.POLLHUP) == 0 {
+			return // still connecting
+		}
+		s.n.ready.Sweep() // the connect's waiter learns it now
 	}
-	s.n.ready.Sweep() // the connect's waiter learns it now
 	await(done, peerSettle)
 }
 
