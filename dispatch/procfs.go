@@ -98,7 +98,7 @@ var procTop = []struct {
 	dt   uint8
 }{
 	{"cmdline", procLKL, unix.DT_REG},
-	{"config.gz", procLKL, unix.DT_REG}, // listed only when LKL's proc has it (IKCONFIG_PROC)
+	{"config.gz", procLKL, unix.DT_REG}, // LKL's, when it has one (proctext.go)
 	{"cpuinfo", 0, unix.DT_REG},
 	{"devices", procLKL, unix.DT_REG},
 	{"diskstats", procLKL, unix.DT_REG},
@@ -200,6 +200,9 @@ func (e *Engine) procTopNode(r *Request, name, sub string, depth int) (Target, u
 				return Target{}, unix.ENOTDIR
 			}
 			rel := abs[len("/proc/"):]
+			if rel == "config.gz" {
+				return e.procConfigGz(abs) // proctext.go
+			}
 			if rel == "sys/kernel/pid_max" {
 				// Guest pids are the host's: so is their bound
 				// (LKL's own is 4096).

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -449,11 +450,37 @@ func (e *Engine) mountText(which string) func() []byte {
 	}
 }
 
-// kernelProcHas reports whether LKL's own proc has the file name: the
-// guest's /proc lists config.gz only when the kernel has it
-// (CONFIG_IKCONFIG_PROC); opening it where the kernel has none is
-// LKL's ENOENT.
+// kernelProcHas reports whether LKL's own proc has the file name.
 func (e *Engine) kernelProcHas(name string) bool {
 	_, le := e.kprocPath(lkl.SysFaccessat, 1, name, [6]uintptr{0, 0, unix.F_OK})
 	return le == 0
+}
+
+// procConfigGz is /proc/config.gz: LKL's own, when the kernel has one
+// (CONFIG_IKCONFIG_PROC; /proc lists it only then), else ENOENT as such a
+// kernel answers. Its bytes are read from LKL's proc at each open and
+// given as a sealed memfd (openText), not as an LKL fd: zcat (busybox's,
+// LTP's tst_kconfig through it) moves a pipe onto the file's fd number
+// with dup2, which a virtual fd number cannot take (bridge.go). stat is
+// LKL's, size included.
+func (e *Engine) procConfigGz(abs string) (Target, unix.Errno) {
+	const name = "config.gz"
+	if !e.kernelProcHas(name) {
+		return Target{}, unix.ENOENT
+	}
+	n := &procNode{kind: procText, like: name}
+	n.text = func() []byte {
+		b, _ := lkl.ReadFileAt(e.Opt.KernelProc, name)
+		return b
+	}
+	n.stat = func(st *unix.Stat_t) unix.Errno {
+		var lst lkl.Stat64
+		_, le := e.kprocPath(lkl.SysNewfstatat, 1, name, [6]uintptr{0, 0, lkl.PtrOf(&lst), 0})
+		runtime.KeepAlive(&lst)
+		if le == 0 {
+			lst.ToHost(st)
+		}
+		return le
+	}
+	return procTarget(abs, n), 0
 }

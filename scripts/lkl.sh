@@ -67,9 +67,24 @@ if [ -n "$fragment" ] && grep -Eq '^[[:space:]]*select KASAN[[:space:]]*$' "$kco
 	fi
 fi
 
+# LKL 6.0's uapi/asm/syscalls.h undefines the host's numbers of the
+# deprecated system calls LKL lacks, so that its generated wrappers skip
+# them; inotify_init is not in that list (LKL's defconfig has no inotify),
+# and with INOTIFY_USER the host's __NR_inotify_init makes tools/lkl fail
+# to compile ("__lkl__NR_inotify_init undeclared"). Add it to the list.
+sysh=$src/arch/lkl/include/uapi/asm/syscalls.h
+if [ -n "$fragment" ] && [ -f "$sysh" ] && grep -q '^#undef __NR_epoll_wait$' "$sysh" && ! grep -q '^#undef __NR_inotify_init$' "$sysh"; then
+	if [ "$mode" = config ]; then
+		say "arch/lkl/include/uapi/asm/syscalls.h lacks inotify_init among the deprecated calls: make lkl will add it"
+	else
+		sed -i 's/^#undef __NR_epoll_wait$/&\n#undef __NR_inotify_init/' "$sysh"
+		say "arch/lkl/include/uapi/asm/syscalls.h: added inotify_init to the deprecated calls it undefines (tools/lkl fails to compile with INOTIFY_USER otherwise)"
+	fi
+fi
+
 sum() { sha256sum "$@" | cut -d' ' -f1; }
-# The inputs: defconfig, fragment, and whether KASAN is still selected.
-input=$( { echo "config $config"; cat "$defconfig"; [ -z "$fragment" ] || cat "$fragment"; grep -E 'KASAN' "$kconfig" || true; } | sum)
+# The inputs: defconfig, fragment, and the state of the two changes above.
+input=$( { echo "config $config"; cat "$defconfig"; [ -z "$fragment" ] || cat "$fragment"; grep -E 'KASAN' "$kconfig" || true; grep -c '__NR_inotify_init$' "$sysh" || true; } | sum)
 stamp=$src/.kbox-lkl-config
 lib=$src/tools/lkl/lib/lkl.o
 have=
