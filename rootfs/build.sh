@@ -228,6 +228,25 @@ direct_deps() {
 		{ next }' | sed 's/:any$//' | sort -u
 }
 
+# Print PKG=VERSION for each package: the newest version a configured
+# source serves. apt's candidate can be a version that only the host's
+# dpkg database knows (installed from a repository that is not
+# configured), which apt-get download cannot fetch, and whose
+# dependencies are not the image's. A package no source serves is
+# printed bare; its download then fails and is named.
+pin_versions() {
+	apt-cache madison "$@" 2>/dev/null | awk -F'|' -v want="$*" '
+		$3 ~ / Packages *$/ {
+			n = $1; v = $2
+			gsub(/ /, "", n); gsub(/ /, "", v)
+			if (!(n in ver)) ver[n] = v
+		}
+		END {
+			k = split(want, w, " ")
+			for (i = 1; i <= k; i++) print (w[i] in ver) ? w[i] "=" ver[w[i]] : w[i]
+		}'
+}
+
 resolve_packages() { # resolve_packages PKG... -> prints the closure
 	local -A seen=()
 	local level=("$@") next p
@@ -240,7 +259,7 @@ resolve_packages() { # resolve_packages PKG... -> prints the closure
 			case $SKIP_PACKAGES in *" $p "*) continue ;; esac
 			seen[$p]=1
 			next+=("$p")
-		done < <(direct_deps "${level[@]}")
+		done < <(direct_deps $(pin_versions "${level[@]}"))
 		level=("${next[@]}")
 	done
 	printf '%s\n' "${!seen[@]}" | sort
@@ -268,13 +287,15 @@ build_debian() {
 
 	local debdir=$WORK/debs
 	mkdir -p "$debdir"
+	local pinned=()
+	mapfile -t pinned < <(pin_versions "${all[@]}")
 	log "download ${#all[@]} packages: ${all[*]}"
-	if ! (cd "$debdir" && apt-get download -q "${all[@]}" >"$WORK/apt.log" 2>&1); then
+	if ! (cd "$debdir" && apt-get download -q "${pinned[@]}" >"$WORK/apt.log" 2>&1); then
 		# Retry one by one to name the failing package.
-		for p in "${all[@]}"; do
+		for p in "${pinned[@]}"; do
 			if ! (cd "$debdir" && apt-get download -q "$p" >>"$WORK/apt.log" 2>&1); then
 				grep -E '^(E|W):' "$WORK/apt.log" | grep -v unsandboxed | tail -n 3 >&2 || true
-				die "apt-get download failed for package '$p' (hint: run 'apt-get update', check the mirror is reachable)"
+				die "apt-get download failed for package '$p' (hint: run 'apt-get update', check the mirror is reachable; 'apt-cache madison ${p%%=*}' lists the versions a source serves)"
 			fi
 		done
 	fi
