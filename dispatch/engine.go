@@ -4,8 +4,10 @@
 // forward it to LKL, continue it on the host, emulate it, or fail it.
 //
 // Handlers live in one file per family (file.go, stat.go, path.go, exec.go,
-// ident.go, sys.go, host.go), each registered in the table with a one-line
-// comment naming the syscall it implements.
+// ident.go, sys.go, socket.go, inet*.go, procfs.go, dev.go, ...), each
+// named by its entry in the syscall table (linux_amd64.go, linux_arm64.go);
+// docs/tiers.md lists the families and docs/architecture.md follows one
+// call through them.
 package dispatch
 
 import (
