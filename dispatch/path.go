@@ -550,6 +550,10 @@ func sysMount(e *Engine, r *Request) Result {
 	if !okk {
 		return res
 	}
+	src, blk, en := e.mountSource(r, src) // loopdev.go
+	if en != 0 {
+		return errno(en, Emulated)
+	}
 	var data string
 	if r.Args[4] != 0 {
 		if data, en = readString(r.G, r.Args[4], 4096); en != 0 {
@@ -571,6 +575,11 @@ func sysMount(e *Engine, r *Request) Result {
 	}
 	if err != nil {
 		return fail(err, LKL)
+	}
+	if blk && flags&(unix.MS_REMOUNT|unix.MS_BIND|unix.MS_MOVE) == 0 {
+		if en := loopMounted(p); en != 0 {
+			return errno(en, Emulated)
+		}
 	}
 	return ok(0, LKL)
 }
