@@ -191,8 +191,9 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 	if le == unix.EBUSY && flags&unix.O_EXCL != 0 {
 		fd, le = e.openExclBlock(r, t.LKLPath(), lflags, flags) // loopdev.go
 	}
-	if le == unix.ENXIO || le == unix.ENODEV {
-		// A device node LKL has no driver for: kbox decides (dev.go).
+	if le == unix.ENXIO || le == unix.ENODEV || le == unix.EBUSY {
+		// A device node LKL has no driver for, or one of its disks
+		// (busy: mounted): kbox decides (dev.go).
 		var st lkl.Stat64
 		if lklStatUncached(t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) == 0 && isDevice(st.Mode) && !lklDevice(st.Mode, st.Rdev) {
 			return e.devOpen(r, st.Mode, st.Rdev, flags)

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"encoding/binary"
 	"os"
 	"runtime"
 	"strconv"
@@ -70,6 +71,7 @@ const (
 type loopCmd struct {
 	in, out int  // bytes the argument points to, copied in before / out after
 	fd      bool // the argument is a guest fd, translated (loopFd)
+	ctl     bool // a command of loop-control, not of the loop devices
 }
 
 // loopCmds are the ioctls served on LKL's devices: the loop commands and
@@ -78,14 +80,16 @@ type loopCmd struct {
 // structure is copied from and to guest memory (EFAULT when it cannot be).
 // Commands whose structures point further (BLKPG, BLKTRACESETUP) and the
 // old LOOP_GET_STATUS/LOOP_SET_STATUS, whose struct loop_info differs
-// between x86_64 and LKL, are not served: ENOTTY, as for every command
-// not listed.
+// between x86_64 and LKL, are not served: they get what the driver
+// answers a command it does not know (EINVAL on a loop device, ENOSYS on
+// loop-control), as does every command not listed, and each command on
+// the other kind of device.
 var loopCmds = map[uint32]loopCmd{
 	loopSetFd: {fd: true}, loopChangeFd: {fd: true}, loopClrFd: {},
 	loopSetStatus64: {in: sizeLoopInfo64}, loopGetStatus64: {out: sizeLoopInfo64},
 	loopSetCapacity: {}, loopSetDirectIO: {}, loopSetBlkSize: {},
 	loopConfigure: {in: sizeLoopConfig},
-	loopCtlAdd:    {}, loopCtlRemove: {}, loopCtlGetFree: {},
+	loopCtlAdd:    {ctl: true}, loopCtlRemove: {ctl: true}, loopCtlGetFree: {ctl: true},
 
 	unix.BLKROSET: {in: 4}, unix.BLKROGET: {out: 4}, unix.BLKRRPART: {},
 	unix.BLKGETSIZE: {out: 8}, unix.BLKFLSBUF: {}, unix.BLKRASET: {}, unix.BLKRAGET: {out: 8},
@@ -113,8 +117,13 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 	}
 	cmd := uint32(r.Args[1])
 	c, known := loopCmds[cmd]
-	if !known {
-		return errno(unix.ENOTTY, Emulated), true
+	isCtl := st.Mode&unix.S_IFMT == unix.S_IFCHR
+	if !known || c.ctl != isCtl {
+		// What the driver answers a command it does not know.
+		if isCtl {
+			return errno(unix.ENOSYS, Emulated), true
+		}
+		return errno(unix.EINVAL, Emulated), true
 	}
 	arg := uintptr(r.Args[2])
 	var buf []byte
@@ -152,7 +161,22 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 	if en := useCred(r); en != 0 {
 		return errno(en, LKL), true
 	}
-	v, le := lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), uintptr(cmd), arg, 0, 0, 0)
+	oldDev, hadOld := uint64(0), false
+	if cmd == loopClrFd || cmd == loopChangeFd {
+		oldDev, hadOld = loopBacking(lfd)
+	}
+	var v uintptr
+	call := func() unix.Errno {
+		var le unix.Errno
+		v, le = lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), uintptr(cmd), arg, 0, 0, 0)
+		return le
+	}
+	var le unix.Errno
+	if cmd == loopCtlRemove {
+		le = retryBusy(call) // the guest's last close of the device may be pending in LKL
+	} else {
+		le = call()
+	}
 	runtime.KeepAlive(buf)
 	if le != 0 {
 		return errno(le, LKL), true
@@ -160,7 +184,18 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 	if c.out > 0 && r.G.Write(r.Args[2], buf) != nil {
 		return errno(unix.EFAULT, LKL), true
 	}
+	// The device now reads and writes its file in LKL, behind any shadow
+	// of it: the shadows of that filesystem no guest holds go (written
+	// back first), so that the next open reads what LKL has. A guest
+	// holding the file open meanwhile keeps its own view (docs/security.md).
+	if hadOld {
+		e.Shadows.Release(oldDev)
+	}
 	switch cmd {
+	case loopSetFd, loopConfigure, loopChangeFd:
+		if dev, bound := loopBacking(lfd); bound {
+			e.Shadows.Release(dev)
+		}
 	case loopCtlAdd, loopCtlGetFree:
 		e.loopNode(int(v), true)
 	case loopCtlRemove:
@@ -169,25 +204,51 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 	return ok(int64(v), LKL), true
 }
 
-// openExclBlock retries, for a short while, an O_EXCL open of a block
+// openExclBlock retries, for a short while, an O_EXCL open of a loop
 // device that LKL found busy: LKL releases a closed file a clock tick
 // after the close (path.go, releasing), so a program that opens a device
 // exclusively right after closing it (mke2fs checks the device with one
 // O_EXCL open, then opens it again) would find its own claim still held.
-// Anything else busy stays EBUSY.
+// Anything else stays EBUSY.
 func (e *Engine) openExclBlock(r *Request, p string, lflags, flags int) (uintptr, unix.Errno) {
 	var st lkl.Stat64
-	if lklStatUncached(p, flags&unix.O_NOFOLLOW != 0, &st) != 0 || st.Mode&unix.S_IFMT != unix.S_IFBLK {
+	if lklStatUncached(p, flags&unix.O_NOFOLLOW != 0, &st) != 0 || st.Mode&unix.S_IFMT != unix.S_IFBLK || !lklDevice(st.Mode, st.Rdev) {
 		return 0, unix.EBUSY
 	}
+	var fd uintptr
+	le := retryBusy(func() unix.Errno {
+		var le unix.Errno
+		fd, le = e.lklOpen(r, p, lflags, 0, flags)
+		return le
+	})
+	return fd, le
+}
+
+// retryBusy runs op until it is not EBUSY, for at most releaseWait: a
+// device that LKL still counts as open a clock tick after the guest's
+// last close.
+func retryBusy(op func() unix.Errno) unix.Errno {
 	deadline := time.Now().Add(releaseWait)
 	for {
-		time.Sleep(time.Millisecond)
-		fd, le := e.lklOpen(r, p, lflags, 0, flags)
+		le := op()
 		if le != unix.EBUSY || time.Now().After(deadline) {
-			return fd, le
+			return le
 		}
+		time.Sleep(time.Millisecond)
 	}
+}
+
+// loopBacking returns the LKL device number of the filesystem of the
+// file behind loop device lfd (lo_device of LOOP_GET_STATUS64); ok is
+// false for an unbound device.
+func loopBacking(lfd int) (dev uint64, ok bool) {
+	buf := make([]byte, sizeLoopInfo64)
+	_, le := lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), loopGetStatus64, uptr(buf), 0, 0, 0)
+	runtime.KeepAlive(buf)
+	if le != 0 {
+		return 0, false
+	}
+	return binary.NativeEndian.Uint64(buf[0:8]), true
 }
 
 // loopFd returns a new LKL fd of the file behind guest fd gfd, for a loop
