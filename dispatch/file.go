@@ -251,7 +251,7 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 		lkl.Close(lfd)
 		return e.openFIFO(r, &st, p, flags)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG && flags&unix.O_PATH == 0 && e.Shadows.Shadowable(&st) {
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && flags&unix.O_PATH == 0 && !generated(lfd, &st) && e.Shadows.Shadowable(&st) {
 		// A description of the inode's shadow node (shadowfd), which
 		// takes the LKL fd over.
 		hfd, err := e.Shadows.Open(lfd, &st, p, flags)

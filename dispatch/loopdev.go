@@ -71,6 +71,7 @@ const (
 type loopCmd struct {
 	in, out int  // bytes the argument points to, copied in before / out after
 	fd      bool // the argument is a guest fd, translated (loopFd)
+	old     bool // the guest's struct loop_info, served as loop_info64 (loopinfo.go)
 	ctl     bool // a command of loop-control, not of the loop devices
 }
 
@@ -78,15 +79,15 @@ type loopCmd struct {
 // the generic block commands (linux/fs.h) that losetup, mkfs, fsck and
 // mount use. A scalar argument goes to LKL as it is; a pointed-to
 // structure is copied from and to guest memory (EFAULT when it cannot be).
-// Commands whose structures point further (BLKPG, BLKTRACESETUP) and the
-// old LOOP_GET_STATUS/LOOP_SET_STATUS, whose struct loop_info differs
-// between x86_64 and LKL, are not served: they get what the driver
+// Commands whose structures point further (BLKPG, BLKTRACESETUP) are not
+// served: they get what the driver
 // answers a command it does not know (EINVAL on a loop device, ENOSYS on
 // loop-control), as does every command not listed, and each command on
 // the other kind of device.
 var loopCmds = map[uint32]loopCmd{
 	loopSetFd: {fd: true}, loopChangeFd: {fd: true}, loopClrFd: {},
 	loopSetStatus64: {in: sizeLoopInfo64}, loopGetStatus64: {out: sizeLoopInfo64},
+	loopSetStatus: {in: oldLoopInfo.size, old: true}, loopGetStatus: {out: sizeLoopInfo64, old: true},
 	loopSetCapacity: {}, loopSetDirectIO: {}, loopSetBlkSize: {},
 	loopConfigure: {in: sizeLoopConfig},
 	loopCtlAdd:    {ctl: true}, loopCtlRemove: {ctl: true}, loopCtlGetFree: {ctl: true},
@@ -126,6 +127,10 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 		return errno(unix.EINVAL, Emulated), true
 	}
 	arg := uintptr(r.Args[2])
+	if (cmd == loopGetStatus || cmd == loopGetStatus64) && arg == 0 {
+		return errno(unix.EINVAL, Emulated), true // as the driver checks first
+	}
+	lcmd := cmd // the command LKL gets
 	var buf []byte
 	switch {
 	case c.in > 0:
@@ -133,8 +138,14 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 		if r.G.Read(r.Args[2], buf) != nil {
 			return errno(unix.EFAULT, Emulated), true
 		}
+		if c.old {
+			buf, lcmd = loopInfo64FromOld(buf), loopSetStatus64
+		}
 	case c.out > 0:
 		buf = make([]byte, c.out)
+		if c.old {
+			lcmd = loopGetStatus64
+		}
 	}
 	// The guest fds these commands carry become LKL fds, held until LKL
 	// has taken its own reference.
@@ -168,7 +179,7 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 	var v uintptr
 	call := func() unix.Errno {
 		var le unix.Errno
-		v, le = lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), uintptr(cmd), arg, 0, 0, 0)
+		v, le = lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), uintptr(lcmd), arg, 0, 0, 0)
 		return le
 	}
 	var le unix.Errno
@@ -181,8 +192,17 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 	if le != 0 {
 		return errno(le, LKL), true
 	}
-	if c.out > 0 && r.G.Write(r.Args[2], buf) != nil {
-		return errno(unix.EFAULT, LKL), true
+	if c.out > 0 {
+		out := buf
+		if c.old {
+			var en unix.Errno
+			if out, en = loopInfo64ToOld(buf); en != 0 {
+				return errno(en, Emulated), true
+			}
+		}
+		if r.G.Write(r.Args[2], out) != nil {
+			return errno(unix.EFAULT, LKL), true
+		}
 	}
 	// The device now reads and writes its file in LKL, behind any shadow
 	// of it: the shadows of that filesystem no guest holds go (written
