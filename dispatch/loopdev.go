@@ -208,6 +208,19 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 	// of it: the shadows of that filesystem no guest holds go (written
 	// back first), so that the next open reads what LKL has. A guest
 	// holding the file open meanwhile keeps its own view (docs/security.md).
+	if cmd == loopClrFd {
+		// The driver defers the clear (to the last close) while another
+		// opener holds the device, and in LKL that may be the guest's
+		// own earlier close or unmount, released a clock tick later: the
+		// clear is asked again until it is done, for a short while, so
+		// that the device is free when losetup -d returns, as on Linux.
+		// A real other opener keeps it deferred, as on Linux.
+		deadline := time.Now().Add(releaseWait)
+		for !loopCleared(lfd) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+			lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), loopClrFd, 0, 0, 0, 0)
+		}
+	}
 	if hadOld {
 		e.Shadows.Release(oldDev)
 	}
@@ -269,6 +282,18 @@ func loopBacking(lfd int) (dev uint64, ok bool) {
 		return 0, false
 	}
 	return binary.NativeEndian.Uint64(buf[0:8]), true
+}
+
+// loopCleared reports a loop device with no file and no size left (the
+// driver's clear has run to its end: unbound before its size is 0).
+func loopCleared(lfd int) bool {
+	if _, bound := loopBacking(lfd); bound {
+		return false
+	}
+	size := make([]byte, 8)
+	_, le := lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), unix.BLKGETSIZE64, uptr(size), 0, 0, 0)
+	runtime.KeepAlive(size)
+	return le != 0 || binary.NativeEndian.Uint64(size) == 0
 }
 
 // loopFd returns a new LKL fd of the file behind guest fd gfd, for a loop

@@ -570,6 +570,14 @@ func sysMount(e *Engine, r *Request) Result {
 			en, _ := err.(unix.Errno)
 			return en
 		})
+	} else if blk {
+		// A loop device the guest just closed (mke2fs) is released by
+		// LKL a clock tick later: busy until then (loopdev.go).
+		retryBusy(func() unix.Errno {
+			err = lkl.Mount(src, p, fstype, flags, data)
+			en, _ := err.(unix.Errno)
+			return en
+		})
 	} else {
 		err = lkl.Mount(src, p, fstype, flags, data)
 	}

@@ -13,7 +13,8 @@ import (
 // devices as on Linux (dispatch/loopdev.go, docs/security.md "/dev and
 // /sys"): busybox losetup binds a file of /tmp, Debian's mke2fs makes an
 // ext4 filesystem on the device, mount, writes, umount, e2fsck -fn finds
-// it clean, a second mount reads the files back, losetup -d; then the
+// it clean, a second mount reads the files back, losetup -d, and the
+// device's sysfs files follow (read through LKL each time); then the
 // ioctl level (tests/guest/loopt.c): loop-control, LOOP_CONFIGURE and
 // LOOP_SET_FD with their data both ways, hostile pointers (EFAULT), fds
 // that are not LKL files (a pipe, a file of a -b bind: EBADF), and LKL's
@@ -34,6 +35,8 @@ export LD_LIBRARY_PATH=$E/lib
 dd if=/dev/zero of=/tmp/disk.img bs=1M count=16 2>/dev/null; echo dd=$?
 D=$(losetup -f); echo free=$D
 losetup $D /tmp/disk.img; echo losetup=$?
+S=/sys/block/${D#/dev/}
+echo size=$(cat $S/size) backing=$(cat $S/loop/backing_file)
 losetup -a
 $E/mke2fs -q -t ext4 $D; echo mkfs=$?
 mkdir -p /mnt/l
@@ -48,6 +51,7 @@ cat /mnt/l/file
 md5sum -c /tmp/big.sum
 umount /mnt/l; echo umount2=$?
 losetup -d $D; echo detach=$?
+echo size-after=$(cat $S/size)
 losetup -a | grep -c disk.img
 for m in ctl io hostile "hostfd /host/hostfile" disks; do /opt/tests/loopt $m; done
 `
@@ -62,7 +66,7 @@ for m in ctl io hostile "hostfd /host/hostfile" disks; do /opt/tests/loopt $m; d
 		"loop-control-present\n", "dd=0\n", "free=/dev/loop0\n", "losetup=0\n",
 		"/dev/loop0: 0 /tmp/disk.img\n", "mkfs=0\n", "mount=0\n1\n", "write=0\n", "umount=0\n",
 		"fsck=0\n", "remount=0\n", "kbox-loop-data\n", "/mnt/l/big: OK\n", "umount2=0\n",
-		"detach=0\n0\n",
+		"size=32768 backing=/tmp/disk.img\n", "detach=0\nsize-after=0\n0\n",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q", want)
