@@ -582,7 +582,8 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 	return errno(unix.EBADF, Emulated)
 }
 
-// sysIoctl serves ioctl(2) on virtual fds: ENOTTY; with --net, an
+// sysIoctl serves ioctl(2) on virtual fds: ENOTTY, but the listed
+// commands of a loop device or loop-control (loopdev.go); with --net, an
 // internet socket's FIONREAD and SIOCOUTQ (inetmsg.go).
 func sysIoctl(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
