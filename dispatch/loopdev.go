@@ -319,6 +319,9 @@ func (e *Engine) loopFd(r *Request, gfd int32) (int, unix.Errno) {
 		if en != 0 {
 			return -1, en
 		}
+		if !usableFd(r, fd) {
+			return -1, unix.EBADF // O_PATH, as fget refuses it
+		}
 		return dupLKL(lfd)
 	}
 	if gfd < 0 {
@@ -406,11 +409,11 @@ func (e *Engine) loopNode(n int, add bool) {
 // mountSource returns the source of a guest's mount(2) as LKL must see
 // it: a guest path naming a block device becomes the device's LKL path,
 // refused (ENXIO) unless it is a loop device; anything else (a
-// filesystem's name, "none", a path LKL does not have) goes as it is.
-// blk says the source is a block device: the caller checks what was
+// filesystem's name, "none", a path LKL does not have, the source of a
+// bind, move or remount) goes as it is. blk says the source is a block device: the caller checks what was
 // mounted (loopMounted).
-func (e *Engine) mountSource(r *Request, src string) (lsrc string, blk bool, en unix.Errno) {
-	if src == "" || !strings.ContainsRune(src, '/') {
+func (e *Engine) mountSource(r *Request, src string, flags uintptr) (lsrc string, blk bool, en unix.Errno) {
+	if src == "" || !strings.ContainsRune(src, '/') || flags&(unix.MS_BIND|unix.MS_MOVE|unix.MS_REMOUNT) != 0 {
 		return src, false, 0
 	}
 	t, en := e.resolveAt(r, unix.AT_FDCWD, src)

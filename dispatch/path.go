@@ -550,7 +550,7 @@ func sysMount(e *Engine, r *Request) Result {
 	if !okk {
 		return res
 	}
-	src, blk, en := e.mountSource(r, src) // loopdev.go
+	src, blk, en := e.mountSource(r, src, uintptr(r.Args[3])) // loopdev.go
 	if en != 0 {
 		return errno(en, Emulated)
 	}

@@ -85,7 +85,7 @@ for m in ctl io hostile "hostfd /host/hostfile" disks; do /opt/tests/loopt $m; d
 		"add-node ok", "remove-node ok", "configure ok", "size64 ok", "status64 ok", "read-through ok",
 		"written-in-file ok", "set-fd-readonly ok", "change-fd ok", "configure-wild ok",
 		"get-status64-readonly-mem ok", "size64-kernel ok", "set-fd-pipe ok", "set-fd-host ok",
-		"configure-host ok", "set-fd-host-high ok", "disk-vda-open-rw ok", "disk-vda-mount ok",
+		"configure-host ok", "set-fd-host-high ok", "set-fd-opath ok", "set-fd-opath-disk ok", "disk-vda-open-rw ok", "disk-vda-mount ok",
 		"disk-vdb-open-rw ok", "disk-vdb-open-excl ok",
 	} {
 		if !strings.Contains(stdout, check+"\n") {

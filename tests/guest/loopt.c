@@ -253,6 +253,16 @@ static void hostile(void)
 		struct loop_config cfg = {.fd = (uint32_t)p[1]};
 		expect("configure-pipe", ioctl(l, LOOP_CONFIGURE, &cfg), EBADF);
 	}
+	/* O_PATH fds open nothing (fget refuses them): the image file's,
+	 * and one of LKL's own disk by a node the guest made. */
+	int op = open("/tmp/loopt3.img", O_PATH | O_CLOEXEC);
+	expect("set-fd-opath", ioctl(l, LOOP_SET_FD, op), EBADF);
+	unlink("/tmp/loopt-vda-path");
+	if (mknod("/tmp/loopt-vda-path", S_IFBLK | 0600, makedev(254, 0)) == 0) {
+		int vp = open("/tmp/loopt-vda-path", O_PATH | O_CLOEXEC);
+		check("opath-disk", vp >= 0, "%s", strerror(errno));
+		expect("set-fd-opath-disk", ioctl(l, LOOP_SET_FD, vp), EBADF);
+	}
 	int r = ioctl(l, LOOP_SET_FD, f);
 	check("set-fd", r == 0, "%s", strerror(errno));
 	expect("get-status64-readonly-mem", ioctl(l, LOOP_GET_STATUS64, ro), EFAULT);
