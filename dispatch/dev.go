@@ -26,10 +26,15 @@ import (
 //     /proc/PID/stat, ENXIO without one, as on Linux;
 //   - ptmx (5:2) opens the ptmx of kbox's private devpts instance, shown
 //     at /dev/pts (ptys the host's /dev/pts never lists);
-//   - every other character device fails with ENXIO, and every block
-//     device too, as on a kernel without that driver: LKL's own drivers
-//     (its kernel log, its memory, its disks) are never opened for a
-//     guest, and no node reaches any other host device.
+//   - loop-control (10:237) and the loop devices (block, major 7) open
+//     LKL's own, as virtual fds, when the kernel has the loop driver
+//     (loopdev.go): devices a root guest makes and backs with its own
+//     LKL files, never LKL's disks;
+//   - every other character device fails with ENXIO, and every other
+//     block device too, as on a kernel without that driver: LKL's other
+//     drivers (its kernel log, its memory, its disks: the image's and
+//     /tmp's) are never opened for a guest, and no node reaches any other
+//     host device.
 //
 // /dev/pts is kbox's own devpts instance (shadowfd.Manager.Devpts), made on
 // first use and served as a bind whose root is the instance: paths beneath
@@ -194,8 +199,8 @@ func (e *Engine) openDevice(r *Request, t Target, flags int) (Result, bool) {
 		return Result{}, false
 	}
 	var st lkl.Stat64
-	if e.lklStat(r, t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) != 0 || !isDevice(st.Mode) {
-		return Result{}, false // the general path reports the error
+	if e.lklStat(r, t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) != 0 || !isDevice(st.Mode) || lklDevice(st.Mode, st.Rdev) {
+		return Result{}, false // the general path reports the error, opens LKL's devices
 	}
 	if !r.P.creds().vfsRoot {
 		mode := unix.R_OK

@@ -188,10 +188,14 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 	e.stats.changed()
 	lflags, probe := lklOpenFlags(flags)
 	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, t.LKLPath(), flags, mode), flags)
-	if le == unix.ENXIO || le == unix.ENODEV {
-		// A device node LKL has no driver for: kbox decides (dev.go).
+	if le == unix.EBUSY && flags&unix.O_EXCL != 0 {
+		fd, le = e.openExclBlock(r, t.LKLPath(), lflags, flags) // loopdev.go
+	}
+	if le == unix.ENXIO || le == unix.ENODEV || le == unix.EBUSY {
+		// A device node LKL has no driver for, or one of its disks
+		// (busy: mounted): kbox decides (dev.go).
 		var st lkl.Stat64
-		if lklStatUncached(t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) == 0 && isDevice(st.Mode) {
+		if lklStatUncached(t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) == 0 && isDevice(st.Mode) && !lklDevice(st.Mode, st.Rdev) {
 			return e.devOpen(r, st.Mode, st.Rdev, flags)
 		}
 	}
@@ -237,8 +241,9 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 		lkl.Close(lfd)
 		return fail(err, LKL)
 	}
-	if isDevice(st.Mode) && flags&unix.O_PATH == 0 {
-		// LKL's own device is never the guest's (dev.go).
+	if isDevice(st.Mode) && flags&unix.O_PATH == 0 && !lklDevice(st.Mode, st.Rdev) {
+		// LKL's own device is never the guest's (dev.go), but for
+		// its loop devices, virtual fds (loopdev.go).
 		lkl.Close(lfd)
 		return e.devOpen(r, st.Mode, st.Rdev, flags)
 	}
@@ -246,7 +251,7 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 		lkl.Close(lfd)
 		return e.openFIFO(r, &st, p, flags)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG && flags&unix.O_PATH == 0 && e.Shadows.Shadowable(&st) {
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && flags&unix.O_PATH == 0 && !generated(lfd, &st) && e.Shadows.Shadowable(&st) {
 		// A description of the inode's shadow node (shadowfd), which
 		// takes the LKL fd over.
 		hfd, err := e.Shadows.Open(lfd, &st, p, flags)
@@ -577,7 +582,8 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 	return errno(unix.EBADF, Emulated)
 }
 
-// sysIoctl serves ioctl(2) on virtual fds: ENOTTY; with --net, an
+// sysIoctl serves ioctl(2) on virtual fds: ENOTTY, but the listed
+// commands of a loop device or loop-control (loopdev.go); with --net, an
 // internet socket's FIONREAD and SIOCOUTQ (inetmsg.go).
 func sysIoctl(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
@@ -594,6 +600,9 @@ func sysIoctl(e *Engine, r *Request) Result {
 	}
 	if !usableFd(r, r.Args[0]) {
 		return errno(unix.EBADF, Emulated) // O_PATH
+	}
+	if res, served := e.lklDevIoctl(r); served {
+		return res // a loop device or loop-control (loopdev.go)
 	}
 	return errno(unix.ENOTTY, Emulated)
 }

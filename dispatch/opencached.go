@@ -30,7 +30,7 @@ func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
 	if e.lklStat(r, t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) != 0 {
 		return Result{}, false // the general path reports the error
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) || generatedSize(&st) {
 		return Result{}, false
 	}
 	hfd, hit, err := e.Shadows.OpenCached(&st, flags)

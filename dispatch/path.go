@@ -550,6 +550,10 @@ func sysMount(e *Engine, r *Request) Result {
 	if !okk {
 		return res
 	}
+	src, blk, en := e.mountSource(r, src, uintptr(r.Args[3])) // loopdev.go
+	if en != 0 {
+		return errno(en, Emulated)
+	}
 	var data string
 	if r.Args[4] != 0 {
 		if data, en = readString(r.G, r.Args[4], 4096); en != 0 {
@@ -566,11 +570,24 @@ func sysMount(e *Engine, r *Request) Result {
 			en, _ := err.(unix.Errno)
 			return en
 		})
+	} else if blk {
+		// A loop device the guest just closed (mke2fs) is released by
+		// LKL a clock tick later: busy until then (loopdev.go).
+		retryBusy(func() unix.Errno {
+			err = lkl.Mount(src, p, fstype, flags, data)
+			en, _ := err.(unix.Errno)
+			return en
+		})
 	} else {
 		err = lkl.Mount(src, p, fstype, flags, data)
 	}
 	if err != nil {
 		return fail(err, LKL)
+	}
+	if blk && flags&(unix.MS_REMOUNT|unix.MS_BIND|unix.MS_MOVE) == 0 {
+		if en := loopMounted(p); en != 0 {
+			return errno(en, Emulated)
+		}
 	}
 	return ok(0, LKL)
 }

@@ -51,6 +51,7 @@ func (r *Root) populateDev() {
 			warn("mknod %s: %v", p, err)
 		}
 	}
+	r.loopNodes(warn)
 	for _, l := range devLinks {
 		if err := lkl.Symlink(l[1], "/dev/"+l[0]); err != nil {
 			warn("symlink /dev/%s: %v", l[0], err)
@@ -91,4 +92,39 @@ func (r *Root) bindScratchShm() error {
 		return fmt.Errorf("%s is not a directory", src)
 	}
 	return lkl.Mount(src, "/dev/shm", "", unix.MS_BIND, "")
+}
+
+// loopNodes makes the nodes of the loop driver's devices the kernel has
+// (kbox's configuration; none on LKL's defconfig): loop-control and
+// loop0... as its sysfs lists them, with the numbers and the mode (0600,
+// root's) devtmpfs gives them. kbox makes /dev/loopN too when a guest's
+// LOOP_CTL_ADD or LOOP_CTL_GET_FREE adds a device (dispatch/loopdev.go).
+func (r *Root) loopNodes(warn func(string, ...any)) {
+	mk := func(class, name string, mode uint32) {
+		b, err := r.ReadKernelSys("class/" + class + "/" + name + "/dev")
+		if err != nil {
+			return
+		}
+		var maj, min uint32
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &maj, &min); err != nil {
+			warn("/dev/%s: bad device number %q in sysfs", name, b)
+			return
+		}
+		if err := lkl.Mknod("/dev/"+name, mode|0o600, unix.Mkdev(maj, min)); err != nil {
+			warn("mknod /dev/%s: %v", name, err)
+		}
+	}
+	mk("misc", "loop-control", unix.S_IFCHR)
+	if !r.kernelSys {
+		return
+	}
+	names, err := lkl.ReadDirAt(r.outside, kernelSys[1:]+"/class/block")
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if rest, ok := strings.CutPrefix(n, "loop"); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+			mk("block", n, unix.S_IFBLK)
+		}
+	}
 }

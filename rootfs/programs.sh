@@ -61,6 +61,7 @@ build_guest_programs() {
 	chmod 0755 "$out/badelf"
 	log "built $n guest programs + badelf for /opt/tests"
 	build_dynamic_guests
+	fetch_e2fsprogs
 	# Go guest programs (tests/stress/go/NAME): static, for multi-threaded
 	# guests with the Go runtime's own threads, signals and futexes.
 	if command -v "${GO:-go}" >/dev/null 2>&1; then
@@ -76,6 +77,42 @@ build_guest_programs() {
 	else
 		log "no Go toolchain: Go guest programs (tests/stress/go) not built"
 	fi
+}
+
+# e2fsprogs for the loop-device tests (tests/loop_test.go): Debian's
+# mke2fs and e2fsck, with the libraries they need that the user's image
+# lacks, under /opt/tests/e2fsprogs (the programs; lib/ the libraries by
+# soname: run them with LD_LIBRARY_PATH=/opt/tests/e2fsprogs/lib).
+# Fetched with apt-get download for Debian images (the image's glibc);
+# without them (another source, no mirror) the tests that need them skip
+# and say so.
+E2FS_PACKAGES="e2fsprogs libext2fs2 libcom-err2 libss2 libblkid1 libuuid1"
+E2FS=""
+fetch_e2fsprogs() {
+	local debs=$WORK/e2fs-debs tree=$WORK/e2fs-tree deb l
+	if [ "$ROOTFS_SOURCE" != debian ] || ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-deb >/dev/null 2>&1; then
+		log "no e2fsprogs for /opt/tests/e2fsprogs (Debian images with apt-get only): the loop-device tests will skip"
+		return 0
+	fi
+	mkdir -p "$debs" "$tree"
+	# shellcheck disable=SC2086
+	if ! (cd "$debs" && apt-get download -q $E2FS_PACKAGES >"$WORK/e2fs-apt.log" 2>&1); then
+		grep -E '^(E|W):' "$WORK/e2fs-apt.log" | grep -v unsandboxed | tail -n 3 | sed 's/^/[rootfs]   /' >&2 || true
+		log "warning: apt-get download of $E2FS_PACKAGES failed: no /opt/tests/e2fsprogs, the loop-device tests will skip"
+		return 0
+	fi
+	for deb in "$debs"/*.deb; do
+		dpkg-deb -x "$deb" "$tree" || die "unpacking $(basename "$deb") failed"
+	done
+	E2FS=$WORK/e2fsprogs
+	mkdir -p "$E2FS/lib"
+	for l in mke2fs e2fsck; do
+		install -m 0755 "$(find "$tree" -type f -name "$l" | head -n 1)" "$E2FS/$l"
+	done
+	while IFS= read -r l; do
+		cp -L "$l" "$E2FS/lib/"
+	done < <(find "$tree" -name 'lib*.so.[0-9]')
+	log "e2fsprogs for /opt/tests/e2fsprogs: mke2fs, e2fsck and $(find "$E2FS/lib" -type f | wc -l) libraries"
 }
 
 # lib_dir IMAGE: the directory /lib is in IMAGE (usr/lib when /usr is
@@ -102,9 +139,9 @@ add_programs() {
 	blocks=$(sed -n 's/^Block count: *//p' <<<"$sb")
 	free_inodes=$(sed -n 's/^Free inodes: *//p' <<<"$sb")
 	cur_kib=$((blocks * bsize / 1024))
-	add_kib=$(du -sk "$PROGS" ${MUSL_LD:+"$MUSL_LD"} | awk '{ s += $1 } END { print s }')
+	add_kib=$(du -sk "$PROGS" ${MUSL_LD:+"$MUSL_LD"} ${E2FS:+"$E2FS"} | awk '{ s += $1 } END { print s }')
 	size_kib=$(((cur_kib + add_kib * 3 / 2 + 1023) / 1024 * 1024))
-	n=$(find "$PROGS" -type f | wc -l)
+	n=$(find "$PROGS" ${E2FS:+"$E2FS"} -type f | wc -l)
 	[ -x "$PROGS/hello" ] || die "sanity check: the guest program hello was not built"
 	[ "$free_inodes" -gt $((n + 2)) ] || die "$base has $free_inodes free inodes, too few for $n programs"
 
@@ -125,6 +162,17 @@ add_programs() {
 			printf 'write "%s" "%s"\nsif "%s" mode 0100%s\nsif "%s" uid 0\nsif "%s" gid 0\n' \
 				"$f" "$name" "$name" "$(stat -c %a "$f")" "$name" "$name"
 		done
+		if [ -n "$E2FS" ]; then
+			printf 'mkdir e2fsprogs\nsif e2fsprogs mode 040755\nmkdir e2fsprogs/lib\nsif e2fsprogs/lib mode 040755\n'
+			for f in "$E2FS"/* "$E2FS"/lib/*; do
+				[ -f "$f" ] || continue
+				name=e2fsprogs/${f#"$E2FS"/}
+				printf 'write "%s" "%s"\nsif "%s" mode 0100%s\n' "$f" "$name" "$name" "$(stat -c %a "$f")"
+			done
+			for name in e2fsprogs e2fsprogs/lib $(cd "$E2FS" && find . -type f | sed 's|^\./|e2fsprogs/|'); do
+				printf 'sif "%s" uid 0\nsif "%s" gid 0\n' "$name" "$name"
+			done
+		fi
 		if [ -n "$MUSL_LD" ]; then
 			lib=$(lib_dir "$TMP_IMG")
 			printf 'cd %s\n' "$lib"
@@ -136,6 +184,7 @@ add_programs() {
 		fi
 	} >"$script"
 	local what="$n programs to /opt/tests"
+	[ -z "$E2FS" ] || what="$what, e2fsprogs to /opt/tests/e2fsprogs"
 	[ -z "$MUSL_LD" ] || what="$what, musl's loader to $lib"
 	log "adding $what ($((cur_kib / 1024))M -> $((size_kib / 1024))M)"
 	finish_image "$script" "$OUT"

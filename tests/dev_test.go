@@ -23,7 +23,9 @@ import (
 // directory of the run's scratch disk, /sys LKL's sysfs with the host's
 // CPU topology. These tests compare what the guest sees with the host's.
 
-// hostBlockDev returns the name of a block device in the host's /dev.
+// hostBlockDev returns the name of a block device in the host's /dev, not
+// a loop device: their numbers name the guest's own loop devices on a
+// kernel with the loop driver (TestLoopDevice).
 func hostBlockDev(t *testing.T) string {
 	ents, err := os.ReadDir("/dev")
 	if err != nil {
@@ -31,7 +33,7 @@ func hostBlockDev(t *testing.T) string {
 	}
 	for _, e := range ents {
 		var st unix.Stat_t
-		if unix.Lstat("/dev/"+e.Name(), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		if unix.Lstat("/dev/"+e.Name(), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && unix.Major(st.Rdev) != 7 {
 			return e.Name()
 		}
 	}
@@ -68,14 +70,26 @@ mknod /tmp/vda b 254 0 # LKL's virtio disk: the image itself
 	if status != 0 {
 		t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
 	}
-	for _, n := range []string{"kmsg", "ttyS0", "loop-control", blk, "console", "mem"} {
+	absent := []string{"kmsg", "ttyS0", blk, "console", "mem"}
+	// The loop driver's devices are the guest's own where the kernel has
+	// them (TestLoopDevice), and absent as LKL's other devices where not.
+	ls := "ls: fd full null ptmx pts random shm stderr stdin stdout tty urandom zero\n"
+	if linkedKernel(t).has("loop") {
+		ls = "ls: fd full loop-control loop0 loop1 loop2 loop3 loop4 loop5 loop6 loop7 null ptmx pts random shm stderr stdin stdout tty urandom zero\n"
+		if !strings.Contains(stdout, "present loop-control\n") {
+			t.Errorf("/dev/loop-control is absent in the guest on a kernel with loop devices\n%s", stdout)
+		}
+	} else {
+		absent = append(absent, "loop-control")
+	}
+	for _, n := range absent {
 		if !strings.Contains(stdout, "absent "+n+"\n") {
 			t.Errorf("/dev/%s is not absent in the guest\n%s", n, stdout)
 		}
 	}
 	for _, want := range []string{
 		"kmsg=1\n",
-		"ls: fd full null ptmx pts random shm stderr stdin stdout tty urandom zero\n",
+		ls,
 		"created=0\n", // as root, in the guest's own /dev (LKL's ramfs)
 		"/tmp/kmsg: open ENXIO\n", "/tmp/mem: open ENXIO\n", "/tmp/blk: open ENXIO\n", "/tmp/console: open ENXIO\n",
 		"/tmp/vda: open ENXIO\n",
@@ -269,9 +283,14 @@ echo done
 	if !strings.Contains(lineOf(stdout, "net:"), " lo") {
 		t.Errorf("no lo in the guest's /sys/class/net: %s", lineOf(stdout, "net:"))
 	}
-	// LKL's disks: the image and the scratch disk.
-	if got := lineOf(stdout, "block:"); got != "block: vda vdb" {
-		t.Errorf("%q, want the guest's two disks (block: vda vdb)", got)
+	// LKL's disks: the image and the scratch disk; and the loop devices
+	// LKL made at boot where it has the driver (TestLoopDevice).
+	want := "block: vda vdb"
+	if linkedKernel(t).has("loop") {
+		want = "block: loop0 loop1 loop2 loop3 loop4 loop5 loop6 loop7 vda vdb"
+	}
+	if got := lineOf(stdout, "block:"); got != want {
+		t.Errorf("%q, want the guest's two disks (%s)", got, want)
 	}
 	if got, want := lineOf(stdout, "online:"), "online: "+strings.TrimSpace(string(online)); got != want {
 		t.Errorf("%q, want the host's %q", got, want)
