@@ -612,6 +612,10 @@ int main(int argc, char **argv)
 	dir = argv[1];
 	main_tid = gettid();
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* A completer may write to a FIFO whose reader just gave up (its
+	 * open interrupted after the writer's open found it): EPIPE, as
+	 * Linux can give in the same race, not a kill. */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc >= 4 && strcmp(argv[2], "storm") == 0)
 		return storm(atoi(argv[3]), argc > 4 && strcmp(argv[4], "restart") == 0);
 	int n = sizeof cases / sizeof cases[0];
