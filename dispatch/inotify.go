@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -32,6 +33,32 @@ type inotifies struct {
 	byIno map[uint64]*inotifyFd // by the inode of the guest's end
 	live  atomic.Int32          // len(byIno): dispatch sweeps after changes while > 0
 	ready lklReady              // the LKL inotify fds' readiness
+
+	probe  sync.Once
+	absent bool // LKL has no inotify (CONFIG_INOTIFY_USER)
+}
+
+// missing reports whether LKL lacks inotify: every inotify call is then
+// ENOSYS, as on a kernel without it, whatever its arguments.
+func (s *inotifies) missing() bool {
+	s.probe.Do(func() {
+		fd, le := lkl.Syscall6(lkl.SysInotifyInit1, uintptr(lkl.OpenFlagsToLKL(unix.O_CLOEXEC)), 0, 0, 0, 0, 0)
+		if le == 0 {
+			lklClose(int(fd))
+		}
+		s.absent = le == unix.ENOSYS
+	})
+	return s.absent
+}
+
+// has reports whether ino is the inode of a guest inotify fd's end.
+func (s *inotifies) has(ino uint64) bool {
+	if s.live.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byIno[ino] != nil
 }
 
 // inotifyFd is one guest inotify fd.
@@ -64,10 +91,12 @@ func sysInotifyInit(e *Engine, r *Request) Result { return e.inotifyInit(r, 0) }
 func sysInotifyInit1(e *Engine, r *Request) Result { return e.inotifyInit(r, int(int32(r.Args[0]))) }
 
 func (e *Engine) inotifyInit(r *Request, flags int) Result {
+	if e.notify.missing() {
+		return errno(unix.ENOSYS, ENOSYS)
+	}
 	if flags&^inotifyFlags != 0 {
 		return errno(unix.EINVAL, Emulated)
 	}
-	// LKL answers ENOSYS when it has no inotify (CONFIG_INOTIFY_USER),
 	// EMFILE past the user's max_user_instances.
 	lfd, le := lkl.Syscall6(lkl.SysInotifyInit1, uintptr(lkl.OpenFlagsToLKL(unix.O_NONBLOCK|unix.O_CLOEXEC)), 0, 0, 0, 0, 0)
 	if le != 0 {
@@ -237,13 +266,22 @@ func (e *Engine) inotifyOf(r *Request, fd uint64) (*inotifyFd, unix.Errno) {
 		}
 		return nil, unix.EINVAL // an LKL file, or a host file kbox keeps
 	}
-	ino, isSock, en := sockInode(r, fd)
-	if en != 0 {
-		return nil, en
+	hfd, err := r.P.getfd(int(int32(fd)))
+	if err != nil {
+		return nil, unix.EBADF
 	}
-	if !isSock {
+	defer unix.Close(hfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(hfd, &st); err != nil {
+		return nil, unix.EBADF
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		if l, err := os.Readlink(procFd(hfd)); err == nil && strings.HasPrefix(l, freeFdName) {
+			return nil, unix.EBADF // the in-process tiers' free number (trap/fds.go)
+		}
 		return nil, unix.EINVAL
 	}
+	ino := st.Ino
 	s := &e.notify
 	s.mu.Lock()
 	f := s.byIno[ino]
@@ -259,6 +297,9 @@ func (e *Engine) inotifyOf(r *Request, fd uint64) (*inotifyFd, unix.Errno) {
 // EOPNOTSUPP: the host's files are watched by no one (docs/architecture.md,
 // "inotify").
 func sysInotifyAddWatch(e *Engine, r *Request) Result {
+	if e.notify.missing() {
+		return errno(unix.ENOSYS, ENOSYS)
+	}
 	mask := uint32(r.Args[2])
 	if mask&inotifyBits == 0 || mask&unix.IN_MASK_ADD != 0 && mask&unix.IN_MASK_CREATE != 0 {
 		return errno(unix.EINVAL, Emulated)
@@ -289,6 +330,9 @@ func sysInotifyAddWatch(e *Engine, r *Request) Result {
 // sysInotifyRmWatch serves inotify_rm_watch(2): LKL's (EINVAL for a watch
 // it does not have); its IN_IGNORED event follows.
 func sysInotifyRmWatch(e *Engine, r *Request) Result {
+	if e.notify.missing() {
+		return errno(unix.ENOSYS, ENOSYS)
+	}
 	f, en := e.inotifyOf(r, r.Args[0])
 	if en != 0 {
 		return errno(en, Emulated)
