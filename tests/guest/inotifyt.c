@@ -383,13 +383,13 @@ static void event_cases(void)
 	int f = open(at("e/mine"), O_WRONLY | O_CREAT, 0644);
 	write(f, "hello\n", 6);
 	close(f);
-	printf("own write close_write %d\n", collect(fd, &s, IN_CLOSE_WRITE, "mine", 5000, 300));
+	printf("own write close_write %d\n", collect(fd, &s, IN_CLOSE_WRITE, "mine", 10000, 300));
 	show("own write", &s);
 
 	/* Another process creates and appends. */
 	memset(&s, 0, sizeof s);
 	pid_t pid = other(0, "create", at("e/theirs"));
-	int came = collect(fd, &s, IN_CLOSE_WRITE, "theirs", 5000, 300);
+	int came = collect(fd, &s, IN_CLOSE_WRITE, "theirs", 10000, 300);
 	printf("other write close_write %d status %d\n", came, reap(pid));
 	show("other write", &s);
 
