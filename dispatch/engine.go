@@ -228,6 +228,8 @@ type Engine struct {
 
 	lateSock lateReplies // answers of socket calls that waited (socket.go)
 
+	notify inotifies // the guest's inotify fds (inotify.go)
+
 	// initCred is the first process's credentials, unknownCred those of
 	// a process whose parent was not found (proc.go); credsChanged says
 	// some process changed its own since the start.
@@ -257,6 +259,7 @@ func New(opt Options) *Engine {
 	}
 	e.procs.Store(&map[int]*Proc{})
 	e.Shadows.Holders = func() []int { return e.Tgids(nil) }
+	e.Shadows.WritersGone = e.writersGone // IN_CLOSE_WRITE (inotify.go)
 	e.initCred = newProcCred(initialCred(&opt))
 	e.unknownCred = newProcCred(unknownCred())
 	for _, b := range opt.Binds {
@@ -301,6 +304,7 @@ func (e *Engine) dispatch(r *Request) Result {
 		// before its change (a path checked by the policy before the
 		// symlink that creates it, canonPaths) is stale now.
 		e.stats.changed()
+		e.notifySweep() // its inotify events, at once
 	}
 	if res.Disp == ENOSYS {
 		e.enosys[r.Nr].Add(1) // answered as absent: counted as well

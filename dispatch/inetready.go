@@ -45,7 +45,7 @@ type lklReady struct {
 	ep   int  // LKL's epoll fd
 	ok   bool // ep was made
 	mu   sync.Mutex
-	byID map[uint64]*inetSock
+	byID map[uint64]readyWaiter
 	next uint64
 	tick bool // the sweep ticker runs
 	bufs sync.Pool
@@ -89,46 +89,61 @@ const readyEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLP
 
 func (r *lklReady) init() {
 	r.once.Do(func() {
-		r.byID = map[uint64]*inetSock{}
+		r.byID = map[uint64]readyWaiter{}
 		r.bufs.New = func() any { return new([sweepBatch]unix.EpollEvent) }
 		fd, le := lkl.Syscall6(lkl.SysEpollCreate1, unix.EPOLL_CLOEXEC, 0, 0, 0, 0, 0)
 		r.ep, r.ok = int(fd), le == 0
 	})
 }
 
+// readyWaiter is what a sweep wakes: an LKL socket (inetSock), or the
+// LKL inotify fd behind a guest's inotify fd (inotify.go).
+type readyWaiter interface{ wake(events uint32) }
+
 // add registers s (its LKL socket non-blocking).
 func (r *lklReady) add(s *inetSock) unix.Errno {
-	r.init()
-	if !r.ok {
-		return unix.ENOSYS // a liblkl without epoll: kbox's sockets need it
-	}
 	s.rdy = make(chan struct{}, 1)
 	s.wrdy = make(chan struct{}, 1)
+	id, en := r.addFd(s.lfd, s, readyEvents)
+	s.id = id
+	return en
+}
+
+// addFd registers w for the readiness of LKL fd lfd (non-blocking) for
+// events, and returns its id (drop's).
+func (r *lklReady) addFd(lfd int, w readyWaiter, events uint32) (uint64, unix.Errno) {
+	r.init()
+	if !r.ok {
+		return 0, unix.ENOSYS // a liblkl without epoll: kbox's sockets need it
+	}
 	r.mu.Lock()
 	r.next++
-	s.id = r.next
-	r.byID[s.id] = s
+	id := r.next
+	r.byID[id] = w
 	start := !r.tick
 	r.tick = true
 	r.mu.Unlock()
-	ev := &unix.EpollEvent{Events: readyEvents, Fd: int32(uint32(s.id)), Pad: int32(uint32(s.id >> 32))}
-	_, le := lkl.Syscall6(lkl.SysEpollCtl, uintptr(r.ep), unix.EPOLL_CTL_ADD, uintptr(s.lfd), lkl.PtrOf(ev), 0, 0)
+	ev := &unix.EpollEvent{Events: events, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	_, le := lkl.Syscall6(lkl.SysEpollCtl, uintptr(r.ep), unix.EPOLL_CTL_ADD, uintptr(lfd), lkl.PtrOf(ev), 0, 0)
 	runtime.KeepAlive(ev)
 	if le != 0 {
-		r.drop(s)
-		return le
+		r.dropID(id)
+		return 0, le
 	}
 	if start {
 		go r.ticker()
 	}
-	return 0
+	return id, 0
 }
 
 // drop forgets s (its LKL socket is about to be closed, which takes it
 // out of the set).
-func (r *lklReady) drop(s *inetSock) {
+func (r *lklReady) drop(s *inetSock) { r.dropID(s.id) }
+
+// dropID forgets the waiter registered as id.
+func (r *lklReady) dropID(id uint64) {
 	r.mu.Lock()
-	delete(r.byID, s.id)
+	delete(r.byID, id)
 	r.mu.Unlock()
 }
 

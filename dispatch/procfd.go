@@ -255,6 +255,9 @@ func (e *Engine) hostFdRef(link string) (*fdRef, unix.Errno) {
 		}
 	case !strings.HasPrefix(txt, "/") || strings.HasPrefix(txt, "/memfd:"):
 		// A pipe, socket, anonymous inode or memfd of the guest's.
+		if st.Mode&unix.S_IFMT == unix.S_IFSOCK && e.notify.has(st.Ino) {
+			ref.text = "anon_inode:inotify" // Linux's name (inotify.go)
+		}
 	default:
 		if g, found := e.bindGuestPath(name); found {
 			if ref.text = g; isDeleted {

@@ -59,5 +59,8 @@ func cLayout() map[string]uintptr {
 		"NR_fanotify_init":    C.__lkl__NR_fanotify_init,
 		"NR_memfd_create":     C.__lkl__NR_memfd_create,
 		"sizeof(epoll_event)": C.sizeof_struct_lkl_epoll_event,
+
+		// dispatch/inotify.go
+		"NR_inotify_add_watch": C.__lkl__NR_inotify_add_watch, "NR_inotify_rm_watch": C.__lkl__NR_inotify_rm_watch,
 	}
 }

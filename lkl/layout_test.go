@@ -58,6 +58,8 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 		"NR_inotify_init1":   SysInotifyInit1,
 		"NR_fanotify_init":   SysFanotifyInit,
 		"NR_memfd_create":    SysMemfdCreate,
+
+		"NR_inotify_add_watch": SysInotifyAddWatch, "NR_inotify_rm_watch": SysInotifyRmWatch,
 		// kbox passes unix.EpollEvent to LKL's epoll (dispatch/inetready.go):
 		// LKL is built with the host's compiler, so its layout is the host's.
 		"sizeof(epoll_event)": unsafe.Sizeof(unix.EpollEvent{}),

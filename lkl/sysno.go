@@ -96,5 +96,11 @@ const (
 	SysMemfdCreate   = 279
 )
 
+// inotify's calls (dispatch/inotify.go).
+const (
+	SysInotifyAddWatch = 27
+	SysInotifyRmWatch  = 28
+)
+
 // AtFdcwd is AT_FDCWD.
 const AtFdcwd = -100

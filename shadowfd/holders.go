@@ -419,10 +419,18 @@ func (m *Manager) flushHot() {
 		}
 		m.settled(n, hs[n])
 		m.mu.Lock()
-		if n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false) {
+		ended := n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false)
+		if ended {
 			m.hot.Add(-1)
 		}
 		m.mu.Unlock()
+		if ended && m.WritersGone != nil {
+			n.mu.Lock()
+			if n.lklfd >= 0 {
+				m.WritersGone(n.lklfd)
+			}
+			n.mu.Unlock()
+		}
 	}
 }
 

@@ -110,6 +110,11 @@ type Manager struct {
 	// descriptions of content files (holders.go). Nil: nodes are kept
 	// until exit.
 	Holders func() []int
+	// WritersGone, when set, is told the LKL fd of a node once the
+	// flusher found that no writer holds it any more (after its last
+	// write-back): the guests' writable descriptions of it are closed.
+	// It must not keep the fd.
+	WritersGone func(lklfd int)
 
 	mu    sync.Mutex
 	nodes map[nodeKey]*Node

@@ -464,7 +464,7 @@ func TestMCPSnapshotAndENOSYS(t *testing.T) {
 	if res := call(t, cs, "enosys", map[string]any{}, nil); !res.IsError || !strings.Contains(resultText(res), "no run") {
 		t.Errorf("enosys before any run: %q", resultText(res))
 	}
-	// observe makes 2 inotify_init1 calls, which kbox answers ENOSYS
+	// observe makes 2 landlock_create_ruleset calls, which kbox answers ENOSYS
 	// (tests/guest/observe.c); the shell lives long enough for a sample
 	// of its peak RSS.
 	var r struct {
@@ -478,13 +478,13 @@ func TestMCPSnapshotAndENOSYS(t *testing.T) {
 	if res := call(t, cs, "run", map[string]any{"argv": []string{"/bin/sh", "-c", "/opt/tests/observe 1 2 0; sleep 0.5"}}, &r); res.IsError || r.ExitCode != 0 {
 		t.Fatalf("run: %s", resultText(res))
 	}
-	if r.Telemetry.ENOSYS["inotify_init1"] != 2 || r.Telemetry.KernelMemKB == 0 || r.Telemetry.GuestPeakKB == 0 {
+	if r.Telemetry.ENOSYS["landlock_create_ruleset"] != 2 || r.Telemetry.KernelMemKB == 0 || r.Telemetry.GuestPeakKB == 0 {
 		t.Errorf("run telemetry: %+v", r.Telemetry)
 	}
 	var en struct {
 		ENOSYS map[string]uint64 `json:"enosys"`
 	}
-	if res := call(t, cs, "enosys", map[string]any{}, &en); res.IsError || en.ENOSYS["inotify_init1"] != 2 {
+	if res := call(t, cs, "enosys", map[string]any{}, &en); res.IsError || en.ENOSYS["landlock_create_ruleset"] != 2 {
 		t.Errorf("enosys: %s %+v", resultText(res), en)
 	}
 	var snap struct {

@@ -279,8 +279,8 @@ func TestObservatoryAPI(t *testing.T) {
 		Count uint64 `json:"count"`
 	}
 	getJSON(t, o.base+"/api/enosys", &nosys)
-	if len(nosys) != 1 || nosys[0].Name != "inotify_init1" || nosys[0].Count != 3 {
-		t.Errorf("enosys = %+v, want inotify_init1 x3", nosys)
+	if len(nosys) != 1 || nosys[0].Name != "landlock_create_ruleset" || nosys[0].Count != 3 {
+		t.Errorf("enosys = %+v, want landlock_create_ruleset x3", nosys)
 	}
 
 	// History backfill.
@@ -494,7 +494,7 @@ func TestJSONTrace(t *testing.T) {
 		t.Fatalf("no --stats summary:\n%s", stderr)
 	}
 	total, _ := strconv.Atoi(m[1])
-	for _, want := range []string{"TOP SYSCALLS", "dispositions: lkl", "inotify_init1"} {
+	for _, want := range []string{"TOP SYSCALLS", "dispositions: lkl", "landlock_create_ruleset"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("--stats lacks %q:\n%s", want, stderr)
 		}
@@ -559,8 +559,8 @@ func TestJSONTrace(t *testing.T) {
 		"open of /etc/hostname": func(e ev) bool {
 			return strings.HasPrefix(e.Name, "open") && e.Path == "/etc/hostname" && e.Disp == "lkl" && e.Ret >= 0
 		},
-		"inotify_init1 ENOSYS twice": func(e ev) bool {
-			return e.Name == "inotify_init1" && e.Disp == "enosys" && e.Errno == 38 && e.Ret == -38
+		"landlock_create_ruleset ENOSYS twice": func(e ev) bool {
+			return e.Name == "landlock_create_ruleset" && e.Disp == "enosys" && e.Errno == 38 && e.Ret == -38
 		},
 		"stat served by LKL":         func(e ev) bool { return e.Name == "stat" && e.Disp == "lkl" && e.Ret == 0 },
 		"open of /etc as directory":  func(e ev) bool { return e.Name == "open" && e.Path == "/etc" && e.Ret >= 1024 },

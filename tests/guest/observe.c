@@ -3,11 +3,11 @@
  *   observe DIRS NOSYS MILLIS
  *
  * holds DIRS directory fds open (virtual fds in kbox), makes NOSYS calls of
- * a syscall kbox answers as absent (inotify_init1: ENOSYS, as a kernel
- * without inotify), then stats a file of the
+ * a syscall kbox answers as absent (landlock_create_ruleset: ENOSYS, as a
+ * kernel without Landlock), then stats a file of the
  * image until MILLIS milliseconds have passed, touching a fresh anonymous
  * page every 100 stats (a page fault the host accounts). It prints
- * "observe: N stats, inotify_init1 errno E". */
+ * "observe: N stats, landlock_create_ruleset errno E". */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -43,7 +43,7 @@ int main(int argc, char **argv)
 		}
 	}
 	for (int i = 0; i < nosys; i++) {
-		if (syscall(SYS_inotify_init1, 0) < 0)
+		if (syscall(SYS_landlock_create_ruleset, 0, 0, 0) < 0)
 			err = errno;
 	}
 	long n = 0;
@@ -62,6 +62,6 @@ int main(int argc, char **argv)
 			}
 		}
 	} while (now_ms() < end);
-	printf("observe: %ld stats, inotify_init1 errno %d\n", n, err);
+	printf("observe: %ld stats, landlock_create_ruleset errno %d\n", n, err);
 	return 0;
 }

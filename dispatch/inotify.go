@@ -1,0 +1,377 @@
+package dispatch
+
+import (
+	"encoding/binary"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// inotify for the guest, on LKL's files (docs/architecture.md, "inotify").
+//
+// The guest's inotify fd is one end of a host SOCK_SEQPACKET socketpair,
+// so that read, poll, select and epoll on it stay native and mix with any
+// other host fd. Behind it kbox holds an LKL inotify fd (non-blocking,
+// registered in an LKL epoll set that is swept without waiting: the
+// machinery of the internet sockets, inetready.go) and a pump that moves
+// each LKL event, header and name, to kbox's end as one message: a guest
+// read takes one event. inotify_add_watch and inotify_rm_watch find the
+// LKL fd by the inode of the guest's fd (after dup, fork or SCM_RIGHTS
+// as well) and act on it with the guest's path, resolved as every path
+// is, and credentials. The guest's last close reaches kbox's end as EOF:
+// kbox then closes the LKL fd.
+
+// inotifies are the guest's inotify fds.
+type inotifies struct {
+	mu    sync.Mutex
+	byIno map[uint64]*inotifyFd // by the inode of the guest's end
+	live  atomic.Int32          // len(byIno): dispatch sweeps after changes while > 0
+	ready lklReady              // the LKL inotify fds' readiness
+
+	probe  sync.Once
+	absent bool // LKL has no inotify (CONFIG_INOTIFY_USER)
+}
+
+// missing reports whether LKL lacks inotify: every inotify call is then
+// ENOSYS, as on a kernel without it, whatever its arguments.
+func (s *inotifies) missing() bool {
+	s.probe.Do(func() {
+		fd, le := lkl.Syscall6(lkl.SysInotifyInit1, uintptr(lkl.OpenFlagsToLKL(unix.O_CLOEXEC)), 0, 0, 0, 0, 0)
+		if le == 0 {
+			lklClose(int(fd))
+		}
+		s.absent = le == unix.ENOSYS
+	})
+	return s.absent
+}
+
+// has reports whether ino is the inode of a guest inotify fd's end.
+func (s *inotifies) has(ino uint64) bool {
+	if s.live.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byIno[ino] != nil
+}
+
+// inotifyFd is one guest inotify fd.
+type inotifyFd struct {
+	set  *inotifies
+	ino  uint64
+	kfd  int      // kbox's end
+	file *os.File // kfd, in Go's poller
+	rdy  chan struct{}
+	id   uint64 // in set.ready
+
+	mu     sync.Mutex
+	lfd    int  // the LKL inotify fd; -1 once closed (by the pump)
+	closed bool // the guest closed its end everywhere
+}
+
+func (f *inotifyFd) wake(uint32) { signal(f.rdy) }
+
+// inotifyFlags are inotify_init1's flags.
+const inotifyFlags = unix.IN_NONBLOCK | unix.IN_CLOEXEC
+
+// inotifyEventMax is the size of the largest inotify event: its header
+// and a name of NAME_MAX bytes with its NUL.
+const inotifyEventMax = unix.SizeofInotifyEvent + unix.NAME_MAX + 1
+
+// sysInotifyInit serves inotify_init(2).
+func sysInotifyInit(e *Engine, r *Request) Result { return e.inotifyInit(r, 0) }
+
+// sysInotifyInit1 serves inotify_init1(2).
+func sysInotifyInit1(e *Engine, r *Request) Result { return e.inotifyInit(r, int(int32(r.Args[0]))) }
+
+func (e *Engine) inotifyInit(r *Request, flags int) Result {
+	if e.notify.missing() {
+		return errno(unix.ENOSYS, ENOSYS)
+	}
+	if flags&^inotifyFlags != 0 {
+		return errno(unix.EINVAL, Emulated)
+	}
+	// EMFILE past the user's max_user_instances.
+	lfd, le := lkl.Syscall6(lkl.SysInotifyInit1, uintptr(lkl.OpenFlagsToLKL(unix.O_NONBLOCK|unix.O_CLOEXEC)), 0, 0, 0, 0, 0)
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		lklClose(int(lfd))
+		return fail(err, Host)
+	}
+	gend, kfd := p[0], p[1]
+	var st unix.Stat_t
+	if err := unix.Fstat(gend, &st); err != nil {
+		unix.Close(gend)
+		unix.Close(kfd)
+		lklClose(int(lfd))
+		return fail(err, Host)
+	}
+	if flags&unix.IN_NONBLOCK != 0 {
+		unix.SetNonblock(gend, true)
+	}
+	unix.SetNonblock(kfd, true)
+	f := &inotifyFd{set: &e.notify, ino: st.Ino, kfd: kfd, file: os.NewFile(uintptr(kfd), "inotify"), rdy: make(chan struct{}, 1), lfd: int(lfd)}
+	id, le := e.notify.ready.addFd(f.lfd, f, unix.EPOLLIN|unix.EPOLLET)
+	if le != 0 {
+		unix.Close(gend)
+		f.file.Close()
+		lklClose(f.lfd)
+		return errno(le, LKL)
+	}
+	f.id = id
+	s := &e.notify
+	s.mu.Lock()
+	if s.byIno == nil {
+		s.byIno = map[uint64]*inotifyFd{}
+	}
+	s.byIno[f.ino] = f
+	s.live.Store(int32(len(s.byIno)))
+	s.mu.Unlock()
+	go f.pump()
+	go f.watchClose()
+	// kbox's copy goes once the guest has its own: the guest's last
+	// close is then the end's last (watchClose).
+	gfd, err := r.G.AddFD(gend, -1, flags&unix.IN_CLOEXEC != 0)
+	unix.Close(gend)
+	if err != nil {
+		return fail(err, Host)
+	}
+	return ok(int64(gfd), Emulated)
+}
+
+// pump carries the LKL fd's events to kbox's end, one message each, until
+// the guest closes its end; it closes the LKL fd then.
+func (f *inotifyFd) pump() {
+	defer f.end()
+	rc, err := f.file.SyscallConn()
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 16*inotifyEventMax)
+	for {
+		f.mu.Lock()
+		closed, lfd := f.closed, f.lfd
+		f.mu.Unlock()
+		if closed {
+			return
+		}
+		n, le := lkl.Syscall6(lkl.SysRead, uintptr(lfd), lkl.Ptr(buf), uintptr(len(buf)), 0, 0, 0)
+		runtime.KeepAlive(buf)
+		switch {
+		case le == unix.EINTR:
+			continue
+		case le == unix.EAGAIN:
+			await(f.rdy, 0)
+			continue
+		case le != 0 || n == 0:
+			return
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= int(n); {
+			l := unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(buf[off+12:]))
+			if off+l > int(n) {
+				break
+			}
+			// Blocks (in Go's poller, no thread) while the guest does
+			// not read; LKL's queue then fills, up to its overflow
+			// event, as Linux's does.
+			msg := buf[off : off+l]
+			var werr error
+			if err := rc.Write(func(fd uintptr) bool {
+				_, werr = unix.SendmsgN(int(fd), msg, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+				return werr != unix.EAGAIN
+			}); err != nil || werr != nil {
+				return // the guest's end is gone
+			}
+			off += l
+		}
+	}
+}
+
+// end closes what kbox holds of f, once its pump has stopped.
+func (f *inotifyFd) end() {
+	f.set.ready.dropID(f.id)
+	f.mu.Lock()
+	lfd := f.lfd
+	f.lfd = -1
+	f.closed = true
+	f.mu.Unlock()
+	f.forget()
+	lklClose(lfd)
+	f.file.Close()
+}
+
+// forget takes f out of the set.
+func (f *inotifyFd) forget() {
+	s := f.set
+	s.mu.Lock()
+	if s.byIno[f.ino] == f {
+		delete(s.byIno, f.ino)
+	}
+	s.live.Store(int32(len(s.byIno)))
+	s.mu.Unlock()
+}
+
+// watchClose waits for the guest's last close of its end (EOF on kbox's
+// end; what the guest writes to its end is read and dropped) and stops
+// the pump.
+func (f *inotifyFd) watchClose() {
+	var b [64]byte
+	rc, err := f.file.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, _, _, _, rerr = unix.Recvmsg(int(fd), b[:], nil, unix.MSG_DONTWAIT)
+			return rerr != unix.EAGAIN
+		}); err != nil {
+			rerr = err
+		}
+		if rerr == unix.EINTR {
+			continue
+		}
+		if rerr != nil || n == 0 && guestGone(f.kfd) {
+			break
+		}
+	}
+	f.forget()
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	signal(f.rdy)
+}
+
+// inotifyBits are the bits of inotify_add_watch's mask that Linux knows.
+const inotifyBits = unix.IN_ALL_EVENTS | unix.IN_UNMOUNT | unix.IN_Q_OVERFLOW | unix.IN_IGNORED |
+	unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK | unix.IN_MASK_CREATE | unix.IN_MASK_ADD |
+	unix.IN_ISDIR | unix.IN_ONESHOT
+
+// inotifyOf finds the inotify fd behind guest fd fd: EBADF when the guest
+// has no such fd, EINVAL when it is not an inotify fd.
+func (e *Engine) inotifyOf(r *Request, fd uint64) (*inotifyFd, unix.Errno) {
+	if isVirtual(r, fd) {
+		if _, ok := r.P.FDs.Get(int(int32(fd))); !ok {
+			return nil, unix.EBADF
+		}
+		return nil, unix.EINVAL // an LKL file, or a host file kbox keeps
+	}
+	hfd, err := r.P.getfd(int(int32(fd)))
+	if err != nil {
+		return nil, unix.EBADF
+	}
+	defer unix.Close(hfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(hfd, &st); err != nil {
+		return nil, unix.EBADF
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		if l, err := os.Readlink(procFd(hfd)); err == nil && strings.HasPrefix(l, freeFdName) {
+			return nil, unix.EBADF // the in-process tiers' free number (trap/fds.go)
+		}
+		return nil, unix.EINVAL
+	}
+	ino := st.Ino
+	s := &e.notify
+	s.mu.Lock()
+	f := s.byIno[ino]
+	s.mu.Unlock()
+	if f == nil {
+		return nil, unix.EINVAL
+	}
+	return f, 0
+}
+
+// sysInotifyAddWatch serves inotify_add_watch(2) on LKL's files. A path
+// kbox serves from the host (a bind, /proc, kbox's /dev nodes) gets
+// EOPNOTSUPP: the host's files are watched by no one (docs/architecture.md,
+// "inotify").
+func sysInotifyAddWatch(e *Engine, r *Request) Result {
+	if e.notify.missing() {
+		return errno(unix.ENOSYS, ENOSYS)
+	}
+	mask := uint32(r.Args[2])
+	if mask&inotifyBits == 0 || mask&unix.IN_MASK_ADD != 0 && mask&unix.IN_MASK_CREATE != 0 {
+		return errno(unix.EINVAL, Emulated)
+	}
+	f, en := e.inotifyOf(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Emulated)
+	}
+	t, en := e.target(r, unix.AT_FDCWD, r.Args[1])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	if t.Host {
+		return errno(unix.EOPNOTSUPP, Emulated)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lfd < 0 {
+		return errno(unix.EBADF, Emulated) // closed by another thread meanwhile
+	}
+	wd, le := lklPath(lkl.SysInotifyAddWatch, 1, t.LKLPath(), [6]uintptr{uintptr(f.lfd), 0, uintptr(mask)})
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(int64(wd), LKL)
+}
+
+// sysInotifyRmWatch serves inotify_rm_watch(2): LKL's (EINVAL for a watch
+// it does not have); its IN_IGNORED event follows.
+func sysInotifyRmWatch(e *Engine, r *Request) Result {
+	if e.notify.missing() {
+		return errno(unix.ENOSYS, ENOSYS)
+	}
+	f, en := e.inotifyOf(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Emulated)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lfd < 0 {
+		return errno(unix.EBADF, Emulated)
+	}
+	if _, le := lkl.Syscall6(lkl.SysInotifyRmWatch, uintptr(f.lfd), uintptr(int32(r.Args[1])), 0, 0, 0, 0); le != 0 {
+		return errno(le, LKL)
+	}
+	return ok(0, LKL)
+}
+
+// notifySweep follows a call that may have changed LKL's files while the
+// guest has inotify fds: their events reach the pumps at once, not at
+// the readiness ticker's next round.
+func (e *Engine) notifySweep() {
+	if e.notify.live.Load() > 0 {
+		e.notify.ready.Sweep()
+	}
+}
+
+// writersGone is told by the shadows' flusher that a shadow's last writer
+// closed it (the guest's close is native: kbox does not see it). While
+// the guest has inotify fds, kbox opens the LKL file for writing through
+// LKL's /proc/self/fd and closes it: LKL reports IN_OPEN and
+// IN_CLOSE_WRITE, the close the guest made (docs/architecture.md,
+// "inotify").
+func (e *Engine) writersGone(lklfd int) {
+	if e.notify.live.Load() == 0 || !e.Opt.HasKernelProc {
+		return
+	}
+	asRoot(func() {
+		fl := uintptr(lkl.OpenFlagsToLKL(unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK))
+		if fd, le := e.kprocPath(lkl.SysOpenat, 1, "self/fd/"+strconv.Itoa(lklfd), [6]uintptr{0, 0, fl}); le == 0 {
+			lklClose(int(fd))
+		}
+	})
+	e.notify.ready.Sweep()
+}

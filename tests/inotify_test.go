@@ -1,0 +1,125 @@
+//go:build lkl
+
+package tests
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// inotifyKnownDiffs are the lines of tests/guest/inotifyt.c that differ
+// under kbox by design (docs/architecture.md, "inotify"), as kbox prints
+// them, with what native prints: a file written through a shadow has its
+// LKL file open for writing in kbox until kbox drops the shadow (here at
+// its unlink), and LKL reports that close too.
+var inotifyKnownDiffs = map[string]string{
+	"unlink: [CLOSE_WRITE renamed] [DELETE renamed] [DELETE_SELF -] [IGNORED -]": "unlink: [DELETE renamed] [DELETE_SELF -] [IGNORED -]",
+}
+
+// TestInotify: the guest's inotify on LKL's files (dispatch/inotify.go)
+// gives what Linux gives, in each tier: inotify_init1's flags, add_watch's
+// path resolution and errors, rm_watch, the events of files created,
+// written, renamed and removed by the same process and by another one,
+// and the fd in a blocking read woken by another process, IN_NONBLOCK's
+// EAGAIN, epoll and select and poll beside a pipe. tests/guest/inotifyt.c
+// runs natively in a temporary directory and under kbox in /tmp; their
+// lines are compared. (The in-process tiers run one process: there and
+// in the native run compared with them, the other process is a thread.)
+func TestInotify(t *testing.T) {
+	needKernel(t, "inotify")
+	img := imagePath(t)
+	prog := dumpFromImage(t, img, "/opt/tests/inotifyt")
+	natives := map[bool]string{}
+	for _, one := range []bool{false, true} {
+		args := []string{filepath.Join(t.TempDir(), "d")}
+		if one {
+			args = append([]string{"-oneproc"}, args...)
+		}
+		out, err := exec.Command(prog, args...).CombinedOutput()
+		if err != nil || !strings.HasSuffix(string(out), "inotifyt done\n") {
+			t.Fatalf("native %v: %v\n%s", args, err, out)
+		}
+		natives[one] = string(out)
+	}
+	for _, tier := range []string{"seccomp", "trap", "rewrite"} {
+		t.Run(tier, func(t *testing.T) {
+			// The in-process tiers run one process: the other
+			// process's changes come from a thread there.
+			args := []string{"image", "-S", img, "--read-only", "--syscall-mode=" + tier, "--", "/opt/tests/inotifyt"}
+			one := tier != "seccomp"
+			if one {
+				args = append(args, "-oneproc")
+			}
+			native := natives[one]
+			out, stderr, st := runKbox(t, append(args, "/tmp/inotifyt")...)
+			lines := strings.Split(out, "\n")
+			for i, l := range lines {
+				if n, ok := inotifyKnownDiffs[l]; ok {
+					lines[i] = n
+				}
+			}
+			if got := strings.Join(lines, "\n"); st != 0 || got != native {
+				t.Errorf("status %d; lines that differ (kbox | native):\n%s\nstderr:\n%s", st, lineDiff(got, native), stderr)
+			}
+		})
+	}
+}
+
+// lineDiff lists the lines of a and b that differ, by position.
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out strings.Builder
+	for i := 0; i < max(len(al), len(bl)); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			out.WriteString(x + " | " + y + "\n")
+		}
+	}
+	return out.String()
+}
+
+// TestInotifyTailF: coreutils' tail -F follows a file another guest
+// process appends to, through inotify: with a polling interval of 30 s
+// (-s 30), tail without inotify would show nothing in the few seconds
+// the test waits.
+func TestInotifyTailF(t *testing.T) {
+	needKernel(t, "inotify")
+	img := imagePath(t)
+	const script = `cd /tmp && : > f && { tail -F -s 30 f > out 2> err & pid=$!; sleep 0.5
+/bin/sh -c 'echo one >> f'; /bin/sh -c 'echo two >> f'
+for i in $(seq 80); do [ "$(cat out)" = "$(printf 'one\ntwo')" ] && break; sleep 0.1; done
+kill $pid; wait; cat out err; }`
+	runCases(t, []string{"image", "-S", img, "--read-only"}, []guestCase{
+		{"tail -F", []string{"--", "/bin/bash", "-c", script}, 0, []string{"one\ntwo\n"}, []string{"polling", "reverting"}},
+	})
+}
+
+// TestInotifyHostPaths: a path kbox serves from the host (a -b bind,
+// /proc) cannot be watched (EOPNOTSUPP: kbox never watches host paths for
+// the guest), an LKL path can, and the fd's /proc link reads as Linux's
+// (anon_inode:inotify), in each tier.
+func TestInotifyHostPaths(t *testing.T) {
+	needKernel(t, "inotify")
+	img := imagePath(t)
+	host := t.TempDir()
+	for _, tier := range []string{"seccomp", "trap"} {
+		t.Run(tier, func(t *testing.T) {
+			runCases(t, []string{"image", "-S", img, "--read-only", "--syscall-mode=" + tier, "-b", host + ":/mnt/b"}, []guestCase{
+				{"bind", []string{"--", "/opt/tests/inotifyt", "-do", "watch", "/mnt/b"}, 0,
+					[]string{"watch /mnt/b EOPNOTSUPP link anon_inode:inotify\n"}, nil},
+				{"proc", []string{"--", "/opt/tests/inotifyt", "-do", "watch", "/proc/self"}, 0,
+					[]string{"watch /proc/self EOPNOTSUPP link anon_inode:inotify\n"}, nil},
+				{"tmp", []string{"--", "/opt/tests/inotifyt", "-do", "watch", "/tmp"}, 0,
+					[]string{"watch /tmp ok link anon_inode:inotify\n"}, nil},
+			})
+		})
+	}
+}
