@@ -143,7 +143,7 @@ fmt:
 # loaded machine, or when it first builds the package images (packageImage).
 check: kbox vet image-if-missing
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	KBOX_IMAGE=$(abspath $(TEST_IMAGE)) KBOX_USER_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 -timeout 45m ./...
+	KBOX_IMAGE=$(abspath $(TEST_IMAGE)) KBOX_USER_IMAGE=$(abspath $(OUT)) KBOX_BIN=$(abspath kbox) $(GOTEST) -count=1 -timeout 80m ./...
 	@$(MAKE) --no-print-directory race
 	@$(MAKE) --no-print-directory test-arm64
 	@if [ "$(TAGS)" = lkl ]; then $(MAKE) --no-print-directory fuzz; else echo "kbox: fuzz targets skipped without liblkl (they need none: make fuzz runs them; CI runs them in its LKL configuration)"; fi
