@@ -123,3 +123,19 @@ func TestInotifyHostPaths(t *testing.T) {
 		})
 	}
 }
+
+// TestInotifyNodeWatch: Node's fs.watch (Debian's nodejs) sees a file that
+// another guest process makes in the watched directory. Without inotify
+// fs.watch throws ENOSYS.
+func TestInotifyNodeWatch(t *testing.T) {
+	needKernel(t, "inotify")
+	img := packageImage(t, "nodejs")
+	const js = `const fs = require("fs"), cp = require("child_process");
+fs.mkdirSync("/tmp/w");
+const w = fs.watch("/tmp/w", (ev, name) => { console.log("event " + ev + " " + name); w.close(); process.exit(0); });
+cp.spawn("/bin/sh", ["-c", "echo hi > /tmp/w/made-by-sh"], { stdio: "inherit" });
+setTimeout(() => { console.log("no event"); process.exit(1); }, 20000);`
+	runCases(t, []string{"image", "-S", img, "--read-only"}, []guestCase{
+		{"fs.watch", []string{"--", "/usr/bin/node", "-e", js}, 0, []string{"event rename made-by-sh\n"}, []string{"ENOSYS"}},
+	})
+}
