@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// inotify for the guest, on LKL's files (docs/architecture.md, "inotify").
+// inotify for the guest, on LKL's files (docs/tiers.md, "inotify").
 //
 // The guest's inotify fd is one end of a host SOCK_SEQPACKET socketpair,
 // so that read, poll, select and epoll on it stay native and mix with any
@@ -294,7 +294,7 @@ func (e *Engine) inotifyOf(r *Request, fd uint64) (*inotifyFd, unix.Errno) {
 
 // sysInotifyAddWatch serves inotify_add_watch(2) on LKL's files. A path
 // kbox serves from the host (a bind, /proc, kbox's /dev nodes) gets
-// EOPNOTSUPP: the host's files are watched by no one (docs/architecture.md,
+// EOPNOTSUPP: the host's files are watched by no one (docs/tiers.md,
 // "inotify").
 func sysInotifyAddWatch(e *Engine, r *Request) Result {
 	if e.notify.missing() {
@@ -361,7 +361,7 @@ func (e *Engine) notifySweep() {
 // closed it (the guest's close is native: kbox does not see it). While
 // the guest has inotify fds, kbox opens the LKL file for writing through
 // LKL's /proc/self/fd and closes it: LKL reports IN_OPEN and
-// IN_CLOSE_WRITE, the close the guest made (docs/architecture.md,
+// IN_CLOSE_WRITE, the close the guest made (docs/tiers.md,
 // "inotify").
 func (e *Engine) writersGone(lklfd int) {
 	if e.notify.live.Load() == 0 || !e.Opt.HasKernelProc {

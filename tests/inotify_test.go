@@ -10,7 +10,7 @@ import (
 )
 
 // inotifyKnownDiffs are the lines of tests/guest/inotifyt.c that differ
-// under kbox by design (docs/architecture.md, "inotify"), as kbox prints
+// under kbox by design (docs/tiers.md, "inotify"), as kbox prints
 // them, with what native prints: a file written through a shadow has its
 // LKL file open for writing in kbox until kbox drops the shadow (here at
 // its unlink), and LKL reports that close too.
