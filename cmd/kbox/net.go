@@ -226,10 +226,10 @@ func hostResolver(path string) string {
 }
 
 // inetPerMB is how many internet sockets the guest may hold open at once
-// per MiB of the kernel's memory: each waits in LKL with a kernel task
-// and has socket buffers there. At 128 MiB (--net's default) LKL could no
-// longer make tasks from about 4000 open UDP sockets (docs/networking.md,
-// "Limits"); 16 per MiB keeps half of that.
+// per MiB of the kernel's memory: each has its socket and buffers in LKL
+// (no kernel task: docs/networking.md, "Limits: how many sockets"). 16
+// per MiB is 2048 at --net's default 128 MiB, half of the ~4000 open UDP
+// sockets at which LKL ran out of memory when each still had a task.
 const inetPerMB = 16
 
 // inetMax is the bound on the guest's open internet sockets
