@@ -516,13 +516,22 @@ static void storm_calls(int n, pid_t peer, int *eintr, int *other)
 			break;
 		default:
 			/* 0 for the first guest process, as for a PID
-			 * namespace's init. */
-			r = getppid() >= 0 ? 0 : -1;
+			 * namespace's init. libc's getppid has no error path:
+			 * a failure is the raw -errno. */
+			r = getppid();
+			if (r < 0) {
+				errno = -r;
+				r = -1;
+			} else
+				r = 0;
 		}
 		if (r < 0 && errno == EINTR)
 			(*eintr)++;
-		else if (r < 0)
+		else if (r < 0) {
+			if (!*other)
+				fprintf(stderr, "storm: call %d failed: %s\n", i % 5, strerror(errno));
 			(*other)++;
+		}
 	}
 }
 
@@ -561,7 +570,11 @@ static int storm(int n, int restart)
 			/* Each child signals the process before it (the first:
 			 * the parent), and reports its counts on the pipe. */
 			int e = 0, o = 0;
-			storm_calls(n, k == 0 ? getppid() : kids[k - 1], &e, &o);
+			pid_t peer = k > 0 ? kids[k - 1] : 0;
+			if (k == 0)
+				while ((peer = getppid()) < 0)
+					; /* not a call measured */
+			storm_calls(n, peer, &e, &o);
 			int rep[3] = {e, o, storm_sigs};
 			write(p[1], rep, sizeof rep);
 			_exit(0);
