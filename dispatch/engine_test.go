@@ -13,8 +13,8 @@ import (
 func TestENOSYSCounted(t *testing.T) {
 	e := New(Options{})
 	const absent = unix.SYS_LANDLOCK_CREATE_RULESET // absent: ENOSYS on every kernel
-	const refused = unix.SYS_ADD_KEY      // refused in BPF: EPERM if a tier lets it through
-	const none = 500                      // no syscall of either architecture
+	const refused = unix.SYS_ADD_KEY                // refused in BPF: EPERM if a tier lets it through
+	const none = 500                                // no syscall of either architecture
 	for i := 0; i < 3; i++ {
 		if res := e.Dispatch(&Request{Nr: absent}); res.Errno != unix.ENOSYS || res.Disp != ENOSYS || res.Action != Return {
 			t.Fatalf("absent syscall answered %+v", res)
