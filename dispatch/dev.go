@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The guest's /dev and /sys (docs/security.md, "/dev and /sys").
+// The guest's /dev and /sys (docs/guest-view.md, "/dev and /sys").
 //
 // /dev is an image path: LKL's ramfs with the nodes and links that
 // rootfs/dev.go makes (or, without the recommended mounts, the image's own

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Loop devices of LKL's (docs/security.md, "/dev and /sys"): on a kernel
+// Loop devices of LKL's (docs/guest-view.md, "/dev and /sys"): on a kernel
 // with CONFIG_BLK_DEV_LOOP (kbox's configuration), a guest may open
 // /dev/loop-control and the loop block devices, by their numbers wherever
 // their nodes are, as virtual fds of LKL's devices; its ioctls on them go

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The guest's /proc (docs/security.md, docs/tiers.md "The guest's /proc").
+// The guest's /proc (docs/guest-view.md, docs/tiers.md "The guest's /proc").
 //
 // kbox answers every path under /proc itself. classifyProc maps a clean
 // guest path under /proc, for the calling process, to one of:

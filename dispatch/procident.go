@@ -10,7 +10,7 @@ import (
 )
 
 // A guest process's identity in its /proc where the host's files cannot
-// show it (docs/security.md, "The guest's /proc"):
+// show it (docs/guest-view.md, "The guest's /proc"):
 //   - oom_score_adj and oom_adj: the value is kept here, per process, and
 //     inherited at fork, with Linux's rules for writing it and the
 //     guest's credentials (CAP_SYS_RESOURCE may lower it): the host would

@@ -11,7 +11,7 @@ import (
 )
 
 // A guest process's identity in its /proc (dispatch/procident.go,
-// docs/security.md "The guest's /proc"): oom_score_adj and oom_adj kept by
+// docs/guest-view.md "The guest's /proc"): oom_score_adj and oom_adj kept by
 // kbox with Linux's rules for the guest's credentials, comm, cmdline and
 // the names after an exec in every tier, the parent of the first guest
 // process, and nothing of kbox among the guest's processes.
