@@ -136,7 +136,9 @@ func (g *Guest) AddFD(hostfd, target int, cloexec bool) (int, error) {
 	return fd, nil
 }
 
-func (g *Guest) AddFDReply(hostfd int, cloexec bool) (int, error) { return g.AddFD(hostfd, -1, cloexec) }
+func (g *Guest) AddFDReply(hostfd int, cloexec bool) (int, error) {
+	return g.AddFD(hostfd, -1, cloexec)
+}
 
 // Defer is not supported: a handler that defers (a blocking socket call)
 // needs a tier.
