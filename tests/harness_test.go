@@ -280,3 +280,17 @@ func converseKbox(t *testing.T, line func(text string, stdin io.WriteCloser, pid
 	err = cmd.Wait()
 	return out.String(), se.String(), err
 }
+
+// tiers are kbox's tiers by their --syscall-mode names. A test of a guest
+// program that needs no fork runs in each (forEachTier).
+var tiers = []string{"seccomp", "trap", "rewrite"}
+
+// forEachTier runs f as a subtest for each of tiers.
+func forEachTier(t *testing.T, f func(t *testing.T, tier string)) { forTiers(t, tiers, f) }
+
+// forTiers runs f as a subtest for each tier of list.
+func forTiers(t *testing.T, list []string, f func(t *testing.T, tier string)) {
+	for _, tier := range list {
+		t.Run(tier, func(t *testing.T) { f(t, tier) })
+	}
+}
