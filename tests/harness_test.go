@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -255,30 +254,16 @@ func runCases(t *testing.T, prefix []string, cases []guestCase) {
 // and kbox's pid; it returns what kbox printed and the error of its end.
 func converseKbox(t *testing.T, line func(text string, stdin io.WriteCloser, pid int), args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kboxBin(t), args...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
+	k := startKbox(t, args...)
+	for {
+		l, ok := k.Next()
+		if !ok {
+			break
+		}
+		line(l, k.Stdin, k.Pid())
 	}
-	outp, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var se strings.Builder
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	sc := bufio.NewScanner(outp)
-	for sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		line(sc.Text(), in, cmd.Process.Pid)
-	}
-	err = cmd.Wait()
-	return out.String(), se.String(), err
+	k.Wait()
+	return k.Stdout(), k.Stderr(), k.err
 }
 
 // tiers are kbox's tiers by their --syscall-mode names. A test of a guest
