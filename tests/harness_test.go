@@ -191,9 +191,35 @@ func runKbox(t testing.TB, args ...string) (string, string, int) {
 // the process ended (for its resource use).
 func runKboxWithin(t testing.TB, limit time.Duration, args ...string) (string, string, int, *os.ProcessState) {
 	t.Helper()
+	return runKboxOpts(t, limit, kboxEnv{}, args...)
+}
+
+// kboxEnv is what a run of kbox gets besides its arguments: variables
+// added to the test's environment, and its stdin (none: /dev/null).
+type kboxEnv struct {
+	vars  []string
+	stdin string
+}
+
+// runKboxEnv is runKbox with variables added to kbox's environment and
+// stdin.
+func runKboxEnv(t testing.TB, env kboxEnv, args ...string) (string, string, int) {
+	t.Helper()
+	out, errOut, status, _ := runKboxOpts(t, kboxTimeout, env, args...)
+	return out, errOut, status
+}
+
+func runKboxOpts(t testing.TB, limit time.Duration, env kboxEnv, args ...string) (string, string, int, *os.ProcessState) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kboxBin(t), args...)
+	if env.vars != nil {
+		cmd.Env = append(os.Environ(), env.vars...)
+	}
+	if env.stdin != "" {
+		cmd.Stdin = strings.NewReader(env.stdin)
+	}
 	cmd.WaitDelay = 5 * time.Second
 	var so, se strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &se
