@@ -68,7 +68,7 @@ rootfs:
 # mounted writable, newer than build.sh), else builds the tree again for
 # the test image alone. Rebuilt by the targets that need it when the build
 # scripts or a guest program changed.
-GUEST_SOURCES := $(wildcard tests/guest/*.c tests/guest/dyn/*.c tests/guest/dyn/*.h tests/stress/*.c tests/stress/go/*/*.go tests/stress/go/*/go.mod)
+GUEST_SOURCES := $(wildcard tests/guest/*.c tests/guest/*.h tests/guest/dyn/*.c tests/guest/dyn/*.h tests/stress/*.c tests/stress/go/*/*.go tests/stress/go/*/go.mod)
 test-image:
 	@test -f $(OUT) || $(MAKE) --no-print-directory rootfs
 	OUT=$(TEST_IMAGE) GUEST_PROGRAMS=1 FROM_IMAGE=$(OUT) bash rootfs/build.sh

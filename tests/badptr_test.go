@@ -3,8 +3,6 @@
 package tests
 
 import (
-	"bytes"
-	"os"
 	"os/exec"
 	"testing"
 )
@@ -24,16 +22,12 @@ func TestHostilePointers(t *testing.T) {
 		t.Fatalf("native run: %v", err)
 	}
 	for _, max := range []string{"", "1"} {
-		cmd := exec.Command(kboxBin(t), "image", "-S", img, "--read-only", "--", "/opt/tests/badptr")
-		cmd.Env = append(os.Environ(), "KBOX_SHADOW_MAX="+max)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("KBOX_SHADOW_MAX=%q: %v\n%s\n%s", max, err, out, stderr.String())
+		out, stderr, st := runKboxEnv(t, kboxEnv{vars: []string{"KBOX_SHADOW_MAX=" + max}}, "image", "-S", img, "--read-only", "--", "/opt/tests/badptr")
+		if st != 0 {
+			t.Fatalf("KBOX_SHADOW_MAX=%q: status %d\n%s\n%s", max, st, out, stderr)
 		}
-		if !bytes.Equal(out, native) {
-			t.Errorf("KBOX_SHADOW_MAX=%q, under kbox:\n%s\nnatively:\n%s\nkbox stderr: %s", max, out, native, stderr.String())
+		if out != string(native) {
+			t.Errorf("KBOX_SHADOW_MAX=%q, under kbox:\n%s\nnatively:\n%s\nkbox stderr: %s", max, out, native, stderr)
 		}
 	}
 }

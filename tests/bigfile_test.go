@@ -3,9 +3,6 @@
 package tests
 
 import (
-	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -17,22 +14,19 @@ import (
 // The cap is lowered to 4 KiB with KBOX_SHADOW_MAX for the test.
 func TestFileAboveShadowCap(t *testing.T) {
 	img := copyImage(t, imagePath(t))
-	cmd := exec.Command(kboxBin(t), "image", "-S", img, "-c",
+	small := kboxEnv{vars: []string{"KBOX_SHADOW_MAX=4096"}}
+	out, stderr, st := runKboxEnv(t, small, "image", "-S", img, "-c",
 		"head -c 10000 /dev/zero > /root/big && /opt/tests/vecio /root/big && head -c 11 /root/big && echo && wc -c /root/big")
-	cmd.Env = append(os.Environ(), "KBOX_SHADOW_MAX=4096")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	if st != 0 {
+		t.Fatalf("status %d\n%s%s", st, out, stderr)
 	}
 	for _, want := range []string{"(virtual)", "vecio ok", "hello world\n", "50000"} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	bad := exec.Command(kboxBin(t), "image", "-S", img, "--", "/bin/true")
-	bad.Env = append(os.Environ(), "KBOX_SHADOW_MAX=lots")
-	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "KBOX_SHADOW_MAX") {
-		t.Errorf("bad KBOX_SHADOW_MAX accepted: %v %s", err, out)
+	if _, stderr, st := runKboxEnv(t, kboxEnv{vars: []string{"KBOX_SHADOW_MAX=lots"}}, "image", "-S", img, "--", "/bin/true"); st == 0 || !strings.Contains(stderr, "KBOX_SHADOW_MAX") {
+		t.Errorf("bad KBOX_SHADOW_MAX accepted: status %d %s", st, stderr)
 	}
 }
 
@@ -58,17 +52,12 @@ func TestShellRedirectVirtual(t *testing.T) {
 		`mknod /root/null c 1 3; echo gone > /root/null; echo to-device=$?`, // > onto a virtual fd (a device)
 		`echo replaced > /root/big; cat /root/big`,                          // > truncates: a shadow
 	}, "\n")
-	cmd := exec.Command(kboxBin(t), "image", "-S", img, "-c", script)
-	cmd.Env = append(os.Environ(), "KBOX_SHADOW_MAX=4096")
-	cmd.Stdin = strings.NewReader("from-host-stdin\n")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, stderr, st := runKboxEnv(t, kboxEnv{vars: []string{"KBOX_SHADOW_MAX=4096"}, stdin: "from-host-stdin\n"}, "image", "-S", img, "-c", script)
 	want := "10000\nx=aaaaa\nfrom-host-stdin\n" +
 		"appended\nhello from kbox guest\nls: /no/such: No such file or directory\n10071\n" +
 		"aaaa\nvia-fd4\nto-device=0\nreplaced\n"
-	if err != nil || string(out) != want {
-		t.Errorf("status %v\nstdout %q\nwant   %q\nstderr %s", err, out, want, stderr.String())
+	if st != 0 || out != want {
+		t.Errorf("status %d\nstdout %q\nwant   %q\nstderr %s", st, out, want, stderr)
 	}
 	assertCleanImage(t, img)
 
@@ -77,14 +66,10 @@ func TestShellRedirectVirtual(t *testing.T) {
 	// once (it used to wait for that pipe forever: a minute's deadline
 	// stands for "never", with no timing to depend on) and unmounts
 	// cleanly.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd = exec.CommandContext(ctx, kboxBin(t), "image", "-S", img, "-c", "head -c 10000 /dev/zero > /root/k; { { kill -9 $$; } >> /root/k; } >> /root/k")
-	cmd.Env = append(os.Environ(), "KBOX_SHADOW_MAX=4096")
 	t0 := time.Now()
-	out, err = cmd.CombinedOutput()
-	if ee, isExit := err.(*exec.ExitError); !isExit || ee.ExitCode() != 128+9 || len(out) != 0 {
-		t.Errorf("killed shell: %v after %v, output %q; want status 137, no output", err, time.Since(t0), out)
+	out, stderr, st, _ = runKboxOpts(t, time.Minute, kboxEnv{vars: []string{"KBOX_SHADOW_MAX=4096"}}, "image", "-S", img, "-c", "head -c 10000 /dev/zero > /root/k; { { kill -9 $$; } >> /root/k; } >> /root/k")
+	if st != 128+9 || out+stderr != "" {
+		t.Errorf("killed shell: status %d after %v, output %q; want status 137, no output", st, time.Since(t0), out+stderr)
 	}
 	assertCleanImage(t, img)
 }

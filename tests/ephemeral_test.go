@@ -94,11 +94,8 @@ func TestEphemeralBaseShared(t *testing.T) {
 	// While an ephemeral run holds the base (shared lock), a read-write
 	// run of it is refused, and a read-only one goes ahead.
 	img := copyImage(t, imagePath(t))
-	cmd := exec.Command(kboxBin(t), "image", "-S", img, "--ephemeral", "--", "/bin/sleep", "3")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
+	k := startKbox(t, "image", "-S", img, "--ephemeral", "--", "/bin/sleep", "3")
+	defer k.Wait()
 	// Wait for the ephemeral run's lock on this image's inode (other
 	// tests' locks may be listed too).
 	var st syscall.Stat_t

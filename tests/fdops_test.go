@@ -40,13 +40,11 @@ func TestFdOps(t *testing.T) {
 // in-process tiers the guest's mappings are kbox's own, which the trim
 // once did not look at: the stores were lost.
 func TestMappedShadowSurvivesTrim(t *testing.T) {
-	for _, mode := range []string{"seccomp", "trap", "rewrite"} {
-		t.Run(mode, func(t *testing.T) {
-			img := copyImage(t, imagePath(t))
-			runCases(t, []string{"image", "-S", img, "--syscall-mode=" + mode}, []guestCase{
-				{"map, close, open 600 files, store, munmap", []string{"--", "/opt/tests/mmapsync", "churn"}, 0, []string{"churn done\n"}, nil},
-				{"the store reached the image", []string{"--", "/opt/tests/mmapsync", "check"}, 0, []string{"at300=churn-data\n"}, nil},
-			})
+	forEachTier(t, func(t *testing.T, mode string) {
+		img := copyImage(t, imagePath(t))
+		runCases(t, []string{"image", "-S", img, "--syscall-mode=" + mode}, []guestCase{
+			{"map, close, open 600 files, store, munmap", []string{"--", "/opt/tests/mmapsync", "churn"}, 0, []string{"churn done\n"}, nil},
+			{"the store reached the image", []string{"--", "/opt/tests/mmapsync", "check"}, 0, []string{"at300=churn-data\n"}, nil},
 		})
-	}
+	})
 }

@@ -141,36 +141,14 @@ func TestImageFull(t *testing.T) {
 // after: the next read-write boot replays the journal and finds all of it.
 func TestFsyncSurvivesKill(t *testing.T) {
 	img := copyImage(t, imagePath(t))
-	cmd := exec.Command(kboxBin(t), "image", "-S", img, "--", "/opt/tests/coherent", "syncwrite", "/root/synced", "8")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	k := startKbox(t, "image", "-S", img, "--", "/opt/tests/coherent", "syncwrite", "/root/synced", "8")
+	if l := k.Line(); l != "synced" {
+		t.Fatalf("guest said %q\n%s", l, k.Stderr())
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	k.cmd.Process.Signal(syscall.SIGKILL)
+	if st := k.Wait(); st != 128+int(syscall.SIGKILL) {
+		t.Fatalf("kbox ended with status %d, want killed\n%s", st, k.Stderr())
 	}
-	line := make(chan string, 1)
-	go func() {
-		l, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- l
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case l := <-line:
-		if l != "synced\n" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("guest said %q\n%s", l, stderr.String())
-		}
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("no fsync within a minute\n%s", stderr.String())
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
 	out, se, st := runKbox(t, "image", "-S", img, "--", "/opt/tests/coherent", "check", "/root/synced", "8")
 	if st != 0 || out != "check size=8388608 bad=0\n" {
 		t.Errorf("after kill: status %d, %q, want all 8 MiB\n%s", st, out, se)

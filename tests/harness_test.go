@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -192,9 +191,35 @@ func runKbox(t testing.TB, args ...string) (string, string, int) {
 // the process ended (for its resource use).
 func runKboxWithin(t testing.TB, limit time.Duration, args ...string) (string, string, int, *os.ProcessState) {
 	t.Helper()
+	return runKboxOpts(t, limit, kboxEnv{}, args...)
+}
+
+// kboxEnv is what a run of kbox gets besides its arguments: variables
+// added to the test's environment, and its stdin (none: /dev/null).
+type kboxEnv struct {
+	vars  []string
+	stdin string
+}
+
+// runKboxEnv is runKbox with variables added to kbox's environment and
+// stdin.
+func runKboxEnv(t testing.TB, env kboxEnv, args ...string) (string, string, int) {
+	t.Helper()
+	out, errOut, status, _ := runKboxOpts(t, kboxTimeout, env, args...)
+	return out, errOut, status
+}
+
+func runKboxOpts(t testing.TB, limit time.Duration, env kboxEnv, args ...string) (string, string, int, *os.ProcessState) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kboxBin(t), args...)
+	if env.vars != nil {
+		cmd.Env = append(os.Environ(), env.vars...)
+	}
+	if env.stdin != "" {
+		cmd.Stdin = strings.NewReader(env.stdin)
+	}
 	cmd.WaitDelay = 5 * time.Second
 	var so, se strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &se
@@ -255,28 +280,28 @@ func runCases(t *testing.T, prefix []string, cases []guestCase) {
 // and kbox's pid; it returns what kbox printed and the error of its end.
 func converseKbox(t *testing.T, line func(text string, stdin io.WriteCloser, pid int), args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kboxBin(t), args...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
+	k := startKbox(t, args...)
+	for {
+		l, ok := k.Next()
+		if !ok {
+			break
+		}
+		line(l, k.Stdin, k.Pid())
 	}
-	outp, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	k.Wait()
+	return k.Stdout(), k.Stderr(), k.err
+}
+
+// tiers are kbox's tiers by their --syscall-mode names. A test of a guest
+// program that needs no fork runs in each (forEachTier).
+var tiers = []string{"seccomp", "trap", "rewrite"}
+
+// forEachTier runs f as a subtest for each of tiers.
+func forEachTier(t *testing.T, f func(t *testing.T, tier string)) { forTiers(t, tiers, f) }
+
+// forTiers runs f as a subtest for each tier of list.
+func forTiers(t *testing.T, list []string, f func(t *testing.T, tier string)) {
+	for _, tier := range list {
+		t.Run(tier, func(t *testing.T) { f(t, tier) })
 	}
-	var se strings.Builder
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	sc := bufio.NewScanner(outp)
-	for sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		line(sc.Text(), in, cmd.Process.Pid)
-	}
-	err = cmd.Wait()
-	return out.String(), se.String(), err
 }

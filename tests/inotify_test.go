@@ -43,28 +43,26 @@ func TestInotify(t *testing.T) {
 		}
 		natives[one] = string(out)
 	}
-	for _, tier := range []string{"seccomp", "trap", "rewrite"} {
-		t.Run(tier, func(t *testing.T) {
-			// The in-process tiers run one process: the other
-			// process's changes come from a thread there.
-			args := []string{"image", "-S", img, "--read-only", "--syscall-mode=" + tier, "--", "/opt/tests/inotifyt"}
-			one := tier != "seccomp"
-			if one {
-				args = append(args, "-oneproc")
+	forEachTier(t, func(t *testing.T, tier string) {
+		// The in-process tiers run one process: the other
+		// process's changes come from a thread there.
+		args := []string{"image", "-S", img, "--read-only", "--syscall-mode=" + tier, "--", "/opt/tests/inotifyt"}
+		one := tier != "seccomp"
+		if one {
+			args = append(args, "-oneproc")
+		}
+		native := natives[one]
+		out, stderr, st := runKbox(t, append(args, "/tmp/inotifyt")...)
+		lines := strings.Split(out, "\n")
+		for i, l := range lines {
+			if n, ok := inotifyKnownDiffs[l]; ok {
+				lines[i] = n
 			}
-			native := natives[one]
-			out, stderr, st := runKbox(t, append(args, "/tmp/inotifyt")...)
-			lines := strings.Split(out, "\n")
-			for i, l := range lines {
-				if n, ok := inotifyKnownDiffs[l]; ok {
-					lines[i] = n
-				}
-			}
-			if got := strings.Join(lines, "\n"); st != 0 || got != native {
-				t.Errorf("status %d; lines that differ (kbox | native):\n%s\nstderr:\n%s", st, lineDiff(got, native), stderr)
-			}
-		})
-	}
+		}
+		if got := strings.Join(lines, "\n"); st != 0 || got != native {
+			t.Errorf("status %d; lines that differ (kbox | native):\n%s\nstderr:\n%s", st, lineDiff(got, native), stderr)
+		}
+	})
 }
 
 // lineDiff lists the lines of a and b that differ, by position.
@@ -110,18 +108,16 @@ func TestInotifyHostPaths(t *testing.T) {
 	needKernel(t, "inotify")
 	img := imagePath(t)
 	host := t.TempDir()
-	for _, tier := range []string{"seccomp", "trap"} {
-		t.Run(tier, func(t *testing.T) {
-			runCases(t, []string{"image", "-S", img, "--read-only", "--syscall-mode=" + tier, "-b", host + ":/mnt/b"}, []guestCase{
-				{"bind", []string{"--", "/opt/tests/inotifyt", "-do", "watch", "/mnt/b"}, 0,
-					[]string{"watch /mnt/b EOPNOTSUPP link anon_inode:inotify\n"}, nil},
-				{"proc", []string{"--", "/opt/tests/inotifyt", "-do", "watch", "/proc/self"}, 0,
-					[]string{"watch /proc/self EOPNOTSUPP link anon_inode:inotify\n"}, nil},
-				{"tmp", []string{"--", "/opt/tests/inotifyt", "-do", "watch", "/tmp"}, 0,
-					[]string{"watch /tmp ok link anon_inode:inotify\n"}, nil},
-			})
+	forTiers(t, []string{"seccomp", "trap"}, func(t *testing.T, tier string) {
+		runCases(t, []string{"image", "-S", img, "--read-only", "--syscall-mode=" + tier, "-b", host + ":/mnt/b"}, []guestCase{
+			{"bind", []string{"--", "/opt/tests/inotifyt", "-do", "watch", "/mnt/b"}, 0,
+				[]string{"watch /mnt/b EOPNOTSUPP link anon_inode:inotify\n"}, nil},
+			{"proc", []string{"--", "/opt/tests/inotifyt", "-do", "watch", "/proc/self"}, 0,
+				[]string{"watch /proc/self EOPNOTSUPP link anon_inode:inotify\n"}, nil},
+			{"tmp", []string{"--", "/opt/tests/inotifyt", "-do", "watch", "/tmp"}, 0,
+				[]string{"watch /tmp ok link anon_inode:inotify\n"}, nil},
 		})
-	}
+	})
 }
 
 // TestInotifyNodeWatch: Node's fs.watch (Debian's nodejs) sees a file that

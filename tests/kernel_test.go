@@ -262,55 +262,53 @@ func TestProcConfigGz(t *testing.T) {
 	img := imagePath(t)
 	k := linkedKernel(t)
 	h := helper(t, "kernel-facts", "", false)
-	for _, mode := range []string{"seccomp", "trap", "rewrite"} {
-		t.Run(mode, func(t *testing.T) {
-			out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+mode, "--", "/bin/ls", "/proc")
-			if st != 0 {
-				t.Fatalf("ls /proc: status %d: %s", st, stderr)
+	forEachTier(t, func(t *testing.T, mode string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+mode, "--", "/bin/ls", "/proc")
+		if st != 0 {
+			t.Fatalf("ls /proc: status %d: %s", st, stderr)
+		}
+		listed := strings.Contains(" "+strings.Join(strings.Fields(out), " ")+" ", " config.gz ")
+		// busybox's zcat forks its decompressor, which the
+		// in-process tiers cannot: gzip -dc there.
+		unzip := []string{"/bin/zcat"}
+		if mode != "seccomp" {
+			unzip = []string{"/bin/gzip", "-dc"}
+		}
+		out, stderr, st = runKbox(t, append([]string{"image", "-S", img, "--syscall-mode=" + mode, "--"}, append(unzip, "/proc/config.gz")...)...)
+		if h["config.gz"] != "yes" {
+			if !k.known("config.gz") || k.has("config.gz") {
+				t.Errorf("kbox version says config.gz %q, the kernel has none", k.values["config.gz"])
 			}
-			listed := strings.Contains(" "+strings.Join(strings.Fields(out), " ")+" ", " config.gz ")
-			// busybox's zcat forks its decompressor, which the
-			// in-process tiers cannot: gzip -dc there.
-			unzip := []string{"/bin/zcat"}
-			if mode != "seccomp" {
-				unzip = []string{"/bin/gzip", "-dc"}
+			if listed {
+				t.Errorf("/proc lists config.gz, the kernel has none")
 			}
-			out, stderr, st = runKbox(t, append([]string{"image", "-S", img, "--syscall-mode=" + mode, "--"}, append(unzip, "/proc/config.gz")...)...)
-			if h["config.gz"] != "yes" {
-				if !k.known("config.gz") || k.has("config.gz") {
-					t.Errorf("kbox version says config.gz %q, the kernel has none", k.values["config.gz"])
-				}
-				if listed {
-					t.Errorf("/proc lists config.gz, the kernel has none")
-				}
-				if st == 0 || !strings.Contains(stderr, "No such file or directory") {
-					t.Errorf("zcat /proc/config.gz: status %d, stderr %q; want ENOENT", st, stderr)
-				}
-				return
+			if st == 0 || !strings.Contains(stderr, "No such file or directory") {
+				t.Errorf("zcat /proc/config.gz: status %d, stderr %q; want ENOENT", st, stderr)
 			}
-			if !listed {
-				t.Errorf("/proc does not list config.gz")
-			}
-			if st != 0 {
-				t.Fatalf("zcat /proc/config.gz: status %d: %s", st, stderr)
-			}
-			if got := fmt.Sprintf("%x", sha256.Sum256([]byte(out))); got != h["config.sha256"] {
-				t.Errorf("the guest's config.gz is not the kernel's (sha256 %s, the kernel's %s)", got, h["config.sha256"])
-			}
-			// Its size, as the kernel gives it (ls -l shows it).
-			size, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+mode, "--", "/bin/stat", "-c", "%s %A", "/proc/config.gz")
-			if st != 0 || strings.TrimSpace(size) != h["config.gz.size"]+" -r--r--r--" {
-				t.Errorf("stat /proc/config.gz: %q (status %d, %s), want the kernel's size %s, mode -r--r--r--", size, st, stderr, h["config.gz.size"])
-			}
-			inotify := strings.Contains(out, "\nCONFIG_INOTIFY_USER=y\n")
-			if inotify != k.has("inotify") {
-				t.Errorf("config.gz: CONFIG_INOTIFY_USER=y %v, kbox version: inotify %s", inotify, k.values["inotify"])
-			}
-			if k.configuration == "kbox" && !inotify {
-				t.Errorf("kbox's configuration without CONFIG_INOTIFY_USER=y in the guest's config.gz")
-			}
-		})
-	}
+			return
+		}
+		if !listed {
+			t.Errorf("/proc does not list config.gz")
+		}
+		if st != 0 {
+			t.Fatalf("zcat /proc/config.gz: status %d: %s", st, stderr)
+		}
+		if got := fmt.Sprintf("%x", sha256.Sum256([]byte(out))); got != h["config.sha256"] {
+			t.Errorf("the guest's config.gz is not the kernel's (sha256 %s, the kernel's %s)", got, h["config.sha256"])
+		}
+		// Its size, as the kernel gives it (ls -l shows it).
+		size, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+mode, "--", "/bin/stat", "-c", "%s %A", "/proc/config.gz")
+		if st != 0 || strings.TrimSpace(size) != h["config.gz.size"]+" -r--r--r--" {
+			t.Errorf("stat /proc/config.gz: %q (status %d, %s), want the kernel's size %s, mode -r--r--r--", size, st, stderr, h["config.gz.size"])
+		}
+		inotify := strings.Contains(out, "\nCONFIG_INOTIFY_USER=y\n")
+		if inotify != k.has("inotify") {
+			t.Errorf("config.gz: CONFIG_INOTIFY_USER=y %v, kbox version: inotify %s", inotify, k.values["inotify"])
+		}
+		if k.configuration == "kbox" && !inotify {
+			t.Errorf("kbox's configuration without CONFIG_INOTIFY_USER=y in the guest's config.gz")
+		}
+	})
 }
 
 // TestParseKernelLine: the kernel line of kbox version, parsed as the

@@ -104,20 +104,9 @@ func netArgs(t *testing.T, extra ...string) []string {
 	return append([]string{"image", "-S", imagePath(t), "--net"}, extra...)
 }
 
-// netTiers are the tiers --net runs in: each test of the guest's sockets
-// runs in every one (docs/networking.md, "The tiers").
-var netTiers = []string{"seccomp", "trap", "rewrite"}
-
 // tierNetArgs is netArgs in the given tier.
 func tierNetArgs(t *testing.T, tier string, extra ...string) []string {
 	return append([]string{"image", "-S", imagePath(t), "--net", "--syscall-mode=" + tier}, extra...)
-}
-
-// forTiers runs f as a subtest for each of netTiers.
-func forTiers(t *testing.T, f func(t *testing.T, tier string)) {
-	for _, tier := range netTiers {
-		t.Run(tier, func(t *testing.T) { f(t, tier) })
-	}
 }
 
 // TestNetWget fetches from a host server with busybox wget in each tier,
@@ -129,7 +118,7 @@ func TestNetWget(t *testing.T) {
 	p := strconv.Itoa(port)
 	url := "http://10.0.2.2:" + p + "/"
 	wget := []string{"/bin/busybox", "wget", "-qO-", url}
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		hits.Store(0)
 		runCases(t, nil, []guestCase{
 			{name: "allowed", args: tierNetArgs(t, tier, append([]string{"--net-allow", "127.0.0.1:" + p, "--"}, wget...)...),
@@ -246,7 +235,7 @@ func TestNetGoProgram(t *testing.T) {
 	body := "kbox go " + rand.Text()
 	port, hits := httpServer(t, body)
 	p := strconv.Itoa(port)
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		runCases(t, nil, []guestCase{
 			{name: "gonet", args: tierNetArgs(t, tier, "--verbose", "--net-allow", "127.0.0.1:"+p, "-b", dir+":/gt", "--", "/gt/gonet", "10.0.2.2:"+p),
 				want: []string{"loopback requests answered: 400", "host get: 200 " + body, "refused dial: dial tcp 10.0.2.2:1: connect: connection refused",
@@ -254,8 +243,8 @@ func TestNetGoProgram(t *testing.T) {
 				not: []string{"still open"}},
 		})
 	})
-	if hits.Load() != int64(len(netTiers)) {
-		t.Errorf("the host server saw %d requests, want %d", hits.Load(), len(netTiers))
+	if hits.Load() != int64(len(tiers)) {
+		t.Errorf("the host server saw %d requests, want %d", hits.Load(), len(tiers))
 	}
 }
 
@@ -298,23 +287,21 @@ func TestNetDeviceIoctls(t *testing.T) {
 			want: []string{"inet 10.0.2.15/24", "inet 10.9.9.9/24", "Operation not permitted", "status=2",
 				"SIOCSIFMTU: Operation not permitted", "status=1", "MTU:1400"}},
 	})
-	for _, tier := range netTiers {
-		t.Run(tier, func(t *testing.T) {
-			runCases(t, nil, []guestCase{
-				{name: "net", args: tierNetArgs(t, tier, "--", "/opt/tests/ifaces"), not: hostMarks,
-					want: []string{"unix conf eth0 10.0.2.15", "unix eth0 index", "hw 52:54:00:12:34:56", "unix ethtool error Not supported",
-						"inet conf lo 127.0.0.1", "inet conf eth0 10.0.2.15", "inet conf needs 2", "inet conf in 0 bytes: 0", "hw 52:54:00:12:34:56", "stdout error Not a tty"}},
-				{name: "no-net", args: []string{"image", "-S", imagePath(t), "--syscall-mode=" + tier, "--", "/opt/tests/ifaces"}, not: hostMarks,
-					want: []string{"unix conf 1", "unix conf lo 127.0.0.1", "unix lo index 1 flags 0x49", "unix eth0 error No such device",
-						"inet conf 1", "inet conf lo 127.0.0.1", "inet eth0 error No such device", "stdout error Not a tty"}},
-				// netlink: busybox's ip asks LKL's rtnetlink.
-				{name: "ip-addr", args: tierNetArgs(t, tier, "--", "/bin/busybox", "ip", "addr"), not: hostMarks,
-					want: []string{"1: lo:", "inet 127.0.0.1/8", "2: eth0:", "link/ether 52:54:00:12:34:56", "inet 10.0.2.15/24", "inet6 fd00:6b62:6f78::15/64"}},
-				{name: "ip-route", args: tierNetArgs(t, tier, "--", "/bin/busybox", "ip", "route"), not: hostMarks,
-					want: []string{"default via 10.0.2.2 dev eth0", "10.0.2.0/24 dev eth0"}},
-			})
+	forEachTier(t, func(t *testing.T, tier string) {
+		runCases(t, nil, []guestCase{
+			{name: "net", args: tierNetArgs(t, tier, "--", "/opt/tests/ifaces"), not: hostMarks,
+				want: []string{"unix conf eth0 10.0.2.15", "unix eth0 index", "hw 52:54:00:12:34:56", "unix ethtool error Not supported",
+					"inet conf lo 127.0.0.1", "inet conf eth0 10.0.2.15", "inet conf needs 2", "inet conf in 0 bytes: 0", "hw 52:54:00:12:34:56", "stdout error Not a tty"}},
+			{name: "no-net", args: []string{"image", "-S", imagePath(t), "--syscall-mode=" + tier, "--", "/opt/tests/ifaces"}, not: hostMarks,
+				want: []string{"unix conf 1", "unix conf lo 127.0.0.1", "unix lo index 1 flags 0x49", "unix eth0 error No such device",
+					"inet conf 1", "inet conf lo 127.0.0.1", "inet eth0 error No such device", "stdout error Not a tty"}},
+			// netlink: busybox's ip asks LKL's rtnetlink.
+			{name: "ip-addr", args: tierNetArgs(t, tier, "--", "/bin/busybox", "ip", "addr"), not: hostMarks,
+				want: []string{"1: lo:", "inet 127.0.0.1/8", "2: eth0:", "link/ether 52:54:00:12:34:56", "inet 10.0.2.15/24", "inet6 fd00:6b62:6f78::15/64"}},
+			{name: "ip-route", args: tierNetArgs(t, tier, "--", "/bin/busybox", "ip", "route"), not: hostMarks,
+				want: []string{"default via 10.0.2.2 dev eth0", "10.0.2.0/24 dev eth0"}},
 		})
-	}
+	})
 }
 
 // hostAddrs are this host's addresses but its loopback and link-local
@@ -377,20 +364,18 @@ func TestNetLoopback(t *testing.T) {
 	noNet := func(tier string, prog ...string) []string {
 		return append([]string{"image", "-S", imagePath(t), "--syscall-mode=" + tier, "--"}, prog...)
 	}
-	for _, tier := range netTiers {
-		t.Run(tier, func(t *testing.T) {
-			runCases(t, nil, []guestCase{
-				{name: "server", args: noNet(tier, "/opt/tests/inet", "server", "127.0.0.1", "0"),
-					want: []string{"accepted from 127.0.0.1", "server got 11 'from client'", "client got 11 'from server'"}},
-				{name: "ip-addr", args: noNet(tier, "/bin/busybox", "ip", "addr"),
-					want: []string{"1: lo:", "UP", "inet 127.0.0.1/8", "inet6 ::1/128"}, not: []string{"eth0", "10.0.2.15"}},
-				{name: "gateway", args: noNet(tier, "/opt/tests/inet", "names", "10.0.2.2", hp),
-					status: 1, want: []string{"connect: Network unreachable"}},
-				{name: "host-loopback", args: noNet(tier, "/opt/tests/inet", "names", "127.0.0.1", hp),
-					status: 1, want: []string{"connect: Connection refused"}},
-			})
+	forEachTier(t, func(t *testing.T, tier string) {
+		runCases(t, nil, []guestCase{
+			{name: "server", args: noNet(tier, "/opt/tests/inet", "server", "127.0.0.1", "0"),
+				want: []string{"accepted from 127.0.0.1", "server got 11 'from client'", "client got 11 'from server'"}},
+			{name: "ip-addr", args: noNet(tier, "/bin/busybox", "ip", "addr"),
+				want: []string{"1: lo:", "UP", "inet 127.0.0.1/8", "inet6 ::1/128"}, not: []string{"eth0", "10.0.2.15"}},
+			{name: "gateway", args: noNet(tier, "/opt/tests/inet", "names", "10.0.2.2", hp),
+				status: 1, want: []string{"connect: Network unreachable"}},
+			{name: "host-loopback", args: noNet(tier, "/opt/tests/inet", "names", "127.0.0.1", hp),
+				status: 1, want: []string{"connect: Connection refused"}},
 		})
-	}
+	})
 	// Two processes of a non-root guest user: a server in one, a client
 	// in another; a port under 1024 is root's, as on Linux.
 	runCases(t, nil, []guestCase{
@@ -465,7 +450,7 @@ func TestNetDatagramErrors(t *testing.T) {
 		"SO_ERROR: Connection refused", "recvfrom after SO_ERROR: -1 Resource temporarily unavailable", "100 more: 100 refused",
 		"errqueue: 5 'third' to port match 1 flags ERRQUEUE", "extended error: Connection refused origin icmp type 3 code 3",
 		"errqueue again: -1 Resource temporarily unavailable", "recvfrom after the error queue: -1 Resource temporarily unavailable"}
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		for _, c := range []struct{ name, allow string }{{"host", "127.0.0.1:" + p}, {"policy", ""}} {
 			t.Run(c.name, func(t *testing.T) {
 				args := tierNetArgs(t, tier)
@@ -504,7 +489,7 @@ func TestNetSockets(t *testing.T) {
 	p := strconv.Itoa(port)
 	allow := []string{"--net-allow", "127.0.0.1:" + p, "--"}
 	native := nativeGuest(t, "inet")
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		for _, mode := range []string{"poll", "epoll", "server"} {
 			t.Run(mode, func(t *testing.T) {
 				addr, port := "10.0.2.2", p
@@ -638,7 +623,7 @@ func TestNetSemantics(t *testing.T) {
 	fp := strconv.Itoa(tcpServer(t, func(c net.Conn) {
 		io.ReadFull(c, make([]byte, 4))
 	}))
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		runCases(t, nil, []guestCase{
 			{name: "host-reset", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+rp, "--", "/opt/tests/inet", "rreset", "10.0.2.2", rp),
 				want: []string{"read: -1 Connection reset by peer"}},
@@ -750,7 +735,7 @@ func TestNetParallel(t *testing.T) {
 		// One round per tier: four in a row stalled once in a CI
 		// rehearsal (one connection idle for the guest's 10 s poll limit
 		// in the second round; docs/networking.md, known bug).
-		forTiers(t, func(t *testing.T, tier string) {
+		forEachTier(t, func(t *testing.T, tier string) {
 			runCases(t, nil, []guestCase{
 				{name: "1x", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+p, "--", "/opt/tests/inet", "parallel", "10.0.2.2", p, "100"),
 					want: []string{"parallel 100 connections, 200000 bytes each echoed, 0 bad bytes"}},
@@ -771,7 +756,7 @@ func TestNetDNS(t *testing.T) {
 	// kbox.test is a documentation address, web.kbox.test the gateway
 	// (the host's 127.0.0.1).
 	dns, queries := countedDNS(t, map[string][4]byte{"kbox.test.": {192, 0, 2, 77}, "web.kbox.test.": {10, 0, 2, 2}})
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		runCases(t, nil, []guestCase{
 			{name: "lookup", args: tierNetArgs(t, tier, "--dns", dns, "--", "/bin/busybox", "nslookup", "kbox.test", "10.0.2.3"),
 				want: []string{"192.0.2.77"}},
@@ -863,7 +848,7 @@ func publishedRun(t *testing.T, args ...string) <-chan [3]string {
 // as EOF and the guest's answer after it; a published port with no guest
 // listener resets the host's connection; UDP datagrams come back.
 func TestNetPublish(t *testing.T) {
-	forTiers(t, testNetPublish)
+	forEachTier(t, testNetPublish)
 }
 
 func testNetPublish(t *testing.T, tier string) {
@@ -1169,7 +1154,7 @@ func TestNetPreforkServer(t *testing.T) {
 // bind got EADDRINUSE (Python's test_socket failed so).
 func TestNetRebind(t *testing.T) {
 	img := imagePath(t)
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/inet", "rebind", "127.0.0.1", "0", "200")
 		if status != 0 || stdout != "rebind ok 400\n" {
 			t.Errorf("status %d, stdout %q\nstderr: %s", status, stdout, lastLines(stderr, 5))
@@ -1203,7 +1188,7 @@ for i in range(100):
     ep.close(); c.close(); s.close(); srv.close()
 print(ok)
 `
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "python3", "-c", script)
 		n, err := strconv.Atoi(strings.TrimSpace(stdout))
 		// Bounded waits on a loaded machine: nearly every round, where

@@ -50,7 +50,7 @@ func TestNetMessages(t *testing.T) {
 			nativeOut[mode] = string(b)
 		}
 	}
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		for _, mode := range []string{"msg", "queue"} {
 			t.Run(mode, func(t *testing.T) {
 				stdout, stderr, status := runKbox(t, tierNetArgs(t, tier, "--", "/opt/tests/inetmsg", mode, "127.0.0.1")...)
@@ -93,7 +93,7 @@ func TestNetDialUnreachable(t *testing.T) {
 	if w := string(want); w != "connect: Host is unreachable\n" && w != "connect: Network unreachable\n" {
 		t.Skipf("the host's own connect to [2001:db8::1]:80 says %q: not unreachable at once here", w)
 	}
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		stdout, stderr, status := runKbox(t, tierNetArgs(t, tier, "--", "/opt/tests/inet6", "2001:db8::1", "80")...)
 		if status != 1 || stdout != string(want) {
 			t.Errorf("status %d stdout %q, want 1 and %q (native)\nstderr: %s", status, stdout, want, stderr)
@@ -112,7 +112,7 @@ func TestNetDialUnreachable(t *testing.T) {
 // in two runs of 6 rounds a tier: hence 20 rounds a tier.
 func TestNetLastWriteAtExit(t *testing.T) {
 	const rounds = 20
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		for i := 0; i < rounds; i++ {
 			hp := freePort(t)
 			done := publishedRun(t, tierNetArgs(t, tier, "-P", fmt.Sprintf("%d:80", hp), "--", "/opt/tests/inet", "serve", "0.0.0.0", "80", "1")...)
@@ -166,7 +166,7 @@ func TestNetMixedReads(t *testing.T) {
 		}
 		native = string(b)
 	}
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		stdout, stderr, status := runKbox(t, tierNetArgs(t, tier, "--", "/opt/tests/inetmsg", "mixed", "127.0.0.1")...)
 		if status != 0 || !strings.Contains(stdout, "mixed: every source right") || strings.Contains(stdout, "WRONG") {
 			t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)
@@ -236,7 +236,7 @@ func TestNetUser(t *testing.T) {
 			}
 		}
 	}
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		check(t, []string{"image", "-R", imagePath(t), "--change-id", "65534:65534", "--net", "--syscall-mode=" + tier,
 			"--net-allow", "127.0.0.1:" + p, "--", "/opt/tests/inetmsg", "user", "10.0.2.2", p})
 	})
@@ -278,7 +278,7 @@ func TestNetAncillary(t *testing.T) {
 		"no room: flags MSG_CTRUNC controllen 0",
 		"SO_TIMESTAMP: flags controllen some", "SO_TIMESTAMP within 2 s of now: yes",
 		"ipv6: 3 'six' from ::1", "IPV6_PKTINFO if lo addr ::1", "IPV6_HOPLIMIT 9"}
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		stdout, stderr, status := runKbox(t, tierNetArgs(t, tier, "--", "/opt/tests/inetmsg", "cmsg", "127.0.0.1")...)
 		if status != 0 {
 			t.Fatalf("status %d\nstdout: %s\nstderr: %s", status, stdout, stderr)

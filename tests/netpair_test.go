@@ -131,28 +131,26 @@ func guestSocketSendBuffers(t *testing.T, kpid int) []int {
 func TestNetIdleThreads(t *testing.T) {
 	port := strconv.Itoa(echoServer(t))
 	const conns = 300
-	for _, tier := range []string{"seccomp", "trap"} {
-		t.Run(tier, func(t *testing.T) {
-			threads := -1
-			out, se, err := converseKbox(t, func(line string, in io.WriteCloser, pid int) {
-				if line == "held "+strconv.Itoa(conns) {
-					threads = processThreads(t, pid)
-					in.Close()
-				}
-			}, tierNetArgs(t, tier, "--read-only", "--net-allow", "127.0.0.1:"+port, "--",
-				"/opt/tests/inet", "hold", "10.0.2.2", port, strconv.Itoa(conns))...)
-			if err != nil {
-				t.Fatalf("kbox: %v\nstdout: %s\nstderr: %s", err, out, se)
+	forTiers(t, []string{"seccomp", "trap"}, func(t *testing.T, tier string) {
+		threads := -1
+		out, se, err := converseKbox(t, func(line string, in io.WriteCloser, pid int) {
+			if line == "held "+strconv.Itoa(conns) {
+				threads = processThreads(t, pid)
+				in.Close()
 			}
-			if !strings.Contains(out, "all "+strconv.Itoa(conns)+" echoed\n") {
-				t.Errorf("stdout lacks the second echo:\n%s\nstderr: %s", out, se)
-			}
-			t.Logf("kbox's threads with %d idle connections: %d", conns, threads)
-			if threads < 0 || threads > 80 {
-				t.Errorf("kbox has %d threads with %d idle connections: a thread per connection?", threads, conns)
-			}
-		})
-	}
+		}, tierNetArgs(t, tier, "--read-only", "--net-allow", "127.0.0.1:"+port, "--",
+			"/opt/tests/inet", "hold", "10.0.2.2", port, strconv.Itoa(conns))...)
+		if err != nil {
+			t.Fatalf("kbox: %v\nstdout: %s\nstderr: %s", err, out, se)
+		}
+		if !strings.Contains(out, "all "+strconv.Itoa(conns)+" echoed\n") {
+			t.Errorf("stdout lacks the second echo:\n%s\nstderr: %s", out, se)
+		}
+		t.Logf("kbox's threads with %d idle connections: %d", conns, threads)
+		if threads < 0 || threads > 80 {
+			t.Errorf("kbox has %d threads with %d idle connections: a thread per connection?", threads, conns)
+		}
+	})
 }
 
 // processThreads is the Threads: line of /proc/PID/status.

@@ -43,7 +43,7 @@ func TestNetBeforeConnect(t *testing.T) {
 		"server: getpeername after the reset: -1 Socket not connected", "server: non-blocking recv of 1: 1 'H'",
 		"client later: getpeername after the reset: -1 Socket not connected", "client later: non-blocking recv of 1: 1 'H'",
 		"server later: getpeername after the reset: -1 Socket not connected", "server later: non-blocking recv of 1: 1 'H'"}
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		for _, c := range []struct {
 			name, mode, addr string
 			args             []string

@@ -35,7 +35,7 @@ func TestNetRawICMP(t *testing.T) {
 		return strings.Join(keep, "\n")
 	}
 	echo := []string{"raw socket: ok", "raw send: ok", "raw echo reply: ok", "datagram socket: ok", "datagram send: ok", "datagram echo reply: ok"}
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		local := []string{"image", "-S", imagePath(t), "--syscall-mode=" + tier}
 		user := []string{"image", "-R", imagePath(t), "--read-only", "--change-id", "1000:1000", "--syscall-mode=" + tier}
 		for _, addr := range []string{"127.0.0.1", "::1"} {

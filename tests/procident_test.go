@@ -29,9 +29,6 @@ func procidentNative(t *testing.T, bin string, args ...string) string {
 	return string(out)
 }
 
-// tiers are the tiers a program that does not fork runs in.
-var tiers = []string{"seccomp", "trap", "rewrite"}
-
 // oom_score_adj and oom_adj, written and read by the C program: with
 // CAP_SYS_RESOURCE dropped first it prints natively (root) what it prints
 // under kbox, in every tier (without a child) and in the seccomp tier
@@ -45,15 +42,13 @@ func TestProcOOMScoreAdj(t *testing.T) {
 	bin := dumpFromImage(t, img, "/opt/tests/procident")
 	native := procidentNative(t, bin, "oom", "nocap")
 	nativeSelf := procidentNative(t, bin, "oomself", "nocap")
-	for _, m := range tiers {
-		t.Run(m, func(t *testing.T) {
-			out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--", "/opt/tests/procident", "oomself", "nocap")
-			if st != 0 {
-				t.Fatalf("status %d\n%s\n%s", st, out, stderr)
-			}
-			diffLines(t, "oomself nocap", nativeSelf, out)
-		})
-	}
+	forEachTier(t, func(t *testing.T, m string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--", "/opt/tests/procident", "oomself", "nocap")
+		if st != 0 {
+			t.Fatalf("status %d\n%s\n%s", st, out, stderr)
+		}
+		diffLines(t, "oomself nocap", nativeSelf, out)
+	})
 	t.Run("child", func(t *testing.T) {
 		out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode=seccomp", "--", "/opt/tests/procident", "oom", "nocap")
 		if st != 0 {
@@ -125,15 +120,13 @@ func TestProcComm(t *testing.T) {
 	img := imagePath(t)
 	bin := dumpFromImage(t, img, "/opt/tests/procident")
 	native := procidentNative(t, bin, "comm")
-	for _, m := range tiers {
-		t.Run(m, func(t *testing.T) {
-			out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--", "/opt/tests/procident", "comm")
-			if st != 0 {
-				t.Fatalf("status %d\n%s\n%s", st, out, stderr)
-			}
-			diffLines(t, "comm", native, out)
-		})
-	}
+	forEachTier(t, func(t *testing.T, m string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--", "/opt/tests/procident", "comm")
+		if st != 0 {
+			t.Fatalf("status %d\n%s\n%s", st, out, stderr)
+		}
+		diffLines(t, "comm", native, out)
+	})
 	nativeChild := procidentNative(t, bin, "commchild")
 	out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode=seccomp", "--", "/opt/tests/procident", "commchild")
 	if st != 0 {
@@ -160,15 +153,13 @@ func TestProcExecIdentity(t *testing.T) {
 	}
 	diffLines(t, "exec", native, out)
 	nativeSelf := procidentNative(t, bin, "self")
-	for _, m := range tiers {
-		t.Run(m, func(t *testing.T) {
-			out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--", "/opt/tests/procident", "self")
-			if st != 0 {
-				t.Fatalf("status %d\n%s\n%s", st, out, stderr)
-			}
-			diffLines(t, "self", nativeSelf, out)
-		})
-	}
+	forEachTier(t, func(t *testing.T, m string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--", "/opt/tests/procident", "self")
+		if st != 0 {
+			t.Fatalf("status %d\n%s\n%s", st, out, stderr)
+		}
+		diffLines(t, "self", nativeSelf, out)
+	})
 }
 
 // Nothing of kbox among the guest's processes: /proc lists the guest's
@@ -182,23 +173,21 @@ func TestProcNoKbox(t *testing.T) {
 	img := imagePath(t)
 	kboxArgs := regexp.QuoteMeta(img)
 	bad := regexp.MustCompile(`\bkbox\b|` + kboxArgs + `|--syscall-mode|\bimage\b`)
-	for _, m := range tiers {
-		t.Run(m, func(t *testing.T) {
-			out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--", "/opt/tests/procident", "list")
-			if st != 0 {
-				t.Fatalf("status %d\n%s\n%s", st, out, stderr)
-			}
-			want := "pid self comm procident cmdline /opt/tests/procident|list| Name procident PPid 0\n"
-			if out != want || bad.MatchString(out) {
-				t.Errorf("the guest's /proc lists:\n%s\nwant:\n%s", out, want)
-			}
-			out, stderr, st = runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--", "/opt/tests/procident", "ppid")
-			if st != 0 || out != "getppid, stat and status agree: yes\nppid: 0\n" && m != "seccomp" ||
-				m == "seccomp" && out != "getppid, stat and status agree: yes\nppid: 0\nchild's parent is its parent: yes\n" {
-				t.Errorf("status %d\n%s\n%s", st, out, stderr)
-			}
-		})
-	}
+	forEachTier(t, func(t *testing.T, m string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--", "/opt/tests/procident", "list")
+		if st != 0 {
+			t.Fatalf("status %d\n%s\n%s", st, out, stderr)
+		}
+		want := "pid self comm procident cmdline /opt/tests/procident|list| Name procident PPid 0\n"
+		if out != want || bad.MatchString(out) {
+			t.Errorf("the guest's /proc lists:\n%s\nwant:\n%s", out, want)
+		}
+		out, stderr, st = runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--", "/opt/tests/procident", "ppid")
+		if st != 0 || out != "getppid, stat and status agree: yes\nppid: 0\n" && m != "seccomp" ||
+			m == "seccomp" && out != "getppid, stat and status agree: yes\nppid: 0\nchild's parent is its parent: yes\n" {
+			t.Errorf("status %d\n%s\n%s", st, out, stderr)
+		}
+	})
 	// A shell with a child in the background: every listed process is
 	// the shell, its sleep or the lister; the shell's parent is 0, the
 	// others' the shell; ps aux shows the same three and no other.

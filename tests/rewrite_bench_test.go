@@ -37,7 +37,7 @@ func BenchmarkRewrite(b *testing.B) {
 	}{
 		{"stat", 20000}, {"open_close", 10000}, {"lseek_read", 50000}, {"getpid_libc", 200000}, {"getpid_inline", 200000},
 	}
-	modes := []string{"seccomp", "trap", "rewrite"}
+	modes := tiers
 	for _, r := range rows {
 		if f := os.Getenv("KBOX_BENCH_ROWS"); f != "" && !strings.Contains(","+f+",", ","+r.name+",") {
 			continue

@@ -28,18 +28,7 @@ import (
 // and the exit status.
 func runKboxIn(t *testing.T, tmpdir string, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kboxBin(t), args...)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmpdir)
-	cmd.WaitDelay = 5 * time.Second
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("kbox %q did not finish within %v: killed\nstdout: %s\nstderr: %s", args, kboxTimeout, &so, &se)
-	}
-	return so.String(), se.String(), exitStatus(err)
+	return runKboxEnv(t, kboxEnv{vars: []string{"TMPDIR=" + tmpdir}}, args...)
 }
 
 // assertEmptyDir fails unless dir has no entries.

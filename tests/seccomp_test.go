@@ -140,7 +140,7 @@ s.settimeout(5)
 s.connect(l.getsockname())
 print("got", s.recv(5).decode(), s.gettimeout())
 `
-	forTiers(t, func(t *testing.T, tier string) {
+	forEachTier(t, func(t *testing.T, tier string) {
 		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "python3", "-c", script)
 		if status != 0 || stdout != "wrapped True\ngot hello 5.0\n" {
 			t.Fatalf("status %d, stdout %q\nstderr: %s", status, stdout, lastLines(stderr, 10))

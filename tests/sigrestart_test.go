@@ -57,24 +57,22 @@ func TestSignalRestart(t *testing.T) {
 			}
 		}
 	}
-	for _, tier := range []string{"seccomp", "trap", "rewrite"} {
-		t.Run(tier, func(t *testing.T) {
-			out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/sigrestart", "/tmp")
-			if st != 0 {
-				t.Fatalf("status %d\nstdout: %s\nstderr: %s", st, out, lastLines(stderr, 10))
+	forEachTier(t, func(t *testing.T, tier string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/sigrestart", "/tmp")
+		if st != 0 {
+			t.Fatalf("status %d\nstdout: %s\nstderr: %s", st, out, lastLines(stderr, 10))
+		}
+		got := parseSigrestart(t, out)
+		for key, want := range native {
+			g := got[key]
+			if tier != "seccomp" && forks[strings.Fields(key)[0]] && g == "skip" {
+				continue
 			}
-			got := parseSigrestart(t, out)
-			for key, want := range native {
-				g := got[key]
-				if tier != "seccomp" && forks[strings.Fields(key)[0]] && g == "skip" {
-					continue
-				}
-				if g != want {
-					t.Errorf("%s: %q, natively %q", key, g, want)
-				}
+			if g != want {
+				t.Errorf("%s: %q, natively %q", key, g, want)
 			}
-		})
-	}
+		}
+	})
 	t.Run("storm", func(t *testing.T) {
 		for _, restart := range []string{"", "restart"} {
 			args := []string{"storm", "2000"}
@@ -87,7 +85,7 @@ func TestSignalRestart(t *testing.T) {
 			if err != nil || strings.TrimSpace(string(nat)) != want {
 				t.Fatalf("natively: %q, %v; want %q", nat, err, want)
 			}
-			for _, tier := range []string{"seccomp", "trap", "rewrite"} {
+			for _, tier := range tiers {
 				out, stderr, st := runKbox(t, append([]string{"image", "-S", img, "--read-only", "--syscall-mode=" + tier, "--",
 					"/opt/tests/sigrestart", "/tmp"}, args...)...)
 				got := strings.TrimSpace(out)

@@ -3,8 +3,6 @@
 package tests
 
 import (
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -35,11 +33,9 @@ func TestStatCacheSeesEveryChange(t *testing.T) {
 		// bash's own open, read and test builtin: no exec in between.
 		"echo x > at; touch -a -d @1000 at; [ -N at ] && echo a1=unread; exec 3< at; [ -N at ] && echo a2=unread; read -u 3 l; exec 3<&-; [ -N at ] || echo a3=read",
 	}, "\n")
-	cmd := exec.Command(kboxBin(t), "image", "-S", img, "--", "/bin/bash", "-c", script)
-	cmd.Env = append(os.Environ(), "KBOX_SHADOW_MAX=4000000")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kbox: %v\n%s", err, out)
+	out, stderr, st := runKboxEnv(t, kboxEnv{vars: []string{"KBOX_SHADOW_MAX=4000000"}}, "image", "-S", img, "--", "/bin/bash", "-c", script)
+	if st != 0 {
+		t.Fatalf("kbox: status %d\n%s%s", st, out, stderr)
 	}
 	want := []string{"s1=2\n", "s2=6\n", "m=600\n", "gone\n", "s3=6\n", "absent\n", "present\n",
 		"s4=100\n", "s5=100\n", "s6=9\n", "t=1000000000\n", "b1=5000000\n", "b2=5000005\n", "unlinked\n",

@@ -3,10 +3,7 @@
 package tests
 
 import (
-	"bytes"
-	"context"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,25 +155,17 @@ func TestTrapMemoryGuard(t *testing.T) {
 // reports 139), after the guest's output: no Go trace, no core of kbox.
 func TestTrapGuestSegfault(t *testing.T) {
 	img := imagePath(t)
-	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kboxBin(t), "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/trapguard", "segv")
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		t.Fatalf("kbox: %v (want death by SIGSEGV)\nstdout: %s\nstderr: %s", err, &so, &se)
+	k := startKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/trapguard", "segv")
+	k.Wait()
+	so, se := k.Stdout(), k.Stderr()
+	if ws := k.WaitStatus(); !ws.Signaled() || ws.Signal() != syscall.SIGSEGV || ws.CoreDump() {
+		t.Errorf("kbox ended with %v, want killed by SIGSEGV without a core\nstdout: %s\nstderr: %s", ws, so, se)
 	}
-	ws := ee.Sys().(syscall.WaitStatus)
-	if !ws.Signaled() || ws.Signal() != syscall.SIGSEGV || ws.CoreDump() {
-		t.Errorf("kbox ended with %v, want killed by SIGSEGV without a core\nstderr: %s", ws, &se)
+	if so != "segv: writing through a bad pointer\n" {
+		t.Errorf("stdout %q", so)
 	}
-	if so.String() != "segv: writing through a bad pointer\n" {
-		t.Errorf("stdout %q", so.String())
-	}
-	if strings.Contains(se.String(), "goroutine") || strings.Contains(se.String(), "SIGSEGV: segmentation violation") {
-		t.Errorf("a Go trace on stderr: %s", &se)
+	if strings.Contains(se, "goroutine") || strings.Contains(se, "SIGSEGV: segmentation violation") {
+		t.Errorf("a Go trace on stderr: %s", se)
 	}
 	// The shell's view.
 	out, _ := exec.Command("/bin/sh", "-c", `"$0" image -S "$1" --read-only --syscall-mode=trap -- /opt/tests/trapguard segv >/dev/null 2>&1; echo $?`, kboxBin(t), img).Output()
@@ -231,35 +220,21 @@ func TestTrapSignalFromOutside(t *testing.T) {
 		{syscall.SIGTERM, "ready\npause: EINTR, handler saw 15\nwait: hostname kbox-rootfs\n", false},
 		{syscall.SIGINT, "ready\n", true},
 	} {
-		ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
-		cmd := exec.CommandContext(ctx, kboxBin(t), "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/trapguard", "wait")
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var se bytes.Buffer
-		cmd.Stderr = &se
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 6)
-		if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
-			t.Fatalf("%v: guest not ready: %q %v\nstderr: %s", c.sig, buf, err, &se)
+		k := startKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/trapguard", "wait")
+		if l := k.Line(); l != "ready" {
+			t.Fatalf("%v: guest not ready: %q\nstderr: %s", c.sig, l, k.Stderr())
 		}
 		time.Sleep(100 * time.Millisecond) // into pause()
-		cmd.Process.Signal(c.sig)
-		rest, _ := io.ReadAll(out)
-		err = cmd.Wait()
-		cancel()
-		if got := string(buf) + string(rest); got != c.want {
-			t.Errorf("%v: stdout %q, want %q\nstderr: %s", c.sig, got, c.want, &se)
+		k.cmd.Process.Signal(c.sig)
+		st := k.Wait()
+		if got := k.Stdout(); got != c.want {
+			t.Errorf("%v: stdout %q, want %q\nstderr: %s", c.sig, got, c.want, k.Stderr())
 		}
-		var ee *exec.ExitError
 		switch {
-		case c.killed && (!errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != c.sig):
-			t.Errorf("%v: kbox ended with %v, want killed by %v\nstderr: %s", c.sig, err, c.sig, &se)
-		case !c.killed && err != nil:
-			t.Errorf("%v: kbox: %v\nstderr: %s", c.sig, err, &se)
+		case c.killed && st != 128+int(c.sig):
+			t.Errorf("%v: kbox ended with status %d, want killed by %v\nstderr: %s", c.sig, st, c.sig, k.Stderr())
+		case !c.killed && st != 0:
+			t.Errorf("%v: kbox: status %d\nstderr: %s", c.sig, st, k.Stderr())
 		}
 	}
 }

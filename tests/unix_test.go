@@ -94,14 +94,12 @@ func TestUnixSocketsInProcess(t *testing.T) {
 		}
 	}
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "kbox-sock-*"))
-	for _, tier := range []string{"trap", "rewrite", "seccomp"} {
-		t.Run(tier, func(t *testing.T) {
-			stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/unixsock", "self", "/tmp/s.sock")
-			if status != 0 || stdout != want {
-				t.Errorf("status %d\nstdout: %s\nwant:\n%s\nstderr: %s", status, stdout, want, lastLines(stderr, 5))
-			}
-		})
-	}
+	forEachTier(t, func(t *testing.T, tier string) {
+		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/unixsock", "self", "/tmp/s.sock")
+		if status != 0 || stdout != want {
+			t.Errorf("status %d\nstdout: %s\nwant:\n%s\nstderr: %s", status, stdout, want, lastLines(stderr, 5))
+		}
+	})
 	if after, _ := filepath.Glob(filepath.Join(os.TempDir(), "kbox-sock-*")); len(after) > len(before) {
 		t.Errorf("binder directories left: %v (before: %v)", after, before)
 	}
@@ -194,22 +192,18 @@ func TestUnixSockets(t *testing.T) {
 // absent; -v says so in one warning.
 func TestUnixNoNamespaces(t *testing.T) {
 	img := copyImage(t, imagePath(t))
-	cmd := exec.Command(kboxBin(t), "image", "-v", "-S", img, "--", "/bin/sh", "-c",
+	so, se, _ := runKboxEnv(t, kboxEnv{vars: []string{"KBOX_NAMESPACES=off"}}, "image", "-v", "-S", img, "--", "/bin/sh", "-c",
 		"cd /tmp && /opt/tests/unixsock stream /tmp/s.sock; /opt/tests/unixsock abstract kbox-x; "+
 			"/opt/tests/unixsock listen-abstract kbox-y 0; /opt/tests/sysvipc shm; /opt/tests/sysvipc mq; cat /proc/sysvipc/shm")
-	cmd.Env = append(os.Environ(), "KBOX_NAMESPACES=off")
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
-	cmd.Run()
-	wantLines(t, "no namespaces", so.String(), se.String(),
+	wantLines(t, "no namespaces", so, se,
 		"server name /tmp/s.sock", "client peer /tmp/s.sock", "stream ok",
 		"abstract connect -1 Operation not permitted", "abstract sendto -1 Operation not permitted",
 		"abstract bind -1 Operation not permitted", "shmget Function not implemented", "mq_open Function not implemented")
-	if !strings.Contains(se.String(), "cat: can't open '/proc/sysvipc/shm': No such file or directory") {
-		t.Errorf("/proc/sysvipc/shm without an IPC namespace is not absent\nstderr: %s", se.String())
+	if !strings.Contains(se, "cat: can't open '/proc/sysvipc/shm': No such file or directory") {
+		t.Errorf("/proc/sysvipc/shm without an IPC namespace is not absent\nstderr: %s", se)
 	}
-	if n := strings.Count(se.String(), "no private network and IPC namespaces"); n != 1 {
-		t.Errorf("%d warnings about namespaces, want 1\nstderr: %s", n, se.String())
+	if n := strings.Count(se, "no private network and IPC namespaces"); n != 1 {
+		t.Errorf("%d warnings about namespaces, want 1\nstderr: %s", n, se)
 	}
 }
 

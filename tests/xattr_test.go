@@ -19,9 +19,6 @@ import (
 // program tests/guest/xattr.c run natively on the host and under kbox in
 // each tier must print the same lines.
 
-// xattrTiers are the tiers every xattr test runs in, by name.
-var xattrTiers = []string{"seccomp", "trap", "rewrite"}
-
 // xattrNative runs the xattr guest program natively in fresh directories
 // beneath a temporary directory of the host (ext4 or tmpfs with user.*,
 // trusted.* and ACLs; skips loudly otherwise): as root "own D1 prep D2
@@ -80,25 +77,23 @@ func xattrNative(t *testing.T) (root, user string) {
 func TestXattr(t *testing.T) {
 	nativeRoot, nativeUser := xattrNative(t)
 	img := copyImage(t, imagePath(t))
-	for _, tier := range xattrTiers {
-		t.Run(tier, func(t *testing.T) {
-			// Files above 8 KiB are virtual fds, not shadows.
-			t.Setenv("KBOX_SHADOW_MAX", "8192")
-			d := "/xt/" + tier
-			out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+tier, "--",
-				"/opt/tests/xattr", "own", d+"/own", "prep", d+"/p", "uid", "1000", "other", d+"/p")
-			if st != 0 {
-				t.Errorf("as root: status %d\nstderr: %s", st, lastLines(stderr, 5))
-			}
-			diffLines(t, "as root", nativeRoot, out)
-			out, stderr, st = runKbox(t, "image", "-R", img, "--change-id", "1000:1000", "--syscall-mode="+tier, "--",
-				"/opt/tests/xattr", "own", d+"/p/u", "other", d+"/p", "own", "/tmp/u")
-			if st != 0 {
-				t.Errorf("as uid 1000: status %d\nstderr: %s", st, lastLines(stderr, 5))
-			}
-			diffLines(t, "as uid 1000", nativeUser, out)
-		})
-	}
+	forEachTier(t, func(t *testing.T, tier string) {
+		// Files above 8 KiB are virtual fds, not shadows.
+		t.Setenv("KBOX_SHADOW_MAX", "8192")
+		d := "/xt/" + tier
+		out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+tier, "--",
+			"/opt/tests/xattr", "own", d+"/own", "prep", d+"/p", "uid", "1000", "other", d+"/p")
+		if st != 0 {
+			t.Errorf("as root: status %d\nstderr: %s", st, lastLines(stderr, 5))
+		}
+		diffLines(t, "as root", nativeRoot, out)
+		out, stderr, st = runKbox(t, "image", "-R", img, "--change-id", "1000:1000", "--syscall-mode="+tier, "--",
+			"/opt/tests/xattr", "own", d+"/p/u", "other", d+"/p", "own", "/tmp/u")
+		if st != 0 {
+			t.Errorf("as uid 1000: status %d\nstderr: %s", st, lastLines(stderr, 5))
+		}
+		diffLines(t, "as uid 1000", nativeUser, out)
+	})
 	assertCleanImage(t, img)
 }
 
@@ -140,47 +135,45 @@ func TestXattrBind(t *testing.T) {
 	native, _ := xattrNative(t)
 	native = native[:strings.Index(native, "prep ")] // the "own" lines
 	img := copyImage(t, imagePath(t))
-	for _, tier := range xattrTiers {
-		t.Run(tier, func(t *testing.T) {
-			hb, hro := t.TempDir(), t.TempDir()
-			for _, f := range []string{filepath.Join(hb, "hostf"), filepath.Join(hro, "hostf")} {
-				os.WriteFile(f, nil, 0o644)
-				for _, n := range []string{"user.h", "trusted.h", "security.h"} {
-					if err := unix.Setxattr(f, n, []byte(n[:1]+"h"), 0); err != nil {
-						t.Fatal(err)
-					}
+	forEachTier(t, func(t *testing.T, tier string) {
+		hb, hro := t.TempDir(), t.TempDir()
+		for _, f := range []string{filepath.Join(hb, "hostf"), filepath.Join(hro, "hostf")} {
+			os.WriteFile(f, nil, 0o644)
+			for _, n := range []string{"user.h", "trusted.h", "security.h"} {
+				if err := unix.Setxattr(f, n, []byte(n[:1]+"h"), 0); err != nil {
+					t.Fatal(err)
 				}
 			}
-			out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+tier, "-b", hb+":/mnt/b", "-b", hro+":/mnt/r:ro", "--",
-				"/opt/tests/xattr", "own", "/mnt/b/own", "hostf", "/mnt/b/hostf", "rofs", "/mnt/r/hostf")
-			if st != 0 {
-				t.Fatalf("status %d\nstderr: %s", st, lastLines(stderr, 5))
+		}
+		out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+tier, "-b", hb+":/mnt/b", "-b", hro+":/mnt/r:ro", "--",
+			"/opt/tests/xattr", "own", "/mnt/b/own", "hostf", "/mnt/b/hostf", "rofs", "/mnt/r/hostf")
+		if st != 0 {
+			t.Fatalf("status %d\nstderr: %s", st, lastLines(stderr, 5))
+		}
+		got, want := strings.Split(out, "\n"), strings.Split(native+xattrHostWant+xattrRofsWant, "\n")
+		if len(got) != len(want) {
+			t.Fatalf("%d lines, want %d:\n%s", len(got), len(want), out)
+		}
+		for i := range got {
+			if got[i] != want[i] && !(strings.HasPrefix(want[i], "ns ") && bindNSLine.MatchString(got[i])) {
+				t.Errorf("line %d: %q, want %q", i+1, got[i], want[i])
 			}
-			got, want := strings.Split(out, "\n"), strings.Split(native+xattrHostWant+xattrRofsWant, "\n")
-			if len(got) != len(want) {
-				t.Fatalf("%d lines, want %d:\n%s", len(got), len(want), out)
+		}
+		// The host files are as they were: user.n came and went.
+		for _, f := range []string{filepath.Join(hb, "hostf"), filepath.Join(hro, "hostf")} {
+			buf := make([]byte, 256)
+			n, err := unix.Listxattr(f, buf)
+			names := strings.Fields(strings.ReplaceAll(string(buf[:max(n, 0)]), "\x00", " "))
+			slices.Sort(names)
+			if err != nil || strings.Join(names, " ") != "security.h trusted.h user.h" {
+				t.Errorf("%s holds %q (%v), want security.h trusted.h user.h", f, names, err)
 			}
-			for i := range got {
-				if got[i] != want[i] && !(strings.HasPrefix(want[i], "ns ") && bindNSLine.MatchString(got[i])) {
-					t.Errorf("line %d: %q, want %q", i+1, got[i], want[i])
-				}
-			}
-			// The host files are as they were: user.n came and went.
-			for _, f := range []string{filepath.Join(hb, "hostf"), filepath.Join(hro, "hostf")} {
-				buf := make([]byte, 256)
-				n, err := unix.Listxattr(f, buf)
-				names := strings.Fields(strings.ReplaceAll(string(buf[:max(n, 0)]), "\x00", " "))
-				slices.Sort(names)
-				if err != nil || strings.Join(names, " ") != "security.h trusted.h user.h" {
-					t.Errorf("%s holds %q (%v), want security.h trusted.h user.h", f, names, err)
-				}
-			}
-			out, stderr, st = runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/xattr", "rofs", "/etc/hostname")
-			if st != 0 || out != xattrRofsWant {
-				t.Errorf("read-only image: status %d\n%s\nwant:\n%s\nstderr: %s", st, out, xattrRofsWant, lastLines(stderr, 5))
-			}
-		})
-	}
+		}
+		out, stderr, st = runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/xattr", "rofs", "/etc/hostname")
+		if st != 0 || out != xattrRofsWant {
+			t.Errorf("read-only image: status %d\n%s\nwant:\n%s\nstderr: %s", st, out, xattrRofsWant, lastLines(stderr, 5))
+		}
+	})
 }
 
 // TestXattrTools: Debian's attr tools (setfattr, getfattr) and acl tools
@@ -195,69 +188,67 @@ func TestXattrTools(t *testing.T) {
 	if st != 0 || hostname == "" {
 		t.Fatalf("cat /etc/hostname: status %d %q\n%s", st, hostname, stderr)
 	}
-	for _, tier := range xattrTiers {
-		t.Run(tier, func(t *testing.T) {
-			// as runs args with who's options before the image (the
-			// last of them takes it) and returns stdout and stderr.
-			as := func(who []string, wantStatus int, args ...string) (string, string) {
-				t.Helper()
-				a := append(append(append([]string{"image"}, who...), img, "--syscall-mode="+tier, "--"), args...)
-				out, stderr, st := runKbox(t, a...)
-				if st != wantStatus {
-					t.Fatalf("%s: status %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), st, wantStatus, out, lastLines(stderr, 5))
-				}
-				return out, stderr
+	forEachTier(t, func(t *testing.T, tier string) {
+		// as runs args with who's options before the image (the
+		// last of them takes it) and returns stdout and stderr.
+		as := func(who []string, wantStatus int, args ...string) (string, string) {
+			t.Helper()
+			a := append(append(append([]string{"image"}, who...), img, "--syscall-mode="+tier, "--"), args...)
+			out, stderr, st := runKbox(t, a...)
+			if st != wantStatus {
+				t.Fatalf("%s: status %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), st, wantStatus, out, lastLines(stderr, 5))
 			}
-			root, user := []string{"-S"}, []string{"--change-id", "1000:1000", "-R"}
-			d := "/xt-" + tier
-			f, secret := d+"/f", d+"/secret"
-			as(root, 0, "mkdir", "-p", d)
-			as(root, 0, "touch", f)
-			as(root, 0, "setfattr", "-n", "user.tool", "-v", "works", f)
-			if out, _ := as(root, 0, "getfattr", "-n", "user.tool", "--only-values", f); out != "works" {
-				t.Errorf("getfattr --only-values: %q, want \"works\"", out)
-			}
-			if out, _ := as(root, 0, "getfattr", "-d", f); !strings.Contains(out, `user.tool="works"`) {
-				t.Errorf("getfattr -d: %q", out)
-			}
-			as(root, 0, "setfattr", "-x", "user.tool", f)
-			if out, _ := as(root, 0, "getfattr", "-d", f); strings.Contains(out, "user.tool") {
-				t.Errorf("getfattr -d after setfattr -x: %q", out)
-			}
-			as(root, 0, "cp", "/etc/hostname", secret)
-			as(root, 0, "chmod", "600", secret)
-			if _, e := as(user, 1, "cat", secret); !strings.Contains(e, "Permission denied") {
-				t.Errorf("uid 1000 reads root's 0600 file without an ACL: %q", e)
-			}
-			as(root, 0, "setfacl", "-m", "u:1000:r", secret)
-			if out, _ := as(root, 0, "getfacl", "-cn", secret); !strings.Contains(out, "user:1000:r--") || !strings.Contains(out, "mask::r--") {
-				t.Errorf("getfacl: %q, want user:1000:r-- and mask::r--", out)
-			}
-			if out, _ := as(user, 0, "cat", secret); out != hostname {
-				t.Errorf("uid 1000 with the ACL: %q, want %q", out, hostname)
-			}
-			if _, e := as(user, 1, "touch", secret); !strings.Contains(e, "Permission denied") {
-				t.Errorf("uid 1000 writes with a read ACL: %q", e)
-			}
-			as(root, 0, "setfacl", "-b", secret)
-			if _, e := as(user, 1, "cat", secret); !strings.Contains(e, "Permission denied") {
-				t.Errorf("uid 1000 reads after setfacl -b: %q", e)
-			}
-			// exec asks LKL too: an ACL entry with x lets uid 1000 run
-			// root's 0700 program (an execve of env's, which the
-			// in-process tiers carry out as well).
-			prog := d + "/hello"
-			as(root, 0, "cp", "/opt/tests/hello", prog)
-			as(root, 0, "chmod", "700", prog)
-			if _, e := as(user, 126, "env", prog); !strings.Contains(e, "Permission denied") {
-				t.Errorf("uid 1000 runs root's 0700 program without an ACL: %q", e)
-			}
-			as(root, 0, "setfacl", "-m", "u:1000:rx", prog)
-			if out, _ := as(user, 0, "env", prog); !strings.Contains(out, "hello") {
-				t.Errorf("uid 1000 with an rx ACL: %q", out)
-			}
-		})
-	}
+			return out, stderr
+		}
+		root, user := []string{"-S"}, []string{"--change-id", "1000:1000", "-R"}
+		d := "/xt-" + tier
+		f, secret := d+"/f", d+"/secret"
+		as(root, 0, "mkdir", "-p", d)
+		as(root, 0, "touch", f)
+		as(root, 0, "setfattr", "-n", "user.tool", "-v", "works", f)
+		if out, _ := as(root, 0, "getfattr", "-n", "user.tool", "--only-values", f); out != "works" {
+			t.Errorf("getfattr --only-values: %q, want \"works\"", out)
+		}
+		if out, _ := as(root, 0, "getfattr", "-d", f); !strings.Contains(out, `user.tool="works"`) {
+			t.Errorf("getfattr -d: %q", out)
+		}
+		as(root, 0, "setfattr", "-x", "user.tool", f)
+		if out, _ := as(root, 0, "getfattr", "-d", f); strings.Contains(out, "user.tool") {
+			t.Errorf("getfattr -d after setfattr -x: %q", out)
+		}
+		as(root, 0, "cp", "/etc/hostname", secret)
+		as(root, 0, "chmod", "600", secret)
+		if _, e := as(user, 1, "cat", secret); !strings.Contains(e, "Permission denied") {
+			t.Errorf("uid 1000 reads root's 0600 file without an ACL: %q", e)
+		}
+		as(root, 0, "setfacl", "-m", "u:1000:r", secret)
+		if out, _ := as(root, 0, "getfacl", "-cn", secret); !strings.Contains(out, "user:1000:r--") || !strings.Contains(out, "mask::r--") {
+			t.Errorf("getfacl: %q, want user:1000:r-- and mask::r--", out)
+		}
+		if out, _ := as(user, 0, "cat", secret); out != hostname {
+			t.Errorf("uid 1000 with the ACL: %q, want %q", out, hostname)
+		}
+		if _, e := as(user, 1, "touch", secret); !strings.Contains(e, "Permission denied") {
+			t.Errorf("uid 1000 writes with a read ACL: %q", e)
+		}
+		as(root, 0, "setfacl", "-b", secret)
+		if _, e := as(user, 1, "cat", secret); !strings.Contains(e, "Permission denied") {
+			t.Errorf("uid 1000 reads after setfacl -b: %q", e)
+		}
+		// exec asks LKL too: an ACL entry with x lets uid 1000 run
+		// root's 0700 program (an execve of env's, which the
+		// in-process tiers carry out as well).
+		prog := d + "/hello"
+		as(root, 0, "cp", "/opt/tests/hello", prog)
+		as(root, 0, "chmod", "700", prog)
+		if _, e := as(user, 126, "env", prog); !strings.Contains(e, "Permission denied") {
+			t.Errorf("uid 1000 runs root's 0700 program without an ACL: %q", e)
+		}
+		as(root, 0, "setfacl", "-m", "u:1000:rx", prog)
+		if out, _ := as(user, 0, "env", prog); !strings.Contains(out, "hello") {
+			t.Errorf("uid 1000 with an rx ACL: %q", out)
+		}
+	})
 	assertCleanImage(t, img)
 }
 

@@ -30,17 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int fails;
-
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			printf("FAIL: ");                                     \
-			printf(__VA_ARGS__);                                  \
-			printf(" (errno %s)\n", errname(errno)); \
-			fails++;                                              \
-		}                                                             \
-	} while (0)
+#include "check.h"
 
 static const char *errname(int e);
 static const char *errname(int e)
@@ -378,5 +368,5 @@ int main(int argc, char **argv)
 		r = 0;
 	} else if (!strcmp(cmd, "openclose") && argc > 4)
 		r = openclose(f, argv[3], atoi(argv[4]));
-	return r ? r : fails ? 1 : 0;
+	return r ? r : bad;
 }

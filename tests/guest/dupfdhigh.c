@@ -13,9 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int bad;
-
-#define CHECK(c, ...) do { if (!(c)) { printf("dupfdhigh FAIL: " __VA_ARGS__); printf(" (%s)\n", strerror(errno)); bad = 1; } } while (0)
+#include "check.h"
 
 int main(int argc, char **argv)
 {

@@ -13,9 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int bad;
-
-#define CHECK(c, ...) do { if (!(c)) { printf("fdflags FAIL: " __VA_ARGS__); printf(" (%s)\n", strerror(errno)); bad = 1; } } while (0)
+#include "check.h"
 
 static long long size_of(int fd)
 {

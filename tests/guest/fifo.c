@@ -18,9 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int bad;
-
-#define CHECK(c, ...) do { if (!(c)) { printf("fifo FAIL: " __VA_ARGS__); printf(" (%s)\n", strerror(errno)); bad = 1; } } while (0)
+#include "check.h"
 
 static void nap(long ms)
 {

@@ -20,9 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int bad;
-
-#define CHECK(c, ...) do { if (!(c)) { printf("shmsem FAIL: " __VA_ARGS__); printf(" (%s)\n", strerror(errno)); bad = 1; } } while (0)
+#include "check.h"
 
 int main(int argc, char **argv)
 {

@@ -23,16 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int bad;
-
-#define CHECK(c, ...)                                                  \
-	do {                                                           \
-		if (!(c)) {                                            \
-			printf("FAIL: " __VA_ARGS__);                  \
-			printf(" (%s)\n", strerror(errno));            \
-			bad = 1;                                       \
-		}                                                      \
-	} while (0)
+#include "check.h"
 
 static int shm(void)
 {

@@ -42,16 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int bad;
-
-#define CHECK(c, ...)                                                  \
-	do {                                                           \
-		if (!(c)) {                                            \
-			printf("FAIL: " __VA_ARGS__);                  \
-			printf(" (%s)\n", strerror(errno));            \
-			bad = 1;                                       \
-		}                                                      \
-	} while (0)
+#include "check.h"
 
 static socklen_t addr_of(struct sockaddr_un *a, const char *path)
 {

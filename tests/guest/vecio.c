@@ -13,43 +13,37 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define CHECK(c, what)                                   \
-	do {                                             \
-		if (!(c)) {                              \
-			perror("vecio FAIL: " what);     \
-			return 1;                        \
-		}                                        \
-	} while (0)
+#include "check.h"
 
 int main(int argc, char **argv)
 {
 	if (argc != 2)
 		return 2;
 	int fd = open(argv[1], O_RDWR);
-	CHECK(fd >= 0, "open");
+	REQUIRE(fd >= 0, "open");
 	printf("vecio: fd %d%s\n", fd, fd >= 1024 ? " (virtual)" : "");
 
 	struct iovec w[2] = { { "hello ", 6 }, { "world", 5 } };
-	CHECK(writev(fd, w, 2) == 11, "writev");
+	REQUIRE(writev(fd, w, 2) == 11, "writev");
 	struct iovec pw[2] = { { "abc", 3 }, { "def", 3 } };
-	CHECK(pwritev(fd, pw, 2, 100) == 6, "pwritev");
+	REQUIRE(pwritev(fd, pw, 2, 100) == 6, "pwritev");
 
 	char a[6], b[5], c[3], d[3], e[1];
-	CHECK(lseek(fd, 0, SEEK_SET) == 0, "lseek");
+	REQUIRE(lseek(fd, 0, SEEK_SET) == 0, "lseek");
 	struct iovec r[2] = { { a, 6 }, { b, 5 } };
-	CHECK(readv(fd, r, 2) == 11 && !memcmp(a, "hello ", 6) && !memcmp(b, "world", 5), "readv");
+	REQUIRE(readv(fd, r, 2) == 11 && !memcmp(a, "hello ", 6) && !memcmp(b, "world", 5), "readv");
 	struct iovec pr[2] = { { c, 3 }, { d, 3 } };
-	CHECK(preadv(fd, pr, 2, 100) == 6 && !memcmp(c, "abc", 3) && !memcmp(d, "def", 3), "preadv");
+	REQUIRE(preadv(fd, pr, 2, 100) == 6 && !memcmp(c, "abc", 3) && !memcmp(d, "def", 3), "preadv");
 	struct iovec one = { e, 1 };
 	/* musl has no preadv2 wrapper; on 64-bit, pos_l carries the offset. */
-	CHECK(syscall(SYS_preadv2, fd, &one, 1, -1L, 0L, 0) == 1 && e[0] == '\0', "preadv2 at the file position");
-	CHECK(lseek(fd, 0, SEEK_CUR) == 12, "position after preadv2");
-	CHECK(preadv(fd, &one, 1, -5) < 0, "preadv with a negative offset fails");
+	REQUIRE(syscall(SYS_preadv2, fd, &one, 1, -1L, 0L, 0) == 1 && e[0] == '\0', "preadv2 at the file position");
+	REQUIRE(lseek(fd, 0, SEEK_CUR) == 12, "position after preadv2");
+	REQUIRE(preadv(fd, &one, 1, -5) < 0, "preadv with a negative offset fails");
 
-	CHECK(fallocate(fd, 0, 0, 50000) == 0, "fallocate");
+	REQUIRE(fallocate(fd, 0, 0, 50000) == 0, "fallocate");
 	struct stat st;
-	CHECK(fstat(fd, &st) == 0 && st.st_size == 50000, "size after fallocate");
-	CHECK(close(fd) == 0, "close");
+	REQUIRE(fstat(fd, &st) == 0 && st.st_size == 50000, "size after fallocate");
+	REQUIRE(close(fd) == 0, "close");
 	puts("vecio ok");
 	return 0;
 }
