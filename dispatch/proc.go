@@ -29,7 +29,7 @@ type Proc struct {
 	// exe is the image path of the program the process runs.
 	exe string
 	// ident is what the guest's /proc shows of the process that the
-	// host's files cannot (procident.go).
+	// host's files cannot (procfs.Ident, procident.go).
 	ident procfs.Ident
 	// parent is the process that forked it, while that one lives
 	// (procident.go's shownParent: no /proc read while it does).
