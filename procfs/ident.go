@@ -11,8 +11,8 @@ import (
 
 // A guest process's identity in its /proc where the host's files cannot
 // show it (docs/guest-view.md, "The guest's /proc"):
-//   - oom_score_adj and oom_adj: the value is kept here, per process, and
-//     inherited at fork, with Linux's rules for writing it and the
+//   - oom_score_adj and oom_adj: the value is kept per process (Ident,
+//     which the engine keeps in each process and copies at fork), with Linux's rules for writing it and the
 //     guest's credentials (CAP_SYS_RESOURCE may lower it): the host would
 //     judge kbox's host capabilities, and a host value below kbox's own
 //     would shield the guest from the host's OOM killer;
@@ -20,7 +20,7 @@ import (
 //     parent is not a guest process (the first one, whose parent is
 //     kbox's keeper, orphans the keeper adopted, an in-process tier's
 //     guest, whose parent is kbox's caller) shows 0, as a pid namespace's
-//     first process does;
+//     first process does (System.ShownParent says which);
 //   - in an in-process tier, the guest is kbox's own process: its comm
 //     (and stat's and status's name) are those of the guest's main thread
 //     (the tier names it after the program, as execve does), its cmdline
