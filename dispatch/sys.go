@@ -22,7 +22,7 @@ func sysUname(e *Engine, r *Request) Result {
 // The guest's UTS names (uname's nodename and domainname) are LKL's: uname
 // reports them, sethostname and setdomainname change them (never the
 // host's), and /proc/sys/kernel/hostname and domainname are LKL's files
-// (procfs.UTSFile). At start LKL's hostname is set from the image's
+// (package procfs). At start LKL's hostname is set from the image's
 // /etc/hostname, as a booted system's init does (InitLKL).
 
 // utsNameMax is __NEW_UTS_LEN.

@@ -66,9 +66,9 @@ var sensitive = map[string]bool{
 	"io": true, "fd": true, "fdinfo": true, "cwd": true, "root": true, "exe": true, "map_files": true,
 }
 
-// UTSFile reports the /proc files of the UTS names: LKL's own, which the
+// utsFile reports the /proc files of the UTS names: LKL's own, which the
 // guest may also write with CAP_SYS_ADMIN, as sethostname.
-func UTSFile(abs string) bool {
+func utsFile(abs string) bool {
 	return abs == "/proc/sys/kernel/hostname" || abs == "/proc/sys/kernel/domainname"
 }
 
@@ -147,7 +147,7 @@ func topPath(s System, c *Caller, name, sub string, depth int) (Found, unix.Errn
 				// (LKL's own is 4096).
 				return node(abs, &Node{Kind: Text, Like: rel, Text: hostPidMax})
 			}
-			return node(abs, &Node{Kind: LKL, LKL: rel, Write: UTSFile(abs)})
+			return node(abs, &Node{Kind: LKL, LKL: rel, Write: utsFile(abs)})
 		case Text:
 			if sub != "" {
 				return Found{}, unix.ENOTDIR
