@@ -85,8 +85,8 @@ func (e *Engine) beneathFd(r *Request, abs string, fd int, rest string) (Target,
 	case rest == "":
 		if e.Opt.Policy != nil && e.Opt.Policy.paths && r.P != nil {
 			// The fd's file by its path now (policy.go).
-			if ref, en := e.fdRefOf(r.P.Tgid, fd); en == 0 && ref.path != "" {
-				ft := Target{Host: true, Path: ref.path}
+			if ref, en := e.fdRefOf(r.P.Tgid, fd); en == 0 && ref.Path != "" {
+				ft := Target{Host: true, Path: ref.Path}
 				if en := e.policyPath(r, &ft); en != 0 {
 					return Target{}, en
 				}

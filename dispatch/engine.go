@@ -4,7 +4,7 @@
 // forward it to LKL, continue it on the host, emulate it, or fail it.
 //
 // Handlers live in one file per family (file.go, stat.go, path.go, exec.go,
-// ident.go, sys.go, socket.go, inet*.go, procfs.go, dev.go, ...), each
+// ident.go, sys.go, socket.go, inet*.go, procnode.go, dev.go, ...), each
 // named by its entry in the syscall table (linux_amd64.go, linux_arm64.go);
 // docs/tiers.md lists the families and docs/architecture.md follows one
 // call through them.
@@ -153,7 +153,7 @@ type Options struct {
 	// KernelProc is an LKL fd of the kernel's own proc, outside the
 	// guest's root (rootfs.Root.KernelProc), when HasKernelProc: the
 	// guest's /proc/sys, /proc/net, fd links and mount table come from it
-	// (procfs.go).
+	// (package procfs).
 	KernelProc    int
 	HasKernelProc bool
 	// Policy, when set, is the run's policy (policy.go): path rules where
@@ -199,7 +199,7 @@ type Engine struct {
 	// means the guest is kbox's own process (an in-process tier).
 	RootPid, Keeper int
 	// Binder is the socket binder's pid when the keeper forked it (its
-	// child, beside the guest): not a guest process (procpids.go).
+	// child, beside the guest): not a guest process (procfs.GuestTgids).
 	Binder int
 	// Observe, when set, sees every syscall Serve serves; Debug prints
 	// each on stderr (lifecycle.go).
@@ -236,7 +236,7 @@ type Engine struct {
 	initCred, unknownCred *procCred
 	credsChanged          atomic.Bool
 	// initOOM is the first process's oom_score_adj, the host's value
-	// (procident.go).
+	// (procfs.Ident).
 	initOOM int16
 	// sweepAt is the number of entries at which a new task sweeps the
 	// dead ones out while credentials are all alike (proc.go Lookup).

@@ -423,7 +423,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	}
 	if t.Proc != nil {
 		// /proc/self/exe (a re-exec of itself), cwd, fd links: where
-		// they lead in the image or a bind (procfs.go).
+		// they lead in the image or a bind (procnode.go).
 		if t, en = e.procExec(r, t); en != 0 {
 			return errno(en, Denied)
 		}

@@ -124,7 +124,7 @@ func checkOpenHow(how *unix.OpenHow) unix.Errno {
 // open serves every open variant. Regular image files become shadow memfds
 // installed as host fds (native read/mmap); directories and special files
 // become virtual fds; host-route paths are opened on the host, confined;
-// /proc is kbox's own (procfs.go).
+// /proc is kbox's own (procnode.go, package procfs).
 func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint32) Result {
 	p, en := readPath(r, addr)
 	if en != 0 {
@@ -151,7 +151,7 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 		}
 	}
 	if t.Proc != nil {
-		return e.procOpen(r, t, flags, mode) // a node of /proc (procfs.go)
+		return e.procOpen(r, t, flags, mode) // a node of /proc (procnode.go)
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
@@ -353,7 +353,7 @@ func lklFdIO(r *Request, nr uintptr, write bool, withOff bool) Result {
 		if write {
 			return errno(unix.EBADF, Emulated)
 		}
-		return errno(unix.EISDIR, Emulated) // a directory of /proc (procfs.go)
+		return errno(unix.EISDIR, Emulated) // a directory of /proc (package procfs)
 	}
 	lfd := ent.File.LKLFd
 	n := r.Args[2]
@@ -497,7 +497,7 @@ func sysGetdents64(e *Engine, r *Request) Result {
 }
 
 // readListing serves getdents64 of a directory whose entries kbox
-// generates (procfs.go).
+// generates (package procfs).
 func readListing(r *Request, l *fdtable.Listing) Result {
 	buf := make([]byte, min(r.Args[2], 64<<10))
 	pos := l.Pos()

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/sys/unix"
 )
@@ -41,22 +42,22 @@ func (e *Engine) ipcBinder() *unixsock.Binder {
 // host's, so the binder, in the guest's namespace, opens them. Without a
 // namespace of its own the guest has no System V IPC, and no sysvipc, as
 // a kernel without it.
-func (e *Engine) procSysvipc(abs, sub string) (Target, unix.Errno) {
+func (e *Engine) procSysvipc(abs, sub string) (*procfs.Node, unix.Errno) {
 	b := e.ipcBinder()
 	if b == nil {
-		return Target{}, unix.ENOENT
+		return nil, unix.ENOENT
 	}
 	name, rest, _ := strings.Cut(sub, "/")
 	switch name {
 	case "":
-		return procTarget(abs, &procNode{kind: procDir, like: "sysvipc", list: sysvipcList}), 0
+		return &procfs.Node{Kind: procfs.Dir, Like: "sysvipc", List: sysvipcList}, 0
 	case "shm", "sem", "msg":
 		if rest != "" {
-			return Target{}, unix.ENOTDIR
+			return nil, unix.ENOTDIR
 		}
-		return procTarget(abs, &procNode{kind: procText, like: "sysvipc/" + name, text: func() []byte { return readSysvipc(b, name) }}), 0
+		return &procfs.Node{Kind: procfs.Text, Like: "sysvipc/" + name, Text: func() []byte { return readSysvipc(b, name) }}, 0
 	}
-	return Target{}, unix.ENOENT
+	return nil, unix.ENOENT
 }
 
 func sysvipcList() []fdtable.Dirent {

@@ -5,12 +5,13 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
 
 // With --net the guest sees kbox's /etc/resolv.conf and /etc/hosts
 // (docs/networking.md), made when opened and installed as a sealed
-// read-only memfd like a text of kbox's /proc (procfs.go, openText): the
+// read-only memfd like a text of kbox's /proc (procnode.go, openText): the
 // image's copies are never changed, read-only images included.
 //
 //   - resolv.conf: "nameserver 10.0.2.3" (the DNS responder), then the
@@ -43,8 +44,8 @@ func (e *Engine) netFileTarget(abs string) (Target, bool) {
 	default:
 		return Target{}, false
 	}
-	n := &procNode{kind: procText, text: text}
-	n.stat = func(st *unix.Stat_t) unix.Errno { return netFileStat(abs, len(text()), st) }
+	n := &procfs.Node{Kind: procfs.Text, Text: text}
+	n.Stat = func(st *unix.Stat_t) unix.Errno { return netFileStat(abs, len(text()), st) }
 	return procTarget(abs, n), true
 }
 

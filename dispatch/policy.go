@@ -12,6 +12,7 @@ import (
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/policy"
+	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -322,7 +323,7 @@ func (e *Engine) guestProcesses() int {
 	}
 	seen := map[int]bool{}
 	queue := []int{e.RootPid}
-	for _, c := range childrenOf(e.Keeper) {
+	for _, c := range procfs.ChildrenOf(e.Keeper) {
 		if e.procOf(c) != nil {
 			queue = append(queue, c) // an orphan of the guest's
 		}
@@ -334,7 +335,7 @@ func (e *Engine) guestProcesses() int {
 			continue
 		}
 		seen[pid] = true
-		queue = append(queue, childrenOf(pid)...)
+		queue = append(queue, procfs.ChildrenOf(pid)...)
 	}
 	return len(seen)
 }
@@ -368,15 +369,15 @@ func (e *Engine) policyFd(r *Request) unix.Errno {
 		return 0 // a path: checked where it is resolved
 	}
 	ref, en := e.fdRefOf(r.P.Tgid, int(int32(r.Args[0])))
-	if en != 0 || ref.path == "" {
+	if en != 0 || ref.Path == "" {
 		return 0 // the call itself fails, or has no image path
 	}
-	class, rule := c.P.Classify(ref.path)
+	class, rule := c.P.Classify(ref.Path)
 	switch {
 	case class == policy.Hidden:
-		return e.refuse(r, rule, ref.path, unix.ENOENT)
+		return e.refuse(r, rule, ref.Path, unix.ENOENT)
 	case class == policy.ReadOnly:
-		return e.refuse(r, rule, ref.path, unix.EROFS)
+		return e.refuse(r, rule, ref.Path, unix.EROFS)
 	}
 	return 0
 }

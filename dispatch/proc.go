@@ -10,6 +10,7 @@ import (
 
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/gdbmirror"
+	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,8 +29,8 @@ type Proc struct {
 	// exe is the image path of the program the process runs.
 	exe string
 	// ident is what the guest's /proc shows of the process that the
-	// host's files cannot (procident.go).
-	ident procIdent
+	// host's files cannot (procfs.Ident, procident.go).
+	ident procfs.Ident
 	// parent is the process that forked it, while that one lives
 	// (procident.go's shownParent: no /proc read while it does).
 	parent atomic.Pointer[Proc]
@@ -177,8 +178,8 @@ func (e *Engine) Start(pid int, cwd string) *Proc {
 	p := &Proc{Tgid: pid, cwd: cwd, FDs: e.newTable()}
 	p.openPidfd()
 	p.cred.Store(e.initCred)
-	e.initOOM = hostOOMScoreAdj(pid)
-	p.ident = procIdent{oomAdj: e.initOOM, oomMin: e.initOOM}
+	e.initOOM = procfs.HostOOMScoreAdj(pid)
+	p.ident = procfs.Ident{OOMAdj: e.initOOM, OOMMin: e.initOOM}
 	p.umask.Store(statusUmask(pid))
 	e.mu.Lock()
 	e.setProcs(func(m map[int]*Proc) { m[pid] = p })
@@ -251,7 +252,7 @@ func (e *Engine) Lookup(tid int) *Proc {
 	if ppid == 0 {
 		ppid, _ = statusField(tgid, "PPid") // its process went meanwhile
 	}
-	np := &Proc{Tgid: tgid, cwd: "/", ident: procIdent{oomAdj: e.initOOM, oomMin: e.initOOM}}
+	np := &Proc{Tgid: tgid, cwd: "/", ident: procfs.Ident{OOMAdj: e.initOOM, OOMMin: e.initOOM}}
 	np.openPidfd()
 	np.umask.Store(statusUmask(tgid)) // as inherited at fork, or set since
 	if parent := procs[ppid]; parent != nil && ppid != 0 {

@@ -3,20 +3,18 @@ package dispatch
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/lkl"
-	"github.com/kbox-project/kbox/shadowfd"
+	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
 
-// The fds of a guest process in /proc/PID/fd and /proc/PID/fdinfo: its
-// host fds (the host's /proc lists them) and its virtual fds (its fdtable).
-//
-// A link reads as the guest path of its file, or as the kernel's name of
+// The links of /proc/PID/fd as the engine knows them (procfs.FdRef: package
+// procfs lists the fds and classifies the paths; what each fd is, and
+// following its link, is the engine's). A link reads as the guest path of its file, or as the kernel's name of
 // an object that has none ("pipe:[123]"):
 //   - a virtual fd or a shadow: LKL's own link of the LKL file, which is
 //     the file's current path in the image (renames followed, " (deleted)"
@@ -45,132 +43,8 @@ import (
 // free guest fd number (trap/fds.go's memfd "kbox:free-fd").
 const freeFdName = "/memfd:kbox:free-fd"
 
-// fdRef is a guest fd as its link shows it and as following it reaches
-// it.
-type fdRef struct {
-	// text is the link's text.
-	text string
-	// path is the guest path that following leads to; "" when what the
-	// fd is is reopened instead.
-	path string
-	dir  bool // the fd is a directory (a path through the link goes on there)
-	// lklfd, when >= 0, is an LKL file of the fd's inode (a virtual fd's,
-	// or node's: a shadow's), reopened through LKL's /proc/self/fd.
-	lklfd int
-	node  *shadowfd.Node
-	// host is the host's /proc link of the fd (the guest's own, or of
-	// kbox's copy of it), "" for a virtual fd.
-	host    string
-	outside bool // a host file outside binds and routes
-	made    bool // a text kbox made for /proc (openText)
-	acc     int  // the fd's access mode
-}
-
-// isFdName reports an fd number as /proc names it.
-func isFdName(s string) bool { return s == "0" || isPidName(s) }
-
-// procFdPath resolves rest beneath base/fd of guest process tgid.
-func (e *Engine) procFdPath(r *Request, tgid int, base, rest string, depth int) (Target, unix.Errno) {
-	hbase := base[len("/proc/"):]
-	if rest == "" {
-		return procTarget(base+"/fd", &procNode{kind: procDir, like: hbase + "/fd",
-			list: func() []fdtable.Dirent { return e.fdList(tgid, unix.DT_LNK) }}), 0
-	}
-	num, rest2, _ := strings.Cut(rest, "/")
-	if !isFdName(num) {
-		return Target{}, unix.ENOENT
-	}
-	fd, err := strconv.Atoi(num)
-	if err != nil {
-		return Target{}, unix.ENOENT
-	}
-	ref, en := e.fdRefOf(tgid, fd)
-	if en != 0 {
-		return Target{}, en
-	}
-	if rest2 != "" {
-		if ref.path == "" || !ref.dir {
-			return Target{}, unix.ENOTDIR
-		}
-		return e.classifyN(r, Clean(ref.path, rest2), depth+1)
-	}
-	n := &procNode{kind: procLink, like: hbase + "/fd/" + num, link: ref.text, fd: ref}
-	if ref.host == "" {
-		n.mode = linkMode(ref.acc)
-	}
-	return procTarget(base+"/fd/"+num, n), 0
-}
-
-// linkMode is the permission bits of an fd link, as Linux gives them:
-// r-x for reading, -wx for writing.
-func linkMode(acc int) uint32 {
-	switch acc {
-	case unix.O_WRONLY:
-		return 0o300
-	case unix.O_RDWR:
-		return 0o700
-	}
-	return 0o500
-}
-
-// procFdinfoPath resolves rest beneath base/fdinfo of guest process tgid.
-func (e *Engine) procFdinfoPath(r *Request, tgid int, base, rest string) (Target, unix.Errno) {
-	hbase := base[len("/proc/"):]
-	if rest == "" {
-		return procTarget(base+"/fdinfo", &procNode{kind: procDir, like: hbase + "/fdinfo",
-			list: func() []fdtable.Dirent { return e.fdList(tgid, unix.DT_REG) }}), 0
-	}
-	num, rest2, _ := strings.Cut(rest, "/")
-	switch {
-	case !isFdName(num):
-		return Target{}, unix.ENOENT
-	case rest2 != "":
-		return Target{}, unix.ENOTDIR
-	}
-	fd, err := strconv.Atoi(num)
-	if err != nil {
-		return Target{}, unix.ENOENT
-	}
-	abs := base + "/fdinfo/" + num
-	if fd < e.Opt.VirtualFDs {
-		return procHost(abs, abs[len("/proc/"):]), 0 // the host's, of the guest's host fd
-	}
-	p := e.procOf(tgid)
-	if p == nil {
-		return Target{}, unix.ENOENT
-	}
-	ent, found := p.FDs.Get(fd)
-	if !found {
-		return Target{}, unix.ENOENT
-	}
-	return procTarget(abs, &procNode{kind: procText, like: hbase + "/fdinfo", text: func() []byte { return e.fdinfoText(ent) }}), 0
-}
-
-// fdList makes the entries of /proc/PID/fd (dt DT_LNK) or fdinfo
-// (DT_REG) of guest process tgid: its host fds, then its virtual fds.
-func (e *Engine) fdList(tgid int, dt uint8) []fdtable.Dirent {
-	ents := []fdtable.Dirent{{Ino: 1, Type: unix.DT_DIR, Name: "."}, {Ino: 1, Type: unix.DT_DIR, Name: ".."}}
-	var fds []int
-	if names, err := os.ReadDir("/proc/" + strconv.Itoa(tgid) + "/fd"); err == nil {
-		for _, n := range names {
-			if fd, err := strconv.Atoi(n.Name()); err == nil && fd < e.Opt.VirtualFDs {
-				fds = append(fds, fd)
-			}
-		}
-	}
-	slices.Sort(fds)
-	if p := e.procOf(tgid); p != nil {
-		v, _ := p.FDs.Fds()
-		fds = append(fds, v...)
-	}
-	for _, fd := range fds {
-		ents = append(ents, fdtable.Dirent{Ino: uint64(fd) + 0x100000, Type: dt, Name: strconv.Itoa(fd)})
-	}
-	return ents
-}
-
 // fdRefOf describes fd of guest process tgid.
-func (e *Engine) fdRefOf(tgid, fd int) (*fdRef, unix.Errno) {
+func (e *Engine) fdRefOf(tgid, fd int) (*procfs.FdRef, unix.Errno) {
 	if fd >= e.Opt.VirtualFDs {
 		p := e.procOf(tgid)
 		if p == nil {
@@ -183,31 +57,31 @@ func (e *Engine) fdRefOf(tgid, fd int) (*fdRef, unix.Errno) {
 		f := ent.File
 		switch {
 		case f.Listing != nil:
-			return &fdRef{text: f.Path, path: f.Path, dir: true, lklfd: -1, acc: unix.O_RDONLY}, 0
+			return &procfs.FdRef{Text: f.Path, Path: f.Path, Dir: true, LKLFd: -1, Acc: unix.O_RDONLY}, 0
 		case f.Host:
 			return e.hostFdRef(procFd(f.HostFd))
 		}
-		ref := &fdRef{lklfd: f.LKLFd, acc: f.Flags & unix.O_ACCMODE}
+		ref := &procfs.FdRef{LKLFd: f.LKLFd, Acc: f.Flags & unix.O_ACCMODE}
 		if st, err := lkl.Fstat(f.LKLFd); err == nil {
-			ref.dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+			ref.Dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
 		}
-		ref.setLKLPath(e.lklFdPath(f.LKLFd, f.Path))
+		setLKLPath(ref, e.lklFdPath(f.LKLFd, f.Path))
 		return ref, 0
 	}
 	link := "/proc/" + strconv.Itoa(tgid) + "/fd/" + strconv.Itoa(fd)
 	if node := e.Shadows.OfGuestFd(tgid, fd); node != nil {
-		ref := &fdRef{lklfd: node.LKLFd(), node: node, host: link, acc: linkAcc(link)}
-		ref.setLKLPath(e.lklFdPath(ref.lklfd, node.Path()))
+		ref := &procfs.FdRef{LKLFd: node.LKLFd(), Node: node, Host: link, Acc: linkAcc(link)}
+		setLKLPath(ref, e.lklFdPath(ref.LKLFd, node.Path()))
 		return ref, 0
 	}
 	return e.hostFdRef(link)
 }
 
 // setLKLPath sets the text and path of an LKL file from its LKL link.
-func (ref *fdRef) setLKLPath(p string) {
-	ref.text = p
+func setLKLPath(ref *procfs.FdRef, p string) {
+	ref.Text = p
 	if !strings.HasSuffix(p, " (deleted)") {
-		ref.path = p
+		ref.Path = p
 	}
 }
 
@@ -228,17 +102,17 @@ func linkAcc(link string) int {
 }
 
 // hostFdRef describes the host fd whose host /proc link is link.
-func (e *Engine) hostFdRef(link string) (*fdRef, unix.Errno) {
+func (e *Engine) hostFdRef(link string) (*procfs.FdRef, unix.Errno) {
 	txt, err := os.Readlink(link)
 	if err != nil || strings.HasPrefix(txt, freeFdName) {
 		// In the in-process tiers a closed guest fd holds the trap
 		// tier's placeholder (trap/fds.go): it is not open.
 		return nil, unix.ENOENT
 	}
-	ref := &fdRef{text: txt, lklfd: -1, host: link, acc: linkAcc(link)}
+	ref := &procfs.FdRef{Text: txt, LKLFd: -1, Host: link, Acc: linkAcc(link)}
 	var st unix.Stat_t
 	if unix.Stat(link, &st) == nil {
-		ref.dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+		ref.Dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
 	}
 	const deleted = " (deleted)"
 	name, isDeleted := strings.CutSuffix(txt, deleted)
@@ -246,31 +120,31 @@ func (e *Engine) hostFdRef(link string) (*fdRef, unix.Errno) {
 	case strings.HasPrefix(txt, "/memfd:kbox:"):
 		// A text kbox made for /proc (openText): its path.
 		p := strings.TrimPrefix(name, "/memfd:kbox:")
-		ref.text, ref.path, ref.made = p, p, true
+		ref.Text, ref.Path, ref.Made = p, p, true
 	case st.Mode&unix.S_IFMT == unix.S_IFIFO && strings.HasPrefix(txt, "/"):
 		if p, found := e.FIFOs.PathOf(st.Dev, st.Ino); found {
-			ref.text, ref.path = p, p // a FIFO of the image
+			ref.Text, ref.Path = p, p // a FIFO of the image
 		} else {
-			ref.outside = true
+			ref.Outside = true
 		}
 	case !strings.HasPrefix(txt, "/") || strings.HasPrefix(txt, "/memfd:"):
 		// A pipe, socket, anonymous inode or memfd of the guest's.
 		if st.Mode&unix.S_IFMT == unix.S_IFSOCK && e.notify.has(st.Ino) {
-			ref.text = "anon_inode:inotify" // Linux's name (inotify.go)
+			ref.Text = "anon_inode:inotify" // Linux's name (inotify.go)
 		}
 	default:
 		if g, found := e.bindGuestPath(name); found {
-			if ref.text = g; isDeleted {
-				ref.text += deleted
+			if ref.Text = g; isDeleted {
+				ref.Text += deleted
 			} else {
-				ref.path = g
+				ref.Path = g
 			}
 		} else if _, found := e.route(name); found {
 			if !isDeleted {
-				ref.path = name
+				ref.Path = name
 			}
 		} else {
-			ref.outside = true
+			ref.Outside = true
 		}
 	}
 	return ref, 0
@@ -292,16 +166,16 @@ func (e *Engine) lklFdPath(lklfd int, fallback string) string {
 
 // followFd is where following the link of ref leads: a guest path, or
 // what the fd is (procObj).
-func (e *Engine) followFd(r *Request, ref *fdRef) (Target, unix.Errno) {
-	if ref.lklfd < 0 && ref.path != "" {
-		return e.classifyN(r, ref.path, 1)
+func (e *Engine) followFd(r *Request, ref *procfs.FdRef) (Target, unix.Errno) {
+	if ref.LKLFd < 0 && ref.Path != "" {
+		return e.classifyN(r, ref.Path, 1)
 	}
-	p := ref.path
+	p := ref.Path
 	if p == "" {
-		p = ref.text
+		p = ref.Text
 	}
-	t := procTarget(p, &procNode{kind: procObj, fd: ref})
-	if ref.path != "" && e.Opt.Policy != nil && e.Opt.Policy.paths {
+	t := procTarget(p, &procfs.Node{Kind: procfs.Obj, Fd: ref})
+	if ref.Path != "" && e.Opt.Policy != nil && e.Opt.Policy.paths {
 		// The fd's file by its path now (policy.go).
 		if en := e.policyPath(r, &t); en != 0 {
 			return Target{}, en
@@ -311,21 +185,21 @@ func (e *Engine) followFd(r *Request, ref *fdRef) (Target, unix.Errno) {
 }
 
 // statFd stats what ref is.
-func (e *Engine) statFd(r *Request, ref *fdRef, st *unix.Stat_t) unix.Errno {
+func (e *Engine) statFd(r *Request, ref *procfs.FdRef, st *unix.Stat_t) unix.Errno {
 	var lst lkl.Stat64
 	switch {
-	case ref.node != nil:
-		if err := e.Shadows.Stat(ref.node, &lst); err != nil {
+	case ref.Node != nil:
+		if err := e.Shadows.Stat(ref.Node, &lst); err != nil {
 			return errnoOf(err)
 		}
-	case ref.lklfd >= 0:
-		s, err := lkl.Fstat(ref.lklfd)
+	case ref.LKLFd >= 0:
+		s, err := lkl.Fstat(ref.LKLFd)
 		if err != nil {
 			return errnoOf(err)
 		}
 		lst = s
-	case ref.host != "":
-		return errnoOf(unix.Stat(ref.host, st))
+	case ref.Host != "":
+		return errnoOf(unix.Stat(ref.Host, st))
 	default:
 		return unix.ENOENT
 	}
@@ -350,11 +224,11 @@ func accWithin(flags, acc int) bool {
 
 // reopenFd serves an open through an fd link: a new description of what
 // the fd is, with the caller's flags.
-func (e *Engine) reopenFd(r *Request, ref *fdRef, flags int, mode uint32) Result {
-	if ref.lklfd >= 0 {
-		p := ref.path
+func (e *Engine) reopenFd(r *Request, ref *procfs.FdRef, flags int, mode uint32) Result {
+	if ref.LKLFd >= 0 {
+		p := ref.Path
 		if p == "" {
-			p = strings.TrimSuffix(ref.text, " (deleted)")
+			p = strings.TrimSuffix(ref.Text, " (deleted)")
 		}
 		if !e.Opt.HasKernelProc {
 			t, en := e.classifyN(r, p, 1)
@@ -368,16 +242,16 @@ func (e *Engine) reopenFd(r *Request, ref *fdRef, flags int, mode uint32) Result
 		// nothing for a file that exists).
 		e.stats.changed()
 		lflags, probe := lklOpenFlags(flags &^ (unix.O_CREAT | unix.O_EXCL))
-		fd, le := e.lklOpenAt(r, uintptr(e.Opt.KernelProc), "self/fd/"+strconv.Itoa(ref.lklfd), lflags, 0, flags)
+		fd, le := e.lklOpenAt(r, uintptr(e.Opt.KernelProc), "self/fd/"+strconv.Itoa(ref.LKLFd), lflags, 0, flags)
 		if le != 0 {
 			return errno(le, LKL)
 		}
 		return e.openLKL(r, int(fd), p, flags, probe)
 	}
-	if ref.host == "" {
+	if ref.Host == "" {
 		return errno(unix.ENOENT, Emulated)
 	}
-	if ref.outside && (ref.dir || !accWithin(flags, ref.acc)) {
+	if ref.Outside && (ref.Dir || !accWithin(flags, ref.Acc)) {
 		return errno(unix.EACCES, Denied)
 	}
 	// The guest's own object, opened again by kbox through the host's
@@ -387,7 +261,7 @@ func (e *Engine) reopenFd(r *Request, ref *fdRef, flags int, mode uint32) Result
 	if flags&unix.O_PATH != 0 {
 		hflags = unix.O_PATH | unix.O_CLOEXEC | flags&unix.O_DIRECTORY
 	}
-	hfd, err := unix.Open(ref.host, hflags, 0)
+	hfd, err := unix.Open(ref.Host, hflags, 0)
 	if err != nil {
 		return fail(err, Host)
 	}
@@ -433,19 +307,5 @@ func (e *Engine) fdinfoText(ent fdtable.Entry) []byte {
 	if ent.Cloexec {
 		flags |= unix.O_CLOEXEC
 	}
-	return fdinfoFlags(b, flags)
-}
-
-// fdinfoFlags puts flags into an fdinfo text's "flags:" line (adding one
-// if it has none).
-func fdinfoFlags(b []byte, flags int) []byte {
-	line := fmt.Sprintf("flags:\t0%o", flags)
-	lines := strings.Split(string(b), "\n")
-	for i, l := range lines {
-		if strings.HasPrefix(l, "flags:") {
-			lines[i] = line
-			return []byte(strings.Join(lines, "\n"))
-		}
-	}
-	return []byte(line + "\n" + string(b))
+	return procfs.FdinfoFlags(b, flags)
 }

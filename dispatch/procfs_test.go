@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,11 +31,11 @@ func TestProcClassify(t *testing.T) {
 		e.setProcs(func(m map[int]*Proc) { m[999999] = other })
 		r := &Request{P: p, G: &pidGuest{}}
 		type want struct {
-			kind  procKind // 0: not a node
-			host  bool     // a host path (Rel)
-			rel   string   // Rel, or a procLKL node's path beneath LKL's proc
-			link  string   // a link's text
-			image string   // an image path (Path)
+			kind  procfs.Kind // 0: not a node
+			host  bool        // a host path (Rel)
+			rel   string      // Rel, or an LKL node's path beneath LKL's proc
+			link  string      // a link's text
+			image string      // an image path (Path)
 			errno unix.Errno
 		}
 		lklOr := func(w want) want {
@@ -47,55 +48,55 @@ func TestProcClassify(t *testing.T) {
 			path string
 			want want
 		}{
-			{"/proc", want{kind: procDir}},
-			{"/proc/self", want{kind: procLink, link: me}},
-			{"/proc/thread-self", want{kind: procLink, link: me + "/task/" + me}},
+			{"/proc", want{kind: procfs.Dir}},
+			{"/proc/self", want{kind: procfs.Link, link: me}},
+			{"/proc/thread-self", want{kind: procfs.Link, link: me + "/task/" + me}},
 			// Its parent (the test runner) is no guest process: a
 			// text that shows it as 0.
-			{"/proc/self/status", want{kind: procText}},
-			{"/proc/self/stat", want{kind: procText}},
-			{"/proc/self/oom_score_adj", want{kind: procText}},
-			{"/proc/self/oom_adj", want{kind: procText}},
+			{"/proc/self/status", want{kind: procfs.Text}},
+			{"/proc/self/stat", want{kind: procfs.Text}},
+			{"/proc/self/oom_score_adj", want{kind: procfs.Text}},
+			{"/proc/self/oom_adj", want{kind: procfs.Text}},
 			{"/proc/self/oom_adj/x", want{errno: unix.ENOTDIR}},
 			{"/proc/self/comm", want{host: true, rel: me + "/comm"}},
 			{"/proc/" + me + "/cmdline", want{host: true, rel: me + "/cmdline"}},
 			{"/proc/thread-self/comm", want{host: true, rel: me + "/task/" + me + "/comm"}},
 			{"/proc/self/task", want{host: true, rel: me + "/task"}},
-			{"/proc/self/root", want{kind: procLink, link: "/"}},
-			{"/proc/self/cwd", want{kind: procLink, link: "/tmp"}},
-			{"/proc/self/task/" + me + "/cwd", want{kind: procLink, link: "/tmp"}},
+			{"/proc/self/root", want{kind: procfs.Link, link: "/"}},
+			{"/proc/self/cwd", want{kind: procfs.Link, link: "/tmp"}},
+			{"/proc/self/task/" + me + "/cwd", want{kind: procfs.Link, link: "/tmp"}},
 			{"/proc/self/exe", want{errno: unix.ENOENT}}, // no program exec'd yet
 			{"/proc/self/root/etc/passwd", want{image: "/etc/passwd"}},
 			{"/proc/self/cwd/x/y", want{image: "/tmp/x/y"}},
 			{"/proc/self/root/proc/self/root/etc", want{image: "/etc"}},
-			{"/proc/self/fd", want{kind: procDir}},
-			{"/proc/self/fdinfo", want{kind: procDir}},
+			{"/proc/self/fd", want{kind: procfs.Dir}},
+			{"/proc/self/fdinfo", want{kind: procfs.Dir}},
 			{"/proc/self/fdinfo/0", want{host: true, rel: me + "/fdinfo/0"}},
 			{"/proc/self/fd/1023", want{errno: unix.ENOENT}},
 			{"/proc/self/fd/2000", want{errno: unix.ENOENT}},
 			{"/proc/self/fd/x", want{errno: unix.ENOENT}},
 			{"/proc/self/fd/01", want{errno: unix.ENOENT}},
-			{"/proc/self/mounts", want{kind: procText}},
-			{"/proc/self/mountinfo", want{kind: procText}},
-			{"/proc/self/mountstats", want{kind: procText}},
+			{"/proc/self/mounts", want{kind: procfs.Text}},
+			{"/proc/self/mountinfo", want{kind: procfs.Text}},
+			{"/proc/self/mountstats", want{kind: procfs.Text}},
 			{"/proc/self/mounts/x", want{errno: unix.ENOTDIR}},
-			{"/proc/self/cgroup", want{kind: procText}},
-			{"/proc/self/cpuset", want{kind: procText}},
-			{"/proc/self/map_files", want{kind: procDir}},
+			{"/proc/self/cgroup", want{kind: procfs.Text}},
+			{"/proc/self/cpuset", want{kind: procfs.Text}},
+			{"/proc/self/map_files", want{kind: procfs.Dir}},
 			{"/proc/self/map_files/400000-401000", want{errno: unix.EACCES}},
-			{"/proc/self/net/dev", lklOr(want{kind: procLKL, rel: "self/net/dev"})},
-			{"/proc/mounts", want{kind: procLink, link: "self/mounts"}},
-			{"/proc/net", want{kind: procLink, link: "self/net"}},
-			{"/proc/net/tcp", lklOr(want{kind: procLKL, rel: "self/net/tcp"})},
-			{"/proc/sys/kernel/hostname", lklOr(want{kind: procLKL, rel: "sys/kernel/hostname"})},
-			{"/proc/sys", lklOr(want{kind: procLKL, rel: "sys"})},
-			{"/proc/version", lklOr(want{kind: procLKL, rel: "version"})},
+			{"/proc/self/net/dev", lklOr(want{kind: procfs.LKL, rel: "self/net/dev"})},
+			{"/proc/mounts", want{kind: procfs.Link, link: "self/mounts"}},
+			{"/proc/net", want{kind: procfs.Link, link: "self/net"}},
+			{"/proc/net/tcp", lklOr(want{kind: procfs.LKL, rel: "self/net/tcp"})},
+			{"/proc/sys/kernel/hostname", lklOr(want{kind: procfs.LKL, rel: "sys/kernel/hostname"})},
+			{"/proc/sys", lklOr(want{kind: procfs.LKL, rel: "sys"})},
+			{"/proc/version", lklOr(want{kind: procfs.LKL, rel: "version"})},
 			{"/proc/version/x", lklOr(want{errno: unix.ENOTDIR})},
 			{"/proc/cpuinfo", want{host: true, rel: "cpuinfo"}},
 			{"/proc/meminfo", want{host: true, rel: "meminfo"}},
-			{"/proc/loadavg", want{kind: procText}},
-			{"/proc/uptime", want{kind: procText}},
-			{"/proc/stat", want{kind: procText}},
+			{"/proc/loadavg", want{kind: procfs.Text}},
+			{"/proc/uptime", want{kind: procfs.Text}},
+			{"/proc/stat", want{kind: procfs.Text}},
 			{"/proc/kmsg", want{errno: unix.ENOENT}},
 			{"/proc/kallsyms", want{errno: unix.ENOENT}},
 			{"/proc/sysrq-trigger", want{errno: unix.ENOENT}},
@@ -122,8 +123,8 @@ func TestProcClassify(t *testing.T) {
 				bad = true
 			case en != 0:
 			case w.kind != 0:
-				bad = got.Proc == nil || got.Proc.kind != w.kind || w.link != "" && got.Proc.link != w.link ||
-					w.kind == procLKL && got.Proc.lkl != w.rel
+				bad = got.Proc == nil || got.Proc.Kind != w.kind || w.link != "" && got.Proc.Link != w.link ||
+					w.kind == procfs.LKL && got.Proc.LKL != w.rel
 			case w.host:
 				bad = got.Proc != nil || !got.Host || got.Route != "/proc" || got.Rel != w.rel
 			default:
@@ -139,25 +140,13 @@ func TestProcClassify(t *testing.T) {
 // A node's Target reaches nothing on the host: a handler that does not
 // know nodes fails instead of opening the route's root.
 func TestProcNodeFailsClosed(t *testing.T) {
-	n := procTarget("/proc/self/cwd", &procNode{kind: procLink, link: "/"})
+	n := procTarget("/proc/self/cwd", &procfs.Node{Kind: procfs.Link, Link: "/"})
 	if _, err := (&Engine{}).openHost(n, unix.O_RDONLY, 0); err != unix.ENOENT {
 		t.Errorf("openHost of a node: %v, want ENOENT", err)
 	}
 	err := atRoute(n, false, func(int, string, int) error { return nil })
 	if err != unix.ENOENT {
 		t.Errorf("atRoute of a node: %v, want ENOENT", err)
-	}
-}
-
-func TestIsPidName(t *testing.T) {
-	for s, want := range map[string]bool{"1": true, "4242": true, "0": false, "01": false, "+1": false, "-1": false,
-		"": false, "1a": false, "12345678901": false, "self": false} {
-		if got := isPidName(s); got != want {
-			t.Errorf("isPidName(%q) = %v", s, got)
-		}
-	}
-	if !isFdName("0") || isFdName("00") {
-		t.Error("isFdName")
 	}
 }
 
@@ -184,11 +173,6 @@ func TestAccWithin(t *testing.T) {
 			t.Errorf("accWithin(%#o, %d) = %v", c.flags, c.acc, got)
 		}
 	}
-	for acc, want := range map[int]uint32{unix.O_RDONLY: 0o500, unix.O_WRONLY: 0o300, unix.O_RDWR: 0o700} {
-		if got := linkMode(acc); got != want {
-			t.Errorf("linkMode(%d) = %#o", acc, got)
-		}
-	}
 }
 
 // The fd listing and links of this process, through the engine: its host
@@ -203,15 +187,19 @@ func TestProcFdList(t *testing.T) {
 	}
 	defer unix.Close(p[0])
 	defer unix.Close(p[1])
+	fdDir, en := e.classify(&Request{P: e.procOf(self), G: &pidGuest{}}, "/proc/self/fd")
+	if en != 0 || fdDir.Proc == nil || fdDir.Proc.List == nil {
+		t.Fatalf("/proc/self/fd: %+v %v", fdDir, en)
+	}
 	found := false
-	for _, d := range e.fdList(self, unix.DT_LNK) {
+	for _, d := range fdDir.Proc.List() {
 		found = found || d.Name == strconv.Itoa(p[0])
 	}
 	if !found {
 		t.Errorf("fd %d not listed", p[0])
 	}
 	ref, en := e.fdRefOf(self, p[1])
-	if en != 0 || ref.path != "" || ref.outside || ref.acc != unix.O_WRONLY || len(ref.text) < 6 || ref.text[:6] != "pipe:[" {
+	if en != 0 || ref.Path != "" || ref.Outside || ref.Acc != unix.O_WRONLY || len(ref.Text) < 6 || ref.Text[:6] != "pipe:[" {
 		t.Errorf("pipe's write end: %+v %v", ref, en)
 	}
 	if _, en := e.fdRefOf(self, 1023); en != unix.ENOENT {

@@ -2,11 +2,12 @@ package dispatch
 
 import (
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
 
 // Writable files of the guest's /proc whose value kbox keeps
-// (oom_score_adj, oom_adj: procident.go). Opened read-only they are texts
+// (oom_score_adj, oom_adj: procfs.Node.Store). Opened read-only they are texts
 // like the others (openText). Opened for writing they are virtual fds
 // (fdtable.File.Node is a procVarFile) whose writes kbox serves: each
 // write(2), pwrite64(2) and each segment of writev(2) is one write of
@@ -24,15 +25,15 @@ import (
 // procVarFile is the fdtable node of a writable /proc file.
 type procVarFile struct {
 	text  func() []byte
-	store func(r *Request, b []byte) (int, unix.Errno)
+	store func(w procfs.Creds, b []byte) (int, unix.Errno)
 }
 
 // openVar opens a writable node n (at guest path p) for writing, after the
 // permission check of its owner's file (mode 0644, the process's
 // effective ids).
-func (e *Engine) openVar(r *Request, p string, n *procNode, flags int) Result {
-	if n.owner != nil {
-		o := n.owner.creds()
+func (e *Engine) openVar(r *Request, p string, n *procfs.Node, flags int) Result {
+	if n.Owner != nil {
+		o := n.Owner.IDs()
 		c := r.P.creds()
 		if !c.mayWrite(o.EUID, o.EGID, 0o644) {
 			return errno(unix.EACCES, Emulated)
@@ -40,7 +41,7 @@ func (e *Engine) openVar(r *Request, p string, n *procNode, flags int) Result {
 	}
 	acc := flags & unix.O_ACCMODE
 	if acc == unix.O_RDONLY {
-		return e.openText(r, p, n.text(), flags&^unix.O_TRUNC) // O_TRUNC asked for write permission only
+		return e.openText(r, p, n.Text(), flags&^unix.O_TRUNC) // O_TRUNC asked for write permission only
 	}
 	if acc != unix.O_WRONLY {
 		acc = unix.O_RDWR
@@ -54,7 +55,7 @@ func (e *Engine) openVar(r *Request, p string, n *procNode, flags int) Result {
 	if err != nil {
 		return fail(err, Emulated)
 	}
-	v := &procVarFile{text: n.text, store: n.store}
+	v := &procVarFile{text: n.Text, store: n.Store}
 	v.refresh(hfd)
 	gfd, err := r.P.FDs.OpenNode(hfd, v, p, flags, flags&unix.O_CLOEXEC != 0)
 	if err != nil {
@@ -87,14 +88,14 @@ func varOf(r *Request, fd uint64) (*procVarFile, int, bool) {
 }
 
 // varWrite serves one write of the guest's bytes at addr (n of them) to
-// v: Linux's file writes read at most procNumBuf-1 bytes, so no more are
-// read here.
+// v: Linux's file writes read at most procfs.NumBuf-1 bytes, so no more
+// are read here.
 func (v *procVarFile) varWrite(r *Request, hfd int, addr, n uint64) (int64, unix.Errno) {
-	b := make([]byte, min(n, procNumBuf-1))
+	b := make([]byte, min(n, procfs.NumBuf-1))
 	if len(b) > 0 && r.G.Read(addr, b) != nil {
 		return 0, unix.EFAULT
 	}
-	w, en := v.store(r, b)
+	w, en := v.store(r.P.IDs(), b)
 	if en != 0 {
 		return 0, en
 	}
@@ -177,7 +178,7 @@ func (e *Engine) bridgeVar(r *Request, f *fdtable.File, v *procVarFile, target i
 		unix.Close(p[0])
 		return fail(err, Emulated)
 	}
-	w := &Request{P: r.P}
+	owner := r.P
 	e.writePump(p[0], func(pm *pump) {
 		buf := make([]byte, 4096)
 		for {
@@ -189,7 +190,7 @@ func (e *Engine) bridgeVar(r *Request, f *fdtable.File, v *procVarFile, target i
 				return
 			}
 			pm.busy.Store(true)
-			v.store(w, buf[:n])
+			v.store(owner.IDs(), buf[:n])
 			pm.busy.Store(false)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/kbox-project/kbox/gdbmirror"
+	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,10 +22,11 @@ type Target struct {
 	Route, Rel string
 	// Bind is the bind holding a host target, nil on a system route.
 	Bind *Bind
-	// Proc is a /proc path that kbox answers itself (procfs.go). Host is
+	// Proc is a /proc path that kbox answers itself (package procfs,
+	// procnode.go). Host is
 	// set and Route empty, so that a handler that does not serve nodes
 	// reaches nothing.
-	Proc *procNode
+	Proc *procfs.Node
 	// Tail is "/" or "/." when the guest's path ended so: Path is clean,
 	// LKLPath puts it back, so that LKL judges it as Linux does ("file/"
 	// is ENOTDIR, open("new/", O_CREAT) EISDIR, mkdir("a/b/") works). A
@@ -139,7 +141,7 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (Target, unix.Errn
 }
 
 // classify resolves abs, a clean absolute guest path: a bind, a host
-// route (/proc is kbox's own: procfs.go) or the image.
+// route (/proc is kbox's own: procnode.go) or the image.
 func (e *Engine) classify(r *Request, abs string) (Target, unix.Errno) {
 	return e.classifyN(r, abs, 0)
 }

@@ -399,7 +399,7 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 	out := make([]byte, min(size, PathMax))
 	var n int
 	if t.Proc != nil {
-		// cwd, root, exe, fd/N, self...: guest paths (procfs.go).
+		// cwd, root, exe, fd/N, self...: guest paths (procnode.go).
 		l, en := e.procReadlink(r, t)
 		if en != 0 {
 			return errno(en, Emulated)
@@ -675,7 +675,7 @@ func sysFchdir(e *Engine, r *Request) Result {
 	return e.chdirTo(r, t)
 }
 
-// listingOf returns the generated directory (procfs.go) behind virtual fd
+// listingOf returns the generated directory (package procfs) behind virtual fd
 // fd and its guest path, if it is one.
 func listingOf(r *Request, fd uint64) (*fdtable.Listing, string) {
 	ent, found := r.P.FDs.Get(int(int32(fd)))

@@ -22,7 +22,7 @@ func sysUname(e *Engine, r *Request) Result {
 // The guest's UTS names (uname's nodename and domainname) are LKL's: uname
 // reports them, sethostname and setdomainname change them (never the
 // host's), and /proc/sys/kernel/hostname and domainname are LKL's files
-// (utsProcFile, procfs.go). At start LKL's hostname is set from the image's
+// (package procfs). At start LKL's hostname is set from the image's
 // /etc/hostname, as a booted system's init does (InitLKL).
 
 // utsNameMax is __NEW_UTS_LEN.
@@ -63,13 +63,6 @@ const capSysAdmin = 21
 func (e *Engine) guestAdmin(r *Request) bool {
 	c := r.P.creds()
 	return c.Has(capSysAdmin)
-}
-
-// utsProcFile reports the /proc files of the UTS names: LKL's own
-// (procfs.go), which the guest may also write with CAP_SYS_ADMIN, as
-// sethostname.
-func utsProcFile(abs string) bool {
-	return abs == "/proc/sys/kernel/hostname" || abs == "/proc/sys/kernel/domainname"
 }
 
 // InitLKL readies the booted kernel for guests, once, before the first:

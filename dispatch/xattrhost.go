@@ -7,6 +7,7 @@ import (
 
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,44 +76,44 @@ func pathOnly(f *fdtable.File) bool {
 }
 
 // xattrRefObj is the file a guest fd (as /proc describes it) is.
-func (e *Engine) xattrRefObj(r *Request, ref *fdRef) (xattrObj, unix.Errno) {
+func (e *Engine) xattrRefObj(r *Request, ref *procfs.FdRef) (xattrObj, unix.Errno) {
 	var st unix.Stat_t
 	switch {
-	case ref.lklfd >= 0 && lklPathOnly(ref.lklfd):
+	case ref.LKLFd >= 0 && lklPathOnly(ref.LKLFd):
 		// An O_PATH fd, reached through its /proc link (the f* calls
 		// refused it before): LKL's f* calls refuse it too, so its file
 		// by the path its link shows, not followed, while that path
 		// names it.
 		var st lkl.Stat64
-		fst, err := lkl.Fstat(ref.lklfd)
-		if err != nil || ref.path == "" || lklStatUncached(ref.path, true, &st) != 0 || st.Dev != fst.Dev || st.Ino != fst.Ino {
+		fst, err := lkl.Fstat(ref.LKLFd)
+		if err != nil || ref.Path == "" || lklStatUncached(ref.Path, true, &st) != 0 || st.Dev != fst.Dev || st.Ino != fst.Ino {
 			return xattrObj{}, unix.ENOENT
 		}
-		return xattrObj{kind: xattrLKLPath, path: ref.path, nofollow: true}, 0
-	case ref.lklfd >= 0:
+		return xattrObj{kind: xattrLKLPath, path: ref.Path, nofollow: true}, 0
+	case ref.LKLFd >= 0:
 		// A virtual fd of an LKL file, or a shadow: its LKL file.
-		return xattrObj{kind: xattrLKLFd, lklfd: ref.lklfd}, 0
-	case ref.host == "":
+		return xattrObj{kind: xattrLKLFd, lklfd: ref.LKLFd}, 0
+	case ref.Host == "":
 		// A directory kbox generates.
-		if en := e.statListing(r, ref.path, &st); en != 0 {
+		if en := e.statListing(r, ref.Path, &st); en != 0 {
 			return xattrObj{}, en
 		}
 		return e.noneObj(r, &st), 0
-	case ref.made:
+	case ref.Made:
 		// A text kbox made for /proc: its node's stat (the memfd's
 		// mode is not the file's).
-		if t, en := e.classify(r, ref.path); en == 0 && t.Proc != nil && e.procStat(r, t, true, &st) == 0 {
+		if t, en := e.classify(r, ref.Path); en == 0 && t.Proc != nil && e.procStat(r, t, true, &st) == 0 {
 			return e.noneObj(r, &st), 0
 		}
 		st = unix.Stat_t{Mode: unix.S_IFREG | 0o444}
 		return e.noneObj(r, &st), 0
-	case ref.outside:
-		if unix.Stat(ref.host, &st) != nil {
+	case ref.Outside:
+		if unix.Stat(ref.Host, &st) != nil {
 			return xattrObj{}, unix.EBADF
 		}
 		return e.noneObj(r, &st), 0
-	case ref.path != "":
-		t, en := e.classify(r, ref.path)
+	case ref.Path != "":
+		t, en := e.classify(r, ref.Path)
 		switch {
 		case en != 0:
 			return xattrObj{}, en
@@ -121,14 +122,14 @@ func (e *Engine) xattrRefObj(r *Request, ref *fdRef) (xattrObj, unix.Errno) {
 			return xattrObj{kind: xattrLKLPath, path: t.LKLPath()}, 0
 		case t.Bind == nil:
 			// A file of a system route.
-			if unix.Stat(ref.host, &st) != nil {
+			if unix.Stat(ref.Host, &st) != nil {
 				return xattrObj{}, unix.EBADF
 			}
 			return e.noneObj(r, &st), 0
 		}
-		return xattrObj{kind: xattrHost, path: ref.host, ro: t.Bind.ReadOnly}, 0
+		return xattrObj{kind: xattrHost, path: ref.Host, ro: t.Bind.ReadOnly}, 0
 	}
-	if e.Net != nil && unix.Stat(ref.host, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+	if e.Net != nil && unix.Stat(ref.Host, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
 		if s := e.Net.lookup(st.Ino); s != nil {
 			// An internet socket: the guest holds one end of a pair
 			// whose other end kbox pumps to LKL's socket (inet.go),
@@ -138,8 +139,8 @@ func (e *Engine) xattrRefObj(r *Request, ref *fdRef) (xattrObj, unix.Errno) {
 	}
 	// A pipe, unix socket, anonymous inode or memfd of the guest's own,
 	// or a file of a bind that lost its name.
-	o := xattrObj{kind: xattrHost, path: ref.host}
-	if b := e.bindOf(strings.TrimSuffix(ref.text, " (deleted)")); b != nil {
+	o := xattrObj{kind: xattrHost, path: ref.Host}
+	if b := e.bindOf(strings.TrimSuffix(ref.Text, " (deleted)")); b != nil {
 		o.ro = b.ReadOnly
 	}
 	return o, 0
@@ -153,14 +154,14 @@ func lklPathOnly(lklfd int) bool {
 
 // xattrProcObj is the file of t, a node of the guest's /proc.
 func (e *Engine) xattrProcObj(r *Request, t Target, nofollow bool) (xattrObj, unix.Errno) {
-	if n := t.Proc; !nofollow && t.Tail == "" && n.kind == procLink && n.fd != nil {
+	if n := t.Proc; !nofollow && t.Tail == "" && n.Kind == procfs.Link && n.Fd != nil {
 		// An fd's link: the very file the fd is (an O_PATH fd of a
 		// symlink is the symlink), not its path followed again; the
 		// policy still has its say on that path.
-		if _, en := e.followFd(r, n.fd); en != 0 {
+		if _, en := e.followFd(r, n.Fd); en != 0 {
 			return xattrObj{}, en
 		}
-		return e.xattrRefObj(r, n.fd)
+		return e.xattrRefObj(r, n.Fd)
 	}
 	if !nofollow || t.Tail != "" {
 		var en unix.Errno
@@ -171,15 +172,15 @@ func (e *Engine) xattrProcObj(r *Request, t Target, nofollow bool) (xattrObj, un
 			return e.xattrTargetObj(r, t, false)
 		}
 	}
-	if t.Proc.kind == procObj {
-		return e.xattrRefObj(r, t.Proc.fd) // what an fd link leads to
+	if t.Proc.Kind == procfs.Obj {
+		return e.xattrRefObj(r, t.Proc.Fd) // what an fd link leads to
 	}
 	var st unix.Stat_t
 	if en := e.procStat(r, t, true, &st); en != 0 {
 		return xattrObj{}, en
 	}
 	o := e.noneObj(r, &st)
-	if t.Proc.kind == procLKL {
+	if t.Proc.Kind == procfs.LKL {
 		// LKL's own proc: its permission checks (a /proc/sys
 		// directory is not writable, even for root).
 		o.access = func(m int) unix.Errno { return e.procAccess(r, t, m) }

@@ -26,7 +26,7 @@ import (
 // and HostFd is closed when the last reference goes.
 //
 // Or a generated directory (Listing): a directory of the guest's /proc
-// whose entries kbox makes (dispatch/procfs.go). LKLFd is then -1 too.
+// whose entries kbox makes (package procfs). LKLFd is then -1 too.
 //
 // A host File may also carry a Node: a file of the guest's /proc whose
 // writes kbox serves (dispatch/procvar.go); HostFd then holds its text.

@@ -15,7 +15,7 @@ type Dirent struct {
 }
 
 // Listing is a directory whose entries kbox generates rather than LKL or
-// the host: the guest's /proc, /proc/PID/fd, ... (dispatch/procfs.go).
+// the host: the guest's /proc, /proc/PID/fd, ... (package procfs).
 // Gen makes the entries when the directory is opened and again when it is
 // rewound (lseek to 0), as a rewinddir shows what exists now. The position
 // is an index into the entries; getdents64 gives each record the index of

@@ -196,7 +196,7 @@ func (r *Root) mountProfile(opt Options) {
 		specs = []mountSpec{{"/dev", "tmpfs", "mode=755", 0o755}}
 	case ProfileFull:
 		// No proc: LKL's is mounted outside the guest's root (kernelProc)
-		// and served through dispatch/procfs.go; one in the tree would let
+		// and served through package procfs; one in the tree would let
 		// a symlink in the image reach the magic links of kbox's LKL fds.
 		specs = []mountSpec{
 			{"/sys", "sysfs", "", 0o555},
@@ -332,7 +332,7 @@ func (r *Root) ReadKernelSys(name string) ([]byte, error) {
 // KernelProc returns an LKL fd (O_PATH) of the kernel's own proc, mounted
 // outside the guest's root, and whether there is one: the guest's
 // /proc/sys, /proc/net and mount table are served from it
-// (dispatch/procfs.go). The fd is the Root's, closed by Close. LKL calls
+// (package procfs). The fd is the Root's, closed by Close. LKL calls
 // through it see the kernel as the calling thread's task does: its root
 // is the image (a mount table lists only what lies in it).
 func (r *Root) KernelProc() (int, bool) { return r.procFd, r.procFd >= 0 }

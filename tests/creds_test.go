@@ -285,7 +285,7 @@ func TestCredsOrphan(t *testing.T) {
 // root process killed by a signal (pidreuse). Steering the id
 // takes a write to the host's /proc/sys/kernel/ns_last_pid, as kbox's
 // host uid: root only. The guest's /proc/sys is LKL's, whose writes are
-// refused (dispatch/procfs.go), so the test binds the host's
+// refused (package procfs), so the test binds the host's
 // /proc/sys/kernel explicitly. It only moves where the host allocates its
 // next pid.
 func TestCredsTidReuse(t *testing.T) {

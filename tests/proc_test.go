@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The guest's /proc (dispatch/procfs.go, docs/guest-view.md): its own
+// The guest's /proc (package procfs, docs/guest-view.md): its own
 // processes only, its own fds and mounts, and no host load, kernel log
 // or network.
 

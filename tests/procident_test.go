@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// A guest process's identity in its /proc (dispatch/procident.go,
+// A guest process's identity in its /proc (package procfs,
 // docs/guest-view.md "The guest's /proc"): oom_score_adj and oom_adj kept by
 // kbox with Linux's rules for the guest's credentials, comm, cmdline and
 // the names after an exec in every tier, the parent of the first guest

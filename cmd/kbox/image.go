@@ -186,7 +186,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		opt.ChangeID, opt.UID, opt.GID = true, o.ChangeID.UID, o.ChangeID.GID
 	}
 	// The guest's /proc/sys, /proc/net, fd links and mount table come from
-	// the kernel's own proc, outside the guest's root (dispatch/procfs.go).
+	// the kernel's own proc, outside the guest's root (package procfs).
 	opt.KernelProc, opt.HasKernelProc = root.KernelProc()
 	if v := os.Getenv("KBOX_SHADOW_MAX"); v != "" {
 		// Tuning and tests: files above this many bytes are served through

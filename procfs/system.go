@@ -1,0 +1,101 @@
+package procfs
+
+import "golang.org/x/sys/unix"
+
+// System is what the guest's /proc needs of the engine. The engine
+// implements it; the package calls it only while it classifies a path
+// under /proc or makes one of its texts.
+type System interface {
+	// Config is the engine's fixed facts.
+	Config() Config
+
+	// GuestTask reports whether host pid (a process or a thread) is one
+	// of the guest's, as c sees it.
+	GuestTask(c *Caller, pid int) bool
+	// TgidOf returns the process id of guest task pid.
+	TgidOf(c *Caller, pid int) int
+	// Process returns the guest process tgid the engine knows, or nil;
+	// with register, one that has made no notified syscall yet is
+	// registered first.
+	Process(tgid int, register bool) Process
+	// InitCreds are the credentials of a guest process the engine does
+	// not know yet (its first one's).
+	InitCreds() Creds
+	// ShownParent is the parent guest process tgid shows (stat, status,
+	// getppid), and whether that hides its host parent (0 then).
+	ShownParent(tgid int) (ppid int, hidden bool)
+	// Keepers returns the host pids of kbox's keeper (the guest's
+	// subreaper) and of its socket binder, 0 without them, and the guest
+	// processes the engine knows.
+	Keepers() (keeper, binder int)
+	Known() []int
+
+	// FdRef describes fd of guest process tgid.
+	FdRef(tgid, fd int) (*FdRef, unix.Errno)
+	// VirtualFds are tgid's virtual fds, in increasing order.
+	VirtualFds(tgid int) []int
+	// Fdinfo returns the maker of /proc/PID/fdinfo/N of tgid's virtual
+	// fd.
+	Fdinfo(tgid, fd int) (func() []byte, bool)
+
+	// Mounts are the mounts kbox itself serves (host routes, binds).
+	Mounts() []KboxMount
+	// Sysvipc resolves /proc/sysvipc (sub "") and its files; ENOENT
+	// when the guest has no IPC namespace of its own.
+	Sysvipc(abs, sub string) (*Node, unix.Errno)
+}
+
+// Config is the engine's fixed facts the guest's /proc depends on.
+type Config struct {
+	// VirtualFDs is the first virtual fd number.
+	VirtualFDs int
+	// KernelProc is kbox's fd of LKL's own proc, when HasKernelProc.
+	KernelProc    int
+	HasKernelProc bool
+}
+
+// Process is a guest process the engine knows.
+type Process interface {
+	Cwd() string
+	Exe() string // "" when it has exec'd no program
+	IDs() Creds
+	// Ident returns what kbox keeps of the process's identity;
+	// UpdateIdent changes it under the process's lock.
+	Ident() Ident
+	UpdateIdent(f func(*Ident) unix.Errno) unix.Errno
+}
+
+// Creds are the credentials of a guest process that /proc's rules read.
+type Creds struct {
+	UID, EUID, SUID, FSUID uint32
+	GID, EGID, SGID, FSGID uint32
+	Eff                    uint64 // effective capabilities (bit N is capability N)
+}
+
+// Has reports an effective capability.
+func (c *Creds) Has(n int) bool { return c.Eff&(1<<n) != 0 }
+
+// Memory is the memory of the calling guest process.
+type Memory interface {
+	Read(addr uint64, b []byte) error
+	// ReadSome copies up to len(b) bytes, stopping early at unmapped
+	// memory.
+	ReadSome(addr uint64, b []byte) (int, error)
+}
+
+// Caller is the guest thread whose path is classified: its process
+// (Self, whose credentials are read only when a rule needs them) and its
+// memory.
+type Caller struct {
+	Tgid, Tid int
+	Self      Process
+	Mem       Memory
+}
+
+// KboxMount is a mount kbox serves: a host route (Root -1) or a bind
+// (Root its host directory).
+type KboxMount struct {
+	Point    string // the guest path
+	Root     int
+	ReadOnly bool
+}
