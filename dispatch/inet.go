@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,7 +58,7 @@ type Inet struct {
 	noting atomic.Int64 // of those, the ones not yet past noting a reset (settlePeerReset)
 	lmu    sync.Mutex
 	lsocks map[*inetSock]bool // the listeners, until their LKL socket is closed (settleListeners)
-	ready  lklReady           // LKL's readiness of the sockets (inetready.go)
+	ready  lklready.Set       // LKL's readiness of the sockets (inetready.go)
 	stands standIns           // fresh stream sockets' stand-ins (inetstandin.go)
 	resets recentResets       // the sockets whose close reset their connection lately (inetreset.go)
 

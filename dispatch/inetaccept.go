@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
@@ -109,7 +110,7 @@ func (s *inetSock) watchListener() {
 		}
 		s.mu.Unlock()
 		if !waiting {
-			await(s.rdy, listenTick*time.Millisecond)
+			lklready.Await(s.rdy, listenTick*time.Millisecond)
 			continue
 		}
 		select { // until an accept took the token, or a tick

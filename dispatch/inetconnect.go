@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
@@ -220,7 +221,7 @@ func (s *inetSock) settleConnect() {
 		}
 		s.n.ready.Sweep() // the connect's waiter learns it now
 	}
-	await(done, peerSettle)
+	lklready.Await(done, peerSettle)
 }
 
 // handshakeTick bounds how late a connect's wait notices that its
@@ -241,7 +242,7 @@ func (s *inetSock) awaitHandshake(tick func()) unix.Errno {
 		// LKL's poll without waiting; the wait is for wrdy (inetready.go).
 		rev, ok := lklPoll(s.lfd, unix.POLLOUT, 0)
 		if !ok {
-			if d := time.Until(next); d > 0 && await(s.wrdy, d) {
+			if d := time.Until(next); d > 0 && lklready.Await(s.wrdy, d) {
 				continue
 			}
 			next = time.Now().Add(every)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
@@ -150,7 +151,7 @@ func (n *Inet) settleLocalPeer(peer []byte) {
 		c.mu.Unlock()
 		if done != nil {
 			n.ready.Sweep() // LKL's connect is done: its waiter learns it now
-			await(done, peerSettle)
+			lklready.Await(done, peerSettle)
 		}
 		return
 	}
@@ -239,7 +240,7 @@ func (s *inetSock) end() {
 		s.unreadClose = true
 		s.mu.Unlock()
 		s.file.SetReadDeadline(time.Now())
-		signal(s.wrdy)
+		lklready.Signal(s.wrdy)
 	}
 	var linger lklLinger
 	reset := "" // the name noted as resetting (noteReset)
@@ -259,11 +260,11 @@ func (s *inetSock) end() {
 	// pump to the guest, a listener's watcher and a connect's wait are
 	// woken to see it.
 	lkl.Syscall6(lkl.SysShutdown, uintptr(s.lfd), unix.SHUT_RD, 0, 0, 0, 0)
-	signal(s.rdy)
-	signal(s.wrdy)
+	lklready.Signal(s.rdy)
+	lklready.Signal(s.wrdy)
 	s.toGuest.Wait()
 	s.inConnect.Wait()
-	s.n.ready.drop(s)
+	s.n.dropReady(s)
 	if s.typ == unix.SOCK_STREAM {
 		if s.closedUnread() {
 			lklAbort(s.lfd)

@@ -37,7 +37,7 @@ func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.E
 		unix.SetNonblock(gend, true)
 	}
 	s := &inetSock{n: n, lfd: lfd, kfd: kfd, file: os.NewFile(uintptr(kfd), "inet"), ino: ino, family: family, typ: typ}
-	if en := n.ready.add(s); en != 0 {
+	if en := n.addReady(s); en != 0 {
 		s.file.Close()
 		unix.Close(gend)
 		return nil, -1, en

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
@@ -123,7 +124,7 @@ func (s *inetSock) pumpFromGuest(junk int) {
 			}
 			s.settled() // what arrived during the call
 			if le == unix.EAGAIN {
-				await(s.wrdy, 0) // LKL's send buffer is full
+				lklready.Await(s.wrdy, 0) // LKL's send buffer is full
 				s.mu.Lock()
 				stop := s.unreadClose // closed with data unread: what is unsent goes (end)
 				s.mu.Unlock()
@@ -245,7 +246,7 @@ func (s *inetSock) pumpToGuest() {
 				// datagram socket answers EAGAIN, not 0).
 				return
 			}
-			await(s.rdy, 0)
+			lklready.Await(s.rdy, 0)
 			continue
 		}
 		if le != 0 && s.typ != unix.SOCK_STREAM && sockError(le) && errs < maxDgramErrors {
@@ -389,10 +390,10 @@ func (s *inetSock) resetGuest() bool {
 	s.closed = true
 	s.mu.Unlock()
 	s.file.SetReadDeadline(time.Now()) // pumpFromGuest stops reading
-	signal(s.wrdy)                     // or waiting for room in LKL
+	lklready.Signal(s.wrdy)            // or waiting for room in LKL
 	s.fromGuest.Wait()
 	unix.SendmsgN(gfd, []byte{0}, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-	s.n.ready.drop(s)
+	s.n.dropReady(s)
 	lklClose(s.lfd)
 	s.file.Close()
 	return true

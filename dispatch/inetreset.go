@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
@@ -165,6 +166,6 @@ func (s *inetSock) settlePeerReset() (ended bool) {
 		close(done)
 	}()
 	n.ready.Sweep() // the pump to the guest learns it now
-	await(done, peerSettle)
+	lklready.Await(done, peerSettle)
 	return false
 }

@@ -149,7 +149,7 @@ func (n *Inet) standIn(lfd, family int, nonblock bool) (s *inetSock, sfd int, en
 		return nil, -1, errnoOf(err)
 	}
 	s = &inetSock{n: n, lfd: lfd, kfd: -1, ino: st.Ino, family: family, typ: unix.SOCK_STREAM, fresh: true}
-	if en := n.ready.add(s); en != 0 {
+	if en := n.addReady(s); en != 0 {
 		unix.InotifyRmWatch(ifd, uint32(wd))
 		unix.Close(sfd)
 		return nil, -1, en
