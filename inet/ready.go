@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"github.com/kbox-project/kbox/lkl"
@@ -29,7 +29,7 @@ const readyEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLP
 
 // addReady registers s (its LKL socket non-blocking) in n's readiness
 // set.
-func (n *Inet) addReady(s *inetSock) unix.Errno {
+func (n *Net) addReady(s *Sock) unix.Errno {
 	s.rdy = make(chan struct{}, 1)
 	s.wrdy = make(chan struct{}, 1)
 	id, en := n.ready.Add(s.lfd, s, readyEvents)
@@ -39,10 +39,10 @@ func (n *Inet) addReady(s *inetSock) unix.Errno {
 
 // dropReady forgets s (its LKL socket is about to be closed, which takes
 // it out of the set).
-func (n *Inet) dropReady(s *inetSock) { n.ready.Drop(s.id) }
+func (n *Net) dropReady(s *Sock) { n.ready.Drop(s.id) }
 
 // Wake tells s's waiters of events (lklready.Waiter).
-func (s *inetSock) Wake(events uint32) {
+func (s *Sock) Wake(events uint32) {
 	if events&unix.EPOLLPRI != 0 {
 		s.urgentGen.Add(1) // TCP urgent data (passUrgent)
 	}
@@ -56,4 +56,4 @@ func (s *inetSock) Wake(events uint32) {
 
 // settled follows kbox's own LKL call on s: the call may have made s or
 // another socket ready (lklready).
-func (s *inetSock) settled() { s.n.ready.Sweep() }
+func (s *Sock) settled() { s.n.ready.Sweep() }
