@@ -474,8 +474,8 @@ func sockaddrString(b []byte) string {
 // datagram, raw and netlink sockets).
 func (s *Sock) Stream() bool { return s.typ == unix.SOCK_STREAM }
 
-// LKLFD is s's LKL socket, for a call that only asks LKL (a device
-// ioctl).
+// LKLFD is s's LKL socket, for a call that only asks LKL about it (a
+// device ioctl, an xattr).
 func (s *Sock) LKLFD() int { return s.lfd }
 
 // AnyDatagram says whether a datagram socket is open.

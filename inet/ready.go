@@ -41,7 +41,8 @@ func (n *Net) addReady(s *Sock) unix.Errno {
 // it out of the set).
 func (n *Net) dropReady(s *Sock) { n.ready.Drop(s.id) }
 
-// Wake tells s's waiters of events (lklready.Waiter).
+// Wake tells s's waiters of events; lklready's sweeps call it
+// (lklready.Waiter).
 func (s *Sock) Wake(events uint32) {
 	if events&unix.EPOLLPRI != 0 {
 		s.urgentGen.Add(1) // TCP urgent data (passUrgent)
