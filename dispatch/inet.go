@@ -49,7 +49,12 @@ type inetGuest Request
 func (g *inetGuest) Read(addr uint64, b []byte) error  { return g.G.Read(addr, b) }
 func (g *inetGuest) Write(addr uint64, b []byte) error { return g.G.Write(addr, b) }
 func (g *inetGuest) FD(fd int) (int, error)            { return g.P.getfd(fd) }
-func (g *inetGuest) Holder() inet.Holder               { return (*procFDs)(g.P) }
+func (g *inetGuest) Holder() inet.Holder {
+	if g.P == nil {
+		return nil // no process: none to find the fd in again
+	}
+	return (*procFDs)(g.P)
+}
 func (g *inetGuest) UseCred() unix.Errno               { return useCred((*Request)(g)) }
 func (g *inetGuest) AddFDReply(hostfd int, cloexec bool) (int, error) {
 	return g.G.AddFDReply(hostfd, cloexec)
