@@ -55,7 +55,7 @@ func (g *inetGuest) Holder() inet.Holder {
 	}
 	return (*procFDs)(g.P)
 }
-func (g *inetGuest) UseCred() unix.Errno               { return useCred((*Request)(g)) }
+func (g *inetGuest) UseCred() unix.Errno { return useCred((*Request)(g)) }
 func (g *inetGuest) AddFDReply(hostfd int, cloexec bool) (int, error) {
 	return g.G.AddFDReply(hostfd, cloexec)
 }
