@@ -17,6 +17,7 @@ import (
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/fifo"
 	"github.com/kbox-project/kbox/gdbmirror"
+	"github.com/kbox-project/kbox/inet"
 	"github.com/kbox-project/kbox/shadowfd"
 	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/sys/unix"
@@ -188,8 +189,8 @@ type Engine struct {
 	// path can be bound, abstract names are refused.
 	Sockets *unixsock.Set
 	// Net, when set, serves AF_INET and AF_INET6 sockets in LKL
-	// (inet.go); nil: no network.
-	Net *Inet
+	// (package inet, through inet.go's handlers); nil: no network.
+	Net *inet.Net
 	// IPCNamespace says that the guest has an IPC namespace of its own:
 	// System V IPC and POSIX message queues run natively (ipc.go).
 	IPCNamespace bool

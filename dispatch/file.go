@@ -584,7 +584,7 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 
 // sysIoctl serves ioctl(2) on virtual fds: ENOTTY, but the listed
 // commands of a loop device or loop-control (loopdev.go); with --net, an
-// internet socket's FIONREAD and SIOCOUTQ (inetmsg.go).
+// internet socket's FIONREAD and SIOCOUTQ (inet/msg.go).
 func sysIoctl(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		if res, served := e.inetIoctl(r); served {

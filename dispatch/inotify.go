@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,8 +19,8 @@ import (
 // The guest's inotify fd is one end of a host SOCK_SEQPACKET socketpair,
 // so that read, poll, select and epoll on it stay native and mix with any
 // other host fd. Behind it kbox holds an LKL inotify fd (non-blocking,
-// registered in an LKL epoll set that is swept without waiting: the
-// machinery of the internet sockets, inetready.go) and a pump that moves
+// registered in an LKL epoll set that is swept without waiting: package
+// lklready, as the internet sockets' are) and a pump that moves
 // each LKL event, header and name, to kbox's end as one message: a guest
 // read takes one event. inotify_add_watch and inotify_rm_watch find the
 // LKL fd by the inode of the guest's fd (after dup, fork or SCM_RIGHTS
@@ -32,7 +33,7 @@ type inotifies struct {
 	mu    sync.Mutex
 	byIno map[uint64]*inotifyFd // by the inode of the guest's end
 	live  atomic.Int32          // len(byIno): dispatch sweeps after changes while > 0
-	ready lklReady              // the LKL inotify fds' readiness
+	ready lklready.Set          // the LKL inotify fds' readiness
 
 	probe  sync.Once
 	absent bool // LKL has no inotify (CONFIG_INOTIFY_USER)
@@ -75,7 +76,7 @@ type inotifyFd struct {
 	closed bool // the guest closed its end everywhere
 }
 
-func (f *inotifyFd) wake(uint32) { signal(f.rdy) }
+func (f *inotifyFd) Wake(uint32) { lklready.Signal(f.rdy) }
 
 // inotifyFlags are inotify_init1's flags.
 const inotifyFlags = unix.IN_NONBLOCK | unix.IN_CLOEXEC
@@ -120,7 +121,7 @@ func (e *Engine) inotifyInit(r *Request, flags int) Result {
 	}
 	unix.SetNonblock(kfd, true)
 	f := &inotifyFd{set: &e.notify, ino: st.Ino, kfd: kfd, file: os.NewFile(uintptr(kfd), "inotify"), rdy: make(chan struct{}, 1), lfd: int(lfd)}
-	id, le := e.notify.ready.addFd(f.lfd, f, unix.EPOLLIN|unix.EPOLLET)
+	id, le := e.notify.ready.Add(f.lfd, f, unix.EPOLLIN|unix.EPOLLET)
 	if le != 0 {
 		unix.Close(gend)
 		f.file.Close()
@@ -170,7 +171,7 @@ func (f *inotifyFd) pump() {
 		case le == unix.EINTR:
 			continue
 		case le == unix.EAGAIN:
-			await(f.rdy, 0)
+			lklready.Await(f.rdy, 0)
 			continue
 		case le != 0 || n == 0:
 			return
@@ -198,7 +199,7 @@ func (f *inotifyFd) pump() {
 
 // end closes what kbox holds of f, once its pump has stopped.
 func (f *inotifyFd) end() {
-	f.set.ready.dropID(f.id)
+	f.set.ready.Drop(f.id)
 	f.mu.Lock()
 	lfd := f.lfd
 	f.lfd = -1
@@ -249,7 +250,7 @@ func (f *inotifyFd) watchClose() {
 	f.mu.Lock()
 	f.closed = true
 	f.mu.Unlock()
-	signal(f.rdy)
+	lklready.Signal(f.rdy)
 }
 
 // inotifyBits are the bits of inotify_add_watch's mask that Linux knows.

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/kbox-project/kbox/inet"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -99,9 +100,9 @@ func (e *Engine) deviceIoctl(r *Request) (Result, bool) {
 	if !isSock {
 		return Result{}, false
 	}
-	var s *inetSock
+	var s *inet.Sock
 	if e.Net != nil {
-		s = e.Net.lookup(ino)
+		s = e.Net.Lookup(ino)
 	}
 	c, known := devCmds[cmd]
 	switch {
@@ -112,7 +113,7 @@ func (e *Engine) deviceIoctl(r *Request) (Result, bool) {
 	}
 	lfd := -1
 	if s != nil {
-		lfd = s.lfd
+		lfd = s.LKLFD()
 	} else if lfd, en = devSocket(); en != 0 {
 		return errno(en, LKL), true
 	}

@@ -49,7 +49,7 @@ var (
 )
 
 // sysSocket serves socket(2): AF_UNIX on the host, AF_INET, AF_INET6 and
-// AF_NETLINK in LKL (inet.go; without --net its loopback alone), no other
+// AF_NETLINK in LKL (package inet; without --net its loopback alone), no other
 // family.
 func sysSocket(e *Engine, r *Request) Result {
 	switch fam := int(int32(r.Args[0])); {
@@ -239,7 +239,7 @@ func (e *Engine) peerAddr(r *Request, a sockAddr) ([]byte, int, unix.Errno) {
 // addresses in LKL.
 func sysBind(e *Engine, r *Request) Result {
 	if in := e.inetOf(r, r.Args[0]); in != nil {
-		return e.inetBind(r, in)
+		return e.inetCall(r, in.Bind)
 	}
 	s, en := sockOf(r, r.Args[0])
 	if en != 0 {
@@ -378,7 +378,7 @@ func (e *Engine) binderPaths(r *Request, p string) (cd, mk, name string, en unix
 // LKL for an internet socket.
 func sysConnect(e *Engine, r *Request) Result {
 	if in := e.inetOf(r, r.Args[0]); in != nil {
-		return e.inetConnect(r, in)
+		return e.inetCall(r, in.Connect)
 	}
 	s, en := sockOf(r, r.Args[0])
 	if en != 0 {
@@ -537,9 +537,9 @@ func sysSendmsg(e *Engine, r *Request) Result {
 	if in := e.inetOf(r, r.Args[0]); in != nil {
 		data, name, oob, flags := j.data, j.name, j.oob, j.flags
 		j.close()
-		if in.typ != unix.SOCK_STREAM && len(oob) > 0 {
-			// A datagram with control data: LKL's sendmsg (inetcmsg.go).
-			return inetSendDgram(in, data, name, oob, flags)
+		if !in.Stream() && len(oob) > 0 {
+			// A datagram with control data: LKL's sendmsg (inet/cmsg.go).
+			return e.inetResult(in.SendDgram(data, name, oob, flags))
 		}
 		// A stream's control data is not carried.
 		return e.inetSendto(r, in, data, name, flags)
@@ -688,12 +688,12 @@ func sysSendmmsg(e *Engine, r *Request) Result {
 			j.flags |= unix.MSG_DONTWAIT // only the first may wait
 		}
 		var res Result
-		if in != nil && in.typ != unix.SOCK_STREAM && (len(j.name) > 0 || len(j.oob) > 0) {
+		if in != nil && !in.Stream() && (len(j.name) > 0 || len(j.oob) > 0) {
 			// A datagram with a destination or control data: to
-			// LKL (inetcmsg.go).
+			// LKL (inet/cmsg.go).
 			data, name, oob, flags := j.data, j.name, j.oob, j.flags
 			j.close()
-			res = inetSendDgram(in, data, name, oob, flags)
+			res = e.inetResult(in.SendDgram(data, name, oob, flags))
 		} else {
 			if in != nil {
 				// Through the pair: no name (TCP ignores one), no

@@ -72,7 +72,7 @@ const (
 	AddrArg4
 	// NetServed (with HostFD) is notified on host fds too when the guest
 	// has a network (--net): recvmsg and recvmmsg, whose source address
-	// an internet datagram socket gets from LKL (inetmsg.go), lie in a
+	// an internet datagram socket gets from LKL (inet/msg.go), lie in a
 	// msghdr the filter cannot read. Other sockets' calls are continued.
 	NetServed
 	// ForkLike (fork, vfork, clone: Served) makes a task. The seccomp
@@ -91,7 +91,7 @@ const (
 
 // NetIoctls are the ioctl commands notified on host fds too when the
 // guest has a network: FIONREAD (SIOCINQ) and SIOCOUTQ (TIOCOUTQ) of an
-// internet socket count LKL's queue as well as its pair's (inetmsg.go).
+// internet socket count LKL's queue as well as its pair's (inet/msg.go).
 var NetIoctls = []uint32{unix.SIOCINQ, unix.SIOCOUTQ}
 
 // DeviceIoctls are the ranges of ioctl commands notified on host fds in

@@ -130,11 +130,11 @@ func (e *Engine) xattrRefObj(r *Request, ref *procfs.FdRef) (xattrObj, unix.Errn
 		return xattrObj{kind: xattrHost, path: ref.Host, ro: t.Bind.ReadOnly}, 0
 	}
 	if e.Net != nil && unix.Stat(ref.Host, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
-		if s := e.Net.lookup(st.Ino); s != nil {
+		if s := e.Net.Lookup(st.Ino); s != nil {
 			// An internet socket: the guest holds one end of a pair
-			// whose other end kbox pumps to LKL's socket (inet.go),
+			// whose other end kbox pumps to LKL's socket (package inet),
 			// which is what it is.
-			return xattrObj{kind: xattrLKLFd, lklfd: s.lfd}, 0
+			return xattrObj{kind: xattrLKLFd, lklfd: s.LKLFD()}, 0
 		}
 	}
 	// A pipe, unix socket, anonymous inode or memfd of the guest's own,

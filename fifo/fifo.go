@@ -325,8 +325,8 @@ func interrupted(tid int) bool {
 }
 
 // Interrupted is interrupted, for the engine's other waits (a blocking
-// accept or connect on an internet socket, dispatch/inetconnect.go
-// and inetaccept.go).
+// accept or connect on an internet socket, inet/connect.go
+// and inet/accept.go).
 func Interrupted(tid int) bool { return interrupted(tid) }
 
 // RestartSys is errRestartSys, for the same.

@@ -60,7 +60,7 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 		"NR_memfd_create":    SysMemfdCreate,
 
 		"NR_inotify_add_watch": SysInotifyAddWatch, "NR_inotify_rm_watch": SysInotifyRmWatch,
-		// kbox passes unix.EpollEvent to LKL's epoll (dispatch/inetready.go):
+		// kbox passes unix.EpollEvent to LKL's epoll (package lklready):
 		// LKL is built with the host's compiler, so its layout is the host's.
 		"sizeof(epoll_event)": unsafe.Sizeof(unix.EpollEvent{}),
 	}

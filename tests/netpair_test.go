@@ -123,7 +123,7 @@ func guestSocketSendBuffers(t *testing.T, kpid int) []int {
 // TestNetIdleThreads: an idle connection holds no kbox thread. The guest
 // holds 300 connections to a host echo server open at once (inet hold);
 // while they wait, kbox has about as many threads as with none, since
-// no kbox thread waits inside LKL for a socket (dispatch/inetready.go).
+// no kbox thread waits inside LKL for a socket (package lklready).
 // Before, each connection's pump waited in LKL's recv on a thread of its
 // own (and an LKL task): 300 more threads. Then every connection echoes
 // again, so none was lost while idle. In the seccomp tier (kbox's own

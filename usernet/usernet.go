@@ -84,7 +84,7 @@ type Config struct {
 	// AfterFrames, if set, is called after a burst of frames went to
 	// the guest (the queue for it is empty) or came from it (none is
 	// left to take): kbox then looks which of LKL's sockets became ready
-	// (dispatch.Inet.Sweep), by the frames LKL received, or by the work
+	// (inet.Net.Sweep), by the frames LKL received, or by the work
 	// that made it send (LKL may do that on a thread of its own).
 	AfterFrames func()
 }
@@ -217,7 +217,7 @@ func New(frames Frames, cfg Config) (*Network, error) {
 // Quiesce waits, up to d, until no spliced flow is still carrying the
 // guest's data to the host: each has passed on the guest's FIN (or
 // reset). kbox calls it when the guest has exited, after the guest's
-// sockets were closed in LKL (dispatch.Inet.Drain) and before Close, so
+// sockets were closed in LKL (inet.Net.Drain) and before Close, so
 // that what the guest sent last reaches the host. It returns how many
 // were still carrying data at the deadline (a guest end never closed).
 func (n *Network) Quiesce(d time.Duration) int {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/inet"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/usernet"
 )
@@ -24,7 +24,7 @@ const netMemMB = 128
 type guestNet struct {
 	dev  *lkl.NetDev
 	net  *usernet.Network
-	inet *dispatch.Inet
+	inet *inet.Net
 	log  bool // decisions and counters on stderr
 
 	// The stack's decisions go to these (the observatory, the audit
@@ -121,7 +121,7 @@ func (g *guestNet) start(o *ImageOptions, procDir int) error {
 		}
 	}
 	var err error
-	if g.inet, err = dispatch.NewInet(); err != nil {
+	if g.inet, err = inet.New(); err != nil {
 		return err
 	}
 	g.inet.Max = inetMax(o)
@@ -163,7 +163,7 @@ func (g *guestNet) startLoopback(o *ImageOptions, procDir int) error {
 		fmt.Fprintf(os.Stderr, "kbox: warning: loopback: %v\n", err)
 	}
 	var err error
-	if g.inet, err = dispatch.NewInet(); err != nil {
+	if g.inet, err = inet.New(); err != nil {
 		return err
 	}
 	g.inet.Max = inetMax(o)
@@ -233,7 +233,7 @@ func hostResolver(path string) string {
 const inetPerMB = 16
 
 // inetMax is the bound on the guest's open internet sockets
-// (dispatch.Inet.Max) for the kernel's memory.
+// (inet.Net.Max) for the kernel's memory.
 func inetMax(o *ImageOptions) int {
 	return kernelMemMB(rootOptions(o).Kernel) * inetPerMB
 }

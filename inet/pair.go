@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"os"
@@ -28,7 +28,7 @@ const pairSendBuf = 512 << 10
 
 // pair makes the host socketpair of LKL socket lfd and registers it; the
 // caller installs the guest's end gend in the guest and closes it.
-func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.Errno) {
+func (n *Net) pair(lfd, family, typ int, nonblock bool) (*Sock, int, unix.Errno) {
 	gend, kfd, ino, en := hostPair(typ)
 	if en != 0 {
 		return nil, -1, en
@@ -36,8 +36,8 @@ func (n *Inet) pair(lfd, family, typ int, nonblock bool) (*inetSock, int, unix.E
 	if nonblock {
 		unix.SetNonblock(gend, true)
 	}
-	s := &inetSock{n: n, lfd: lfd, kfd: kfd, file: os.NewFile(uintptr(kfd), "inet"), ino: ino, family: family, typ: typ}
-	if en := n.ready.add(s); en != 0 {
+	s := &Sock{n: n, lfd: lfd, kfd: kfd, file: os.NewFile(uintptr(kfd), "inet"), ino: ino, family: family, typ: typ}
+	if en := n.addReady(s); en != 0 {
 		s.file.Close()
 		unix.Close(gend)
 		return nil, -1, en
@@ -83,13 +83,13 @@ func hostPair(typ int) (gend, kfd int, ino uint64, en unix.Errno) {
 // renew gives stream socket s, at its first connect or listen, the pair
 // its data and its listener's token will cross, in place of the guest's
 // fd so far (guest fd r.Args[0]): a stand-in (newInet), an unconnected
-// host TCP socket (inetstandin.go) or else a pair's end whose reads gave
+// host TCP socket (standin.go) or else a pair's end whose reads gave
 // EOF at once. The new end takes the old one's place at the same fd
 // with its file flags, close-on-exec, timeouts and SO_OOBINLINE. A copy
 // of the stand-in the guest made before (dup, fork) stays the stand-in:
 // kbox serves none of its calls. It returns a copy of the guest's end
 // (new or not) for the caller to close.
-func (e *Engine) renew(r *Request, s *inetSock) (int, unix.Errno) {
+func (s *Sock) renew(r *Req) (int, unix.Errno) {
 	old, en := guestEnd(r, r.Args[0])
 	if en != 0 {
 		return -1, en
@@ -126,7 +126,7 @@ func (e *Engine) renew(r *Request, s *inetSock) (int, unix.Errno) {
 	// A pair's end as the stand-in leaves the reaper first: the guest's
 	// end closing when the new one takes its place must not end the
 	// socket. (A stand-in socket's close is seen by its watch, which
-	// finds the socket renewed: inetstandin.go.)
+	// finds the socket renewed: standin.go.)
 	if s.kfd >= 0 {
 		unix.EpollCtl(n.reaper, unix.EPOLL_CTL_DEL, s.kfd, nil)
 	}
@@ -143,7 +143,7 @@ func (e *Engine) renew(r *Request, s *inetSock) (int, unix.Errno) {
 		oldFile.Close()
 	}
 	fd := int32(r.Args[0])
-	if _, err := r.G.AddFD(gend, int(fd), GuestCloexec(r, fd)); err != nil {
+	if err := r.G.Replace(gend, int(fd)); err != nil {
 		// The guest's fd is still the stand-in: a socket that never
 		// connects, or a pair end whose other end is closed now (it
 		// reads EOF and its writes fail). kbox's new end reports

@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"runtime"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,7 +27,7 @@ import (
 // longer in the table, and getpeername on it says ENOTCONN, as a reset
 // TCP socket's does (the end's own, a unix socket's, would give an empty
 // unix address). Nothing is kept when the kernel reports no close.
-func (n *Inet) watchReset(gfd int, ino uint64) {
+func (n *Net) watchReset(gfd int, ino uint64) {
 	ifd := n.closesFd()
 	if ifd < 0 {
 		return
@@ -54,7 +55,7 @@ type recentResets struct {
 // noteReset records that LKL stream socket fd's close will reset its
 // connection (before the close: its name is still there), and returns
 // the name for resetSent.
-func (n *Inet) noteReset(fd int) string {
+func (n *Net) noteReset(fd int) string {
 	name, ok := lklSockName(fd, lkl.SysGetsockname)
 	if !ok {
 		return ""
@@ -76,7 +77,7 @@ func (n *Inet) noteReset(fd int) string {
 
 // resetSent records that LKL's close of the socket noted as name was
 // made.
-func (n *Inet) resetSent(name string) {
+func (n *Net) resetSent(name string) {
 	if name == "" {
 		return
 	}
@@ -88,7 +89,7 @@ func (n *Inet) resetSent(name string) {
 
 // resetLately says whether a socket named name ("": any) resets its
 // connection now or did within closedSettle.
-func (n *Inet) resetLately(name string) bool {
+func (n *Net) resetLately(name string) bool {
 	r := &n.resets
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -120,7 +121,7 @@ func lklSockName(fd int, nr uintptr) (string, bool) {
 // settlePeerReset lets a reset by the guest's close of connected stream
 // socket s's peer reach s before getpeername answers: the sockets the
 // guest closed are ended now (reapPending); while the end of some has not
-// yet looked whether its close resets (Inet.noting), or once s's peer is
+// yet looked whether its close resets (Net.noting), or once s's peer is
 // known to reset (noteReset), kbox waits, at most closedSettle, for s's
 // LKL socket to show the reset (POLLHUP, POLLERR), then for its pump to
 // have carried to the guest's end everything LKL received (the pump ends
@@ -128,7 +129,7 @@ func lklSockName(fd int, nr uintptr) (string, bool) {
 // and no reset was noted lately.
 // It reports whether s is ended now (a reset ends it: resetGuest), its
 // LKL socket closed.
-func (s *inetSock) settlePeerReset() (ended bool) {
+func (s *Sock) settlePeerReset() (ended bool) {
 	s.mu.Lock()
 	connected := s.connected && s.typ == unix.SOCK_STREAM && !s.listening
 	s.mu.Unlock()
@@ -165,6 +166,6 @@ func (s *inetSock) settlePeerReset() (ended bool) {
 		close(done)
 	}()
 	n.ready.Sweep() // the pump to the guest learns it now
-	await(done, peerSettle)
+	lklready.Await(done, peerSettle)
 	return false
 }

@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,14 +17,14 @@ import (
 
 // recentlyEnded says whether kbox closed an LKL socket within the last
 // closedSettle: LKL may not have released its port yet (inetBind).
-func (n *Inet) recentlyEnded() bool {
+func (n *Net) recentlyEnded() bool {
 	return time.Since(time.Unix(0, n.endedAt.Load())) < closedSettle
 }
 
 // full reports whether Max internet sockets are open. At the bound it
 // first ends the sockets whose guest end is already closed (the reaper
 // may not have run yet): a close frees its place at once, as on Linux.
-func (n *Inet) full() bool {
+func (n *Net) full() bool {
 	if n.Max <= 0 {
 		return false
 	}
@@ -41,7 +42,7 @@ func (n *Inet) full() bool {
 
 // reapPending ends now the sockets whose guest end is closed but which
 // the reaper has not taken yet; it reports whether there were any.
-func (n *Inet) reapPending() bool {
+func (n *Net) reapPending() bool {
 	var evs [64]unix.EpollEvent
 	any := false
 	for {
@@ -66,7 +67,7 @@ func (n *Inet) reapPending() bool {
 // closed (find a free port with a socket, close it, bind a server to it,
 // as test frameworks do) got EADDRINUSE while kbox's end of it still
 // held the port. It reports whether there was anything to wait for.
-func (n *Inet) settleClosed(d time.Duration) bool {
+func (n *Net) settleClosed(d time.Duration) bool {
 	// The reaper may have the close's event already, its socket not yet
 	// counted as ending: anyGone sees it.
 	return n.settle(d, func() bool { return n.ending.Load() > 0 || n.anyGone() })
@@ -75,7 +76,7 @@ func (n *Inet) settleClosed(d time.Duration) bool {
 // settle ends the sockets whose guest end is closed (reapPending) and
 // waits, at most d, while busy says their ends are still in progress. It
 // reports whether there was anything to end or wait for.
-func (n *Inet) settle(d time.Duration, busy func() bool) bool {
+func (n *Net) settle(d time.Duration, busy func() bool) bool {
 	settled := n.reapPending()
 	deadline := time.Now().Add(d)
 	for busy() && time.Now().Before(deadline) {
@@ -94,11 +95,11 @@ func (n *Inet) settle(d time.Duration, busy func() bool) bool {
 // test_asyncio test_server_close; `inet closedlistener`: 1 to 26 of 50
 // refused, Linux 50). Cheap when nothing was closed: one epoll_wait that
 // does not wait, and a poll of each listener's end.
-func (n *Inet) settleListeners() { n.settle(closedSettle, n.listenerGone) }
+func (n *Net) settleListeners() { n.settle(closedSettle, n.listenerGone) }
 
 // listenerGone says whether a listener's guest end is closed everywhere
 // while its LKL socket is still open.
-func (n *Inet) listenerGone() bool {
+func (n *Net) listenerGone() bool {
 	n.lmu.Lock()
 	defer n.lmu.Unlock()
 	for s := range n.lsocks {
@@ -117,12 +118,12 @@ func (n *Inet) listenerGone() bool {
 // writable. A guest that connects without waiting, accepts, and polls
 // both ends (Python's test_epoll) saw the server end writable and not
 // yet the client's, where Linux has both. Bounded by peerSettle.
-func (n *Inet) settleLocalPeer(peer []byte) {
+func (n *Net) settleLocalPeer(peer []byte) {
 	if n.connecting.Load() == 0 {
 		return
 	}
 	n.mu.Lock()
-	var cs []*inetSock
+	var cs []*Sock
 	for _, c := range n.byIno {
 		if c.typ == unix.SOCK_STREAM {
 			cs = append(cs, c)
@@ -150,7 +151,7 @@ func (n *Inet) settleLocalPeer(peer []byte) {
 		c.mu.Unlock()
 		if done != nil {
 			n.ready.Sweep() // LKL's connect is done: its waiter learns it now
-			await(done, peerSettle)
+			lklready.Await(done, peerSettle)
 		}
 		return
 	}
@@ -169,7 +170,7 @@ const peerSettle = 20 * time.Millisecond
 const closedSettle = 100 * time.Millisecond
 
 // watch adds s to the reaper, started with the first socket.
-func (n *Inet) watch(s *inetSock) {
+func (n *Net) watch(s *Sock) {
 	n.once.Do(func() { go n.reap() })
 	// No events asked: POLLHUP and POLLERR are always reported. The data
 	// is the inode.
@@ -178,7 +179,7 @@ func (n *Inet) watch(s *inetSock) {
 }
 
 // reap ends the sockets whose guest end is closed everywhere.
-func (n *Inet) reap() {
+func (n *Net) reap() {
 	evs := make([]unix.EpollEvent, 64)
 	for {
 		m, err := unix.EpollWait(n.reaper, evs, -1)
@@ -194,7 +195,7 @@ func (n *Inet) reap() {
 
 // reapEvents ends the sockets of the reaper's events (whoever of the
 // reaper and full sees an event first ends its socket).
-func (n *Inet) reapEvents(evs []unix.EpollEvent) {
+func (n *Net) reapEvents(evs []unix.EpollEvent) {
 	for _, ev := range evs {
 		ino := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 		if ino == closesKey {
@@ -225,7 +226,7 @@ func (n *Inet) reapEvents(evs []unix.EpollEvent) {
 // still carried to LKL, then LKL's receive side is shut (waking the pump
 // that waits in recv), then both are closed. LKL's close of a TCP socket
 // sends its last data and FIN as Linux does.
-func (s *inetSock) end() {
+func (s *Sock) end() {
 	s.mu.Lock()
 	s.closed = true
 	conn := s.connected
@@ -239,7 +240,7 @@ func (s *inetSock) end() {
 		s.unreadClose = true
 		s.mu.Unlock()
 		s.file.SetReadDeadline(time.Now())
-		signal(s.wrdy)
+		lklready.Signal(s.wrdy)
 	}
 	var linger lklLinger
 	reset := "" // the name noted as resetting (noteReset)
@@ -259,11 +260,11 @@ func (s *inetSock) end() {
 	// pump to the guest, a listener's watcher and a connect's wait are
 	// woken to see it.
 	lkl.Syscall6(lkl.SysShutdown, uintptr(s.lfd), unix.SHUT_RD, 0, 0, 0, 0)
-	signal(s.rdy)
-	signal(s.wrdy)
+	lklready.Signal(s.rdy)
+	lklready.Signal(s.wrdy)
 	s.toGuest.Wait()
 	s.inConnect.Wait()
-	s.n.ready.drop(s)
+	s.n.dropReady(s)
 	if s.typ == unix.SOCK_STREAM {
 		if s.closedUnread() {
 			lklAbort(s.lfd)
@@ -271,7 +272,7 @@ func (s *inetSock) end() {
 			s.n.waitUnsent(s.lfd)
 		}
 	}
-	lklClose(s.lfd)
+	lkl.Close(s.lfd)
 	s.n.resetSent(reset)
 	s.n.endedAt.Store(time.Now().UnixNano())
 	s.settled() // a local peer sees the FIN or reset now
@@ -291,7 +292,7 @@ func (s *inetSock) end() {
 // instead of sending a FIN. The pump from the guest read ECONNRESET from
 // kbox's end, or end found it pending there before (unreadClose); else
 // kbox's end has it pending now (SO_ERROR, which the call takes).
-func (s *inetSock) closedUnread() bool {
+func (s *Sock) closedUnread() bool {
 	s.mu.Lock()
 	unread, skip := s.unreadClose, s.listening || s.fresh
 	s.mu.Unlock()
@@ -351,7 +352,7 @@ func lingerOf(fd int) lklLinger {
 // RAM. The guest's close returned long ago (its end is a host socket);
 // only the goroutine that ends the socket waits, asking LKL's queue
 // (SIOCOUTQ) every few milliseconds, not waiting in LKL.
-func (n *Inet) waitUnsent(fd int) {
+func (n *Net) waitUnsent(fd int) {
 	if in, le := lklQueue(fd, unix.SIOCINQ); le != 0 || in > 0 {
 		return // unread data: Linux's close resets
 	}

@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"encoding/binary"
@@ -30,20 +30,20 @@ import (
 // end is shut for writing (reads give EOF, writes are dropped).
 //
 // The same watches keep the guest's end of a reset socket known until
-// the guest closes it (watchReset, inetreset.go).
+// the guest closes it (watchReset, reset.go).
 
 // standIns are the watches of the stand-ins and of reset sockets' ends.
 type standIns struct {
 	once  sync.Once
-	fd    atomic.Int32        // the inotify fd; -1: none (NewInet), no stand-ins
-	byIno map[uint64]*standIn // by the stand-in's inode (Inet.mu)
-	byWd  map[int32]*standIn  // by the watch (Inet.mu)
+	fd    atomic.Int32        // the inotify fd; -1: none (New), no stand-ins
+	byIno map[uint64]*standIn // by the stand-in's inode (Net.mu)
+	byWd  map[int32]*standIn  // by the watch (Net.mu)
 }
 
 type standIn struct {
 	ino uint64
 	wd  int32
-	s   *inetSock // nil: the guest's end of a reset socket (watchReset)
+	s   *Sock // nil: the guest's end of a reset socket (watchReset)
 }
 
 // closesKey is the reaper's epoll data of the inotify fd: no inode.
@@ -52,7 +52,7 @@ const closesKey = ^uint64(0)
 // closesFd returns the inotify fd of the stand-ins' watches, made (and
 // given to the reaper) at the first call; -1 when the kernel does not
 // report the close of a socket.
-func (n *Inet) closesFd() int {
+func (n *Net) closesFd() int {
 	w := &n.stands
 	w.once.Do(func() {
 		fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
@@ -125,7 +125,7 @@ func forEvents(fd int, f func(wd int32, mask uint32)) {
 // socket; the caller installs sfd in the guest and closes it. It fails
 // when the kernel reports no close of a socket or the watch cannot be
 // had: the caller then makes the socket's pair (pair).
-func (n *Inet) standIn(lfd, family int, nonblock bool) (s *inetSock, sfd int, en unix.Errno) {
+func (n *Net) standIn(lfd, family int, nonblock bool) (s *Sock, sfd int, en unix.Errno) {
 	ifd := n.closesFd()
 	if ifd < 0 {
 		return nil, -1, unix.ENOSYS
@@ -148,8 +148,8 @@ func (n *Inet) standIn(lfd, family int, nonblock bool) (s *inetSock, sfd int, en
 		unix.Close(sfd)
 		return nil, -1, errnoOf(err)
 	}
-	s = &inetSock{n: n, lfd: lfd, kfd: -1, ino: st.Ino, family: family, typ: unix.SOCK_STREAM, fresh: true}
-	if en := n.ready.add(s); en != 0 {
+	s = &Sock{n: n, lfd: lfd, kfd: -1, ino: st.Ino, family: family, typ: unix.SOCK_STREAM, fresh: true}
+	if en := n.addReady(s); en != 0 {
 		unix.InotifyRmWatch(ifd, uint32(wd))
 		unix.Close(sfd)
 		return nil, -1, en
@@ -167,7 +167,7 @@ func (n *Inet) standIn(lfd, family int, nonblock bool) (s *inetSock, sfd int, en
 // reapStandIns ends the sockets whose stand-in the guest closed before
 // their first connect or listen, and forgets the stand-ins of renewed
 // sockets that are closed now.
-func (n *Inet) reapStandIns() {
+func (n *Net) reapStandIns() {
 	n.ending.Add(1) // anyGone: a close read here is not lost meanwhile
 	defer n.ending.Add(-1)
 	fd := int(n.stands.fd.Load())
@@ -177,7 +177,7 @@ func (n *Inet) reapStandIns() {
 		}
 		n.mu.Lock()
 		si := n.stands.byWd[wd]
-		var s *inetSock
+		var s *Sock
 		if si != nil {
 			delete(n.stands.byWd, wd)
 			delete(n.stands.byIno, si.ino)
@@ -203,7 +203,7 @@ func (n *Inet) reapStandIns() {
 }
 
 // closesPending says whether a stand-in's close waits to be read.
-func (n *Inet) closesPending() bool {
+func (n *Net) closesPending() bool {
 	fd := int(n.stands.fd.Load())
 	if fd < 0 {
 		return false
@@ -211,30 +211,4 @@ func (n *Inet) closesPending() bool {
 	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	m, err := unix.Poll(pfd[:], 0)
 	return err == nil && m == 1
-}
-
-// standInLeft says whether guest fd fd is a stand-in whose socket was
-// renewed: a copy the guest made before the first connect or listen.
-// The host kernel must never listen on it (it would bind one of the
-// host's ports); its reads and writes still fail as an unconnected
-// socket's.
-func (e *Engine) standInLeft(r *Request, fd uint64) bool {
-	si := e.watched(r, fd)
-	return si != nil && si.s != nil
-}
-
-// watched is the watch of guest fd fd (a stand-in left after renew, or a
-// reset socket's end), or nil.
-func (e *Engine) watched(r *Request, fd uint64) *standIn {
-	if e.Net == nil || e.Net.stands.fd.Load() < 0 || isVirtual(r, fd) {
-		return nil
-	}
-	ino, isSock, _ := sockInode(r, fd)
-	if !isSock {
-		return nil
-	}
-	n := e.Net
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.stands.byIno[ino]
 }

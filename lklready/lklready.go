@@ -1,4 +1,9 @@
-package dispatch
+// Package lklready tells kbox's goroutines when LKL fds they hold became
+// ready, without a kbox thread waiting inside LKL: one LKL epoll set,
+// swept without waiting (docs/networking.md, "Waiting without waiting in
+// LKL"). The internet sockets (package inet) and the guest's inotify fds
+// (dispatch/inotify.go) register their LKL fds here.
+package lklready
 
 import (
 	"runtime"
@@ -27,7 +32,7 @@ import (
 //   - after a burst of frames went to LKL or came from it (usernet's
 //     AfterFrames): data, acknowledgements, handshakes, resets from
 //     outside;
-//   - after each of kbox's own LKL calls on a socket (settled): segments
+//   - after each of kbox's own LKL calls on a socket (package inet): segments
 //     that arrive while a call holds the socket's lock wait in its
 //     backlog and are processed when the call lets go, inside the call
 //     (data for the pump that waits while the other pump sends), and a
@@ -35,22 +40,25 @@ import (
 //   - every sweepTick, for what LKL's timers do (a connect that times out,
 //     a keep-alive that fails) and anything else.
 //
-// A sweep wakes the goroutine waiting for that socket: rdy for reading
-// (the pump to the guest, or a listener's watcher), wrdy for writing (the
-// pump from the guest, or a connect's wait). Each is a channel of one
+// A sweep wakes the fd's Waiter, which wakes the goroutine waiting for
+// it: for a socket, rdy for reading (the pump to the guest, or a
+// listener's watcher), wrdy for writing (the pump from the guest, or a
+// connect's wait). Each is a channel of one
 // slot, so an event that comes before its waiter waits is kept; a waiter
 // always tries its non-blocking call first and waits only on EAGAIN.
-type lklReady struct {
+//
+// Set is one such epoll set; its zero value is ready for use.
+type Set struct {
 	once sync.Once
 	ep   int  // LKL's epoll fd
 	ok   bool // ep was made
 	mu   sync.Mutex
-	byID map[uint64]readyWaiter
+	byID map[uint64]Waiter
 	next uint64
 	tick bool // the sweep ticker runs
 	bufs sync.Pool
 
-	// Events the sweeps found, and the readable ones only the ticker's
+	// Events the sweeps found, and the Readable ones only the ticker's
 	// sweeps found, not one after frames or a call (--verbose's
 	// counters; a high share would show a missed trigger). A socket
 	// turning writable while its pump sends is found by the ticker:
@@ -62,21 +70,6 @@ type lklReady struct {
 	sweeping atomic.Int32 // sweepIdle, sweepRunning or sweepAgain (Sweep)
 }
 
-// netSlots bounds the pumps' LKL calls in progress at once. They never
-// wait in LKL but for its one CPU, so more at once gain nothing, and
-// each costs a host thread that becomes an LKL task (a kernel stack in
-// the guest's kernel memory) for good.
-var netSlots = make(chan struct{}, 4)
-
-// netCall is lkl.Syscall6 for a call that does not wait (a non-blocking
-// socket's send, receive or queue ioctl), in one of netSlots.
-func netCall(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, unix.Errno) {
-	netSlots <- struct{}{}
-	r, le := lkl.Syscall6(nr, a1, a2, a3, a4, a5, a6)
-	<-netSlots
-	return r, le
-}
-
 // sweepTick bounds how late kbox notices what LKL did on its own (its
 // timers); everything a frame or a kbox call causes is swept at once.
 const sweepTick = 20 * time.Millisecond
@@ -84,34 +77,22 @@ const sweepTick = 20 * time.Millisecond
 // sweepBatch is how many events one epoll_pwait takes.
 const sweepBatch = 64
 
-// readyEvents are the events each LKL socket is registered for.
-const readyEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET
-
-func (r *lklReady) init() {
+func (r *Set) init() {
 	r.once.Do(func() {
-		r.byID = map[uint64]readyWaiter{}
+		r.byID = map[uint64]Waiter{}
 		r.bufs.New = func() any { return new([sweepBatch]unix.EpollEvent) }
 		fd, le := lkl.Syscall6(lkl.SysEpollCreate1, unix.EPOLL_CLOEXEC, 0, 0, 0, 0, 0)
 		r.ep, r.ok = int(fd), le == 0
 	})
 }
 
-// readyWaiter is what a sweep wakes: an LKL socket (inetSock), or the
-// LKL inotify fd behind a guest's inotify fd (inotify.go).
-type readyWaiter interface{ wake(events uint32) }
+// Waiter is what a sweep wakes: an LKL socket (package inet), or the
+// LKL inotify fd behind a guest's inotify fd (dispatch/inotify.go).
+type Waiter interface{ Wake(events uint32) }
 
-// add registers s (its LKL socket non-blocking).
-func (r *lklReady) add(s *inetSock) unix.Errno {
-	s.rdy = make(chan struct{}, 1)
-	s.wrdy = make(chan struct{}, 1)
-	id, en := r.addFd(s.lfd, s, readyEvents)
-	s.id = id
-	return en
-}
-
-// addFd registers w for the readiness of LKL fd lfd (non-blocking) for
-// events, and returns its id (drop's).
-func (r *lklReady) addFd(lfd int, w readyWaiter, events uint32) (uint64, unix.Errno) {
+// Add registers w for the readiness of LKL fd lfd (non-blocking) for
+// events, and returns its id (Drop's).
+func (r *Set) Add(lfd int, w Waiter, events uint32) (uint64, unix.Errno) {
 	r.init()
 	if !r.ok {
 		return 0, unix.ENOSYS // a liblkl without epoll: kbox's sockets need it
@@ -127,7 +108,7 @@ func (r *lklReady) addFd(lfd int, w readyWaiter, events uint32) (uint64, unix.Er
 	_, le := lkl.Syscall6(lkl.SysEpollCtl, uintptr(r.ep), unix.EPOLL_CTL_ADD, uintptr(lfd), lkl.PtrOf(ev), 0, 0)
 	runtime.KeepAlive(ev)
 	if le != 0 {
-		r.dropID(id)
+		r.Drop(id)
 		return 0, le
 	}
 	if start {
@@ -136,12 +117,8 @@ func (r *lklReady) addFd(lfd int, w readyWaiter, events uint32) (uint64, unix.Er
 	return id, 0
 }
 
-// drop forgets s (its LKL socket is about to be closed, which takes it
-// out of the set).
-func (r *lklReady) drop(s *inetSock) { r.dropID(s.id) }
-
-// dropID forgets the waiter registered as id.
-func (r *lklReady) dropID(id uint64) {
+// Drop forgets the waiter registered as id.
+func (r *Set) Drop(id uint64) {
 	r.mu.Lock()
 	delete(r.byID, id)
 	r.mu.Unlock()
@@ -156,7 +133,7 @@ func (r *lklReady) dropID(id uint64) {
 // CPU at once, each an LKL task with its kernel stack, and a 64 MiB
 // kernel ran out of memory (docs/networking.md, "Many sockets, little
 // kernel memory").
-func (r *lklReady) Sweep() {
+func (r *Set) Sweep() {
 	for {
 		switch r.sweeping.Load() {
 		case sweepIdle:
@@ -182,7 +159,7 @@ func (r *lklReady) Sweep() {
 	}
 }
 
-// The states of lklReady.sweeping.
+// The states of Set.sweeping.
 const (
 	sweepIdle = iota
 	sweepRunning
@@ -190,8 +167,8 @@ const (
 )
 
 // sweep is Sweep; for the ticker's, it reports whether it found a socket
-// readable (that no other sweep had found).
-func (r *lklReady) sweep(tick bool) (missed bool) {
+// Readable (that no other sweep had found).
+func (r *Set) sweep(tick bool) (missed bool) {
 	if !r.ok {
 		return false
 	}
@@ -216,12 +193,12 @@ func (r *lklReady) sweep(tick bool) (missed bool) {
 		r.Swept.Add(uint64(n))
 		r.mu.Lock()
 		for _, ev := range buf[:n] {
-			if tick && !inFlight && ev.Events&readable != 0 {
+			if tick && !inFlight && ev.Events&Readable != 0 {
 				r.ByTick.Add(1)
 				missed = true
 			}
 			if s := r.byID[uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32]; s != nil {
-				s.wake(ev.Events)
+				s.Wake(ev.Events)
 			}
 		}
 		r.mu.Unlock()
@@ -233,10 +210,10 @@ func (r *lklReady) sweep(tick bool) (missed bool) {
 
 // ticker sweeps while sockets are registered: every sweepTick, and every
 // millisecond, backing off again, after a sweep of its own found a
-// socket readable that no other sweep would have (frames still being
+// socket Readable that no other sweep would have (frames still being
 // delivered have their own sweep to come: sweep's inFlight). A few in
 // thousands of events (docs/networking.md, "What the ticker finds").
-func (r *lklReady) ticker() {
+func (r *Set) ticker() {
 	d := sweepTick
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -257,37 +234,20 @@ func (r *lklReady) ticker() {
 	}
 }
 
-// readable are the events that wake a socket's reader.
-const readable = unix.EPOLLIN | unix.EPOLLPRI | unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
+// Readable are the events that wake a socket's reader.
+const Readable = unix.EPOLLIN | unix.EPOLLPRI | unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 
-// wake tells s's waiters of events.
-func (s *inetSock) wake(events uint32) {
-	if events&unix.EPOLLPRI != 0 {
-		s.urgentGen.Add(1) // TCP urgent data (passUrgent)
-	}
-	if events&readable != 0 {
-		signal(s.rdy)
-	}
-	if events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-		signal(s.wrdy)
-	}
-}
-
-// signal puts a token in a one-slot channel unless one is there.
-func signal(c chan struct{}) {
+// Signal puts a token in a one-slot channel unless one is there.
+func Signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:
 	}
 }
 
-// settled follows kbox's own LKL call on s: the call may have made s or
-// another socket ready (lklReady).
-func (s *inetSock) settled() { s.n.ready.Sweep() }
-
-// await waits for a token on c, at most d (0: for as long as it takes);
+// Await waits for a token on c, at most d (0: for as long as it takes);
 // false when d passed first.
-func await(c chan struct{}, d time.Duration) bool {
+func Await(c chan struct{}, d time.Duration) bool {
 	if d <= 0 {
 		<-c
 		return true

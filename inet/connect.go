@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"encoding/binary"
@@ -6,18 +6,19 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
 // connect(2) on an internet socket: LKL's handshake, waited for off the
 // serving loop, interruptible by signals as on Linux.
 
-// inetConnect serves connect(2) on an internet socket. A datagram
+// Connect serves connect(2) on an internet socket. A datagram
 // socket's connect is immediate. A stream socket's waits in LKL, on a
 // goroutine: the guest waits (blocking) or gets EINPROGRESS and sees its
 // end writable when LKL's connect has finished.
-func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
-	a, en := readInetAddr(r, r.Args[1], r.Args[2])
+func (s *Sock) Connect(r *Req) Result {
+	a, en := ReadAddr(r.G, r.Args[1], r.Args[2])
 	if en != 0 {
 		return errno(en, LKL)
 	}
@@ -27,7 +28,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		runtime.KeepAlive(a)
 		return errno(le, LKL)
 	}
-	gfd, en := e.renew(r, s)
+	gfd, en := s.renew(r)
 	if en != 0 {
 		return errno(en, Host)
 	}
@@ -40,7 +41,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		done := s.connDone
 		s.mu.Unlock()
 		unix.Close(gfd)
-		return e.awaitConnect(r, s, done)
+		return s.awaitConnect(r, done)
 	case s.connecting:
 		s.mu.Unlock()
 		unix.Close(gfd)
@@ -79,7 +80,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 	if tv, err := unix.GetsockoptTimeval(gfd, unix.SOL_SOCKET, unix.SO_SNDTIMEO); err == nil && !nb {
 		timeout = time.Duration(tv.Sec)*time.Second + time.Duration(tv.Usec)*time.Microsecond
 	}
-	s.hint(r.P, int(int32(r.Args[0])))
+	s.hint(r.G.Holder(), int(int32(r.Args[0])))
 	unix.Close(gfd)
 	// LKL's socket is non-blocking here (newInet): its connect sends the
 	// SYN now, on this thread, and only the wait for the handshake goes
@@ -149,7 +150,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 		go connect(nil)
 		return errno(unix.EINPROGRESS, LKL)
 	}
-	p := deferWait(r, timeout > 0, false)
+	p := r.G.Defer(timeout > 0, false)
 	go func() {
 		// The wait looks for a signal itself (watchInterrupt's check,
 		// without a goroutine and a ticker of its own per connect).
@@ -166,15 +167,15 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 			}
 			if timeout > 0 && time.Since(start) >= timeout {
 				watching = false
-				e.late(func() { p.ReplyErrno(unix.EINPROGRESS) })
+				s.n.late(func() { p.ReplyErrno(unix.EINPROGRESS) })
 				return
 			}
-			if signalled(p) {
+			if p.Signalled() {
 				watching = false
-				e.late(func() { p.ReplyErrno(intrErrno(timeout > 0)) })
+				s.n.late(func() { p.ReplyErrno(s.n.intrErrno(timeout > 0)) })
 			}
 		})
-		e.late(func() {
+		s.n.late(func() {
 			// The answer carries the error; SO_ERROR keeps it only
 			// if the guest no longer waits (a signal interrupted its
 			// connect: EINTR, and LKL's connect went on). The lock
@@ -206,7 +207,7 @@ func (e *Engine) inetConnect(r *Request, s *inetSock) Result {
 // result but not yet drained its filler from kbox's end does not drain
 // the next connect's (the guest's end would look writable while that
 // one goes on).
-func (s *inetSock) settleConnect() {
+func (s *Sock) settleConnect() {
 	s.mu.Lock()
 	done := s.connDone
 	connecting := s.connecting
@@ -220,7 +221,7 @@ func (s *inetSock) settleConnect() {
 		}
 		s.n.ready.Sweep() // the connect's waiter learns it now
 	}
-	await(done, peerSettle)
+	lklready.Await(done, peerSettle)
 }
 
 // handshakeTick bounds how late a connect's wait notices that its
@@ -231,17 +232,17 @@ const handshakeTick = 1000
 // returns its result: 0, or the error SO_ERROR gives (ECONNABORTED if
 // the socket was shut meanwhile without one). A non-nil tick is called
 // every interruptTick of the wait.
-func (s *inetSock) awaitHandshake(tick func()) unix.Errno {
+func (s *Sock) awaitHandshake(tick func()) unix.Errno {
 	every := time.Duration(handshakeTick) * time.Millisecond
 	if tick != nil {
 		every = interruptTick
 	}
 	next := time.Now().Add(every)
 	for {
-		// LKL's poll without waiting; the wait is for wrdy (inetready.go).
+		// LKL's poll without waiting; the wait is for wrdy (ready.go).
 		rev, ok := lklPoll(s.lfd, unix.POLLOUT, 0)
 		if !ok {
-			if d := time.Until(next); d > 0 && await(s.wrdy, d) {
+			if d := time.Until(next); d > 0 && lklready.Await(s.wrdy, d) {
 				continue
 			}
 			next = time.Now().Add(every)
@@ -279,14 +280,14 @@ func (s *inetSock) awaitHandshake(tick func()) unix.Errno {
 
 // awaitConnect answers a blocking connect made while an earlier connect of
 // s goes on: once it ended, 0 or its error (taken from SO_ERROR).
-func (e *Engine) awaitConnect(r *Request, s *inetSock, done chan struct{}) Result {
-	p := deferWait(r, false, false)
+func (s *Sock) awaitConnect(r *Req, done chan struct{}) Result {
+	p := r.G.Defer(false, false)
 	stop := make(chan struct{})
-	go e.watchInterrupt(p, stop)
+	go s.n.engine().WatchInterrupt(p, stop)
 	go func() {
 		<-done
 		close(stop)
-		e.late(func() {
+		s.n.late(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if s.connected {
@@ -310,7 +311,7 @@ func (e *Engine) awaitConnect(r *Request, s *inetSock, done chan struct{}) Resul
 // holdUnwritable fills the guest end's send buffer (shrunk first) so that
 // poll does not report it writable while LKL connects; it returns the
 // bytes written, which the pump skips.
-func holdUnwritable(gfd int, s *inetSock) int {
+func holdUnwritable(gfd int, s *Sock) int {
 	s.sndbuf, _ = unix.GetsockoptInt(gfd, unix.SOL_SOCKET, unix.SO_SNDBUF)
 	unix.SetsockoptInt(gfd, unix.SOL_SOCKET, unix.SO_SNDBUF, 1)
 	junk := make([]byte, 4096)
@@ -328,7 +329,7 @@ func holdUnwritable(gfd int, s *inetSock) int {
 
 // connectDone records a non-blocking connect's result and gives the
 // guest's end its send buffer back.
-func (s *inetSock) connectDone(le unix.Errno) {
+func (s *Sock) connectDone(le unix.Errno) {
 	s.mu.Lock()
 	if s.connecting {
 		s.n.connecting.Add(-1)

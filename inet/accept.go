@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"encoding/binary"
@@ -6,24 +6,25 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
 // listen(2), accept(2) and accept4(2) on an internet socket.
 
-// inetListen serves listen(2) on an internet socket: LKL's listen, the
+// Listen serves listen(2) on an internet socket: LKL's listen, the
 // LKL socket made non-blocking (accept waits in kbox, never in LKL on the
 // serving loop), and a watcher that puts one token byte in the guest's
 // end while a connection waits: the guest's end is readable then, as a
 // listening socket with a pending connection is.
-func (e *Engine) inetListen(r *Request, s *inetSock) Result {
+func (s *Sock) Listen(r *Req) Result {
 	if s.typ != unix.SOCK_STREAM {
 		return errno(unix.EOPNOTSUPP, LKL)
 	}
 	if _, le := lkl.Syscall6(lkl.SysListen, uintptr(s.lfd), uintptr(int32(r.Args[1])), 0, 0, 0, 0); le != 0 {
 		return errno(le, LKL)
 	}
-	gfd, en := e.renew(r, s)
+	gfd, en := s.renew(r)
 	if en != 0 {
 		return errno(en, Host)
 	}
@@ -79,7 +80,7 @@ const acceptTick = 100
 
 // watchListener keeps the token in the guest's end while LKL has a
 // connection to accept, and wakes the blocking accepts (listenWait).
-func (s *inetSock) watchListener() {
+func (s *Sock) watchListener() {
 	defer s.toGuest.Done()
 	for {
 		s.mu.Lock()
@@ -109,7 +110,7 @@ func (s *inetSock) watchListener() {
 		}
 		s.mu.Unlock()
 		if !waiting {
-			await(s.rdy, listenTick*time.Millisecond)
+			lklready.Await(s.rdy, listenTick*time.Millisecond)
 			continue
 		}
 		select { // until an accept took the token, or a tick
@@ -121,14 +122,14 @@ func (s *inetSock) watchListener() {
 
 // listenWait returns a channel closed when the watcher next sees a
 // connection waiting in LKL.
-func (s *inetSock) listenWait() chan struct{} {
+func (s *Sock) listenWait() chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lwait
 }
 
 // takeToken removes the token from the guest's end gfd after an accept.
-func (s *inetSock) takeToken(gfd int) {
+func (s *Sock) takeToken(gfd int) {
 	s.mu.Lock()
 	if s.token {
 		var b [1]byte
@@ -147,7 +148,7 @@ func (s *inetSock) takeToken(gfd int) {
 // no connection waiting after all (an accept found none): the watcher
 // writes one again for the next connection, the edge a guest waiting in
 // epoll with EPOLLET needs.
-func (s *inetSock) dropStaleToken(gfd int) {
+func (s *Sock) dropStaleToken(gfd int) {
 	s.mu.Lock()
 	if s.token && !lklPollIn(s.lfd, 0) {
 		var b [1]byte
@@ -158,10 +159,10 @@ func (s *inetSock) dropStaleToken(gfd int) {
 	s.mu.Unlock()
 }
 
-// inetAccept serves accept(2) and accept4(2) on an internet socket: LKL's
+// Accept serves accept(2) and accept4(2) on an internet socket: LKL's
 // accept, and the new socket gets its own pair. A blocking accept waits
 // on a goroutine.
-func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
+func (s *Sock) Accept(r *Req, flags int) Result {
 	if flags&^(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) != 0 {
 		return errno(unix.EINVAL, LKL)
 	}
@@ -187,11 +188,11 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 			return errno(unix.EINVAL, LKL)
 		}
 	}
-	try := func() (*inetSock, int, []byte, unix.Errno) {
+	try := func() (*Sock, int, []byte, unix.Errno) {
 		addr := make([]byte, sockaddrStorage)
 		alen := make([]byte, 4)
 		binary.NativeEndian.PutUint32(alen, sockaddrStorage)
-		if e.Net.full() {
+		if s.n.full() {
 			return nil, -1, nil, unix.ENFILE // the connection stays queued, as Linux's
 		}
 		nfd, le := lkl.Syscall6(lkl.SysAccept4, uintptr(s.lfd), lkl.Ptr(addr), lkl.Ptr(alen), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0, 0)
@@ -202,9 +203,9 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 			return nil, -1, nil, le
 		}
 		s.takeToken(gfd)
-		ns, gend, en := e.Net.pair(int(nfd), s.family, unix.SOCK_STREAM, flags&unix.SOCK_NONBLOCK != 0)
+		ns, gend, en := s.n.pair(int(nfd), s.family, unix.SOCK_STREAM, flags&unix.SOCK_NONBLOCK != 0)
 		if en != 0 {
-			lklClose(int(nfd))
+			lkl.Close(int(nfd))
 			return nil, -1, nil, en
 		}
 		a := addr[:min(binary.NativeEndian.Uint32(alen), sockaddrStorage)]
@@ -212,7 +213,7 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 		ns.connected = true
 		ns.mu.Unlock()
 		ns.startPumps(0)
-		e.Net.settleLocalPeer(a)
+		s.n.settleLocalPeer(a)
 		return ns, gend, a, 0
 	}
 	// writeAddr gives the guest the peer's address (what fits) and length
@@ -245,14 +246,14 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 		if err != nil {
 			return fail(err, Host)
 		}
-		ns.hint(r.P, nfd)
+		ns.hint(r.G.Holder(), nfd)
 		return answered(int64(nfd), LKL)
 	}
 	if le != unix.EAGAIN || nonblocking(gfd) {
 		unix.Close(gfd)
 		return errno(le, LKL)
 	}
-	p := deferWait(r, false, false)
+	p := r.G.Defer(false, false)
 	go func() {
 		defer unix.Close(gfd)
 		for {
@@ -263,12 +264,12 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 			closed := s.closed
 			s.mu.Unlock()
 			if closed {
-				e.late(func() { p.ReplyErrno(unix.EBADF) })
+				s.n.late(func() { p.ReplyErrno(unix.EBADF) })
 				return
 			}
-			if signalled(p) {
+			if p.Signalled() {
 				// A signal to take (seccomp tier: see watchInterrupt).
-				e.late(func() { p.ReplyErrno(intrErrno(false)) })
+				s.n.late(func() { p.ReplyErrno(s.n.intrErrno(false)) })
 				return
 			}
 			if w := s.listenWait(); !lklPollIn(s.lfd, 0) {
@@ -285,9 +286,9 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 			if le == unix.EAGAIN {
 				continue
 			}
-			proc := r.P
+			proc := r.G.Holder()
 
-			e.late(func() {
+			s.n.late(func() {
 				if le != 0 {
 					p.ReplyErrno(le)
 					return
@@ -309,33 +310,4 @@ func (e *Engine) inetAccept(r *Request, s *inetSock, flags int) Result {
 		}
 	}()
 	return deferred(LKL)
-}
-
-// sysListen serves listen(2): LKL's for an internet socket.
-func sysListen(e *Engine, r *Request) Result {
-	if s := e.inetOf(r, r.Args[0]); s != nil {
-		return e.inetListen(r, s)
-	}
-	if e.standInLeft(r, r.Args[0]) {
-		// A copy of a renewed socket's stand-in: the host's listen would
-		// bind a port of the host's (inetstandin.go).
-		return errno(unix.EINVAL, Emulated)
-	}
-	return sysSockNative(e, r)
-}
-
-// sysAccept serves accept(2): LKL's for an internet socket.
-func sysAccept(e *Engine, r *Request) Result {
-	if s := e.inetOf(r, r.Args[0]); s != nil {
-		return e.inetAccept(r, s, 0)
-	}
-	return sysSockNative(e, r)
-}
-
-// sysAccept4 serves accept4(2): LKL's for an internet socket.
-func sysAccept4(e *Engine, r *Request) Result {
-	if s := e.inetOf(r, r.Args[0]); s != nil {
-		return e.inetAccept(r, s, int(int32(r.Args[3])))
-	}
-	return sysSockNative(e, r)
 }

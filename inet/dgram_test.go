@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"encoding/binary"
@@ -32,7 +32,7 @@ func TestLocateDatagram(t *testing.T) {
 		{"count unknown: the first match", []string{"aa", "bbb", "bbb"}, 0, "bbb", -1, false, 1},
 		{"no match", []string{"aa"}, 0, "zz", 0, false, -1},
 	} {
-		s := &inetSock{unwritten: c.unwritten}
+		s := &Sock{unwritten: c.unwritten}
 		for _, q := range c.queue {
 			s.srcs = append(s.srcs, src(q))
 		}

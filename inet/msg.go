@@ -1,9 +1,8 @@
-package dispatch
+package inet
 
 import (
 	"encoding/binary"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
@@ -15,7 +14,7 @@ import (
 //
 // With --net the filter notifies recvmsg and recvmmsg on host fds too
 // (NetServed), and ioctl's FIONREAD and SIOCOUTQ (NetIoctls): the source
-// of a datagram is LKL's (queued by the pump, inetdgram.go) and lies in a
+// of a datagram is LKL's (queued by the pump, dgram.go) and lies in a
 // msghdr the filter cannot read, and part of a socket's queue is LKL's.
 // kbox serves them for an internet datagram socket (recvmsg, recvmmsg) or
 // any internet socket (the ioctls) and continues every other call, which
@@ -39,7 +38,7 @@ type recvSpec struct {
 // readRecvSpec reads the guest's msghdr at addr, as the kernel checks it:
 // EFAULT, EMSGSIZE beyond UIO_MAXIOV iovecs, EINVAL for a negative name
 // or iovec length.
-func readRecvSpec(r *Request, addr uint64) (recvSpec, unix.Errno) {
+func readRecvSpec(r *Req, addr uint64) (recvSpec, unix.Errno) {
 	var mh [msghdrSize]byte
 	if err := r.G.Read(addr, mh[:]); err != nil {
 		return recvSpec{}, unix.EFAULT
@@ -75,7 +74,7 @@ func readRecvSpec(r *Request, addr uint64) (recvSpec, unix.Errno) {
 // socket, carried out in steps: what is queued is taken at once, a wait
 // goes on a goroutine.
 type recvMsgs struct {
-	s        *inetSock
+	s        *Sock
 	specs    []recvSpec
 	single   bool // recvmsg: the answer is the byte count
 	flags    int
@@ -87,7 +86,7 @@ type recvMsgs struct {
 // recvOne takes one datagram from the guest's end gfd for sp without
 // waiting: the data scattered over the iovecs, the source in msg_name
 // (what fits; msg_namelen the full length), the control messages kbox
-// kept for it (inetcmsg.go), msg_flags. It returns recvmsg's value. The
+// kept for it (cmsg.go), msg_flags. It returns recvmsg's value. The
 // whole datagram is taken into kbox's buffer (its fingerprint finds its
 // source); MSG_TRUNC is kbox's, as Linux's UDP does it.
 func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) error) (int, unix.Errno) {
@@ -211,7 +210,7 @@ func (m *recvMsgs) errOne(sp *recvSpec, write func(uint64, []byte) error) (int, 
 }
 
 // takeError takes the socket's pending error (deliverError), or 0.
-func (s *inetSock) takeError() unix.Errno {
+func (s *Sock) takeError() unix.Errno {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	en := s.soError
@@ -311,7 +310,7 @@ func (m *recvMsgs) step(gfd int, write func(uint64, []byte) error) (v int64, en 
 // goroutine, polling the guest's end, interrupted by a signal as the
 // blocking accept is (ERESTARTSYS, or EINTR with SO_RCVTIMEO, as Linux's
 // sock_intr_errno) and ended by SO_RCVTIMEO (EAGAIN). It owns gfd.
-func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
+func (s *Sock) serveRecv(r *Req, m *recvMsgs, gfd int) Result {
 	v, en, done := m.step(gfd, r.G.Write)
 	if done {
 		unix.Close(gfd)
@@ -324,7 +323,7 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 	if tv, err := unix.GetsockoptTimeval(gfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
 		limit = time.Now().Add(time.Duration(tv.Nano()))
 	}
-	p := deferWait(r, !limit.IsZero(), true)
+	p := r.G.Defer(!limit.IsZero(), true)
 	go func() {
 		defer unix.Close(gfd)
 		for {
@@ -335,7 +334,7 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 			if !limit.IsZero() {
 				left := time.Until(limit)
 				if left <= 0 {
-					e.late(func() {
+					s.n.late(func() {
 						if m.got > 0 {
 							p.Reply(int64(m.got))
 						} else {
@@ -351,9 +350,9 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 				// Nothing came: has a signal ended the wait? (Looked
 				// at only then: reading the thread's status costs
 				// more than a datagram's whole receive.)
-				if p.Valid() == nil && signalled(p) {
-					en := intrErrno(!limit.IsZero())
-					e.late(func() {
+				if p.Valid() == nil && p.Signalled() {
+					en := s.n.intrErrno(!limit.IsZero())
+					s.n.late(func() {
 						if m.got > 0 {
 							p.Reply(int64(m.got)) // recvmmsg: what came before
 						} else {
@@ -368,7 +367,7 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 				return
 			}
 			finished := false
-			e.late(func() {
+			s.n.late(func() {
 				v, en, done := m.step(gfd, p.Write)
 				if !done {
 					return // another reader took it
@@ -388,52 +387,10 @@ func (e *Engine) serveRecv(r *Request, m *recvMsgs, gfd int) Result {
 	return deferred(Host)
 }
 
-// inetDgram returns the internet datagram socket behind guest fd fd, or
-// nil (then the call is continued: a stream's recvmsg has no name, as
-// TCP's, and runs natively).
-func (e *Engine) inetDgram(r *Request, fd uint64) *inetSock {
-	if e.Net == nil || e.Net.dgrams.Load() == 0 {
-		return nil // none open: no fd to look at
-	}
-	if s := e.inetOf(r, fd); s != nil && s.typ != unix.SOCK_STREAM {
-		return s
-	}
-	return nil
-}
-
-// sysRecvmsg serves recvmsg(2): an internet datagram socket's source is
-// LKL's; any other socket's call runs on the host.
-func sysRecvmsg(e *Engine, r *Request) Result {
-	if isVirtual(r, r.Args[0]) {
-		return sysSockNative(e, r)
-	}
-	s := e.inetDgram(r, r.Args[0])
-	if s == nil && int(int32(r.Args[2]))&unix.MSG_ERRQUEUE != 0 {
-		// A stream's error queue is LKL's too: the pair's recvmsg
-		// would take stream data for it.
-		s = e.inetOf(r, r.Args[0])
-	}
-	if s == nil {
-		return cont
-	}
-	sp, en := readRecvSpec(r, r.Args[1])
-	if en != 0 {
-		return errno(en, Host)
-	}
-	gfd, en := guestEnd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, Host)
-	}
-	flags := int(int32(r.Args[2]))
-	m := &recvMsgs{s: s, specs: []recvSpec{sp}, single: true, flags: flags,
-		nonblock: flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)}
-	return e.serveRecv(r, m, gfd)
-}
-
-// inetRecvfromDgram serves recvfrom(2) with a source address on an
+// RecvfromDgram serves recvfrom(2) with a source address on an
 // internet datagram socket, as a recvmsg of one iovec: the datagram's
-// source is the one kbox queued for it (inetdgram.go).
-func (e *Engine) inetRecvfromDgram(r *Request, s *inetSock) Result {
+// source is the one kbox queued for it (dgram.go).
+func (s *Sock) RecvfromDgram(r *Req) Result {
 	flags := int(int32(r.Args[3]))
 	sp := recvSpec{iov: [][2]uint64{{r.Args[1], r.Args[2]}}, total: r.Args[2]}
 	if int64(r.Args[2]) < 0 {
@@ -455,51 +412,7 @@ func (e *Engine) inetRecvfromDgram(r *Request, s *inetSock) Result {
 	}
 	m := &recvMsgs{s: s, specs: []recvSpec{sp}, single: true, flags: flags,
 		nonblock: flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)}
-	return e.serveRecv(r, m, gfd)
-}
-
-// sysRecvmmsg serves recvmmsg(2): as recvmsg, one datagram after another
-// (each with its source); a blocking call waits for each unless
-// MSG_WAITFORONE, and the timeout is looked at after each datagram, as
-// Linux does.
-func sysRecvmmsg(e *Engine, r *Request) Result {
-	if isVirtual(r, r.Args[0]) {
-		return sysSockNative(e, r)
-	}
-	s := e.inetDgram(r, r.Args[0])
-	if s == nil {
-		return cont
-	}
-	flags := int(int32(r.Args[3]))
-	vlen := min(uint64(uint32(r.Args[2])), uioMaxIOV)
-	m := &recvMsgs{s: s, flags: flags}
-	if r.Args[4] != 0 {
-		var ts [16]byte
-		if err := r.G.Read(r.Args[4], ts[:]); err != nil {
-			return errno(unix.EFAULT, Host)
-		}
-		sec, nsec := int64(binary.NativeEndian.Uint64(ts[0:])), int64(binary.NativeEndian.Uint64(ts[8:]))
-		if sec < 0 || nsec < 0 || nsec >= 1e9 {
-			return errno(unix.EINVAL, Host)
-		}
-		m.deadline = time.Now().Add(time.Duration(sec)*time.Second + time.Duration(nsec))
-	}
-	for i := uint64(0); i < vlen; i++ {
-		sp, en := readRecvSpec(r, r.Args[1]+i*mmsghdrSize)
-		if en != 0 {
-			return errno(en, Host)
-		}
-		m.specs = append(m.specs, sp)
-	}
-	if len(m.specs) == 0 {
-		return ok(0, Host)
-	}
-	gfd, en := guestEnd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, Host)
-	}
-	m.nonblock = flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)
-	return e.serveRecv(r, m, gfd)
+	return s.serveRecv(r, m, gfd)
 }
 
 // Drain waits, up to d, until every socket whose guest end is closed
@@ -510,7 +423,7 @@ func sysRecvmmsg(e *Engine, r *Request) Result {
 // connection lost the guest's last line when the in-process guest exited
 // at once after its close). Sockets the guest still holds are not waited
 // for.
-func (n *Inet) Drain(d time.Duration) {
+func (n *Net) Drain(d time.Duration) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if n.ending.Load() == 0 && !n.anyGone() {
@@ -522,7 +435,7 @@ func (n *Inet) Drain(d time.Duration) {
 
 // anyGone reports whether a socket's guest end is closed everywhere but
 // the reaper has not taken it yet.
-func (n *Inet) anyGone() bool {
+func (n *Net) anyGone() bool {
 	if n.closesPending() {
 		return true
 	}
@@ -534,28 +447,6 @@ func (n *Inet) anyGone() bool {
 		}
 	}
 	return false
-}
-
-// sysIoctl's internet part: FIONREAD (SIOCINQ) and SIOCOUTQ of an
-// internet socket; other commands and fds are continued.
-func (e *Engine) inetIoctl(r *Request) (Result, bool) {
-	if e.Net == nil || !slices.Contains(NetIoctls, uint32(r.Args[1])) {
-		return Result{}, false
-	}
-	s := e.inetOf(r, r.Args[0])
-	if s == nil {
-		return Result{}, false
-	}
-	v, en := s.queued(r, uint32(r.Args[1]))
-	if en != 0 {
-		return errno(en, LKL), true
-	}
-	var b [4]byte
-	binary.NativeEndian.PutUint32(b[:], uint32(v))
-	if r.G.Write(r.Args[2], b[:]) != nil {
-		return errno(unix.EFAULT, LKL), true
-	}
-	return ok(0, LKL), true
 }
 
 // lklQueue is LKL's SIOCINQ or SIOCOUTQ of its socket fd (a call that
@@ -570,7 +461,7 @@ func lklQueue(fd int, cmd uint32) (int, unix.Errno) {
 	return int(int32(binary.NativeEndian.Uint32(b))), 0
 }
 
-// queued counts s's queue as Linux would for the guest.
+// Queued counts s's queue as Linux would for the guest.
 //
 // FIONREAD: a stream's bytes in the guest's end plus those LKL holds
 // (the pump had no room in the pair yet; up to 64 KiB the pump holds
@@ -585,7 +476,7 @@ func lklQueue(fd int, cmd uint32) (int, unix.Errno) {
 // send in progress may have given LKL part of that buffer already. LKL's
 // alone while a connect is in progress (kbox's end holds filler then). A
 // datagram socket's: kbox's end plus LKL's.
-func (s *inetSock) queued(r *Request, cmd uint32) (int, unix.Errno) {
+func (s *Sock) Queued(r *Req, cmd uint32) (int, unix.Errno) {
 	s.mu.Lock()
 	listening, connecting, kfd := s.listening, s.connecting, s.kfd
 	s.mu.Unlock()
@@ -646,4 +537,59 @@ func lklBytesAcked(fd int) (int64, bool) {
 		return 0, false
 	}
 	return int64(binary.NativeEndian.Uint64(b[tcpiBytesAcked:])), true
+}
+
+// Recvmsg serves recvmsg(2) on s (a datagram socket, or any internet
+// socket's error queue): the datagram's source is the one kbox queued for
+// it, the control messages LKL's.
+func (s *Sock) Recvmsg(r *Req) Result {
+	sp, en := readRecvSpec(r, r.Args[1])
+	if en != 0 {
+		return errno(en, Host)
+	}
+	gfd, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Host)
+	}
+	flags := int(int32(r.Args[2]))
+	m := &recvMsgs{s: s, specs: []recvSpec{sp}, single: true, flags: flags,
+		nonblock: flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)}
+	return s.serveRecv(r, m, gfd)
+}
+
+// Recvmmsg serves recvmmsg(2) on datagram socket s: as recvmsg, one
+// datagram after another (each with its source); a blocking call waits
+// for each unless MSG_WAITFORONE, and the timeout is looked at after
+// each datagram, as Linux does.
+func (s *Sock) Recvmmsg(r *Req) Result {
+	flags := int(int32(r.Args[3]))
+	vlen := min(uint64(uint32(r.Args[2])), uioMaxIOV)
+	m := &recvMsgs{s: s, flags: flags}
+	if r.Args[4] != 0 {
+		var ts [16]byte
+		if err := r.G.Read(r.Args[4], ts[:]); err != nil {
+			return errno(unix.EFAULT, Host)
+		}
+		sec, nsec := int64(binary.NativeEndian.Uint64(ts[0:])), int64(binary.NativeEndian.Uint64(ts[8:]))
+		if sec < 0 || nsec < 0 || nsec >= 1e9 {
+			return errno(unix.EINVAL, Host)
+		}
+		m.deadline = time.Now().Add(time.Duration(sec)*time.Second + time.Duration(nsec))
+	}
+	for i := uint64(0); i < vlen; i++ {
+		sp, en := readRecvSpec(r, r.Args[1]+i*mmsghdrSize)
+		if en != 0 {
+			return errno(en, Host)
+		}
+		m.specs = append(m.specs, sp)
+	}
+	if len(m.specs) == 0 {
+		return ok(0, Host)
+	}
+	gfd, en := guestEnd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Host)
+	}
+	m.nonblock = flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)
+	return s.serveRecv(r, m, gfd)
 }

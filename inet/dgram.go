@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"hash/maphash"
@@ -34,8 +34,8 @@ type dgramSrc struct {
 	addr []byte // its source, a sockaddr
 	n    int    // its length
 	sum  uint64 // its hash
-	ctrl []byte // the control messages the guest asked for (inetcmsg.go)
-	// mark: no datagram but the socket's error (inetSock.soError), as
+	ctrl []byte // the control messages the guest asked for (cmsg.go)
+	// mark: no datagram but the socket's error (Sock.soError), as
 	// an empty record in the pair (deliverError).
 	mark bool
 }
@@ -47,7 +47,7 @@ func (d *dgramSrc) is(n int, sum uint64) bool { return d.n == n && d.sum == sum 
 // receive sees the pair and the queue agree; when the pair is full the
 // lock is let go while waiting for room (the entry stays, marked
 // unwritten). It reports false when the guest's end is gone.
-func (s *inetSock) deliver(d, addr, ctrl []byte) bool {
+func (s *Sock) deliver(d, addr, ctrl []byte) bool {
 	return s.put(d, dgramSrc{addr: append([]byte(nil), addr...), ctrl: ctrl})
 }
 
@@ -59,7 +59,7 @@ func (s *inetSock) deliver(d, addr, ctrl []byte) bool {
 // kbox serves finds the record's mark and answers the error once
 // (recvOne); SO_ERROR takes it too. A plain read, which runs natively,
 // gets an empty datagram.
-func (s *inetSock) deliverError(le unix.Errno) bool {
+func (s *Sock) deliverError(le unix.Errno) bool {
 	s.mu.Lock()
 	s.soError = le
 	s.mu.Unlock()
@@ -67,7 +67,7 @@ func (s *inetSock) deliverError(le unix.Errno) bool {
 }
 
 // put writes datagram d into kbox's end with e, its entry.
-func (s *inetSock) put(d []byte, e dgramSrc) bool {
+func (s *Sock) put(d []byte, e dgramSrc) bool {
 	e.n, e.sum = len(d), maphash.Bytes(dgramSeed, d)
 	s.qmu.Lock()
 	if len(s.srcs) >= 64 {
@@ -114,7 +114,7 @@ func (s *inetSock) put(d []byte, e dgramSrc) bool {
 // (pumpBuf long: the whole datagram) without waiting, or only peeks at
 // it, and returns its length and what kbox queued for it (nil if
 // nothing matched).
-func (s *inetSock) recvDatagram(gfd int, buf []byte, peek bool) (int, *dgramSrc, error) {
+func (s *Sock) recvDatagram(gfd int, buf []byte, peek bool) (int, *dgramSrc, error) {
 	fl := unix.MSG_DONTWAIT
 	if peek {
 		fl |= unix.MSG_PEEK
@@ -152,7 +152,7 @@ func (s *inetSock) recvDatagram(gfd int, buf []byte, peek bool) (int, *dgramSrc,
 // natively). When another process read concurrently, fewer bytes are
 // left than the count assumes: the datagram is then further back, and
 // the fingerprint finds it.
-func (s *inetSock) locate(n int, sum uint64, inq int, peek bool) int {
+func (s *Sock) locate(n int, sum uint64, inq int, peek bool) int {
 	q := s.srcs
 	w := len(q) - s.unwritten
 	if inq >= 0 {

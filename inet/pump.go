@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"runtime"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/lklready"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,7 +15,7 @@ import (
 // "Sockets and readiness").
 
 // startPumps starts carrying data both ways, skipping junk bytes first.
-func (s *inetSock) startPumps(junk int) {
+func (s *Sock) startPumps(junk int) {
 	s.mu.Lock()
 	if s.pumping || s.closed {
 		s.mu.Unlock()
@@ -37,7 +38,7 @@ var pumpBufs = sync.Pool{New: func() any { b := make([]byte, pumpBuf); return &b
 // pumpFromGuest carries what the guest wrote to the LKL socket. A stream
 // ends at the guest's EOF (its shutdown or last close): LKL's write side
 // is shut then.
-func (s *inetSock) pumpFromGuest(junk int) {
+func (s *Sock) pumpFromGuest(junk int) {
 	defer s.fromGuest.Done()
 	bp := pumpBufs.Get().(*[]byte)
 	defer pumpBufs.Put(bp)
@@ -123,7 +124,7 @@ func (s *inetSock) pumpFromGuest(junk int) {
 			}
 			s.settled() // what arrived during the call
 			if le == unix.EAGAIN {
-				await(s.wrdy, 0) // LKL's send buffer is full
+				lklready.Await(s.wrdy, 0) // LKL's send buffer is full
 				s.mu.Lock()
 				stop := s.unreadClose // closed with data unread: what is unsent goes (end)
 				s.mu.Unlock()
@@ -161,7 +162,7 @@ func (s *inetSock) pumpFromGuest(junk int) {
 // guest's reads stop before it; recv(MSG_OOB), SIOCATMARK, POLLPRI,
 // SIGURG and the guest's own SO_OOBINLINE (set on the guest's end) then
 // run natively (docs/networking.md, "Urgent data").
-func (s *inetSock) passUrgent(seen *uint64, short bool) bool {
+func (s *Sock) passUrgent(seen *uint64, short bool) bool {
 	g := s.urgentGen.Load()
 	if g == *seen && !short {
 		return false
@@ -196,7 +197,7 @@ func atMark(fd int) bool {
 
 // pumpToGuest carries what LKL received to the guest's end; a datagram's
 // source is queued for recvfrom.
-func (s *inetSock) pumpToGuest() {
+func (s *Sock) pumpToGuest() {
 	defer s.toGuest.Done()
 	bp := pumpBufs.Get().(*[]byte)
 	defer pumpBufs.Put(bp)
@@ -220,7 +221,7 @@ func (s *inetSock) pumpToGuest() {
 			n, le = netCall(lkl.SysRecvfrom, uintptr(s.lfd), lkl.Ptr(buf), uintptr(len(buf)), unix.MSG_DONTWAIT, 0, 0)
 		} else {
 			// With the control messages the guest asked LKL for
-			// (inetcmsg.go).
+			// (cmsg.go).
 			var m int
 			m, alen, clen, _, le = lklRecvmsg(s.lfd, buf, addr, ctl, unix.MSG_DONTWAIT)
 			n = uintptr(m)
@@ -245,7 +246,7 @@ func (s *inetSock) pumpToGuest() {
 				// datagram socket answers EAGAIN, not 0).
 				return
 			}
-			await(s.rdy, 0)
+			lklready.Await(s.rdy, 0)
 			continue
 		}
 		if le != 0 && s.typ != unix.SOCK_STREAM && sockError(le) && errs < maxDgramErrors {
@@ -304,7 +305,7 @@ func (s *inetSock) pumpToGuest() {
 //     a blocked one too, fail with EPIPE (Linux: the error first, then
 //     EPIPE), while what LKL received still reaches the guest; the pump
 //     to the guest passes a reset on when it reaches it (wasReset).
-func (s *inetSock) sendFailed(le unix.Errno) {
+func (s *Sock) sendFailed(le unix.Errno) {
 	reset := le == unix.ECONNRESET || le == unix.EPIPE
 	s.mu.Lock()
 	s.wasReset = s.wasReset || reset
@@ -362,7 +363,7 @@ func endEvents(kfd int) int16 {
 // here (the reaper no longer watches it). It reports false when the
 // guest's end was not found (closed meanwhile): the caller ends as for
 // EOF.
-func (s *inetSock) resetGuest() bool {
+func (s *Sock) resetGuest() bool {
 	e := s.n.eng.Load()
 	if e == nil {
 		return false
@@ -373,7 +374,7 @@ func (s *inetSock) resetGuest() bool {
 	}
 	defer unix.Close(gfd)
 	// Watched before it leaves the table: its getpeername says ENOTCONN
-	// from then on (inetreset.go).
+	// from then on (reset.go).
 	s.n.watchReset(gfd, s.ino)
 	s.n.mu.Lock()
 	mine := s.n.byIno[s.ino] == s
@@ -389,18 +390,18 @@ func (s *inetSock) resetGuest() bool {
 	s.closed = true
 	s.mu.Unlock()
 	s.file.SetReadDeadline(time.Now()) // pumpFromGuest stops reading
-	signal(s.wrdy)                     // or waiting for room in LKL
+	lklready.Signal(s.wrdy)            // or waiting for room in LKL
 	s.fromGuest.Wait()
 	unix.SendmsgN(gfd, []byte{0}, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-	s.n.ready.drop(s)
-	lklClose(s.lfd)
+	s.n.dropReady(s)
+	lkl.Close(s.lfd)
 	s.file.Close()
 	return true
 }
 
 // drain reads the junk back once LKL's connect ended: the guest's end
 // turns writable, and SO_ERROR tells how it ended.
-func drain(s *inetSock, junk int) {
+func drain(s *Sock, junk int) {
 	buf := make([]byte, 4096)
 	for junk > 0 {
 		m, err := s.file.Read(buf[:min(junk, len(buf))])

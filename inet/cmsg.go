@@ -1,4 +1,4 @@
-package dispatch
+package inet
 
 import (
 	"encoding/binary"
@@ -71,10 +71,10 @@ func lklSendmsg(fd int, data, name, ctl []byte, flags int) (int, unix.Errno) {
 	return int(n), le
 }
 
-// inetSendDgram sends one datagram of the guest's sendmsg or sendmmsg on
+// SendDgram sends one datagram of the guest's sendmsg or sendmmsg on
 // internet datagram socket s to LKL at once: to name (none: the
 // connected peer), with control data ctl.
-func inetSendDgram(s *inetSock, data, name, ctl []byte, flags int) Result {
+func (s *Sock) SendDgram(data, name, ctl []byte, flags int) Result {
 	fl := flags | unix.MSG_DONTWAIT | unix.MSG_NOSIGNAL
 	var n int
 	var le unix.Errno
