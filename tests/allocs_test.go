@@ -7,48 +7,10 @@ import (
 	"testing"
 
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/dispatch/dispatchtest"
 	"github.com/kbox-project/kbox/rootfs"
 	"golang.org/x/sys/unix"
 )
-
-// fakeGuest is guest memory in a local buffer at a made-up address, for
-// dispatching requests in-process.
-type fakeGuest struct{ mem []byte }
-
-const fakeBase = 0x10000
-
-func (g *fakeGuest) at(addr uint64, n int) ([]byte, error) {
-	if addr < fakeBase || addr-fakeBase+uint64(n) > uint64(len(g.mem)) {
-		return nil, unix.EFAULT
-	}
-	return g.mem[addr-fakeBase : addr-fakeBase+uint64(n)], nil
-}
-func (g *fakeGuest) Pid() int { return unix.Getpid() }
-func (g *fakeGuest) Read(addr uint64, b []byte) error {
-	m, err := g.at(addr, len(b))
-	if err == nil {
-		copy(b, m)
-	}
-	return err
-}
-func (g *fakeGuest) ReadSome(addr uint64, b []byte) (int, error) {
-	n := min(len(b), len(g.mem)-int(addr-fakeBase))
-	return n, g.Read(addr, b[:n])
-}
-func (g *fakeGuest) Write(addr uint64, b []byte) error {
-	m, err := g.at(addr, len(b))
-	if err == nil {
-		copy(m, b)
-	}
-	return err
-}
-func (g *fakeGuest) WriteForce(addr uint64, b []byte) error { return g.Write(addr, b) }
-func (g *fakeGuest) Valid() error                           { return nil }
-func (g *fakeGuest) AddFD(hostfd, target int, cloexec bool) (int, error) {
-	return 3, nil
-}
-func (g *fakeGuest) AddFDReply(hostfd int, cloexec bool) (int, error) { return 3, nil }
-func (g *fakeGuest) Defer() dispatch.Pending                          { panic("no deferred syscall") }
 
 func init() {
 	// dispatch-allocs reports the allocations of the hot dispatch paths:
@@ -57,9 +19,12 @@ func init() {
 		return withRoot(img, ro, func(*rootfs.Root) error {
 			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", dispatch.CPURoute}, Dev: true})
 			defer eng.Shadows.Close()
-			g := &fakeGuest{mem: make([]byte, 4096)}
-			copy(g.mem, "/etc/hostname\x00")
-			const path, out = fakeBase, fakeBase + 256
+			g, err := dispatchtest.New(4096)
+			if err != nil {
+				return err
+			}
+			defer g.Close()
+			path, out := g.Str("/etc/hostname"), g.Buf(256)
 			r := &dispatch.Request{G: g, P: eng.Start(unix.Getpid(), "/")}
 			run := func(name string, nr int, args ...uint64) {
 				r.Nr = nr

@@ -11,15 +11,26 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/dispatch/dispatchtest"
 	"github.com/kbox-project/kbox/rootfs"
 	"golang.org/x/sys/unix"
 )
 
-// threadGuest is one guest thread of an in-process tier: fakeGuest memory
+// threadGuest is one guest thread of an in-process tier: argument memory
 // of its own, the pid of its process.
 type threadGuest struct {
-	fakeGuest
+	*dispatchtest.Guest
 	pid int
+}
+
+// newThreadGuest is a guest thread of process pid with size bytes of
+// argument memory.
+func newThreadGuest(pid, size int) *threadGuest {
+	g, err := dispatchtest.New(size)
+	if err != nil {
+		panic(err)
+	}
+	return &threadGuest{Guest: g, pid: pid}
 }
 
 func (g *threadGuest) Pid() int { return g.pid }
@@ -49,9 +60,8 @@ func init() {
 			for _, pid := range procs {
 				eng.Start(pid, "/")
 				// Each process has run a program (its /proc/PID/exe).
-				g := &threadGuest{fakeGuest: fakeGuest{mem: make([]byte, 64)}, pid: pid}
-				copy(g.mem, "/bin/true\x00")
-				r := &dispatch.Request{G: g, P: eng.Lookup(pid), Nr: unix.SYS_EXECVE, Args: [6]uint64{fakeBase}}
+				g := newThreadGuest(pid, 4096)
+				r := &dispatch.Request{G: g, P: eng.Lookup(pid), Nr: unix.SYS_EXECVE, Args: [6]uint64{g.Str("/bin/true")}}
 				if res := eng.Serve(r); res.Errno != 0 {
 					return fmt.Errorf("execve /bin/true: %v", res.Errno)
 				}
@@ -64,12 +74,13 @@ func init() {
 				go func(w int) {
 					defer wg.Done()
 					fails[w] = map[string]int{}
-					g := &threadGuest{fakeGuest: fakeGuest{mem: make([]byte, 8192)}, pid: procs[w%len(procs)]}
+					g := newThreadGuest(procs[w%len(procs)], 8192)
+					defer g.Close()
 					r := &dispatch.Request{G: g}
-					const path, out = fakeBase, fakeBase + 1024
+					path, out := g.Buf(1024), g.Buf(7168)
 					at := uint64(unix.AT_FDCWD & 0xffffffff)
 					call := func(name string, nr int, p string, args ...uint64) int64 {
-						copy(g.mem, p+"\x00")
+						copy(g.Bytes(path, len(p)+1), p+"\x00")
 						r.Nr, r.P = nr, eng.Lookup(g.pid)
 						r.Args = [6]uint64{}
 						copy(r.Args[:], args)
