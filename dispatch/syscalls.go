@@ -2,17 +2,20 @@ package dispatch
 
 import "golang.org/x/sys/unix"
 
-// The syscall table. Everything kbox knows about a syscall number lives in
-// one entry of the table of its architecture (linux_amd64.go,
-// linux_arm64.go): its name and family, what kbox does with it (How), the
+// The syscall table. Everything kbox knows about a syscall lives in one
+// entry of table.go, written once for every architecture and keyed by the
+// kernel's name: its name and family, what kbox does with it (How), the
 // handler that serves it (Fn, in the file of its family), the errno of a
 // refusal, the facts the fast paths need, and why. The tiers' filters
 // (seccomp/supervisor.Policy, the trap tier's), the engine's dispatch, the
 // observatory's families and the coverage tests all derive from it: a
-// syscall is never native in one place and handled in another.
+// syscall is never native in one place and handled in another. Which
+// syscalls an architecture has, and their numbers, are its own
+// (numbers.go): the running architecture's entries are laid out by number
+// at init, so the engine's dispatch is an array lookup.
 //
-// To find where a syscall is handled: look its name up in the table of
-// your architecture; Fn names the handler, whose file is its family's
+// To find where a syscall is handled: look its name up in table.go; Fn
+// names the handler, whose file is its family's
 // (file.go, stat.go, path.go, exec.go, proc.go, ident.go, signal.go,
 // sched.go, sys.go, socket.go, ipc.go, mmap.go, ...).
 

@@ -136,7 +136,7 @@ func TestPolicyRoutes(t *testing.T) {
 }
 
 // TestPolicyFollowsTable: the filter does with every syscall what its
-// entry in the syscall table says (dispatch/linux_*.go), with the guest's
+// entry in the syscall table says (dispatch/table.go), with the guest's
 // own namespaces and without; make test-arm64 runs it for aarch64.
 func TestPolicyFollowsTable(t *testing.T) {
 	notify, allow := uint32(seccomp.RetUserNotif), uint32(seccomp.RetAllow)

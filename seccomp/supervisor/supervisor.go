@@ -55,7 +55,7 @@ const (
 )
 
 // Policy returns the filter policy of the seccomp tier for a guest with
-// namespaces ns, derived from the syscall table (dispatch/linux_*.go):
+// namespaces ns, derived from the syscall table (dispatch/table.go):
 // Native entries run natively, NativeInNS ones too when the guest has its
 // own IPC namespace, HostFD ones natively on host fds (AddrArg4: only
 // without a destination address), Refused ones get EPERM in BPF, Absent
