@@ -302,15 +302,33 @@ func Run(cfg Config) (Exit, error) {
 // (every executable mapping at this point: kbox, its libc and loader, the
 // vDSO) trusted.
 func (t *tier) filter() ([]bpf.RawInstruction, error) {
-	pol := supervisor.Policy(uint32(t.fds.g), 0)
-	if t.eng.Net != nil {
+	pol := policy(uint32(t.fds.g), t.eng.Net != nil, t.cfg.Rewrite)
+	ranges, err := textRanges()
+	if err != nil {
+		return nil, err
+	}
+	if t.rw.on {
+		// The rewrite tier's stubs are guest code, not kbox's: a
+		// syscall made there must trap.
+		ranges = without(ranges, t.rw.stubRX, t.rw.stubRX+rewrite.X86StubBytes)
+	}
+	pol.Trusted = seccomp.SplitRanges(ranges)
+	return pol.Assemble()
+}
+
+// policy is the guest threads' filter policy, but for the trusted ranges,
+// for a guest with fds [0, g), with a network (net) or not, with the
+// rewrite tier (rw) or not.
+func policy(g uint32, net, rw bool) *seccomp.Policy {
+	pol := supervisor.Policy(g, 0)
+	if net {
 		supervisor.WithNet(pol) // recvmsg and recvmmsg are trapped anyway
 	}
 	drop := map[string]bool{}
 	for _, n := range trapped {
 		drop[n] = true
 	}
-	if t.cfg.Rewrite {
+	if rw {
 		// Trapped until their sites are patched to answer inline.
 		for _, n := range inlined {
 			drop[n] = true
@@ -330,17 +348,7 @@ func (t *tier) filter() ([]bpf.RawInstruction, error) {
 	pol.HostFD = append(keep(pol.HostFD), "timerfd_settime", "timerfd_gettime")
 	pol.Notify = unix.SECCOMP_RET_TRAP
 	pol.DupfdAlways = true
-	ranges, err := textRanges()
-	if err != nil {
-		return nil, err
-	}
-	if t.rw.on {
-		// The rewrite tier's stubs are guest code, not kbox's: a
-		// syscall made there must trap.
-		ranges = without(ranges, t.rw.stubRX, t.rw.stubRX+rewrite.X86StubBytes)
-	}
-	pol.Trusted = seccomp.SplitRanges(ranges)
-	return pol.Assemble()
+	return pol
 }
 
 // trapped are syscalls the seccomp tier lets run natively that the trap
