@@ -7,7 +7,7 @@ import "golang.org/x/sys/unix"
 // kernel's name: its name and family, what kbox does with it (How), the
 // handler that serves it (Fn, in the file of its family), the errno of a
 // refusal, the facts the fast paths need, and why. The tiers' filters
-// (seccomp/supervisor.Policy, the trap tier's), the engine's dispatch, the
+// (tierpolicy.Seccomp, the trap tier's), the engine's dispatch, the
 // observatory's families and the coverage tests all derive from it: a
 // syscall is never native in one place and handled in another. Which
 // syscalls an architecture has, and their numbers, are its own

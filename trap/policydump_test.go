@@ -12,6 +12,7 @@ import (
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/seccomp"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
+	"github.com/kbox-project/kbox/tierpolicy"
 )
 
 // Throwaway: dumps the filters both tiers derive from the table, to
@@ -45,12 +46,12 @@ func TestPolicyDump(t *testing.T) {
 		for _, net := range []bool{false, true} {
 			for _, forks := range []bool{false, true} {
 				// As supervisor.Run builds it.
-				pol := supervisor.Policy(1024, ns)
+				pol := tierpolicy.Seccomp(1024, ns&supervisor.NSIPC != 0)
 				if net {
-					supervisor.WithNet(pol)
+					tierpolicy.WithNet(pol)
 				}
 				if forks {
-					supervisor.NotifyForks(pol)
+					tierpolicy.NotifyForks(pol)
 				}
 				pol.HostFD = append(pol.HostFD, "close")
 				dump(fmt.Sprintf("seccomp ns=%d net=%v forks=%v", ns, net, forks), pol)

@@ -19,7 +19,7 @@ import (
 	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/rewrite"
 	"github.com/kbox-project/kbox/seccomp"
-	"github.com/kbox-project/kbox/seccomp/supervisor"
+	"github.com/kbox-project/kbox/tierpolicy"
 	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -212,7 +212,7 @@ func Run(cfg Config) (Exit, error) {
 	// it itself at the first bind of a path. Abstract names stay refused:
 	// the guest has kbox's network namespace, the host's.
 	if eng.Sockets == nil {
-		start, stop := supervisor.BinderStarter()
+		start, stop := unixsock.BinderStarter()
 		eng.Sockets = unixsock.New(unixsock.NewLazyBinder(start), false)
 		defer stop()
 	}
@@ -296,7 +296,7 @@ func Run(cfg Config) (Exit, error) {
 }
 
 // filter builds the guest threads' seccomp filter: the seccomp tier's
-// policy (supervisor.Policy: its deny list, its native syscalls) with
+// policy (tierpolicy.Seccomp: its deny list, its native syscalls) with
 // SECCOMP_RET_TRAP for what the tier serves, and what runs natively there
 // but must be trapped in-process (trapped below), with kbox's own code
 // (every executable mapping at this point: kbox, its libc and loader, the
@@ -320,9 +320,9 @@ func (t *tier) filter() ([]bpf.RawInstruction, error) {
 // for a guest with fds [0, g), with a network (net) or not, with the
 // rewrite tier (rw) or not.
 func policy(g uint32, net, rw bool) *seccomp.Policy {
-	pol := supervisor.Policy(g, 0)
+	pol := tierpolicy.Seccomp(g, false)
 	if net {
-		supervisor.WithNet(pol) // recvmsg and recvmmsg are trapped anyway
+		tierpolicy.WithNet(pol) // recvmsg and recvmmsg are trapped anyway
 	}
 	drop := map[string]bool{}
 	for _, n := range trapped {
