@@ -125,6 +125,12 @@ func TestSyscallEntriesAreConsistent(t *testing.T) {
 		if s.Facts&(Pure|Opens) == Pure|Opens {
 			t.Errorf("%s: both Pure and Opens", s.Name)
 		}
+		if s.Facts&FilterHostFD != 0 && s.How != Served {
+			t.Errorf("%s: FilterHostFD without Served", s.Name)
+		}
+		if s.InProc > Inline {
+			t.Errorf("%s: InProc %d", s.Name, s.InProc)
+		}
 	}
 }
 

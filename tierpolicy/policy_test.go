@@ -166,6 +166,9 @@ func TestPolicyFollowsTable(t *testing.T) {
 				wantVirtual = want
 			case dispatch.Served, dispatch.Absent:
 				want, wantVirtual = notify, notify
+				if s.Facts&dispatch.FilterHostFD != 0 {
+					want = allow
+				}
 			}
 			if s.Facts&dispatch.ForkLike != 0 {
 				// fd 3 and 1030 as clone flags: no CLONE_PARENT.
@@ -192,6 +195,46 @@ func TestPolicyFollowsTable(t *testing.T) {
 			}
 			if got := verdict(1030); got != wantVirtual {
 				t.Errorf("%s (%s, IPC namespace %v) on a virtual fd: %#x, want %#x", s.Name, s.How, ns, got, wantVirtual)
+			}
+		})
+	}
+}
+
+// TestInProcessFollowsTable: the in-process tiers' filter traps what the
+// table's InProc column says on top of the seccomp tier's verdicts: what
+// the tier answers itself and FDGuard's on every fd, GuestFDs' above the
+// guest's fds, Inline's under the rewrite tier only, and every clone.
+func TestInProcessFollowsTable(t *testing.T) {
+	trap, allow := uint32(unix.SECCOMP_RET_TRAP), uint32(seccomp.RetAllow)
+	for _, rewrite := range []bool{false, true} {
+		p := InProcess(1024, false, rewrite)
+		if _, err := p.Assemble(); err != nil {
+			t.Fatal(err)
+		}
+		base := Seccomp(1024, false)
+		dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
+			for _, fd := range []uint64{3, 1030} {
+				args := [6]uint64{fd}
+				want := base.Decide(uint32(nr), p.Arch.AuditArch, args)
+				if want == uint32(seccomp.RetUserNotif) {
+					want = trap
+				}
+				switch {
+				case s.InProc.Own(), s.InProc == dispatch.FDGuard, s.Name == "clone":
+					if want == allow || s.Name == "clone" {
+						want = trap
+					}
+				case s.InProc == dispatch.GuestFDs:
+					want = allow
+					if fd >= 1024 {
+						want = trap
+					}
+				case s.InProc == dispatch.Inline && rewrite:
+					want = trap
+				}
+				if got := p.Decide(uint32(nr), p.Arch.AuditArch, args); got != want {
+					t.Errorf("%s (InProc %d, rewrite %v) on fd %d: %#x, want %#x", s.Name, s.InProc, rewrite, fd, got, want)
+				}
 			}
 		})
 	}

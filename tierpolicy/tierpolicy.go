@@ -14,7 +14,7 @@ import (
 // (ipcNS) or without an IPC namespace of its own, derived from the syscall table (dispatch/table.go):
 // Native entries run natively, NativeInNS ones too when the guest has its
 // own IPC namespace, HostFD ones natively on host fds (AddrArg4: only
-// without a destination address), Refused ones get EPERM in BPF, Absent
+// without a destination address) and so are FilterHostFD ones (close), Refused ones get EPERM in BPF, Absent
 // InFilter ones ENOSYS; ForkLike ones run natively, but clone with
 // CLONE_PARENT and without CLONE_THREAD; every other syscall (Served,
 // Absent) is notified.
@@ -36,6 +36,10 @@ func Seccomp(virtualBase uint32, ipcNS bool) *seccomp.Policy {
 			}
 		case dispatch.Refused:
 			p.Deny = append(p.Deny, s.Name)
+		case dispatch.Served:
+			if s.Facts&dispatch.FilterHostFD != 0 {
+				p.HostFD = append(p.HostFD, s.Name)
+			}
 		case dispatch.Absent:
 			if s.Facts&dispatch.InFilter != 0 && s.Errno == unix.ENOSYS {
 				p.NoSys = append(p.NoSys, s.Name)
@@ -103,4 +107,31 @@ func dropNames(list []string, drop map[string]bool) []string {
 		}
 	}
 	return keep
+}
+
+// InProcess returns the filter policy of the in-process tiers' guest
+// threads, but for the trusted ranges (kbox's own code), for a guest
+// with fds [0, guestFDs), with a network (net) or not, with the rewrite
+// tier (rewrite) or not. It is the seccomp tier's, without IPC namespace,
+// with SECCOMP_RET_TRAP where that notifies, and the table's InProc
+// column on top: what the in-process tier answers itself (InProc.Own),
+// FDGuard's and, under the rewrite tier, Inline's syscalls are trapped
+// on every fd; GuestFDs ones run natively on the guest's fds only. Every
+// clone is trapped (the tier makes the threads), and every F_DUPFD.
+func InProcess(guestFDs uint32, net, rewrite bool) *seccomp.Policy {
+	p := Seccomp(guestFDs, false)
+	if net {
+		WithNet(p) // recvmsg and recvmmsg are trapped anyway
+	}
+	trapped := tableNames(func(s *dispatch.Syscall) bool {
+		return s.InProc.Own() || s.InProc == dispatch.FDGuard || s.InProc == dispatch.GuestFDs ||
+			rewrite && s.InProc == dispatch.Inline
+	})
+	p.Allow = dropNames(p.Allow, trapped)
+	p.NotifyIf = nil
+	p.HostFD = append(dropNames(p.HostFD, trapped),
+		dispatch.Names(func(s *dispatch.Syscall) bool { return s.InProc == dispatch.GuestFDs })...)
+	p.Notify = unix.SECCOMP_RET_TRAP
+	p.DupfdAlways = true
+	return p
 }

@@ -53,14 +53,13 @@ func TestPolicyDump(t *testing.T) {
 				if forks {
 					tierpolicy.NotifyForks(pol)
 				}
-				pol.HostFD = append(pol.HostFD, "close")
 				dump(fmt.Sprintf("seccomp ns=%d net=%v forks=%v", ns, net, forks), pol)
 			}
 		}
 	}
 	for _, net := range []bool{false, true} {
 		for _, rw := range []bool{false, true} {
-			dump(fmt.Sprintf("trap net=%v rewrite=%v", net, rw), policy(1024, net, rw))
+			dump(fmt.Sprintf("trap net=%v rewrite=%v", net, rw), tierpolicy.InProcess(1024, net, rw))
 		}
 	}
 	var tr []string

@@ -293,9 +293,6 @@ func Run(cfg Config) (int, error) {
 	if eng.Opt.Policy.SeesForks() {
 		tierpolicy.NotifyForks(pol)
 	}
-	// Closing a host fd needs no round trip: a shadow's close writes
-	// nothing (shadowfd).
-	pol.HostFD = append(pol.HostFD, "close")
 	prog, err := pol.Assemble()
 	if err != nil {
 		cmd.Process.Kill()
