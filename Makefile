@@ -168,7 +168,7 @@ race:
 # The LKL-free packages' unit tests (ABI remap, dispatch table, BPF, ELF,
 # fd table, host FIFOs) built for arm64 and run under qemu-user, when it is
 # installed.
-ARM64_PKGS := ./lkl/ ./dispatch/ ./seccomp/... ./fdtable/ ./fifo/ ./elfload/ ./shadowfd/ ./cmd/kbox/ ./web/ ./clock/ ./scratchfs/ ./unixsock/ ./trap/ ./rewrite/
+ARM64_PKGS := ./lkl/ ./dispatch/ ./seccomp/... ./fdtable/ ./fifo/ ./elfload/ ./shadowfd/ ./cmd/kbox/ ./web/ ./clock/ ./scratchfs/ ./unixsock/ ./tierpolicy/ ./trap/ ./rewrite/
 test-arm64:
 	@if command -v qemu-aarch64-static >/dev/null; then \
 		echo "kbox: arm64 unit tests under qemu-aarch64-static"; \

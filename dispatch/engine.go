@@ -4,8 +4,8 @@
 // forward it to LKL, continue it on the host, emulate it, or fail it.
 //
 // Handlers live in one file per family (file.go, stat.go, path.go, exec.go,
-// ident.go, sys.go, socket.go, inet*.go, procnode.go, dev.go, ...), each
-// named by its entry in the syscall table (linux_amd64.go, linux_arm64.go);
+// ident.go, sys.go, socket.go, inet.go, procnode.go, dev.go, ...), each
+// named by its entry in the syscall table (table.go);
 // docs/tiers.md lists the families and docs/architecture.md follows one
 // call through them.
 package dispatch

@@ -2,19 +2,23 @@ package dispatch
 
 import "golang.org/x/sys/unix"
 
-// The syscall table. Everything kbox knows about a syscall number lives in
-// one entry of the table of its architecture (linux_amd64.go,
-// linux_arm64.go): its name and family, what kbox does with it (How), the
+// The syscall table. Everything kbox knows about a syscall lives in one
+// entry of table.go, written once for every architecture and keyed by the
+// kernel's name: its name and family, what kbox does with it (How), the
 // handler that serves it (Fn, in the file of its family), the errno of a
-// refusal, the facts the fast paths need, and why. The tiers' filters
-// (seccomp/supervisor.Policy, the trap tier's), the engine's dispatch, the
-// observatory's families and the coverage tests all derive from it: a
-// syscall is never native in one place and handled in another.
+// refusal, the facts the fast paths and filters need, what the in-process
+// tiers do differently (InProc), and why. The tiers' filters (package
+// tierpolicy: the seccomp tier's and the in-process tiers'), the engine's
+// dispatch, the observatory's families and the coverage tests all derive
+// from it: a syscall is never native in one place and handled in another.
+// Which syscalls an architecture has, and their numbers, are its own
+// (numbers.go): the running architecture's entries are laid out by number
+// at init, so the engine's dispatch is an array lookup.
 //
-// To find where a syscall is handled: look its name up in the table of
-// your architecture; Fn names the handler, whose file is its family's
-// (file.go, stat.go, path.go, exec.go, proc.go, ident.go, signal.go,
-// sched.go, sys.go, socket.go, ipc.go, mmap.go, ...).
+// To find where a syscall is handled: look its name up in table.go; Fn
+// names the handler, whose file is its family's (file.go, stat.go,
+// path.go, exec.go, proc.go, ident.go, signal.go, sched.go, sys.go,
+// socket.go, ipc.go, mmap.go, ...).
 
 // How says what kbox does with a syscall.
 type How uint8
@@ -87,7 +91,53 @@ const (
 	// never notified, for the same reason: clone3, whose ENOSYS makes
 	// libc fall back to clone, must not fail with EINTR instead.
 	InFilter
+	// FilterHostFD (Served) runs on the host all the same on a host fd in
+	// the seccomp tier's filter: close, since a shadow's close writes
+	// nothing, so closing a host fd needs no round trip. Fn serves every
+	// fd the filter lets through (and every fd in the in-process tiers).
+	FilterHostFD
 )
+
+// InProc says what the in-process tiers (trap, rewrite: the guest runs in
+// kbox's own process, sharing its memory, signals, threads and fd table)
+// do with a syscall, where that differs from the seccomp tier's filter.
+type InProc uint8
+
+const (
+	// AsFilter: as the seccomp tier's filter does (How), trapped where it
+	// notifies.
+	AsFilter InProc = iota
+	// OwnMemory, OwnSignal, OwnFD and OwnProcess are answered by the
+	// in-process tier itself, before the engine (trap/transport.go), on
+	// every fd. OwnMemory: the memory guard keeps the guest off kbox's
+	// memory (maps, unmaps, protections, AIO rings).
+	OwnMemory
+	// OwnSignal: signals are emulated; the host's handlers and masks are
+	// kbox's.
+	OwnSignal
+	// OwnFD: the fd the host kernel makes is moved into the guest's fd
+	// range.
+	OwnFD
+	// OwnProcess: thread and process state the host kernel would apply
+	// to kbox (exit, prctl, seccomp, rlimits, waits, new threads and
+	// processes).
+	OwnProcess
+	// FDGuard is trapped on host fds too and served or continued by the
+	// engine: the fd guard keeps the guest off kbox's fds, and an fd the
+	// call makes or frees is placed in or released from the guest's range
+	// (trap/cont.go).
+	FDGuard
+	// GuestFDs runs on the host on the guest's own fds and is trapped on
+	// any other (an fd at or above the guest's range is kbox's).
+	GuestFDs
+	// Inline is trapped under the rewrite tier until its site is patched
+	// to answer in the site's stub (trap/rewrite.go); as AsFilter without
+	// the rewrite tier.
+	Inline
+)
+
+// Own reports whether the in-process tier answers the syscall itself.
+func (i InProc) Own() bool { return i >= OwnMemory && i <= OwnProcess }
 
 // NetIoctls are the ioctl commands notified on host fds too when the
 // guest has a network: FIONREAD (SIOCINQ) and SIOCOUTQ (TIOCOUTQ) of an
@@ -124,13 +174,14 @@ func (f Family) String() string { return familyNames[f] }
 
 // Syscall is one entry of the table.
 type Syscall struct {
-	Name  string
-	Fam   Family
-	How   How
-	Fn    Handler
-	Errno unix.Errno // Refused, Absent
-	Facts Facts
-	Why   string
+	Name   string
+	Fam    Family
+	How    How
+	Fn     Handler
+	Errno  unix.Errno // Refused, Absent
+	Facts  Facts
+	InProc InProc // the in-process tiers, where they differ
+	Why    string
 }
 
 // MaxNr bounds syscall numbers in the table.

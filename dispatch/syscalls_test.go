@@ -40,12 +40,64 @@ func TestEverySyscallHasAnEntry(t *testing.T) {
 	})
 }
 
-// TestSyscallEntriesAreConsistent: each kind of entry has what it needs
-// and nothing that could never be used: a handler exactly where the
+// TestTableCoversEveryArch checks the neutral table against every
+// architecture kbox runs on, in every build (not only the running arch's):
+// each number of each architecture has the entry of its kernel name, each
+// entry is a syscall of at least one architecture, and no name has two
+// entries. The numbers are the arch tables' (numbers.go): an entry has a
+// number exactly where its architecture has the syscall.
+func TestTableCoversEveryArch(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range table {
+		if seen[s.Name] {
+			t.Errorf("%s: two entries", s.Name)
+		}
+		seen[s.Name] = true
+	}
+	somewhere := map[string]bool{}
+	for _, a := range []*seccomp.Arch{seccomp.ArchX86_64, seccomp.ArchAArch64} {
+		got, missing := numbered(a)
+		sort.Strings(missing)
+		if len(missing) > 0 {
+			t.Errorf("%s: %d syscalls have no entry: %v", a.Name, len(missing), missing)
+		}
+		for nr, name := range a.Names() {
+			somewhere[name] = true
+			if nr < MaxNr && got[nr].Name != name {
+				t.Errorf("%s %d (%s): entry %q", a.Name, nr, name, got[nr].Name)
+			}
+		}
+		n := 0
+		for nr := range got {
+			if got[nr].How != Unknown {
+				n++
+			}
+		}
+		if n != len(a.Names()) {
+			t.Errorf("%s: %d entries numbered for %d syscalls", a.Name, n, len(a.Names()))
+		}
+		if a == seccomp.NativeArch() {
+			for nr := range got {
+				if got[nr].Name != linux[nr].Name || got[nr].How != linux[nr].How {
+					t.Errorf("%s %d: running table %q, numbered %q", a.Name, nr, linux[nr].Name, got[nr].Name)
+				}
+			}
+		}
+	}
+	for _, s := range table {
+		if !somewhere[s.Name] {
+			t.Errorf("%s: no syscall of any architecture", s.Name)
+		}
+	}
+}
+
+// TestSyscallEntriesAreConsistent: each kind of entry (of every
+// architecture) has what it needs and nothing that could never be used: a handler exactly where the
 // syscall can reach kbox, an errno where kbox answers with one, a reason
 // for every syscall kbox lets through or refuses.
 func TestSyscallEntriesAreConsistent(t *testing.T) {
-	Syscalls(func(nr int, s *Syscall) {
+	for i := range table {
+		s := &table[i]
 		switch s.How {
 		case Served, HostFD, NativeInNS:
 			if s.Fn == nil {
@@ -73,7 +125,13 @@ func TestSyscallEntriesAreConsistent(t *testing.T) {
 		if s.Facts&(Pure|Opens) == Pure|Opens {
 			t.Errorf("%s: both Pure and Opens", s.Name)
 		}
-	})
+		if s.Facts&FilterHostFD != 0 && s.How != Served {
+			t.Errorf("%s: FilterHostFD without Served", s.Name)
+		}
+		if s.InProc > Inline {
+			t.Errorf("%s: InProc %d", s.Name, s.InProc)
+		}
+	}
 }
 
 // TestServedSyscalls: the file syscalls the seccomp tier's coverage list

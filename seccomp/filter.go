@@ -15,7 +15,7 @@ const DefaultVirtualFDBase = 1024
 
 // Policy describes the seccomp filter. The zero value is not useful; start
 // from NewPolicy. kbox's own lists derive from the syscall table
-// (dispatch/linux_*.go; seccomp/supervisor.Policy).
+// (dispatch/table.go; tierpolicy.Seccomp).
 //
 // Evaluation order (identical in BPF and in Decide):
 //  1. arch != Arch.AuditArch            → KILL_PROCESS

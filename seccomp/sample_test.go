@@ -3,8 +3,8 @@
 package seccomp
 
 // A sample policy for the compiler's tests, shaped like kbox's (whose
-// lists derive from the syscall table, dispatch/linux_*.go, in
-// seccomp/supervisor.Policy): a deny list, native syscalls, syscalls
+// lists derive from the syscall table, dispatch/table.go, in
+// tierpolicy.Seccomp): a deny list, native syscalls, syscalls
 // native on host fds with the ioctl and fcntl guards, sendto's address.
 
 var sampleDeny = []string{

@@ -9,8 +9,10 @@ import (
 // transport are the syscalls the tier answers itself, before the engine:
 // what a program inside kbox's process needs to stay apart from kbox (the
 // memory guard, fds made by the host kernel, thread and process state the
-// host kernel would apply to kbox) and the emulated signals. Each returns
-// true when it answered. Everything else goes to the engine.
+// host kernel would apply to kbox) and the emulated signals. The table
+// says which and why (dispatch's InProc: OwnMemory, OwnFD, OwnProcess,
+// OwnSignal; TestTransportFollowsTable); here is how. Each returns true
+// when it answered. Everything else goes to the engine.
 var transport = func() []func(th *thread, a *[6]uint64) bool {
 	t := make([]func(*thread, *[6]uint64) bool, 512)
 	t[unix.SYS_MMAP] = sysMmap                          // mmap

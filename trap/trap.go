@@ -19,7 +19,7 @@ import (
 	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/rewrite"
 	"github.com/kbox-project/kbox/seccomp"
-	"github.com/kbox-project/kbox/seccomp/supervisor"
+	"github.com/kbox-project/kbox/tierpolicy"
 	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -212,7 +212,7 @@ func Run(cfg Config) (Exit, error) {
 	// it itself at the first bind of a path. Abstract names stay refused:
 	// the guest has kbox's network namespace, the host's.
 	if eng.Sockets == nil {
-		start, stop := supervisor.BinderStarter()
+		start, stop := unixsock.BinderStarter()
 		eng.Sockets = unixsock.New(unixsock.NewLazyBinder(start), false)
 		defer stop()
 	}
@@ -296,40 +296,13 @@ func Run(cfg Config) (Exit, error) {
 }
 
 // filter builds the guest threads' seccomp filter: the seccomp tier's
-// policy (supervisor.Policy: its deny list, its native syscalls) with
-// SECCOMP_RET_TRAP for what the tier serves, and what runs natively there
-// but must be trapped in-process (trapped below), with kbox's own code
-// (every executable mapping at this point: kbox, its libc and loader, the
-// vDSO) trusted.
+// policy (its deny list, its native syscalls) with SECCOMP_RET_TRAP for
+// what the tier serves, and what runs natively there but must be trapped
+// in-process (tierpolicy.InProcess: the table's InProc column), with
+// kbox's own code (every executable mapping at this point: kbox, its libc
+// and loader, the vDSO) trusted.
 func (t *tier) filter() ([]bpf.RawInstruction, error) {
-	pol := supervisor.Policy(uint32(t.fds.g), 0)
-	if t.eng.Net != nil {
-		supervisor.WithNet(pol) // recvmsg and recvmmsg are trapped anyway
-	}
-	drop := map[string]bool{}
-	for _, n := range trapped {
-		drop[n] = true
-	}
-	if t.cfg.Rewrite {
-		// Trapped until their sites are patched to answer inline.
-		for _, n := range inlined {
-			drop[n] = true
-		}
-	}
-	keep := func(l []string) []string {
-		var out []string
-		for _, n := range l {
-			if !drop[n] {
-				out = append(out, n)
-			}
-		}
-		return out
-	}
-	pol.Allow = keep(pol.Allow)
-	pol.NotifyIf = nil // every clone is trapped: transport.go makes the threads
-	pol.HostFD = append(keep(pol.HostFD), "timerfd_settime", "timerfd_gettime")
-	pol.Notify = unix.SECCOMP_RET_TRAP
-	pol.DupfdAlways = true
+	pol := tierpolicy.InProcess(uint32(t.fds.g), t.eng.Net != nil, t.cfg.Rewrite)
 	ranges, err := textRanges()
 	if err != nil {
 		return nil, err
@@ -342,27 +315,6 @@ func (t *tier) filter() ([]bpf.RawInstruction, error) {
 	pol.Trusted = seccomp.SplitRanges(ranges)
 	return pol.Assemble()
 }
-
-// trapped are syscalls the seccomp tier lets run natively that the trap
-// tier must see: they map or unmap memory (the memory guard), make fds
-// (placed below the guest's limit), act on signals (emulated: the host's
-// handlers are kbox's), or act on the whole process that kbox shares
-// (fork, vfork, and clone, which the seccomp tier lets run natively
-// without CLONE_PARENT).
-var trapped = []string{
-	"mmap", "munmap", "mremap", "mprotect", "madvise", "brk", "pkey_mprotect", "remap_file_pages",
-	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "rt_sigsuspend",
-	"rt_sigtimedwait", "rt_sigpending", "signalfd", "signalfd4",
-	"exit", "arch_prctl", "prctl", "seccomp", "getrlimit", "wait4", "waitid", "fork", "vfork",
-	"pipe", "pipe2", "socketpair", "eventfd", "eventfd2", "epoll_create", "epoll_create1",
-	"timerfd_create", "memfd_create", "accept", "accept4", "recvmsg", "recvmmsg",
-	"splice", "tee", "timerfd_settime", "timerfd_gettime", "fcntl", "fstat",
-	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
-}
-
-// inlined are the syscalls the rewrite tier answers in a patched site's
-// stub (rewrite.go): trapped there, so that their sites get patched.
-var inlined = []string{"getpid", "getppid", "gettid"}
 
 // without removes [lo, hi) from rs.
 func without(rs []seccomp.IPRange, lo, hi uint64) []seccomp.IPRange {

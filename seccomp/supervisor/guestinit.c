@@ -282,7 +282,7 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	(void)argc;
 
 	/* The socket binder alone, for a guest in kbox's own process (the
-	 * in-process tiers: supervisor.BinderStarter), on fd 4, in kbox's
+	 * in-process tiers: unixsock.BinderStarter), on fd 4, in kbox's
 	 * namespaces. */
 	const char *binder_only = getenv("KBOX_BINDER_ONLY");
 	if (binder_only != NULL && strcmp(binder_only, "1") == 0 && sockdir != NULL)

@@ -21,6 +21,7 @@ import (
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/seccomp"
+	"github.com/kbox-project/kbox/tierpolicy"
 	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -53,101 +54,6 @@ const (
 	NSIPC  Namespaces = 2
 	NSUser Namespaces = 4
 )
-
-// Policy returns the filter policy of the seccomp tier for a guest with
-// namespaces ns, derived from the syscall table (dispatch/linux_*.go):
-// Native entries run natively, NativeInNS ones too when the guest has its
-// own IPC namespace, HostFD ones natively on host fds (AddrArg4: only
-// without a destination address), Refused ones get EPERM in BPF, Absent
-// InFilter ones ENOSYS; ForkLike ones run natively, but clone with
-// CLONE_PARENT and without CLONE_THREAD; every other syscall (Served,
-// Absent) is notified.
-func Policy(virtualBase uint32, ns Namespaces) *seccomp.Policy {
-	p := seccomp.NewPolicy(nil)
-	p.NullArg = map[string]int{}
-	dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
-		switch s.How {
-		case dispatch.Native:
-			p.Allow = append(p.Allow, s.Name)
-		case dispatch.NativeInNS:
-			if ns&NSIPC != 0 {
-				p.Allow = append(p.Allow, s.Name)
-			}
-		case dispatch.HostFD:
-			p.HostFD = append(p.HostFD, s.Name)
-			if s.Facts&dispatch.AddrArg4 != 0 {
-				p.NullArg[s.Name] = 4
-			}
-		case dispatch.Refused:
-			p.Deny = append(p.Deny, s.Name)
-		case dispatch.Absent:
-			if s.Facts&dispatch.InFilter != 0 && s.Errno == unix.ENOSYS {
-				p.NoSys = append(p.NoSys, s.Name)
-			}
-		}
-		switch {
-		case s.Facts&dispatch.ForkLike == 0:
-		case s.Name == "clone":
-			p.NotifyIf = append(p.NotifyIf, seccomp.ArgBits{Name: s.Name, Arg: 0,
-				Mask: unix.CLONE_PARENT | unix.CLONE_THREAD, Want: unix.CLONE_PARENT})
-		default:
-			p.Allow = append(p.Allow, s.Name)
-		}
-	})
-	p.IoctlNotifyRanges = dispatch.DeviceIoctls
-	p.VirtualFDBase = virtualBase
-	return p
-}
-
-// NotifyForks adjusts policy p for an agent policy that counts or refuses
-// processes (dispatch.Policy.SeesForks): every fork, vfork and clone is
-// notified.
-func NotifyForks(p *seccomp.Policy) {
-	forks := tableNames(func(s *dispatch.Syscall) bool { return s.Facts&dispatch.ForkLike != 0 })
-	p.Allow = dropNames(p.Allow, forks)
-	var rules []seccomp.ArgBits
-	for _, r := range p.NotifyIf {
-		if !forks[r.Name] {
-			rules = append(rules, r)
-		}
-	}
-	p.NotifyIf = rules
-}
-
-// WithNet adjusts policy p for a guest with a network (--net): the
-// table's NetServed syscalls (recvmsg, recvmmsg) are notified on host fds
-// too, and so are the ioctl commands of dispatch.NetIoctls (FIONREAD,
-// SIOCOUTQ); kbox serves them for internet sockets and continues the
-// others.
-func WithNet(p *seccomp.Policy) {
-	served := tableNames(func(s *dispatch.Syscall) bool {
-		return s.How == dispatch.HostFD && s.Facts&dispatch.NetServed != 0
-	})
-	p.HostFD = dropNames(p.HostFD, served)
-	p.IoctlNotify = append(p.IoctlNotify, dispatch.NetIoctls...)
-}
-
-// tableNames are the names of the syscall table's entries that match.
-func tableNames(match func(s *dispatch.Syscall) bool) map[string]bool {
-	names := map[string]bool{}
-	dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
-		if match(s) {
-			names[s.Name] = true
-		}
-	})
-	return names
-}
-
-// dropNames returns list without the names in drop.
-func dropNames(list []string, drop map[string]bool) []string {
-	var keep []string
-	for _, n := range list {
-		if !drop[n] {
-			keep = append(keep, n)
-		}
-	}
-	return keep
-}
 
 // guest is the dispatch.Guest of one notification.
 type guest struct {
@@ -380,16 +286,13 @@ func Run(cfg Config) (int, error) {
 	if cfg.Verbose {
 		reportNamespaces(ns, cfg.NoNamespaces)
 	}
-	pol := Policy(uint32(eng.Opt.VirtualFDs), ns)
+	pol := tierpolicy.Seccomp(uint32(eng.Opt.VirtualFDs), ns&NSIPC != 0)
 	if eng.Net != nil {
-		WithNet(pol)
+		tierpolicy.WithNet(pol)
 	}
 	if eng.Opt.Policy.SeesForks() {
-		NotifyForks(pol)
+		tierpolicy.NotifyForks(pol)
 	}
-	// Closing a host fd needs no round trip: a shadow's close writes
-	// nothing (shadowfd).
-	pol.HostFD = append(pol.HostFD, "close")
 	prog, err := pol.Assemble()
 	if err != nil {
 		cmd.Process.Kill()

@@ -2,8 +2,11 @@ package dispatch
 
 import "golang.org/x/sys/unix"
 
-// The x86_64 syscalls that asm-generic architectures (arm64) replaced with
-// their *at() forms. Their handlers live with their families.
+// Handlers of x86_64 syscalls that asm-generic architectures (arm64)
+// replaced with *at() forms, where no family file has them (the others,
+// sysOpen, sysStat, ..., live with their families). They build on every
+// architecture: the one table (table.go) names them.
+
 // sysUtime is utime(path, struct utimbuf *): whole seconds, or now.
 func sysUtime(e *Engine, r *Request) Result {
 	if r.Args[1] == 0 {

@@ -1,4 +1,4 @@
-package supervisor
+package tierpolicy
 
 import (
 	"testing"
@@ -40,12 +40,12 @@ func TestPolicyRoutes(t *testing.T) {
 	}
 	// Without namespaces of its own, the guest's System V IPC is notified
 	// (and refused: dispatch/ipc.go); with them it runs natively.
-	check(Policy(1024, 0), []route{
+	check(Seccomp(1024, false), []route{
 		{name: "shmget", want: notify},
 		{name: "semop", want: notify},
 		{name: "mq_open", want: notify},
 	})
-	check(Policy(1024, NSNet|NSIPC), []route{
+	check(Seccomp(1024, true), []route{
 		{name: "shmget", want: allow},
 		{name: "shmat", want: allow},
 		{name: "semop", want: allow},
@@ -76,7 +76,7 @@ func TestPolicyRoutes(t *testing.T) {
 	// With --net, recvmsg and recvmmsg (an internet datagram socket's
 	// source is LKL's) and FIONREAD/SIOCOUTQ (LKL's queue) reach kbox on
 	// host fds too; other ioctls and receives stay native.
-	withNet := Policy(1024, NSNet|NSIPC)
+	withNet := Seccomp(1024, true)
 	WithNet(withNet)
 	check(withNet, []route{
 		{name: "recvmsg", fd: 3, want: notify},
@@ -88,7 +88,7 @@ func TestPolicyRoutes(t *testing.T) {
 		{name: "ioctl", fd: 3, cmd: 0x5401, want: allow},  // TCGETS
 		{name: "shmget", want: allow},
 	})
-	p := Policy(1024, 0)
+	p := Seccomp(1024, false)
 	for _, c := range []struct {
 		name     string
 		fd       uint64
@@ -136,12 +136,12 @@ func TestPolicyRoutes(t *testing.T) {
 }
 
 // TestPolicyFollowsTable: the filter does with every syscall what its
-// entry in the syscall table says (dispatch/linux_*.go), with the guest's
+// entry in the syscall table says (dispatch/table.go), with the guest's
 // own namespaces and without; make test-arm64 runs it for aarch64.
 func TestPolicyFollowsTable(t *testing.T) {
 	notify, allow := uint32(seccomp.RetUserNotif), uint32(seccomp.RetAllow)
-	for _, ns := range []Namespaces{NSNet | NSIPC, 0} {
-		p := Policy(1024, ns)
+	for _, ns := range []bool{true, false} {
+		p := Seccomp(1024, ns)
 		if _, err := p.Assemble(); err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestPolicyFollowsTable(t *testing.T) {
 				want, wantVirtual = allow, allow
 			case dispatch.NativeInNS:
 				want, wantVirtual = notify, notify
-				if ns&NSIPC != 0 {
+				if ns {
 					want, wantVirtual = allow, allow
 				}
 			case dispatch.HostFD:
@@ -166,6 +166,9 @@ func TestPolicyFollowsTable(t *testing.T) {
 				wantVirtual = want
 			case dispatch.Served, dispatch.Absent:
 				want, wantVirtual = notify, notify
+				if s.Facts&dispatch.FilterHostFD != 0 {
+					want = allow
+				}
 			}
 			if s.Facts&dispatch.ForkLike != 0 {
 				// fd 3 and 1030 as clone flags: no CLONE_PARENT.
@@ -177,7 +180,7 @@ func TestPolicyFollowsTable(t *testing.T) {
 				if got := p.Decide(uint32(nr), p.Arch.AuditArch, [6]uint64{unix.CLONE_PARENT}); got != parent {
 					t.Errorf("%s with CLONE_PARENT: %#x, want %#x", s.Name, got, parent)
 				}
-				q := Policy(1024, ns)
+				q := Seccomp(1024, ns)
 				NotifyForks(q)
 				if got := q.Decide(uint32(nr), q.Arch.AuditArch, [6]uint64{3}); got != notify {
 					t.Errorf("%s with NotifyForks (an agent policy counting processes): %#x, want %#x", s.Name, got, notify)
@@ -188,10 +191,50 @@ func TestPolicyFollowsTable(t *testing.T) {
 				wantVirtual = want
 			}
 			if got := verdict(3); got != want {
-				t.Errorf("%s (%s, namespaces %d) on fd 3: %#x, want %#x", s.Name, s.How, ns, got, want)
+				t.Errorf("%s (%s, IPC namespace %v) on fd 3: %#x, want %#x", s.Name, s.How, ns, got, want)
 			}
 			if got := verdict(1030); got != wantVirtual {
-				t.Errorf("%s (%s, namespaces %d) on a virtual fd: %#x, want %#x", s.Name, s.How, ns, got, wantVirtual)
+				t.Errorf("%s (%s, IPC namespace %v) on a virtual fd: %#x, want %#x", s.Name, s.How, ns, got, wantVirtual)
+			}
+		})
+	}
+}
+
+// TestInProcessFollowsTable: the in-process tiers' filter traps what the
+// table's InProc column says on top of the seccomp tier's verdicts: what
+// the tier answers itself and FDGuard's on every fd, GuestFDs' above the
+// guest's fds, Inline's under the rewrite tier only, and every clone.
+func TestInProcessFollowsTable(t *testing.T) {
+	trap, allow := uint32(unix.SECCOMP_RET_TRAP), uint32(seccomp.RetAllow)
+	for _, rewrite := range []bool{false, true} {
+		p := InProcess(1024, false, rewrite)
+		if _, err := p.Assemble(); err != nil {
+			t.Fatal(err)
+		}
+		base := Seccomp(1024, false)
+		dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
+			for _, fd := range []uint64{3, 1030} {
+				args := [6]uint64{fd}
+				want := base.Decide(uint32(nr), p.Arch.AuditArch, args)
+				if want == uint32(seccomp.RetUserNotif) {
+					want = trap
+				}
+				switch {
+				case s.InProc.Own(), s.InProc == dispatch.FDGuard, s.Name == "clone":
+					if want == allow || s.Name == "clone" {
+						want = trap
+					}
+				case s.InProc == dispatch.GuestFDs:
+					want = allow
+					if fd >= 1024 {
+						want = trap
+					}
+				case s.InProc == dispatch.Inline && rewrite:
+					want = trap
+				}
+				if got := p.Decide(uint32(nr), p.Arch.AuditArch, args); got != want {
+					t.Errorf("%s (InProc %d, rewrite %v) on fd %d: %#x, want %#x", s.Name, s.InProc, rewrite, fd, got, want)
+				}
 			}
 		})
 	}

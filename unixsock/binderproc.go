@@ -1,4 +1,4 @@
-package supervisor
+package unixsock
 
 import (
 	"os"
@@ -14,14 +14,15 @@ const binderName = "kbox-socket-binder"
 
 // BinderStarter is the socket binder (binder.c) for a guest that runs in
 // kbox's own process (the in-process tiers), which has no keeper to fork
-// it: start re-executes kbox with KBOX_BINDER_ONLY (guestinit.c), which
-// serves on fd 4 from a private directory (0700, made by start), and
-// returns kbox's end of the binder's socketpair; stop ends the binder and
-// removes its directory. start spawns from a goroutine of its own, on a
-// thread Go made without the guest's seccomp filter (a process started
-// from a guest thread would inherit it), so it may be called while a
-// guest syscall is served. kbox starts the binder at the first bind of a
-// path, not before: most programs never bind one.
+// it. start re-executes kbox with KBOX_BINDER_ONLY, which the kbox binary
+// answers before Go starts (seccomp/supervisor/guestinit.c) by serving on
+// fd 4 from a private directory (0700, made by start); start returns
+// kbox's end of the binder's socketpair (for NewLazyBinder). stop ends
+// the binder and removes its directory. start spawns from a goroutine of
+// its own, on a thread Go made without the guest's seccomp filter (a
+// process started from a guest thread would inherit it), so it may be
+// called while a guest syscall is served. kbox starts the binder at the
+// first bind of a path, not before: most programs never bind one.
 func BinderStarter() (start func() (int, error), stop func()) {
 	var (
 		mu  sync.Mutex

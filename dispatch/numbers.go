@@ -1,0 +1,36 @@
+package dispatch
+
+import "github.com/kbox-project/kbox/seccomp"
+
+// The architectures' syscall numbers are the filter compiler's
+// (seccomp.ArchX86_64, seccomp.ArchAArch64: go-seccomp-bpf's tables,
+// generated from the kernel's headers), so that the number the engine
+// indexes with is the number the filter matched. linux, the running
+// architecture's table indexed by number, is built from them and table
+// once, at init: the engine's dispatch stays an array lookup.
+var linux, _ = numbered(seccomp.NativeArch())
+
+// numbered lays table out by the syscall numbers of arch a: the entry of
+// each number a names, and the names of a without an entry (which stay
+// Unknown: ENOSYS).
+func numbered(a *seccomp.Arch) (t [MaxNr]Syscall, missing []string) {
+	if a == nil {
+		return t, nil
+	}
+	byName := make(map[string]*Syscall, len(table))
+	for i := range table {
+		byName[table[i].Name] = &table[i]
+	}
+	for nr, name := range a.Names() {
+		s, ok := byName[name]
+		switch {
+		case nr < 0 || nr >= MaxNr:
+			missing = append(missing, name)
+		case !ok:
+			missing = append(missing, name)
+		default:
+			t[nr] = *s
+		}
+	}
+	return t, missing
+}
