@@ -3,8 +3,8 @@
 // tier that caught it; the handler registered for the number decides to
 // forward it to LKL, continue it on the host, emulate it, or fail it.
 //
-// Handlers live in one file per family (file.go, stat.go, path.go, exec.go,
-// ident.go, sys.go, socket.go, inet.go, procnode.go, dev.go, ...), each
+// Handlers live in one file per family (sys_file.go, sys_meta_stat.go, sys_file_path.go, sys_proc_exec.go,
+// sys_proc_ident.go, sys_proc_sys.go, sys_net_socket.go, sys_net_inet.go, procnode.go, dev.go, ...), each
 // named by its entry in the syscall table (table.go);
 // docs/tiers.md lists the families and docs/architecture.md follows one
 // call through them.
@@ -177,22 +177,22 @@ type Engine struct {
 	// parked opens are answered through it.
 	FIFOs *fifo.Set
 	// Tier is the tier that runs the guest: it starts the programs
-	// of execve (exec.go).
+	// of execve (sys_proc_exec.go).
 	Tier Tier
-	// Pins, when set, is the tier's pinning of guest tasks (sched.go).
+	// Pins, when set, is the tier's pinning of guest tasks (sys_proc_sched.go).
 	Pins Pins
 	// OnExec, when set, sees every exec the tier carried out, with its
 	// argv and the hash of the file's bytes (exechook.go): the audit log.
 	OnExec func(*ExecRecord)
-	// Sockets names the guest's unix sockets (socket.go); the tier sets
+	// Sockets names the guest's unix sockets (sys_net_socket.go); the tier sets
 	// it once the guest's namespaces and socket binder exist. nil: no
 	// path can be bound, abstract names are refused.
 	Sockets *unixsock.Set
 	// Net, when set, serves AF_INET and AF_INET6 sockets in LKL
-	// (package inet, through inet.go's handlers); nil: no network.
+	// (package inet, through sys_net_inet.go's handlers); nil: no network.
 	Net *inet.Net
 	// IPCNamespace says that the guest has an IPC namespace of its own:
-	// System V IPC and POSIX message queues run natively (ipc.go).
+	// System V IPC and POSIX message queues run natively (sys_other_ipc.go).
 	IPCNamespace bool
 	// RootPid is the first guest process; signals reach only it and its
 	// descendants. Keeper is its parent (seccomp/supervisor/guestinit.c),
@@ -227,9 +227,9 @@ type Engine struct {
 
 	stats statCache // LKL path stats while nothing changed (statcache.go)
 
-	lateSock lateReplies // answers of socket calls that waited (socket.go)
+	lateSock lateReplies // answers of socket calls that waited (sys_net_socket.go)
 
-	notify inotifies // the guest's inotify fds (inotify.go)
+	notify inotifies // the guest's inotify fds (sys_file_inotify.go)
 
 	// initCred is the first process's credentials, unknownCred those of
 	// a process whose parent was not found (proc.go); credsChanged says
@@ -260,7 +260,7 @@ func New(opt Options) *Engine {
 	}
 	e.procs.Store(&map[int]*Proc{})
 	e.Shadows.Holders = func() []int { return e.Tgids(nil) }
-	e.Shadows.WritersGone = e.writersGone // IN_CLOSE_WRITE (inotify.go)
+	e.Shadows.WritersGone = e.writersGone // IN_CLOSE_WRITE (sys_file_inotify.go)
 	e.initCred = newProcCred(initialCred(&opt))
 	e.unknownCred = newProcCred(unknownCred())
 	for _, b := range opt.Binds {

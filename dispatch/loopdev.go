@@ -239,7 +239,7 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 
 // openExclBlock retries, for a short while, an O_EXCL open of a loop
 // device that LKL found busy: LKL releases a closed file a clock tick
-// after the close (path.go, releasing), so a program that opens a device
+// after the close (sys_file_path.go, releasing), so a program that opens a device
 // exclusively right after closing it (mke2fs checks the device with one
 // O_EXCL open, then opens it again) would find its own claim still held.
 // Anything else stays EBUSY.

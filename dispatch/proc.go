@@ -50,7 +50,7 @@ type Proc struct {
 	// first sees the process, then kept by its umask(2) calls.
 	umask atomic.Uint32
 	// pidfd is a pidfd of the process plus one (0: none yet), kept for
-	// pidfd_getfd of its fds (socket.go).
+	// pidfd_getfd of its fds (sys_net_socket.go).
 	pidfd atomic.Int32
 }
 

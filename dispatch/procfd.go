@@ -130,7 +130,7 @@ func (e *Engine) hostFdRef(link string) (*procfs.FdRef, unix.Errno) {
 	case !strings.HasPrefix(txt, "/") || strings.HasPrefix(txt, "/memfd:"):
 		// A pipe, socket, anonymous inode or memfd of the guest's.
 		if st.Mode&unix.S_IFMT == unix.S_IFSOCK && e.notify.has(st.Ino) {
-			ref.Text = "anon_inode:inotify" // Linux's name (inotify.go)
+			ref.Text = "anon_inode:inotify" // Linux's name (sys_file_inotify.go)
 		}
 	default:
 		if g, found := e.bindGuestPath(name); found {

@@ -100,12 +100,6 @@ func (e *Engine) parentIsGuest(pid int) bool {
 	return e.isGuest(pid)
 }
 
-// sysGetppid serves getppid(2): the parent /proc shows (shownParent).
-func sysGetppid(e *Engine, r *Request) Result {
-	ppid, _ := e.shownParent(r.P.Tgid)
-	return ok(int64(ppid), Emulated)
-}
-
 // procWriteCheck is the permission check of an open for writing of a
 // host file of a guest process (rel beneath the host's /proc, "PID/..."):
 // the file is the target process's (its effective ids) with the host

@@ -8,7 +8,7 @@ import (
 )
 
 // The waits of a blocking connect and send that kbox makes for the guest
-// (socket.go): off the serving loop, ended by the guest's socket timeout
+// (sys_net_socket.go): off the serving loop, ended by the guest's socket timeout
 // (SO_SNDTIMEO: EAGAIN) and by a signal it takes (interrupt.go), never
 // blocking in a way kbox could not end: the guest's call must fail or
 // restart at once then, with nothing sent or connected behind its back.

@@ -16,9 +16,9 @@ import "golang.org/x/sys/unix"
 // at init, so the engine's dispatch is an array lookup.
 //
 // To find where a syscall is handled: look its name up in table.go; Fn
-// names the handler, whose file is its family's (file.go, stat.go,
-// path.go, exec.go, proc.go, ident.go, signal.go, sched.go, sys.go,
-// socket.go, ipc.go, mmap.go, ...).
+// names the handler, whose file is its family's (sys_file.go, sys_meta_stat.go,
+// sys_file_path.go, sys_proc_exec.go, proc.go, sys_proc_ident.go, sys_signal.go, sys_proc_sched.go, sys_proc_sys.go,
+// sys_net_socket.go, sys_other_ipc.go, sys_mem.go, ...).
 
 // How says what kbox does with a syscall.
 type How uint8
@@ -72,7 +72,7 @@ const (
 	Opens
 	// AddrArg4 (with HostFD) runs on the host only while argument 4, a
 	// destination address, is 0: an address may name a path, which kbox
-	// resolves in the guest's filesystem (socket.go).
+	// resolves in the guest's filesystem (sys_net_socket.go).
 	AddrArg4
 	// NetServed (with HostFD) is notified on host fds too when the guest
 	// has a network (--net): recvmsg and recvmmsg, whose source address
@@ -83,7 +83,7 @@ const (
 	// tier's filter lets it run on the host, never notified: a notified
 	// call can fail with EINTR when a signal comes before kbox received
 	// it, and Linux's fork never does. Except clone with CLONE_PARENT and
-	// without CLONE_THREAD, whose credentials kbox checks (sched.go), and
+	// without CLONE_THREAD, whose credentials kbox checks (sys_proc_sched.go), and
 	// every one when the agent policy counts or refuses processes
 	// (Policy.SeesForks).
 	ForkLike

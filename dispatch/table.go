@@ -304,7 +304,7 @@ var table = [...]Syscall{
 	{Name: "epoll_create1", Fam: FamIO, How: Native, InProc: OwnFD, Why: "a host object private to the caller, with no path"},
 	{Name: "dup3", Fam: FamFile, How: Served, Fn: sysDup3},
 	{Name: "pipe2", Fam: FamIO, How: Native, InProc: OwnFD, Why: "a host object private to the caller, with no path"},
-	{Name: "inotify_init1", Fam: FamFile, How: Served, Fn: sysInotifyInit1, Why: "LKL's inotify behind a host socket the guest reads, polls and waits on natively (inotify.go); ENOSYS where LKL has none"},
+	{Name: "inotify_init1", Fam: FamFile, How: Served, Fn: sysInotifyInit1, Why: "LKL's inotify behind a host socket the guest reads, polls and waits on natively (sys_file_inotify.go); ENOSYS where LKL has none"},
 	{Name: "preadv", Fam: FamIO, How: HostFD, Fn: sysPreadv, Why: "on virtual fds"},
 	{Name: "pwritev", Fam: FamIO, How: HostFD, Fn: sysPwritev, Why: "on virtual fds"},
 	{Name: "rt_tgsigqueueinfo", Fam: FamSignal, How: Served, Fn: sysTgsigqueueinfo, InProc: OwnSignal, Why: "guest threads only"},

@@ -21,12 +21,6 @@ import (
 // permissions in place of the umask, as on Linux (LKL applies it). Creates
 // in a bind run on the host under the guest's umask (withUmask).
 
-// sysUmask serves umask(2): kept per process, continued.
-func sysUmask(e *Engine, r *Request) Result {
-	r.P.umask.Store(uint32(r.Args[0]) & 0o777)
-	return cont // the host keeps it too and returns the old one
-}
-
 // lklUmaskZero makes LKL's umask 0: the guest's is applied by kbox. LKL's
 // host threads share one fs_struct, so one call holds for all of them.
 func lklUmaskZero() { lkl.Syscall6(lkl.SysUmask, 0, 0, 0, 0, 0, 0) }

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Extended attributes of what is not in LKL (xattr.go): binds and the
+// Extended attributes of what is not in LKL (sys_meta_xattr.go): binds and the
 // guest's host objects (user.* only), and files without any (noXattr).
 
 // capSetfcap is CAP_SETFCAP's bit.

@@ -2,7 +2,7 @@
 // stack and bridged to host fds the guest can poll (docs/networking.md,
 // "Sockets and readiness"). It holds the sockets' registry, their pairs,
 // stand-ins and pumps, and serves the calls the engine's handlers
-// (dispatch/inet.go) hand it; what it needs of the engine it asks
+// (dispatch/sys_net_inet.go) hand it; what it needs of the engine it asks
 // through the interfaces of engine.go.
 //
 // A guest's AF_INET or AF_INET6 socket is LKL's socket, so the TCP/IP

@@ -19,7 +19,7 @@ import (
 // kbox serves them for an internet datagram socket (recvmsg, recvmmsg) or
 // any internet socket (the ioctls) and continues every other call, which
 // then runs on the host as before. sendmmsg was always served
-// (socket.go); a message with a destination on an internet datagram
+// (dispatch/sys_net_socket.go); a message with a destination on an internet datagram
 // socket now goes to LKL with that destination.
 
 // recvSpec is one guest struct msghdr of a receive, read when the call

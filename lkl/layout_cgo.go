@@ -60,7 +60,7 @@ func cLayout() map[string]uintptr {
 		"NR_memfd_create":     C.__lkl__NR_memfd_create,
 		"sizeof(epoll_event)": C.sizeof_struct_lkl_epoll_event,
 
-		// dispatch/inotify.go
+		// dispatch/sys_file_inotify.go
 		"NR_inotify_add_watch": C.__lkl__NR_inotify_add_watch, "NR_inotify_rm_watch": C.__lkl__NR_inotify_rm_watch,
 	}
 }

@@ -96,7 +96,7 @@ const (
 	SysMemfdCreate   = 279
 )
 
-// inotify's calls (dispatch/inotify.go).
+// inotify's calls (dispatch/sys_file_inotify.go).
 const (
 	SysInotifyAddWatch = 27
 	SysInotifyRmWatch  = 28

@@ -2,7 +2,7 @@
 // ready, without a kbox thread waiting inside LKL: one LKL epoll set,
 // swept without waiting (docs/networking.md, "Waiting without waiting in
 // LKL"). The internet sockets (package inet) and the guest's inotify fds
-// (dispatch/inotify.go) register their LKL fds here.
+// (dispatch/sys_file_inotify.go) register their LKL fds here.
 package lklready
 
 import (
@@ -87,7 +87,7 @@ func (r *Set) init() {
 }
 
 // Waiter is what a sweep wakes: an LKL socket (package inet), or the
-// LKL inotify fd behind a guest's inotify fd (dispatch/inotify.go).
+// LKL inotify fd behind a guest's inotify fd (dispatch/sys_file_inotify.go).
 type Waiter interface{ Wake(events uint32) }
 
 // Add registers w for the readiness of LKL fd lfd (non-blocking) for

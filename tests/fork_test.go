@@ -11,7 +11,7 @@ import (
 // EINTR on Linux, even while a handler without SA_RESTART runs thousands
 // of times a second (a shell's SIGCHLD handler). In the seccomp tier a
 // notified call can fail so when the signal comes before kbox received
-// it, so fork, vfork and clone are not notified (dispatch/sched.go); and
+// it, so fork, vfork and clone are not notified (dispatch/sys_proc_sched.go); and
 // clone3 is answered in the filter (ENOSYS), never notified. The same
 // binary natively gives the same line.
 func TestForkNeverEINTR(t *testing.T) {

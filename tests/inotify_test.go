@@ -18,7 +18,7 @@ var inotifyKnownDiffs = map[string]string{
 	"unlink: [CLOSE_WRITE renamed] [DELETE renamed] [DELETE_SELF -] [IGNORED -]": "unlink: [DELETE renamed] [DELETE_SELF -] [IGNORED -]",
 }
 
-// TestInotify: the guest's inotify on LKL's files (dispatch/inotify.go)
+// TestInotify: the guest's inotify on LKL's files (dispatch/sys_file_inotify.go)
 // gives what Linux gives, in each tier: inotify_init1's flags, add_watch's
 // path resolution and errors, rm_watch, the events of files created,
 // written, renamed and removed by the same process and by another one,

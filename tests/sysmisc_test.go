@@ -50,7 +50,7 @@ func TestSyscallFamilies(t *testing.T) {
 // TestFDLimitRaise: a guest raising its soft fd limit to its hard one, as
 // servers and Python tools do at start, gets it in every tier, and reads
 // it back alike through getrlimit and prlimit, as natively. The guest's
-// hard limit is kbox's virtual fd base (dispatch/sys.go): the seccomp
+// hard limit is kbox's virtual fd base (dispatch/sys_proc_sys.go): the seccomp
 // tier showed the host's hard limit, and raising the soft one to it was
 // EPERM.
 func TestFDLimitRaise(t *testing.T) {

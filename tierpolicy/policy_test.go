@@ -39,7 +39,7 @@ func TestPolicyRoutes(t *testing.T) {
 		}
 	}
 	// Without namespaces of its own, the guest's System V IPC is notified
-	// (and refused: dispatch/ipc.go); with them it runs natively.
+	// (and refused: dispatch/sys_other_ipc.go); with them it runs natively.
 	check(Seccomp(1024, false), []route{
 		{name: "shmget", want: notify},
 		{name: "semop", want: notify},
@@ -102,7 +102,7 @@ func TestPolicyRoutes(t *testing.T) {
 		{"getpid", 0, allow, 0, 0},
 		{"mmap", 0, allow, 0, 0},
 		{"clone", uint64(unix.SIGCHLD), allow, 0, 0},                // fork: never notified, so never EINTR
-		{"clone", unix.CLONE_PARENT, notify, 0, 0},                  // credentials checked (dispatch/sched.go)
+		{"clone", unix.CLONE_PARENT, notify, 0, 0},                  // credentials checked (dispatch/sys_proc_sched.go)
 		{"clone3", 0, seccomp.RetErrno | uint32(unix.ENOSYS), 0, 0}, // libc falls back to clone
 		{"sched_getaffinity", 0, notify, 0, 0},                      // a pinned task sees its own mask
 		{"read", 3, allow, 0, 0},                                    // host fd (pipe, terminal, shadow memfd): native
@@ -116,11 +116,11 @@ func TestPolicyRoutes(t *testing.T) {
 		{"fcntl", 0, allow, unix.F_DUPFD_CLOEXEC, 10},
 		{"fcntl", 0, notify, unix.F_DUPFD_CLOEXEC, 1025}, // busybox sh saving fd 0 above a virtual fd
 		{"fcntl", 1030, notify, unix.F_GETFL, 0},
-		{"sethostname", 0, notify, 0, 0},     // LKL's name (dispatch/sys.go)
+		{"sethostname", 0, notify, 0, 0},     // LKL's name (dispatch/sys_proc_sys.go)
 		{"setdomainname", 0, notify, 0, 0},   // LKL's name
 		{"umask", 0, notify, 0, 0},           // kept for creates in LKL (dispatch/umask.go)
 		{"personality", 0, allow, 0, 0},      // takes effect at the host's exec
-		{"set_tid_address", 0, notify, 0, 0}, // a new program's first syscall (dispatch/exec.go)
+		{"set_tid_address", 0, notify, 0, 0}, // a new program's first syscall (dispatch/sys_proc_exec.go)
 		{"reboot", 0, seccomp.RetErrno | 1, 0, 0},
 		{"bpf", 0, seccomp.RetErrno | 1, 0, 0},
 	} {

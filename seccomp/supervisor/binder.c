@@ -1,7 +1,7 @@
 /*
  * The socket binder: a small process, forked by the guest start-up in the
  * guest's namespaces before the seccomp filter exists, that names the
- * guest's AF_UNIX sockets for kbox (dispatch/socket.go, docs/tiers.md
+ * guest's AF_UNIX sockets for kbox (dispatch/sys_net_socket.go, docs/tiers.md
  * "Unix sockets").
  *
  * The kernel keeps the address a socket was bound with and shows it to

@@ -35,7 +35,7 @@ const colocationHold = 20 * time.Millisecond
 // pinned task has not been served for hold, when the guest sets its mask
 // itself, and at the end.
 // While pinned, the guest's sched_getaffinity reports the task's own mask
-// (dispatch/sched.go asks Mask).
+// (dispatch/sys_proc_sched.go asks Mask).
 //
 // Heirs. fork and clone run natively (a notified one could fail with
 // EINTR), so a pinned task's new threads and children inherit the pin's

@@ -325,7 +325,7 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 
 	/* The guest leads a process group of its own, so that kill(0) and
 	 * kill(-pgrp) in the guest's tree reach guest processes only, never the
-	 * keeper (dispatch/signal.go). When the keeper's group has the
+	 * keeper (dispatch/sys_signal.go). When the keeper's group has the
 	 * terminal, the guest's group takes it. */
 	{
 		int fg = isatty(0) && tcgetpgrp(0) == getpgrp();
@@ -345,7 +345,7 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	/* Virtual fds start where the host fd limit ends: the soft limit,
 	 * which is what the kernel allocates fds by. The hard limit stays, so
 	 * that kbox can raise the soft one for a moment to install an fd at a
-	 * virtual number (an execveat by a virtual fd, dispatch/exec.go). */
+	 * virtual number (an execveat by a virtual fd, dispatch/sys_proc_exec.go). */
 	if (nofile != NULL && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		rlim_t max = (rlim_t)strtoul(nofile, NULL, 10);
 		if (rl.rlim_cur > max)

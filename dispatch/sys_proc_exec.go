@@ -1,3 +1,5 @@
+// The proc family's exec (FamProc in table.go).
+
 package dispatch
 
 import (

@@ -1,3 +1,7 @@
+// The file family's handlers of fds: open, close, dup, fcntl, getdents,
+// fsync, truncation and allocation, umask (FamFile in table.go). Its path
+// handlers are in sys_file_path.go, inotify in sys_file_inotify.go.
+
 package dispatch
 
 import (
@@ -394,50 +398,6 @@ func unread(lfd int, n int64) {
 	lkl.Syscall6(lkl.SysLseek, uintptr(lfd), uintptr(-n), unix.SEEK_CUR, 0, 0, 0)
 }
 
-// sysRead serves read(2) on virtual fds.
-func sysRead(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysRead, false, false) }
-
-// sysWrite serves write(2) on virtual fds.
-func sysWrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysWrite, true, false) }
-
-// sysPread serves pread64(2) on virtual fds.
-func sysPread(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPread64, false, true) }
-
-// sysPwrite serves pwrite64(2) on virtual fds.
-func sysPwrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPwrite64, true, true) }
-
-// sysLseek serves lseek(2) on virtual fds.
-func sysLseek(e *Engine, r *Request) Result {
-	if l, _ := listingOf(r, r.Args[0]); l != nil {
-		off, err := l.Seek(int64(r.Args[1]), int(int32(r.Args[2])))
-		if err != nil {
-			return fail(err, Emulated)
-		}
-		return ok(off, Emulated)
-	}
-	if hfd, isHost := hostFile(r, r.Args[0]); isHost {
-		off, err := unix.Seek(hfd, int64(r.Args[1]), int(int32(r.Args[2])))
-		if err != nil {
-			return fail(err, Host)
-		}
-		return ok(off, Host)
-	}
-	lfd, en := vfd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	res, le := lkl.Syscall6(lkl.SysLseek, uintptr(lfd), uintptr(r.Args[1]), uintptr(r.Args[2]), 0, 0, 0)
-	if le != 0 {
-		return errno(le, LKL)
-	}
-	if res == 0 && len(e.Opt.Binds) > 0 {
-		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk {
-			ent.File.Listed.Store(0) // rewinddir: list mount points again
-		}
-	}
-	return ok(int64(res), LKL)
-}
-
 // sysGetdents64 serves getdents64(2).
 func sysGetdents64(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
@@ -582,31 +542,6 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 	return errno(unix.EBADF, Emulated)
 }
 
-// sysIoctl serves ioctl(2) on virtual fds: ENOTTY, but the listed
-// commands of a loop device or loop-control (loopdev.go); with --net, an
-// internet socket's FIONREAD and SIOCOUTQ (inet/msg.go).
-func sysIoctl(e *Engine, r *Request) Result {
-	if !isVirtual(r, r.Args[0]) {
-		if res, served := e.inetIoctl(r); served {
-			return res
-		}
-		if res, served := e.deviceIoctl(r); served {
-			return res
-		}
-		return cont
-	}
-	if _, en := vfd(r, r.Args[0]); en != 0 {
-		return errno(en, Emulated)
-	}
-	if !usableFd(r, r.Args[0]) {
-		return errno(unix.EBADF, Emulated) // O_PATH
-	}
-	if res, served := e.lklDevIoctl(r); served {
-		return res // a loop device or loop-control (loopdev.go)
-	}
-	return errno(unix.ENOTTY, Emulated)
-}
-
 // sysFsync serves fsync and fdatasync. On a shadow, the node is written
 // back and LKL's inode synced, so the data is in the image when it
 // returns; a write-back that failed before (ENOSPC, EIO) is reported here,
@@ -642,25 +577,6 @@ func sysFtruncate(e *Engine, r *Request) Result {
 	return onLKLFd(r, lkl.SysFtruncate)
 }
 
-// sysEpollWait serves epoll_wait(2), epoll_pwait(2) and epoll_pwait2(2)
-// on a virtual fd, which is never an epoll instance: EINVAL, or EBADF
-// when it is not open.
-func sysEpollWait(e *Engine, r *Request) Result {
-	if _, open := r.P.FDs.Get(int(int32(r.Args[0]))); !open {
-		return errno(unix.EBADF, Emulated)
-	}
-	return errno(unix.EINVAL, Emulated)
-}
-
-// sysCopyHostOnly serves copy_file_range(2), sendfile(2), splice(2) and the rest of its family: host fds only.
-func sysCopyHostOnly(e *Engine, r *Request) Result {
-	if isVirtual(r, r.Args[0]) || isVirtual(r, r.Args[1]) && r.Nr == unix.SYS_SENDFILE ||
-		isVirtual(r, r.Args[2]) && (r.Nr == unix.SYS_COPY_FILE_RANGE || r.Nr == unix.SYS_SPLICE) {
-		return errno(unix.EINVAL, Emulated) // callers fall back to read/write
-	}
-	return cont
-}
-
 // sysSyncfs writes back the shadows of the fd's filesystem and syncs it in
 // LKL, reporting a write-back that failed since (as Linux's syncfs reports
 // writeback errors of its filesystem).
@@ -690,37 +606,6 @@ func sysSyncfs(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
-// sysSyncFileRange: on a shadow, a write-back of the node (its changed
-// chunks) and LKL's fdatasync; on a virtual fd, LKL's own.
-func sysSyncFileRange(e *Engine, r *Request) Result {
-	if n := e.nodeOf(r, int(int32(r.Args[0]))); n != nil {
-		if err := e.Shadows.Fsync(n, true); err != nil {
-			return fail(err, LKL)
-		}
-		return ok(0, LKL)
-	}
-	if !isVirtual(r, r.Args[0]) {
-		return cont
-	}
-	return onLKLFd(r, lkl.SysSyncFileRange)
-}
-
-// sysReadahead serves readahead(2) on virtual fds: nothing to do.
-func sysReadahead(e *Engine, r *Request) Result {
-	if _, en := vfd(r, r.Args[0]); en != 0 {
-		return errno(en, Emulated)
-	}
-	return ok(0, Emulated) // LKL reads ahead as it reads
-}
-
-// sysNotOnVirtual refuses a host-fd-only call on a virtual fd.
-func sysNotOnVirtual(e *Engine, r *Request) Result {
-	if _, en := vfd(r, r.Args[0]); en != 0 {
-		return errno(en, Emulated)
-	}
-	return errno(unix.EOPNOTSUPP, Emulated)
-}
-
 // sysSocketOnly: a virtual fd is never a socket.
 func sysFlock(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
@@ -729,10 +614,76 @@ func sysFlock(e *Engine, r *Request) Result {
 	return ok(0, Emulated)
 }
 
-// sysFadvise serves fadvise64(2).
-func sysFadvise(e *Engine, r *Request) Result {
-	if !isVirtual(r, r.Args[0]) {
+// sysFcntl serves fcntl(2) on virtual fds.
+func sysFcntl(e *Engine, r *Request) Result {
+	fd := int(int32(r.Args[0]))
+	cmd := int(uint32(r.Args[1]))
+	dupfd := cmd == unix.F_DUPFD || cmd == unix.F_DUPFD_CLOEXEC
+	if !r.P.FDs.IsVirtual(fd) {
+		if dupfd && r.P.FDs.IsVirtual(int(uint32(r.Args[2]))) {
+			// A dup of a host fd into the virtual range (hostfd.go).
+			return e.dupHostHigh(r, fd, uint32(r.Args[2]), cmd == unix.F_DUPFD_CLOEXEC)
+		}
 		return cont
 	}
-	return ok(0, Emulated)
+	ent, okk := r.P.FDs.Get(fd)
+	if !okk {
+		return errno(unix.EBADF, Emulated)
+	}
+	if !dupfd && cmd != unix.F_GETFD && cmd != unix.F_SETFD && cmd != unix.F_GETFL && isPathFile(ent.File) {
+		return errno(unix.EBADF, Emulated) // Linux's check_fcntl_cmd for an O_PATH file
+	}
+	if cmd == unix.F_NOTIFY {
+		return errno(dirNotify(uint32(r.Args[2]), isDirFile(ent.File)), Emulated)
+	}
+	if ent.File.Host && !dupfd && cmd != unix.F_GETFD && cmd != unix.F_SETFD {
+		return hostFcntl(ent.File.HostFd, cmd, r.Args[2])
+	}
+	switch cmd {
+	case unix.F_GETFD:
+		if ent.Cloexec {
+			return ok(unix.FD_CLOEXEC, Emulated)
+		}
+		return ok(0, Emulated)
+	case unix.F_SETFD:
+		r.P.FDs.SetCloexec(fd, r.Args[2]&unix.FD_CLOEXEC != 0)
+		return ok(0, Emulated)
+	case unix.F_GETFL:
+		return ok(int64(getfl(ent.File.LKLFd, ent.File.Flags)), LKL)
+	case unix.F_SETFL:
+		if ent.File.Listing != nil {
+			return ok(0, Emulated)
+		}
+		if le := setfl(ent.File.LKLFd, int(r.Args[2])); le != 0 {
+			return errno(le, LKL)
+		}
+		ent.File.Flags = ent.File.Flags&^unix.O_DIRECT | int(r.Args[2])&unix.O_DIRECT
+		return ok(0, LKL)
+	case unix.F_DUPFD, unix.F_DUPFD_CLOEXEC:
+		if int32(r.Args[2]) < 0 {
+			return errno(unix.EINVAL, Emulated)
+		}
+		nfd, err := r.P.FDs.Dup(fd, int(int32(r.Args[2])), cmd == unix.F_DUPFD_CLOEXEC)
+		if err != nil {
+			return fail(err, Emulated)
+		}
+		return ok(int64(nfd), Emulated)
+	case unix.F_GETLK, unix.F_SETLK, unix.F_SETLKW, unix.F_OFD_GETLK, unix.F_OFD_SETLK, unix.F_OFD_SETLKW:
+		return errno(unix.ENOLCK, Emulated) // this LKL has no file locking
+	}
+	return errno(unix.EINVAL, Emulated)
+}
+
+// sysFallocate serves fallocate(2) on virtual fds.
+func sysFallocate(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont // a host fd or a writable shadow: the host does it
+	}
+	return onLKLFd(r, lkl.SysFallocate)
+}
+
+// sysUmask serves umask(2): kept per process, continued.
+func sysUmask(e *Engine, r *Request) Result {
+	r.P.umask.Store(uint32(r.Args[0]) & 0o777)
+	return cont // the host keeps it too and returns the old one
 }

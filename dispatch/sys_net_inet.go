@@ -1,3 +1,6 @@
+// The net family's handlers of internet sockets, which call package inet
+// (FamNet in table.go).
+
 package dispatch
 
 import (

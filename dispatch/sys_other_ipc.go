@@ -1,3 +1,5 @@
+// The other family: System V IPC (FamOther in table.go).
+
 package dispatch
 
 import (

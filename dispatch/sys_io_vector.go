@@ -1,3 +1,5 @@
+// The io family's vectored forms (FamIO in table.go).
+
 package dispatch
 
 import (
@@ -144,11 +146,3 @@ func sysPreadv2(e *Engine, r *Request) Result { return posVecIO(r, false, true) 
 
 // sysPwritev2 serves pwritev2(2) on virtual fds.
 func sysPwritev2(e *Engine, r *Request) Result { return posVecIO(r, true, true) }
-
-// sysFallocate serves fallocate(2) on virtual fds.
-func sysFallocate(e *Engine, r *Request) Result {
-	if !isVirtual(r, r.Args[0]) {
-		return cont // a host fd or a writable shadow: the host does it
-	}
-	return onLKLFd(r, lkl.SysFallocate)
-}

@@ -1,3 +1,5 @@
+// The meta family's extended attributes (FamMeta in table.go).
+
 package dispatch
 
 import (

@@ -1,3 +1,6 @@
+// The meta family's reads: stat, statx, access, statfs (FamMeta in
+// table.go).
+
 package dispatch
 
 import (
@@ -432,38 +435,6 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 	return ok(int64(n), LKL)
 }
 
-// sysReadlink serves readlink(2).
-func sysReadlink(e *Engine, r *Request) Result {
-	return e.readlink(r, unix.AT_FDCWD, r.Args[0], r.Args[1], r.Args[2])
-}
-
-// sysReadlinkat serves readlinkat(2).
-func sysReadlinkat(e *Engine, r *Request) Result {
-	if isVirtual(r, r.Args[0]) {
-		// An empty path reads the symlink an O_PATH|O_NOFOLLOW fd
-		// names, which LKL knows by its own fd.
-		if p, en := readPath(r, r.Args[1]); en == 0 && p == "" {
-			lfd, en := vfd(r, r.Args[0])
-			if en != 0 {
-				return errno(en, LKL)
-			}
-			out := make([]byte, min(r.Args[3], PathMax))
-			empty := []byte{0}
-			n, le := lkl.Syscall6(lkl.SysReadlinkat, uintptr(lfd), uptr(empty), uptr(out), uintptr(len(out)), 0, 0)
-			runtime.KeepAlive(empty)
-			runtime.KeepAlive(out)
-			if le != 0 {
-				return errno(le, LKL)
-			}
-			if err := r.G.Write(r.Args[2], out[:n]); err != nil {
-				return errno(unix.EFAULT, LKL)
-			}
-			return ok(int64(n), LKL)
-		}
-	}
-	return e.readlink(r, int32(r.Args[0]), r.Args[1], r.Args[2], r.Args[3])
-}
-
 // statfs: the layout of struct statfs is the same (120 bytes) in LKL and on
 // x86_64.
 func sysStatfs(e *Engine, r *Request) Result {
@@ -549,18 +520,6 @@ func sysFstatfs(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
-// sysGetcwd serves getcwd(2).
-func sysGetcwd(e *Engine, r *Request) Result {
-	cwd := r.P.Cwd()
-	if uint64(len(cwd)+1) > r.Args[1] {
-		return errno(unix.ERANGE, Emulated)
-	}
-	if err := r.G.Write(r.Args[0], cpath(cwd)); err != nil {
-		return errno(unix.EFAULT, Emulated)
-	}
-	return ok(int64(len(cwd)+1), Emulated)
-}
-
 func (e *Engine) chdirTo(r *Request, t Target) Result {
 	if t.Proc != nil {
 		return e.procChdir(r, t)
@@ -636,43 +595,6 @@ func lklRealpath(p string) (string, bool) {
 		rest = append(strings.Split(target, "/"), rest...)
 	}
 	return done, true
-}
-
-// sysChdir serves chdir(2).
-func sysChdir(e *Engine, r *Request) Result {
-	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
-	if en == 0 {
-		t, en = e.followDev(r, t) // /dev/fd (devfd.go)
-	}
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	return e.chdirTo(r, t)
-}
-
-// sysFchdir serves fchdir(2).
-func sysFchdir(e *Engine, r *Request) Result {
-	fd := int(int32(r.Args[0]))
-	if !r.P.FDs.IsVirtual(fd) || isHostFile(r, int32(fd)) {
-		base, en := e.hostDirPath(r, fd)
-		if en != 0 {
-			return errno(en, Host)
-		}
-		t, en := e.classify(r, base)
-		if en != 0 {
-			return errno(en, Host)
-		}
-		return e.chdirTo(r, t)
-	}
-	ent, okk := r.P.FDs.Get(fd)
-	if !okk {
-		return errno(unix.EBADF, LKL)
-	}
-	t, en := e.classify(r, ent.File.Path) // an image directory, or one of /proc
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	return e.chdirTo(r, t)
 }
 
 // listingOf returns the generated directory (package procfs) behind virtual fd

@@ -1,3 +1,6 @@
+// The proc family's calls about the system: uname, rlimits, sysinfo, host
+// and domain names, exit_group (FamProc in table.go).
+
 package dispatch
 
 import (

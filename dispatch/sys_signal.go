@@ -1,3 +1,6 @@
+// The signal family: signals between guest processes (FamSignal in
+// table.go).
+
 package dispatch
 
 import (
@@ -196,14 +199,6 @@ func sysTkill(e *Engine, r *Request) Result {
 		return errno(unix.ESRCH, Host)
 	}
 	return e.signalTarget(r, tgid)
-}
-
-// sysPidfdOpen serves pidfd_open(2): guest processes only.
-func sysPidfdOpen(e *Engine, r *Request) Result {
-	if int32(r.Args[0]) <= 0 {
-		return errno(unix.EINVAL, Denied)
-	}
-	return e.signalTarget(r, int(int32(r.Args[0])))
 }
 
 // rt_sigqueueinfo's pid is one process: 0 and negative ones name none.

@@ -1,6 +1,10 @@
+// The file family's handlers of names: made, removed, renamed and linked;
+// mounts; the working directory; readlink (FamFile in table.go).
+
 package dispatch
 
 import (
+	"runtime"
 	"strings"
 	"time"
 
@@ -199,61 +203,6 @@ func sysUnlinkat(e *Engine, r *Request) Result {
 	return e.pathOpOn(r, lkl.SysUnlinkat, int32(r.Args[0]), r.Args[1], removes, uintptr(r.Args[2]))
 }
 
-// sysChmod serves chmod(2).
-func sysChmod(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysFchmodat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]))
-}
-
-// sysFchmodat2 is fchmodat with flags: AT_SYMLINK_NOFOLLOW (a symlink's
-// mode cannot be changed on Linux: EOPNOTSUPP) and AT_EMPTY_PATH (the fd's
-// file). This LKL predates fchmodat2.
-func sysFchmodat2(e *Engine, r *Request) Result {
-	flags := r.Args[3]
-	if flags&^uint64(unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH) != 0 {
-		return errno(unix.EINVAL, Emulated)
-	}
-	if flags&unix.AT_EMPTY_PATH != 0 {
-		if p, en := readPath(r, r.Args[1]); en == 0 && p == "" {
-			r.Args[1] = r.Args[2] // fchmod(fd, mode)
-			if !isVirtual(r, r.Args[0]) {
-				return e.onShadowFd(r, lkl.SysFchmod)
-			}
-			return onLKLFd(r, lkl.SysFchmod)
-		}
-	}
-	if flags&unix.AT_SYMLINK_NOFOLLOW != 0 {
-		t, en := e.target(r, int32(r.Args[0]), r.Args[1])
-		if en != 0 {
-			return errno(en, LKL)
-		}
-		var st lkl.Stat64
-		if !t.Host && lklStatUncached(t.LKLPath(), true, &st) == 0 && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			return errno(unix.EOPNOTSUPP, Emulated)
-		}
-	}
-	return e.pathOp(r, lkl.SysFchmodat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
-}
-
-// sysFchmodat serves fchmodat(2).
-func sysFchmodat(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysFchmodat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]))
-}
-
-// sysChown serves chown(2).
-func sysChown(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysFchownat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]), uintptr(r.Args[2]), 0)
-}
-
-// sysLchown serves lchown(2).
-func sysLchown(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysFchownat, unix.AT_FDCWD, r.Args[0], uintptr(r.Args[1]), uintptr(r.Args[2]), unix.AT_SYMLINK_NOFOLLOW)
-}
-
-// sysFchownat serves fchownat(2).
-func sysFchownat(e *Engine, r *Request) Result {
-	return e.pathOp(r, lkl.SysFchownat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]), uintptr(r.Args[3]), uintptr(r.Args[4]))
-}
-
 // sysTruncate serves truncate(2).
 func sysTruncate(e *Engine, r *Request) Result {
 	t, res, okk := e.modTarget(r, unix.AT_FDCWD, r.Args[0])
@@ -309,18 +258,6 @@ func sysMknod(e *Engine, r *Request) Result {
 // sysMknodat serves mknodat(2).
 func sysMknodat(e *Engine, r *Request) Result {
 	return e.createOp(r, lkl.SysMknodat, int32(r.Args[0]), r.Args[1], r.Args[2], uintptr(r.Args[3]))
-}
-
-// sysUtimensat serves utimensat(2).
-func sysUtimensat(e *Engine, r *Request) Result {
-	var ts [2]unix.Timespec
-	if r.Args[2] == 0 {
-		return e.utimens(r, int32(r.Args[0]), r.Args[1], nil, uintptr(r.Args[3]))
-	}
-	if err := r.G.Read(r.Args[2], asBytes(&ts)); err != nil {
-		return errno(unix.EFAULT, LKL)
-	}
-	return e.utimens(r, int32(r.Args[0]), r.Args[1], &ts, uintptr(r.Args[3]))
 }
 
 // utimens serves utimensat and its older forms: the times ts (nil: now) of
@@ -386,23 +323,6 @@ func timevals(r *Request, addr uint64) (*[2]unix.Timespec, unix.Errno) {
 	return &ts, 0
 }
 
-// sysFutimesat serves futimesat(2).
-func sysFutimesat(e *Engine, r *Request) Result {
-	ts, en := timevals(r, r.Args[2])
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	return e.utimens(r, int32(r.Args[0]), r.Args[1], ts, 0)
-}
-
-// sysFchmod serves fchmod(2).
-func sysFchmod(e *Engine, r *Request) Result {
-	if !isVirtual(r, r.Args[0]) {
-		return e.onShadowFd(r, lkl.SysFchmod)
-	}
-	return onLKLFd(r, lkl.SysFchmod)
-}
-
 // onShadowFd serves fchmod/fchown on a host fd: a shadow's mode and owner
 // are its LKL file's; any other host fd is the host's business (but a
 // read-only bind's refuses).
@@ -419,14 +339,6 @@ func (e *Engine) onShadowFd(r *Request, nr uintptr) Result {
 		return errno(le, LKL)
 	}
 	return ok(0, LKL)
-}
-
-// sysFchown serves fchown(2).
-func sysFchown(e *Engine, r *Request) Result {
-	if !isVirtual(r, r.Args[0]) {
-		return e.onShadowFd(r, lkl.SysFchown)
-	}
-	return onLKLFd(r, lkl.SysFchown)
 }
 
 func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32, a2 uint64, flags uintptr) Result {
@@ -641,4 +553,85 @@ func (e *Engine) pathOpNoDir(r *Request, nr uintptr, addr uint64, arg uintptr) R
 		return errno(le, LKL)
 	}
 	return ok(0, LKL)
+}
+
+// sysGetcwd serves getcwd(2).
+func sysGetcwd(e *Engine, r *Request) Result {
+	cwd := r.P.Cwd()
+	if uint64(len(cwd)+1) > r.Args[1] {
+		return errno(unix.ERANGE, Emulated)
+	}
+	if err := r.G.Write(r.Args[0], cpath(cwd)); err != nil {
+		return errno(unix.EFAULT, Emulated)
+	}
+	return ok(int64(len(cwd)+1), Emulated)
+}
+
+// sysChdir serves chdir(2).
+func sysChdir(e *Engine, r *Request) Result {
+	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
+	if en == 0 {
+		t, en = e.followDev(r, t) // /dev/fd (devfd.go)
+	}
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	return e.chdirTo(r, t)
+}
+
+// sysFchdir serves fchdir(2).
+func sysFchdir(e *Engine, r *Request) Result {
+	fd := int(int32(r.Args[0]))
+	if !r.P.FDs.IsVirtual(fd) || isHostFile(r, int32(fd)) {
+		base, en := e.hostDirPath(r, fd)
+		if en != 0 {
+			return errno(en, Host)
+		}
+		t, en := e.classify(r, base)
+		if en != 0 {
+			return errno(en, Host)
+		}
+		return e.chdirTo(r, t)
+	}
+	ent, okk := r.P.FDs.Get(fd)
+	if !okk {
+		return errno(unix.EBADF, LKL)
+	}
+	t, en := e.classify(r, ent.File.Path) // an image directory, or one of /proc
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	return e.chdirTo(r, t)
+}
+
+// sysReadlink serves readlink(2).
+func sysReadlink(e *Engine, r *Request) Result {
+	return e.readlink(r, unix.AT_FDCWD, r.Args[0], r.Args[1], r.Args[2])
+}
+
+// sysReadlinkat serves readlinkat(2).
+func sysReadlinkat(e *Engine, r *Request) Result {
+	if isVirtual(r, r.Args[0]) {
+		// An empty path reads the symlink an O_PATH|O_NOFOLLOW fd
+		// names, which LKL knows by its own fd.
+		if p, en := readPath(r, r.Args[1]); en == 0 && p == "" {
+			lfd, en := vfd(r, r.Args[0])
+			if en != 0 {
+				return errno(en, LKL)
+			}
+			out := make([]byte, min(r.Args[3], PathMax))
+			empty := []byte{0}
+			n, le := lkl.Syscall6(lkl.SysReadlinkat, uintptr(lfd), uptr(empty), uptr(out), uintptr(len(out)), 0, 0)
+			runtime.KeepAlive(empty)
+			runtime.KeepAlive(out)
+			if le != 0 {
+				return errno(le, LKL)
+			}
+			if err := r.G.Write(r.Args[2], out[:n]); err != nil {
+				return errno(unix.EFAULT, LKL)
+			}
+			return ok(int64(n), LKL)
+		}
+	}
+	return e.readlink(r, int32(r.Args[0]), r.Args[1], r.Args[2], r.Args[3])
 }

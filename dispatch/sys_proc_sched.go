@@ -1,3 +1,6 @@
+// The proc family's scheduling, affinity, clone and pidfds (FamProc in
+// table.go).
+
 package dispatch
 
 import "golang.org/x/sys/unix"
@@ -191,4 +194,12 @@ func (e *Engine) cloneCredOK(r *Request) unix.Errno {
 		}
 	}
 	return unix.EPERM
+}
+
+// sysPidfdOpen serves pidfd_open(2): guest processes only.
+func sysPidfdOpen(e *Engine, r *Request) Result {
+	if int32(r.Args[0]) <= 0 {
+		return errno(unix.EINVAL, Denied)
+	}
+	return e.signalTarget(r, int(int32(r.Args[0])))
 }

@@ -1,3 +1,6 @@
+// The file family's inotify handlers and the guest's inotify fds (FamFile
+// in table.go).
+
 package dispatch
 
 import (

@@ -1,3 +1,5 @@
+// The mem family: msync of mapped shadows (FamMem in table.go).
+
 package dispatch
 
 import (

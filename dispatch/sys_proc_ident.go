@@ -1,3 +1,6 @@
+// The proc family's identity: uids, gids, groups, capabilities, the parent
+// a process sees (FamProc in table.go).
+
 package dispatch
 
 import (
@@ -252,4 +255,10 @@ func sysCapset(e *Engine, r *Request) Result {
 		inh |= uint64(binary.LittleEndian.Uint32(b[12*i+8:])) << (32 * i)
 	}
 	return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetCaps(eff, perm, inh) })
+}
+
+// sysGetppid serves getppid(2): the parent /proc shows (shownParent).
+func sysGetppid(e *Engine, r *Request) Result {
+	ppid, _ := e.shownParent(r.P.Tgid)
+	return ok(int64(ppid), Emulated)
 }

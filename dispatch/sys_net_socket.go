@@ -1,3 +1,7 @@
+// The net family: sockets of every domain and the calls that name
+// addresses (FamNet in table.go); internet sockets are served by package
+// inet (sys_net_inet.go).
+
 package dispatch
 
 import (

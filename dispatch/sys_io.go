@@ -1,0 +1,137 @@
+// The io family: read, write, seek, ioctl, their positioned forms and the
+// copies between fds, on virtual fds; on host fds they run natively (FamIO
+// in table.go).
+
+package dispatch
+
+import (
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// sysRead serves read(2) on virtual fds.
+func sysRead(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysRead, false, false) }
+
+// sysWrite serves write(2) on virtual fds.
+func sysWrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysWrite, true, false) }
+
+// sysLseek serves lseek(2) on virtual fds.
+func sysLseek(e *Engine, r *Request) Result {
+	if l, _ := listingOf(r, r.Args[0]); l != nil {
+		off, err := l.Seek(int64(r.Args[1]), int(int32(r.Args[2])))
+		if err != nil {
+			return fail(err, Emulated)
+		}
+		return ok(off, Emulated)
+	}
+	if hfd, isHost := hostFile(r, r.Args[0]); isHost {
+		off, err := unix.Seek(hfd, int64(r.Args[1]), int(int32(r.Args[2])))
+		if err != nil {
+			return fail(err, Host)
+		}
+		return ok(off, Host)
+	}
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	res, le := lkl.Syscall6(lkl.SysLseek, uintptr(lfd), uintptr(r.Args[1]), uintptr(r.Args[2]), 0, 0, 0)
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	if res == 0 && len(e.Opt.Binds) > 0 {
+		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk {
+			ent.File.Listed.Store(0) // rewinddir: list mount points again
+		}
+	}
+	return ok(int64(res), LKL)
+}
+
+// sysIoctl serves ioctl(2) on virtual fds: ENOTTY, but the listed
+// commands of a loop device or loop-control (loopdev.go); with --net, an
+// internet socket's FIONREAD and SIOCOUTQ (inet/msg.go).
+func sysIoctl(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		if res, served := e.inetIoctl(r); served {
+			return res
+		}
+		if res, served := e.deviceIoctl(r); served {
+			return res
+		}
+		return cont
+	}
+	if _, en := vfd(r, r.Args[0]); en != 0 {
+		return errno(en, Emulated)
+	}
+	if !usableFd(r, r.Args[0]) {
+		return errno(unix.EBADF, Emulated) // O_PATH
+	}
+	if res, served := e.lklDevIoctl(r); served {
+		return res // a loop device or loop-control (loopdev.go)
+	}
+	return errno(unix.ENOTTY, Emulated)
+}
+
+// sysPread serves pread64(2) on virtual fds.
+func sysPread(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPread64, false, true) }
+
+// sysPwrite serves pwrite64(2) on virtual fds.
+func sysPwrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPwrite64, true, true) }
+
+// sysCopyHostOnly serves copy_file_range(2), sendfile(2), splice(2) and the rest of its family: host fds only.
+func sysCopyHostOnly(e *Engine, r *Request) Result {
+	if isVirtual(r, r.Args[0]) || isVirtual(r, r.Args[1]) && r.Nr == unix.SYS_SENDFILE ||
+		isVirtual(r, r.Args[2]) && (r.Nr == unix.SYS_COPY_FILE_RANGE || r.Nr == unix.SYS_SPLICE) {
+		return errno(unix.EINVAL, Emulated) // callers fall back to read/write
+	}
+	return cont
+}
+
+// sysReadahead serves readahead(2) on virtual fds: nothing to do.
+func sysReadahead(e *Engine, r *Request) Result {
+	if _, en := vfd(r, r.Args[0]); en != 0 {
+		return errno(en, Emulated)
+	}
+	return ok(0, Emulated) // LKL reads ahead as it reads
+}
+
+// sysFadvise serves fadvise64(2).
+func sysFadvise(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	return ok(0, Emulated)
+}
+
+// sysEpollWait serves epoll_wait(2), epoll_pwait(2) and epoll_pwait2(2)
+// on a virtual fd, which is never an epoll instance: EINVAL, or EBADF
+// when it is not open.
+func sysEpollWait(e *Engine, r *Request) Result {
+	if _, open := r.P.FDs.Get(int(int32(r.Args[0]))); !open {
+		return errno(unix.EBADF, Emulated)
+	}
+	return errno(unix.EINVAL, Emulated)
+}
+
+// sysSyncFileRange: on a shadow, a write-back of the node (its changed
+// chunks) and LKL's fdatasync; on a virtual fd, LKL's own.
+func sysSyncFileRange(e *Engine, r *Request) Result {
+	if n := e.nodeOf(r, int(int32(r.Args[0]))); n != nil {
+		if err := e.Shadows.Fsync(n, true); err != nil {
+			return fail(err, LKL)
+		}
+		return ok(0, LKL)
+	}
+	if !isVirtual(r, r.Args[0]) {
+		return cont
+	}
+	return onLKLFd(r, lkl.SysSyncFileRange)
+}
+
+// sysNotOnVirtual refuses a host-fd-only call on a virtual fd.
+func sysNotOnVirtual(e *Engine, r *Request) Result {
+	if _, en := vfd(r, r.Args[0]); en != 0 {
+		return errno(en, Emulated)
+	}
+	return errno(unix.EOPNOTSUPP, Emulated)
+}
