@@ -347,10 +347,17 @@ func (c *chroot) run(tc ltpTest) (string, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", "--uts", "--ipc", "--mount", "chroot", c.dir, "/bin/sh", "-c",
 		"export PATH=/opt/ltp/testcases/bin:$PATH LTPROOT=/opt/ltp; cd /tmp && exec "+tc.cmd)
+	// The environment a guest of kbox starts with, not the test's: a
+	// TMPDIR of the host that the chroot lacks breaks every test that
+	// makes a temporary directory.
+	cmd.Env = chrootEnv
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	return classify(err, ctx.Err() != nil), string(out)
 }
+
+// chrootEnv is the environment kbox gives its first guest process.
+var chrootEnv = []string{"HOME=/root", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SHELL=/bin/sh", "TERM=xterm"}
 
 func (c *chroot) close() {
 	for i := len(c.mounts) - 1; i >= 0; i-- {
