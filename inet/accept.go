@@ -170,6 +170,9 @@ func (s *Sock) Accept(r *Req, flags int) Result {
 	listening := s.listening
 	s.mu.Unlock()
 	if !listening {
+		if s.typ != unix.SOCK_STREAM {
+			return errno(unix.EOPNOTSUPP, LKL) // as Linux's datagram sockets
+		}
 		return errno(unix.EINVAL, LKL)
 	}
 	gfd, en := guestEnd(r, r.Args[0])

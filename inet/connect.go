@@ -97,12 +97,22 @@ func (s *Sock) Connect(r *Req) Result {
 		// failed; its error was taken by kbox (awaitHandshake). Linux
 		// gives that error to this connect when the guest has not read
 		// it (SO_ERROR), else ECONNABORTED; the socket then connects
-		// anew (asyncio's test_sock_client_connect_racing).
+		// anew (asyncio's test_sock_client_connect_racing). When the
+		// failed connect's own answer was its error, Linux's socket was
+		// unconnected at once: this connect is a new one (LKL's answer
+		// has now made LKL's socket unconnected too).
 		s.mu.Lock()
+		given := s.refusalGiven
+		s.refusalGiven = false
 		if s.soError != 0 {
 			le = s.soError
 		}
 		s.mu.Unlock()
+		if given && le == unix.ECONNABORTED {
+			_, le = lkl.Syscall6(lkl.SysConnect, uintptr(s.lfd), ptrOr0(a), uintptr(len(a)), 0, 0, 0)
+			runtime.KeepAlive(a)
+			s.settled()
+		}
 	}
 	if le != unix.EINPROGRESS {
 		s.connectDone(le)
@@ -190,6 +200,9 @@ func (s *Sock) Connect(r *Req) Result {
 			}
 			if err == nil && s.soError == le {
 				s.soError = 0
+			}
+			if err == nil && le != 0 {
+				s.refusalGiven = true
 			}
 			if err == nil && le == 0 {
 				s.unseen = false

@@ -115,6 +115,7 @@ type Sock struct {
 	connected      bool
 	unseen         bool       // connected by a connect whose end no connect call reported yet: the next connect gives 0, not EISCONN
 	soError        unix.Errno // of a non-blocking connect, or a datagram socket's (deliverError), for SO_ERROR
+	refusalGiven   bool       // a connect's answer was its error: LKL's socket still says connecting, Linux's is unconnected
 	junk           int        // bytes in kbox's end put there to hold the guest's end unwritable
 	sndbuf         int        // the guest end's send buffer before it was shrunk
 	pumping        bool

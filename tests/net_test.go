@@ -607,7 +607,8 @@ func TestNetSemantics(t *testing.T) {
 		"connerr": {"non-blocking broadcast: -1 Network unreachable", "non-blocking short address: -1 Invalid argument",
 			"non-blocking IPv6 address: -1 Address family not supported by protocol", "blocking broadcast: -1 Network unreachable",
 			"first: -1 Network unreachable", "then: 0 ok", "accepted: ok, read 1 'x'",
-			"connect with SO_SNDTIMEO: -1 Operation in progress"},
+			"refused: -1 Connection refused", "then a bad family: -1 Address family not supported by protocol",
+			"accept on UDP: -1 Not supported", "connect with SO_SNDTIMEO: -1 Operation in progress"},
 	}
 	// A host server that resets each connection (SO_LINGER 0) a moment
 	// after accepting it: the reset is carried to the guest's

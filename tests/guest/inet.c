@@ -739,6 +739,21 @@ static int do_connerr(void)
 	char c = 0;
 	ssize_t n = read(a, &c, 1);
 	printf("accepted: %s, read %zd '%c'\n", a >= 0 ? "ok" : strerror(errno), n, c);
+	/* A blocking connect refused leaves the socket unconnected: the next
+	 * connect is a new one, which checks its address (LTP's connect01). */
+	static struct sockaddr_in gone;
+	close(listener(1, &gone));
+	int u = socket(AF_INET, SOCK_STREAM, 0);
+	r = connect(u, (struct sockaddr *)&gone, sizeof(gone));
+	printf("refused: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	struct sockaddr_in bogus = gone;
+	bogus.sin_family = 47;
+	r = connect(u, (struct sockaddr *)&bogus, sizeof(bogus));
+	printf("then a bad family: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	/* accept on a datagram socket (LTP's accept01). */
+	int d = socket(AF_INET, SOCK_DGRAM, 0);
+	r = accept(d, NULL, NULL);
+	printf("accept on UDP: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
 	/* SO_SNDTIMEO limits a blocking connect to a full queue: EINPROGRESS. */
 	static struct sockaddr_in at2;
 	listener(1, &at2);
