@@ -130,7 +130,10 @@ func sysPriority(e *Engine, r *Request) Result {
 	}
 	switch which {
 	case unix.PRIO_PROCESS:
-		return e.taskTarget(who)
+		if res := e.taskTarget(who); res.Action != Continue || r.Nr != unix.SYS_SETPRIORITY {
+			return res
+		}
+		return e.setNice(r, int(who))
 	case unix.PRIO_PGRP:
 		if who == 0 {
 			return cont
@@ -140,6 +143,40 @@ func sysPriority(e *Engine, r *Request) Result {
 		return errno(unix.EPERM, Denied)
 	}
 	return cont // the kernel answers EINVAL
+}
+
+// setNice checks setpriority(PRIO_PROCESS) by the guest's credentials,
+// as Linux's set_one_prio does: the host process is kbox's, so the host
+// would let any guest (kbox may be root) lower any guest task's nice
+// value. Without CAP_SYS_NICE the target must be the caller's user (its
+// uid or euid the caller's euid: EPERM), and a lower nice value than the
+// target's must be within the target's RLIMIT_NICE (EACCES).
+func (e *Engine) setNice(r *Request, who int) Result {
+	c := r.P.creds()
+	if c.Has(capSysNice) {
+		return cont
+	}
+	tid := who
+	if tid == 0 {
+		tid = r.G.Pid()
+	}
+	target := r.P
+	if p := e.Lookup(tid); p != nil {
+		target = p
+	}
+	if tc := target.creds(); tc.UID != c.EUID && tc.EUID != c.EUID {
+		return errno(unix.EPERM, Emulated)
+	}
+	nice := min(max(int(int32(r.Args[2])), -20), 19)
+	cur, _, en := unix.Syscall(unix.SYS_GETPRIORITY, unix.PRIO_PROCESS, uintptr(tid), 0)
+	if en != 0 || nice >= 20-int(cur) {
+		return cont // not lower (or the kernel's own error)
+	}
+	var lim unix.Rlimit
+	if unix.Prlimit(tid, unix.RLIMIT_NICE, nil, &lim) == nil && uint64(20-nice) <= lim.Cur {
+		return cont
+	}
+	return errno(unix.EACCES, Emulated)
 }
 
 // sysSchedSetaffinity serves sched_setaffinity(2) on the host, ending kbox's pin.

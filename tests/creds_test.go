@@ -361,3 +361,36 @@ func TestLKLCredThreads(t *testing.T) {
 		}
 	}
 }
+
+// A guest user lowers no nice value (setpriority needs CAP_SYS_NICE or
+// RLIMIT_NICE, by the guest's credentials: the host process is kbox's,
+// which may be root); raising it works, and root lowers it. Natively, as
+// a user: "cannot set niceness", the value unchanged. The pipelines run
+// in the seccomp tier; each tier runs nice as the command itself.
+func TestNiceByGuestCredentials(t *testing.T) {
+	img := imagePath(t)
+	const script = `nice -n -10 cat /proc/self/stat | cut -d" " -f19; nice -n 5 nice -n -2 cat /proc/self/stat | cut -d" " -f19; nice -n 5 cat /proc/self/stat | cut -d" " -f19`
+	const refused = "nice: cannot set niceness: Permission denied"
+	user, root := []string{"-r", img, "--change-id", "1000:1000"}, []string{"-S", img}
+	for _, c := range []struct {
+		name       string
+		args       []string
+		out, errOf string
+	}{
+		{"user", user, "0\n5\n5\n", refused},
+		{"root", root, "-10\n3\n5\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, stderr, st := runKbox(t, append(append([]string{"image", "--read-only"}, c.args...), "--", "/bin/sh", "-c", script)...)
+			if st != 0 || out != c.out || !strings.Contains(stderr, c.errOf) {
+				t.Errorf("status %d, stdout %q (want %q), stderr %s", st, out, c.out, stderr)
+			}
+		})
+	}
+	forEachTier(t, func(t *testing.T, tier string) {
+		_, stderr, st := runKbox(t, append(append([]string{"image", "--read-only", "--syscall-mode=" + tier}, user...), "--", "/usr/bin/nice", "-n", "-10", "/bin/true")...)
+		if st != 0 || !strings.Contains(stderr, refused) {
+			t.Errorf("user's nice -n -10: status %d, stderr %q, want %q", st, stderr, refused)
+		}
+	})
+}
