@@ -180,10 +180,10 @@ func (g *Guest) Dispatch(e *dispatch.Engine, r *dispatch.Request) Call {
 // onHost reports whether the seccomp tier's filter runs r on the host
 // when its first argument is a host fd.
 func onHost(r *dispatch.Request) bool {
-	if r.Nr == unix.SYS_CLOSE {
-		return true
-	}
 	s := dispatch.Lookup(r.Nr)
+	if s.Facts&dispatch.FilterHostFD != 0 {
+		return true // close
+	}
 	return s.How == dispatch.HostFD && (s.Facts&dispatch.AddrArg4 == 0 || r.Args[4] == 0)
 }
 
