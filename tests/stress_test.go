@@ -48,7 +48,7 @@ var mixedScript = func() string {
 
 // stressTiers are the tiers this kbox runs a guest in, and whether each
 // can run a guest that forks.
-func stressTiers(t *testing.T, img string) (tiers []string, forks map[string]bool) {
+func stressTiers(t *testing.T, img string) (avail []string, forks map[string]bool) {
 	forks = map[string]bool{}
 	for _, tier := range tiers {
 		_, _, st := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/opt/tests/hello")
@@ -56,11 +56,11 @@ func stressTiers(t *testing.T, img string) (tiers []string, forks map[string]boo
 			t.Logf("stress: tier %s not available here (status %d)", tier, st)
 			continue
 		}
-		tiers = append(tiers, tier)
+		avail = append(avail, tier)
 		_, _, st = runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/bin/sh", "-c", "/opt/tests/hello >/dev/null; /opt/tests/hello >/dev/null")
 		forks[tier] = st == 0
 	}
-	return tiers, forks
+	return avail, forks
 }
 
 func TestStress(t *testing.T) {
