@@ -128,17 +128,37 @@ func sysPriority(e *Engine, r *Request) Result {
 	if r.Nr == unix.SYS_IOPRIO_GET || r.Nr == unix.SYS_IOPRIO_SET {
 		which-- // IOPRIO_WHO_PROCESS is 1, PRIO_PROCESS 0
 	}
+	if r.Nr == unix.SYS_IOPRIO_SET && ioprioClass(r.Args[2]) == ioprioClassRT {
+		// The kernel checks the class before the target.
+		if c := r.P.creds(); !c.Has(capSysAdmin) && !c.Has(capSysNice) {
+			return errno(unix.EPERM, Emulated)
+		}
+	}
 	switch which {
 	case unix.PRIO_PROCESS:
-		if res := e.taskTarget(who); res.Action != Continue || r.Nr != unix.SYS_SETPRIORITY {
+		if res := e.taskTarget(who); res.Action != Continue {
 			return res
 		}
-		return e.setNice(r, int(who))
-	case unix.PRIO_PGRP:
-		if who == 0 {
-			return cont
+		switch r.Nr {
+		case unix.SYS_SETPRIORITY:
+			return e.setNice(r, int(who))
+		case unix.SYS_IOPRIO_SET:
+			return e.setIoprio(r, int(who))
 		}
-		return e.groupTarget(int(who))
+		return cont
+	case unix.PRIO_PGRP:
+		if who != 0 {
+			if res := e.groupTarget(int(who)); res.Action != Continue {
+				return res
+			}
+		}
+		switch r.Nr {
+		case unix.SYS_SETPRIORITY:
+			return e.setGroupNice(r, int(who))
+		case unix.SYS_IOPRIO_SET:
+			return e.setGroupIoprio(r, int(who))
+		}
+		return cont
 	case unix.PRIO_USER:
 		return errno(unix.EPERM, Denied)
 	}
@@ -164,19 +184,131 @@ func (e *Engine) setNice(r *Request, who int) Result {
 	if p := e.Lookup(tid); p != nil {
 		target = p
 	}
-	if tc := target.creds(); tc.UID != c.EUID && tc.EUID != c.EUID {
-		return errno(unix.EPERM, Emulated)
+	if en := niceDenied(c, target, tid, niceArg(r)); en != 0 {
+		return errno(en, Emulated)
 	}
-	nice := min(max(int(int32(r.Args[2])), -20), 19)
+	return cont
+}
+
+// niceArg is setpriority's value, clamped as the kernel does.
+func niceArg(r *Request) int { return min(max(int(int32(r.Args[2])), -20), 19) }
+
+// niceDenied is Linux's set_one_prio check of a caller without
+// CAP_SYS_NICE (credentials c) setting task tid (of process target) to
+// nice: EPERM unless the target is the caller's user, EACCES for a lower
+// value than the task's beyond its RLIMIT_NICE, else 0.
+func niceDenied(c *procCred, target *Proc, tid, nice int) unix.Errno {
+	if tc := target.creds(); tc.UID != c.EUID && tc.EUID != c.EUID {
+		return unix.EPERM
+	}
 	cur, _, en := unix.Syscall(unix.SYS_GETPRIORITY, unix.PRIO_PROCESS, uintptr(tid), 0)
 	if en != 0 || nice >= 20-int(cur) {
-		return cont // not lower (or the kernel's own error)
+		return 0 // not lower (or the kernel's own error)
 	}
 	var lim unix.Rlimit
 	if unix.Prlimit(tid, unix.RLIMIT_NICE, nil, &lim) == nil && uint64(20-nice) <= lim.Cur {
+		return 0
+	}
+	return unix.EACCES
+}
+
+// ioprio_set's class field and the real-time class.
+const ioprioClassRT = 1
+
+func ioprioClass(ioprio uint64) uint64 { return (ioprio >> 13) & 7 }
+
+// setIoprio checks ioprio_set(IOPRIO_WHO_PROCESS) by the guest's
+// credentials, as Linux's set_task_ioprio does: without CAP_SYS_NICE
+// the target task's uid must be the caller's uid or euid (EPERM).
+func (e *Engine) setIoprio(r *Request, who int) Result {
+	tid := who
+	if tid == 0 {
+		tid = r.G.Pid()
+	}
+	if en := ioprioDenied(r.P.creds(), e.Lookup(tid)); en != 0 {
+		return errno(en, Emulated)
+	}
+	return cont
+}
+
+// setGroupIoprio is setIoprio for IOPRIO_WHO_PGRP (pg 0: the
+// caller's group): Linux stops at the first task it may not change.
+func (e *Engine) setGroupIoprio(r *Request, pg int) Result {
+	c := r.P.creds()
+	if c.Has(capSysNice) {
 		return cont
 	}
-	return errno(unix.EACCES, Emulated)
+	if pg == 0 {
+		var found bool
+		if pg, found = pgrpOf(r.P.Tgid); !found {
+			return cont
+		}
+	}
+	for _, pid := range groupMembers(pg) {
+		if e.isGuest(pid) {
+			if en := ioprioDenied(c, e.Lookup(pid)); en != 0 {
+				return errno(en, Emulated)
+			}
+		}
+	}
+	return cont
+}
+
+// ioprioDenied is set_task_ioprio's check of target (nil: unknown, left
+// to the kernel) for a caller with credentials c.
+func ioprioDenied(c *procCred, target *Proc) unix.Errno {
+	if target == nil || c.Has(capSysNice) {
+		return 0
+	}
+	if tc := target.creds(); tc.UID != c.EUID && tc.UID != c.UID {
+		return unix.EPERM
+	}
+	return 0
+}
+
+// setGroupNice checks setpriority(PRIO_PGRP) by the guest's credentials:
+// the host would apply it to every task of the group (groupTarget has
+// made sure they are all the guest's) with kbox's. As Linux does, each
+// task is checked alone: the ones that pass are set, and the call fails
+// with the error of the last one that does not. pg 0 is the caller's
+// group.
+func (e *Engine) setGroupNice(r *Request, pg int) Result {
+	c := r.P.creds()
+	if c.Has(capSysNice) {
+		return cont
+	}
+	if pg == 0 {
+		var found bool
+		if pg, found = pgrpOf(r.P.Tgid); !found {
+			return cont
+		}
+	}
+	nice := niceArg(r)
+	var allowed []int
+	var denied unix.Errno
+	for _, pid := range groupMembers(pg) {
+		if !e.isGuest(pid) {
+			continue
+		}
+		p := e.Lookup(pid)
+		if p == nil {
+			continue
+		}
+		for _, tid := range threadsOf(pid) {
+			if en := niceDenied(c, p, tid, nice); en != 0 {
+				denied = en
+			} else {
+				allowed = append(allowed, tid)
+			}
+		}
+	}
+	if denied == 0 {
+		return cont
+	}
+	for _, tid := range allowed {
+		unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+	}
+	return errno(denied, Emulated)
 }
 
 // sysSchedSetaffinity serves sched_setaffinity(2) on the host, ending kbox's pin.

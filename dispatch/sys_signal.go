@@ -134,28 +134,44 @@ func (e *Engine) groupTarget(pg int) Result {
 	if e.isGuest(pg) {
 		return cont // the kernel answers ESRCH if pg leads no group
 	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return errno(unix.EPERM, Denied)
-	}
-	members := 0
-	for _, d := range ents {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if g, ok := pgrpOf(pid); !ok || g != pg {
-			continue
-		}
+	members := groupMembers(pg)
+	for _, pid := range members {
 		if !e.isGuest(pid) {
 			return errno(unix.EPERM, Denied)
 		}
-		members++
 	}
-	if members == 0 {
+	if len(members) == 0 {
 		return errno(unix.ESRCH, Host)
 	}
 	return cont
+}
+
+// groupMembers lists the host's processes in process group pg.
+func groupMembers(pg int) []int {
+	return pidsIn("/proc", func(pid int) bool {
+		g, ok := pgrpOf(pid)
+		return ok && g == pg
+	})
+}
+
+// threadsOf lists the threads of process pid (pid itself if it has gone).
+func threadsOf(pid int) []int {
+	if t := pidsIn("/proc/"+strconv.Itoa(pid)+"/task", nil); len(t) > 0 {
+		return t
+	}
+	return []int{pid}
+}
+
+// pidsIn lists the numeric entries of dir that keep (nil: all) keeps.
+func pidsIn(dir string, keep func(int) bool) []int {
+	ents, _ := os.ReadDir(dir)
+	var ids []int
+	for _, d := range ents {
+		if id, err := strconv.Atoi(d.Name()); err == nil && (keep == nil || keep(id)) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // pgrpOf reads the process group of pid (the fifth field of

@@ -365,11 +365,13 @@ func TestLKLCredThreads(t *testing.T) {
 // A guest user lowers no nice value (setpriority needs CAP_SYS_NICE or
 // RLIMIT_NICE, by the guest's credentials: the host process is kbox's,
 // which may be root); raising it works, and root lowers it. Natively, as
-// a user: "cannot set niceness", the value unchanged. The pipelines run
+// a user: "cannot set niceness", the value unchanged. The same holds for
+// a process group (renice -g) and the real-time I/O class (ionice -c 1,
+// which natively a user is refused with EPERM). The pipelines run
 // in the seccomp tier; each tier runs nice as the command itself.
 func TestNiceByGuestCredentials(t *testing.T) {
 	img := imagePath(t)
-	const script = `nice -n -10 cat /proc/self/stat | cut -d" " -f19; nice -n 5 nice -n -2 cat /proc/self/stat | cut -d" " -f19; nice -n 5 cat /proc/self/stat | cut -d" " -f19`
+	const script = `nice -n -10 cat /proc/self/stat | cut -d" " -f19; nice -n 5 nice -n -2 cat /proc/self/stat | cut -d" " -f19; nice -n 5 cat /proc/self/stat | cut -d" " -f19; renice -n 5 -g $$ >/dev/null; renice -n -10 -g $$ >/dev/null; cut -d" " -f19 /proc/self/stat; ionice -c 1 -n 0 -p $$ 2>/dev/null; ionice -p $$`
 	const refused = "nice: cannot set niceness: Permission denied"
 	user, root := []string{"-r", img, "--change-id", "1000:1000"}, []string{"-S", img}
 	for _, c := range []struct {
@@ -377,8 +379,11 @@ func TestNiceByGuestCredentials(t *testing.T) {
 		args       []string
 		out, errOf string
 	}{
-		{"user", user, "0\n5\n5\n", refused},
-		{"root", root, "-10\n3\n5\n", ""},
+		// The last line: the process group's nice raised by 5, then lowered by 10
+		// (renice -g), which only root may do; then the real-time I/O
+		// class (CAP_SYS_ADMIN or CAP_SYS_NICE).
+		{"user", user, "0\n5\n5\n5\nnone: prio 0\n", refused},
+		{"root", root, "-10\n3\n5\n-5\nrealtime: prio 0\n", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, stderr, st := runKbox(t, append(append([]string{"image", "--read-only"}, c.args...), "--", "/bin/sh", "-c", script)...)
