@@ -3,6 +3,7 @@ package dispatch
 import (
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -477,4 +478,53 @@ func (e *Engine) Tgids(dst []int) []int {
 		}
 	}
 	return dst
+}
+
+// renamedDir follows a rename (exchange: RENAME_EXCHANGE) in the working
+// directories of the guest's processes: Linux's cwd is the directory
+// itself and moves with it, while kbox keeps its path (getcwd, relative
+// paths). A cwd is canonical (chdir resolves it), so only a directory on
+// it can match; most renames are of names no cwd holds, and cost nothing
+// more than a look at each process's cwd.
+func (e *Engine) renamedDir(from, to string, exchange bool) {
+	procs := *e.procs.Load()
+	holds := func(name string) bool {
+		for _, p := range procs {
+			if strings.Contains(p.Cwd()+"/", "/"+name+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	if !holds(path.Base(from)) && !(exchange && holds(path.Base(to))) {
+		return
+	}
+	// The parents are where they were: the names are resolved now.
+	from = path.Join(e.canonical(path.Dir(from)), path.Base(from))
+	to = path.Join(e.canonical(path.Dir(to)), path.Base(to))
+	seen := map[*Proc]bool{}
+	for _, p := range procs {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		p.mu.Lock()
+		if rest, ok := beneath(p.cwd, from); ok {
+			p.cwd = to + rest
+		} else if rest, ok := beneath(p.cwd, to); ok && exchange {
+			p.cwd = from + rest
+		}
+		p.mu.Unlock()
+	}
+}
+
+// beneath reports whether p is dir or a path under it, with the rest.
+func beneath(p, dir string) (string, bool) {
+	if p == dir {
+		return "", true
+	}
+	if len(p) > len(dir) && strings.HasPrefix(p, dir) && p[len(dir)] == '/' {
+		return p[len(dir):], true
+	}
+	return "", false
 }

@@ -379,6 +379,9 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 	if victim != nil {
 		e.Shadows.Unlinked(victim)
 	}
+	if nr == lkl.SysRenameat2 {
+		e.renamedDir(t1.Path, t2.Path, flags&unix.RENAME_EXCHANGE != 0)
+	}
 	return ok(0, LKL)
 }
 

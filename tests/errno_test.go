@@ -82,6 +82,23 @@ func TestChdirThroughSymlink(t *testing.T) {
 	})
 }
 
+// TestCwdFollowsRename: a process's working directory moves with its
+// directory when another process renames the directory (or one above
+// it): relative paths, getcwd and cd .. follow it, as natively (LTP
+// inotify02 renames its cwd, then unlinks a name in it).
+func TestCwdFollowsRename(t *testing.T) {
+	const script = `B=$(cd "$1" && /bin/pwd); cd "$1" && mkdir -p a/b && cd a/b && mv "$B/a" "$B/z" && touch f &&
+echo "pwd $(/bin/pwd | sed "s|^$B||")" && ls "$B/z/b" && cd -P .. && echo "up $(/bin/pwd | sed "s|^$B||")"`
+	want := []string{"pwd /z/b\n", "f\n", "up /z\n"}
+	out, err := exec.Command("/bin/sh", "-c", script, "sh", t.TempDir()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), strings.Join(want, "")) {
+		t.Fatalf("native: %v: %s", err, out)
+	}
+	runCases(t, []string{"image", "-S", imagePath(t), "--read-only"}, []guestCase{
+		{"cwd renamed by another process", []string{"--", "/bin/sh", "-c", "mkdir -p /tmp/c && " + script, "sh", "/tmp/c"}, 0, want, nil},
+	})
+}
+
 // TestLinkAcrossRoutes: link(2) from /proc into the image is EXDEV, as
 // between any two filesystems on Linux (LTP linkat01), not EACCES.
 func TestLinkAcrossRoutes(t *testing.T) {
