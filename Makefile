@@ -31,7 +31,7 @@ endif
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: probe-program bench-workloads shell lkl lkl-config install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs test-image guests vet fmt clean lkl-status conformance
+.PHONY: kbox-alt probe-program bench-workloads shell lkl lkl-config install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs test-image guests vet fmt clean lkl-status conformance
 
 all: kbox
 
@@ -186,10 +186,22 @@ image-if-missing:
 unit:
 	$(GO) test -count=1 ./...
 
-bench: kbox image-if-missing
-	KBOX_IMAGE=$(abspath $(TEST_IMAGE)) KBOX_BIN=$(abspath kbox) $(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP|floor|alone'
+# LKL_ALT=DIR (a second liblkl, e.g. LKL's defconfig beside kbox's
+# configuration) builds ./kbox-alt against it, and BenchmarkKernels
+# compares the two kernels in one run (docs/benchmarks.md, "Kernels").
+LKL_ALT ?=
+ALT_LIB := $(if $(LKL_ALT),$(firstword $(wildcard $(LKL_ALT)/lib/liblkl.a $(LKL_ALT)/liblkl.a)))
+ALT_INC := $(if $(LKL_ALT),$(patsubst %/lkl.h,%,$(firstword $(wildcard $(LKL_ALT)/include/lkl.h $(LKL_ALT)/lkl.h))))
+bench: kbox image-if-missing $(if $(LKL_ALT),kbox-alt)
+	KBOX_IMAGE=$(abspath $(TEST_IMAGE)) KBOX_BIN=$(abspath kbox) KBOX_LKL_LIB=$(LKL_LIB) KBOX_LKL_INC=$(LKL_INC) \
+		$(if $(LKL_ALT),KBOX_BIN_ALT=$(abspath kbox-alt) KBOX_LKL_LIB_ALT=$(ALT_LIB) KBOX_LKL_INC_ALT=$(ALT_INC)) \
+		$(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP|floor|alone|kernel|native|_ms|_MB|conns'
 	$(GOTEST) -run '^$$' -bench . -benchmem -count 1 ./web/ ./seccomp/ ./clock/ ./cmd/kbox/
 	$(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./usernet/ | grep -E '^Benchmark|conns'
+
+kbox-alt:
+	@test -n "$(ALT_LIB)" -a -n "$(ALT_INC)" || { echo "kbox: LKL_ALT=$(LKL_ALT) holds no liblkl.a and lkl.h"; exit 1; }
+	CGO_ENABLED=1 CGO_CFLAGS="-I$(ALT_INC) -O2" CGO_LDFLAGS="-L$(dir $(ALT_LIB))" $(GO) build -buildmode=pie -tags lkl -ldflags '-X main.version=$(VERSION)' -o kbox-alt ./cmd/kbox
 
 # Whole commands (find, grep -r, ls -lR, python3, git status, make -j2)
 # natively in a chroot of the image's tree and under every tier, median of

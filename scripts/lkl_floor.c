@@ -14,7 +14,8 @@
  *   /tmp/lkl_floor IMAGE.ext4 /usr [HOSTTREE [read]]
  * With "read", each regular file is also opened and read whole and .git
  * is not entered: what git status does in a work tree whose index entries
- * are racily clean. It prints the entries walked and the milliseconds of each walk, each
+ * are racily clean. It prints the milliseconds of the boot and the mount,
+ * then the entries walked and the milliseconds of each walk, each
  * repeated 5 times (first walk cold, median of the rest warm).
  */
 #define _GNU_SOURCE
@@ -151,6 +152,7 @@ int main(int argc, char **argv)
 		perror(argv[1]);
 		return 1;
 	}
+	double t0 = now_ms();
 	if (floor_boot(cmdline) < 0) {
 		fprintf(stderr, "lkl_floor: boot failed\n");
 		return 1;
@@ -165,6 +167,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "lkl_floor: mounting %s: %s\n", argv[1], lkl_strerror(r));
 		return 1;
 	}
+	printf("boot+mount %.1f ms\n", now_ms() - t0);
 	char path[512];
 	snprintf(path, sizeof path, "%s%s", mnt, argv[2]);
 	run("lkl", 1, path);
