@@ -5,6 +5,7 @@ package tests
 import (
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -80,6 +81,60 @@ func TestFDLimitRaise(t *testing.T) {
 		out, stderr, st := runKbox(t, "image", "-S", img, "--ephemeral", "--", "/bin/sh", "-c", script)
 		if st != 0 || out != "0\nscript ran\n0\nsoft 29\n" || out != string(native) {
 			t.Errorf("status %d; under kbox:\n%s\nnatively:\n%s\n%s", st, out, native, lastLines(stderr, 5))
+		}
+	})
+}
+
+// TestObsoleteFSQueries: sysfs(2) and ustat(2) (x86_64 only) answer from
+// the guest's kernel as Linux does from its own: types by index and back,
+// their errors, and ustat of /'s device, as natively (LTP sysfs01-05,
+// ustat01-02); the types are the ones the guest's /proc/filesystems lists
+// (LKL's), not the host's.
+func TestObsoleteFSQueries(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("SKIP: sysfs(2) and ustat(2) are x86_64 calls")
+	}
+	img := imagePath(t)
+	native, err := exec.Command(dumpFromImage(t, img, "/opt/tests/sysmisc"), "fsinfo").Output()
+	if err != nil || !strings.Contains(string(native), "ustat / ok\n") {
+		t.Fatalf("native: %v\n%s", err, native)
+	}
+	out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c",
+		`/opt/tests/sysmisc fsinfo && echo "proc $(awk '{print $NF}' /proc/filesystems | tr '\n' ' ')"`)
+	if st != 0 {
+		t.Fatalf("status %d: %s\n%s", st, out, stderr)
+	}
+	checks := func(s string) string { before, _, _ := strings.Cut(s, "types "); return before }
+	if checks(out) != checks(string(native)) {
+		t.Errorf("under kbox:\n%s\nnatively:\n%s", out, native)
+	}
+	var types, proc string
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "types "); ok {
+			types = v
+		}
+		if v, ok := strings.CutPrefix(l, "proc "); ok {
+			proc = v
+		}
+	}
+	if types == "" || types != proc {
+		t.Errorf("sysfs's types %q, the guest's /proc/filesystems %q", types, proc)
+	}
+}
+
+// TestReadaheadErrors: readahead(2) on a directory is EINVAL and on an
+// O_PATH or write-only fd EBADF, as natively, in every tier (LTP
+// readahead01): kbox answered 0 for every fd it serves.
+func TestReadaheadErrors(t *testing.T) {
+	img := imagePath(t)
+	native, err := exec.Command(dumpFromImage(t, img, "/opt/tests/sysmisc"), "readahead", t.TempDir()).Output()
+	if err != nil || !strings.Contains(string(native), "readahead directory EINVAL\n") {
+		t.Fatalf("native: %v\n%s", err, native)
+	}
+	forEachTier(t, func(t *testing.T, tier string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+tier, "--", "/opt/tests/sysmisc", "readahead", "/tmp")
+		if st != 0 || out != string(native) {
+			t.Errorf("status %d; under kbox:\n%s\nnatively:\n%s\n%s", st, out, native, stderr)
 		}
 	})
 }

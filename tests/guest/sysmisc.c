@@ -7,7 +7,11 @@
  * the given pid and every process of the caller's uid. "sysmisc nofile"
  * raises the soft fd limit to the hard one, as servers and Python tools do
  * at start, with no fork (it runs in every tier), and prints what a native
- * run prints too.
+ * run prints too. "sysmisc fsinfo" asks sysfs(2) and ustat(2) (x86_64)
+ * what holds for any kernel: the types' names by index and back, their
+ * errors, and ustat of /'s device; then it lists the types. "sysmisc
+ * readahead DIR" tries readahead(2) on a file, a directory and an O_PATH
+ * fd there.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -202,6 +206,54 @@ static void nofile(void)
 	printf("soft raised again %s\n", en(setrlimit(RLIMIT_NOFILE, &got)));
 }
 
+#ifdef SYS_sysfs
+static void fsinfo(void)
+{
+	long n = syscall(SYS_sysfs, 3);
+	printf("sysfs count %s\n", n > 0 ? "ok" : en(n));
+	int round = 1;
+	char names[4096] = "", name[256];
+	for (long i = 0; i < n; i++) {
+		if (syscall(SYS_sysfs, 2, i, name) < 0 || syscall(SYS_sysfs, 1, name) != i)
+			round = 0;
+		else if (strlen(names) + strlen(name) + 2 < sizeof names)
+			strcat(strcat(names, name), " ");
+	}
+	printf("sysfs roundtrip %d\n", round);
+	printf("sysfs unknown %s\n", en(syscall(SYS_sysfs, 1, "nosuchfs")));
+	printf("sysfs past end %s\n", en(syscall(SYS_sysfs, 2, n, name)));
+	printf("sysfs option 4 %s\n", en(syscall(SYS_sysfs, 4)));
+	printf("sysfs bad name %s\n", en(syscall(SYS_sysfs, 1, (char *)8)));
+	printf("sysfs bad buffer %s\n", en(syscall(SYS_sysfs, 2, 0, (char *)8)));
+	struct stat st;
+	char u[32];
+	stat("/", &st);
+	printf("ustat / %s\n", en(syscall(SYS_ustat, (unsigned)st.st_dev, u)));
+	printf("ustat bad buffer %s\n", en(syscall(SYS_ustat, (unsigned)st.st_dev, (void *)8)));
+	printf("ustat no device %s\n", en(syscall(SYS_ustat, 0xfffffu, u)));
+	printf("types %s\n", names);
+}
+#else
+static void fsinfo(void) {}
+#endif
+
+static void readaheads(const char *dir)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/readahead.file", dir);
+	int f = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	write(f, path, sizeof path);
+	int d = open(dir, O_RDONLY | O_DIRECTORY);
+	int p = open(path, O_PATH);
+	int w = open(path, O_WRONLY);
+	printf("readahead file %s\n", en(readahead(f, 0, 4096)));
+	printf("readahead directory %s\n", en(readahead(d, 0, 4096)));
+	printf("readahead O_PATH %s\n", en(readahead(p, 0, 4096)));
+	printf("readahead write-only %s\n", en(readahead(w, 0, 4096)));
+	printf("readahead closed %s\n", en(readahead(900, 0, 4096)));
+	unlink(path);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -211,6 +263,10 @@ int main(int argc, char **argv)
 		kboxonly(atoi(argv[2]));
 	else if (argc >= 2 && !strcmp(argv[1], "nofile"))
 		nofile();
+	else if (argc >= 2 && !strcmp(argv[1], "fsinfo"))
+		fsinfo();
+	else if (argc >= 3 && !strcmp(argv[1], "readahead"))
+		readaheads(argv[2]);
 	else
 		return 2;
 	return 0;
