@@ -87,12 +87,14 @@ func sysCopyHostOnly(e *Engine, r *Request) Result {
 	return cont
 }
 
-// sysReadahead serves readahead(2) on virtual fds: nothing to do.
+// sysReadahead serves readahead(2) on virtual fds, in LKL: EBADF for an
+// O_PATH or write-only file, EINVAL for a directory (a listing, whose
+// entries kbox holds) or another kind of file.
 func sysReadahead(e *Engine, r *Request) Result {
-	if _, en := vfd(r, r.Args[0]); en != 0 {
-		return errno(en, Emulated)
+	if ent, open := r.P.FDs.Get(int(int32(r.Args[0]))); open && ent.File.Listing != nil {
+		return errno(unix.EINVAL, Emulated)
 	}
-	return ok(0, Emulated) // LKL reads ahead as it reads
+	return onLKLFd(r, lkl.SysReadahead)
 }
 
 // sysFadvise serves fadvise64(2).

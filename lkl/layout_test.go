@@ -45,7 +45,7 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 		"NR_ppoll":     SysPpoll, "NR_socket": SysSocket, "NR_bind": SysBind, "NR_listen": SysListen,
 		"NR_accept": SysAccept, "NR_connect": SysConnect, "NR_getsockname": SysGetsockname,
 		"NR_getpeername": SysGetpeername, "NR_sendto": SysSendto, "NR_recvfrom": SysRecvfrom,
-		"NR_setsockopt": SysSetsockopt, "NR_getsockopt": SysGetsockopt, "NR_shutdown": SysShutdown, "NR_accept4": SysAccept4,
+		"NR_setsockopt": SysSetsockopt, "NR_getsockopt": SysGetsockopt, "NR_shutdown": SysShutdown, "NR_readahead": SysReadahead, "NR_accept4": SysAccept4,
 		"NR_sendmsg": SysSendmsg, "NR_recvmsg": SysRecvmsg,
 		"NR_syncfs":          SysSyncfs,
 		"NR_sysinfo":         SysSysinfo,

@@ -82,6 +82,7 @@ const (
 	SysShutdown      = 210
 	SysSendmsg       = 211
 	SysRecvmsg       = 212
+	SysReadahead     = 213
 	SysAccept4       = 242
 	SysPrlimit64     = 261
 	SysSyncfs        = 267
