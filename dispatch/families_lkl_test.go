@@ -214,6 +214,12 @@ var famCases = []famCase{
 	named("statx empty path without flag", statx("", 0)),
 	named("statx under file", statx("f/x", 0)),
 	named("statx bad flags", statx("f", 0x80000000)),
+	{name: "fstatat bad flags", nr: unix.SYS_NEWFSTATAT, args: func(g *dispatchtest.Guest) [6]uint64 {
+		return [6]uint64{cwd, g.Str("f"), g.Buf(256), 9999}
+	}},
+	{name: "fstatat bad flags, bad name", nr: unix.SYS_NEWFSTATAT, args: func(g *dispatchtest.Guest) [6]uint64 {
+		return [6]uint64{cwd, dispatchtest.Bad, g.Buf(256), 9999}
+	}},
 	{name: "statx bad buffer", nr: unix.SYS_STATX, args: func(g *dispatchtest.Guest) [6]uint64 {
 		return [6]uint64{cwd, g.Str("f"), 0, unix.STATX_BASIC_STATS, dispatchtest.Bad}
 	}},

@@ -15,7 +15,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// statFlags are the flags newfstatat(2) takes (the AT_STATX_SYNC_* bits,
+// 0x6000, too); another is EINVAL, before the path is read.
+const statFlags = unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT | unix.AT_EMPTY_PATH | 0x6000
+
 func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out uint64) Result {
+	if flags&^statFlags != 0 {
+		return errno(unix.EINVAL, Emulated)
+	}
 	p, en := readPath(r, addr)
 	if en != 0 {
 		return errno(en, LKL)
