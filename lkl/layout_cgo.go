@@ -46,7 +46,7 @@ func cLayout() map[string]uintptr {
 		"NR_listen": C.__lkl__NR_listen, "NR_accept": C.__lkl__NR_accept, "NR_connect": C.__lkl__NR_connect,
 		"NR_getsockname": C.__lkl__NR_getsockname, "NR_getpeername": C.__lkl__NR_getpeername,
 		"NR_sendto": C.__lkl__NR_sendto, "NR_recvfrom": C.__lkl__NR_recvfrom, "NR_sendmsg": C.__lkl__NR_sendmsg, "NR_recvmsg": C.__lkl__NR_recvmsg, "NR_setsockopt": C.__lkl__NR_setsockopt,
-		"NR_getsockopt": C.__lkl__NR_getsockopt, "NR_shutdown": C.__lkl__NR_shutdown, "NR_accept4": C.__lkl__NR_accept4,
+		"NR_getsockopt": C.__lkl__NR_getsockopt, "NR_shutdown": C.__lkl__NR_shutdown, "NR_readahead": C.__lkl__NR_readahead, "NR_accept4": C.__lkl__NR_accept4,
 		"NR_syncfs":           C.__lkl__NR_syncfs,
 		"NR_sysinfo":          C.__lkl__NR_sysinfo,
 		"NR_sync_file_range":  C.__lkl__NR_sync_file_range,
