@@ -1,6 +1,9 @@
 package dispatch
 
 import (
+	"strings"
+
+	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
@@ -97,6 +100,41 @@ func (s *procSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 		return nil, false
 	}
 	return func() []byte { return e.fdinfoText(ent) }, true
+}
+
+// MappedFile finds the guest's file behind a host file a guest maps: a
+// shadow's content (by its host inode), a program's or script's sealed
+// copy and a /proc text (by the memfd's name, which kbox gave it), a file
+// of a bind (by its host path). The device and inode are LKL's for an
+// image file.
+func (s *procSys) MappedFile(dev, ino uint64, name string) (procfs.MappedFile, bool) {
+	e := (*Engine)(s)
+	var mf procfs.MappedFile
+	bare, deleted := strings.CutSuffix(name, " (deleted)")
+	if node := e.Shadows.Lookup(dev, ino); node != nil {
+		mf.Path = e.lklFdPath(node.LKLFd(), node.Path())
+		if st, err := lkl.Fstat(node.LKLFd()); err == nil {
+			mf.Dev, mf.Ino, mf.Known = st.Dev, st.Ino, true
+		}
+		return mf, true
+	}
+	for _, prefix := range []string{"/memfd:kbox-exec:", "/memfd:kbox-script:", "/memfd:kbox:"} {
+		if p, found := strings.CutPrefix(bare, prefix); found {
+			mf.Path = e.canonical(p) // the exec'd path may be a link's
+			if st, err := lkl.Stat(p, false); err == nil {
+				mf.Dev, mf.Ino, mf.Known = st.Dev, st.Ino, true
+			}
+			return mf, true
+		}
+	}
+	if g, inBind := e.bindGuestPath(bare); inBind && strings.HasPrefix(bare, "/") {
+		mf.Path = g
+		if deleted {
+			mf.Path += " (deleted)"
+		}
+		return mf, true // a bind's file is the host's: its device and inode
+	}
+	return mf, false
 }
 
 // Mounts: the host routes (but CPURoute, a directory of the guest's

@@ -253,6 +253,11 @@ func taskPath(s System, c *Caller, pid int, base, sub string, depth int) (Found,
 			rel += "/" + rest
 		}
 		return node(abs, &Node{Kind: LKL, LKL: rel})
+	case "maps", "smaps":
+		if rest != "" {
+			return Found{}, unix.ENOTDIR
+		}
+		return node(abs, &Node{Kind: Text, Like: hbase + "/" + entry, Text: mapsText(s, hbase+"/"+entry)})
 	case "map_files":
 		// Its links name the host files behind the mappings (the
 		// prepared programs' memfds, shadows' content): an empty

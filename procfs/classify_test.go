@@ -61,6 +61,9 @@ func (s *fakeSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 	return func() []byte { return []byte("pos:\t0\n") }, fd == 1500
 }
 func (s *fakeSys) Mounts() []KboxMount { return nil }
+func (s *fakeSys) MappedFile(dev, ino uint64, name string) (MappedFile, bool) {
+	return MappedFile{}, false
+}
 func (s *fakeSys) Sysvipc(abs, sub string) (*Node, unix.Errno) {
 	if !s.ipc {
 		return nil, unix.ENOENT

@@ -38,6 +38,11 @@ type System interface {
 	// fd.
 	Fdinfo(tgid, fd int) (func() []byte, bool)
 
+	// MappedFile tells the guest's file behind host file (dev, ino),
+	// which /proc/PID/maps names name; ours is false for a file that is
+	// not kbox's (maps.go).
+	MappedFile(dev, ino uint64, name string) (f MappedFile, ours bool)
+
 	// Mounts are the mounts kbox itself serves (host routes, binds).
 	Mounts() []KboxMount
 	// Sysvipc resolves /proc/sysvipc (sub "") and its files; ENOENT

@@ -162,6 +162,54 @@ func TestProcExecIdentity(t *testing.T) {
 	})
 }
 
+// TestProcMapsShowImageFiles: a guest's /proc/PID/maps and smaps show
+// the image's files it maps (its program, its loader, libc) by their
+// paths, devices and inodes in the guest's kernel, as Linux shows a
+// process's files: not kbox's sealed copies ("/memfd:kbox-exec:...
+// (deleted)") or a shadow's content (a memfd, or "/#N (deleted)" in
+// kbox's store on a writable image).
+func TestProcMapsShowImageFiles(t *testing.T) {
+	img := imagePath(t)
+	const script = `/usr/bin/cat /proc/self/maps; echo ---; grep -c -e kbox -e memfd -e '(deleted)' /proc/self/smaps; ` +
+		`stat -L -c "%i %n" /usr/bin/cat /lib/x86_64-linux-gnu/libc.so.6`
+	for _, mode := range []string{"--read-only", "-w"} {
+		t.Run(mode, func(t *testing.T) {
+			args := []string{"image", "-S", img, "--read-only", "--", "/bin/sh", "-c", script}
+			if mode == "-w" {
+				args = []string{"image", "-S", copyImage(t, img), "--", "/bin/sh", "-c", script}
+			}
+			out, stderr, st := runKbox(t, args...)
+			maps, rest, _ := strings.Cut(out, "---\n")
+			if st != 0 && !strings.HasPrefix(rest, "0\n") { // grep -c finds none: status 1
+				t.Fatalf("status %d\n%s\n%s", st, out, stderr)
+			}
+			if !strings.HasPrefix(rest, "0\n") || regexp.MustCompile(`kbox|memfd|\(deleted\)|/#`).MatchString(maps) {
+				t.Errorf("kbox's files show in the guest's maps:\n%s", out)
+			}
+			inodes := map[string]string{} // path → inode, from maps
+			devs := map[string]bool{}
+			for _, l := range strings.Split(maps, "\n") {
+				if f := strings.Fields(l); len(f) == 6 && strings.HasPrefix(f[5], "/") {
+					inodes[f[5]] = f[4]
+					devs[f[3]] = true
+				}
+			}
+			for _, l := range strings.Split(strings.TrimSpace(rest), "\n")[1:] {
+				ino, name, _ := strings.Cut(l, " ")
+				if name == "/lib/x86_64-linux-gnu/libc.so.6" {
+					name = "/usr/lib/x86_64-linux-gnu/libc.so.6" // maps names the file, not the link
+				}
+				if inodes[name] != ino {
+					t.Errorf("%s: inode %s in maps, %s by stat\n%s", name, inodes[name], ino, out)
+				}
+			}
+			if len(devs) != 1 {
+				t.Errorf("the image's files on %d devices in maps, want 1:\n%s", len(devs), maps)
+			}
+		})
+	}
+}
+
 // Nothing of kbox among the guest's processes: /proc lists the guest's
 // processes only (not the socket binder, kbox's helper process beside the
 // guest, named kbox and carrying the guest's arguments), none is named
