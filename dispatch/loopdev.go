@@ -403,7 +403,7 @@ func (e *Engine) loopNode(n int, add bool) {
 			lkl.Unlink(p, false)
 		}
 	})
-	e.stats.changed()
+	e.stats.Changed()
 }
 
 // mountSource returns the source of a guest's mount(2) as LKL must see

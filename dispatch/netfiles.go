@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
@@ -31,9 +32,9 @@ const netGuestAddr = "10.0.2.15"
 
 // netFileTarget resolves /etc/resolv.conf and /etc/hosts to kbox's
 // files, when NetFiles is on.
-func (e *Engine) netFileTarget(abs string) (Target, bool) {
+func (e *Engine) netFileTarget(abs string) (guestpath.Target, bool) {
 	if !e.Opt.NetFiles {
-		return Target{}, false
+		return guestpath.Target{}, false
 	}
 	var text func() []byte
 	switch abs {
@@ -42,7 +43,7 @@ func (e *Engine) netFileTarget(abs string) (Target, bool) {
 	case "/etc/hosts":
 		text = func() []byte { return HostsFile(guestHostname(), imageFile(abs)) }
 	default:
-		return Target{}, false
+		return guestpath.Target{}, false
 	}
 	n := &procfs.Node{Kind: procfs.Text, Text: text}
 	n.Stat = func(st *unix.Stat_t) unix.Errno { return netFileStat(abs, len(text()), st) }

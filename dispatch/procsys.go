@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
@@ -99,12 +100,12 @@ func (s *procSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 	return func() []byte { return e.fdinfoText(ent) }, true
 }
 
-// Mounts: the host routes (but CPURoute, a directory of the guest's
+// Mounts: the host routes (but guestpath.CPURoute, a directory of the guest's
 // /sys, not a mount of its own), then the binds.
 func (s *procSys) Mounts() []procfs.KboxMount {
 	var out []procfs.KboxMount
 	for _, rt := range s.Opt.HostRoutes {
-		if rt != CPURoute {
+		if rt != guestpath.CPURoute {
 			out = append(out, procfs.KboxMount{Point: rt, Root: -1})
 		}
 	}

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
@@ -50,7 +51,7 @@ func (e *Engine) openVar(r *Request, p string, n *procfs.Node, flags int) Result
 	if err != nil {
 		return fail(err, Emulated)
 	}
-	hfd, err := unix.Open(procFd(mfd), acc|unix.O_CLOEXEC, 0)
+	hfd, err := unix.Open(guestpath.ProcFd(mfd), acc|unix.O_CLOEXEC, 0)
 	unix.Close(mfd)
 	if err != nil {
 		return fail(err, Emulated)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/sys/unix"
@@ -211,11 +212,11 @@ func (e *Engine) peerAddr(r *Request, a sockAddr) ([]byte, int, unix.Errno) {
 	}
 	switch {
 	case t.Bind != nil:
-		fd, err := t.Bind.open(t.Rel, unix.O_PATH, 0)
+		fd, err := t.Bind.Open(t.Rel, unix.O_PATH, 0)
 		if err != nil {
 			return nil, -1, errnoOf(err)
 		}
-		return sockaddrPath(procFd(fd)), fd, 0
+		return sockaddrPath(guestpath.ProcFd(fd)), fd, 0
 	case t.Host:
 		return nil, -1, unix.ECONNREFUSED // no socket of a system route is the guest's
 	}
@@ -236,7 +237,7 @@ func (e *Engine) peerAddr(r *Request, a sockAddr) ([]byte, int, unix.Errno) {
 	if !found {
 		return nil, -1, unix.ECONNREFUSED
 	}
-	return sockaddrPath(procFd(fd)), fd, 0
+	return sockaddrPath(guestpath.ProcFd(fd)), fd, 0
 }
 
 // sysBind serves bind(2): unix names in the guest's filesystem, internet
@@ -280,7 +281,7 @@ func (e *Engine) bindPath(r *Request, s sock, p string) Result {
 		if t.Bind.ReadOnly {
 			return errno(unix.EROFS, Host)
 		}
-		dir, base, err := t.Bind.parent(t.Rel)
+		dir, base, err := t.Bind.Parent(t.Rel)
 		if err == unix.EBUSY {
 			return errno(unix.EADDRINUSE, Host) // the bind's own directory
 		}
@@ -340,7 +341,7 @@ func (e *Engine) binderPaths(r *Request, p string) (cd, mk, name string, en unix
 		return "", "", "", unix.EPERM
 	}
 	if !b.Chroot() {
-		c := Clean(r.P.Cwd(), p)
+		c := guestpath.Clean(r.P.Cwd(), p)
 		if len(c)-1 > len(unix.RawSockaddrUnix{}.Path) {
 			return "", "", "", unix.ENAMETOOLONG
 		}

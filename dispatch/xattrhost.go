@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
@@ -153,7 +154,7 @@ func lklPathOnly(lklfd int) bool {
 }
 
 // xattrProcObj is the file of t, a node of the guest's /proc.
-func (e *Engine) xattrProcObj(r *Request, t Target, nofollow bool) (xattrObj, unix.Errno) {
+func (e *Engine) xattrProcObj(r *Request, t guestpath.Target, nofollow bool) (xattrObj, unix.Errno) {
 	if n := t.Proc; !nofollow && t.Tail == "" && n.Kind == procfs.Link && n.Fd != nil {
 		// An fd's link: the very file the fd is (an O_PATH fd of a
 		// symlink is the symlink), not its path followed again; the
