@@ -7,6 +7,7 @@ import (
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -78,7 +79,7 @@ func netFileStat(path string, size int, st *unix.Stat_t) unix.Errno {
 		}
 	})
 	if err != nil {
-		return errnoOf(err)
+		return sysabi.Errno(err)
 	}
 	lst.ToHost(st)
 	st.Mode = unix.S_IFREG | 0o644

@@ -10,6 +10,7 @@ import (
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -191,16 +192,16 @@ func (e *Engine) statFd(r *Request, ref *procfs.FdRef, st *unix.Stat_t) unix.Err
 	switch {
 	case ref.Node != nil:
 		if err := e.Shadows.Stat(ref.Node, &lst); err != nil {
-			return errnoOf(err)
+			return sysabi.Errno(err)
 		}
 	case ref.LKLFd >= 0:
 		s, err := lkl.Fstat(ref.LKLFd)
 		if err != nil {
-			return errnoOf(err)
+			return sysabi.Errno(err)
 		}
 		lst = s
 	case ref.Host != "":
-		return errnoOf(unix.Stat(ref.Host, st))
+		return sysabi.Errno(unix.Stat(ref.Host, st))
 	default:
 		return unix.ENOENT
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -314,7 +315,7 @@ func (e *Engine) statTarget(r *Request, t guestpath.Target, nofollow bool, st *u
 		}
 		err := guestpath.At(t, nofollow, func(d int, name string, empty int) error { return unix.Fstatat(d, name, st, flags|empty) })
 		if err != nil {
-			return errnoOf(err)
+			return sysabi.Errno(err)
 		}
 		return 0
 	}
@@ -364,7 +365,7 @@ func (e *Engine) procAccess(r *Request, t guestpath.Target, mode int) unix.Errno
 		if n.Fd.Host == "" {
 			return 0
 		}
-		return errnoOf(unix.Access(n.Fd.Host, uint32(mode)))
+		return sysabi.Errno(unix.Access(n.Fd.Host, uint32(mode)))
 	case procfs.Dir:
 		if mode&unix.W_OK != 0 {
 			return unix.EACCES
@@ -430,10 +431,10 @@ func (e *Engine) procStatfs(r *Request, t guestpath.Target, sf *unix.Statfs_t) (
 			return t, le
 		}
 		if ref.Host != "" {
-			return t, errnoOf(unix.Statfs(ref.Host, sf))
+			return t, sysabi.Errno(unix.Statfs(ref.Host, sf))
 		}
 	}
-	return t, errnoOf(unix.Statfs("/proc", sf))
+	return t, sysabi.Errno(unix.Statfs("/proc", sf))
 }
 
 // procExec resolves a node for execve: only a link that leads to a

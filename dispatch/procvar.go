@@ -4,6 +4,7 @@ import (
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -145,7 +146,7 @@ func varVecIO(r *Request, v *procVarFile, hfd int, write bool, off int64) Result
 			if err == nil && got > 0 && r.G.Write(s.base, b[:got]) != nil {
 				err = unix.EFAULT
 			}
-			n, en = int64(got), errnoOf(err)
+			n, en = int64(got), sysabi.Errno(err)
 		}
 		if en != 0 {
 			if done > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/lklready"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -246,7 +247,7 @@ func (f *inotifyFd) watchClose() {
 		if rerr == unix.EINTR {
 			continue
 		}
-		if rerr != nil || n == 0 && guestGone(f.kfd) {
+		if rerr != nil || n == 0 && sysabi.GuestGone(f.kfd) {
 			break
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -372,7 +373,7 @@ func (e *Engine) accessTarget(r *Request, t guestpath.Target, mode, flags int) u
 		if t.Bind != nil && t.Bind.ReadOnly && mode&unix.W_OK != 0 {
 			return unix.EROFS
 		}
-		return errnoOf(guestpath.At(t, false, func(d int, name string, empty int) error { return unix.Faccessat2(d, name, uint32(mode), empty) }))
+		return sysabi.Errno(guestpath.At(t, false, func(d int, name string, empty int) error { return unix.Faccessat2(d, name, uint32(mode), empty) }))
 	}
 	return lklAccess(r, t.LKLPath(), mode, flags)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -316,13 +317,13 @@ func (e *Engine) xattrTargetObj(r *Request, t guestpath.Target, nofollow bool) (
 		}
 		err := guestpath.At(t, nofollow, func(d int, name string, empty int) error { return unix.Fstatat(d, name, &st, sflags|empty) })
 		if err != nil {
-			return xattrObj{}, errnoOf(err)
+			return xattrObj{}, sysabi.Errno(err)
 		}
 		return e.noneObj(r, &st), 0
 	}
 	fd, err := t.Bind.OpenIn(t.Rel, flags, 0)
 	if err != nil {
-		return xattrObj{}, errnoOf(err)
+		return xattrObj{}, sysabi.Errno(err)
 	}
 	return xattrObj{kind: xattrHost, path: guestpath.ProcFd(fd), owned: true, hostFd: fd, ro: t.Bind.ReadOnly}, 0
 }

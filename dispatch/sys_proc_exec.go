@@ -14,6 +14,7 @@ import (
 	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -106,7 +107,7 @@ func (e *Engine) loadImageFile(p string) ([]byte, execKey, unix.Errno) {
 		return nil, k, unix.EACCES
 	}
 	if err := e.Shadows.SyncInode(st.Dev, st.Ino); err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	if st, err = lkl.Fstat(int(fd)); err != nil {
 		return nil, k, unix.EIO
@@ -142,12 +143,12 @@ func loadBindFile(b *guestpath.Bind, rel string) ([]byte, execKey, unix.Errno) {
 	var k execKey
 	pfd, err := b.OpenIn(rel, unix.O_PATH, 0)
 	if err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	defer unix.Close(pfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(pfd, &st); err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
 		return nil, k, unix.EACCES // directories and special files too
@@ -157,15 +158,15 @@ func loadBindFile(b *guestpath.Bind, rel string) ([]byte, execKey, unix.Errno) {
 		return nil, k, unix.EACCES
 	}
 	if err := unix.Access(guestpath.ProcFd(pfd), unix.X_OK); err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	fd, err := unix.Open(guestpath.ProcFd(pfd), unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	if st.Size > MaxExecSize {
 		return nil, k, unix.E2BIG
@@ -178,7 +179,7 @@ func loadBindFile(b *guestpath.Bind, rel string) ([]byte, execKey, unix.Errno) {
 			continue
 		}
 		if err != nil {
-			return nil, k, errnoOf(err)
+			return nil, k, sysabi.Errno(err)
 		}
 		if n == 0 {
 			return nil, k, unix.EIO // shrunk while read
@@ -186,17 +187,6 @@ func loadBindFile(b *guestpath.Bind, rel string) ([]byte, execKey, unix.Errno) {
 		off += n
 	}
 	return buf, k, 0
-}
-
-// errnoOf is err's errno, EIO if it has none (0 for nil).
-func errnoOf(err error) unix.Errno {
-	if err == nil {
-		return 0
-	}
-	if en, isErrno := err.(unix.Errno); isErrno {
-		return en
-	}
-	return unix.EIO
 }
 
 // image is a file read for execution, and what it is.

@@ -9,6 +9,7 @@ import (
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -302,7 +303,7 @@ func hostXattr(c *xattrCall, o *xattrObj, cr *Cred) (int, []byte, unix.Errno) {
 	case xattrRemove:
 		err = unix.Removexattr(o.path, c.name)
 	}
-	return n, buf, errnoOf(err)
+	return n, buf, sysabi.Errno(err)
 }
 
 // userNames returns the names of the host file at path that go to it
@@ -311,7 +312,7 @@ func userNames(path string) ([]byte, unix.Errno) {
 	for range 8 {
 		n, err := unix.Listxattr(path, nil)
 		if err != nil {
-			return nil, errnoOf(err)
+			return nil, sysabi.Errno(err)
 		}
 		all := make([]byte, n)
 		n, err = unix.Listxattr(path, all)
@@ -319,7 +320,7 @@ func userNames(path string) ([]byte, unix.Errno) {
 			continue // the list grew meanwhile
 		}
 		if err != nil {
-			return nil, errnoOf(err)
+			return nil, sysabi.Errno(err)
 		}
 		var out []byte
 		for _, name := range bytes.SplitAfter(all[:n], []byte{0}) {

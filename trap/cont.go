@@ -3,6 +3,7 @@
 package trap
 
 import (
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +22,7 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 		th.die.Store(true)
 		return
 	case unix.SYS_CLOSE:
-		th.ret(-int64(errnoOf(t.fds.release(fd0))))
+		th.ret(-int64(sysabi.ErrnoOr(t.fds.release(fd0), unix.EMFILE)))
 		return
 	case unix.SYS_CLOSE_RANGE:
 		th.closeRange(uint32(a[0]), uint32(a[1]), a[2])
@@ -49,7 +50,7 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 			return
 		}
 		if err := t.fds.install(fd0, nfd, flags&unix.O_CLOEXEC != 0); err != nil {
-			th.fail(errnoOf(err))
+			th.fail(sysabi.ErrnoOr(err, unix.EMFILE))
 			return
 		}
 		th.ret(int64(nfd))
@@ -119,7 +120,7 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 
 func (th *thread) retFD(fd int, err error) {
 	if err != nil {
-		th.fail(errnoOf(err))
+		th.fail(sysabi.ErrnoOr(err, unix.EMFILE))
 		return
 	}
 	th.ret(int64(fd))
