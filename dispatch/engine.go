@@ -150,7 +150,7 @@ type Options struct {
 	// /dev/fd, /dev/stdin, /dev/stdout and /dev/stderr name the caller's
 	// own fds (dev.go, devfd.go).
 	Dev bool
-	// Binds are host directories shown in the guest (see bind.go).
+	// Binds are host directories shown in the guest (package guestpath).
 	Binds []*guestpath.Bind
 	// KernelProc is an LKL fd of the kernel's own proc, outside the
 	// guest's root (rootfs.Root.KernelProc), when HasKernelProc: the
