@@ -1,392 +1,48 @@
 package dispatch
 
 import (
-	"encoding/binary"
-	"fmt"
 	"os"
-	"path"
-	"path/filepath"
 	"strconv"
-	"strings"
 
-	"github.com/kbox-project/kbox/lkl"
-	"golang.org/x/sys/unix"
+	"github.com/kbox-project/kbox/guestpath"
 )
 
-// A Bind shows a host directory inside the guest (-b HOST:GUEST[:ro]). It is
-// a host route with its own root: every guest path at or below Guest is
-// served from the host directory, resolved with openat2(RESOLVE_IN_ROOT |
-// RESOLVE_NO_MAGICLINKS) from Root, an O_PATH fd of the directory opened
-// once at start. `..` and symlinks (absolute or relative, whoever made them)
-// therefore resolve inside the bind, as in a chroot of its own, and never
-// reach the rest of the host.
-type Bind struct {
-	Host     string // canonical absolute host path of the directory
-	Guest    string // clean absolute guest path
-	ReadOnly bool
-	// Root is an O_PATH fd of Host.
-	Root int
-	// Ino is Host's inode number, for the mount point's directory entry.
-	Ino uint64
-	// Listed: the image has no Guest directory, so getdents of its
-	// parent adds an entry for it (the image is never modified).
-	Listed bool
-}
-
-// OpenBind opens the host directory of a bind and checks the guest path.
-// Errors about the host directory are setup errors; UsageErr reports a bad
-// guest path.
-func OpenBind(host, guest string, ro bool) (*Bind, error) {
-	abs, err := filepath.Abs(host)
-	if err != nil {
-		return nil, fmt.Errorf("bind source %s: %w", host, err)
-	}
-	canon, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return nil, fmt.Errorf("bind source %s: %w", host, unwrapPath(err))
-	}
-	fd, err := unix.Open(canon, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if err == unix.ENOTDIR {
-			return nil, fmt.Errorf("bind source %s: not a directory", host)
-		}
-		return nil, fmt.Errorf("bind source %s: %w", host, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("bind source %s: %w", host, err)
-	}
-	return &Bind{Host: canon, Guest: Clean("/", guest), ReadOnly: ro, Root: fd, Ino: st.Ino}, nil
-}
-
-func unwrapPath(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
-}
-
-// CheckBindGuests reports a bind guest path that is unusable: not
-// absolute, "/", on or under a system host route (/proc, /sys, /dev), or
-// overlapping another bind.
-func CheckBindGuests(guests []string, routes []string) error {
-	under := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
-	for i, g := range guests {
-		if !strings.HasPrefix(g, "/") {
-			return fmt.Errorf("bind destination %s must be an absolute guest path", g)
-		}
-		g = Clean("/", g)
-		if g == "/" {
-			return fmt.Errorf("bind destination may not be /")
-		}
-		for _, r := range routes {
-			if under(g, r) {
-				return fmt.Errorf("bind destination %s is on the %s host route", g, r)
-			}
-		}
-		for _, o := range guests[:i] {
-			if o = Clean("/", o); under(g, o) || under(o, g) {
-				return fmt.Errorf("bind destination %s overlaps bind %s", g, o)
-			}
-		}
-	}
-	return nil
-}
-
-// CheckBindsInImage checks, against the mounted image, that each bind's
-// mount point can be shown: its parent is a directory of the image, and
-// the mount point itself is a directory or missing (then it is listed in
-// its parent without being created).
-func CheckBindsInImage(binds []*Bind) error {
-	for _, b := range binds {
-		parent := path.Dir(b.Guest)
-		st, err := lkl.Stat(parent, false)
-		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return fmt.Errorf("bind destination %s: its parent %s is not a directory of the image", b.Guest, parent)
-		}
-		st, err = lkl.Stat(b.Guest, false)
-		switch {
-		case err == unix.ENOENT:
-			b.Listed = true
-		case err != nil:
-			return fmt.Errorf("bind destination %s: %w", b.Guest, err)
-		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-			return fmt.Errorf("bind destination %s: not a directory in the image", b.Guest)
-		}
-	}
-	return nil
-}
-
-// BindOf returns the bind among binds holding clean guest path p, or nil.
-func BindOf(binds []*Bind, p string) *Bind {
-	for _, b := range binds {
-		if p == b.Guest || strings.HasPrefix(p, b.Guest+"/") {
-			return b
-		}
-	}
-	return nil
-}
+// Binds (-b) are package guestpath's: here are the engine's views of
+// them and the results its handlers give.
 
 // bindOf returns the bind holding guest path p.
-func (e *Engine) bindOf(p string) *Bind { return BindOf(e.Opt.Binds, p) }
-
-// Stat stats guest path p of the bind, following symlinks inside it.
-func (b *Bind) Stat(p string) (unix.Stat_t, error) {
-	var st unix.Stat_t
-	fd, err := b.openIn(bindTarget(b, p).Rel, unix.O_PATH, 0)
-	if err != nil {
-		return st, err
-	}
-	defer unix.Close(fd)
-	err = unix.Fstat(fd, &st)
-	return st, err
-}
-
-// bindTarget is the Target of guest path p in bind b.
-func bindTarget(b *Bind, p string) Target {
-	rel := strings.TrimPrefix(strings.TrimPrefix(p, b.Guest), "/")
-	if rel == "" {
-		rel = "."
-	}
-	return Target{Host: true, Path: p, Route: b.Guest, Rel: rel, Bind: b}
-}
+func (e *Engine) bindOf(p string) *guestpath.Bind { return guestpath.BindOf(e.Opt.Binds, p) }
 
 // bindGuestPath maps a host path (of a guest fd) inside a bind back to its
 // guest path.
 func (e *Engine) bindGuestPath(host string) (string, bool) {
-	for _, b := range e.Opt.Binds {
-		if host == b.Host {
-			return b.Guest, true
-		}
-		if b.Host == "/" && strings.HasPrefix(host, "/") {
-			return b.Guest + host, true
-		}
-		if strings.HasPrefix(host, b.Host+"/") {
-			return b.Guest + host[len(b.Host):], true
-		}
-	}
-	return "", false
-}
-
-const bindResolve = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
-
-// openIn opens rel beneath the bind's root, confined.
-func (b *Bind) openIn(rel string, flags int, mode uint32) (int, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: bindResolve}
-	if flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 {
-		how.Mode = 0
-	}
-	for {
-		fd, err := unix.Openat2(b.Root, rel, &how)
-		if err != unix.EAGAIN && err != unix.EINTR {
-			return fd, err
-		}
-		// EAGAIN: a rename raced the resolution; retry.
-	}
-}
-
-// open opens a bind target for the guest; a read-only bind refuses any
-// open that could write.
-func (b *Bind) open(rel string, flags int, mode uint32) (int, error) {
-	if b.ReadOnly {
-		if flags&unix.O_ACCMODE != unix.O_RDONLY || flags&unix.O_TRUNC != 0 {
-			return -1, unix.EROFS
-		}
-		if flags&unix.O_CREAT != 0 {
-			fd, err := b.openIn(rel, flags&^(unix.O_CREAT|unix.O_EXCL), 0)
-			switch {
-			case err == unix.ENOENT:
-				return -1, unix.EROFS // it would be created
-			case err == nil && flags&unix.O_EXCL != 0:
-				unix.Close(fd)
-				return -1, unix.EEXIST
-			}
-			return fd, err
-		}
-	}
-	return b.openIn(rel, flags, mode)
-}
-
-// parent opens the directory holding rel's last component, confined, and
-// returns it with that component. The bind's root itself has no parent in
-// the bind: it is a mount point (EBUSY).
-func (b *Bind) parent(rel string) (int, string, error) {
-	if rel == "." {
-		return -1, "", unix.EBUSY
-	}
-	// A trailing slash stays on the last component: the host kernel
-	// judges it ("b/" for mkdir, ENOTDIR for a file's unlink).
-	trimmed := strings.TrimRight(rel, "/")
-	dir, base := path.Split(trimmed)
-	base += rel[len(trimmed):]
-	if dir == "" {
-		dir = "."
-	}
-	fd, err := b.openIn(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
-	return fd, base, err
-}
-
-// procFd names fd through kbox's own /proc, which reaches exactly the
-// inode behind fd: operations with no fd or AT_EMPTY_PATH form (chmod,
-// utimensat, link with AT_SYMLINK_FOLLOW) use it on a confined O_PATH fd.
-func procFd(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
-
-// bindAt runs fn on a confined O_PATH fd of t (the link itself when
-// nofollow), with an empty name and AT_EMPTY_PATH, for stat, statx, access
-// and readlink.
-func bindAt(t Target, nofollow bool, fn func(fd int, name string, empty int) error) error {
-	flags := unix.O_PATH
-	if nofollow {
-		flags |= unix.O_NOFOLLOW
-	}
-	fd, err := t.Bind.openIn(t.Rel, flags, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return fn(fd, "", unix.AT_EMPTY_PATH)
+	return guestpath.GuestPath(e.Opt.Binds, host)
 }
 
 // bindOp runs a one-path modification (an LKL syscall number of pathOp,
 // with its extra arguments) on a bind target.
-func bindOp(t Target, nr uintptr, rest []uintptr) Result {
-	b := t.Bind
-	if b.ReadOnly {
-		return errno(unix.EROFS, Host)
+func bindOp(t guestpath.Target, nr uintptr, rest []uintptr) Result {
+	denied, err := t.Bind.Op(t.Rel, nr, rest)
+	if denied {
+		return fail(err, Denied)
 	}
-	arg := func(i int) uintptr {
-		if i < len(rest) {
-			return rest[i]
-		}
-		return 0
-	}
-	var err error
-	switch nr {
-	case lkl.SysMkdirat, lkl.SysMknodat, lkl.SysUnlinkat:
-		pfd, base, perr := b.parent(t.Rel)
-		if perr != nil {
-			if perr == unix.EBUSY && nr != lkl.SysUnlinkat {
-				perr = unix.EEXIST
-			}
-			return fail(perr, Host)
-		}
-		defer unix.Close(pfd)
-		switch nr {
-		case lkl.SysMkdirat:
-			err = unix.Mkdirat(pfd, base, uint32(arg(0)))
-		case lkl.SysMknodat:
-			// No device nodes: a guest of a kbox running as root
-			// could otherwise make one for a host disk and open it.
-			if ft := uint32(arg(0)) & unix.S_IFMT; ft == unix.S_IFCHR || ft == unix.S_IFBLK {
-				return errno(unix.EPERM, Denied)
-			}
-			err = unix.Mknodat(pfd, base, uint32(arg(0)), int(arg(1)))
-		default:
-			err = unix.Unlinkat(pfd, base, int(arg(0)))
-		}
-	case lkl.SysFchmodat:
-		err = withFd(b, t.Rel, false, func(fd int) error { return unix.Chmod(procFd(fd), uint32(arg(0))) })
-	case lkl.SysFchownat:
-		nofollow := int(arg(2))&unix.AT_SYMLINK_NOFOLLOW != 0
-		err = withFd(b, t.Rel, nofollow, func(fd int) error {
-			return unix.Fchownat(fd, "", int(int32(arg(0))), int(int32(arg(1))), unix.AT_EMPTY_PATH)
-		})
-	case lkl.SysUtimensat:
-		tsp, flags := arg(0), int(arg(1))
-		if flags&unix.AT_SYMLINK_NOFOLLOW != 0 {
-			// The last component is not followed: act on it from its
-			// confined parent.
-			pfd, base, perr := b.parent(t.Rel)
-			if perr == unix.EBUSY {
-				err = withFd(b, t.Rel, false, func(fd int) error { return utimens(fd, "", tsp, unix.AT_EMPTY_PATH) })
-				break
-			}
-			if perr != nil {
-				return fail(perr, Host)
-			}
-			err = utimens(pfd, base, tsp, flags)
-			unix.Close(pfd)
-			break
-		}
-		err = withFd(b, t.Rel, false, func(fd int) error { return utimens(unix.AT_FDCWD, procFd(fd), tsp, 0) })
-	case lkl.SysTruncate:
-		var fd int
-		if fd, err = b.openIn(t.Rel, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
-			err = unix.Ftruncate(fd, int64(arg(0)))
-			unix.Close(fd)
-		}
-	default:
-		return errno(unix.EACCES, Denied)
-	}
-	if err != nil {
-		return fail(err, Host)
-	}
-	return ok(0, Host)
-}
-
-// withFd runs fn on a confined O_PATH fd of rel.
-func withFd(b *Bind, rel string, nofollow bool, fn func(fd int) error) error {
-	flags := unix.O_PATH
-	if nofollow {
-		flags |= unix.O_NOFOLLOW
-	}
-	fd, err := b.openIn(rel, flags, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return fn(fd)
+	return hostDone(err)
 }
 
 // bindTwo runs rename or link between two targets of the same bind.
-func bindTwo(t1, t2 Target, nr uintptr, flags uintptr) Result {
-	b := t1.Bind
-	if b.ReadOnly {
-		return errno(unix.EROFS, Host)
-	}
-	p2, base2, err := b.parent(t2.Rel)
-	if err != nil {
-		return fail(err, Host)
-	}
-	defer unix.Close(p2)
-	if nr == lkl.SysLinkat && flags&unix.AT_SYMLINK_FOLLOW != 0 {
-		err = withFd(b, t1.Rel, false, func(fd int) error {
-			return unix.Linkat(unix.AT_FDCWD, procFd(fd), p2, base2, unix.AT_SYMLINK_FOLLOW)
-		})
-	} else {
-		p1, base1, perr := b.parent(t1.Rel)
-		if perr != nil {
-			return fail(perr, Host)
-		}
-		defer unix.Close(p1)
-		if nr == lkl.SysLinkat {
-			err = unix.Linkat(p1, base1, p2, base2, int(flags))
-		} else {
-			err = unix.Renameat2(p1, base1, p2, base2, uint(flags))
-		}
-	}
-	if err != nil {
-		return fail(err, Host)
-	}
-	return ok(0, Host)
+func bindTwo(t1, t2 guestpath.Target, nr uintptr, flags uintptr) Result {
+	return hostDone(t1.Bind.Two(t1.Rel, t2.Rel, nr, flags))
 }
 
 // bindSymlink makes a symlink at t holding tgt verbatim: whatever it says,
 // it is resolved inside the bind.
-func bindSymlink(t Target, tgt string) Result {
-	if t.Bind.ReadOnly {
-		return errno(unix.EROFS, Host)
-	}
-	pfd, base, err := t.Bind.parent(t.Rel)
-	if err == unix.EBUSY {
-		err = unix.EEXIST
-	}
+func bindSymlink(t guestpath.Target, tgt string) Result {
+	return hostDone(t.Bind.Symlink(t.Rel, tgt))
+}
+
+// hostDone is the result of a change the host made: 0 or its error.
+func hostDone(err error) Result {
 	if err != nil {
-		return fail(err, Host)
-	}
-	defer unix.Close(pfd)
-	if err := unix.Symlinkat(tgt, pfd, base); err != nil {
 		return fail(err, Host)
 	}
 	return ok(0, Host)
@@ -407,38 +63,4 @@ func (e *Engine) roHostFd(r *Request, fd int) bool {
 		return false
 	}
 	return e.bindOf(g).ReadOnly
-}
-
-// mountDirents writes into buf the directory entries of bind mount points
-// that the image lacks and whose parent is dir, skipping the first done of
-// them (listed by an earlier call); it returns the bytes written and how
-// many entries they hold.
-func (e *Engine) mountDirents(dir string, buf []byte, done int) (int, int, unix.Errno) {
-	n, k, count := 0, 0, 0
-	for _, b := range e.Opt.Binds {
-		if !b.Listed || path.Dir(b.Guest) != dir {
-			continue
-		}
-		if k++; k <= done {
-			continue
-		}
-		name := path.Base(b.Guest)
-		reclen := (19 + len(name) + 1 + 7) &^ 7
-		if n+reclen > len(buf) {
-			if n == 0 {
-				return 0, 0, unix.EINVAL
-			}
-			break // the rest goes in the next call
-		}
-		d := buf[n : n+reclen]
-		clear(d)
-		binary.NativeEndian.PutUint64(d[0:], b.Ino)
-		binary.NativeEndian.PutUint64(d[8:], 1<<63-1)
-		binary.NativeEndian.PutUint16(d[16:], uint16(reclen))
-		d[18] = unix.DT_DIR
-		copy(d[19:], name)
-		n += reclen
-		count++
-	}
-	return n, count, 0
 }

@@ -6,37 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"golang.org/x/sys/unix"
 )
 
-func TestCheckBindGuests(t *testing.T) {
-	routes := []string{"/proc", "/sys", "/dev"}
-	cases := []struct {
-		guests []string
-		want   string
-	}{
-		{[]string{"/mnt/a", "/data", "/devices", "/mnt/ab"}, ""},
-		{[]string{"/"}, "may not be /"},
-		{[]string{"//"}, "may not be /"},
-		{[]string{"rel"}, "absolute"},
-		{[]string{"/dev"}, "/dev host route"},
-		{[]string{"/proc/x/"}, "/proc host route"},
-		{[]string{"/mnt/a", "/mnt/a/b"}, "overlaps bind /mnt/a"},
-		{[]string{"/mnt/a/b", "/mnt/a/"}, "overlaps bind /mnt/a/b"},
-	}
-	for _, c := range cases {
-		err := CheckBindGuests(c.guests, routes)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%v: %v", c.guests, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%v: %v, want %q", c.guests, err, c.want)
-		}
-	}
-}
-
 func TestBindPaths(t *testing.T) {
-	e := New(Options{Binds: []*Bind{{Host: "/srv/h", Guest: "/mnt/data"}, {Host: "/", Guest: "/host", ReadOnly: true}}})
+	e := New(Options{Binds: []*guestpath.Bind{{Host: "/srv/h", Guest: "/mnt/data"}, {Host: "/", Guest: "/host", ReadOnly: true}}})
 	if !e.anyRO {
 		t.Error("anyRO not set")
 	}
@@ -45,7 +20,7 @@ func TestBindPaths(t *testing.T) {
 		if b == nil {
 			t.Fatalf("%s: no bind", c.p)
 		}
-		if tg := bindTarget(b, c.p); !tg.Host || tg.Rel != c.rel || tg.Bind != b {
+		if tg := b.Target(c.p); !tg.Host || tg.Rel != c.rel || tg.Bind != b {
 			t.Errorf("%s: %+v", c.p, tg)
 		}
 	}
@@ -85,17 +60,17 @@ func TestLoadBindFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, err := OpenBind(h, "/t", true)
+	b, err := guestpath.OpenBind(h, "/t", true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(b.Root)
-	if fd, err := b.openIn(".", unix.O_PATH, 0); err == unix.ENOSYS {
+	if fd, err := b.OpenIn(".", unix.O_PATH, 0); err == unix.ENOSYS {
 		t.Skip("SKIP: no openat2 (qemu-user)")
 	} else if err == nil {
 		unix.Close(fd)
 	}
-	e := New(Options{Binds: []*Bind{b}, HostRoutes: []string{"/proc"}})
+	e := New(Options{Binds: []*guestpath.Bind{b}, HostRoutes: []string{"/proc"}})
 	for _, c := range []struct {
 		path string
 		want unix.Errno

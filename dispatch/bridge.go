@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -116,7 +117,7 @@ func (e *Engine) writePump(src int, run func(pm *pump)) {
 
 // Both pumps change LKL state behind the supervisor (sizes, times): they
 // end the stat cache's generation around each transfer.
-func pumpToLKL(pm *pump, lfd int, stats *statCache) {
+func pumpToLKL(pm *pump, lfd int, stats *guestpath.StatCache) {
 	defer lkl.Close(lfd)
 	buf := make([]byte, 64<<10)
 	for {
@@ -128,7 +129,7 @@ func pumpToLKL(pm *pump, lfd int, stats *statCache) {
 			return
 		}
 		pm.busy.Store(true)
-		stats.changed()
+		stats.Changed()
 		for off := 0; off < n; {
 			w, le := lkl.Syscall6(lkl.SysWrite, uintptr(lfd), uptr(buf[off:n]), uintptr(n-off), 0, 0, 0)
 			if le != 0 || w == 0 {
@@ -136,7 +137,7 @@ func pumpToLKL(pm *pump, lfd int, stats *statCache) {
 			}
 			off += int(w)
 		}
-		stats.changed()
+		stats.Changed()
 		pm.busy.Store(false)
 	}
 }
@@ -167,13 +168,13 @@ func (e *Engine) flushPumps() {
 	}
 }
 
-func pumpFromLKL(lfd, dst int, stats *statCache) {
+func pumpFromLKL(lfd, dst int, stats *guestpath.StatCache) {
 	defer unix.Close(dst)
 	defer lkl.Close(lfd)
 	buf := make([]byte, 64<<10)
 	for {
 		n, le := lkl.Syscall6(lkl.SysRead, uintptr(lfd), uptr(buf), uintptr(len(buf)), 0, 0, 0)
-		stats.changed() // the read may have moved the access time
+		stats.Changed() // the read may have moved the access time
 		if le == unix.EINTR {
 			continue
 		}

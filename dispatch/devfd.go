@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,74 +33,43 @@ import (
 //     the fds are kbox's; Linux's devtmpfs would let root remove them).
 // No path of the guest reaches LKL's /proc/self/fd through them.
 
-// maxFdHops bounds nested /dev/fd/N paths in one call, as the kernel
-// bounds symlinks (ELOOP).
-const maxFdHops = 40
-
 // devFd returns the guest fd named by the clean guest path abs through
-// /dev/fd/N or /dev/std*, and the path beneath it ("" for the fd itself).
+// /dev/fd/N or /dev/std*, and the path beneath it ("" for the fd itself),
+// with kbox's /dev only.
 func (e *Engine) devFd(abs string) (int, string, bool) {
-	if !e.Opt.Dev || !strings.HasPrefix(abs, "/dev/") {
+	if !e.Opt.Dev {
 		return 0, "", false
 	}
-	var s string
-	switch name, rest, _ := strings.Cut(abs[len("/dev/"):], "/"); name {
-	case "fd":
-		if rest == "" {
-			return -1, "", true // the directory
-		}
-		s = rest
-	case "stdin":
-		s = joinRel("0", rest)
-	case "stdout":
-		s = joinRel("1", rest)
-	case "stderr":
-		s = joinRel("2", rest)
-	default:
-		return 0, "", false
-	}
-	num, rest, _ := strings.Cut(s, "/")
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 || strconv.Itoa(n) != num {
-		return 0, "", false // not an fd: LKL says ENOENT
-	}
-	return n, rest, true
-}
-
-func joinRel(a, b string) string {
-	if b == "" {
-		return a
-	}
-	return a + "/" + b
+	return guestpath.DevFd(abs)
 }
 
 // beneathFd resolves rest beneath guest fd fd (a /dev/fd/N path abs), or
 // marks the fd itself (fd -1: /dev/fd) when rest is empty.
-func (e *Engine) beneathFd(r *Request, abs string, fd int, rest string) (Target, unix.Errno) {
-	if r.fdHops++; r.fdHops > maxFdHops {
-		return Target{}, unix.ELOOP
+func (e *Engine) beneathFd(r *Request, abs string, fd int, rest string) (guestpath.Target, unix.Errno) {
+	if r.fdHops++; r.fdHops > guestpath.MaxFdHops {
+		return guestpath.Target{}, unix.ELOOP
 	}
 	switch {
 	case fd < 0:
-		return Target{Path: abs, FdDir: true}, 0
+		return guestpath.Target{Path: abs, FdDir: true}, 0
 	case rest == "":
 		if e.Opt.Policy != nil && e.Opt.Policy.paths && r.P != nil {
 			// The fd's file by its path now (policy.go).
 			if ref, en := e.fdRefOf(r.P.Tgid, fd); en == 0 && ref.Path != "" {
-				ft := Target{Host: true, Path: ref.Path}
+				ft := guestpath.Target{Host: true, Path: ref.Path}
 				if en := e.policyPath(r, &ft); en != 0 {
-					return Target{}, en
+					return guestpath.Target{}, en
 				}
 			}
 		}
-		return Target{Path: abs, Fd: fd + 1}, 0
+		return guestpath.Target{Path: abs, Fd: fd + 1}, 0
 	}
 	return e.resolveAt(r, int32(fd), rest)
 }
 
 // followDev is what a call that follows the final link makes of /dev/fd:
 // the target of /proc/self/fd (whatever /proc serves there).
-func (e *Engine) followDev(r *Request, t Target) (Target, unix.Errno) {
+func (e *Engine) followDev(r *Request, t guestpath.Target) (guestpath.Target, unix.Errno) {
 	if !t.FdDir {
 		return t, 0
 	}
@@ -109,7 +79,7 @@ func (e *Engine) followDev(r *Request, t Target) (Target, unix.Errno) {
 // followDevFd is followDev that also takes /dev/fd/N to the file of fd N by
 // its guest path (fdTarget), for calls that follow the final link and
 // need a path (exec, statfs): a file with no path (a pipe) gives EACCES.
-func (e *Engine) followDevFd(r *Request, t Target) (Target, unix.Errno) {
+func (e *Engine) followDevFd(r *Request, t guestpath.Target) (guestpath.Target, unix.Errno) {
 	if t.Fd == 0 {
 		return e.followDev(r, t)
 	}
@@ -123,7 +93,7 @@ func (e *Engine) followDevFd(r *Request, t Target) (Target, unix.Errno) {
 // procFdLink is what a call that does not follow the final link makes of
 // /dev/fd/N: /proc/self/fd/N, the link itself, as /proc serves it.
 // /dev/stdin, stdout, stderr and /dev/fd are LKL's links.
-func (e *Engine) procFdLink(r *Request, t Target) (Target, unix.Errno) {
+func (e *Engine) procFdLink(r *Request, t guestpath.Target) (guestpath.Target, unix.Errno) {
 	if t.Fd == 0 || !strings.HasPrefix(t.Path, "/dev/fd/") {
 		return t, 0
 	}
@@ -135,7 +105,7 @@ func (e *Engine) procFdLink(r *Request, t Target) (Target, unix.Errno) {
 // kept in the virtual table.
 func fdLink(r *Request, fd int) string {
 	if hfd, isHost := hostFile(r, uint64(uint32(fd))); isHost {
-		return procFd(hfd)
+		return guestpath.ProcFd(hfd)
 	}
 	return "/proc/" + strconv.Itoa(r.P.Tgid) + "/fd/" + strconv.Itoa(fd)
 }

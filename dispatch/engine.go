@@ -17,6 +17,7 @@ import (
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/fifo"
 	"github.com/kbox-project/kbox/gdbmirror"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/inet"
 	"github.com/kbox-project/kbox/shadowfd"
 	"github.com/kbox-project/kbox/unixsock"
@@ -149,8 +150,8 @@ type Options struct {
 	// /dev/fd, /dev/stdin, /dev/stdout and /dev/stderr name the caller's
 	// own fds (dev.go, devfd.go).
 	Dev bool
-	// Binds are host directories shown in the guest (see bind.go).
-	Binds []*Bind
+	// Binds are host directories shown in the guest (package guestpath).
+	Binds []*guestpath.Bind
 	// KernelProc is an LKL fd of the kernel's own proc, outside the
 	// guest's root (rootfs.Root.KernelProc), when HasKernelProc: the
 	// guest's /proc/sys, /proc/net, fd links and mount table come from it
@@ -223,9 +224,9 @@ type Engine struct {
 
 	anyRO bool // some bind is read-only
 
-	pts devpts // the private devpts instance at /dev/pts (dev.go)
+	pts guestpath.Devpts // the private devpts instance at /dev/pts (dev.go)
 
-	stats statCache // LKL path stats while nothing changed (statcache.go)
+	stats guestpath.StatCache // LKL path stats while nothing changed (statcache.go)
 
 	lateSock lateReplies // answers of socket calls that waited (sys_net_socket.go)
 
@@ -290,7 +291,7 @@ func (e *Engine) dispatch(r *Request) Result {
 	}
 	sc := &linux[r.Nr]
 	if sc.Facts&(Pure|Opens) == 0 {
-		e.stats.changed()
+		e.stats.Changed()
 	}
 	if sc.Fn == nil {
 		return e.unserved(r, sc)
@@ -304,7 +305,7 @@ func (e *Engine) dispatch(r *Request) Result {
 		// Again once it is done: what the handler looked up and cached
 		// before its change (a path checked by the policy before the
 		// symlink that creates it, canonPaths) is stale now.
-		e.stats.changed()
+		e.stats.Changed()
 		e.notifySweep() // its inotify events, at once
 	}
 	if res.Disp == ENOSYS {

@@ -1,10 +1,9 @@
 package dispatch
 
 import (
-	"path"
-	"strings"
 	"testing"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,42 +33,10 @@ func TestENOSYSCounted(t *testing.T) {
 	}
 }
 
-func TestClean(t *testing.T) {
-	cases := []struct{ cwd, p, want string }{
-		{"/", "etc/hostname", "/etc/hostname"},
-		{"/tmp", "../etc/./hostname", "/etc/hostname"},
-		{"/", "../../../../etc/passwd", "/etc/passwd"},
-		{"/a/b", "../../../..", "/"},
-		{"/x", "/abs//path/", "/abs/path"},
-		{"/x", ".", "/x"},
-	}
-	for _, c := range cases {
-		if got := Clean(c.cwd, c.p); got != c.want {
-			t.Errorf("Clean(%q, %q) = %q, want %q", c.cwd, c.p, got, c.want)
-		}
-	}
-}
-
-func FuzzClean(f *testing.F) {
-	f.Add("/tmp", "../../etc")
-	f.Add("/", "a/../../b/./c//")
-	f.Fuzz(func(t *testing.T, cwd, p string) {
-		got := Clean(Clean("/", cwd), p)
-		if !strings.HasPrefix(got, "/") {
-			t.Fatalf("not absolute: %q", got)
-		}
-		for _, part := range strings.Split(got, "/") {
-			if part == ".." || part == "." {
-				t.Fatalf("%q keeps %q", got, part)
-			}
-		}
-	})
-}
-
 // Host routes other than /proc are served from the host beneath the
 // route; /proc is kbox's own (procfs_test.go), /dev LKL's (dev.go).
 func TestHostRoutes(t *testing.T) {
-	e := New(Options{HostRoutes: []string{"/proc", CPURoute}, Dev: true})
+	e := New(Options{HostRoutes: []string{"/proc", guestpath.CPURoute}, Dev: true})
 	r := &Request{P: &Proc{Tgid: 4242}, G: &memGuest{}}
 	cases := []struct {
 		path  string
@@ -91,35 +58,6 @@ func TestHostRoutes(t *testing.T) {
 		got, en := e.classify(r, c.path)
 		if en != c.errno || en == 0 && (got.Host != c.host || got.Rel != c.rel || got.Proc != nil) {
 			t.Errorf("%s: %+v %v, want host=%v rel=%q errno=%v", c.path, got, en, c.host, c.rel, c.errno)
-		}
-	}
-}
-
-func TestIsClean(t *testing.T) {
-	for _, p := range []string{"/", "/a", "/etc/hostname", "/a/b/c", "/.a/..b/...", "a", "", "//", "/a/", "/a//b", "/./a", "/a/.", "/a/..", "/../a", "/a/./b"} {
-		if got, want := isClean(p), path.Clean("/"+p) == p; got != want {
-			t.Errorf("isClean(%q) = %v, want %v", p, got, want)
-		}
-	}
-}
-
-func FuzzIsClean(f *testing.F) {
-	f.Add("/a/./b")
-	f.Add("/etc/hostname")
-	f.Fuzz(func(t *testing.T, p string) {
-		if isClean(p) != (path.Clean("/"+p) == p) {
-			t.Fatalf("isClean(%q) = %v", p, isClean(p))
-		}
-	})
-}
-
-// dirTail keeps what a trailing slash asks of the last component.
-func TestDirTail(t *testing.T) {
-	for p, want := range map[string]string{
-		"a": "", "a/": "/", "a/b//": "/", "a/.": "/.", ".": "", "/": "/", "a/..": "", "a.": "",
-	} {
-		if got := dirTail(p); got != want {
-			t.Errorf("dirTail(%q) = %q, want %q", p, got, want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/dispatch/dispatchtest"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
 	"golang.org/x/sys/unix"
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "dispatch tests:", err)
 		os.Exit(1)
 	}
-	engine = dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", dispatch.CPURoute}, Dev: true})
+	engine = dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", guestpath.CPURoute}, Dev: true})
 	code := m.Run()
 	engine.Shadows.Close()
 	r.Close()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/gdbmirror"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -134,7 +135,7 @@ func (e *Engine) gdbPublish() {
 			switch {
 			case f.Host:
 				mf.Kind, mf.HostFd = gdbmirror.KindHost, f.HostFd
-				if l, err := os.Readlink(procFd(f.HostFd)); err == nil {
+				if l, err := os.Readlink(guestpath.ProcFd(f.HostFd)); err == nil {
 					mf.Path = l // kbox's own fd: the host's name for it
 				}
 			case f.Listing != nil:
@@ -153,7 +154,7 @@ func (e *Engine) gdbPublish() {
 }
 
 // gdbResolved records how resolveAt placed path p.
-func (e *Engine) gdbResolved(r *Request, p string, t Target, en unix.Errno) {
+func (e *Engine) gdbResolved(r *Request, p string, t guestpath.Target, en unix.Errno) {
 	rec := gdbmirror.Resolved{Nr: r.Nr, Given: p, Abs: t.Path}
 	if r.G != nil {
 		rec.Pid = r.G.Pid()

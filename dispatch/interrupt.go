@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/fifo"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,16 +19,13 @@ import (
 // How the wait learns of the signal is the tier's: in the seccomp tier a
 // guest waiting in a notified syscall takes only fatal signals
 // (WAIT_KILLABLE_RECV), so the wait looks at /proc/TID/status
-// (fifo.Interrupted) every interruptTick and answers; the in-process
+// (fifo.Interrupted) every sysabi.InterruptTick and answers; the in-process
 // tiers see their emulated signals at once and end the wait themselves
 // (the Pending implements InterruptWith), except for a wait that moves
 // data (a send, a unix connect): there the tier leaves the answer to the
 // wait (Cooperate), which sees the signal through the Pending
 // (Signalled), so that what was sent is counted and a connection made is
 // not taken back.
-
-// interruptTick is how often a deferred socket call looks for a signal.
-const interruptTick = 100 * time.Millisecond
 
 // intrErrno is what a wait ended by a handled signal answers: EINTR when
 // the socket has a timeout, else ERESTARTSYS.
@@ -61,7 +59,7 @@ func (e *Engine) watchInterrupt(p Pending, stop <-chan struct{}) {
 	if interruptsItself(p) {
 		return
 	}
-	t := time.NewTicker(interruptTick)
+	t := time.NewTicker(sysabi.InterruptTick)
 	defer t.Stop()
 	for {
 		select {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -345,7 +346,7 @@ func (e *Engine) reopenNode(lfd, flags int, sync func() error) (int, unix.Errno)
 		return -1, unix.EBADF
 	}
 	if err := sync(); err != nil {
-		return -1, errnoOf(err)
+		return -1, sysabi.Errno(err)
 	}
 	lflags := int(lkl.OpenFlagsToLKL(uint32(flags&unix.O_ACCMODE))) | unix.O_CLOEXEC
 	var nfd uintptr
@@ -403,7 +404,7 @@ func (e *Engine) loopNode(n int, add bool) {
 			lkl.Unlink(p, false)
 		}
 	})
-	e.stats.changed()
+	e.stats.Changed()
 }
 
 // mountSource returns the source of a guest's mount(2) as LKL must see

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"strings"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,9 +33,9 @@ const netGuestAddr = "10.0.2.15"
 
 // netFileTarget resolves /etc/resolv.conf and /etc/hosts to kbox's
 // files, when NetFiles is on.
-func (e *Engine) netFileTarget(abs string) (Target, bool) {
+func (e *Engine) netFileTarget(abs string) (guestpath.Target, bool) {
 	if !e.Opt.NetFiles {
-		return Target{}, false
+		return guestpath.Target{}, false
 	}
 	var text func() []byte
 	switch abs {
@@ -42,7 +44,7 @@ func (e *Engine) netFileTarget(abs string) (Target, bool) {
 	case "/etc/hosts":
 		text = func() []byte { return HostsFile(guestHostname(), imageFile(abs)) }
 	default:
-		return Target{}, false
+		return guestpath.Target{}, false
 	}
 	n := &procfs.Node{Kind: procfs.Text, Text: text}
 	n.Stat = func(st *unix.Stat_t) unix.Errno { return netFileStat(abs, len(text()), st) }
@@ -77,7 +79,7 @@ func netFileStat(path string, size int, st *unix.Stat_t) unix.Errno {
 		}
 	})
 	if err != nil {
-		return errnoOf(err)
+		return sysabi.Errno(err)
 	}
 	lst.ToHost(st)
 	st.Mode = unix.S_IFREG | 0o644

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -18,7 +19,7 @@ import (
 // (mode bits and ACLs alike). Flags that make open differ from stat
 // (creation, truncation, O_PATH, O_DIRECTORY, O_TMPFILE) are left to the
 // general path.
-func (e *Engine) openCached(r *Request, t Target, flags int) (Result, bool) {
+func (e *Engine) openCached(r *Request, t guestpath.Target, flags int) (Result, bool) {
 	// O_NOATIME needs the file's owner or CAP_FOWNER: LKL's open checks it.
 	const general = unix.O_ACCMODE | unix.O_CREAT | unix.O_TRUNC | unix.O_PATH | unix.O_DIRECTORY | unix.O_TMPFILE | unix.O_NOATIME
 	if t.Host || flags&general != unix.O_RDONLY {

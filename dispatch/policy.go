@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/policy"
 	"github.com/kbox-project/kbox/procfs"
@@ -388,7 +389,7 @@ func (e *Engine) policyFd(r *Request) unix.Errno {
 // one), the most restrictive of them. A hidden path is ENOENT; a
 // read-only one EROFS for a call that changes it; moving or removing a
 // directory beneath which a protected pattern may match is EPERM.
-func (e *Engine) policyPath(r *Request, t *Target) unix.Errno {
+func (e *Engine) policyPath(r *Request, t *guestpath.Target) unix.Errno {
 	c := e.Opt.Policy
 	class, rule := c.P.Classify(t.Path)
 	var canon [2]string
@@ -453,7 +454,7 @@ func (e *Engine) canonPaths(p string) (out [2]string) {
 		return
 	}
 	c := e.Opt.Policy
-	gen := e.stats.gen.Load() + 1 // +1: slot generation 0 means empty
+	gen := e.stats.Gen() + 1 // +1: slot generation 0 means empty
 	if out, ok := c.canon.get(p, gen); ok {
 		return out
 	}
@@ -633,7 +634,7 @@ func (e *Engine) hideDirents(dir string, b []byte) int {
 		n := string(name)
 		hide := false
 		if n != "." && n != ".." {
-			class, _ := c.P.Classify(Clean(dir, n))
+			class, _ := c.P.Classify(guestpath.Clean(dir, n))
 			hide = class == policy.Hidden
 		}
 		if !hide {

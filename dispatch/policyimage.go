@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/policy"
 	"golang.org/x/sys/unix"
@@ -33,7 +34,7 @@ func resolveImagePath(kproc int, p string) (out [2]string) {
 			return
 		}
 		if d := lklFdPathAt(kproc, fd); d != "" {
-			out[0] = Clean(d, base)
+			out[0] = guestpath.Clean(d, base)
 		}
 		lkl.Close(fd)
 		return
@@ -109,7 +110,7 @@ func (c *Policy) ScanHidden() (n int, cut bool) {
 			}
 			for _, name := range names {
 				if name != "." && name != ".." {
-					walk(Clean(p, name), pattern)
+					walk(guestpath.Clean(p, name), pattern)
 				}
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/gdbmirror"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
@@ -119,7 +120,7 @@ func (p *Proc) Exe() string {
 // (/proc/PID/exe), as an exec served by the engine does: for a tier that
 // starts a program itself (the first one of an in-process tier).
 func (e *Engine) SetExe(p *Proc, path string) {
-	exe := e.canonical(Clean("/", path))
+	exe := e.canonical(guestpath.Clean("/", path))
 	p.mu.Lock()
 	p.exe = exe
 	p.mu.Unlock()

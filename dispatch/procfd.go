@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,7 +61,7 @@ func (e *Engine) fdRefOf(tgid, fd int) (*procfs.FdRef, unix.Errno) {
 		case f.Listing != nil:
 			return &procfs.FdRef{Text: f.Path, Path: f.Path, Dir: true, LKLFd: -1, Acc: unix.O_RDONLY}, 0
 		case f.Host:
-			return e.hostFdRef(procFd(f.HostFd))
+			return e.hostFdRef(guestpath.ProcFd(f.HostFd))
 		}
 		ref := &procfs.FdRef{LKLFd: f.LKLFd, Acc: f.Flags & unix.O_ACCMODE}
 		if st, err := lkl.Fstat(f.LKLFd); err == nil {
@@ -166,7 +168,7 @@ func (e *Engine) lklFdPath(lklfd int, fallback string) string {
 
 // followFd is where following the link of ref leads: a guest path, or
 // what the fd is (procObj).
-func (e *Engine) followFd(r *Request, ref *procfs.FdRef) (Target, unix.Errno) {
+func (e *Engine) followFd(r *Request, ref *procfs.FdRef) (guestpath.Target, unix.Errno) {
 	if ref.LKLFd < 0 && ref.Path != "" {
 		return e.classifyN(r, ref.Path, 1)
 	}
@@ -178,7 +180,7 @@ func (e *Engine) followFd(r *Request, ref *procfs.FdRef) (Target, unix.Errno) {
 	if ref.Path != "" && e.Opt.Policy != nil && e.Opt.Policy.paths {
 		// The fd's file by its path now (policy.go).
 		if en := e.policyPath(r, &t); en != 0 {
-			return Target{}, en
+			return guestpath.Target{}, en
 		}
 	}
 	return t, 0
@@ -190,16 +192,16 @@ func (e *Engine) statFd(r *Request, ref *procfs.FdRef, st *unix.Stat_t) unix.Err
 	switch {
 	case ref.Node != nil:
 		if err := e.Shadows.Stat(ref.Node, &lst); err != nil {
-			return errnoOf(err)
+			return sysabi.Errno(err)
 		}
 	case ref.LKLFd >= 0:
 		s, err := lkl.Fstat(ref.LKLFd)
 		if err != nil {
-			return errnoOf(err)
+			return sysabi.Errno(err)
 		}
 		lst = s
 	case ref.Host != "":
-		return errnoOf(unix.Stat(ref.Host, st))
+		return sysabi.Errno(unix.Stat(ref.Host, st))
 	default:
 		return unix.ENOENT
 	}
@@ -240,7 +242,7 @@ func (e *Engine) reopenFd(r *Request, ref *procfs.FdRef, flags int, mode uint32)
 		// The same inode again, through LKL's magic link, with the
 		// caller's credentials and flags (O_CREAT and O_EXCL mean
 		// nothing for a file that exists).
-		e.stats.changed()
+		e.stats.Changed()
 		lflags, probe := lklOpenFlags(flags &^ (unix.O_CREAT | unix.O_EXCL))
 		fd, le := e.lklOpenAt(r, uintptr(e.Opt.KernelProc), "self/fd/"+strconv.Itoa(ref.LKLFd), lflags, 0, flags)
 		if le != 0 {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
@@ -141,12 +142,12 @@ func TestProcClassify(t *testing.T) {
 // know nodes fails instead of opening the route's root.
 func TestProcNodeFailsClosed(t *testing.T) {
 	n := procTarget("/proc/self/cwd", &procfs.Node{Kind: procfs.Link, Link: "/"})
-	if _, err := (&Engine{}).openHost(n, unix.O_RDONLY, 0); err != unix.ENOENT {
-		t.Errorf("openHost of a node: %v, want ENOENT", err)
+	if _, err := guestpath.OpenHost(n, unix.O_RDONLY, 0); err != unix.ENOENT {
+		t.Errorf("OpenHost of a node: %v, want ENOENT", err)
 	}
-	err := atRoute(n, false, func(int, string, int) error { return nil })
+	err := guestpath.At(n, false, func(int, string, int) error { return nil })
 	if err != unix.ENOENT {
-		t.Errorf("atRoute of a node: %v, want ENOENT", err)
+		t.Errorf("At of a node: %v, want ENOENT", err)
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,24 +24,24 @@ import (
 // procTarget is the Target of a node: Host with no route, so that a
 // handler that does not know nodes fails (ENOENT, or EACCES for a change)
 // rather than reach anything.
-func procTarget(abs string, n *procfs.Node) Target {
-	return Target{Host: true, Path: abs, Proc: n}
+func procTarget(abs string, n *procfs.Node) guestpath.Target {
+	return guestpath.Target{Host: true, Path: abs, Proc: n}
 }
 
 // procHost is the Target of abs served from the host's /proc at rel.
-func procHost(abs, rel string) Target {
-	return Target{Host: true, Path: abs, Route: "/proc", Rel: rel}
+func procHost(abs, rel string) guestpath.Target {
+	return guestpath.Target{Host: true, Path: abs, Route: "/proc", Rel: rel}
 }
 
 // classifyProc resolves abs, a clean guest path at or below /proc, for
 // the calling process; depth counts the links followed so far.
-func (e *Engine) classifyProc(r *Request, abs string, depth int) (Target, unix.Errno) {
+func (e *Engine) classifyProc(r *Request, abs string, depth int) (guestpath.Target, unix.Errno) {
 	f, en := procfs.Classify((*procSys)(e), e.procCaller(r), abs, depth)
 	switch {
 	case en != 0:
-		return Target{}, en
+		return guestpath.Target{}, en
 	case f.Redirect:
-		return e.classifyN(r, Clean(f.Path, f.Sub), f.Depth)
+		return e.classifyN(r, guestpath.Clean(f.Path, f.Sub), f.Depth)
 	case f.Node != nil:
 		return procTarget(f.Path, f.Node), 0
 	}
@@ -48,12 +50,12 @@ func (e *Engine) classifyProc(r *Request, abs string, depth int) (Target, unix.E
 
 // followProc follows t while it is a link node, as the kernel follows a
 // path's last component; what is not a link comes back as it is.
-func (e *Engine) followProc(r *Request, t Target) (Target, unix.Errno) {
+func (e *Engine) followProc(r *Request, t guestpath.Target) (guestpath.Target, unix.Errno) {
 	tail := t.Tail
 	t.Tail = ""
 	for i := 0; t.Proc != nil && t.Proc.Kind == procfs.Link; i++ {
 		if i >= procfs.MaxDepth {
-			return Target{}, unix.ELOOP
+			return guestpath.Target{}, unix.ELOOP
 		}
 		n := t.Proc
 		var en unix.Errno
@@ -64,12 +66,12 @@ func (e *Engine) followProc(r *Request, t Target) (Target, unix.Errno) {
 			t, en = e.classifyN(r, n.To, 1)
 		}
 		if en != 0 {
-			return Target{}, en
+			return guestpath.Target{}, en
 		}
 	}
 	if tail != "" {
 		if en := e.checkDirTail(r, &t, tail); en != 0 {
-			return Target{}, en
+			return guestpath.Target{}, en
 		}
 	}
 	return t, 0
@@ -77,7 +79,7 @@ func (e *Engine) followProc(r *Request, t Target) (Target, unix.Errno) {
 
 // checkDirTail applies a trailing slash of the guest's path to t, a
 // target reached through /proc: it must be a directory.
-func (e *Engine) checkDirTail(r *Request, t *Target, tail string) unix.Errno {
+func (e *Engine) checkDirTail(r *Request, t *guestpath.Target, tail string) unix.Errno {
 	switch {
 	case t.Proc != nil:
 		var st unix.Stat_t
@@ -100,7 +102,7 @@ func (e *Engine) checkDirTail(r *Request, t *Target, tail string) unix.Errno {
 
 // procTail resolves a node reached with a trailing slash: links are
 // followed, and the result must be a directory.
-func (e *Engine) procTail(r *Request, t Target) (Target, unix.Errno) {
+func (e *Engine) procTail(r *Request, t guestpath.Target) (guestpath.Target, unix.Errno) {
 	if t.Proc == nil || t.Tail == "" {
 		return t, 0
 	}
@@ -118,7 +120,7 @@ func (e *Engine) kprocPath(nr uintptr, pos int, rel string, a [6]uintptr) (uintp
 }
 
 // procOpen serves an open of a node.
-func (e *Engine) procOpen(r *Request, t Target, flags int, mode uint32) Result {
+func (e *Engine) procOpen(r *Request, t guestpath.Target, flags int, mode uint32) Result {
 	var en unix.Errno
 	if t.Proc.Kind == procfs.Link {
 		if flags&unix.O_NOFOLLOW != 0 {
@@ -200,7 +202,7 @@ func (e *Engine) openText(r *Request, p string, b []byte, flags int) Result {
 	}
 	unix.FcntlInt(uintptr(mfd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE)
 	rflags := unix.O_RDONLY | unix.O_CLOEXEC | flags&(unix.O_NONBLOCK|unix.O_PATH)
-	hfd, err := unix.Open(procFd(mfd), rflags, 0)
+	hfd, err := unix.Open(guestpath.ProcFd(mfd), rflags, 0)
 	if err != nil {
 		return fail(err, Emulated)
 	}
@@ -217,7 +219,7 @@ func (e *Engine) openText(r *Request, p string, b []byte, flags int) Result {
 
 // hostProcStat is fstatat on the host's /proc (the route's root).
 func hostProcStat(rel string, nofollow bool, st *unix.Stat_t) error {
-	root, err := routeRoot("/proc")
+	root, err := guestpath.RouteRoot("/proc")
 	if err != nil {
 		return err
 	}
@@ -229,7 +231,7 @@ func hostProcStat(rel string, nofollow bool, st *unix.Stat_t) error {
 }
 
 // procStat stats a node (follows a link unless nofollow).
-func (e *Engine) procStat(r *Request, t Target, nofollow bool, st *unix.Stat_t) unix.Errno {
+func (e *Engine) procStat(r *Request, t guestpath.Target, nofollow bool, st *unix.Stat_t) unix.Errno {
 	var en unix.Errno
 	if !nofollow || t.Tail != "" {
 		if t, en = e.followProc(r, t); en != 0 {
@@ -302,7 +304,7 @@ func procBase(rel string) string {
 
 // statTarget stats any resolved target: a node, a host path or an image
 // path (with its shadow's newer size and times).
-func (e *Engine) statTarget(r *Request, t Target, nofollow bool, st *unix.Stat_t) unix.Errno {
+func (e *Engine) statTarget(r *Request, t guestpath.Target, nofollow bool, st *unix.Stat_t) unix.Errno {
 	switch {
 	case t.Proc != nil:
 		return e.procStat(r, t, nofollow, st)
@@ -311,9 +313,9 @@ func (e *Engine) statTarget(r *Request, t Target, nofollow bool, st *unix.Stat_t
 		if nofollow {
 			flags = unix.AT_SYMLINK_NOFOLLOW
 		}
-		err := atRoute(t, nofollow, func(d int, name string, empty int) error { return unix.Fstatat(d, name, st, flags|empty) })
+		err := guestpath.At(t, nofollow, func(d int, name string, empty int) error { return unix.Fstatat(d, name, st, flags|empty) })
 		if err != nil {
-			return errnoOf(err)
+			return sysabi.Errno(err)
 		}
 		return 0
 	}
@@ -328,7 +330,7 @@ func (e *Engine) statTarget(r *Request, t Target, nofollow bool, st *unix.Stat_t
 
 // procReadlink answers readlink of a node: a link's text; EINVAL for
 // anything else, as for a file that is no link.
-func (e *Engine) procReadlink(r *Request, t Target) (string, unix.Errno) {
+func (e *Engine) procReadlink(r *Request, t guestpath.Target) (string, unix.Errno) {
 	if t.Tail != "" {
 		return "", unix.EINVAL
 	}
@@ -339,7 +341,7 @@ func (e *Engine) procReadlink(r *Request, t Target) (string, unix.Errno) {
 }
 
 // procAccess serves access(2) of a node (links followed).
-func (e *Engine) procAccess(r *Request, t Target, mode int) unix.Errno {
+func (e *Engine) procAccess(r *Request, t guestpath.Target, mode int) unix.Errno {
 	t, en := e.followProc(r, t)
 	if en != 0 {
 		return en
@@ -363,7 +365,7 @@ func (e *Engine) procAccess(r *Request, t Target, mode int) unix.Errno {
 		if n.Fd.Host == "" {
 			return 0
 		}
-		return errnoOf(unix.Access(n.Fd.Host, uint32(mode)))
+		return sysabi.Errno(unix.Access(n.Fd.Host, uint32(mode)))
 	case procfs.Dir:
 		if mode&unix.W_OK != 0 {
 			return unix.EACCES
@@ -385,7 +387,7 @@ func (e *Engine) procAccess(r *Request, t Target, mode int) unix.Errno {
 }
 
 // procChdir serves chdir to a node (links followed).
-func (e *Engine) procChdir(r *Request, t Target) Result {
+func (e *Engine) procChdir(r *Request, t guestpath.Target) Result {
 	t, en := e.followProc(r, t)
 	if en != 0 {
 		return errno(en, Emulated)
@@ -417,7 +419,7 @@ func (e *Engine) procChdir(r *Request, t Target) Result {
 
 // procStatfs serves statfs of a node (links followed): /proc's, or the
 // filesystem of what a link leads to.
-func (e *Engine) procStatfs(r *Request, t Target, sf *unix.Statfs_t) (Target, unix.Errno) {
+func (e *Engine) procStatfs(r *Request, t guestpath.Target, sf *unix.Statfs_t) (guestpath.Target, unix.Errno) {
 	t, en := e.followProc(r, t)
 	if en != 0 || t.Proc == nil {
 		return t, en
@@ -429,15 +431,15 @@ func (e *Engine) procStatfs(r *Request, t Target, sf *unix.Statfs_t) (Target, un
 			return t, le
 		}
 		if ref.Host != "" {
-			return t, errnoOf(unix.Statfs(ref.Host, sf))
+			return t, sysabi.Errno(unix.Statfs(ref.Host, sf))
 		}
 	}
-	return t, errnoOf(unix.Statfs("/proc", sf))
+	return t, sysabi.Errno(unix.Statfs("/proc", sf))
 }
 
 // procExec resolves a node for execve: only a link that leads to a
 // program of the image or of a bind can be run.
-func (e *Engine) procExec(r *Request, t Target) (Target, unix.Errno) {
+func (e *Engine) procExec(r *Request, t guestpath.Target) (guestpath.Target, unix.Errno) {
 	t, en := e.followProc(r, t)
 	if en != 0 {
 		return t, en

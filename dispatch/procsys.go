@@ -3,6 +3,7 @@ package dispatch
 import (
 	"strings"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
@@ -137,12 +138,12 @@ func (s *procSys) MappedFile(dev, ino uint64, name string) (procfs.MappedFile, b
 	return mf, false
 }
 
-// Mounts: the host routes (but CPURoute, a directory of the guest's
+// Mounts: the host routes (but guestpath.CPURoute, a directory of the guest's
 // /sys, not a mount of its own), then the binds.
 func (s *procSys) Mounts() []procfs.KboxMount {
 	var out []procfs.KboxMount
 	for _, rt := range s.Opt.HostRoutes {
-		if rt != CPURoute {
+		if rt != guestpath.CPURoute {
 			out = append(out, procfs.KboxMount{Point: rt, Root: -1})
 		}
 	}

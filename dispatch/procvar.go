@@ -2,7 +2,9 @@ package dispatch
 
 import (
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +52,7 @@ func (e *Engine) openVar(r *Request, p string, n *procfs.Node, flags int) Result
 	if err != nil {
 		return fail(err, Emulated)
 	}
-	hfd, err := unix.Open(procFd(mfd), acc|unix.O_CLOEXEC, 0)
+	hfd, err := unix.Open(guestpath.ProcFd(mfd), acc|unix.O_CLOEXEC, 0)
 	unix.Close(mfd)
 	if err != nil {
 		return fail(err, Emulated)
@@ -144,7 +146,7 @@ func varVecIO(r *Request, v *procVarFile, hfd int, write bool, off int64) Result
 			if err == nil && got > 0 && r.G.Write(s.base, b[:got]) != nil {
 				err = unix.EFAULT
 			}
-			n, en = int64(got), errnoOf(err)
+			n, en = int64(got), sysabi.Errno(err)
 		}
 		if en != 0 {
 			if done > 0 {

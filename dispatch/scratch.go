@@ -62,26 +62,3 @@ func intern(b []byte) string {
 	slot.Store(&s)
 	return s
 }
-
-// isClean reports whether p is already what Clean would return: absolute,
-// with no empty, "." or ".." component and no trailing slash.
-func isClean(p string) bool {
-	if len(p) == 0 || p[0] != '/' {
-		return false
-	}
-	if len(p) == 1 {
-		return true
-	}
-	start := 1
-	for i := 1; i <= len(p); i++ {
-		if i < len(p) && p[i] != '/' {
-			continue
-		}
-		switch p[start:i] {
-		case "", ".", "..":
-			return false
-		}
-		start = i + 1
-	}
-	return true
-}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,33 +76,21 @@ func withCreds(oob []byte, tgid int) []byte {
 
 // cmsgFind reports whether control data holds a message of level and typ.
 func cmsgFind(oob []byte, level, typ int32) bool {
-	for o := 0; o+cmsgHdr <= len(oob); {
+	for o := 0; o+sysabi.CmsgHdr <= len(oob); {
 		l := int(binary.NativeEndian.Uint64(oob[o:]))
-		if l < cmsgHdr || o+l > len(oob) {
+		if l < sysabi.CmsgHdr || o+l > len(oob) {
 			return false
 		}
 		if int32(binary.NativeEndian.Uint32(oob[o+8:])) == level && int32(binary.NativeEndian.Uint32(oob[o+12:])) == typ {
 			return true
 		}
-		o += cmsgAlign(l)
+		o += sysabi.CmsgAlign(l)
 	}
 	return false
 }
 
-// struct cmsghdr on 64-bit Linux: a u64 length, i32 level and type, data
-// aligned to 8.
-const cmsgHdr = 16
-
-func cmsgAlign(n int) int { return (n + 7) &^ 7 }
-
-// struct msghdr on 64-bit Linux (56 bytes) and struct mmsghdr (64).
-const (
-	msghdrSize  = 56
-	mmsghdrSize = 64
-	uioMaxIOV   = 1024
-	// maxControl bounds control data as the kernel's optmem_max does.
-	maxControl = 128 << 10
-)
+// maxControl bounds control data as the kernel's optmem_max does.
+const maxControl = 128 << 10
 
 // sentOrErr is en, or 0 once a stream send moved data: the call then
 // returns the count.
@@ -146,7 +135,7 @@ func (e *Engine) connectWait(r *Request, fd int, raw []byte, done func()) Result
 
 // connectTicks is the connect of connectWait. Linux's wait for the
 // backlog ends at the socket's send timeout, so kbox's connect waits for
-// at most interruptTick at a time (SO_SNDTIMEO of the socket, set for the
+// at most sysabi.InterruptTick at a time (SO_SNDTIMEO of the socket, set for the
 // wait and put back after it) and looks between the tries for the
 // guest's own limit (EAGAIN, as Linux's) and for a signal. A connect that
 // timed out left the socket unconnected: the next try starts afresh.
@@ -162,7 +151,7 @@ func connectTicks(p Pending, fd int, raw []byte, limit time.Duration) (en unix.E
 		deadline = time.Now().Add(limit)
 	}
 	for {
-		wait := interruptTick
+		wait := sysabi.InterruptTick
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
@@ -222,7 +211,7 @@ func (e *Engine) sendWait(r *Request, j *sendJob, sent int, done func(p Pending,
 }
 
 // sendTicks sends j without ever blocking in the kernel: between tries
-// it waits for room (poll, at most interruptTick at a time) and looks for
+// it waits for room (poll, at most sysabi.InterruptTick at a time) and looks for
 // the guest's send timeout (EAGAIN) and for a signal (intrErrno); either
 // ends a stream send that moved data with its count. It returns the
 // bytes sent and the error; answer is false when the guest no longer
@@ -253,7 +242,7 @@ func sendTicks(p Pending, j *sendJob, limit time.Duration) (total int, en unix.E
 		case err != unix.EAGAIN:
 			return total, err, true
 		}
-		wait := interruptTick
+		wait := sysabi.InterruptTick
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
@@ -271,9 +260,9 @@ func sendTicks(p Pending, j *sendJob, limit time.Duration) (total int, en unix.E
 		if k, _ := unix.Poll(pfd, int(wait/time.Millisecond)+1); k > 0 && idle == 0 {
 			idle = time.Millisecond
 		}
-		// A signal is looked for once per interruptTick, whether the
+		// A signal is looked for once per sysabi.InterruptTick, whether the
 		// poll timed out or a slow receiver makes room bit by bit.
-		if time.Since(looked) >= interruptTick {
+		if time.Since(looked) >= sysabi.InterruptTick {
 			if signalled(p) {
 				return total, sentOrErr(total, intrErrno(limit > 0)), true
 			}
@@ -293,7 +282,7 @@ func rcvTimeout(fd int) time.Duration {
 
 // recvTicks is a blocking receive on stream socket fd into buf (flags
 // the guest's), made without blocking in the kernel: between tries it
-// waits for data (poll, at most interruptTick at a time) and looks for
+// waits for data (poll, at most sysabi.InterruptTick at a time) and looks for
 // the guest's receive timeout (EAGAIN) and for a signal (the call is
 // interrupted, or returns what MSG_WAITALL gathered). answer is false
 // when the guest no longer waits.
@@ -321,9 +310,9 @@ func recvTicks(p Pending, fd int, buf []byte, flags int, limit time.Duration) (n
 			if got > 0 {
 				return got, 0, true
 			}
-			return 0, errnoOf(err), true
+			return 0, sysabi.Errno(err), true
 		}
-		wait := interruptTick
+		wait := sysabi.InterruptTick
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {

@@ -1,104 +1,23 @@
 package dispatch
 
 import (
-	"sync"
-	"sync/atomic"
-
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
 
-// statCache remembers the results of path stats in LKL while nothing can
-// have changed the image.
-//
-// A stat storm (a shell's PATH search, make, ls -l, git status) asks the
-// same paths again and again, and each LKL newfstatat costs about a quarter
-// of a stat's time in the supervisor (path walk and allocations in the
-// KASAN-instrumented kernel). LKL's state changes only through kbox: the
-// syscalls it dispatches, shadow write-backs and the dup2 bridges' pumps.
-// So every entry carries the generation it was filled in, and a generation
-// moves on with every dispatched syscall that is not a pure lookup (see
-// Pure in the syscall table), every write-back and every pump transfer: an entry is only
-// ever used within a run of pure lookups, where LKL would answer the same.
-// Negative results (ENOENT, ENOTDIR, ...) are kept too. A result depends
-// on the caller's credentials (search permission on the way: EACCES for
-// one, a stat for another), so entries are keyed by the id of the
-// credentials LKL checked with (lkl.Cred.ID): processes with the same
-// credentials share entries, others do not see them. Host routes and binds
-// are never cached: the host changes them behind kbox's back.
-//
-// The seccomp tier serves on one thread; the lock is uncontended there. It
-// is per engine, held only for a slot copy.
-type statCache struct {
-	gen   atomic.Uint64
-	mu    sync.Mutex
-	slots [statSlots]statSlot
-}
-
-const statSlots = 256
-
-type statSlot struct {
-	gen      uint64 // 0: empty
-	wb       uint64 // the shadows' write-back count when filled
-	cred     uint64 // the credentials' id (lkl.Cred.ID)
-	path     string
-	nofollow bool
-	errno    unix.Errno
-	st       lkl.Stat64
-}
-
-// changed starts a new generation: every entry is stale.
-func (c *statCache) changed() { c.gen.Add(1) }
-
-func statHash(p string, nofollow bool, cred uint64) uint32 {
-	h := uint32(2166136261) ^ uint32(cred)*16777619
-	for i := 0; i < len(p); i++ {
-		h = (h ^ uint32(p[i])) * 16777619
-	}
-	if nofollow {
-		h = ^h
-	}
-	return h % statSlots
-}
-
-// get copies a current entry for path into st.
-func (c *statCache) get(path string, nofollow bool, wb, cred uint64, st *lkl.Stat64) (unix.Errno, bool) {
-	gen := c.gen.Load() + 1 // +1: slot generation 0 means empty
-	s := &c.slots[statHash(path, nofollow, cred)]
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s.gen != gen || s.wb != wb || s.cred != cred || s.nofollow != nofollow || s.path != path {
-		return 0, false
-	}
-	*st = s.st
-	return s.errno, true
-}
-
-// put records a result obtained in generation gen (read before the LKL call,
-// so that a change meanwhile makes the entry stale at once).
-func (c *statCache) put(gen, wb, cred uint64, path string, nofollow bool, st *lkl.Stat64, en unix.Errno) {
-	s := &c.slots[statHash(path, nofollow, cred)]
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s.gen, s.wb, s.cred, s.path, s.nofollow, s.errno = gen+1, wb, cred, path, nofollow, en
-	if en == 0 {
-		s.st = *st
-	}
-}
-
 // lklStat stats an image path in LKL with the caller's credentials,
-// through the cache.
+// through the cache (guestpath.StatCache).
 func (e *Engine) lklStat(r *Request, path string, nofollow bool, st *lkl.Stat64) unix.Errno {
 	var cred uint64
 	if r.P != nil {
 		cred = r.P.creds().fs.ID()
 	}
 	wb := e.Shadows.WriteBacks()
-	if en, hit := e.stats.get(path, nofollow, wb, cred, st); hit {
+	if en, hit := e.stats.Get(path, nofollow, wb, cred, st); hit {
 		return en
 	}
-	gen := e.stats.gen.Load()
+	gen := e.stats.Gen()
 	en := lklStatUncached(path, nofollow, st)
-	e.stats.put(gen, wb, cred, path, nofollow, st, en)
+	e.stats.Put(gen, wb, cred, path, nofollow, st, en)
 	return en
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
@@ -143,7 +144,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 }
 
 // openTarget opens a resolved target for the guest.
-func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result {
+func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint32) Result {
 	if flags&unix.O_NOFOLLOW == 0 {
 		// /dev/fd, /dev/fd/N (devfd.go)
 		if t.Fd > 0 {
@@ -159,7 +160,7 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
-		if en := roRoute(t, flags); en != 0 {
+		if en := guestpath.RoRoute(t, flags); en != 0 {
 			return errno(en, Denied)
 		}
 		if t.Route == "/proc" && t.Bind == nil && (flags&unix.O_ACCMODE != unix.O_RDONLY || flags&unix.O_TRUNC != 0) {
@@ -189,7 +190,7 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 	}
 	// Only the general path may change LKL state: a path error, a host
 	// route or a bind leave it as it was (statcache.go).
-	e.stats.changed()
+	e.stats.Changed()
 	lflags, probe := lklOpenFlags(flags)
 	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, t.LKLPath(), flags, mode), flags)
 	if le == unix.EBUSY && flags&unix.O_EXCL != 0 {
@@ -199,7 +200,7 @@ func (e *Engine) openTarget(r *Request, t Target, flags int, mode uint32) Result
 		// A device node LKL has no driver for, or one of its disks
 		// (busy: mounted): kbox decides (dev.go).
 		var st lkl.Stat64
-		if lklStatUncached(t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) == 0 && isDevice(st.Mode) && !lklDevice(st.Mode, st.Rdev) {
+		if lklStatUncached(t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) == 0 && guestpath.IsDevice(st.Mode) && !lklDevice(st.Mode, st.Rdev) {
 			return e.devOpen(r, st.Mode, st.Rdev, flags)
 		}
 	}
@@ -245,7 +246,7 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 		lkl.Close(lfd)
 		return fail(err, LKL)
 	}
-	if isDevice(st.Mode) && flags&unix.O_PATH == 0 && !lklDevice(st.Mode, st.Rdev) {
+	if guestpath.IsDevice(st.Mode) && flags&unix.O_PATH == 0 && !lklDevice(st.Mode, st.Rdev) {
 		// LKL's own device is never the guest's (dev.go), but for
 		// its loop devices, virtual fds (loopdev.go).
 		lkl.Close(lfd)
@@ -438,7 +439,7 @@ func sysGetdents64(e *Engine, r *Request) Result {
 		// The end of the image's listing: add bind mount points that
 		// the image lacks.
 		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk {
-			m, k, en := e.mountDirents(ent.File.Path, buf, int(ent.File.Listed.Load()))
+			m, k, en := guestpath.MountDirents(e.Opt.Binds, ent.File.Path, buf, int(ent.File.Listed.Load()))
 			if en != 0 {
 				return errno(en, Emulated)
 			}

@@ -12,8 +12,10 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/lklready"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -245,7 +247,7 @@ func (f *inotifyFd) watchClose() {
 		if rerr == unix.EINTR {
 			continue
 		}
-		if rerr != nil || n == 0 && guestGone(f.kfd) {
+		if rerr != nil || n == 0 && sysabi.GuestGone(f.kfd) {
 			break
 		}
 	}
@@ -280,7 +282,7 @@ func (e *Engine) inotifyOf(r *Request, fd uint64) (*inotifyFd, unix.Errno) {
 		return nil, unix.EBADF
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		if l, err := os.Readlink(procFd(hfd)); err == nil && strings.HasPrefix(l, freeFdName) {
+		if l, err := os.Readlink(guestpath.ProcFd(hfd)); err == nil && strings.HasPrefix(l, freeFdName) {
 			return nil, unix.EBADF // the in-process tiers' free number (trap/fds.go)
 		}
 		return nil, unix.EINVAL

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
@@ -28,7 +29,7 @@ func (e *Engine) lklOnly(r *Request, dirfd int32, addr uint64) (string, Result, 
 
 // modTarget resolves a path argument that names an image path or a path in
 // a bind (see bind.go); system routes refuse modification.
-func (e *Engine) modTarget(r *Request, dirfd int32, addr uint64) (Target, Result, bool) {
+func (e *Engine) modTarget(r *Request, dirfd int32, addr uint64) (guestpath.Target, Result, bool) {
 	t, en := e.target(r, dirfd, addr)
 	if en != 0 {
 		return t, errno(en, LKL), false
@@ -387,7 +388,7 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 
 // systemRoute reports a target served from the host or by kbox itself
 // (a route or /proc), not a bind and not the image.
-func systemRoute(t Target) bool { return t.Host && t.Bind == nil }
+func systemRoute(t guestpath.Target) bool { return t.Host && t.Bind == nil }
 
 // sysRename serves rename(2).
 func sysRename(e *Engine, r *Request) Result {

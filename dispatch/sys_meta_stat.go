@@ -10,8 +10,10 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,7 +64,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 	}
 	if t.Host {
 		nofollow := flags & unix.AT_SYMLINK_NOFOLLOW
-		err := atRoute(t, nofollow != 0, func(d int, name string, empty int) error { return unix.Fstatat(d, name, hst, nofollow|empty) })
+		err := guestpath.At(t, nofollow != 0, func(d int, name string, empty int) error { return unix.Fstatat(d, name, hst, nofollow|empty) })
 		if err != nil {
 			return fail(err, Host)
 		}
@@ -254,7 +256,7 @@ func sysStatx(e *Engine, r *Request) Result {
 			}
 		} else if t.Host {
 			var sx unix.Statx_t
-			err := atRoute(t, flags&unix.AT_SYMLINK_NOFOLLOW != 0, func(d int, name string, empty int) error {
+			err := guestpath.At(t, flags&unix.AT_SYMLINK_NOFOLLOW != 0, func(d int, name string, empty int) error {
 				return unix.Statx(d, name, flags&^unix.AT_EMPTY_PATH|empty, int(r.Args[3]), &sx)
 			})
 			if err != nil {
@@ -309,7 +311,7 @@ func (e *Engine) statxFd(r *Request, fd int, flags int, buf []byte, alias bool) 
 		lfd = node.LKLFd()
 	} else {
 		if _, lp := listingOf(r, uint64(uint32(fd))); lp != "" {
-			return e.statxProc(r, Target{}, lp, false), true // a directory of /proc
+			return e.statxProc(r, guestpath.Target{}, lp, false), true // a directory of /proc
 		}
 		if hfd, isHost := hostFile(r, uint64(uint32(fd))); isHost {
 			return hostStatx(hfd, "", flags|unix.AT_EMPTY_PATH)
@@ -355,7 +357,7 @@ func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) R
 }
 
 // accessResolved is access(2) of a resolved target.
-func (e *Engine) accessResolved(r *Request, t Target, mode, flags int) Result {
+func (e *Engine) accessResolved(r *Request, t guestpath.Target, mode, flags int) Result {
 	var en unix.Errno
 	d := LKL
 	switch {
@@ -373,12 +375,12 @@ func (e *Engine) accessResolved(r *Request, t Target, mode, flags int) Result {
 }
 
 // accessTarget is access(2) of a host or image target.
-func (e *Engine) accessTarget(r *Request, t Target, mode, flags int) unix.Errno {
+func (e *Engine) accessTarget(r *Request, t guestpath.Target, mode, flags int) unix.Errno {
 	if t.Host {
 		if t.Bind != nil && t.Bind.ReadOnly && mode&unix.W_OK != 0 {
 			return unix.EROFS
 		}
-		return errnoOf(atRoute(t, false, func(d int, name string, empty int) error { return unix.Faccessat2(d, name, uint32(mode), empty) }))
+		return sysabi.Errno(guestpath.At(t, false, func(d int, name string, empty int) error { return unix.Faccessat2(d, name, uint32(mode), empty) }))
 	}
 	return lklAccess(r, t.LKLPath(), mode, flags)
 }
@@ -416,7 +418,7 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 		}
 		n = copy(out, l)
 	} else if t.Host {
-		err := atRoute(t, true, func(d int, name string, _ int) (err error) {
+		err := guestpath.At(t, true, func(d int, name string, _ int) (err error) {
 			n, err = unix.Readlinkat(d, name, out)
 			if err == unix.ENOENT && name == "" {
 				// A bind's O_PATH fd of something that exists but
@@ -466,7 +468,7 @@ func sysStatfs(e *Engine, r *Request) Result {
 		}
 	}
 	if t.Host {
-		fd, err := e.openHost(t, unix.O_PATH, 0)
+		fd, err := guestpath.OpenHost(t, unix.O_PATH, 0)
 		if err != nil {
 			return fail(err, Host)
 		}
@@ -527,13 +529,13 @@ func sysFstatfs(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
-func (e *Engine) chdirTo(r *Request, t Target) Result {
+func (e *Engine) chdirTo(r *Request, t guestpath.Target) Result {
 	if t.Proc != nil {
 		return e.procChdir(r, t)
 	}
 	if t.Host {
 		var st unix.Stat_t
-		if err := atRoute(t, false, func(d int, name string, empty int) error { return unix.Fstatat(d, name, &st, empty) }); err != nil {
+		if err := guestpath.At(t, false, func(d int, name string, empty int) error { return unix.Fstatat(d, name, &st, empty) }); err != nil {
 			return fail(err, Host)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -625,7 +627,7 @@ func (e *Engine) statListing(r *Request, p string, st *unix.Stat_t) unix.Errno {
 
 // statxProc answers statx of a node of /proc (or, p set, of the
 // generated directory at p), from its stat.
-func (e *Engine) statxProc(r *Request, t Target, p string, nofollow bool) Result {
+func (e *Engine) statxProc(r *Request, t guestpath.Target, p string, nofollow bool) Result {
 	var st unix.Stat_t
 	var en unix.Errno
 	if p != "" {

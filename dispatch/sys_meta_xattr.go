@@ -5,7 +5,9 @@ package dispatch
 import (
 	"runtime"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -294,7 +296,7 @@ func (e *Engine) xattrPathObj(r *Request, nofollow bool) (xattrObj, unix.Errno) 
 
 // xattrTargetObj is the file of resolved target t (its last link not
 // followed when nofollow).
-func (e *Engine) xattrTargetObj(r *Request, t Target, nofollow bool) (xattrObj, unix.Errno) {
+func (e *Engine) xattrTargetObj(r *Request, t guestpath.Target, nofollow bool) (xattrObj, unix.Errno) {
 	if t.Proc != nil {
 		return e.xattrProcObj(r, t, nofollow)
 	}
@@ -313,15 +315,15 @@ func (e *Engine) xattrTargetObj(r *Request, t Target, nofollow bool) (xattrObj, 
 		if nofollow {
 			sflags = unix.AT_SYMLINK_NOFOLLOW
 		}
-		err := atRoute(t, nofollow, func(d int, name string, empty int) error { return unix.Fstatat(d, name, &st, sflags|empty) })
+		err := guestpath.At(t, nofollow, func(d int, name string, empty int) error { return unix.Fstatat(d, name, &st, sflags|empty) })
 		if err != nil {
-			return xattrObj{}, errnoOf(err)
+			return xattrObj{}, sysabi.Errno(err)
 		}
 		return e.noneObj(r, &st), 0
 	}
-	fd, err := t.Bind.openIn(t.Rel, flags, 0)
+	fd, err := t.Bind.OpenIn(t.Rel, flags, 0)
 	if err != nil {
-		return xattrObj{}, errnoOf(err)
+		return xattrObj{}, sysabi.Errno(err)
 	}
-	return xattrObj{kind: xattrHost, path: procFd(fd), owned: true, hostFd: fd, ro: t.Bind.ReadOnly}, 0
+	return xattrObj{kind: xattrHost, path: guestpath.ProcFd(fd), owned: true, hostFd: fd, ro: t.Bind.ReadOnly}, 0
 }

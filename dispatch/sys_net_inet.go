@@ -11,6 +11,7 @@ import (
 
 	"github.com/kbox-project/kbox/inet"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -165,7 +166,7 @@ func (e *Engine) inetSendto(r *Request, s *inet.Sock, data []byte, name []byte, 
 		return errno(unix.EDESTADDRREQ, LKL)
 	}
 	if s.Stream() || len(name) == 0 {
-		gfd, en := guestEnd(r, r.Args[0])
+		gfd, en := inet.GuestEnd((*procFDs)(r.P), r.Args[0])
 		if en != 0 {
 			return errno(en, Host)
 		}
@@ -190,7 +191,7 @@ func (e *Engine) inetRecvfrom(r *Request, s *inet.Sock) Result {
 	if !s.Stream() {
 		return e.inetCall(r, s.RecvfromDgram)
 	}
-	gfd, en := guestEnd(r, r.Args[0])
+	gfd, en := inet.GuestEnd((*procFDs)(r.P), r.Args[0])
 	if en != 0 {
 		return errno(en, Host)
 	}
@@ -213,7 +214,7 @@ func (e *Engine) inetRecvfrom(r *Request, s *inet.Sock) Result {
 	}
 	finish := func(n int, err error, write func(uint64, []byte) error) (int64, unix.Errno) {
 		if err != nil {
-			return 0, errnoOf(err)
+			return 0, sysabi.Errno(err)
 		}
 		if write(bufArg, buf[:min(n, len(buf))]) != nil {
 			return 0, unix.EFAULT
@@ -233,7 +234,7 @@ func (e *Engine) inetRecvfrom(r *Request, s *inet.Sock) Result {
 		return int64(n), 0
 	}
 	n, _, _, _, err := unix.Recvmsg(gfd, buf, nil, flags|unix.MSG_DONTWAIT)
-	if err != unix.EAGAIN || flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd) {
+	if err != unix.EAGAIN || flags&unix.MSG_DONTWAIT != 0 || sysabi.Nonblocking(gfd) {
 		unix.Close(gfd)
 		v, en := finish(n, err, r.G.Write)
 		if en != 0 {
@@ -432,29 +433,4 @@ func (e *Engine) watched(r *Request, fd uint64) (found, standIn bool) {
 		return false, false
 	}
 	return e.Net.Watched(ino)
-}
-
-// guestEnd is kbox's copy of the guest's end (the caller closes it).
-func guestEnd(r *Request, fd uint64) (int, unix.Errno) {
-	hfd, err := r.P.getfd(int(int32(fd)))
-	if err != nil {
-		return -1, unix.EBADF
-	}
-	return hfd, 0
-}
-
-// nonblocking says whether a host fd has O_NONBLOCK set.
-func nonblocking(fd int) bool {
-	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-	return err == nil && fl&unix.O_NONBLOCK != 0
-}
-
-// guestGone reports whether the other end of kbox's end kfd of a host
-// socketpair is closed everywhere (POLLHUP), not just shut for writing.
-func guestGone(kfd int) bool {
-	pfd := [1]unix.PollFd{{Fd: int32(kfd), Events: unix.POLLIN | unix.POLLRDHUP}}
-	if n, err := unix.Poll(pfd[:], 0); err != nil || n != 1 {
-		return false
-	}
-	return pfd[0].Revents&unix.POLLHUP != 0
 }

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/sys/unix"
 )
@@ -116,10 +118,7 @@ func (s sock) unixDomain() bool {
 	return err == nil && dom == unix.AF_UNIX
 }
 
-func (s sock) nonblocking() bool {
-	fl, err := unix.FcntlInt(uintptr(s.fd), unix.F_GETFL, 0)
-	return err == nil && fl&unix.O_NONBLOCK != 0
-}
+func (s sock) nonblocking() bool { return sysabi.Nonblocking(s.fd) }
 
 // Kinds of socket addresses.
 const (
@@ -129,12 +128,8 @@ const (
 	addrPath            // a path
 )
 
-// sockaddrStorage is sizeof(struct sockaddr_storage), the most any
-// address may be; sockaddrUnix is sizeof(struct sockaddr_un).
-const (
-	sockaddrStorage = 128
-	sockaddrUnix    = 110
-)
+// sockaddrUnix is sizeof(struct sockaddr_un).
+const sockaddrUnix = 110
 
 type sockAddr struct {
 	raw  []byte
@@ -147,7 +142,7 @@ type sockAddr struct {
 // what it names.
 func readSockaddr(r *Request, addr, alen uint64) (sockAddr, unix.Errno) {
 	n := int64(int32(alen))
-	if n < 0 || n > sockaddrStorage {
+	if n < 0 || n > sysabi.SockaddrStorage {
 		return sockAddr{}, unix.EINVAL
 	}
 	a := sockAddr{raw: make([]byte, n)}
@@ -211,11 +206,11 @@ func (e *Engine) peerAddr(r *Request, a sockAddr) ([]byte, int, unix.Errno) {
 	}
 	switch {
 	case t.Bind != nil:
-		fd, err := t.Bind.open(t.Rel, unix.O_PATH, 0)
+		fd, err := t.Bind.Open(t.Rel, unix.O_PATH, 0)
 		if err != nil {
-			return nil, -1, errnoOf(err)
+			return nil, -1, sysabi.Errno(err)
 		}
-		return sockaddrPath(procFd(fd)), fd, 0
+		return sockaddrPath(guestpath.ProcFd(fd)), fd, 0
 	case t.Host:
 		return nil, -1, unix.ECONNREFUSED // no socket of a system route is the guest's
 	}
@@ -236,7 +231,7 @@ func (e *Engine) peerAddr(r *Request, a sockAddr) ([]byte, int, unix.Errno) {
 	if !found {
 		return nil, -1, unix.ECONNREFUSED
 	}
-	return sockaddrPath(procFd(fd)), fd, 0
+	return sockaddrPath(guestpath.ProcFd(fd)), fd, 0
 }
 
 // sysBind serves bind(2): unix names in the guest's filesystem, internet
@@ -280,7 +275,7 @@ func (e *Engine) bindPath(r *Request, s sock, p string) Result {
 		if t.Bind.ReadOnly {
 			return errno(unix.EROFS, Host)
 		}
-		dir, base, err := t.Bind.parent(t.Rel)
+		dir, base, err := t.Bind.Parent(t.Rel)
 		if err == unix.EBUSY {
 			return errno(unix.EADDRINUSE, Host) // the bind's own directory
 		}
@@ -340,7 +335,7 @@ func (e *Engine) binderPaths(r *Request, p string) (cd, mk, name string, en unix
 		return "", "", "", unix.EPERM
 	}
 	if !b.Chroot() {
-		c := Clean(r.P.Cwd(), p)
+		c := guestpath.Clean(r.P.Cwd(), p)
 		if len(c)-1 > len(unix.RawSockaddrUnix{}.Path) {
 			return "", "", "", unix.ENAMETOOLONG
 		}
@@ -557,7 +552,7 @@ func sysSendmsg(e *Engine, r *Request) Result {
 // same files). On error it closes s.
 func (e *Engine) readMsg(r *Request, s sock, addr uint64, flags int) (*sendJob, unix.Errno) {
 	j := &sendJob{s: s, flags: flags}
-	var mh [msghdrSize]byte
+	var mh [sysabi.MsghdrSize]byte
 	if err := r.G.Read(addr, mh[:]); err != nil {
 		j.close()
 		return nil, unix.EFAULT
@@ -570,7 +565,7 @@ func (e *Engine) readMsg(r *Request, s sock, addr uint64, flags int) (*sendJob, 
 		j.close()
 		return nil, en
 	}
-	if iovlen > uioMaxIOV {
+	if iovlen > sysabi.UioMaxIOV {
 		return fail(unix.EMSGSIZE)
 	}
 	if int32(namelen) < 0 {
@@ -634,16 +629,16 @@ func (e *Engine) readMsg(r *Request, s sock, addr uint64, flags int) (*sendJob, 
 func guestRights(r *Request, j *sendJob) unix.Errno {
 	le := binary.NativeEndian
 	oob := j.oob
-	for o := 0; o+cmsgHdr <= len(oob); {
+	for o := 0; o+sysabi.CmsgHdr <= len(oob); {
 		l := int(le.Uint64(oob[o:]))
-		if l < cmsgHdr || o+l > len(oob) {
+		if l < sysabi.CmsgHdr || o+l > len(oob) {
 			return unix.EINVAL
 		}
 		level, typ := int32(le.Uint32(oob[o+8:])), int32(le.Uint32(oob[o+12:]))
 		if level == unix.SOL_SOCKET {
 			switch typ {
 			case unix.SCM_RIGHTS:
-				for p := o + cmsgHdr; p+4 <= o+l; p += 4 {
+				for p := o + sysabi.CmsgHdr; p+4 <= o+l; p += 4 {
 					gfd := int32(le.Uint32(oob[p:]))
 					if gfd < 0 || isVirtual(r, uint64(uint32(gfd))) {
 						return unix.EBADF
@@ -658,14 +653,14 @@ func guestRights(r *Request, j *sendJob) unix.Errno {
 			case unix.SCM_CREDENTIALS:
 				// The kernel checks the pid against the sender's, kbox:
 				// the guest naming itself is kbox naming itself.
-				if l >= cmsgHdr+4 && int(int32(le.Uint32(oob[o+cmsgHdr:]))) == r.P.Tgid && !sockRoot {
-					le.PutUint32(oob[o+cmsgHdr:], uint32(kboxPid))
-				} else if l >= cmsgHdr+4 && !sockRoot {
+				if l >= sysabi.CmsgHdr+4 && int(int32(le.Uint32(oob[o+sysabi.CmsgHdr:]))) == r.P.Tgid && !sockRoot {
+					le.PutUint32(oob[o+sysabi.CmsgHdr:], uint32(kboxPid))
+				} else if l >= sysabi.CmsgHdr+4 && !sockRoot {
 					return unix.EPERM
 				}
 			}
 		}
-		o += cmsgAlign(l)
+		o += sysabi.CmsgAlign(l)
 	}
 	return 0
 }
@@ -674,7 +669,7 @@ func guestRights(r *Request, j *sendJob) unix.Errno {
 // would block, the first waits (as on Linux); a later one ends the call,
 // which reports how many were sent.
 func sysSendmmsg(e *Engine, r *Request) Result {
-	vlen := min(uint64(uint32(r.Args[2])), uioMaxIOV)
+	vlen := min(uint64(uint32(r.Args[2])), sysabi.UioMaxIOV)
 	flags := int(int32(r.Args[3]))
 	sent := 0
 	in := e.inetOf(r, r.Args[0])
@@ -683,7 +678,7 @@ func sysSendmmsg(e *Engine, r *Request) Result {
 		if en != 0 {
 			return sentOr(sent, en)
 		}
-		addr := r.Args[1] + i*mmsghdrSize
+		addr := r.Args[1] + i*sysabi.MmsghdrSize
 		j, en := e.readMsg(r, s, addr, flags)
 		if en != 0 {
 			return sentOr(sent, en)
@@ -717,7 +712,7 @@ func sysSendmmsg(e *Engine, r *Request) Result {
 		}
 		var n [4]byte
 		binary.NativeEndian.PutUint32(n[:], uint32(res.Val))
-		if err := r.G.Write(addr+msghdrSize, n[:]); err != nil {
+		if err := r.G.Write(addr+sysabi.MsghdrSize, n[:]); err != nil {
 			return sentOr(sent, unix.EFAULT)
 		}
 		sent++
@@ -736,7 +731,7 @@ func (e *Engine) sendOne(r *Request, j *sendJob, addr uint64) Result {
 		}
 		var b [4]byte
 		binary.NativeEndian.PutUint32(b[:], uint32(n))
-		if p.Write(addr+msghdrSize, b[:]) != nil {
+		if p.Write(addr+sysabi.MsghdrSize, b[:]) != nil {
 			p.ReplyErrno(unix.EFAULT)
 			return
 		}

@@ -12,7 +12,9 @@ import (
 	"sync"
 
 	"github.com/kbox-project/kbox/elfload"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,7 +66,7 @@ func machine() elf.Machine {
 // host route (/proc, /sys, /dev) is executed.
 func (e *Engine) loadFile(p string) ([]byte, execKey, unix.Errno) {
 	if b := e.bindOf(p); b != nil {
-		return loadBindFile(b, bindTarget(b, p).Rel)
+		return loadBindFile(b, b.Target(p).Rel)
 	}
 	if _, onRoute := e.route(p); onRoute {
 		return nil, execKey{}, unix.EACCES
@@ -105,7 +107,7 @@ func (e *Engine) loadImageFile(p string) ([]byte, execKey, unix.Errno) {
 		return nil, k, unix.EACCES
 	}
 	if err := e.Shadows.SyncInode(st.Dev, st.Ino); err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	if st, err = lkl.Fstat(int(fd)); err != nil {
 		return nil, k, unix.EIO
@@ -137,16 +139,16 @@ const stNoexec = 0x8
 // filesystem not mounted noexec, as the host kernel would require of an
 // execve. Its content is then read through kbox's own /proc/self/fd link
 // of that fd, which reaches exactly that inode.
-func loadBindFile(b *Bind, rel string) ([]byte, execKey, unix.Errno) {
+func loadBindFile(b *guestpath.Bind, rel string) ([]byte, execKey, unix.Errno) {
 	var k execKey
-	pfd, err := b.openIn(rel, unix.O_PATH, 0)
+	pfd, err := b.OpenIn(rel, unix.O_PATH, 0)
 	if err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	defer unix.Close(pfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(pfd, &st); err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
 		return nil, k, unix.EACCES // directories and special files too
@@ -155,16 +157,16 @@ func loadBindFile(b *Bind, rel string) ([]byte, execKey, unix.Errno) {
 	if err := unix.Fstatfs(pfd, &sfs); err != nil || sfs.Flags&stNoexec != 0 {
 		return nil, k, unix.EACCES
 	}
-	if err := unix.Access(procFd(pfd), unix.X_OK); err != nil {
-		return nil, k, errnoOf(err)
+	if err := unix.Access(guestpath.ProcFd(pfd), unix.X_OK); err != nil {
+		return nil, k, sysabi.Errno(err)
 	}
-	fd, err := unix.Open(procFd(pfd), unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(guestpath.ProcFd(pfd), unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, k, errnoOf(err)
+		return nil, k, sysabi.Errno(err)
 	}
 	if st.Size > MaxExecSize {
 		return nil, k, unix.E2BIG
@@ -177,7 +179,7 @@ func loadBindFile(b *Bind, rel string) ([]byte, execKey, unix.Errno) {
 			continue
 		}
 		if err != nil {
-			return nil, k, errnoOf(err)
+			return nil, k, sysabi.Errno(err)
 		}
 		if n == 0 {
 			return nil, k, unix.EIO // shrunk while read
@@ -185,17 +187,6 @@ func loadBindFile(b *Bind, rel string) ([]byte, execKey, unix.Errno) {
 		off += n
 	}
 	return buf, k, 0
-}
-
-// errnoOf is err's errno, EIO if it has none (0 for nil).
-func errnoOf(err error) unix.Errno {
-	if err == nil {
-		return 0
-	}
-	if en, isErrno := err.(unix.Errno); isErrno {
-		return en
-	}
-	return unix.EIO
 }
 
 // image is a file read for execution, and what it is.
@@ -290,7 +281,7 @@ func (e *Engine) programOf(p string) (prog, loader *image, en unix.Errno) {
 	case elfload.Static:
 		return prog, nil, 0
 	}
-	loader, en = e.loadImage(Clean("/", prog.info.Interp))
+	loader, en = e.loadImage(guestpath.Clean("/", prog.info.Interp))
 	switch {
 	case en == unix.ENOEXEC:
 		return nil, nil, unix.ELIBBAD
@@ -317,7 +308,7 @@ type Program struct {
 // image's) and its interpreter, checked as execve checks them (ENOENT,
 // EACCES, ENOEXEC for a script, ELIBBAD). The caller closes it.
 func (e *Engine) ReadProgram(p string) (*Program, unix.Errno) {
-	p = Clean("/", p)
+	p = guestpath.Clean("/", p)
 	prog, loader, en := e.programOf(p)
 	if en != 0 {
 		return nil, en
@@ -411,7 +402,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	}
 	// fexecve: execveat(fd, "", AT_EMPTY_PATH) runs the file fd is.
 	byFd := given == "" && flags&unix.AT_EMPTY_PATH != 0 && dirfd != unix.AT_FDCWD
-	var t Target
+	var t guestpath.Target
 	if byFd {
 		t, en = e.fdTarget(r, dirfd)
 	} else {
@@ -454,7 +445,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	}
 	run := t.LKLPath()
 	if file.info.Kind == elfload.Script {
-		x.Script, x.ScriptInterp, x.ScriptArg = true, Clean("/", file.info.ScriptInterp), file.info.ScriptArg
+		x.Script, x.ScriptInterp, x.ScriptArg = true, guestpath.Clean("/", file.info.ScriptInterp), file.info.ScriptArg
 		run = x.ScriptInterp
 	}
 	if x.prog, x.loader, en = e.programOf(run); en != 0 {
@@ -503,7 +494,7 @@ func (e *Engine) nestedScript(interp string) unix.Errno {
 		if im.info.Kind != elfload.Script {
 			return unix.ENOEXEC
 		}
-		p = Clean("/", im.info.ScriptInterp)
+		p = guestpath.Clean("/", im.info.ScriptInterp)
 	}
 	return unix.ELOOP
 }
@@ -511,32 +502,32 @@ func (e *Engine) nestedScript(interp string) unix.Errno {
 // fdTarget is the file a guest fd is, for fexecve: a virtual fd's image
 // path, a shadow's image file (its node's path), or a host file
 // of a bind or a host route. The file is looked up again by that path.
-func (e *Engine) fdTarget(r *Request, fd int32) (Target, unix.Errno) {
+func (e *Engine) fdTarget(r *Request, fd int32) (guestpath.Target, unix.Errno) {
 	if r.P.FDs.IsVirtual(int(fd)) {
 		ent, found := r.P.FDs.Get(int(fd))
 		switch {
 		case !found:
-			return Target{}, unix.EBADF
+			return guestpath.Target{}, unix.EBADF
 		case ent.File.Host:
 			// An O_PATH fd of a bind (hostPathFd), or a dup of a
 			// guest host fd: a bind's file, or nothing to run.
-			p, en := e.hostLinkPath(procFd(ent.File.HostFd))
+			p, en := e.hostLinkPath(guestpath.ProcFd(ent.File.HostFd))
 			if en != 0 {
-				return Target{}, en
+				return guestpath.Target{}, en
 			}
 			return e.classify(r, p)
 		}
 		return e.classify(r, ent.File.Path) // an image file, or one of /proc
 	}
 	if fd < 0 {
-		return Target{}, unix.EBADF
+		return guestpath.Target{}, unix.EBADF
 	}
 	if n := e.Shadows.OfGuestFd(r.P.Tgid, int(fd)); n != nil {
-		return Target{Path: n.Path()}, 0
+		return guestpath.Target{Path: n.Path()}, 0
 	}
 	p, en := e.hostFdPath(r, int(fd))
 	if en != 0 {
-		return Target{}, en
+		return guestpath.Target{}, en
 	}
 	return e.classify(r, p)
 }
@@ -573,12 +564,12 @@ func sysExecveat(e *Engine, r *Request) Result {
 // proc (mounted outside the guest's root); without one it returns p.
 func (e *Engine) canonical(p string) string {
 	if b := e.bindOf(p); b != nil {
-		fd, err := b.openIn(bindTarget(b, p).Rel, unix.O_PATH, 0)
+		fd, err := b.OpenIn(b.Target(p).Rel, unix.O_PATH, 0)
 		if err != nil {
 			return p
 		}
 		defer unix.Close(fd)
-		l, err := os.Readlink(procFd(fd))
+		l, err := os.Readlink(guestpath.ProcFd(fd))
 		if err != nil {
 			return p
 		}

@@ -139,6 +139,24 @@ const (
 // Own reports whether the in-process tier answers the syscall itself.
 func (i InProc) Own() bool { return i >= OwnMemory && i <= OwnProcess }
 
+// FDs says where a syscall's fds are: which argument names one, and
+// whether its result is a new one. The in-process tiers' fd guard takes
+// its lists from it (trap/cont.go): a closed fd of the guest's range is
+// EBADF (FDArg0) or a bad dirfd (Dirfd0, Dirfd1), and a new fd is moved
+// into the guest's range (NewFD).
+type FDs uint8
+
+const (
+	// FDArg0: argument 0 is an fd.
+	FDArg0 FDs = 1 << iota
+	// Dirfd0: argument 0 is the directory fd of an *at call.
+	Dirfd0
+	// Dirfd1: argument 1 is (symlinkat's).
+	Dirfd1
+	// NewFD: the result is a new fd.
+	NewFD
+)
+
 // NetIoctls are the ioctl commands notified on host fds too when the
 // guest has a network: FIONREAD (SIOCINQ) and SIOCOUTQ (TIOCOUTQ) of an
 // internet socket count LKL's queue as well as its pair's (inet/msg.go).
@@ -181,6 +199,7 @@ type Syscall struct {
 	Errno  unix.Errno // Refused, Absent
 	Facts  Facts
 	InProc InProc // the in-process tiers, where they differ
+	FDs    FDs    // where its fds are (the in-process tiers' fd guard)
 	Why    string
 }
 

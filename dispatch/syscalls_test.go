@@ -131,6 +131,12 @@ func TestSyscallEntriesAreConsistent(t *testing.T) {
 		if s.InProc > Inline {
 			t.Errorf("%s: InProc %d", s.Name, s.InProc)
 		}
+		if s.FDs&(FDArg0|Dirfd0|Dirfd1)&(s.FDs&(FDArg0|Dirfd0|Dirfd1)-1) != 0 {
+			t.Errorf("%s: FDs %b names more than one fd argument", s.Name, s.FDs)
+		}
+		if s.FDs&^(FDArg0|Dirfd0|Dirfd1|NewFD) != 0 {
+			t.Errorf("%s: FDs %b", s.Name, s.FDs)
+		}
 	}
 }
 
@@ -164,5 +170,30 @@ func TestServedSyscalls(t *testing.T) {
 		if !Handled(int(nr)) {
 			t.Errorf("%s: no handler for %s (%d)", a.Name, n, nr)
 		}
+	}
+}
+
+// TestFDsColumn: the table says where the fds of the calls the in-process
+// tiers' fd guard checks are (trap/cont.go takes its lists from it).
+func TestFDsColumn(t *testing.T) {
+	want := map[string]FDs{
+		"read": FDArg0, "close": FDArg0, "dup3": FDArg0, "epoll_ctl": FDArg0, "fchdir": FDArg0,
+		"openat": NewFD | Dirfd0, "openat2": NewFD | Dirfd0, "open": NewFD, "socket": NewFD,
+		"accept4": NewFD | FDArg0, "pidfd_getfd": NewFD, "memfd_secret": NewFD,
+		"newfstatat": Dirfd0, "statx": Dirfd0, "execveat": Dirfd0, "symlinkat": Dirfd1,
+		"getpid": 0, "pipe2": 0, "stat": 0, "mmap": 0,
+	}
+	n := 0
+	for i := range table {
+		s := &table[i]
+		if f, listed := want[s.Name]; listed {
+			n++
+			if s.FDs != f {
+				t.Errorf("%s: FDs %b, want %b", s.Name, s.FDs, f)
+			}
+		}
+	}
+	if n != len(want) {
+		t.Errorf("%d of the %d names are in the table", n, len(want))
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -153,7 +155,7 @@ func lklPathOnly(lklfd int) bool {
 }
 
 // xattrProcObj is the file of t, a node of the guest's /proc.
-func (e *Engine) xattrProcObj(r *Request, t Target, nofollow bool) (xattrObj, unix.Errno) {
+func (e *Engine) xattrProcObj(r *Request, t guestpath.Target, nofollow bool) (xattrObj, unix.Errno) {
 	if n := t.Proc; !nofollow && t.Tail == "" && n.Kind == procfs.Link && n.Fd != nil {
 		// An fd's link: the very file the fd is (an O_PATH fd of a
 		// symlink is the symlink), not its path followed again; the
@@ -301,7 +303,7 @@ func hostXattr(c *xattrCall, o *xattrObj, cr *Cred) (int, []byte, unix.Errno) {
 	case xattrRemove:
 		err = unix.Removexattr(o.path, c.name)
 	}
-	return n, buf, errnoOf(err)
+	return n, buf, sysabi.Errno(err)
 }
 
 // userNames returns the names of the host file at path that go to it
@@ -310,7 +312,7 @@ func userNames(path string) ([]byte, unix.Errno) {
 	for range 8 {
 		n, err := unix.Listxattr(path, nil)
 		if err != nil {
-			return nil, errnoOf(err)
+			return nil, sysabi.Errno(err)
 		}
 		all := make([]byte, n)
 		n, err = unix.Listxattr(path, all)
@@ -318,7 +320,7 @@ func userNames(path string) ([]byte, unix.Errno) {
 			continue // the list grew meanwhile
 		}
 		if err != nil {
-			return nil, errnoOf(err)
+			return nil, sysabi.Errno(err)
 		}
 		var out []byte
 		for _, name := range bytes.SplitAfter(all[:n], []byte{0}) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/lklready"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -175,7 +176,7 @@ func (s *Sock) Accept(r *Req, flags int) Result {
 		}
 		return errno(unix.EINVAL, LKL)
 	}
-	gfd, en := guestEnd(r, r.Args[0])
+	gfd, en := GuestEnd(r.G, r.Args[0])
 	if en != 0 {
 		return errno(en, Host)
 	}
@@ -192,9 +193,9 @@ func (s *Sock) Accept(r *Req, flags int) Result {
 		}
 	}
 	try := func() (*Sock, int, []byte, unix.Errno) {
-		addr := make([]byte, sockaddrStorage)
+		addr := make([]byte, sysabi.SockaddrStorage)
 		alen := make([]byte, 4)
-		binary.NativeEndian.PutUint32(alen, sockaddrStorage)
+		binary.NativeEndian.PutUint32(alen, sysabi.SockaddrStorage)
 		if s.n.full() {
 			return nil, -1, nil, unix.ENFILE // the connection stays queued, as Linux's
 		}
@@ -211,7 +212,7 @@ func (s *Sock) Accept(r *Req, flags int) Result {
 			lkl.Close(int(nfd))
 			return nil, -1, nil, en
 		}
-		a := addr[:min(binary.NativeEndian.Uint32(alen), sockaddrStorage)]
+		a := addr[:min(binary.NativeEndian.Uint32(alen), sysabi.SockaddrStorage)]
 		ns.mu.Lock()
 		ns.connected = true
 		ns.mu.Unlock()
@@ -252,7 +253,7 @@ func (s *Sock) Accept(r *Req, flags int) Result {
 		ns.hint(r.G.Holder(), nfd)
 		return answered(int64(nfd), LKL)
 	}
-	if le != unix.EAGAIN || nonblocking(gfd) {
+	if le != unix.EAGAIN || sysabi.Nonblocking(gfd) {
 		unix.Close(gfd)
 		return errno(le, LKL)
 	}
@@ -303,7 +304,7 @@ func (s *Sock) Accept(r *Req, flags int) Result {
 				}
 				nfd, err := p.AddFD(gend, cloexec)
 				if err != nil {
-					p.ReplyErrno(errnoOf(err))
+					p.ReplyErrno(sysabi.Errno(err))
 					return
 				}
 				ns.hint(proc, nfd)

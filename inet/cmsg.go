@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,7 +35,7 @@ type lklMsg struct {
 }
 
 func newLKLMsg(data, name, ctl []byte) *lklMsg {
-	m := &lklMsg{hdr: make([]byte, msghdrSize), iov: make([]byte, 16), data: data, name: name, ctl: ctl}
+	m := &lklMsg{hdr: make([]byte, sysabi.MsghdrSize), iov: make([]byte, 16), data: data, name: name, ctl: ctl}
 	le := binary.NativeEndian
 	le.PutUint64(m.iov[0:], uint64(ptrOr0(data)))
 	le.PutUint64(m.iov[8:], uint64(len(data)))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/lklready"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,7 +36,7 @@ func (s *Sock) Connect(r *Req) Result {
 	s.settleConnect()
 	s.mu.Lock()
 	switch {
-	case s.connecting && !nonblocking(gfd):
+	case s.connecting && !sysabi.Nonblocking(gfd):
 		// Linux: a blocking connect on a connecting socket (an earlier
 		// one interrupted) waits for it and gives its result.
 		done := s.connDone
@@ -75,7 +76,7 @@ func (s *Sock) Connect(r *Req) Result {
 	// would accept.) The end is found again to give back its send
 	// buffer (guestCopy).
 	junk := holdUnwritable(gfd, s)
-	nb := nonblocking(gfd)
+	nb := sysabi.Nonblocking(gfd)
 	var timeout time.Duration // SO_SNDTIMEO (also set on the guest's end): a blocking connect's limit
 	if tv, err := unix.GetsockoptTimeval(gfd, unix.SOL_SOCKET, unix.SO_SNDTIMEO); err == nil && !nb {
 		timeout = time.Duration(tv.Sec)*time.Second + time.Duration(tv.Usec)*time.Microsecond
@@ -165,7 +166,7 @@ func (s *Sock) Connect(r *Req) Result {
 		// The wait looks for a signal itself (watchInterrupt's check,
 		// without a goroutine and a ticker of its own per connect).
 		// SO_SNDTIMEO ends the wait with EINPROGRESS, as on Linux,
-		// to the next interruptTick; LKL's connect goes on.
+		// to the next sysabi.InterruptTick; LKL's connect goes on.
 		watching, start := true, time.Now()
 		le := connect(func() {
 			if !watching {
@@ -244,11 +245,11 @@ const handshakeTick = 1000
 // awaitHandshake waits for LKL's connect in progress on s to end and
 // returns its result: 0, or the error SO_ERROR gives (ECONNABORTED if
 // the socket was shut meanwhile without one). A non-nil tick is called
-// every interruptTick of the wait.
+// every sysabi.InterruptTick of the wait.
 func (s *Sock) awaitHandshake(tick func()) unix.Errno {
 	every := time.Duration(handshakeTick) * time.Millisecond
 	if tick != nil {
-		every = interruptTick
+		every = sysabi.InterruptTick
 	}
 	next := time.Now().Add(every)
 	for {

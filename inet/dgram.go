@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"time"
 
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -99,7 +100,7 @@ func (s *Sock) put(d []byte, e dgramSrc) bool {
 		}
 		s.qmu.Unlock()
 		pfd := []unix.PollFd{{Fd: int32(s.kfd), Events: unix.POLLOUT}}
-		unix.Poll(pfd, int(interruptTick/time.Millisecond))
+		unix.Poll(pfd, int(sysabi.InterruptTick/time.Millisecond))
 		s.mu.Lock()
 		closed := s.closed
 		s.mu.Unlock()

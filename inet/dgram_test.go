@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"testing"
+
+	"github.com/kbox-project/kbox/sysabi"
 )
 
 // TestLocateDatagram: which queued source belongs to the datagram kbox
@@ -47,8 +49,8 @@ func TestLocateDatagram(t *testing.T) {
 // Linux's put_cmsg does: whole messages, a cut last one, MSG_CTRUNC.
 func TestControls(t *testing.T) {
 	msg := func(typ int32, data int) []byte {
-		b := make([]byte, cmsgAlign(cmsgHdr+data))
-		binary.NativeEndian.PutUint64(b, uint64(cmsgHdr+data))
+		b := make([]byte, sysabi.CmsgAlign(sysabi.CmsgHdr+data))
+		binary.NativeEndian.PutUint64(b, uint64(sysabi.CmsgHdr+data))
 		binary.NativeEndian.PutUint32(b[8:], 0)
 		binary.NativeEndian.PutUint32(b[12:], uint32(typ))
 		return b

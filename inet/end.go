@@ -8,6 +8,7 @@ import (
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/lklready"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -103,7 +104,7 @@ func (n *Net) listenerGone() bool {
 	n.lmu.Lock()
 	defer n.lmu.Unlock()
 	for s := range n.lsocks {
-		if guestGone(s.kfd) {
+		if sysabi.GuestGone(s.kfd) {
 			return true
 		}
 	}
@@ -130,7 +131,7 @@ func (n *Net) settleLocalPeer(peer []byte) {
 		}
 	}
 	n.mu.Unlock()
-	name := make([]byte, sockaddrStorage+4)
+	name := make([]byte, sysabi.SockaddrStorage+4)
 	for _, c := range cs {
 		c.mu.Lock()
 		connecting := c.connecting
@@ -138,11 +139,11 @@ func (n *Net) settleLocalPeer(peer []byte) {
 		if !connecting {
 			continue
 		}
-		binary.NativeEndian.PutUint32(name[sockaddrStorage:], sockaddrStorage)
-		if _, le := netCall(lkl.SysGetsockname, uintptr(c.lfd), lkl.Ptr(name[:sockaddrStorage]), lkl.Ptr(name[sockaddrStorage:]), 0, 0, 0); le != 0 {
+		binary.NativeEndian.PutUint32(name[sysabi.SockaddrStorage:], sysabi.SockaddrStorage)
+		if _, le := netCall(lkl.SysGetsockname, uintptr(c.lfd), lkl.Ptr(name[:sysabi.SockaddrStorage]), lkl.Ptr(name[sysabi.SockaddrStorage:]), 0, 0, 0); le != 0 {
 			continue
 		}
-		l := min(binary.NativeEndian.Uint32(name[sockaddrStorage:]), sockaddrStorage)
+		l := min(binary.NativeEndian.Uint32(name[sysabi.SockaddrStorage:]), sysabi.SockaddrStorage)
 		if !bytes.Equal(name[:l], peer) {
 			continue
 		}

@@ -1,8 +1,7 @@
 package inet
 
 import (
-	"time"
-
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -118,21 +117,10 @@ func ok(v int64, d Disp) Result                  { return Result{Val: v, Disp: d
 func answered(v int64, d Disp) Result            { return Result{Action: Answered, Val: v, Disp: d} }
 func deferred(d Disp) Result                     { return Result{Action: Deferred, Disp: d} }
 func errno(en unix.Errno, d Disp) Result         { return Result{Errno: en, Disp: d} }
-func fail(err error, d Disp) Result              { return errno(errnoOf(err), d) }
+func fail(err error, d Disp) Result              { return errno(sysabi.Errno(err), d) }
 func native() Result                             { return Result{Action: Native, Disp: Host} }
 func (n *Net) late(answer func())                { n.engine().Late(answer) }
 func (n *Net) intrErrno(timeout bool) unix.Errno { return n.engine().IntrErrno(timeout) }
-
-// errnoOf is err's errno (EIO for an error that is none).
-func errnoOf(err error) unix.Errno {
-	if err == nil {
-		return 0
-	}
-	if en, isErrno := err.(unix.Errno); isErrno {
-		return en
-	}
-	return unix.EIO
-}
 
 // engineBox holds the engine in Net.eng.
 type engineBox struct{ Engine }
@@ -153,21 +141,6 @@ func (n *Net) engine() Engine {
 	return nil
 }
 
-// The guest's ABI (x86_64 and arm64 alike), as dispatch knows it too.
-const (
-	sockaddrStorage = 128 // struct sockaddr_storage
-	msghdrSize      = 56  // struct msghdr
-	mmsghdrSize     = 64  // struct mmsghdr
-	uioMaxIOV       = 1024
-	cmsgHdr         = 16 // struct cmsghdr
-)
-
-func cmsgAlign(n int) int { return (n + 7) &^ 7 }
-
-// interruptTick is how often a deferred call looks for a signal (the
-// engine's own waits look as often).
-const interruptTick = 100 * time.Millisecond
-
 // Reader reads guest memory.
 type Reader interface {
 	Read(addr uint64, b []byte) error
@@ -177,7 +150,7 @@ type Reader interface {
 // above sockaddr_storage, EFAULT).
 func ReadAddr(g Reader, addr, alen uint64) ([]byte, unix.Errno) {
 	n := int64(int32(alen))
-	if n < 0 || n > sockaddrStorage {
+	if n < 0 || n > sysabi.SockaddrStorage {
 		return nil, unix.EINVAL
 	}
 	b := make([]byte, max(n, 1))

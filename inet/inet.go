@@ -38,6 +38,7 @@ import (
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/lklready"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -184,9 +185,10 @@ func (n *Net) Lookup(ino uint64) *Sock {
 	return n.byIno[ino]
 }
 
-// guestEnd is kbox's copy of the guest's end (the caller closes it).
-func guestEnd(r *Req, fd uint64) (int, unix.Errno) {
-	hfd, err := r.G.FD(int(int32(fd)))
+// GuestEnd is kbox's copy of the guest's end, its fd fd of holder h
+// (the caller closes it): EBADF when h has no such fd.
+func GuestEnd(h Holder, fd uint64) (int, unix.Errno) {
+	hfd, err := h.FD(int(int32(fd)))
 	if err != nil {
 		return -1, unix.EBADF
 	}
@@ -318,9 +320,9 @@ func (s *Sock) Name(r *Req, nr uintptr) Result {
 	if nr == lkl.SysGetpeername && s.settlePeerReset() {
 		return errno(unix.ENOTCONN, LKL) // reset and ended: no LKL socket now
 	}
-	buf := make([]byte, sockaddrStorage)
+	buf := make([]byte, sysabi.SockaddrStorage)
 	alen := make([]byte, 4)
-	binary.NativeEndian.PutUint32(alen, sockaddrStorage)
+	binary.NativeEndian.PutUint32(alen, sysabi.SockaddrStorage)
 	if _, le := lkl.Syscall6(nr, uintptr(s.lfd), lkl.Ptr(buf), lkl.Ptr(alen), 0, 0, 0); le != 0 {
 		return errno(le, LKL)
 	}
@@ -427,7 +429,7 @@ func (s *Sock) Setsockopt(r *Req) Result {
 		s.endOpts = true
 		s.sndbufSet = s.sndbufSet || sndbuf
 		s.mu.Unlock()
-		if gfd, en := guestEnd(r, r.Args[0]); en == 0 {
+		if gfd, en := GuestEnd(r.G, r.Args[0]); en == 0 {
 			if sndbuf {
 				unix.SetsockoptString(gfd, level, unix.SO_SNDBUF, string(buf[:olen]))
 			} else {
@@ -441,7 +443,7 @@ func (s *Sock) Setsockopt(r *Req) Result {
 
 // lklConnected says whether LKL socket fd has a peer (getpeername).
 func lklConnected(fd int) bool {
-	var sa [sockaddrStorage]byte
+	var sa [sysabi.SockaddrStorage]byte
 	l := uint32(len(sa))
 	_, le := lkl.Syscall6(lkl.SysGetpeername, uintptr(fd), lkl.Ptr(sa[:]), lkl.PtrOf(&l), 0, 0, 0)
 	runtime.KeepAlive(&sa)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,7 +40,7 @@ type recvSpec struct {
 // EFAULT, EMSGSIZE beyond UIO_MAXIOV iovecs, EINVAL for a negative name
 // or iovec length.
 func readRecvSpec(r *Req, addr uint64) (recvSpec, unix.Errno) {
-	var mh [msghdrSize]byte
+	var mh [sysabi.MsghdrSize]byte
 	if err := r.G.Read(addr, mh[:]); err != nil {
 		return recvSpec{}, unix.EFAULT
 	}
@@ -47,7 +48,7 @@ func readRecvSpec(r *Req, addr uint64) (recvSpec, unix.Errno) {
 	sp := recvSpec{hdr: addr, name: le.Uint64(mh[0:]), namelen: int32(le.Uint32(mh[8:])), namelenAt: addr + 8,
 		control: le.Uint64(mh[32:]), controllen: le.Uint64(mh[40:])}
 	iov, iovlen := le.Uint64(mh[16:]), le.Uint64(mh[24:])
-	if iovlen > uioMaxIOV {
+	if iovlen > sysabi.UioMaxIOV {
 		return recvSpec{}, unix.EMSGSIZE
 	}
 	if sp.name != 0 && sp.namelen < 0 {
@@ -106,7 +107,7 @@ func (m *recvMsgs) recvOne(gfd int, sp *recvSpec, write func(uint64, []byte) err
 		n, src, err = m.s.recvDatagram(gfd, *bp, peek)
 	}
 	if err != nil {
-		return 0, errnoOf(err)
+		return 0, sysabi.Errno(err)
 	}
 	var a []byte
 	if src != nil {
@@ -192,7 +193,7 @@ func (m *recvMsgs) errOne(sp *recvSpec, write func(uint64, []byte) error) (int, 
 	bp := pumpBufs.Get().(*[]byte)
 	defer pumpBufs.Put(bp)
 	buf := (*bp)[:min(sp.total, uint64(len(*bp)))]
-	name := make([]byte, sockaddrStorage)
+	name := make([]byte, sysabi.SockaddrStorage)
 	ctl := make([]byte, pumpCtrl)
 	fl := m.flags&(unix.MSG_ERRQUEUE|unix.MSG_PEEK|unix.MSG_TRUNC) | unix.MSG_DONTWAIT
 	n, alen, clen, rflags, le := lklRecvmsg(m.s.lfd, buf, name, ctl, fl)
@@ -227,17 +228,17 @@ func (m *recvMsgs) controls(sp *recvSpec, ctrl []byte, write func(uint64, []byte
 	if len(ctrl) == 0 {
 		return 0, false
 	}
-	if sp.control == 0 || sp.controllen < cmsgHdr {
+	if sp.control == 0 || sp.controllen < sysabi.CmsgHdr {
 		return 0, true
 	}
 	room := int(min(sp.controllen, 1<<20))
 	out := make([]byte, 0, min(room, len(ctrl)))
 	trunc := false
-	for c := ctrl; len(c) >= cmsgHdr; {
+	for c := ctrl; len(c) >= sysabi.CmsgHdr; {
 		l := int(binary.NativeEndian.Uint64(c))
-		step := min(cmsgAlign(l), len(c))
+		step := min(sysabi.CmsgAlign(l), len(c))
 		left := room - len(out)
-		if left < cmsgHdr {
+		if left < sysabi.CmsgHdr {
 			trunc = true
 			break
 		}
@@ -295,7 +296,7 @@ func (m *recvMsgs) step(gfd int, write func(uint64, []byte) error) (v int64, en 
 		}
 		var b [4]byte
 		binary.NativeEndian.PutUint32(b[:], uint32(n))
-		if write(sp.hdr+msghdrSize, b[:]) != nil {
+		if write(sp.hdr+sysabi.MsghdrSize, b[:]) != nil {
 			return int64(m.got), unix.EFAULT, true
 		}
 		m.got++
@@ -330,7 +331,7 @@ func (s *Sock) serveRecv(r *Req, m *recvMsgs, gfd int) Result {
 			if p.Valid() != nil {
 				return // the guest went (or the trap tier took it out for a signal)
 			}
-			wait := interruptTick
+			wait := sysabi.InterruptTick
 			if !limit.IsZero() {
 				left := time.Until(limit)
 				if left <= 0 {
@@ -406,12 +407,12 @@ func (s *Sock) RecvfromDgram(r *Req) Result {
 			return errno(unix.EINVAL, Host)
 		}
 	}
-	gfd, en := guestEnd(r, r.Args[0])
+	gfd, en := GuestEnd(r.G, r.Args[0])
 	if en != 0 {
 		return errno(en, Host)
 	}
 	m := &recvMsgs{s: s, specs: []recvSpec{sp}, single: true, flags: flags,
-		nonblock: flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)}
+		nonblock: flags&unix.MSG_DONTWAIT != 0 || sysabi.Nonblocking(gfd)}
 	return s.serveRecv(r, m, gfd)
 }
 
@@ -442,7 +443,7 @@ func (n *Net) anyGone() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, s := range n.byIno {
-		if s.kfd >= 0 && guestGone(s.kfd) {
+		if s.kfd >= 0 && sysabi.GuestGone(s.kfd) {
 			return true
 		}
 	}
@@ -490,7 +491,7 @@ func (s *Sock) Queued(r *Req, cmd uint32) (int, unix.Errno) {
 		}
 		kq, err := unix.IoctlGetInt(kfd, unix.SIOCINQ)
 		if err != nil {
-			return 0, errnoOf(err)
+			return 0, sysabi.Errno(err)
 		}
 		if s.typ != unix.SOCK_STREAM {
 			return kq + lq, 0
@@ -502,7 +503,7 @@ func (s *Sock) Queued(r *Req, cmd uint32) (int, unix.Errno) {
 		// The SYN counts as one byte acknowledged.
 		return kq + int(max(s.fromGuestBytes.Load()-max(acked-1, 0), 0)), 0
 	}
-	gfd, en := guestEnd(r, r.Args[0])
+	gfd, en := GuestEnd(r.G, r.Args[0])
 	if en != 0 {
 		return 0, en
 	}
@@ -516,7 +517,7 @@ func (s *Sock) Queued(r *Req, cmd uint32) (int, unix.Errno) {
 	}
 	gq, err := unix.IoctlGetInt(gfd, unix.SIOCINQ)
 	if err != nil {
-		return 0, errnoOf(err)
+		return 0, sysabi.Errno(err)
 	}
 	return gq + lq, 0
 }
@@ -547,13 +548,13 @@ func (s *Sock) Recvmsg(r *Req) Result {
 	if en != 0 {
 		return errno(en, Host)
 	}
-	gfd, en := guestEnd(r, r.Args[0])
+	gfd, en := GuestEnd(r.G, r.Args[0])
 	if en != 0 {
 		return errno(en, Host)
 	}
 	flags := int(int32(r.Args[2]))
 	m := &recvMsgs{s: s, specs: []recvSpec{sp}, single: true, flags: flags,
-		nonblock: flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)}
+		nonblock: flags&unix.MSG_DONTWAIT != 0 || sysabi.Nonblocking(gfd)}
 	return s.serveRecv(r, m, gfd)
 }
 
@@ -563,7 +564,7 @@ func (s *Sock) Recvmsg(r *Req) Result {
 // each datagram, as Linux does.
 func (s *Sock) Recvmmsg(r *Req) Result {
 	flags := int(int32(r.Args[3]))
-	vlen := min(uint64(uint32(r.Args[2])), uioMaxIOV)
+	vlen := min(uint64(uint32(r.Args[2])), sysabi.UioMaxIOV)
 	m := &recvMsgs{s: s, flags: flags}
 	if r.Args[4] != 0 {
 		var ts [16]byte
@@ -577,7 +578,7 @@ func (s *Sock) Recvmmsg(r *Req) Result {
 		m.deadline = time.Now().Add(time.Duration(sec)*time.Second + time.Duration(nsec))
 	}
 	for i := uint64(0); i < vlen; i++ {
-		sp, en := readRecvSpec(r, r.Args[1]+i*mmsghdrSize)
+		sp, en := readRecvSpec(r, r.Args[1]+i*sysabi.MmsghdrSize)
 		if en != 0 {
 			return errno(en, Host)
 		}
@@ -586,10 +587,10 @@ func (s *Sock) Recvmmsg(r *Req) Result {
 	if len(m.specs) == 0 {
 		return ok(0, Host)
 	}
-	gfd, en := guestEnd(r, r.Args[0])
+	gfd, en := GuestEnd(r.G, r.Args[0])
 	if en != 0 {
 		return errno(en, Host)
 	}
-	m.nonblock = flags&unix.MSG_DONTWAIT != 0 || nonblocking(gfd)
+	m.nonblock = flags&unix.MSG_DONTWAIT != 0 || sysabi.Nonblocking(gfd)
 	return s.serveRecv(r, m, gfd)
 }

@@ -3,18 +3,13 @@ package inet
 import (
 	"os"
 
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
 // The pair behind an internet socket: the guest's end and kbox's end
 // (docs/networking.md, "Sockets and readiness"), made at socket(2) and
 // made again at the first connect or listen of a stream socket (renew).
-
-// nonblocking says whether a host fd has O_NONBLOCK set.
-func nonblocking(fd int) bool {
-	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-	return err == nil && fl&unix.O_NONBLOCK != 0
-}
 
 // pairSendBuf is the send buffer asked for the guest's end of a stream
 // socket's pair (the kernel doubles it; an unprivileged process gets at
@@ -62,14 +57,14 @@ func hostPair(typ int) (gend, kfd int, ino uint64, en unix.Errno) {
 	}
 	p, err := unix.Socketpair(unix.AF_UNIX, ptype|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, -1, 0, errnoOf(err)
+		return -1, -1, 0, sysabi.Errno(err)
 	}
 	gend, kfd = p[0], p[1]
 	var st unix.Stat_t
 	if err := unix.Fstat(gend, &st); err != nil {
 		unix.Close(gend)
 		unix.Close(kfd)
-		return -1, -1, 0, errnoOf(err)
+		return -1, -1, 0, sysabi.Errno(err)
 	}
 	unix.SetNonblock(kfd, true)
 	if typ == unix.SOCK_STREAM {
@@ -90,7 +85,7 @@ func hostPair(typ int) (gend, kfd int, ino uint64, en unix.Errno) {
 // kbox serves none of its calls. It returns a copy of the guest's end
 // (new or not) for the caller to close.
 func (s *Sock) renew(r *Req) (int, unix.Errno) {
-	old, en := guestEnd(r, r.Args[0])
+	old, en := GuestEnd(r.G, r.Args[0])
 	if en != 0 {
 		return -1, en
 	}
@@ -149,7 +144,7 @@ func (s *Sock) renew(r *Req) (int, unix.Errno) {
 		// reads EOF and its writes fail). kbox's new end reports
 		// POLLHUP once gend closes: the reaper ends the socket.
 		unix.Close(gend)
-		return -1, errnoOf(err)
+		return -1, sysabi.Errno(err)
 	}
 	return gend, 0
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/lklready"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -101,7 +102,7 @@ func (s *Sock) pumpFromGuest(junk int) {
 				s.unreadClose = true
 				s.mu.Unlock()
 			}
-			if s.typ == unix.SOCK_STREAM && !guestGone(s.kfd) {
+			if s.typ == unix.SOCK_STREAM && !sysabi.GuestGone(s.kfd) {
 				// The guest's shutdown(SHUT_WR). After its last
 				// close, LKL's close ends the connection as
 				// Linux's does (a FIN, or a reset with SO_LINGER
@@ -202,7 +203,7 @@ func (s *Sock) pumpToGuest() {
 	bp := pumpBufs.Get().(*[]byte)
 	defer pumpBufs.Put(bp)
 	buf := *bp
-	addr := make([]byte, sockaddrStorage)
+	addr := make([]byte, sysabi.SockaddrStorage)
 	ctl := make([]byte, pumpCtrl)
 	var alen, clen int
 	errs := 0          // errors in a row, with no datagram and no wait between
@@ -338,21 +339,7 @@ func sockError(le unix.Errno) bool {
 // peerShut reports whether the guest's end of kbox's end kfd is shut for
 // writing or closed: a datagram pair's read of 0 is then its end, not
 // an empty datagram.
-func peerShut(kfd int) bool { return endEvents(kfd)&(unix.POLLRDHUP|unix.POLLHUP) != 0 }
-
-// guestGone reports whether the guest's end of kbox's end kfd is closed
-// everywhere (POLLHUP), not just shut for writing.
-func guestGone(kfd int) bool { return endEvents(kfd)&unix.POLLHUP != 0 }
-
-// endEvents is what poll reports at once of kbox's end kfd, asked for
-// POLLIN and POLLRDHUP (0 when it fails).
-func endEvents(kfd int) int16 {
-	pfd := [1]unix.PollFd{{Fd: int32(kfd), Events: unix.POLLIN | unix.POLLRDHUP}}
-	if n, err := unix.Poll(pfd[:], 0); err != nil || n != 1 {
-		return 0
-	}
-	return pfd[0].Revents
-}
+func peerShut(kfd int) bool { return sysabi.EndEvents(kfd)&(unix.POLLRDHUP|unix.POLLHUP) != 0 }
 
 // resetGuest ends a stream socket that LKL's peer reset: the guest's end
 // reads what it holds, then ECONNRESET once, then EOF, as a reset TCP

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/lklready"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -108,7 +109,7 @@ func (n *Net) resetLately(name string) bool {
 
 // lklSockName is LKL socket fd's name (nr: getsockname or getpeername).
 func lklSockName(fd int, nr uintptr) (string, bool) {
-	var sa [sockaddrStorage]byte
+	var sa [sysabi.SockaddrStorage]byte
 	l := uint32(len(sa))
 	_, le := netCall(nr, uintptr(fd), lkl.Ptr(sa[:]), lkl.PtrOf(&l), 0, 0, 0)
 	runtime.KeepAlive(&sa)

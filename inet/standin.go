@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -136,17 +137,17 @@ func (n *Net) standIn(lfd, family int, nonblock bool) (s *Sock, sfd int, en unix
 	}
 	sfd, err := unix.Socket(unix.AF_INET, typ, 0)
 	if err != nil {
-		return nil, -1, errnoOf(err)
+		return nil, -1, sysabi.Errno(err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(sfd, &st); err != nil {
 		unix.Close(sfd)
-		return nil, -1, errnoOf(err)
+		return nil, -1, sysabi.Errno(err)
 	}
 	wd, err := unix.InotifyAddWatch(ifd, fdPath(sfd), unix.IN_CLOSE)
 	if err != nil {
 		unix.Close(sfd)
-		return nil, -1, errnoOf(err)
+		return nil, -1, sysabi.Errno(err)
 	}
 	s = &Sock{n: n, lfd: lfd, kfd: -1, ino: st.Ino, family: family, typ: unix.SOCK_STREAM, fresh: true}
 	if en := n.addReady(s); en != 0 {

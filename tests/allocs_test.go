@@ -8,6 +8,7 @@ import (
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/dispatch/dispatchtest"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/rootfs"
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +18,7 @@ func init() {
 	// stat, access and a read-only open of a cached image file.
 	helpers["dispatch-allocs"] = func(img string, ro bool) error {
 		return withRoot(img, ro, func(*rootfs.Root) error {
-			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", dispatch.CPURoute}, Dev: true})
+			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", guestpath.CPURoute}, Dev: true})
 			defer eng.Shadows.Close()
 			g, err := dispatchtest.New(4096)
 			if err != nil {

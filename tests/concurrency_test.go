@@ -12,6 +12,7 @@ import (
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/dispatch/dispatchtest"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/rootfs"
 	"golang.org/x/sys/unix"
 )
@@ -52,7 +53,7 @@ func init() {
 	// race detector fails it on any unsynchronised access.
 	helpers["engine-concurrent"] = func(img string, ro bool) error {
 		return withRoot(img, ro, func(*rootfs.Root) error {
-			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", dispatch.CPURoute}, Dev: true, RootID: true})
+			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", guestpath.CPURoute}, Dev: true, RootID: true})
 			eng.Tier = execOK{}
 			var served sync.Map
 			eng.Observe = func(*dispatch.Request, *dispatch.Result, time.Duration) {}

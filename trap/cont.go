@@ -3,6 +3,8 @@
 package trap
 
 import (
+	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +23,7 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 		th.die.Store(true)
 		return
 	case unix.SYS_CLOSE:
-		th.ret(-int64(errnoOf(t.fds.release(fd0))))
+		th.ret(-int64(sysabi.ErrnoOr(t.fds.release(fd0), unix.EMFILE)))
 		return
 	case unix.SYS_CLOSE_RANGE:
 		th.closeRange(uint32(a[0]), uint32(a[1]), a[2])
@@ -49,7 +51,7 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 			return
 		}
 		if err := t.fds.install(fd0, nfd, flags&unix.O_CLOEXEC != 0); err != nil {
-			th.fail(errnoOf(err))
+			th.fail(sysabi.ErrnoOr(err, unix.EMFILE))
 			return
 		}
 		th.ret(int64(nfd))
@@ -119,7 +121,7 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 
 func (th *thread) retFD(fd int, err error) {
 	if err != nil {
-		th.fail(errnoOf(err))
+		th.fail(sysabi.ErrnoOr(err, unix.EMFILE))
 		return
 	}
 	th.ret(int64(fd))
@@ -146,46 +148,23 @@ func (th *thread) closeRange(lo, hi uint32, flags uint64) {
 	th.ret(0)
 }
 
-// makesFD are the syscalls whose result is a new fd.
-var makesFD = func() []bool {
-	m := make([]bool, 512)
-	for _, nr := range []int{unix.SYS_OPEN, unix.SYS_OPENAT, unix.SYS_OPENAT2, unix.SYS_CREAT, unix.SYS_SOCKET,
-		unix.SYS_ACCEPT, unix.SYS_ACCEPT4, unix.SYS_INOTIFY_INIT, unix.SYS_INOTIFY_INIT1, unix.SYS_FANOTIFY_INIT,
-		unix.SYS_USERFAULTFD, unix.SYS_PERF_EVENT_OPEN, unix.SYS_PIDFD_OPEN, unix.SYS_PIDFD_GETFD,
-		unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_OPEN_TREE, unix.SYS_FSOPEN, unix.SYS_FSMOUNT, unix.SYS_FSPICK,
-		unix.SYS_MQ_OPEN, unix.SYS_MEMFD_SECRET} {
-		m[nr] = true
+// makesFD are the syscalls whose result is a new fd; fdArg0 those whose
+// first argument is an fd; dirfdArg those with a directory fd (the *at
+// family) at the index given plus one. All from the table's FDs.
+var makesFD, fdArg0, dirfdArg = func() ([]bool, []bool, []uint8) {
+	m, f, d := make([]bool, dispatch.MaxNr), make([]bool, dispatch.MaxNr), make([]uint8, dispatch.MaxNr)
+	for nr := range dispatch.MaxNr {
+		fds := dispatch.Lookup(nr).FDs
+		m[nr] = fds&dispatch.NewFD != 0
+		f[nr] = fds&dispatch.FDArg0 != 0
+		switch {
+		case fds&dispatch.Dirfd0 != 0:
+			d[nr] = 1
+		case fds&dispatch.Dirfd1 != 0:
+			d[nr] = 2
+		}
 	}
-	return m
-}()
-
-// fdArg0 are syscalls whose first argument is an fd; dirfdArg those with
-// a directory fd (the *at family) at the index given plus one.
-var fdArg0, dirfdArg = func() ([]bool, []uint8) {
-	f := make([]bool, 512)
-	for _, nr := range []int{unix.SYS_READ, unix.SYS_WRITE, unix.SYS_PREAD64, unix.SYS_PWRITE64, unix.SYS_READV,
-		unix.SYS_WRITEV, unix.SYS_PREADV, unix.SYS_PWRITEV, unix.SYS_PREADV2, unix.SYS_PWRITEV2, unix.SYS_FSTAT,
-		unix.SYS_LSEEK, unix.SYS_IOCTL, unix.SYS_FCNTL, unix.SYS_FLOCK, unix.SYS_FSYNC, unix.SYS_FDATASYNC,
-		unix.SYS_FTRUNCATE, unix.SYS_GETDENTS, unix.SYS_GETDENTS64, unix.SYS_FCHDIR, unix.SYS_FCHMOD,
-		unix.SYS_FCHOWN, unix.SYS_FSTATFS, unix.SYS_FADVISE64, unix.SYS_READAHEAD, unix.SYS_FGETXATTR,
-		unix.SYS_FSETXATTR, unix.SYS_FLISTXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_SYNC_FILE_RANGE,
-		unix.SYS_FALLOCATE, unix.SYS_SYNCFS, unix.SYS_CONNECT, unix.SYS_BIND, unix.SYS_LISTEN, unix.SYS_ACCEPT,
-		unix.SYS_ACCEPT4, unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME, unix.SYS_SENDTO, unix.SYS_RECVFROM,
-		unix.SYS_SENDMSG, unix.SYS_RECVMSG, unix.SYS_SHUTDOWN, unix.SYS_SETSOCKOPT, unix.SYS_GETSOCKOPT,
-		unix.SYS_EPOLL_CTL, unix.SYS_EPOLL_WAIT, unix.SYS_EPOLL_PWAIT, unix.SYS_DUP, unix.SYS_DUP2,
-		unix.SYS_DUP3, unix.SYS_CLOSE} {
-		f[nr] = true
-	}
-	d := make([]uint8, 512)
-	for _, nr := range []int{unix.SYS_OPENAT, unix.SYS_OPENAT2, unix.SYS_MKDIRAT, unix.SYS_MKNODAT,
-		unix.SYS_FCHOWNAT, unix.SYS_FUTIMESAT, unix.SYS_NEWFSTATAT, unix.SYS_UNLINKAT, unix.SYS_RENAMEAT,
-		unix.SYS_RENAMEAT2, unix.SYS_LINKAT, unix.SYS_READLINKAT, unix.SYS_FCHMODAT, unix.SYS_FACCESSAT,
-		unix.SYS_FACCESSAT2, unix.SYS_UTIMENSAT, unix.SYS_STATX, unix.SYS_EXECVEAT, unix.SYS_NAME_TO_HANDLE_AT,
-		unix.SYS_FCHMODAT2} {
-		d[nr] = 1
-	}
-	d[unix.SYS_SYMLINKAT] = 2
-	return f, d
+	return m, f, d
 }()
 
 // checkFDs answers EBADF for a closed guest fd (a placeholder, which the

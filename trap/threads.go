@@ -3,6 +3,7 @@
 package trap
 
 import (
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,7 +28,7 @@ func sysClone(th *thread, a *[6]uint64) bool {
 	}
 	nt, err := t.newThread()
 	if err != nil {
-		th.fail(errnoOf(err))
+		th.fail(sysabi.ErrnoOr(err, unix.EMFILE))
 		return true
 	}
 	nt.k.Gregs = th.k.Gregs

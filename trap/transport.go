@@ -3,6 +3,7 @@
 package trap
 
 import (
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -241,7 +242,7 @@ func nativeFD(th *thread, a *[6]uint64) bool {
 	}
 	fd, err := tr.fds.move(int(r))
 	if err != nil {
-		th.fail(errnoOf(err))
+		th.fail(sysabi.ErrnoOr(err, unix.EMFILE))
 		return true
 	}
 	th.ret(int64(fd))
@@ -265,7 +266,7 @@ func pairFDs(th *thread, nr int, a [6]uint64, out uint64) bool {
 			} else {
 				unix.Close(int(fds[1]))
 			}
-			th.fail(errnoOf(err))
+			th.fail(sysabi.ErrnoOr(err, unix.EMFILE))
 			return true
 		}
 		got[i] = int32(fd)
@@ -293,16 +294,6 @@ func sysPipe(th *thread, a *[6]uint64) bool {
 
 func sysSocketpair(th *thread, a *[6]uint64) bool {
 	return pairFDs(th, unix.SYS_SOCKETPAIR, *a, a[3])
-}
-
-func errnoOf(err error) unix.Errno {
-	if err == nil {
-		return 0
-	}
-	if en, ok := err.(unix.Errno); ok {
-		return en
-	}
-	return unix.EMFILE
 }
 
 // Thread and process state.

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/rootfs"
 	"golang.org/x/sys/unix"
 )
@@ -16,7 +16,7 @@ var reservedRoutes = []string{"/proc", "/sys", "/dev"}
 func hostRoutes(root *rootfs.Root) []string {
 	routes := []string{"/proc"}
 	if root.Mounted("/sys") {
-		routes = append(routes, dispatch.CPURoute)
+		routes = append(routes, guestpath.CPURoute)
 	}
 	return routes
 }
@@ -24,17 +24,17 @@ func hostRoutes(root *rootfs.Root) []string {
 // openBinds checks the -b binds and opens their host directories. A bad
 // guest path is a usage error (exit 2); a missing or non-directory host
 // path a setup error (exit 125).
-func openBinds(o *ImageOptions) ([]*dispatch.Bind, error) {
+func openBinds(o *ImageOptions) ([]*guestpath.Bind, error) {
 	var guests []string
 	for _, b := range o.Binds {
 		guests = append(guests, b.Dst)
 	}
-	if err := dispatch.CheckBindGuests(guests, reservedRoutes); err != nil {
+	if err := guestpath.CheckBindGuests(guests, reservedRoutes); err != nil {
 		return nil, usagef("%v", err)
 	}
-	var out []*dispatch.Bind
+	var out []*guestpath.Bind
 	for _, b := range o.Binds {
-		ob, err := dispatch.OpenBind(b.Src, b.Dst, b.ReadOnly)
+		ob, err := guestpath.OpenBind(b.Src, b.Dst, b.ReadOnly)
 		if err != nil {
 			closeBinds(out)
 			return nil, err
@@ -44,7 +44,7 @@ func openBinds(o *ImageOptions) ([]*dispatch.Bind, error) {
 	return out, nil
 }
 
-func closeBinds(binds []*dispatch.Bind) {
+func closeBinds(binds []*guestpath.Bind) {
 	for _, b := range binds {
 		unix.Close(b.Root)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
@@ -115,7 +116,7 @@ func runImage(args []string) int {
 }
 
 // bootAndRun boots the kernel on the image, runs the guest and unmounts.
-func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, error) {
+func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, error) {
 	gnet, err := addNetDev(o) // before boot
 	if err != nil {
 		return 0, err
@@ -163,7 +164,7 @@ func bootAndRun(o *ImageOptions, binds []*dispatch.Bind, ag *agentRun) (int, err
 	return runGuest(o, root, binds, ag, gnet)
 }
 
-func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *agentRun, gnet *guestNet) (int, error) {
+func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *agentRun, gnet *guestNet) (int, error) {
 	lkl.SetStarting(false) // the guest may run from here: a panic ends kbox
 	path, err := findProgram(o.Command[0], o.WorkDir, guestPath, binds)
 	if err != nil {
@@ -179,7 +180,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*dispatch.Bind, ag *ag
 		Binds:      binds,
 		Policy:     o.Agent.Policy, // --policy (policy.go)
 	}
-	if err := dispatch.CheckBindsInImage(binds); err != nil {
+	if err := guestpath.CheckBindsInImage(binds); err != nil {
 		return 0, err
 	}
 	if o.ChangeID != nil {
@@ -300,9 +301,9 @@ func guestEnv(o *ImageOptions) []string {
 // findProgram finds a command in the image or a bind: a path with a slash
 // as given (relative to the work dir), otherwise the first executable
 // regular file on PATH.
-func findProgram(name, workdir, searchPath string, binds []*dispatch.Bind) (string, error) {
+func findProgram(name, workdir, searchPath string, binds []*guestpath.Bind) (string, error) {
 	stat := func(p string) (uint32, error) {
-		if b := dispatch.BindOf(binds, p); b != nil {
+		if b := guestpath.BindOf(binds, p); b != nil {
 			st, err := b.Stat(p)
 			return st.Mode, err
 		}
@@ -310,14 +311,14 @@ func findProgram(name, workdir, searchPath string, binds []*dispatch.Bind) (stri
 		return st.Mode, err
 	}
 	if strings.Contains(name, "/") {
-		p := dispatch.Clean(workdir, name)
+		p := guestpath.Clean(workdir, name)
 		if _, err := stat(p); err != nil {
 			return "", err
 		}
 		return p, nil
 	}
 	for _, dir := range strings.Split(searchPath, ":") {
-		p := dispatch.Clean("/", dir+"/"+name)
+		p := guestpath.Clean("/", dir+"/"+name)
 		if mode, err := stat(p); err == nil && mode&unix.S_IFMT == unix.S_IFREG && mode&0o111 != 0 {
 			return p, nil
 		}

@@ -1,0 +1,237 @@
+package guestpath
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// The guest's /dev (docs/guest-view.md, "/dev and /sys"): what a device
+// node opens, by its numbers, and kbox's private devpts instance at
+// /dev/pts. dispatch/dev.go serves the opens with these.
+
+// PtsDir is where the guest sees kbox's devpts instance.
+const PtsDir = "/dev/pts"
+
+// UnderPts reports a clean guest path at or beneath PtsDir.
+func UnderPts(p string) bool { return p == PtsDir || strings.HasPrefix(p, PtsDir+"/") }
+
+// A Mounter mounts a private devpts instance and returns an O_PATH fd of
+// its root (shadowfd.Manager.Devpts).
+type Mounter interface {
+	Devpts() (int, error)
+}
+
+// Devpts is kbox's private devpts instance, mounted on first use.
+type Devpts struct {
+	once sync.Once
+	bind *Bind  // the instance as a bind of PtsDir; nil without one
+	dev  uint64 // the instance's device number
+}
+
+// Bind returns the devpts instance shown at /dev/pts, mounting it with m
+// on first use, or nil when no instance could be mounted (one warning
+// says why).
+func (d *Devpts) Bind(m Mounter) *Bind {
+	d.once.Do(func() {
+		fd, err := m.Devpts()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kbox: warning: no private devpts instance (%v): the guest has no pseudo-terminals (/dev/ptmx fails with ENODEV, /dev/pts is empty)\n", err)
+			return
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			fmt.Fprintf(os.Stderr, "kbox: warning: no private devpts instance (%v)\n", err)
+			return
+		}
+		d.bind = &Bind{Host: "devpts", Guest: PtsDir, Root: fd, Ino: st.Ino}
+		d.dev = st.Dev
+	})
+	return d.bind
+}
+
+// Holds reports a guest path in the instance, once it is mounted.
+func (d *Devpts) Holds(p string) bool {
+	return d.bind != nil && UnderPts(p)
+}
+
+// GuestPath maps the /proc fd link of a host fd whose target is link
+// to its guest path when the file is in the devpts instance: the
+// instance is attached nowhere, so the host names its files "/N".
+func (d *Devpts) GuestPath(procLink, link string) (string, bool) {
+	if d.bind == nil || !strings.HasPrefix(link, "/") {
+		return "", false
+	}
+	var st unix.Stat_t
+	if unix.Stat(procLink, &st) != nil || st.Dev != d.dev {
+		return "", false
+	}
+	if link == "/" {
+		return PtsDir, true
+	}
+	return PtsDir + link, true
+}
+
+// IsDevice reports a character or block device's file type.
+func IsDevice(mode uint32) bool {
+	ft := mode & unix.S_IFMT
+	return ft == unix.S_IFCHR || ft == unix.S_IFBLK
+}
+
+// hostDevs are the host devices a guest's device node may open, by number.
+var hostDevs = map[uint64]string{
+	unix.Mkdev(1, 3): "/dev/null",
+	unix.Mkdev(1, 5): "/dev/zero",
+	unix.Mkdev(1, 7): "/dev/full",
+	unix.Mkdev(1, 8): "/dev/random",
+	unix.Mkdev(1, 9): "/dev/urandom",
+}
+
+// HostDev returns the host device a guest's device node of number rdev
+// opens, "" if none.
+func HostDev(rdev uint64) string { return hostDevs[rdev] }
+
+// Device numbers kbox serves itself.
+var (
+	DevTTY  = unix.Mkdev(5, 0)
+	DevPtmx = unix.Mkdev(5, 2)
+)
+
+// OpenHostDev opens the host's device at path, which must be the
+// character device rdev.
+func OpenHostDev(path string, rdev uint64, flags int) (int, error) {
+	fd, err := unix.Open(path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != rdev {
+		unix.Close(fd)
+		return -1, unix.ENXIO
+	}
+	return fd, nil
+}
+
+// OpenCtty opens the controlling terminal of guest process tgid, as
+// /dev/tty does: the terminal whose number is tty_nr in its /proc/PID/stat
+// (ENXIO when it has none). The terminal is reopened through a file that
+// refers to it: one of the process's own fds, else one of kbox's (the
+// terminal kbox was started on), else the pty of that number in kbox's
+// devpts instance (pts, asked only then). A terminal found nowhere: ENXIO.
+func OpenCtty(tgid, flags int, pts func() *Bind) (int, error) {
+	tty := CttyOf(tgid)
+	if tty == 0 {
+		return -1, unix.ENXIO
+	}
+	reopen := func(link string) (int, bool) {
+		var st unix.Stat_t
+		if unix.Stat(link, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != tty {
+			return -1, false
+		}
+		fd, err := unix.Open(link, flags|unix.O_CLOEXEC, 0)
+		return fd, err == nil
+	}
+	dir := "/proc/" + strconv.Itoa(tgid) + "/fd/"
+	if ents, err := os.ReadDir(dir); err == nil {
+		for _, ent := range ents {
+			if fd, ok := reopen(dir + ent.Name()); ok {
+				return fd, nil
+			}
+		}
+	}
+	for fd := 0; fd <= 2; fd++ {
+		if hfd, ok := reopen(ProcFd(fd)); ok {
+			return hfd, nil
+		}
+	}
+	if major := unix.Major(tty); major >= 136 && major <= 143 {
+		if b := pts(); b != nil {
+			n := (major-136)<<8 | unix.Minor(tty)
+			fd, err := b.OpenIn(strconv.FormatUint(uint64(n), 10), flags|unix.O_NOFOLLOW, 0)
+			if err == nil {
+				var st unix.Stat_t
+				if unix.Fstat(fd, &st) == nil && st.Rdev == tty {
+					return fd, nil
+				}
+				unix.Close(fd)
+			}
+		}
+	}
+	return -1, unix.ENXIO
+}
+
+// CttyOf returns the device number of process pid's controlling terminal
+// (tty_nr in /proc/PID/stat), 0 when it has none.
+func CttyOf(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	return TtyNr(string(b))
+}
+
+// TtyNr returns tty_nr of a /proc/PID/stat line, 0 if it has none.
+func TtyNr(stat string) uint64 {
+	// "pid (comm) state ppid pgrp session tty_nr ...": comm may hold
+	// spaces and parentheses, the last ")" ends it.
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 5 {
+		return 0
+	}
+	n, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return uint64(n)
+}
+
+// MaxFdHops bounds nested /dev/fd/N paths in one call, as the kernel
+// bounds symlinks (ELOOP).
+const MaxFdHops = 40
+
+// DevFd returns the guest fd named by the clean guest path abs through
+// kbox's /dev/fd/N or /dev/std*, and the path beneath it ("" for the fd
+// itself); fd -1 is /dev/fd itself.
+func DevFd(abs string) (int, string, bool) {
+	if !strings.HasPrefix(abs, "/dev/") {
+		return 0, "", false
+	}
+	var s string
+	switch name, rest, _ := strings.Cut(abs[len("/dev/"):], "/"); name {
+	case "fd":
+		if rest == "" {
+			return -1, "", true // the directory
+		}
+		s = rest
+	case "stdin":
+		s = joinRel("0", rest)
+	case "stdout":
+		s = joinRel("1", rest)
+	case "stderr":
+		s = joinRel("2", rest)
+	default:
+		return 0, "", false
+	}
+	num, rest, _ := strings.Cut(s, "/")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || strconv.Itoa(n) != num {
+		return 0, "", false // not an fd: LKL says ENOENT
+	}
+	return n, rest, true
+}
+
+func joinRel(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "/" + b
+}

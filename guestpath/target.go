@@ -1,0 +1,91 @@
+package guestpath
+
+import (
+	"path"
+	"strings"
+
+	"github.com/kbox-project/kbox/procfs"
+)
+
+// Target is a resolved path: in the image (LKL) or on a host route.
+type Target struct {
+	Host bool
+	// Path is the normalized absolute guest path.
+	Path string
+	// Route and Rel locate a host target: the route prefix and the path
+	// beneath it.
+	Route, Rel string
+	// Bind is the bind holding a host target, nil on a system route.
+	Bind *Bind
+	// Proc is a /proc path that kbox answers itself (package procfs,
+	// dispatch/procnode.go). Host is
+	// set and Route empty, so that a handler that does not serve nodes
+	// reaches nothing.
+	Proc *procfs.Node
+	// Tail is "/" or "/." when the guest's path ended so: Path is clean,
+	// LKLPath puts it back, so that LKL judges it as Linux does ("file/"
+	// is ENOTDIR, open("new/", O_CREAT) EISDIR, mkdir("a/b/") works). A
+	// host target has it at the end of Rel instead.
+	Tail string
+	// Fd, when above 0, says that Path is /dev/fd/N (N = Fd-1), or
+	// /dev/stdin, stdout or stderr (N = 0, 1, 2), with kbox's /dev: the
+	// caller's own fd N when the link is followed (dispatch/devfd.go).
+	// FdDir says Path is /dev/fd, the link to /proc/self/fd.
+	Fd    int
+	FdDir bool
+}
+
+// LKLPath is the path to give LKL: Path with the guest's trailing slash.
+func (t *Target) LKLPath() string {
+	if t.Tail == "" {
+		return t.Path
+	}
+	return t.Path + t.Tail
+}
+
+// DirTail returns the trailing "/" or "/." of a guest path, if any.
+func DirTail(p string) string {
+	switch {
+	case strings.HasSuffix(p, "/"):
+		return "/"
+	case strings.HasSuffix(p, "/."):
+		return "/."
+	}
+	return ""
+}
+
+// Clean normalizes a guest path lexically: absolute, no . or .., no double
+// slashes; .. at the root stays at the root, so no lexical path leaves the
+// image. (Symlinks inside the image are resolved by LKL under its chroot.)
+func Clean(cwd, p string) string {
+	if IsClean(p) {
+		return p // the common case, without allocating
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = cwd + "/" + p
+	}
+	return path.Clean("/" + p)
+}
+
+// IsClean reports whether p is already what Clean would return: absolute,
+// with no empty, "." or ".." component and no trailing slash.
+func IsClean(p string) bool {
+	if len(p) == 0 || p[0] != '/' {
+		return false
+	}
+	if len(p) == 1 {
+		return true
+	}
+	start := 1
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		switch p[start:i] {
+		case "", ".", "..":
+			return false
+		}
+		start = i + 1
+	}
+	return true
+}
