@@ -60,8 +60,9 @@ type Root struct {
 	// Warnings lists recommended mounts that the linked kernel or the image
 	// could not provide.
 	Warnings []string
-	// BootTime is the time from boot to a mounted, chrooted root.
-	BootTime time.Duration
+	// BootTime is the time from boot to a mounted, chrooted root, of
+	// which KernelTime the kernel's boot alone.
+	BootTime, KernelTime time.Duration
 	// Scratch describes the scratch disk behind /tmp, if one is mounted.
 	Scratch string
 
@@ -97,7 +98,7 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		dropBacking(backing)
 		return nil, err
 	}
-	r := &Root{Image: img, opt: opt, procFd: -1}
+	r := &Root{Image: img, opt: opt, procFd: -1, KernelTime: time.Since(start)}
 	fail := func(err error) (*Root, error) {
 		lkl.Halt()
 		dropBacking(backing)

@@ -97,6 +97,7 @@ func runImage(args []string) int {
 		return fail(err)
 	}
 	defer closeBinds(binds)
+	phases.mark("options+binds")
 	if !lkl.Available {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
 		return exitUsage
@@ -108,7 +109,10 @@ func runImage(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	phases.mark("agent")
 	status, err := ag.finish(bootAndRun(o, binds, ag))
+	phases.mark("finish")
+	phases.print()
 	if err != nil {
 		return fail(err)
 	}
@@ -130,11 +134,14 @@ func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, er
 	// From boot until the guest may run, a kernel panic starts kbox once
 	// more (lkl.SetStarting; runGuest ends it).
 	lkl.SetStarting(true)
+	phases.mark("image")
 	root, err := rootfs.Setup(img, ropt)
 	if err != nil {
 		img.Close()
 		return 0, err
 	}
+	phases.mark("mounts")
+	phases.split("boot", root.KernelTime)
 	if v := os.Getenv("KBOX_TEST_PANIC_AT_START"); v == "always" || v != "" && !lkl.Restarted() {
 		lkl.Panic() // tests only (docs/testing.md)
 	}
@@ -142,6 +149,7 @@ func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, er
 		if err := root.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "kbox: warning: %v\n", err)
 		}
+		phases.mark("unmount+halt")
 	}()
 	if o.Verbose {
 		fmt.Fprintf(os.Stderr, "kbox: booted and mounted %s in %v (mounts: %s)\n", o.Image, root.BootTime, strings.Join(root.Mounts, " "))
@@ -160,6 +168,7 @@ func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, er
 	if err := gnet.start(o, procDir); err != nil {
 		return 0, fmt.Errorf("--net: %w", err)
 	}
+	phases.mark("net")
 	defer gnet.close()
 	return runGuest(o, root, binds, ag, gnet)
 }
@@ -242,6 +251,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 		fmt.Fprintf(os.Stderr, "kbox: tier %s (%s)\n", o.SyscallMode, tierWhy(o))
 	}
 	ob.setTier(o.SyscallMode, tierWhy(o))
+	phases.mark("engine")
 	var status int
 	if inProcess(o.SyscallMode) {
 		status, err = runTrap(o, path, eng)
@@ -274,8 +284,10 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 			fmt.Fprintf(os.Stderr, "kbox: tier seccomp (%s)\n", tierWhy(o))
 		}
 	}
+	phases.mark("guest")
 	// A write-back that fails here lost data no guest call reported: kbox
 	// fails (exit status 125) rather than pass on the guest's status.
+	defer phases.mark("write-back")
 	if cerr := eng.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("writing the guest's files back to the image failed, their data is lost: %w", cerr)
 	}
