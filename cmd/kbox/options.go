@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/oci"
 	"github.com/kbox-project/kbox/scratchfs"
 	"github.com/kbox-project/kbox/usernet"
 )
@@ -48,6 +49,16 @@ type ImageOptions struct {
 	ReadOnly     bool
 	SyscallMode  string
 	TierWhy      string // why this tier runs (auto), for -v and --stats
+	// How the command, work dir and identity were given: an imported
+	// image's configuration fills in what the command line leaves out
+	// (imageconfig.go).
+	CommandFrom  string // "", "--" or "-c"
+	WorkDirGiven bool
+	RootIDGiven  bool
+	// ImageConfig is the configuration an import left in the image, nil
+	// for none; imageHome the HOME of its User.
+	ImageConfig *oci.Config
+	imageHome   string
 	// Trusted is --trusted: the user vouches for the program, so auto may
 	// run it inside kbox's process and trap or rewrite say nothing.
 	Trusted      bool
@@ -167,14 +178,14 @@ var imageOpts = []optSpec{
 		if !strings.HasPrefix(v, "/") {
 			return usagef("work dir %q must be an absolute guest path", v)
 		}
-		o.WorkDir = v
+		o.WorkDir, o.WorkDirGiven = v, true
 		return nil
 	}},
 	{"c", "command", true, false, func(o *ImageOptions, v string, _ bool) error {
 		if o.Command != nil {
 			return usagef("give the command once, with -c or after --")
 		}
-		o.Command = []string{"/bin/sh", "-c", v}
+		o.Command, o.CommandFrom = []string{"/bin/sh", "-c", v}, "-c"
 		return nil
 	}},
 	{"k", "cmdline", true, false, func(o *ImageOptions, v string, _ bool) error {
@@ -190,7 +201,7 @@ var imageOpts = []optSpec{
 		o.Binds = append(o.Binds, b)
 		return nil
 	}},
-	{"0", "root-id", false, false, func(o *ImageOptions, _ string, _ bool) error { o.RootID = true; return nil }},
+	{"0", "root-id", false, false, func(o *ImageOptions, _ string, _ bool) error { o.RootID, o.RootIDGiven = true, true; return nil }},
 	{"", "change-id", true, false, func(o *ImageOptions, v string, _ bool) error {
 		id, err := ParseID(v)
 		if err != nil {
@@ -336,7 +347,7 @@ func ParseImageArgs(args []string) (*ImageOptions, error) {
 			if o.Command != nil {
 				return nil, usagef("give the command once, with -c or after --")
 			}
-			o.Command = append([]string{}, args[i+1:]...)
+			o.Command, o.CommandFrom = append([]string{}, args[i+1:]...), "--"
 			if len(o.Command) == 0 {
 				return nil, usagef("no command after --")
 			}
