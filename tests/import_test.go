@@ -220,6 +220,13 @@ func TestImportLayers(t *testing.T) {
 	if _, err := os.Stat("/srv/escaped.txt"); err == nil {
 		t.Error("the import wrote /srv/escaped.txt on the host")
 	}
+	checkLayered(t, out, layers)
+}
+
+// checkLayered checks an image made from layeredImage: e2fsck finds it
+// clean, the guest sees the model's tree, debugfs agrees.
+func checkLayered(t *testing.T, out string, layers [][]testEntry) {
+	t.Helper()
 	assertCleanImage(t, out)
 
 	model := modelTree(layers)

@@ -227,3 +227,18 @@ func busyboxEntries(t testing.TB) []testEntry {
 	}
 	return es
 }
+
+func (im testImage) archOrHost() string {
+	if im.arch != "" {
+		return im.arch
+	}
+	return runtime.GOARCH
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
