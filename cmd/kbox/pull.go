@@ -8,8 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const pullUsage = `usage: kbox pull [options] REF [-o OUT.ext4]
-       kbox pull --prune
+const pullUsage = `usage: kbox pull [options] REF [-o OUT.ext4] | kbox pull --prune
 
 Pull an image from a registry (Docker Hub, GHCR, any distribution v2
 registry) into kbox's blob cache ($XDG_CACHE_HOME/kbox, else
