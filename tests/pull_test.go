@@ -200,3 +200,57 @@ func TestPullInterrupted(t *testing.T) {
 		t.Errorf("files left beside the output: %s", b)
 	}
 }
+
+// debianLayers downloads Debian packages (apt-get download, cached per
+// machine under $TMPDIR/kbox-test-debs) and returns each one's file tree
+// (dpkg-deb --fsys-tarfile) as a layer, or skips loudly.
+func debianLayers(t *testing.T, pkgs ...string) [][]byte {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), "kbox-test-debs")
+	os.MkdirAll(dir, 0o755)
+	var layers [][]byte
+	for _, p := range pkgs {
+		debs, _ := filepath.Glob(filepath.Join(dir, p+"_*.deb"))
+		if len(debs) == 0 {
+			cmd := exec.Command("apt-get", "download", p)
+			cmd.Dir = dir
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Skipf("SKIP (needs Debian's %s: apt-get download failed, no mirror?): %v\n%s", p, err, lastLines(string(b), 3))
+			}
+			debs, _ = filepath.Glob(filepath.Join(dir, p+"_*.deb"))
+		}
+		if len(debs) == 0 {
+			t.Skipf("SKIP (apt-get download %s made no %s_*.deb)", p, p)
+		}
+		b, err := exec.Command("dpkg-deb", "--fsys-tarfile", debs[0]).Output()
+		if err != nil {
+			t.Fatalf("dpkg-deb --fsys-tarfile %s: %v", debs[0], err)
+		}
+		layers = append(layers, b)
+	}
+	return layers
+}
+
+// TestPullDebianPython: an image of Debian's busybox-static and python3
+// packages, a layer per package, pushed, pulled and run: python3 -c by
+// the image's Cmd, busybox sh by the command line.
+func TestPullDebianPython(t *testing.T) {
+	base := startRegistry(t)
+	layers := debianLayers(t, "libc6", "libgcc-s1", "zlib1g", "libexpat1", "libpython3.11-minimal", "python3.11-minimal", "python3-minimal", "busybox-static")
+	pushImage(t, base, "test/python", "3", testImage{layers: layers, config: map[string]any{
+		"Env": []string{"PATH=/usr/bin:/bin", "GREETING=hello"},
+		"Cmd": []string{"python3", "-c", "import os, sys; print('python', sys.version_info[0], os.environ['GREETING'], os.getcwd())"},
+	}})
+	env, _ := pullEnv(t)
+	out := filepath.Join(t.TempDir(), "python.ext4")
+	if so, se, status := runKboxEnv(t, env, "pull", strings.TrimPrefix(base, "http://")+"/test/python:3", "-o", out); status != 0 {
+		t.Fatalf("pull: %d %s %s", status, so, se)
+	}
+	assertCleanImage(t, out)
+	if so, se, status := runKbox(t, "image", "-S", out); status != 0 || so != "python 3 hello /\n" {
+		t.Errorf("python3 by the image's Cmd: status %d, stdout %q, stderr %s", status, so, se)
+	}
+	if so, se, status := runKbox(t, "image", "-S", out, "--", "busybox", "sh", "-c", "echo $GREETING from $0; id -u"); status != 0 || so != "hello from sh\n0\n" {
+		t.Errorf("busybox sh: status %d, stdout %q, stderr %s", status, so, se)
+	}
+}
