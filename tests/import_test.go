@@ -4,6 +4,7 @@ package tests
 
 import (
 	"archive/tar"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // kbox import (docs/images.md): images built here from layers written
@@ -336,15 +339,23 @@ func TestImportFormats(t *testing.T) {
 			t.Errorf("%s gives another tree than %s:\n%s\n---\n%s", src, layout, l, first)
 		}
 	}
-	// A plain rootfs tarball, gzipped: one layer, taken as it is.
-	plain := filepath.Join(dir, "rootfs.tar.gz")
-	os.WriteFile(plain, gzipBytes(layerTar(t, busyboxEntries(t))), 0o644)
-	out := filepath.Join(dir, "plain.ext4")
-	importImage(t, plain, out)
-	if so, se, status := runKbox(t, "image", "-S", out, "--", "/bin/sh", "-c", "echo plain; cat /etc/group"); status != 0 || !strings.HasPrefix(so, "plain\nroot:x:0:\nstaff") {
-		t.Errorf("plain rootfs: %d %q %s", status, so, se)
+	// A plain rootfs tarball, gzipped or zstd-compressed: one layer,
+	// taken as it is.
+	tree := layerTar(t, busyboxEntries(t))
+	var zbuf bytes.Buffer
+	zw, _ := zstd.NewWriter(&zbuf)
+	zw.Write(tree)
+	zw.Close()
+	for name, data := range map[string][]byte{"rootfs.tar.gz": gzipBytes(tree), "rootfs.tar.zst": zbuf.Bytes()} {
+		plain := filepath.Join(dir, name)
+		os.WriteFile(plain, data, 0o644)
+		out := filepath.Join(dir, name+".ext4")
+		importImage(t, plain, out)
+		if so, se, status := runKbox(t, "image", "-S", out, "--", "/bin/sh", "-c", "echo plain; cat /etc/group"); status != 0 || !strings.HasPrefix(so, "plain\nroot:x:0:\nstaff") {
+			t.Errorf("%s: %d %q %s", name, status, so, se)
+		}
+		assertCleanImage(t, out)
 	}
-	assertCleanImage(t, out)
 }
 
 // TestImportConfig: the image's Entrypoint, Cmd, Env, WorkingDir and User
