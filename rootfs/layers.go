@@ -83,7 +83,7 @@ func ScanLayer(l *oci.Layer) (LayerStats, error) {
 		}
 		s.Entries++
 		switch h.Typeflag {
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
 			s.Blocks += (h.Size+4095)/4096 + 1 + h.Size/(128<<20) // data, extent tree
 		case tar.TypeDir:
 			s.Blocks++
@@ -168,7 +168,7 @@ func (a *applier) entry(h *tar.Header, data io.Reader) error {
 	switch h.Typeflag {
 	case tar.TypeXGlobalHeader:
 		return nil
-	case tar.TypeReg, tar.TypeRegA, tar.TypeDir, tar.TypeSymlink, tar.TypeLink, tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse, tar.TypeDir, tar.TypeSymlink, tar.TypeLink, tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
 	default:
 		a.skipped = append(a.skipped, fmt.Sprintf("%s (type %q)", h.Name, h.Typeflag))
 		return nil
@@ -213,7 +213,8 @@ func (a *applier) make(p string, h *tar.Header, data io.Reader) error {
 				err = nil // an existing directory is kept, and updated
 			}
 		}
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+		// archive/tar gives a sparse file's holes as zeros.
 		return a.writeFile(p, h, data)
 	case tar.TypeSymlink:
 		err = lkl.Symlink(h.Linkname, p)

@@ -254,3 +254,29 @@ func TestPullDebianPython(t *testing.T) {
 		t.Errorf("busybox sh: status %d, stdout %q, stderr %s", status, so, se)
 	}
 }
+
+// TestImageDockerRef: kbox image -S docker://REF pulls into the cache,
+// runs on a temporary image with the image's config, and removes it.
+func TestImageDockerRef(t *testing.T) {
+	base := startRegistry(t)
+	im := markerImage(t, "", "docker-ref")
+	im.config = map[string]any{"Cmd": []string{"/bin/cat", "/marker"}}
+	pushImage(t, base, "test/run", "v1", im)
+	env, cache := pullEnv(t)
+	tmp := t.TempDir()
+	env.vars = append(env.vars, "TMPDIR="+tmp)
+	ref := "docker://" + strings.TrimPrefix(base, "http://") + "/test/run:v1"
+	so, se, status := runKboxEnv(t, env, "image", "-S", ref)
+	if status != 0 || so != "docker-ref\n" {
+		t.Errorf("kbox image -S %s: status %d, stdout %q, stderr %s", ref, status, so, se)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "kbox-docker-*")); len(left) != 0 {
+		t.Errorf("temporary image left behind: %v", left)
+	}
+	if blobs, _ := filepath.Glob(filepath.Join(cache, "blobs", "sha256", "*")); len(blobs) != 3 {
+		t.Errorf("the cache holds %d blobs, want 3 (two layers, the config)", len(blobs))
+	}
+	if _, se, status := runKboxEnv(t, env, "image", "-S", "docker://Bad/Ref"); status != 2 || !strings.Contains(se, "bad image reference") {
+		t.Errorf("bad reference: status %d, stderr %q", status, se)
+	}
+}

@@ -81,6 +81,13 @@ func runImage(args []string) int {
 	if err := unsupported(o); err != nil {
 		return fail(err)
 	}
+	if strings.HasPrefix(o.Image, dockerPrefix) {
+		cleanup, err := pullForRun(o)
+		if err != nil {
+			return fail(err)
+		}
+		defer cleanup()
+	}
 	if err := applyImageConfig(o); err != nil {
 		return fail(err)
 	}

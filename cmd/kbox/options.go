@@ -100,6 +100,8 @@ CMD (default: /bin/sh -i) against it.
   -r, --root-dir IMG            mount IMG as root, nothing else
   -R, --recommended-root IMG    mount IMG with proc, sysfs, /tmp and /dev
   -S, --system-root IMG         recommended mounts plus root identity
+                                (IMG may be docker://REF: kbox pull REF into
+                                a temporary image, removed after the run)
   -t, --fs-type TYPE            filesystem type (default ext4)
   -p, --partition N             partition number (default 0: whole disk)
   -w, --work-dir DIR            working directory inside the guest (default /)

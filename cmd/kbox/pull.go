@@ -1,10 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 
 	"github.com/kbox-project/kbox/oci"
+	"github.com/kbox-project/kbox/scratchfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -79,4 +84,42 @@ func runPull(args []string) int {
 		return 0
 	}
 	return buildImage(im, a)
+}
+
+// dockerPrefix marks an image given as a registry reference:
+// `kbox image -S docker://REF` pulls REF (through the cache) into a
+// temporary image, runs the guest on it, and removes it.
+const dockerPrefix = "docker://"
+
+// pullForRun pulls o.Image's reference into a temporary image made by a
+// `kbox pull` child (the kernel boots once per process: the build's boot
+// cannot be the run's), points o.Image at it, and returns what removes it.
+func pullForRun(o *ImageOptions) (func(), error) {
+	ref := strings.TrimPrefix(o.Image, dockerPrefix)
+	if _, err := oci.ParseRef(ref); err != nil {
+		return nil, usagef("%v", err)
+	}
+	dir, err := os.MkdirTemp(scratchfs.Dirs()[0], "kbox-docker-")
+	if err != nil {
+		return nil, fmt.Errorf("%s: a directory for the image: %w", o.Image, err)
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	exe, err := os.Executable()
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	out := filepath.Join(dir, "image.ext4")
+	cmd := exec.Command(exe, "pull", ref, "-o", out)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		cleanup()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == exitUsage {
+			return nil, usagef("%s: the pull failed (above)", o.Image)
+		}
+		return nil, fmt.Errorf("%s: the pull failed (above): %w", o.Image, err)
+	}
+	o.Image = out
+	return cleanup, nil
 }
