@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -158,8 +159,12 @@ func (cc cache) fetch(c *client, d descriptor, name string, opt PullOptions) err
 			return err
 		}
 		pw := &progressWriter{w: f, opt: opt, name: name, digest: d.Digest, total: d.Size, done: off}
-		n, err := io.Copy(pw, resp.Body)
+		body := newIdleReader(resp.Body, idleTimeout)
+		n, err := io.Copy(pw, body)
 		pw.end()
+		if body.timedOut() {
+			err = fmt.Errorf("no data for %v", idleTimeout)
+		}
 		if err != nil {
 			return fmt.Errorf("%s %s: download interrupted at %d of %d bytes (kept: the next pull resumes): %w", name, shortDigest(d.Digest), off+n, d.Size, err)
 		}
@@ -179,6 +184,35 @@ func (cc cache) fetch(c *client, d descriptor, name string, opt PullOptions) err
 	}
 	return nil
 }
+
+// idleTimeout ends a download that stalls.
+const idleTimeout = 60 * time.Second
+
+// idleReader closes a body that sends nothing for a while, which ends
+// the read waiting on it.
+type idleReader struct {
+	rc    io.ReadCloser
+	d     time.Duration
+	t     *time.Timer
+	fired atomic.Bool
+}
+
+func newIdleReader(rc io.ReadCloser, d time.Duration) *idleReader {
+	r := &idleReader{rc: rc, d: d}
+	r.t = time.AfterFunc(d, func() { r.fired.Store(true); rc.Close() })
+	return r
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	r.t.Reset(r.d)
+	n, err := r.rc.Read(p)
+	if err != nil {
+		r.t.Stop()
+	}
+	return n, err
+}
+
+func (r *idleReader) timedOut() bool { return r.fired.Load() }
 
 // verifyFile checks a downloaded blob's size and digest.
 func verifyFile(f *os.File, d descriptor) error {
