@@ -48,7 +48,7 @@ func Build(im *oci.Image, opt BuildOptions) (err error) {
 	}
 	var total LayerStats
 	for _, l := range im.Layers {
-		s, err := ScanLayer(l)
+		s, err := ScanLayer(l, im.Plain)
 		if err != nil {
 			return err
 		}

@@ -55,9 +55,11 @@ type LayerStats struct {
 
 // ScanLayer reads a layer once without writing anything: it checks the
 // tar stream, the entries' paths and the layer's digests, and counts what
-// the layer needs.
-func ScanLayer(l *oci.Layer) (LayerStats, error) {
+// the layer needs. plain is set for a root filesystem tarball, which is
+// refused if it is a compressed docker save or OCI layout instead.
+func ScanLayer(l *oci.Layer, plain bool) (LayerStats, error) {
 	var s LayerStats
+	var index, blobs bool
 	r, err := l.Open()
 	if err != nil {
 		return s, err
@@ -72,9 +74,12 @@ func ScanLayer(l *oci.Layer) (LayerStats, error) {
 		if err != nil {
 			return s, tarError(l.Name, err)
 		}
-		if _, err := entryPath(l.Name, h.Name); err != nil {
+		p, err := entryPath(l.Name, h.Name)
+		if err != nil {
 			return s, err
 		}
+		index = index || p == "/manifest.json" || p == "/oci-layout"
+		blobs = blobs || strings.HasPrefix(p, "/blobs/sha256/") || strings.HasSuffix(p, "/layer.tar")
 		if h.Typeflag == tar.TypeLink {
 			if _, err := entryPath(l.Name, h.Linkname); err != nil {
 				return s, err
@@ -95,6 +100,9 @@ func ScanLayer(l *oci.Layer) (LayerStats, error) {
 		if len(h.PAXRecords) > 0 {
 			s.Blocks++ // an xattr block, at most
 		}
+	}
+	if plain && index && blobs {
+		return s, fmt.Errorf("%s: a compressed docker save or OCI layout, not a root filesystem: decompress it first (gunzip, zstd -d)", l.Name)
 	}
 	return s, r.Finish()
 }

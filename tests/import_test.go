@@ -435,6 +435,10 @@ func TestImportRefused(t *testing.T) {
 	os.WriteFile(truncated, whole[:len(whole)/2], 0o644)
 	notTar := filepath.Join(dir, "nottar")
 	os.WriteFile(notTar, []byte(strings.Repeat("not a tar archive\n", 100)), 0o644)
+	saveGz := filepath.Join(dir, "save.tar.gz")
+	writeDockerSave(t, saveGz, testImage{layers: tarLayers(t, [][]testEntry{bb}), config: map[string]any{}})
+	b, _ := os.ReadFile(saveGz)
+	os.WriteFile(saveGz, gzipBytes(b), 0o644)
 	outDir := filepath.Join(dir, "out")
 	os.Mkdir(outDir, 0o755)
 	out := filepath.Join(outDir, "out.ext4")
@@ -449,6 +453,7 @@ func TestImportRefused(t *testing.T) {
 		{"digest mismatch", []string{mismatch}, 125, "layer 2 of 2 (sha256:"},
 		{"truncated layer", []string{truncated}, 125, "truncated"},
 		{"not a tar", []string{notTar}, 125, "not a tar archive"},
+		{"gzipped docker save", []string{saveGz}, 125, "a compressed docker save or OCI layout, not a root filesystem: decompress it first"},
 		{"too small", []string{layoutOf("big", bb), "--size", "2M"}, 125, "the image is full"},
 		{"no such source", []string{filepath.Join(dir, "nothing")}, 125, "no such file"},
 		{"no output", nil, 2, "give one FILE or DIR and -o OUT.ext4"},
