@@ -42,11 +42,12 @@ func WriteImageConfig(f *os.File, c *oci.Config) error {
 }
 
 // ReadImageConfig reads the configuration an import left in the image at
-// path: nil when there is none.
+// path: nil when there is none, and when the file cannot be opened
+// (OpenImage says why, with the fix).
 func ReadImageConfig(path string) (*oci.Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil
 	}
 	defer f.Close()
 	fi, err := f.Stat()
