@@ -464,7 +464,12 @@ func TestImportRefused(t *testing.T) {
 			if c.name != "no output" {
 				args = append(args, "-o", out)
 			}
-			so, se, status := runKbox(t, args...)
+			// kbox's own temporary directory stays empty too.
+			tmp := t.TempDir()
+			so, se, status := runKboxEnv(t, kboxEnv{vars: []string{"TMPDIR=" + tmp}}, args...)
+			if left, _ := os.ReadDir(tmp); len(left) != 0 {
+				t.Errorf("files left in TMPDIR: %v", left)
+			}
 			if status != c.status || !strings.Contains(se, c.want) {
 				t.Errorf("kbox %q: status %d, stderr %q; want status %d and %q (stdout %q)", args, status, se, c.status, c.want, so)
 			}
