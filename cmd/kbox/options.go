@@ -95,7 +95,10 @@ func usagef(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf
 const imageUsage = `usage: kbox image (-r|-R|-S) IMAGE [options] [-c CMD | -- CMD ARGS...]
 
 Boot the Linux kernel in-process (LKL), mount IMAGE as the guest root and run
-CMD (default: /bin/sh -i) against it.
+CMD (default: /bin/sh -i) against it. An image made by kbox import or kbox
+pull runs as docker run would: its Entrypoint and Cmd by default (-- ARGS
+replace Cmd), its Env, WorkingDir (unless -w) and User (unless -0 or
+--change-id) (docs/images.md).
 
   -r, --root-dir IMG            mount IMG as root, nothing else
   -R, --recommended-root IMG    mount IMG with proc, sysfs, /tmp and /dev
