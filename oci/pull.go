@@ -147,6 +147,13 @@ func (cc cache) fetch(c *client, d descriptor, name string, opt PullOptions) err
 	}
 	if d.Size <= 0 || off < d.Size {
 		resp, err := c.get(c.url("blobs", d.Digest), h)
+		var re *RegistryError
+		if errors.As(err, &re) && strings.HasPrefix(re.Status, "416") {
+			// The partial download is no prefix the registry knows.
+			f.Truncate(0)
+			off, resumed = 0, 0
+			resp, err = c.get(c.url("blobs", d.Digest), nil)
+		}
 		if err != nil {
 			return err
 		}
