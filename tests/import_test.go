@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -481,4 +482,55 @@ func TestImportRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestImportAsNonRoot: a host user without privileges imports an image
+// that keeps owners, a set-user-id bit and a device node: the kernel sets
+// them, not the host. Run as root, the test drops to uid 65534 (setpriv).
+func TestImportAsNonRoot(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755) // the test's own temporary directory
+	os.Chmod(dir, 0o777)
+	src := filepath.Join(dir, "rootfs.tar")
+	os.WriteFile(src, layerTar(t, append(busyboxEntries(t),
+		testEntry{name: "./dev/", typ: tar.TypeDir, mode: 0o755},
+		testEntry{name: "./dev/null2", typ: tar.TypeChar, mode: 0o666, major: 1, minor: 3},
+		testEntry{name: "./owned", typ: tar.TypeReg, mode: 0o4750, uid: 1000, gid: 1000, data: "x\n"},
+	)), 0o644)
+	out := filepath.Join(dir, "out.ext4")
+	args := []string{kboxBin(t), "import", src, "-o", out}
+	if os.Geteuid() == 0 {
+		if _, err := exec.LookPath("setpriv"); err != nil {
+			t.Skip("SKIP (runs as root and needs setpriv to drop privileges): apt-get install util-linux")
+		}
+		args = append([]string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%q: %v\n%s", args, err, b)
+	}
+	if fi, err := os.Stat(out); err != nil || fi.Sys().(*syscall.Stat_t).Uid == 0 && os.Geteuid() == 0 {
+		t.Fatalf("%s: %v (want it made by uid 65534)", out, err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{"/owned", "104750 (1)   1000   1000"},    // (1): a regular file
+		{"/dev/null2", "20666 (3)      0      0"}, // (3): debugfs's file type, a character device
+	} {
+		dirPath, name := path.Split(c.path)
+		b, _ := exec.Command("debugfs", "-R", "ls -l "+dirPath, out).CombinedOutput()
+		found := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasSuffix(strings.TrimSpace(l), " "+name) {
+				found = strings.Contains(l, c.want)
+				if !found {
+					t.Errorf("debugfs: %s: %q, want %q", c.path, l, c.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("debugfs ls %s: no %s with %q:\n%s", dirPath, name, c.want, b)
+		}
+	}
+	assertCleanImage(t, out)
 }
