@@ -123,6 +123,10 @@ func (f *modelFile) statLine(p string, nlink int) string {
 	return fmt.Sprintf("%s|%s|%o|%d|%d|%s|%d|%s|%d", p, kind, f.mode&0o7777, f.uid, f.gid, size, nlink, dev, f.mtime.Unix())
 }
 
+// fileCap is a version 2 security.capability value: effective,
+// cap_net_bind_service (10) permitted.
+const fileCap = "\x01\x00\x00\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+
 const statFormat = "%n|%F|%a|%u|%g|%s|%h|%t,%T|%Y"
 
 // layeredImage is three layers over busybox with what the OCI image spec
@@ -158,6 +162,9 @@ func layeredImage(t testing.TB) [][]testEntry {
 		{name: "./sbin/", typ: tar.TypeDir, mode: 0o755},
 		{name: "./sbin/suid", typ: tar.TypeReg, mode: 0o4755, data: "#!/bin/sh\necho suid\n"},
 		{name: "./sbin/sgid", typ: tar.TypeReg, mode: 0o2755, gid: 50, data: "#!/bin/sh\necho sgid\n"},
+		// A file capability (cap_net_bind_service, effective), owned by
+		// 1000: set after the owner, which would clear it.
+		{name: "./sbin/capped", typ: tar.TypeReg, mode: 0o755, uid: 1000, data: "#!/bin/sh\n", xattrs: map[string]string{"security.capability": fileCap}},
 		{name: "./dev/", typ: tar.TypeDir, mode: 0o755},
 		{name: "./dev/mychr", typ: tar.TypeChar, mode: 0o666, major: 1, minor: 3},
 		{name: "./dev/myblk", typ: tar.TypeBlock, mode: 0o660, gid: 6, major: 7, minor: 300},
@@ -288,6 +295,9 @@ func checkLayered(t *testing.T, out string, layers [][]testEntry) {
 	}
 	if b, err := exec.Command("debugfs", "-R", "ea_get /data/x.txt user.kbox", out).CombinedOutput(); err != nil || !strings.Contains(string(b), "hello") {
 		t.Errorf("debugfs ea_get user.kbox: %v %s", err, b)
+	}
+	if b, _ := exec.Command("debugfs", "-R", "ea_list /sbin/capped", out).CombinedOutput(); !strings.Contains(string(b), `security.capability (20) = 01 00 00 02 00 04 00 00`) {
+		t.Errorf("debugfs ea_list /sbin/capped: want the file capability:\n%s", b)
 	}
 	if b, _ := exec.Command("debugfs", "-R", "stat /dev/myblk", out).CombinedOutput(); !strings.Contains(string(b), "Device major/minor number: 07:300") {
 		t.Errorf("debugfs stat /dev/myblk: want major 7 minor 300:\n%s", b)
