@@ -400,6 +400,8 @@ func TestImportConfig(t *testing.T) {
 		{"-w and -0", []string{"-w", "/", "-0", "--", "z"}, "ep 0:0 / bar /root z\n"},
 		{"--change-id", []string{"--change-id", "7:8"}, "ep 7:8 /work/dir bar / c1 c2\n"},
 		{"-c runs alone", []string{"-c", "echo $FOO; pwd"}, "bar\n/work/dir\n"},
+		{"--entrypoint", []string{"--entrypoint", "/bin/echo", "--", "e", "$FOO"}, "e $FOO\n"},
+		{"--entrypoint alone", []string{"--entrypoint", "/bin/pwd"}, "/work/dir\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"image", "-S", out}

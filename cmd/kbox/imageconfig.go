@@ -13,7 +13,7 @@ import (
 // (rootfs.ReadImageConfig). What the command line leaves out, it fills in
 // as `docker run IMAGE` would: with no command, Entrypoint then Cmd; with
 // `-- ARGS`, Entrypoint then ARGS (ARGS replace Cmd); -c CMD runs
-// /bin/sh -c CMD alone. WorkingDir unless -w, Env over kbox's clean
+// /bin/sh -c CMD alone, --entrypoint PROG PROG and the ARGS. WorkingDir unless -w, Env over kbox's clean
 // environment, and User unless -0 or --change-id.
 
 // applyImageConfig reads the image's configuration, if it has one, and

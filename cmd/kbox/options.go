@@ -55,6 +55,9 @@ type ImageOptions struct {
 	CommandFrom  string // "", "--" or "-c"
 	WorkDirGiven bool
 	RootIDGiven  bool
+	// Entrypoint is --entrypoint: the program run instead of the image's
+	// Entrypoint and Cmd, with the arguments after --.
+	Entrypoint string
 	// ImageConfig is the configuration an import left in the image, nil
 	// for none; imageHome the HOME of its User.
 	ImageConfig *oci.Config
@@ -151,6 +154,8 @@ replace Cmd), its Env, WorkingDir (unless -w) and User (unless -0 or
       --web-token TOKEN         require "Authorization: Bearer TOKEN" (or ?token=)
       --trace-format json       JSON trace of dispatched syscalls, one per line
       --trace-file PATH         write the trace to PATH (default stderr)
+      --entrypoint PROG         run PROG with the arguments after -- instead of
+                                an imported image's Entrypoint and Cmd
       --stats                   print a syscall summary at exit
   -v, --verbose                 show kernel messages and setup steps
   -h, --help                    this help
@@ -316,6 +321,13 @@ var imageOpts = []optSpec{
 		o.TraceFile = v
 		return nil
 	}},
+	{"", "entrypoint", true, false, func(o *ImageOptions, v string, _ bool) error {
+		if v == "" {
+			return usagef("empty --entrypoint")
+		}
+		o.Entrypoint = v
+		return nil
+	}},
 	{"", "stats", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Stats = true; return nil }},
 	{"v", "verbose", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Verbose = true; return nil }},
 	{"h", "help", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Help = true; return nil }},
@@ -428,6 +440,13 @@ func ParseImageArgs(args []string) (*ImageOptions, error) {
 	}
 	if o.WebToken != "" && !o.Web {
 		return nil, usagef("--web-token needs --web")
+	}
+	if o.Entrypoint != "" {
+		if o.CommandFrom == "-c" {
+			return nil, usagef("--entrypoint takes its arguments after --, not -c")
+		}
+		o.Command = append([]string{o.Entrypoint}, o.Command...)
+		o.CommandFrom = "--entrypoint"
 	}
 	if o.Command == nil {
 		o.Command = []string{"/bin/sh", "-i"}
