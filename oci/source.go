@@ -138,8 +138,9 @@ func cleanName(name string) bool {
 
 // tarStore is a tar archive on disk, indexed once.
 type tarStore struct {
-	f   *os.File
-	idx map[string][2]int64 // offset, size
+	f     *os.File
+	idx   map[string][2]int64 // offset, size
+	links map[string]string   // symlinks (docker save links a shared layer)
 }
 
 // openTar indexes a tar file. plain is true for a compressed file, and for
@@ -160,7 +161,7 @@ func openTar(src string) (*tarStore, bool, error) {
 		f.Close()
 		return nil, false, err
 	}
-	ts := &tarStore{f: f, idx: map[string][2]int64{}}
+	ts := &tarStore{f: f, idx: map[string][2]int64{}, links: map[string]string{}}
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
@@ -171,6 +172,15 @@ func openTar(src string) (*tarStore, bool, error) {
 			f.Close()
 			return nil, false, fmt.Errorf("%s: not a tar archive, or a corrupt one: %w", src, err)
 		}
+		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
+		if h.Typeflag == tar.TypeSymlink || h.Typeflag == tar.TypeLink {
+			target := h.Linkname
+			if h.Typeflag == tar.TypeSymlink {
+				target = path.Join(path.Dir(name), target)
+			}
+			ts.links[name] = path.Clean(strings.TrimPrefix(target, "./"))
+			continue
+		}
 		if h.Typeflag != tar.TypeReg {
 			continue
 		}
@@ -179,7 +189,7 @@ func openTar(src string) (*tarStore, bool, error) {
 			f.Close()
 			return nil, false, err
 		}
-		ts.idx[path.Clean(strings.TrimPrefix(h.Name, "./"))] = [2]int64{off, h.Size}
+		ts.idx[name] = [2]int64{off, h.Size}
 	}
 	_, dsave := ts.idx["manifest.json"]
 	_, layout := ts.idx["oci-layout"]
@@ -190,15 +200,31 @@ func openTar(src string) (*tarStore, bool, error) {
 	return ts, false, nil
 }
 
+// resolve follows the archive's links from name to a file it holds.
+func (t *tarStore) resolve(name string) (string, bool) {
+	for i := 0; i < 8; i++ {
+		if _, ok := t.idx[name]; ok {
+			return name, true
+		}
+		next, ok := t.links[name]
+		if !ok {
+			return "", false
+		}
+		name = next
+	}
+	return "", false
+}
+
 func (t *tarStore) open(name string) (io.ReadCloser, int64, error) {
-	e, ok := t.idx[name]
+	r, ok := t.resolve(name)
 	if !ok {
 		return nil, 0, fmt.Errorf("%s: no such file in the archive", name)
 	}
+	e := t.idx[r]
 	return io.NopCloser(io.NewSectionReader(t.f, e[0], e[1])), e[1], nil
 }
 
-func (t *tarStore) has(name string) bool { _, ok := t.idx[name]; return ok }
+func (t *tarStore) has(name string) bool { _, ok := t.resolve(name); return ok }
 func (t *tarStore) close() error         { return t.f.Close() }
 
 func readSmall(st store, name string) ([]byte, error) {

@@ -115,3 +115,35 @@ func TestLayerTruncated(t *testing.T) {
 		t.Errorf("size mismatch: %v", err)
 	}
 }
+
+// TestDockerSaveLinkedLayer: older docker saves link a layer that two
+// images' histories share (ID2/layer.tar -> ../ID1/layer.tar).
+func TestDockerSaveLinkedLayer(t *testing.T) {
+	layer := tarOf(t, map[string]string{"f": "shared"})
+	cfg, _ := json.Marshal(map[string]any{"architecture": runtime.GOARCH, "os": "linux",
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{sum(layer), sum(layer)}}})
+	mf, _ := json.Marshal([]map[string]any{{"Config": "c.json", "Layers": []string{"a/layer.tar", "b/layer.tar"}}})
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(name string, b []byte) {
+		tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(b))})
+		tw.Write(b)
+	}
+	add("a/layer.tar", layer)
+	tw.WriteHeader(&tar.Header{Name: "b/layer.tar", Typeflag: tar.TypeSymlink, Linkname: "../a/layer.tar"})
+	add("c.json", cfg)
+	add("manifest.json", mf)
+	tw.Close()
+	save := filepath.Join(t.TempDir(), "save.tar")
+	os.WriteFile(save, buf.Bytes(), 0o644)
+	im, err := Open(save, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	for _, l := range im.Layers {
+		if names, err := readLayer(l); err != nil || len(names) != 1 {
+			t.Errorf("%s: %q %v", l.Name, names, err)
+		}
+	}
+}
