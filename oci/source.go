@@ -12,6 +12,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Image is an image's layers, bottom first, and its configuration.
@@ -112,7 +114,8 @@ func (d dirStore) open(name string) (io.ReadCloser, int64, error) {
 	if !cleanName(name) {
 		return nil, 0, fmt.Errorf("bad file name %q in the image", name)
 	}
-	f, err := os.Open(d.path(name))
+	// O_NONBLOCK: a FIFO in its place must not hang the open.
+	f, err := os.OpenFile(d.path(name), os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -145,5 +146,18 @@ func TestDockerSaveLinkedLayer(t *testing.T) {
 		if names, err := readLayer(l); err != nil || len(names) != 1 {
 			t.Errorf("%s: %q %v", l.Name, names, err)
 		}
+	}
+}
+
+// TestLayoutFIFO: a FIFO where a layout's blob should be is refused, not
+// waited on.
+func TestLayoutFIFO(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644)
+	if err := syscall.Mkfifo(filepath.Join(dir, "index.json"), 0o644); err != nil {
+		t.Skip(err)
+	}
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO index.json: %v", err)
 	}
 }
