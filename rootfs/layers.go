@@ -319,6 +319,9 @@ func (a *applier) meta(p string, h *tar.Header) error {
 // mkdirAll makes the missing directories of dir (symlinks on the way are
 // followed, inside the root), as root with mode 0755.
 func (a *applier) mkdirAll(dir string) error {
+	if st, err := lkl.Stat(dir, false); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return nil // the usual case: one lookup
+	}
 	cur := ""
 	for _, c := range strings.Split(strings.Trim(dir, "/"), "/") {
 		if c == "" {
