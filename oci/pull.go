@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,11 +97,11 @@ func Pull(ref Ref, opt PullOptions) (*Image, error) {
 		return func() (io.ReadCloser, error) { return os.Open(p) }
 	})
 	used := []string{r.manifest.Config.Digest}
-	for i, d := range r.manifest.Layers {
-		if err := cc.fetch(c, d, fmt.Sprintf("layer %d/%d", i+1, len(r.manifest.Layers)), opt); err != nil {
-			return nil, err
-		}
+	for _, d := range r.manifest.Layers {
 		used = append(used, d.Digest)
+	}
+	if err := cc.fetchAll(c, r.manifest.Layers, opt); err != nil {
+		return nil, err
 	}
 	// The config is kept too: a record names only blobs that exist.
 	if err := os.WriteFile(cc.blob(r.manifest.Config.Digest), r.raw, 0o644); err != nil {
@@ -112,6 +113,43 @@ func Pull(ref Ref, opt PullOptions) (*Image, error) {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	return im, nil
+}
+
+// parallelDownloads is how many layers download at once (one on a
+// terminal, whose progress bar is one line).
+const parallelDownloads = 3
+
+// fetchAll puts the layers in the cache, each blob once, a few at a time;
+// it returns the first layer's error.
+func (cc cache) fetchAll(c *client, ls []descriptor, opt PullOptions) error {
+	n := parallelDownloads
+	if opt.Terminal {
+		n = 1
+	}
+	sem := make(chan struct{}, n)
+	errs := make([]error, len(ls))
+	seen := map[string]bool{}
+	var wg sync.WaitGroup
+	for i, d := range ls {
+		if seen[d.Digest] {
+			continue
+		}
+		seen[d.Digest] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = cc.fetch(c, d, fmt.Sprintf("layer %d/%d", i+1, len(ls)), opt)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fetch puts the blob d in the cache, resuming a partial download.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,7 +23,8 @@ import (
 type client struct {
 	ref   Ref
 	http  *http.Client
-	auth  string // the Authorization header, once known
+	mu    sync.Mutex // auth: layers download in parallel
+	auth  string     // the Authorization header, once known
 	creds func() (user, pass string, ok bool)
 }
 
@@ -63,8 +65,11 @@ func (c *client) get(u string, header http.Header) (*http.Response, error) {
 		for k, v := range header {
 			req.Header[k] = v
 		}
-		if c.auth != "" {
-			req.Header.Set("Authorization", c.auth)
+		c.mu.Lock()
+		auth := c.auth
+		c.mu.Unlock()
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
@@ -80,7 +85,13 @@ func (c *client) get(u string, header http.Header) (*http.Response, error) {
 		challenge := resp.Header.Get("WWW-Authenticate")
 		msg := errorBody(resp)
 		resp.Body.Close()
-		if err := c.authenticate(challenge); err != nil {
+		c.mu.Lock()
+		err = nil
+		if c.auth == auth { // no other download has answered it meanwhile
+			err = c.authenticate(challenge)
+		}
+		c.mu.Unlock()
+		if err != nil {
 			return nil, &RegistryError{URL: u, Status: "401 Unauthorized", Msg: fmt.Sprintf("%v (registry said: %s)", err, msg)}
 		}
 	}
