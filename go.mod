@@ -6,6 +6,7 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/chromedp/chromedp v0.22.1
 	github.com/elastic/go-seccomp-bpf v1.4.0
+	github.com/klauspost/compress v1.20.4
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	golang.org/x/arch v0.32.0
 	golang.org/x/net v0.62.0

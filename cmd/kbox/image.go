@@ -82,6 +82,16 @@ func runImage(args []string) int {
 	if err := unsupported(o); err != nil {
 		return fail(err)
 	}
+	if strings.HasPrefix(o.Image, dockerPrefix) {
+		cleanup, err := pullForRun(o)
+		if err != nil {
+			return fail(err)
+		}
+		defer cleanup()
+	}
+	if err := applyImageConfig(o); err != nil {
+		return fail(err)
+	}
 	if inProcess(o.SyscallMode) && !o.Trusted {
 		fmt.Fprintln(os.Stderr, notConfined(o.SyscallMode))
 	}
@@ -175,7 +185,10 @@ func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, er
 
 func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *agentRun, gnet *guestNet) (int, error) {
 	lkl.SetStarting(false) // the guest may run from here: a panic ends kbox
-	path, err := findProgram(o.Command[0], o.WorkDir, guestPath, binds)
+	if err := applyImageUser(o); err != nil {
+		return 0, err
+	}
+	path, err := findProgram(o.Command[0], o.WorkDir, imagePathVar(o), binds)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
 		return exitNotFound, nil
@@ -307,7 +320,7 @@ func guestEnv(o *ImageOptions) []string {
 	if t := os.Getenv("TERM"); t != "" {
 		env = append(env, "TERM="+t)
 	}
-	return env
+	return imageEnv(o, env)
 }
 
 // findProgram finds a command in the image or a bind: a path with a slash

@@ -28,6 +28,8 @@ const mainUsage = `usage: kbox COMMAND [options]
 
 commands:
   image     boot a kernel from an image and run a program in it
+  pull      make an image from a registry's (kbox pull alpine:3.20 -o alpine.ext4)
+  import    make an image from a docker save, OCI layout or rootfs tarball
   mcp       serve agents' tool calls (Model Context Protocol, docs/agents.md)
   audit     verify an audit log (kbox audit verify FILE [--head HASH])
   policy    check a policy file (kbox policy check FILE)
@@ -73,6 +75,10 @@ func run(args []string) int {
 	switch args[0] {
 	case "image":
 		return runImage(args[1:])
+	case "import":
+		return runImport(args[1:])
+	case "pull":
+		return runPull(args[1:])
 	case "mcp":
 		return runMCP(args[1:])
 	case "audit":

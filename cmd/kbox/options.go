@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/oci"
 	"github.com/kbox-project/kbox/scratchfs"
 	"github.com/kbox-project/kbox/usernet"
 )
@@ -48,6 +49,19 @@ type ImageOptions struct {
 	ReadOnly     bool
 	SyscallMode  string
 	TierWhy      string // why this tier runs (auto), for -v and --stats
+	// How the command, work dir and identity were given: an imported
+	// image's configuration fills in what the command line leaves out
+	// (imageconfig.go).
+	CommandFrom  string // "", "--" or "-c"
+	WorkDirGiven bool
+	RootIDGiven  bool
+	// Entrypoint is --entrypoint: the program run instead of the image's
+	// Entrypoint and Cmd, with the arguments after --.
+	Entrypoint string
+	// ImageConfig is the configuration an import left in the image, nil
+	// for none; imageHome the HOME of its User.
+	ImageConfig *oci.Config
+	imageHome   string
 	// Trusted is --trusted: the user vouches for the program, so auto may
 	// run it inside kbox's process and trap or rewrite say nothing.
 	Trusted      bool
@@ -84,11 +98,16 @@ func usagef(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf
 const imageUsage = `usage: kbox image (-r|-R|-S) IMAGE [options] [-c CMD | -- CMD ARGS...]
 
 Boot the Linux kernel in-process (LKL), mount IMAGE as the guest root and run
-CMD (default: /bin/sh -i) against it.
+CMD (default: /bin/sh -i) against it. An image made by kbox import or kbox
+pull runs as docker run would: its Entrypoint and Cmd by default (-- ARGS
+replace Cmd), its Env, WorkingDir (unless -w) and User (unless -0 or
+--change-id) (docs/images.md).
 
   -r, --root-dir IMG            mount IMG as root, nothing else
   -R, --recommended-root IMG    mount IMG with proc, sysfs, /tmp and /dev
   -S, --system-root IMG         recommended mounts plus root identity
+                                (IMG may be docker://REF: kbox pull REF into
+                                a temporary image, removed after the run)
   -t, --fs-type TYPE            filesystem type (default ext4)
   -p, --partition N             partition number (default 0: whole disk)
   -w, --work-dir DIR            working directory inside the guest (default /)
@@ -135,6 +154,8 @@ CMD (default: /bin/sh -i) against it.
       --web-token TOKEN         require "Authorization: Bearer TOKEN" (or ?token=)
       --trace-format json       JSON trace of dispatched syscalls, one per line
       --trace-file PATH         write the trace to PATH (default stderr)
+      --entrypoint PROG         run PROG with the arguments after -- instead of
+                                an imported image's Entrypoint and Cmd
       --stats                   print a syscall summary at exit
   -v, --verbose                 show kernel messages and setup steps
   -h, --help                    this help
@@ -167,14 +188,14 @@ var imageOpts = []optSpec{
 		if !strings.HasPrefix(v, "/") {
 			return usagef("work dir %q must be an absolute guest path", v)
 		}
-		o.WorkDir = v
+		o.WorkDir, o.WorkDirGiven = v, true
 		return nil
 	}},
 	{"c", "command", true, false, func(o *ImageOptions, v string, _ bool) error {
 		if o.Command != nil {
 			return usagef("give the command once, with -c or after --")
 		}
-		o.Command = []string{"/bin/sh", "-c", v}
+		o.Command, o.CommandFrom = []string{"/bin/sh", "-c", v}, "-c"
 		return nil
 	}},
 	{"k", "cmdline", true, false, func(o *ImageOptions, v string, _ bool) error {
@@ -190,7 +211,7 @@ var imageOpts = []optSpec{
 		o.Binds = append(o.Binds, b)
 		return nil
 	}},
-	{"0", "root-id", false, false, func(o *ImageOptions, _ string, _ bool) error { o.RootID = true; return nil }},
+	{"0", "root-id", false, false, func(o *ImageOptions, _ string, _ bool) error { o.RootID, o.RootIDGiven = true, true; return nil }},
 	{"", "change-id", true, false, func(o *ImageOptions, v string, _ bool) error {
 		id, err := ParseID(v)
 		if err != nil {
@@ -300,6 +321,13 @@ var imageOpts = []optSpec{
 		o.TraceFile = v
 		return nil
 	}},
+	{"", "entrypoint", true, false, func(o *ImageOptions, v string, _ bool) error {
+		if v == "" {
+			return usagef("empty --entrypoint")
+		}
+		o.Entrypoint = v
+		return nil
+	}},
 	{"", "stats", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Stats = true; return nil }},
 	{"v", "verbose", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Verbose = true; return nil }},
 	{"h", "help", false, false, func(o *ImageOptions, _ string, _ bool) error { o.Help = true; return nil }},
@@ -336,7 +364,7 @@ func ParseImageArgs(args []string) (*ImageOptions, error) {
 			if o.Command != nil {
 				return nil, usagef("give the command once, with -c or after --")
 			}
-			o.Command = append([]string{}, args[i+1:]...)
+			o.Command, o.CommandFrom = append([]string{}, args[i+1:]...), "--"
 			if len(o.Command) == 0 {
 				return nil, usagef("no command after --")
 			}
@@ -412,6 +440,13 @@ func ParseImageArgs(args []string) (*ImageOptions, error) {
 	}
 	if o.WebToken != "" && !o.Web {
 		return nil, usagef("--web-token needs --web")
+	}
+	if o.Entrypoint != "" {
+		if o.CommandFrom == "-c" {
+			return nil, usagef("--entrypoint takes its arguments after --, not -c")
+		}
+		o.Command = append([]string{o.Entrypoint}, o.Command...)
+		o.CommandFrom = "--entrypoint"
 	}
 	if o.Command == nil {
 		o.Command = []string{"/bin/sh", "-i"}

@@ -79,6 +79,14 @@ func TestParseImageArgs(t *testing.T) {
 		{"kernel memory too small", []string{"-S", "a", "-k", "mem=4M"}, nil, "needs at least 8M"},
 		{"kernel memory junk", []string{"-S", "a", "-k", "lpj=1 mem=lots"}, nil, "needs at least 8M"},
 		{"kernel memory enough", []string{"-S", "a", "-k", "mem=8M"}, func(o *ImageOptions) bool { return o.Cmdline == "mem=8M" }, ""},
+		{"entrypoint", []string{"-S", "a", "--entrypoint", "/bin/x", "--", "y"}, func(o *ImageOptions) bool {
+			return reflect.DeepEqual(o.Command, []string{"/bin/x", "y"}) && o.CommandFrom == "--entrypoint"
+		}, ""},
+		{"entrypoint and -c", []string{"-S", "a", "--entrypoint", "/bin/x", "-c", "y"}, nil, "not -c"},
+		{"empty entrypoint", []string{"-S", "a", "--entrypoint="}, nil, "empty --entrypoint"},
+		{"how the command came", []string{"-S", "a", "-0", "-w", "/x"}, func(o *ImageOptions) bool {
+			return o.CommandFrom == "" && o.RootIDGiven && o.WorkDirGiven
+		}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 // Command mkman writes kbox's manual page, kbox.1 (roff, man macros), on
 // stdout from the help texts of a built kbox binary: `kbox --help`,
-// `kbox image --help`, `kbox mcp --help` and `kbox version`. The Makefile
+// `kbox image --help`, `kbox import --help`, `kbox pull --help`, `kbox mcp
+// --help` and `kbox version`. The Makefile
 // runs it (`make man`, `make install`), so the page says what the binary
 // says.
 //
@@ -36,15 +37,15 @@ func main() {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
-	page(w, version, help("--help"), help("image", "--help"), help("mcp", "--help"))
+	page(w, version, help("--help"), help("image", "--help"), help("mcp", "--help"), help("import", "--help"), help("pull", "--help"))
 }
 
-func page(w *bufio.Writer, version, top, image, mcp string) {
+func page(w *bufio.Writer, version, top, image, mcp, imp, pull string) {
 	fmt.Fprintf(w, ".TH KBOX 1 \"\" \"kbox %s\" \"User Commands\"\n", esc(version))
 	fmt.Fprintln(w, ".SH NAME")
 	fmt.Fprintln(w, `kbox \- run Linux programs against a Linux kernel linked into kbox (LKL), from an ext4 image`)
 	fmt.Fprintln(w, ".SH SYNOPSIS")
-	for _, h := range []string{top, image, mcp} {
+	for _, h := range []string{top, image, imp, pull, mcp} {
 		if u, ok := strings.CutPrefix(firstLine(h), "usage: "); ok {
 			fmt.Fprintf(w, ".B %s\n.br\n", esc(u))
 		}
@@ -55,6 +56,10 @@ func page(w *bufio.Writer, version, top, image, mcp string) {
 	body(w, top)
 	fmt.Fprintln(w, ".SH IMAGE")
 	body(w, image)
+	fmt.Fprintln(w, ".SH IMPORT")
+	body(w, imp)
+	fmt.Fprintln(w, ".SH PULL")
+	body(w, pull)
 	fmt.Fprintln(w, ".SH MCP")
 	body(w, mcp)
 	fmt.Fprint(w, `.SH EXIT STATUS
@@ -68,7 +73,7 @@ print every dispatched system call on stderr.
 .I share/kbox/gdb, share/kbox/dlv
 GDB and Delve helpers for the kernel and the supervisor, where installed.
 .SH SEE ALSO
-The project's docs/architecture.md, docs/tiers.md, docs/security.md and docs/testing.md.
+The project's docs/images.md, docs/architecture.md, docs/tiers.md, docs/security.md and docs/testing.md.
 `)
 }
 

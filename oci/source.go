@@ -1,0 +1,336 @@
+package oci
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Image is an image's layers, bottom first, and its configuration.
+type Image struct {
+	// Source says where the image came from, for messages.
+	Source string
+	Config Config
+	Layers []*Layer
+	// Plain is set for a plain root filesystem tarball: one layer, no
+	// configuration, and no whiteouts (its entries are taken as they are).
+	Plain bool
+	close func() error
+}
+
+// Close releases the image's files.
+func (im *Image) Close() error {
+	if im.close != nil {
+		return im.close()
+	}
+	return nil
+}
+
+// Options choose among the images a source holds.
+type Options struct {
+	// Platform is the platform wanted; with Explicit false it is the
+	// host's, and a source with none for it is refused with a hint.
+	Platform Platform
+	Explicit bool
+}
+
+// smallMax bounds a manifest, index or config read into memory.
+const smallMax = 8 << 20
+
+// store reads the files of an image layout or a docker save archive.
+type store interface {
+	open(name string) (io.ReadCloser, int64, error)
+	has(name string) bool
+	close() error
+}
+
+// Open opens a `docker save` tarball, an OCI image layout (a directory or
+// a tar of one) or a plain root filesystem tarball (maybe compressed).
+func Open(src string, opt Options) (*Image, error) {
+	if opt.Platform.OS == "" {
+		opt.Platform = HostPlatform()
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return nil, err
+	}
+	var st store
+	switch {
+	case fi.IsDir():
+		st = dirStore(src)
+	case fi.Mode().IsRegular():
+		ts, plain, err := openTar(src)
+		if err != nil {
+			return nil, err
+		}
+		if plain {
+			return plainImage(src, fi.Size()), nil
+		}
+		st = ts
+	default:
+		return nil, fmt.Errorf("%s: not a file or directory", src)
+	}
+	var im *Image
+	switch {
+	case st.has("manifest.json"):
+		im, err = dockerSave(st, opt)
+	case st.has("oci-layout"):
+		im, err = ociLayout(st, opt)
+	case fi.IsDir():
+		err = errors.New("a directory holding neither an OCI image layout (oci-layout, index.json) nor a docker save (manifest.json)")
+	}
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("%s: %w", src, err)
+	}
+	im.Source, im.close = src, st.close
+	return im, nil
+}
+
+// plainImage is a root filesystem tarball taken as one layer.
+func plainImage(src string, size int64) *Image {
+	return &Image{Source: src, Plain: true, Layers: []*Layer{{
+		Name: src,
+		Size: size,
+		open: func() (io.ReadCloser, error) { return os.Open(src) },
+	}}}
+}
+
+type dirStore string
+
+func (d dirStore) path(name string) string { return filepath.Join(string(d), filepath.FromSlash(name)) }
+
+func (d dirStore) open(name string) (io.ReadCloser, int64, error) {
+	if !cleanName(name) {
+		return nil, 0, fmt.Errorf("bad file name %q in the image", name)
+	}
+	// O_NONBLOCK: a FIFO in its place must not hang the open.
+	f, err := os.OpenFile(d.path(name), os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, fmt.Errorf("%s: not a regular file", name)
+	}
+	return f, fi.Size(), nil
+}
+
+func (d dirStore) has(name string) bool {
+	_, err := os.Stat(d.path(name))
+	return err == nil
+}
+
+func (dirStore) close() error { return nil }
+
+// cleanName accepts a relative slash path that stays below its root.
+func cleanName(name string) bool {
+	return name != "" && !path.IsAbs(name) && path.Clean(name) == name && name != ".." && !strings.HasPrefix(name, "../")
+}
+
+// tarStore is a tar archive on disk, indexed once.
+type tarStore struct {
+	f     *os.File
+	idx   map[string][2]int64 // offset, size
+	links map[string]string   // symlinks (docker save links a shared layer)
+}
+
+// openTar indexes a tar file. plain is true for a compressed file, and for
+// a tar that is neither a docker save nor an OCI layout: a root
+// filesystem.
+func openTar(src string) (*tarStore, bool, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, false, err
+	}
+	head := make([]byte, 4)
+	io.ReadFull(f, head)
+	if bytes.HasPrefix(head, gzipMagic) || bytes.HasPrefix(head, zstdMagic) {
+		f.Close()
+		return nil, true, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	ts := &tarStore{f: f, idx: map[string][2]int64{}, links: map[string]string{}}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			f.Close()
+			return nil, false, fmt.Errorf("%s: not a tar archive, or a corrupt one: %w", src, err)
+		}
+		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
+		if h.Typeflag == tar.TypeSymlink || h.Typeflag == tar.TypeLink {
+			target := h.Linkname
+			if h.Typeflag == tar.TypeSymlink {
+				target = path.Join(path.Dir(name), target)
+			}
+			ts.links[name] = path.Clean(strings.TrimPrefix(target, "./"))
+			continue
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		off, err := f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			f.Close()
+			return nil, false, err
+		}
+		ts.idx[name] = [2]int64{off, h.Size}
+	}
+	_, dsave := ts.idx["manifest.json"]
+	_, layout := ts.idx["oci-layout"]
+	if !dsave && !layout {
+		f.Close()
+		return nil, true, nil
+	}
+	return ts, false, nil
+}
+
+// resolve follows the archive's links from name to a file it holds.
+func (t *tarStore) resolve(name string) (string, bool) {
+	for i := 0; i < 8; i++ {
+		if _, ok := t.idx[name]; ok {
+			return name, true
+		}
+		next, ok := t.links[name]
+		if !ok {
+			return "", false
+		}
+		name = next
+	}
+	return "", false
+}
+
+func (t *tarStore) open(name string) (io.ReadCloser, int64, error) {
+	r, ok := t.resolve(name)
+	if !ok {
+		return nil, 0, fmt.Errorf("%s: no such file in the archive", name)
+	}
+	e := t.idx[r]
+	return io.NopCloser(io.NewSectionReader(t.f, e[0], e[1])), e[1], nil
+}
+
+func (t *tarStore) has(name string) bool { _, ok := t.resolve(name); return ok }
+func (t *tarStore) close() error         { return t.f.Close() }
+
+func readSmall(st store, name string) ([]byte, error) {
+	r, size, err := st.open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if size > smallMax {
+		return nil, fmt.Errorf("%s: %d bytes, too large for a manifest or config", name, size)
+	}
+	return io.ReadAll(bufio.NewReader(r))
+}
+
+// dockerSave reads `docker save`'s manifest.json.
+func dockerSave(st store, opt Options) (*Image, error) {
+	b, err := readSmall(st, "manifest.json")
+	if err != nil {
+		return nil, err
+	}
+	var ms []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return nil, fmt.Errorf("manifest.json: %w", err)
+	}
+	if len(ms) != 1 {
+		return nil, fmt.Errorf("manifest.json lists %d images: import one at a time (docker save IMAGE)", len(ms))
+	}
+	m := ms[0]
+	raw, err := readSmall(st, m.Config)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if d, ok := blobDigest(m.Config); ok {
+		if err := verifyBlob(descriptor{Digest: d}, raw, "config "+m.Config); err != nil {
+			return nil, err
+		}
+	}
+	c, err := parseImageConfig(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPlatform(c, opt.Platform, opt.Explicit); err != nil {
+		return nil, err
+	}
+	if len(c.RootFS.DiffIDs) != len(m.Layers) {
+		return nil, fmt.Errorf("the config lists %d layers, manifest.json %d", len(c.RootFS.DiffIDs), len(m.Layers))
+	}
+	im := &Image{Config: c.Config}
+	for i, name := range m.Layers {
+		if !st.has(name) {
+			return nil, fmt.Errorf("layer %s: no such file", name)
+		}
+		l := &Layer{Name: fmt.Sprintf("layer %d of %d (%s)", i+1, len(m.Layers), name), DiffID: c.RootFS.DiffIDs[i], Size: -1}
+		if d, ok := blobDigest(name); ok {
+			l.Digest = d
+		}
+		l.open = func() (io.ReadCloser, error) {
+			r, _, err := st.open(name)
+			return r, err
+		}
+		im.Layers = append(im.Layers, l)
+	}
+	return im, nil
+}
+
+// blobDigest is the digest a blobs/sha256/HEX name gives its content.
+func blobDigest(name string) (string, bool) {
+	hex, ok := strings.CutPrefix(name, "blobs/sha256/")
+	d := "sha256:" + hex
+	return d, ok && checkDigest(d) == nil
+}
+
+// ociLayout reads an OCI image layout's index.json.
+func ociLayout(st store, opt Options) (*Image, error) {
+	top, err := readSmall(st, "index.json")
+	if err != nil {
+		return nil, err
+	}
+	get := func(d descriptor) ([]byte, error) {
+		if err := checkDigest(d.Digest); err != nil {
+			return nil, err
+		}
+		name := "blobs/sha256/" + strings.TrimPrefix(d.Digest, "sha256:")
+		b, err := readSmall(st, name)
+		if err != nil {
+			return nil, err
+		}
+		return b, verifyBlob(d, b, name)
+	}
+	r, err := resolve(top, get, opt.Platform, opt.Explicit)
+	if err != nil {
+		return nil, err
+	}
+	im := &Image{Config: r.config.Config}
+	im.Layers = layersOf(r, func(d descriptor) func() (io.ReadCloser, error) {
+		return func() (io.ReadCloser, error) {
+			rc, _, err := st.open("blobs/sha256/" + strings.TrimPrefix(d.Digest, "sha256:"))
+			return rc, err
+		}
+	})
+	return im, nil
+}
