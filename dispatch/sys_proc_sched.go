@@ -238,20 +238,30 @@ func (e *Engine) setGroupIoprio(r *Request, pg int) Result {
 	if c.Has(capSysNice) {
 		return cont
 	}
-	if pg == 0 {
-		var found bool
-		if pg, found = pgrpOf(r.P.Tgid); !found {
-			return cont
-		}
-	}
-	for _, pid := range groupMembers(pg) {
-		if e.isGuest(pid) {
-			if en := ioprioDenied(c, e.Lookup(pid)); en != 0 {
-				return errno(en, Emulated)
-			}
+	for _, pid := range e.guestGroup(r, pg) {
+		if en := ioprioDenied(c, e.Lookup(pid)); en != 0 {
+			return errno(en, Emulated)
 		}
 	}
 	return cont
+}
+
+// guestGroup lists the guest's processes in process group pg (0: the
+// caller's).
+func (e *Engine) guestGroup(r *Request, pg int) []int {
+	if pg == 0 {
+		var found bool
+		if pg, found = pgrpOf(r.P.Tgid); !found {
+			return nil
+		}
+	}
+	var pids []int
+	for _, pid := range groupMembers(pg) {
+		if e.isGuest(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // ioprioDenied is set_task_ioprio's check of target (nil: unknown, left
@@ -277,19 +287,10 @@ func (e *Engine) setGroupNice(r *Request, pg int) Result {
 	if c.Has(capSysNice) {
 		return cont
 	}
-	if pg == 0 {
-		var found bool
-		if pg, found = pgrpOf(r.P.Tgid); !found {
-			return cont
-		}
-	}
 	nice := niceArg(r)
 	var allowed []int
 	var denied unix.Errno
-	for _, pid := range groupMembers(pg) {
-		if !e.isGuest(pid) {
-			continue
-		}
+	for _, pid := range e.guestGroup(r, pg) {
 		p := e.Lookup(pid)
 		if p == nil {
 			continue
