@@ -161,6 +161,18 @@ static void same(void)
 		_exit(0);
 	}
 	waitpid(c, NULL, 0);
+
+	/* sync_file_range's arguments (LTP sync_file_range01): EINVAL
+	 * before anything is written */
+	int sf = open("sfr", O_CREAT | O_RDWR | O_TRUNC, 0644);
+	write(sf, "data", 4);
+	printf("sync_file_range %s\n", en(sync_file_range(sf, 0, 4, SYNC_FILE_RANGE_WRITE)));
+	printf("sync_file_range offset -1 %s\n", en(sync_file_range(sf, -1, 1, SYNC_FILE_RANGE_WAIT_BEFORE)));
+	printf("sync_file_range nbytes -1 %s\n", en(sync_file_range(sf, 0, -1, SYNC_FILE_RANGE_WRITE)));
+	printf("sync_file_range flags 8 %s\n", en(sync_file_range(sf, 0, 1, 8)));
+	printf("sync_file_range to the end %s\n", en(sync_file_range(sf, 1, 0, SYNC_FILE_RANGE_WAIT_AFTER)));
+	close(sf);
+	unlink("sfr");
 }
 
 static void kboxonly(int host)
