@@ -19,6 +19,7 @@ func TestPolicyRoutes(t *testing.T) {
 		fd       uint64
 		want     uint32
 		cmd, arg uint64 // args[1] and args[2]
+		flags    uint64 // args[3]
 		addr     uint64 // args[4]
 	}
 	check := func(p *seccomp.Policy, routes []route) {
@@ -33,7 +34,7 @@ func TestPolicyRoutes(t *testing.T) {
 				t.Errorf("%s: no syscall %s", p.Arch.Name, c.name)
 				continue
 			}
-			if got := p.Decide(nr, p.Arch.AuditArch, [6]uint64{c.fd, c.cmd, c.arg, 0, c.addr}); got != c.want {
+			if got := p.Decide(nr, p.Arch.AuditArch, [6]uint64{c.fd, c.cmd, c.arg, c.flags, c.addr}); got != c.want {
 				t.Errorf("%s %s(fd %d, %d, %d, addr %#x) = %#x, want %#x", p.Arch.Name, c.name, c.fd, c.cmd, c.arg, c.addr, got, c.want)
 			}
 		}
@@ -65,7 +66,9 @@ func TestPolicyRoutes(t *testing.T) {
 		{name: "sendto", fd: 3, want: allow},                    // send(2)
 		{name: "sendto", fd: 3, addr: 0x7fff0000, want: notify}, // with an address
 		{name: "recvmsg", fd: 3, want: allow},
-		{name: "recvfrom", fd: 3, want: allow},                    // recv(2)
+		{name: "recvfrom", fd: 3, want: allow},                            // recv(2)
+		{name: "recvfrom", fd: 3, flags: unix.MSG_ERRQUEUE, want: notify}, // an internet stream's error queue is LKL's
+		{name: "recvfrom", fd: 3, flags: unix.MSG_PEEK, want: allow},
 		{name: "recvfrom", fd: 3, addr: 0x7fff0000, want: notify}, // an internet socket's source is LKL's
 		{name: "accept4", fd: 3, want: notify},                    // an internet socket's is LKL's
 		{name: "listen", fd: 3, want: notify},
