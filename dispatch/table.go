@@ -166,7 +166,7 @@ var table = [...]Syscall{
 	{Name: "vhangup", Fam: FamOther, How: Refused, Errno: unix.EPERM, Why: "hangs up the host controlling terminal"},
 	{Name: "modify_ldt", Fam: FamOther, How: Refused, Errno: unix.EPERM, Why: "historic source of kernel bugs; not needed by 64-bit code (x86 only)"},
 	{Name: "pivot_root", Fam: FamFile, How: Refused, Errno: unix.EPERM, Why: "changes the host mount namespace root; mounts are emulated in LKL"},
-	{Name: "_sysctl", Fam: FamOther, How: Refused, Errno: unix.EPERM, Why: "removed binary sysctl interface (x86 only)"},
+	{Name: "_sysctl", Fam: FamOther, How: Absent, Errno: unix.ENOSYS, Facts: InFilter, Why: "the binary sysctl interface, removed in Linux 5.5 (LKL has none): ENOSYS as there (x86 only)"},
 	{Name: "prctl", Fam: FamProc, How: Native, InProc: OwnProcess, Why: "the calling task's own state"},
 	{Name: "arch_prctl", Fam: FamProc, How: Native, InProc: OwnProcess, Why: "the calling task's own state"},
 	{Name: "adjtimex", Fam: FamTime, How: Refused, Errno: unix.EPERM, Why: "adjusts the host clock"},

@@ -173,6 +173,10 @@ static void same(void)
 	printf("sync_file_range to the end %s\n", en(sync_file_range(sf, 1, 0, SYNC_FILE_RANGE_WAIT_AFTER)));
 	close(sf);
 	unlink("sfr");
+#ifdef SYS__sysctl
+	/* removed in Linux 5.5: ENOSYS (LTP sysctl01, sysctl03, sysctl04 TCONF) */
+	printf("_sysctl %s\n", en(syscall(SYS__sysctl, NULL)));
+#endif
 }
 
 static void kboxonly(int host)
