@@ -284,7 +284,7 @@ var table = [...]Syscall{
 	{Name: "ppoll", Fam: FamIO, How: Native, Why: "waits on the caller's own fds"},
 	{Name: "unshare", Fam: FamOther, How: Refused, Errno: unix.EPERM, Why: "creates host namespaces the supervisor cannot model"},
 	{Name: "set_robust_list", Fam: FamProc, How: Native, Why: "the calling task's own state"},
-	{Name: "get_robust_list", Fam: FamProc, How: Refused, Errno: unix.EPERM, Why: "reads another task's robust-futex pointer (ASLR leak)"},
+	{Name: "get_robust_list", Fam: FamProc, How: Served, Fn: sysGetRobustList, Why: "the caller's own list; another task's robust-futex pointer is refused (ASLR leak)"},
 	{Name: "splice", Fam: FamIO, How: HostFD, Fn: sysCopyHostOnly, InProc: FDGuard, Why: "host fds only"},
 	{Name: "tee", Fam: FamIO, How: HostFD, Fn: sysCopyHostOnly, InProc: FDGuard, Why: "host fds only"},
 	{Name: "sync_file_range", Fam: FamIO, How: Served, Fn: sysSyncFileRange, Why: "as fdatasync on a shadow"},

@@ -173,6 +173,13 @@ static void same(void)
 	printf("sync_file_range to the end %s\n", en(sync_file_range(sf, 1, 0, SYNC_FILE_RANGE_WAIT_AFTER)));
 	close(sf);
 	unlink("sfr");
+	/* the caller's own robust list (LTP get_robust_list01) */
+	void *head = NULL;
+	size_t hlen = 0;
+	printf("get_robust_list self %s\n", en(syscall(SYS_get_robust_list, 0, &head, &hlen)));
+	printf("get_robust_list self len %zu head set %d\n", hlen, head != NULL);
+	printf("get_robust_list own tid %s\n", en(syscall(SYS_get_robust_list, (int)syscall(SYS_gettid), &head, &hlen)));
+	printf("get_robust_list bad head %s\n", en(syscall(SYS_get_robust_list, 0, (void *)8, &hlen)));
 #ifdef SYS__sysctl
 	/* removed in Linux 5.5: ENOSYS (LTP sysctl01, sysctl03, sysctl04 TCONF) */
 	printf("_sysctl %s\n", en(syscall(SYS__sysctl, NULL)));
@@ -191,6 +198,9 @@ static void kboxonly(int host)
 	printf("setpriority user %s\n", en(setpriority(PRIO_USER, 0, 10)));
 	printf("getpgid host %s\n", en(getpgid(host)));
 	printf("getsid host %s\n", en(getsid(host)));
+	void *rh;
+	size_t rlen;
+	printf("get_robust_list host %s\n", en(syscall(SYS_get_robust_list, host, &rh, &rlen)));
 	cpu_set_t cs;
 	printf("sched_getaffinity host %s\n", en(sched_getaffinity(host, sizeof cs, &cs)));
 	struct rlimit rl;
