@@ -107,7 +107,10 @@ func (e *Engine) ipcSysctl(name string) *procfs.Node {
 				return 0, 0
 			}
 			if _, err := b.Sysctl(name, data); err != nil {
-				return 0, errnoOf(err)
+				if en, isErrno := err.(unix.Errno); isErrno {
+					return 0, en
+				}
+				return 0, unix.EIO
 			}
 			return len(data), 0
 		}}
