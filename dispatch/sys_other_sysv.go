@@ -4,6 +4,7 @@ package dispatch
 
 import (
 	"encoding/binary"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,10 +85,18 @@ const (
 	capSysResource = 24
 )
 
-// The *id64_ds layouts of the 64-bit ABIs (amd64 and arm64 alike): the
-// ipc64_perm at 0 (uid, gid, cuid, cgid, mode at 4 to 20), a queue's
-// msg_qbytes at 88, a segment's shm_cpid at 80.
-var ipcDSSize = [ipcKinds]int{ipcMsg: 120, ipcSem: 104, ipcShm: 112}
+// The *id64_ds layouts of the 64-bit ABIs: the ipc64_perm at 0 (uid,
+// gid, cuid, cgid, mode at 4 to 20), a queue's msg_qbytes at 88, a
+// segment's shm_cpid at 80, alike on amd64 and arm64; semid64_ds has two
+// padding words more on amd64 (104 bytes) than asm-generic's (88).
+var ipcDSSize = [ipcKinds]int{ipcMsg: 120, ipcSem: semidDSSize(), ipcShm: 112}
+
+func semidDSSize() int {
+	if runtime.GOARCH == "amd64" {
+		return 104
+	}
+	return 88
+}
 
 const (
 	ipcPermUID  = 4

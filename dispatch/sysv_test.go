@@ -1,6 +1,11 @@
 package dispatch
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // TestIPCAllowed: Linux's ipcperms for the owner, the creator, a member of
 // the group (fsgid or supplementary), others, and CAP_IPC_OWNER.
@@ -45,5 +50,19 @@ func TestSysvipcShown(t *testing.T) {
 		"         0          6  1700                  4096    77     0      0     0     0     0     0          0          0 1700000000                     0                     0\n"
 	if got := string(e.sysvipcShown("shm", []byte(in))); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestIPCDSSizes: the *id64_ds sizes kbox copies are the C library's
+// (struct msqid_ds, semid_ds, shmid_ds of the 64-bit ABIs).
+func TestIPCDSSizes(t *testing.T) {
+	if got := int(unsafe.Sizeof(unix.SysvShmDesc{})); got != ipcDSSize[ipcShm] {
+		t.Errorf("shmid_ds: %d bytes, kbox copies %d", got, ipcDSSize[ipcShm])
+	}
+	if off := int(unsafe.Offsetof(unix.SysvShmDesc{}.Cpid)); off != shmCpidAt {
+		t.Errorf("shm_cpid at %d, kbox writes %d", off, shmCpidAt)
+	}
+	if off := int(unsafe.Offsetof(unix.SysvIpcPerm{}.Mode)); off != ipcPermMode {
+		t.Errorf("mode at %d, kbox writes %d", off, ipcPermMode)
 	}
 }
