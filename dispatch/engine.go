@@ -232,6 +232,8 @@ type Engine struct {
 
 	notify inotifies // the guest's inotify fds (sys_file_inotify.go)
 
+	sysv sysvState // the guest's System V objects as it sees them (sys_other_sysv.go)
+
 	// initCred is the first process's credentials, unknownCred those of
 	// a process whose parent was not found (proc.go); credsChanged says
 	// some process changed its own since the start.

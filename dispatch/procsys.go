@@ -153,6 +153,8 @@ func (s *procSys) Mounts() []procfs.KboxMount {
 	return out
 }
 
+func (s *procSys) IPCSysctl(name string) *procfs.Node { return (*Engine)(s).ipcSysctl(name) }
+
 func (s *procSys) Sysvipc(abs, sub string) (*procfs.Node, unix.Errno) {
 	return (*Engine)(s).procSysvipc(abs, sub)
 }

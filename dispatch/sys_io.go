@@ -119,6 +119,12 @@ func sysEpollWait(e *Engine, r *Request) Result {
 // chunks) and LKL's fdatasync; on a virtual fd, LKL's own.
 func sysSyncFileRange(e *Engine, r *Request) Result {
 	if n := e.nodeOf(r, int(int32(r.Args[0]))); n != nil {
+		// Linux's checks of the range and flags (a shadow is a regular
+		// file: no ESPIPE).
+		off, end := int64(r.Args[1]), int64(r.Args[1])+int64(r.Args[2])
+		if r.Args[3]&^syncFileRangeFlags != 0 || off < 0 || end < 0 || end < off {
+			return errno(unix.EINVAL, LKL)
+		}
 		if err := e.Shadows.Fsync(n, true); err != nil {
 			return fail(err, LKL)
 		}
@@ -129,6 +135,10 @@ func sysSyncFileRange(e *Engine, r *Request) Result {
 	}
 	return onLKLFd(r, lkl.SysSyncFileRange)
 }
+
+// syncFileRangeFlags are sync_file_range's flags: WAIT_BEFORE, WRITE,
+// WAIT_AFTER.
+const syncFileRangeFlags = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
 
 // sysNotOnVirtual refuses a host-fd-only call on a virtual fd.
 func sysNotOnVirtual(e *Engine, r *Request) Result {

@@ -188,7 +188,9 @@ func (e *Engine) inetResult(res inet.Result) Result {
 // inetRecvfrom serves recvfrom(2) with an address on an internet socket:
 // the data from the guest's end, the source from the pump's queue.
 func (e *Engine) inetRecvfrom(r *Request, s *inet.Sock) Result {
-	if !s.Stream() {
+	if !s.Stream() || int(int32(r.Args[3]))&unix.MSG_ERRQUEUE != 0 {
+		// A stream's error queue is LKL's too (EAGAIN when empty):
+		// the pair holds only the stream's data.
 		return e.inetCall(r, s.RecvfromDgram)
 	}
 	gfd, en := inet.GuestEnd((*procFDs)(r.P), r.Args[0])
@@ -390,7 +392,8 @@ func sysRecvmmsg(e *Engine, r *Request) Result {
 }
 
 // sysIoctl's internet part: FIONREAD (SIOCINQ) and SIOCOUTQ of an
-// internet socket; other commands and fds are continued.
+// internet socket, SIOCATMARK of a datagram socket; other commands and
+// fds are continued.
 func (e *Engine) inetIoctl(r *Request) (Result, bool) {
 	if e.Net == nil || !slices.Contains(NetIoctls, uint32(r.Args[1])) {
 		return Result{}, false
@@ -398,6 +401,12 @@ func (e *Engine) inetIoctl(r *Request) (Result, bool) {
 	s := e.inetOf(r, r.Args[0])
 	if s == nil {
 		return Result{}, false
+	}
+	if uint32(r.Args[1]) == unix.SIOCATMARK {
+		if s.Stream() {
+			return Result{}, false // the pair keeps the urgent mark (inet/pump.go)
+		}
+		return errno(unix.ENOTTY, LKL), true // UDP has no such ioctl
 	}
 	v, en := s.Queued(&inet.Req{Args: r.Args, G: (*inetGuest)(r)}, uint32(r.Args[1]))
 	if en != 0 {

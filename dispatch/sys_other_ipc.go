@@ -41,7 +41,9 @@ func (e *Engine) ipcBinder() *unixsock.Binder {
 
 // procSysvipc resolves /proc/sysvipc (sub "") and its files, which list
 // the System V objects of the reader's IPC namespace: kbox's would be the
-// host's, so the binder, in the guest's namespace, opens them. Without a
+// host's, so the binder, in the guest's namespace, opens them, and kbox
+// shows the owners, modes and creators the guest gave its objects
+// (sys_other_sysv.go). Without a
 // namespace of its own the guest has no System V IPC, and no sysvipc, as
 // a kernel without it.
 func (e *Engine) procSysvipc(abs, sub string) (*procfs.Node, unix.Errno) {
@@ -57,7 +59,7 @@ func (e *Engine) procSysvipc(abs, sub string) (*procfs.Node, unix.Errno) {
 		if rest != "" {
 			return nil, unix.ENOTDIR
 		}
-		return &procfs.Node{Kind: procfs.Text, Like: "sysvipc/" + name, Text: func() []byte { return readSysvipc(b, name) }}, 0
+		return &procfs.Node{Kind: procfs.Text, Like: "sysvipc/" + name, Text: func() []byte { return e.sysvipcShown(name, readSysvipc(b, name)) }}, 0
 	}
 	return nil, unix.ENOENT
 }
@@ -80,3 +82,46 @@ func readSysvipc(b *unixsock.Binder, name string) []byte {
 	text, _ := io.ReadAll(f)
 	return text
 }
+
+// ipcSysctls are the files of /proc/sys/kernel that belong to the IPC
+// namespace (LKL, without System V IPC, has none of them).
+var ipcSysctls = map[string]bool{"msgmax": true, "msgmnb": true, "msgmni": true, "msg_next_id": true,
+	"sem": true, "sem_next_id": true, "shmall": true, "shmmax": true, "shmmni": true,
+	"shm_rmid_forced": true, "shm_next_id": true, "auto_msgmni": true}
+
+// ipcSysctl resolves /proc/sys/kernel/NAME, one of the guest's IPC
+// namespace's limits: the binder reads and writes it there (kbox's would
+// be the host's). Like Linux's it is root's, mode 0644: root writes it.
+func (e *Engine) ipcSysctl(name string) *procfs.Node {
+	b := e.ipcBinder()
+	if b == nil || !ipcSysctls[name] {
+		return nil
+	}
+	return &procfs.Node{Kind: procfs.Text, Like: "sys/kernel/" + name, Owner: sysctlOwner{},
+		Text: func() []byte {
+			text, _ := b.Sysctl(name, nil)
+			return text
+		},
+		Store: func(w procfs.Creds, data []byte) (int, unix.Errno) {
+			if len(data) == 0 {
+				return 0, 0
+			}
+			if _, err := b.Sysctl(name, data); err != nil {
+				if en, isErrno := err.(unix.Errno); isErrno {
+					return 0, en
+				}
+				return 0, unix.EIO
+			}
+			return len(data), 0
+		}}
+}
+
+// sysctlOwner is the owner of /proc/sys files: root, as procfs.Process
+// for the permission check of an open for writing.
+type sysctlOwner struct{}
+
+func (sysctlOwner) Cwd() string                                             { return "/" }
+func (sysctlOwner) Exe() string                                             { return "" }
+func (sysctlOwner) IDs() procfs.Creds                                       { return procfs.Creds{} }
+func (sysctlOwner) Ident() procfs.Ident                                     { return procfs.Ident{} }
+func (sysctlOwner) UpdateIdent(f func(*procfs.Ident) unix.Errno) unix.Errno { return unix.EPERM }

@@ -74,6 +74,24 @@ func (e *Engine) taskTarget(pid int32) Result {
 	return errno(unix.ESRCH, Denied)
 }
 
+// sysGetRobustList serves get_robust_list(2): the caller's own list (pid
+// 0 or its own thread id) is read natively; another guest task's is
+// refused (EPERM: its robust-futex pointer is an ASLR leak); any other id
+// names no task of the guest (ESRCH, taskTarget).
+func sysGetRobustList(e *Engine, r *Request) Result {
+	pid := int32(r.Args[0])
+	switch {
+	case pid == 0 || int(pid) == r.G.Pid():
+		return cont
+	case pid < 0:
+		return errno(unix.ESRCH, Emulated)
+	}
+	if res := e.taskTarget(pid); res.Action != Continue {
+		return res
+	}
+	return errno(unix.EPERM, Denied)
+}
+
 // capSysNice is CAP_SYS_NICE.
 const capSysNice = 23
 

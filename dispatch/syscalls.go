@@ -159,8 +159,10 @@ const (
 
 // NetIoctls are the ioctl commands notified on host fds too when the
 // guest has a network: FIONREAD (SIOCINQ) and SIOCOUTQ (TIOCOUTQ) of an
-// internet socket count LKL's queue as well as its pair's (inet/msg.go).
-var NetIoctls = []uint32{unix.SIOCINQ, unix.SIOCOUTQ}
+// internet socket count LKL's queue as well as its pair's (inet/msg.go);
+// SIOCATMARK is a stream's only (ENOTTY for a datagram socket, whose
+// pair would answer EOPNOTSUPP).
+var NetIoctls = []uint32{unix.SIOCINQ, unix.SIOCOUTQ, unix.SIOCATMARK}
 
 // DeviceIoctls are the ranges of ioctl commands notified on host fds in
 // every run: sockios.h's commands on routes, network devices and ARP

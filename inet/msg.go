@@ -390,7 +390,8 @@ func (s *Sock) serveRecv(r *Req, m *recvMsgs, gfd int) Result {
 
 // RecvfromDgram serves recvfrom(2) with a source address on an
 // internet datagram socket, as a recvmsg of one iovec: the datagram's
-// source is the one kbox queued for it (dgram.go).
+// source is the one kbox queued for it (dgram.go); and recvfrom with
+// MSG_ERRQUEUE on any internet socket (LKL's error queue).
 func (s *Sock) RecvfromDgram(r *Req) Result {
 	flags := int(int32(r.Args[3]))
 	sp := recvSpec{iov: [][2]uint64{{r.Args[1], r.Args[2]}}, total: r.Args[2]}

@@ -147,6 +147,12 @@ func topPath(s System, c *Caller, name, sub string, depth int) (Found, unix.Errn
 				// (LKL's own is 4096).
 				return node(abs, &Node{Kind: Text, Like: rel, Text: hostPidMax})
 			}
+			if name, ok := strings.CutPrefix(rel, "sys/kernel/"); ok {
+				// LKL has no System V IPC: the guest's namespace's limits.
+				if n := s.IPCSysctl(name); n != nil {
+					return node(abs, n)
+				}
+			}
 			return node(abs, &Node{Kind: LKL, LKL: rel, Write: utsFile(abs)})
 		case Text:
 			if sub != "" {

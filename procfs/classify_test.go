@@ -60,7 +60,8 @@ func (s *fakeSys) VirtualFds(tgid int) []int { return []int{1500} }
 func (s *fakeSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 	return func() []byte { return []byte("pos:\t0\n") }, fd == 1500
 }
-func (s *fakeSys) Mounts() []KboxMount { return nil }
+func (s *fakeSys) Mounts() []KboxMount         { return nil }
+func (s *fakeSys) IPCSysctl(name string) *Node { return nil }
 func (s *fakeSys) MappedFile(dev, ino uint64, name string) (MappedFile, bool) {
 	return MappedFile{}, false
 }

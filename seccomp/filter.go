@@ -30,7 +30,8 @@ const DefaultVirtualFDBase = 1024
 //     32 bits of args[1]) → USER_NOTIF;
 //     fcntl F_DUPFD/F_DUPFD_CLOEXEC whose minimum (low 32 bits of args[2])
 //     is >= VirtualFDBase → USER_NOTIF (the new fd would be virtual);
-//     a syscall of NullArg whose named argument (all 64 bits) is not 0
+//     a syscall of NullArg whose named argument (all 64 bits) is not 0,
+//     or whose args[NullFlagsArg] (low 32 bits) has a bit of NullFlags,
 //     → USER_NOTIF;
 //     low 32 bits of args[0] < VirtualFDBase → ALLOW, else USER_NOTIF
 //  6. anything else                      → USER_NOTIF
@@ -48,6 +49,11 @@ type Policy struct {
 	// argument (the index) is 0: sendto with a destination address must
 	// reach the supervisor, which resolves it.
 	NullArg map[string]int
+	// NullFlags, when not 0, are flag bits of args[NullFlagsArg] that
+	// make a NullArg syscall notified too: recvfrom with MSG_ERRQUEUE
+	// reads an internet stream's error queue, which is LKL's.
+	NullFlags    uint32
+	NullFlagsArg int
 	// IoctlNotify are ioctl commands notified on host fds too (with
 	// --net, FIONREAD and SIOCOUTQ: an internet socket's queues are
 	// LKL's as well as its pair's).
@@ -242,6 +248,9 @@ func (p *Policy) classes() (map[uint32]class, error) {
 		if i < 0 || i > 5 {
 			return nil, fmt.Errorf("seccomp: NullArg %q: argument %d out of range", n, i)
 		}
+		if p.NullFlagsArg < 0 || p.NullFlagsArg > 5 {
+			return nil, fmt.Errorf("seccomp: NullFlagsArg %d out of range", p.NullFlagsArg)
+		}
 		if nr, ok := p.Arch.Nr(n); ok {
 			if m[nr] != clsHostFD {
 				return nil, fmt.Errorf("seccomp: NullArg %q cannot have a guard of its own", n)
@@ -276,7 +285,7 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 		return RetAllow
 	}
 	if i, isNull := c.nullArg(); isNull {
-		if args[i] != 0 {
+		if args[i] != 0 || uint32(args[p.NullFlagsArg])&p.NullFlags != 0 {
 			return p.notify()
 		}
 		c = clsHostFD
@@ -620,6 +629,13 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 				bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 1},
 			)
 			verdict(notify) // one instruction, a RET or a jump
+			if p.NullFlags != 0 {
+				a.emit(
+					bpf.LoadAbsolute{Off: ArgLowOffset(p.NullFlagsArg), Size: 4},
+					bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: p.NullFlags, SkipFalse: 1},
+				)
+				verdict(notify)
+			}
 			a.emit(
 				// The host fd check (BPF jumps only forward).
 				bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},

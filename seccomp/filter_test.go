@@ -384,6 +384,39 @@ func TestFilterSendtoAddress(t *testing.T) {
 	}
 }
 
+// TestFilterNullFlags: with NullFlags, a NullArg syscall on a host fd
+// without an address is notified when its flags argument has one of the
+// bits (recvfrom with MSG_ERRQUEUE), and runs natively with other flags.
+func TestFilterNullFlags(t *testing.T) {
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		p := policyFor(a)
+		p.NullFlags, p.NullFlagsArg = unix.MSG_ERRQUEUE, 3
+		vm := newVM(t, p)
+		nr, _ := a.Nr("sendto")
+		for _, c := range []struct {
+			name        string
+			flags, addr uint64
+			want        uint32
+		}{
+			{"no flags", 0, 0, RetAllow},
+			{"other flags", unix.MSG_PEEK | unix.MSG_DONTWAIT, 0, RetAllow},
+			{"the flag", unix.MSG_ERRQUEUE, 0, RetUserNotif},
+			{"the flag among others", unix.MSG_ERRQUEUE | unix.MSG_PEEK, 0, RetUserNotif},
+			{"the flag in the high half only", unix.MSG_ERRQUEUE << 32, 0, RetAllow},
+			{"an address", 0, 0x1000, RetUserNotif},
+		} {
+			d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, Args: [6]uint64{3, 0x1000, 10, c.flags, c.addr, 110}}
+			got := run(t, vm, &d)
+			if got != c.want {
+				t.Errorf("%s %s: got %s want %s", a.Name, c.name, retName(got), retName(c.want))
+			}
+			if o := p.Decide(nr, a.AuditArch, d.Args); o != got {
+				t.Errorf("%s %s: oracle %s, program %s", a.Name, c.name, retName(o), retName(got))
+			}
+		}
+	}
+}
+
 // TestFilterTrusted: the in-process tier's form of the policy (package
 // trap): Notify is SECCOMP_RET_TRAP, a Notify or Deny verdict for a
 // syscall made from a trusted range is ALLOW, a syscall made elsewhere gets

@@ -602,6 +602,16 @@ func TestNetSemantics(t *testing.T) {
 		"unconnected": {"blocking read before connect: at once, nothing", "non-blocking read before connect: at once, nothing",
 			"connect: Operation in progress", "poll: 1 OUT", "still non-blocking: 1, read 4 'pong'",
 			"read with SO_RCVTIMEO set before connect: -1 Resource temporarily unavailable"},
+		// A TCP socket's error queue is LKL's: recv and recvfrom without
+		// a source ran natively on the guest's end of the pair and read
+		// the stream's data (LTP recv01, recvfrom01).
+		"errqueue": {"recv: -1 Resource temporarily unavailable", "recvfrom: -1 Resource temporarily unavailable",
+			"recvfrom with a source: -1 Resource temporarily unavailable", "recvmsg: -1 Resource temporarily unavailable",
+			"recv with data waiting: -1 Resource temporarily unavailable", "recvfrom with data waiting: -1 Resource temporarily unavailable",
+			"then recv: 1 'x'"},
+		// SIOCATMARK on UDP ran natively on the pair's SOCK_SEQPACKET
+		// end: EOPNOTSUPP (LTP sockioctl01).
+		"atmark": {"SIOCATMARK on UDP: -1 Not a tty", "SIOCATMARK on TCP: 0 ok, at the mark 0"},
 		// An error connect finds at once is its answer, not EINPROGRESS
 		// (kbox once answered every non-blocking connect EINPROGRESS).
 		"connerr": {"non-blocking broadcast: -1 Network unreachable", "non-blocking short address: -1 Invalid argument",
@@ -638,7 +648,7 @@ func TestNetSemantics(t *testing.T) {
 			{name: "host-writeafterfin", args: tierNetArgs(t, tier, "--net-allow", "127.0.0.1:"+fp, "--", "/opt/tests/inet", "writeafterfin", "10.0.2.2", fp),
 				want: []string{"read after the peer's close: 0", "writes after it: fail"}},
 		})
-		modes := []string{"acceptsig", "connectsig", "reset", "connerr", "urgent", "unconnected", "udpempty", "sndbuf", "closedlistener", "unreadclose", "writeafterfin", "resetblocked"}
+		modes := []string{"acceptsig", "connectsig", "reset", "connerr", "errqueue", "atmark", "urgent", "unconnected", "udpempty", "sndbuf", "closedlistener", "unreadclose", "writeafterfin", "resetblocked"}
 		// The socket's own machinery (the stand-in's swap, urgent
 		// data, the send buffer, a closed listener, the resets passed
 		// to the guest's end) for a guest that is not root, too.

@@ -19,6 +19,7 @@ func TestPolicyRoutes(t *testing.T) {
 		fd       uint64
 		want     uint32
 		cmd, arg uint64 // args[1] and args[2]
+		flags    uint64 // args[3]
 		addr     uint64 // args[4]
 	}
 	check := func(p *seccomp.Policy, routes []route) {
@@ -33,24 +34,28 @@ func TestPolicyRoutes(t *testing.T) {
 				t.Errorf("%s: no syscall %s", p.Arch.Name, c.name)
 				continue
 			}
-			if got := p.Decide(nr, p.Arch.AuditArch, [6]uint64{c.fd, c.cmd, c.arg, 0, c.addr}); got != c.want {
+			if got := p.Decide(nr, p.Arch.AuditArch, [6]uint64{c.fd, c.cmd, c.arg, c.flags, c.addr}); got != c.want {
 				t.Errorf("%s %s(fd %d, %d, %d, addr %#x) = %#x, want %#x", p.Arch.Name, c.name, c.fd, c.cmd, c.arg, c.addr, got, c.want)
 			}
 		}
 	}
 	// Without namespaces of its own, the guest's System V IPC is notified
-	// (and refused: dispatch/sys_other_ipc.go); with them it runs natively.
+	// (and refused: dispatch/sys_other_ipc.go); with them POSIX message
+	// queues and shmdt run natively, and the System V calls that check
+	// permissions reach kbox, which checks the guest's credentials
+	// (dispatch/sys_other_sysv.go).
 	check(Seccomp(1024, false), []route{
 		{name: "shmget", want: notify},
 		{name: "semop", want: notify},
 		{name: "mq_open", want: notify},
 	})
 	check(Seccomp(1024, true), []route{
-		{name: "shmget", want: allow},
-		{name: "shmat", want: allow},
-		{name: "semop", want: allow},
-		{name: "semtimedop", want: allow},
-		{name: "msgrcv", want: allow},
+		{name: "shmget", want: notify},
+		{name: "shmat", want: notify},
+		{name: "shmdt", want: allow},
+		{name: "semop", want: notify},
+		{name: "semtimedop", want: notify},
+		{name: "msgrcv", want: notify},
 		{name: "mq_timedsend", want: allow},
 		// Sockets: what names an address reaches kbox, the rest is native.
 		{name: "socket", want: notify},
@@ -61,7 +66,9 @@ func TestPolicyRoutes(t *testing.T) {
 		{name: "sendto", fd: 3, want: allow},                    // send(2)
 		{name: "sendto", fd: 3, addr: 0x7fff0000, want: notify}, // with an address
 		{name: "recvmsg", fd: 3, want: allow},
-		{name: "recvfrom", fd: 3, want: allow},                    // recv(2)
+		{name: "recvfrom", fd: 3, want: allow},                            // recv(2)
+		{name: "recvfrom", fd: 3, flags: unix.MSG_ERRQUEUE, want: notify}, // an internet stream's error queue is LKL's
+		{name: "recvfrom", fd: 3, flags: unix.MSG_PEEK, want: allow},
 		{name: "recvfrom", fd: 3, addr: 0x7fff0000, want: notify}, // an internet socket's source is LKL's
 		{name: "accept4", fd: 3, want: notify},                    // an internet socket's is LKL's
 		{name: "listen", fd: 3, want: notify},
@@ -86,7 +93,7 @@ func TestPolicyRoutes(t *testing.T) {
 		{name: "ioctl", fd: 3, cmd: 0x541b, want: notify}, // FIONREAD, SIOCINQ
 		{name: "ioctl", fd: 3, cmd: 0x5411, want: notify}, // SIOCOUTQ
 		{name: "ioctl", fd: 3, cmd: 0x5401, want: allow},  // TCGETS
-		{name: "shmget", want: allow},
+		{name: "shmdt", want: allow},
 	})
 	p := Seccomp(1024, false)
 	for _, c := range []struct {

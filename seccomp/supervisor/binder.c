@@ -25,13 +25,22 @@
  *
  * The binder also opens /proc/sysvipc files for kbox: their contents are
  * those of the IPC namespace of whoever opens them, and the binder shares
- * the guest's.
+ * the guest's. So are the IPC namespace's limits in /proc/sys/kernel, which
+ * it reads and writes for kbox (OP_SYSCTL, those files only; each read or
+ * write opens the file in the binder, in the guest's namespace). For the
+ * same reason it makes, inspects, changes and removes
+ * the guest's System V objects for kbox (OP_IPC: msgget, semget, shmget and
+ * the IPC_STAT, IPC_SET, IPC_RMID and *_INFO commands of msgctl, semctl and
+ * shmctl, nothing else), after kbox checked them against the guest's
+ * credentials (dispatch/sys_other_sysv.go).
  *
  * Requests come from kbox only, over a SOCK_SEQPACKET socketpair (fd 4 at
  * start-up); the guest never holds its end. Each request is
  *   u32 op, u32 umask, u32 dirlen, u32 namelen, dir bytes, name bytes
  * with one or two fds (SCM_RIGHTS); each answer is an i32 (0 or an errno)
- * with at most one fd. For a path bind, dir holds strings separated by
+ * with at most one fd. OP_IPC's request carries struct ipcreq and a buffer
+ * in place of dir; its answer is an i32 errno, 4 bytes of padding, the
+ * call's i64 result and the buffer after the call. For a path bind, dir holds strings separated by
  * NULs: the directory to bind from, then the directories the kernel will
  * walk through for the name; all are clean paths of the binder's root
  * (kbox cleans them) and are made if missing.
@@ -43,6 +52,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -51,7 +64,17 @@
 
 #include "binder.h"
 
-enum { OP_BIND_PATH = 1, OP_BIND_AT = 2, OP_OPEN_IPC = 3 };
+enum { OP_BIND_PATH = 1, OP_BIND_AT = 2, OP_OPEN_IPC = 3, OP_IPC = 4, OP_SYSCTL = 5 };
+
+/* The calls of OP_IPC (unixsock/ipc.go). */
+enum { IPC_MSGGET = 1, IPC_SEMGET, IPC_SHMGET, IPC_MSGCTL, IPC_SEMCTL, IPC_SHMCTL };
+
+struct ipcreq {
+	uint32_t call, bufarg; /* bufarg: the argument (1-3) that points to the buffer, or 0 */
+	int64_t a[3];
+};
+
+#define IPC_BUF 512
 
 struct req {
 	uint32_t op, umask, dirlen, namelen;
@@ -63,6 +86,7 @@ struct req {
 
 static int rootfd = -1;	 /* the binder's root: "/" once chrooted */
 static int sysvipc = -1; /* /proc/sysvipc, opened before the chroot */
+static int sysctl = -1;	 /* /proc/sys/kernel, likewise */
 
 static void answer(int sock, int32_t err, int fd)
 {
@@ -203,6 +227,116 @@ static int open_ipc(const char *name, int *out)
 	return *out < 0 ? errno : 0;
 }
 
+/* ipc_cmd_ok says that cmd is one of the commands OP_IPC runs for call. */
+static int ipc_cmd_ok(uint32_t call, long cmd)
+{
+	if (cmd == IPC_RMID || cmd == IPC_SET || cmd == IPC_STAT || cmd == IPC_INFO)
+		return 1;
+	switch (call) {
+	case IPC_MSGCTL:
+		return cmd == MSG_STAT || cmd == MSG_INFO || cmd == MSG_STAT_ANY;
+	case IPC_SEMCTL:
+		return cmd == SEM_STAT || cmd == SEM_INFO || cmd == SEM_STAT_ANY;
+	case IPC_SHMCTL:
+		return cmd == SHM_STAT || cmd == SHM_INFO || cmd == SHM_STAT_ANY;
+	}
+	return 0;
+}
+
+/* do_ipc runs one System V IPC call for kbox in the guest's IPC namespace
+ * and answers with its result and the buffer. */
+static void do_ipc(int sock, const char *p, size_t n)
+{
+	static char buf[IPC_BUF];
+	struct ipcreq q;
+	long a[4] = { 0, 0, 0, 0 }, ret = -1;
+	int32_t err = EINVAL, pad = 0;
+	size_t blen = 0;
+
+	memset(buf, 0, sizeof(buf));
+	if (n >= sizeof(q) && n - sizeof(q) <= sizeof(buf)) {
+		memcpy(&q, p, sizeof(q));
+		blen = n - sizeof(q);
+		memcpy(buf, p + sizeof(q), blen);
+		for (int i = 0; i < 3; i++)
+			a[i] = (long)q.a[i];
+		if (q.bufarg >= 1 && q.bufarg <= 3)
+			a[q.bufarg] = (long)buf;
+		long nr = -1, cmd = 0;
+		switch (q.call) {
+		case IPC_MSGGET:
+			nr = SYS_msgget;
+			break;
+		case IPC_SEMGET:
+			nr = SYS_semget;
+			break;
+		case IPC_SHMGET:
+			nr = SYS_shmget;
+			break;
+		case IPC_MSGCTL:
+			nr = SYS_msgctl, cmd = a[1];
+			break;
+		case IPC_SEMCTL:
+			nr = SYS_semctl, cmd = a[2];
+			break;
+		case IPC_SHMCTL:
+			nr = SYS_shmctl, cmd = a[1];
+			break;
+		}
+		if (nr >= 0 && (q.call <= IPC_SHMGET || ipc_cmd_ok(q.call, cmd))) {
+			ret = syscall(nr, a[0], a[1], a[2], a[3]);
+			err = ret < 0 ? errno : 0;
+		}
+	}
+	char out[16 + IPC_BUF];
+	int64_t r64 = ret;
+	memcpy(out, &err, 4);
+	memcpy(out + 4, &pad, 4);
+	memcpy(out + 8, &r64, 8);
+	memcpy(out + 16, buf, blen);
+	struct iovec iov = { .iov_base = out, .iov_len = 16 + blen };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+/* do_sysctl reads /proc/sys/kernel/NAME, one of the IPC namespace's
+ * files, or writes data (n bytes) to it when n > 0, and answers as do_ipc:
+ * the errno, the count and what was read. */
+static void do_sysctl(int sock, const char *name, const char *data, size_t n)
+{
+	static const char *const names[] = { "msgmax",	"msgmnb",  "msgmni",	     "msg_next_id", "sem",
+					     "sem_next_id", "shmall",  "shmmax",	     "shmmni",	    "shm_rmid_forced",
+					     "shm_next_id", "auto_msgmni" };
+	char out[16 + 256];
+	int32_t err = ENOENT, pad = 0;
+	int64_t got = -1;
+	size_t len = 0;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcmp(name, names[i]) != 0)
+			continue;
+		int fd = sysctl < 0 ? -1 : openat(sysctl, name, (n > 0 ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+		if (fd < 0) {
+			err = errno;
+			break;
+		}
+		got = n > 0 ? write(fd, data, n) : read(fd, out + 16, 256);
+		err = got < 0 ? errno : 0;
+		if (n == 0 && got > 0)
+			len = (size_t)got;
+		close(fd);
+		break;
+	}
+	memcpy(out, &err, 4);
+	memcpy(out + 4, &pad, 4);
+	memcpy(out + 8, &got, 8);
+	struct iovec iov = { .iov_base = out, .iov_len = 16 + len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
 /* serve answers kbox's requests until kbox closes its end. */
 static void serve(int sock)
 {
@@ -236,6 +370,12 @@ static void serve(int sock)
 			}
 		}
 		memcpy(&r, buf, sizeof(r) < (size_t)n ? sizeof(r) : (size_t)n);
+		if ((size_t)n >= sizeof(r) && r.op == OP_IPC) {
+			for (int i = 0; i < nfds; i++)
+				close(fds[i]);
+			do_ipc(sock, buf + sizeof(r), r.dirlen <= (size_t)n - sizeof(r) ? r.dirlen : 0);
+			continue;
+		}
 		if ((size_t)n < sizeof(r) || r.dirlen > MAX_DIR || r.namelen > MAX_NAME ||
 		    sizeof(r) + r.dirlen + r.namelen != (size_t)n) {
 			err = EINVAL;
@@ -258,6 +398,11 @@ static void serve(int sock)
 			case OP_OPEN_IPC:
 				err = open_ipc(name, &out);
 				break;
+			case OP_SYSCTL:
+				for (int i = 0; i < nfds; i++)
+					close(fds[i]);
+				do_sysctl(sock, name, dir, r.dirlen);
+				continue;
 			default:
 				err = EINVAL;
 			}
@@ -284,6 +429,7 @@ void kbox_run_binder(int sock, const char *dir, int chroot_ok)
 		syscall(SYS_close_range, 0u, (unsigned int)sock - 1, 0u);
 	syscall(SYS_close_range, (unsigned int)sock + 1, ~0u, 0u);
 	sysvipc = open("/proc/sysvipc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	sysctl = open("/proc/sys/kernel", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int chrooted = 0;
 	if (chroot_ok && chroot(dir) == 0) {
 		if (chdir("/") != 0)

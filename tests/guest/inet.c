@@ -79,6 +79,12 @@
  *                           SIOCATMARK, recv(MSG_OOB); then SO_OOBINLINE
  *   inet rreset ADDR PORT   connect to a server that resets at once: the
  *                           first read gives ECONNRESET (or EOF)
+ *   inet errqueue ADDR 0    a TCP connection's error queue (MSG_ERRQUEUE)
+ *                           through recv, recvfrom with and without a
+ *                           source and recvmsg: EAGAIN, empty, also with
+ *                           data waiting, which a plain recv then reads
+ *   inet atmark ADDR 0      SIOCATMARK on a UDP socket (ENOTTY, as every
+ *                           ioctl UDP does not know) and on a TCP one (0)
  *   inet connerr ADDR 0     connects that fail at once (the broadcast
  *                           address, a short address, the wrong family),
  *                           non-blocking and blocking: the error itself,
@@ -716,6 +722,62 @@ static void connerr_one(int nonblock, const char *what, const struct sockaddr *a
 	close(s);
 }
 
+/* errq_one prints what one read of c's error queue gives. */
+static void errq_one(int c, const char *what, int how)
+{
+	char buf[16];
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from);
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t r;
+	switch (how) {
+	case 0:
+		r = recv(c, buf, sizeof(buf), MSG_ERRQUEUE);
+		break;
+	case 1:
+		r = recvfrom(c, buf, sizeof(buf), MSG_ERRQUEUE, NULL, NULL);
+		break;
+	case 2:
+		r = recvfrom(c, buf, sizeof(buf), MSG_ERRQUEUE, (struct sockaddr *)&from, &fl);
+		break;
+	default:
+		r = recvmsg(c, &m, MSG_ERRQUEUE);
+	}
+	printf("%s: %zd %s\n", what, r, r < 0 ? strerror(errno) : "ok");
+}
+
+static int do_errqueue(void)
+{
+	int server;
+	int c = loop_pair(&server);
+	const char *how[] = { "recv", "recvfrom", "recvfrom with a source", "recvmsg" };
+	for (int i = 0; i < 4; i++)
+		errq_one(c, how[i], i);
+	write(server, "x", 1);
+	usleep(100000);
+	for (int i = 0; i < 4; i++) {
+		char what[64];
+		snprintf(what, sizeof(what), "%s with data waiting", how[i]);
+		errq_one(c, what, i);
+	}
+	char buf[8] = { 0 };
+	int n = recv(c, buf, sizeof(buf) - 1, 0);
+	printf("then recv: %d '%s'\n", n, buf);
+	return 0;
+}
+
+static int do_atmark(void)
+{
+	int at = -1, u = socket(AF_INET, SOCK_DGRAM, 0);
+	int r = ioctl(u, SIOCATMARK, &at);
+	printf("SIOCATMARK on UDP: %d %s\n", r, r < 0 ? strerror(errno) : "ok");
+	int server, c = loop_pair(&server);
+	r = ioctl(c, SIOCATMARK, &at);
+	printf("SIOCATMARK on TCP: %d %s, at the mark %d\n", r, r < 0 ? strerror(errno) : "ok", at);
+	return 0;
+}
+
 static int do_connerr(void)
 {
 	static struct sockaddr_in at;
@@ -1309,5 +1371,9 @@ int main(int argc, char **argv)
 		return do_rreset();
 	if (!strcmp(argv[1], "connerr"))
 		return do_connerr();
+	if (!strcmp(argv[1], "errqueue"))
+		return do_errqueue();
+	if (!strcmp(argv[1], "atmark"))
+		return do_atmark();
 	return 2;
 }

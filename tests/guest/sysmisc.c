@@ -165,6 +165,29 @@ static void same(void)
 		_exit(0);
 	}
 	waitpid(c, NULL, 0);
+
+	/* sync_file_range's arguments (LTP sync_file_range01): EINVAL
+	 * before anything is written */
+	int sf = open("sfr", O_CREAT | O_RDWR | O_TRUNC, 0644);
+	write(sf, "data", 4);
+	printf("sync_file_range %s\n", en(sync_file_range(sf, 0, 4, SYNC_FILE_RANGE_WRITE)));
+	printf("sync_file_range offset -1 %s\n", en(sync_file_range(sf, -1, 1, SYNC_FILE_RANGE_WAIT_BEFORE)));
+	printf("sync_file_range nbytes -1 %s\n", en(sync_file_range(sf, 0, -1, SYNC_FILE_RANGE_WRITE)));
+	printf("sync_file_range flags 8 %s\n", en(sync_file_range(sf, 0, 1, 8)));
+	printf("sync_file_range to the end %s\n", en(sync_file_range(sf, 1, 0, SYNC_FILE_RANGE_WAIT_AFTER)));
+	close(sf);
+	unlink("sfr");
+	/* the caller's own robust list (LTP get_robust_list01) */
+	void *head = NULL;
+	size_t hlen = 0;
+	printf("get_robust_list self %s\n", en(syscall(SYS_get_robust_list, 0, &head, &hlen)));
+	printf("get_robust_list self len %zu head set %d\n", hlen, head != NULL);
+	printf("get_robust_list own tid %s\n", en(syscall(SYS_get_robust_list, (int)syscall(SYS_gettid), &head, &hlen)));
+	printf("get_robust_list bad head %s\n", en(syscall(SYS_get_robust_list, 0, (void *)8, &hlen)));
+#ifdef SYS__sysctl
+	/* removed in Linux 5.5: ENOSYS (LTP sysctl01, sysctl03, sysctl04 TCONF) */
+	printf("_sysctl %s\n", en(syscall(SYS__sysctl, NULL)));
+#endif
 }
 
 static void kboxonly(int host)
@@ -179,6 +202,9 @@ static void kboxonly(int host)
 	printf("setpriority user %s\n", en(setpriority(PRIO_USER, 0, 10)));
 	printf("getpgid host %s\n", en(getpgid(host)));
 	printf("getsid host %s\n", en(getsid(host)));
+	void *rh;
+	size_t rlen;
+	printf("get_robust_list host %s\n", en(syscall(SYS_get_robust_list, host, &rh, &rlen)));
 	cpu_set_t cs;
 	printf("sched_getaffinity host %s\n", en(sched_getaffinity(host, sizeof cs, &cs)));
 	struct rlimit rl;
