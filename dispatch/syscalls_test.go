@@ -137,8 +137,11 @@ func TestSyscallEntriesAreConsistent(t *testing.T) {
 		if s.FDs&NewFD != 0 && s.How == HostFD {
 			t.Errorf("%s: a new fd from a call that runs natively on host fds", s.Name)
 		}
-		if s.InProc == FDGuard && s.FDs.FDArgs()&1 == 0 {
-			t.Errorf("%s: FDGuard without an fd in argument 0", s.Name)
+		if (s.InProc == FDGuard || s.InProc == GuestFDs) && s.FDs.FDArgs()&1 == 0 {
+			t.Errorf("%s: %d without an fd in argument 0", s.Name, s.InProc)
+		}
+		if more := s.FDs.FDArgs() &^ 1; s.InProc == GuestFDs && more&(more-1) != 0 {
+			t.Errorf("%s: GuestFDs with more than one fd past argument 0 (the filter checks one)", s.Name)
 		}
 	}
 }

@@ -32,6 +32,8 @@ const DefaultVirtualFDBase = 1024
 //     is >= VirtualFDBase → USER_NOTIF (the new fd would be virtual);
 //     a syscall of NullArg whose named argument (all 64 bits) is not 0
 //     → USER_NOTIF;
+//     a syscall of FDArg whose named argument's low 32 bits are >=
+//     VirtualFDBase → USER_NOTIF;
 //     low 32 bits of args[0] < VirtualFDBase → ALLOW, else USER_NOTIF
 //  6. anything else                      → USER_NOTIF
 //
@@ -48,6 +50,10 @@ type Policy struct {
 	// argument (the index) is 0: sendto with a destination address must
 	// reach the supervisor, which resolves it.
 	NullArg map[string]int
+	// FDArg names syscalls of HostFD with a second fd argument (the
+	// index): they run natively only while it too is below
+	// VirtualFDBase (epoll_ctl's target fd, in the in-process tiers).
+	FDArg map[string]int
 	// IoctlNotify are ioctl commands notified on host fds too (with
 	// --net, FIONREAD and SIOCOUTQ: an internet socket's queues are
 	// LKL's as well as its pair's).
@@ -154,14 +160,25 @@ const (
 	clsNoSys
 	// clsNullArg+i: HostFD while args[i] is 0 (NullArg), for i in 0..5.
 	clsNullArg
+	// clsFDArg+i: HostFD while args[i] is below VirtualFDBase too
+	// (FDArg), for i in 0..5.
+	clsFDArg = clsNullArg + 6
 	// clsArgBits+i: the rule NotifyIf[i].
-	clsArgBits = clsNullArg + 6
+	clsArgBits = clsFDArg + 6
 )
 
 // argBits returns the NotifyIf index of an ArgBits class.
 func (c class) argBits() (int, bool) {
 	if c >= clsArgBits {
 		return int(c - clsArgBits), true
+	}
+	return 0, false
+}
+
+// fdArg returns the argument index of an FDArg class.
+func (c class) fdArg() (int, bool) {
+	if c >= clsFDArg && c < clsFDArg+6 {
+		return int(c - clsFDArg), true
 	}
 	return 0, false
 }
@@ -249,6 +266,20 @@ func (p *Policy) classes() (map[uint32]class, error) {
 			m[nr] = clsNullArg + class(i)
 		}
 	}
+	for n, i := range p.FDArg {
+		if seen[n] != "HostFD" {
+			return nil, fmt.Errorf("seccomp: FDArg syscall %q is not in HostFD", n)
+		}
+		if i < 1 || i > 5 {
+			return nil, fmt.Errorf("seccomp: FDArg %q: argument %d out of range", n, i)
+		}
+		if nr, ok := p.Arch.Nr(n); ok {
+			if m[nr] != clsHostFD {
+				return nil, fmt.Errorf("seccomp: FDArg %q cannot have a guard of its own", n)
+			}
+			m[nr] = clsFDArg + class(i)
+		}
+	}
 	if nr, ok := p.Arch.Nr("ioctl"); ok && m[nr] == clsAllow {
 		return nil, fmt.Errorf("seccomp: ioctl must be in HostFD, not Allow (terminal-injection guard)")
 	}
@@ -277,6 +308,12 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 	}
 	if i, isNull := c.nullArg(); isNull {
 		if args[i] != 0 {
+			return p.notify()
+		}
+		c = clsHostFD
+	}
+	if i, isFD := c.fdArg(); isFD {
+		if uint32(args[i]) >= p.VirtualFDBase {
 			return p.notify()
 		}
 		c = clsHostFD
@@ -515,7 +552,7 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		ret(RetKillProcess),
 		bpf.LoadAbsolute{Off: offNr, Size: 4},
 	)
-	nullL, ruleL := map[int]label{}, map[int]label{}
+	nullL, fdL, ruleL := map[int]label{}, map[int]label{}, map[int]label{}
 	var gen func(iv []interval)
 	gen = func(iv []interval) {
 		if len(iv) == 1 {
@@ -525,6 +562,13 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 					nullL[i] = a.newLabel()
 				}
 				a.jaTo(nullL[i])
+				return
+			}
+			if i, isFD := c.fdArg(); isFD {
+				if fdL[i] == 0 {
+					fdL[i] = a.newLabel()
+				}
+				a.jaTo(fdL[i])
 				return
 			}
 			if i, isRule := c.argBits(); isRule {
@@ -622,6 +666,24 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 			verdict(notify) // one instruction, a RET or a jump
 			a.emit(
 				// The host fd check (BPF jumps only forward).
+				bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
+				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 1},
+				ret(RetAllow),
+			)
+			verdict(notify)
+		}
+	}
+	// FDArg: a second fd in the virtual range is notified, else as any
+	// HostFD syscall.
+	for i := 0; i < 6; i++ {
+		if l := fdL[i]; l != 0 {
+			a.setLabel(l)
+			a.emit(
+				bpf.LoadAbsolute{Off: ArgLowOffset(i), Size: 4},
+				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipFalse: 1},
+			)
+			verdict(notify) // one instruction, a RET or a jump
+			a.emit(
 				bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
 				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 1},
 				ret(RetAllow),
