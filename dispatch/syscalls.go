@@ -139,23 +139,38 @@ const (
 // Own reports whether the in-process tier answers the syscall itself.
 func (i InProc) Own() bool { return i >= OwnMemory && i <= OwnProcess }
 
-// FDs says where a syscall's fds are: which argument names one, and
+// FDs says where a syscall's fds are: which arguments name one, and
 // whether its result is a new one. The in-process tiers' fd guard takes
-// its lists from it (trap/cont.go): a closed fd of the guest's range is
-// EBADF (FDArg0) or a bad dirfd (Dirfd0, Dirfd1), and a new fd is moved
-// into the guest's range (NewFD).
+// its lists from it (trap/cont.go): a closed fd of the guest's range, or
+// a number at or above it that is no open virtual fd (kbox's own), is
+// EBADF in an fd argument (FDArg0-2) and a bad dirfd in a directory
+// argument of an *at call (Dirfd0-3), and a new fd is moved into the
+// guest's range (NewFD).
 type FDs uint8
 
 const (
-	// FDArg0: argument 0 is an fd.
+	// FDArg0, FDArg1, FDArg2: argument 0, 1 or 2 is an fd.
 	FDArg0 FDs = 1 << iota
-	// Dirfd0: argument 0 is the directory fd of an *at call.
+	FDArg1
+	FDArg2
+	// Dirfd0 to Dirfd3: argument 0 to 3 is the directory fd of an *at
+	// call (Dirfd2: linkat's and renameat's new one; Dirfd3:
+	// fanotify_mark's).
 	Dirfd0
-	// Dirfd1: argument 1 is (symlinkat's).
 	Dirfd1
+	Dirfd2
+	Dirfd3
 	// NewFD: the result is a new fd.
 	NewFD
 )
+
+// FDArgs returns the indexes of the fd arguments as a mask (bit i:
+// argument i).
+func (f FDs) FDArgs() uint8 { return uint8(f & (FDArg0 | FDArg1 | FDArg2)) }
+
+// Dirfds returns the indexes of the directory fd arguments as a mask
+// (bit i: argument i).
+func (f FDs) Dirfds() uint8 { return uint8(f&(Dirfd0|Dirfd1|Dirfd2|Dirfd3)) >> 3 }
 
 // NetIoctls are the ioctl commands notified on host fds too when the
 // guest has a network: FIONREAD (SIOCINQ) and SIOCOUTQ (TIOCOUTQ) of an

@@ -131,11 +131,17 @@ func TestSyscallEntriesAreConsistent(t *testing.T) {
 		if s.InProc > Inline {
 			t.Errorf("%s: InProc %d", s.Name, s.InProc)
 		}
-		if s.FDs&(FDArg0|Dirfd0|Dirfd1)&(s.FDs&(FDArg0|Dirfd0|Dirfd1)-1) != 0 {
-			t.Errorf("%s: FDs %b names more than one fd argument", s.Name, s.FDs)
+		if s.FDs.FDArgs()&s.FDs.Dirfds() != 0 {
+			t.Errorf("%s: FDs %b names an argument both an fd and a directory fd", s.Name, s.FDs)
 		}
-		if s.FDs&^(FDArg0|Dirfd0|Dirfd1|NewFD) != 0 {
-			t.Errorf("%s: FDs %b", s.Name, s.FDs)
+		if s.FDs&NewFD != 0 && s.How == HostFD {
+			t.Errorf("%s: a new fd from a call that runs natively on host fds", s.Name)
+		}
+		if (s.InProc == FDGuard || s.InProc == GuestFDs) && s.FDs.FDArgs()&1 == 0 {
+			t.Errorf("%s: %d without an fd in argument 0", s.Name, s.InProc)
+		}
+		if more := s.FDs.FDArgs() &^ 1; s.InProc == GuestFDs && more&(more-1) != 0 {
+			t.Errorf("%s: GuestFDs with more than one fd past argument 0 (the filter checks one)", s.Name)
 		}
 	}
 }
@@ -177,11 +183,21 @@ func TestServedSyscalls(t *testing.T) {
 // tiers' fd guard checks are (trap/cont.go takes its lists from it).
 func TestFDsColumn(t *testing.T) {
 	want := map[string]FDs{
-		"read": FDArg0, "close": FDArg0, "dup3": FDArg0, "epoll_ctl": FDArg0, "fchdir": FDArg0,
+		"read": FDArg0, "close": FDArg0, "dup3": FDArg0, "fchdir": FDArg0,
 		"openat": NewFD | Dirfd0, "openat2": NewFD | Dirfd0, "open": NewFD, "socket": NewFD,
-		"accept4": NewFD | FDArg0, "pidfd_getfd": NewFD, "memfd_secret": NewFD,
+		"accept4": NewFD | FDArg0, "pidfd_getfd": NewFD | FDArg0, "memfd_secret": NewFD,
 		"newfstatat": Dirfd0, "statx": Dirfd0, "execveat": Dirfd0, "symlinkat": Dirfd1,
-		"getpid": 0, "pipe2": 0, "stat": 0, "mmap": 0,
+		"getpid": 0, "pipe2": 0, "stat": 0, "mmap": 0, "close_range": 0,
+		// Two fds, or an fd past argument 0.
+		"epoll_ctl": FDArg0 | FDArg2, "sendfile": FDArg0 | FDArg1, "tee": FDArg0 | FDArg1,
+		"splice": FDArg0 | FDArg2, "copy_file_range": FDArg0 | FDArg2,
+		"linkat": Dirfd0 | Dirfd2, "renameat": Dirfd0 | Dirfd2, "renameat2": Dirfd0 | Dirfd2,
+		"move_mount": Dirfd0 | Dirfd2, "fanotify_mark": FDArg0 | Dirfd3,
+		// Once missing from the hand lists.
+		"inotify_add_watch": FDArg0, "inotify_rm_watch": FDArg0, "sendmmsg": FDArg0,
+		"recvmmsg": FDArg0, "epoll_pwait2": FDArg0, "pidfd_send_signal": FDArg0,
+		"timerfd_gettime": FDArg0, "vmsplice": FDArg0, "cachestat": FDArg0,
+		"open_tree": NewFD | Dirfd0, "fspick": NewFD | Dirfd0,
 	}
 	n := 0
 	for i := range table {
@@ -195,5 +211,17 @@ func TestFDsColumn(t *testing.T) {
 	}
 	if n != len(want) {
 		t.Errorf("%d of the %d names are in the table", n, len(want))
+	}
+	// The masks trap/cont.go takes: bit i is argument i.
+	for _, c := range []struct {
+		f           FDs
+		fds, dirfds uint8
+	}{
+		{FDArg0 | FDArg2, 0b101, 0}, {FDArg1 | NewFD, 0b010, 0},
+		{Dirfd0 | Dirfd2, 0, 0b101}, {Dirfd1 | NewFD, 0, 0b010}, {FDArg0 | Dirfd3, 0b001, 0b1000},
+	} {
+		if c.f.FDArgs() != c.fds || c.f.Dirfds() != c.dirfds {
+			t.Errorf("FDs %b: FDArgs %b, Dirfds %b; want %b, %b", c.f, c.f.FDArgs(), c.f.Dirfds(), c.fds, c.dirfds)
+		}
 	}
 }

@@ -33,6 +33,8 @@ const DefaultVirtualFDBase = 1024
 //     a syscall of NullArg whose named argument (all 64 bits) is not 0,
 //     or whose args[NullFlagsArg] (low 32 bits) has a bit of NullFlags,
 //     → USER_NOTIF;
+//     a syscall of FDArg whose named argument's low 32 bits are >=
+//     VirtualFDBase → USER_NOTIF;
 //     low 32 bits of args[0] < VirtualFDBase → ALLOW, else USER_NOTIF
 //  6. anything else                      → USER_NOTIF
 //
@@ -54,6 +56,10 @@ type Policy struct {
 	// reads an internet stream's error queue, which is LKL's.
 	NullFlags    uint32
 	NullFlagsArg int
+	// FDArg names syscalls of HostFD with a second fd argument (the
+	// index): they run natively only while it too is below
+	// VirtualFDBase (epoll_ctl's target fd, in the in-process tiers).
+	FDArg map[string]int
 	// IoctlNotify are ioctl commands notified on host fds too (with
 	// --net, FIONREAD and SIOCOUTQ: an internet socket's queues are
 	// LKL's as well as its pair's).
@@ -160,14 +166,25 @@ const (
 	clsNoSys
 	// clsNullArg+i: HostFD while args[i] is 0 (NullArg), for i in 0..5.
 	clsNullArg
+	// clsFDArg+i: HostFD while args[i] is below VirtualFDBase too
+	// (FDArg), for i in 0..5.
+	clsFDArg = clsNullArg + 6
 	// clsArgBits+i: the rule NotifyIf[i].
-	clsArgBits = clsNullArg + 6
+	clsArgBits = clsFDArg + 6
 )
 
 // argBits returns the NotifyIf index of an ArgBits class.
 func (c class) argBits() (int, bool) {
 	if c >= clsArgBits {
 		return int(c - clsArgBits), true
+	}
+	return 0, false
+}
+
+// fdArg returns the argument index of an FDArg class.
+func (c class) fdArg() (int, bool) {
+	if c >= clsFDArg && c < clsFDArg+6 {
+		return int(c - clsFDArg), true
 	}
 	return 0, false
 }
@@ -258,6 +275,20 @@ func (p *Policy) classes() (map[uint32]class, error) {
 			m[nr] = clsNullArg + class(i)
 		}
 	}
+	for n, i := range p.FDArg {
+		if seen[n] != "HostFD" {
+			return nil, fmt.Errorf("seccomp: FDArg syscall %q is not in HostFD", n)
+		}
+		if i < 1 || i > 5 {
+			return nil, fmt.Errorf("seccomp: FDArg %q: argument %d out of range", n, i)
+		}
+		if nr, ok := p.Arch.Nr(n); ok {
+			if m[nr] != clsHostFD {
+				return nil, fmt.Errorf("seccomp: FDArg %q cannot have a guard of its own", n)
+			}
+			m[nr] = clsFDArg + class(i)
+		}
+	}
 	if nr, ok := p.Arch.Nr("ioctl"); ok && m[nr] == clsAllow {
 		return nil, fmt.Errorf("seccomp: ioctl must be in HostFD, not Allow (terminal-injection guard)")
 	}
@@ -286,6 +317,12 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 	}
 	if i, isNull := c.nullArg(); isNull {
 		if args[i] != 0 || uint32(args[p.NullFlagsArg])&p.NullFlags != 0 {
+			return p.notify()
+		}
+		c = clsHostFD
+	}
+	if i, isFD := c.fdArg(); isFD {
+		if uint32(args[i]) >= p.VirtualFDBase {
 			return p.notify()
 		}
 		c = clsHostFD
@@ -524,7 +561,7 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		ret(RetKillProcess),
 		bpf.LoadAbsolute{Off: offNr, Size: 4},
 	)
-	nullL, ruleL := map[int]label{}, map[int]label{}
+	nullL, fdL, ruleL := map[int]label{}, map[int]label{}, map[int]label{}
 	var gen func(iv []interval)
 	gen = func(iv []interval) {
 		if len(iv) == 1 {
@@ -534,6 +571,13 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 					nullL[i] = a.newLabel()
 				}
 				a.jaTo(nullL[i])
+				return
+			}
+			if i, isFD := c.fdArg(); isFD {
+				if fdL[i] == 0 {
+					fdL[i] = a.newLabel()
+				}
+				a.jaTo(fdL[i])
 				return
 			}
 			if i, isRule := c.argBits(); isRule {
@@ -638,6 +682,24 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 			}
 			a.emit(
 				// The host fd check (BPF jumps only forward).
+				bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
+				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 1},
+				ret(RetAllow),
+			)
+			verdict(notify)
+		}
+	}
+	// FDArg: a second fd in the virtual range is notified, else as any
+	// HostFD syscall.
+	for i := 0; i < 6; i++ {
+		if l := fdL[i]; l != 0 {
+			a.setLabel(l)
+			a.emit(
+				bpf.LoadAbsolute{Off: ArgLowOffset(i), Size: 4},
+				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipFalse: 1},
+			)
+			verdict(notify) // one instruction, a RET or a jump
+			a.emit(
 				bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
 				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 1},
 				ret(RetAllow),

@@ -288,6 +288,63 @@ func TestPolicyValidation(t *testing.T) {
 	}
 }
 
+// FDArg: epoll_ctl runs natively only while both its fds, arguments 0
+// and 2, are below the virtual base; the program agrees with the oracle
+// for every syscall with a virtual fd in each position.
+func TestFilterSecondFD(t *testing.T) {
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		p := policyFor(a)
+		var allow []string
+		for _, n := range p.Allow {
+			if n != "epoll_ctl" {
+				allow = append(allow, n)
+			}
+		}
+		p.Allow, p.HostFD = allow, append(p.HostFD, "epoll_ctl")
+		p.FDArg = map[string]int{"epoll_ctl": 2}
+		vm := newVM(t, p)
+		nr, _ := a.Nr("epoll_ctl")
+		base := uint64(p.VirtualFDBase)
+		for _, c := range []struct {
+			name     string
+			epfd, fd uint64
+			want     uint32
+		}{
+			{"both host fds", 3, 4, RetAllow},
+			{"virtual target", 3, base, RetUserNotif},
+			{"virtual epoll fd", base + 1, 4, RetUserNotif},
+			{"both virtual", base, base + 2, RetUserNotif},
+			{"target's high half ignored", 3, 4 | 1<<40, RetAllow},
+		} {
+			d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, Args: [6]uint64{c.epfd, 1, c.fd, 0x1000}}
+			got := run(t, vm, &d)
+			if got != c.want {
+				t.Errorf("%s %s: got %s want %s", a.Name, c.name, retName(got), retName(c.want))
+			}
+			if o := p.Decide(nr, a.AuditArch, d.Args); o != got {
+				t.Errorf("%s %s: oracle %s, program %s", a.Name, c.name, retName(o), retName(got))
+			}
+		}
+		for n := uint32(0); n < 500; n++ {
+			for i := 0; i < 6; i++ {
+				args := [6]uint64{3, 4, 5, 6, 7, 8}
+				args[i] = base + 3
+				d := SeccompData{Nr: int32(n), Arch: a.AuditArch, Args: args}
+				if got, want := run(t, vm, &d), p.Decide(n, a.AuditArch, d.Args); got != want {
+					t.Fatalf("%s nr %d arg %d: program %s, oracle %s", a.Name, n, i, retName(got), retName(want))
+				}
+			}
+		}
+		for _, bad := range []map[string]int{{"read": 0}, {"epoll_create1": 2}, {"sendto": 2}} {
+			q := policyFor(a)
+			q.FDArg = bad
+			if _, err := q.Build(); err == nil {
+				t.Errorf("%s: FDArg %v accepted", a.Name, bad)
+			}
+		}
+	}
+}
+
 func FuzzFilter(f *testing.F) {
 	native := NativeArch()
 	f.Add(uint32(0), native.AuditArch, uint64(1), uint64(0), uint64(0))

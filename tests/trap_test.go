@@ -126,6 +126,28 @@ func TestTrapFDGuard(t *testing.T) {
 	}
 }
 
+// The fd guard on every call with an fd argument, in whichever argument
+// (sendfile's and tee's second, splice's, copy_file_range's and
+// epoll_ctl's third, linkat's and renameat's new directory fd): given an
+// fd the guest closed, or any number from its RLIMIT_NOFILE up (kbox's
+// own fds in the in-process tiers: its LKL disk, Go's epoll, pipes, a
+// pidfd), each call gets EBADF as it does natively, the guest's own fds
+// still work in those arguments, and kbox keeps working. Both in-process
+// tiers' output must equal a native run.
+func TestTrapFDGuardEveryCall(t *testing.T) {
+	img := imagePath(t)
+	native := nativeOutput(t, img, "/opt/tests/fdguard")
+	if strings.Contains(native, "FAIL") || !strings.Contains(native, "fdguard: ") {
+		t.Fatalf("native run:\n%s", native)
+	}
+	for _, mode := range []string{"trap", "rewrite"} {
+		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+mode, "--", "/opt/tests/fdguard")
+		if status != 0 || stdout != native {
+			t.Errorf("%s: status %d\nunder kbox:\n%s\nnatively:\n%s\nstderr: %s", mode, status, stdout, native, lastLines(stderr, 10))
+		}
+	}
+}
+
 // The memory guard: the guest finds kbox's text and data in
 // /proc/self/maps (it shares kbox's address space) and tries to unmap,
 // map over, protect, advise away and remap them: each is refused with

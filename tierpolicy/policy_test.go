@@ -1,6 +1,7 @@
 package tierpolicy
 
 import (
+	"math/bits"
 	"testing"
 
 	"github.com/kbox-project/kbox/dispatch"
@@ -241,6 +242,15 @@ func TestInProcessFollowsTable(t *testing.T) {
 				}
 				if got := p.Decide(uint32(nr), p.Arch.AuditArch, args); got != want {
 					t.Errorf("%s (InProc %d, rewrite %v) on fd %d: %#x, want %#x", s.Name, s.InProc, rewrite, fd, got, want)
+				}
+			}
+			// A GuestFDs call's other fd argument (epoll_ctl's
+			// target) above the guest's fds is trapped as well.
+			if more := s.FDs.FDArgs() &^ 1; s.InProc == dispatch.GuestFDs && more != 0 {
+				args := [6]uint64{3, 3, 3, 3, 3, 3}
+				args[bits.TrailingZeros8(more)] = 1030
+				if got := p.Decide(uint32(nr), p.Arch.AuditArch, args); got != trap {
+					t.Errorf("%s with fd argument %d above the guest's: %#x, want a trap", s.Name, bits.TrailingZeros8(more), got)
 				}
 			}
 		})

@@ -5,6 +5,8 @@
 package tierpolicy
 
 import (
+	"math/bits"
+
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/seccomp"
 	"golang.org/x/sys/unix"
@@ -119,7 +121,8 @@ func dropNames(list []string, drop map[string]bool) []string {
 // with SECCOMP_RET_TRAP where that notifies, and the table's InProc
 // column on top: what the in-process tier answers itself (InProc.Own),
 // FDGuard's and, under the rewrite tier, Inline's syscalls are trapped
-// on every fd; GuestFDs ones run natively on the guest's fds only. Every
+// on every fd; GuestFDs ones run natively on the guest's fds only (in
+// argument 0 and the table's other fd argument: epoll_ctl's target). Every
 // clone is trapped (the tier makes the threads), and every F_DUPFD.
 func InProcess(guestFDs uint32, net, rewrite bool) *seccomp.Policy {
 	p := Seccomp(guestFDs, false)
@@ -134,6 +137,13 @@ func InProcess(guestFDs uint32, net, rewrite bool) *seccomp.Policy {
 	p.NotifyIf = nil
 	p.HostFD = append(dropNames(p.HostFD, trapped),
 		dispatch.Names(func(s *dispatch.Syscall) bool { return s.InProc == dispatch.GuestFDs })...)
+	// A GuestFDs call's second fd (epoll_ctl's target) is checked too.
+	p.FDArg = map[string]int{}
+	dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
+		if more := s.FDs.FDArgs() &^ 1; s.InProc == dispatch.GuestFDs && more != 0 {
+			p.FDArg[s.Name] = bits.TrailingZeros8(more)
+		}
+	})
 	p.Notify = unix.SECCOMP_RET_TRAP
 	p.DupfdAlways = true
 	return p

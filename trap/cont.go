@@ -104,6 +104,10 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 			return
 		}
 	}
+	if !nativeFDs(nr, a) {
+		th.fail(unix.EBADF)
+		return
+	}
 	// Made on the core's entry, which a kick ends: a signal interrupts
 	// a blocking call (restart.go).
 	r, en := th.core.native(nr, a)
@@ -148,41 +152,85 @@ func (th *thread) closeRange(lo, hi uint32, flags uint64) {
 	th.ret(0)
 }
 
-// makesFD are the syscalls whose result is a new fd; fdArg0 those whose
-// first argument is an fd; dirfdArg those with a directory fd (the *at
-// family) at the index given plus one. All from the table's FDs.
-var makesFD, fdArg0, dirfdArg = func() ([]bool, []bool, []uint8) {
-	m, f, d := make([]bool, dispatch.MaxNr), make([]bool, dispatch.MaxNr), make([]uint8, dispatch.MaxNr)
+// makesFD are the syscalls whose result is a new fd; fdArgs and dirfdArgs
+// the indexes of their fd and directory fd arguments (bit i: argument
+// i). All from the table's FDs; a call the table refuses or lacks has no
+// fd checked (its answer is the same whatever the fds).
+var makesFD, fdArgs, dirfdArgs = func() ([]bool, []uint8, []uint8) {
+	m, f, d := make([]bool, dispatch.MaxNr), make([]uint8, dispatch.MaxNr), make([]uint8, dispatch.MaxNr)
 	for nr := range dispatch.MaxNr {
-		fds := dispatch.Lookup(nr).FDs
-		m[nr] = fds&dispatch.NewFD != 0
-		f[nr] = fds&dispatch.FDArg0 != 0
-		switch {
-		case fds&dispatch.Dirfd0 != 0:
-			d[nr] = 1
-		case fds&dispatch.Dirfd1 != 0:
-			d[nr] = 2
+		s := dispatch.Lookup(nr)
+		m[nr] = s.FDs&dispatch.NewFD != 0
+		if s.How == dispatch.Refused || s.How == dispatch.Absent {
+			continue
 		}
+		f[nr], d[nr] = s.FDs.FDArgs(), s.FDs.Dirfds()
 	}
 	return m, f, d
 }()
 
-// checkFDs answers EBADF for a closed guest fd (a placeholder, which the
-// engine would otherwise see open), and makes a closed directory fd of
-// an *at call one the engine sees as bad (-1: an absolute path still
-// works, a relative one fails with EBADF, as Linux has it).
+// checkFDs keeps the guest's calls off fd numbers that are not its own:
+// a closed guest fd (a placeholder, which the engine would otherwise see
+// open) and a number at or above the guest's range that is no open
+// virtual fd (kbox's own) are EBADF in an fd argument, and a bad
+// directory fd of an *at call becomes one the engine sees as bad (-1: an
+// absolute path still works, a relative one fails with EBADF, as Linux
+// has it).
 func (th *thread) checkFDs(nr int, a *[6]uint64) unix.Errno {
-	if nr < 0 || nr >= len(fdArg0) {
+	if nr < 0 || nr >= len(fdArgs) || fdArgs[nr]|dirfdArgs[nr] == 0 {
 		return 0
 	}
-	s := tr.fds
-	if fd := int(int32(a[0])); fdArg0[nr] && fd >= 0 && fd < s.g && !s.open(fd) {
-		return unix.EBADF
+	for i := range 6 {
+		if fdArgs[nr]&(1<<i) != 0 && !th.guestFD(int(int32(a[i]))) {
+			return unix.EBADF
+		}
 	}
-	if i := dirfdArg[nr]; i != 0 {
-		if fd := int(int32(a[i-1])); fd >= 0 && fd < s.g && !s.open(fd) {
-			a[i-1] = ^uint64(0)
+	for i := range 6 {
+		if dirfdArgs[nr]&(1<<i) != 0 && !th.guestFD(int(int32(a[i]))) {
+			a[i] = ^uint64(0)
 		}
 	}
 	return 0
+}
+
+// guestFD reports whether fd may reach the engine as the guest's: an
+// open guest fd, an open virtual fd, or a negative number (AT_FDCWD, or
+// one the engine answers EBADF itself).
+func (th *thread) guestFD(fd int) bool {
+	s := tr.fds
+	switch {
+	case fd < 0:
+		return true
+	case fd < s.g:
+		return s.open(fd)
+	}
+	p := tr.eng.Lookup(th.tid)
+	if p == nil {
+		return false
+	}
+	_, open := p.FDs.Get(fd)
+	return open
+}
+
+// nativeFDs reports whether the fd arguments of a call the engine let
+// through are the guest's host fds (below its range), making a directory
+// fd at or above the range bad (-1). A virtual fd number exists only in
+// the engine's table: as in the seccomp tier, where the host kernel never
+// sees it, the call gets EBADF, and never one of kbox's fds of that
+// number.
+func nativeFDs(nr int, a *[6]uint64) bool {
+	if nr < 0 || nr >= len(fdArgs) {
+		return true
+	}
+	g := tr.fds.g
+	for i := range 6 {
+		fd := int(int32(a[i]))
+		if fdArgs[nr]&(1<<i) != 0 && fd >= g {
+			return false
+		}
+		if dirfdArgs[nr]&(1<<i) != 0 && fd >= g {
+			a[i] = ^uint64(0)
+		}
+	}
+	return true
 }
