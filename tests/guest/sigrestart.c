@@ -52,6 +52,8 @@
 static const char *dir;
 static pid_t main_tid;
 static atomic_int signals, stop_signalling;
+/* in_call is 1 while the main thread is in a case's call. */
+static atomic_int in_call;
 static char path[256];
 
 static void on_usr1(int sig)
@@ -151,11 +153,30 @@ static int fifo_prep(void)
 }
 static void fifo_done(void)
 {
-	/* The writer's open does not wait: a reader waits (or, if the
-	 * reader gave up, there is none and the write end is not needed). */
-	fds[1] = open(path, O_WRONLY | O_NONBLOCK);
-	if (fds[1] >= 0)
-		write(fds[1], "f", 1);
+	/* The writer's open does not wait. A reader whose open a signal
+	 * interrupts is no reader until its open restarts, on Linux too: the
+	 * writer's open fails with ENXIO then, or its write with EPIPE when
+	 * the reader left after the open. Both are tried again (a new write
+	 * end first, so that a reader that came meanwhile never sees EOF)
+	 * while the main thread is in its call; once it is out (EINTR) no
+	 * write end is needed. */
+	int fd = -1;
+	for (;;) {
+		int nfd = open(path, O_WRONLY | O_NONBLOCK);
+		if (nfd < 0 && errno == ENXIO && in_call) {
+			nap(1);
+			continue;
+		}
+		if (nfd < 0)
+			break;
+		if (fd >= 0)
+			close(fd);
+		fd = nfd;
+		if (write(fd, "f", 1) == 1 || errno != EPIPE || !in_call)
+			break;
+		nap(1);
+	}
+	fds[1] = fd;
 }
 static int fifo_call(void)
 {
@@ -459,8 +480,10 @@ static void run(const struct tcase *c, int restart)
 	signals = 0;
 	pthread_create(&comp, NULL, completer, (void *)c);
 	pthread_create(&sig, NULL, signaller, NULL);
+	in_call = 1;
 	int r = c->call();
 	int e = errno;
+	in_call = 0;
 	int seen = signals;
 	stop_signalling = 1;
 	pthread_join(sig, NULL);
