@@ -66,10 +66,30 @@ var sensitive = map[string]bool{
 	"io": true, "fd": true, "fdinfo": true, "cwd": true, "root": true, "exe": true, "map_files": true,
 }
 
-// utsFile reports the /proc files of the UTS names: LKL's own, which the
-// guest may also write with CAP_SYS_ADMIN, as sethostname.
-func utsFile(abs string) bool {
-	return abs == "/proc/sys/kernel/hostname" || abs == "/proc/sys/kernel/domainname"
+// guestSysctls are the sysctls of LKL's /proc/sys that the guest may write
+// (with CAP_SYS_ADMIN, as root writes them on Linux): each sets state of
+// the sandbox's own kernel that serves the guest alone. The rest stay
+// read-only, because LKL serves kbox too (its file table, its memory, its
+// log on kbox's stderr) or because the guest's objects are not LKL's
+// (pipes and System V IPC are the host's or kbox's, pid_max the host's).
+// An entry ending in "/" is a directory: every sysctl below it.
+var guestSysctls = []string{
+	"/proc/sys/kernel/hostname", "/proc/sys/kernel/domainname", // the UTS names, as sethostname
+	"/proc/sys/fs/inotify/",         // the guest's inotify limits (file watchers raise max_user_watches)
+	"/proc/sys/fs/lease-break-time", // LKL's file leases
+	"/proc/sys/fs/leases-enable",
+	"/proc/sys/net/", // the guest's network stack is LKL's
+}
+
+// GuestSysctl reports whether abs (a clean path) is a sysctl the guest may
+// write (guestSysctls).
+func GuestSysctl(abs string) bool {
+	for _, s := range guestSysctls {
+		if abs == s || strings.HasSuffix(s, "/") && strings.HasPrefix(abs, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Classify resolves abs, a clean guest path at or below /proc, for caller
@@ -153,7 +173,7 @@ func topPath(s System, c *Caller, name, sub string, depth int) (Found, unix.Errn
 					return node(abs, n)
 				}
 			}
-			return node(abs, &Node{Kind: LKL, LKL: rel, Write: utsFile(abs)})
+			return node(abs, &Node{Kind: LKL, LKL: rel, Write: GuestSysctl(abs)})
 		case Text:
 			if sub != "" {
 				return Found{}, unix.ENOTDIR

@@ -177,3 +177,30 @@ func TestOOMStore(t *testing.T) {
 		t.Errorf("after the write: %q, floor %d", got, p.id.OOMMin)
 	}
 }
+
+// TestGuestSysctl: the sysctls a guest may write are the sandbox kernel's
+// own; LKL's others and look-alike names stay read-only.
+func TestGuestSysctl(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		want bool
+	}{
+		{"/proc/sys/kernel/hostname", true},
+		{"/proc/sys/kernel/domainname", true},
+		{"/proc/sys/fs/inotify/max_user_watches", true},
+		{"/proc/sys/fs/lease-break-time", true},
+		{"/proc/sys/net/ipv4/conf/lo/tag", true},
+		{"/proc/sys/net", false},
+		{"/proc/sys/fs/inotify", false},
+		{"/proc/sys/kernel/ostype", false},
+		{"/proc/sys/kernel/printk", false},
+		{"/proc/sys/kernel/hostnamex", false},
+		{"/proc/sys/fs/file-max", false},
+		{"/proc/sys/vm/overcommit_memory", false},
+		{"/proc/sys/fs/lease-break-time/x", false},
+	} {
+		if got := GuestSysctl(c.path); got != c.want {
+			t.Errorf("GuestSysctl(%q) = %v, want %v", c.path, got, c.want)
+		}
+	}
+}

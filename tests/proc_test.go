@@ -288,6 +288,9 @@ echo '--- osrelease'; cat /proc/sys/kernel/osrelease
 echo '--- version'; cat /proc/version
 echo '--- netdev'; cat /proc/net/dev
 echo '--- sysctl'; echo 1 > /proc/sys/kernel/ostype && echo written || echo refused
+echo '--- guest sysctl'; echo 7 > /proc/sys/net/ipv4/conf/lo/tag && cat /proc/sys/net/ipv4/conf/lo/tag
+f=/proc/sys/fs/inotify/max_user_watches; test -e $f && echo 4321 > $f && cat $f
+su -s /bin/sh nobody -c 'echo 9 > /proc/sys/net/ipv4/conf/lo/tag' 2>/dev/null && echo nobody-wrote || echo nobody-refused
 echo '--- uptime'; cat /proc/uptime
 echo '--- stat'; cat /proc/stat
 echo '--- ls'; ls /proc | grep -v '^[0-9]*$' | tr '\n' ' '; echo
@@ -332,6 +335,16 @@ echo '--- cgroup'; cat /proc/self/cgroup
 	}
 	if s := section(out, "sysctl"); s != "refused\n" || !strings.Contains(stderr, "Permission denied") {
 		t.Errorf("sysctl write: %q %s", s, stderr)
+	}
+	// The sandbox kernel's own sysctls (procfs.GuestSysctl) are root's to
+	// write, as on Linux: the network's, and inotify's limits where the
+	// kernel has inotify.
+	want := "7\n4321\nnobody-refused\n"
+	if !linkedKernel(t).has("inotify") {
+		want = "7\nnobody-refused\n"
+	}
+	if s := section(out, "guest sysctl"); s != want {
+		t.Errorf("guest sysctl writes: %q, want %q\n%s", s, want, stderr)
 	}
 	up := strings.Fields(section(out, "uptime"))
 	hostUp, _ := os.ReadFile("/proc/uptime")
