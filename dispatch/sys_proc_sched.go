@@ -3,7 +3,10 @@
 
 package dispatch
 
-import "golang.org/x/sys/unix"
+import (
+	"github.com/kbox-project/kbox/sysabi"
+	"golang.org/x/sys/unix"
+)
 
 // Pins is a tier's record of the guest task it pinned to one CPU for speed
 // (the seccomp tier's colocation). The guest must not see it: its own mask
@@ -347,15 +350,39 @@ func sysSchedSetaffinity(e *Engine, r *Request) Result {
 
 // sysClone serves clone(2), fork(2) and vfork(2) when they are notified:
 // in the seccomp tier only a clone with CLONE_PARENT and without
-// CLONE_THREAD, or every one when the agent policy counts or refuses
-// processes (ForkLike: the others run on the host, never notified, so
-// that a signal cannot make them fail with EINTR). The in-process tiers
-// make their threads themselves (trap/threads.go).
+// CLONE_THREAD or with a namespace flag, or every one when the agent
+// policy counts or refuses processes (ForkLike: the others run on the
+// host, never notified, so that a signal cannot make them fail with
+// EINTR). The in-process tiers make their threads themselves
+// (trap/threads.go).
 func sysClone(e *Engine, r *Request) Result {
+	if en := cloneNamespaces(r); en != 0 {
+		return errno(en, Denied)
+	}
 	if en := e.cloneCredOK(r); en != 0 {
 		return errno(en, Denied)
 	}
 	return cont
+}
+
+// cloneNamespaces refuses a clone that makes namespaces, as unshare is
+// refused (EPERM): on the host they would be namespaces the supervisor
+// cannot model. Linux's EINVAL for flags that cannot go together comes
+// first, as in Linux: a new mount or user namespace with CLONE_FS, a new
+// user or pid namespace with CLONE_THREAD.
+func cloneNamespaces(r *Request) unix.Errno {
+	if r.Nr != unix.SYS_CLONE {
+		return 0
+	}
+	f := r.Args[0]
+	switch {
+	case f&sysabi.CloneNamespaces == 0:
+		return 0
+	case f&(unix.CLONE_NEWNS|unix.CLONE_NEWUSER) != 0 && f&unix.CLONE_FS != 0,
+		f&(unix.CLONE_NEWUSER|unix.CLONE_NEWPID) != 0 && f&unix.CLONE_THREAD != 0:
+		return unix.EINVAL
+	}
+	return unix.EPERM
 }
 
 // cloneCredOK keeps CLONE_PARENT from handing a child credentials its

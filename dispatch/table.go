@@ -66,7 +66,7 @@ var table = [...]Syscall{
 	{Name: "socketpair", Fam: FamNet, How: Native, InProc: OwnFD, Why: "a host object private to the caller, with no path"},
 	{Name: "setsockopt", Fam: FamNet, How: Served, Fn: sysSetsockopt, FDs: FDArg0, Why: "LKL's options for an internet socket"},
 	{Name: "getsockopt", Fam: FamNet, How: Served, Fn: sysGetsockopt, FDs: FDArg0, Why: "LKL's options for an internet socket"},
-	{Name: "clone", Fam: FamProc, How: Served, Fn: sysClone, Facts: ForkLike, InProc: OwnProcess, Why: "on the host, never notified but with CLONE_PARENT, whose credentials kbox checks"},
+	{Name: "clone", Fam: FamProc, How: Served, Fn: sysClone, Facts: ForkLike, InProc: OwnProcess, Why: "on the host, never notified but with CLONE_PARENT, whose credentials kbox checks, or a namespace flag, refused as unshare is"},
 	{Name: "fork", Fam: FamProc, How: Served, Fn: sysClone, Facts: ForkLike, InProc: OwnProcess, Why: "on the host, never notified, so never EINTR (a notified call can be)"},
 	{Name: "vfork", Fam: FamProc, How: Served, Fn: sysClone, Facts: ForkLike, InProc: OwnProcess, Why: "as fork"},
 	{Name: "execve", Fam: FamProc, How: Served, Fn: sysExecve},

@@ -233,6 +233,7 @@ func NewPlan(e Env) *Plan {
 		{"dev.mem", "host.devices", "open /dev/mem", "the guest's /dev is kbox's own"},
 		{"dev.mknod", "host.devices", "mknod a block device 8:0 in /tmp, open and read it", "device nodes are the guest kernel's, which has no such disk"},
 		{"sys.unshare", "kernel.surface", "unshare(CLONE_NEWUSER)", "refused: host namespaces"},
+		{"sys.clonens", "kernel.surface", "clone(CLONE_NEWUSER|CLONE_NEWNET), as a fork", "refused: host namespaces"},
 		{"sys.bpf", "kernel.surface", "bpf(BPF_MAP_CREATE)", "refused: host eBPF"},
 		{"sys.perf_event_open", "kernel.surface", "perf_event_open(cpu-clock)", "refused: host perf events"},
 		{"sys.keyctl", "kernel.surface", "keyctl(KEYCTL_GET_KEYRING_ID)", "refused: host keyrings"},

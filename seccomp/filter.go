@@ -23,7 +23,7 @@ const DefaultVirtualFDBase = 1024
 //  3. nr in Deny                         → ERRNO(DenyErrno)
 //     3b. nr in NoSys                       → ERRNO(ENOSYS)
 //     3c. nr in NotifyIf: the low 32 bits of the rule's argument, masked
-//     with Mask, equal Want → USER_NOTIF; else ALLOW
+//     with Mask, equal Want, or have a bit of Any → USER_NOTIF; else ALLOW
 //  4. nr in Allow                        → ALLOW
 //  5. nr in HostFD: ioctl with TIOCSTI/TIOCLINUX → ERRNO(DenyErrno);
 //     ioctl with a command of IoctlNotify or in IoctlNotifyRanges (low
@@ -87,17 +87,19 @@ type Policy struct {
 	NoSys []string
 	// NotifyIf are syscalls notified only when some bits of an argument
 	// have given values, and run natively otherwise: clone with
-	// CLONE_PARENT (a notified clone can fail with EINTR, which Linux's
-	// never does, so only the clones kbox must check are notified).
+	// CLONE_PARENT or a namespace flag (a notified clone can fail with
+	// EINTR, which Linux's never does, so only the clones kbox must check
+	// are notified).
 	NotifyIf []ArgBits
 }
 
 // ArgBits is a NotifyIf rule: syscall Name is notified when the low 32
-// bits of args[Arg] masked with Mask equal Want.
+// bits of args[Arg] masked with Mask equal Want, or have a bit of Any.
 type ArgBits struct {
 	Name       string
 	Arg        int
 	Mask, Want uint32
+	Any        uint32
 }
 
 // IPRange is [Lo, Hi) of instruction pointers.
@@ -310,7 +312,7 @@ func (p *Policy) classes() (map[uint32]class, error) {
 
 func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 	if i, isRule := c.argBits(); isRule {
-		if r := p.NotifyIf[i]; uint32(args[r.Arg])&r.Mask == r.Want {
+		if r := p.NotifyIf[i]; uint32(args[r.Arg])&r.Mask == r.Want || uint32(args[r.Arg])&r.Any != 0 {
 			return p.notify()
 		}
 		return RetAllow
@@ -711,8 +713,12 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 	for i, r := range p.NotifyIf {
 		if l := ruleL[i]; l != 0 {
 			a.setLabel(l)
+			a.emit(bpf.LoadAbsolute{Off: ArgLowOffset(r.Arg), Size: 4})
+			if r.Any != 0 {
+				// A bit of Any: on to the verdict, past the three below.
+				a.emit(bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: r.Any, SkipTrue: 3})
+			}
 			a.emit(
-				bpf.LoadAbsolute{Off: ArgLowOffset(r.Arg), Size: 4},
 				bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: r.Mask},
 				bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.Want, SkipTrue: 1},
 				ret(RetAllow),

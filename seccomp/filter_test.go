@@ -594,8 +594,8 @@ func TestFilterIoctlNotify(t *testing.T) {
 }
 
 // TestFilterNotifyIfAndNoSys: clone is notified only with CLONE_PARENT
-// and without CLONE_THREAD (only the low 32 bits count, as in the
-// kernel's clone), every other clone runs natively; clone3 is answered
+// and without CLONE_THREAD, or with a namespace flag (only the low 32 bits
+// count, as in the kernel's clone), every other clone runs natively; clone3 is answered
 // ENOSYS by the filter itself; the program and the oracle agree, and a
 // trusted caller's notified clone runs natively.
 func TestFilterNotifyIfAndNoSys(t *testing.T) {
@@ -605,7 +605,7 @@ func TestFilterNotifyIfAndNoSys(t *testing.T) {
 			p := policyFor(a)
 			p.Allow = without(p.Allow, "clone", "clone3")
 			p.NoSys = []string{"clone3"}
-			p.NotifyIf = []ArgBits{{Name: "clone", Arg: 0, Mask: parent | thread, Want: parent}}
+			p.NotifyIf = []ArgBits{{Name: "clone", Arg: 0, Mask: parent | thread, Want: parent, Any: unix.CLONE_NEWNET | unix.CLONE_NEWUSER}}
 			if trusted {
 				p.Trusted = []IPRange{{0x400000, 0x500000}}
 			}
@@ -623,6 +623,11 @@ func TestFilterNotifyIfAndNoSys(t *testing.T) {
 				{"CLONE_PARENT", clone, parent | uint64(unix.SIGCHLD), RetUserNotif},
 				{"CLONE_PARENT|CLONE_THREAD", clone, parent | thread | unix.CLONE_VM | unix.CLONE_SIGHAND, RetAllow},
 				{"CLONE_PARENT in the high half only", clone, parent << 32, RetAllow},
+				{"CLONE_NEWNET", clone, unix.CLONE_NEWNET | uint64(unix.SIGCHLD), RetUserNotif},
+				{"CLONE_NEWUSER|CLONE_THREAD", clone, unix.CLONE_NEWUSER | thread | unix.CLONE_VM | unix.CLONE_SIGHAND, RetUserNotif},
+				{"CLONE_NEWUSER|CLONE_PARENT|CLONE_THREAD", clone, unix.CLONE_NEWUSER | parent | thread, RetUserNotif},
+				{"CLONE_NEWNET in the high half only", clone, unix.CLONE_NEWNET << 32, RetAllow},
+				{"CLONE_NEWPID, not in Any", clone, unix.CLONE_NEWPID, RetAllow},
 				{"clone3", clone3, 0, RetErrno | uint32(unix.ENOSYS)},
 			} {
 				d := SeccompData{Nr: int32(c.nr), Arch: a.AuditArch, InstructionPointer: 0x1000, Args: [6]uint64{c.flags}}

@@ -27,6 +27,13 @@ const (
 	CmsgHdr = 16
 )
 
+// CloneNamespaces are the flags of clone(2) that make new namespaces
+// (CLONE_NEWTIME is clone3's and unshare's only: in clone its bit is the
+// exit signal's). Made on the host they would be host namespaces the
+// supervisor cannot model, so kbox refuses them as it refuses unshare.
+const CloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
+
 // CmsgAlign rounds n up to a control message's alignment (CMSG_ALIGN).
 func CmsgAlign(n int) int { return (n + 7) &^ 7 }
 

@@ -111,7 +111,7 @@ func TestProbeDefault(t *testing.T) {
 	}
 	wantProbes(t, recs, "denied", "proc.root1", "proc.rootparent", "proc.selfroot", "proc.cwdparent", "chroot.escape",
 		"procs.visible", "procs.kill0", "signal.host", "ptrace.host", "dev.sda", "dev.kvm", "dev.mem", "dev.mknod",
-		"sys.unshare", "sys.bpf", "sys.perf_event_open", "sys.keyctl", "sys.io_uring", "net.loopback", "net.host", "net.metadata", "net.outside")
+		"sys.unshare", "sys.clonens", "sys.bpf", "sys.perf_event_open", "sys.keyctl", "sys.io_uring", "net.loopback", "net.host", "net.metadata", "net.outside")
 	wantProbes(t, recs, "allowed", "sys.mount")
 	if r := recs["hidden.open"]; r.Verdict != "skipped" {
 		t.Errorf("hidden.open without a policy: %+v, want skipped", r)
@@ -198,7 +198,7 @@ func TestProbeTiersAndNet(t *testing.T) {
 	img := imagePath(t)
 	kernel := []string{"proc.root1", "proc.rootparent", "proc.selfroot", "proc.cwdparent", "procs.visible",
 		"procs.kill0", "signal.host", "ptrace.host", "dev.sda", "dev.kvm", "dev.mem", "dev.mknod",
-		"sys.unshare", "sys.bpf", "sys.perf_event_open", "sys.keyctl", "sys.io_uring"}
+		"sys.unshare", "sys.clonens", "sys.bpf", "sys.perf_event_open", "sys.keyctl", "sys.io_uring"}
 	for _, c := range []struct {
 		name    string
 		args    []string

@@ -138,3 +138,31 @@ func TestReadaheadErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestCloneNamespaces: clone(2) with a namespace flag is refused (EPERM),
+// as unshare is, after Linux's EINVAL for flags that cannot go together:
+// it ran on the host and made host namespaces (as root: LTP clone09's
+// child got a new host network namespace while its sysctls stayed LKL's),
+// which the supervisor cannot model. A plain clone still forks; so does
+// every clone when an agent policy has kbox see each one.
+func TestCloneNamespaces(t *testing.T) {
+	img := imagePath(t)
+	want := "clone plain ok\nclone newnet EPERM\nclone newuser EPERM\nclone newpid EPERM\nclone newns EPERM\n" +
+		"clone newuts|newipc EPERM\nclone newuser|fs EINVAL\n"
+	pol := writePolicy(t, "[limits]\nprocesses = 50\n")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"default", nil},
+		{"every clone seen", []string{"--policy", pol}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"image", "-S", img, "--read-only"}, c.args...)
+			out, stderr, st := runKbox(t, append(args, "--", "/opt/tests/sysmisc", "clonens")...)
+			if st != 0 || out != want {
+				t.Errorf("status %d:\n%s\nwant:\n%s\n%s", st, out, want, stderr)
+			}
+		})
+	}
+}

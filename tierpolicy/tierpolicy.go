@@ -9,6 +9,7 @@ import (
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/seccomp"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,7 +55,7 @@ func Seccomp(virtualBase uint32, ipcNS bool) *seccomp.Policy {
 		case s.Facts&dispatch.ForkLike == 0:
 		case s.Name == "clone":
 			p.NotifyIf = append(p.NotifyIf, seccomp.ArgBits{Name: s.Name, Arg: 0,
-				Mask: unix.CLONE_PARENT | unix.CLONE_THREAD, Want: unix.CLONE_PARENT})
+				Mask: unix.CLONE_PARENT | unix.CLONE_THREAD, Want: unix.CLONE_PARENT, Any: sysabi.CloneNamespaces})
 		default:
 			p.Allow = append(p.Allow, s.Name)
 		}

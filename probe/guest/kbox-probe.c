@@ -545,6 +545,7 @@ static const struct {
 	{"limit.image_writes", limit_image_writes, "iwdir"},
 	{"limit.quota", limit_quota, "quota_nr"},
 	{"sys.unshare", sys_unshare, NULL},
+	{"sys.clonens", sys_clonens, NULL},
 	{"sys.bpf", sys_bpf, NULL},
 	{"sys.perf_event_open", sys_perf, NULL},
 	{"sys.keyctl", sys_keyctl, NULL},

@@ -49,6 +49,7 @@ struct res sys_keyctl(void);
 struct res sys_mount(void);
 struct res sys_perf(void);
 struct res sys_unshare(void);
+struct res sys_clonens(void);
 int suid_child(void);
 
 #endif

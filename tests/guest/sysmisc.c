@@ -11,7 +11,8 @@
  * what holds for any kernel: the types' names by index and back, their
  * errors, and ustat of /'s device; then it lists the types. "sysmisc
  * readahead DIR" tries readahead(2) on a file, a directory and an O_PATH
- * fd there.
+ * fd there. "sysmisc clonens" tries clone(2) with namespace flags (kbox
+ * refuses them as it refuses unshare).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -280,6 +281,30 @@ static void readaheads(const char *dir)
 	unlink(path);
 }
 
+static void clonens(void)
+{
+	static const struct {
+		const char *name;
+		unsigned long flags;
+	} c[] = {
+		{"plain", 0},
+		{"newnet", CLONE_NEWNET},
+		{"newuser", CLONE_NEWUSER},
+		{"newpid", CLONE_NEWPID},
+		{"newns", CLONE_NEWNS},
+		{"newuts|newipc", CLONE_NEWUTS | CLONE_NEWIPC},
+		{"newuser|fs", CLONE_NEWUSER | CLONE_FS},
+	};
+	for (unsigned i = 0; i < sizeof c / sizeof c[0]; i++) {
+		long r = syscall(SYS_clone, c[i].flags | SIGCHLD, 0, 0, 0, 0);
+		if (r == 0)
+			_exit(0);
+		if (r > 0)
+			waitpid(r, NULL, 0);
+		printf("clone %s %s\n", c[i].name, en(r));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -293,6 +318,8 @@ int main(int argc, char **argv)
 		fsinfo();
 	else if (argc >= 3 && !strcmp(argv[1], "readahead"))
 		readaheads(argv[2]);
+	else if (argc >= 2 && !strcmp(argv[1], "clonens"))
+		clonens();
 	else
 		return 2;
 	return 0;
