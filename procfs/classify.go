@@ -284,6 +284,11 @@ func taskPath(s System, c *Caller, pid int, base, sub string, depth int) (Found,
 			return Found{}, unix.ENOTDIR
 		}
 		return node(abs, &Node{Kind: Text, Like: hbase + "/" + entry, Text: mapsText(s, hbase+"/"+entry)})
+	case "numa_maps":
+		if rest != "" {
+			return Found{}, unix.ENOTDIR
+		}
+		return node(abs, &Node{Kind: Text, Like: hbase + "/" + entry, Text: numaMapsText(s, hbase)})
 	case "map_files":
 		// Its links name the host files behind the mappings (the
 		// prepared programs' memfds, shadows' content): an empty

@@ -204,3 +204,20 @@ func TestGuestSysctl(t *testing.T) {
 		}
 	}
 }
+
+// TestNumaLine: a numa_maps line of a mapping of kbox's file names the
+// guest's file, escaped as numa_maps escapes; other lines stay as they are.
+func TestNumaLine(t *testing.T) {
+	names := map[string]string{"00400000": "/usr/bin/a b=c"}
+	for _, c := range []struct{ in, want string }{
+		{"00400000 default file=/memfd:kbox-exec:/usr/bin/a\\040b\\075c\\040(deleted) dirty=1 N0=1 kernelpagesize_kB=4\n",
+			"00400000 default file=/usr/bin/a\\040b\\075c dirty=1 N0=1 kernelpagesize_kB=4\n"},
+		{"00401000 default file=/usr/lib/x dirty=1\n", "00401000 default file=/usr/lib/x dirty=1\n"},
+		{"7fff1ead9000 default stack anon=2\n", "7fff1ead9000 default stack anon=2\n"},
+		{"", ""},
+	} {
+		if got := numaLine(c.in, names); got != c.want {
+			t.Errorf("numaLine(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A guest process's mappings (/proc/PID/maps and smaps) are the host's,
+// A guest process's mappings (/proc/PID/maps, smaps, numa_maps) are the host's,
 // where the files kbox maps for it are kbox's own: a program's sealed
 // copy (memfd "kbox-exec:PATH"), a shadow's content (a memfd "kbox:PATH"
 // or a file of kbox's store), a file of a bind (its host path). The
@@ -49,26 +49,7 @@ func mapsText(s System, hrel string) func() []byte {
 // maps a file of kbox's; any other line as it is.
 func mapsLine(s System, l string) string {
 	line, nl := strings.CutSuffix(l, "\n")
-	f := strings.Fields(line)
-	if len(f) < 6 || !strings.Contains(f[0], "-") || f[4] == "0" {
-		return l
-	}
-	majS, minS, okDev := strings.Cut(f[3], ":")
-	maj, e1 := strconv.ParseUint(majS, 16, 32)
-	min, e2 := strconv.ParseUint(minS, 16, 32)
-	ino, e3 := strconv.ParseUint(f[4], 10, 64)
-	if !okDev || e1 != nil || e2 != nil || e3 != nil {
-		return l
-	}
-	// The path is the rest of the line after the fifth field (a path
-	// may hold spaces).
-	rest := line
-	for k := 0; k < 5; k++ {
-		rest = strings.TrimLeft(rest, " ")
-		rest = rest[strings.IndexByte(rest+" ", ' '):]
-	}
-	name := strings.TrimLeft(rest, " ")
-	mf, ours := s.MappedFile(unix.Mkdev(uint32(maj), uint32(min)), ino, name)
+	f, mf, ours := kboxMapping(s, line)
 	if !ours {
 		return l
 	}
@@ -87,6 +68,78 @@ func mapsLine(s System, l string) string {
 	}
 	return out
 }
+
+// kboxMapping parses line, a mapping's line of maps or smaps (without its
+// newline), and reports whether it maps a file of kbox's, with its fields
+// and the guest's file.
+func kboxMapping(s System, line string) ([]string, MappedFile, bool) {
+	f := strings.Fields(line)
+	if len(f) < 6 || !strings.Contains(f[0], "-") || f[4] == "0" {
+		return nil, MappedFile{}, false
+	}
+	majS, minS, okDev := strings.Cut(f[3], ":")
+	maj, e1 := strconv.ParseUint(majS, 16, 32)
+	min, e2 := strconv.ParseUint(minS, 16, 32)
+	ino, e3 := strconv.ParseUint(f[4], 10, 64)
+	if !okDev || e1 != nil || e2 != nil || e3 != nil {
+		return nil, MappedFile{}, false
+	}
+	// The path is the rest of the line after the fifth field (a path
+	// may hold spaces).
+	rest := line
+	for k := 0; k < 5; k++ {
+		rest = strings.TrimLeft(rest, " ")
+		rest = rest[strings.IndexByte(rest+" ", ' '):]
+	}
+	mf, ours := s.MappedFile(unix.Mkdev(uint32(maj), uint32(min)), ino, strings.TrimLeft(rest, " "))
+	return f, mf, ours
+}
+
+// numaMapsText makes the text of /proc/hbase/numa_maps with kbox's files
+// named as the guest's: numa_maps gives a mapping's start and its file's
+// name only, so the host's maps, read next, tells which are kbox's.
+func numaMapsText(s System, hbase string) func() []byte {
+	return func() []byte {
+		b, err := os.ReadFile("/proc/" + hbase + "/numa_maps")
+		if err != nil {
+			return nil
+		}
+		m, _ := os.ReadFile("/proc/" + hbase + "/maps")
+		names := map[string]string{} // a mapping's start → the guest's file
+		for _, l := range strings.Split(string(m), "\n") {
+			if f, mf, ours := kboxMapping(s, l); ours {
+				start, _, _ := strings.Cut(f[0], "-")
+				names[start] = mf.Path
+			}
+		}
+		var out bytes.Buffer
+		for _, l := range strings.SplitAfter(string(b), "\n") {
+			out.WriteString(numaLine(l, names))
+		}
+		return out.Bytes()
+	}
+}
+
+// numaLine rewrites the file= of one line of numa_maps whose mapping's
+// start is in names.
+func numaLine(l string, names map[string]string) string {
+	start, rest, found := strings.Cut(l, " ")
+	p, ours := names[start]
+	if !found || !ours {
+		return l
+	}
+	w := strings.Split(rest, " ")
+	for i := range w {
+		if strings.HasPrefix(w[i], "file=") {
+			w[i] = "file=" + numaEscaper.Replace(p)
+		}
+	}
+	return start + " " + strings.Join(w, " ")
+}
+
+// numaEscaper escapes a path as numa_maps does (octal, for the characters
+// that would end its field).
+var numaEscaper = strings.NewReplacer(" ", `\040`, "\t", `\011`, "\n", `\012`, "=", `\075`)
 
 // hex2 is a device number's part as maps shows it: two hex digits at
 // least.

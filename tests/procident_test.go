@@ -162,7 +162,8 @@ func TestProcExecIdentity(t *testing.T) {
 	})
 }
 
-// TestProcMapsShowImageFiles: a guest's /proc/PID/maps and smaps show
+// TestProcMapsShowImageFiles: a guest's /proc/PID/maps, smaps and
+// numa_maps show
 // the image's files it maps (its program, its loader, libc) by their
 // paths, devices and inodes in the guest's kernel, as Linux shows a
 // process's files: not kbox's sealed copies ("/memfd:kbox-exec:...
@@ -171,6 +172,7 @@ func TestProcExecIdentity(t *testing.T) {
 func TestProcMapsShowImageFiles(t *testing.T) {
 	img := imagePath(t)
 	const script = `/usr/bin/cat /proc/self/maps; echo ---; grep -c -e kbox -e memfd -e '(deleted)' /proc/self/smaps; ` +
+		`/usr/bin/cat /proc/self/numa_maps | grep -c -e kbox -e memfd -e '(deleted)'; /usr/bin/cat /proc/self/numa_maps | grep -c file=/usr/bin/cat; ` +
 		`stat -L -c "%i %n" /usr/bin/cat /lib/x86_64-linux-gnu/libc.so.6`
 	for _, mode := range []string{"--read-only", "-w"} {
 		t.Run(mode, func(t *testing.T) {
@@ -183,8 +185,12 @@ func TestProcMapsShowImageFiles(t *testing.T) {
 			if st != 0 && !strings.HasPrefix(rest, "0\n") { // grep -c finds none: status 1
 				t.Fatalf("status %d\n%s\n%s", st, out, stderr)
 			}
-			if !strings.HasPrefix(rest, "0\n") || regexp.MustCompile(`kbox|memfd|\(deleted\)|/#`).MatchString(maps) {
-				t.Errorf("kbox's files show in the guest's maps:\n%s", out)
+			if !strings.HasPrefix(rest, "0\n0\n") || regexp.MustCompile(`kbox|memfd|\(deleted\)|/#`).MatchString(maps) {
+				t.Errorf("kbox's files show in the guest's maps, smaps or numa_maps:\n%s", out)
+			}
+			lines := strings.Split(strings.TrimSpace(rest), "\n")
+			if len(lines) < 3 || lines[2] == "0" {
+				t.Errorf("numa_maps does not name the program's file /usr/bin/cat:\n%s", out)
 			}
 			inodes := map[string]string{} // path → inode, from maps
 			devs := map[string]bool{}
@@ -194,7 +200,7 @@ func TestProcMapsShowImageFiles(t *testing.T) {
 					devs[f[3]] = true
 				}
 			}
-			for _, l := range strings.Split(strings.TrimSpace(rest), "\n")[1:] {
+			for _, l := range lines[min(3, len(lines)):] {
 				ino, name, _ := strings.Cut(l, " ")
 				if name == "/lib/x86_64-linux-gnu/libc.so.6" {
 					name = "/usr/lib/x86_64-linux-gnu/libc.so.6" // maps names the file, not the link
