@@ -180,6 +180,11 @@ type Engine struct {
 	// Tier is the tier that runs the guest: it starts the programs
 	// of execve (sys_proc_exec.go).
 	Tier Tier
+	// GuestFdOpen, set by the in-process tiers, reports whether fd of
+	// kbox's own process (which is the guest's) is an open fd of the
+	// guest's: not a free number's placeholder, not kbox's own (Go's
+	// netpoll). The guest's /proc shows no other (procfd.go).
+	GuestFdOpen func(fd int) bool
 	// Pins, when set, is the tier's pinning of guest tasks (sys_proc_sched.go).
 	Pins Pins
 	// OnExec, when set, sees every exec the tier carried out, with its

@@ -70,6 +70,9 @@ func (e *Engine) fdRefOf(tgid, fd int) (*procfs.FdRef, unix.Errno) {
 		setLKLPath(ref, e.lklFdPath(f.LKLFd, f.Path))
 		return ref, 0
 	}
+	if e.hostFdHidden(tgid, fd) {
+		return nil, unix.ENOENT
+	}
 	link := "/proc/" + strconv.Itoa(tgid) + "/fd/" + strconv.Itoa(fd)
 	if node := e.Shadows.OfGuestFd(tgid, fd); node != nil {
 		ref := &procfs.FdRef{LKLFd: node.LKLFd(), Node: node, Host: link, Acc: linkAcc(link)}
@@ -77,6 +80,13 @@ func (e *Engine) fdRefOf(tgid, fd int) (*procfs.FdRef, unix.Errno) {
 		return ref, 0
 	}
 	return e.hostFdRef(link)
+}
+
+// hostFdHidden reports that host fd of guest process tgid is none of the
+// guest's (GuestFdOpen): only in the in-process tiers, whose guest is
+// kbox's own process.
+func (e *Engine) hostFdHidden(tgid, fd int) bool {
+	return e.GuestFdOpen != nil && tgid == os.Getpid() && !e.GuestFdOpen(fd)
 }
 
 // setLKLPath sets the text and path of an LKL file from its LKL link.

@@ -90,6 +90,8 @@ func (s *procSys) VirtualFds(tgid int) []int {
 	return v
 }
 
+func (s *procSys) HostFdHidden(tgid, fd int) bool { return (*Engine)(s).hostFdHidden(tgid, fd) }
+
 func (s *procSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 	e := (*Engine)(s)
 	p := e.procOf(tgid)

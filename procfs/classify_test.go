@@ -57,6 +57,8 @@ func (s *fakeSys) FdRef(tgid, fd int) (*FdRef, unix.Errno) {
 	return nil, unix.ENOENT
 }
 func (s *fakeSys) VirtualFds(tgid int) []int { return []int{1500} }
+
+func (s *fakeSys) HostFdHidden(tgid, fd int) bool { return false }
 func (s *fakeSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 	return func() []byte { return []byte("pos:\t0\n") }, fd == 1500
 }

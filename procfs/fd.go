@@ -81,6 +81,9 @@ func fdinfoPath(s System, tgid int, base, rest string) (Found, unix.Errno) {
 	}
 	abs := base + "/fdinfo/" + num
 	if fd < s.Config().VirtualFDs {
+		if s.HostFdHidden(tgid, fd) {
+			return Found{}, unix.ENOENT
+		}
 		return host(abs, abs[len("/proc/"):]) // the host's, of the guest's host fd
 	}
 	text, found := s.Fdinfo(tgid, fd)
@@ -91,14 +94,15 @@ func fdinfoPath(s System, tgid int, base, rest string) (Found, unix.Errno) {
 }
 
 // fdList makes the entries of /proc/PID/fd (dt DT_LNK) or fdinfo
-// (DT_REG) of guest process tgid: its host fds, then its virtual fds.
+// (DT_REG) of guest process tgid: its host fds (but those HostFdHidden
+// says are not the guest's), then its virtual fds.
 func fdList(s System, tgid int, dt uint8) []fdtable.Dirent {
 	ents := dots()
 	var fds []int
 	virt := s.Config().VirtualFDs
 	if names, err := os.ReadDir("/proc/" + strconv.Itoa(tgid) + "/fd"); err == nil {
 		for _, n := range names {
-			if fd, err := strconv.Atoi(n.Name()); err == nil && fd < virt {
+			if fd, err := strconv.Atoi(n.Name()); err == nil && fd < virt && !s.HostFdHidden(tgid, fd) {
 				fds = append(fds, fd)
 			}
 		}

@@ -34,6 +34,9 @@ type System interface {
 	FdRef(tgid, fd int) (*FdRef, unix.Errno)
 	// VirtualFds are tgid's virtual fds, in increasing order.
 	VirtualFds(tgid int) []int
+	// HostFdHidden reports that host fd of tgid is none of the guest's:
+	// in the in-process tiers, a free number's placeholder or kbox's own.
+	HostFdHidden(tgid, fd int) bool
 	// Fdinfo returns the maker of /proc/PID/fdinfo/N of tgid's virtual
 	// fd.
 	Fdinfo(tgid, fd int) (func() []byte, bool)

@@ -173,6 +173,33 @@ func TestProcSelfFd(t *testing.T) {
 	}
 }
 
+// TestProcSelfFdInProcess: in the in-process tiers, whose guest is kbox's
+// own process, the guest's /proc/self/fd and fdinfo list its own fds only,
+// as in the seccomp tier: not the placeholders of free numbers (listed,
+// then "No such file or directory" for each) nor kbox's own fds (Go's
+// netpoll: anon_inode:[eventpoll] and [eventfd] in the rewrite tier).
+func TestProcSelfFdInProcess(t *testing.T) {
+	img := imagePath(t)
+	list := func(tier, dir string) string {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+tier, "--", "/bin/ls", "/proc/self/"+dir)
+		if st != 0 || stderr != "" {
+			t.Errorf("%s %s: status %d\n%s\n%s", tier, dir, st, out, stderr)
+		}
+		return out
+	}
+	for _, dir := range []string{"fd", "fdinfo"} {
+		want := list("seccomp", dir)
+		if n := len(strings.Fields(want)); n != 4 { // 0, 1, 2 and ls's directory
+			t.Fatalf("seccomp %s lists %d fds:\n%s", dir, n, want)
+		}
+		for _, tier := range []string{"trap", "rewrite"} {
+			if got := list(tier, dir); got != want {
+				t.Errorf("%s: /proc/self/%s lists\n%s\nwant (as seccomp)\n%s", tier, dir, got, want)
+			}
+		}
+	}
+}
+
 // The shell's view: ls -l /proc/self/fd shows a redirection's guest path,
 // a file opened for reading, the pipe to the test; test -d works; a write
 // through /proc/PID/fd/N reaches the file.

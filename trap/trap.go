@@ -223,6 +223,7 @@ func Run(cfg Config) (Exit, error) {
 	}
 	defer prog.Close()
 	eng.Tier = execTier{}
+	eng.GuestFdOpen = t.fds.open
 	// The guest's process is kbox's: no keeper (orphans cannot exist).
 	p := eng.Begin(t.pid, 0, cfg.WorkDir)
 	eng.SetExe(p, cfg.Path)
