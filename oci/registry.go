@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -196,55 +194,6 @@ func parseChallenge(h string) (string, map[string]string) {
 		}
 	}
 	return scheme, params
-}
-
-// dockerCredentials reads the registry's user and password from Docker's
-// config.json ($DOCKER_CONFIG/config.json, else ~/.docker/config.json):
-// its "auths" entries. Credential helpers (credsStore, credHelpers) are
-// not run.
-func dockerCredentials(registry string) (string, string, bool) {
-	dir := os.Getenv("DOCKER_CONFIG")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", "", false
-		}
-		dir = filepath.Join(home, ".docker")
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return "", "", false
-	}
-	var cfg struct {
-		Auths map[string]struct {
-			Auth     string `json:"auth"`
-			Username string `json:"username"`
-			Password string `json:"password"`
-		} `json:"auths"`
-	}
-	if json.Unmarshal(b, &cfg) != nil {
-		return "", "", false
-	}
-	keys := []string{registry, "https://" + registry, "http://" + registry}
-	if registry == "docker.io" {
-		keys = append(keys, "https://index.docker.io/v1/", "index.docker.io", "registry-1.docker.io")
-	}
-	for _, k := range keys {
-		a, ok := cfg.Auths[k]
-		if !ok {
-			continue
-		}
-		if a.Auth != "" {
-			dec, err := base64.StdEncoding.DecodeString(a.Auth)
-			if user, pass, ok := strings.Cut(string(dec), ":"); err == nil && ok {
-				return user, pass, true
-			}
-		}
-		if a.Username != "" {
-			return a.Username, a.Password, true
-		}
-	}
-	return "", "", false
 }
 
 // getSmall reads a manifest or a config, verified against d (when d has

@@ -137,6 +137,19 @@ func TestPullAuth(t *testing.T) {
 		t.Errorf("config.json credentials: %d %s %s", status, so, se)
 	}
 	os.Remove(out)
+	// A credential helper named by config.json (credsStore) has them, and
+	// wins over a wrong auths entry, as in Docker.
+	helperDir, helperCfg := t.TempDir(), t.TempDir()
+	helper := "#!/bin/sh\ntest \"$1\" = get || exit 3\nread server\n[ \"$server\" = \"" + p.host() +
+		"\" ] || exit 1\necho '{\"ServerURL\":\"'$server'\",\"Username\":\"kbox\",\"Secret\":\"s3cret\"}'\n"
+	os.WriteFile(filepath.Join(helperDir, "docker-credential-kboxtest"), []byte(helper), 0o755)
+	wrong := base64.StdEncoding.EncodeToString([]byte("kbox:wrong"))
+	os.WriteFile(filepath.Join(helperCfg, "config.json"), []byte(`{"credsStore":"kboxtest","auths":{"`+p.host()+`":{"auth":"`+wrong+`"}}}`), 0o600)
+	henv, _ := pullEnv(t, "DOCKER_CONFIG="+helperCfg, "PATH="+helperDir+":"+os.Getenv("PATH"))
+	if so, se, status := runKboxEnv(t, henv, "pull", ref, "-o", out); status != 0 || !fileExists(out) {
+		t.Errorf("credential helper: %d %s %s", status, so, se)
+	}
+	os.Remove(out)
 	// A 401 with no way to a token, and a registry answering 500.
 	p.noChallenge = true
 	if _, se, status := runKboxEnv(t, env, "pull", ref, "-o", out); status != 125 || !strings.Contains(se, "no way to a token") || fileExists(out) {
