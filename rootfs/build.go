@@ -31,8 +31,8 @@ type BuildOptions struct {
 var ErrTooSmall = errors.New("the image is full")
 
 // Build makes an ext4 image file from im's layers, with no root and no
-// mke2fs: scratchfs formats an empty filesystem in a file beside Out (a
-// temporary name), the kernel boots on it, and the layers are applied
+// mke2fs: scratchfs formats an empty filesystem with a journal in a file
+// beside Out (a temporary name), the kernel boots on it, and the layers are applied
 // through its system calls (ApplyLayer). The image's configuration is kept
 // after the filesystem (WriteImageConfig), and the file is renamed to Out
 // at the end. On any error nothing is left under Out's name, nor the
@@ -58,11 +58,17 @@ func Build(im *oci.Image, opt BuildOptions) (err error) {
 	size := opt.Size
 	if size == 0 {
 		size = autoSize(total)
+		if g, err := scratchfs.NewGeometry(size); err == nil {
+			size += int64(g.WithJournal().Journal) * scratchfs.BlockSize // the headroom stays free
+		}
 	}
 	g, err := scratchfs.NewGeometry(size)
 	if err != nil {
 		return fmt.Errorf("image size %d: %w", size, err)
 	}
+	// A journal, as mke2fs gives: a writable run killed mid-write leaves
+	// an image the next mount recovers.
+	g = g.WithJournal()
 	logf("kbox: %d layers, %d entries, %d MiB of data: a %d MiB ext4 image", len(im.Layers), total.Entries, total.Blocks*4096>>20, size>>20)
 	dir, base := filepath.Split(opt.Out)
 	if dir == "" {

@@ -12,7 +12,8 @@ const (
 	superOffset = 1024
 	superMagic  = 0xEF53
 
-	compatDirIndex = 0x20
+	compatHasJournal = 0x4
+	compatDirIndex   = 0x20
 
 	incompatFiletype = 0x2
 	incompatExtents  = 0x40
@@ -35,6 +36,12 @@ const (
 	fileTypeDir      = 2
 
 	modeDir = 0o040000
+	modeReg = 0o100000
+
+	journalIno = 8
+	// jbd2's superblock (big-endian): its magic and the v2 block type.
+	jbdMagic        = 0xC03B3998
+	jbdSuperblockV2 = 4
 )
 
 // Params are the parts of a format that are not geometry: times and the
@@ -92,7 +99,30 @@ func Format(w io.WriterAt, g Geometry, p Params) error {
 			return err
 		}
 	}
+	if g.Journal > 0 {
+		// The journal's superblock; its other blocks are zeros (a hole).
+		if err := put(w, g.journalSuper(p.UUID), int64(g.journalStart())*BlockSize); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// journalSuper is the journal's first block: an empty journal (s_start 0,
+// nothing to recover) of g.Journal blocks, its first log block 1, one
+// user (the filesystem), as an internal journal has.
+func (g Geometry) journalSuper(uuid [16]byte) []byte {
+	b := make([]byte, BlockSize)
+	be := binary.BigEndian
+	be.PutUint32(b[0x00:], jbdMagic)
+	be.PutUint32(b[0x04:], jbdSuperblockV2)
+	be.PutUint32(b[0x0C:], BlockSize) // s_blocksize
+	be.PutUint32(b[0x10:], g.Journal) // s_maxlen
+	be.PutUint32(b[0x14:], 1)         // s_first
+	be.PutUint32(b[0x18:], 1)         // s_sequence
+	copy(b[0x30:0x40], uuid[:])       // s_uuid
+	be.PutUint32(b[0x40:], 1)         // s_nr_users
+	return b
 }
 
 func put(w io.WriterAt, b []byte, off int64) error {
@@ -126,7 +156,17 @@ func (g Geometry) superblock(i uint32, p Params, now uint32) []byte {
 	le.PutUint32(sb[0x54:], firstIno)
 	le.PutUint16(sb[0x58:], InodeSize)
 	le.PutUint16(sb[0x5A:], uint16(i))
-	le.PutUint32(sb[0x5C:], compatDirIndex)
+	if g.Journal > 0 {
+		le.PutUint32(sb[0x5C:], compatDirIndex|compatHasJournal)
+		le.PutUint32(sb[0xE0:], journalIno)
+		// A backup of the journal inode's block map and size
+		// (s_jnl_blocks, EXT3_JNL_BACKUP_BLOCKS), as e2fsck wants it.
+		sb[0xFD] = 1
+		copy(sb[0x10C:0x10C+60], g.journalInode(now)[0x28:0x64])
+		le.PutUint32(sb[0x10C+64:], g.Journal*BlockSize)
+	} else {
+		le.PutUint32(sb[0x5C:], compatDirIndex)
+	}
 	le.PutUint32(sb[0x60:], incompatFiletype|incompatExtents)
 	le.PutUint32(sb[0x64:], roCompatSparseSuper|roCompatLargeFile|roCompatGdtCsum|roCompatDirNlink|roCompatExtraIsize)
 	copy(sb[0x68:0x78], p.UUID[:])
@@ -175,7 +215,7 @@ func (g Geometry) blockBitmapOf(i uint32) []byte {
 	b := make([]byte, BlockSize)
 	used := g.overhead(i)
 	if i == 0 {
-		used += dataBlocks
+		used += g.used0()
 	}
 	setBits(b, 0, used)
 	setBits(b, g.groupBlocks(i), BlocksPerGroup)
@@ -257,33 +297,48 @@ func dirData(self, parent uint32, entries ...dirent) []byte {
 func (g Geometry) inodeBlock0(now uint32) []byte {
 	b := make([]byte, BlockSize)
 	dir := func(ino uint32, mode uint16, links uint16, start, blocks uint32) {
-		in := b[(ino-1)*InodeSize : ino*InodeSize]
-		le.PutUint16(in[0x00:], modeDir|mode)
-		le.PutUint32(in[0x04:], blocks*BlockSize) // size
-		le.PutUint32(in[0x08:], now)              // atime
-		le.PutUint32(in[0x0C:], now)              // ctime
-		le.PutUint32(in[0x10:], now)              // mtime
-		le.PutUint16(in[0x1A:], links)
-		le.PutUint32(in[0x1C:], blocks*BlockSize/512) // 512-byte sectors
-		le.PutUint32(in[0x20:], inodeFlagExtents)
-		// i_block: an extent header and one extent.
-		eb := in[0x28:0x64]
-		le.PutUint16(eb[0:], extentMagic)
-		le.PutUint16(eb[2:], 1) // entries
-		le.PutUint16(eb[4:], 4) // max entries in the inode
-		le.PutUint16(eb[6:], 0) // depth: leaf
-		le.PutUint32(eb[12:], 0)
-		le.PutUint16(eb[16:], uint16(blocks))
-		le.PutUint16(eb[18:], 0) // start, high 16 bits
-		le.PutUint32(eb[20:], start)
-		le.PutUint16(in[0x80:], extraIsize)
-		le.PutUint32(in[0x90:], now) // creation time
+		copy(b[(ino-1)*InodeSize:ino*InodeSize], oneExtentInode(modeDir|mode, links, start, blocks, now))
 	}
 	dir(rootIno, 0o755, 5, g.rootBlock(), 1) // ., .. and three subdirectories' ..
 	dir(lostFoundIno, 0o700, 2, g.lostFoundBlock(), lostFoundLen)
 	dir(tmpIno, 0o1777, 2, g.tmpBlock(), 1)
 	dir(shmIno, 0o1777, 2, g.shmBlock(), 1)
+	if g.Journal > 0 {
+		copy(b[(journalIno-1)*InodeSize:journalIno*InodeSize], g.journalInode(now))
+	}
 	return b
+}
+
+// journalInode is inode 8: a regular file of the journal's blocks.
+func (g Geometry) journalInode(now uint32) []byte {
+	return oneExtentInode(modeReg|0o600, 1, g.journalStart(), g.Journal, now)
+}
+
+// oneExtentInode is an inode of mode whose data is blocks blocks from
+// start, one extent (at most maxJournalExtent blocks).
+func oneExtentInode(mode, links uint16, start, blocks, now uint32) []byte {
+	in := make([]byte, InodeSize)
+	le.PutUint16(in[0x00:], mode)
+	le.PutUint32(in[0x04:], blocks*BlockSize) // size
+	le.PutUint32(in[0x08:], now)              // atime
+	le.PutUint32(in[0x0C:], now)              // ctime
+	le.PutUint32(in[0x10:], now)              // mtime
+	le.PutUint16(in[0x1A:], links)
+	le.PutUint32(in[0x1C:], blocks*BlockSize/512) // 512-byte sectors
+	le.PutUint32(in[0x20:], inodeFlagExtents)
+	// i_block: an extent header and one extent.
+	eb := in[0x28:0x64]
+	le.PutUint16(eb[0:], extentMagic)
+	le.PutUint16(eb[2:], 1) // entries
+	le.PutUint16(eb[4:], 4) // max entries in the inode
+	le.PutUint16(eb[6:], 0) // depth: leaf
+	le.PutUint32(eb[12:], 0)
+	le.PutUint16(eb[16:], uint16(blocks))
+	le.PutUint16(eb[18:], 0) // start, high 16 bits
+	le.PutUint32(eb[20:], start)
+	le.PutUint16(in[0x80:], extraIsize)
+	le.PutUint32(in[0x90:], now) // creation time
+	return in
 }
 
 // descChecksum is the uninit_bg descriptor checksum: CRC-16 (the

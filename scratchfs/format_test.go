@@ -112,7 +112,19 @@ func TestFormatFsck(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
+	type fs struct {
+		size    int64
+		journal bool
+	}
+	var sizes []fs
 	for _, size := range []int64{1 * mib, 64 * mib, 1 * gib, 8 * gib, 200*mib + 5000, 1*gib + 100*BlockSize, 20 * gib} {
+		sizes = append(sizes, fs{size, false})
+	}
+	for _, size := range []int64{1 * mib, 16 * mib, 64 * mib, 1*gib + 100*BlockSize, 20 * gib} {
+		sizes = append(sizes, fs{size, true})
+	}
+	for _, c := range sizes {
+		size := c.size
 		f, err := os.Create(filepath.Join(dir, "fs"))
 		if err != nil {
 			t.Fatal(err)
@@ -124,6 +136,12 @@ func TestFormatFsck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if c.journal {
+			g = g.WithJournal()
+			if size >= 8*mib && g.Journal == 0 {
+				t.Errorf("size %d: no journal", size)
+			}
+		}
 		p := Params{Now: Now(), Label: "kbox-test"}
 		copy(p.UUID[:], "0123456789abcdef")
 		copy(p.HashSeed[:], "fedcba9876543210")
@@ -133,8 +151,14 @@ func TestFormatFsck(t *testing.T) {
 		f.Close()
 		out, err := exec.Command(fsck, "-fn", f.Name()).CombinedOutput()
 		if bad := fsckProblems(string(out)); err != nil || len(bad) > 0 {
-			t.Errorf("size %d: e2fsck -fn: %v, problems %q\n%s", size, err, bad, out)
+			t.Errorf("size %d, journal %d: e2fsck -fn: %v, problems %q\n%s", size, g.Journal, err, bad, out)
 			continue
+		}
+		if g.Journal > 0 {
+			info, _ := exec.Command("dumpe2fs", "-h", f.Name()).CombinedOutput()
+			if want := fmt.Sprintf("Total journal blocks:     %d\n", g.Journal); !strings.Contains(string(info), "has_journal") || !strings.Contains(string(info), want) {
+				t.Errorf("size %d: dumpe2fs does not show a %d-block journal:\n%s", size, g.Journal, info)
+			}
 		}
 		want := fmt.Sprintf(": 13/%d files (0.0%% non-contiguous), %d/%d blocks", g.Inodes, g.Blocks-g.FreeBlocks, g.Blocks)
 		if !strings.Contains(string(out), want) {

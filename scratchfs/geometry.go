@@ -68,6 +68,10 @@ type Geometry struct {
 	// Overhead is the number of metadata blocks in all groups, as the
 	// kernel counts them at mount (s_overhead_clusters).
 	Overhead uint32
+	// Journal is the number of blocks of the journal (inode 8), 0 for
+	// none: the scratch disk has none, images kbox builds have one
+	// (WithJournal).
+	Journal uint32
 }
 
 // ErrSize reports a size outside [MinSize, MaxSize].
@@ -174,11 +178,52 @@ func (g Geometry) overhead(i uint32) uint32 {
 // firstData is group 0's first data block: the directories made by Format.
 func (g Geometry) firstData() uint32 { return g.inodeTable(0) + g.InodeTableBlocks }
 
+// journalStart is the journal's first block: right after the directories.
+func (g Geometry) journalStart() uint32 { return g.firstData() + dataBlocks }
+
+// used0 is the number of data blocks in use in group 0 after formatting:
+// the directories and the journal.
+func (g Geometry) used0() uint32 { return dataBlocks + g.Journal }
+
 // groupFree is the number of free blocks in group i after formatting.
 func (g Geometry) groupFree(i uint32) uint32 {
 	free := g.groupBlocks(i) - g.overhead(i)
 	if i == 0 {
-		free -= dataBlocks
+		free -= g.used0()
 	}
 	return free
+}
+
+// maxJournalExtent is the longest extent of initialized blocks: the
+// journal is one extent, in group 0.
+const maxJournalExtent = 32768
+
+// WithJournal returns g with a journal sized as mke2fs sizes one for
+// that many blocks (none below 2048 blocks: 8 MiB), cut to what group 0
+// has free beyond minLastGroup blocks.
+func (g Geometry) WithJournal() Geometry {
+	var j uint32
+	switch {
+	case g.Blocks < 2048:
+		j = 0
+	case g.Blocks < 32768:
+		j = 1024
+	case g.Blocks < 256*1024:
+		j = 4096
+	case g.Blocks < 512*1024:
+		j = 8192
+	case g.Blocks < 4096*1024:
+		j = 16384
+	default:
+		j = maxJournalExtent
+	}
+	if free := g.groupFree(0); j+minLastGroup > free {
+		j = 0
+		if free > 1024+minLastGroup {
+			j = (free - minLastGroup) &^ 1023
+		}
+	}
+	g.Journal = j
+	g.FreeBlocks -= j
+	return g
 }
