@@ -17,7 +17,7 @@ import (
 
 // pullEnv is kbox's environment for a pull: its own cache, and no Docker
 // config unless the test gives one.
-func pullEnv(t *testing.T, extra ...string) (kboxEnv, string) {
+func pullEnv(t testing.TB, extra ...string) (kboxEnv, string) {
 	cache := filepath.Join(t.TempDir(), "cache")
 	return kboxEnv{vars: append([]string{"XDG_CACHE_HOME=" + cache, "DOCKER_CONFIG=" + t.TempDir()}, extra...)}, filepath.Join(cache, "kbox")
 }

@@ -29,7 +29,7 @@ import (
 
 // startRegistry starts docker-registry on a free loopback port and returns
 // its base URL.
-func startRegistry(t *testing.T) string {
+func startRegistry(t testing.TB) string {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
@@ -69,7 +69,7 @@ func startRegistry(t *testing.T) string {
 }
 
 // pushBlob uploads a blob with the monolithic v2 upload.
-func pushBlob(t *testing.T, base, repo string, b []byte) {
+func pushBlob(t testing.TB, base, repo string, b []byte) {
 	t.Helper()
 	resp, err := http.Post(base+"/v2/"+repo+"/blobs/uploads/", "", nil)
 	if err != nil {
@@ -100,7 +100,7 @@ func pushBlob(t *testing.T, base, repo string, b []byte) {
 	}
 }
 
-func pushManifest(t *testing.T, base, repo, ref string, m blob) {
+func pushManifest(t testing.TB, base, repo, ref string, m blob) {
 	t.Helper()
 	req, _ := http.NewRequest("PUT", base+"/v2/"+repo+"/manifests/"+ref, bytes.NewReader(m.data))
 	req.Header.Set("Content-Type", m.mediaType)
@@ -117,7 +117,7 @@ func pushManifest(t *testing.T, base, repo, ref string, m blob) {
 
 // pushImage pushes an image as repo:tag; with several, an index of them
 // (each with its platform) is the tag.
-func pushImage(t *testing.T, base, repo, tag string, ims ...testImage) {
+func pushImage(t testing.TB, base, repo, tag string, ims ...testImage) {
 	t.Helper()
 	var descs []map[string]any
 	for _, im := range ims {
