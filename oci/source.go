@@ -55,7 +55,8 @@ type store interface {
 }
 
 // Open opens a `docker save` tarball, an OCI image layout (a directory or
-// a tar of one) or a plain root filesystem tarball (maybe compressed).
+// a tar of one), either of them compressed, or a plain root filesystem
+// tarball (maybe compressed).
 func Open(src string, opt Options) (*Image, error) {
 	if opt.Platform.OS == "" {
 		opt.Platform = HostPlatform()
@@ -158,12 +159,75 @@ func openTar(src string) (*tarStore, bool, error) {
 	io.ReadFull(f, head)
 	if bytes.HasPrefix(head, gzipMagic) || bytes.HasPrefix(head, zstdMagic) {
 		f.Close()
-		return nil, true, nil
+		return openCompressed(src)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		f.Close()
 		return nil, false, err
 	}
+	return indexTar(f, src)
+}
+
+// openCompressed opens a compressed tarball: a docker save or an OCI
+// layout when its archive holds manifest.json or oci-layout (`docker save
+// IMAGE | gzip`), decompressed into an unnamed temporary file of the cache
+// directory's (or the temporary directory's) to be read at random;
+// otherwise a root filesystem tarball (plain).
+func openCompressed(src string) (*tarStore, bool, error) {
+	if !holdsImage(src) {
+		return nil, true, nil
+	}
+	lr, err := (&Layer{Name: src, Size: -1, open: func() (io.ReadCloser, error) { return os.Open(src) }}).Open()
+	if err != nil {
+		return nil, false, err
+	}
+	defer lr.Close()
+	dir, err := DefaultCacheDir()
+	if err == nil {
+		err = os.MkdirAll(dir, 0o700)
+	}
+	if err != nil {
+		dir = ""
+	}
+	f, err := os.CreateTemp(dir, ".import-*.tar")
+	if err != nil {
+		return nil, false, err
+	}
+	os.Remove(f.Name()) // unnamed: gone with the last fd, whatever happens
+	if _, err := io.Copy(f, lr); err != nil {
+		f.Close()
+		return nil, false, fmt.Errorf("%s: decompressing: %w", src, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	return indexTar(f, src)
+}
+
+// holdsImage reads the compressed tarball src through and reports whether
+// its archive has a manifest.json or an oci-layout at its top.
+func holdsImage(src string) bool {
+	lr, err := (&Layer{Name: src, Size: -1, open: func() (io.ReadCloser, error) { return os.Open(src) }}).Open()
+	if err != nil {
+		return false
+	}
+	defer lr.Close()
+	tr := tar.NewReader(lr)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return false
+		}
+		if n := path.Clean(strings.TrimPrefix(h.Name, "./")); h.Typeflag == tar.TypeReg && (n == "manifest.json" || n == "oci-layout") {
+			return true
+		}
+	}
+}
+
+// indexTar indexes the regular files and links of the tar archive f: a
+// docker save or an OCI layout, else (plain) a root filesystem, f closed.
+func indexTar(f *os.File, src string) (*tarStore, bool, error) {
 	ts := &tarStore{f: f, idx: map[string][2]int64{}, links: map[string]string{}}
 	tr := tar.NewReader(f)
 	for {
