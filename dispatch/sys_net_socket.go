@@ -78,9 +78,10 @@ func sysSockNative(e *Engine, r *Request) Result {
 }
 
 // virtualSockErr is what a socket call on virtual fd fd gives: EBADF when
-// it is not open, else ENOTSOCK.
+// it is not open or is an O_PATH fd (Linux's socket calls take no O_PATH
+// file), else ENOTSOCK.
 func virtualSockErr(r *Request, fd uint64) unix.Errno {
-	if _, open := r.P.FDs.Get(int(int32(fd))); !open {
+	if e, open := r.P.FDs.Get(int(int32(fd))); !open || isPathFile(e.File) {
 		return unix.EBADF
 	}
 	return unix.ENOTSOCK
