@@ -495,9 +495,10 @@ func sysSendto(e *Engine, r *Request) Result {
 	return e.send(r, j, nil)
 }
 
-// sendAddr sets j's destination from the guest's address. Only a datagram
-// socket looks a name up: a stream socket refuses one, a seqpacket socket
-// ignores it, so their address goes to the kernel as given.
+// sendAddr sets j's destination from the guest's address. Only a unix
+// datagram socket looks a name up: a stream socket refuses one, a
+// seqpacket socket ignores it, and an internet socket's is LKL's, so
+// their address goes to the kernel as given.
 func (e *Engine) sendAddr(r *Request, j *sendJob, addr, alen uint64) unix.Errno {
 	if addr == 0 || alen == 0 {
 		return 0
@@ -506,10 +507,9 @@ func (e *Engine) sendAddr(r *Request, j *sendJob, addr, alen uint64) unix.Errno 
 	if en != 0 {
 		return en
 	}
-	if !j.s.unixDomain() {
-		return unix.EAFNOSUPPORT // no networking yet
-	}
-	if j.s.typ != unix.SOCK_DGRAM {
+	if !j.s.unixDomain() || j.s.typ != unix.SOCK_DGRAM {
+		// An internet socket's address is LKL's to judge (a stream
+		// ignores it: unconnected, EPIPE).
 		j.name = a.raw
 		return 0
 	}
