@@ -257,6 +257,9 @@ func (n *Net) Socket(r *Req, family, typ, proto int) Result {
 		return errno(en, Host)
 	}
 	defer unix.Close(gend)
+	if base == unix.SOCK_DGRAM && isUDP(family, proto) {
+		udpSendBuf(gend, family)
+	}
 	switch {
 	case kind == unix.SOCK_DGRAM:
 		s.startPumps(0)
