@@ -454,21 +454,31 @@ func sockResult(v int64, err error) Result {
 // (the send buffer's bound); a stream send beyond it is partial.
 const maxSend = 8 << 20
 
-// sysSendto serves sendto(2) with a destination address: sent by kbox.
+// sysSendto serves sendto(2) with a destination address, and an internet
+// socket's send with MSG_MORE: sent by kbox.
 func sysSendto(e *Engine, r *Request) Result {
-	if r.Args[4] == 0 {
+	corked := r.Args[4] == 0 && int(int32(r.Args[3]))&unix.MSG_MORE != 0
+	if r.Args[4] == 0 && !corked {
 		return sysSockNative(e, r) // a virtual fd
 	}
 	if in := e.inetOf(r, r.Args[0]); in != nil {
-		name, en := readInetAddr(r, r.Args[4], r.Args[5])
-		if en != 0 {
-			return errno(en, LKL)
+		var name []byte
+		if !corked {
+			var en unix.Errno
+			if name, en = readInetAddr(r, r.Args[4], r.Args[5]); en != 0 {
+				return errno(en, LKL)
+			}
 		}
 		data := make([]byte, min(r.Args[2], maxSend))
 		if err := r.G.Read(r.Args[1], data); err != nil {
 			return errno(unix.EFAULT, LKL)
 		}
 		return e.inetSendto(r, in, data, name, int(int32(r.Args[3])))
+	}
+	if corked {
+		// MSG_MORE without an address: only an internet socket's
+		// send is kbox's (inet/more.go).
+		return sysSockNative(e, r)
 	}
 	s, en := sockOf(r, r.Args[0])
 	if en != 0 {

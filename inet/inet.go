@@ -122,9 +122,11 @@ type Sock struct {
 	pumping        bool
 	toGuest        sync.WaitGroup
 	fromGuest      sync.WaitGroup
-	qmu            sync.Mutex // the datagrams' sources and kbox's writes into the pair (dgram.go)
-	srcs           []dgramSrc // what kbox wrote into the pair, in order
-	unwritten      int        // 1: the last of srcs waits for room in the pair
+	outMu          sync.Mutex  // held by the pump from the guest while a chunk it read is not yet LKL's (more.go)
+	outWaiting     atomic.Bool // the pump from the guest waits for room in LKL's send buffer
+	qmu            sync.Mutex  // the datagrams' sources and kbox's writes into the pair (dgram.go)
+	srcs           []dgramSrc  // what kbox wrote into the pair, in order
+	unwritten      int         // 1: the last of srcs waits for room in the pair
 	listening      bool
 	fresh          bool          // a stream socket neither connected nor listening yet: the guest's fd is a stand-in (renew)
 	endOpts        bool          // the guest set an option of its end (timeouts, send buffer, SO_OOBINLINE): renew copies them
