@@ -201,6 +201,11 @@ func GuestEnd(h Holder, fd uint64) (int, unix.Errno) {
 // the guest's end of a pair.
 func (n *Net) Socket(r *Req, family, typ, proto int) Result {
 	base := typ & 0xf
+	// Linux: flags other than SOCK_NONBLOCK and SOCK_CLOEXEC, or a type
+	// past SOCK_PACKET, are EINVAL before the family looks at the type.
+	if typ&^(0xf|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) != 0 || base > unix.SOCK_PACKET {
+		return errno(unix.EINVAL, LKL)
+	}
 	kind := base // how the socket is carried: a stream or datagrams
 	if family == unix.AF_NETLINK && base == unix.SOCK_RAW {
 		kind = unix.SOCK_DGRAM // a netlink socket's raw and datagram types are one
@@ -216,9 +221,6 @@ func (n *Net) Socket(r *Req, family, typ, proto int) Result {
 	}
 	if kind != unix.SOCK_STREAM && kind != unix.SOCK_DGRAM {
 		return errno(unix.ESOCKTNOSUPPORT, Emulated) // only stream and datagram sockets are carried (docs/networking.md)
-	}
-	if typ&^(0xf|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) != 0 {
-		return errno(unix.EINVAL, LKL)
 	}
 	if en := r.G.UseCred(); en != 0 {
 		return errno(en, LKL)
