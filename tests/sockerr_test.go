@@ -9,7 +9,7 @@ import (
 )
 
 // TestSockErrors: socket calls whose errors and behaviour LTP checks
-// (send01, send02, sendmsg01, accept03), by tests/guest/sockerr.c on the
+// (send01, send02, sendmsg01, accept03, socket01), by tests/guest/sockerr.c on the
 // guest's own loopback in each tier, compared line by line with the same
 // program run natively, and with the lines Linux gives. Before:
 //   - udpbig: a plain send or write of a UDP datagram over 64 KiB went
@@ -22,7 +22,9 @@ import (
 //   - rights: sendmsg with an address and SCM_RIGHTS whose control data
 //     ends unaligned (msg_controllen CMSG_LEN(4)) gave EINVAL: the
 //     credentials kbox adds were put at an unaligned offset;
-//   - opath: socket calls on an O_PATH fd gave ENOTSOCK (Linux: EBADF).
+//   - opath: socket calls on an O_PATH fd gave ENOTSOCK (Linux: EBADF);
+//   - socktype: socket(2) of an internet type past SOCK_PACKET gave
+//     ESOCKTNOSUPPORT (Linux: EINVAL).
 func TestSockErrors(t *testing.T) {
 	native := nativeGuest(t, "sockerr")
 	img := imagePath(t)
@@ -43,8 +45,11 @@ func TestSockErrors(t *testing.T) {
 			"bind: -1 Bad file descriptor", "connect: -1 Bad file descriptor", "listen: -1 Bad file descriptor",
 			"getsockname: -1 Bad file descriptor", "getsockopt: -1 Bad file descriptor",
 			"sendto: -1 Bad file descriptor", "recv: -1 Bad file descriptor", "shutdown: -1 Bad file descriptor"},
+		"socktype": {"inet type 75: -1 Invalid argument", "inet type 11: -1 Invalid argument",
+			"inet6 type 15: -1 Invalid argument", "inet stream with flag 0x100: -1 Invalid argument",
+			"inet dgram with SOCK_NONBLOCK: 0"},
 	}
-	modes := []string{"udpbig", "more", "tcpnc", "rights", "opath"}
+	modes := []string{"udpbig", "more", "tcpnc", "rights", "opath", "socktype"}
 	args := func(mode, dir string) []string {
 		if mode == "rights" {
 			return []string{mode, dir}

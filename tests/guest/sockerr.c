@@ -1,5 +1,5 @@
 /* sockerr: socket calls whose errors and behaviour LTP checks (send01,
- * send02, sendmsg01, accept03), on the guest's own loopback
+ * send02, sendmsg01, accept03, socket01), on the guest's own loopback
  * (tests/sockerr_test.go, TestSockErrors). The output names no port or
  * fd, so the same program run natively prints the same.
  *
@@ -16,6 +16,8 @@
  *                    unconnected unix datagram socket (bound at DIR/s):
  *                    sent, and the fd received reads the file
  *   sockerr opath    socket calls on an O_PATH fd: EBADF each
+ *   sockerr socktype socket(2) of internet types past SOCK_PACKET or
+ *                    with unknown flags (EINVAL), as socket01's
  *
  * Each prints one line a case: what the call returned.
  */
@@ -303,6 +305,27 @@ static int opath(void)
 	return 0;
 }
 
+static int socktype(void)
+{
+	struct {
+		const char *what;
+		int fam, type, proto;
+	} c[] = {
+		{"inet type 75", AF_INET, 75, 0},
+		{"inet type 11", AF_INET, 11, 0},
+		{"inet6 type 15", AF_INET6, 15, 0},
+		{"inet stream with flag 0x100", AF_INET, SOCK_STREAM | 0x100, 0},
+		{"inet dgram with SOCK_NONBLOCK", AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0},
+	};
+	for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		int fd = socket(c[i].fam, c[i].type, c[i].proto);
+		res(c[i].what, fd < 0 ? -1 : 0);
+		if (fd >= 0)
+			close(fd);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -316,6 +339,8 @@ int main(int argc, char **argv)
 		return rights(argv[2]);
 	if (argc == 2 && !strcmp(argv[1], "opath"))
 		return opath();
-	fprintf(stderr, "usage: sockerr udpbig|more|tcpnc|opath|rights DIR\n");
+	if (argc == 2 && !strcmp(argv[1], "socktype"))
+		return socktype();
+	fprintf(stderr, "usage: sockerr udpbig|more|tcpnc|opath|socktype|rights DIR\n");
 	return 2;
 }
