@@ -71,7 +71,11 @@ func withCreds(oob []byte, tgid int) []byte {
 		return oob
 	}
 	c := unix.Ucred{Pid: int32(tgid), Uid: hostUID, Gid: hostGID}
-	return append(append([]byte(nil), oob...), unix.UnixCredentials(&c)...)
+	// The guest's last message may end unaligned (msg_controllen =
+	// CMSG_LEN(n)): the next one begins where CMSG_NXTHDR looks for it.
+	out := make([]byte, sysabi.CmsgAlign(len(oob)), sysabi.CmsgAlign(len(oob))+unix.CmsgSpace(unix.SizeofUcred))
+	copy(out, oob)
+	return append(out, unix.UnixCredentials(&c)...)
 }
 
 // cmsgFind reports whether control data holds a message of level and typ.

@@ -166,15 +166,36 @@ func (e *Engine) inetSendto(r *Request, s *inet.Sock, data []byte, name []byte, 
 		return errno(unix.EDESTADDRREQ, LKL)
 	}
 	if s.Stream() || len(name) == 0 {
+		corked := 0
+		if flags&unix.MSG_MORE != 0 {
+			// LKL's socket, with MSG_MORE, once the pair is
+			// empty (inet/more.go).
+			n, le, sent := s.SendMore(data, flags)
+			switch {
+			case sent && le != 0:
+				return errno(le, LKL)
+			case sent && n == len(data):
+				return ok(int64(n), LKL)
+			case sent:
+				corked, data = n, data[n:] // a stream's rest: the pair's
+			}
+		}
 		gfd, en := inet.GuestEnd((*procFDs)(r.P), r.Args[0])
 		if en != 0 {
-			return errno(en, Host)
+			return sentOr(corked, en)
 		}
 		j := &sendJob{s: sock{fd: gfd, typ: unix.SOCK_STREAM}, data: data, flags: flags}
 		if !s.Stream() {
 			j.s.typ = unix.SOCK_SEQPACKET
 		}
-		return e.send(r, j, nil)
+		if corked == 0 {
+			return e.send(r, j, nil)
+		}
+		res := e.send(r, j, func(p Pending, n int, en unix.Errno) { p.Reply(int64(corked + n)) })
+		if res.Action != Deferred {
+			res = ok(int64(corked)+max(res.Val, 0), Host)
+		}
+		return res
 	}
 	return e.inetResult(s.SendTo(data, name, flags))
 }

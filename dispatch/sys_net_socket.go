@@ -78,9 +78,10 @@ func sysSockNative(e *Engine, r *Request) Result {
 }
 
 // virtualSockErr is what a socket call on virtual fd fd gives: EBADF when
-// it is not open, else ENOTSOCK.
+// it is not open or is an O_PATH fd (Linux's socket calls take no O_PATH
+// file), else ENOTSOCK.
 func virtualSockErr(r *Request, fd uint64) unix.Errno {
-	if _, open := r.P.FDs.Get(int(int32(fd))); !open {
+	if e, open := r.P.FDs.Get(int(int32(fd))); !open || isPathFile(e.File) {
 		return unix.EBADF
 	}
 	return unix.ENOTSOCK
@@ -453,21 +454,31 @@ func sockResult(v int64, err error) Result {
 // (the send buffer's bound); a stream send beyond it is partial.
 const maxSend = 8 << 20
 
-// sysSendto serves sendto(2) with a destination address: sent by kbox.
+// sysSendto serves sendto(2) with a destination address, and an internet
+// socket's send with MSG_MORE: sent by kbox.
 func sysSendto(e *Engine, r *Request) Result {
-	if r.Args[4] == 0 {
+	corked := r.Args[4] == 0 && int(int32(r.Args[3]))&unix.MSG_MORE != 0
+	if r.Args[4] == 0 && !corked {
 		return sysSockNative(e, r) // a virtual fd
 	}
 	if in := e.inetOf(r, r.Args[0]); in != nil {
-		name, en := readInetAddr(r, r.Args[4], r.Args[5])
-		if en != 0 {
-			return errno(en, LKL)
+		var name []byte
+		if !corked {
+			var en unix.Errno
+			if name, en = readInetAddr(r, r.Args[4], r.Args[5]); en != 0 {
+				return errno(en, LKL)
+			}
 		}
 		data := make([]byte, min(r.Args[2], maxSend))
 		if err := r.G.Read(r.Args[1], data); err != nil {
 			return errno(unix.EFAULT, LKL)
 		}
 		return e.inetSendto(r, in, data, name, int(int32(r.Args[3])))
+	}
+	if corked {
+		// MSG_MORE without an address: only an internet socket's
+		// send is kbox's (inet/more.go).
+		return sysSockNative(e, r)
 	}
 	s, en := sockOf(r, r.Args[0])
 	if en != 0 {
@@ -494,9 +505,10 @@ func sysSendto(e *Engine, r *Request) Result {
 	return e.send(r, j, nil)
 }
 
-// sendAddr sets j's destination from the guest's address. Only a datagram
-// socket looks a name up: a stream socket refuses one, a seqpacket socket
-// ignores it, so their address goes to the kernel as given.
+// sendAddr sets j's destination from the guest's address. Only a unix
+// datagram socket looks a name up: a stream socket refuses one, a
+// seqpacket socket ignores it, and an internet socket's is LKL's, so
+// their address goes to the kernel as given.
 func (e *Engine) sendAddr(r *Request, j *sendJob, addr, alen uint64) unix.Errno {
 	if addr == 0 || alen == 0 {
 		return 0
@@ -505,10 +517,9 @@ func (e *Engine) sendAddr(r *Request, j *sendJob, addr, alen uint64) unix.Errno 
 	if en != 0 {
 		return en
 	}
-	if !j.s.unixDomain() {
-		return unix.EAFNOSUPPORT // no networking yet
-	}
-	if j.s.typ != unix.SOCK_DGRAM {
+	if !j.s.unixDomain() || j.s.typ != unix.SOCK_DGRAM {
+		// An internet socket's address is LKL's to judge (a stream
+		// ignores it: unconnected, EPIPE).
 		j.name = a.raw
 		return 0
 	}

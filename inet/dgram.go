@@ -195,3 +195,32 @@ func (s *Sock) locate(n int, sum uint64, inq int, peek bool) int {
 	}
 	return -1
 }
+
+// A UDP datagram is at most 65507 bytes over IPv4 and 65527 over IPv6
+// (65535 less the headers): larger, Linux's send fails with EMSGSIZE.
+// The guest's plain send and write run natively on the pair, whose
+// AF_UNIX refuses (EMSGSIZE) a record longer than its send buffer less
+// 32 bytes, so the guest's end gets the send buffer that puts that bound
+// at the protocol's (udpSendBuf). The kernel doubles what is asked, so
+// the bound is even: one byte over the protocol's limit (65508, 65528)
+// still enters the pair, and LKL's EMSGSIZE drops it at the pump.
+const (
+	udpMax4 = 65535 - 20 - 8
+	udpMax6 = 65535 - 8
+)
+
+// udpSendBuf bounds the records of guest end gend of a UDP socket of
+// family to the protocol's datagram size (rounded up to even).
+func udpSendBuf(gend, family int) {
+	max := udpMax4
+	if family == unix.AF_INET6 {
+		max = udpMax6
+	}
+	unix.SetsockoptInt(gend, unix.SOL_SOCKET, unix.SO_SNDBUF, (max+32+1)/2)
+}
+
+// isUDP says a datagram socket of family and proto is UDP's.
+func isUDP(family, proto int) bool {
+	return (family == unix.AF_INET || family == unix.AF_INET6) &&
+		(proto == 0 || proto == unix.IPPROTO_UDP || proto == unix.IPPROTO_UDPLITE)
+}

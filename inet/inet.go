@@ -122,9 +122,11 @@ type Sock struct {
 	pumping        bool
 	toGuest        sync.WaitGroup
 	fromGuest      sync.WaitGroup
-	qmu            sync.Mutex // the datagrams' sources and kbox's writes into the pair (dgram.go)
-	srcs           []dgramSrc // what kbox wrote into the pair, in order
-	unwritten      int        // 1: the last of srcs waits for room in the pair
+	outMu          sync.Mutex  // held by the pump from the guest while a chunk it read is not yet LKL's (more.go)
+	outWaiting     atomic.Bool // the pump from the guest waits for room in LKL's send buffer
+	qmu            sync.Mutex  // the datagrams' sources and kbox's writes into the pair (dgram.go)
+	srcs           []dgramSrc  // what kbox wrote into the pair, in order
+	unwritten      int         // 1: the last of srcs waits for room in the pair
 	listening      bool
 	fresh          bool          // a stream socket neither connected nor listening yet: the guest's fd is a stand-in (renew)
 	endOpts        bool          // the guest set an option of its end (timeouts, send buffer, SO_OOBINLINE): renew copies them
@@ -199,6 +201,11 @@ func GuestEnd(h Holder, fd uint64) (int, unix.Errno) {
 // the guest's end of a pair.
 func (n *Net) Socket(r *Req, family, typ, proto int) Result {
 	base := typ & 0xf
+	// Linux: flags other than SOCK_NONBLOCK and SOCK_CLOEXEC, or a type
+	// past SOCK_PACKET, are EINVAL before the family looks at the type.
+	if typ&^(0xf|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) != 0 || base > unix.SOCK_PACKET {
+		return errno(unix.EINVAL, LKL)
+	}
 	kind := base // how the socket is carried: a stream or datagrams
 	if family == unix.AF_NETLINK && base == unix.SOCK_RAW {
 		kind = unix.SOCK_DGRAM // a netlink socket's raw and datagram types are one
@@ -214,9 +221,6 @@ func (n *Net) Socket(r *Req, family, typ, proto int) Result {
 	}
 	if kind != unix.SOCK_STREAM && kind != unix.SOCK_DGRAM {
 		return errno(unix.ESOCKTNOSUPPORT, Emulated) // only stream and datagram sockets are carried (docs/networking.md)
-	}
-	if typ&^(0xf|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) != 0 {
-		return errno(unix.EINVAL, LKL)
 	}
 	if en := r.G.UseCred(); en != 0 {
 		return errno(en, LKL)
@@ -257,6 +261,9 @@ func (n *Net) Socket(r *Req, family, typ, proto int) Result {
 		return errno(en, Host)
 	}
 	defer unix.Close(gend)
+	if base == unix.SOCK_DGRAM && isUDP(family, proto) {
+		udpSendBuf(gend, family)
+	}
 	switch {
 	case kind == unix.SOCK_DGRAM:
 		s.startPumps(0)

@@ -62,7 +62,21 @@ func (s *Sock) pumpFromGuest(junk int) {
 	var err error
 	var urgent bool
 	stream := s.typ == unix.SOCK_STREAM
+	// outMu is held from a read that took data until LKL has it
+	// (SendMore, more.go).
+	held := false
+	release := func() {
+		if held {
+			held = false
+			s.outMu.Unlock()
+		}
+	}
+	defer release()
 	read := func(fd uintptr) bool {
+		if !held {
+			s.outMu.Lock()
+			held = true
+		}
 		urgent = stream && atMark(int(fd))
 		b := buf
 		switch {
@@ -83,7 +97,11 @@ func (s *Sock) pumpFromGuest(junk int) {
 				urgent = true
 			}
 		}
-		return err != unix.EAGAIN
+		if err == unix.EAGAIN {
+			release()
+			return false
+		}
+		return true
 	}
 	rc, rerr := s.file.SyscallConn()
 	if rerr != nil {
@@ -125,7 +143,9 @@ func (s *Sock) pumpFromGuest(junk int) {
 			}
 			s.settled() // what arrived during the call
 			if le == unix.EAGAIN {
+				s.outWaiting.Store(true)
 				lklready.Await(s.wrdy, 0) // LKL's send buffer is full
+				s.outWaiting.Store(false)
 				s.mu.Lock()
 				stop := s.unreadClose // closed with data unread: what is unsent goes (end)
 				s.mu.Unlock()
@@ -149,6 +169,7 @@ func (s *Sock) pumpFromGuest(junk int) {
 			}
 			off += int(n)
 		}
+		release()
 	}
 }
 

@@ -64,8 +64,10 @@ func TestPolicyRoutes(t *testing.T) {
 		{name: "connect", fd: 3, want: notify},
 		{name: "sendmsg", fd: 3, want: notify}, // its msghdr may name a path
 		{name: "sendmmsg", fd: 3, want: notify},
-		{name: "sendto", fd: 3, want: allow},                    // send(2)
-		{name: "sendto", fd: 3, addr: 0x7fff0000, want: notify}, // with an address
+		{name: "sendto", fd: 3, want: allow},                                               // send(2)
+		{name: "sendto", fd: 3, addr: 0x7fff0000, want: notify},                            // with an address
+		{name: "sendto", fd: 3, flags: unix.MSG_MORE, want: notify},                        // corked in LKL (inet/more.go)
+		{name: "sendto", fd: 3, flags: unix.MSG_DONTWAIT | unix.MSG_NOSIGNAL, want: allow}, // other flags: native
 		{name: "recvmsg", fd: 3, want: allow},
 		{name: "recvfrom", fd: 3, want: allow},                            // recv(2)
 		{name: "recvfrom", fd: 3, flags: unix.MSG_ERRQUEUE, want: notify}, // an internet stream's error queue is LKL's

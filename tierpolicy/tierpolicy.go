@@ -17,7 +17,7 @@ import (
 // (ipcNS) or without an IPC namespace of its own, derived from the syscall table (dispatch/table.go):
 // Native entries run natively, NativeInNS ones too when the guest has its
 // own IPC namespace, HostFD ones natively on host fds (AddrArg4: only
-// without a destination address and without MSG_ERRQUEUE) and so are FilterHostFD ones (close), Refused ones get EPERM in BPF, Absent
+// without a destination address and without MSG_ERRQUEUE or MSG_MORE) and so are FilterHostFD ones (close), Refused ones get EPERM in BPF, Absent
 // InFilter ones ENOSYS; ForkLike ones run natively, but clone with
 // CLONE_PARENT and without CLONE_THREAD; every other syscall (Served,
 // Absent) is notified.
@@ -37,8 +37,9 @@ func Seccomp(virtualBase uint32, ipcNS bool) *seccomp.Policy {
 			if s.Facts&dispatch.AddrArg4 != 0 {
 				p.NullArg[s.Name] = 4
 				// Their flags are args[3]: MSG_ERRQUEUE asks for an
-				// internet stream's error queue, LKL's.
-				p.NullFlags, p.NullFlagsArg = unix.MSG_ERRQUEUE, 3
+				// internet stream's error queue, LKL's; a send with
+				// MSG_MORE is corked in LKL (inet/more.go).
+				p.NullFlags, p.NullFlagsArg = unix.MSG_ERRQUEUE|unix.MSG_MORE, 3
 			}
 		case dispatch.Refused:
 			p.Deny = append(p.Deny, s.Name)
