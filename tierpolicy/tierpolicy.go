@@ -19,8 +19,8 @@ import (
 // own IPC namespace, HostFD ones natively on host fds (AddrArg4: only
 // without a destination address and without MSG_ERRQUEUE or MSG_MORE) and so are FilterHostFD ones (close), Refused ones get EPERM in BPF, Absent
 // InFilter ones ENOSYS; ForkLike ones run natively, but clone with
-// CLONE_PARENT and without CLONE_THREAD; every other syscall (Served,
-// Absent) is notified.
+// CLONE_PARENT and without CLONE_THREAD, or with a namespace flag; every
+// other syscall (Served, Absent) is notified.
 func Seccomp(virtualBase uint32, ipcNS bool) *seccomp.Policy {
 	p := seccomp.NewPolicy(nil)
 	p.NullArg = map[string]int{}
