@@ -39,6 +39,7 @@ const inoflagsWant = "getflags ok\n" +
 	"immutable cleared yes\n" +
 	"immutable setxattr after ok\n" +
 	"getflags O_PATH EBADF\n" +
+	"getflags directory ok\n" +
 	"getflags pipe ENOTTY\n" +
 	"nobody set append EPERM\n" +
 	"nobody getflags ok\n"
@@ -69,11 +70,13 @@ func TestInodeFlags(t *testing.T) {
 		}
 	})
 	// Appends through a new O_APPEND open and a write at an offset through
-	// an fd opened before the attribute was set both reach the image.
+	// an fd opened before the attribute was set both reach the image, with
+	// a writer's shadow open (append) and without (append-ro: a virtual
+	// fd appends in LKL).
 	t.Run("appends reach the image", func(t *testing.T) {
-		script := "cd /tmp && echo one > log && /opt/tests/inoflags append log && cat log"
+		script := "cd /tmp && echo one > log && /opt/tests/inoflags append log && /opt/tests/inoflags append-ro log && cat log"
 		out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c", script)
-		if want := "Xne\ntwo\n"; st != 0 || out != want {
+		if want := "Xne\ntwo\ntwo\n"; st != 0 || out != want {
 			t.Errorf("status %d: %q, want %q\n%s", st, out, want, lastLines(stderr, 5))
 		}
 	})

@@ -10,7 +10,8 @@
  * inoflags append FILE: makes FILE append-only through an fd open for
  * writing, appends "two\n" through a new O_APPEND open, writes "X" at
  * offset 0 through the first fd (which Linux allows: the attribute is
- * checked at open), and clears the attribute.
+ * checked at open), and clears the attribute. "inoflags append-ro FILE"
+ * does the same through a read-only fd, with no write at offset 0.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -85,9 +86,9 @@ static void attr(const char *name, int fd, const char *p, const char *p2, int fl
 	printf("%s setxattr after %s\n", name, en(setxattr(p, "user.k", "v", 1, 0)));
 }
 
-static int appends(const char *p)
+static int appends(const char *p, int rw)
 {
-	int fd = open(p, O_RDWR);
+	int fd = open(p, rw ? O_RDWR : O_RDONLY);
 	int base = getflags(fd);
 	if (fd < 0 || base < 0 || setflags(fd, base | FS_APPEND_FL) < 0) {
 		printf("set append %s\n", en(-1));
@@ -96,7 +97,7 @@ static int appends(const char *p)
 	int a = open(p, O_WRONLY | O_APPEND);
 	if (a < 0 || write(a, "two\n", 4) != 4 || close(a) < 0)
 		printf("append %s\n", en(-1));
-	if (pwrite(fd, "X", 1, 0) != 1)
+	if (rw && pwrite(fd, "X", 1, 0) != 1)
 		printf("write at 0 %s\n", en(-1));
 	if (setflags(fd, base) < 0 || close(fd) < 0)
 		printf("clear %s\n", en(-1));
@@ -109,7 +110,9 @@ int main(int argc, char **argv)
 		return 2;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc >= 3 && !strcmp(argv[1], "append"))
-		return appends(argv[2]);
+		return appends(argv[2], 1);
+	if (argc >= 3 && !strcmp(argv[1], "append-ro"))
+		return appends(argv[2], 0);
 	char p[512], p2[512];
 	snprintf(p, sizeof p, "%s/inoflags.file", argv[1]);
 	snprintf(p2, sizeof p2, "%s/inoflags.moved", argv[1]);
@@ -129,6 +132,8 @@ int main(int argc, char **argv)
 	attr("immutable", fd, p, p2, FS_IMMUTABLE_FL);
 	int path = open(p, O_PATH);
 	printf("getflags O_PATH %s\n", en(getflags(path) >= 0 ? 0 : -1));
+	int dir = open(argv[1], O_RDONLY | O_DIRECTORY);
+	printf("getflags directory %s\n", en(getflags(dir) >= 0 ? 0 : -1));
 	int pfd[2];
 	pipe(pfd);
 	printf("getflags pipe %s\n", en(getflags(pfd[0]) >= 0 ? 0 : -1));
