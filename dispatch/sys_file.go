@@ -204,10 +204,47 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 			return e.devOpen(r, st.Mode, st.Rdev, flags)
 		}
 	}
+	if le == unix.EPERM && flags&unix.O_APPEND != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY {
+		return e.openAppendOnly(r, t, lflags, flags, mode)
+	}
 	if le != 0 {
 		return errno(le, LKL)
 	}
 	return e.openLKL(r, int(fd), t.Path, flags, probe)
+}
+
+// openAppendOnly opens for writing, with O_APPEND, a file that refused an
+// LKL open without it: an append-only file (chattr +a), which Linux opens
+// for writing only with O_APPEND. A shadow's LKL fd writes back at
+// offsets, which an LKL fd with O_APPEND cannot: the open shares a shadow
+// whose LKL fd is writable already (opened before the attribute was set),
+// or else it is a virtual fd, whose writes append in LKL.
+func (e *Engine) openAppendOnly(r *Request, t guestpath.Target, lflags, flags int, mode uint32) Result {
+	fd, le := e.lklOpen(r, t.LKLPath(), lflags|unix.O_APPEND, createMode(r, t.LKLPath(), flags, mode), flags)
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	cloexec := flags&unix.O_CLOEXEC != 0
+	if st, err := lkl.Fstat(int(fd)); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		hfd, shared, err := e.Shadows.OpenWriter(int(fd), &st, flags)
+		if err != nil {
+			return fail(err, LKL) // the node closed fd
+		}
+		if shared {
+			defer unix.Close(hfd)
+			hostStatus(hfd, flags)
+			gfd, err := r.G.AddFDReply(hfd, cloexec)
+			if err != nil {
+				return fail(err, LKL)
+			}
+			return answered(int64(gfd), LKL)
+		}
+	}
+	gfd, err := r.P.FDs.Open(int(fd), t.Path, flags, cloexec)
+	if err != nil {
+		return fail(err, LKL)
+	}
+	return ok(int64(gfd), LKL)
 }
 
 // lklOpenFlags returns the LKL open flags for a guest open with flags,

@@ -187,6 +187,12 @@ var NetIoctls = []uint32{unix.SIOCINQ, unix.SIOCOUTQ, unix.SIOCATMARK}
 // from LKL's namespace, the guest's (netdevioctl.go).
 var DeviceIoctls = [][2]uint32{{0x890B, 0x89FF}, {0x8B00, 0x8BFF}}
 
+// InodeIoctls are the ioctl commands notified on host fds in every run:
+// the inode flags (FS_IOC_GETFLAGS, FS_IOC_SETFLAGS) of a shadow are its
+// image file's, which LKL holds; the host's memfd has its own
+// (sys_io.go).
+var InodeIoctls = []uint32{unix.FS_IOC_GETFLAGS, unix.FS_IOC_SETFLAGS}
+
 // Family groups syscalls for the observatory.
 type Family uint8
 

@@ -163,7 +163,7 @@ var table = [...]Syscall{
 	{Name: "munlock", Fam: FamMem, How: Native, Why: "the caller's own memory"},
 	{Name: "mlockall", Fam: FamMem, How: Native, Why: "the caller's own memory"},
 	{Name: "munlockall", Fam: FamMem, How: Native, Why: "the caller's own memory"},
-	{Name: "vhangup", Fam: FamOther, How: Refused, Errno: unix.EPERM, Why: "hangs up the host controlling terminal"},
+	{Name: "vhangup", Fam: FamOther, How: Served, Fn: sysVhangup, Why: "EPERM without the guest's CAP_SYS_TTY_CONFIG; 0 without a controlling terminal; with one EPERM: it is the host's terminal"},
 	{Name: "modify_ldt", Fam: FamOther, How: Refused, Errno: unix.EPERM, Why: "historic source of kernel bugs; not needed by 64-bit code (x86 only)"},
 	{Name: "pivot_root", Fam: FamFile, How: Refused, Errno: unix.EPERM, Why: "changes the host mount namespace root; mounts are emulated in LKL"},
 	{Name: "_sysctl", Fam: FamOther, How: Absent, Errno: unix.ENOSYS, Facts: InFilter, Why: "the binary sysctl interface, removed in Linux 5.5 (LKL has none): ENOSYS as there (x86 only)"},

@@ -162,10 +162,8 @@ func topPath(s System, c *Caller, name, sub string, depth int) (Found, unix.Errn
 			if rel == "config.gz" {
 				return configGz(cfg, abs)
 			}
-			if rel == "sys/kernel/pid_max" {
-				// Guest pids are the host's: so is their bound
-				// (LKL's own is 4096).
-				return node(abs, &Node{Kind: Text, Like: rel, Text: hostPidMax})
+			if hostSysctls[rel] {
+				return node(abs, &Node{Kind: Text, Like: rel, Text: func() []byte { return hostSysctl(rel) }})
 			}
 			if name, ok := strings.CutPrefix(rel, "sys/kernel/"); ok {
 				// LKL has no System V IPC: the guest's namespace's limits.

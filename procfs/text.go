@@ -12,8 +12,8 @@ import (
 )
 
 // The texts kbox makes for the guest's /proc: the system-wide files that
-// would show the host's load (loadavg, uptime, stat), pid_max, and LKL's
-// config.gz. Each is made when it is opened; the parsing and formatting
+// would show the host's load (loadavg, uptime, stat), the sysctls that are
+// the host's (hostSysctls), and LKL's config.gz. Each is made when it is opened; the parsing and formatting
 // are pure functions (text_test.go). The mount tables: mounts.go.
 
 // systemText returns the maker of a system-wide text of top.
@@ -36,12 +36,30 @@ func systemText(s System, name string) func() []byte {
 	return func() []byte { return nil }
 }
 
-// hostPidMax is /proc/sys/kernel/pid_max: the host's, which bounds the
-// guest's pids (they are the host's).
-func hostPidMax() []byte {
-	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+// hostSysctls are the sysctls of /proc/sys that describe what the guest
+// gets from the host, not from LKL: read from the host's. Guest pids are
+// the host's, so is their bound (LKL's own pid_max is 4096); /dev/random
+// and /dev/urandom are the host's, so is their pool (LKL's entropy count
+// stays near 0, and RNDGETENTCNT on the guest's /dev/urandom answers the
+// host's).
+var hostSysctls = map[string]bool{
+	"sys/kernel/pid_max":              true,
+	"sys/kernel/random/entropy_avail": true,
+	"sys/kernel/random/poolsize":      true,
+}
+
+// hostSysctlDefaults are what a host that hides one of hostSysctls shows.
+var hostSysctlDefaults = map[string]string{
+	"sys/kernel/pid_max":              "32768\n",
+	"sys/kernel/random/entropy_avail": "256\n",
+	"sys/kernel/random/poolsize":      "256\n",
+}
+
+// hostSysctl reads rel (one of hostSysctls) from the host's /proc.
+func hostSysctl(rel string) []byte {
+	b, err := os.ReadFile("/proc/" + rel)
 	if err != nil {
-		return []byte("32768\n")
+		return []byte(hostSysctlDefaults[rel])
 	}
 	return b
 }

@@ -266,6 +266,35 @@ func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, 
 	return m.handOut(n, flags)
 }
 
+// OpenWriter hands out a new description of the node of the inode whose
+// LKL stat is st when a node holds it with an LKL fd open for writing,
+// closing lklfd, which the caller opened with flags: an append-only file's
+// O_APPEND open, whose own LKL fd could not write back at offsets. ok is
+// false (lklfd stays the caller's) when no such node exists.
+func (m *Manager) OpenWriter(lklfd int, st *lkl.Stat64, flags int) (fd int, ok bool, err error) {
+	m.mu.Lock()
+	n := m.nodes[nodeKey{st.Dev, st.Ino}]
+	if n == nil {
+		m.mu.Unlock()
+		return -1, false, nil
+	}
+	n.busy++ // not dropped meanwhile
+	m.mu.Unlock()
+	n.mu.Lock()
+	rw := n.rw
+	n.mu.Unlock()
+	if !rw {
+		m.done(n)
+		return -1, false, nil
+	}
+	if lkl.AsRoot(func() { err = m.adopt(n, lklfd, flags) }); err != nil {
+		m.done(n)
+		return -1, true, err
+	}
+	fd, err = m.handOut(n, flags)
+	return fd, true, err
+}
+
 // handOut makes a new description of n's content for a guest, ending the
 // caller's busy hold on n.
 func (m *Manager) handOut(n *Node, flags int) (int, error) {

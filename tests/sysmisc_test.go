@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -164,5 +165,48 @@ func TestCloneNamespaces(t *testing.T) {
 				t.Errorf("status %d:\n%s\nwant:\n%s\n%s", st, out, want, stderr)
 			}
 		})
+	}
+}
+
+// TestEntropyCount: /proc/sys/kernel/random/entropy_avail and poolsize are
+// the host's, whose /dev/urandom the guest reads: its RNDGETENTCNT and the
+// file agree, in every tier, as natively (LTP ioctl07). They were LKL's,
+// whose pool stays near empty (entropy_avail 1 against the host's 256): a
+// program that waits for entropy_avail to rise waited forever.
+func TestEntropyCount(t *testing.T) {
+	img := imagePath(t)
+	native, err := exec.Command(dumpFromImage(t, img, "/opt/tests/sysmisc"), "entropy").Output()
+	if err != nil || !strings.Contains(string(native), "entropy_avail agrees 1\n") {
+		t.Fatalf("native: %v\n%s", err, native)
+	}
+	forEachTier(t, func(t *testing.T, tier string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+tier, "--", "/opt/tests/sysmisc", "entropy")
+		if st != 0 || out != string(native) {
+			t.Errorf("status %d; under kbox:\n%s\nnatively:\n%s\n%s", st, out, native, lastLines(stderr, 5))
+		}
+	})
+}
+
+// TestVhangup: vhangup(2) is served in Linux's order (LTP vhangup01,
+// vhangup02): EPERM without the guest's CAP_SYS_TTY_CONFIG, 0 for a caller
+// with no controlling terminal (after setsid), as natively; it was refused
+// with EPERM for every caller. With a controlling terminal it stays EPERM:
+// kbox cannot tell a pty of the guest's from the user's terminal, which
+// Linux would hang up (so that case is not run natively).
+func TestVhangup(t *testing.T) {
+	img := imagePath(t)
+	want := "vhangup no tty ok\nvhangup nobody EPERM\n"
+	if os.Geteuid() == 0 {
+		// A child of setsid has no terminal to hang up; nobody lacks the
+		// capability: nothing is hung up.
+		native, err := exec.Command(dumpFromImage(t, img, "/opt/tests/sysmisc"), "vhangup").Output()
+		if err != nil || string(native) != want {
+			t.Errorf("natively: %v\n%s\nwant:\n%s", err, native, want)
+		}
+	}
+	out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/sh", "-c",
+		"/opt/tests/sysmisc vhangup && /opt/tests/sysmisc vhangup-tty")
+	if want += "vhangup tty EPERM\n"; st != 0 || out != want {
+		t.Errorf("status %d:\n%s\nwant:\n%s\n%s", st, out, want, lastLines(stderr, 5))
 	}
 }

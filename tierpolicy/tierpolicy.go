@@ -62,6 +62,7 @@ func Seccomp(virtualBase uint32, ipcNS bool) *seccomp.Policy {
 		}
 	})
 	p.IoctlNotifyRanges = dispatch.DeviceIoctls
+	p.IoctlNotify = append(p.IoctlNotify, dispatch.InodeIoctls...)
 	p.VirtualFDBase = virtualBase
 	return p
 }

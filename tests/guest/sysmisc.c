@@ -12,7 +12,14 @@
  * errors, and ustat of /'s device; then it lists the types. "sysmisc
  * readahead DIR" tries readahead(2) on a file, a directory and an O_PATH
  * fd there. "sysmisc clonens" tries clone(2) with namespace flags (kbox
- * refuses them as it refuses unshare).
+ * refuses them as it refuses unshare). "sysmisc entropy" compares the
+ * entropy count of /dev/urandom (RNDGETENTCNT) with
+ * /proc/sys/kernel/random/entropy_avail and prints the pool's size.
+ * "sysmisc vhangup" calls vhangup(2) in children: after setsid (no
+ * controlling terminal) and as uid 65534 (no CAP_SYS_TTY_CONFIG), as root.
+ * "sysmisc vhangup-tty" calls it with a pty of its own as the controlling
+ * terminal (never run it natively with a terminal of the user's: Linux
+ * hangs it up).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -305,6 +313,85 @@ static void clonens(void)
 	}
 }
 
+/* <linux/random.h>'s, which musl's headers lack. */
+#define RNDGETENTCNT _IOR('R', 0x00, int)
+
+static long readlong(const char *p)
+{
+	long v = -1;
+	FILE *f = fopen(p, "r");
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static void entropy(void)
+{
+	int cnt = -1;
+	int fd = open("/dev/urandom", O_RDONLY);
+	printf("RNDGETENTCNT %s\n", en(ioctl(fd, RNDGETENTCNT, &cnt)));
+	long avail = readlong("/proc/sys/kernel/random/entropy_avail");
+	/* LTP ioctl07 allows the count to move by 2 between the reads. */
+	printf("entropy_avail agrees %d\n", avail >= 0 && labs(avail - cnt) <= 2);
+	printf("poolsize %ld\n", readlong("/proc/sys/kernel/random/poolsize"));
+}
+
+/* inchild runs f in a child and prints its line. */
+static void inchild(const char *label, long (*f)(void))
+{
+	int p[2];
+	pipe(p);
+	pid_t pid = fork();
+	if (pid == 0) {
+		long r = f();
+		char b[64];
+		int n = snprintf(b, sizeof b, "%s %s\n", label, en(r));
+		write(p[1], b, n);
+		_exit(0);
+	}
+	close(p[1]);
+	char b[64];
+	ssize_t n = read(p[0], b, sizeof b - 1);
+	waitpid(pid, NULL, 0);
+	printf("%.*s", (int)(n > 0 ? n : 0), b);
+	close(p[0]);
+}
+
+static long hangup_no_tty(void)
+{
+	if (setsid() < 0)
+		return -1;
+	return syscall(SYS_vhangup);
+}
+
+static long hangup_nobody(void)
+{
+	if (setsid() < 0 || syscall(SYS_setresuid, 65534, 65534, 65534) < 0)
+		return -1;
+	return syscall(SYS_vhangup);
+}
+
+static long hangup_tty(void)
+{
+	int m = posix_openpt(O_RDWR | O_NOCTTY);
+	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0 || setsid() < 0)
+		return -1;
+	int s = open(ptsname(m), O_RDWR); /* the session's first tty: its controlling one */
+	if (s < 0)
+		return -1;
+	ioctl(s, TIOCSCTTY, 0);
+	return syscall(SYS_vhangup);
+}
+
+static void vhangups(void)
+{
+	inchild("vhangup no tty", hangup_no_tty);
+	inchild("vhangup nobody", hangup_nobody);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -320,6 +407,12 @@ int main(int argc, char **argv)
 		readaheads(argv[2]);
 	else if (argc >= 2 && !strcmp(argv[1], "clonens"))
 		clonens();
+	else if (argc >= 2 && !strcmp(argv[1], "entropy"))
+		entropy();
+	else if (argc >= 2 && !strcmp(argv[1], "vhangup"))
+		vhangups();
+	else if (argc >= 2 && !strcmp(argv[1], "vhangup-tty"))
+		inchild("vhangup tty", hangup_tty);
 	else
 		return 2;
 	return 0;
