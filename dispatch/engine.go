@@ -20,6 +20,7 @@ import (
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/inet"
 	"github.com/kbox-project/kbox/shadowfd"
+	"github.com/kbox-project/kbox/sysvipc"
 	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/sys/unix"
 )
@@ -237,7 +238,7 @@ type Engine struct {
 
 	notify inotifies // the guest's inotify fds (sys_file_inotify.go)
 
-	sysv sysvState // the guest's System V objects as it sees them (sys_other_sysv.go)
+	sysv sysvipc.State // the guest's System V objects as it sees them
 
 	// initCred is the first process's credentials, unknownCred those of
 	// a process whose parent was not found (proc.go); credsChanged says

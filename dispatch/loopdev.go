@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"encoding/binary"
 	"os"
 	"runtime"
 	"strconv"
@@ -9,102 +8,20 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/loopdev"
 	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
-// Loop devices of LKL's (docs/guest-view.md, "/dev and /sys"): on a kernel
-// with CONFIG_BLK_DEV_LOOP (kbox's configuration), a guest may open
-// /dev/loop-control and the loop block devices, by their numbers wherever
-// their nodes are, as virtual fds of LKL's devices; its ioctls on them go
-// to LKL through loopCmds, and a loop device may be the source of a mount.
-// A loop device's backing file must be an LKL file: a guest fd that is a
-// host file (a bind's, a pipe) is refused with EBADF, so no host file ever
-// backs a device of LKL's. LKL's own disks (the image's, /tmp's) stay
-// refused (ENXIO): they are virtio disks, never loop devices.
+// Loop devices of LKL's, as the guest opens, configures and mounts them:
+// the glue that needs the engine (the request's fds, the guest's memory,
+// the shadows, /dev). Package loopdev knows the devices, their ioctl
+// commands and structures (its package comment says what a guest may do
+// with them).
 
-// Device numbers of the loop driver.
-const (
-	loopMajor     = 7
-	devLoopCtlMin = 237 // misc minor of /dev/loop-control
-)
-
-var devLoopControl = unix.Mkdev(10, devLoopCtlMin)
-
-// lklDevice reports a device of LKL's that a guest may open: the loop
-// driver's control device and its block devices.
-func lklDevice(mode uint32, rdev uint64) bool {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFCHR:
-		return rdev == devLoopControl
-	case unix.S_IFBLK:
-		return unix.Major(rdev) == loopMajor
-	}
-	return false
-}
-
-// Loop ioctl commands (linux/loop.h).
-const (
-	loopSetFd       = 0x4C00
-	loopClrFd       = 0x4C01
-	loopSetStatus   = 0x4C02
-	loopGetStatus   = 0x4C03
-	loopSetStatus64 = 0x4C04
-	loopGetStatus64 = 0x4C05
-	loopChangeFd    = 0x4C06
-	loopSetCapacity = 0x4C07
-	loopSetDirectIO = 0x4C08
-	loopSetBlkSize  = 0x4C09
-	loopConfigure   = 0x4C0A
-	loopCtlAdd      = 0x4C80
-	loopCtlRemove   = 0x4C81
-	loopCtlGetFree  = 0x4C82
-)
-
-// Sizes of what the commands point to (the same for the guest's
-// architectures and LKL's).
-const (
-	sizeLoopInfo64 = 232 // struct loop_info64
-	sizeLoopConfig = 304 // struct loop_config: fd, block_size, loop_info64, reserved
-)
-
-// loopCmd is what kbox knows of one ioctl command on an LKL device.
-type loopCmd struct {
-	in, out int  // bytes the argument points to, copied in before / out after
-	fd      bool // the argument is a guest fd, translated (loopFd)
-	old     bool // the guest's struct loop_info, served as loop_info64 (loopinfo.go)
-	ctl     bool // a command of loop-control, not of the loop devices
-}
-
-// loopCmds are the ioctls served on LKL's devices: the loop commands and
-// the generic block commands (linux/fs.h) that losetup, mkfs, fsck and
-// mount use. A scalar argument goes to LKL as it is; a pointed-to
-// structure is copied from and to guest memory (EFAULT when it cannot be).
-// Commands whose structures point further (BLKPG, BLKTRACESETUP) are not
-// served: they get what the driver
-// answers a command it does not know (EINVAL on a loop device, ENOSYS on
-// loop-control), as does every command not listed, and each command on
-// the other kind of device.
-var loopCmds = map[uint32]loopCmd{
-	loopSetFd: {fd: true}, loopChangeFd: {fd: true}, loopClrFd: {},
-	loopSetStatus64: {in: sizeLoopInfo64}, loopGetStatus64: {out: sizeLoopInfo64},
-	loopSetStatus: {in: oldLoopInfo.size, old: true}, loopGetStatus: {out: sizeLoopInfo64, old: true},
-	loopSetCapacity: {}, loopSetDirectIO: {}, loopSetBlkSize: {},
-	loopConfigure: {in: sizeLoopConfig},
-	loopCtlAdd:    {ctl: true}, loopCtlRemove: {ctl: true}, loopCtlGetFree: {ctl: true},
-
-	unix.BLKROSET: {in: 4}, unix.BLKROGET: {out: 4}, unix.BLKRRPART: {},
-	unix.BLKGETSIZE: {out: 8}, unix.BLKFLSBUF: {}, unix.BLKRASET: {}, unix.BLKRAGET: {out: 8},
-	unix.BLKFRASET: {}, unix.BLKFRAGET: {out: 8}, unix.BLKSECTGET: {out: 2},
-	unix.BLKSSZGET: {out: 4}, unix.BLKBSZGET: {out: 4}, unix.BLKBSZSET: {in: 4},
-	unix.BLKGETSIZE64: {out: 8}, unix.BLKDISCARD: {in: 16}, unix.BLKSECDISCARD: {in: 16},
-	unix.BLKZEROOUT: {in: 16}, unix.BLKIOMIN: {out: 4}, unix.BLKIOOPT: {out: 4},
-	unix.BLKALIGNOFF: {out: 4}, unix.BLKPBSZGET: {out: 4}, unix.BLKDISCARDZEROES: {out: 4},
-	unix.BLKROTATIONAL: {out: 2}, blkGetDiskSeq: {out: 8},
-}
-
-// blkGetDiskSeq is BLKGETDISKSEQ, _IOR(0x12, 128, __u64).
-const blkGetDiskSeq = 0x80081280
+// lklDevice reports a device of LKL's that a guest may open
+// (loopdev.Device).
+func lklDevice(mode uint32, rdev uint64) bool { return loopdev.Device(mode, rdev) }
 
 // lklDevIoctl serves ioctl(2) on a virtual fd of one of LKL's devices;
 // served is false for any other virtual fd.
@@ -118,46 +35,38 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 		return Result{}, false
 	}
 	cmd := uint32(r.Args[1])
-	c, known := loopCmds[cmd]
-	isCtl := st.Mode&unix.S_IFMT == unix.S_IFCHR
-	if !known || c.ctl != isCtl {
-		// What the driver answers a command it does not know.
-		if isCtl {
-			return errno(unix.ENOSYS, Emulated), true
-		}
-		return errno(unix.EINVAL, Emulated), true
+	c, en := loopdev.Lookup(cmd, st.Mode&unix.S_IFMT == unix.S_IFCHR)
+	if en != 0 {
+		return errno(en, Emulated), true
 	}
 	arg := uintptr(r.Args[2])
-	if (cmd == loopGetStatus || cmd == loopGetStatus64) && arg == 0 {
+	if (cmd == loopdev.GetStatus || cmd == loopdev.GetStatus64) && arg == 0 {
 		return errno(unix.EINVAL, Emulated), true // as the driver checks first
 	}
-	lcmd := cmd // the command LKL gets
+	lcmd := loopdev.LKLCmd(cmd) // the command LKL gets
 	var buf []byte
 	switch {
-	case c.in > 0:
-		buf = make([]byte, c.in)
+	case c.In > 0:
+		buf = make([]byte, c.In)
 		if r.G.Read(r.Args[2], buf) != nil {
 			return errno(unix.EFAULT, Emulated), true
 		}
-		if c.old {
-			buf, lcmd = loopInfo64FromOld(buf), loopSetStatus64
+		if c.Old {
+			buf = loopdev.FromOld(buf)
 		}
-	case c.out > 0:
-		buf = make([]byte, c.out)
-		if c.old {
-			lcmd = loopGetStatus64
-		}
+	case c.Out > 0:
+		buf = make([]byte, c.Out)
 	}
 	// The guest fds these commands carry become LKL fds, held until LKL
 	// has taken its own reference.
 	var backing int = -1
 	switch {
-	case c.fd:
+	case c.Fd:
 		if backing, en = e.loopFd(r, int32(r.Args[2])); en != 0 {
 			return errno(en, Emulated), true
 		}
 		arg = uintptr(backing)
-	case cmd == loopConfigure:
+	case cmd == loopdev.Configure:
 		gfd := int32(uint32(buf[0]) | uint32(buf[1])<<8 | uint32(buf[2])<<16 | uint32(buf[3])<<24)
 		if backing, en = e.loopFd(r, gfd); en != 0 {
 			return errno(en, Emulated), true
@@ -174,8 +83,8 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 		return errno(en, LKL), true
 	}
 	oldDev, hadOld := uint64(0), false
-	if cmd == loopClrFd || cmd == loopChangeFd {
-		oldDev, hadOld = loopBacking(lfd)
+	if cmd == loopdev.ClrFd || cmd == loopdev.ChangeFd {
+		oldDev, hadOld = loopdev.Backing(lfd)
 	}
 	var v uintptr
 	call := func() unix.Errno {
@@ -184,7 +93,7 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 		return le
 	}
 	var le unix.Errno
-	if cmd == loopCtlRemove {
+	if cmd == loopdev.CtlRemove {
 		le = retryBusy(call) // the guest's last close of the device may be pending in LKL
 	} else {
 		le = call()
@@ -193,11 +102,11 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 	if le != 0 {
 		return errno(le, LKL), true
 	}
-	if c.out > 0 {
+	if c.Out > 0 {
 		out := buf
-		if c.old {
+		if c.Old {
 			var en unix.Errno
-			if out, en = loopInfo64ToOld(buf); en != 0 {
+			if out, en = loopdev.ToOld(buf); en != 0 {
 				return errno(en, Emulated), true
 			}
 		}
@@ -209,30 +118,20 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 	// of it: the shadows of that filesystem no guest holds go (written
 	// back first), so that the next open reads what LKL has. A guest
 	// holding the file open meanwhile keeps its own view (docs/security.md).
-	if cmd == loopClrFd {
-		// The driver defers the clear (to the last close) while another
-		// opener holds the device, and in LKL that may be the guest's
-		// own earlier close or unmount, released a clock tick later: the
-		// clear is asked again until it is done, for a short while, so
-		// that the device is free when losetup -d returns, as on Linux.
-		// A real other opener keeps it deferred, as on Linux.
-		deadline := time.Now().Add(releaseWait)
-		for !loopCleared(lfd) && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-			lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), loopClrFd, 0, 0, 0, 0)
-		}
+	if cmd == loopdev.ClrFd {
+		loopdev.AwaitClear(lfd, releaseWait)
 	}
 	if hadOld {
 		e.Shadows.Release(oldDev)
 	}
 	switch cmd {
-	case loopSetFd, loopConfigure, loopChangeFd:
-		if dev, bound := loopBacking(lfd); bound {
+	case loopdev.SetFd, loopdev.Configure, loopdev.ChangeFd:
+		if dev, bound := loopdev.Backing(lfd); bound {
 			e.Shadows.Release(dev)
 		}
-	case loopCtlAdd, loopCtlGetFree:
+	case loopdev.CtlAdd, loopdev.CtlGetFree:
 		e.loopNode(int(v), true)
-	case loopCtlRemove:
+	case loopdev.CtlRemove:
 		e.loopNode(int(r.Args[2]), false)
 	}
 	return ok(int64(v), LKL), true
@@ -270,31 +169,6 @@ func retryBusy(op func() unix.Errno) unix.Errno {
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// loopBacking returns the LKL device number of the filesystem of the
-// file behind loop device lfd (lo_device of LOOP_GET_STATUS64); ok is
-// false for an unbound device.
-func loopBacking(lfd int) (dev uint64, ok bool) {
-	buf := make([]byte, sizeLoopInfo64)
-	_, le := lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), loopGetStatus64, uptr(buf), 0, 0, 0)
-	runtime.KeepAlive(buf)
-	if le != 0 {
-		return 0, false
-	}
-	return binary.NativeEndian.Uint64(buf[0:8]), true
-}
-
-// loopCleared reports a loop device with no file and no size left (the
-// driver's clear has run to its end: unbound before its size is 0).
-func loopCleared(lfd int) bool {
-	if _, bound := loopBacking(lfd); bound {
-		return false
-	}
-	size := make([]byte, 8)
-	_, le := lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), unix.BLKGETSIZE64, uptr(size), 0, 0, 0)
-	runtime.KeepAlive(size)
-	return le != 0 || binary.NativeEndian.Uint64(size) == 0
 }
 
 // loopFd returns a new LKL fd of the file behind guest fd gfd, for a loop
@@ -394,7 +268,7 @@ func (e *Engine) loopNode(n int, add bool) {
 		return
 	}
 	p := "/dev/loop" + strconv.Itoa(n)
-	rdev := unix.Mkdev(loopMajor, uint32(n))
+	rdev := unix.Mkdev(loopdev.Major, uint32(n))
 	asRoot(func() {
 		st, err := lkl.Stat(p, true)
 		switch {
@@ -437,7 +311,7 @@ func (e *Engine) mountSource(r *Request, src string, flags uintptr) (lsrc string
 // is detached at once and the mount fails with ENXIO.
 func loopMounted(p string) unix.Errno {
 	var st lkl.Stat64
-	if lklStatUncached(p, false, &st) == 0 && unix.Major(st.Dev) == loopMajor {
+	if lklStatUncached(p, false, &st) == 0 && unix.Major(st.Dev) == loopdev.Major {
 		return 0
 	}
 	lklPath(lkl.SysUmount2, 0, p, [6]uintptr{0, unix.MNT_DETACH})

@@ -3,12 +3,11 @@
 package dispatch
 
 import (
-	"io"
-	"os"
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysvipc"
 	"github.com/kbox-project/kbox/unixsock"
 	"golang.org/x/sys/unix"
 )
@@ -43,9 +42,8 @@ func (e *Engine) ipcBinder() *unixsock.Binder {
 // the System V objects of the reader's IPC namespace: kbox's would be the
 // host's, so the binder, in the guest's namespace, opens them, and kbox
 // shows the owners, modes and creators the guest gave its objects
-// (sys_other_sysv.go). Without a
-// namespace of its own the guest has no System V IPC, and no sysvipc, as
-// a kernel without it.
+// (package sysvipc). Without a namespace of its own the guest has no
+// System V IPC, and no sysvipc, as a kernel without it.
 func (e *Engine) procSysvipc(abs, sub string) (*procfs.Node, unix.Errno) {
 	b := e.ipcBinder()
 	if b == nil {
@@ -59,7 +57,7 @@ func (e *Engine) procSysvipc(abs, sub string) (*procfs.Node, unix.Errno) {
 		if rest != "" {
 			return nil, unix.ENOTDIR
 		}
-		return &procfs.Node{Kind: procfs.Text, Like: "sysvipc/" + name, Text: func() []byte { return e.sysvipcShown(name, readSysvipc(b, name)) }}, 0
+		return &procfs.Node{Kind: procfs.Text, Like: "sysvipc/" + name, Text: func() []byte { return e.sysv.Shown(name, sysvipc.ReadProc(b, name)) }}, 0
 	}
 	return nil, unix.ENOENT
 }
@@ -69,32 +67,12 @@ func sysvipcList() []fdtable.Dirent {
 		{Ino: 2, Type: unix.DT_REG, Name: "msg"}, {Ino: 3, Type: unix.DT_REG, Name: "sem"}, {Ino: 4, Type: unix.DT_REG, Name: "shm"}}
 }
 
-// readSysvipc reads /proc/sysvipc/name as the binder opens it; on a
-// failure the file is empty (its header line is the host kernel's, so
-// none is made up).
-func readSysvipc(b *unixsock.Binder, name string) []byte {
-	fd, err := b.OpenIPC(name)
-	if err != nil {
-		return nil
-	}
-	f := os.NewFile(uintptr(fd), "sysvipc/"+name)
-	defer f.Close()
-	text, _ := io.ReadAll(f)
-	return text
-}
-
-// ipcSysctls are the files of /proc/sys/kernel that belong to the IPC
-// namespace (LKL, without System V IPC, has none of them).
-var ipcSysctls = map[string]bool{"msgmax": true, "msgmnb": true, "msgmni": true, "msg_next_id": true,
-	"sem": true, "sem_next_id": true, "shmall": true, "shmmax": true, "shmmni": true,
-	"shm_rmid_forced": true, "shm_next_id": true, "auto_msgmni": true}
-
 // ipcSysctl resolves /proc/sys/kernel/NAME, one of the guest's IPC
 // namespace's limits: the binder reads and writes it there (kbox's would
 // be the host's). Like Linux's it is root's, mode 0644: root writes it.
 func (e *Engine) ipcSysctl(name string) *procfs.Node {
 	b := e.ipcBinder()
-	if b == nil || !ipcSysctls[name] {
+	if b == nil || !sysvipc.IsSysctl(name) {
 		return nil
 	}
 	return &procfs.Node{Kind: procfs.Text, Like: "sys/kernel/" + name, Owner: sysctlOwner{},

@@ -26,7 +26,7 @@ var table = [...]Syscall{
 	{Name: "rt_sigaction", Fam: FamSignal, How: Native, InProc: OwnSignal, Why: "the caller's own signals"},
 	{Name: "rt_sigprocmask", Fam: FamSignal, How: Native, InProc: OwnSignal, Why: "the caller's own signals"},
 	{Name: "rt_sigreturn", Fam: FamSignal, How: Native, InProc: OwnSignal, Why: "the caller's own signals"},
-	{Name: "ioctl", Fam: FamIO, How: HostFD, Fn: sysIoctl, FDs: FDArg0, Why: "on virtual fds: ENOTTY, but on a loop device or loop-control the commands of loopCmds go to LKL (loopdev.go); on a socket, the network-device commands (SIOCGIF*) answer from LKL's namespace, not the host's; FIONREAD and SIOCOUTQ of an internet socket count LKL's queue"},
+	{Name: "ioctl", Fam: FamIO, How: HostFD, Fn: sysIoctl, FDs: FDArg0, Why: "on virtual fds: ENOTTY, but on a loop device or loop-control the commands of package loopdev's table go to LKL (loopdev.go); on a socket, the network-device commands (SIOCGIF*) answer from LKL's namespace, not the host's; FIONREAD and SIOCOUTQ of an internet socket count LKL's queue"},
 	{Name: "pread64", Fam: FamIO, How: HostFD, Fn: sysPread, FDs: FDArg0, Why: "on virtual fds"},
 	{Name: "pwrite64", Fam: FamIO, How: HostFD, Fn: sysPwrite, FDs: FDArg0, Why: "on virtual fds"},
 	{Name: "readv", Fam: FamIO, How: HostFD, Fn: sysReadv, FDs: FDArg0, Why: "on virtual fds"},

@@ -1,4 +1,4 @@
-package dispatch
+package loopdev
 
 import (
 	"encoding/binary"
@@ -9,9 +9,9 @@ import (
 // The old LOOP_SET_STATUS and LOOP_GET_STATUS take a struct loop_info
 // whose device numbers are __kernel_old_dev_t: unsigned long on x86_64,
 // unsigned int on arm64 and in LKL, so the guest's layout (oldLoopInfo,
-// loopinfo_*.go) is not LKL's. kbox serves them with LKL's
-// LOOP_SET_STATUS64 and LOOP_GET_STATUS64, converting as Linux converts
-// between the two structures (loop_info64_from_old, loop_info64_to_old).
+// info_*.go) is not LKL's. kbox serves them with LKL's LOOP_SET_STATUS64
+// and LOOP_GET_STATUS64 (LKLCmd), converting as Linux converts between
+// the two structures (loop_info64_from_old, loop_info64_to_old).
 
 // loopInfoLayout is where struct loop_info's fields are for the guest.
 type loopInfoLayout struct {
@@ -33,12 +33,12 @@ const (
 	loNameSize   = 64
 )
 
-// loopInfo64FromOld returns the loop_info64 that the guest's struct
-// loop_info b stands for: its number, devices, inode, offset, flags and
-// name, everything else 0.
-func loopInfo64FromOld(b []byte) []byte {
+// FromOld returns the loop_info64 that the guest's struct loop_info b
+// stands for: its number, devices, inode, offset, flags and name,
+// everything else 0.
+func FromOld(b []byte) []byte {
 	l, ne := oldLoopInfo, binary.NativeEndian
-	out := make([]byte, sizeLoopInfo64)
+	out := make([]byte, sizeInfo64)
 	ne.PutUint32(out[li64Number:], ne.Uint32(b[0:]))
 	ne.PutUint64(out[li64Device:], oldDev(b[l.device:], l.devSize))
 	ne.PutUint64(out[li64Inode:], ne.Uint64(b[l.inode:]))
@@ -49,10 +49,9 @@ func loopInfo64FromOld(b []byte) []byte {
 	return out
 }
 
-// loopInfo64ToOld returns the guest's struct loop_info for LKL's
-// loop_info64 b: EOVERFLOW when a device number, the inode or the offset
-// does not fit.
-func loopInfo64ToOld(b []byte) ([]byte, unix.Errno) {
+// ToOld returns the guest's struct loop_info for LKL's loop_info64 b:
+// EOVERFLOW when a device number, the inode or the offset does not fit.
+func ToOld(b []byte) ([]byte, unix.Errno) {
 	l, ne := oldLoopInfo, binary.NativeEndian
 	out := make([]byte, l.size)
 	ne.PutUint32(out[0:], ne.Uint32(b[li64Number:]))

@@ -1,4 +1,4 @@
-package dispatch
+package loopdev
 
 import (
 	"encoding/binary"
@@ -14,7 +14,7 @@ import (
 func TestLoopInfoOld(t *testing.T) {
 	ne, l := binary.NativeEndian, oldLoopInfo
 	mk := func(number uint32, dev, ino, rdev, off uint64, flags uint32, name string) []byte {
-		b := make([]byte, sizeLoopInfo64)
+		b := make([]byte, sizeInfo64)
 		ne.PutUint32(b[li64Number:], number)
 		ne.PutUint64(b[li64Device:], dev)
 		ne.PutUint64(b[li64Inode:], ino)
@@ -34,7 +34,7 @@ func TestLoopInfoOld(t *testing.T) {
 		{"offset above int", mk(0, 1, 2, 3, 1<<31, 0, "x"), unix.EOVERFLOW},
 		{"offset above 32 bits", mk(0, 1, 2, 3, 1<<33, 0, "x"), unix.EOVERFLOW},
 	} {
-		old, en := loopInfo64ToOld(c.in)
+		old, en := ToOld(c.in)
 		if en != c.want {
 			t.Errorf("%s: errno %v, want %v", c.name, en, c.want)
 			continue
@@ -45,14 +45,14 @@ func TestLoopInfoOld(t *testing.T) {
 		if len(old) != l.size {
 			t.Errorf("%s: %d bytes, want %d", c.name, len(old), l.size)
 		}
-		back := loopInfo64FromOld(old)
+		back := FromOld(old)
 		// lo_sizelimit, the crypto fields and lo_init are not carried.
 		if string(back) != string(c.in) {
 			t.Errorf("%s: round trip\n got %x\nwant %x", c.name, back, c.in)
 		}
 	}
 	// A device number above 32 bits fits only where old_dev_t is long.
-	_, en := loopInfo64ToOld(mk(0, 1<<40, 2, 3, 0, 0, "x"))
+	_, en := ToOld(mk(0, 1<<40, 2, 3, 0, 0, "x"))
 	if want := map[int]unix.Errno{8: 0, 4: unix.EOVERFLOW}[l.devSize]; en != want {
 		t.Errorf("device 1<<40: errno %v, want %v (old_dev_t of %d bytes)", en, want, l.devSize)
 	}

@@ -1,4 +1,4 @@
-package dispatch
+package loopdev
 
 // oldLoopInfo is arm64's struct loop_info: __kernel_old_dev_t is
 // unsigned int.

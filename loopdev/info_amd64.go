@@ -1,4 +1,4 @@
-package dispatch
+package loopdev
 
 // oldLoopInfo is x86_64's struct loop_info: __kernel_old_dev_t is
 // unsigned long.
