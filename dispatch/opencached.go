@@ -47,11 +47,18 @@ func (e *Engine) openCached(r *Request, t guestpath.Target, flags int) (Result, 
 	if err != nil {
 		return fail(err, LKL), true
 	}
+	return giveShadow(r, hfd, flags), true
+}
+
+// giveShadow installs hfd, a new description of a shadow's content for an
+// open with flags, in the guest as the open's answer, and closes kbox's
+// copy.
+func giveShadow(r *Request, hfd, flags int) Result {
 	defer unix.Close(hfd)
 	hostStatus(hfd, flags)
 	gfd, err := r.G.AddFDReply(hfd, flags&unix.O_CLOEXEC != 0)
 	if err != nil {
-		return fail(err, LKL), true
+		return fail(err, LKL)
 	}
-	return answered(int64(gfd), LKL), true
+	return answered(int64(gfd), LKL)
 }

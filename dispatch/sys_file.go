@@ -231,13 +231,7 @@ func (e *Engine) openAppendOnly(r *Request, t guestpath.Target, lflags, flags in
 			return fail(err, LKL) // the node closed fd
 		}
 		if shared {
-			defer unix.Close(hfd)
-			hostStatus(hfd, flags)
-			gfd, err := r.G.AddFDReply(hfd, cloexec)
-			if err != nil {
-				return fail(err, LKL)
-			}
-			return answered(int64(gfd), LKL)
+			return giveShadow(r, hfd, flags)
 		}
 	}
 	gfd, err := r.P.FDs.Open(int(fd), t.Path, flags, cloexec)
@@ -305,13 +299,7 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 		} else if err != nil {
 			return fail(err, LKL)
 		} else {
-			defer unix.Close(hfd)
-			hostStatus(hfd, flags)
-			gfd, err := r.G.AddFDReply(hfd, cloexec)
-			if err != nil {
-				return fail(err, LKL)
-			}
-			return answered(int64(gfd), LKL)
+			return giveShadow(r, hfd, flags)
 		}
 	}
 	if probe {

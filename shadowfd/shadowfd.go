@@ -272,14 +272,10 @@ func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, 
 // O_APPEND open, whose own LKL fd could not write back at offsets. ok is
 // false (lklfd stays the caller's) when no such node exists.
 func (m *Manager) OpenWriter(lklfd int, st *lkl.Stat64, flags int) (fd int, ok bool, err error) {
-	m.mu.Lock()
-	n := m.nodes[nodeKey{st.Dev, st.Ino}]
+	n := m.hold(st)
 	if n == nil {
-		m.mu.Unlock()
 		return -1, false, nil
 	}
-	n.busy++ // not dropped meanwhile
-	m.mu.Unlock()
 	n.mu.Lock()
 	rw := n.rw
 	n.mu.Unlock()
@@ -293,6 +289,18 @@ func (m *Manager) OpenWriter(lklfd int, st *lkl.Stat64, flags int) (fd int, ok b
 	}
 	fd, err = m.handOut(n, flags)
 	return fd, true, err
+}
+
+// hold returns the node of the inode whose LKL stat is st, held busy (not
+// dropped until done), or nil when there is none.
+func (m *Manager) hold(st *lkl.Stat64) *Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nodes[nodeKey{st.Dev, st.Ino}]
+	if n != nil {
+		n.busy++
+	}
+	return n
 }
 
 // handOut makes a new description of n's content for a guest, ending the
@@ -366,14 +374,10 @@ func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err er
 	if m.count.Load() == 0 {
 		return -1, false, nil
 	}
-	m.mu.Lock()
-	n := m.nodes[nodeKey{st.Dev, st.Ino}]
+	n := m.hold(st)
 	if n == nil {
-		m.mu.Unlock()
 		return -1, false, nil
 	}
-	n.busy++ // not dropped meanwhile
-	m.mu.Unlock()
 	// LKL's inode is as the node last left it (a node's own newer content
 	// is not in LKL yet, which is what the node is for); otherwise it
 	// changed behind the node, and the general path reloads it.
