@@ -75,10 +75,8 @@ var sensitive = map[string]bool{
 // An entry ending in "/" is a directory: every sysctl below it.
 var guestSysctls = []string{
 	"/proc/sys/kernel/hostname", "/proc/sys/kernel/domainname", // the UTS names, as sethostname
-	"/proc/sys/fs/inotify/",         // the guest's inotify limits (file watchers raise max_user_watches)
-	"/proc/sys/fs/lease-break-time", // LKL's file leases
-	"/proc/sys/fs/leases-enable",
-	"/proc/sys/net/", // the guest's network stack is LKL's
+	"/proc/sys/fs/inotify/", // the guest's inotify limits (file watchers raise max_user_watches)
+	"/proc/sys/net/",        // the guest's network stack is LKL's
 }
 
 // GuestSysctl reports whether abs (a clean path) is a sysctl the guest may
