@@ -3,12 +3,11 @@
 // across calls, read and write a session's files and read the kernel's
 // own state (docs/agents.md).
 //
-// The server boots no kernel itself: LKL boots once per process, so each
-// run is a `kbox image` process (--ephemeral on an image, --overlay on a
-// session's kept copy-on-write layer) and a session's file calls go to
-// one `kbox file --serve` process, stopped before the session's next run.
-// A session's calls are serialized; different sessions and image runs go
-// in parallel.
+// The server boots no kernel itself: LKL boots once per process, so a
+// run on an image is a `kbox image --ephemeral` process, and a session is
+// one `kbox image --overlay --serve` process, its live kernel, which runs
+// every program and file call of the session (live.go). A session's calls
+// are serialized; different sessions and image runs go in parallel.
 //
 // The server's Config is the operator's: the images a call may name, the
 // policy and network every run gets, where snapshots go. A tool's
@@ -114,9 +113,9 @@ type session struct {
 	created time.Time
 	closed  bool
 	last    *lastRun // guarded by Server.mu
-	// files is the session's kbox file --serve, started by the first
-	// file call and stopped (the image unmounted) before a run.
-	files *fileHelper
+	// live is the session's kernel (live.go): every run and file call
+	// of the session goes to it.
+	live *liveKernel
 }
 
 // New makes a Server.
@@ -144,7 +143,7 @@ func (s *Server) Close() {
 	for _, se := range ss {
 		se.mu.Lock()
 		se.closed = true
-		se.stopFiles()
+		se.live.close()
 		os.RemoveAll(se.dir)
 		se.baseFile.Close()
 		se.mu.Unlock()
@@ -160,7 +159,8 @@ func (s *Server) MCP() *mcp.Server {
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "run", Description: "Run a program in the image (or a session's image) under kbox. " +
 		"A non-zero exit is a normal result; isError only means kbox itself failed."}, s.run)
-	mcp.AddTool(srv, &mcp.Tool{Name: "session_open", Description: "Open a session on an image: a private copy-on-write layer over it, kept across run, read_file, write_file, list_dir and stat calls; the image itself is never written."}, s.sessionOpen)
+	mcp.AddTool(srv, &mcp.Tool{Name: "session_open", Description: "Open a session on an image: a live kernel on a private copy-on-write layer over it, kept across run, read_file, write_file, list_dir and stat calls until session_close. " +
+		"Processes a run leaves in the background keep running, and /tmp is kept, for the session's later calls; the image itself is never written."}, s.sessionOpen)
 	mcp.AddTool(srv, &mcp.Tool{Name: "session_close", Description: "Close a session and delete its image, saving it first as the named snapshot in the server's snapshot directory when given."}, s.sessionClose)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a file of a session's image through the kernel, without a guest process. Content is base64 (text too when it is UTF-8)."}, s.readFile)
 	mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write (create or replace) a file in a session's image."}, s.writeFile)

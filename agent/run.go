@@ -32,7 +32,7 @@ type RunIn struct {
 	TimeoutMs      int64             `json:"timeout_ms,omitempty" jsonschema:"kill the whole guest after this many milliseconds (default 60000)"`
 	MaxOutputBytes int               `json:"max_output_bytes,omitempty" jsonschema:"keep at most this many bytes of stdout and of stderr, head and tail (default 1 MiB)"`
 	Image          string            `json:"image,omitempty" jsonschema:"the name of one of the server's images (its operator's --images directory; default: its --image): an ephemeral run on it"`
-	Session        string            `json:"session,omitempty" jsonschema:"a session id from session_open: the run's writes stay in the session"`
+	Session        string            `json:"session,omitempty" jsonschema:"a session id from session_open: the program runs in the session's live kernel, beside what earlier runs left running, and its writes stay in the session"`
 	Policy         string            `json:"policy,omitempty" jsonschema:"a policy for the run, as TOML text (kbox image --policy, docs/agents.md): it adds restrictions to the operator's policy and removes none"`
 	Net            *bool             `json:"net,omitempty" jsonschema:"false: no network for this run; true: the network the server's operator gives runs (an error if none); default: the operator's"`
 }
@@ -131,6 +131,9 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	case in.MaxOutputBytes > 0:
 		maxOut = in.MaxOutputBytes
 	}
+	if in.Session != "" {
+		return s.sessionRun(ctx, in, argv, stdin, timeout, maxOut)
+	}
 	// An agent's tool calls are untrusted code: the seccomp tier, whose
 	// guest is a process of its own, never auto's in-process tiers, which
 	// cannot confine a program that attacks kbox (docs/security.md).
@@ -150,25 +153,11 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	if err != nil {
 		return nil, out, err
 	}
-	var se *session
-	if in.Session != "" {
-		var err error
-		if se, err = s.lockSession(in.Session); err != nil {
-			return nil, out, err
-		}
-		defer se.mu.Unlock()
-		// The run's kernel needs the image to itself.
-		if err := se.stopFiles(); err != nil {
-			return nil, out, err
-		}
-		args = append(args, "-S", se.base, "--overlay", se.dir)
-	} else {
-		img, err := s.imageOf(in.Image)
-		if err != nil {
-			return nil, out, err
-		}
-		args = append(args, "-S", img, "--ephemeral")
+	img, err := s.imageOf(in.Image)
+	if err != nil {
+		return nil, out, err
 	}
+	args = append(args, "-S", img, "--ephemeral")
 	rep := filepath.Join(repDir, "report.json")
 	args = append(args, "--report", rep, "--timeout", timeout.String())
 	args = append(args, polArgs...)
@@ -179,16 +168,12 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	if s.cfg.Audit != "" {
 		args = append(args, "--audit", s.cfg.Audit, "--audit-settings", s.settingsID)
 	}
-	names := make([]string, 0, len(in.Env))
-	for k := range in.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(in.Env[k], 0) {
-			return nil, out, toolError("bad env name %q", k)
-		}
-		names = append(names, k)
+	env, err := envList(in.Env)
+	if err != nil {
+		return nil, out, err
 	}
-	sort.Strings(names)
-	for _, k := range names {
-		args = append(args, "--env", k+"="+in.Env[k])
+	for _, kv := range env {
+		args = append(args, "--env", kv)
 	}
 	args = append(args, "--")
 	args = append(args, argv...)
@@ -226,12 +211,6 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 		out.Signal = unix.SignalName(syscall.Signal(r.Status - 128))
 	}
 	out.Stdout, out.Stderr = stdout.String(), stderr.String()
-	if !utf8.ValidString(out.Stdout) {
-		out.StdoutBase64 = base64.StdEncoding.EncodeToString([]byte(out.Stdout))
-	}
-	if !utf8.ValidString(out.Stderr) {
-		out.StderrBase64 = base64.StdEncoding.EncodeToString([]byte(out.Stderr))
-	}
 	out.StdoutLen, out.StderrLen = stdout.total, stderr.total
 	out.Truncated = stdout.cut() || stderr.cut()
 	out.Telemetry = r.Telemetry
@@ -241,11 +220,84 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	lr := &lastRun{at: time.Now(), argv: argv, telemetry: out.Telemetry, kernel: r.Kernel}
 	s.mu.Lock()
 	s.last = lr
-	if se != nil {
-		se.last = lr
-	}
 	s.mu.Unlock()
 	out.AuditHead = r.AuditHead
+	return runResult(&out, timeout), out, nil
+}
+
+// envList checks a run's environment and returns it as NAME=VALUE, in
+// name order.
+func envList(m map[string]string) ([]string, error) {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(m[k], 0) {
+			return nil, toolError("bad env name %q", k)
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	env := make([]string, len(names))
+	for i, k := range names {
+		env[i] = k + "=" + m[k]
+	}
+	return env, nil
+}
+
+// sessionRun runs a program in a session's live kernel: a new guest
+// process beside what earlier runs left running.
+func (s *Server) sessionRun(ctx context.Context, in RunIn, argv []string, stdin []byte, timeout time.Duration, maxOut int) (*mcp.CallToolResult, RunOut, error) {
+	var out RunOut
+	switch {
+	case in.Policy != "":
+		return nil, out, toolError("policy: a session's policy is given at session_open, for all its runs")
+	case in.Net != nil:
+		return nil, out, toolError("net: a session's network is chosen at session_open, for all its runs")
+	}
+	env, err := envList(in.Env)
+	if err != nil {
+		return nil, out, err
+	}
+	se, err := s.lockSession(in.Session)
+	if err != nil {
+		return nil, out, err
+	}
+	defer se.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, timeout+setupGrace)
+	defer cancel()
+	stdout, stderr := newHeadTail(maxOut), newHeadTail(maxOut)
+	start := time.Now()
+	req := &serveRequest{Op: "run", Argv: argv, Env: env, Workdir: in.Workdir, TimeoutMs: timeout.Milliseconds()}
+	a, err := se.live.run(ctx, req, stdin, stdout, stderr)
+	out.DurationMs = time.Since(start).Milliseconds()
+	if err != nil {
+		return nil, out, err
+	}
+	if a.Error != "" {
+		return nil, out, toolError("kbox: %s", a.Error)
+	}
+	out.ExitCode, out.TimedOut, out.Tier = a.Status, a.TimedOut, "seccomp"
+	if a.Status > 128 && a.Status < 128+65 {
+		out.Signal = unix.SignalName(syscall.Signal(a.Status - 128))
+	}
+	out.Stdout, out.Stderr = stdout.String(), stderr.String()
+	out.StdoutLen, out.StderrLen = stdout.total, stderr.total
+	out.Truncated = stdout.cut() || stderr.cut()
+	lr := &lastRun{at: time.Now(), argv: argv}
+	s.mu.Lock()
+	s.last, se.last = lr, lr
+	s.mu.Unlock()
+	return runResult(&out, timeout), out, nil
+}
+
+// runResult completes out (base64 copies of output that is not UTF-8) and
+// returns the tool's text result.
+func runResult(out *RunOut, timeout time.Duration) *mcp.CallToolResult {
+	if !utf8.ValidString(out.Stdout) {
+		out.StdoutBase64 = base64.StdEncoding.EncodeToString([]byte(out.Stdout))
+	}
+	if !utf8.ValidString(out.Stderr) {
+		out.StderrBase64 = base64.StdEncoding.EncodeToString([]byte(out.Stderr))
+	}
 	text := fmt.Sprintf("exit %d", out.ExitCode)
 	if out.TimedOut {
 		text += fmt.Sprintf(" (timed out after %v, killed)", timeout)
@@ -259,7 +311,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	if out.Stderr != "" {
 		text += "\n--- stderr ---\n" + out.Stderr
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 func lastLine(s string) string {

@@ -1,17 +1,12 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
@@ -23,7 +18,9 @@ import (
 
 // SessionOpenIn is session_open's input.
 type SessionOpenIn struct {
-	Image string `json:"image,omitempty" jsonschema:"the name of one of the server's images (its operator's --images directory; default: its --image); it is never changed"`
+	Image  string `json:"image,omitempty" jsonschema:"the name of one of the server's images (its operator's --images directory; default: its --image); it is never changed"`
+	Policy string `json:"policy,omitempty" jsonschema:"a policy for the session's runs, as TOML text (kbox image --policy, docs/agents.md): it adds restrictions to the operator's policy and removes none"`
+	Net    *bool  `json:"net,omitempty" jsonschema:"false: no network for the session; true: the network the server's operator gives runs (an error if none); default: the operator's"`
 }
 
 // SessionOpenOut is session_open's result.
@@ -71,9 +68,15 @@ func (s *Server) sessionOpen(_ context.Context, _ *mcp.CallToolRequest, in Sessi
 		return nil, out, err
 	}
 	se := &session{id: newID(), base: img, baseFile: f, dir: dir, size: fi.Size(), created: time.Now()}
+	if se.live, err = s.startLive(se, in.Policy, in.Net); err != nil {
+		os.RemoveAll(dir)
+		f.Close()
+		return nil, out, err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		se.live.close()
 		os.RemoveAll(dir)
 		f.Close()
 		return nil, out, toolError("the server is closing")
@@ -115,8 +118,11 @@ func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sess
 		return nil, out, err
 	}
 	defer se.mu.Unlock()
-	if err := se.stopFiles(); err != nil {
-		return nil, out, err
+	// The kernel ends first: the overlay then holds all the session
+	// wrote. A kernel that failed to write it back loses the session.
+	lerr := se.live.close()
+	if lerr != nil {
+		snap = ""
 	}
 	if snap != "" {
 		// Written whole under a hidden temporary name, then renamed:
@@ -138,126 +144,24 @@ func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sess
 	se.closed = true
 	os.RemoveAll(se.dir)
 	se.baseFile.Close()
+	if lerr != nil {
+		msg := "the session is closed"
+		if in.Snapshot != "" {
+			msg += ", without its snapshot"
+		}
+		return nil, out, toolError("%s: %v", msg, lerr)
+	}
 	out.Closed = true
 	return nil, out, nil
 }
 
-// ---- a session's file helper
-
-// fileHelper is a `kbox file --serve` process on a session's image.
-type fileHelper struct {
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	dec    *json.Decoder
-	stderr *bytes.Buffer
-	done   chan error
-}
-
-// sessionFileCall serves req through the session's file helper, starting
-// it if needed. The caller holds se.mu.
+// sessionFileCall serves req through the session's live kernel. The
+// caller holds se.mu.
 func (s *Server) sessionFileCall(ctx context.Context, se *session, req fileRequest) (*fileAnswer, error) {
 	if !strings.HasPrefix(req.Path, "/") {
 		return nil, toolError("path %q must be absolute (a path in the image)", req.Path)
 	}
-	if se.files == nil {
-		h, err := s.startFiles(se)
-		if err != nil {
-			return nil, err
-		}
-		se.files = h
-	}
-	a, err := se.files.call(ctx, req)
-	if err != nil {
-		se.files.kill()
-		se.files = nil
-		return nil, err
-	}
-	return fileResult(req, a)
-}
-
-func (s *Server) startFiles(se *session) (*fileHelper, error) {
-	args := []string{"file", "--serve", "--overlay", se.dir}
-	if s.policy != nil {
-		// The operator's path rules hold for the file tools too.
-		args = append(args, "--policy", s.policyFile)
-	}
-	cmd := exec.Command(s.cfg.Kbox, append(args, se.base)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	h := &fileHelper{cmd: cmd, in: in, dec: json.NewDecoder(out), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
-	cmd.Stderr = h.stderr
-	if err := cmd.Start(); err != nil {
-		return nil, toolError("kbox file --serve: %v", err)
-	}
-	var ready struct{ Ready bool }
-	if err := h.dec.Decode(&ready); err != nil || !ready.Ready {
-		in.Close()
-		cmd.Wait()
-		return nil, toolError("kbox file --serve did not start: %s", lastLine(h.stderr.String()))
-	}
-	return h, nil
-}
-
-// call sends one request and waits for its answer, or for ctx.
-func (h *fileHelper) call(ctx context.Context, req fileRequest) (*fileAnswer, error) {
-	ctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
-	defer cancel()
-	res := make(chan error, 1)
-	var a fileAnswer
-	go func() {
-		b, _ := json.Marshal(req)
-		if _, err := h.in.Write(append(b, '\n')); err != nil {
-			res <- err
-			return
-		}
-		res <- h.dec.Decode(&a)
-	}()
-	select {
-	case err := <-res:
-		if err != nil {
-			return nil, toolError("kbox file --serve: %v: %s", err, lastLine(h.stderr.String()))
-		}
-		return &a, nil
-	case <-ctx.Done():
-		return nil, toolError("kbox file --serve: %v", ctx.Err())
-	}
-}
-
-func (h *fileHelper) kill() {
-	h.cmd.Process.Kill()
-	h.in.Close()
-	h.cmd.Wait()
-}
-
-// stopFiles ends the session's file helper: stdin closes, it unmounts the
-// image and exits. An unmount that failed is an error: writes may be lost.
-func (se *session) stopFiles() error {
-	h := se.files
-	if h == nil {
-		return nil
-	}
-	se.files = nil
-	h.in.Close()
-	done := make(chan error, 1)
-	go func() { done <- h.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return toolError("the session's file helper failed to unmount its image: %v: %s", err, lastLine(h.stderr.String()))
-		}
-		return nil
-	case <-time.After(fileCallTimeout):
-		h.cmd.Process.Kill()
-		<-done
-		return toolError("the session's file helper did not unmount its image in %v: killed", fileCallTimeout)
-	}
+	return se.live.file(ctx, req)
 }
 
 // saveImage writes the session's image to out, a new file: a sparse copy

@@ -46,6 +46,21 @@ func (e *Engine) Begin(root, keeper int, cwd string) *Proc {
 	return e.Start(root, cwd)
 }
 
+// BeginSession records a live session's spawner (the seccomp tier's
+// spawner.c) in place of a first guest process: it is the guest's keeper,
+// hidden from the guest as kbox's keeper is, and every process it starts
+// is a guest process whose parent the guest sees as 0, as a process
+// entered into a container (docker exec) sees its parent. Each inherits
+// the spawner's credentials, limits and, until it changes directory, cwd.
+func (e *Engine) BeginSession(spawner int, cwd string) *Proc {
+	e.RootPid, e.Keeper = 0, spawner
+	if err := e.applyLimits(spawner); err != nil {
+		fmt.Fprintf(os.Stderr, "kbox: policy: %v: killing the session\n", err)
+		unix.Kill(spawner, unix.SIGKILL)
+	}
+	return e.Start(spawner, cwd)
+}
+
 // Serve serves r as Dispatch does, and reports it to Observe and, with
 // Debug, on stderr. Tiers call Serve.
 func (e *Engine) Serve(r *Request) Result {

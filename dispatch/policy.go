@@ -319,14 +319,19 @@ func (e *Engine) policyImageWrite(r *Request) unix.Errno {
 // keeper adopted that the engine knows and their descendants; without a
 // keeper, the processes the engine knows.
 func (e *Engine) guestProcesses() int {
-	if e.Keeper <= 0 || e.RootPid <= 0 {
+	if e.Keeper <= 0 {
 		return len(e.Tgids(nil))
 	}
 	seen := map[int]bool{}
-	queue := []int{e.RootPid}
+	var queue []int
+	if e.RootPid > 0 {
+		queue = append(queue, e.RootPid)
+	}
 	for _, c := range procfs.ChildrenOf(e.Keeper) {
-		if e.procOf(c) != nil {
-			queue = append(queue, c) // an orphan of the guest's
+		if e.RootPid <= 0 || e.procOf(c) != nil {
+			// An orphan of the guest's, or a session's process (the
+			// spawner, BeginSession, has no other children).
+			queue = append(queue, c)
 		}
 	}
 	for len(queue) > 0 {

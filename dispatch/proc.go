@@ -288,13 +288,11 @@ func (np *Proc) inherit(parent *Proc) {
 
 // adoptChildren registers the child processes p leaves that kbox has not
 // seen yet, as their first notification would, before p exits: they are
-// reparented then, and their parent could no longer be found. Only needed
-// once credentials differ between processes (see Lookup).
-func (e *Engine) adoptChildren(p *Proc) {
-	if e.credsChanged.Load() {
-		e.registerChildren(p)
-	}
-}
+// reparented then, and their parent could no longer be found. A daemon
+// forks and its parent exits at once (busybox httpd): without this, the
+// child's first call would find no parent, and it would lose its working
+// directory and virtual fds.
+func (e *Engine) adoptChildren(p *Proc) { e.registerChildren(p) }
 
 // registerChildren registers the child processes of p that kbox has not
 // seen yet (they have made no notified syscall), with what they take from

@@ -67,6 +67,9 @@ func (e *Engine) shownParent(tgid int) (int, bool) {
 		// The process that forked it, while it lives: a process is
 		// reparented only when its parent exits.
 		if pp := p.parent.Load(); pp != nil {
+			if pp.Tgid == e.Keeper && e.Keeper > 0 {
+				return 0, true // a session's spawner (BeginSession)
+			}
 			if pp.pidfd.Load() > 0 && pp.alive(pp.Tgid) { // released at its exit: no pidfd
 				return pp.Tgid, false
 			}

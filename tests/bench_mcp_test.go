@@ -76,3 +76,59 @@ func BenchmarkMCP(b *testing.B) {
 	b.ReportMetric(median(empty), "empty_call_ms")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkSessions: a live session (issue 33's figures) through the
+// SDK's client over stdio: session_open, `run` of /bin/true in the
+// session (p50 and p99 of 100), read_file of 4 KB (median of 50), and an
+// idle session's kbox process: its private memory (smaps_rollup) and
+// threads.
+func BenchmarkSessions(b *testing.B) {
+	img := imagePath(b)
+	ctx := context.Background()
+	cmd := exec.Command(kboxBin(b), "mcp", "--image", img)
+	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-bench", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		b.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	callOK := func(name string, args map[string]any) *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatalf("%s: %v %v", name, err, res)
+		}
+		return res
+	}
+	t0 := time.Now()
+	res := callOK("session_open", map[string]any{})
+	open := float64(time.Since(t0).Microseconds()) / 1000
+	sid := res.StructuredContent.(map[string]any)["session"].(string)
+	var runs []float64
+	for i := 0; i < 101; i++ {
+		t0 := time.Now()
+		callOK("run", map[string]any{"session": sid, "argv": []string{"/bin/true"}})
+		if i > 0 { // the first exec of the program reads it from the image
+			runs = append(runs, float64(time.Since(t0).Microseconds())/1000)
+		}
+	}
+	callOK("write_file", map[string]any{"session": sid, "path": "/tmp/bench4k", "content": strings.Repeat("x", 4096)})
+	var reads []float64
+	for i := 0; i < 50; i++ {
+		t0 := time.Now()
+		callOK("read_file", map[string]any{"session": sid, "path": "/tmp/bench4k"})
+		reads = append(reads, float64(time.Since(t0).Microseconds())/1000)
+	}
+	var privKB, threads int
+	if pids := serveProcesses(img); len(pids) == 1 {
+		privKB, threads = privateKB(pids[0]), threadCount(pids[0])
+	}
+	callOK("session_close", map[string]any{"session": sid})
+	b.Logf("session_open %.1f ms; run /bin/true in a session: p50 %.2f ms, p99 %.2f ms; read_file 4 KB: median %.2f ms; idle session: %d kB private, %d threads",
+		open, percentile(runs, 50), percentile(runs, 99), median(reads), privKB, threads)
+	b.ReportMetric(open, "open_ms")
+	b.ReportMetric(percentile(runs, 50), "run_p50_ms")
+	b.ReportMetric(percentile(runs, 99), "run_p99_ms")
+	b.ReportMetric(median(reads), "read_file_ms")
+	b.ReportMetric(float64(privKB), "idle_private_kB")
+	b.ReportMetric(0, "ns/op")
+}

@@ -47,10 +47,12 @@ type AgentOptions struct {
 	// AuditSettings is --audit-settings SHA256: every audit record
 	// carries it (kbox mcp's settings, agent/settings.go).
 	AuditSettings string
+	// Serve is --serve SOCKET: a live session (serve.go).
+	Serve string
 }
 
 func (a *AgentOptions) any() bool {
-	return a.Ephemeral || a.Snapshot != "" || a.Audit != "" || a.Timeout > 0 || a.Report != "" || a.Overlay != "" || a.Policy != nil || a.AuditSettings != ""
+	return a.Ephemeral || a.Snapshot != "" || a.Audit != "" || a.Timeout > 0 || a.Report != "" || a.Overlay != "" || a.Policy != nil || a.AuditSettings != "" || a.Serve != ""
 }
 
 const agentUsage = `      --ephemeral               writes go to a private copy-on-write layer and
@@ -66,6 +68,9 @@ const agentUsage = `      --ephemeral               writes go to a private copy-
       --env NAME=VALUE          set NAME in the guest's environment, repeatable
       --overlay DIR             like --ephemeral, but the copy-on-write layer is
                                 kept in DIR across runs (kbox mcp's sessions)
+      --serve SOCKET            a live session: run no command, keep the kernel
+                                up and start each program asked for on SOCKET
+                                in it, until asked to close (docs/agents.md)
       --policy FILE             enforce a policy file (TOML: paths, syscalls,
                                 limits, network; docs/agents.md); repeatable:
                                 each later one only adds restrictions
@@ -115,6 +120,13 @@ func init() {
 				return usagef("empty --overlay directory")
 			}
 			o.Agent.Overlay = v
+			return nil
+		}},
+		optSpec{"", "serve", true, false, func(o *ImageOptions, v string, _ bool) error {
+			if v == "" {
+				return usagef("empty --serve socket path")
+			}
+			o.Agent.Serve = v
 			return nil
 		}},
 		optSpec{"", "report", true, false, func(o *ImageOptions, v string, _ bool) error {

@@ -79,6 +79,9 @@ func runImage(args []string) int {
 		fmt.Print(imageUsage + agentUsage)
 		return 0
 	}
+	if err := checkServe(o); err != nil {
+		return fail(err)
+	}
 	if err := unsupported(o); err != nil {
 		return fail(err)
 	}
@@ -188,10 +191,13 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 	if err := applyImageUser(o); err != nil {
 		return 0, err
 	}
-	path, err := findProgram(o.Command[0], o.WorkDir, imagePathVar(o), binds)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
-		return exitNotFound, nil
+	var path string
+	if o.Agent.Serve == "" {
+		var err error
+		if path, err = findProgram(o.Command[0], o.WorkDir, imagePathVar(o), binds); err != nil {
+			fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
+			return exitNotFound, nil
+		}
 	}
 	opt := dispatch.Options{
 		VirtualFDs: trapFDs, // 0: the default (seccomp tier)
@@ -280,6 +286,15 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 			err = nil
 		}
 	}
+	var sess *sessionServer
+	var spawns *supervisor.Spawns
+	if o.Agent.Serve != "" {
+		spawns = supervisor.NewSpawns()
+		if sess, err = listenSession(o, spawns, root, binds, withEnv(guestEnv(o), o.Agent.Env)); err != nil {
+			return 0, err
+		}
+		go sess.run()
+	}
 	if !inProcess(o.SyscallMode) {
 		status, err = supervisor.Run(supervisor.Config{
 			Argv:    o.Command,
@@ -292,7 +307,11 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 			// Tests and debugging: the guest without namespaces of its own,
 			// as where none can be made (docs/security.md).
 			NoNamespaces: os.Getenv("KBOX_NAMESPACES") == "off",
+			Session:      spawns,
 		})
+		if sess != nil {
+			sess.close()
+		}
 		if o.Stats {
 			fmt.Fprintf(os.Stderr, "kbox: tier seccomp (%s)\n", tierWhy(o))
 		}

@@ -25,8 +25,10 @@
  * installs the filter and sends 'L' plus its pid and the listener's fd
  * number (u32 each), which kbox takes with pidfd_getfd; kbox answers one
  * byte once it listens; the child execs the
- * guest path, which the supervisor serves like any guest execve. fd 4 is
- * the binder's socket (kbox holds the other end).
+ * guest path, which the supervisor serves like any guest execve, or, for a
+ * live session (KBOX_GUEST_SESSION=1), becomes the session's spawner
+ * (spawner.c) on fd 3. fd 4 is the binder's socket (kbox holds the other
+ * end).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -48,6 +50,7 @@
 #include <sched.h>
 
 #include "binder.h"
+#include "spawner.h"
 
 /* Namespaces the guest child made, reported to kbox (supervisor.go). */
 #define NS_NET 1u
@@ -272,6 +275,8 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	const char *nofile = getenv("KBOX_GUEST_NOFILE");
 	const char *want_ns = getenv("KBOX_GUEST_NS");
 	const char *sockdir = getenv("KBOX_GUEST_SOCKDIR");
+	const char *session = getenv("KBOX_GUEST_SESSION");
+	int serve = session != NULL && strcmp(session, "1") == 0;
 	const int sock = 3, binder = 4;
 	unsigned int ns = 0, binder_pid = 0;
 	unsigned int len;
@@ -288,16 +293,18 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	if (binder_only != NULL && strcmp(binder_only, "1") == 0 && sockdir != NULL)
 		kbox_run_binder(binder, sockdir, geteuid() == 0);
 
-	if (init == NULL || strcmp(init, "1") != 0 || path == NULL)
+	if (init == NULL || strcmp(init, "1") != 0 || (path == NULL && !serve))
 		return;
-	if (strlen(path) >= sizeof(guest_path))
+	if (path != NULL && strlen(path) >= sizeof(guest_path))
 		_exit(125);
-	strcpy(guest_path, path);
+	if (path != NULL)
+		strcpy(guest_path, path);
 	drop_env("KBOX_GUEST_INIT");
 	drop_env("KBOX_GUEST_EXEC");
 	drop_env("KBOX_GUEST_NOFILE");
 	drop_env("KBOX_GUEST_NS");
 	drop_env("KBOX_GUEST_SOCKDIR");
+	drop_env("KBOX_GUEST_SESSION");
 
 	{
 		pid_t kbox = getppid(), guest = fork();
@@ -362,6 +369,10 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	prog.len = (unsigned short)len;
 	prog.filter = insns;
 
+	/* A session's spawner adopts what its runs leave behind
+	 * (spawner.c); prctl is kbox's to serve once the filter is on. */
+	if (serve && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+		die("subreaper");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		die("no_new_privs");
 	listener = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
@@ -387,6 +398,8 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 			die("wait for supervisor");
 		close((int)lfd);
 	}
+	if (serve)
+		kbox_run_spawner(sock);
 	close(sock);
 	execve(guest_path, argv, environ);
 	fprintf(stderr, "kbox: %s: %s\n", guest_path, strerror(errno));

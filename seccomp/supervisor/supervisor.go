@@ -43,6 +43,10 @@ type Config struct {
 	// (KBOX_NAMESPACES=off): abstract socket names and System V IPC are
 	// then refused, as where no namespace can be made.
 	NoNamespaces bool
+	// Session, when set, makes the run a live session: no program runs
+	// first, Argv and Path are unused, and Session starts programs until
+	// it is closed (spawn.go). Run returns once it is.
+	Session *Spawns
 }
 
 // Namespaces are the namespaces the guest start-up made (guestinit.c).
@@ -236,12 +240,19 @@ func Run(cfg Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	env := append(append([]string{}, cfg.Env...), "KBOX_GUEST_INIT=1",
+		"KBOX_GUEST_NOFILE="+strconv.Itoa(eng.Opt.VirtualFDs), "KBOX_GUEST_NS="+wantNS,
+		"KBOX_GUEST_SOCKDIR="+sockDir)
+	args := cfg.Argv
+	if cfg.Session != nil {
+		env, args = append(env, "KBOX_GUEST_SESSION=1"), []string{"kbox-spawner"}
+	} else {
+		env = append(env, "KBOX_GUEST_EXEC="+cfg.Path)
+	}
 	cmd := &exec.Cmd{
-		Path: self,
-		Args: cfg.Argv,
-		Env: append(append([]string{}, cfg.Env...), "KBOX_GUEST_INIT=1", "KBOX_GUEST_EXEC="+cfg.Path,
-			"KBOX_GUEST_NOFILE="+strconv.Itoa(eng.Opt.VirtualFDs), "KBOX_GUEST_NS="+wantNS,
-			"KBOX_GUEST_SOCKDIR="+sockDir),
+		Path:       self,
+		Args:       args,
+		Env:        env,
 		Dir:        progs,
 		Stdin:      os.Stdin,
 		Stdout:     os.Stdout,
@@ -318,9 +329,17 @@ func Run(cfg Config) (int, error) {
 	}
 	// pid is the keeper (guestinit.c), which relays the exit status;
 	// guestPid is the guest under it.
-	eng.Begin(guestPid, pid, cfg.WorkDir)
+	if cfg.Session != nil {
+		eng.BeginSession(guestPid, cfg.WorkDir)
+	} else {
+		eng.Begin(guestPid, pid, cfg.WorkDir)
+	}
 	if _, err := parent.Write([]byte{'G'}); err != nil {
 		return 0, fmt.Errorf("start guest: %w", err)
+	}
+	if cfg.Session != nil {
+		cfg.Session.attach(parent)
+		defer cfg.Session.Close()
 	}
 
 	sigs := make(chan os.Signal, 4)
@@ -328,6 +347,10 @@ func Run(cfg Config) (int, error) {
 	defer signal.Stop(sigs)
 	go func() {
 		for s := range sigs {
+			if cfg.Session != nil {
+				cfg.Session.Close() // a session ends as a whole
+				continue
+			}
 			// The guest's own process group (guestinit.c), and the
 			// keeper's, which ignores them.
 			unix.Kill(-guestPid, s.(unix.Signal))
@@ -346,7 +369,7 @@ func Run(cfg Config) (int, error) {
 		done <- st
 	}()
 	var state *os.ProcessState
-	serve(listener, eng, tier, syncWake == nil, func() bool {
+	serve(listener, eng, tier, cfg.Session, guestPid, syncWake == nil, func() bool {
 		select {
 		case state = <-done:
 			return true
@@ -432,7 +455,7 @@ func handshake(sock *os.File, prog []bpf.RawInstruction) (*seccomp.Listener, int
 // ENOENT once no task uses the filter; a poll then tells that hang-up from
 // an interrupted notification. Otherwise it polls before each Recv, since
 // an older kernel's Recv blocks forever after the last guest exits.
-func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, recvFirst bool, stop func() bool) {
+func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, spawns *Spawns, guestPid int, recvFirst bool, stop func() bool) {
 	var n seccomp.Notif
 	var resp seccomp.NotifResp
 	g := &guest{l: l, n: &n, co: newColocator(colocationHold, eng.Knows)}
@@ -452,7 +475,7 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, recvFirst 
 				if !exited && stop() {
 					// The main guest is gone: end every other guest process too.
 					exited = true
-					killGuests(eng.RootPid)
+					killGuests(guestPid)
 				}
 				if !readable {
 					if exited {
@@ -471,6 +494,9 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, recvFirst 
 			}
 		}
 		ahead.drain(l)
+		if spawns != nil && n.Data.Nr == unix.SYS_GETPPID && n.Data.Args[0] == spawnMagic && giveStdio(spawns, g, &n) {
+			continue
+		}
 		req.Nr, req.Args, req.G, req.P, req.Path = int(n.Data.Nr), n.Data.Args, g, eng.Lookup(int(n.Pid)), ""
 		if g.tgid = int(n.Pid); req.P != nil {
 			g.tgid = req.P.Tgid

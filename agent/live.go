@@ -1,0 +1,307 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ---- a session's live kernel
+
+// A session is one `kbox image --serve` process (cmd/kbox/serve.go): its
+// kernel boots at session_open and stays up until session_close, so the
+// session's runs are guest processes of one kernel (what one run leaves
+// running, or in /tmp, the next one sees) and its file calls read that
+// kernel's page cache.
+
+// serveRequest and serveAnswer are kbox image --serve's frames
+// (cmd/kbox/serve.go: ServeRequest, ServeAnswer).
+type serveRequest struct {
+	Op        string       `json:"op"`
+	Argv      []string     `json:"argv,omitempty"`
+	Env       []string     `json:"env,omitempty"`
+	Workdir   string       `json:"workdir,omitempty"`
+	TimeoutMs int64        `json:"timeout_ms,omitempty"`
+	File      *fileRequest `json:"file,omitempty"`
+}
+
+type serveAnswer struct {
+	Error    string      `json:"error"`
+	Status   int         `json:"status"`
+	TimedOut bool        `json:"timed_out"`
+	Pid      int         `json:"pid"`
+	File     *fileAnswer `json:"file"`
+}
+
+// liveStart bounds a session's boot.
+const liveStart = 60 * time.Second
+
+// outputGrace is how long a run's output is still read after its program
+// exited, for what it wrote just before: a process it left in the
+// background may hold its stdout, and the run does not wait for that.
+const outputGrace = 20 * time.Millisecond
+
+// liveKernel is a session's kbox image --serve process.
+type liveKernel struct {
+	cmd  *exec.Cmd
+	sock string
+	log  *lockedTail // kbox's own stderr, for errors
+	bg   *lockedTail // output of runs' programs after the run returned
+	done chan struct{}
+	err  error // the process's end, once done
+}
+
+// lockedTail is a headTail that several goroutines write.
+type lockedTail struct {
+	mu sync.Mutex
+	h  *headTail
+}
+
+func (t *lockedTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.h.Write(p)
+}
+
+func (t *lockedTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.h.String()
+}
+
+// startLive boots the session's kernel: the operator's policy, network
+// and audit log, and what the agent asked within them at session_open,
+// hold for all of the session's runs.
+func (s *Server) startLive(se *session, agentPolicy string, net *bool) (*liveKernel, error) {
+	sock := filepath.Join(se.dir, "kbox.sock")
+	args := []string{"image", "--syscall-mode=seccomp", "-S", se.base, "--overlay", se.dir, "--serve", sock}
+	polArgs, err := s.runPolicy(agentPolicy, se.dir)
+	if err != nil {
+		return nil, err
+	}
+	netArgs, err := s.netArgs(net)
+	if err != nil {
+		return nil, err
+	}
+	args = append(append(args, polArgs...), netArgs...)
+	if s.cfg.Audit != "" {
+		args = append(args, "--audit", s.cfg.Audit, "--audit-settings", s.settingsID)
+	}
+	cmd := exec.Command(s.cfg.Kbox, args...)
+	// If the server dies, so does the session (and its guests with it).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Env = append(os.Environ(), "KBOX_DEBUG=")
+	l := &liveKernel{cmd: cmd, sock: sock, log: &lockedTail{h: newHeadTail(64 << 10)},
+		bg: &lockedTail{h: newHeadTail(1 << 20)}, done: make(chan struct{})}
+	cmd.Stderr = l.log
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, toolError("start the session's kernel: %v", err)
+	}
+	go func() {
+		l.err = cmd.Wait()
+		close(l.done)
+	}()
+	ready := make(chan bool, 1)
+	go func() {
+		r := bufio.NewReader(out)
+		line, err := r.ReadString('\n')
+		ready <- err == nil && line == "{\"ready\":true}\n"
+		io.Copy(l.bg, r) // anything else kbox prints
+	}()
+	select {
+	case ok := <-ready:
+		if ok {
+			return l, nil
+		}
+	case <-time.After(liveStart):
+	}
+	cmd.Process.Kill()
+	<-l.done
+	return nil, toolError("the session's kernel did not start: %s", lastLine(l.log.String()))
+}
+
+// lost is the error of a call whose connection failed: the kernel has
+// gone, or is going (its process is reaped a moment after it died).
+func (l *liveKernel) lost(err error) error {
+	select {
+	case <-l.done:
+		return toolError("the session's kernel has ended (%v): %s; the session is lost, close it", l.err, lastLine(l.log.String()))
+	case <-time.After(2 * time.Second):
+		return toolError("the session's kernel: %v", err)
+	}
+}
+
+// call sends req with fds and waits for the answer or ctx; closing the
+// connection early kills a run.
+func (l *liveKernel) call(ctx context.Context, req *serveRequest, fds []int) (*serveAnswer, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", l.sock)
+	if err != nil {
+		return nil, l.lost(err)
+	}
+	defer c.Close()
+	uc := c.(*net.UnixConn)
+	b, _ := json.Marshal(req)
+	frame := binary.LittleEndian.AppendUint32(nil, uint32(len(b)))
+	frame = append(frame, b...)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	if _, _, err := uc.WriteMsgUnix(frame, oob, nil); err != nil {
+		return nil, l.lost(err)
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	var head [4]byte
+	if _, err := io.ReadFull(c, head[:]); err != nil {
+		if ctx.Err() != nil {
+			return nil, toolError("the call was cancelled: %v", ctx.Err())
+		}
+		return nil, l.lost(err)
+	}
+	body := make([]byte, binary.LittleEndian.Uint32(head[:]))
+	if _, err := io.ReadFull(c, body); err != nil {
+		return nil, l.lost(err)
+	}
+	var a serveAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, toolError("the session's kernel answered badly: %v", err)
+	}
+	return &a, nil
+}
+
+// file serves one file call.
+func (l *liveKernel) file(ctx context.Context, req fileRequest) (*fileAnswer, error) {
+	ctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
+	defer cancel()
+	a, err := l.call(ctx, &serveRequest{Op: req.Op, File: &req}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if a.Error != "" {
+		return nil, toolError("%s", a.Error)
+	}
+	if a.File == nil {
+		return nil, toolError("the session's kernel gave no answer to %s", req.Op)
+	}
+	return fileResult(req, a.File)
+}
+
+// run runs one program in the session and returns its answer, with its
+// output in stdout and stderr.
+func (l *liveKernel) run(ctx context.Context, req *serveRequest, stdin []byte, stdout, stderr io.Writer) (*serveAnswer, error) {
+	var pipes [3][2]*os.File
+	for i := range pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for _, p := range pipes[:i] {
+				p[0].Close()
+				p[1].Close()
+			}
+			return nil, err
+		}
+		pipes[i] = [2]*os.File{r, w}
+	}
+	// The program's ends: 0 reads, 1 and 2 write.
+	theirs := []*os.File{pipes[0][0], pipes[1][1], pipes[2][1]}
+	go func() {
+		pipes[0][1].Write(stdin)
+		pipes[0][1].Close()
+	}()
+	outs := []*switchWriter{{w: stdout, bg: l.bg}, {w: stderr, bg: l.bg}}
+	var wg sync.WaitGroup
+	for i, r := range []*os.File{pipes[1][0], pipes[2][0]} {
+		wg.Add(1)
+		go func() {
+			io.Copy(outs[i], r)
+			r.Close()
+			wg.Done()
+		}()
+	}
+	fds := []int{int(theirs[0].Fd()), int(theirs[1].Fd()), int(theirs[2].Fd())}
+	a, err := l.call(ctx, req, fds)
+	for _, f := range theirs {
+		f.Close()
+	}
+	eof := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(eof)
+	}()
+	select {
+	case <-eof:
+	case <-time.After(outputGrace):
+	}
+	for _, o := range outs {
+		o.detach() // later output goes to the session's log
+	}
+	return a, err
+}
+
+// switchWriter writes to w until detached, then to bg.
+type switchWriter struct {
+	mu       sync.Mutex
+	w        io.Writer
+	bg       io.Writer
+	detached bool
+}
+
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.detached {
+		return s.bg.Write(p)
+	}
+	return s.w.Write(p)
+}
+
+func (s *switchWriter) detach() {
+	s.mu.Lock()
+	s.detached = true
+	s.mu.Unlock()
+}
+
+// close ends the session's kernel: its processes are ended, what they
+// wrote goes to the overlay, and the image is unmounted. An error means
+// the overlay may not hold everything.
+func (l *liveKernel) close() error {
+	select {
+	case <-l.done:
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), fileCallTimeout)
+		_, err := l.call(ctx, &serveRequest{Op: "close"}, nil)
+		cancel()
+		if err != nil {
+			l.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		select {
+		case <-l.done:
+		case <-time.After(fileCallTimeout):
+			l.cmd.Process.Kill()
+			<-l.done
+			return errors.New("the session's kernel did not end in time: killed")
+		}
+	}
+	if l.err != nil {
+		return fmt.Errorf("the session's kernel failed: %v: %s", l.err, lastLine(l.log.String()))
+	}
+	return nil
+}

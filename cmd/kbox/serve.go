@@ -1,0 +1,310 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kbox-project/kbox/guestpath"
+	"github.com/kbox-project/kbox/rootfs"
+	"github.com/kbox-project/kbox/seccomp/supervisor"
+	"golang.org/x/sys/unix"
+)
+
+// `kbox image --serve SOCKET`: a live session. The kernel boots once and
+// stays up; each connection to SOCKET asks for one thing, which runs in
+// that kernel: a program, started as a new guest process of the session
+// (seccomp tier, supervisor/spawn.go) while earlier ones still run, or a
+// file operation (kbox file's, served in this process). kbox mcp keeps
+// one per session (docs/agents.md).
+//
+// Framing, both ways: a 4-byte length (little-endian) and that many bytes
+// of JSON. A run request carries the program's stdin, stdout and stderr as
+// three fds (SCM_RIGHTS) with its first bytes; its answer comes when the
+// program has exited, and closing the connection first kills it.
+
+// ServeRequest is one request on a session's socket.
+type ServeRequest struct {
+	Op string `json:"op"` // run, close, or one of kbox file's ops
+	// run
+	Argv      []string `json:"argv,omitempty"`
+	Env       []string `json:"env,omitempty"` // NAME=VALUE over the session's
+	Workdir   string   `json:"workdir,omitempty"`
+	TimeoutMs int64    `json:"timeout_ms,omitempty"`
+	// file ops
+	File *FileRequest `json:"file,omitempty"`
+}
+
+// ServeAnswer is its answer.
+type ServeAnswer struct {
+	Error    string      `json:"error,omitempty"`
+	Status   int         `json:"status"` // run: as kbox image's (128+N for signal N)
+	TimedOut bool        `json:"timed_out,omitempty"`
+	Pid      int         `json:"pid,omitempty"`
+	File     *FileAnswer `json:"file,omitempty"`
+}
+
+// checkServe refuses what a session cannot be given: a command (each
+// run names its own) and an in-process tier (a session's programs are
+// anybody's, so they run confined).
+func checkServe(o *ImageOptions) error {
+	if o.Agent.Serve == "" {
+		return nil
+	}
+	switch {
+	case o.CommandFrom != "":
+		return usagef("--serve runs no command (each request names its program): give none")
+	case o.SyscallMode != "auto" && o.SyscallMode != "seccomp":
+		return usagef("--serve runs its programs in the seccomp tier, not --syscall-mode=%s", o.SyscallMode)
+	case o.Agent.Timeout > 0:
+		return usagef("--serve with --timeout: each run has its own (timeout_ms)")
+	}
+	o.SyscallMode, o.TierWhy = "seccomp", "--serve: a session's programs are confined"
+	return nil
+}
+
+// requestWait bounds how long a connection may take to send its request.
+const requestWait = 30 * time.Second
+
+// maxServeFrame bounds a frame: a write_file's data, base64, in JSON.
+const maxServeFrame = 2*fileWriteMax + 1<<20
+
+// sessionServer serves one session's socket.
+type sessionServer struct {
+	ln     *net.UnixListener
+	spawns *supervisor.Spawns
+	root   *rootfs.Root
+	binds  []*guestpath.Bind
+	fp     *filePolicy
+	o      *ImageOptions
+	env    []string // the session's environment
+	files  sync.Mutex
+	wg     sync.WaitGroup
+}
+
+// listenSession makes the session's socket (mode 0600: kbox's user alone).
+func listenSession(o *ImageOptions, sp *supervisor.Spawns, root *rootfs.Root, binds []*guestpath.Bind, env []string) (*sessionServer, error) {
+	old := unix.Umask(0o077)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: o.Agent.Serve, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("--serve: %w", err)
+	}
+	ln.SetUnlinkOnClose(true)
+	return &sessionServer{ln: ln, spawns: sp, root: root, binds: binds, o: o, env: env,
+		fp: newFilePolicy(o.Agent.Policy, root)}, nil
+}
+
+// run accepts connections once the spawner serves, until close.
+func (s *sessionServer) run() {
+	<-s.spawns.Ready()
+	fmt.Fprintln(os.Stdout, `{"ready":true}`)
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer c.Close()
+			s.conn(c)
+		}()
+	}
+}
+
+// close stops accepting and waits a while for the connections being
+// served (their runs have ended with the session).
+func (s *sessionServer) close() {
+	s.ln.Close()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+func (s *sessionServer) conn(c *net.UnixConn) {
+	c.SetReadDeadline(time.Now().Add(requestWait))
+	req, fds, err := readFrame(c)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		closeFDs(fds)
+		writeFrame(c, &ServeAnswer{Error: "bad request: " + err.Error()})
+		return
+	}
+	var ans *ServeAnswer
+	switch req.Op {
+	case "run":
+		ans = s.runOne(c, req, fds)
+	case "close":
+		closeFDs(fds)
+		s.spawns.Close()
+		ans = &ServeAnswer{}
+	default:
+		closeFDs(fds)
+		ans = s.fileOp(req)
+	}
+	writeFrame(c, ans)
+}
+
+func (s *sessionServer) fileOp(req *ServeRequest) *ServeAnswer {
+	if req.File == nil || req.File.Op != req.Op {
+		return &ServeAnswer{Error: fmt.Sprintf("unknown op %q", req.Op)}
+	}
+	if err := req.File.check(); err != nil {
+		return &ServeAnswer{Error: err.Error()}
+	}
+	// One at a time: a file op runs as kbox's root in LKL, on this
+	// goroutine's thread.
+	s.files.Lock()
+	defer s.files.Unlock()
+	return &ServeAnswer{File: req.File.serve(s.root, s.fp)}
+}
+
+// runOne starts req's program with fds as its stdio and waits for it.
+func (s *sessionServer) runOne(c *net.UnixConn, req *ServeRequest, fds []int) *ServeAnswer {
+	if len(fds) != 3 {
+		closeFDs(fds)
+		return &ServeAnswer{Error: fmt.Sprintf("a run needs 3 fds (stdin, stdout, stderr), got %d", len(fds))}
+	}
+	stdio := [3]*os.File{}
+	for i, fd := range fds {
+		stdio[i] = os.NewFile(uintptr(fd), "stdio")
+		defer stdio[i].Close() // the program has its own once started
+	}
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return &ServeAnswer{Error: "no program (argv)"}
+	}
+	wd := req.Workdir
+	if wd == "" {
+		wd = s.o.WorkDir
+	}
+	if !strings.HasPrefix(wd, "/") {
+		return &ServeAnswer{Error: fmt.Sprintf("workdir %q is not absolute", wd)}
+	}
+	for _, kv := range req.Env {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return &ServeAnswer{Error: fmt.Sprintf("bad env entry %q: want NAME=VALUE", kv)}
+		}
+	}
+	env := withEnv(withEnv(s.env, req.Env), []string{"PWD=" + wd})
+	search := guestPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			search = v
+		}
+	}
+	s.files.Lock() // the lookup runs as kbox's root in LKL, as file ops do
+	path, err := findProgram(req.Argv[0], wd, search, s.binds)
+	s.files.Unlock()
+	if err != nil {
+		fmt.Fprintf(stdio[2], "kbox: %s: %v\n", req.Argv[0], err)
+		return &ServeAnswer{Status: exitNotFound}
+	}
+	sp, err := s.spawns.Start(path, wd, req.Argv, env, stdio)
+	if err != nil {
+		return &ServeAnswer{Error: err.Error()}
+	}
+	pid, err := sp.Started()
+	if err != nil {
+		return &ServeAnswer{Error: err.Error()}
+	}
+	// The client hanging up (or cancelling) kills the run.
+	gone := make(chan struct{})
+	go func() {
+		var b [1]byte
+		c.Read(b[:])
+		close(gone)
+	}()
+	var timeout <-chan time.Time
+	if req.TimeoutMs > 0 {
+		t := time.NewTimer(time.Duration(req.TimeoutMs) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	ans := &ServeAnswer{Pid: pid}
+	select {
+	case <-sp.Done():
+	case <-timeout:
+		ans.TimedOut = true
+		sp.Kill(unix.SIGKILL)
+		<-sp.Done()
+	case <-gone:
+		sp.Kill(unix.SIGKILL)
+		<-sp.Done()
+	}
+	ws, err := sp.Status()
+	if err != nil {
+		ans.Error = err.Error()
+		return ans
+	}
+	if ws.Signaled() {
+		ans.Status = 128 + int(ws.Signal())
+	} else {
+		ans.Status = ws.ExitStatus()
+	}
+	return ans
+}
+
+// readFrame reads one request and the fds sent with its first bytes.
+func readFrame(c *net.UnixConn) (*ServeRequest, []int, error) {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	var fds []int
+	if oobn > 0 {
+		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+			for _, m := range msgs {
+				if got, err := unix.ParseUnixRights(&m); err == nil {
+					fds = append(fds, got...)
+				}
+			}
+		}
+	}
+	if err != nil {
+		return nil, fds, err
+	}
+	if n < 4 {
+		return nil, fds, errors.New("short frame")
+	}
+	size := int(binary.LittleEndian.Uint32(buf))
+	if size > maxServeFrame {
+		return nil, fds, fmt.Errorf("a frame of %d bytes is above the limit of %d", size, maxServeFrame)
+	}
+	body := make([]byte, size)
+	k := copy(body, buf[4:n])
+	if _, err := io.ReadFull(c, body[k:]); err != nil {
+		return nil, fds, err
+	}
+	var req ServeRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fds, err
+	}
+	return &req, fds, nil
+}
+
+func writeFrame(w io.Writer, v any) error {
+	b, _ := json.Marshal(v)
+	var head [4]byte
+	binary.LittleEndian.PutUint32(head[:], uint32(len(b)))
+	_, err := w.Write(append(head[:], b...))
+	return err
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}

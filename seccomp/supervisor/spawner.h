@@ -1,0 +1,14 @@
+/* A live session's spawner (spawner.c), started by the guest start-up
+ * (guestinit.c) in place of a guest program. */
+#ifndef KBOX_SPAWNER_H
+#define KBOX_SPAWNER_H
+
+/* The first argument of the getppid call by which a spawned child asks
+ * kbox for its standard fds (spawn.go: spawnMagic). */
+#define KBOX_SPAWN_MAGIC 0x6b626f7873706e21ULL
+
+/* kbox_run_spawner serves kbox's spawn requests on sock until kbox closes
+ * its end; it never returns. */
+void kbox_run_spawner(int sock) __attribute__((noreturn));
+
+#endif

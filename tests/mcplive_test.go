@@ -1,0 +1,200 @@
+//go:build lkl
+
+package tests
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A session is one live kernel (docs/agents.md, agent/live.go): what a
+// run leaves running or in /tmp is there for the next call.
+
+func openSession(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	var open struct {
+		Session string `json:"session"`
+	}
+	if res := call(t, cs, "session_open", map[string]any{}, &open); res.IsError || open.Session == "" {
+		t.Fatalf("session_open: %s", resultText(res))
+	}
+	return open.Session
+}
+
+// runIn runs a shell command in session sid and returns its result.
+func runIn(t *testing.T, cs *mcp.ClientSession, sid, command string) runResult {
+	t.Helper()
+	var r runResult
+	if res := call(t, cs, "run", map[string]any{"session": sid, "command": command}, &r); res.IsError {
+		t.Fatalf("run %q: %s", command, resultText(res))
+	}
+	return r
+}
+
+func TestMCPLiveSession(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	before := fileSum(t, img)
+	cs := mcpSession(t, img)
+	sid := openSession(t, cs)
+
+	// A process left in the background keeps running, and /tmp is kept.
+	start := time.Now()
+	r := runIn(t, cs, sid, "echo start > /tmp/f; (sleep 2; echo late >> /tmp/f) >/dev/null 2>&1 &")
+	if r.ExitCode != 0 || time.Since(start) > 1900*time.Millisecond {
+		t.Fatalf("the run waited for its background process, or failed: %+v in %v", r, time.Since(start))
+	}
+	if r = runIn(t, cs, sid, "cat /tmp/f"); r.Stdout != "start\n" {
+		t.Errorf("/tmp of the last run is gone: %+v", r)
+	}
+
+	// A server started by one run answers the next.
+	r = runIn(t, cs, sid, "mkdir -p /tmp/www && echo hi-from-httpd > /tmp/www/index.html && busybox httpd -p 127.0.0.1:8081 -h /tmp/www")
+	if r.ExitCode != 0 {
+		t.Fatalf("httpd: %+v", r)
+	}
+	if r = runIn(t, cs, sid, "wget -qO- http://127.0.0.1:8081/index.html"); r.Stdout != "hi-from-httpd\n" {
+		t.Errorf("the server of the last run does not answer: %+v", r)
+	}
+	httpd := strings.TrimSpace(runIn(t, cs, sid, "ps -o pid,args | grep '[h]ttpd -p' | cut -c1-6").Stdout)
+
+	// The file tools and the runs share one kernel, both ways.
+	runIn(t, cs, sid, "echo fresh > /tmp/g")
+	var rd readResult
+	if res := call(t, cs, "read_file", map[string]any{"session": sid, "path": "/tmp/g"}, &rd); res.IsError || rd.Text != "fresh\n" {
+		t.Errorf("read_file after a run: %s %+v", resultText(res), rd)
+	}
+	if res := call(t, cs, "write_file", map[string]any{"session": sid, "path": "/tmp/h", "content": "from-tool"}, nil); res.IsError {
+		t.Fatalf("write_file: %s", resultText(res))
+	}
+	if r = runIn(t, cs, sid, "cat /tmp/h"); r.Stdout != "from-tool" {
+		t.Errorf("a run after write_file: %+v", r)
+	}
+
+	// Nothing of kbox in the guest's /proc; a run's parent is 0, as for
+	// a process entered into a container.
+	r = runIn(t, cs, sid, "for p in /proc/[0-9]*; do cat $p/comm; tr '\\0' ' ' < $p/cmdline; echo; done; cut -d' ' -f4 /proc/self/stat")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	has := func(sub string) bool {
+		return slices.ContainsFunc(lines, func(s string) bool { return strings.Contains(s, sub) })
+	}
+	if has("kbox") || !has("httpd -p 127.0.0.1:8081") || lines[len(lines)-1] != "0" {
+		t.Errorf("the session's processes as the guest sees them: %q", lines)
+	}
+
+	// A timed-out run is killed; the session goes on.
+	var tr runResult
+	if res := call(t, cs, "run", map[string]any{"session": sid, "command": "sleep 30", "timeout_ms": 300}, &tr); res.IsError || !tr.TimedOut || tr.ExitCode != 137 {
+		t.Errorf("timeout: %s %+v", resultText(res), tr)
+	}
+	if r = runIn(t, cs, sid, "sleep 2; cat /tmp/f"); r.Stdout != "start\nlate\n" {
+		t.Errorf("the background process did not finish its work: %+v", r)
+	}
+
+	// Closing the session ends its processes; the image is unchanged.
+	if res := call(t, cs, "session_close", map[string]any{"session": sid}, nil); res.IsError {
+		t.Fatalf("session_close: %s", resultText(res))
+	}
+	if pid, err := strconv.Atoi(httpd); err != nil {
+		t.Errorf("pidof httpd: %q", httpd)
+	} else if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && strings.Contains(string(b), "httpd") {
+		t.Errorf("the session's httpd (host pid %d) outlived the session", pid)
+	}
+	if after := fileSum(t, img); after != before {
+		t.Errorf("the base image changed under a session")
+	}
+}
+
+// TestMCPLiveSessionKilled: a session whose kernel was killed says it is
+// lost, leaves nothing running, and the server serves other sessions.
+func TestMCPLiveSessionKilled(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	before := fileSum(t, img)
+	cs := mcpSession(t, img)
+	sid := openSession(t, cs)
+	runIn(t, cs, sid, "sleep 1000 >/dev/null 2>&1 &")
+	sleeper := strings.TrimSpace(runIn(t, cs, sid, "pidof sleep").Stdout)
+	serving := serveProcesses(img)
+	if len(serving) != 1 {
+		t.Fatalf("want one kbox --serve on %s, found %v", img, serving)
+	}
+	syscall.Kill(serving[0], syscall.SIGKILL)
+	var r runResult
+	res := call(t, cs, "run", map[string]any{"session": sid, "command": "true"}, &r)
+	if !res.IsError || !strings.Contains(resultText(res), "lost") {
+		t.Errorf("a run in a killed session: %s %+v", resultText(res), r)
+	}
+	call(t, cs, "session_close", map[string]any{"session": sid}, nil)
+	if res := call(t, cs, "read_file", map[string]any{"session": sid, "path": "/etc/hostname"}, nil); !res.IsError {
+		t.Errorf("a closed session still answers")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile("/proc/" + sleeper + "/comm")
+		if err != nil || strings.TrimSpace(string(b)) != "sleep" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the killed session's sleep (host pid %s) is still running", sleeper)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	other := openSession(t, cs)
+	if r := runIn(t, cs, other, "echo ok"); r.Stdout != "ok\n" {
+		t.Errorf("another session after the kill: %+v", r)
+	}
+	call(t, cs, "session_close", map[string]any{"session": other}, nil)
+	if after := fileSum(t, img); after != before {
+		t.Errorf("the base image changed")
+	}
+}
+
+// serveProcesses returns the host pids of the kbox --serve processes on
+// image img.
+func serveProcesses(img string) []int {
+	var out []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if slices.Contains(args, "--serve") && slices.Contains(args, img) {
+			pid, _ := strconv.Atoi(filepath.Base(d))
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestServeArguments: what kbox image --serve refuses, and why.
+func TestServeArguments(t *testing.T) {
+	img := imagePath(t)
+	base := []string{"image", "-S", img, "--ephemeral"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--serve", "/tmp/x.sock", "--", "/bin/true"}, "--serve runs no command"},
+		{[]string{"--serve", "/tmp/x.sock", "--syscall-mode=trap"}, "seccomp tier"},
+		{[]string{"--serve", "/tmp/x.sock", "--timeout", "5s"}, "each run has its own"},
+		{[]string{"--serve", ""}, "empty --serve"},
+	} {
+		out, err := exec.Command(kboxBin(t), append(base, c.args...)...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) {
+			t.Errorf("%q: %v %s", c.args, err, out)
+		}
+	}
+}
