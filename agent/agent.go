@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kbox-project/kbox/policy"
@@ -57,6 +58,9 @@ type Config struct {
 	TmpDir string
 	// MaxSessions bounds the sessions open at once (0: 16).
 	MaxSessions int
+	// SessionIdle closes a session no call used for this long (0: 30
+	// minutes; negative: never).
+	SessionIdle time.Duration
 	// Version is reported to clients.
 	Version string
 }
@@ -88,7 +92,8 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	closed   bool
-	last     *lastRun // the server's last run
+	quit     chan struct{} // closed by Close
+	last     *lastRun      // the server's last run
 }
 
 // lastRun is what snapshot and enosys report.
@@ -111,11 +116,15 @@ type session struct {
 	size    int64
 	mu      sync.Mutex // one call at a time on the image
 	created time.Time
+	lastUse atomic.Int64 // unix ns of the last call's end (reapIdle)
 	closed  bool
 	last    *lastRun // guarded by Server.mu
 	// live is the session's kernel (live.go): every run and file call
 	// of the session goes to it.
 	live *liveKernel
+	// policy and net are what the agent asked at session_open.
+	policy string
+	net    *bool
 }
 
 // New makes a Server.
@@ -123,18 +132,72 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 16
 	}
-	s := &Server{cfg: cfg, sessions: map[string]*session{}}
+	if cfg.SessionIdle == 0 {
+		cfg.SessionIdle = defaultSessionIdle
+	}
+	s := &Server{cfg: cfg, sessions: map[string]*session{}, quit: make(chan struct{})}
 	if err := s.operatorSettings(); err != nil {
 		s.Close()
 		return nil, err
 	}
+	if cfg.SessionIdle > 0 {
+		go s.reapIdle()
+	}
 	return s, nil
+}
+
+// defaultSessionIdle is how long a session no call uses stays open.
+const defaultSessionIdle = 30 * time.Minute
+
+// reapIdle closes the sessions no call used for cfg.SessionIdle, until
+// the server closes.
+func (s *Server) reapIdle() {
+	every := min(s.cfg.SessionIdle/4, time.Minute)
+	t := time.NewTicker(max(every, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		var idle []*session
+		s.mu.Lock()
+		for _, se := range s.sessions {
+			if time.Since(se.used()) > s.cfg.SessionIdle {
+				idle = append(idle, se)
+			}
+		}
+		s.mu.Unlock()
+		for _, se := range idle {
+			if se.mu.TryLock() { // a call in progress is not idle
+				s.endSession(se)
+				se.mu.Unlock()
+			}
+		}
+	}
+}
+
+// endSession ends a session's kernel and removes it. The caller holds
+// se.mu.
+func (s *Server) endSession(se *session) error {
+	err := se.live.close()
+	s.mu.Lock()
+	delete(s.sessions, se.id)
+	s.mu.Unlock()
+	se.closed = true
+	os.RemoveAll(se.dir)
+	se.baseFile.Close()
+	return err
 }
 
 // Close removes every session's image.
 func (s *Server) Close() {
 	s.mu.Lock()
 	ss := s.sessions
+	if !s.closed {
+		close(s.quit)
+	}
 	s.sessions, s.closed = map[string]*session{}, true
 	s.mu.Unlock()
 	if s.dir != "" {
@@ -142,10 +205,7 @@ func (s *Server) Close() {
 	}
 	for _, se := range ss {
 		se.mu.Lock()
-		se.closed = true
-		se.live.close()
-		os.RemoveAll(se.dir)
-		se.baseFile.Close()
+		s.endSession(se)
 		se.mu.Unlock()
 	}
 }
@@ -191,6 +251,20 @@ func (s *Server) session(id string) (*session, error) {
 	return se, nil
 }
 
+// used is when a call last used the session, or when it opened.
+func (se *session) used() time.Time {
+	if ns := se.lastUse.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return se.created
+}
+
+// release ends a call on the session (lockSession began it).
+func (se *session) release() {
+	se.lastUse.Store(time.Now().UnixNano())
+	se.mu.Unlock()
+}
+
 // lockSession returns the session, locked for one call.
 func (s *Server) lockSession(id string) (*session, error) {
 	se, err := s.session(id)
@@ -202,5 +276,6 @@ func (s *Server) lockSession(id string) (*session, error) {
 		se.mu.Unlock()
 		return nil, toolError("session %q was closed", id)
 	}
+	se.lastUse.Store(time.Now().UnixNano())
 	return se, nil
 }

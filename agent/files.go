@@ -115,7 +115,7 @@ func (s *Server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in ReadFi
 	if err != nil {
 		return nil, out, err
 	}
-	defer se.mu.Unlock()
+	defer se.release()
 	a, err := s.sessionFileCall(ctx, se, fileRequest{Op: "read", Path: in.Path, Offset: in.Offset, Limit: in.Limit})
 	if err != nil {
 		return nil, out, err
@@ -173,7 +173,7 @@ func (s *Server) writeFile(ctx context.Context, _ *mcp.CallToolRequest, in Write
 	if err != nil {
 		return nil, out, err
 	}
-	defer se.mu.Unlock()
+	defer se.release()
 	a, err := s.sessionFileCall(ctx, se, fileRequest{Op: "write", Path: in.Path, Data: data, Mode: mode, Mkdirs: in.Mkdirs})
 	if err != nil {
 		return nil, out, err
@@ -204,7 +204,7 @@ func (s *Server) listDir(ctx context.Context, _ *mcp.CallToolRequest, in ListDir
 	if err != nil {
 		return nil, out, err
 	}
-	defer se.mu.Unlock()
+	defer se.release()
 	a, err := s.sessionFileCall(ctx, se, fileRequest{Op: "list", Path: in.Path, Limit: in.Limit})
 	if err != nil {
 		return nil, out, err
@@ -227,7 +227,7 @@ func (s *Server) stat(ctx context.Context, _ *mcp.CallToolRequest, in StatIn) (*
 	if err != nil {
 		return nil, FileStat{}, err
 	}
-	defer se.mu.Unlock()
+	defer se.release()
 	a, err := s.sessionFileCall(ctx, se, fileRequest{Op: "stat", Path: in.Path})
 	if err != nil {
 		return nil, FileStat{}, err
@@ -259,7 +259,7 @@ func (s *Server) kernelRead(ctx context.Context, _ *mcp.CallToolRequest, in Kern
 		if err != nil {
 			return nil, out, err
 		}
-		defer se.mu.Unlock()
+		defer se.release()
 		a, err := s.sessionFileCall(ctx, se, fileRequest{Op: "kernel_read", Path: in.Path})
 		if err != nil {
 			return nil, out, err

@@ -261,7 +261,7 @@ func (s *Server) sessionRun(ctx context.Context, in RunIn, argv []string, stdin 
 	if err != nil {
 		return nil, out, err
 	}
-	defer se.mu.Unlock()
+	defer se.release()
 	ctx, cancel := context.WithTimeout(ctx, timeout+setupGrace)
 	defer cancel()
 	stdout, stderr := newHeadTail(maxOut), newHeadTail(maxOut)

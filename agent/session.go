@@ -68,7 +68,8 @@ func (s *Server) sessionOpen(_ context.Context, _ *mcp.CallToolRequest, in Sessi
 		return nil, out, err
 	}
 	se := &session{id: newID(), base: img, baseFile: f, dir: dir, size: fi.Size(), created: time.Now()}
-	if se.live, err = s.startLive(se, in.Policy, in.Net); err != nil {
+	se.policy, se.net = in.Policy, in.Net
+	if se.live, err = s.startLive(se, se.policy, se.net); err != nil {
 		os.RemoveAll(dir)
 		f.Close()
 		return nil, out, err
@@ -117,7 +118,7 @@ func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sess
 	if err != nil {
 		return nil, out, err
 	}
-	defer se.mu.Unlock()
+	defer se.release()
 	// The kernel ends first: the overlay then holds all the session
 	// wrote. A kernel that failed to write it back loses the session.
 	lerr := se.live.close()
@@ -134,16 +135,16 @@ func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sess
 		}
 		if err != nil {
 			os.Remove(tmp)
+			// The session stays open, on a new kernel over its overlay.
+			if se.live, lerr = s.startLive(se, se.policy, se.net); lerr != nil {
+				s.endSession(se)
+				return nil, out, toolError("snapshot: %v; the session could not go on and is closed: %v", err, lerr)
+			}
 			return nil, out, toolError("snapshot: %v", err)
 		}
 		out.Snapshot = in.Snapshot
 	}
-	s.mu.Lock()
-	delete(s.sessions, se.id)
-	s.mu.Unlock()
-	se.closed = true
-	os.RemoveAll(se.dir)
-	se.baseFile.Close()
+	s.endSession(se) // its kernel has ended: no error left to report
 	if lerr != nil {
 		msg := "the session is closed"
 		if in.Snapshot != "" {

@@ -198,3 +198,30 @@ func TestServeArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPSessionLimits: --max-sessions refuses a session beyond it, and
+// --session-idle closes one no call used, with its kernel.
+func TestMCPSessionLimits(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	cs := mcpSession(t, img, "--max-sessions", "1", "--session-idle", "1500ms")
+	sid := openSession(t, cs)
+	if res := call(t, cs, "session_open", map[string]any{}, nil); !res.IsError || !strings.Contains(resultText(res), "the limit") {
+		t.Errorf("a second session past --max-sessions 1: %s", resultText(res))
+	}
+	runIn(t, cs, sid, "sleep 1000 >/dev/null 2>&1 &")
+	if len(serveProcesses(img)) != 1 {
+		t.Fatalf("no kbox --serve for the session")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(serveProcesses(img)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(serveProcesses(img)); n > 0 {
+		t.Fatalf("the idle session's kernel is still running")
+	}
+	if res := call(t, cs, "run", map[string]any{"session": sid, "command": "true"}, nil); !res.IsError || !strings.Contains(resultText(res), "no session") {
+		t.Errorf("an idle-closed session still answers: %s", resultText(res))
+	}
+	// Its slot is free again.
+	openSession(t, cs)
+}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,10 @@ arguments are the agent's requests within them, never a host path.
   --token TOKEN        the bearer token (default $KBOX_MCP_TOKEN, else a
                        random one printed on stderr)
   --tmp-dir DIR        where sessions' images live (default $TMPDIR)
+  --max-sessions N     at most N sessions open at once (default 16); more
+                       are refused
+  --session-idle D     close a session no call used for D (default 30m; 0:
+                       never)
   -h, --help           this help
 `
 
@@ -98,7 +103,7 @@ func runMCP(args []string) int {
 				cfg.SnapshotsOverwrite = true
 			}
 		case "--image", "--images", "--snapshots", "--policy", "--net-allow", "--net-allow-host", "--dns",
-			"--audit", "--listen", "--token", "--tmp-dir":
+			"--audit", "--listen", "--token", "--tmp-dir", "--max-sessions", "--session-idle":
 			if !needVal() || val == "" {
 				fmt.Fprintf(os.Stderr, "kbox: %s needs a value\n%s", name, mcpUsage)
 				return exitUsage
@@ -129,6 +134,21 @@ func runMCP(args []string) int {
 				token = val
 			case "--tmp-dir":
 				cfg.TmpDir = val
+			case "--max-sessions":
+				n, perr := strconv.Atoi(val)
+				if perr != nil || n < 1 || n > 4096 {
+					err = errors.New("want a number of sessions from 1 to 4096")
+				}
+				cfg.MaxSessions = n
+			case "--session-idle":
+				d, perr := time.ParseDuration(val)
+				if perr != nil || d < 0 {
+					err = errors.New("want a duration such as 30m, or 0 for never")
+				}
+				cfg.SessionIdle = d
+				if d == 0 {
+					cfg.SessionIdle = -1
+				}
 			}
 			if err != nil {
 				return fail(usagef("%s: %v", name, err))
