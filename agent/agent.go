@@ -125,6 +125,9 @@ type session struct {
 	// policy and net are what the agent asked at session_open.
 	policy string
 	net    *bool
+	// procs are the background runs by pid (process.go), guarded by
+	// Server.mu.
+	procs map[int]*bgProc
 }
 
 // New makes a Server.
@@ -228,6 +231,10 @@ func (s *Server) MCP() *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "stat", Description: "Metadata of a path in a session's image (symlinks not followed)."}, s.stat)
 	mcp.AddTool(srv, &mcp.Tool{Name: "snapshot", Description: "The observatory's snapshot of the last run (of the session, or of the server): its syscalls by family and disposition and the in-process kernel's telemetry (memory, context switches, page faults, softirqs) as the run ended."}, s.snapshot)
 	mcp.AddTool(srv, &mcp.Tool{Name: "enosys", Description: "The syscalls the last run (of the session, or of the server) got ENOSYS for, by name: what kbox does not implement yet."}, s.enosys)
+	mcp.AddTool(srv, &mcp.Tool{Name: "process_output", Description: "Read a background run's stdout and stderr from the offsets given (the last call's *_next), waiting up to wait_ms for more."}, s.processOutput)
+	mcp.AddTool(srv, &mcp.Tool{Name: "process_wait", Description: "Wait for a background run to exit; its exit code."}, s.processWait)
+	mcp.AddTool(srv, &mcp.Tool{Name: "process_signal", Description: "Send a signal to a background run's process group."}, s.processSignal)
+	mcp.AddTool(srv, &mcp.Tool{Name: "process_list", Description: "The session's processes, as the guest's /proc shows them."}, s.processList)
 	mcp.AddTool(srv, &mcp.Tool{Name: "kernel_read", Description: "Read a file of the in-process kernel's own /proc (meminfo, stat, vmstat, slabinfo, ...) or /sys, read-only."}, s.kernelRead)
 	return srv
 }

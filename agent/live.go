@@ -31,6 +31,8 @@ import (
 // (cmd/kbox/serve.go: ServeRequest, ServeAnswer).
 type serveRequest struct {
 	Op        string       `json:"op"`
+	Pid       int          `json:"pid,omitempty"`
+	Signal    int          `json:"signal,omitempty"`
 	Argv      []string     `json:"argv,omitempty"`
 	Env       []string     `json:"env,omitempty"`
 	Workdir   string       `json:"workdir,omitempty"`
@@ -43,7 +45,17 @@ type serveAnswer struct {
 	Status   int         `json:"status"`
 	TimedOut bool        `json:"timed_out"`
 	Pid      int         `json:"pid"`
+	Started  bool        `json:"started"`
 	File     *fileAnswer `json:"file"`
+	Procs    []GuestProc `json:"procs"`
+}
+
+// GuestProc is one of a session's processes, as the guest sees it.
+type GuestProc struct {
+	Pid  int    `json:"pid"`
+	PPid int    `json:"ppid" jsonschema:"its parent's pid; 0 for a program a run started"`
+	Comm string `json:"comm"`
+	Args string `json:"args"`
 }
 
 // liveStart bounds a session's boot.
@@ -149,8 +161,9 @@ func (l *liveKernel) lost(err error) error {
 }
 
 // call sends req with fds and waits for the answer or ctx; closing the
-// connection early kills a run.
-func (l *liveKernel) call(ctx context.Context, req *serveRequest, fds []int) (*serveAnswer, error) {
+// connection early kills a run. A run's first frame (started) goes to
+// onStart.
+func (l *liveKernel) call(ctx context.Context, req *serveRequest, fds []int, onStart func(pid int)) (*serveAnswer, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", l.sock)
 	if err != nil {
@@ -170,29 +183,36 @@ func (l *liveKernel) call(ctx context.Context, req *serveRequest, fds []int) (*s
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	var head [4]byte
-	if _, err := io.ReadFull(c, head[:]); err != nil {
-		if ctx.Err() != nil {
-			return nil, toolError("the call was cancelled: %v", ctx.Err())
+	for {
+		var head [4]byte
+		if _, err := io.ReadFull(c, head[:]); err != nil {
+			if ctx.Err() != nil {
+				return nil, toolError("the call was cancelled: %v", ctx.Err())
+			}
+			return nil, l.lost(err)
 		}
-		return nil, l.lost(err)
+		body := make([]byte, binary.LittleEndian.Uint32(head[:]))
+		if _, err := io.ReadFull(c, body); err != nil {
+			return nil, l.lost(err)
+		}
+		var a serveAnswer
+		if err := json.Unmarshal(body, &a); err != nil {
+			return nil, toolError("the session's kernel answered badly: %v", err)
+		}
+		if !a.Started {
+			return &a, nil
+		}
+		if onStart != nil {
+			onStart(a.Pid)
+		}
 	}
-	body := make([]byte, binary.LittleEndian.Uint32(head[:]))
-	if _, err := io.ReadFull(c, body); err != nil {
-		return nil, l.lost(err)
-	}
-	var a serveAnswer
-	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, toolError("the session's kernel answered badly: %v", err)
-	}
-	return &a, nil
 }
 
 // file serves one file call.
 func (l *liveKernel) file(ctx context.Context, req fileRequest) (*fileAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
 	defer cancel()
-	a, err := l.call(ctx, &serveRequest{Op: req.Op, File: &req}, nil)
+	a, err := l.call(ctx, &serveRequest{Op: req.Op, File: &req}, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +227,7 @@ func (l *liveKernel) file(ctx context.Context, req fileRequest) (*fileAnswer, er
 
 // run runs one program in the session and returns its answer, with its
 // output in stdout and stderr.
-func (l *liveKernel) run(ctx context.Context, req *serveRequest, stdin []byte, stdout, stderr io.Writer) (*serveAnswer, error) {
+func (l *liveKernel) run(ctx context.Context, req *serveRequest, stdin []byte, stdout, stderr io.Writer, onStart func(pid int)) (*serveAnswer, error) {
 	var pipes [3][2]*os.File
 	for i := range pipes {
 		r, w, err := os.Pipe()
@@ -237,7 +257,7 @@ func (l *liveKernel) run(ctx context.Context, req *serveRequest, stdin []byte, s
 		}()
 	}
 	fds := []int{int(theirs[0].Fd()), int(theirs[1].Fd()), int(theirs[2].Fd())}
-	a, err := l.call(ctx, req, fds)
+	a, err := l.call(ctx, req, fds, onStart)
 	for _, f := range theirs {
 		f.Close()
 	}
@@ -287,7 +307,7 @@ func (l *liveKernel) close() error {
 	case <-l.done:
 	default:
 		ctx, cancel := context.WithTimeout(context.Background(), fileCallTimeout)
-		_, err := l.call(ctx, &serveRequest{Op: "close"}, nil)
+		_, err := l.call(ctx, &serveRequest{Op: "close"}, nil, nil)
 		cancel()
 		if err != nil {
 			l.cmd.Process.Signal(syscall.SIGTERM)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ type RunIn struct {
 	Session        string            `json:"session,omitempty" jsonschema:"a session id from session_open: the program runs in the session's live kernel, beside what earlier runs left running, and its writes stay in the session"`
 	Policy         string            `json:"policy,omitempty" jsonschema:"a policy for the run, as TOML text (kbox image --policy, docs/agents.md): it adds restrictions to the operator's policy and removes none"`
 	Net            *bool             `json:"net,omitempty" jsonschema:"false: no network for this run; true: the network the server's operator gives runs (an error if none); default: the operator's"`
+	Background     bool              `json:"background,omitempty" jsonschema:"in a session: return once the program has started, with a handle for process_output, process_wait and process_signal (no timeout unless timeout_ms is given)"`
 }
 
 // RunOut is run's result.
@@ -55,6 +57,7 @@ type RunOut struct {
 	Tier         string     `json:"tier"`
 	Telemetry    *Telemetry `json:"telemetry,omitempty"`
 	AuditHead    string     `json:"audit_head,omitempty"`
+	Handle       string     `json:"handle,omitempty" jsonschema:"a background run's handle (its pid in the session)"`
 }
 
 // Telemetry is the run's syscalls as kbox counted them.
@@ -133,6 +136,9 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	}
 	if in.Session != "" {
 		return s.sessionRun(ctx, in, argv, stdin, timeout, maxOut)
+	}
+	if in.Background {
+		return nil, out, toolError("background: only in a session (session_open)")
 	}
 	// An agent's tool calls are untrusted code: the seccomp tier, whose
 	// guest is a process of its own, never auto's in-process tiers, which
@@ -262,12 +268,22 @@ func (s *Server) sessionRun(ctx context.Context, in RunIn, argv []string, stdin 
 		return nil, out, err
 	}
 	defer se.release()
+	req := &serveRequest{Op: "run", Argv: argv, Env: env, Workdir: in.Workdir, TimeoutMs: timeout.Milliseconds()}
+	if in.Background {
+		req.TimeoutMs = in.TimeoutMs
+		p, err := s.startBackground(se, req, stdin)
+		if err != nil {
+			return nil, out, err
+		}
+		out.Handle, out.Tier = strconv.Itoa(p.pid), "seccomp"
+		text := fmt.Sprintf("started in the background: handle %s (process_output, process_wait, process_signal)", out.Handle)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout+setupGrace)
 	defer cancel()
 	stdout, stderr := newHeadTail(maxOut), newHeadTail(maxOut)
 	start := time.Now()
-	req := &serveRequest{Op: "run", Argv: argv, Env: env, Workdir: in.Workdir, TimeoutMs: timeout.Milliseconds()}
-	a, err := se.live.run(ctx, req, stdin, stdout, stderr)
+	a, err := se.live.run(ctx, req, stdin, stdout, stderr, nil)
 	out.DurationMs = time.Since(start).Milliseconds()
 	if err != nil {
 		return nil, out, err

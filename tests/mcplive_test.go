@@ -91,6 +91,14 @@ func TestMCPLiveSession(t *testing.T) {
 		t.Errorf("the session's processes as the guest sees them: %q", lines)
 	}
 
+	// A run's signals are at their defaults: yes dies of SIGPIPE.
+	if r = runIn(t, cs, sid, "yes | head -1"); r.Stdout != "y\n" || r.ExitCode != 0 {
+		t.Errorf("yes | head: %+v", r)
+	}
+	if res := call(t, cs, "run", map[string]any{"session": sid, "argv": []string{"grep", "SigIgn", "/proc/self/status"}}, &r); res.IsError || r.Stdout != "SigIgn:\t0000000000000000\n" {
+		t.Errorf("a run ignores signals: %s %+v", resultText(res), r)
+	}
+
 	// A timed-out run is killed; the session goes on.
 	var tr runResult
 	if res := call(t, cs, "run", map[string]any{"session": sid, "command": "sleep 30", "timeout_ms": 300}, &tr); res.IsError || !tr.TimedOut || tr.ExitCode != 137 {
@@ -224,4 +232,109 @@ func TestMCPSessionLimits(t *testing.T) {
 	}
 	// Its slot is free again.
 	openSession(t, cs)
+}
+
+// TestMCPBackgroundRun: a background run's handle, its output read by
+// offset while it runs, process_list, process_signal and process_wait;
+// bad handles and arguments.
+func TestMCPBackgroundRun(t *testing.T) {
+	cs := mcpSession(t, copyImage(t, imagePath(t)))
+	sid := openSession(t, cs)
+	var r runResult
+	var bg struct {
+		Handle string `json:"handle"`
+	}
+	res := call(t, cs, "run", map[string]any{"session": sid, "background": true,
+		"command": "i=0; while [ $i -lt 3 ]; do echo tick$i; echo err$i >&2; i=$((i+1)); sleep 0.2; done; exec sleep 1000"}, &bg)
+	if res.IsError || bg.Handle == "" {
+		t.Fatalf("background run: %s", resultText(res))
+	}
+	type output struct {
+		Stdout, Stderr string
+		StdoutNext     int64 `json:"stdout_next"`
+		StderrNext     int64 `json:"stderr_next"`
+		Running        bool
+		ExitCode       int    `json:"exit_code"`
+		Signal         string `json:"signal"`
+	}
+	var got strings.Builder
+	var off, eoff int64
+	for i := 0; i < 50 && !strings.Contains(got.String(), "tick2"); i++ {
+		var o output
+		if res := call(t, cs, "process_output", map[string]any{"session": sid, "handle": bg.Handle, "stdout_offset": off, "stderr_offset": eoff, "wait_ms": 2000}, &o); res.IsError {
+			t.Fatalf("process_output: %s", resultText(res))
+		}
+		got.WriteString(o.Stdout)
+		off, eoff = o.StdoutNext, o.StderrNext
+		if !o.Running {
+			t.Fatalf("the background run ended: %+v", o)
+		}
+	}
+	if got.String() != "tick0\ntick1\ntick2\n" {
+		t.Errorf("stdout read by offset: %q", got.String())
+	}
+	var ps struct {
+		Processes []struct {
+			Pid  int    `json:"pid"`
+			PPid int    `json:"ppid"`
+			Args string `json:"args"`
+		} `json:"processes"`
+	}
+	found := false
+	for i := 0; i < 50 && !found; i++ {
+		if res := call(t, cs, "process_list", map[string]any{"session": sid}, &ps); res.IsError {
+			t.Fatalf("process_list: %s", resultText(res))
+		}
+		for _, p := range ps.Processes {
+			found = found || strconv.Itoa(p.Pid) == bg.Handle && p.Args == "sleep 1000"
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	found = false
+	for _, p := range ps.Processes {
+		if strconv.Itoa(p.Pid) == bg.Handle && p.PPid == 0 && p.Args == "sleep 1000" {
+			found = true
+		}
+		if strings.Contains(p.Args, "kbox") {
+			t.Errorf("process_list shows kbox: %+v", p)
+		}
+	}
+	if !found {
+		t.Errorf("process_list lacks the background run %s: %+v", bg.Handle, ps.Processes)
+	}
+	if res := call(t, cs, "process_signal", map[string]any{"session": sid, "handle": bg.Handle, "signal": "TERM"}, nil); res.IsError {
+		t.Fatalf("process_signal: %s", resultText(res))
+	}
+	var w struct {
+		Running  bool   `json:"running"`
+		ExitCode int    `json:"exit_code"`
+		Signal   string `json:"signal"`
+	}
+	if res := call(t, cs, "process_wait", map[string]any{"session": sid, "handle": bg.Handle, "timeout_ms": 10000}, &w); res.IsError || w.Running || w.ExitCode != 143 || w.Signal != "SIGTERM" {
+		t.Errorf("process_wait after SIGTERM: %s %+v", resultText(res), w)
+	}
+	var o output
+	if res := call(t, cs, "process_output", map[string]any{"session": sid, "handle": bg.Handle}, &o); res.IsError || o.Stderr != "err0\nerr1\nerr2\n" || o.Running {
+		t.Errorf("stderr after the end: %s %+v", resultText(res), o)
+	}
+	// A foreground run meanwhile is unaffected.
+	if r = runIn(t, cs, sid, "echo fg"); r.Stdout != "fg\n" {
+		t.Errorf("foreground run: %+v", r)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"process_output", map[string]any{"session": sid, "handle": "1"}, "no background program"},
+		{"process_output", map[string]any{"session": sid, "handle": bg.Handle, "wait_ms": 999999}, "wait_ms"},
+		{"process_signal", map[string]any{"session": sid, "handle": bg.Handle, "signal": "NOPE"}, "unknown signal"},
+		{"process_signal", map[string]any{"session": sid, "handle": bg.Handle}, "has exited"},
+		{"process_wait", map[string]any{"session": "nope", "handle": bg.Handle}, "no session"},
+		{"run", map[string]any{"background": true, "command": "true"}, "only in a session"},
+	} {
+		if res := call(t, cs, c.tool, c.args, nil); !res.IsError || !strings.Contains(resultText(res), c.want) {
+			t.Errorf("%s %v: %s", c.tool, c.args, resultText(res))
+		}
+	}
 }

@@ -8,11 +8,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kbox-project/kbox/guestpath"
+	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/rootfs"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
 	"golang.org/x/sys/unix"
@@ -40,6 +43,9 @@ type ServeRequest struct {
 	TimeoutMs int64    `json:"timeout_ms,omitempty"`
 	// file ops
 	File *FileRequest `json:"file,omitempty"`
+	// signal: a run's process group
+	Pid    int `json:"pid,omitempty"`
+	Signal int `json:"signal,omitempty"`
 }
 
 // ServeAnswer is its answer.
@@ -48,7 +54,17 @@ type ServeAnswer struct {
 	Status   int         `json:"status"` // run: as kbox image's (128+N for signal N)
 	TimedOut bool        `json:"timed_out,omitempty"`
 	Pid      int         `json:"pid,omitempty"`
+	Started  bool        `json:"started,omitempty"` // a run's first frame
 	File     *FileAnswer `json:"file,omitempty"`
+	Procs    []GuestProc `json:"procs,omitempty"`
+}
+
+// GuestProc is one of a session's processes (op ps).
+type GuestProc struct {
+	Pid  int    `json:"pid"`
+	PPid int    `json:"ppid"` // as the guest sees it: 0 for a run
+	Comm string `json:"comm"`
+	Args string `json:"args"`
 }
 
 // checkServe refuses what a session cannot be given: a command (each
@@ -152,6 +168,15 @@ func (s *sessionServer) conn(c *net.UnixConn) {
 		closeFDs(fds)
 		s.spawns.Close()
 		ans = &ServeAnswer{}
+	case "signal":
+		closeFDs(fds)
+		ans = &ServeAnswer{}
+		if err := s.spawns.Signal(req.Pid, unix.Signal(req.Signal)); err != nil {
+			ans.Error = err.Error()
+		}
+	case "ps":
+		closeFDs(fds)
+		ans = &ServeAnswer{Procs: s.procs()}
 	default:
 		closeFDs(fds)
 		ans = s.fileOp(req)
@@ -221,6 +246,12 @@ func (s *sessionServer) runOne(c *net.UnixConn, req *ServeRequest, fds []int) *S
 	if err != nil {
 		return &ServeAnswer{Error: err.Error()}
 	}
+	// A first frame says it runs: the client may signal it meanwhile.
+	if err := writeFrame(c, &ServeAnswer{Pid: pid, Started: true}); err != nil {
+		sp.Kill(unix.SIGKILL)
+		<-sp.Done()
+		return &ServeAnswer{Error: err.Error()}
+	}
 	// The client hanging up (or cancelling) kills the run.
 	gone := make(chan struct{})
 	go func() {
@@ -256,6 +287,51 @@ func (s *sessionServer) runOne(c *net.UnixConn, req *ServeRequest, fds []int) *S
 		ans.Status = ws.ExitStatus()
 	}
 	return ans
+}
+
+// procs lists the session's guest processes: the spawner's descendants.
+func (s *sessionServer) procs() []GuestProc {
+	spawner := s.spawns.Spawner()
+	var out []GuestProc
+	queue := procfs.ChildrenOf(spawner)
+	seen := map[int]bool{}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		dir := "/proc/" + strconv.Itoa(pid)
+		comm, err1 := os.ReadFile(dir + "/comm")
+		args, err2 := os.ReadFile(dir + "/cmdline")
+		ppid, _ := procStatusPPid(dir)
+		if err1 != nil || err2 != nil {
+			continue // gone meanwhile
+		}
+		if ppid == spawner {
+			ppid = 0
+		}
+		out = append(out, GuestProc{Pid: pid, PPid: ppid, Comm: strings.TrimSpace(string(comm)),
+			Args: strings.TrimSpace(strings.ReplaceAll(string(args), "\x00", " "))})
+		queue = append(queue, procfs.ChildrenOf(pid)...)
+	}
+	slices.SortFunc(out, func(a, b GuestProc) int { return a.Pid - b.Pid })
+	return out
+}
+
+func procStatusPPid(dir string) (int, bool) {
+	b, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // readFrame reads one request and the fds sent with its first bytes.

@@ -35,11 +35,13 @@ var ErrSessionClosed = errors.New("the session has ended")
 
 // Spawns starts programs in a live session.
 type Spawns struct {
-	ready chan struct{} // closed once the spawner serves (attach)
-	mu    sync.Mutex
-	sock  *os.File
-	byID  map[uint64]*Spawn
-	ended bool
+	ready   chan struct{} // closed once the spawner serves (attach)
+	mu      sync.Mutex
+	sock    *os.File
+	spawner int
+	byID    map[uint64]*Spawn
+	byPid   map[int]*Spawn // started, not yet reaped
+	ended   bool
 }
 
 // Spawn is one program started in a session.
@@ -55,7 +57,7 @@ type Spawn struct {
 
 // NewSpawns returns the spawns of a session that has not started yet.
 func NewSpawns() *Spawns {
-	return &Spawns{ready: make(chan struct{}), byID: map[uint64]*Spawn{}}
+	return &Spawns{ready: make(chan struct{}), byID: map[uint64]*Spawn{}, byPid: map[int]*Spawn{}}
 }
 
 // Ready is closed once programs can be started.
@@ -63,9 +65,9 @@ func (s *Spawns) Ready() <-chan struct{} { return s.ready }
 
 // attach gives s the socket to the spawner and reads its answers until
 // it hangs up.
-func (s *Spawns) attach(sock *os.File) {
+func (s *Spawns) attach(sock *os.File, spawner int) {
 	s.mu.Lock()
-	s.sock = sock
+	s.sock, s.spawner = sock, spawner
 	s.mu.Unlock()
 	close(s.ready)
 	go s.read(sock)
@@ -89,6 +91,9 @@ func (s *Spawns) read(sock io.Reader) {
 		switch m[16] {
 		case 'S':
 			sp.pid = pid
+			s.mu.Lock()
+			s.byPid[pid] = sp
+			s.mu.Unlock()
 			close(sp.started)
 		case 'E':
 			sp.err = fmt.Errorf("start: %w", unix.Errno(val))
@@ -105,7 +110,7 @@ func (s *Spawns) read(sock io.Reader) {
 	s.mu.Lock()
 	s.ended = true
 	left := s.byID
-	s.byID = map[uint64]*Spawn{}
+	s.byID, s.byPid = map[uint64]*Spawn{}, map[int]*Spawn{}
 	s.mu.Unlock()
 	for _, sp := range left {
 		sp.closeStdio()
@@ -122,6 +127,9 @@ func (s *Spawns) read(sock io.Reader) {
 func (s *Spawns) finish(sp *Spawn) {
 	s.mu.Lock()
 	delete(s.byID, sp.id)
+	if s.byPid[sp.pid] == sp {
+		delete(s.byPid, sp.pid)
+	}
 	f := sp.stdio
 	sp.stdio = nil
 	s.mu.Unlock()
@@ -195,6 +203,29 @@ func (s *Spawns) takeStdio(id uint64) []*os.File {
 	f := sp.stdio
 	sp.stdio = nil
 	return f
+}
+
+// Spawner is the spawner's host pid (0 before it serves).
+func (s *Spawns) Spawner() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spawner
+}
+
+// Signal sends sig to the process group of the running program whose
+// pid is pid (a program this session started).
+func (s *Spawns) Signal(pid int, sig unix.Signal) error {
+	s.mu.Lock()
+	sp := s.byPid[pid]
+	s.mu.Unlock()
+	if sp == nil || pid <= 0 {
+		return fmt.Errorf("no running program of the session has pid %d", pid)
+	}
+	if sig < 0 || sig > 64 {
+		return fmt.Errorf("bad signal %d", sig)
+	}
+	sp.Kill(sig)
+	return nil
 }
 
 // Close ends the session: the spawner exits, and the keeper ends every

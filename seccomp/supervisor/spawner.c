@@ -61,6 +61,11 @@ struct live {
 	pid_t pid;
 };
 
+/* What the spawner ignores; its children get the default action back
+ * (an ignored signal stays ignored across execve). */
+static const int ignored[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP, SIGTTIN,
+			       SIGTTOU, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM };
+
 static struct live *lives;
 static size_t nlive, caplive;
 
@@ -133,6 +138,8 @@ static void child(const struct spawn_req *req, char *strs, int sock)
 	for (uint32_t i = 0; i < req->envc; i++, p += strlen(p) + 1)
 		envp[i] = p;
 	signal(SIGCHLD, SIG_DFL);
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		signal(ignored[i], SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	close(sock);
@@ -161,8 +168,6 @@ static int valid(const struct spawn_req *req, const char *strs)
 
 void kbox_run_spawner(int sock)
 {
-	static const int ignored[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP, SIGTTIN,
-				       SIGTTOU, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM };
 	struct sigaction sa;
 	sigset_t chld, none;
 

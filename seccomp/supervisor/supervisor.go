@@ -338,7 +338,7 @@ func Run(cfg Config) (int, error) {
 		return 0, fmt.Errorf("start guest: %w", err)
 	}
 	if cfg.Session != nil {
-		cfg.Session.attach(parent)
+		cfg.Session.attach(parent, guestPid)
 		defer cfg.Session.Close()
 	}
 
