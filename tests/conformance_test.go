@@ -76,7 +76,8 @@ func TestLTPConformance(t *testing.T) {
 
 	type counts struct{ kpass, kfail, kconf, npass, nfail, nconf int }
 	fams := map[string]*counts{}
-	var unexpected, fixed []string
+	var unexpected, fixed, lost []string
+	nativePass, both := 0, 0 // tests that pass natively and are not expected to fail; of them, passing under kbox
 	for _, r := range results {
 		c := fams[r.test.family]
 		if c == nil {
@@ -107,6 +108,14 @@ func TestLTPConformance(t *testing.T) {
 		if r.kbox != "fail" && isExpected {
 			fixed = append(fixed, r.test.name)
 		}
+		if r.native == "pass" && !isExpected {
+			nativePass++
+			if r.kbox == "pass" {
+				both++
+			} else {
+				lost = append(lost, r.test.name+" ("+r.kbox+")")
+			}
+		}
 	}
 	var names []string
 	for f := range fams {
@@ -124,6 +133,12 @@ func TestLTPConformance(t *testing.T) {
 	}
 	fmt.Fprintf(&rep, "%-22s %6d %6d %6d   %6d %6d %6d\n", "total", tot.kpass, tot.kfail, tot.kconf, tot.npass, tot.nfail, tot.nconf)
 	fmt.Fprintf(&rep, "\n%d tests; kbox pass/fail/conf %d/%d/%d; native %d/%d/%d\n", len(tests), tot.kpass, tot.kfail, tot.kconf, tot.npass, tot.nfail, tot.nconf)
+	if nativePass > 0 {
+		fmt.Fprintf(&rep, "of the %d tests that pass natively and are not in expected.txt, kbox passes %d (%.1f%%)\n",
+			nativePass, both, 100*float64(both)/float64(nativePass))
+		sort.Strings(lost)
+		fmt.Fprintf(&rep, "passing natively, not under kbox: %s\n", strings.Join(lost, " "))
+	}
 	if len(fixed) > 0 {
 		fmt.Fprintf(&rep, "expected to fail, but passed (remove from expected.txt): %s\n", strings.Join(fixed, " "))
 	}
