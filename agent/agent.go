@@ -128,6 +128,9 @@ type session struct {
 	// procs are the background runs by pid (process.go), guarded by
 	// Server.mu.
 	procs map[int]*bgProc
+	// top, when set, is the directory that holds dir (a fork's), removed
+	// with it.
+	top string
 }
 
 // New makes a Server.
@@ -190,6 +193,9 @@ func (s *Server) endSession(se *session) error {
 	s.mu.Unlock()
 	se.closed = true
 	os.RemoveAll(se.dir)
+	if se.top != "" {
+		os.RemoveAll(se.top)
+	}
 	se.baseFile.Close()
 	return err
 }
@@ -231,6 +237,9 @@ func (s *Server) MCP() *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "stat", Description: "Metadata of a path in a session's image (symlinks not followed)."}, s.stat)
 	mcp.AddTool(srv, &mcp.Tool{Name: "snapshot", Description: "The observatory's snapshot of the last run (of the session, or of the server): its syscalls by family and disposition and the in-process kernel's telemetry (memory, context switches, page faults, softirqs) as the run ended."}, s.snapshot)
 	mcp.AddTool(srv, &mcp.Tool{Name: "enosys", Description: "The syscalls the last run (of the session, or of the server) got ENOSYS for, by name: what kbox does not implement yet."}, s.enosys)
+	mcp.AddTool(srv, &mcp.Tool{Name: "session_checkpoint", Description: "Record the session's image as it is now under a name (its processes keep running; /tmp is not part of it)."}, s.sessionCheckpoint)
+	mcp.AddTool(srv, &mcp.Tool{Name: "session_rollback", Description: "Return the session's image to a checkpoint: every process of the session is ended and the session goes on, on a new kernel."}, s.sessionRollback)
+	mcp.AddTool(srv, &mcp.Tool{Name: "session_fork", Description: "Open a new session whose image starts as this session's is now (its processes and /tmp are not copied); the two then diverge."}, s.sessionFork)
 	mcp.AddTool(srv, &mcp.Tool{Name: "process_output", Description: "Read a background run's stdout and stderr from the offsets given (the last call's *_next), waiting up to wait_ms for more."}, s.processOutput)
 	mcp.AddTool(srv, &mcp.Tool{Name: "process_wait", Description: "Wait for a background run to exit; its exit code."}, s.processWait)
 	mcp.AddTool(srv, &mcp.Tool{Name: "process_signal", Description: "Send a signal to a background run's process group."}, s.processSignal)

@@ -33,6 +33,7 @@ type serveRequest struct {
 	Op        string       `json:"op"`
 	Pid       int          `json:"pid,omitempty"`
 	Signal    int          `json:"signal,omitempty"`
+	Dir       string       `json:"dir,omitempty"`
 	Argv      []string     `json:"argv,omitempty"`
 	Env       []string     `json:"env,omitempty"`
 	Workdir   string       `json:"workdir,omitempty"`

@@ -122,9 +122,29 @@ func BenchmarkSessions(b *testing.B) {
 	if pids := serveProcesses(img); len(pids) == 1 {
 		privKB, threads = privateKB(pids[0]), threadCount(pids[0])
 	}
+	// Checkpoint, rollback and fork after 24 MB written to the image
+	// (the test image has room for that much).
+	callOK("run", map[string]any{"session": sid, "command": "dd if=/dev/urandom of=/root/big bs=1M count=24 2>/dev/null && sync"})
+	ms := func(name string, args map[string]any) float64 {
+		t0 := time.Now()
+		callOK(name, args)
+		return float64(time.Since(t0).Microseconds()) / 1000
+	}
+	cp := ms("session_checkpoint", map[string]any{"session": sid, "name": "c"})
+	rb := ms("session_rollback", map[string]any{"session": sid, "name": "c"})
+	t0 = time.Now()
+	res = callOK("session_fork", map[string]any{"session": sid})
+	fork := float64(time.Since(t0).Microseconds()) / 1000
+	fid := res.StructuredContent.(map[string]any)["session"].(string)
+	first := ms("run", map[string]any{"session": fid, "argv": []string{"/bin/true"}})
+	callOK("session_close", map[string]any{"session": fid})
 	callOK("session_close", map[string]any{"session": sid})
 	b.Logf("session_open %.1f ms; run /bin/true in a session: p50 %.2f ms, p99 %.2f ms; read_file 4 KB: median %.2f ms; idle session: %d kB private, %d threads",
 		open, percentile(runs, 50), percentile(runs, 99), median(reads), privKB, threads)
+	b.Logf("after 24 MB written: session_checkpoint %.1f ms, session_rollback %.1f ms, session_fork %.1f ms and its first run %.1f ms", cp, rb, fork, first)
+	b.ReportMetric(cp, "checkpoint_ms")
+	b.ReportMetric(rb, "rollback_ms")
+	b.ReportMetric(fork, "fork_ms")
 	b.ReportMetric(open, "open_ms")
 	b.ReportMetric(percentile(runs, 50), "run_p50_ms")
 	b.ReportMetric(percentile(runs, 99), "run_p99_ms")

@@ -338,3 +338,73 @@ func TestMCPBackgroundRun(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPCheckpointRollbackFork: write, checkpoint, write more, roll
+// back: the first content is back, a process running at the rollback is
+// ended, and the image is clean; a fork diverges from its source.
+func TestMCPCheckpointRollbackFork(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	before := fileSum(t, img)
+	snaps := t.TempDir()
+	cs := mcpSession(t, img, "--snapshots", snaps)
+	sid := openSession(t, cs)
+	runIn(t, cs, sid, "echo one > /root/state; mkdir -p /work && echo kept > /work/a")
+	if res := call(t, cs, "session_checkpoint", map[string]any{"session": sid, "name": "c1"}, nil); res.IsError {
+		t.Fatalf("session_checkpoint: %s", resultText(res))
+	}
+	runIn(t, cs, sid, "echo two > /root/state; rm /work/a; echo new > /work/b")
+	runIn(t, cs, sid, "sleep 1000 >/dev/null 2>&1 &")
+	sleeper := strings.TrimSpace(runIn(t, cs, sid, "pidof sleep").Stdout)
+
+	// A fork now starts from "two"; it and its source then diverge.
+	var fork struct {
+		Session string `json:"session"`
+	}
+	if res := call(t, cs, "session_fork", map[string]any{"session": sid}, &fork); res.IsError || fork.Session == "" {
+		t.Fatalf("session_fork: %s", resultText(res))
+	}
+	if r := runIn(t, cs, fork.Session, "cat /root/state /work/b; pidof sleep || echo no-sleep"); r.Stdout != "two\nnew\nno-sleep\n" {
+		t.Errorf("the fork: %+v", r)
+	}
+	runIn(t, cs, fork.Session, "echo fork > /root/state")
+
+	if res := call(t, cs, "session_rollback", map[string]any{"session": sid, "name": "c1"}, nil); res.IsError {
+		t.Fatalf("session_rollback: %s", resultText(res))
+	}
+	if r := runIn(t, cs, sid, "cat /root/state /work/a; test -e /work/b && echo b-still-there; pidof sleep || echo no-sleep"); r.Stdout != "one\nkept\nno-sleep\n" {
+		t.Errorf("after the rollback: %+v", r)
+	}
+	if b, err := os.ReadFile("/proc/" + sleeper + "/cmdline"); err == nil && strings.Contains(string(b), "sleep") {
+		t.Errorf("a process running at the rollback (host pid %s) is still running", sleeper)
+	}
+	if r := runIn(t, cs, fork.Session, "cat /root/state"); r.Stdout != "fork\n" {
+		t.Errorf("the fork after its source's rollback: %+v", r)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"session_rollback", map[string]any{"session": sid, "name": "nope"}, "no checkpoint"},
+		{"session_rollback", map[string]any{"session": sid, "name": "../c1"}, "no checkpoint"},
+		{"session_checkpoint", map[string]any{"session": sid, "name": "c1"}, "exists"},
+		{"session_checkpoint", map[string]any{"session": sid, "name": "../x"}, "want letters"},
+		{"session_fork", map[string]any{"session": "nope"}, "no session"},
+	} {
+		if res := call(t, cs, c.tool, c.args, nil); !res.IsError || !strings.Contains(resultText(res), c.want) {
+			t.Errorf("%s %v: %s", c.tool, c.args, resultText(res))
+		}
+	}
+	// The rolled-back session's image is a clean file system.
+	if res := call(t, cs, "session_close", map[string]any{"session": sid, "snapshot": "after"}, nil); res.IsError {
+		t.Fatalf("session_close: %s", resultText(res))
+	}
+	assertCleanImage(t, filepath.Join(snaps, "after.ext4"))
+	if out, _ := exec.Command("debugfs", "-R", "cat /root/state", filepath.Join(snaps, "after.ext4")).Output(); string(out) != "one\n" {
+		t.Errorf("the snapshot after the rollback has /root/state %q", out)
+	}
+	call(t, cs, "session_close", map[string]any{"session": fork.Session}, nil)
+	if after := fileSum(t, img); after != before {
+		t.Errorf("the base image changed")
+	}
+}

@@ -292,6 +292,14 @@ func (a *agentRun) imageReadOnly(o *ImageOptions) bool {
 	return o.ReadOnly || (a != nil && (a.overlay != nil || a.kept != nil))
 }
 
+// keptOverlay is --overlay's layer (nil without it).
+func (a *agentRun) keptOverlay() *keptOverlay {
+	if a == nil {
+		return nil
+	}
+	return a.kept
+}
+
 // overlayLayer is the copy-on-write overlay for rootfs.Options, nil when
 // the run is not ephemeral.
 func (a *agentRun) overlayLayer() *rootfs.Overlay {

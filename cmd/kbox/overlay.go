@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kbox-project/kbox/agent"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
 	"golang.org/x/sys/unix"
@@ -123,4 +124,29 @@ func (k *keptOverlay) release() {
 		k.base.Close()
 		k.base = nil
 	}
+}
+
+// copyTo writes the overlay as it is now into dir, a new directory of
+// the same layout (DIR/overlay with the written blocks, DIR/dirty their
+// map): a session's checkpoint or a fork's start. The kernel must write
+// nothing meanwhile (the caller freezes the file system).
+func (k *keptOverlay) copyTo(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(filepath.Join(dir, overlayData), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if err := out.Truncate(k.size); err != nil {
+		return err
+	}
+	if err := agent.CopyRanges(k.file, out, k.dirty.DirtyRanges()); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, overlayDirty), k.dirty.Bytes(), 0o600); err != nil {
+		return err
+	}
+	return out.Sync()
 }

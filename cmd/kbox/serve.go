@@ -14,7 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/guestpath"
+	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/rootfs"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
@@ -46,6 +48,8 @@ type ServeRequest struct {
 	// signal: a run's process group
 	Pid    int `json:"pid,omitempty"`
 	Signal int `json:"signal,omitempty"`
+	// checkpoint: a new directory the overlay is copied to
+	Dir string `json:"dir,omitempty"`
 }
 
 // ServeAnswer is its answer.
@@ -103,10 +107,12 @@ type sessionServer struct {
 	env    []string // the session's environment
 	files  sync.Mutex
 	wg     sync.WaitGroup
+	eng    *dispatch.Engine
+	kept   *keptOverlay // nil unless --overlay
 }
 
 // listenSession makes the session's socket (mode 0600: kbox's user alone).
-func listenSession(o *ImageOptions, sp *supervisor.Spawns, root *rootfs.Root, binds []*guestpath.Bind, env []string) (*sessionServer, error) {
+func listenSession(o *ImageOptions, sp *supervisor.Spawns, root *rootfs.Root, binds []*guestpath.Bind, env []string, eng *dispatch.Engine, kept *keptOverlay) (*sessionServer, error) {
 	old := unix.Umask(0o077)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: o.Agent.Serve, Net: "unix"})
 	unix.Umask(old)
@@ -115,7 +121,7 @@ func listenSession(o *ImageOptions, sp *supervisor.Spawns, root *rootfs.Root, bi
 	}
 	ln.SetUnlinkOnClose(true)
 	return &sessionServer{ln: ln, spawns: sp, root: root, binds: binds, o: o, env: env,
-		fp: newFilePolicy(o.Agent.Policy, root)}, nil
+		fp: newFilePolicy(o.Agent.Policy, root), eng: eng, kept: kept}, nil
 }
 
 // run accepts connections once the spawner serves, until close.
@@ -177,6 +183,12 @@ func (s *sessionServer) conn(c *net.UnixConn) {
 	case "ps":
 		closeFDs(fds)
 		ans = &ServeAnswer{Procs: s.procs()}
+	case "checkpoint":
+		closeFDs(fds)
+		ans = &ServeAnswer{}
+		if err := s.checkpoint(req.Dir); err != nil {
+			ans.Error = "checkpoint: " + err.Error()
+		}
 	default:
 		closeFDs(fds)
 		ans = s.fileOp(req)
@@ -287,6 +299,41 @@ func (s *sessionServer) runOne(c *net.UnixConn, req *ServeRequest, fds []int) *S
 		ans.Status = ws.ExitStatus()
 	}
 	return ans
+}
+
+// FIFREEZE and FITHAW (linux/fs.h).
+const (
+	fiFreeze = 0xc0045877
+	fiThaw   = 0xc0045878
+)
+
+// checkpoint copies the session's disk, as the guests left it so far,
+// into dir: what they wrote through shadows goes to the kernel, the
+// image's file system is frozen (its dirty data written, new writes
+// held) while the overlay is copied, then thawed. /tmp is not part of
+// it: it is the session's scratch disk, not the image.
+func (s *sessionServer) checkpoint(dir string) error {
+	if s.kept == nil {
+		return errors.New("the session has no kept overlay (--overlay)")
+	}
+	s.files.Lock() // LKL calls as kbox's root, as file ops
+	defer s.files.Unlock()
+	if err := s.eng.Shadows.FlushAll(); err != nil {
+		return err
+	}
+	fd, err := lkl.Open("/", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer lkl.Close(fd)
+	if _, e := lkl.Syscall6(lkl.SysIoctl, uintptr(fd), fiFreeze, 0, 0, 0, 0); e != 0 {
+		return fmt.Errorf("freeze the image's file system: %w", e)
+	}
+	err = s.kept.copyTo(dir)
+	if _, e := lkl.Syscall6(lkl.SysIoctl, uintptr(fd), fiThaw, 0, 0, 0, 0); e != 0 && err == nil {
+		err = fmt.Errorf("thaw the image's file system: %w", e)
+	}
+	return err
 }
 
 // procs lists the session's guest processes: the spawner's descendants.

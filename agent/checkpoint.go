@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
+)
+
+// ---- checkpoint, rollback, fork
+
+// A checkpoint is a copy of the session's overlay (the blocks the session
+// wrote to its image, and their map) taken with the image's file system
+// frozen: DIR/checkpoints/NAME of the session's directory. Rollback ends
+// the session's kernel, puts a checkpoint's copy in place of the overlay
+// and boots a new kernel on it; fork copies the overlay as it is now into
+// a new session. The base image is never written. /tmp (the scratch disk)
+// and processes are not part of a checkpoint or a fork.
+
+var checkpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
+
+// SessionCheckpointIn is session_checkpoint's input.
+type SessionCheckpointIn struct {
+	Session string `json:"session"`
+	Name    string `json:"name" jsonschema:"the checkpoint's name: letters, digits and . _ + -, at most 64; a new name"`
+}
+
+// SessionCheckpointOut is its result.
+type SessionCheckpointOut struct {
+	Name string  `json:"name"`
+	Ms   float64 `json:"ms" jsonschema:"how long the file system was frozen and copied"`
+}
+
+func (s *Server) sessionCheckpoint(ctx context.Context, _ *mcp.CallToolRequest, in SessionCheckpointIn) (*mcp.CallToolResult, SessionCheckpointOut, error) {
+	var out SessionCheckpointOut
+	if !checkpointName.MatchString(in.Name) {
+		return nil, out, toolError("checkpoint name %q: want letters, digits and . _ + -, at most 64, not starting with a dot", in.Name)
+	}
+	se, err := s.lockSession(in.Session)
+	if err != nil {
+		return nil, out, err
+	}
+	defer se.release()
+	dir := filepath.Join(se.dir, "checkpoints", in.Name)
+	if _, err := os.Stat(dir); err == nil {
+		return nil, out, toolError("checkpoint %q exists", in.Name)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, out, err
+	}
+	start := time.Now()
+	if err := se.live.checkpoint(ctx, dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, out, err
+	}
+	out.Name, out.Ms = in.Name, float64(time.Since(start).Microseconds())/1000
+	return nil, out, nil
+}
+
+// checkpoint has the session's kernel copy its overlay into dir.
+func (l *liveKernel) checkpoint(ctx context.Context, dir string) error {
+	a, err := l.call(ctx, &serveRequest{Op: "checkpoint", Dir: dir}, nil, nil)
+	if err != nil {
+		return err
+	}
+	if a.Error != "" {
+		return toolError("%s", a.Error)
+	}
+	return nil
+}
+
+// SessionRollbackIn is session_rollback's input.
+type SessionRollbackIn struct {
+	Session string `json:"session"`
+	Name    string `json:"name" jsonschema:"a checkpoint of the session"`
+}
+
+// SessionRollbackOut is its result.
+type SessionRollbackOut struct {
+	Ms float64 `json:"ms" jsonschema:"from the call to the new kernel serving"`
+}
+
+func (s *Server) sessionRollback(ctx context.Context, _ *mcp.CallToolRequest, in SessionRollbackIn) (*mcp.CallToolResult, SessionRollbackOut, error) {
+	var out SessionRollbackOut
+	se, err := s.lockSession(in.Session)
+	if err != nil {
+		return nil, out, err
+	}
+	defer se.release()
+	cp := filepath.Join(se.dir, "checkpoints", in.Name)
+	if !checkpointName.MatchString(in.Name) {
+		return nil, out, toolError("no checkpoint %q", in.Name)
+	}
+	if _, err := os.Stat(filepath.Join(cp, "dirty")); err != nil {
+		return nil, out, toolError("no checkpoint %q in session %s", in.Name, in.Session)
+	}
+	start := time.Now()
+	// Every process of the session ends with its kernel; the kernel's
+	// caches of the newer state go with it.
+	lerr := se.live.close()
+	s.mu.Lock()
+	se.procs = nil
+	s.mu.Unlock()
+	for _, name := range []string{"overlay", "dirty"} {
+		if err := replaceWithCopy(filepath.Join(cp, name), filepath.Join(se.dir, name)); err != nil {
+			s.endSession(se)
+			return nil, out, toolError("rollback: %v; the session is lost and closed", err)
+		}
+	}
+	os.Remove(filepath.Join(se.dir, "busy")) // a killed kernel's mark: the checkpoint is whole
+	if se.live, err = s.startLive(se, se.policy, se.net); err != nil {
+		s.endSession(se)
+		return nil, out, toolError("rollback: %v; the session is closed", err)
+	}
+	_ = lerr // the newer state is thrown away: how it ended does not matter
+	out.Ms = float64(time.Since(start).Microseconds()) / 1000
+	return nil, out, nil
+}
+
+// replaceWithCopy replaces dst with a copy of src (sparse), atomically.
+func replaceWithCopy(src, dst string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tmp := dst + ".rollback"
+	os.Remove(tmp)
+	if err := SparseCopy(f, tmp); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// SessionForkIn is session_fork's input.
+type SessionForkIn struct {
+	Session string `json:"session"`
+}
+
+// SessionForkOut is its result.
+type SessionForkOut struct {
+	Session string  `json:"session" jsonschema:"the new session"`
+	Ms      float64 `json:"ms" jsonschema:"from the call to the new session's kernel serving"`
+	Note    string  `json:"note"`
+}
+
+func (s *Server) sessionFork(ctx context.Context, _ *mcp.CallToolRequest, in SessionForkIn) (*mcp.CallToolResult, SessionForkOut, error) {
+	var out SessionForkOut
+	src, err := s.lockSession(in.Session)
+	if err != nil {
+		return nil, out, err
+	}
+	defer src.release()
+	start := time.Now()
+	s.mu.Lock()
+	n := len(s.sessions)
+	s.mu.Unlock()
+	if n >= s.cfg.MaxSessions {
+		return nil, out, toolError("%d sessions are open, the limit: close one first", n)
+	}
+	parent, err := os.MkdirTemp(s.cfg.TmpDir, "kbox-session-")
+	if err != nil {
+		return nil, out, err
+	}
+	// The overlay's copy is the new session's directory itself.
+	dir := filepath.Join(parent, "s")
+	if err := src.live.checkpoint(ctx, dir); err != nil {
+		os.RemoveAll(parent)
+		return nil, out, err
+	}
+	f, err := os.Open(src.base)
+	if err != nil {
+		os.RemoveAll(parent)
+		return nil, out, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		f.Close()
+		os.RemoveAll(parent)
+		return nil, out, toolError("image %s: %v", src.base, err)
+	}
+	se := &session{id: newID(), base: src.base, baseFile: f, dir: dir, top: parent, size: src.size, created: time.Now(),
+		policy: src.policy, net: src.net}
+	if se.live, err = s.startLive(se, se.policy, se.net); err != nil {
+		f.Close()
+		os.RemoveAll(parent)
+		return nil, out, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.endSession(se)
+		return nil, out, toolError("the server is closing")
+	}
+	s.sessions[se.id] = se
+	s.mu.Unlock()
+	out.Session, out.Ms = se.id, float64(time.Since(start).Microseconds())/1000
+	out.Note = "the new session starts from the source's image as it is now; its processes and /tmp are not copied"
+	return nil, out, nil
+}
