@@ -30,8 +30,11 @@ const mcpUsage = `usage: kbox mcp [--image IMAGE] [--images DIR] [--policy FILE]
                 [--snapshots DIR] [--audit FILE] [--listen ADDR:PORT [--token TOKEN]]
 
 Serve agents' tool calls over the Model Context Protocol (docs/agents.md):
-run, session_open, session_close, read_file, write_file, list_dir, stat,
-snapshot, enosys and kernel_read. On stdin/stdout by default.
+run, session_open, session_close, session_checkpoint, session_rollback,
+session_fork, process_output, process_wait, process_signal, process_list,
+read_file, write_file, list_dir, stat, snapshot, enosys and kernel_read.
+On stdin/stdout by default. A session is one live kernel: what a run
+leaves running or writes is there for the session's next call.
 
 These options are the operator's: they bound every call. A call's
 arguments are the agent's requests within them, never a host path.
