@@ -86,7 +86,7 @@ type report struct {
 	KernelMemPeakKB uint64          `json:"kernel_mem_peak_kb"`
 }
 
-func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mcp.CallToolResult, RunOut, error) {
+func (s *Server) run(ctx context.Context, mreq *mcp.CallToolRequest, in RunIn) (*mcp.CallToolResult, RunOut, error) {
 	var out RunOut
 	argv := in.Argv
 	switch {
@@ -135,7 +135,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 		maxOut = in.MaxOutputBytes
 	}
 	if in.Session != "" {
-		return s.sessionRun(ctx, in, argv, stdin, timeout, maxOut)
+		return s.sessionRun(ctx, mreq, in, argv, stdin, timeout, maxOut)
 	}
 	if in.Background {
 		return nil, out, toolError("background: only in a session (session_open)")
@@ -196,7 +196,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mc
 	// If the server dies, so does the run (and kbox's guests with it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, stderr := newHeadTail(maxOut), newHeadTail(maxOut)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdout, cmd.Stderr = withProgress(ctx, mreq, stdout, stderr)
 	cmd.Env = append(os.Environ(), "KBOX_DEBUG=")
 	start := time.Now()
 	runErr := cmd.Run()
@@ -251,7 +251,7 @@ func envList(m map[string]string) ([]string, error) {
 
 // sessionRun runs a program in a session's live kernel: a new guest
 // process beside what earlier runs left running.
-func (s *Server) sessionRun(ctx context.Context, in RunIn, argv []string, stdin []byte, timeout time.Duration, maxOut int) (*mcp.CallToolResult, RunOut, error) {
+func (s *Server) sessionRun(ctx context.Context, mreq *mcp.CallToolRequest, in RunIn, argv []string, stdin []byte, timeout time.Duration, maxOut int) (*mcp.CallToolResult, RunOut, error) {
 	var out RunOut
 	switch {
 	case in.Policy != "":
@@ -283,7 +283,8 @@ func (s *Server) sessionRun(ctx context.Context, in RunIn, argv []string, stdin 
 	defer cancel()
 	stdout, stderr := newHeadTail(maxOut), newHeadTail(maxOut)
 	start := time.Now()
-	a, err := se.live.run(ctx, req, stdin, stdout, stderr, nil)
+	pout, perr := withProgress(ctx, mreq, stdout, stderr)
+	a, err := se.live.run(ctx, req, stdin, pout, perr, nil)
 	out.DurationMs = time.Since(start).Milliseconds()
 	if err != nil {
 		return nil, out, err

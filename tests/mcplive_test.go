@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -406,5 +408,65 @@ func TestMCPCheckpointRollbackFork(t *testing.T) {
 	call(t, cs, "session_close", map[string]any{"session": fork.Session}, nil)
 	if after := fileSum(t, img); after != before {
 		t.Errorf("the base image changed")
+	}
+}
+
+// TestMCPRunProgress: a client that gives a progress token gets a run's
+// output as it comes, in a session and on an image.
+func TestMCPRunProgress(t *testing.T) {
+	type note struct {
+		at          time.Time
+		msg, stream string
+	}
+	var mu sync.Mutex
+	var notes []note
+	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			stream, _ := r.Params.Meta["stream"].(string)
+			notes = append(notes, note{time.Now(), r.Params.Message, stream})
+		}})
+	ctx := context.Background()
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(kboxBin(t), "mcp", "--image", copyImage(t, imagePath(t)))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	sid := openSession(t, cs)
+	for _, where := range []map[string]any{{"session": sid}, {}} {
+		mu.Lock()
+		notes = nil
+		mu.Unlock()
+		args := map[string]any{"command": "echo first; echo oops >&2; sleep 1; echo second"}
+		for k, v := range where {
+			args[k] = v
+		}
+		params := &mcp.CallToolParams{Name: "run", Arguments: args}
+		params.SetProgressToken("tok")
+		res, err := cs.CallTool(ctx, params)
+		done := time.Now()
+		if err != nil || res.IsError {
+			t.Fatalf("run %v: %v %v", where, err, res)
+		}
+		mu.Lock()
+		got := notes
+		mu.Unlock()
+		var out, errs string
+		early := false
+		for _, n := range got {
+			switch n.stream {
+			case "stdout":
+				out += n.msg
+				if n.msg == "first\n" && done.Sub(n.at) > 500*time.Millisecond {
+					early = true
+				}
+			case "stderr":
+				errs += n.msg
+			}
+		}
+		if out != "first\nsecond\n" || errs != "oops\n" || !early {
+			t.Errorf("progress of a run %v: stdout %q stderr %q, first line a second before the end: %v", where, out, errs, early)
+		}
 	}
 }
