@@ -6,6 +6,7 @@ import (
 	"context"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,20 +22,7 @@ func BenchmarkMCP(b *testing.B) {
 	img := imagePath(b)
 	bin := kboxBin(b)
 	ctx := context.Background()
-	cmd := exec.Command(bin, "mcp", "--image", img)
-	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-bench", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		b.Fatalf("connect: %v", err)
-	}
-	defer cs.Close()
-	callOK := func(name string, args map[string]any) *mcp.CallToolResult {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil || res.IsError {
-			b.Fatalf("%s: %v %v", name, err, res)
-		}
-		return res
-	}
+	cs, callOK := benchClient(b, "--image", img)
 	// The MCP round trip alone: a call that does no work (enosys before
 	// any run answers "no run yet" at once).
 	var empty []float64
@@ -84,21 +72,7 @@ func BenchmarkMCP(b *testing.B) {
 // threads.
 func BenchmarkSessions(b *testing.B) {
 	img := imagePath(b)
-	ctx := context.Background()
-	cmd := exec.Command(kboxBin(b), "mcp", "--image", img)
-	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-bench", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		b.Fatalf("connect: %v", err)
-	}
-	defer cs.Close()
-	callOK := func(name string, args map[string]any) *mcp.CallToolResult {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil || res.IsError {
-			b.Fatalf("%s: %v %v", name, err, res)
-		}
-		return res
-	}
+	_, callOK := benchClient(b, "--image", img)
 	t0 := time.Now()
 	res := callOK("session_open", map[string]any{})
 	open := float64(time.Since(t0).Microseconds()) / 1000
@@ -151,4 +125,97 @@ func BenchmarkSessions(b *testing.B) {
 	b.ReportMetric(median(reads), "read_file_ms")
 	b.ReportMetric(float64(privKB), "idle_private_kB")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkSessionsMany: 50 sessions open at once on one server, each
+// running 10 small commands concurrently with the others: failures, p50
+// and p99 of a run, and the sessions' private memory together.
+func BenchmarkSessionsMany(b *testing.B) {
+	const n, runs = 50, 10
+	img := imagePath(b)
+	ctx := context.Background()
+	cs, _ := benchClient(b, "--image", img, "--max-sessions", "64")
+	var mu sync.Mutex
+	var lat []float64
+	var ids []string
+	failures := 0
+	fail := func(err error, res *mcp.CallToolResult) bool {
+		if err != nil || res.IsError {
+			mu.Lock()
+			failures++
+			mu.Unlock()
+			return true
+		}
+		return false
+	}
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "session_open", Arguments: map[string]any{}})
+			if fail(err, res) {
+				return
+			}
+			mu.Lock()
+			ids = append(ids, res.StructuredContent.(map[string]any)["session"].(string))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	openAll := time.Since(t0).Seconds()
+	privKB := 0
+	for _, pid := range serveProcesses(img) {
+		privKB += privateKB(pid)
+	}
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < runs; j++ {
+				t := time.Now()
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"session": id, "command": "echo $$ > /tmp/pid; cat /tmp/pid >/dev/null"}})
+				if fail(err, res) {
+					continue
+				}
+				mu.Lock()
+				lat = append(lat, float64(time.Since(t).Microseconds())/1000)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		cs.CallTool(ctx, &mcp.CallToolParams{Name: "session_close", Arguments: map[string]any{"session": id}})
+	}
+	b.Logf("%d sessions opened in %.1f s (4 at a time), %d MB private together; %d runs, %d failures; a run: p50 %.1f ms, p99 %.1f ms",
+		len(ids), openAll, privKB>>10, len(lat), failures, percentile(lat, 50), percentile(lat, 99))
+	b.ReportMetric(float64(failures), "failures")
+	b.ReportMetric(percentile(lat, 50), "run_p50_ms")
+	b.ReportMetric(percentile(lat, 99), "run_p99_ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// benchClient starts `kbox mcp ARGS...` with the SDK's client over stdio;
+// callOK calls a tool and fails the benchmark on an error. The server
+// ends with the benchmark.
+func benchClient(b *testing.B, args ...string) (*mcp.ClientSession, func(string, map[string]any) *mcp.CallToolResult) {
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-bench", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(kboxBin(b), append([]string{"mcp"}, args...)...)}, nil)
+	if err != nil {
+		b.Fatalf("connect: %v", err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs, func(name string, args map[string]any) *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatalf("%s: %v %v", name, err, res)
+		}
+		return res
+	}
 }

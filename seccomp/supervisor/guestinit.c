@@ -71,7 +71,7 @@ static void die(const char *what)
 	_exit(125);
 }
 
-static int read_full(int fd, void *buf, size_t n)
+int kbox_read_full(int fd, void *buf, size_t n)
 {
 	char *p = buf;
 	while (n > 0) {
@@ -361,10 +361,10 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 			die("setrlimit");
 	}
 
-	if (read_full(sock, &len, sizeof(len)) != 0 || len == 0 || len > 4096)
+	if (kbox_read_full(sock, &len, sizeof(len)) != 0 || len == 0 || len > 4096)
 		die("read filter length");
 	insns = calloc(len, sizeof(*insns));
-	if (insns == NULL || read_full(sock, insns, len * sizeof(*insns)) != 0)
+	if (insns == NULL || kbox_read_full(sock, insns, len * sizeof(*insns)) != 0)
 		die("read filter");
 	prog.len = (unsigned short)len;
 	prog.filter = insns;
@@ -394,7 +394,7 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 		memcpy(hello + 5, &lfd, sizeof(lfd));
 		if (write(sock, hello, sizeof(hello)) != (ssize_t)sizeof(hello))
 			die("send listener");
-		if (read_full(sock, &byte, 1) != 0)
+		if (kbox_read_full(sock, &byte, 1) != 0)
 			die("wait for supervisor");
 		close((int)lfd);
 	}

@@ -74,21 +74,6 @@ static void on_child(int sig)
 	(void)sig; /* only to end ppoll */
 }
 
-static int read_full(int fd, void *buf, size_t n)
-{
-	char *p = buf;
-	while (n > 0) {
-		ssize_t r = read(fd, p, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 static void send_msg(int sock, uint64_t id, pid_t pid, int val, char kind)
 {
 	struct spawn_msg m = { .id = id, .pid = pid, .val = val, .kind = (uint32_t)kind };
@@ -193,12 +178,12 @@ void kbox_run_spawner(int sock)
 		 * between the reap and the wait. */
 		if (ppoll(&pfd, 1, NULL, &none) < 0)
 			continue;
-		if (read_full(sock, &req, sizeof(req)) != 0)
+		if (kbox_read_full(sock, &req, sizeof(req)) != 0)
 			_exit(0); /* the session ends */
 		if (req.len > MAX_REQ)
 			_exit(125);
 		strs = malloc(req.len + 1);
-		if (strs == NULL || read_full(sock, strs, req.len) != 0)
+		if (strs == NULL || kbox_read_full(sock, strs, req.len) != 0)
 			_exit(125);
 		strs[req.len] = 0;
 		if (!valid(&req, strs)) {
