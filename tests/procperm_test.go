@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -20,7 +21,8 @@ import (
 // getpriority and setpriority by user cover the guest's processes (they
 // were refused, EPERM; a user without a process is ESRCH). Each mode of
 // tests/guest/procperm.c prints what it prints natively, as root; a host
-// process stays out of reach (ESRCH).
+// process stays out of reach (ESRCH), and so does kbox's own process in
+// an in-process tier (EPERM).
 func TestProcessPermissions(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("SKIP (the native runs need root: they change uids)")
@@ -46,5 +48,13 @@ func TestProcessPermissions(t *testing.T) {
 		{"host process", []string{"--", "/opt/tests/procperm", "host", host}, 0, []string{
 			"readv host ESRCH\n", "writev host ESRCH\n", "setpriority user self ok\n",
 			"getpriority user self 7 ok\n", "getpriority self 7\n"}, nil},
+	})
+	// In an in-process tier the guest is kbox's own process, whose
+	// memory the memory guard keeps from it: process_vm_* stay refused.
+	forTiers(t, []string{"trap"}, func(t *testing.T, tier string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+tier, "--", "/opt/tests/procperm", "host", host)
+		if st != 0 || !strings.Contains(out, "readv host EPERM\nwritev host EPERM\n") {
+			t.Errorf("status %d:\n%s\n%s", st, out, stderr)
+		}
 	})
 }
