@@ -511,8 +511,7 @@ func schedArgsErr(r *Request, tid int) unix.Errno {
 		if prio != 0 {
 			return unix.EINVAL
 		}
-	case unix.SCHED_DEADLINE:
-	default:
+	default: // SCHED_DEADLINE too: a sched_param has none of its fields
 		return unix.EINVAL
 	}
 	return 0
