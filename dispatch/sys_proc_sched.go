@@ -4,6 +4,7 @@
 package dispatch
 
 import (
+	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
@@ -107,6 +108,9 @@ func sysSchedSetscheduler(e *Engine, r *Request) Result {
 	if res := e.taskTarget(pid); res.Action != Continue || pid < 0 {
 		return res
 	}
+	if res := e.schedOwner(r); res.Action != Continue {
+		return res
+	}
 	policy := int32(r.Args[1]) &^ unix.SCHED_RESET_ON_FORK
 	if policy != unix.SCHED_FIFO && policy != unix.SCHED_RR {
 		return cont
@@ -142,8 +146,9 @@ func sysTaskArg0(e *Engine, r *Request) Result { return e.taskTarget(int32(r.Arg
 // sysPriority serves getpriority/setpriority (which, who, ...) and
 // ioprio_get/ioprio_set (which, who, ...): PRIO_PROCESS/IOPRIO_WHO_PROCESS
 // (1 for ioprio, 0 for priority) and the process-group forms name the
-// guest's own processes only; the per-user forms, which reach every
-// process of kbox's uid, are refused.
+// guest's own processes only; getpriority and setpriority by user are
+// served over the guest's processes (userPriority), ioprio's per-user
+// forms, which reach every process of kbox's uid, are refused.
 func sysPriority(e *Engine, r *Request) Result {
 	which, who := int(r.Args[0]), int32(r.Args[1])
 	if r.Nr == unix.SYS_IOPRIO_GET || r.Nr == unix.SYS_IOPRIO_SET {
@@ -181,7 +186,10 @@ func sysPriority(e *Engine, r *Request) Result {
 		}
 		return cont
 	case unix.PRIO_USER:
-		return errno(unix.EPERM, Denied)
+		if r.Nr == unix.SYS_IOPRIO_GET || r.Nr == unix.SYS_IOPRIO_SET {
+			return errno(unix.EPERM, Denied)
+		}
+		return e.userPriority(r, who)
 	}
 	return cont // the kernel answers EINVAL
 }
@@ -338,6 +346,9 @@ func sysSchedSetaffinity(e *Engine, r *Request) Result {
 	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
 		return res
 	}
+	if res := e.schedOwner(r); res.Action != Continue {
+		return res
+	}
 	if e.Pins != nil {
 		target, tgid := affinityTarget(r), 0
 		if p := (*e.procs.Load())[target]; p != nil {
@@ -417,4 +428,148 @@ func sysPidfdOpen(e *Engine, r *Request) Result {
 		return errno(unix.EINVAL, Denied)
 	}
 	return e.signalTarget(r, int(int32(r.Args[0])))
+}
+
+// sysSchedSet serves sched_setparam(2) and sched_setattr(2) for the
+// guest's tasks, by the guest's credentials (schedOwner).
+func sysSchedSet(e *Engine, r *Request) Result {
+	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
+		return res
+	}
+	return e.schedOwner(r)
+}
+
+// schedOwner is Linux's check_same_owner for the calls that change
+// another task's scheduling (sched_setaffinity, sched_setparam,
+// sched_setscheduler, sched_setattr): without CAP_SYS_NICE the caller's
+// euid must be the target's uid or euid, else EPERM. The host would judge
+// by kbox's uid, which every guest task shares. The errors Linux reports
+// before it (a bad pointer's EFAULT, a priority the policy does not take,
+// EINVAL) come first, found here, for the call must not reach the host.
+func (e *Engine) schedOwner(r *Request) Result {
+	pid := int32(r.Args[0])
+	c := r.P.creds()
+	if pid <= 0 || c == nil || c.Has(capSysNice) {
+		return cont
+	}
+	t := e.Lookup(int(pid))
+	if t == nil || t.Tgid == r.P.Tgid {
+		return cont
+	}
+	if tc := t.creds(); tc == nil || tc.UID == c.EUID || tc.EUID == c.EUID {
+		return cont
+	}
+	if en := schedArgsErr(r, int(pid)); en != 0 {
+		return errno(en, Emulated)
+	}
+	return errno(unix.EPERM, Emulated)
+}
+
+// schedArgsErr is the error Linux finds in a sched_set* call's arguments
+// before it checks the caller's permission (0: none found).
+func schedArgsErr(r *Request, tid int) unix.Errno {
+	switch r.Nr {
+	case unix.SYS_SCHED_SETAFFINITY:
+		var mask [8]byte
+		if r.G.Read(r.Args[2], mask[:min(r.Args[1], 8)]) != nil {
+			return unix.EFAULT
+		}
+		return 0
+	case unix.SYS_SCHED_SETATTR:
+		var size [4]byte
+		switch {
+		case r.Args[1] == 0 || r.Args[2] != 0:
+			return unix.EINVAL
+		case r.G.Read(r.Args[1], size[:]) != nil:
+			return unix.EFAULT
+		}
+		return 0
+	}
+	policy := int32(r.Args[1]) &^ unix.SCHED_RESET_ON_FORK
+	param := r.Args[2]
+	if r.Nr == unix.SYS_SCHED_SETPARAM {
+		cur, _, en := unix.Syscall(unix.SYS_SCHED_GETSCHEDULER, uintptr(tid), 0, 0)
+		if en != 0 {
+			return en
+		}
+		policy, param = int32(cur)&^unix.SCHED_RESET_ON_FORK, r.Args[1]
+	}
+	if param == 0 || int32(r.Args[1]) < 0 && r.Nr == unix.SYS_SCHED_SETSCHEDULER {
+		return unix.EINVAL
+	}
+	var b [4]byte
+	if r.G.Read(param, b[:]) != nil {
+		return unix.EFAULT
+	}
+	prio := int32(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24)
+	switch policy {
+	case unix.SCHED_FIFO, unix.SCHED_RR:
+		if prio < 1 || prio > 99 {
+			return unix.EINVAL
+		}
+	case unix.SCHED_NORMAL, unix.SCHED_BATCH, unix.SCHED_IDLE:
+		if prio != 0 {
+			return unix.EINVAL
+		}
+	default: // SCHED_DEADLINE too: a sched_param has none of its fields
+		return unix.EINVAL
+	}
+	return 0
+}
+
+// userPriority serves getpriority and setpriority with PRIO_USER over the
+// guest's tasks alone, as Linux does over the tasks of a pid namespace:
+// the host's would reach every process of kbox's uid. The tasks are those
+// whose guest real uid is who (0: the caller's); none is ESRCH. getpriority
+// gives the highest of their priorities (20 - nice, as the syscall does);
+// setpriority checks each task as setNice does, sets those that pass and
+// fails with the error of the last one that does not.
+func (e *Engine) userPriority(r *Request, who int32) Result {
+	c := r.P.creds()
+	uid := uint32(who)
+	if who == 0 {
+		uid = c.UID
+	}
+	if uid == ^uint32(0) {
+		return errno(unix.ESRCH, Emulated) // no valid uid
+	}
+	set := r.Nr == unix.SYS_SETPRIORITY
+	nice := niceArg(r)
+	found, best := false, 0
+	var denied unix.Errno
+	for _, pid := range procfs.GuestTgids((*procSys)(e)) {
+		p := e.Lookup(pid)
+		if p == nil {
+			continue
+		}
+		if pc := p.creds(); pc == nil || pc.UID != uid {
+			continue
+		}
+		for _, tid := range threadsOf(pid) {
+			if !set {
+				prio, _, en := unix.Syscall(unix.SYS_GETPRIORITY, unix.PRIO_PROCESS, uintptr(tid), 0)
+				if en == 0 {
+					found, best = true, max(best, int(prio))
+				}
+				continue
+			}
+			found = true
+			if !c.Has(capSysNice) {
+				if en := niceDenied(c, p, tid, nice); en != 0 {
+					denied = en
+					continue
+				}
+			}
+			unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+		}
+	}
+	switch {
+	case !found:
+		return errno(unix.ESRCH, Emulated)
+	case denied != 0:
+		return errno(denied, Emulated)
+	case set:
+		return ok(0, Emulated)
+	}
+	return ok(int64(best), Emulated)
 }
