@@ -298,7 +298,7 @@ const ltpTimeout = 3 * time.Minute
 func runLTP(bin, img, ltp string, tc ltpTest) (string, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), ltpTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "image", "-S", img, "--read-only", "-b", ltp+":/opt/ltp:ro", "--",
+	cmd := exec.CommandContext(ctx, bin, "image", "-S", img, "--ephemeral", "-b", ltp+":/opt/ltp:ro", "--",
 		"/bin/sh", "-c", "export PATH=/opt/ltp/testcases/bin:$PATH LTPROOT=/opt/ltp; cd /tmp && exec "+tc.cmd)
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
