@@ -122,9 +122,12 @@ type session struct {
 	// live is the session's kernel (live.go): every run and file call
 	// of the session goes to it.
 	live *liveKernel
-	// policy and net are what the agent asked at session_open.
-	policy string
-	net    *bool
+	// policy, net, workdir and env are what the agent asked at
+	// session_open.
+	policy  string
+	net     *bool
+	workdir string
+	env     []string
 	// procs are the background runs by pid (process.go), guarded by
 	// Server.mu.
 	procs map[int]*bgProc

@@ -184,7 +184,7 @@ func (s *Server) sessionFork(ctx context.Context, _ *mcp.CallToolRequest, in Ses
 		return nil, out, toolError("image %s: %v", src.base, err)
 	}
 	se := &session{id: newID(), base: src.base, baseFile: f, dir: dir, top: parent, size: src.size, created: time.Now(),
-		policy: src.policy, net: src.net}
+		policy: src.policy, net: src.net, workdir: src.workdir, env: src.env}
 	if se.live, err = s.startLive(se, se.policy, se.net); err != nil {
 		f.Close()
 		os.RemoveAll(parent)

@@ -110,6 +110,12 @@ func (s *Server) startLive(se *session, agentPolicy string, net *bool) (*liveKer
 		return nil, err
 	}
 	args = append(append(args, polArgs...), netArgs...)
+	if se.workdir != "" {
+		args = append(args, "-w", se.workdir)
+	}
+	for _, kv := range se.env {
+		args = append(args, "--env", kv)
+	}
 	if s.cfg.Audit != "" {
 		args = append(args, "--audit", s.cfg.Audit, "--audit-settings", s.settingsID)
 	}

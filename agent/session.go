@@ -21,6 +21,9 @@ type SessionOpenIn struct {
 	Image  string `json:"image,omitempty" jsonschema:"the name of one of the server's images (its operator's --images directory; default: its --image); it is never changed"`
 	Policy string `json:"policy,omitempty" jsonschema:"a policy for the session's runs, as TOML text (kbox image --policy, docs/agents.md): it adds restrictions to the operator's policy and removes none"`
 	Net    *bool  `json:"net,omitempty" jsonschema:"false: no network for the session; true: the network the server's operator gives runs (an error if none); default: the operator's"`
+	// Defaults of the session's runs, which a run's own override.
+	Workdir string            `json:"workdir,omitempty" jsonschema:"the runs' default working directory (absolute; default: the image's, else /)"`
+	Env     map[string]string `json:"env,omitempty" jsonschema:"environment variables the runs get over the image's (a run's env overrides them)"`
 }
 
 // SessionOpenOut is session_open's result.
@@ -68,7 +71,18 @@ func (s *Server) sessionOpen(_ context.Context, _ *mcp.CallToolRequest, in Sessi
 		return nil, out, err
 	}
 	se := &session{id: newID(), base: img, baseFile: f, dir: dir, size: fi.Size(), created: time.Now()}
-	se.policy, se.net = in.Policy, in.Net
+	if in.Workdir != "" && !strings.HasPrefix(in.Workdir, "/") {
+		f.Close()
+		os.RemoveAll(dir)
+		return nil, out, toolError("workdir %q must be an absolute path in the image", in.Workdir)
+	}
+	env, err := envList(in.Env)
+	if err != nil {
+		f.Close()
+		os.RemoveAll(dir)
+		return nil, out, err
+	}
+	se.policy, se.net, se.workdir, se.env = in.Policy, in.Net, in.Workdir, env
 	if se.live, err = s.startLive(se, se.policy, se.net); err != nil {
 		os.RemoveAll(dir)
 		f.Close()

@@ -470,3 +470,25 @@ func TestMCPRunProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPSessionDefaults: session_open's workdir and env are the runs'
+// defaults; a run's own override them.
+func TestMCPSessionDefaults(t *testing.T) {
+	cs := mcpSession(t, copyImage(t, imagePath(t)))
+	var open struct {
+		Session string `json:"session"`
+	}
+	if res := call(t, cs, "session_open", map[string]any{"workdir": "/etc", "env": map[string]string{"FOO": "session"}}, &open); res.IsError {
+		t.Fatalf("session_open: %s", resultText(res))
+	}
+	if r := runIn(t, cs, open.Session, "pwd; echo $FOO"); r.Stdout != "/etc\nsession\n" {
+		t.Errorf("the session's defaults: %+v", r)
+	}
+	var r runResult
+	if res := call(t, cs, "run", map[string]any{"session": open.Session, "command": "pwd; echo $FOO", "workdir": "/tmp", "env": map[string]string{"FOO": "run"}}, &r); res.IsError || r.Stdout != "/tmp\nrun\n" {
+		t.Errorf("a run's own: %s %+v", resultText(res), r)
+	}
+	if res := call(t, cs, "session_open", map[string]any{"workdir": "etc"}, nil); !res.IsError || !strings.Contains(resultText(res), "absolute") {
+		t.Errorf("a relative workdir: %s", resultText(res))
+	}
+}
