@@ -72,7 +72,7 @@ type liveKernel struct {
 	cmd  *exec.Cmd
 	sock string
 	log  *lockedTail // kbox's own stderr, for errors
-	bg   *lockedTail // output of runs' programs after the run returned
+	bg   *stream     // the session's log: runs' output after the run returned (process_output, handle "log")
 	done chan struct{}
 	err  error // the process's end, once done
 }
@@ -124,7 +124,7 @@ func (s *Server) startLive(se *session, agentPolicy string, net *bool) (*liveKer
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Env = append(os.Environ(), "KBOX_DEBUG=")
 	l := &liveKernel{cmd: cmd, sock: sock, log: &lockedTail{h: newHeadTail(64 << 10)},
-		bg: &lockedTail{h: newHeadTail(1 << 20)}, done: make(chan struct{})}
+		bg: newStream(), done: make(chan struct{})}
 	cmd.Stderr = l.log
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -142,7 +142,7 @@ func (s *Server) startLive(se *session, agentPolicy string, net *bool) (*liveKer
 		r := bufio.NewReader(out)
 		line, err := r.ReadString('\n')
 		ready <- err == nil && line == "{\"ready\":true}\n"
-		io.Copy(l.bg, r) // anything else kbox prints
+		io.Copy(io.Discard, r) // kbox prints nothing else on stdout
 	}()
 	select {
 	case ok := <-ready:

@@ -117,13 +117,22 @@ func (s *Server) startBackground(se *session, req *serveRequest, stdin []byte) (
 	return p, nil
 }
 
-// procOf finds a background program of session sid by handle.
+// logHandle names the session's log in process_output: what runs'
+// programs wrote to a run's stdout or stderr after the run returned
+// (background processes it left), both streams in one.
+const logHandle = "log"
+
+// procOf finds a background program of session sid by handle; the
+// session's log is one that never ends.
 func (s *Server) procOf(sid, handle string) (*session, *bgProc, error) {
 	se, err := s.lockSession(sid)
 	if err != nil {
 		return nil, nil, err
 	}
 	se.release()
+	if handle == logHandle {
+		return se, &bgProc{out: se.live.bg, err: newStream(), done: make(chan struct{})}, nil
+	}
 	pid, err := strconv.Atoi(handle)
 	s.mu.Lock()
 	p := se.procs[pid]
@@ -137,7 +146,7 @@ func (s *Server) procOf(sid, handle string) (*session, *bgProc, error) {
 // ProcessOutputIn is process_output's input.
 type ProcessOutputIn struct {
 	Session      string `json:"session"`
-	Handle       string `json:"handle" jsonschema:"what run with background: true returned"`
+	Handle       string `json:"handle" jsonschema:"what run with background: true returned, or log: what runs' programs wrote to a run's output after the run returned (in stdout)"`
 	StdoutOffset int64  `json:"stdout_offset,omitempty" jsonschema:"read stdout from this byte (the last call's stdout_next)"`
 	StderrOffset int64  `json:"stderr_offset,omitempty" jsonschema:"read stderr from this byte (the last call's stderr_next)"`
 	MaxBytes     int    `json:"max_bytes,omitempty" jsonschema:"at most this many bytes of each stream (default 64 KiB, at most 1 MiB)"`
@@ -219,6 +228,9 @@ func (s *Server) processWait(ctx context.Context, _ *mcp.CallToolRequest, in Pro
 	case in.TimeoutMs > 0:
 		wait = time.Duration(in.TimeoutMs) * time.Millisecond
 	}
+	if in.Handle == logHandle {
+		return nil, out, toolError("the session's log is no program")
+	}
 	_, p, err := s.procOf(in.Session, in.Handle)
 	if err != nil {
 		return nil, out, err
@@ -255,6 +267,9 @@ func (s *Server) processSignal(ctx context.Context, _ *mcp.CallToolRequest, in P
 	sig, err := parseSignal(in.Signal)
 	if err != nil {
 		return nil, out, err
+	}
+	if in.Handle == logHandle {
+		return nil, out, toolError("the session's log is no program")
 	}
 	se, p, err := s.procOf(in.Session, in.Handle)
 	if err != nil {

@@ -319,6 +319,19 @@ func TestMCPBackgroundRun(t *testing.T) {
 	if res := call(t, cs, "process_output", map[string]any{"session": sid, "handle": bg.Handle}, &o); res.IsError || o.Stderr != "err0\nerr1\nerr2\n" || o.Running {
 		t.Errorf("stderr after the end: %s %+v", resultText(res), o)
 	}
+	// What a run's background process writes to the run's output after
+	// the run returned is in the session's log.
+	runIn(t, cs, sid, "(sleep 0.5; echo after-the-run) &")
+	var lg output
+	for i := 0; i < 20 && !strings.Contains(lg.Stdout, "after-the-run"); i++ {
+		if res := call(t, cs, "process_output", map[string]any{"session": sid, "handle": "log", "stdout_offset": lg.StdoutNext, "wait_ms": 1000}, &lg); res.IsError {
+			t.Fatalf("process_output log: %s", resultText(res))
+		}
+	}
+	if !strings.Contains(lg.Stdout, "after-the-run\n") {
+		t.Errorf("the session's log lacks a background process's output: %+v", lg)
+	}
+
 	// A foreground run meanwhile is unaffected.
 	if r = runIn(t, cs, sid, "echo fg"); r.Stdout != "fg\n" {
 		t.Errorf("foreground run: %+v", r)
