@@ -451,7 +451,7 @@ func TestMCPRunProgress(t *testing.T) {
 		mu.Lock()
 		notes = nil
 		mu.Unlock()
-		args := map[string]any{"command": "echo first; echo oops >&2; sleep 1; echo second"}
+		args := map[string]any{"command": "echo first; echo oops >&2; sleep 2; echo second"}
 		for k, v := range where {
 			args[k] = v
 		}
@@ -471,7 +471,7 @@ func TestMCPRunProgress(t *testing.T) {
 			switch n.stream {
 			case "stdout":
 				out += n.msg
-				if n.msg == "first\n" && done.Sub(n.at) > 500*time.Millisecond {
+				if n.msg == "first\n" && done.Sub(n.at) > time.Second {
 					early = true
 				}
 			case "stderr":
