@@ -12,8 +12,9 @@ import (
 // TestProcLinkOpens: a /proc link opened as a file (tests/guest/nsfd.c).
 // /proc/PID/ns/NAME opens the namespace's nsfs file, whose NS_GET_*
 // ioctls answer as natively (LTP ioctl_ns02-04), and O_NOFOLLOW is ELOOP;
-// open(O_PATH|O_NOFOLLOW) of an fd, cwd or ns link gives an fd of the link
-// itself: it stats as a link, readlinkat(fd, "") reads it, its own fd link
+// open(O_PATH|O_NOFOLLOW) of an fd, cwd, exe or ns link gives an fd of the
+// link itself: it stats as a link, readlinkat(fd, "") reads it, fexecve of
+// it is ELOOP (it ran the program the exe link names), its own fd link
 // names it and leads to it (open ELOOP, a bind mount on it ENOENT: LTP
 // mount08). Both were ELOOP. The output is the native run's (as root), in
 // every tier.
@@ -28,9 +29,10 @@ func TestProcLinkOpens(t *testing.T) {
 			"ns user open ok type right ino same nofollow ELOOP\n" +
 			"ns cgroup open ok type right ino same nofollow ELOOP\n" +
 			"ns uts parent EINVAL\nns uts owner EINVAL\nns user userns EPERM\n",
-		"linkpath": "linkpath fd open ok fstat link readlinkat text fdlink path reopen ELOOP stat link mount ENOENT\n" +
-			"linkpath cwd open ok fstat link readlinkat text fdlink path reopen ELOOP stat link\n" +
-			"linkpath ns open ok fstat link readlinkat text fdlink path reopen ELOOP stat link\n",
+		"linkpath": "linkpath fd open ok fstat link readlinkat text fdlink path reopen ELOOP stat link fexecve ELOOP mount ENOENT\n" +
+			"linkpath cwd open ok fstat link readlinkat text fdlink path reopen ELOOP stat link fexecve ELOOP\n" +
+			"linkpath exe open ok fstat link readlinkat text fdlink path reopen ELOOP stat link fexecve ELOOP\n" +
+			"linkpath ns open ok fstat link readlinkat text fdlink path reopen ELOOP stat link fexecve ELOOP\n",
 	}
 	if os.Geteuid() == 0 {
 		// The same program natively, in a mount namespace of its own

@@ -3,10 +3,11 @@
  *   ns        open /proc/self/ns/NAME: an nsfs fd of the namespace
  *             (NS_GET_NSTYPE, its inode the link's number), ELOOP with
  *             O_NOFOLLOW, and the NS_GET_* errors of LTP ioctl_ns02-04;
- *   linkpath  open(O_PATH|O_NOFOLLOW) of /proc/PID/fd/N, cwd and ns/net:
- *             an fd of the link itself (stat S_IFLNK, readlinkat(fd, "")
- *             its text), whose own fd link leads to the link: open ELOOP,
- *             a bind mount on the fd link's ENOENT (LTP mount08);
+ *   linkpath  open(O_PATH|O_NOFOLLOW) of /proc/PID/fd/N, cwd, exe and
+ *             ns/net: an fd of the link itself (stat S_IFLNK,
+ *             readlinkat(fd, "") its text, fexecve ELOOP), whose own fd
+ *             link leads to the link: open ELOOP, a bind mount on the fd
+ *             link's ENOENT (LTP mount08);
  *   setns     (kbox only) setns into a namespace fd, and into the user
  *             namespace NS_GET_USERNS gives for it: EPERM; listmount and
  *             statmount, which take a mount namespace's id: not served.
@@ -110,6 +111,8 @@ static void opath(const char *name, const char *path, const char *text, int mnt)
 	printf(" fdlink %s", n < 0 ? en(n) : strcmp(via, path) ? via : "path");
 	printf(" reopen %s", en(open(self, O_RDONLY)));
 	printf(" stat %s", stat(self, &st) ? en(-1) : S_ISLNK(st.st_mode) ? "link" : "notlink");
+	char *argv[] = { "nsfd", NULL };
+	printf(" fexecve %s", en(syscall(SYS_execveat, p, "", argv, NULL, AT_EMPTY_PATH)));
 	if (mnt)
 		printf(" mount %s", en(mount("bar", self, "", MS_BIND, 0)));
 	printf("\n");
@@ -128,6 +131,10 @@ static void linkpath(void)
 	opath("fd", path, file, 1);
 	snprintf(path, sizeof path, "/proc/%d/cwd", getpid());
 	opath("cwd", path, cwd, 0);
+	char exe[PATH_MAX] = "";
+	snprintf(path, sizeof path, "/proc/%d/exe", getpid());
+	readlink(path, exe, sizeof exe - 1);
+	opath("exe", path, exe, 0);
 	snprintf(path, sizeof path, "/proc/%d/ns/net", getpid());
 	readlink(path, nslink, sizeof nslink - 1);
 	opath("ns", path, nslink, 0);
