@@ -61,6 +61,9 @@ func (e *Engine) fdRefOf(tgid, fd int) (*procfs.FdRef, unix.Errno) {
 		case f.Listing != nil:
 			return &procfs.FdRef{Text: f.Path, Path: f.Path, Dir: true, LKLFd: -1, Acc: unix.O_RDONLY}, 0
 		case f.Host:
+			if _, is := f.Node.(procLinkFile); is {
+				return procLinkRef(f.Path, f.HostFd), 0
+			}
 			return e.hostFdRef(guestpath.ProcFd(f.HostFd))
 		}
 		ref := &procfs.FdRef{LKLFd: f.LKLFd, Acc: f.Flags & unix.O_ACCMODE}

@@ -124,6 +124,9 @@ func (e *Engine) procOpen(r *Request, t guestpath.Target, flags int, mode uint32
 	var en unix.Errno
 	if t.Proc.Kind == procfs.Link {
 		if flags&unix.O_NOFOLLOW != 0 {
+			if flags&unix.O_PATH != 0 {
+				return e.openProcLink(r, t, flags) // proclink.go
+			}
 			return errno(unix.ELOOP, Emulated)
 		}
 		if t, en = e.followProc(r, t); en != 0 {

@@ -462,6 +462,9 @@ func sysMount(e *Engine, r *Request) Result {
 	if en != 0 && r.Args[2] != 0 {
 		return errno(en, LKL)
 	}
+	if t, en := e.target(r, unix.AT_FDCWD, r.Args[1]); en == 0 && t.Proc != nil && t.Proc.Fd != nil && t.Proc.Fd.Symlink {
+		return errno(unix.ENOENT, Emulated) // a link itself, through an O_PATH fd's link (proclink.go)
+	}
 	p, res, okk := e.lklOnly(r, unix.AT_FDCWD, r.Args[1])
 	if !okk {
 		return res
@@ -617,8 +620,12 @@ func sysReadlink(e *Engine, r *Request) Result {
 func sysReadlinkat(e *Engine, r *Request) Result {
 	if isVirtual(r, r.Args[0]) {
 		// An empty path reads the symlink an O_PATH|O_NOFOLLOW fd
-		// names, which LKL knows by its own fd.
+		// names, which LKL knows by its own fd (a /proc link's, kbox:
+		// proclink.go).
 		if p, en := readPath(r, r.Args[1]); en == 0 && p == "" {
+			if lp, is := procLinkPath(r, int(int32(r.Args[0]))); is {
+				return e.readlinkOut(r, lp, r.Args[2], r.Args[3])
+			}
 			lfd, en := vfd(r, r.Args[0])
 			if en != 0 {
 				return errno(en, LKL)

@@ -326,6 +326,9 @@ func sysGetsockopt(e *Engine, r *Request) Result {
 	if s := e.inetOf(r, r.Args[0]); s != nil {
 		return e.inetCall(r, s.Getsockopt)
 	}
+	if opt := int32(r.Args[2]); int32(r.Args[1]) == unix.SOL_SOCKET && (opt == unix.SO_PEERCRED || opt == soPeerPidfd) {
+		return e.peerCred(r) // peercred.go
+	}
 	return sysSockNative(e, r)
 }
 

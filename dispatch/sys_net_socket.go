@@ -398,6 +398,7 @@ func sysConnect(e *Engine, r *Request) Result {
 		unix.Close(s.fd)
 		return errno(en, Host)
 	}
+	e.notePeer(r, s) // peercred.go
 	done := func() {
 		unix.Close(s.fd)
 		if nfd >= 0 {

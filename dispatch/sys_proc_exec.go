@@ -508,6 +508,8 @@ func (e *Engine) fdTarget(r *Request, fd int32) (guestpath.Target, unix.Errno) {
 		switch {
 		case !found:
 			return guestpath.Target{}, unix.EBADF
+		case ent.File.Node == procLinkFile{}:
+			return guestpath.Target{}, unix.ELOOP // a /proc link itself (proclink.go), as a symlink
 		case ent.File.Host:
 			// An O_PATH fd of a bind (hostPathFd), or a dup of a
 			// guest host fd: a bind's file, or nothing to run.

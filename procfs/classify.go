@@ -226,6 +226,10 @@ func taskPath(s System, c *Caller, pid int, base, sub string, depth int) (Found,
 		return fdPath(s, s.TgidOf(c, pid), base, rest, depth)
 	case "fdinfo":
 		return fdinfoPath(s, s.TgidOf(c, pid), base, rest)
+	case "ns":
+		if rest != "" {
+			return nsPath(s, c, pid, abs, rest)
+		}
 	case "cwd", "root", "exe":
 		var to string
 		p := s.Process(s.TgidOf(c, pid), false)
@@ -300,4 +304,29 @@ func taskPath(s System, c *Caller, pid int, base, sub string, depth int) (Found,
 		}
 	}
 	return host(abs, abs[len("/proc/"):])
+}
+
+// nsPath resolves name beneath /proc/PID/ns (abs): a link to one of the
+// process's namespaces, which reads as the host's link does ("net:[N]")
+// and, followed, opens the host's namespace file (an nsfs file) as the
+// host's link of a guest fd is opened. The guest's network and IPC
+// namespaces are its own; the others are the host's, which setns(2), the
+// one call that could enter one, refuses. Linux lets only a caller that
+// may inspect the process follow or read these links.
+func nsPath(s System, c *Caller, pid int, abs, name string) (Found, unix.Errno) {
+	if strings.Contains(name, "/") {
+		return Found{}, unix.ENOTDIR
+	}
+	if !mayInspect(s, c, pid) {
+		return Found{}, unix.EACCES
+	}
+	rel := abs[len("/proc/"):]
+	buf := make([]byte, 64)
+	n, err := unix.Readlink("/proc/"+rel, buf)
+	if err != nil || n <= 0 || n == len(buf) {
+		return Found{}, unix.ENOENT
+	}
+	text := string(buf[:n])
+	ref := &FdRef{Text: text, LKLFd: -1, Host: "/proc/" + rel, Acc: unix.O_RDONLY}
+	return node(abs, &Node{Kind: Link, Like: rel, Link: text, Fd: ref})
 }

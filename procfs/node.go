@@ -68,7 +68,11 @@ type FdRef struct {
 	Host    string
 	Outside bool // a host file outside binds and routes
 	Made    bool // a text kbox made for /proc
-	Acc     int  // the fd's access mode
+	// Symlink says the fd is an O_PATH fd of a /proc link itself (opened
+	// O_PATH|O_NOFOLLOW): following its link reaches that link, which
+	// is no file to open (ELOOP) or mount on (ENOENT).
+	Symlink bool
+	Acc     int // the fd's access mode
 }
 
 // Found is what Classify makes of a path: a Node, a path beneath the

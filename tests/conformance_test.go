@@ -197,16 +197,23 @@ func ltpTests(t *testing.T, ltp, filter string) []ltpTest {
 }
 
 // expectedFailure is a line of expected.txt: "name [needs FEATURE ...]
-// reason". An entry that names kernel features (as kbox version names
-// them: config.gz, inotify, loop, ...) is expected to fail only on a
-// kernel that lacks one of them.
+// reason" or "name [with FEATURE ...] reason". An entry that needs kernel
+// features (as kbox version names them: config.gz, inotify, loop, ...) is
+// expected to fail only on a kernel that lacks one of them; one with them
+// only on a kernel that has them all.
 type expectedFailure struct {
 	reason string
 	needs  []string
+	with   []string
 }
 
 // applies reports whether the entry holds for kernel k.
 func (e expectedFailure) applies(k kernelFacts) bool {
+	for _, f := range e.with {
+		if !k.has(f) {
+			return false
+		}
+	}
 	if len(e.needs) == 0 {
 		return true
 	}
@@ -241,19 +248,29 @@ func parseExpected(text string) (map[string]expectedFailure, error) {
 		name, rest, _ := strings.Cut(l, " ")
 		rest = strings.TrimSpace(rest)
 		var e expectedFailure
-		if body, ok := strings.CutPrefix(rest, "[needs"); ok {
+		for _, kw := range []string{"needs", "with"} {
+			body, ok := strings.CutPrefix(rest, "["+kw)
+			if !ok {
+				continue
+			}
 			list, after, ok := strings.Cut(body, "]")
 			if !ok {
-				return nil, fmt.Errorf("line %d: %q: no ] after [needs", i+1, l)
+				return nil, fmt.Errorf("line %d: %q: no ] after [%s", i+1, l, kw)
 			}
+			var fs []string
 			for _, f := range strings.Fields(list) {
 				if !slices.ContainsFunc(kernelFeatures, func(k string) bool { return strings.EqualFold(k, f) }) {
 					return nil, fmt.Errorf("line %d: %q: kbox version names no kernel feature %q (%s)", i+1, l, f, strings.Join(kernelFeatures, ", "))
 				}
-				e.needs = append(e.needs, f)
+				fs = append(fs, f)
 			}
-			if len(e.needs) == 0 {
-				return nil, fmt.Errorf("line %d: %q: [needs] names no feature", i+1, l)
+			if len(fs) == 0 {
+				return nil, fmt.Errorf("line %d: %q: [%s] names no feature", i+1, l, kw)
+			}
+			if kw == "needs" {
+				e.needs = fs
+			} else {
+				e.with = fs
 			}
 			rest = strings.TrimSpace(after)
 		}
@@ -395,11 +412,12 @@ func TestLTPClassify(t *testing.T) {
 	}
 }
 
-// TestExpectedNeeds: an expected.txt entry that names kernel features
-// applies only on a kernel that lacks one; a feature kbox version does not
-// name is an error. And the real expected.txt parses.
+// TestExpectedNeeds: an expected.txt entry that needs kernel features
+// applies only on a kernel that lacks one, an entry with them only on a
+// kernel that has them all; a feature kbox version does not name is an
+// error. And the real expected.txt parses.
 func TestExpectedNeeds(t *testing.T) {
-	m, err := parseExpected("# comment\nplain01 reason\ncfg01 [needs config.gz] no config\nboth01 [needs config.gz inotify] two\n")
+	m, err := parseExpected("# comment\nplain01 reason\ncfg01 [needs config.gz] no config\nboth01 [needs config.gz inotify] two\nwith01 [with inotify] has it\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,6 +432,7 @@ func TestExpectedNeeds(t *testing.T) {
 		{"plain01", true, true, true, "reason"},
 		{"cfg01", false, true, false, "no config"},
 		{"both01", false, true, true, "two"},
+		{"with01", true, false, false, "has it"},
 	} {
 		e, ok := m[c.name]
 		if !ok {
@@ -424,7 +443,7 @@ func TestExpectedNeeds(t *testing.T) {
 			t.Errorf("%s: %+v applies %v/%v/%v, want %v/%v/%v", c.name, e, e.applies(kbox), e.applies(dflt), e.applies(half), c.kbox, c.dflt, c.half)
 		}
 	}
-	for _, bad := range []string{"x01 [needs nosuchfeature] r", "x01 [needs config.gz r", "x01 [needs] r"} {
+	for _, bad := range []string{"x01 [needs nosuchfeature] r", "x01 [needs config.gz r", "x01 [needs] r", "x01 [with] r", "x01 [with nosuchfeature] r"} {
 		if _, err := parseExpected(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}

@@ -114,7 +114,10 @@ func TestUnixSocketsInProcess(t *testing.T) {
 // socket for stat, another bind of it is EADDRINUSE, unlink removes it,
 // and getsockname, getpeername and recvfrom give the guest's path
 // (absolute or relative, as bound). Before: socket() failed with
-// EAFNOSUPPORT.
+// EAFNOSUPPORT. SO_PEERCRED of an accepted connection names the guest
+// process that connected, with its ids, and SO_PEERPIDFD gives a pidfd of
+// it (both named kbox, which makes the connect: LTP getsockopt02; a pidfd
+// of kbox let the guest signal its supervisor).
 func TestUnixSockets(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	native := nativeGuest(t, "unixsock")
@@ -126,7 +129,8 @@ func TestUnixSockets(t *testing.T) {
 	}{
 		{"stream by absolute path", []string{"stream", "$D/s.sock"}, []string{
 			"server name $D/s.sock", "stat socket 1 mode 755", "accepted name $D/s.sock peer (unnamed)",
-			"client peer $D/s.sock", "server got ping", "client got pong", "second bind -1 Address in use",
+			"accepted peer pid is the client, uid and gid ours", "accepted peer pidfd is the client's",
+			"client peer $D/s.sock", "client's peer pid is the server", "server got ping", "client got pong", "second bind -1 Address in use",
 			"after unlink stat -1 No such file or directory", "connect after unlink -1 No such file or directory",
 			"stream ok"}},
 		{"stream by relative path", []string{"stream", "rel.sock"}, []string{
@@ -137,7 +141,9 @@ func TestUnixSockets(t *testing.T) {
 			"sendto missing -1 No such file or directory", "sendto file -1 Connection refused",
 			"connected send delivered conn", "dgram ok"}},
 		{"seqpacket", []string{"seqpacket", "$D/q.sock"}, []string{
-			"server name $D/q.sock", "server got records of 3 and 5 bytes: one three", "client got pong",
+			"server name $D/q.sock", "accepted peer pid is the client, uid and gid ours",
+			"accepted peer pidfd is the client's", "client's peer pid is the server",
+			"server got records of 3 and 5 bytes: one three", "client got pong",
 			"seqpacket ok"}},
 		{"socketpair", []string{"pair"}, []string{"pair stream echo stream", "pair dgram echo dgram", "pair ok"}},
 		// kbox makes these calls in the background: it serves other

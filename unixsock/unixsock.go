@@ -233,6 +233,8 @@ type Set struct {
 
 	mu    sync.Mutex
 	names map[Key]int // O_PATH fds of bound sockets' (removed) host names
+
+	peers peers // the connects kbox made (peercred.go)
 }
 
 // New returns a Set.

@@ -51,6 +51,8 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <string.h>
 #include <sys/ipc.h>
 #include <sys/msg.h>
@@ -64,7 +66,7 @@
 
 #include "binder.h"
 
-enum { OP_BIND_PATH = 1, OP_BIND_AT = 2, OP_OPEN_IPC = 3, OP_IPC = 4, OP_SYSCTL = 5 };
+enum { OP_BIND_PATH = 1, OP_BIND_AT = 2, OP_OPEN_IPC = 3, OP_IPC = 4, OP_SYSCTL = 5, OP_OPEN_DIAG = 6 };
 
 /* The calls of OP_IPC (unixsock/ipc.go). */
 enum { IPC_MSGGET = 1, IPC_SEMGET, IPC_SHMGET, IPC_MSGCTL, IPC_SEMCTL, IPC_SHMCTL };
@@ -397,6 +399,13 @@ static void serve(int sock)
 				break;
 			case OP_OPEN_IPC:
 				err = open_ipc(name, &out);
+				break;
+			case OP_OPEN_DIAG:
+				/* A socket-diagnostics socket of the guest's network
+				 * namespace: kbox asks it for a unix socket's peer
+				 * (unixsock/peercred.go). */
+				out = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+				err = out < 0 ? errno : 0;
 				break;
 			case OP_SYSCTL:
 				for (int i = 0; i < nfds; i++)

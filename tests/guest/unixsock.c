@@ -1,7 +1,8 @@
 /* unixsock: AF_UNIX sockets between guest processes, as on Linux.
  *
  *   unixsock stream PATH      server and client by path in two processes,
- *                             data both ways; names, stat, EADDRINUSE, unlink
+ *                             data both ways; names, SO_PEERCRED and
+ *                             SO_PEERPIDFD, stat, EADDRINUSE, unlink
  *   unixsock dgram P1 P2      datagrams by path (sendto, recvfrom, reply)
  *   unixsock seqpacket PATH   records kept apart, by path
  *   unixsock pair             socketpair, stream and datagram
@@ -117,6 +118,30 @@ static int stream(const char *path, int type)
 		int c = accept(s, NULL, NULL);
 		CHECK(c >= 0, "accept");
 		printf("accepted name %s peer %s\n", name_of(c, 0), name_of(c, 1));
+		/* SO_PEERCRED: the process that connected, with its ids. */
+		struct ucred uc;
+		socklen_t ul = sizeof(uc);
+		CHECK(getsockopt(c, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0, "SO_PEERCRED");
+		printf("accepted peer pid is %s, uid %s\n", uc.pid == getppid() ? "the client" : "another",
+		       uc.uid == geteuid() && uc.gid == getegid() ? "and gid ours" : "or gid not ours");
+		/* SO_PEERPIDFD (77, Linux 6.5): a pidfd of that process. */
+		int pfd = -1;
+		ul = sizeof(pfd);
+		if (getsockopt(c, SOL_SOCKET, 77, &pfd, &ul) != 0) {
+			printf("accepted peer pidfd %s\n", errno == ENOPROTOOPT ? "unsupported" : strerror(errno));
+		} else {
+			char info[64], line[128];
+			long ppid = -1;
+			snprintf(info, sizeof(info), "/proc/self/fdinfo/%d", pfd);
+			FILE *f = fopen(info, "r");
+			while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+				if (strncmp(line, "Pid:", 4) == 0)
+					ppid = atol(line + 4);
+			if (f != NULL)
+				fclose(f);
+			printf("accepted peer pidfd is %s\n", ppid == getppid() ? "the client's" : "another's");
+			close(pfd);
+		}
 		if (type == SOCK_SEQPACKET) {
 			ssize_t n1 = recv(c, buf, sizeof(buf), 0);
 			ssize_t n2 = recv(c, buf + 32, 32, 0);
@@ -137,6 +162,10 @@ static int stream(const char *path, int type)
 	int c = socket(AF_UNIX, type, 0);
 	CHECK(connect(c, (struct sockaddr *)&a, alen) == 0, "connect %s", path);
 	printf("client peer %s\n", name_of(c, 1));
+	struct ucred uc;
+	socklen_t ul = sizeof(uc);
+	CHECK(getsockopt(c, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0, "SO_PEERCRED");
+	printf("client's peer pid is %s\n", uc.pid == pid ? "the server" : "another");
 	if (type == SOCK_SEQPACKET) {
 		CHECK(send(c, "one", 3, 0) == 3, "send one");
 		CHECK(send(c, "three", 5, 0) == 5, "send three");
