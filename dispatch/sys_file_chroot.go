@@ -18,8 +18,9 @@ import (
 // stays there, and the result is the image path that the handlers use as
 // they use any. Its cwd, like every stored path, stays an image path;
 // getcwd shows it relative to the root ("(unreachable)" before a cwd
-// outside it, as Linux does). Binds and host routes keep their own
-// confinement: the walk stops reading links at one.
+// outside it, as Linux does). A bind's links are read in the bind (which
+// confines its own lookups); past a system route (/proc) the walk stops
+// reading links.
 
 // capSysChroot is CAP_SYS_CHROOT's bit.
 const capSysChroot = 18
@@ -96,7 +97,9 @@ func (e *Engine) resolveRooted(r *Request, root string, dirfd int32, p string) (
 	default:
 		return "", 0, false
 	}
-	abs, en = e.walkIn(root, start, p, false)
+	// The final link is followed here when the call follows it: LKL
+	// would follow an absolute target from the image's root.
+	abs, en = e.walkIn(root, start, p, p == r.Path && followsLink(r))
 	return abs, en, true
 }
 
@@ -108,7 +111,7 @@ func (e *Engine) followIn(root, img string) (string, unix.Errno) {
 	if v, in := viewOf(root, img); in {
 		return e.walkIn(root, root, v, true)
 	}
-	return e.walkIn(root, "/", img, true)
+	return e.walkIn(root, "/", strings.TrimPrefix(img, "/"), true)
 }
 
 // maxLinks is the number of symlinks a lookup follows before ELOOP
@@ -122,17 +125,14 @@ const maxLinks = 40
 // component that cannot be read gives its errno (ENOENT, ENOTDIR,
 // EACCES), as the lookup would. From a bind or a host route on, the rest
 // is taken lexically (".." still stops at root): those confine their own
-// paths.
+// paths. A bind's links are read on the host, confined to the bind.
 func (e *Engine) walkIn(root, start, p string, follow bool) (string, unix.Errno) {
 	done := start
 	if strings.HasPrefix(p, "/") {
 		done = root
 	}
 	rest := strings.Split(p, "/")
-	lexical := e.bindOf(done) != nil
-	if _, routed := e.route(done); routed {
-		lexical = true
-	}
+	_, lexical := e.route(done)
 	var buf []byte
 	for links := 0; len(rest) > 0; {
 		c := rest[0]
@@ -148,12 +148,9 @@ func (e *Engine) walkIn(root, start, p string, follow bool) (string, unix.Errno)
 		}
 		cand := path.Join(done, c)
 		last := len(rest) == 0 // "name/" and "name/." are followed
-		if !lexical {
-			if e.bindOf(cand) != nil {
-				lexical = true
-			} else if _, routed := e.route(cand); routed {
-				lexical = true
-			}
+		b := e.bindOf(cand)
+		if !lexical && b == nil {
+			_, lexical = e.route(cand)
 		}
 		if lexical || (last && !follow) {
 			done = cand
@@ -162,8 +159,7 @@ func (e *Engine) walkIn(root, start, p string, follow bool) (string, unix.Errno)
 		if buf == nil {
 			buf = make([]byte, PathMax)
 		}
-		n, le := lklPath(lkl.SysReadlinkat, 1, cand, [6]uintptr{atFdcwd, 0, uptr(buf), uintptr(len(buf))})
-		runtime.KeepAlive(buf)
+		n, le := readLinkIn(b, cand, buf)
 		switch {
 		case le == unix.EINVAL: // not a link
 			done = cand
@@ -187,6 +183,36 @@ func (e *Engine) walkIn(root, start, p string, follow bool) (string, unix.Errno)
 		return "", unix.ENAMETOOLONG
 	}
 	return done, 0
+}
+
+// readLinkIn reads the symlink at image path p, or at p in bind b:
+// EINVAL when p is not a link, as readlink(2).
+func readLinkIn(b *guestpath.Bind, p string, buf []byte) (int, unix.Errno) {
+	if b == nil {
+		n, le := lklPath(lkl.SysReadlinkat, 1, p, [6]uintptr{atFdcwd, 0, uptr(buf), uintptr(len(buf))})
+		runtime.KeepAlive(buf)
+		return int(n), le
+	}
+	var n int
+	err := guestpath.At(b.Target(p), true, func(fd int, name string, empty int) error {
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, empty|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			return unix.EINVAL
+		}
+		var err error
+		n, err = unix.Readlinkat(fd, name, buf)
+		return err
+	})
+	if err != nil {
+		if en, ok := err.(unix.Errno); ok {
+			return 0, en
+		}
+		return 0, unix.EIO
+	}
+	return n, 0
 }
 
 // sysChroot serves chroot(2): the directory is looked up (links followed)
@@ -268,10 +294,78 @@ func (e *Engine) interpIn(r *Request, interp string) string {
 		return p
 	}
 	if root := r.P.chroot(); root != "" {
-		if q, en := e.followIn(root, p); en == 0 {
+		if q, en := e.walkIn(root, root, p, true); en == 0 {
 			return q
 		}
 		return root + p // not found there: the load reports it
 	}
 	return p
+}
+
+// linkRule says whether a call follows a symlink in the final component
+// of its (first) path: always, or as one of its arguments says.
+type linkRule struct {
+	follows bool   // the call follows links (by default)
+	arg     int8   // the argument that says otherwise
+	mask    uint64 // the bits of arg that say so, 0 for none
+	invert  bool   // the bits ask to follow (AT_SYMLINK_FOLLOW)
+}
+
+// linkRules are the calls that follow a final symlink, by number; calls
+// that never follow it (lstat, readlink, unlink, mkdir, rename...) have no
+// rule. Only a chrooted process's lookups read it. (Filled by init: the
+// table's handlers resolve paths, which read it.)
+var linkRules [MaxNr]linkRule
+
+func init() {
+	always := linkRule{follows: true}
+	byFlag := func(arg int8, mask uint64) linkRule { return linkRule{follows: true, arg: arg, mask: mask} }
+	rules := map[string]linkRule{
+		"stat": always, "stat64": always, "access": always, "chmod": always, "fchmodat": always,
+		"chown": always, "truncate": always, "utime": always, "utimes": always, "futimesat": always,
+		"getxattr": always, "setxattr": always, "listxattr": always, "removexattr": always,
+		"statfs": always, "creat": always, "execve": always, "chdir": always, "chroot": always,
+		"open":              byFlag(1, unix.O_NOFOLLOW),
+		"openat":            byFlag(2, unix.O_NOFOLLOW),
+		"openat2":           always,
+		"newfstatat":        byFlag(3, unix.AT_SYMLINK_NOFOLLOW),
+		"fstatat64":         byFlag(3, unix.AT_SYMLINK_NOFOLLOW),
+		"statx":             byFlag(2, unix.AT_SYMLINK_NOFOLLOW),
+		"faccessat":         always,
+		"faccessat2":        byFlag(3, unix.AT_SYMLINK_NOFOLLOW),
+		"fchmodat2":         byFlag(3, unix.AT_SYMLINK_NOFOLLOW),
+		"fchownat":          byFlag(4, unix.AT_SYMLINK_NOFOLLOW),
+		"utimensat":         byFlag(3, unix.AT_SYMLINK_NOFOLLOW),
+		"execveat":          byFlag(4, unix.AT_SYMLINK_NOFOLLOW),
+		"inotify_add_watch": byFlag(2, unix.IN_DONT_FOLLOW),
+		"linkat":            {arg: 4, mask: unix.AT_SYMLINK_FOLLOW, invert: true},
+		"name_to_handle_at": {arg: 4, mask: unix.AT_SYMLINK_FOLLOW, invert: true},
+	}
+	Syscalls(func(nr int, s *Syscall) {
+		if rule, ok := rules[s.Name]; ok {
+			linkRules[nr] = rule
+		}
+	})
+}
+
+// followsLink reports whether request r follows a symlink in the final
+// component of its first path.
+func followsLink(r *Request) bool {
+	if r.Nr < 0 || r.Nr >= MaxNr {
+		return false
+	}
+	rule := linkRules[r.Nr]
+	if rule.mask == 0 {
+		return rule.follows
+	}
+	set := r.Args[rule.arg]&rule.mask != 0
+	if rule.invert {
+		return set
+	}
+	if !set && rule.mask == unix.O_NOFOLLOW {
+		// open(O_CREAT|O_EXCL) does not follow a final link: EEXIST.
+		fl := r.Args[rule.arg]
+		return fl&(unix.O_CREAT|unix.O_EXCL) != unix.O_CREAT|unix.O_EXCL
+	}
+	return !set
 }
