@@ -74,6 +74,14 @@ func TestChroot(t *testing.T) {
 		"hostile getcwd /\n" +
 		"hostile image root /opt/tests/chrootp ok\n" +
 		"hostile marker ENOENT\n"
+	// The in-process tiers serve chroot alike (one process: no fork).
+	forTiers(t, []string{"trap", "rewrite"}, func(t *testing.T, tier string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--ephemeral", "--trusted", "--syscall-mode="+tier, "-w", "/tmp",
+			"--", "/opt/tests/chrootp", "hostile", marker)
+		if st != 0 || out != want {
+			t.Errorf("status %d:\n%s\nwant:\n%s\n%s", st, out, want, stderr)
+		}
+	})
 	for _, dir := range []string{"/var/tmp/h", "/tmp/h"} {
 		t.Run("hostile"+filepath.Dir(dir), func(t *testing.T) {
 			out, stderr, st := runKbox(t, "image", "-S", img, "--ephemeral", "--", "/bin/sh", "-c",
