@@ -104,8 +104,7 @@ func (e *Engine) resolveRooted(r *Request, root string, dirfd int32, p string) (
 }
 
 // followIn resolves image path img, final symlink included, inside root
-// (for the calls that always follow: chdir, chroot, exec, the program's
-// interpreter). A path outside the root (under a cwd left outside it) is
+// (for the calls that always follow: chdir, chroot, exec). A path outside the root (under a cwd left outside it) is
 // walked from the image's root.
 func (e *Engine) followIn(root, img string) (string, unix.Errno) {
 	if v, in := viewOf(root, img); in {
@@ -147,12 +146,20 @@ func (e *Engine) walkIn(root, start, p string, follow bool) (string, unix.Errno)
 			continue
 		}
 		cand := path.Join(done, c)
-		last := len(rest) == 0 // "name/" and "name/." are followed
+		// The last name: "name/" and "name/." are last too, and
+		// followed.
+		last, slash := true, len(rest) > 0
+		for _, x := range rest {
+			if x != "" && x != "." {
+				last = false
+				break
+			}
+		}
 		b := e.bindOf(cand)
 		if !lexical && b == nil {
 			_, lexical = e.route(cand)
 		}
-		if lexical || (last && !follow) {
+		if lexical || (last && !follow && !slash) {
 			done = cand
 			continue
 		}

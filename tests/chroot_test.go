@@ -13,8 +13,9 @@ import (
 // chroot(2) gives a guest process a root of its own (LTP chroot01-04,
 // realpath01; it was refused, EPERM): tests/guest/chrootp.c checks its
 // errnos (EACCES and EPERM by the guest's credentials), paths, symlinks and
-// ".." inside the new root, O_CREAT through a dangling link, fork, exec of
-// a static and of a dynamic program (PT_INTERP found in the new root),
+// ".." inside the new root, trailing slashes, O_CREAT through a dangling
+// link, fork, exec of a static and of a dynamic program (PT_INTERP found
+// in the new root) and of a #! script,
 // getcwd outside the root ("(unreachable)"), an fchdir escape and
 // /proc/PID/root. It prints what a native run prints, with the new root in
 // the image, in kbox's /tmp and in a bind. The hostile mode climbs out of

@@ -11,7 +11,8 @@
  * relative symlinks (final or not) and ".." chains stay inside the new
  * root; O_CREAT through a dangling absolute link creates inside it; a
  * forked child inherits the root, an exec'd program keeps it (and a
- * dynamic one finds its PT_INTERP loader and libc inside it); fchdir to
+ * dynamic one finds its PT_INTERP loader and libc inside it, a #! script
+ * its interpreter, which opens the script inside it); fchdir to
  * an fd opened before the chroot leaves it, as Linux lets it. The parent
  * reads the child's /proc/PID/root.
  *
@@ -166,6 +167,10 @@ static void jailed(int outfd)
 	printf("chdir /dlink %s\n", en(chdir("/dlink")));
 	cwd("getcwd after chdir /dlink");
 	chdir("/");
+	printf("mkdir /newdir/ %s\n", en(mkdir("/newdir/", 0755)));
+	printf("stat /newdir/. %s\n", en(stat("/newdir/.", &st)));
+	printf("stat /dlink/ %s\n", stat("/dlink/", &st) == 0 && S_ISDIR(st.st_mode) ? "dir" : en(-1));
+	printf("stat /inside/ %s\n", en(stat("/inside/", &st)));
 	int fd = open("/dangling", O_WRONLY | O_CREAT, 0644);
 	printf("creat through /dangling %s\n", en(fd));
 	if (fd >= 0)
@@ -187,6 +192,14 @@ static void jailed(int outfd)
 		_exit(1);
 	}
 	printf("exec status %d\n", waitchild(pid));
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		execl("/bin/script", "script", (char *)0);
+		printf("exec /bin/script %s\n", en(-1));
+		_exit(1);
+	}
+	printf("exec script status %d\n", waitchild(pid));
 	if (access("/bin/true", X_OK) == 0) {
 		fflush(stdout);
 		pid = fork();
@@ -238,6 +251,10 @@ int main(int argc, char **argv)
 		readf("exec: read /inside", "/inside");
 		return 0;
 	}
+	if (argc == 3 && !strcmp(argv[1], "script")) {
+		readf("script: reads itself", argv[2]);
+		return 0;
+	}
 	if (argc == 3 && !strcmp(argv[1], "hostile"))
 		return hostile(argv[2]);
 	if (argc != 2) {
@@ -256,6 +273,7 @@ int main(int argc, char **argv)
 	symlink("/d", "jail/dlink");
 	symlink("../outside", "jail/esc");
 	symlink("/created", "jail/dangling");
+	writef("jail/bin/script", "#!/bin/chrootp script\n");
 	symlink("loop2", "loop1");
 	symlink("loop1", "loop2");
 	if (!copy(argv[1], "jail/bin/chrootp")) {
