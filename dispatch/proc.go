@@ -28,6 +28,9 @@ type Proc struct {
 	// in-process tier serves the threads of one process at the same time.
 	mu  sync.Mutex
 	cwd string
+	// root is the image path of the process's root (sys_file_chroot.go), nil
+	// for the image's root.
+	root atomic.Pointer[string]
 	// exe is the image path of the program the process runs.
 	exe string
 	// ident is what the guest's /proc shows of the process that the
@@ -280,6 +283,7 @@ func (e *Engine) Lookup(tid int) *Proc {
 // inherit gives a new process what it takes from its parent at fork.
 func (np *Proc) inherit(parent *Proc) {
 	np.cwd, np.exe = parent.Cwd(), parent.Exe()
+	np.root.Store(parent.root.Load())
 	np.ident = parent.forkIdent()
 	np.parent.Store(parent)
 	np.FDs = parent.FDs.Fork()

@@ -31,6 +31,14 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (guestpath.Target,
 	if p == "" {
 		return guestpath.Target{}, unix.ENOENT
 	}
+	if root := r.P.chroot(); root != "" {
+		if abs, en, handled := e.resolveRooted(r, root, dirfd, p); handled {
+			if en != 0 {
+				return guestpath.Target{}, en
+			}
+			return e.resolved(r, p, abs)
+		}
+	}
 	var abs string
 	switch {
 	case strings.HasPrefix(p, "/"):
@@ -58,6 +66,12 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (guestpath.Target,
 			return guestpath.Target{}, unix.EACCES
 		}
 	}
+	return e.resolved(r, p, abs)
+}
+
+// resolved classifies abs, the clean absolute path guest path p led to,
+// with p's trailing slash kept.
+func (e *Engine) resolved(r *Request, p, abs string) (guestpath.Target, unix.Errno) {
 	t, en := e.classify(r, abs)
 	if tail := guestpath.DirTail(p); tail != "" && en == 0 {
 		switch {

@@ -135,8 +135,13 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	p = r.P.takeScript(p) // a #! interpreter opening its script
-	t, en := e.resolveAt(r, dirfd, p)
+	var t guestpath.Target
+	if q := r.P.takeScript(p); q != p && r.P.chroot() != "" {
+		// The script's image path, not one inside the caller's root.
+		t, en = e.resolved(r, q, q)
+	} else {
+		t, en = e.resolveAt(r, dirfd, q)
+	}
 	if en != 0 {
 		return errno(en, LKL)
 	}

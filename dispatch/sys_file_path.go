@@ -564,7 +564,7 @@ func (e *Engine) pathOpNoDir(r *Request, nr uintptr, addr uint64, arg uintptr) R
 
 // sysGetcwd serves getcwd(2).
 func sysGetcwd(e *Engine, r *Request) Result {
-	cwd := r.P.Cwd()
+	cwd := r.P.GuestCwd()
 	if uint64(len(cwd)+1) > r.Args[1] {
 		return errno(unix.ERANGE, Emulated)
 	}
@@ -579,6 +579,9 @@ func sysChdir(e *Engine, r *Request) Result {
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
 	if en == 0 {
 		t, en = e.followDev(r, t) // /dev/fd (devfd.go)
+	}
+	if en == 0 {
+		t, en = e.followRooted(r, t) // a chrooted caller's link (sys_file_chroot.go)
 	}
 	if en != 0 {
 		return errno(en, LKL)

@@ -559,6 +559,10 @@ func (e *Engine) chdirTo(r *Request, t guestpath.Target) Result {
 	// path, as on Linux. A link that leads out to a route (which LKL
 	// would not follow there) keeps the path as given.
 	cwd := t.Path
+	if r.P.chroot() != "" {
+		r.P.SetCwd(cwd) // followRooted resolved it in the process's root
+		return ok(0, LKL)
+	}
 	if real, okk := lklRealpath(t.Path); okk && real != cwd {
 		if _, routed := e.route(real); !routed && e.bindOf(real) == nil {
 			cwd = real

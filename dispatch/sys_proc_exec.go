@@ -270,7 +270,7 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 // programOf loads the ELF at guest path p and its PT_INTERP loader, checked
 // as execve checks them: a script where an ELF is needed is ENOEXEC, a
 // missing loader ENOENT, a loader that is not a static ELF ELIBBAD.
-func (e *Engine) programOf(p string) (prog, loader *image, en unix.Errno) {
+func (e *Engine) programOf(r *Request, p string) (prog, loader *image, en unix.Errno) {
 	prog, en = e.loadImage(p)
 	if en != 0 {
 		return nil, nil, en
@@ -281,7 +281,7 @@ func (e *Engine) programOf(p string) (prog, loader *image, en unix.Errno) {
 	case elfload.Static:
 		return prog, nil, 0
 	}
-	loader, en = e.loadImage(guestpath.Clean("/", prog.info.Interp))
+	loader, en = e.loadImage(e.interpIn(r, prog.info.Interp))
 	switch {
 	case en == unix.ENOEXEC:
 		return nil, nil, unix.ELIBBAD
@@ -309,7 +309,7 @@ type Program struct {
 // EACCES, ENOEXEC for a script, ELIBBAD). The caller closes it.
 func (e *Engine) ReadProgram(p string) (*Program, unix.Errno) {
 	p = guestpath.Clean("/", p)
-	prog, loader, en := e.programOf(p)
+	prog, loader, en := e.programOf(nil, p) // the first program: the image's root
 	if en != 0 {
 		return nil, en
 	}
@@ -410,6 +410,9 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 		if en == 0 && flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
 			t, en = e.followDevFd(r, t) // /dev/fd/N: its file (devfd.go)
 		}
+		if en == 0 && flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
+			t, en = e.followRooted(r, t) // a chrooted caller's link (sys_file_chroot.go)
+		}
 	}
 	if en != 0 {
 		return errno(en, LKL)
@@ -446,9 +449,9 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	run := t.LKLPath()
 	if file.info.Kind == elfload.Script {
 		x.Script, x.ScriptInterp, x.ScriptArg = true, guestpath.Clean("/", file.info.ScriptInterp), file.info.ScriptArg
-		run = x.ScriptInterp
+		run = e.interpIn(r, x.ScriptInterp)
 	}
-	if x.prog, x.loader, en = e.programOf(run); en != 0 {
+	if x.prog, x.loader, en = e.programOf(r, run); en != 0 {
 		if en == unix.ENOEXEC && x.Script {
 			en = e.nestedScript(run)
 		}

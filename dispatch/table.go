@@ -171,7 +171,7 @@ var table = [...]Syscall{
 	{Name: "arch_prctl", Fam: FamProc, How: Native, InProc: OwnProcess, Why: "the calling task's own state"},
 	{Name: "adjtimex", Fam: FamTime, How: Refused, Errno: unix.EPERM, Why: "adjusts the host clock"},
 	{Name: "setrlimit", Fam: FamProc, How: Served, Fn: sysSetrlimit, Why: "fd limit: both at most the virtual fd base"},
-	{Name: "chroot", Fam: FamFile, How: Absent, Errno: unix.EPERM, Why: "not supported yet: kbox resolves paths from the image's root for every process (a per-process root is not modelled)"},
+	{Name: "chroot", Fam: FamFile, How: Served, Fn: sysChroot},
 	{Name: "sync", Fam: FamFile, How: Served, Fn: sysSync},
 	{Name: "acct", Fam: FamOther, How: Refused, Errno: unix.EPERM, Why: "turns on host process accounting to a host path"},
 	{Name: "settimeofday", Fam: FamTime, How: Refused, Errno: unix.EPERM, Why: "sets the host clock"},

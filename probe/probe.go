@@ -223,7 +223,7 @@ func NewPlan(e Env) *Plan {
 		{"proc.rootparent", "host.files", "read the host marker through /proc/PARENT/root (kbox probe's pid)", "the guest's /proc shows guest processes only"},
 		{"proc.selfroot", "host.files", "read the host marker through /proc/self/root/../../..", "/proc/self/root is the image's root"},
 		{"proc.cwdparent", "host.files", "read the host marker through /proc/PARENT/cwd", "the guest's /proc shows guest processes only"},
-		{"chroot.escape", "host.files", "chroot into a directory, chdir .. repeatedly, chroot ., read the host marker", "chroot is refused, and paths resolve in the image"},
+		{"chroot.escape", "host.files", "chroot into a directory, chdir .. repeatedly, chroot ., read the host marker", "a guest's chroot escape reaches the image's root: paths resolve in the image"},
 		{"procs.visible", "host.processes", "stat /proc/PARENT (kbox probe's host pid)", "the guest's /proc shows guest processes only"},
 		{"procs.kill0", "host.processes", "kill(PARENT, 0)", "kill reaches guest processes only"},
 		{"signal.host", "host.signal", "kill(PARENT, SIGURG)", "kill reaches guest processes only"},

@@ -234,8 +234,10 @@ func taskPath(s System, c *Caller, pid int, base, sub string, depth int) (Found,
 		var to string
 		p := s.Process(s.TgidOf(c, pid), false)
 		switch {
-		case entry == "root":
+		case entry == "root" && p == nil:
 			to = "/"
+		case entry == "root":
+			to = p.Root() // its chroot(2)
 		case p == nil:
 			return Found{}, unix.ENOENT
 		case entry == "cwd":

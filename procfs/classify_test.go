@@ -16,6 +16,7 @@ type fakeProc struct {
 }
 
 func (p *fakeProc) Cwd() string  { return p.cwd }
+func (p *fakeProc) Root() string { return "/" }
 func (p *fakeProc) Exe() string  { return p.exe }
 func (p *fakeProc) IDs() Creds   { return p.ids }
 func (p *fakeProc) Ident() Ident { return p.id }
