@@ -61,8 +61,7 @@ struct live {
 	pid_t pid;
 };
 
-/* What the spawner ignores; its children get the default action back
- * (an ignored signal stays ignored across execve). */
+/* What the spawner ignores (its children get every default back). */
 static const int ignored[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP, SIGTTIN,
 			       SIGTTOU, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM };
 
@@ -122,9 +121,15 @@ static void child(const struct spawn_req *req, char *strs, int sock)
 		argv[i] = p;
 	for (uint32_t i = 0; i < req->envc; i++, p += strlen(p) + 1)
 		envp[i] = p;
-	signal(SIGCHLD, SIG_DFL);
-	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
-		signal(ignored[i], SIG_DFL);
+	/* Every signal at its default action, whatever the spawner or kbox
+	 * inherited (an ignored signal stays ignored across execve): by the
+	 * raw call, which also reaches the signals libc reserves. A zeroed
+	 * kernel sigaction is SIG_DFL, no flags, an empty mask. */
+	for (int sig = 1; sig <= 64; sig++) {
+		unsigned long ksa[4] = { 0 };
+		if (sig != SIGKILL && sig != SIGSTOP)
+			syscall(SYS_rt_sigaction, sig, ksa, NULL, 8);
+	}
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	close(sock);
