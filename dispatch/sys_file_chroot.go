@@ -247,25 +247,8 @@ func sysChroot(e *Engine, r *Request) Result {
 	if t.Proc != nil || (t.Host && t.Bind == nil) {
 		return errno(unix.EPERM, Denied)
 	}
-	if t.Host {
-		var st unix.Stat_t
-		if err := guestpath.At(t, false, func(d int, name string, empty int) error { return unix.Fstatat(d, name, &st, empty) }); err != nil {
-			return fail(err, Host)
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return errno(unix.ENOTDIR, Host)
-		}
-	} else {
-		st, err := lkl.Stat(t.LKLPath(), false)
-		if err != nil {
-			return fail(err, LKL)
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return errno(unix.ENOTDIR, LKL)
-		}
-		if le := lklAccess(r, t.LKLPath(), unix.X_OK, unix.AT_EACCESS); le != 0 {
-			return errno(le, LKL)
-		}
+	if res, good := enterableDir(r, t); !good {
+		return res
 	}
 	if c := r.P.creds(); !c.Has(capSysChroot) {
 		return errno(unix.EPERM, Denied)

@@ -529,30 +529,44 @@ func sysFstatfs(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
+// enterableDir checks what chdir and chroot both require of their
+// target: a directory (ENOTDIR), and for an image path one the caller
+// may search (LKL's EACCES). A bind's host directory is searched by the
+// host when it is used. It gives false and the error to return.
+func enterableDir(r *Request, t guestpath.Target) (Result, bool) {
+	if t.Host {
+		var st unix.Stat_t
+		if err := guestpath.At(t, false, func(d int, name string, empty int) error { return unix.Fstatat(d, name, &st, empty) }); err != nil {
+			return fail(err, Host), false
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return errno(unix.ENOTDIR, Host), false
+		}
+		return Result{}, true
+	}
+	st, err := lkl.Stat(t.LKLPath(), false)
+	if err != nil {
+		return fail(err, LKL), false
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return errno(unix.ENOTDIR, LKL), false
+	}
+	if le := lklAccess(r, t.LKLPath(), unix.X_OK, unix.AT_EACCESS); le != 0 {
+		return errno(le, LKL), false
+	}
+	return Result{}, true
+}
+
 func (e *Engine) chdirTo(r *Request, t guestpath.Target) Result {
 	if t.Proc != nil {
 		return e.procChdir(r, t)
 	}
+	if res, good := enterableDir(r, t); !good {
+		return res
+	}
 	if t.Host {
-		var st unix.Stat_t
-		if err := guestpath.At(t, false, func(d int, name string, empty int) error { return unix.Fstatat(d, name, &st, empty) }); err != nil {
-			return fail(err, Host)
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return errno(unix.ENOTDIR, Host)
-		}
 		r.P.SetCwd(t.Path)
 		return ok(0, Host)
-	}
-	st, err := lkl.Stat(t.LKLPath(), false)
-	if err != nil {
-		return fail(err, LKL)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return errno(unix.ENOTDIR, LKL)
-	}
-	if le := lklAccess(r, t.LKLPath(), unix.X_OK, unix.AT_EACCESS); le != 0 {
-		return errno(le, LKL)
 	}
 	// The working directory is the directory, not the way to it: getcwd
 	// and ".." after chdir through a symlink give the directory's own
