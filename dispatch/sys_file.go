@@ -346,10 +346,11 @@ func (e *Engine) nodeOf(r *Request, fd int) *shadowfd.Node {
 	return e.Shadows.OfGuestFd(r.P.Tgid, fd)
 }
 
-// Closing a shadow's fd writes nothing (shadowfd writes nodes back on
-// fsync, at exits and in the background), so the filter lets guests close
-// host fds natively: close is notified for virtual fds.
+// sysClose serves close(2) of virtual fds; host fds close natively.
 func sysClose(e *Engine, r *Request) Result {
+	// Closing a shadow's fd writes nothing (shadowfd writes nodes back on
+	// fsync, at exits and in the background), so the filter lets guests
+	// close host fds natively: close is notified for virtual fds.
 	fd := int(int32(r.Args[0]))
 	if r.P.FDs.IsVirtual(fd) {
 		_, isHost := hostFile(r, r.Args[0])
@@ -573,11 +574,11 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 	return errno(unix.EBADF, Emulated)
 }
 
-// sysFsync serves fsync and fdatasync. On a shadow, the node is written
-// back and LKL's inode synced, so the data is in the image when it
-// returns; a write-back that failed before (ENOSPC, EIO) is reported here,
-// as Linux reports writeback errors.
+// sysFsync serves fsync(2) and fdatasync(2): shadows are written back and synced in LKL.
 func sysFsync(e *Engine, r *Request) Result {
+	// On a shadow, the node is written back and LKL's inode synced, so the
+	// data is in the image when it returns; a write-back that failed before
+	// (ENOSPC, EIO) is reported here, as Linux reports writeback errors.
 	fd := int(int32(r.Args[0]))
 	if n := e.nodeOf(r, fd); n != nil {
 		if err := e.Shadows.Fsync(n, r.Nr == unix.SYS_FDATASYNC); err != nil {
@@ -608,10 +609,10 @@ func sysFtruncate(e *Engine, r *Request) Result {
 	return onLKLFd(r, lkl.SysFtruncate)
 }
 
-// sysSyncfs writes back the shadows of the fd's filesystem and syncs it in
-// LKL, reporting a write-back that failed since (as Linux's syncfs reports
-// writeback errors of its filesystem).
+// sysSyncfs serves syncfs(2): the fd's filesystem's shadows written back, then LKL's syncfs.
 func sysSyncfs(e *Engine, r *Request) Result {
+	// A write-back that failed since is reported, as Linux's syncfs
+	// reports writeback errors of its filesystem.
 	var lfd int
 	if n := e.nodeOf(r, int(int32(r.Args[0]))); n != nil {
 		lfd = n.LKLFd()

@@ -222,11 +222,12 @@ func readLinkIn(b *guestpath.Bind, p string, buf []byte) (int, unix.Errno) {
 	return n, 0
 }
 
-// sysChroot serves chroot(2): the directory is looked up (links followed)
-// and searchable by the caller's credentials, then CAP_SYS_CHROOT is
-// needed, in Linux's order. The new root is an image directory or one of a
-// bind; /proc and the system routes are refused (EPERM).
+// sysChroot serves chroot(2): a per-process root inside the image or a bind.
 func sysChroot(e *Engine, r *Request) Result {
+	// The directory is looked up (links followed) and searchable by the
+	// caller's credentials, then CAP_SYS_CHROOT is needed, in Linux's order.
+	// The new root is an image directory or one of a bind; /proc and the
+	// system routes are refused (EPERM).
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
 	if en == 0 {
 		t, en = e.followDev(r, t)

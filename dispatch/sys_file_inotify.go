@@ -298,11 +298,11 @@ func (e *Engine) inotifyOf(r *Request, fd uint64) (*inotifyFd, unix.Errno) {
 	return f, 0
 }
 
-// sysInotifyAddWatch serves inotify_add_watch(2) on LKL's files. A path
-// kbox serves from the host (a bind, /proc, kbox's /dev nodes) gets
-// EOPNOTSUPP: the host's files are watched by no one (docs/tiers.md,
-// "inotify").
+// sysInotifyAddWatch serves inotify_add_watch(2) on LKL's files.
 func sysInotifyAddWatch(e *Engine, r *Request) Result {
+	// A path kbox serves from the host (a bind, /proc, kbox's /dev nodes)
+	// gets EOPNOTSUPP: the host's files are watched by no one
+	// (docs/tiers.md, "inotify").
 	if e.notify.missing() {
 		return errno(unix.ENOSYS, ENOSYS)
 	}
@@ -333,9 +333,9 @@ func sysInotifyAddWatch(e *Engine, r *Request) Result {
 	return ok(int64(wd), LKL)
 }
 
-// sysInotifyRmWatch serves inotify_rm_watch(2): LKL's (EINVAL for a watch
-// it does not have); its IN_IGNORED event follows.
+// sysInotifyRmWatch serves inotify_rm_watch(2) in LKL.
 func sysInotifyRmWatch(e *Engine, r *Request) Result {
+	// EINVAL for a watch LKL does not have; its IN_IGNORED event follows.
 	if e.notify.missing() {
 		return errno(unix.ENOSYS, ENOSYS)
 	}

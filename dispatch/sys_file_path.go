@@ -444,9 +444,10 @@ func sysSymlinkat(e *Engine, r *Request) Result {
 	return e.symlink(r, r.Args[0], int32(r.Args[1]), r.Args[2])
 }
 
-// sysSync writes every shadow back and syncs LKL. sync(2) reports
-// nothing; a write-back error stays for the next fsync or syncfs.
+// sysSync serves sync(2): every shadow written back, then LKL synced.
 func sysSync(e *Engine, r *Request) Result {
+	// sync(2) reports nothing; a write-back error stays for the next
+	// fsync or syncfs.
 	e.Shadows.FlushAll()
 	lkl.Sync()
 	return ok(0, LKL)

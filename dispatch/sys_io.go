@@ -49,10 +49,11 @@ func sysLseek(e *Engine, r *Request) Result {
 	return ok(int64(res), LKL)
 }
 
-// sysIoctl serves ioctl(2) on virtual fds: ENOTTY, but the listed
-// commands of a loop device or loop-control (loopdev.go); with --net, an
-// internet socket's FIONREAD and SIOCOUTQ (inet/msg.go).
+// sysIoctl serves ioctl(2) on virtual fds.
 func sysIoctl(e *Engine, r *Request) Result {
+	// ENOTTY, but the listed commands of a loop device or loop-control
+	// (loopdev.go); with --net, an internet socket's FIONREAD and SIOCOUTQ
+	// (inet/msg.go).
 	if res, served := e.inodeFlagsIoctl(r); served {
 		return res
 	}
@@ -138,10 +139,10 @@ func sysCopyHostOnly(e *Engine, r *Request) Result {
 	return cont
 }
 
-// sysReadahead serves readahead(2) on virtual fds, in LKL: EBADF for an
-// O_PATH or write-only file, EINVAL for a directory (a listing, whose
-// entries kbox holds) or another kind of file.
+// sysReadahead serves readahead(2) on virtual fds, in LKL.
 func sysReadahead(e *Engine, r *Request) Result {
+	// EBADF for an O_PATH or write-only file, EINVAL for a directory (a
+	// listing, whose entries kbox holds) or another kind of file.
 	if ent, open := r.P.FDs.Get(int(int32(r.Args[0]))); open && ent.File.Listing != nil {
 		return errno(unix.EINVAL, Emulated)
 	}
@@ -156,19 +157,19 @@ func sysFadvise(e *Engine, r *Request) Result {
 	return ok(0, Emulated)
 }
 
-// sysEpollWait serves epoll_wait(2), epoll_pwait(2) and epoll_pwait2(2)
-// on a virtual fd, which is never an epoll instance: EINVAL, or EBADF
-// when it is not open.
+// sysEpollWait serves the epoll_wait family on a virtual fd, which is never an epoll instance.
 func sysEpollWait(e *Engine, r *Request) Result {
+	// EINVAL, or EBADF when the fd is not open.
 	if _, open := r.P.FDs.Get(int(int32(r.Args[0]))); !open {
 		return errno(unix.EBADF, Emulated)
 	}
 	return errno(unix.EINVAL, Emulated)
 }
 
-// sysSyncFileRange: on a shadow, a write-back of the node (its changed
-// chunks) and LKL's fdatasync; on a virtual fd, LKL's own.
+// sysSyncFileRange serves sync_file_range(2): a shadow's write-back, or LKL's own.
 func sysSyncFileRange(e *Engine, r *Request) Result {
+	// On a shadow, a write-back of the node (its changed chunks) and LKL's
+	// fdatasync; on a virtual fd, LKL's own.
 	if n := e.nodeOf(r, int(int32(r.Args[0]))); n != nil {
 		// Linux's checks of the range and flags (a shadow is a regular
 		// file: no ESPIPE).

@@ -12,14 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysMsync serves msync(MS_SYNC) of shared mappings of shadows: stores
-// through them land in the node's content file, and MS_SYNC is when the
-// guest asks for the file to have them, so every node mapped in the range
-// is written back and synced in LKL (a failed write-back is reported here,
-// as Linux's msync reports writeback errors). The host's msync then runs
-// as issued (it checks the range and flags). MS_ASYNC asks for nothing
-// that is not already true on Linux since 2.6.19.
+// sysMsync serves msync(2) of shared mappings of shadows.
 func sysMsync(e *Engine, r *Request) Result {
+	// Stores through them land in the node's content file, and MS_SYNC is
+	// when the guest asks for the file to have them, so every node mapped in
+	// the range is written back and synced in LKL (a failed write-back is
+	// reported here, as Linux's msync reports writeback errors). The host's
+	// msync then runs as issued (it checks the range and flags). MS_ASYNC
+	// asks for nothing that is not already true on Linux since 2.6.19.
 	if r.Args[2]&unix.MS_SYNC == 0 {
 		return cont
 	}

@@ -92,10 +92,11 @@ func sysUtimensat(e *Engine, r *Request) Result {
 	return e.utimens(r, int32(r.Args[0]), r.Args[1], &ts, uintptr(r.Args[3]))
 }
 
-// sysFchmodat2 is fchmodat with flags: AT_SYMLINK_NOFOLLOW (a symlink's
-// mode cannot be changed on Linux: EOPNOTSUPP) and AT_EMPTY_PATH (the fd's
-// file). This LKL predates fchmodat2.
+// sysFchmodat2 serves fchmodat2(2), fchmodat with flags.
 func sysFchmodat2(e *Engine, r *Request) Result {
+	// AT_SYMLINK_NOFOLLOW (a symlink's mode cannot be changed on Linux:
+	// EOPNOTSUPP) and AT_EMPTY_PATH (the fd's file). This LKL predates
+	// fchmodat2.
 	flags := r.Args[3]
 	if flags&^uint64(unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH) != 0 {
 		return errno(unix.EINVAL, Emulated)

@@ -444,9 +444,10 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 	return ok(int64(n), LKL)
 }
 
-// statfs: the layout of struct statfs is the same (120 bytes) in LKL and on
-// x86_64.
+// sysStatfs serves statfs(2) from LKL.
 func sysStatfs(e *Engine, r *Request) Result {
+	// The layout of struct statfs is the same (120 bytes) in LKL and on
+	// x86_64.
 	e.Shadows.FlushDirty() // LKL's free space counts what guests wrote
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
 	if en == 0 {
@@ -494,9 +495,10 @@ func sysStatfs(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
-// sysFstatfs: a shadow's filesystem is its file's, in LKL (not the host's
-// tmpfs of its content); other host fds are the host's.
+// sysFstatfs serves fstatfs(2): LKL's for shadows and virtual fds, the host's for other host fds.
 func sysFstatfs(e *Engine, r *Request) Result {
+	// A shadow's filesystem is its file's, in LKL (not the host's tmpfs of
+	// its content); other host fds are the host's.
 	var lfd int
 	if l, _ := listingOf(r, r.Args[0]); l != nil {
 		var sf unix.Statfs_t

@@ -289,9 +289,10 @@ func (e *Engine) inetRecvfrom(r *Request, s *inet.Sock) Result {
 	return deferred(Host)
 }
 
-// sysRecvfrom serves recvfrom(2) with a source address: an internet
-// socket's source is LKL's; any other socket runs on the host.
+// sysRecvfrom serves recvfrom(2) with a source address.
 func sysRecvfrom(e *Engine, r *Request) Result {
+	// An internet socket's source is LKL's; any other socket runs on the
+	// host.
 	if isVirtual(r, r.Args[0]) {
 		return sysSockNative(e, r)
 	}
@@ -309,9 +310,10 @@ func sysSockName(e *Engine, r *Request) Result {
 	return sysSockNative(e, r)
 }
 
-// sysPeerName serves getpeername(2): LKL's for an internet socket;
-// ENOTCONN for one that was reset and ended (inet/reset.go).
+// sysPeerName serves getpeername(2) of internet sockets.
 func sysPeerName(e *Engine, r *Request) Result {
+	// LKL's for an internet socket; ENOTCONN for one that was reset and
+	// ended (inet/reset.go).
 	if s := e.inetOf(r, r.Args[0]); s != nil {
 		return e.inetCall(r, func(q *inet.Req) inet.Result { return s.Name(q, lkl.SysGetpeername) })
 	}
@@ -382,9 +384,10 @@ func (e *Engine) inetDgram(r *Request, fd uint64) *inet.Sock {
 	return nil
 }
 
-// sysRecvmsg serves recvmsg(2): an internet datagram socket's source is
-// LKL's; any other socket's call runs on the host.
+// sysRecvmsg serves recvmsg(2) of internet datagram sockets.
 func sysRecvmsg(e *Engine, r *Request) Result {
+	// An internet datagram socket's source is LKL's; any other socket's call
+	// runs on the host.
 	if isVirtual(r, r.Args[0]) {
 		return sysSockNative(e, r)
 	}
@@ -400,11 +403,11 @@ func sysRecvmsg(e *Engine, r *Request) Result {
 	return e.inetCall(r, s.Recvmsg)
 }
 
-// sysRecvmmsg serves recvmmsg(2): as recvmsg, one datagram after another
-// (each with its source); a blocking call waits for each unless
-// MSG_WAITFORONE, and the timeout is looked at after each datagram, as
-// Linux does.
+// sysRecvmmsg serves recvmmsg(2) as recvmsg, one datagram after another.
 func sysRecvmmsg(e *Engine, r *Request) Result {
+	// Each datagram comes with its source; a blocking call waits for each
+	// unless MSG_WAITFORONE, and the timeout is looked at after each
+	// datagram, as Linux does.
 	if isVirtual(r, r.Args[0]) {
 		return sysSockNative(e, r)
 	}

@@ -54,10 +54,10 @@ var (
 	kboxPid          = os.Getpid()
 )
 
-// sysSocket serves socket(2): AF_UNIX on the host, AF_INET, AF_INET6 and
-// AF_NETLINK in LKL (package inet; without --net its loopback alone), no other
-// family.
+// sysSocket serves socket(2): AF_UNIX on the host, internet and netlink in LKL.
 func sysSocket(e *Engine, r *Request) Result {
+	// AF_INET, AF_INET6 and AF_NETLINK go to package inet (without --net,
+	// LKL's loopback alone); no other family is served.
 	switch fam := int(int32(r.Args[0])); {
 	case fam == unix.AF_UNIX:
 		return cont
@@ -67,10 +67,10 @@ func sysSocket(e *Engine, r *Request) Result {
 	return errno(unix.EAFNOSUPPORT, Denied) // another family, or no LKL network (Engine.Net)
 }
 
-// sysSockNative serves the socket calls that run natively on host fds
-// (the filter notifies them for virtual fds only): a virtual fd is a file,
-// not a socket.
+// sysSockNative serves the socket calls on a virtual fd, which is not a socket.
 func sysSockNative(e *Engine, r *Request) Result {
+	// The filter notifies them for virtual fds only; host fds run them
+	// natively.
 	if !isVirtual(r, r.Args[0]) {
 		return cont
 	}
@@ -235,8 +235,7 @@ func (e *Engine) peerAddr(r *Request, a sockAddr) ([]byte, int, unix.Errno) {
 	return sockaddrPath(guestpath.ProcFd(fd)), fd, 0
 }
 
-// sysBind serves bind(2): unix names in the guest's filesystem, internet
-// addresses in LKL.
+// sysBind serves bind(2): unix names in the guest's filesystem, internet addresses in LKL.
 func sysBind(e *Engine, r *Request) Result {
 	if in := e.inetOf(r, r.Args[0]); in != nil {
 		return e.inetCall(r, in.Bind)
@@ -374,8 +373,7 @@ func (e *Engine) binderPaths(r *Request, p string) (cd, mk, name string, en unix
 	return cd, mk, p, 0
 }
 
-// sysConnect serves connect(2): made by kbox to a resolved name, or by
-// LKL for an internet socket.
+// sysConnect serves connect(2): by kbox to a resolved name, or by LKL.
 func sysConnect(e *Engine, r *Request) Result {
 	if in := e.inetOf(r, r.Args[0]); in != nil {
 		return e.inetCall(r, in.Connect)
@@ -455,9 +453,9 @@ func sockResult(v int64, err error) Result {
 // (the send buffer's bound); a stream send beyond it is partial.
 const maxSend = 8 << 20
 
-// sysSendto serves sendto(2) with a destination address, and an internet
-// socket's send with MSG_MORE: sent by kbox.
+// sysSendto serves sendto(2) with a destination, and internet sends with MSG_MORE.
 func sysSendto(e *Engine, r *Request) Result {
+	// kbox makes the call itself.
 	corked := r.Args[4] == 0 && int(int32(r.Args[3]))&unix.MSG_MORE != 0
 	if r.Args[4] == 0 && !corked {
 		return sysSockNative(e, r) // a virtual fd
@@ -677,10 +675,10 @@ func guestRights(r *Request, j *sendJob) unix.Errno {
 	return 0
 }
 
-// sysSendmmsg sends the guest's messages one by one, as sendmsg. When one
-// would block, the first waits (as on Linux); a later one ends the call,
-// which reports how many were sent.
+// sysSendmmsg serves sendmmsg(2) as sendmsg, one message after another.
 func sysSendmmsg(e *Engine, r *Request) Result {
+	// When one would block, the first waits (as on Linux); a later one ends
+	// the call, which reports how many were sent.
 	vlen := min(uint64(uint32(r.Args[2])), sysabi.UioMaxIOV)
 	flags := int(int32(r.Args[3]))
 	sent := 0

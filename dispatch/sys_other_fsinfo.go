@@ -32,9 +32,10 @@ func (e *Engine) fsTypes() ([]string, unix.Errno) {
 	return names, 0
 }
 
-// sysSysfs serves sysfs(2): option 1 gives a type's index, 2 the name of
-// an index, 3 the number of types; anything else is EINVAL.
+// sysSysfs serves sysfs(2), the filesystem type index.
 func sysSysfs(e *Engine, r *Request) Result {
+	// Option 1 gives a type's index, 2 the name of an index, 3 the number of
+	// types; anything else is EINVAL.
 	if r.Args[0] < 1 || r.Args[0] > 3 {
 		return errno(unix.EINVAL, Emulated)
 	}
@@ -67,10 +68,11 @@ func sysSysfs(e *Engine, r *Request) Result {
 	return ok(int64(len(names)), Emulated)
 }
 
-// sysUstat serves ustat(2) for a device the guest's stat reports: the
-// LKL mount of that device's free blocks and inodes (struct ustat, its
-// names empty). A device mounted nowhere the guest can see is EINVAL.
+// sysUstat serves ustat(2) from the LKL mount of the device.
 func sysUstat(e *Engine, r *Request) Result {
+	// The free blocks and inodes of the device's LKL mount (struct ustat,
+	// its names empty); a device mounted nowhere the guest can see is
+	// EINVAL.
 	if !e.Opt.HasKernelProc {
 		return errno(unix.ENOSYS, Emulated)
 	}

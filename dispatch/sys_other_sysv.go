@@ -70,9 +70,10 @@ func (e *Engine) ipcCheck(r *Request, kind sysvipc.Kind, id int32) (o sysvipc.Ob
 	return o, ipcWho(r), true
 }
 
-// sysMsgsnd serves msgsnd(2): write permission, after Linux's earlier
-// errors (a bad size or type, unreadable memory), which stay the kernel's.
+// sysMsgsnd serves msgsnd(2): the queue's write permission by guest credentials.
 func sysMsgsnd(e *Engine, r *Request) Result {
+	// Write permission, after Linux's earlier errors (a bad size or type,
+	// unreadable memory), which stay the kernel's.
 	if !e.IPCNamespace {
 		return errno(unix.ENOSYS, Denied)
 	}
@@ -92,9 +93,9 @@ func sysMsgsnd(e *Engine, r *Request) Result {
 	return errno(unix.EACCES, Host)
 }
 
-// sysMsgrcv serves msgrcv(2): read permission, after a bad size or
-// MSG_COPY's flag errors.
+// sysMsgrcv serves msgrcv(2): the queue's read permission by guest credentials.
 func sysMsgrcv(e *Engine, r *Request) Result {
+	// Read permission, after a bad size or MSG_COPY's flag errors.
 	if !e.IPCNamespace {
 		return errno(unix.ENOSYS, Denied)
 	}
@@ -109,11 +110,11 @@ func sysMsgrcv(e *Engine, r *Request) Result {
 	return errno(unix.EACCES, Host)
 }
 
-// sysSemop serves semop(2) and semtimedop(2): write permission if an
-// operation changes a value, read permission otherwise, after Linux's
-// earlier errors (the timeout, the number of operations, unreadable
-// operations, a semaphore beyond the set).
+// sysSemop serves semop(2) and semtimedop(2): the set's permissions by guest credentials.
 func sysSemop(e *Engine, r *Request) Result {
+	// Write permission if an operation changes a value, read permission
+	// otherwise, after Linux's earlier errors (the timeout, the number of
+	// operations, unreadable operations, a semaphore beyond the set).
 	if !e.IPCNamespace {
 		return errno(unix.ENOSYS, Denied)
 	}
@@ -154,9 +155,10 @@ func sysSemop(e *Engine, r *Request) Result {
 	return errno(unix.EACCES, Host)
 }
 
-// sysShmat serves shmat(2): read, write unless SHM_RDONLY, and execute
-// with SHM_EXEC, after a misaligned address's EINVAL.
+// sysShmat serves shmat(2): the segment's permissions by guest credentials.
 func sysShmat(e *Engine, r *Request) Result {
+	// Read, write unless SHM_RDONLY, and execute with SHM_EXEC, after a
+	// misaligned address's EINVAL.
 	if !e.IPCNamespace {
 		return errno(unix.ENOSYS, Denied)
 	}

@@ -13,12 +13,13 @@ import (
 // capSysTTYConfig is CAP_SYS_TTY_CONFIG's bit.
 const capSysTTYConfig = 26
 
-// sysVhangup serves vhangup(2) as Linux orders it: EPERM without the
-// guest's CAP_SYS_TTY_CONFIG, then 0 for a caller with no controlling
-// terminal (a daemon after setsid, nothing to hang up). A controlling
-// terminal is the host's (the user's terminal, or a pty kbox cannot tell
-// from it): hanging it up would cut the user's session, so that is EPERM.
+// sysVhangup serves vhangup(2), never for the host's terminal.
 func sysVhangup(e *Engine, r *Request) Result {
+	// EPERM without the guest's CAP_SYS_TTY_CONFIG, then 0 for a caller with
+	// no controlling terminal (a daemon after setsid, nothing to hang up). A
+	// controlling terminal is the host's (the user's terminal, or a pty kbox
+	// cannot tell from it): hanging it up would cut the user's session, so
+	// that is EPERM.
 	if c := r.P.creds(); !c.Has(capSysTTYConfig) {
 		return errno(unix.EPERM, Emulated)
 	}

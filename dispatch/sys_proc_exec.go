@@ -18,12 +18,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysSetTidAddress serves set_tid_address(2): what every libc calls first
-// in a new program, before main (static ones too, whose other early calls
-// run natively). It runs on the host; it is notified so that a tier sees
-// each new program's first syscall (the seccomp tier checks a continued
-// execve there: seccomp/supervisor/exec.go).
-func sysSetTidAddress(e *Engine, r *Request) Result { return cont }
+// sysSetTidAddress serves set_tid_address(2) natively, notified to mark a new program.
+func sysSetTidAddress(e *Engine, r *Request) Result {
+	// What every libc calls first in a new program, before main (static ones
+	// too, whose other early calls run natively). It runs on the host; it is
+	// notified so that a tier sees each new program's first syscall (the
+	// seccomp tier checks a continued execve there:
+	// seccomp/supervisor/exec.go).
+	return cont
+}
 
 // MaxExecSize bounds an executable read from the image or a bind.
 const MaxExecSize = 512 << 20

@@ -13,6 +13,8 @@ import (
 // (cred.go has the rules), the getters answer from there without an LKL
 // call, and LKL checks file operations with them (credlkl.go). The guest's
 // host process never changes its host ids.
+
+// sysGetuid serves getuid(2).
 func sysGetuid(e *Engine, r *Request) Result { return ok(int64(r.P.creds().UID), Emulated) }
 
 // sysGeteuid serves geteuid(2).

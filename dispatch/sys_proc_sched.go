@@ -78,11 +78,12 @@ func (e *Engine) taskTarget(pid int32) Result {
 	return errno(unix.ESRCH, Denied)
 }
 
-// sysGetRobustList serves get_robust_list(2): the caller's own list (pid
-// 0 or its own thread id) is read natively; another guest task's is
-// refused (EPERM: its robust-futex pointer is an ASLR leak); any other id
-// names no task of the guest (ESRCH, taskTarget).
+// sysGetRobustList serves get_robust_list(2) for the caller only.
 func sysGetRobustList(e *Engine, r *Request) Result {
+	// The caller's own list (pid 0 or its own thread id) is read natively;
+	// another guest task's is refused (EPERM: its robust-futex pointer is an
+	// ASLR leak); any other id names no task of the guest (ESRCH,
+	// taskTarget).
 	pid := int32(r.Args[0])
 	switch {
 	case pid == 0 || int(pid) == r.G.Pid():
@@ -99,11 +100,11 @@ func sysGetRobustList(e *Engine, r *Request) Result {
 // capSysNice is CAP_SYS_NICE.
 const capSysNice = 23
 
-// sysSchedSetscheduler serves sched_setscheduler(2) for the guest's tasks.
-// A real-time policy (SCHED_FIFO, SCHED_RR) needs CAP_SYS_NICE or a
-// priority within RLIMIT_RTPRIO: the guest's credentials decide, not
-// kbox's (the host would let a guest of a root kbox have it).
+// sysSchedSetscheduler serves sched_setscheduler(2) by guest credentials.
 func sysSchedSetscheduler(e *Engine, r *Request) Result {
+	// A real-time policy (SCHED_FIFO, SCHED_RR) needs CAP_SYS_NICE or a
+	// priority within RLIMIT_RTPRIO: the guest's credentials decide, not
+	// kbox's (the host would let a guest of a root kbox have it).
 	pid := int32(r.Args[0])
 	if res := e.taskTarget(pid); res.Action != Continue || pid < 0 {
 		return res
@@ -143,13 +144,13 @@ func sysSchedSetscheduler(e *Engine, r *Request) Result {
 // sysTaskArg0 serves getpgid(2), getsid(2), sched_getattr(2) and the rest of its family.
 func sysTaskArg0(e *Engine, r *Request) Result { return e.taskTarget(int32(r.Args[0])) }
 
-// sysPriority serves getpriority/setpriority (which, who, ...) and
-// ioprio_get/ioprio_set (which, who, ...): PRIO_PROCESS/IOPRIO_WHO_PROCESS
-// (1 for ioprio, 0 for priority) and the process-group forms name the
-// guest's own processes only; getpriority and setpriority by user are
-// served over the guest's processes (userPriority), ioprio's per-user
-// forms, which reach every process of kbox's uid, are refused.
+// sysPriority serves getpriority, setpriority, ioprio_get and ioprio_set for guest processes.
 func sysPriority(e *Engine, r *Request) Result {
+	// Arguments (which, who, ...). PRIO_PROCESS/IOPRIO_WHO_PROCESS (1 for ioprio, 0 for priority) and the
+	// process-group forms name the guest's own processes only; getpriority
+	// and setpriority by user are served over the guest's processes
+	// (userPriority), ioprio's per-user forms, which reach every process of
+	// kbox's uid, are refused.
 	which, who := int(r.Args[0]), int32(r.Args[1])
 	if r.Nr == unix.SYS_IOPRIO_GET || r.Nr == unix.SYS_IOPRIO_SET {
 		which-- // IOPRIO_WHO_PROCESS is 1, PRIO_PROCESS 0
@@ -359,14 +360,14 @@ func sysSchedSetaffinity(e *Engine, r *Request) Result {
 	return cont
 }
 
-// sysClone serves clone(2), fork(2) and vfork(2) when they are notified:
-// in the seccomp tier only a clone with CLONE_PARENT and without
-// CLONE_THREAD or with a namespace flag, or every one when the agent
-// policy counts or refuses processes (ForkLike: the others run on the
-// host, never notified, so that a signal cannot make them fail with
-// EINTR). The in-process tiers make their threads themselves
-// (trap/threads.go).
+// sysClone serves the notified clone(2), fork(2) and vfork(2).
 func sysClone(e *Engine, r *Request) Result {
+	// Notified in the seccomp tier: only a clone with CLONE_PARENT and without
+	// CLONE_THREAD or with a namespace flag, or every one when the agent
+	// policy counts or refuses processes (ForkLike: the others run on the
+	// host, never notified, so that a signal cannot make them fail with
+	// EINTR). The in-process tiers make their threads themselves
+	// (trap/threads.go).
 	if en := cloneNamespaces(r); en != 0 {
 		return errno(en, Denied)
 	}
@@ -430,9 +431,9 @@ func sysPidfdOpen(e *Engine, r *Request) Result {
 	return e.signalTarget(r, int(int32(r.Args[0])))
 }
 
-// sysSchedSet serves sched_setparam(2) and sched_setattr(2) for the
-// guest's tasks, by the guest's credentials (schedOwner).
+// sysSchedSet serves sched_setparam(2) and sched_setattr(2) by guest credentials.
 func sysSchedSet(e *Engine, r *Request) Result {
+	// The guest's tasks only, by the guest's credentials (schedOwner).
 	if res := e.taskTarget(int32(r.Args[0])); res.Action != Continue {
 		return res
 	}

@@ -224,10 +224,11 @@ func (e *Engine) nofileSet(r *Request, addr, old uint64) Result {
 	return ok(0, Emulated)
 }
 
-// sysExitGroup: what the process wrote to shadows is written back (a
-// command's output is in the image when it ends), its pumps are flushed
-// and its virtual fds closed.
+// sysExitGroup serves exit_group(2): write-back, pumps flushed, virtual fds closed.
 func sysExitGroup(e *Engine, r *Request) Result {
+	// What the process wrote to shadows is written back (a command's output
+	// is in the image when it ends), its pumps are flushed and its virtual
+	// fds closed.
 	e.Shadows.FlushDirty()
 	e.flushPumps()
 	e.adoptChildren(r.P)
@@ -235,12 +236,13 @@ func sysExitGroup(e *Engine, r *Request) Result {
 	return cont
 }
 
-// sysSysinfo answers sysinfo(2) as /proc would: memory and swap are the
-// host's (truthful, for programs that size themselves), the load averages
-// are LKL's, which runs the guest's file work (the host's load is other
-// tenants'), the uptime is the host's, as /proc/uptime and the guest's
-// clocks, and procs counts the guest's processes.
+// sysSysinfo serves sysinfo(2) as the guest's /proc would answer it.
 func sysSysinfo(e *Engine, r *Request) Result {
+	// Memory and swap are the host's (truthful, for programs that size
+	// themselves), the load averages are LKL's, which runs the guest's file
+	// work (the host's load is other tenants'), the uptime is the host's, as
+	// /proc/uptime and the guest's clocks, and procs counts the guest's
+	// processes.
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {
 		return fail(err, Emulated)

@@ -8,15 +8,15 @@ import "golang.org/x/sys/unix"
 // capSysPtrace is CAP_SYS_PTRACE.
 const capSysPtrace = 19
 
-// sysProcessVM serves process_vm_readv and process_vm_writev (pid,
-// local iov, count, remote iov, count, flags). Between the guest's own
-// processes they run on the host after Linux's permission check by the
-// guest's credentials (the host would judge by kbox's, which every guest
-// process shares); the host kernel then copies and reports EFAULT, EINVAL
-// and partial transfers itself. Any other process is no task of the guest
-// (ESRCH, as taskTarget). In an in-process tier the guest is kbox's own
-// process, whose memory the memory guard keeps from it: refused (EPERM).
+// sysProcessVM serves process_vm_readv(2) and process_vm_writev(2) between guest processes.
 func sysProcessVM(e *Engine, r *Request) Result {
+	// Between the guest's own processes they run on the host after Linux's
+	// permission check by the guest's credentials (the host would judge by
+	// kbox's, which every guest process shares); the host kernel then copies
+	// and reports EFAULT, EINVAL and partial transfers itself. Any other
+	// process is no task of the guest (ESRCH, as taskTarget). In an in-
+	// process tier the guest is kbox's own process, whose memory the memory
+	// guard keeps from it: refused (EPERM).
 	if e.Keeper <= 0 {
 		return errno(unix.EPERM, Denied)
 	}

@@ -233,9 +233,12 @@ func sysTgsigqueueinfo(e *Engine, r *Request) Result {
 	return e.signalTarget(r, int(int32(r.Args[0])))
 }
 
-// pidfd_send_signal works on pidfds, which only pidfd_open (confined above)
-// or clone(CLONE_PIDFD) of the guest's own children can produce.
-func sysPidfdSendSignal(e *Engine, r *Request) Result { return cont }
+// sysPidfdSendSignal serves pidfd_send_signal(2) natively.
+func sysPidfdSendSignal(e *Engine, r *Request) Result {
+	// It works on pidfds, which only pidfd_open (confined above) or
+	// clone(CLONE_PIDFD) of the guest's own children can produce.
+	return cont
+}
 
 // pipeSignal sends SIGPIPE to the guest thread for EPIPE, as the kernel
 // would have without MSG_NOSIGNAL (kbox sends with it), and returns err.
