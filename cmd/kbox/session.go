@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -115,6 +112,7 @@ func runSession(args []string) int {
 	default:
 		err = usagef("unknown verb %q (kbox session --help)", verb)
 	}
+	phases.print() // KBOX_TRACE_STARTUP: where the verb's time went
 	if err != nil {
 		return fail(err)
 	}
@@ -195,10 +193,12 @@ func sessionOpen(args []string) error {
 		return err
 	}
 	info := &sessionInfo{Image: img, Args: opts, Cwd: cwd}
+	phases.mark("checks")
 	if err := startSessionKbox(dir, info); err != nil {
 		removeSessionDir(dir, made)
 		return err
 	}
+	phases.mark("boot")
 	return nil
 }
 
@@ -281,239 +281,6 @@ func emptySessionDir(dir string) (made bool, err error) {
 		return false, fmt.Errorf("%s is not empty and holds no session: give a new or empty directory", dir)
 	}
 	return false, nil
-}
-
-// startSessionKbox starts the session's kbox on dir, detached (its own
-// session, stdio to DIR/log), records it in DIR/session.json and waits
-// until its socket answers.
-func startSessionKbox(dir string, info *sessionInfo) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	sock := filepath.Join(abs, sessionSock)
-	os.Remove(sock) // a killed kbox's
-	args := append([]string{"image", "--syscall-mode=seccomp"}, info.Args...)
-	args = append(args, "--overlay", abs, "--serve", sock)
-	logf, err := os.OpenFile(filepath.Join(abs, sessionLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		return err
-	}
-	defer null.Close()
-	cmd := exec.Command(exe, args...)
-	cmd.Dir = info.Cwd
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, logf, logf
-	cmd.Env = append(os.Environ(), "KBOX_DEBUG=")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the session's kbox: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	info.Pid = cmd.Process.Pid
-	info.Start, _ = procStart(info.Pid)
-	if err := writeSessionInfo(abs, info); err != nil {
-		cmd.Process.Kill()
-		<-exited
-		return err
-	}
-	deadline := time.Now().Add(sessionStart)
-	for {
-		// The socket answers once the kernel is up and the spawner
-		// serves: a ps before then waits for its accept.
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		_, err := sessiondir.Call(ctx, sock, &ServeRequest{Op: "ps"}, nil, nil)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("the session's kbox did not start: %s", lastLogLine(abs))
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			<-exited
-			return fmt.Errorf("the session's kbox did not start in %v: %s", sessionStart, lastLogLine(abs))
-		}
-	}
-}
-
-func lastLogLine(dir string) string {
-	b, _ := os.ReadFile(filepath.Join(dir, sessionLog))
-	s := strings.TrimSpace(string(b))
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	if s == "" {
-		return "it said nothing (DIR/log)"
-	}
-	return s
-}
-
-func writeSessionInfo(dir string, info *sessionInfo) error {
-	b, _ := json.MarshalIndent(info, "", "  ")
-	tmp := filepath.Join(dir, sessionState+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, sessionState))
-}
-
-// readSessionInfo reads DIR/session.json: an error that says what DIR is
-// when it is no session.
-func readSessionInfo(dir string) (*sessionInfo, error) {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("no session in %s: %w", dir, errors.Unwrap(err))
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("no session in %s: not a directory", dir)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, sessionState))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no session in %s (no %s: open one with kbox session open)", dir, sessionState)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var info sessionInfo
-	if err := json.Unmarshal(b, &info); err != nil || info.Pid <= 0 || info.Image == "" {
-		return nil, fmt.Errorf("%s: %s is not a session's (%v)", dir, sessionState, err)
-	}
-	return &info, nil
-}
-
-// lockSessionDir takes DIR's lock: one verb at a time changes a session
-// (run and ps take none).
-func lockSessionDir(dir string) (func(), error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("%s: lock: %w", dir, err)
-	}
-	return func() { unix.Close(fd) }, nil
-}
-
-// ---- the session's process
-
-// procStart is /proc/PID/stat's starttime, and whether the process is
-// running (not a zombie).
-func procStart(pid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state), f[19] field 22 (starttime)
-	if len(f) < 20 {
-		return 0, false
-	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	return start, err == nil && f[0] != "Z" && f[0] != "X"
-}
-
-// running says whether the session's kbox is still the process info names.
-func (info *sessionInfo) running() bool {
-	start, ok := procStart(info.Pid)
-	return ok && start == info.Start
-}
-
-// errSessionEnded says a session's kbox has ended.
-func errSessionEnded(dir string, info *sessionInfo) error {
-	return fmt.Errorf("the session in %s has no live kernel: its kbox (pid %d) has ended, and its processes with it; close it (kbox session close %s) or roll back to a checkpoint", dir, info.Pid, dir)
-}
-
-// sessionAlive returns DIR's session when its kbox runs.
-func sessionAlive(dir string) (*sessionInfo, error) {
-	info, err := readSessionInfo(dir)
-	if err != nil {
-		return nil, err
-	}
-	if !info.running() {
-		return nil, errSessionEnded(dir, info)
-	}
-	return info, nil
-}
-
-// call sends req to DIR's session and decodes its answer; a kbox that
-// has gone is said so.
-func sessionCall(ctx context.Context, dir string, info *sessionInfo, req *ServeRequest, fds []int, onStart func(int)) (*ServeAnswer, error) {
-	body, err := sessiondir.Call(ctx, filepath.Join(dir, sessionSock), req, fds, onStart)
-	var ce *sessiondir.ConnError
-	if errors.As(err, &ce) {
-		time.Sleep(10 * time.Millisecond) // a kbox that just died is not reaped yet
-		if !info.running() {
-			return nil, errSessionEnded(dir, info)
-		}
-		return nil, fmt.Errorf("the session in %s does not answer: %v", dir, ce.Err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var a ServeAnswer
-	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, fmt.Errorf("the session's kernel answered badly: %v", err)
-	}
-	return &a, nil
-}
-
-// stopSessionKbox ends the session's kbox: asked to close (its processes
-// end, its overlay and map are saved), else SIGTERM, then SIGKILL; it
-// returns once the process has gone.
-func stopSessionKbox(dir string, info *sessionInfo) {
-	if !info.running() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_, err := sessionCall(ctx, dir, info, &ServeRequest{Op: "close"}, nil, nil)
-	cancel()
-	if err != nil && info.running() {
-		unix.Kill(info.Pid, unix.SIGTERM)
-	}
-	deadline := time.Now().Add(sessionStart)
-	for info.running() {
-		if time.Now().After(deadline) {
-			unix.Kill(info.Pid, unix.SIGKILL)
-			deadline = time.Now().Add(time.Hour)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// removeSessionDir removes what a session keeps in dir, and dir when it
-// made it or it is then empty.
-func removeSessionDir(dir string, made bool) {
-	for _, f := range []string{sessiondir.Overlay, sessiondir.Dirty, sessiondir.Dirty + ".tmp", sessiondir.Busy,
-		sessiondir.Overlay + ".rollback", sessiondir.Dirty + ".rollback", sessionSock, sessionLog, sessionState, sessionState + ".tmp"} {
-		os.Remove(filepath.Join(dir, f))
-	}
-	os.RemoveAll(filepath.Join(dir, sessiondir.Checkpoints))
-	if made {
-		os.RemoveAll(dir)
-	} else {
-		os.Remove(dir)
-	}
 }
 
 // ---- run, ps
@@ -643,12 +410,14 @@ func sessionCheckpoint(dir, name string) error {
 	if cp, err = filepath.Abs(cp); err != nil {
 		return err
 	}
+	phases.mark("attach")
 	ctx, cancel := context.WithTimeout(context.Background(), sessionStart)
 	defer cancel()
 	a, err := sessionCall(ctx, dir, info, &ServeRequest{Op: "checkpoint", Dir: cp}, nil, nil)
 	if err == nil && a.Error != "" {
 		err = errors.New(a.Error)
 	}
+	phases.mark("checkpoint")
 	if err != nil {
 		os.RemoveAll(cp)
 	}
@@ -673,13 +442,17 @@ func sessionRollback(dir, name string) error {
 	if !sessiondir.HasCheckpoint(dir, name) {
 		return fmt.Errorf("no checkpoint %q in %s", name, dir)
 	}
+	phases.mark("attach")
 	stopSessionKbox(dir, info)
+	phases.mark("end-kernel")
 	if err := sessiondir.Restore(dir, name); err != nil {
 		return fmt.Errorf("rollback: %v; the session has no kernel now: close it", err)
 	}
+	phases.mark("restore")
 	if err := startSessionKbox(dir, info); err != nil {
 		return fmt.Errorf("rollback: %v; the session has no kernel now: close it", err)
 	}
+	phases.mark("boot")
 	return nil
 }
 
@@ -703,6 +476,7 @@ func sessionFork(dir, newDir string) error {
 	if err != nil {
 		return err
 	}
+	phases.mark("attach")
 	// The session's kbox copies its overlay, frozen, into the new
 	// directory, which it makes.
 	ctx, cancel := context.WithTimeout(context.Background(), sessionStart)
@@ -717,11 +491,13 @@ func sessionFork(dir, newDir string) error {
 		}
 		return fmt.Errorf("fork: %v", err)
 	}
+	phases.mark("copy")
 	fork := &sessionInfo{Image: info.Image, Args: info.Args, Cwd: info.Cwd}
 	if err := startSessionKbox(abs, fork); err != nil {
 		removeSessionDir(abs, true)
 		return fmt.Errorf("fork: %v", err)
 	}
+	phases.mark("boot")
 	return nil
 }
 
@@ -760,7 +536,9 @@ func sessionClose(args []string) error {
 	if err != nil {
 		return err
 	}
+	phases.mark("attach")
 	stopSessionKbox(dir, info)
+	phases.mark("end-kernel")
 	if save != "" {
 		if sessiondir.Broken(dir) {
 			return fmt.Errorf("--save: the session's kbox was killed, so its image is incomplete: roll back to a checkpoint first, or close without --save")
@@ -768,8 +546,10 @@ func sessionClose(args []string) error {
 		if err := saveSessionImage(dir, info, save); err != nil {
 			return fmt.Errorf("--save: %v; the session's directory is kept", err)
 		}
+		phases.mark("save")
 	}
 	removeSessionDir(dir, false)
+	phases.mark("remove")
 	return nil
 }
 
