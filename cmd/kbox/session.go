@@ -31,25 +31,27 @@ copy-on-write overlay (IMAGE is never written), its socket, its kbox's
 log and its checkpoints.
 
 verbs:
-  open -S IMAGE DIR [image options]   boot the session's kernel, detached;
-                                      DIR is made (or empty); options as
-                                      kbox image's (--net, --policy, -w,
-                                      --env, -b, ...)
-  run DIR [-w DIR] [--env NAME=VALUE]... -- COMMAND [ARG...]
-                                      run COMMAND in the session with this
-                                      terminal's stdin, stdout and stderr;
-                                      exit with its status
-  checkpoint DIR NAME                 record the session's image as NAME
-                                      (processes keep running; /tmp is not
-                                      part of it)
-  rollback DIR NAME                   end every process of the session and
-                                      go on, on a new kernel, from NAME
-  fork DIR NEWDIR                     a new session whose image starts as
-                                      DIR's is now (no processes, no /tmp)
-  ps DIR                              the session's processes
-  close DIR [--save OUT.ext4]         end the session and remove DIR;
-                                      --save first writes its image to a
-                                      new file OUT.ext4
+  open -S IMAGE DIR [image options]     boot the session's kernel, detached;
+                                        DIR is made (or empty); options as
+                                        kbox image's (--net, --policy, -w,
+                                        --env, -b, ...)
+  run DIR [-w D] [--env K=V] -- CMD...  run CMD in the session with this
+                                        terminal's stdin, stdout and
+                                        stderr, in D, with K=V; exit with
+                                        its status
+  checkpoint DIR NAME                   record the session's image as NAME
+                                        (processes keep running; /tmp is
+                                        not part of it)
+  rollback DIR NAME                     end every process of the session
+                                        and go on, on a new kernel, from
+                                        NAME (also after its kbox was
+                                        killed)
+  fork DIR NEWDIR                       a new session whose image starts as
+                                        DIR's is now (no processes, no /tmp)
+  ps DIR                                the session's processes
+  close DIR [--save OUT.ext4]           end the session and remove DIR;
+                                        --save first writes its image to a
+                                        new file OUT.ext4
 
 A checkpoint NAME is letters, digits and . _ + -, at most 64, not
 starting with a dot. Exit status: run's is the program's (128+N if signal
