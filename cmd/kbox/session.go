@@ -157,6 +157,10 @@ func sessionOpen(args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.Help {
+		fmt.Print(sessionUsage)
+		return nil
+	}
 	switch {
 	case o.Agent.Overlay != "" || o.Agent.Serve != "":
 		return usagef("kbox session open gives --overlay and --serve itself (DIR)")
@@ -181,15 +185,18 @@ func sessionOpen(args []string) error {
 	if err := sockPathFits(dir); err != nil {
 		return err
 	}
-	made, err := emptySessionDir(dir)
-	if err != nil {
-		return err
-	}
+	made := os.Mkdir(dir, 0o700) == nil
 	unlock, err := lockSessionDir(dir)
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if err := emptySessionDir(dir); err != nil { // under the lock: two opens do not both start
+		if made {
+			os.Remove(dir)
+		}
+		return err
+	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		return err
@@ -259,30 +266,23 @@ func sockPathFits(dir string) error {
 	return nil
 }
 
-// emptySessionDir makes dir, or checks that it is an empty directory;
-// made says it made it.
-func emptySessionDir(dir string) (made bool, err error) {
-	err = os.Mkdir(dir, 0o700)
-	if err == nil {
-		return true, nil
-	}
-	if !errors.Is(err, os.ErrExist) {
-		return false, err
-	}
+// emptySessionDir checks that dir is an empty directory, and says what
+// it holds when it is not.
+func emptySessionDir(dir string) error {
 	if _, ierr := readSessionInfo(dir); ierr == nil {
 		if _, live := sessionAlive(dir); live == nil {
-			return false, fmt.Errorf("%s holds a live session: close it first (kbox session close %s)", dir, dir)
+			return fmt.Errorf("%s holds a live session: close it first (kbox session close %s)", dir, dir)
 		}
-		return false, fmt.Errorf("%s holds a session whose kbox has ended: close it first (kbox session close %s)", dir, dir)
+		return fmt.Errorf("%s holds a session whose kbox has ended: close it first (kbox session close %s)", dir, dir)
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if len(ents) > 0 {
-		return false, fmt.Errorf("%s is not empty and holds no session: give a new or empty directory", dir)
+		return fmt.Errorf("%s is not empty and holds no session: give a new or empty directory", dir)
 	}
-	return false, nil
+	return nil
 }
 
 // ---- run, ps
@@ -505,20 +505,21 @@ func sessionFork(dir, newDir string) error {
 
 func sessionClose(args []string) error {
 	var dir, save string
+	saving := false
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
 		case a == "--save" && i+1 < len(args):
 			i++
-			save = args[i]
+			save, saving = args[i], true
 		case strings.HasPrefix(a, "--save="):
-			save = strings.TrimPrefix(a, "--save=")
+			save, saving = strings.TrimPrefix(a, "--save="), true
 		case strings.HasPrefix(a, "-") || dir != "":
 			return usagef("usage: kbox session close DIR [--save OUT.ext4]")
 		default:
 			dir = a
 		}
 	}
-	if dir == "" || (save == "" && slices0(args, "--save")) {
+	if dir == "" || saving && save == "" {
 		return usagef("usage: kbox session close DIR [--save OUT.ext4]")
 	}
 	if save != "" {
