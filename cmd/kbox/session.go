@@ -87,7 +87,7 @@ func runSession(args []string) int {
 		return exitUsage
 	}
 	verb, rest := args[0], args[1:]
-	if verb == "help" || verb == "-h" || verb == "--help" || slices0(rest, "-h", "--help") {
+	if verb == "help" || verb == "-h" || verb == "--help" || len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
 		fmt.Print(sessionUsage)
 		return 0
 	}
@@ -119,19 +119,6 @@ func runSession(args []string) int {
 		return fail(err)
 	}
 	return 0
-}
-
-// slices0 says whether the first argument is one of names.
-func slices0(args []string, names ...string) bool {
-	if len(args) == 0 {
-		return false
-	}
-	for _, n := range names {
-		if args[0] == n {
-			return true
-		}
-	}
-	return false
 }
 
 func withArgs(args []string, n int, usage string, f func([]string) error) error {
