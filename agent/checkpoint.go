@@ -2,11 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
+	"github.com/kbox-project/kbox/sessiondir"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -20,8 +21,6 @@ import (
 // and boots a new kernel on it; fork copies the overlay as it is now into
 // a new session. The base image is never written. /tmp (the scratch disk)
 // and processes are not part of a checkpoint or a fork.
-
-var checkpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
 
 // SessionCheckpointIn is session_checkpoint's input.
 type SessionCheckpointIn struct {
@@ -37,19 +36,19 @@ type SessionCheckpointOut struct {
 
 func (s *Server) sessionCheckpoint(ctx context.Context, _ *mcp.CallToolRequest, in SessionCheckpointIn) (*mcp.CallToolResult, SessionCheckpointOut, error) {
 	var out SessionCheckpointOut
-	if !checkpointName.MatchString(in.Name) {
-		return nil, out, toolError("checkpoint name %q: want letters, digits and . _ + -, at most 64, not starting with a dot", in.Name)
+	if err := sessiondir.CheckName(in.Name); err != nil {
+		return nil, out, err
 	}
 	se, err := s.lockSession(in.Session)
 	if err != nil {
 		return nil, out, err
 	}
 	defer se.release()
-	dir := filepath.Join(se.dir, "checkpoints", in.Name)
-	if _, err := os.Stat(dir); err == nil {
+	dir, err := sessiondir.NewCheckpoint(se.dir, in.Name)
+	if errors.Is(err, os.ErrExist) {
 		return nil, out, toolError("checkpoint %q exists", in.Name)
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+	if err != nil {
 		return nil, out, err
 	}
 	start := time.Now()
@@ -91,11 +90,7 @@ func (s *Server) sessionRollback(ctx context.Context, _ *mcp.CallToolRequest, in
 		return nil, out, err
 	}
 	defer se.release()
-	cp := filepath.Join(se.dir, "checkpoints", in.Name)
-	if !checkpointName.MatchString(in.Name) {
-		return nil, out, toolError("no checkpoint %q", in.Name)
-	}
-	if _, err := os.Stat(filepath.Join(cp, "dirty")); err != nil {
+	if !sessiondir.HasCheckpoint(se.dir, in.Name) {
 		return nil, out, toolError("no checkpoint %q in session %s", in.Name, in.Session)
 	}
 	start := time.Now()
@@ -105,13 +100,10 @@ func (s *Server) sessionRollback(ctx context.Context, _ *mcp.CallToolRequest, in
 	s.mu.Lock()
 	se.procs = nil
 	s.mu.Unlock()
-	for _, name := range []string{"overlay", "dirty"} {
-		if err := replaceWithCopy(filepath.Join(cp, name), filepath.Join(se.dir, name)); err != nil {
-			s.endSession(se)
-			return nil, out, toolError("rollback: %v; the session is lost and closed", err)
-		}
+	if err := sessiondir.Restore(se.dir, in.Name); err != nil {
+		s.endSession(se)
+		return nil, out, toolError("rollback: %v; the session is lost and closed", err)
 	}
-	os.Remove(filepath.Join(se.dir, "busy")) // a killed kernel's mark: the checkpoint is whole
 	if se.live, err = s.startLive(se, se.policy, se.net); err != nil {
 		s.endSession(se)
 		return nil, out, toolError("rollback: %v; the session is closed", err)
@@ -119,22 +111,6 @@ func (s *Server) sessionRollback(ctx context.Context, _ *mcp.CallToolRequest, in
 	_ = lerr // the newer state is thrown away: how it ended does not matter
 	out.Ms = float64(time.Since(start).Microseconds()) / 1000
 	return nil, out, nil
-}
-
-// replaceWithCopy replaces dst with a copy of src (sparse), atomically.
-func replaceWithCopy(src, dst string) error {
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tmp := dst + ".rollback"
-	os.Remove(tmp)
-	if err := SparseCopy(f, tmp); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, dst)
 }
 
 // SessionForkIn is session_fork's input.

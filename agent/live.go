@@ -3,12 +3,10 @@ package agent
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/kbox-project/kbox/sessiondir"
 )
 
 // ---- a session's live kernel
@@ -171,48 +169,19 @@ func (l *liveKernel) lost(err error) error {
 // connection early kills a run. A run's first frame (started) goes to
 // onStart.
 func (l *liveKernel) call(ctx context.Context, req *serveRequest, fds []int, onStart func(pid int)) (*serveAnswer, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", l.sock)
-	if err != nil {
-		return nil, l.lost(err)
+	body, err := sessiondir.Call(ctx, l.sock, req, fds, onStart)
+	var ce *sessiondir.ConnError
+	switch {
+	case errors.As(err, &ce):
+		return nil, l.lost(ce.Err)
+	case err != nil:
+		return nil, toolError("%v", err)
 	}
-	defer c.Close()
-	uc := c.(*net.UnixConn)
-	b, _ := json.Marshal(req)
-	frame := binary.LittleEndian.AppendUint32(nil, uint32(len(b)))
-	frame = append(frame, b...)
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
+	var a serveAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, toolError("the session's kernel answered badly: %v", err)
 	}
-	if _, _, err := uc.WriteMsgUnix(frame, oob, nil); err != nil {
-		return nil, l.lost(err)
-	}
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	for {
-		var head [4]byte
-		if _, err := io.ReadFull(c, head[:]); err != nil {
-			if ctx.Err() != nil {
-				return nil, toolError("the call was cancelled: %v", ctx.Err())
-			}
-			return nil, l.lost(err)
-		}
-		body := make([]byte, binary.LittleEndian.Uint32(head[:]))
-		if _, err := io.ReadFull(c, body); err != nil {
-			return nil, l.lost(err)
-		}
-		var a serveAnswer
-		if err := json.Unmarshal(body, &a); err != nil {
-			return nil, toolError("the session's kernel answered badly: %v", err)
-		}
-		if !a.Started {
-			return &a, nil
-		}
-		if onStart != nil {
-			onStart(a.Pid)
-		}
-	}
+	return &a, nil
 }
 
 // file serves one file call.

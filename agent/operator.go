@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/policy"
-	"golang.org/x/sys/unix"
+	"github.com/kbox-project/kbox/sessiondir"
 )
 
 // The operator decides, the agent asks: kbox mcp's flags (Config) bound
@@ -224,27 +224,13 @@ func (s *Server) publish(tmp, out string) error {
 			return err
 		}
 	} else {
-		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, out, unix.RENAME_NOREPLACE)
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-			// A filesystem without RENAME_NOREPLACE: a link fails
-			// as well when the name exists.
-			if err = os.Link(tmp, out); err == nil {
-				os.Remove(tmp)
-			}
-		}
-		if errors.Is(err, unix.EEXIST) || errors.Is(err, os.ErrExist) {
+		err := sessiondir.Publish(tmp, out)
+		if errors.Is(err, os.ErrExist) {
 			return toolError("%q exists already (this server does not replace snapshots)", strings.TrimSuffix(filepath.Base(out), ".ext4"))
 		}
-		if err != nil {
-			return err
-		}
-	}
-	d, err := os.Open(filepath.Dir(out))
-	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	return sessiondir.SyncDir(filepath.Dir(out))
 }
 
 // runPolicy checks an agent's policy for a run (TOML only: a host path

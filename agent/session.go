@@ -2,14 +2,12 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sessiondir"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -183,40 +181,5 @@ func (s *Server) sessionFileCall(ctx context.Context, se *session, req fileReque
 // of the base with the overlay's written blocks over it. The session's
 // kernels must all have stopped.
 func (se *session) saveImage(out string) error {
-	if _, err := os.Stat(filepath.Join(se.dir, "busy")); err == nil {
-		return errors.New("the session's image is incomplete: a kbox on it was killed")
-	}
-	var ranges [][2]int64
-	bits, err := os.ReadFile(filepath.Join(se.dir, "dirty"))
-	switch {
-	case err == nil:
-		if len(bits) != lkl.COWMapLen(se.size) {
-			return fmt.Errorf("the session's block map has %d bytes, want %d", len(bits), lkl.COWMapLen(se.size))
-		}
-		ranges = lkl.DirtyRanges(bits, se.size)
-	case !errors.Is(err, os.ErrNotExist):
-		return err
-	}
-	if err := SparseCopy(se.baseFile, out); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(out, os.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if len(ranges) > 0 {
-		ov, err := os.Open(filepath.Join(se.dir, "overlay"))
-		if err != nil {
-			return err
-		}
-		defer ov.Close()
-		if err := CopyRanges(ov, f, ranges); err != nil {
-			return err
-		}
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	return f.Sync()
+	return sessiondir.SaveImage(se.baseFile, se.size, se.dir, out)
 }

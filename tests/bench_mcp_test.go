@@ -124,6 +124,10 @@ func BenchmarkSessions(b *testing.B) {
 	b.ReportMetric(percentile(runs, 99), "run_p99_ms")
 	b.ReportMetric(median(reads), "read_file_ms")
 	b.ReportMetric(float64(privKB), "idle_private_kB")
+	// The CLI verbs (kbox session) after 100 MB written to a 1 GiB image.
+	cliCp, cliRb, _, _ := sessionCLIFigures(b)
+	b.ReportMetric(cliCp, "cli_checkpoint_100M_ms")
+	b.ReportMetric(cliRb, "cli_rollback_100M_ms")
 	b.ReportMetric(0, "ns/op")
 }
 

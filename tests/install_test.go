@@ -71,7 +71,7 @@ func TestMakeInstall(t *testing.T) {
 			t.Errorf("man page lacks %s", name)
 		}
 	}
-	for _, w := range []string{"NAME", "SYNOPSIS", "EXIT STATUS", "kbox image", "kbox mcp"} {
+	for _, w := range []string{"NAME", "SYNOPSIS", "EXIT STATUS", "kbox image", "kbox mcp", "kbox session", "rollback DIR NAME"} {
 		if !strings.Contains(text, w) {
 			t.Errorf("man page lacks %q:\n%s", w, lastLines(text, 20))
 		}

@@ -15,11 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kbox-project/kbox/agent"
 	"github.com/kbox-project/kbox/audit"
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
+	"github.com/kbox-project/kbox/sessiondir"
 	"github.com/kbox-project/kbox/trap"
 	"github.com/kbox-project/kbox/web"
 	"golang.org/x/sys/unix"
@@ -631,7 +631,7 @@ func (a *agentRun) finish(status int, runErr error) (int, error) {
 // through a temporary name so that out is whole or absent.
 func (a *agentRun) saveSnapshot(out string) error {
 	tmp := out + ".kbox-tmp"
-	if err := agent.SparseCopy(a.baseLock, tmp); err != nil {
+	if err := sessiondir.SparseCopy(a.baseLock, tmp); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -640,7 +640,7 @@ func (a *agentRun) saveSnapshot(out string) error {
 		os.Remove(tmp)
 		return err
 	}
-	err = agent.CopyRanges(a.overlay, f, a.dirty.DirtyRanges())
+	err = sessiondir.CopyRanges(a.overlay, f, a.dirty.DirtyRanges())
 	if serr := f.Sync(); err == nil {
 		err = serr
 	}

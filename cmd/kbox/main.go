@@ -31,6 +31,8 @@ commands:
   pull      make an image from a registry's (kbox pull alpine:3.20 -o alpine.ext4)
   import    make an image from a docker save, OCI layout or rootfs tarball
   mcp       serve agents' tool calls (Model Context Protocol, docs/agents.md)
+  session   a live kernel kept up between commands: open, run, checkpoint,
+            rollback, fork, ps, close (kbox session --help)
   audit     verify an audit log (kbox audit verify FILE [--head HASH])
   policy    check a policy file (kbox policy check FILE)
   probe     measure the boundary: probes in a guest under the image options
@@ -81,6 +83,8 @@ func run(args []string) int {
 		return runPull(args[1:])
 	case "mcp":
 		return runMCP(args[1:])
+	case "session":
+		return runSession(args[1:])
 	case "audit":
 		return runAudit(args[1:])
 	case "policy":

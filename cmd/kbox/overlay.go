@@ -6,9 +6,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kbox-project/kbox/agent"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
+	"github.com/kbox-project/kbox/sessiondir"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,11 +20,11 @@ import (
 // ended without saving the map (it was killed) and the overlay's newest
 // blocks are not in the map.
 
-// Files of a kept overlay.
+// Files of a kept overlay (package sessiondir: its layout).
 const (
-	overlayData  = "overlay"
-	overlayDirty = "dirty"
-	overlayBusy  = "busy"
+	overlayData  = sessiondir.Overlay
+	overlayDirty = sessiondir.Dirty
+	overlayBusy  = sessiondir.Busy
 )
 
 // ErrOverlayBroken says a kept overlay was left by a kbox that did not
@@ -142,7 +142,7 @@ func (k *keptOverlay) copyTo(dir string) error {
 	if err := out.Truncate(k.size); err != nil {
 		return err
 	}
-	if err := agent.CopyRanges(k.file, out, k.dirty.DirtyRanges()); err != nil {
+	if err := sessiondir.CopyRanges(k.file, out, k.dirty.DirtyRanges()); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, overlayDirty), k.dirty.Bytes(), 0o600); err != nil {

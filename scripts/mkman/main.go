@@ -1,7 +1,7 @@
 // Command mkman writes kbox's manual page, kbox.1 (roff, man macros), on
 // stdout from the help texts of a built kbox binary: `kbox --help`,
 // `kbox image --help`, `kbox import --help`, `kbox pull --help`, `kbox mcp
-// --help` and `kbox version`. The Makefile
+// --help`, `kbox session --help` and `kbox version`. The Makefile
 // runs it (`make man`, `make install`), so the page says what the binary
 // says.
 //
@@ -37,15 +37,15 @@ func main() {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
-	page(w, version, help("--help"), help("image", "--help"), help("mcp", "--help"), help("import", "--help"), help("pull", "--help"))
+	page(w, version, help("--help"), help("image", "--help"), help("mcp", "--help"), help("import", "--help"), help("pull", "--help"), help("session", "--help"))
 }
 
-func page(w *bufio.Writer, version, top, image, mcp, imp, pull string) {
+func page(w *bufio.Writer, version, top, image, mcp, imp, pull, session string) {
 	fmt.Fprintf(w, ".TH KBOX 1 \"\" \"kbox %s\" \"User Commands\"\n", esc(version))
 	fmt.Fprintln(w, ".SH NAME")
 	fmt.Fprintln(w, `kbox \- run Linux programs against a Linux kernel linked into kbox (LKL), from an ext4 image`)
 	fmt.Fprintln(w, ".SH SYNOPSIS")
-	for _, h := range []string{top, image, imp, pull, mcp} {
+	for _, h := range []string{top, image, imp, pull, mcp, session} {
 		if u, ok := strings.CutPrefix(firstLine(h), "usage: "); ok {
 			fmt.Fprintf(w, ".B %s\n.br\n", esc(u))
 		}
@@ -62,6 +62,8 @@ func page(w *bufio.Writer, version, top, image, mcp, imp, pull string) {
 	body(w, pull)
 	fmt.Fprintln(w, ".SH MCP")
 	body(w, mcp)
+	fmt.Fprintln(w, ".SH SESSION")
+	body(w, session)
 	fmt.Fprint(w, `.SH EXIT STATUS
 The guest's own status (128+N if signal N killed it); 2 for a bad command line or a feature this build lacks; 125 when kbox itself cannot set up (a missing, corrupt or busy image); 126 or 127 when the guest program cannot be executed or does not exist.
 .SH ENVIRONMENT
