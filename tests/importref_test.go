@@ -1,0 +1,134 @@
+//go:build lkl
+
+package tests
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// kbox import of a docker save or an OCI layout that holds several
+// images: --ref picks one by its tag (docs/images.md).
+
+// namedImage is an image and the name a docker save or a layout gives it.
+type namedImage struct {
+	name string
+	im   testImage
+}
+
+// writeDockerSaveNamed writes the images as one `docker save A B` does:
+// an entry of manifest.json each, with its RepoTags.
+func writeDockerSaveNamed(t *testing.T, path string, ims ...namedImage) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(name string, b []byte) {
+		tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(b)), ModTime: baseTime})
+		tw.Write(b)
+	}
+	var entries []map[string]any
+	for n, ni := range ims {
+		_, c, _ := ni.im.blobs(t)
+		cname := strings.TrimPrefix(digestOf(c.data), "sha256:") + ".json"
+		var names []string
+		for i, l := range ni.im.layers {
+			id := fmt.Sprintf("%064x", 100*n+i+1)
+			add(id+"/layer.tar", l)
+			names = append(names, id+"/layer.tar")
+		}
+		add(cname, c.data)
+		entries = append(entries, map[string]any{"Config": cname, "RepoTags": []string{ni.name}, "Layers": names})
+	}
+	mf, _ := json.Marshal(entries)
+	add("manifest.json", mf)
+	tw.Close()
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeOCILayoutNamed writes the images as an OCI layout whose index
+// names each (org.opencontainers.image.ref.name).
+func writeOCILayoutNamed(t *testing.T, dir string, ims ...namedImage) {
+	t.Helper()
+	var descs []map[string]any
+	for _, ni := range ims {
+		m, c, ls := ni.im.blobs(t)
+		for _, b := range append([]blob{m, c}, ls...) {
+			writeBlob(t, dir, b.data)
+		}
+		d := m.desc()
+		d["annotations"] = map[string]string{"org.opencontainers.image.ref.name": ni.name}
+		descs = append(descs, d)
+	}
+	idx, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": descs})
+	os.WriteFile(filepath.Join(dir, "index.json"), idx, 0o644)
+	os.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644)
+}
+
+// TestImportSeveral: a docker save or an OCI layout of two images needs
+// --ref: it takes the image of that tag; without it, or with a tag it
+// lacks, the error lists the tags (exit 2) and no image is made. A file
+// of one image imports without --ref, as before.
+func TestImportSeveral(t *testing.T) {
+	dir := t.TempDir()
+	a := namedImage{"kbox/a:1", markerImage(t, "", "a")}
+	b := namedImage{"kbox/b:2", markerImage(t, "", "b")}
+	save := filepath.Join(dir, "save.tar")
+	writeDockerSaveNamed(t, save, a, b)
+	layout := filepath.Join(dir, "layout")
+	writeOCILayoutNamed(t, layout, a, b)
+	one := filepath.Join(dir, "one.tar")
+	writeDockerSaveNamed(t, one, a)
+	rootfsTar := filepath.Join(dir, "rootfs.tar")
+	os.WriteFile(rootfsTar, layerTar(t, busyboxEntries(t)), 0o644)
+	outDir := filepath.Join(dir, "out")
+	os.Mkdir(outDir, 0o755)
+	out := filepath.Join(outDir, "out.ext4")
+	for _, c := range []struct {
+		name   string
+		args   []string
+		status int
+		want   string // /marker, or the error
+	}{
+		{"save, --ref", []string{save, "--ref", "kbox/b:2"}, 0, "b"},
+		{"save, --ref in full", []string{save, "--ref", "docker.io/kbox/a:1"}, 0, "a"},
+		{"save, no --ref", []string{save}, 2, "the docker save holds 2 images: kbox/a:1, kbox/b:2; choose one with --ref"},
+		{"save, a tag it lacks", []string{save, "--ref", "kbox/c:3"}, 2, "no image kbox/c:3 in the docker save; it holds kbox/a:1, kbox/b:2"},
+		{"layout, --ref", []string{layout, "--ref=kbox/b:2"}, 0, "b"},
+		{"layout, no --ref", []string{layout}, 2, "the OCI layout holds 2 images: kbox/a:1, kbox/b:2; choose one with --ref"},
+		{"layout, a tag it lacks", []string{layout, "--ref", "kbox/a:2"}, 2, "no image kbox/a:2 in the OCI layout"},
+		{"one image", []string{one}, 0, "a"},
+		{"one image, its tag", []string{one, "--ref", "kbox/a:1"}, 0, "a"},
+		{"one image, another tag", []string{one, "--ref", "kbox/b:2"}, 2, "no image kbox/b:2 in the docker save; it holds kbox/a:1"},
+		{"plain tarball, --ref", []string{rootfsTar, "--ref", "kbox/a:1"}, 2, "a plain root filesystem tarball is one image"},
+		{"--ref without a name", []string{save, "--ref="}, 2, "--ref: want an image name"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append(append([]string{"import"}, c.args...), "-o", out)
+			so, se, status := runKbox(t, args...)
+			if status != c.status {
+				t.Fatalf("kbox %q: status %d, want %d\nstdout %q\nstderr %q", args, status, c.status, so, se)
+			}
+			if c.status != 0 {
+				if !strings.Contains(se, c.want) {
+					t.Errorf("stderr %q lacks %q", se, c.want)
+				}
+				if left, _ := os.ReadDir(outDir); len(left) != 0 {
+					t.Errorf("files left in the output's directory: %v", left)
+				}
+				return
+			}
+			if got, _ := debugfsCat(t, out, "/marker"); got != c.want+"\n" {
+				t.Errorf("/marker %q, want %q", got, c.want)
+			}
+			os.Remove(out)
+		})
+	}
+}
