@@ -8,9 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // kbox import of a docker save or an OCI layout that holds several
@@ -129,6 +132,52 @@ func TestImportSeveral(t *testing.T) {
 				t.Errorf("/marker %q, want %q", got, c.want)
 			}
 			os.Remove(out)
+		})
+	}
+}
+
+// TestImportSignal: an import stopped by SIGINT or SIGTERM while it
+// builds leaves neither OUT nor its temporary file, and says so.
+func TestImportSignal(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "rootfs.tar")
+	big := strings.Repeat("kbox", 48<<20/4) // 48 MB for the build to be under way a while
+	os.WriteFile(src, layerTar(t, append(busyboxEntries(t), testEntry{name: "./big", typ: tar.TypeReg, mode: 0o644, data: big})), 0o644)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			outDir := t.TempDir()
+			out := filepath.Join(outDir, "out.ext4")
+			cmd := exec.Command(kboxBin(t), "import", src, "-o", out)
+			var se bytes.Buffer
+			cmd.Stderr = &se
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait for the temporary image, then signal.
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				if tmps, _ := filepath.Glob(filepath.Join(outDir, ".out.ext4.tmp-*")); len(tmps) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("no temporary image in %s within 60 s; stderr %q", outDir, se.String())
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			status := -1
+			if ee, ok := err.(*exec.ExitError); ok {
+				status = ee.ExitCode()
+			}
+			if status != 128+int(sig) || !strings.Contains(se.String(), "stopped, "+out+" not made") {
+				t.Errorf("status %d (err %v), stderr %q; want %d and a note that OUT is not made", status, err, se.String(), 128+int(sig))
+			}
+			if left, _ := os.ReadDir(outDir); len(left) != 0 {
+				t.Errorf("files left in the output's directory: %v", left)
+			}
 		})
 	}
 }
