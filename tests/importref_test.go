@@ -181,3 +181,39 @@ func TestImportSignal(t *testing.T) {
 		})
 	}
 }
+
+// TestImportSetuidNotHonoured: an image's set-user-id-root program and
+// its file capability are stored (TestImportLayers) but not honoured at
+// exec: run as the image's User, a program gets no capabilities from
+// either, as in a container with no-new-privileges (docs/images.md).
+func TestImportSetuidNotHonoured(t *testing.T) {
+	img := imagePath(t)
+	prog := filepath.Join(t.TempDir(), "creds")
+	if b, err := exec.Command("debugfs", "-R", "dump /opt/tests/creds "+prog, img).CombinedOutput(); err != nil {
+		t.Fatalf("debugfs dump /opt/tests/creds: %v %s", err, b)
+	}
+	bin, err := os.ReadFile(prog)
+	if err != nil || len(bin) == 0 {
+		t.Fatalf("no /opt/tests/creds in %s: %v", img, err)
+	}
+	im := testImage{layers: tarLayers(t, [][]testEntry{busyboxEntries(t), {
+		{name: "./bin/creds", typ: tar.TypeReg, mode: 0o755, data: string(bin)},
+		{name: "./bin/suidcreds", typ: tar.TypeReg, mode: 0o4755, data: string(bin)},
+		{name: "./bin/capcreds", typ: tar.TypeReg, mode: 0o755, data: string(bin), xattrs: map[string]string{"security.capability": fileCap}},
+	}}), config: map[string]any{"User": "app"}}
+	layout := filepath.Join(t.TempDir(), "layout")
+	writeOCILayout(t, layout, im)
+	out := filepath.Join(t.TempDir(), "out.ext4")
+	importImage(t, layout, out)
+	so, se, status := runKbox(t, "image", "-S", out, "--", "/bin/sh", "-c", "id -u; /bin/creds caps; /bin/suidcreds caps; /bin/capcreds caps")
+	// The ids stay the user's (no set-user-id), the sets empty.
+	none := "res uid 1000 1000 1000 getuid 1000 geteuid 1000\nres gid 1000 1000 1000 getgid 1000 getegid 1000\ngroups 1: 1000\ncap eff 0 perm 0 inh 0\n"
+	if want := "1000\n" + none + none + none; status != 0 || so != want {
+		t.Errorf("status %d, stdout %q, want %q (stderr %s)", status, so, want, se)
+	}
+	// As root (-0) the same programs have root's capabilities: the test
+	// can tell capabilities apart.
+	if so, _, _ := runKbox(t, "image", "-S", out, "-0", "--", "/bin/creds", "caps"); !strings.Contains(so, "geteuid 0\n") || strings.Contains(so, "cap eff 0 ") {
+		t.Errorf("as root: %q, want uid 0 and capabilities", so)
+	}
+}
