@@ -241,7 +241,10 @@ func (c *client) authenticate(challenge string) error {
 		c.auth = "Bearer " + t
 		return nil
 	case "basic":
-		if !haveCreds || cr.IdentityToken != "" {
+		if haveCreds && cr.IdentityToken != "" {
+			return fmt.Errorf("the registry wants a user and password, and Docker's config.json has only an identity token for %s", c.ref.Registry)
+		}
+		if !haveCreds {
 			return fmt.Errorf("the registry wants a user and password, and Docker's config.json has none for %s", c.ref.Registry)
 		}
 		c.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(cr.User+":"+cr.Pass))
