@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"archive/tar"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -221,6 +222,50 @@ func TestPullSchema1(t *testing.T) {
 			}
 			if blobs, _ := filepath.Glob(filepath.Join(cache, "blobs", "sha256", "*")); len(blobs) != 0 {
 				t.Errorf("blobs cached: %v", blobs)
+			}
+		})
+	}
+}
+
+// TestPullRefused: an image whose layer climbs out of the root, or that
+// does not fit --size, is refused after the pull as kbox import refuses
+// it: status 125, no OUT, nothing in TMPDIR, and the cache holds only
+// complete, verified blobs.
+func TestPullRefused(t *testing.T) {
+	base := startRegistry(t)
+	host := strings.TrimPrefix(base, "http://")
+	bb := busyboxEntries(t)
+	pushImage(t, base, "test/escape", "v1", testImage{config: map[string]any{}, layers: tarLayers(t, [][]testEntry{bb,
+		{{name: "../../etc/x", typ: tar.TypeReg, mode: 0o644, data: "x"}}})})
+	pushImage(t, base, "test/big", "v1", testImage{config: map[string]any{}, layers: tarLayers(t, [][]testEntry{bb})})
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"dotdot entry", []string{host + "/test/escape:v1"}, `entry "../../etc/x": its ".." leaves the image's root: refused`},
+		{"too small", []string{host + "/test/big:v1", "--size", "2M"}, "the image is full"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			env, cache := pullEnv(t, "TMPDIR="+tmp)
+			outDir := t.TempDir()
+			out := filepath.Join(outDir, "out.ext4")
+			so, se, status := runKboxEnv(t, env, append(append([]string{"pull"}, c.args...), "-o", out)...)
+			if status != 125 || !strings.Contains(se, c.want) {
+				t.Errorf("status %d, stderr %q (stdout %q); want 125 and %q", status, se, so, c.want)
+			}
+			for _, d := range []string{tmp, outDir} {
+				if left, _ := os.ReadDir(d); len(left) != 0 {
+					t.Errorf("files left in %s: %v", d, left)
+				}
+			}
+			blobs, _ := filepath.Glob(filepath.Join(cache, "blobs", "sha256", "*"))
+			for _, b := range blobs {
+				data, err := os.ReadFile(b)
+				if err != nil || strings.HasSuffix(b, ".partial") || "sha256:"+filepath.Base(b) != digestOf(data) {
+					t.Errorf("cache: %s is not a complete, verified blob", b)
+				}
 			}
 		})
 	}
