@@ -21,7 +21,8 @@ registry) into kbox's blob cache ($XDG_CACHE_HOME/kbox, else
 an ext4 image of it as kbox import does (docs/images.md). REF is
 [REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST], e.g. alpine:3.20 or
 ghcr.io/org/img@sha256:... A registry on the loopback is spoken to in
-plain HTTP, any other in HTTPS. Credentials come from Docker's
+HTTPS if it answers in it, else in plain HTTP; any other in HTTPS.
+Credentials come from Docker's
 config.json ($DOCKER_CONFIG, else ~/.docker) when it has some for the
 registry (a user and password, or an identity token); otherwise kbox
 pulls anonymously (with a token when the registry asks for one). A
