@@ -57,7 +57,7 @@ func writeDockerSaveNamed(t *testing.T, path string, ims ...namedImage) {
 }
 
 // writeOCILayoutNamed writes the images as an OCI layout whose index
-// names each (org.opencontainers.image.ref.name).
+// names each (org.opencontainers.image.ref.name) with its platform.
 func writeOCILayoutNamed(t *testing.T, dir string, ims ...namedImage) {
 	t.Helper()
 	var descs []map[string]any
@@ -68,6 +68,7 @@ func writeOCILayoutNamed(t *testing.T, dir string, ims ...namedImage) {
 		}
 		d := m.desc()
 		d["annotations"] = map[string]string{"org.opencontainers.image.ref.name": ni.name}
+		d["platform"] = map[string]any{"os": "linux", "architecture": ni.im.archOrHost()}
 		descs = append(descs, d)
 	}
 	idx, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": descs})
@@ -215,5 +216,56 @@ func TestImportSetuidNotHonoured(t *testing.T) {
 	// can tell capabilities apart.
 	if so, _, _ := runKbox(t, "image", "-S", out, "-0", "--", "/bin/creds", "caps"); !strings.Contains(so, "geteuid 0\n") || strings.Contains(so, "cap eff 0 ") {
 		t.Errorf("as root: %q, want uid 0 and capabilities", so)
+	}
+}
+
+// TestImportPlatform: a layout's entries for several platforms are chosen
+// among by --platform (the host's by default), also within the entries of
+// the name --ref gives.
+func TestImportPlatform(t *testing.T) {
+	dir := t.TempDir()
+	other := "riscv64"
+	plain := filepath.Join(dir, "plain")
+	writeOCILayout(t, plain, markerImage(t, other, "other"), markerImage(t, "", "host"))
+	named := filepath.Join(dir, "named")
+	writeOCILayoutNamed(t, named, namedImage{"kbox/m:1", markerImage(t, other, "m-other")},
+		namedImage{"kbox/m:1", markerImage(t, "", "m-host")}, namedImage{"kbox/n:1", markerImage(t, "", "n-host")})
+	outDir := filepath.Join(dir, "out")
+	os.Mkdir(outDir, 0o755)
+	out := filepath.Join(outDir, "out.ext4")
+	for _, c := range []struct {
+		name   string
+		args   []string
+		status int
+		want   string // /marker, or the error
+	}{
+		{"host's", []string{plain}, 0, "host"},
+		{"--platform", []string{plain, "--platform", "linux/" + other}, 0, "other"},
+		{"a platform it lacks", []string{plain, "--platform", "linux/mips64le"}, 125, "no image for linux/mips64le: the index has linux/" + other},
+		{"named, no --ref", []string{named}, 2, "the OCI layout holds 2 images: kbox/m:1, kbox/n:1; choose one with --ref"},
+		{"named, --ref", []string{named, "--ref", "kbox/m:1"}, 0, "m-host"},
+		{"named, --ref and --platform", []string{named, "--ref", "kbox/m:1", "--platform", "linux/" + other}, 0, "m-other"},
+		{"named, --ref and a platform it lacks", []string{named, "--ref", "kbox/n:1", "--platform", "linux/" + other}, 125, "--platform linux/" + other + " is not among them"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append(append([]string{"import"}, c.args...), "-o", out)
+			so, se, status := runKbox(t, args...)
+			if status != c.status {
+				t.Fatalf("kbox %q: status %d, want %d\nstdout %q\nstderr %q", args, status, c.status, so, se)
+			}
+			if c.status != 0 {
+				if !strings.Contains(se, c.want) {
+					t.Errorf("stderr %q lacks %q", se, c.want)
+				}
+				if left, _ := os.ReadDir(outDir); len(left) != 0 {
+					t.Errorf("files left in the output's directory: %v", left)
+				}
+				return
+			}
+			if got, _ := debugfsCat(t, out, "/marker"); got != c.want+"\n" {
+				t.Errorf("/marker %q, want %q", got, c.want)
+			}
+			os.Remove(out)
+		})
 	}
 }
