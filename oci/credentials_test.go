@@ -8,8 +8,9 @@ import (
 
 // TestDockerCredentials: config.json's credential helpers (credHelpers for
 // the registry, else credsStore) win over its auths, as in Docker; a
-// helper that fails or is missing, or answers an identity token, gives
-// none; auths alone still work.
+// helper that fails or is missing gives none; a helper's "<token>" user
+// and an auths entry's identitytoken are identity tokens; auths alone
+// still work.
 func TestDockerCredentials(t *testing.T) {
 	bin := t.TempDir()
 	// A helper that knows one server and logs what it was asked.
@@ -30,20 +31,21 @@ fi
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
 	for _, c := range []struct {
 		name, config, registry string
-		user, pass             string
+		user, pass, token      string
 		ok                     bool
 	}{
 		{"credHelpers", `{"credHelpers":{"reg.example:5000":"kboxtest"},"auths":{"reg.example:5000":{"username":"bob","password":"x"}}}`,
-			"reg.example:5000", "alice", "pw-from-helper", true},
-		{"credsStore", `{"credsStore":"kboxtest"}`, "reg.example:5000", "alice", "pw-from-helper", true},
-		{"helper knows nothing", `{"credsStore":"kboxtest"}`, "other.example", "", "", false},
-		{"identity token", `{"credsStore":"kboxtest"}`, "token.example", "", "", false},
-		{"missing helper", `{"credsStore":"nosuchhelper"}`, "reg.example:5000", "", "", false},
-		{"helper name with a slash", `{"credsStore":"../kboxtest"}`, "reg.example:5000", "", "", false},
-		{"auths", `{"auths":{"reg.example:5000":{"username":"bob","password":"x"}}}`, "reg.example:5000", "bob", "x", true},
+			"reg.example:5000", "alice", "pw-from-helper", "", true},
+		{"credsStore", `{"credsStore":"kboxtest"}`, "reg.example:5000", "alice", "pw-from-helper", "", true},
+		{"helper knows nothing", `{"credsStore":"kboxtest"}`, "other.example", "", "", "", false},
+		{"helper's identity token", `{"credsStore":"kboxtest"}`, "token.example", "", "", "refresh", true},
+		{"missing helper", `{"credsStore":"nosuchhelper"}`, "reg.example:5000", "", "", "", false},
+		{"helper name with a slash", `{"credsStore":"../kboxtest"}`, "reg.example:5000", "", "", "", false},
+		{"auths", `{"auths":{"reg.example:5000":{"username":"bob","password":"x"}}}`, "reg.example:5000", "bob", "x", "", true},
+		{"auths identitytoken", `{"auths":{"reg.example:5000":{"auth":"Ym9iOnk=","identitytoken":"rt-1"}}}`, "reg.example:5000", "", "", "rt-1", true},
 		{"credHelpers for another registry", `{"credHelpers":{"other.example":"kboxtest"},"auths":{"reg.example:5000":{"auth":"Ym9iOnk="}}}`,
-			"reg.example:5000", "bob", "y", true},
-		{"bad json", `{`, "reg.example:5000", "", "", false},
+			"reg.example:5000", "bob", "y", "", true},
+		{"bad json", `{`, "reg.example:5000", "", "", "", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -51,9 +53,9 @@ fi
 				t.Fatal(err)
 			}
 			t.Setenv("DOCKER_CONFIG", dir)
-			user, pass, ok := dockerCredentials(c.registry)
-			if user != c.user || pass != c.pass || ok != c.ok {
-				t.Errorf("got %q %q %v, want %q %q %v", user, pass, ok, c.user, c.pass, c.ok)
+			cr, ok := dockerCredentials(c.registry)
+			if cr.User != c.user || cr.Pass != c.pass || cr.IdentityToken != c.token || ok != c.ok {
+				t.Errorf("got %+v %v, want %q %q %q %v", cr, ok, c.user, c.pass, c.token, c.ok)
 			}
 		})
 	}

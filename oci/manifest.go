@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -20,6 +21,8 @@ const (
 	MediaDockerConfig  = "application/vnd.docker.container.image.v1+json"
 	MediaOCILayerGzip  = "application/vnd.oci.image.layer.v1.tar+gzip"
 	MediaDockerLayer   = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+	MediaDockerV1      = "application/vnd.docker.distribution.manifest.v1+json"
+	MediaDockerV1JWS   = "application/vnd.docker.distribution.manifest.v1+prettyjws"
 	manifestAcceptList = MediaOCIIndex + ", " + MediaOCIManifest + ", " + MediaDockerList + ", " + MediaDockerV2
 )
 
@@ -80,6 +83,8 @@ type descriptor struct {
 	Digest    string    `json:"digest"`
 	Size      int64     `json:"size"`
 	Platform  *Platform `json:"platform,omitempty"`
+	// Annotations name the image in an OCI layout's index.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // manifest is an image manifest or an index (a manifest list).
@@ -93,6 +98,27 @@ type manifest struct {
 
 func (m *manifest) isIndex() bool {
 	return m.MediaType == MediaOCIIndex || m.MediaType == MediaDockerList || m.MediaType == "" && m.Manifests != nil
+}
+
+// errSchema1 refuses a Docker schema 1 manifest (no config blob, layers
+// listed top first with their history, signed with a JWS).
+var errSchema1 = errors.New("the image uses the deprecated Docker schema 1 manifest format, which kbox does not read: re-push it with a current client (docker pull and docker push, or skopeo copy) to get a schema 2 or OCI manifest")
+
+// checkSchema1 refuses a schema 1 manifest, by its media type or its
+// schemaVersion.
+func checkSchema1(mediaType string, b []byte) error {
+	mt, _, _ := strings.Cut(mediaType, ";")
+	switch strings.TrimSpace(mt) {
+	case MediaDockerV1, MediaDockerV1JWS:
+		return errSchema1
+	}
+	var m struct {
+		SchemaVersion int `json:"schemaVersion"`
+	}
+	if json.Unmarshal(b, &m) == nil && m.SchemaVersion == 1 {
+		return errSchema1
+	}
+	return nil
 }
 
 // verifyBlob checks b against the descriptor's digest and size.
@@ -126,6 +152,9 @@ func resolve(top []byte, get func(descriptor) ([]byte, error), want Platform, ex
 		var m manifest
 		if err := json.Unmarshal(b, &m); err != nil {
 			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		if m.SchemaVersion == 1 || m.MediaType == MediaDockerV1 || m.MediaType == MediaDockerV1JWS {
+			return nil, errSchema1
 		}
 		if !m.isIndex() {
 			return readConfig(&m, get, want, explicit)

@@ -35,11 +35,10 @@ func TestParseRef(t *testing.T) {
 			t.Errorf("ParseRef(%q) = %+v, %v", c.in, r, err)
 		}
 	}
-	if s := (Ref{Host: "127.0.0.1:5000"}).scheme(); s != "http" {
-		t.Errorf("loopback scheme %s", s)
-	}
-	if s := (Ref{Host: "ghcr.io"}).scheme(); s != "https" {
-		t.Errorf("ghcr.io scheme %s", s)
+	for host, want := range map[string]bool{"127.0.0.1:5000": true, "localhost": true, "[::1]:5000": true, "ghcr.io": false, "10.0.0.1:5000": false} {
+		if got := (Ref{Host: host}).loopback(); got != want {
+			t.Errorf("%s: loopback %v, want %v", host, got, want)
+		}
 	}
 }
 

@@ -28,6 +28,9 @@ type PullOptions struct {
 	// redrawn as the layer comes.
 	Progress io.Writer
 	Terminal bool
+	// CertDir holds the registry's CA (*.crt) and client pair (NAME.cert,
+	// NAME.key); empty: the registry's directory in certs.d (certs.go).
+	CertDir string
 }
 
 // DefaultCacheDir is $XDG_CACHE_HOME/kbox, else ~/.cache/kbox.
@@ -73,15 +76,24 @@ func Pull(ref Ref, opt PullOptions) (*Image, error) {
 	if err := os.MkdirAll(filepath.Join(cc.dir, "refs"), 0o755); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
-	c := newClient(ref)
+	c, err := newClient(ref, opt.CertDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ping(); err != nil {
+		return nil, err
+	}
 	top, _, err := c.getSmall("manifests", ref.reference(), descriptor{Digest: ref.Digest})
+	if errors.Is(err, errSchema1) {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	get := func(d descriptor) ([]byte, error) {
 		kind := "blobs"
 		switch d.MediaType {
-		case MediaOCIIndex, MediaOCIManifest, MediaDockerList, MediaDockerV2:
+		case MediaOCIIndex, MediaOCIManifest, MediaDockerList, MediaDockerV2, MediaDockerV1, MediaDockerV1JWS:
 			kind = "manifests"
 		}
 		b, _, err := c.getSmall(kind, d.Digest, d)

@@ -51,8 +51,12 @@ func TestFetchAllParallel(t *testing.T) {
 	}
 	cc := cache{t.TempDir()}
 	os.MkdirAll(cc.dir+"/blobs/sha256", 0o755)
-	c := newClient(ref)
-	c.creds = func() (string, string, bool) { return "", "", false }
+	c, err := newClient(ref, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.scheme = "http"
+	c.creds = func() (credentials, bool) { return credentials{}, false }
 	if err := cc.fetchAll(c, ls, PullOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -85,17 +85,16 @@ func (r Ref) reference() string {
 	return r.Tag
 }
 
-// scheme is http for a registry on the loopback, https otherwise.
-func (r Ref) scheme() string {
+// loopback reports whether the registry is on the loopback (where plain
+// HTTP is allowed).
+func (r Ref) loopback() bool {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	if host == "localhost" {
-		return "http"
+		return true
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return "http"
-	}
-	return "https"
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

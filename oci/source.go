@@ -42,7 +42,17 @@ type Options struct {
 	// host's, and a source with none for it is refused with a hint.
 	Platform Platform
 	Explicit bool
+	// Ref picks one image of a docker save or an OCI layout that holds
+	// several, by a name of its (RepoTags; the index's
+	// org.opencontainers.image.ref.name).
+	Ref string
 }
+
+// ChoiceError says that a source holds several images and none was
+// chosen, or none of the name asked for: the command line must say.
+type ChoiceError struct{ Msg string }
+
+func (e *ChoiceError) Error() string { return e.Msg }
 
 // smallMax bounds a manifest, index or config read into memory.
 const smallMax = 8 << 20
@@ -73,6 +83,9 @@ func Open(src string, opt Options) (*Image, error) {
 		ts, plain, err := openTar(src)
 		if err != nil {
 			return nil, err
+		}
+		if plain && opt.Ref != "" {
+			return nil, &ChoiceError{fmt.Sprintf("%s: a plain root filesystem tarball is one image: --ref %s names none", src, opt.Ref)}
 		}
 		if plain {
 			return plainImage(src, fi.Size()), nil
@@ -320,10 +333,36 @@ func dockerSave(st store, opt Options) (*Image, error) {
 	if err := json.Unmarshal(b, &ms); err != nil {
 		return nil, fmt.Errorf("manifest.json: %w", err)
 	}
-	if len(ms) != 1 {
-		return nil, fmt.Errorf("manifest.json lists %d images: import one at a time (docker save IMAGE)", len(ms))
+	if len(ms) == 0 {
+		return nil, errors.New("manifest.json lists no image")
 	}
 	m := ms[0]
+	if len(ms) > 1 || opt.Ref != "" {
+		var have []string
+		var picked []int
+		for i, m := range ms {
+			tags := m.RepoTags
+			if len(tags) == 0 {
+				tags = []string{"(untagged " + m.Config + ")"}
+			}
+			have = append(have, tags...)
+			for _, tag := range m.RepoTags {
+				if opt.Ref != "" && sameRef(opt.Ref, tag, false) {
+					picked = append(picked, i)
+					break
+				}
+			}
+		}
+		switch {
+		case opt.Ref == "":
+			return nil, &ChoiceError{fmt.Sprintf("the docker save holds %d images: %s; choose one with --ref", len(ms), strings.Join(have, ", "))}
+		case len(picked) == 0:
+			return nil, &ChoiceError{fmt.Sprintf("no image %s in the docker save; it holds %s", opt.Ref, strings.Join(have, ", "))}
+		case len(picked) > 1:
+			return nil, &ChoiceError{fmt.Sprintf("%d images of the docker save are tagged %s", len(picked), opt.Ref)}
+		}
+		m = ms[picked[0]]
+	}
 	raw, err := readSmall(st, m.Config)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -374,6 +413,9 @@ func ociLayout(st store, opt Options) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	if top, err = chooseNamed(top, opt.Ref); err != nil {
+		return nil, err
+	}
 	get := func(d descriptor) ([]byte, error) {
 		if err := checkDigest(d.Digest); err != nil {
 			return nil, err
@@ -397,4 +439,96 @@ func ociLayout(st store, opt Options) (*Image, error) {
 		}
 	})
 	return im, nil
+}
+
+// Annotations that name an image of an index: the OCI one (often the tag
+// alone), and the full reference containerd and docker save write.
+const (
+	annotRefName    = "org.opencontainers.image.ref.name"
+	annotContainerd = "io.containerd.image.name"
+)
+
+// chooseNamed narrows an OCI layout's index to the image named ref, or,
+// with ref empty, refuses an index whose entries name several images.
+// Entries of one name (one image for several platforms) stay for the
+// platform to choose among.
+func chooseNamed(top []byte, ref string) ([]byte, error) {
+	var idx struct {
+		MediaType string           `json:"mediaType"`
+		Manifests []map[string]any `json:"manifests"`
+	}
+	var m manifest
+	if json.Unmarshal(top, &m) != nil || !m.isIndex() || json.Unmarshal(top, &idx) != nil {
+		return top, nil // resolve says what is wrong
+	}
+	var names []string
+	seen := map[string]bool{}
+	var keep []map[string]any
+	for i, d := range m.Manifests {
+		if d.Platform != nil && d.Platform.OS == "unknown" {
+			continue // attestations
+		}
+		name := d.Annotations[annotContainerd]
+		if name == "" {
+			name = d.Annotations[annotRefName]
+		}
+		shown := name
+		if shown == "" {
+			shown = "(unnamed " + shortDigest(d.Digest) + ")"
+		}
+		if !seen[shown] {
+			seen[shown] = true
+			names = append(names, shown)
+		}
+		if ref != "" && (sameRef(ref, d.Annotations[annotContainerd], false) || sameRef(ref, d.Annotations[annotRefName], true)) {
+			keep = append(keep, idx.Manifests[i])
+		}
+	}
+	switch {
+	case ref == "" && len(names) > 1 && len(seen) != countUnnamed(names):
+		return nil, &ChoiceError{fmt.Sprintf("the OCI layout holds %d images: %s; choose one with --ref", len(names), strings.Join(names, ", "))}
+	case ref == "":
+		return top, nil
+	case len(keep) == 0:
+		return nil, &ChoiceError{fmt.Sprintf("no image %s in the OCI layout; it holds %s", ref, strings.Join(names, ", "))}
+	}
+	b, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": MediaOCIIndex, "manifests": keep})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// countUnnamed counts the unnamed entries of names: an index of unnamed
+// entries alone is one image for several platforms, not a choice of images.
+func countUnnamed(names []string) int {
+	n := 0
+	for _, s := range names {
+		if strings.HasPrefix(s, "(unnamed ") {
+			n++
+		}
+	}
+	return n
+}
+
+// sameRef reports whether name names the image want asks for: the same
+// string, the same reference once both are in full (alpine:3.20 is
+// docker.io/library/alpine:3.20), or, with tagOnly and a name that is a
+// bare tag (an OCI ref.name often is), the same tag.
+func sameRef(want, name string, tagOnly bool) bool {
+	if name == "" {
+		return false
+	}
+	if want == name {
+		return true
+	}
+	wr, err := ParseRef(want)
+	if err != nil {
+		return false
+	}
+	if tagOnly && tagRE.MatchString(name) && !strings.Contains(name, ":") {
+		return wr.Tag == name && wr.Digest == ""
+	}
+	nr, err := ParseRef(name)
+	return err == nil && wr.Registry == nr.Registry && wr.Repo == nr.Repo && wr.Tag == nr.Tag && (wr.Digest == "" || wr.Digest == nr.Digest)
 }

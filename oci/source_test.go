@@ -161,3 +161,115 @@ func TestLayoutFIFO(t *testing.T) {
 		t.Errorf("FIFO index.json: %v", err)
 	}
 }
+
+// TestSameRef: how --ref matches an image's names.
+func TestSameRef(t *testing.T) {
+	for _, c := range []struct {
+		want, name string
+		tagOnly    bool
+		same       bool
+	}{
+		{"alpine:3.20", "alpine:3.20", false, true},
+		{"alpine:3.20", "docker.io/library/alpine:3.20", false, true},
+		{"docker.io/library/alpine:3.20", "alpine:3.20", false, true},
+		{"alpine", "alpine:latest", false, true},
+		{"alpine:3.20", "alpine:3.19", false, false},
+		{"alpine:3.20", "busybox:3.20", false, false},
+		{"reg.example:5000/a/b:v1", "reg.example:5000/a/b:v1", false, true},
+		{"reg.example:5000/a/b:v1", "a/b:v1", false, false},
+		{"alpine:3.20", "3.20", true, true},
+		{"alpine:3.20", "3.20", false, false},
+		{"3.20", "3.20", true, true},
+		{"alpine:3.20", "", true, false},
+		{"Bad Ref", "x:1", false, false},
+	} {
+		if got := sameRef(c.want, c.name, c.tagOnly); got != c.same {
+			t.Errorf("sameRef(%q, %q, %v) = %v, want %v", c.want, c.name, c.tagOnly, got, c.same)
+		}
+	}
+}
+
+// TestChooseNamed: an OCI index naming several images needs a --ref; one
+// image's entries for several platforms do not.
+func TestChooseNamed(t *testing.T) {
+	entry := func(digit, name, arch string) string {
+		s := `{"mediaType":"` + MediaOCIManifest + `","digest":"sha256:` + strings.Repeat(digit, 64) + `","size":1`
+		if arch != "" {
+			s += `,"platform":{"os":"linux","architecture":"` + arch + `"}`
+		}
+		if name != "" {
+			s += `,"annotations":{"` + annotRefName + `":"` + name + `"}`
+		}
+		return s + "}"
+	}
+	index := func(es ...string) []byte {
+		return []byte(`{"schemaVersion":2,"mediaType":"` + MediaOCIIndex + `","manifests":[` + strings.Join(es, ",") + `]}`)
+	}
+	two := index(entry("a", "a:1", ""), entry("b", "b:2", ""))
+	platforms := index(entry("a", "", "amd64"), entry("b", "", "arm64"))
+	for _, c := range []struct {
+		name, ref string
+		top       []byte
+		err       string
+		digests   []string // the entries kept
+	}{
+		{"several, no ref", "", two, "holds 2 images: a:1, b:2; choose one with --ref", nil},
+		{"several, ref", "b:2", two, "", []string{"b"}},
+		{"several, ref by tag alone", "x/b:2", index(entry("a", "1", ""), entry("b", "2", "")), "", []string{"b"}},
+		{"several, ref missing", "c:3", two, "no image c:3 in the OCI layout; it holds a:1, b:2", nil},
+		{"one name, two platforms", "", index(entry("a", "a:1", "amd64"), entry("b", "a:1", "arm64")), "", []string{"a", "b"}},
+		{"one name, two platforms, ref", "a:1", index(entry("a", "a:1", "amd64"), entry("b", "a:1", "arm64")), "", []string{"a", "b"}},
+		{"unnamed platforms", "", platforms, "", []string{"a", "b"}},
+		{"unnamed, ref", "a:1", platforms, "no image a:1", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := chooseNamed(c.top, c.ref)
+			if c.err != "" {
+				var ce *ChoiceError
+				if err == nil || !strings.Contains(err.Error(), c.err) || !errors.As(err, &ce) {
+					t.Fatalf("err %v, want a ChoiceError with %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m manifest
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range m.Manifests {
+				got = append(got, d.Digest[len("sha256:"):][:1])
+			}
+			if strings.Join(got, ",") != strings.Join(c.digests, ",") {
+				t.Errorf("kept %v, want %v", got, c.digests)
+			}
+		})
+	}
+}
+
+// TestSchema1: a schema 1 manifest is refused by its media type or its
+// schemaVersion, anything else passes.
+func TestSchema1(t *testing.T) {
+	v1 := []byte(`{"schemaVersion":1,"name":"x","tag":"1","fsLayers":[]}`)
+	for _, c := range []struct {
+		mediaType string
+		body      []byte
+		refused   bool
+	}{
+		{MediaDockerV1JWS, v1, true},
+		{MediaDockerV1 + "; charset=utf-8", []byte(`{}`), true},
+		{"application/json", v1, true},
+		{MediaOCIManifest, []byte(`{"schemaVersion":2}`), false},
+		{"", []byte(`not json`), false},
+	} {
+		err := checkSchema1(c.mediaType, c.body)
+		if (err != nil) != c.refused || err != nil && !strings.Contains(err.Error(), "deprecated Docker schema 1") {
+			t.Errorf("%s %s: %v, refused want %v", c.mediaType, c.body, err, c.refused)
+		}
+	}
+	if _, err := resolve(v1, nil, HostPlatform(), false); !errors.Is(err, errSchema1) {
+		t.Errorf("resolve of a schema 1 manifest: %v", err)
+	}
+}

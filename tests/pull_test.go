@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -291,5 +292,34 @@ func TestImageDockerRef(t *testing.T) {
 	}
 	if _, se, status := runKboxEnv(t, env, "image", "-S", "docker://Bad/Ref"); status != 2 || !strings.Contains(se, "bad image reference") {
 		t.Errorf("bad reference: status %d, stderr %q", status, se)
+	}
+}
+
+// TestPullProgressTerminal: on a terminal (a pty from script(1)) each
+// layer's download is a bar redrawn in place, then cleared for its line;
+// TestPullLayers covers the plain lines of a pipe.
+func TestPullProgressTerminal(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("SKIP (needs script(1) for a pty): apt-get install bsdutils")
+	}
+	base := startRegistry(t)
+	pushImage(t, base, "test/bar", "v1", markerImage(t, "", "bar"))
+	env, _ := pullEnv(t)
+	out := filepath.Join(t.TempDir(), "out.ext4")
+	cmd := exec.Command("script", "-qefc", kboxBin(t)+" pull "+strings.TrimPrefix(base, "http://")+"/test/bar:v1 -o "+out, "/dev/null")
+	cmd.Env = append(os.Environ(), env.vars...)
+	b, err := cmd.CombinedOutput()
+	so := string(b)
+	if err != nil || !fileExists(out) {
+		t.Fatalf("pull on a pty: %v\n%q", err, so)
+	}
+	for i := 1; i <= 2; i++ {
+		bar := regexp.MustCompile(`\rkbox: layer ` + string(rune('0'+i)) + `/2 sha256:[0-9a-f]+ \[[= ]{30}\] [0-9.]+ MB / [0-9.]+ MB`)
+		if !bar.MatchString(so) {
+			t.Errorf("no progress bar for layer %d/2 in %q", i, so)
+		}
+	}
+	if strings.Count(so, "\r\x1b[K") != 2 || strings.Count(so, ", downloaded") != 2 {
+		t.Errorf("want each bar cleared, then its line (2 layers): %q", so)
 	}
 }

@@ -150,12 +150,17 @@ type regProxy struct {
 	bearer      bool
 	user, pass  string
 	noChallenge bool
-	status      int    // answer every /v2/ request with this status
-	dropDigest  string // cut this blob's first download after dropAfter bytes
-	dropAfter   int64
-	dropped     bool
-	corrupt     string // change a byte of this blob
-	ranges      []string
+	// refresh: the token service wants this refresh token (an identity
+	// token) in an OAuth2 form POST, whose fields go to forms.
+	refresh    string
+	forms      []url.Values
+	schema1    string // answer manifest requests with a schema 1 manifest of this media type
+	status     int    // answer every /v2/ request with this status
+	dropDigest string // cut this blob's first download after dropAfter bytes
+	dropAfter  int64
+	dropped    bool
+	corrupt    string // change a byte of this blob
+	ranges     []string
 }
 
 func newRegProxy(t *testing.T, base string) *regProxy {
@@ -180,10 +185,31 @@ func newRegProxy(t *testing.T, base string) *regProxy {
 		p.mu.Lock()
 		bearer, status, noChallenge := p.bearer, p.status, p.noChallenge
 		user, pass := p.user, p.pass
+		refresh, schema1 := p.refresh, p.schema1
 		if rg := r.Header.Get("Range"); rg != "" {
 			p.ranges = append(p.ranges, rg)
 		}
 		p.mu.Unlock()
+		if r.URL.Path == "/token" && refresh != "" {
+			r.ParseForm()
+			p.mu.Lock()
+			p.forms = append(p.forms, r.PostForm)
+			p.mu.Unlock()
+			if r.Method != "POST" || r.PostForm.Get("grant_type") != "refresh_token" || r.PostForm.Get("refresh_token") != refresh {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"invalid refresh token"}]}`)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"access_token":"good","refresh_token":"`+refresh+`","expires_in":300}`)
+			return
+		}
+		if schema1 != "" && strings.Contains(r.URL.Path, "/manifests/") {
+			w.Header().Set("Content-Type", schema1)
+			io.WriteString(w, `{"schemaVersion":1,"name":"test/old","tag":"v1","architecture":"amd64","fsLayers":[{"blobSum":"sha256:a3ed95caeb02ffe68cdd9fd84406680ae93d633cb16422d00e8a7c22955b46d4"}],"history":[{"v1Compatibility":"{}"}]}`)
+			return
+		}
 		if r.URL.Path == "/token" {
 			if u, pw, ok := r.BasicAuth(); user != "" && (!ok || u != user || pw != pass) {
 				http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"bad credentials"}]}`, http.StatusUnauthorized)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const importUsage = `usage: kbox import [options] FILE|DIR -o OUT.ext4
+const importUsage = `usage: kbox import [options] FILE|DIR [--ref NAME] -o OUT.ext4
 
 Make an ext4 image from a container image: a docker save tarball, an OCI
 image layout (a directory, or a tar of one) or a plain root filesystem
@@ -20,13 +21,17 @@ tarball (tar, tar.gz or tar.zst). The layers are applied through kbox's
 kernel, with no root: owners, modes, device nodes, extended attributes
 and whiteouts are as the layers say. The image's Env, WorkingDir, User,
 Entrypoint and Cmd are kept in OUT (after its filesystem) and become
-kbox image's defaults for it (docs/images.md).
+kbox image's defaults for it (docs/images.md). A docker save or OCI
+layout holding several images needs --ref to say which.
 
   -o, --output OUT         the image file to make (replaced if it exists)
       --size SIZE          filesystem size (K, M, G or T suffix; default:
                            the content plus headroom)
       --platform OS/ARCH   the platform to take from a multi-platform
                            layout (default: the host's)
+      --ref NAME           the image to take from a docker save or OCI
+                           layout holding several: a tag of its RepoTags,
+                           or its org.opencontainers.image.ref.name
   -v, --verbose            a line per step
   -h, --help               this help
 `
@@ -104,7 +109,18 @@ func parseBuildArgs(args []string, extra func(name, val string, next func() (str
 }
 
 func runImport(args []string) int {
-	a, err := parseBuildArgs(args, nil)
+	ref := ""
+	a, err := parseBuildArgs(args, func(name, _ string, next func() (string, error)) (bool, error) {
+		if name != "--ref" {
+			return false, nil
+		}
+		r, err := next()
+		if err == nil && r == "" {
+			err = usagef("--ref: want an image name, e.g. alpine:3.20")
+		}
+		ref = r
+		return true, err
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -115,7 +131,11 @@ func runImport(args []string) int {
 	if len(a.rest) != 1 || a.out == "" {
 		return fail(usagef("give one FILE or DIR and -o OUT.ext4\n%s", importUsage))
 	}
-	im, err := oci.Open(a.rest[0], oci.Options{Platform: a.platform, Explicit: a.explicit})
+	im, err := oci.Open(a.rest[0], oci.Options{Platform: a.platform, Explicit: a.explicit, Ref: ref})
+	var ce *oci.ChoiceError
+	if errors.As(err, &ce) {
+		return fail(usagef("%v", err))
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -21,16 +21,23 @@ registry) into kbox's blob cache ($XDG_CACHE_HOME/kbox, else
 an ext4 image of it as kbox import does (docs/images.md). REF is
 [REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST], e.g. alpine:3.20 or
 ghcr.io/org/img@sha256:... A registry on the loopback is spoken to in
-plain HTTP, any other in HTTPS. Credentials come from Docker's
+HTTPS if it answers in it, else in plain HTTP; any other in HTTPS.
+Credentials come from Docker's
 config.json ($DOCKER_CONFIG, else ~/.docker) when it has some for the
-registry; otherwise kbox pulls anonymously (with a token when the
-registry asks for one). A download cut short is resumed by the next pull.
+registry (a user and password, or an identity token); otherwise kbox
+pulls anonymously (with a token when the registry asks for one). A
+registry's own CA (*.crt) and client certificate (NAME.cert, NAME.key)
+are read from --cert-dir, else from the registry's directory (HOST or
+HOST:PORT) in containers/certs.d of $XDG_CONFIG_HOME (else ~/.config),
+/etc/containers/certs.d or /etc/docker/certs.d. A download cut short is
+resumed by the next pull.
 
   -o, --output OUT         the image file to make (replaced if it exists)
       --size SIZE          filesystem size (K, M, G or T suffix; default:
                            the content plus headroom)
       --platform OS/ARCH   the platform to take from a multi-platform
                            image (default: the host's)
+      --cert-dir DIR       the registry's CA and client certificates
       --prune              remove the cached blobs no pulled image uses
   -v, --verbose            a line per step
   -h, --help               this help
@@ -38,10 +45,19 @@ registry asks for one). A download cut short is resumed by the next pull.
 
 func runPull(args []string) int {
 	prune := false
-	a, err := parseBuildArgs(args, func(name, _ string, _ func() (string, error)) (bool, error) {
-		if name == "--prune" {
+	certDir := ""
+	a, err := parseBuildArgs(args, func(name, _ string, next func() (string, error)) (bool, error) {
+		switch name {
+		case "--prune":
 			prune = true
 			return true, nil
+		case "--cert-dir":
+			d, err := next()
+			if err == nil && d == "" {
+				err = usagef("--cert-dir: want a directory")
+			}
+			certDir = d
+			return true, err
 		}
 		return false, nil
 	})
@@ -73,7 +89,7 @@ func runPull(args []string) int {
 	_, terr := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
 	im, err := oci.Pull(ref, oci.PullOptions{
 		Platform: a.platform, Explicit: a.explicit,
-		Progress: os.Stderr, Terminal: terr == nil,
+		Progress: os.Stderr, Terminal: terr == nil, CertDir: certDir,
 	})
 	if err != nil {
 		return fail(err)
