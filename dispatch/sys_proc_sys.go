@@ -10,17 +10,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysUname serves uname(2): the LKL kernel's identity.
+// sysUname serves uname(2): LKL's identity on the host's machine.
 func sysUname(e *Engine, r *Request) Result {
 	u, err := lkl.Uname()
 	if err != nil {
 		return fail(err, LKL)
 	}
+	// LKL's machine is "lkl"; the guest's programs are the host's
+	// architecture's, and scripts, package managers and LTP's compat
+	// check read it from here.
+	u.Machine = hostMachine
 	if err := r.G.Write(r.Args[0], asBytes(&u)); err != nil {
 		return errno(unix.EFAULT, LKL)
 	}
 	return ok(0, LKL)
 }
+
+// hostMachine is the host's uname machine (x86_64, aarch64): the
+// guest's architecture.
+var hostMachine = func() (m [65]byte) {
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m = u.Machine
+	}
+	return m
+}()
 
 // The guest's UTS names (uname's nodename and domainname) are LKL's: uname
 // reports them, sethostname and setdomainname change them (never the

@@ -73,7 +73,7 @@ var table = [...]Syscall{
 	{Name: "exit", Fam: FamProc, How: Native, InProc: OwnProcess, Why: "ends the calling thread"},
 	{Name: "wait4", Fam: FamProc, How: Native, InProc: OwnProcess, Why: "waits for the guest's own children, host processes"},
 	{Name: "kill", Fam: FamSignal, How: Served, Fn: sysKill, InProc: OwnSignal, Why: "guest processes only"},
-	{Name: "uname", Fam: FamProc, How: Served, Fn: sysUname, Facts: Pure, Why: "the LKL kernel's identity"},
+	{Name: "uname", Fam: FamProc, How: Served, Fn: sysUname, Facts: Pure, Why: "the LKL kernel's identity, on the host's machine"},
 	{Name: "semget", Fam: FamOther, How: Served, Fn: sysSemget, Why: "made or found by the socket binder in the guest's own IPC namespace, checked against the guest's credentials; ENOSYS without one"},
 	{Name: "semop", Fam: FamOther, How: Served, Fn: sysSemop, Why: "checked against the guest's credentials, then native in the guest's own IPC namespace; ENOSYS without one"},
 	{Name: "semctl", Fam: FamOther, How: Served, Fn: sysSemctl, Why: "checked against the guest's credentials; stat and set in the guest's own IPC namespace by the socket binder, the rest native there; ENOSYS without one"},

@@ -305,3 +305,13 @@ func forTiers(t *testing.T, list []string, f func(t *testing.T, tier string)) {
 		t.Run(tier, func(t *testing.T) { f(t, tier) })
 	}
 }
+
+// hostMachine is the host's uname machine (x86_64, aarch64), which the
+// guest's uname reports too.
+func hostMachine(t testing.TB) string {
+	out, err := exec.Command("uname", "-m").Output()
+	if err != nil {
+		t.Fatalf("uname -m: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}

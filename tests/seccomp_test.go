@@ -26,6 +26,7 @@ func TestSeccompGuests(t *testing.T) {
 		{"dynamic coreutils", []string{"--", "/usr/bin/ls", "-l", "/etc/hostname"}, 0, []string{"-rw-r--r--", "root root", "/etc/hostname"}, nil},
 		{"root identity", []string{"--", "/usr/bin/id"}, 0, []string{"uid=0(root) gid=0(root)"}, nil},
 		{"kernel release from LKL", []string{"--", "/bin/uname", "-r"}, 0, []string{"6.0"}, nil},
+		{"machine is the host's, not LKL's", []string{"--", "/bin/uname", "-m"}, 0, []string{hostMachine(t) + "\n"}, []string{"lkl"}},
 		{"proc self exe names the image program", []string{"--", "/bin/readlink", "/proc/self/exe"}, 0, []string{"/usr/bin/readlink\n"}, nil},
 		{"exit status", []string{"-c", "exit 7"}, 7, nil, nil},
 		{"killed by signal", []string{"--", "/opt/tests/kill_self"}, 128 + 15, nil, nil},

@@ -29,6 +29,7 @@ func TestTrapGuests(t *testing.T) {
 		{"coreutils sort over image files", []string{"--", "/usr/bin/sort", "/etc/hostname", "/etc/passwd"}, 0, []string{"kbox-rootfs\nkbox:x:1000"}, nil},
 		{"root identity", []string{"--", "/usr/bin/id"}, 0, []string{"uid=0(root) gid=0(root)"}, nil},
 		{"kernel release from LKL", []string{"--", "/bin/uname", "-r"}, 0, []string{"6.0"}, nil},
+		{"machine is the host's, not LKL's", []string{"--", "/bin/uname", "-m"}, 0, []string{hostMachine(t) + "\n"}, []string{"lkl"}},
 		{"proc self exe names the image program", []string{"--", "/bin/readlink", "/proc/self/exe"}, 0, []string{"/usr/bin/readlink\n"}, nil},
 		{"shell builtins and exit status", []string{"-c", "echo in-shell; exit 7"}, 7, []string{"in-shell\n"}, nil},
 		{"killed by its own signal", []string{"--", "/opt/tests/kill_self"}, -1, nil, []string{"goroutine"}},
