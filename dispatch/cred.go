@@ -34,13 +34,15 @@ type Cred struct {
 }
 
 // Securebits (linux/securebits.h): each bit's lock is the bit above it.
+// Those Linux 6.14 added (SECBIT_EXEC_*) are unknown, as to the 6.0
+// kernel the guest runs on: setting them is EPERM.
 const (
-	SecNoRoot         = 1 << 0
-	SecNoSetuidFixup  = 1 << 2
-	SecKeepCaps       = 1 << 4
-	SecKeepCapsLocked = 1 << 5
-	SecNoCapAmbRaise  = 1 << 6
-	secAllBits        = SecNoRoot | SecNoSetuidFixup | SecKeepCaps | SecNoCapAmbRaise
+	secNoRoot         = 1 << 0
+	secNoSetuidFixup  = 1 << 2
+	secKeepCaps       = 1 << 4
+	secKeepCapsLocked = 1 << 5
+	secNoCapAmbRaise  = 1 << 6
+	secAllBits        = secNoRoot | secNoSetuidFixup | secKeepCaps | secNoCapAmbRaise
 	secAllLocks       = secAllBits << 1
 )
 
@@ -136,13 +138,13 @@ func (c *Cred) secure(b uint32) bool { return c.Secure&b != 0 }
 // leaving 0 clears effective; the euid becoming 0 restores effective from
 // permitted.
 func fixSetuid(n *Cred, old *Cred) {
-	if old.secure(SecNoSetuidFixup) {
+	if old.secure(secNoSetuidFixup) {
 		return
 	}
 	oldRoot := old.UID == 0 || old.EUID == 0 || old.SUID == 0
 	newRoot := n.UID == 0 || n.EUID == 0 || n.SUID == 0
 	if oldRoot && !newRoot {
-		if !old.secure(SecKeepCaps) {
+		if !old.secure(secKeepCaps) {
 			n.Perm, n.Eff = 0, 0
 		}
 		n.Amb = 0
@@ -301,7 +303,7 @@ func (c Cred) SetFSUID(uid uint32) (Cred, uint32) {
 	}
 	n := c
 	n.FSUID = uid
-	if c.secure(SecNoSetuidFixup) {
+	if c.secure(secNoSetuidFixup) {
 		return n, old
 	}
 	if old == 0 && uid != 0 {
@@ -380,7 +382,7 @@ func (c Cred) Exec() Cred {
 	n := c
 	var perm uint64
 	effective := false
-	if !c.secure(SecNoRoot) {
+	if !c.secure(secNoRoot) {
 		if c.UID == 0 || c.EUID == 0 {
 			perm = c.Bnd | c.Inh // (bounding & file) | (inheritable & file)
 		}
@@ -397,7 +399,7 @@ func (c Cred) Exec() Cred {
 	}
 	n.SUID, n.FSUID = n.EUID, n.EUID
 	n.SGID, n.FSGID = n.EGID, n.EGID
-	n.Secure &^= SecKeepCaps
+	n.Secure &^= secKeepCaps
 	return n
 }
 
@@ -408,7 +410,7 @@ func (c Cred) Exec() Cred {
 func (c Cred) Access() Cred {
 	n := c
 	n.FSUID, n.FSGID = c.UID, c.GID
-	if c.secure(SecNoSetuidFixup) {
+	if c.secure(secNoSetuidFixup) {
 		return n
 	}
 	if c.UID == 0 {
@@ -460,13 +462,13 @@ func (c Cred) SetKeepCaps(v uint64) (Cred, unix.Errno) {
 	if v > 1 {
 		return c, unix.EINVAL
 	}
-	if c.secure(SecKeepCapsLocked) {
+	if c.secure(secKeepCapsLocked) {
 		return c, unix.EPERM
 	}
 	n := c
-	n.Secure &^= SecKeepCaps
+	n.Secure &^= secKeepCaps
 	if v == 1 {
-		n.Secure |= SecKeepCaps
+		n.Secure |= secKeepCaps
 	}
 	return n, 0
 }
@@ -496,7 +498,7 @@ func (c Cred) Ambient(op, capn, a4, a5 uint64) (int64, Cred, unix.Errno) {
 		}
 		return 0, c, 0
 	case ambRaise:
-		if c.Perm&bit == 0 || c.Inh&bit == 0 || c.secure(SecNoCapAmbRaise) {
+		if c.Perm&bit == 0 || c.Inh&bit == 0 || c.secure(secNoCapAmbRaise) {
 			return 0, c, unix.EPERM
 		}
 		n.Amb |= bit

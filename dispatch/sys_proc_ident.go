@@ -285,7 +285,7 @@ func sysPrctl(e *Engine, r *Request) Result {
 	case unix.PR_SET_SECUREBITS:
 		return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetSecurebits(a2) })
 	case unix.PR_GET_KEEPCAPS:
-		if c.secure(SecKeepCaps) {
+		if c.secure(secKeepCaps) {
 			return ok(1, Emulated)
 		}
 		return ok(0, Emulated)
