@@ -12,9 +12,9 @@ import (
 // forked child and its parent can share one until either changes. Nothing
 // here touches LKL or the host.
 //
-// Not emulated: securebits (SECURE_KEEP_CAPS, SECURE_NO_SETUID_FIXUP,
-// ...), the ambient and bounding sets (prctl runs on the host), user
-// namespaces, file capabilities and set-user-ID programs.
+// The bounding and ambient sets, securebits and no_new_privs are the
+// guest's own too, changed by prctl(2) with Linux's rules (below). Not
+// emulated: user namespaces, file capabilities and set-user-ID programs.
 type Cred struct {
 	UID, EUID, SUID, FSUID uint32
 	GID, EGID, SGID, FSGID uint32
@@ -24,7 +24,27 @@ type Cred struct {
 	// Eff, Perm and Inh are the effective, permitted and inheritable
 	// capability sets (bit N is capability N).
 	Eff, Perm, Inh uint64
+	// Bnd and Amb are the bounding and ambient sets.
+	Bnd, Amb uint64
+	// Secure is the securebits (SECBIT_*, their lock bits included).
+	Secure uint32
+	// NoNewPrivs is the guest's own no_new_privs (kbox's on the host is
+	// always set).
+	NoNewPrivs bool
 }
+
+// Securebits (linux/securebits.h): each bit's lock is the bit above it.
+// Those Linux 6.14 added (SECBIT_EXEC_*) are unknown, as to the 6.0
+// kernel the guest runs on: setting them is EPERM.
+const (
+	secNoRoot         = 1 << 0
+	secNoSetuidFixup  = 1 << 2
+	secKeepCaps       = 1 << 4
+	secKeepCapsLocked = 1 << 5
+	secNoCapAmbRaise  = 1 << 6
+	secAllBits        = secNoRoot | secNoSetuidFixup | secKeepCaps | secNoCapAmbRaise
+	secAllLocks       = secAllBits << 1
+)
 
 // Capability numbers (linux/capability.h) that the rules below use.
 const (
@@ -61,14 +81,14 @@ const noID = ^uint32(0)
 // RootCred is uid and gid 0 in every slot, group 0 and every capability:
 // a process started as root.
 func RootCred() Cred {
-	return Cred{Groups: []uint32{0}, Eff: CapFull, Perm: CapFull}
+	return Cred{Groups: []uint32{0}, Eff: CapFull, Perm: CapFull, Bnd: CapFull}
 }
 
 // UserCred is a process started with uid and gid in every slot and the
 // given supplementary groups: full capabilities for uid 0, none otherwise.
 func UserCred(uid, gid uint32, groups []uint32) Cred {
 	c := Cred{UID: uid, EUID: uid, SUID: uid, FSUID: uid, GID: gid, EGID: gid, SGID: gid, FSGID: gid,
-		Groups: sortedGroups(groups)}
+		Groups: sortedGroups(groups), Bnd: CapFull}
 	if uid == 0 {
 		c.Eff, c.Perm = CapFull, CapFull
 	}
@@ -104,18 +124,30 @@ func (c *Cred) mayWrite(uid, gid, mode uint32) bool {
 func (c *Cred) Equal(o *Cred) bool {
 	return c.UID == o.UID && c.EUID == o.EUID && c.SUID == o.SUID && c.FSUID == o.FSUID &&
 		c.GID == o.GID && c.EGID == o.EGID && c.SGID == o.SGID && c.FSGID == o.FSGID &&
-		c.Eff == o.Eff && c.Perm == o.Perm && c.Inh == o.Inh && slices.Equal(c.Groups, o.Groups)
+		c.Eff == o.Eff && c.Perm == o.Perm && c.Inh == o.Inh && c.Bnd == o.Bnd && c.Amb == o.Amb &&
+		c.Secure == o.Secure && c.NoNewPrivs == o.NoNewPrivs && slices.Equal(c.Groups, o.Groups)
 }
 
+// secure reports whether securebit b is set.
+func (c *Cred) secure(b uint32) bool { return c.Secure&b != 0 }
+
 // fixSetuid is the capability effect of a change of the real, effective or
-// saved uid (the kernel's cap_emulate_setxuid): leaving uid 0 in all three
-// clears permitted and effective; the euid leaving 0 clears effective; the
-// euid becoming 0 restores effective from permitted.
+// saved uid (the kernel's cap_emulate_setxuid), unless
+// SECBIT_NO_SETUID_FIXUP: leaving uid 0 in all three clears the ambient
+// set, and permitted and effective unless SECBIT_KEEP_CAPS; the euid
+// leaving 0 clears effective; the euid becoming 0 restores effective from
+// permitted.
 func fixSetuid(n *Cred, old *Cred) {
+	if old.secure(secNoSetuidFixup) {
+		return
+	}
 	oldRoot := old.UID == 0 || old.EUID == 0 || old.SUID == 0
 	newRoot := n.UID == 0 || n.EUID == 0 || n.SUID == 0
 	if oldRoot && !newRoot {
-		n.Perm, n.Eff = 0, 0
+		if !old.secure(secKeepCaps) {
+			n.Perm, n.Eff = 0, 0
+		}
+		n.Amb = 0
 	}
 	if old.EUID == 0 && n.EUID != 0 {
 		n.Eff = 0
@@ -258,8 +290,9 @@ func (c Cred) SetRESGID(rgid, egid, sgid uint32) (Cred, unix.Errno) {
 
 // SetFSUID is setfsuid(2): it returns the new credentials (unchanged when
 // the call is not allowed, which setfsuid does not report) and the old
-// fsuid. The fsuid leaving 0 drops the filesystem capabilities from the
-// effective set; coming back to 0 raises them again from permitted.
+// fsuid. Unless SECBIT_NO_SETUID_FIXUP, the fsuid leaving 0 drops the
+// filesystem capabilities from the effective set; coming back to 0 raises
+// them again from permitted.
 func (c Cred) SetFSUID(uid uint32) (Cred, uint32) {
 	old := c.FSUID
 	if uid == noID || uid == c.FSUID {
@@ -270,6 +303,9 @@ func (c Cred) SetFSUID(uid uint32) (Cred, uint32) {
 	}
 	n := c
 	n.FSUID = uid
+	if c.secure(secNoSetuidFixup) {
+		return n, old
+	}
 	if old == 0 && uid != 0 {
 		n.Eff &^= capFSSet
 	}
@@ -313,13 +349,14 @@ func (c Cred) SetGroups(groups []uint32) (Cred, unix.Errno) {
 	return n, 0
 }
 
-// SetCaps is capset(2) on the caller itself. The bounding set is taken as
-// full (it is not emulated).
+// SetCaps is capset(2) on the caller itself. The ambient set keeps only
+// what stays both permitted and inheritable.
 func (c Cred) SetCaps(eff, perm, inh uint64) (Cred, unix.Errno) {
 	eff, perm, inh = eff&CapFull, perm&CapFull, inh&CapFull
 	// Without CAP_SETPCAP, new inheritable capabilities must come from
-	// the inheritable or permitted sets.
-	if !c.Has(capSetpcap) && inh&^(c.Inh|c.Perm) != 0 {
+	// the inheritable or permitted sets; with it too, from the
+	// inheritable or bounding sets.
+	if !c.Has(capSetpcap) && inh&^(c.Inh|c.Perm) != 0 || inh&^(c.Inh|c.Bnd) != 0 {
 		return c, unix.EPERM
 	}
 	if perm&^c.Perm != 0 || eff&^perm != 0 {
@@ -327,48 +364,148 @@ func (c Cred) SetCaps(eff, perm, inh uint64) (Cred, unix.Errno) {
 	}
 	n := c
 	n.Eff, n.Perm, n.Inh = eff, perm, inh
+	n.Amb &= perm & inh
 	return n, 0
 }
 
 // Exec is what execve does to the credentials of a program without
 // set-user-ID or set-group-ID effect and without file capabilities (kbox
-// never honours those: the guest runs with no_new_privs). A real or
-// effective uid 0 gets the inheritable and bounding sets (all) as
-// permitted, effective too when the euid is 0; any other process gets no
-// capabilities. Under no_new_privs an exec that would gain permitted
-// capabilities instead keeps them to what they were and resets the
-// effective ids to the real ones (the kernel's downgrade). The saved and
-// filesystem ids become the effective ones.
+// never honours those). A real or effective uid 0 (unless SECBIT_NOROOT)
+// gets the inheritable and bounding sets as permitted, effective too when
+// the euid is 0; any other process gets no capabilities but its ambient
+// set, which stays and is added to both. Under the guest's no_new_privs an
+// exec that would gain permitted capabilities instead keeps them to what
+// they were and resets the effective ids to the real ones (the kernel's
+// downgrade). The saved and filesystem ids become the effective ones;
+// SECBIT_KEEP_CAPS is cleared.
 func (c Cred) Exec() Cred {
 	n := c
 	var perm uint64
-	if c.UID == 0 || c.EUID == 0 {
-		perm = CapFull // (inheritable & file inheritable) | bounding
+	effective := false
+	if !c.secure(secNoRoot) {
+		if c.UID == 0 || c.EUID == 0 {
+			perm = c.Bnd | c.Inh // (bounding & file) | (inheritable & file)
+		}
+		effective = c.EUID == 0
 	}
-	effective := c.EUID == 0
-	if perm&^c.Perm != 0 {
+	if perm&^c.Perm != 0 && c.NoNewPrivs {
 		n.EUID, n.EGID = c.UID, c.GID
 		perm &= c.Perm
 	}
-	n.Perm, n.Eff = perm, 0
+	n.Perm = perm | c.Amb
+	n.Eff = c.Amb
 	if effective {
-		n.Eff = perm
+		n.Eff = n.Perm
 	}
 	n.SUID, n.FSUID = n.EUID, n.EUID
 	n.SGID, n.FSGID = n.EGID, n.EGID
+	n.Secure &^= secKeepCaps
 	return n
 }
 
 // Access is the credentials access(2) and faccessat(2) check with (unless
 // AT_EACCESS): the real uid and gid as filesystem ids, and every permitted
-// capability when the real uid is 0, none otherwise.
+// capability when the real uid is 0, none otherwise (the effective set as
+// it is under SECBIT_NO_SETUID_FIXUP).
 func (c Cred) Access() Cred {
 	n := c
 	n.FSUID, n.FSGID = c.UID, c.GID
+	if c.secure(secNoSetuidFixup) {
+		return n
+	}
 	if c.UID == 0 {
 		n.Eff = c.Perm
 	} else {
 		n.Eff = 0
 	}
 	return n
+}
+
+// Ambient set operations (PR_CAP_AMBIENT's second argument).
+const (
+	ambIsSet    = 1
+	ambRaise    = 2
+	ambLower    = 3
+	ambClearAll = 4
+)
+
+// CapbsetDrop is prctl(PR_CAPBSET_DROP): CAP_SETPCAP is checked before the
+// capability's number.
+func (c Cred) CapbsetDrop(capn uint64) (Cred, unix.Errno) {
+	if !c.Has(capSetpcap) {
+		return c, unix.EPERM
+	}
+	if capn > CapLast {
+		return c, unix.EINVAL
+	}
+	n := c
+	n.Bnd &^= 1 << capn
+	return n, 0
+}
+
+// SetSecurebits is prctl(PR_SET_SECUREBITS): EPERM for a change of a
+// locked bit, an unlock, an unknown bit or a caller without CAP_SETPCAP.
+func (c Cred) SetSecurebits(bits uint64) (Cred, unix.Errno) {
+	old := uint64(c.Secure)
+	locks := old & secAllLocks
+	if locks>>1&(old^bits) != 0 || locks&^bits != 0 || bits&^(secAllBits|secAllLocks) != 0 || !c.Has(capSetpcap) {
+		return c, unix.EPERM
+	}
+	n := c
+	n.Secure = uint32(bits)
+	return n, 0
+}
+
+// SetKeepCaps is prctl(PR_SET_KEEPCAPS): 0 or 1 (EINVAL), unless locked
+// (EPERM).
+func (c Cred) SetKeepCaps(v uint64) (Cred, unix.Errno) {
+	if v > 1 {
+		return c, unix.EINVAL
+	}
+	if c.secure(secKeepCapsLocked) {
+		return c, unix.EPERM
+	}
+	n := c
+	n.Secure &^= secKeepCaps
+	if v == 1 {
+		n.Secure |= secKeepCaps
+	}
+	return n, 0
+}
+
+// Ambient is prctl(PR_CAP_AMBIENT, op, capn, a4, a5): IS_SET's answer, or
+// the new credentials of RAISE (the capability must be permitted and
+// inheritable, and SECBIT_NO_CAP_AMBIENT_RAISE unset), LOWER and
+// CLEAR_ALL. Unused arguments must be 0.
+func (c Cred) Ambient(op, capn, a4, a5 uint64) (int64, Cred, unix.Errno) {
+	if op == ambClearAll {
+		if capn|a4|a5 != 0 {
+			return 0, c, unix.EINVAL
+		}
+		n := c
+		n.Amb = 0
+		return 0, n, 0
+	}
+	if capn > CapLast || a4|a5 != 0 {
+		return 0, c, unix.EINVAL
+	}
+	bit := uint64(1) << capn
+	n := c
+	switch op {
+	case ambIsSet:
+		if c.Amb&bit != 0 {
+			return 1, c, 0
+		}
+		return 0, c, 0
+	case ambRaise:
+		if c.Perm&bit == 0 || c.Inh&bit == 0 || c.secure(secNoCapAmbRaise) {
+			return 0, c, unix.EPERM
+		}
+		n.Amb |= bit
+	case ambLower:
+		n.Amb &^= bit
+	default:
+		return 0, c, unix.EINVAL
+	}
+	return 0, n, 0
 }

@@ -10,7 +10,7 @@ import (
 // ids builds a Cred from r/e/s/fs uids and gids and capability sets.
 func ids(u [4]uint32, g [4]uint32, eff, perm uint64) Cred {
 	return Cred{UID: u[0], EUID: u[1], SUID: u[2], FSUID: u[3], GID: g[0], EGID: g[1], SGID: g[2], FSGID: g[3],
-		Groups: []uint32{g[0]}, Eff: eff, Perm: perm}
+		Groups: []uint32{g[0]}, Eff: eff, Perm: perm, Bnd: CapFull}
 }
 
 const (
@@ -62,6 +62,17 @@ func TestCredTransitions(t *testing.T) {
 			with(savedRt, func(c *Cred) { c.EUID, c.FSUID, c.Eff = 0, 0, CapFull }), 0},
 		{"euid 0 ruid 1000: setuid(1000) sets all, drops caps", eRoot, uid(1000),
 			with(eRoot, func(c *Cred) { c.EUID, c.FSUID, c.Eff, c.Perm = 1000, 1000, 0, 0 }), 0},
+		{"SECBIT_KEEP_CAPS: leaving root keeps permitted, clears effective and ambient",
+			with(root, func(c *Cred) { c.Secure, c.Inh, c.Amb = secKeepCaps, 1, 1 }), uid(nob),
+			with(root, func(c *Cred) {
+				c.UID, c.EUID, c.SUID, c.FSUID, c.Eff, c.Secure, c.Inh, c.Amb = nob, nob, nob, nob, 0, secKeepCaps, 1, 0
+			}), 0},
+		{"SECBIT_NO_SETUID_FIXUP: capabilities stay", with(root, func(c *Cred) { c.Secure, c.Inh, c.Amb = secNoSetuidFixup, 1, 1 }), uid(nob),
+			with(root, func(c *Cred) {
+				c.UID, c.EUID, c.SUID, c.FSUID, c.Secure, c.Inh, c.Amb = nob, nob, nob, nob, secNoSetuidFixup, 1, 1
+			}), 0},
+		{"SECBIT_NO_SETUID_FIXUP: setfsuid keeps the fs capabilities", with(root, func(c *Cred) { c.Secure = secNoSetuidFixup }), fsuid(1000),
+			with(root, func(c *Cred) { c.Secure, c.FSUID = secNoSetuidFixup, 1000 }), 0},
 		// setgid(2)
 		{"root setgid(65534): every gid", root, gid(nob),
 			with(root, func(c *Cred) { c.GID, c.EGID, c.SGID, c.FSGID = nob, nob, nob, nob }), 0},
@@ -138,6 +149,12 @@ func TestCredTransitions(t *testing.T) {
 		{"root may set inheritable", root, caps(CapFull, CapFull, CapFull), with(root, func(c *Cred) { c.Inh = CapFull }), 0},
 		{"nobody empty capset ok", nobody, caps(0, 0, 0), nobody, 0},
 		{"bits above the last capability are dropped", root, caps(^uint64(0), ^uint64(0), 0), root, 0},
+		{"inheritable beyond the bounding set EPERM, even with SETPCAP", with(root, func(c *Cred) { c.Bnd = 0xff }), caps(CapFull, CapFull, 0x1ff),
+			with(root, func(c *Cred) { c.Bnd = 0xff }), unix.EPERM},
+		{"inheritable kept outside the bounding set", with(root, func(c *Cred) { c.Bnd, c.Inh = 0xff, 0x100 }), caps(CapFull, CapFull, 0x1ff),
+			with(root, func(c *Cred) { c.Bnd, c.Inh = 0xff, 0x1ff }), 0},
+		{"ambient keeps what stays permitted and inheritable", with(root, func(c *Cred) { c.Inh, c.Amb = 0x7, 0x7 }), caps(0x3, 0x3, 0x6),
+			with(root, func(c *Cred) { c.Eff, c.Perm, c.Inh, c.Amb = 0x3, 0x3, 0x6, 0x2 }), 0},
 		// execve(2) of a program without set-id bits or file capabilities
 		{"exec as root keeps every capability", root, exec, root, 0},
 		{"exec as nobody: none", nobody, exec, nobody, 0},
@@ -147,11 +164,22 @@ func TestCredTransitions(t *testing.T) {
 		{"exec with ruid 0, euid 1000: permitted, no effective",
 			ids([4]uint32{0, 1000, 0, 1000}, [4]uint32{0, 0, 0, 0}, 0, CapFull), exec,
 			ids([4]uint32{0, 1000, 1000, 1000}, [4]uint32{0, 0, 0, 0}, 0, CapFull), 0},
-		{"exec of root with dropped caps gains nothing (no_new_privs)", with(root, func(c *Cred) { c.Eff, c.Perm = 0, 0 }), exec,
-			with(root, func(c *Cred) { c.Eff, c.Perm = 0, 0 }), 0},
+		{"exec of root with dropped caps gets the bounding set back", with(root, func(c *Cred) { c.Eff, c.Perm = 0, 0 }), exec, root, 0},
+		{"under no_new_privs it gains nothing", with(root, func(c *Cred) { c.Eff, c.Perm, c.NoNewPrivs = 0, 0, true }), exec,
+			with(root, func(c *Cred) { c.Eff, c.Perm, c.NoNewPrivs = 0, 0, true }), 0},
 		{"no_new_privs downgrade resets euid to ruid",
-			ids([4]uint32{1000, 0, 0, 0}, [4]uint32{1000, 1000, 1000, 1000}, 0, 0), exec,
-			ids([4]uint32{1000, 1000, 1000, 1000}, [4]uint32{1000, 1000, 1000, 1000}, 0, 0), 0},
+			with(ids([4]uint32{1000, 0, 0, 0}, [4]uint32{1000, 1000, 1000, 1000}, 0, 0), func(c *Cred) { c.NoNewPrivs = true }), exec,
+			with(ids([4]uint32{1000, 1000, 1000, 1000}, [4]uint32{1000, 1000, 1000, 1000}, 0, 0), func(c *Cred) { c.NoNewPrivs = true }), 0},
+		{"exec as root: permitted is bounding | inheritable", with(root, func(c *Cred) { c.Bnd, c.Inh = 0xf0, 0x3 }), exec,
+			with(root, func(c *Cred) { c.Bnd, c.Inh, c.Perm, c.Eff = 0xf0, 0x3, 0xf3, 0xf3 }), 0},
+		{"SECBIT_NOROOT: root gets its ambient set alone",
+			with(root, func(c *Cred) { c.Secure, c.Inh, c.Amb = secNoRoot, 0x3, 0x1 }), exec,
+			with(root, func(c *Cred) { c.Secure, c.Inh, c.Amb, c.Perm, c.Eff = secNoRoot, 0x3, 0x1, 0x1, 0x1 }), 0},
+		{"non-root exec: ambient becomes permitted and effective",
+			with(nobody, func(c *Cred) { c.Perm, c.Inh, c.Amb = 0x7, 0x3, 0x3 }), exec,
+			with(nobody, func(c *Cred) { c.Perm, c.Eff, c.Inh, c.Amb = 0x3, 0x3, 0x3, 0x3 }), 0},
+		{"exec clears SECBIT_KEEP_CAPS, keeps the rest", with(root, func(c *Cred) { c.Secure = secKeepCaps | secNoCapAmbRaise }), exec,
+			with(root, func(c *Cred) { c.Secure = secNoCapAmbRaise }), 0},
 		{"exec makes fsuid the euid", with(root, func(c *Cred) { c.FSUID, c.Eff = 5, noFS }), exec, root, 0},
 		// access(2) without AT_EACCESS
 		{"access as real root: permitted", eRoot.withReal(0), access, with(eRoot.withReal(0), func(c *Cred) { c.FSUID, c.FSGID = 0, 1000 }), 0},
@@ -181,8 +209,8 @@ func withGID(c Cred, g uint32) Cred {
 }
 
 func fmtCred(c *Cred) string {
-	return fmt.Sprintf("uid %d/%d/%d/%d gid %d/%d/%d/%d groups %v eff %#x perm %#x inh %#x",
-		c.UID, c.EUID, c.SUID, c.FSUID, c.GID, c.EGID, c.SGID, c.FSGID, c.Groups, c.Eff, c.Perm, c.Inh)
+	return fmt.Sprintf("uid %d/%d/%d/%d gid %d/%d/%d/%d groups %v eff %#x perm %#x inh %#x bnd %#x amb %#x secure %#x nnp %v",
+		c.UID, c.EUID, c.SUID, c.FSUID, c.GID, c.EGID, c.SGID, c.FSGID, c.Groups, c.Eff, c.Perm, c.Inh, c.Bnd, c.Amb, c.Secure, c.NoNewPrivs)
 }
 
 func TestCredStart(t *testing.T) {
@@ -190,7 +218,7 @@ func TestCredStart(t *testing.T) {
 		t.Errorf("RootCred %s", fmtCred(&r))
 	}
 	u := UserCred(1000, 100, []uint32{7, 3})
-	want := Cred{UID: 1000, EUID: 1000, SUID: 1000, FSUID: 1000, GID: 100, EGID: 100, SGID: 100, FSGID: 100, Groups: []uint32{3, 7}}
+	want := Cred{UID: 1000, EUID: 1000, SUID: 1000, FSUID: 1000, GID: 100, EGID: 100, SGID: 100, FSGID: 100, Groups: []uint32{3, 7}, Bnd: CapFull}
 	if !u.Equal(&want) {
 		t.Errorf("UserCred %s", fmtCred(&u))
 	}
@@ -226,5 +254,73 @@ func TestCredNoSharedGroups(t *testing.T) {
 	c, _ := b.SetGroups([]uint32{4})
 	if a.Groups[0] != 8 || c.Groups[0] != 4 {
 		t.Errorf("shared groups changed: %v %v", a.Groups, c.Groups)
+	}
+}
+
+// TestCredPrctl: prctl's rules on the bounding and ambient sets and the
+// securebits, with Linux's errnos.
+func TestCredPrctl(t *testing.T) {
+	type op func(Cred) (Cred, unix.Errno)
+	drop := func(n uint64) op { return func(c Cred) (Cred, unix.Errno) { return c.CapbsetDrop(n) } }
+	secure := func(b uint64) op { return func(c Cred) (Cred, unix.Errno) { return c.SetSecurebits(b) } }
+	keep := func(v uint64) op { return func(c Cred) (Cred, unix.Errno) { return c.SetKeepCaps(v) } }
+	amb := func(o, n, a4, a5 uint64) op {
+		return func(c Cred) (Cred, unix.Errno) { _, n, en := c.Ambient(o, n, a4, a5); return n, en }
+	}
+	with := func(c Cred, f func(*Cred)) Cred { f(&c); return c }
+	noPcap := with(root, func(c *Cred) { c.Eff &^= 1 << capSetpcap })
+	inh := with(root, func(c *Cred) { c.Inh = 0x6 })
+	cases := []struct {
+		name string
+		from Cred
+		do   op
+		want Cred
+		en   unix.Errno
+	}{
+		{"drop from the bounding set", root, drop(1), with(root, func(c *Cred) { c.Bnd = CapFull &^ 2 }), 0},
+		{"drop without CAP_SETPCAP EPERM (before the number)", noPcap, drop(99), noPcap, unix.EPERM},
+		{"drop of an unknown capability EINVAL", root, drop(CapLast + 1), root, unix.EINVAL},
+		{"set securebits", root, secure(secKeepCaps | secKeepCapsLocked), with(root, func(c *Cred) { c.Secure = secKeepCaps | secKeepCapsLocked }), 0},
+		{"securebits without CAP_SETPCAP EPERM", noPcap, secure(0), noPcap, unix.EPERM},
+		{"unknown securebit EPERM", root, secure(1 << 8), root, unix.EPERM},
+		{"locked bit cannot change", with(root, func(c *Cred) { c.Secure = secKeepCapsLocked }), secure(secKeepCaps | secKeepCapsLocked),
+			with(root, func(c *Cred) { c.Secure = secKeepCapsLocked }), unix.EPERM},
+		{"a lock cannot be undone", with(root, func(c *Cred) { c.Secure = secKeepCapsLocked }), secure(0),
+			with(root, func(c *Cred) { c.Secure = secKeepCapsLocked }), unix.EPERM},
+		{"keepcaps 1", nobody, keep(1), with(nobody, func(c *Cred) { c.Secure = secKeepCaps }), 0},
+		{"keepcaps 0", with(nobody, func(c *Cred) { c.Secure = secKeepCaps | secNoRoot }), keep(0), with(nobody, func(c *Cred) { c.Secure = secNoRoot }), 0},
+		{"keepcaps 2 EINVAL", root, keep(2), root, unix.EINVAL},
+		{"keepcaps locked EPERM", with(nobody, func(c *Cred) { c.Secure = secKeepCapsLocked }), keep(1),
+			with(nobody, func(c *Cred) { c.Secure = secKeepCapsLocked }), unix.EPERM},
+		{"ambient raise of a permitted inheritable capability", inh, amb(ambRaise, 1, 0, 0), with(inh, func(c *Cred) { c.Amb = 2 }), 0},
+		{"ambient raise of a capability not inheritable EPERM", inh, amb(ambRaise, 3, 0, 0), inh, unix.EPERM},
+		{"ambient raise of a capability not permitted EPERM", with(nobody, func(c *Cred) { c.Inh = 2 }), amb(ambRaise, 1, 0, 0),
+			with(nobody, func(c *Cred) { c.Inh = 2 }), unix.EPERM},
+		{"ambient raise under SECBIT_NO_CAP_AMBIENT_RAISE EPERM", with(inh, func(c *Cred) { c.Secure = secNoCapAmbRaise }), amb(ambRaise, 1, 0, 0),
+			with(inh, func(c *Cred) { c.Secure = secNoCapAmbRaise }), unix.EPERM},
+		{"ambient lower", with(inh, func(c *Cred) { c.Amb = 6 }), amb(ambLower, 1, 0, 0), with(inh, func(c *Cred) { c.Amb = 4 }), 0},
+		{"ambient clear all", with(inh, func(c *Cred) { c.Amb = 6 }), amb(ambClearAll, 0, 0, 0), inh, 0},
+		{"ambient clear all with an argument EINVAL", with(inh, func(c *Cred) { c.Amb = 6 }), amb(ambClearAll, 1, 0, 0),
+			with(inh, func(c *Cred) { c.Amb = 6 }), unix.EINVAL},
+		{"ambient of an unknown capability EINVAL", inh, amb(ambIsSet, CapLast+1, 0, 0), inh, unix.EINVAL},
+		{"ambient with a fourth argument EINVAL", inh, amb(ambLower, 1, 1, 0), inh, unix.EINVAL},
+		{"ambient unknown operation EINVAL", inh, amb(9, 1, 0, 0), inh, unix.EINVAL},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, en := c.do(c.from)
+			if en != c.en {
+				t.Errorf("errno %v, want %v", en, c.en)
+			}
+			if !got.Equal(&c.want) {
+				t.Errorf("got  %s\nwant %s", fmtCred(&got), fmtCred(&c.want))
+			}
+		})
+	}
+	if v, _, _ := with(inh, func(c *Cred) { c.Amb = 2 }).Ambient(ambIsSet, 1, 0, 0); v != 1 {
+		t.Errorf("IS_SET of a raised capability: %d", v)
+	}
+	if v, _, _ := inh.Ambient(ambIsSet, 2, 0, 0); v != 0 {
+		t.Errorf("IS_SET of a capability not raised: %d", v)
 	}
 }

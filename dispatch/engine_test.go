@@ -51,7 +51,7 @@ func TestHostRoutes(t *testing.T) {
 		{"/sys/devices/system/cpu", true, ".", 0},
 		{"/sys/devices/system/cpu/cpu0/topology/core_id", true, "cpu0/topology/core_id", 0},
 		{"/sys/devices/system/cpufreq", false, "", 0},
-		{"/proc/self/status", true, "4242/status", 0},
+		{"/proc/self/statm", true, "4242/statm", 0},
 		{"/proc/self/fdinfo/0", true, "4242/fdinfo/0", 0},
 	}
 	for _, c := range cases {

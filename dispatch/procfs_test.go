@@ -110,7 +110,7 @@ func TestProcClassify(t *testing.T) {
 			{"/proc/01", want{errno: unix.ENOENT}},
 			{"/proc/+1", want{errno: unix.ENOENT}},
 			{"/proc/999999", want{host: true, rel: "999999"}},
-			{"/proc/999999/status", want{host: true, rel: "999999/status"}},
+			{"/proc/999999/status", want{kind: procfs.Text}},   // the guest's capability lines
 			{"/proc/999999/environ", want{errno: unix.EACCES}}, // root's, and the caller is uid 1000
 			{"/proc/999999/cwd", want{errno: unix.EACCES}},
 			{"/proc/999999/fd", want{errno: unix.EACCES}},

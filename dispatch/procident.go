@@ -53,7 +53,8 @@ func (p *Proc) IDs() procfs.Creds { return p.creds().ids() }
 // ids is c as /proc's rules read it.
 func (c *Cred) ids() procfs.Creds {
 	return procfs.Creds{UID: c.UID, EUID: c.EUID, SUID: c.SUID, FSUID: c.FSUID,
-		GID: c.GID, EGID: c.EGID, SGID: c.SGID, FSGID: c.FSGID, Eff: c.Eff}
+		GID: c.GID, EGID: c.EGID, SGID: c.SGID, FSGID: c.FSGID, Eff: c.Eff,
+		Perm: c.Perm, Inh: c.Inh, Bnd: c.Bnd, Amb: c.Amb, NoNewPrivs: c.NoNewPrivs}
 }
 
 // shownParent returns the parent guest process tgid shows (stat,

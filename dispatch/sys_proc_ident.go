@@ -264,3 +264,94 @@ func sysGetppid(e *Engine, r *Request) Result {
 	ppid, _ := e.shownParent(r.P.Tgid)
 	return ok(int64(ppid), Emulated)
 }
+
+// sysPrctl serves prctl(2): the guest's capability sets, securebits and no_new_privs; the rest natively.
+func sysPrctl(e *Engine, r *Request) Result {
+	// The host would answer these from kbox's host process, not the
+	// guest's credentials (cred.go has the rules). PR_SET_SECCOMP is
+	// checked, then run natively (kbox's own no_new_privs lets it).
+	a2, a3, a4, a5 := r.Args[1], r.Args[2], r.Args[3], r.Args[4]
+	c := r.P.creds()
+	switch int32(r.Args[0]) {
+	case unix.PR_CAPBSET_READ:
+		if a2 > CapLast {
+			return errno(unix.EINVAL, Emulated)
+		}
+		return ok(int64(c.Bnd>>a2&1), Emulated)
+	case unix.PR_CAPBSET_DROP:
+		return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.CapbsetDrop(a2) })
+	case unix.PR_GET_SECUREBITS:
+		return ok(int64(c.Secure), Emulated)
+	case unix.PR_SET_SECUREBITS:
+		return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetSecurebits(a2) })
+	case unix.PR_GET_KEEPCAPS:
+		if c.secure(secKeepCaps) {
+			return ok(1, Emulated)
+		}
+		return ok(0, Emulated)
+	case unix.PR_SET_KEEPCAPS:
+		return e.setID(r, func(c Cred) (Cred, unix.Errno) { return c.SetKeepCaps(a2) })
+	case unix.PR_CAP_AMBIENT:
+		v, n, en := c.Ambient(a2, a3, a4, a5)
+		if en != 0 {
+			return errno(en, Emulated)
+		}
+		e.setCred(r.P, n)
+		return ok(v, Emulated)
+	case unix.PR_GET_NO_NEW_PRIVS:
+		if a2|a3|a4|a5 != 0 {
+			return errno(unix.EINVAL, Emulated)
+		}
+		if c.NoNewPrivs {
+			return ok(1, Emulated)
+		}
+		return ok(0, Emulated)
+	case unix.PR_SET_NO_NEW_PRIVS:
+		if a2 != 1 || a3|a4|a5 != 0 {
+			return errno(unix.EINVAL, Emulated)
+		}
+		return e.setID(r, func(c Cred) (Cred, unix.Errno) { c.NoNewPrivs = true; return c, 0 })
+	case unix.PR_SET_SECCOMP:
+		if a2 == unix.SECCOMP_MODE_FILTER {
+			return e.seccompFilter(r, 0, a3)
+		}
+	}
+	return cont
+}
+
+// sysSeccomp serves seccomp(2): a filter needs the guest's no_new_privs or CAP_SYS_ADMIN.
+func sysSeccomp(e *Engine, r *Request) Result {
+	if r.Args[0] != unix.SECCOMP_SET_MODE_FILTER {
+		return cont
+	}
+	return e.seccompFilter(r, r.Args[1], r.Args[2])
+}
+
+// seccompFilter checks the installation of a filter with flags from prog
+// (a sock_fprog): with the guest's no_new_privs or CAP_SYS_ADMIN the host
+// installs it (kbox's own no_new_privs lets it; it stacks on kbox's
+// filter). Otherwise it fails as on Linux, in Linux's order: bad flags
+// EINVAL, a program it cannot read EFAULT, an empty or oversized one
+// EINVAL, else EACCES.
+func (e *Engine) seccompFilter(r *Request, flags, prog uint64) Result {
+	c := r.P.creds()
+	if c.NoNewPrivs || c.Has(capSysAdmin) {
+		return cont
+	}
+	const (
+		tsync, listener, tsyncESRCH, killable = 1, 8, 16, 32
+		known                                 = 0x3f
+	)
+	if flags&^known != 0 || flags&tsync != 0 && flags&listener != 0 && flags&tsyncESRCH == 0 ||
+		flags&killable != 0 && flags&listener == 0 {
+		return errno(unix.EINVAL, Emulated)
+	}
+	var b [16]byte // unsigned short len; struct sock_filter *filter
+	if err := r.G.Read(prog, b[:]); err != nil {
+		return errno(unix.EFAULT, Emulated)
+	}
+	if n := binary.LittleEndian.Uint16(b[:]); n == 0 || n > 4096 {
+		return errno(unix.EINVAL, Emulated)
+	}
+	return errno(unix.EACCES, Denied)
+}

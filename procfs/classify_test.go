@@ -114,8 +114,8 @@ func TestClassifyThroughSystem(t *testing.T) {
 		{path: "/proc/999999/environ", errno: unix.EACCES},
 		{path: "/proc/999999/environ", caps: 1 << capSysPtrace, rel: "999999/environ"},
 		{path: "/proc/999999/cwd", errno: unix.EACCES},
-		{path: "/proc/999999/status", rel: "999999/status"},
-		{path: "/proc/self/status", kind: Text}, // its parent hidden
+		{path: "/proc/999999/status", kind: Text}, // the guest's capability lines
+		{path: "/proc/self/status", kind: Text},   // its parent hidden
 		{path: "/proc/1/status", errno: unix.ENOENT},
 		{path: "/proc/sys/kernel/hostname", errno: unix.ENOENT}, // no LKL proc here
 		{path: "/proc/sysvipc", errno: unix.ENOENT},             // no IPC namespace

@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +17,9 @@ import (
 //     guest's credentials (CAP_SYS_RESOURCE may lower it): the host would
 //     judge kbox's host capabilities, and a host value below kbox's own
 //     would shield the guest from the host's OOM killer;
+//   - status's capability sets (CapInh: to CapAmb:) and NoNewPrivs: are
+//     the guest's credentials (the host's would be kbox's, and kbox's
+//     host process always has no_new_privs);
 //   - the parent (stat, status PPid:, getppid): a process whose host
 //     parent is not a guest process (the first one, whose parent is
 //     kbox's keeper, orphans the keeper adopted, an in-process tier's
@@ -252,11 +256,20 @@ func identPath(s System, c *Caller, pid int, base, entry, rest string) (f Found,
 		if isProc && id.Leader > 0 && id.Leader != tgid {
 			leader = id.Leader
 		}
-		if !hidden && leader == 0 {
+		if entry == "status" && p == nil {
+			p = s.Process(tgid, true)
+		}
+		withCreds := entry == "status" && p != nil
+		if !hidden && leader == 0 && !withCreds {
 			return Found{}, 0, false
 		}
 		f, en = node(abs, &Node{Kind: Text, Like: hrel, Text: func() []byte {
-			return identText(tgid, hrel, entry, leader, ppid)
+			var creds *Creds
+			if withCreds {
+				ids := p.IDs() // when read, as Linux's
+				creds = &ids
+			}
+			return identText(tgid, hrel, entry, leader, ppid, creds)
 		}})
 		return f, en, true
 	case "cmdline", "environ":
@@ -276,9 +289,9 @@ func identPath(s System, c *Caller, pid int, base, entry, rest string) (f Found,
 }
 
 // identText is the host's stat or status text of rel (of process tgid)
-// with the parent ppid and, when leader is not 0, the name of that
-// thread.
-func identText(tgid int, rel, entry string, leader, ppid int) []byte {
+// with the parent ppid, the status's capabilities of creds (when not nil)
+// and, when leader is not 0, the name of that thread.
+func identText(tgid int, rel, entry string, leader, ppid int, creds *Creds) []byte {
 	b, err := os.ReadFile("/proc/" + rel)
 	if err != nil {
 		return nil
@@ -297,7 +310,7 @@ func identText(tgid int, rel, entry string, leader, ppid int) []byte {
 	if entry == "stat" {
 		return []byte(rewriteStat(string(b), name, ppid))
 	}
-	return []byte(rewriteStatus(string(b), name, ppid))
+	return []byte(rewriteStatus(string(b), name, ppid, creds))
 }
 
 // statComm returns the command of a stat text ("pid (comm) ..."): what
@@ -339,16 +352,34 @@ func rewriteStat(s, comm string, ppid int) string {
 	return head + comm + tail
 }
 
-// rewriteStatus sets the PPid: line of a status text, and its Name: line
-// when name is not "".
-func rewriteStatus(s, name string, ppid int) string {
+// rewriteStatus sets the PPid: line of a status text, its Name: line
+// when name is not "", and its capability and NoNewPrivs: lines when c is
+// not nil.
+func rewriteStatus(s, name string, ppid int, c *Creds) string {
 	lines := strings.SplitAfter(s, "\n")
 	for k, l := range lines {
+		key, _, _ := strings.Cut(l, ":\t")
 		switch {
-		case strings.HasPrefix(l, "PPid:\t"):
+		case key == "PPid":
 			lines[k] = "PPid:\t" + strconv.Itoa(ppid) + "\n"
-		case name != "" && strings.HasPrefix(l, "Name:\t"):
+		case key == "Name" && name != "":
 			lines[k] = "Name:\t" + name + "\n"
+		case c == nil:
+		case key == "NoNewPrivs":
+			lines[k] = "NoNewPrivs:\t0\n"
+			if c.NoNewPrivs {
+				lines[k] = "NoNewPrivs:\t1\n"
+			}
+		case key == "CapInh":
+			lines[k] = fmt.Sprintf("CapInh:\t%016x\n", c.Inh)
+		case key == "CapPrm":
+			lines[k] = fmt.Sprintf("CapPrm:\t%016x\n", c.Perm)
+		case key == "CapEff":
+			lines[k] = fmt.Sprintf("CapEff:\t%016x\n", c.Eff)
+		case key == "CapBnd":
+			lines[k] = fmt.Sprintf("CapBnd:\t%016x\n", c.Bnd)
+		case key == "CapAmb":
+			lines[k] = fmt.Sprintf("CapAmb:\t%016x\n", c.Amb)
 		}
 	}
 	return strings.Join(lines, "")

@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -90,8 +91,20 @@ func TestRewriteIdent(t *testing.T) {
 	}
 	status := "Name:\tkbox\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\nPid:\t4242\nPPid:\t17\nTracerPid:\t0\n"
 	want := "Name:\thello\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\nPid:\t4242\nPPid:\t0\nTracerPid:\t0\n"
-	if got := rewriteStatus(status, "hello", 0); got != want {
+	if got := rewriteStatus(status, "hello", 0, nil); got != want {
 		t.Errorf("rewriteStatus: %q, want %q", got, want)
+	}
+	caps := "Name:\tkbox\nCapInh:\t0000000000000000\nCapPrm:\t000001fffeffffff\nCapEff:\t000001fffeffffff\n" +
+		"CapBnd:\t000001fffeffffff\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n"
+	c := Creds{Inh: 0x6, Perm: 0x7, Eff: 0x3, Bnd: 0xff, Amb: 0x2}
+	want = "Name:\tkbox\nCapInh:\t0000000000000006\nCapPrm:\t0000000000000007\nCapEff:\t0000000000000003\n" +
+		"CapBnd:\t00000000000000ff\nCapAmb:\t0000000000000002\nNoNewPrivs:\t0\nSeccomp:\t2\n"
+	if got := rewriteStatus(caps, "", 7, &c); got != want {
+		t.Errorf("rewriteStatus with credentials: %q, want %q", got, want)
+	}
+	c.NoNewPrivs = true
+	if got := rewriteStatus(caps, "", 7, &c); !strings.Contains(got, "NoNewPrivs:\t1\n") {
+		t.Errorf("rewriteStatus with no_new_privs: %q", got)
 	}
 	if n, found := statusLine(status, "Name"); !found || n != "kbox" {
 		t.Errorf("statusLine: %q %v", n, found)

@@ -83,6 +83,10 @@ type Creds struct {
 	UID, EUID, SUID, FSUID uint32
 	GID, EGID, SGID, FSGID uint32
 	Eff                    uint64 // effective capabilities (bit N is capability N)
+	// Perm, Inh, Bnd and Amb are the permitted, inheritable, bounding
+	// and ambient sets; NoNewPrivs the guest's own (status shows them).
+	Perm, Inh, Bnd, Amb uint64
+	NoNewPrivs          bool
 }
 
 // Has reports an effective capability.
