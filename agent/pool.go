@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,8 +88,9 @@ func (p *warmPool) imageLocked(img string) *imagePool {
 	return ip
 }
 
-// take returns a live kernel of img, or nil when none is ready (the first
-// run on an image starts its pool). A replacement starts booting.
+// take returns a live kernel of img, or nil when none is ready (the
+// pool then fills: the first run on an image starts its pool). The
+// caller starts the replacement (done, refillAfter).
 func (p *warmPool) take(img string) *warmKernel {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -106,12 +108,17 @@ func (p *warmPool) take(img string) *warmKernel {
 			p.retireLocked(c)
 		}
 	}
-	if k != nil {
-		p.inUse[k] = true
+	if k == nil {
+		p.fillLocked(ip)
+		return nil
 	}
-	p.fillLocked(ip)
+	p.inUse[k] = true
 	return k
 }
+
+// refillAfter is when a run's replacement kernel starts booting if the
+// run has not ended before: a boot beside a short run would slow it.
+const refillAfter = 50 * time.Millisecond
 
 // fillLocked boots kernels until ip has n, ready or booting.
 func (p *warmPool) fillLocked(ip *imagePool) {
@@ -174,13 +181,16 @@ func (p *warmPool) watch(ip *imagePool, k *warmKernel) {
 	}
 }
 
-// done ends a kernel that served its run.
-func (p *warmPool) done(k *warmKernel) {
+// done ends a kernel that served its run on img, and refills img's pool.
+func (p *warmPool) done(k *warmKernel, img string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.inUse[k] {
 		delete(p.inUse, k)
 		p.retireLocked(k)
+	}
+	if !p.closed {
+		p.fillLocked(p.imageLocked(img))
 	}
 }
 
@@ -242,8 +252,27 @@ func (s *Server) bootWarm(img string) (*warmKernel, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	return &warmKernel{l: l, dir: dir}, nil
+	k := &warmKernel{l: l, dir: dir}
+	// A kernel's first programs are slow (the image's blocks, the
+	// shadows of the shell and its loader are read in): the pool runs
+	// the shell first, so that a run does not pay for it.
+	ctx, cancel := context.WithTimeout(context.Background(), liveStart)
+	defer cancel()
+	for range warmUpRuns {
+		if _, err := l.run(ctx, &serveRequest{Op: "run", Argv: warmUp}, nil, io.Discard, io.Discard, nil); err != nil {
+			l.close()
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	return k, nil
 }
+
+// warmUp is what a pooled kernel runs before it is handed out,
+// warmUpRuns times.
+var warmUp = []string{"/bin/sh", "-c", "true"}
+
+var warmUpRuns = 2
 
 // warmable says whether a one-shot run can go to a pooled kernel: one
 // started with the operator's settings serves it as the one-shot path
@@ -260,7 +289,11 @@ func (s *Server) warmRun(ctx context.Context, mreq *mcp.CallToolRequest, img str
 	if k == nil {
 		return nil, out, false, nil
 	}
-	defer s.pool.done(k)
+	refill := time.AfterFunc(refillAfter, func() { s.pool.prime(img) })
+	defer func() {
+		refill.Stop()
+		s.pool.done(k, img)
+	}()
 	req := &serveRequest{Op: "run", Argv: argv, Env: env, Workdir: in.Workdir, TimeoutMs: timeout.Milliseconds(), Report: true}
 	ctx, cancel := context.WithTimeout(ctx, timeout+setupGrace)
 	defer cancel()

@@ -228,7 +228,7 @@ func benchClient(b *testing.B, args ...string) (*mcp.ClientSession, func(string,
 
 // warmPoolRows: one-shot `run /bin/true` on an image through a warm pool
 // of one kernel (kbox mcp --warm-pool 1), calls arriving at one per
-// second (20 calls) and at ten per second (50 calls; each takes a kernel
+// second (20 calls) and at ten per second (30 calls; each takes a kernel
 // and boots its replacement, so some find the pool empty and take the
 // one-shot path): p50 and p99 of each, and how many were served warm;
 // and an idle pooled kernel's private memory (smaps_rollup), its
@@ -272,7 +272,7 @@ func warmPoolRows(b *testing.B) {
 	}
 	one, warm1 := rate(20, time.Second)
 	time.Sleep(2 * time.Second)
-	ten, warm10 := rate(50, 100*time.Millisecond)
+	ten, warm10 := rate(30, 100*time.Millisecond)
 	b.Logf("one-shot run /bin/true through a warm pool of 1: at 1/s p50 %.1f ms, p99 %.1f ms (%d of %d warm); at 10/s p50 %.1f ms, p99 %.1f ms (%d of %d warm); an idle pooled kernel: %d kB private",
 		percentile(one, 50), percentile(one, 99), warm1, len(one), percentile(ten, 50), percentile(ten, 99), warm10, len(ten), privKB)
 	b.ReportMetric(percentile(one, 50), "pool_1ps_p50_ms")
