@@ -92,6 +92,25 @@ func TestMCPWarmPoolSameResult(t *testing.T) {
 			t.Logf("warm %d ms, one-shot %d ms", w.DurationMs, o.DurationMs)
 		})
 	}
+	// The warm server's last run (the timeout's, a second long): the
+	// kernel's snapshot as it ended, its memory and the guest's peak RSS
+	// sampled while it ran.
+	var snap struct {
+		Telemetry struct {
+			KernelMemKB uint64 `json:"kernel_mem_peak_kb"`
+			GuestPeakKB int64  `json:"guest_peak_rss_kb"`
+		} `json:"telemetry"`
+		Kernel struct {
+			Available bool `json:"available"`
+			MemKB     struct {
+				UsedKB uint64 `json:"used_kb"`
+			} `json:"mem_kb"`
+		} `json:"kernel"`
+	}
+	if res := call(t, warm, "snapshot", map[string]any{}, &snap); res.IsError || !snap.Kernel.Available || snap.Kernel.MemKB.UsedKB == 0 ||
+		snap.Telemetry.KernelMemKB == 0 || snap.Telemetry.GuestPeakKB == 0 {
+		t.Errorf("snapshot of a pooled run: %s %+v", resultText(res), snap)
+	}
 }
 
 // warmDirs lists the pool's kernels' directories under tmp.
