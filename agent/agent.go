@@ -61,6 +61,9 @@ type Config struct {
 	// SessionIdle closes a session no call used for this long (0: 30
 	// minutes; negative: never).
 	SessionIdle time.Duration
+	// WarmPool is how many kernels are kept booted per image for one-shot
+	// runs (pool.go; 0: none).
+	WarmPool int
 	// Version is reported to clients.
 	Version string
 }
@@ -94,6 +97,8 @@ type Server struct {
 	closed   bool
 	quit     chan struct{} // closed by Close
 	last     *lastRun      // the server's last run
+	pool     *warmPool     // nil without Config.WarmPool
+	primed   sync.Once
 }
 
 // lastRun is what snapshot and enosys report.
@@ -145,6 +150,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.SessionIdle = defaultSessionIdle
 	}
 	s := &Server{cfg: cfg, sessions: map[string]*session{}, quit: make(chan struct{})}
+	if cfg.WarmPool > 0 {
+		s.pool = newWarmPool(s, cfg.WarmPool)
+	}
 	if err := s.operatorSettings(); err != nil {
 		s.Close()
 		return nil, err
@@ -203,8 +211,11 @@ func (s *Server) endSession(se *session) error {
 	return err
 }
 
-// Close removes every session's image.
+// Close ends every session and pooled kernel and removes their images.
 func (s *Server) Close() {
+	if s.pool != nil {
+		s.pool.close()
+	}
 	s.mu.Lock()
 	ss := s.sessions
 	if !s.closed {
@@ -222,8 +233,15 @@ func (s *Server) Close() {
 	}
 }
 
-// MCP returns an MCP server with the tools, serving s.
+// MCP returns an MCP server with the tools, serving s. The warm pool of
+// the default image starts booting here, after New (and the audit log's
+// mcp_start record).
 func (s *Server) MCP() *mcp.Server {
+	s.primed.Do(func() {
+		if s.pool != nil && s.cfg.Image != "" {
+			s.pool.prime(s.cfg.Image)
+		}
+	})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "kbox", Version: s.cfg.Version}, &mcp.ServerOptions{
 		Instructions: "kbox runs Linux programs against an in-process Linux kernel booted from an ext4 image, without root, container or VM. " +
 			"`run` on an image is ephemeral (the image never changes); open a session for state kept across calls. " +

@@ -37,6 +37,7 @@ type serveRequest struct {
 	Workdir   string       `json:"workdir,omitempty"`
 	TimeoutMs int64        `json:"timeout_ms,omitempty"`
 	File      *fileRequest `json:"file,omitempty"`
+	Report    bool         `json:"report,omitempty"`
 }
 
 type serveAnswer struct {
@@ -47,6 +48,12 @@ type serveAnswer struct {
 	Started  bool        `json:"started"`
 	File     *fileAnswer `json:"file"`
 	Procs    []GuestProc `json:"procs"`
+	// A run's with Report (a warm pool's, pool.go).
+	Telemetry       *Telemetry      `json:"telemetry"`
+	AuditHead       string          `json:"audit_head"`
+	Kernel          json.RawMessage `json:"kernel"`
+	KernelMemPeakKB uint64          `json:"kernel_mem_peak_kb"`
+	GuestMaxRSS     int64           `json:"guest_peak_rss_kb"`
 }
 
 // GuestProc is one of a session's processes, as the guest sees it.
@@ -117,6 +124,12 @@ func (s *Server) startLive(se *session, agentPolicy string, net *bool) (*liveKer
 	if s.cfg.Audit != "" {
 		args = append(args, "--audit", s.cfg.Audit, "--audit-settings", s.settingsID)
 	}
+	return s.bootServe(args, sock)
+}
+
+// bootServe starts kbox with args (a kbox image --serve SOCK) and waits
+// until it serves.
+func (s *Server) bootServe(args []string, sock string) (*liveKernel, error) {
 	cmd := exec.Command(s.cfg.Kbox, args...)
 	// If the server dies, so does the session (and its guests with it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

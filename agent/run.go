@@ -58,6 +58,7 @@ type RunOut struct {
 	Telemetry    *Telemetry `json:"telemetry,omitempty"`
 	AuditHead    string     `json:"audit_head,omitempty"`
 	Handle       string     `json:"handle,omitempty" jsonschema:"a background run's handle (its pid in the session)"`
+	Warm         bool       `json:"warm,omitempty" jsonschema:"the run took a pre-booted kernel of the server's warm pool"`
 }
 
 // Telemetry is the run's syscalls as kbox counted them.
@@ -139,6 +140,19 @@ func (s *Server) run(ctx context.Context, mreq *mcp.CallToolRequest, in RunIn) (
 	}
 	if in.Background {
 		return nil, out, toolError("background: only in a session (session_open)")
+	}
+	if s.warmable(in) {
+		img, err := s.imageOf(in.Image)
+		if err != nil {
+			return nil, out, err
+		}
+		env, err := envList(in.Env)
+		if err != nil {
+			return nil, out, err
+		}
+		if res, out, ok, err := s.warmRun(ctx, mreq, img, in, argv, env, stdin, timeout, maxOut); ok {
+			return res, out, err
+		}
 	}
 	// An agent's tool calls are untrusted code: the seccomp tier, whose
 	// guest is a process of its own, never auto's in-process tiers, which

@@ -4,7 +4,11 @@ package tests
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +26,8 @@ func BenchmarkMCP(b *testing.B) {
 	img := imagePath(b)
 	bin := kboxBin(b)
 	ctx := context.Background()
-	cs, callOK := benchClient(b, "--image", img)
+	// The one-shot path: no warm pool (BenchmarkSessions measures it).
+	cs, callOK := benchClient(b, "--image", img, "--warm-pool", "0")
 	// The MCP round trip alone: a call that does no work (enosys before
 	// any run answers "no run yet" at once).
 	var empty []float64
@@ -69,8 +74,9 @@ func BenchmarkMCP(b *testing.B) {
 // SDK's client over stdio: session_open, `run` of /bin/true in the
 // session (p50 and p99 of 100), read_file of 4 KB (median of 50), and an
 // idle session's kbox process: its private memory (smaps_rollup) and
-// threads.
+// threads; and one-shot runs through the warm pool (warmPoolRows).
 func BenchmarkSessions(b *testing.B) {
+	warmPoolRows(b)
 	img := imagePath(b)
 	_, callOK := benchClient(b, "--image", img)
 	t0 := time.Now()
@@ -222,4 +228,94 @@ func benchClient(b *testing.B, args ...string) (*mcp.ClientSession, func(string,
 		}
 		return res
 	}
+}
+
+// warmPoolRows: one-shot `run /bin/true` on an image through a warm pool
+// of one kernel (kbox mcp --warm-pool 1), calls arriving at one per
+// second (20 calls) and at ten per second (30 calls; each takes a kernel
+// and boots its replacement, so some find the pool empty and take the
+// one-shot path): p50 and p99 of each, and how many were served warm;
+// and an idle pooled kernel's private memory (smaps_rollup), its
+// process and its guest processes (the spawner) together.
+func warmPoolRows(b *testing.B) {
+	img := imagePath(b)
+	tmp := b.TempDir()
+	_, callOK := benchClient(b, "--image", img, "--warm-pool", "1", "--tmp-dir", tmp)
+	time.Sleep(3 * time.Second) // the pool's first kernel boots
+	var privKB int
+	for _, pid := range warmKernels(tmp) {
+		privKB = privateKB(pid)
+		for _, c := range descendants(pid) {
+			privKB += privateKB(c)
+		}
+	}
+	rate := func(n int, every time.Duration) (lat []float64, warm int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for i := 0; i < n; i++ {
+			<-t.C
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				res := callOK("run", map[string]any{"argv": []string{"/bin/true"}})
+				ms := float64(time.Since(t0).Microseconds()) / 1000
+				w, _ := res.StructuredContent.(map[string]any)["warm"].(bool)
+				mu.Lock()
+				lat = append(lat, ms)
+				if w {
+					warm++
+				}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		return lat, warm
+	}
+	one, warm1 := rate(20, time.Second)
+	time.Sleep(2 * time.Second)
+	ten, warm10 := rate(30, 100*time.Millisecond)
+	b.Logf("one-shot run /bin/true through a warm pool of 1: at 1/s p50 %.1f ms, p99 %.1f ms (%d of %d warm); at 10/s p50 %.1f ms, p99 %.1f ms (%d of %d warm); an idle pooled kernel: %d kB private",
+		percentile(one, 50), percentile(one, 99), warm1, len(one), percentile(ten, 50), percentile(ten, 99), warm10, len(ten), privKB)
+	b.ReportMetric(percentile(one, 50), "pool_1ps_p50_ms")
+	b.ReportMetric(percentile(ten, 50), "pool_10ps_p50_ms")
+	b.ReportMetric(percentile(ten, 99), "pool_10ps_p99_ms")
+	b.ReportMetric(float64(privKB), "pool_idle_private_kB")
+}
+
+// warmKernels lists the pids of the warm pool's kbox processes, whose
+// directories are in tmp.
+func warmKernels(tmp string) []int {
+	var out []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if slices.Contains(args, "--serve") && slices.Contains(args, "--ephemeral") && strings.Contains(string(b), tmp) {
+			pid, _ := strconv.Atoi(filepath.Base(d))
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// descendants lists pid's descendants.
+func descendants(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+				out = append(out, descendants(c)...)
+			}
+		}
+	}
+	return out
 }

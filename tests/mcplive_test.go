@@ -169,8 +169,8 @@ func TestMCPLiveSessionKilled(t *testing.T) {
 	}
 }
 
-// serveProcesses returns the host pids of the kbox --serve processes on
-// image img.
+// serveProcesses returns the host pids of the sessions' kbox --serve
+// processes on image img (not the warm pool's, which are --ephemeral).
 func serveProcesses(img string) []int {
 	var out []int
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
@@ -180,7 +180,7 @@ func serveProcesses(img string) []int {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if slices.Contains(args, "--serve") && slices.Contains(args, img) {
+		if slices.Contains(args, "--serve") && slices.Contains(args, img) && !slices.Contains(args, "--ephemeral") {
 			pid, _ := strconv.Atoi(filepath.Base(d))
 			out = append(out, pid)
 		}

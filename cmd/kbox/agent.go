@@ -150,6 +150,7 @@ type agentRun struct {
 	baseSize int64
 	copyTime time.Duration // preparing the overlay
 	log      *audit.Log
+	startRec map[string]any // the audit log's run_start data
 	start    time.Time
 	pol      policyRun // --policy's refusals (policy.go)
 	netAud   netAudit  // --net's records (netaudit.go)
@@ -244,6 +245,7 @@ func startAgent(o *ImageOptions) (*agentRun, error) {
 		} else {
 			data["image_sha256_error"] = err.Error()
 		}
+		a.startRec = data
 		if _, err := a.log.Append("run_start", data); err != nil {
 			a.abort()
 			return nil, err
@@ -333,10 +335,12 @@ func (a *agentRun) attach(eng *dispatch.Engine, readProc func(string) ([]byte, e
 		return
 	}
 	a.eng = eng
-	if a.o.Agent.Report != "" && readProc != nil {
+	if (a.o.Agent.Report != "" || a.o.Agent.Serve != "") && readProc != nil {
 		a.sampler = web.NewSampler(web.SamplerConfig{ReadFile: func(p string) ([]byte, error) {
 			return readProc(strings.TrimPrefix(p, "/proc/"))
 		}})
+	}
+	if a.o.Agent.Report != "" && a.sampler != nil {
 		a.sampled = make(chan struct{})
 		go a.sample()
 	}
@@ -346,7 +350,8 @@ func (a *agentRun) attach(eng *dispatch.Engine, readProc func(string) ([]byte, e
 			eng.OnRefuse = a.onRefuse
 		}
 	}
-	if a.o.Agent.Report != "" {
+	if a.o.Agent.Report != "" || a.o.Agent.Serve != "" {
+		// A session's runs may ask for their own counts (servereport.go).
 		prev := eng.Observe
 		eng.Observe = func(r *dispatch.Request, res *dispatch.Result, lat time.Duration) {
 			if r.Nr >= 0 && r.Nr < nrSlots && int(res.Disp) < web.NumDispositions {
@@ -468,7 +473,7 @@ func (a *agentRun) detach() {
 	}
 	a.stopOnce.Do(func() {
 		close(a.stop)
-		if a.sampler != nil {
+		if a.sampled != nil {
 			<-a.sampled
 			snap := a.takeSample()
 			if snap.Kernel.Available {
@@ -526,9 +531,20 @@ func (a *agentRun) telemetry() *Telemetry {
 	if c := a.o.Agent.Policy; c != nil {
 		t.Policy = c.Refusals()
 	}
+	var counts [nrSlots][web.NumDispositions]uint64
 	for nr := range a.counts {
 		for d := range a.counts[nr] {
-			n := a.counts[nr][d].Load()
+			counts[nr][d] = a.counts[nr][d].Load()
+		}
+	}
+	t.add(&counts)
+	return t
+}
+
+// add counts counts (syscall number -> disposition -> calls) into t.
+func (t *Telemetry) add(counts *[nrSlots][web.NumDispositions]uint64) {
+	for nr := range counts {
+		for d, n := range counts[nr] {
 			if n == 0 {
 				continue
 			}
@@ -546,7 +562,6 @@ func (a *agentRun) telemetry() *Telemetry {
 			}
 		}
 	}
-	return t
 }
 
 // finish runs after the kernel has written the image back and halted: the

@@ -290,7 +290,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 	var spawns *supervisor.Spawns
 	if o.Agent.Serve != "" {
 		spawns = supervisor.NewSpawns()
-		if sess, err = listenSession(o, spawns, root, binds, withEnv(guestEnv(o), o.Agent.Env), eng, ag.keptOverlay()); err != nil {
+		if sess, err = listenSession(o, spawns, root, binds, withEnv(guestEnv(o), o.Agent.Env), eng, ag); err != nil {
 			return 0, err
 		}
 		go sess.run()

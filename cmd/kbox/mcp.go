@@ -68,11 +68,14 @@ arguments are the agent's requests within them, never a host path.
                        are refused
   --session-idle D     close a session no call used for D (default 30m; 0:
                        never)
+  --warm-pool N        keep N kernels booted per image for one-shot runs
+                       (default 1; 0: none); each costs a kbox process
+                       (docs/agents.md)
   -h, --help           this help
 `
 
 func runMCP(args []string) int {
-	var cfg agent.Config
+	cfg := agent.Config{WarmPool: 1}
 	var listen, token, policyFile string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -106,7 +109,7 @@ func runMCP(args []string) int {
 				cfg.SnapshotsOverwrite = true
 			}
 		case "--image", "--images", "--snapshots", "--policy", "--net-allow", "--net-allow-host", "--dns",
-			"--audit", "--listen", "--token", "--tmp-dir", "--max-sessions", "--session-idle":
+			"--audit", "--listen", "--token", "--tmp-dir", "--max-sessions", "--session-idle", "--warm-pool":
 			if !needVal() || val == "" {
 				fmt.Fprintf(os.Stderr, "kbox: %s needs a value\n%s", name, mcpUsage)
 				return exitUsage
@@ -143,6 +146,12 @@ func runMCP(args []string) int {
 					err = errors.New("want a number of sessions from 1 to 4096")
 				}
 				cfg.MaxSessions = n
+			case "--warm-pool":
+				n, perr := strconv.Atoi(val)
+				if perr != nil || n < 0 || n > 64 {
+					err = errors.New("want a number of kernels from 0 to 64")
+				}
+				cfg.WarmPool = n
 			case "--session-idle":
 				d, perr := time.ParseDuration(val)
 				if perr != nil || d < 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/rootfs"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
+	"github.com/kbox-project/kbox/web"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,6 +51,9 @@ type ServeRequest struct {
 	Signal int `json:"signal,omitempty"`
 	// checkpoint: a new directory the overlay is copied to
 	Dir string `json:"dir,omitempty"`
+	// Report (run): the answer carries the run's telemetry and audit
+	// head, and the audit log gets the run's records (servereport.go).
+	Report bool `json:"report,omitempty"`
 }
 
 // ServeAnswer is its answer.
@@ -61,6 +65,12 @@ type ServeAnswer struct {
 	Started  bool        `json:"started,omitempty"` // a run's first frame
 	File     *FileAnswer `json:"file,omitempty"`
 	Procs    []GuestProc `json:"procs,omitempty"`
+	// A run's with Report (servereport.go).
+	Telemetry       *Telemetry          `json:"telemetry,omitempty"`
+	AuditHead       string              `json:"audit_head,omitempty"`
+	Kernel          *web.KernelSnapshot `json:"kernel,omitempty"`
+	KernelMemPeakKB uint64              `json:"kernel_mem_peak_kb,omitempty"`
+	GuestMaxRSS     int64               `json:"guest_peak_rss_kb,omitempty"`
 }
 
 // GuestProc is one of a session's processes (op ps).
@@ -109,10 +119,11 @@ type sessionServer struct {
 	wg     sync.WaitGroup
 	eng    *dispatch.Engine
 	kept   *keptOverlay // nil unless --overlay
+	ag     *agentRun    // the agent options (nil for none)
 }
 
 // listenSession makes the session's socket (mode 0600: kbox's user alone).
-func listenSession(o *ImageOptions, sp *supervisor.Spawns, root *rootfs.Root, binds []*guestpath.Bind, env []string, eng *dispatch.Engine, kept *keptOverlay) (*sessionServer, error) {
+func listenSession(o *ImageOptions, sp *supervisor.Spawns, root *rootfs.Root, binds []*guestpath.Bind, env []string, eng *dispatch.Engine, ag *agentRun) (*sessionServer, error) {
 	old := unix.Umask(0o077)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: o.Agent.Serve, Net: "unix"})
 	unix.Umask(old)
@@ -121,7 +132,7 @@ func listenSession(o *ImageOptions, sp *supervisor.Spawns, root *rootfs.Root, bi
 	}
 	ln.SetUnlinkOnClose(true)
 	return &sessionServer{ln: ln, spawns: sp, root: root, binds: binds, o: o, env: env,
-		fp: newFilePolicy(o.Agent.Policy, root), eng: eng, kept: kept}, nil
+		fp: newFilePolicy(o.Agent.Policy, root), eng: eng, kept: ag.keptOverlay(), ag: ag}, nil
 }
 
 // run accepts connections once the spawner serves, until close.
@@ -211,7 +222,7 @@ func (s *sessionServer) fileOp(req *ServeRequest) *ServeAnswer {
 }
 
 // runOne starts req's program with fds as its stdio and waits for it.
-func (s *sessionServer) runOne(c *net.UnixConn, req *ServeRequest, fds []int) *ServeAnswer {
+func (s *sessionServer) runOne(c *net.UnixConn, req *ServeRequest, fds []int) (ans *ServeAnswer) {
 	if len(fds) != 3 {
 		closeFDs(fds)
 		return &ServeAnswer{Error: fmt.Sprintf("a run needs 3 fds (stdin, stdout, stderr), got %d", len(fds))}
@@ -235,6 +246,10 @@ func (s *sessionServer) runOne(c *net.UnixConn, req *ServeRequest, fds []int) *S
 		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
 			return &ServeAnswer{Error: fmt.Sprintf("bad env entry %q: want NAME=VALUE", kv)}
 		}
+	}
+	if req.Report {
+		rr := s.ag.beginServeRun(req, wd)
+		defer func() { rr.end(ans) }()
 	}
 	env := withEnv(withEnv(s.env, req.Env), []string{"PWD=" + wd})
 	search := guestPath
@@ -277,7 +292,7 @@ func (s *sessionServer) runOne(c *net.UnixConn, req *ServeRequest, fds []int) *S
 		defer t.Stop()
 		timeout = t.C
 	}
-	ans := &ServeAnswer{Pid: pid}
+	ans = &ServeAnswer{Pid: pid}
 	select {
 	case <-sp.Done():
 	case <-timeout:
