@@ -292,6 +292,16 @@ func (r *Root) Close() error {
 	return errors.Join(errs...)
 }
 
+// Leave is Close for a run whose disk writes are all discarded (a
+// read-only image, or an ephemeral copy-on-write overlay): nothing is
+// synced, unmounted or halted, and the kernel, its disks and their files
+// stay as they are until kbox's process exits, which ends them. It
+// reports false, and does nothing, when the disk injects faults: Close
+// then reports them.
+func (r *Root) Leave() bool {
+	return !r.faulty
+}
+
 // telemetryProc is where the kernel's own proc is mounted in its root
 // before the chroot: the observatory reads it, guests cannot see it.
 const telemetryProc = "/kbox-proc"

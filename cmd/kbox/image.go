@@ -159,6 +159,15 @@ func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, er
 		lkl.Panic() // tests only (docs/testing.md)
 	}
 	defer func() {
+		if ag.discardsWrites(o) && root.Leave() {
+			// Nothing of the kernel outlives the run: the process's exit
+			// ends it, with no unmount or halt (docs/benchmarks.md).
+			if ag != nil {
+				ag.left = true
+			}
+			phases.mark("leave")
+			return
+		}
 		if err := root.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "kbox: warning: %v\n", err)
 		}
