@@ -367,30 +367,30 @@ func Run(cfg Config) (int, error) {
 		}
 	}()
 
-	done := make(chan *os.ProcessState, 1)
+	done := make(chan unix.WaitStatus, 1)
 	go func() {
-		st, _ := cmd.Process.Wait()
+		ws := waitExit(pid)
 		if syncWake == nil {
 			// The main guest is gone: end every other guest process
 			// too; the blocked Recv then fails once none is left.
 			killGuests(pid)
 		}
-		done <- st
+		done <- ws
 	}()
-	var state *os.ProcessState
+	var ws unix.WaitStatus
+	exited := false
 	serve(listener, eng, tier, cfg.Session, guestPid, syncWake == nil, func() bool {
 		select {
-		case state = <-done:
-			return true
+		case ws = <-done:
+			exited = true
 		default:
 		}
-		return false
+		return exited
 	})
-	if state == nil {
-		state = <-done
+	if !exited {
+		ws = <-done
 	}
 	phase("run")
-	ws := state.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		return 128 + int(ws.Signal()), nil
 	}
