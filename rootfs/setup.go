@@ -63,6 +63,9 @@ type Root struct {
 	// BootTime is the time from boot to a mounted, chrooted root, of
 	// which KernelTime the kernel's boot alone.
 	BootTime, KernelTime time.Duration
+	// UnmountTime is how long Close took to sync and unmount, before the
+	// kernel's halt.
+	UnmountTime time.Duration
 	// Scratch describes the scratch disk behind /tmp, if one is mounted.
 	Scratch string
 
@@ -243,6 +246,7 @@ func (r *Root) Mounted(target string) bool {
 // image is unmounted before the halt: LKL's halt alone leaves the ext4
 // journal marked as needing recovery.
 func (r *Root) Close() error {
+	start := time.Now()
 	lkl.Sync()
 	var errs []error
 	lkl.Chdir("/")
@@ -279,12 +283,23 @@ func (r *Root) Close() error {
 			errs = append(errs, fmt.Errorf("detach image: %w", err))
 		}
 	}
+	r.UnmountTime = time.Since(start)
 	lkl.Halt()
 	r.scratch.close()
 	if err := r.Image.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Leave is Close for a run whose disk writes are all discarded (a
+// read-only image, or an ephemeral copy-on-write overlay): nothing is
+// synced, unmounted or halted, and the kernel, its disks and their files
+// stay as they are until kbox's process exits, which ends them. It
+// reports false, and does nothing, when the disk injects faults: Close
+// then reports them.
+func (r *Root) Leave() bool {
+	return !r.faulty
 }
 
 // telemetryProc is where the kernel's own proc is mounted in its root

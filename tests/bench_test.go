@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -170,24 +171,85 @@ func BenchmarkStatCredentials(b *testing.B) {
 }
 
 // BenchmarkStartup measures `kbox image -- /bin/true`: wall time and the peak
-// RSS of the kbox process (which holds the kernel).
+// RSS of the kbox process (which holds the kernel), read-only (which
+// leaves the kernel to kbox's exit) and on a writable copy (which
+// unmounts and halts); from the start-up trace (KBOX_TRACE_STARTUP), the
+// end of each (unmount and halt, or leave) and kbox's Go and LKL threads;
+// and an idle run's private memory (smaps_rollup).
 func BenchmarkStartup(b *testing.B) {
 	img := imagePath(b)
 	bin := kboxBin(b)
-	var wall, rss []float64
+	rw := copyImage(b, img)
+	type row struct{ wall, rss, end, goThreads, lklThreads []float64 }
+	rows := map[string]*row{"read-only": {}, "read-write": {}}
+	endRE := regexp.MustCompile(` (unmount|halt|leave) ([\d.]+)`)
+	thrRE := regexp.MustCompile(`Go (\d+), LKL (\d+)`)
 	for i := 0; i < 7; i++ {
-		cmd := exec.Command(bin, "image", "-S", img, "--read-only", "--", "/bin/true")
-		t0 := time.Now()
-		if err := cmd.Run(); err != nil {
-			b.Fatalf("kbox /bin/true: %v", err)
+		for _, mode := range []string{"read-only", "read-write"} {
+			args := []string{"image", "-S", img, "--read-only", "--", "/bin/true"}
+			if mode == "read-write" {
+				args = []string{"image", "-S", rw, "--", "/bin/true"}
+			}
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), "KBOX_TRACE_STARTUP=1")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			t0 := time.Now()
+			if err := cmd.Run(); err != nil {
+				b.Fatalf("kbox /bin/true: %v %s", err, stderr.String())
+			}
+			r := rows[mode]
+			r.wall = append(r.wall, float64(time.Since(t0).Microseconds())/1000)
+			r.rss = append(r.rss, float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)/1024)
+			end := 0.0
+			for _, m := range endRE.FindAllStringSubmatch(stderr.String(), -1) {
+				v, _ := strconv.ParseFloat(m[2], 64)
+				end += v
+			}
+			r.end = append(r.end, end)
+			if m := thrRE.FindStringSubmatch(stderr.String()); m != nil {
+				g, _ := strconv.Atoi(m[1])
+				l, _ := strconv.Atoi(m[2])
+				r.goThreads, r.lklThreads = append(r.goThreads, float64(g)), append(r.lklThreads, float64(l))
+			}
 		}
-		wall = append(wall, float64(time.Since(t0).Microseconds())/1000)
-		rss = append(rss, float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)/1024)
 	}
-	b.Logf("kbox -- /bin/true: median wall %.1f ms, peak RSS %.1f MB", median(wall), median(rss))
-	b.ReportMetric(median(wall), "wall_ms")
-	b.ReportMetric(median(rss), "peak_rss_MB")
+	ro, wr := rows["read-only"], rows["read-write"]
+	idle := idlePrivateDirtyKB(b, bin, img)
+	b.Logf("kbox -- /bin/true: read-only median wall %.1f ms, peak RSS %.1f MB, its end (leave) %.1f ms; read-write %.1f ms, %.1f MB, its end (unmount, halt) %.1f ms; threads Go %.0f, LKL %.0f; an idle run's private dirty memory %d kB",
+		median(ro.wall), median(ro.rss), median(ro.end), median(wr.wall), median(wr.rss), median(wr.end), median(ro.goThreads), median(ro.lklThreads), idle)
+	b.ReportMetric(median(ro.wall), "wall_ms")
+	b.ReportMetric(median(ro.rss), "peak_rss_MB")
+	b.ReportMetric(median(ro.end), "end_ms")
+	b.ReportMetric(median(wr.wall), "rw_wall_ms")
+	b.ReportMetric(median(wr.end), "rw_end_ms")
+	b.ReportMetric(median(ro.goThreads), "go_threads")
+	b.ReportMetric(median(ro.lklThreads), "lkl_threads")
+	b.ReportMetric(float64(idle), "idle_private_dirty_kB")
 	b.ReportMetric(0, "ns/op")
+}
+
+// idlePrivateDirtyKB is the Private_Dirty of an idle run's kbox process
+// (a guest sleeping), 3 s after its start.
+func idlePrivateDirtyKB(b *testing.B, bin, img string) int {
+	cmd := exec.Command(bin, "image", "-S", img, "--read-only", "--", "/bin/sleep", "30")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	time.Sleep(3 * time.Second)
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/smaps_rollup")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Private_Dirty:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
 }
 
 // BenchmarkUnixSend: a 64-byte datagram over a socketpair, sent with

@@ -33,6 +33,9 @@ type Config struct {
 	Verbose bool
 	// Rewrite patches syscall sites that trap often (the rewrite tier).
 	Rewrite bool
+	// Phase, when set, is told where the run is (kbox's start-up trace):
+	// "load" once the program is mapped, "run" once it exited.
+	Phase func(name string)
 }
 
 // Exit is how the guest ended: Status as a shell reports it, and Signal,

@@ -263,6 +263,9 @@ func Run(cfg Config) (Exit, error) {
 		return Exit{}, fmt.Errorf("%s: %w", cfg.Path, err)
 	}
 	t.loaded = l
+	if cfg.Phase != nil {
+		cfg.Phase("load")
+	}
 	for _, r := range l.Regions {
 		t.mem.add(uint64(r.Start), uint64(r.End))
 	}
@@ -288,6 +291,9 @@ func Run(cfg Config) (Exit, error) {
 	case err := <-t.setupErr:
 		return Exit{}, err
 	case ex := <-t.done:
+		if cfg.Phase != nil {
+			cfg.Phase("run")
+		}
 		t.stopAll()
 		t.fds.closeAll()
 		eng.Stop()

@@ -147,6 +147,7 @@ type agentRun struct {
 	overlay  *os.File     // the ephemeral run's writes
 	kept     *keptOverlay // --overlay
 	dirty    *lkl.COWMap  // the blocks written to the overlay
+	left     bool         // the kernel was left running (discardsWrites)
 	baseSize int64
 	copyTime time.Duration // preparing the overlay
 	log      *audit.Log
@@ -292,6 +293,20 @@ func (a *agentRun) makeEphemeral() error {
 // --read-only, and for an ephemeral run, whose base is only read.
 func (a *agentRun) imageReadOnly(o *ImageOptions) bool {
 	return o.ReadOnly || (a != nil && (a.overlay != nil || a.kept != nil))
+}
+
+// discardsWrites reports whether the run's disk writes all end with it:
+// a read-only image, or --ephemeral without --snapshot. kbox then leaves
+// the kernel running at its exit instead of unmounting and halting it
+// (rootfs.Root.Leave).
+func (a *agentRun) discardsWrites(o *ImageOptions) bool {
+	if a == nil {
+		return o.ReadOnly
+	}
+	if a.kept != nil || a.o.Agent.Snapshot != "" {
+		return false
+	}
+	return o.ReadOnly || a.overlay != nil
 }
 
 // keptOverlay is --overlay's layer (nil without it).
@@ -688,6 +703,11 @@ func (a *agentRun) cleanup() {
 	if a.log != nil {
 		a.log.Close()
 		a.log = nil
+	}
+	if a.left {
+		// The kernel's disk still uses the overlay and its map until
+		// kbox exits: closed then, never reused before.
+		return
 	}
 	if a.overlay != nil {
 		a.overlay.Close()

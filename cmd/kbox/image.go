@@ -159,10 +159,20 @@ func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, er
 		lkl.Panic() // tests only (docs/testing.md)
 	}
 	defer func() {
+		if ag.discardsWrites(o) && root.Leave() {
+			// Nothing of the kernel outlives the run: the process's exit
+			// ends it, with no unmount or halt (docs/benchmarks.md).
+			if ag != nil {
+				ag.left = true
+			}
+			phases.mark("leave")
+			return
+		}
 		if err := root.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "kbox: warning: %v\n", err)
 		}
-		phases.mark("unmount+halt")
+		phases.mark("halt")
+		phases.split("unmount", root.UnmountTime)
 	}()
 	if o.Verbose {
 		fmt.Fprintf(os.Stderr, "kbox: booted and mounted %s in %v (mounts: %s)\n", o.Image, root.BootTime, strings.Join(root.Mounts, " "))
@@ -308,6 +318,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 			// as where none can be made (docs/security.md).
 			NoNamespaces: os.Getenv("KBOX_NAMESPACES") == "off",
 			Session:      spawns,
+			Phase:        phases.hook(),
 		})
 		if sess != nil {
 			sess.close()
@@ -316,7 +327,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 			fmt.Fprintf(os.Stderr, "kbox: tier seccomp (%s)\n", tierWhy(o))
 		}
 	}
-	phases.mark("guest")
+	phases.mark("exit")
 	// A write-back that fails here lost data no guest call reported: kbox
 	// fails (exit status 125) rather than pass on the guest's status.
 	defer phases.mark("write-back")

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -11,11 +13,16 @@ import (
 // when KBOX_TRACE_STARTUP is set (docs/benchmarks.md, "Start-up"): each
 // mark closes a phase begun at the one before. It costs nothing unset.
 type phaseTimer struct {
-	on    bool
-	last  time.Time
-	start time.Time
-	names []string
-	took  []time.Duration
+	on bool
+	mu sync.Mutex // the tiers mark from their own threads (hook)
+	// tasks and goThreads are kbox's threads when the guest has just
+	// exited, before anything is torn down: all of them, and those Go
+	// made (the rest are LKL's kernel threads).
+	tasks, goThreads int
+	last             time.Time
+	start            time.Time
+	names            []string
+	took             []time.Duration
 }
 
 var phases = newPhaseTimer(os.Getenv("KBOX_TRACE_STARTUP") != "")
@@ -30,10 +37,31 @@ func (p *phaseTimer) mark(name string) {
 	if !p.on {
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	now := time.Now()
+	if p.tasks == 0 && (name == "run" || name == "exit") {
+		p.countThreads()
+	}
 	p.names = append(p.names, name)
 	p.took = append(p.took, now.Sub(p.last))
 	p.last = now
+}
+
+// hook is mark for the tiers' Config.Phase; nil when the trace is off.
+func (p *phaseTimer) hook() func(string) {
+	if !p.on {
+		return nil
+	}
+	return p.mark
+}
+
+// countThreads counts kbox's threads now.
+func (p *phaseTimer) countThreads() {
+	if d, err := os.ReadDir("/proc/self/task"); err == nil {
+		p.tasks = len(d)
+	}
+	p.goThreads = pprof.Lookup("threadcreate").Count()
 }
 
 // split divides the last phase in two at d from its start: the first
@@ -59,6 +87,9 @@ func (p *phaseTimer) print() {
 	fmt.Fprintf(&b, "kbox: start-up trace: total %.1f ms:", ms(time.Since(p.start)))
 	for i, n := range p.names {
 		fmt.Fprintf(&b, " %s %.1f", n, ms(p.took[i]))
+	}
+	if p.tasks > 0 {
+		fmt.Fprintf(&b, "; threads at the guest's exit %d: Go %d, LKL %d", p.tasks, p.goThreads, p.tasks-p.goThreads)
 	}
 	fmt.Fprintln(os.Stderr, b.String())
 }

@@ -94,6 +94,7 @@ func runTrap(o *ImageOptions, path string, eng *dispatch.Engine) (int, error) {
 		Engine:  eng,
 		Verbose: o.Verbose,
 		Rewrite: o.SyscallMode == "rewrite",
+		Phase:   phases.hook(),
 	})
 	if o.Stats && err == nil {
 		fmt.Fprintf(os.Stderr, "kbox: tier %s (%s): %s, %d W^X mappings refused\n", o.SyscallMode, tierWhy(o), ex.Sites, ex.Sites.WX)

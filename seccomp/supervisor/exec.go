@@ -44,6 +44,9 @@ type execTier struct {
 	// shares with its exec'ing child, not yet put back (putBack). Only
 	// the serving thread touches it.
 	putBacks []*putBack
+	// firstExec, when set, is called once, after the first execve is
+	// answered (Config.Phase).
+	firstExec func()
 }
 
 // execCheck is what the first notification after a continued execve
@@ -197,6 +200,10 @@ func (t *execTier) Exec(r *dispatch.Request, x *dispatch.Exec) dispatch.Result {
 		r.P.ExpectScript(scriptNames, x.Path)
 	}
 	r.P.TierData = &execCheck{fix: fix, putBack: pb}
+	if f := t.firstExec; f != nil {
+		t.firstExec = nil
+		f()
+	}
 	return dispatch.Result{Action: dispatch.Continue, Disp: disp}
 }
 

@@ -47,6 +47,10 @@ type Config struct {
 	// first, Argv and Path are unused, and Session starts programs until
 	// it is closed (spawn.go). Run returns once it is.
 	Session *Spawns
+	// Phase, when set, is told where the run is (kbox's start-up trace,
+	// KBOX_TRACE_STARTUP): "spawn" once the guest process is confined,
+	// "exec" once its first execve is answered, "run" once it exited.
+	Phase func(name string)
 }
 
 // Namespaces are the namespaces the guest start-up made (guestinit.c).
@@ -206,7 +210,11 @@ func Run(cfg Config) (int, error) {
 			return 0, err
 		}
 	}
-	tier := &execTier{stage: progs}
+	phase := cfg.Phase
+	if phase == nil {
+		phase = func(string) {}
+	}
+	tier := &execTier{stage: progs, firstExec: func() { phase("exec") }}
 	eng.Tier = tier
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -317,6 +325,7 @@ func Run(cfg Config) (int, error) {
 		return 0, err
 	}
 	defer listener.Close()
+	phase("spawn")
 	// Parked FIFO opens and socket calls still waiting in goroutines are
 	// answered through the listener: the engine stops first.
 	defer eng.Stop()
@@ -358,29 +367,30 @@ func Run(cfg Config) (int, error) {
 		}
 	}()
 
-	done := make(chan *os.ProcessState, 1)
+	done := make(chan unix.WaitStatus, 1)
 	go func() {
-		st, _ := cmd.Process.Wait()
+		ws := waitExit(pid)
 		if syncWake == nil {
 			// The main guest is gone: end every other guest process
 			// too; the blocked Recv then fails once none is left.
 			killGuests(pid)
 		}
-		done <- st
+		done <- ws
 	}()
-	var state *os.ProcessState
+	var ws unix.WaitStatus
+	exited := false
 	serve(listener, eng, tier, cfg.Session, guestPid, syncWake == nil, func() bool {
 		select {
-		case state = <-done:
-			return true
+		case ws = <-done:
+			exited = true
 		default:
 		}
-		return false
+		return exited
 	})
-	if state == nil {
-		state = <-done
+	if !exited {
+		ws = <-done
 	}
-	ws := state.Sys().(syscall.WaitStatus)
+	phase("run")
 	if ws.Signaled() {
 		return 128 + int(ws.Signal()), nil
 	}
