@@ -462,20 +462,30 @@ func TestMCPRunProgress(t *testing.T) {
 		if err != nil || res.IsError {
 			t.Fatalf("run %v: %v %v", where, err, res)
 		}
-		mu.Lock()
-		got := notes
-		mu.Unlock()
+		// The server sends every notification before the result, but
+		// the SDK's client hands notifications to the handler on a
+		// goroutine of their own: the last may land just after
+		// CallTool returned.
 		var out, errs string
 		early := false
-		for _, n := range got {
-			switch n.stream {
-			case "stdout":
-				out += n.msg
-				if n.msg == "first\n" && done.Sub(n.at) > time.Second {
-					early = true
+		for wait := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			mu.Lock()
+			got := notes
+			mu.Unlock()
+			out, errs, early = "", "", false
+			for _, n := range got {
+				switch n.stream {
+				case "stdout":
+					out += n.msg
+					if n.msg == "first\n" && done.Sub(n.at) > time.Second {
+						early = true
+					}
+				case "stderr":
+					errs += n.msg
 				}
-			case "stderr":
-				errs += n.msg
+			}
+			if out == "first\nsecond\n" && errs == "oops\n" || time.Now().After(wait) {
+				break
 			}
 		}
 		if out != "first\nsecond\n" || errs != "oops\n" || !early {
