@@ -48,12 +48,22 @@ type serveAnswer struct {
 	Started  bool        `json:"started"`
 	File     *fileAnswer `json:"file"`
 	Procs    []GuestProc `json:"procs"`
-	// A run's with Report (a warm pool's, pool.go).
+	// A run's with Report (a warm pool's or a session's).
 	Telemetry       *Telemetry      `json:"telemetry"`
 	AuditHead       string          `json:"audit_head"`
 	Kernel          json.RawMessage `json:"kernel"`
 	KernelMemPeakKB uint64          `json:"kernel_mem_peak_kb"`
 	GuestMaxRSS     int64           `json:"guest_peak_rss_kb"`
+}
+
+// telemetry puts a reported run's telemetry and audit head into out, and
+// returns the telemetry (nil without a report).
+func (a *serveAnswer) telemetry(out *RunOut) *Telemetry {
+	out.Telemetry, out.AuditHead = a.Telemetry, a.AuditHead
+	if out.Telemetry != nil {
+		out.Telemetry.GuestPeakKB, out.Telemetry.KernelMemKB = a.GuestMaxRSS, a.KernelMemPeakKB
+	}
+	return out.Telemetry
 }
 
 // GuestProc is one of a session's processes, as the guest sees it.

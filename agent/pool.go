@@ -319,11 +319,7 @@ func (s *Server) warmRun(ctx context.Context, mreq *mcp.CallToolRequest, img str
 	out.Stdout, out.Stderr = stdout.String(), stderr.String()
 	out.StdoutLen, out.StderrLen = stdout.total, stderr.total
 	out.Truncated = stdout.cut() || stderr.cut()
-	out.Telemetry, out.AuditHead = a.Telemetry, a.AuditHead
-	if out.Telemetry != nil {
-		out.Telemetry.GuestPeakKB, out.Telemetry.KernelMemKB = a.GuestMaxRSS, a.KernelMemPeakKB
-	}
-	lr := &lastRun{at: time.Now(), argv: argv, telemetry: out.Telemetry, kernel: a.Kernel}
+	lr := &lastRun{at: time.Now(), argv: argv, telemetry: a.telemetry(&out), kernel: a.Kernel}
 	s.mu.Lock()
 	s.last = lr
 	s.mu.Unlock()

@@ -217,6 +217,11 @@ type ProcessWaitOut struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out" jsonschema:"the run's own timeout_ms killed it"`
+	// Once it ended: its syscalls while it ran (the session kernel's
+	// counts, so what other processes did meanwhile too) and the hash
+	// of its serve_run_end audit record.
+	Telemetry *Telemetry `json:"telemetry,omitempty"`
+	AuditHead string     `json:"audit_head,omitempty"`
 }
 
 func (s *Server) processWait(ctx context.Context, _ *mcp.CallToolRequest, in ProcessWaitIn) (*mcp.CallToolResult, ProcessWaitOut, error) {
@@ -247,6 +252,11 @@ func (s *Server) processWait(ctx context.Context, _ *mcp.CallToolRequest, in Pro
 		return nil, out, p.fail
 	}
 	out.Running, out.ExitCode, out.Signal, out.TimedOut = p.status()
+	if !out.Running && p.ans != nil {
+		var ro RunOut
+		out.Telemetry = p.ans.telemetry(&ro)
+		out.AuditHead = ro.AuditHead
+	}
 	return nil, out, nil
 }
 

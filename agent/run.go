@@ -282,7 +282,11 @@ func (s *Server) sessionRun(ctx context.Context, mreq *mcp.CallToolRequest, in R
 		return nil, out, err
 	}
 	defer se.release()
-	req := &serveRequest{Op: "run", Argv: argv, Env: env, Workdir: in.Workdir, TimeoutMs: timeout.Milliseconds()}
+	// Report: the session's kbox counts the run's syscalls and appends
+	// its serve_run records to the audit log. Its kernel is the
+	// session's, so the counts include what background processes did
+	// meanwhile.
+	req := &serveRequest{Op: "run", Argv: argv, Env: env, Workdir: in.Workdir, TimeoutMs: timeout.Milliseconds(), Report: true}
 	if in.Background {
 		req.TimeoutMs = in.TimeoutMs
 		p, err := s.startBackground(se, req, stdin)
@@ -313,7 +317,7 @@ func (s *Server) sessionRun(ctx context.Context, mreq *mcp.CallToolRequest, in R
 	out.Stdout, out.Stderr = stdout.String(), stderr.String()
 	out.StdoutLen, out.StderrLen = stdout.total, stderr.total
 	out.Truncated = stdout.cut() || stderr.cut()
-	lr := &lastRun{at: time.Now(), argv: argv}
+	lr := &lastRun{at: time.Now(), argv: argv, telemetry: a.telemetry(&out), kernel: a.Kernel}
 	s.mu.Lock()
 	s.last, se.last = lr, lr
 	s.mu.Unlock()

@@ -112,18 +112,20 @@ func (r *serveRun) end(ans *ServeAnswer) {
 	ans.AuditHead = head
 }
 
-// sample keeps the run's peaks until stop.
+// sample keeps the run's peaks until stop, from kernelSampleEvery after
+// the start: end takes the last sample, so a short run pays for one
+// sample, after its program ended, not for another beside its start.
 func (r *serveRun) sample() {
 	defer close(r.sampled)
 	t := time.NewTicker(kernelSampleEvery)
 	defer t.Stop()
 	for {
-		r.takeSample()
 		select {
 		case <-r.stop:
 			return
 		case <-t.C:
 		}
+		r.takeSample()
 	}
 }
 
