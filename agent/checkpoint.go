@@ -14,13 +14,17 @@ import (
 
 // ---- checkpoint, rollback, fork
 
-// A checkpoint is a copy of the session's overlay (the blocks the session
-// wrote to its image, and their map) taken with the image's file system
-// frozen: DIR/checkpoints/NAME of the session's directory. Rollback ends
-// the session's kernel, puts a checkpoint's copy in place of the overlay
-// and boots a new kernel on it; fork copies the overlay as it is now into
-// a new session. The base image is never written. /tmp (the scratch disk)
-// and processes are not part of a checkpoint or a fork.
+// The session's disk is its image under a stack of layers (package
+// sessiondir). A checkpoint seals the top layer, with the image's file
+// system frozen, and names the chain of sealed layers:
+// DIR/checkpoints/NAME of the session's directory. Nothing is copied.
+// Rollback ends the session's kernel, makes the checkpoint's chain the
+// session's under a new empty top and boots a new kernel on it; fork
+// seals the source's top the same way and opens a new session whose
+// directory links the source's sealed layers (hard links: a layer goes
+// with the last directory that names it). The base image is never
+// written. /tmp (the scratch disk) and processes are not part of a
+// checkpoint or a fork.
 
 // SessionCheckpointIn is session_checkpoint's input.
 type SessionCheckpointIn struct {
@@ -31,7 +35,7 @@ type SessionCheckpointIn struct {
 // SessionCheckpointOut is its result.
 type SessionCheckpointOut struct {
 	Name string  `json:"name"`
-	Ms   float64 `json:"ms" jsonschema:"how long the file system was frozen and copied"`
+	Ms   float64 `json:"ms" jsonschema:"how long the checkpoint took (the file system frozen, the top layer sealed)"`
 }
 
 func (s *Server) sessionCheckpoint(ctx context.Context, _ *mcp.CallToolRequest, in SessionCheckpointIn) (*mcp.CallToolResult, SessionCheckpointOut, error) {
@@ -60,7 +64,8 @@ func (s *Server) sessionCheckpoint(ctx context.Context, _ *mcp.CallToolRequest, 
 	return nil, out, nil
 }
 
-// checkpoint has the session's kernel copy its overlay into dir.
+// checkpoint has the session's kernel seal its top layer and write the
+// chain of sealed layers into dir, a new directory.
 func (l *liveKernel) checkpoint(ctx context.Context, dir string) error {
 	a, err := l.call(ctx, &serveRequest{Op: "checkpoint", Dir: dir}, nil, nil)
 	if err != nil {
@@ -143,9 +148,14 @@ func (s *Server) sessionFork(ctx context.Context, _ *mcp.CallToolRequest, in Ses
 	if err != nil {
 		return nil, out, err
 	}
-	// The overlay's copy is the new session's directory itself.
+	// The new session's directory gets the chain, then links to the
+	// layers it names.
 	dir := filepath.Join(parent, "s")
 	if err := src.live.checkpoint(ctx, dir); err != nil {
+		os.RemoveAll(parent)
+		return nil, out, err
+	}
+	if err := sessiondir.LinkLayers(src.dir, dir); err != nil {
 		os.RemoveAll(parent)
 		return nil, out, err
 	}
