@@ -302,8 +302,24 @@ func (se *session) release() {
 	se.mu.Unlock()
 }
 
-// lockSession returns the session, locked for one call.
+// lockSession returns the session, locked for one call, its kernel up:
+// a fork's boots at its first call (sessionFork).
 func (s *Server) lockSession(id string) (*session, error) {
+	se, err := s.lockSessionCold(id)
+	if err != nil || se.live != nil {
+		return se, err
+	}
+	if se.live, err = s.startLive(se, se.policy, se.net); err != nil {
+		s.endSession(se)
+		se.mu.Unlock()
+		return nil, toolError("the session's kernel did not start: %v; the session is closed", err)
+	}
+	return se, nil
+}
+
+// lockSessionCold is lockSession without starting a fork's kernel: for
+// the calls that end it.
+func (s *Server) lockSessionCold(id string) (*session, error) {
 	se, err := s.session(id)
 	if err != nil {
 		return nil, err

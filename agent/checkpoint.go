@@ -90,7 +90,7 @@ type SessionRollbackOut struct {
 
 func (s *Server) sessionRollback(ctx context.Context, _ *mcp.CallToolRequest, in SessionRollbackIn) (*mcp.CallToolResult, SessionRollbackOut, error) {
 	var out SessionRollbackOut
-	se, err := s.lockSession(in.Session)
+	se, err := s.lockSessionCold(in.Session)
 	if err != nil {
 		return nil, out, err
 	}
@@ -126,7 +126,7 @@ type SessionForkIn struct {
 // SessionForkOut is its result.
 type SessionForkOut struct {
 	Session string  `json:"session" jsonschema:"the new session"`
-	Ms      float64 `json:"ms" jsonschema:"from the call to the new session's kernel serving"`
+	Ms      float64 `json:"ms" jsonschema:"the fork's time; the new session's kernel boots at its first call"`
 	Note    string  `json:"note"`
 }
 
@@ -169,13 +169,10 @@ func (s *Server) sessionFork(ctx context.Context, _ *mcp.CallToolRequest, in Ses
 		os.RemoveAll(parent)
 		return nil, out, toolError("image %s: %v", src.base, err)
 	}
+	// Its kernel boots at its first call (lockSession).
 	se := &session{id: newID(), base: src.base, baseFile: f, dir: dir, top: parent, size: src.size, created: time.Now(),
 		policy: src.policy, net: src.net, workdir: src.workdir, env: src.env}
-	if se.live, err = s.startLive(se, se.policy, se.net); err != nil {
-		f.Close()
-		os.RemoveAll(parent)
-		return nil, out, err
-	}
+	se.lastUse.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -185,6 +182,6 @@ func (s *Server) sessionFork(ctx context.Context, _ *mcp.CallToolRequest, in Ses
 	s.sessions[se.id] = se
 	s.mu.Unlock()
 	out.Session, out.Ms = se.id, float64(time.Since(start).Microseconds())/1000
-	out.Note = "the new session starts from the source's image as it is now; its processes and /tmp are not copied"
+	out.Note = "the new session starts from the source's image as it is now; its processes and /tmp are not copied; its kernel boots at its first call"
 	return nil, out, nil
 }

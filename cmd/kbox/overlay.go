@@ -39,9 +39,10 @@ type keptOverlay struct {
 	file   *os.File
 	dirty  *lkl.COWMap
 	size   int64
+	broken bool          // a seal failed half-way: the directory and the disk differ
 	chain  []string      // the sealed layers' IDs, bottom first
 	sealed []*os.File    // their overlays, only read
-	maps   []*lkl.COWMap // their maps, until the disk is added
+	maps   []*lkl.COWMap // the maps they were opened with
 }
 
 // openKeptOverlay opens base (read-only, shared lock) and the overlay in
@@ -115,6 +116,10 @@ func (k *keptOverlay) layer() *rootfs.Overlay {
 // kernel must have halted. Whatever the kernel did before it halted, the
 // overlay and the map then make a crash-consistent disk.
 func (k *keptOverlay) save() error {
+	if k.broken {
+		// The busy mark stays: only a rollback opens it again.
+		return errors.New("a checkpoint failed half-way: roll back to a checkpoint")
+	}
 	if err := k.file.Sync(); err != nil {
 		return err
 	}
@@ -169,19 +174,21 @@ func (k *keptOverlay) seal(disk lkl.Disk) ([]string, error) {
 		return k.chain, nil
 	}
 	id := sessiondir.NewLayerID()
+	// From here a failure leaves the directory and the disk apart: the
+	// session is then lost until a rollback (the busy mark stays).
 	chain, err := sessiondir.Seal(k.dir, id, k.dirty.Bytes(), k.chain)
 	if err != nil {
-		// The top is renamed last but one: if it moved, the session's
-		// directory no longer holds it, and a kbox after this one refuses
-		// the overlay (the busy mark stays); a rollback brings it back.
+		k.broken = true
 		return nil, err
 	}
 	over, err := os.OpenFile(filepath.Join(k.dir, overlayData), os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
 	if err != nil {
+		k.broken = true
 		return nil, err
 	}
 	dirty := lkl.NewCOWMap(k.size)
 	if err := disk.PushCOW(int(over.Fd()), dirty); err != nil {
+		k.broken = true
 		over.Close()
 		dirty.Free()
 		return nil, err
