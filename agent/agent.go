@@ -260,7 +260,7 @@ func (s *Server) MCP() *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "enosys", Description: "The syscalls the last run (of the session, or of the server) got ENOSYS for, by name: what kbox does not implement yet."}, s.enosys)
 	mcp.AddTool(srv, &mcp.Tool{Name: "session_checkpoint", Description: "Record the session's image as it is now under a name (its processes keep running; /tmp is not part of it)."}, s.sessionCheckpoint)
 	mcp.AddTool(srv, &mcp.Tool{Name: "session_rollback", Description: "Return the session's image to a checkpoint: every process of the session is ended and the session goes on, on a new kernel."}, s.sessionRollback)
-	mcp.AddTool(srv, &mcp.Tool{Name: "session_fork", Description: "Open a new session whose image starts as this session's is now (its processes and /tmp are not copied); the two then diverge."}, s.sessionFork)
+	mcp.AddTool(srv, &mcp.Tool{Name: "session_fork", Description: "Open a new session whose image starts as this session's is now (its processes and /tmp are not copied; its kernel boots at its first call); the two then diverge."}, s.sessionFork)
 	mcp.AddTool(srv, &mcp.Tool{Name: "process_output", Description: "Read a background run's stdout and stderr from the offsets given (the last call's *_next), waiting up to wait_ms for more."}, s.processOutput)
 	mcp.AddTool(srv, &mcp.Tool{Name: "process_wait", Description: "Wait for a background run to exit; its exit code."}, s.processWait)
 	mcp.AddTool(srv, &mcp.Tool{Name: "process_signal", Description: "Send a signal to a background run's process group."}, s.processSignal)
@@ -302,8 +302,24 @@ func (se *session) release() {
 	se.mu.Unlock()
 }
 
-// lockSession returns the session, locked for one call.
+// lockSession returns the session, locked for one call, its kernel up:
+// a fork's boots at its first call (sessionFork).
 func (s *Server) lockSession(id string) (*session, error) {
+	se, err := s.lockSessionCold(id)
+	if err != nil || se.live != nil {
+		return se, err
+	}
+	if se.live, err = s.startLive(se, se.policy, se.net); err != nil {
+		s.endSession(se)
+		se.mu.Unlock()
+		return nil, toolError("the session's kernel did not start: %v; the session is closed", err)
+	}
+	return se, nil
+}
+
+// lockSessionCold is lockSession without starting a fork's kernel: for
+// the calls that end it.
+func (s *Server) lockSessionCold(id string) (*session, error) {
 	se, err := s.session(id)
 	if err != nil {
 		return nil, err

@@ -14,13 +14,17 @@ import (
 
 // ---- checkpoint, rollback, fork
 
-// A checkpoint is a copy of the session's overlay (the blocks the session
-// wrote to its image, and their map) taken with the image's file system
-// frozen: DIR/checkpoints/NAME of the session's directory. Rollback ends
-// the session's kernel, puts a checkpoint's copy in place of the overlay
-// and boots a new kernel on it; fork copies the overlay as it is now into
-// a new session. The base image is never written. /tmp (the scratch disk)
-// and processes are not part of a checkpoint or a fork.
+// The session's disk is its image under a stack of layers (package
+// sessiondir). A checkpoint seals the top layer, with the image's file
+// system frozen, and names the chain of sealed layers:
+// DIR/checkpoints/NAME of the session's directory. Nothing is copied.
+// Rollback ends the session's kernel, makes the checkpoint's chain the
+// session's under a new empty top and boots a new kernel on it; fork
+// seals the source's top the same way and opens a new session whose
+// directory links the source's sealed layers (hard links: a layer goes
+// with the last directory that names it). The base image is never
+// written. /tmp (the scratch disk) and processes are not part of a
+// checkpoint or a fork.
 
 // SessionCheckpointIn is session_checkpoint's input.
 type SessionCheckpointIn struct {
@@ -31,7 +35,7 @@ type SessionCheckpointIn struct {
 // SessionCheckpointOut is its result.
 type SessionCheckpointOut struct {
 	Name string  `json:"name"`
-	Ms   float64 `json:"ms" jsonschema:"how long the file system was frozen and copied"`
+	Ms   float64 `json:"ms" jsonschema:"how long the checkpoint took (the file system frozen, the top layer sealed)"`
 }
 
 func (s *Server) sessionCheckpoint(ctx context.Context, _ *mcp.CallToolRequest, in SessionCheckpointIn) (*mcp.CallToolResult, SessionCheckpointOut, error) {
@@ -60,7 +64,8 @@ func (s *Server) sessionCheckpoint(ctx context.Context, _ *mcp.CallToolRequest, 
 	return nil, out, nil
 }
 
-// checkpoint has the session's kernel copy its overlay into dir.
+// checkpoint has the session's kernel seal its top layer and write the
+// chain of sealed layers into dir, a new directory.
 func (l *liveKernel) checkpoint(ctx context.Context, dir string) error {
 	a, err := l.call(ctx, &serveRequest{Op: "checkpoint", Dir: dir}, nil, nil)
 	if err != nil {
@@ -85,7 +90,7 @@ type SessionRollbackOut struct {
 
 func (s *Server) sessionRollback(ctx context.Context, _ *mcp.CallToolRequest, in SessionRollbackIn) (*mcp.CallToolResult, SessionRollbackOut, error) {
 	var out SessionRollbackOut
-	se, err := s.lockSession(in.Session)
+	se, err := s.lockSessionCold(in.Session)
 	if err != nil {
 		return nil, out, err
 	}
@@ -121,7 +126,7 @@ type SessionForkIn struct {
 // SessionForkOut is its result.
 type SessionForkOut struct {
 	Session string  `json:"session" jsonschema:"the new session"`
-	Ms      float64 `json:"ms" jsonschema:"from the call to the new session's kernel serving"`
+	Ms      float64 `json:"ms" jsonschema:"the fork's time; the new session's kernel boots at its first call"`
 	Note    string  `json:"note"`
 }
 
@@ -143,9 +148,14 @@ func (s *Server) sessionFork(ctx context.Context, _ *mcp.CallToolRequest, in Ses
 	if err != nil {
 		return nil, out, err
 	}
-	// The overlay's copy is the new session's directory itself.
+	// The new session's directory gets the chain, then links to the
+	// layers it names.
 	dir := filepath.Join(parent, "s")
 	if err := src.live.checkpoint(ctx, dir); err != nil {
+		os.RemoveAll(parent)
+		return nil, out, err
+	}
+	if err := sessiondir.LinkLayers(src.dir, dir); err != nil {
 		os.RemoveAll(parent)
 		return nil, out, err
 	}
@@ -159,13 +169,10 @@ func (s *Server) sessionFork(ctx context.Context, _ *mcp.CallToolRequest, in Ses
 		os.RemoveAll(parent)
 		return nil, out, toolError("image %s: %v", src.base, err)
 	}
+	// Its kernel boots at its first call (lockSession).
 	se := &session{id: newID(), base: src.base, baseFile: f, dir: dir, top: parent, size: src.size, created: time.Now(),
 		policy: src.policy, net: src.net, workdir: src.workdir, env: src.env}
-	if se.live, err = s.startLive(se, se.policy, se.net); err != nil {
-		f.Close()
-		os.RemoveAll(parent)
-		return nil, out, err
-	}
+	se.lastUse.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -175,6 +182,6 @@ func (s *Server) sessionFork(ctx context.Context, _ *mcp.CallToolRequest, in Ses
 	s.sessions[se.id] = se
 	s.mu.Unlock()
 	out.Session, out.Ms = se.id, float64(time.Since(start).Microseconds())/1000
-	out.Note = "the new session starts from the source's image as it is now; its processes and /tmp are not copied"
+	out.Note = "the new session starts from the source's image as it is now; its processes and /tmp are not copied; its kernel boots at its first call"
 	return nil, out, nil
 }

@@ -302,6 +302,9 @@ func (s *switchWriter) detach() {
 // wrote goes to the overlay, and the image is unmounted. An error means
 // the overlay may not hold everything.
 func (l *liveKernel) close() error {
+	if l == nil {
+		return nil // a fork's kernel that never booted
+	}
 	select {
 	case <-l.done:
 	default:

@@ -126,7 +126,7 @@ func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sess
 			return nil, out, err
 		}
 	}
-	se, err := s.lockSession(in.Session)
+	se, err := s.lockSessionCold(in.Session)
 	if err != nil {
 		return nil, out, err
 	}

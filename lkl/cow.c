@@ -1,10 +1,14 @@
 //go:build lkl
 
-/* A copy-on-write disk for ephemeral runs (kbox image --ephemeral): reads
- * come from the base image unless the block was written, writes go to a
- * sparse overlay file at the same offset. The base is only read, so any
- * number of runs share it. Blocks are 4 KiB; a partial write of a block
- * not yet in the overlay first copies the block from the base. */
+/* A copy-on-write disk (kbox image --ephemeral, --overlay; sessions): the
+ * base image and a stack of layers over it. Every layer is a sparse file
+ * holding the blocks it has at their offsets in the image; only the top
+ * one is written, and a block reads from the topmost layer that has it
+ * (a per-block index of that layer, so a read costs the same whatever the
+ * stack's height). The base is only read, so any number of runs share it.
+ * Blocks are 4 KiB; a partial write of a block not yet in the top layer
+ * first copies the block from the layer that has it. Pushing a new, empty
+ * top layer seals the one below: a session's checkpoint, copying nothing. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -18,10 +22,14 @@
 
 #define COW_BLOCK 4096ULL
 
+#define COW_MAX_LAYERS 65535 /* an index entry is 16 bits; 0 is the base */
+
 struct kbox_cow {
-	int base, over;
+	int *fds; /* fds[0] the base, fds[top] the written layer */
+	unsigned int top, cap;
+	unsigned short *idx; /* per block: the topmost layer that has it */
 	unsigned long long size;
-	unsigned char *dirty; /* one bit per block */
+	unsigned char *dirty; /* the top layer's blocks, one bit each (the caller's) */
 	pthread_mutex_t mu;
 };
 
@@ -69,6 +77,7 @@ static int write_full(int fd, const char *p, size_t len, unsigned long long off)
 static int cow_io(struct kbox_cow *c, int write, unsigned long long off, char *p, size_t len)
 {
 	static __thread char tmp[COW_BLOCK];
+	int over = c->fds[c->top];
 
 	if (off > c->size || len > c->size - off)
 		return -1;
@@ -76,31 +85,30 @@ static int cow_io(struct kbox_cow *c, int write, unsigned long long off, char *p
 		unsigned long long blk = off / COW_BLOCK;
 		size_t in = (size_t)(off % COW_BLOCK);
 		size_t n = (size_t)COW_BLOCK - in;
-		unsigned char bit = (unsigned char)(1u << (blk % 8));
-		int dirty;
+		unsigned int at = c->idx[blk];
 
 		if (n > len)
 			n = len;
-		dirty = c->dirty[blk / 8] & bit;
 		if (!write) {
-			if (read_full(dirty ? c->over : c->base, p, n, off) < 0)
+			if (read_full(c->fds[at], p, n, off) < 0)
 				return -1;
 		} else {
-			/* The block as far as the disk goes: the overlay never
+			/* The block as far as the disk goes: a layer never
 			 * grows past the base's size. */
 			size_t blen = c->size - blk * COW_BLOCK < COW_BLOCK ?
 				(size_t)(c->size - blk * COW_BLOCK) : (size_t)COW_BLOCK;
 
-			if (!dirty && n != blen) {
-				if (read_full(c->base, tmp, blen, blk * COW_BLOCK) < 0)
+			if (at != c->top && n != blen) {
+				if (read_full(c->fds[at], tmp, blen, blk * COW_BLOCK) < 0)
 					return -1;
 				memcpy(tmp + in, p, n);
-				if (write_full(c->over, tmp, blen, blk * COW_BLOCK) < 0)
+				if (write_full(over, tmp, blen, blk * COW_BLOCK) < 0)
 					return -1;
-			} else if (write_full(c->over, p, n, off) < 0) {
+			} else if (write_full(over, p, n, off) < 0) {
 				return -1;
 			}
-			c->dirty[blk / 8] |= bit;
+			c->idx[blk] = (unsigned short)c->top;
+			c->dirty[blk / 8] |= (unsigned char)(1u << (blk % 8));
 		}
 		off += n;
 		p += n;
@@ -121,8 +129,8 @@ static int cow_request(struct lkl_disk disk, struct lkl_blk_req *req)
 		break;
 	case LKL_DEV_BLK_TYPE_FLUSH:
 	case LKL_DEV_BLK_TYPE_FLUSH_OUT:
-		/* The overlay is thrown away or copied after unmount: nothing
-		 * needs to reach the disk now. */
+		/* The layers are thrown away or synced after the kernel
+		 * halts: nothing needs to reach the disk now. */
 		return LKL_DEV_BLK_STATUS_OK;
 	default:
 		return LKL_DEV_BLK_STATUS_UNSUP;
@@ -142,21 +150,69 @@ static struct lkl_dev_blk_ops cow_ops = {
 	.request = cow_request,
 };
 
-/* dirty is the caller's bitmap, one bit per block, zeroed, at least
- * kbox_cow_map_len(size) bytes; it outlives the disk (the caller reads it
- * after the unmount to know which blocks the overlay holds). */
-void *kbox_cow_new(int base, int over, unsigned long long size, unsigned char *dirty)
+/* A disk of size bytes over the base alone; kbox_cow_push gives it its
+ * layers, the last one pushed being written. */
+void *kbox_cow_new(int base, unsigned long long size)
 {
 	struct kbox_cow *c = calloc(1, sizeof(*c));
+	unsigned long long nblk = (size + COW_BLOCK - 1) / COW_BLOCK;
 
 	if (!c)
 		return NULL;
-	c->dirty = dirty;
-	c->base = base;
-	c->over = over;
+	c->cap = 4;
+	c->fds = calloc(c->cap, sizeof(int));
+	c->idx = calloc(nblk ? nblk : 1, sizeof(unsigned short));
+	if (!c->fds || !c->idx) {
+		free(c->fds);
+		free(c->idx);
+		free(c);
+		return NULL;
+	}
+	c->fds[0] = base;
 	c->size = size;
 	pthread_mutex_init(&c->mu, NULL);
 	return c;
+}
+
+/* Puts the layer fd on top: the blocks set in map (the caller's, at least
+ * kbox_cow_map_len(size) bytes) are read from it from now on, and writes
+ * go to it, each setting its block's bit in map. The layer below is
+ * sealed: nothing writes it again, and its map is the caller's to free.
+ * fd must stay open while the disk lives. 0, or -ENOMEM, -EMLINK. */
+int kbox_cow_push(void *p, int fd, unsigned char *map)
+{
+	struct kbox_cow *c = p;
+	unsigned long long nblk = (c->size + COW_BLOCK - 1) / COW_BLOCK, blk;
+	int err = 0;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->top + 1 > COW_MAX_LAYERS) {
+		err = -31; /* EMLINK */
+		goto out;
+	}
+	if (c->top + 1 >= c->cap) {
+		int *fds = realloc(c->fds, 2 * c->cap * sizeof(int));
+
+		if (!fds) {
+			err = -12; /* ENOMEM */
+			goto out;
+		}
+		c->fds = fds;
+		c->cap *= 2;
+	}
+	c->fds[++c->top] = fd;
+	c->dirty = map;
+	for (blk = 0; blk < nblk; blk += 8) {
+		unsigned char b = map[blk / 8];
+		unsigned long long i;
+
+		for (i = blk; b && i < nblk; i++, b >>= 1)
+			if (b & 1)
+				c->idx[i] = (unsigned short)c->top;
+	}
+out:
+	pthread_mutex_unlock(&c->mu);
+	return err;
 }
 
 unsigned long long kbox_cow_map_len(unsigned long long size)
@@ -171,8 +227,12 @@ void kbox_cow_free(void *p)
 	if (!c)
 		return;
 	pthread_mutex_destroy(&c->mu);
+	free(c->fds);
+	free(c->idx);
 	free(c);
 }
+
+unsigned int kbox_cow_layers(const void *p) { return ((const struct kbox_cow *)p)->top; }
 
 int kbox_cow_is(const void *ops) { return ops == &cow_ops; }
 

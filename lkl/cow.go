@@ -9,27 +9,58 @@ import (
 // COWBlock is the block size of a copy-on-write disk (cow.c).
 const COWBlock = 4096
 
-// AddDiskCOW attaches a copy-on-write disk of size bytes: reads come
-// from the host fd base (only ever read) unless written, writes go to the
-// host fd over at the same offsets (a sparse file), and each written
-// block's bit is set in dirty (NewCOWMap(size)), which the caller reads
-// after the unmount and frees. Both fds must stay open while the kernel
-// runs.
-func AddDiskCOW(base, over int, size int64, dirty *COWMap) (Disk, error) {
+// COWLayer is a layer of a copy-on-write disk: a host fd holding the
+// layer's blocks at their offsets in the image, and their map.
+type COWLayer struct {
+	FD  int
+	Map *COWMap
+}
+
+// AddDiskCOW attaches a copy-on-write disk of size bytes: the host fd
+// base (only ever read) under layers, bottom first. A block reads from
+// the topmost layer whose map has it, else from base; writes go to the
+// last layer only, each setting its block's bit in that layer's map,
+// which the caller reads once the disk is unmounted and frees. The
+// layers below are only read; their maps may be freed once the disk is
+// added. Every fd must stay open while the kernel runs.
+func AddDiskCOW(base int, size int64, layers []COWLayer) (Disk, error) {
 	if !Available {
 		return Disk{}, ErrNotBuilt
 	}
 	if size <= 0 || size%512 != 0 {
 		return Disk{}, fmt.Errorf("lkl: add copy-on-write disk: size %d is not a positive multiple of 512", size)
 	}
-	if dirty == nil || dirty.size != size {
-		return Disk{}, fmt.Errorf("lkl: add copy-on-write disk: no dirty-block map for %d bytes", size)
+	if len(layers) == 0 {
+		return Disk{}, fmt.Errorf("lkl: add copy-on-write disk: no layer to write")
 	}
-	id := diskAddCOW(base, over, size, dirty)
+	for _, l := range layers {
+		if l.Map == nil || l.Map.size != size {
+			return Disk{}, fmt.Errorf("lkl: add copy-on-write disk: no dirty-block map for %d bytes", size)
+		}
+	}
+	id := diskAddCOW(base, size, layers)
 	if id < 0 {
 		return Disk{}, fmt.Errorf("lkl: add copy-on-write disk: %w", unix.Errno(-id))
 	}
 	return Disk{ID: id}, nil
+}
+
+// PushCOW puts a new, empty top layer on copy-on-write disk d: the host
+// fd over, with its zeroed map dirty. The layer below is sealed (nothing
+// writes it again) and its map is the caller's to free. The file system
+// on d must be frozen (or unmounted) meanwhile, so that no write is in
+// flight.
+func (d Disk) PushCOW(over int, dirty *COWMap) error {
+	if !Available {
+		return ErrNotBuilt
+	}
+	if dirty == nil {
+		return fmt.Errorf("lkl: new copy-on-write layer: no map")
+	}
+	if e := diskPushCOW(d.ID, over, dirty); e < 0 {
+		return fmt.Errorf("lkl: new copy-on-write layer: %w", unix.Errno(-e))
+	}
+	return nil
 }
 
 // DirtyRanges returns the byte ranges [off, end) of the written blocks,
@@ -38,6 +69,16 @@ func (m *COWMap) DirtyRanges() [][2]int64 { return DirtyRanges(m.bytes(), m.size
 
 // COWMapLen is the length in bytes of the map of a disk of size bytes.
 func COWMapLen(size int64) int { return int((size + COWBlock*8 - 1) / (COWBlock * 8)) }
+
+// Empty says whether no block is set.
+func (m *COWMap) Empty() bool {
+	for _, b := range m.bytes()[:COWMapLen(m.size)] {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // Bytes returns a copy of the map (as saved beside a kept overlay).
 func (m *COWMap) Bytes() []byte { return append([]byte{}, m.bytes()[:COWMapLen(m.size)]...) }

@@ -35,6 +35,20 @@ func (m *COWMap) Free() {
 	}
 }
 
-func diskAddCOW(base, over int, size int64, dirty *COWMap) int {
-	return int(C.kbox_lkl_disk_add_cow(C.int(base), C.int(over), C.ulonglong(size), (*C.uchar)(dirty.p)))
+func diskAddCOW(base int, size int64, layers []COWLayer) int {
+	h := C.kbox_cow_new(C.int(base), C.ulonglong(size))
+	if h == nil {
+		return -12 // ENOMEM
+	}
+	for _, l := range layers {
+		if e := C.kbox_cow_push(h, C.int(l.FD), (*C.uchar)(l.Map.p)); e < 0 {
+			C.kbox_cow_free(h)
+			return int(e)
+		}
+	}
+	return int(C.kbox_lkl_disk_add_cow(h))
+}
+
+func diskPushCOW(id, fd int, m *COWMap) int {
+	return int(C.kbox_lkl_disk_push_cow(C.int(id), C.int(fd), (*C.uchar)(m.p)))
 }

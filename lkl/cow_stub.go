@@ -18,4 +18,6 @@ func (m *COWMap) bytes() []byte { return m.b }
 // Free releases the map.
 func (m *COWMap) Free() {}
 
-func diskAddCOW(int, int, int64, *COWMap) int { return -38 } // ENOSYS
+func diskAddCOW(int, int64, []COWLayer) int { return -38 } // ENOSYS
+
+func diskPushCOW(int, int, *COWMap) int { return -38 }

@@ -28,16 +28,19 @@ int kbox_lkl_disk_add(int fd)
 	return id;
 }
 
-/* A copy-on-write disk over base, writes to over (cow.c). */
-int kbox_lkl_disk_add_cow(int base, int over, unsigned long long size, unsigned char *dirty)
+/* A copy-on-write disk (cow.c) made by kbox_cow_new and given its layers;
+ * the disk owns it from now on, also when adding it fails. */
+int kbox_lkl_disk_add_cow(void *cow)
 {
 	struct lkl_disk disk;
 	int id;
 
+	if (kbox_cow_layers(cow) == 0) {
+		kbox_cow_free(cow);
+		return -22; /* EINVAL: no layer to write */
+	}
 	memset(&disk, 0, sizeof(disk));
-	disk.handle = kbox_cow_new(base, over, size, dirty);
-	if (!disk.handle)
-		return -12; /* ENOMEM */
+	disk.handle = cow;
 	disk.ops = kbox_cow_ops();
 	id = lkl_disk_add(&disk);
 	if (id >= KBOX_MAX_DISKS) {
@@ -51,6 +54,14 @@ int kbox_lkl_disk_add_cow(int base, int over, unsigned long long size, unsigned 
 	}
 	disks[id] = disk;
 	return id;
+}
+
+/* A new top layer on copy-on-write disk id (kbox_cow_push). */
+int kbox_lkl_disk_push_cow(int id, int fd, unsigned char *map)
+{
+	if (id < 0 || id >= KBOX_MAX_DISKS || disks[id].dev == NULL || !kbox_cow_is(disks[id].ops))
+		return -22; /* EINVAL */
+	return kbox_cow_push(disks[id].handle, fd, map);
 }
 
 /* The image's fd as a disk that fails requests in the given sector ranges

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,16 +38,18 @@ type Options struct {
 	// the kernel's ramfs /tmp instead.
 	TmpSize int64
 	// Overlay, when set, makes the image a copy-on-write disk: the image
-	// (opened read-only) is only read, and writes go to Overlay.File at
-	// the same offsets, each written block marked in Overlay.Dirty
-	// (lkl.AddDiskCOW). The mount is read-write.
+	// (opened read-only) is only read, under Overlay.Sealed's layers (only
+	// read), and writes go to Overlay.File at the same offsets, each
+	// written block marked in Overlay.Dirty (lkl.AddDiskCOW). The mount
+	// is read-write.
 	Overlay *Overlay
 }
 
 // Overlay is the writable layer of a copy-on-write image.
 type Overlay struct {
-	File  *os.File
-	Dirty *lkl.COWMap
+	File   *os.File
+	Dirty  *lkl.COWMap
+	Sealed []lkl.COWLayer // bottom first
 }
 
 // Root is a booted kernel with the image mounted as its root.
@@ -119,7 +122,8 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		return fail(fmt.Errorf("%s applies to the image itself, not to an --ephemeral or --overlay run", faultEnv))
 	}
 	if opt.Overlay != nil {
-		d, err = lkl.AddDiskCOW(img.Fd(), int(opt.Overlay.File.Fd()), img.Size, opt.Overlay.Dirty)
+		layers := append(slices.Clip(opt.Overlay.Sealed), lkl.COWLayer{FD: int(opt.Overlay.File.Fd()), Map: opt.Overlay.Dirty})
+		d, err = lkl.AddDiskCOW(img.Fd(), img.Size, layers)
 	} else if faults != nil {
 		d, err = lkl.AddDiskFaulty(img.Fd(), faults)
 		r.faulty = true

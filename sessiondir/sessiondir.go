@@ -4,11 +4,19 @@
 // session's image saved as a file, and the client side of the session's
 // socket. kbox mcp (agent) and `kbox session` (cmd/kbox) share it.
 //
-// Layout of DIR: DIR/overlay (the blocks the session wrote, at their
-// offsets in the image), DIR/dirty (their map), DIR/busy (while a kbox
-// has the overlay; left behind by one that was killed),
-// DIR/checkpoints/NAME/{overlay,dirty} (a checkpoint, written by the
-// session's kbox with the image's file system frozen).
+// The session's disk is the image under a stack of layers (lkl.AddDiskCOW):
+// sealed layers, only read, and the top layer, written. Layout of DIR:
+// DIR/overlay (the top layer: the blocks the session wrote since its last
+// checkpoint, at their offsets in the image), DIR/dirty (their map),
+// DIR/busy (while a kbox has the overlay; left behind by one that was
+// killed), DIR/chain (the IDs of the sealed layers under the top, bottom
+// first, one a line), DIR/layers/ID/{overlay,dirty} (a sealed layer),
+// DIR/checkpoints/NAME/chain (a checkpoint: the layers that make its
+// disk). A checkpoint seals the top layer (the session's kbox does it, the
+// image's file system frozen) and names the chain; a rollback makes a
+// checkpoint's chain the session's, under a new empty top; a fork's
+// directory gets hard links to the source's sealed layers, which are
+// never written again: a layer's files go when no directory links them.
 package sessiondir
 
 import (
@@ -28,6 +36,8 @@ const (
 	Dirty       = "dirty"
 	Busy        = "busy"
 	Checkpoints = "checkpoints"
+	Chain       = "chain"
+	Layers      = "layers"
 )
 
 var checkpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
@@ -47,7 +57,8 @@ func CheckName(name string) error {
 var ErrNoCheckpoint = errors.New("no checkpoint")
 
 // NewCheckpoint checks name and returns the directory the session's kbox
-// is to copy its overlay to (its op checkpoint), which must not exist.
+// is to write the checkpoint's chain to (its op checkpoint), which must
+// not exist.
 func NewCheckpoint(dir, name string) (string, error) {
 	if err := CheckName(name); err != nil {
 		return "", err
@@ -67,43 +78,31 @@ func HasCheckpoint(dir, name string) bool {
 	if CheckName(name) != nil {
 		return false
 	}
-	_, err := os.Stat(filepath.Join(dir, Checkpoints, name, Dirty))
+	_, err := os.Stat(filepath.Join(dir, Checkpoints, name, Chain))
 	return err == nil
 }
 
-// Restore puts a copy of checkpoint name in place of dir's overlay and
-// map. No kbox may have the overlay: the session's kernel has ended (or
-// was killed: its busy mark goes, the checkpoint being whole).
+// Restore makes checkpoint name's chain the session's, under a new empty
+// top layer, and removes the layers no longer named: nothing is copied.
+// No kbox may have the overlay: the session's kernel has ended (or was
+// killed: its busy mark goes, the checkpoint being whole).
 func Restore(dir, name string) error {
 	if !HasCheckpoint(dir, name) {
 		return fmt.Errorf("%w %q", ErrNoCheckpoint, name)
 	}
-	cp := filepath.Join(dir, Checkpoints, name)
-	for _, f := range []string{Overlay, Dirty} {
-		if err := replaceWithCopy(filepath.Join(cp, f), filepath.Join(dir, f)); err != nil {
-			return err
-		}
-	}
-	if err := os.Remove(filepath.Join(dir, Busy)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
-}
-
-// replaceWithCopy replaces dst with a copy of src (sparse), atomically.
-func replaceWithCopy(src, dst string) error {
-	f, err := os.Open(src)
+	chain, err := ReadChain(filepath.Join(dir, Checkpoints, name))
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	tmp := dst + ".rollback"
-	os.Remove(tmp)
-	if err := SparseCopy(f, tmp); err != nil {
-		os.Remove(tmp)
+	if err := WriteChain(dir, chain); err != nil {
 		return err
 	}
-	return os.Rename(tmp, dst)
+	for _, f := range []string{Overlay, Dirty, Busy} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return Prune(dir)
 }
 
 // Broken says whether a kbox on dir's overlay ended without saving its
@@ -123,17 +122,15 @@ func SaveImage(base *os.File, size int64, dir, out string) error {
 	if Broken(dir) {
 		return ErrIncomplete
 	}
-	var ranges [][2]int64
-	bits, err := os.ReadFile(filepath.Join(dir, Dirty))
-	switch {
-	case err == nil:
-		if len(bits) != lkl.COWMapLen(size) {
-			return fmt.Errorf("the session's block map has %d bytes, want %d", len(bits), lkl.COWMapLen(size))
-		}
-		ranges = lkl.DirtyRanges(bits, size)
-	case !errors.Is(err, os.ErrNotExist):
+	chain, err := ReadChain(dir)
+	if err != nil {
 		return err
 	}
+	var layers []string // bottom first, the top last
+	for _, id := range chain {
+		layers = append(layers, LayerDir(dir, id))
+	}
+	layers = append(layers, dir)
 	if err := SparseCopy(base, out); err != nil {
 		return err
 	}
@@ -142,13 +139,8 @@ func SaveImage(base *os.File, size int64, dir, out string) error {
 		return err
 	}
 	defer f.Close()
-	if len(ranges) > 0 {
-		ov, err := os.Open(filepath.Join(dir, Overlay))
-		if err != nil {
-			return err
-		}
-		defer ov.Close()
-		if err := CopyRanges(ov, f, ranges); err != nil {
+	for _, l := range layers {
+		if err := copyLayer(l, size, f); err != nil {
 			return err
 		}
 	}
@@ -187,4 +179,38 @@ func SyncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// copyLayer writes the blocks of the layer in dir (its overlay and map;
+// none if it has no map) to out at their offsets.
+func copyLayer(dir string, size int64, out *os.File) error {
+	bits, err := ReadMap(dir, size)
+	if err != nil || bits == nil {
+		return err
+	}
+	ranges := lkl.DirtyRanges(bits, size)
+	if len(ranges) == 0 {
+		return nil
+	}
+	ov, err := os.Open(filepath.Join(dir, Overlay))
+	if err != nil {
+		return err
+	}
+	defer ov.Close()
+	return CopyRanges(ov, out, ranges)
+}
+
+// ReadMap reads the map of the layer in dir, nil if it has none.
+func ReadMap(dir string, size int64) ([]byte, error) {
+	bits, err := os.ReadFile(filepath.Join(dir, Dirty))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(bits) != lkl.COWMapLen(size) {
+		return nil, fmt.Errorf("the block map %s has %d bytes, want %d", filepath.Join(dir, Dirty), len(bits), lkl.COWMapLen(size))
+	}
+	return bits, nil
 }

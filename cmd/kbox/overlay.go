@@ -13,12 +13,14 @@ import (
 )
 
 // A kept overlay (--overlay DIR; kbox mcp's sessions): the copy-on-write
-// layer of --ephemeral, kept in DIR across kbox processes. DIR/overlay
-// holds the written blocks at their offsets, DIR/dirty their map, saved
-// once the kernel has halted. DIR/busy exists while a kbox has the
-// overlay: a kbox that finds it refuses the overlay, since the one before
-// ended without saving the map (it was killed) and the overlay's newest
-// blocks are not in the map.
+// layer of --ephemeral, kept in DIR across kbox processes, over the
+// sealed layers DIR/chain names (package sessiondir: the layout).
+// DIR/overlay holds the written blocks at their offsets, DIR/dirty their
+// map, saved once the kernel has halted. DIR/busy exists while a kbox has
+// the overlay: a kbox that finds it refuses the overlay, since the one
+// before ended without saving the map (it was killed) and the overlay's
+// newest blocks are not in the map. A checkpoint seals the top layer
+// (seal) and the kbox goes on over a new empty one.
 
 // Files of a kept overlay (package sessiondir: its layout).
 const (
@@ -32,11 +34,15 @@ const (
 var ErrOverlayBroken = errors.New("an earlier kbox on it did not finish (it was killed): its writes are incomplete")
 
 type keptOverlay struct {
-	dir   string
-	base  *os.File // shared-locked
-	file  *os.File
-	dirty *lkl.COWMap
-	size  int64
+	dir    string
+	base   *os.File // shared-locked
+	file   *os.File
+	dirty  *lkl.COWMap
+	size   int64
+	broken bool          // a seal failed half-way: the directory and the disk differ
+	chain  []string      // the sealed layers' IDs, bottom first
+	sealed []*os.File    // their overlays, only read
+	maps   []*lkl.COWMap // the maps they were opened with
 }
 
 // openKeptOverlay opens base (read-only, shared lock) and the overlay in
@@ -70,6 +76,20 @@ func openKeptOverlay(dir, base string) (*keptOverlay, error) {
 		return fail(err)
 	}
 	busy.Close()
+	if k.chain, err = sessiondir.ReadChain(dir); err != nil {
+		return fail(err)
+	}
+	for _, id := range k.chain {
+		f, bits, err := sessiondir.OpenLayer(dir, id, k.size)
+		if err != nil {
+			return fail(err)
+		}
+		m := lkl.NewCOWMap(k.size)
+		k.sealed, k.maps = append(k.sealed, f), append(k.maps, m)
+		if err := m.Load(bits); err != nil {
+			return fail(err)
+		}
+	}
 	if k.file, err = os.OpenFile(filepath.Join(dir, overlayData), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600); err != nil {
 		return fail(err)
 	}
@@ -84,12 +104,22 @@ func openKeptOverlay(dir, base string) (*keptOverlay, error) {
 	return k, nil
 }
 
-func (k *keptOverlay) layer() *rootfs.Overlay { return &rootfs.Overlay{File: k.file, Dirty: k.dirty} }
+func (k *keptOverlay) layer() *rootfs.Overlay {
+	o := &rootfs.Overlay{File: k.file, Dirty: k.dirty}
+	for i, f := range k.sealed {
+		o.Sealed = append(o.Sealed, lkl.COWLayer{FD: int(f.Fd()), Map: k.maps[i]})
+	}
+	return o
+}
 
 // save writes the map beside the overlay and clears the busy mark; the
 // kernel must have halted. Whatever the kernel did before it halted, the
 // overlay and the map then make a crash-consistent disk.
 func (k *keptOverlay) save() error {
+	if k.broken {
+		// The busy mark stays: only a rollback opens it again.
+		return errors.New("a checkpoint failed half-way: roll back to a checkpoint")
+	}
 	if err := k.file.Sync(); err != nil {
 		return err
 	}
@@ -120,33 +150,53 @@ func (k *keptOverlay) release() {
 	}
 	k.dirty.Free()
 	k.dirty = nil
+	for _, f := range k.sealed {
+		f.Close()
+	}
+	for _, m := range k.maps {
+		m.Free()
+	}
+	k.sealed, k.maps = nil, nil
 	if k.base != nil {
 		k.base.Close()
 		k.base = nil
 	}
 }
 
-// copyTo writes the overlay as it is now into dir, a new directory of
-// the same layout (DIR/overlay with the written blocks, DIR/dirty their
-// map): a session's checkpoint or a fork's start. The kernel must write
-// nothing meanwhile (the caller freezes the file system).
-func (k *keptOverlay) copyTo(dir string) error {
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return err
+// seal makes the top layer a sealed one and puts a new empty top on
+// disk, the kernel's copy-on-write disk over k; it returns the chain of
+// sealed layers, which is the disk as it is now. Nothing is copied. A top
+// with no block written is not sealed: the chain is the disk already. The
+// kernel must write nothing meanwhile (the caller freezes the file
+// system).
+func (k *keptOverlay) seal(disk lkl.Disk) ([]string, error) {
+	if k.dirty.Empty() {
+		return k.chain, nil
 	}
-	out, err := os.OpenFile(filepath.Join(dir, overlayData), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
+	id := sessiondir.NewLayerID()
+	// From here a failure leaves the directory and the disk apart: the
+	// session is then lost until a rollback (the busy mark stays).
+	chain, err := sessiondir.Seal(k.dir, id, k.dirty.Bytes(), k.chain)
 	if err != nil {
-		return err
+		k.broken = true
+		return nil, err
 	}
-	defer out.Close()
-	if err := out.Truncate(k.size); err != nil {
-		return err
+	over, err := os.OpenFile(filepath.Join(k.dir, overlayData), os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		k.broken = true
+		return nil, err
 	}
-	if err := sessiondir.CopyRanges(k.file, out, k.dirty.DirtyRanges()); err != nil {
-		return err
+	dirty := lkl.NewCOWMap(k.size)
+	if err := disk.PushCOW(int(over.Fd()), dirty); err != nil {
+		k.broken = true
+		over.Close()
+		dirty.Free()
+		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, overlayDirty), k.dirty.Bytes(), 0o600); err != nil {
-		return err
-	}
-	return out.Sync()
+	// The old top is only read now; its map goes (the disk's index
+	// has its blocks).
+	k.sealed = append(k.sealed, k.file)
+	k.dirty.Free()
+	k.file, k.dirty, k.chain = over, dirty, chain
+	return chain, nil
 }

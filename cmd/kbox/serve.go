@@ -20,6 +20,7 @@ import (
 	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/rootfs"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
+	"github.com/kbox-project/kbox/sessiondir"
 	"github.com/kbox-project/kbox/web"
 	"golang.org/x/sys/unix"
 )
@@ -49,7 +50,7 @@ type ServeRequest struct {
 	// signal: a run's process group
 	Pid    int `json:"pid,omitempty"`
 	Signal int `json:"signal,omitempty"`
-	// checkpoint: a new directory the overlay is copied to
+	// checkpoint: a new directory for the checkpoint's chain
 	Dir string `json:"dir,omitempty"`
 	// Report (run): the answer carries the run's telemetry and audit
 	// head, and the audit log gets the run's records (servereport.go).
@@ -322,11 +323,12 @@ const (
 	fiThaw   = 0xc0045878
 )
 
-// checkpoint copies the session's disk, as the guests left it so far,
-// into dir: what they wrote through shadows goes to the kernel, the
+// checkpoint records the session's disk, as the guests left it so far,
+// in dir: what they wrote through shadows goes to the kernel, the
 // image's file system is frozen (its dirty data written, new writes
-// held) while the overlay is copied, then thawed. /tmp is not part of
-// it: it is the session's scratch disk, not the image.
+// held) while the top layer is sealed and a new one started, then
+// thawed; dir gets the chain of sealed layers. Nothing is copied. /tmp is
+// not part of it: it is the session's scratch disk, not the image.
 func (s *sessionServer) checkpoint(dir string) error {
 	if s.kept == nil {
 		return errors.New("the session has no kept overlay (--overlay)")
@@ -344,7 +346,10 @@ func (s *sessionServer) checkpoint(dir string) error {
 	if _, e := lkl.Syscall6(lkl.SysIoctl, uintptr(fd), fiFreeze, 0, 0, 0, 0); e != 0 {
 		return fmt.Errorf("freeze the image's file system: %w", e)
 	}
-	err = s.kept.copyTo(dir)
+	chain, err := s.kept.seal(s.root.Disk)
+	if err == nil {
+		err = sessiondir.WriteCheckpoint(dir, chain)
+	}
 	if _, e := lkl.Syscall6(lkl.SysIoctl, uintptr(fd), fiThaw, 0, 0, 0, 0); e != 0 && err == nil {
 		err = fmt.Errorf("thaw the image's file system: %w", e)
 	}

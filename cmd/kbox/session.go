@@ -466,8 +466,9 @@ func sessionFork(dir, newDir string) error {
 		return err
 	}
 	phases.mark("attach")
-	// The session's kbox copies its overlay, frozen, into the new
-	// directory, which it makes.
+	// The session's kbox seals its top layer, frozen, and writes the
+	// chain into the new directory, which it makes; the new directory
+	// then links the sealed layers.
 	ctx, cancel := context.WithTimeout(context.Background(), sessionStart)
 	a, err := sessionCall(ctx, dir, info, &ServeRequest{Op: "checkpoint", Dir: abs}, nil, nil)
 	cancel()
@@ -480,7 +481,11 @@ func sessionFork(dir, newDir string) error {
 		}
 		return fmt.Errorf("fork: %v", err)
 	}
-	phases.mark("copy")
+	if err := sessiondir.LinkLayers(dir, abs); err != nil {
+		removeSessionDir(abs, true)
+		return fmt.Errorf("fork: %v", err)
+	}
+	phases.mark("seal")
 	fork := &sessionInfo{Image: info.Image, Args: info.Args, Cwd: info.Cwd}
 	if err := startSessionKbox(abs, fork); err != nil {
 		removeSessionDir(abs, true)

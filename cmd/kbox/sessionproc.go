@@ -242,10 +242,11 @@ func stopSessionKbox(dir string, info *sessionInfo) {
 // made it or it is then empty.
 func removeSessionDir(dir string, made bool) {
 	for _, f := range []string{sessiondir.Overlay, sessiondir.Dirty, sessiondir.Dirty + ".tmp", sessiondir.Busy,
-		sessiondir.Overlay + ".rollback", sessiondir.Dirty + ".rollback", sessionSock, sessionLog, sessionState, sessionState + ".tmp"} {
+		sessiondir.Chain, sessiondir.Chain + ".tmp", sessionSock, sessionLog, sessionState, sessionState + ".tmp"} {
 		os.Remove(filepath.Join(dir, f))
 	}
 	os.RemoveAll(filepath.Join(dir, sessiondir.Checkpoints))
+	os.RemoveAll(filepath.Join(dir, sessiondir.Layers))
 	if made {
 		os.RemoveAll(dir)
 	} else {
