@@ -6,8 +6,8 @@ package dispatch
 import (
 	"os"
 	"strconv"
-	"strings"
 
+	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -174,24 +174,10 @@ func pidsIn(dir string, keep func(int) bool) []int {
 	return ids
 }
 
-// pgrpOf reads the process group of pid (the fifth field of
-// /proc/PID/stat, after the parenthesized command name).
+// pgrpOf reads the process group of host process pid.
 func pgrpOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 {
-		return 0, false
-	}
-	pg, err := strconv.Atoi(f[2])
-	return pg, err == nil
+	st, ok := procfs.HostStat(pid)
+	return st.Pgrp, ok
 }
 
 // sysKill serves kill(2): guest processes only.

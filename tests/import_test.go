@@ -500,15 +500,8 @@ func TestImportRefused(t *testing.T) {
 	b, _ := os.ReadFile(saveGz)
 	gz := gzipBytes(b)
 	os.WriteFile(saveGz, gz[:len(gz)*2/3], 0o644) // cut: its manifest.json is at the end
-	outDir := filepath.Join(dir, "out")
-	os.Mkdir(outDir, 0o755)
-	out := filepath.Join(outDir, "out.ext4")
-	for _, c := range []struct {
-		name   string
-		args   []string
-		status int
-		want   string
-	}{
+	outDir, out := importOut(dir)
+	for _, c := range []importCase{
 		{"dotdot entry", []string{escape}, 125, `entry "../../etc/x": its ".." leaves the image's root: refused`},
 		{"dotdot hard link", []string{linkEscape}, 125, `entry "../../../etc/passwd": its ".." leaves the image's root`},
 		{"digest mismatch", []string{mismatch}, 125, "layer 2 of 2 (sha256:"},

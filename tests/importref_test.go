@@ -92,15 +92,8 @@ func TestImportSeveral(t *testing.T) {
 	writeDockerSaveNamed(t, one, a)
 	rootfsTar := filepath.Join(dir, "rootfs.tar")
 	os.WriteFile(rootfsTar, layerTar(t, busyboxEntries(t)), 0o644)
-	outDir := filepath.Join(dir, "out")
-	os.Mkdir(outDir, 0o755)
-	out := filepath.Join(outDir, "out.ext4")
-	for _, c := range []struct {
-		name   string
-		args   []string
-		status int
-		want   string // /marker, or the error
-	}{
+	outDir, out := importOut(dir)
+	runImportCases(t, outDir, out, []importCase{
 		{"save, --ref", []string{save, "--ref", "kbox/b:2"}, 0, "b"},
 		{"save, --ref in full", []string{save, "--ref", "docker.io/kbox/a:1"}, 0, "a"},
 		{"save, no --ref", []string{save}, 2, "the docker save holds 2 images: kbox/a:1, kbox/b:2; choose one with --ref"},
@@ -113,28 +106,7 @@ func TestImportSeveral(t *testing.T) {
 		{"one image, another tag", []string{one, "--ref", "kbox/b:2"}, 2, "no image kbox/b:2 in the docker save; it holds kbox/a:1"},
 		{"plain tarball, --ref", []string{rootfsTar, "--ref", "kbox/a:1"}, 2, "a plain root filesystem tarball is one image"},
 		{"--ref without a name", []string{save, "--ref="}, 2, "--ref: want an image name"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			args := append(append([]string{"import"}, c.args...), "-o", out)
-			so, se, status := runKbox(t, args...)
-			if status != c.status {
-				t.Fatalf("kbox %q: status %d, want %d\nstdout %q\nstderr %q", args, status, c.status, so, se)
-			}
-			if c.status != 0 {
-				if !strings.Contains(se, c.want) {
-					t.Errorf("stderr %q lacks %q", se, c.want)
-				}
-				if left, _ := os.ReadDir(outDir); len(left) != 0 {
-					t.Errorf("files left in the output's directory: %v", left)
-				}
-				return
-			}
-			if got, _ := debugfsCat(t, out, "/marker"); got != c.want+"\n" {
-				t.Errorf("/marker %q, want %q", got, c.want)
-			}
-			os.Remove(out)
-		})
-	}
+	})
 }
 
 // TestImportSignal: an import stopped by SIGINT or SIGTERM while it
@@ -230,15 +202,8 @@ func TestImportPlatform(t *testing.T) {
 	named := filepath.Join(dir, "named")
 	writeOCILayoutNamed(t, named, namedImage{"kbox/m:1", markerImage(t, other, "m-other")},
 		namedImage{"kbox/m:1", markerImage(t, "", "m-host")}, namedImage{"kbox/n:1", markerImage(t, "", "n-host")})
-	outDir := filepath.Join(dir, "out")
-	os.Mkdir(outDir, 0o755)
-	out := filepath.Join(outDir, "out.ext4")
-	for _, c := range []struct {
-		name   string
-		args   []string
-		status int
-		want   string // /marker, or the error
-	}{
+	outDir, out := importOut(dir)
+	runImportCases(t, outDir, out, []importCase{
 		{"host's", []string{plain}, 0, "host"},
 		{"--platform", []string{plain, "--platform", "linux/" + other}, 0, "other"},
 		{"a platform it lacks", []string{plain, "--platform", "linux/mips64le"}, 125, "no image for linux/mips64le: the index has linux/" + other},
@@ -246,26 +211,5 @@ func TestImportPlatform(t *testing.T) {
 		{"named, --ref", []string{named, "--ref", "kbox/m:1"}, 0, "m-host"},
 		{"named, --ref and --platform", []string{named, "--ref", "kbox/m:1", "--platform", "linux/" + other}, 0, "m-other"},
 		{"named, --ref and a platform it lacks", []string{named, "--ref", "kbox/n:1", "--platform", "linux/" + other}, 125, "--platform linux/" + other + " is not among them"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			args := append(append([]string{"import"}, c.args...), "-o", out)
-			so, se, status := runKbox(t, args...)
-			if status != c.status {
-				t.Fatalf("kbox %q: status %d, want %d\nstdout %q\nstderr %q", args, status, c.status, so, se)
-			}
-			if c.status != 0 {
-				if !strings.Contains(se, c.want) {
-					t.Errorf("stderr %q lacks %q", se, c.want)
-				}
-				if left, _ := os.ReadDir(outDir); len(left) != 0 {
-					t.Errorf("files left in the output's directory: %v", left)
-				}
-				return
-			}
-			if got, _ := debugfsCat(t, out, "/marker"); got != c.want+"\n" {
-				t.Errorf("/marker %q, want %q", got, c.want)
-			}
-			os.Remove(out)
-		})
-	}
+	})
 }

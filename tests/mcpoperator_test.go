@@ -3,7 +3,6 @@
 package tests
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/json"
 	"os"
@@ -318,26 +317,11 @@ func TestMCPAuditSettings(t *testing.T) {
 		}
 		cs.Close()
 	}
-	f, err := os.Open(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var hashes []string // by server, in order
 	types := map[string][]string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var rec struct {
-			Type     string         `json:"type"`
-			Settings string         `json:"settings_sha256"`
-			Data     map[string]any `json:"data"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range readAuditLog(t, log) {
 		if len(rec.Settings) != 64 {
-			t.Errorf("a %s record without the settings hash: %s", rec.Type, sc.Text())
+			t.Errorf("a %s record without the settings hash: %s", rec.Type, rec.line)
 			continue
 		}
 		if rec.Type == "mcp_start" {

@@ -3,7 +3,6 @@
 package tests
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -207,23 +206,8 @@ func TestMCPWarmPoolPolicyAndAudit(t *testing.T) {
 	if err != nil {
 		t.Errorf("kbox audit verify --head of the pooled run: %v: %s", err, out)
 	}
-	f, err := os.Open(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	settings, runs := "", 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var rec struct {
-			Type     string         `json:"type"`
-			Settings string         `json:"settings_sha256"`
-			Data     map[string]any `json:"data"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range readAuditLog(t, log) {
 		if rec.Type == "mcp_start" {
 			settings = rec.Settings
 		}
@@ -231,7 +215,7 @@ func TestMCPWarmPoolPolicyAndAudit(t *testing.T) {
 			runs++
 			argv, _ := json.Marshal(rec.Data["argv"])
 			if rec.Settings == "" || rec.Settings != settings || !strings.Contains(string(argv), "hostname=$?") || rec.Data["image_sha256"] == nil {
-				t.Errorf("the pooled run's record: %s", sc.Bytes())
+				t.Errorf("the pooled run's record: %s", rec.line)
 			}
 		}
 	}

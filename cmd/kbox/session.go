@@ -376,19 +376,39 @@ func sessionPs(dir string) error {
 
 // ---- checkpoint, rollback, fork, close
 
-func sessionCheckpoint(dir, name string) error {
-	if err := sessiondir.CheckName(name); err != nil {
-		return usagef("%v", err)
+// lockedSession takes DIR's lock and reads its session: one whose kbox
+// runs when live, else whatever DIR/session.json names. The caller
+// calls unlock when err is nil.
+func lockedSession(dir string, live bool) (info *sessionInfo, unlock func(), err error) {
+	if unlock, err = lockSessionDir(dir); err != nil {
+		return nil, nil, err
 	}
-	unlock, err := lockSessionDir(dir)
+	read := readSessionInfo
+	if live {
+		read = sessionAlive
+	}
+	if info, err = read(dir); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return info, unlock, nil
+}
+
+// lockedCheckpoint is lockedSession for a verb that names a checkpoint:
+// a bad name is a usage error, found before anything else.
+func lockedCheckpoint(dir, name string, live bool) (*sessionInfo, func(), error) {
+	if err := sessiondir.CheckName(name); err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	return lockedSession(dir, live)
+}
+
+func sessionCheckpoint(dir, name string) error {
+	info, unlock, err := lockedCheckpoint(dir, name, true)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	info, err := sessionAlive(dir)
-	if err != nil {
-		return err
-	}
 	cp, err := sessiondir.NewCheckpoint(dir, name)
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("checkpoint %q exists in %s", name, dir)
@@ -416,18 +436,11 @@ func sessionCheckpoint(dir, name string) error {
 // sessionRollback works on a session whose kbox was killed, too: the
 // checkpoint is whole.
 func sessionRollback(dir, name string) error {
-	if err := sessiondir.CheckName(name); err != nil {
-		return usagef("%v", err)
-	}
-	unlock, err := lockSessionDir(dir)
+	info, unlock, err := lockedCheckpoint(dir, name, false)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	info, err := readSessionInfo(dir)
-	if err != nil {
-		return err
-	}
 	if !sessiondir.HasCheckpoint(dir, name) {
 		return fmt.Errorf("no checkpoint %q in %s", name, dir)
 	}
@@ -456,15 +469,11 @@ func sessionFork(dir, newDir string) error {
 	if err != nil {
 		return err
 	}
-	unlock, err := lockSessionDir(dir)
+	info, unlock, err := lockedSession(dir, true)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	info, err := sessionAlive(dir)
-	if err != nil {
-		return err
-	}
 	phases.mark("attach")
 	// The session's kbox seals its top layer, frozen, and writes the
 	// chain into the new directory, which it makes; the new directory
@@ -519,18 +528,16 @@ func sessionClose(args []string) error {
 			return fmt.Errorf("--save %s: it exists: give a new file", save)
 		}
 	}
-	unlock, err := lockSessionDir(dir)
+	info, unlock, err := lockedSession(dir, false)
 	if err != nil {
+		// DIR that is no session's is said so rather than that it
+		// cannot be locked.
 		if _, ierr := readSessionInfo(dir); ierr != nil {
 			return ierr
 		}
 		return err
 	}
 	defer unlock()
-	info, err := readSessionInfo(dir)
-	if err != nil {
-		return err
-	}
 	phases.mark("attach")
 	stopSessionKbox(dir, info)
 	phases.mark("end-kernel")

@@ -8,11 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/sessiondir"
 	"golang.org/x/sys/unix"
 )
@@ -153,21 +153,8 @@ func lockSessionDir(dir string) (func(), error) {
 // procStart is /proc/PID/stat's starttime, and whether the process is
 // running (not a zombie).
 func procStart(pid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state), f[19] field 22 (starttime)
-	if len(f) < 20 {
-		return 0, false
-	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	return start, err == nil && f[0] != "Z" && f[0] != "X"
+	st, ok := procfs.HostStat(pid)
+	return st.Start, ok && st.State != 'Z' && st.State != 'X'
 }
 
 // running says whether the session's kbox is still the process info names.

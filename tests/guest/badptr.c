@@ -12,32 +12,14 @@
 #include <sys/uio.h>
 #include <sys/vfs.h>
 #include <unistd.h>
-
-static const char *ename(int e)
-{
-	switch (e) {
-	case EFAULT: return "EFAULT";
-	case ENOENT: return "ENOENT";
-	case ENAMETOOLONG: return "ENAMETOOLONG";
-	case EINVAL: return "EINVAL";
-	case EACCES: return "EACCES";
-	case ENOTDIR: return "ENOTDIR";
-	case EEXIST: return "EEXIST";
-	case ERANGE: return "ERANGE";
-	case E2BIG: return "E2BIG";
-	case EBADF: return "EBADF";
-	}
-	static char b[16];
-	snprintf(b, sizeof b, "errno%d", e);
-	return b;
-}
+#include "check.h"
 
 static void report(const char *name, long r)
 {
 	if (r >= 0)
 		printf("%-28s ok\n", name);
 	else
-		printf("%-28s %s\n", name, ename(errno));
+		printf("%-28s %s\n", name, errname(errno));
 }
 
 #define TRY(name, call) do { errno = 0; report(name, (long)(call)); } while (0)

@@ -58,22 +58,11 @@ struct cap_data {
 
 static const char *self;
 
-static const char *name(int e)
-{
-	switch (e) {
-	case EPERM: return "EPERM";
-	case EINVAL: return "EINVAL";
-	case EACCES: return "EACCES";
-	case EFAULT: return "EFAULT";
-	}
-	return strerror(e);
-}
-
 /* say prints what a call returned: its value, or its errno's name. */
 static void say(const char *what, long r)
 {
 	if (r < 0)
-		printf("%s: %s\n", what, name(errno));
+		printf("%s: %s\n", what, errname(errno));
 	else
 		printf("%s: %ld\n", what, r);
 }

@@ -32,25 +32,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static const char *en(long r)
-{
-	static char b[32];
-	if (r >= 0)
-		return "ok";
-	switch (errno) {
-	case ENOENT: return "ENOENT";
-	case ENOTDIR: return "ENOTDIR";
-	case ELOOP: return "ELOOP";
-	case EFAULT: return "EFAULT";
-	case ENAMETOOLONG: return "ENAMETOOLONG";
-	case EACCES: return "EACCES";
-	case EPERM: return "EPERM";
-	case EEXIST: return "EEXIST";
-	}
-	snprintf(b, sizeof b, "errno%d", errno);
-	return b;
-}
+#include "check.h"
 
 /* readf prints the first line of file p, or its errno. */
 static void readf(const char *what, const char *p)
@@ -58,7 +40,7 @@ static void readf(const char *what, const char *p)
 	char b[64] = "";
 	int fd = open(p, O_RDONLY);
 	if (fd < 0) {
-		printf("%s %s\n", what, en(-1));
+		printf("%s %s\n", what, outcome(-1));
 		return;
 	}
 	ssize_t n = read(fd, b, sizeof b - 1);
@@ -72,7 +54,7 @@ static void writef(const char *p, const char *s)
 {
 	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0755);
 	if (fd < 0 || write(fd, s, strlen(s)) < 0) {
-		printf("setup %s %s\n", p, en(-1));
+		printf("setup %s %s\n", p, outcome(-1));
 		exit(1);
 	}
 	close(fd);
@@ -102,7 +84,7 @@ static void cwd(const char *what)
 {
 	char b[4096];
 	if (!getcwd(b, sizeof b) && syscall(SYS_getcwd, b, sizeof b) < 0) {
-		printf("%s %s\n", what, en(-1));
+		printf("%s %s\n", what, outcome(-1));
 		return;
 	}
 	if (!strncmp(b, "(unreachable)", 13))
@@ -122,20 +104,20 @@ static void errnos(void)
 {
 	static char longname[4200];
 	memset(longname, 'a', sizeof longname - 1);
-	printf("chroot missing %s\n", en(chroot("missing")));
-	printf("chroot file %s\n", en(chroot("outside")));
-	printf("chroot file/ %s\n", en(chroot("outside/")));
-	printf("chroot loop %s\n", en(chroot("loop1")));
-	printf("chroot efault %s\n", en(syscall(SYS_chroot, (char *)1)));
-	printf("chroot long %s\n", en(chroot(longname)));
+	printf("chroot missing %s\n", outcome(chroot("missing")));
+	printf("chroot file %s\n", outcome(chroot("outside")));
+	printf("chroot file/ %s\n", outcome(chroot("outside/")));
+	printf("chroot loop %s\n", outcome(chroot("loop1")));
+	printf("chroot efault %s\n", outcome(syscall(SYS_chroot, (char *)1)));
+	printf("chroot long %s\n", outcome(chroot(longname)));
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
 		if (seteuid(65534) < 0)
 			_exit(2);
-		printf("nobody chroot nosearch %s\n", en(chroot("noexec")));
-		printf("nobody chroot nosearch component %s\n", en(chroot("noexec/x")));
-		printf("nobody chroot nocap %s\n", en(chroot("jail")));
+		printf("nobody chroot nosearch %s\n", outcome(chroot("noexec")));
+		printf("nobody chroot nosearch component %s\n", outcome(chroot("noexec/x")));
+		printf("nobody chroot nocap %s\n", outcome(chroot("jail")));
 		fflush(stdout);
 		_exit(0);
 	}
@@ -149,34 +131,34 @@ static void jailed(int outfd)
 	char b[256];
 	cwd("getcwd outside root");
 	readf("read /inside", "/inside");
-	printf("stat /outside %s\n", en(stat("/outside", &st)));
+	printf("stat /outside %s\n", outcome(stat("/outside", &st)));
 	readf("read /abs (absolute link)", "/abs");
-	printf("lstat /abs %s\n", lstat("/abs", &st) == 0 && S_ISLNK(st.st_mode) ? "link" : en(-1));
+	printf("lstat /abs %s\n", lstat("/abs", &st) == 0 && S_ISLNK(st.st_mode) ? "link" : outcome(-1));
 	ssize_t n = readlink("/abs", b, sizeof b - 1);
 	b[n > 0 ? n : 0] = 0;
-	printf("readlink /abs %s\n", n > 0 ? b : en(-1));
-	printf("chdir /d %s\n", en(chdir("/d")));
+	printf("readlink /abs %s\n", n > 0 ? b : outcome(-1));
+	printf("chdir /d %s\n", outcome(chdir("/d")));
 	cwd("getcwd");
 	readf("read up (relative link above root)", "up");
 	readf("read /dlink/up (absolute link inside)", "/dlink/up");
 	readf("read ../../../../inside", "../../../../inside");
-	printf("chdir ../../.. %s\n", en(chdir("../../..")));
+	printf("chdir ../../.. %s\n", outcome(chdir("../../..")));
 	cwd("getcwd");
-	printf("stat /esc (../outside) %s\n", en(stat("/esc", &st)));
-	printf("stat /../../outside %s\n", en(stat("/../../outside", &st)));
-	printf("chdir /dlink %s\n", en(chdir("/dlink")));
+	printf("stat /esc (../outside) %s\n", outcome(stat("/esc", &st)));
+	printf("stat /../../outside %s\n", outcome(stat("/../../outside", &st)));
+	printf("chdir /dlink %s\n", outcome(chdir("/dlink")));
 	cwd("getcwd after chdir /dlink");
 	chdir("/");
-	printf("mkdir /newdir/ %s\n", en(mkdir("/newdir/", 0755)));
-	printf("stat /newdir/. %s\n", en(stat("/newdir/.", &st)));
-	printf("stat /dlink/ %s\n", stat("/dlink/", &st) == 0 && S_ISDIR(st.st_mode) ? "dir" : en(-1));
-	printf("stat /inside/ %s\n", en(stat("/inside/", &st)));
+	printf("mkdir /newdir/ %s\n", outcome(mkdir("/newdir/", 0755)));
+	printf("stat /newdir/. %s\n", outcome(stat("/newdir/.", &st)));
+	printf("stat /dlink/ %s\n", stat("/dlink/", &st) == 0 && S_ISDIR(st.st_mode) ? "dir" : outcome(-1));
+	printf("stat /inside/ %s\n", outcome(stat("/inside/", &st)));
 	int fd = open("/dangling", O_WRONLY | O_CREAT, 0644);
-	printf("creat through /dangling %s\n", en(fd));
+	printf("creat through /dangling %s\n", outcome(fd));
 	if (fd >= 0)
 		close(fd);
-	printf("stat /created %s\n", en(stat("/created", &st)));
-	printf("creat excl /dangling %s\n", en(open("/dangling", O_WRONLY | O_CREAT | O_EXCL, 0644)));
+	printf("stat /created %s\n", outcome(stat("/created", &st)));
+	printf("creat excl /dangling %s\n", outcome(open("/dangling", O_WRONLY | O_CREAT | O_EXCL, 0644)));
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -188,7 +170,7 @@ static void jailed(int outfd)
 	pid = fork();
 	if (pid == 0) {
 		execl("/bin/chrootp", "chrootp", "inside", (char *)0);
-		printf("exec /bin/chrootp %s\n", en(-1));
+		printf("exec /bin/chrootp %s\n", outcome(-1));
 		_exit(1);
 	}
 	printf("exec status %d\n", waitchild(pid));
@@ -196,7 +178,7 @@ static void jailed(int outfd)
 	pid = fork();
 	if (pid == 0) {
 		execl("/bin/script", "script", (char *)0);
-		printf("exec /bin/script %s\n", en(-1));
+		printf("exec /bin/script %s\n", outcome(-1));
 		_exit(1);
 	}
 	printf("exec script status %d\n", waitchild(pid));
@@ -205,13 +187,13 @@ static void jailed(int outfd)
 		pid = fork();
 		if (pid == 0) {
 			execl("/bin/true", "true", (char *)0);
-			printf("exec dynamic /bin/true %s\n", en(-1));
+			printf("exec dynamic /bin/true %s\n", outcome(-1));
 			fflush(stdout);
 			_exit(127);
 		}
 		printf("exec dynamic /bin/true status %d\n", waitchild(pid));
 	}
-	printf("fchdir outside %s\n", en(fchdir(outfd)));
+	printf("fchdir outside %s\n", outcome(fchdir(outfd)));
 	cwd("getcwd escaped");
 	readf("read outside (escaped)", "outside");
 	readf("read /inside (still rooted)", "/inside");
@@ -225,22 +207,22 @@ static int hostile(const char *marker)
 	mkdir("jail", 0755);
 	int outfd = open(".", O_RDONLY | O_DIRECTORY);
 	if (chroot("jail") < 0) {
-		printf("hostile chroot %s\n", en(-1));
+		printf("hostile chroot %s\n", outcome(-1));
 		return 1;
 	}
 	for (int i = 0; i < 64; i++)
 		chdir("..");
-	printf("hostile climbed, marker %s\n", en(stat(marker, &st)));
-	printf("hostile fchdir %s\n", en(fchdir(outfd)));
+	printf("hostile climbed, marker %s\n", outcome(stat(marker, &st)));
+	printf("hostile fchdir %s\n", outcome(fchdir(outfd)));
 	for (int i = 0; i < 64; i++)
 		chdir("..");
-	printf("hostile chroot . %s\n", en(chroot(".")));
-	printf("hostile symlink %s\n", en(symlink("/../../../../..", "/up")));
-	printf("hostile chdir /up/.. %s\n", en(chdir("/up/..")));
-	printf("hostile chroot . again %s\n", en(chroot(".")));
+	printf("hostile chroot . %s\n", outcome(chroot(".")));
+	printf("hostile symlink %s\n", outcome(symlink("/../../../../..", "/up")));
+	printf("hostile chdir /up/.. %s\n", outcome(chdir("/up/..")));
+	printf("hostile chroot . again %s\n", outcome(chroot(".")));
 	cwd("hostile getcwd");
-	printf("hostile image root /opt/tests/chrootp %s\n", en(stat("/opt/tests/chrootp", &st)));
-	printf("hostile marker %s\n", en(stat(marker, &st)));
+	printf("hostile image root /opt/tests/chrootp %s\n", outcome(stat("/opt/tests/chrootp", &st)));
+	printf("hostile marker %s\n", outcome(stat(marker, &st)));
 	return 0;
 }
 
@@ -277,7 +259,7 @@ int main(int argc, char **argv)
 	symlink("loop2", "loop1");
 	symlink("loop1", "loop2");
 	if (!copy(argv[1], "jail/bin/chrootp")) {
-		printf("setup copy %s\n", en(-1));
+		printf("setup copy %s\n", outcome(-1));
 		return 1;
 	}
 #if defined(__x86_64__)
@@ -300,7 +282,7 @@ int main(int argc, char **argv)
 	if (pid == 0) {
 		close(p[0]);
 		long r = chroot("jail");
-		printf("chroot jail %s\n", en(r));
+		printf("chroot jail %s\n", outcome(r));
 		fflush(stdout);
 		if (r == 0)
 			jailed(outfd);
@@ -320,7 +302,7 @@ int main(int argc, char **argv)
 	kill(pid, 9);
 	waitchild(pid);
 	struct stat st;
-	printf("parent: jail/created %s\n", en(stat("jail/created", &st)));
-	printf("parent: created outside %s\n", en(stat("created", &st)));
+	printf("parent: jail/created %s\n", outcome(stat("jail/created", &st)));
+	printf("parent: created outside %s\n", outcome(stat("created", &st)));
 	return 0;
 }

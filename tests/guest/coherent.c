@@ -32,25 +32,6 @@
 
 #include "check.h"
 
-static const char *errname(int e);
-static const char *errname(int e)
-{
-	static char b[16];
-	switch (e) {
-	case 0: return "0";
-	case ENOSPC: return "ENOSPC";
-	case EFBIG: return "EFBIG";
-	case EIO: return "EIO";
-	case ENOENT: return "ENOENT";
-	case EACCES: return "EACCES";
-	case EBADF: return "EBADF";
-	case EINVAL: return "EINVAL";
-	case EMFILE: return "EMFILE";
-	}
-	snprintf(b, sizeof b, "%d", e);
-	return b;
-}
-
 static long long fsize(int fd)
 {
 	struct stat st;

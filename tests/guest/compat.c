@@ -18,37 +18,14 @@
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static const char *ename(int e)
-{
-	switch (e) {
-	case EPERM: return "EPERM";
-	case ENOENT: return "ENOENT";
-	case ESRCH: return "ESRCH";
-	case EBADF: return "EBADF";
-	case EACCES: return "EACCES";
-	case EFAULT: return "EFAULT";
-	case EEXIST: return "EEXIST";
-	case ENOTDIR: return "ENOTDIR";
-	case EISDIR: return "EISDIR";
-	case EINVAL: return "EINVAL";
-	case ENOSYS: return "ENOSYS";
-	case ENOEXEC: return "ENOEXEC";
-	case ELOOP: return "ELOOP";
-	case ENOTEMPTY: return "ENOTEMPTY";
-	case EXDEV: return "EXDEV";
-	}
-	static char b[16];
-	snprintf(b, sizeof b, "errno%d", e);
-	return b;
-}
+#include "check.h"
 
 static void report(const char *name, long r)
 {
 	if (r >= 0)
 		printf("%s: ok\n", name);
 	else
-		printf("%s: %s\n", name, ename(errno));
+		printf("%s: %s\n", name, errname(errno));
 }
 
 #define TRY(name, call) do { errno = 0; report(name, (long)(call)); } while (0)
@@ -58,7 +35,7 @@ static void mode(const char *name, const char *path)
 {
 	struct stat st;
 	if (lstat(path, &st) != 0) {
-		printf("%s: %s\n", name, ename(errno));
+		printf("%s: %s\n", name, errname(errno));
 		return;
 	}
 	char t = S_ISDIR(st.st_mode) ? 'd' : S_ISREG(st.st_mode) ? '-' : S_ISFIFO(st.st_mode) ? 'p' :
@@ -73,7 +50,7 @@ static void fmode(const char *name, int fd)
 	 * serves for a shadow (musl's fstatat makes the legacy fstat, which
 	 * sees the memfd). */
 	if (syscall(SYS_newfstatat, fd, "", &st, AT_EMPTY_PATH) != 0) {
-		printf("%s: %s\n", name, ename(errno));
+		printf("%s: %s\n", name, errname(errno));
 		return;
 	}
 	printf("%s: %04o\n", name, st.st_mode & 07777);
@@ -220,7 +197,7 @@ static void direct_fl(const char *name, int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0)
-		printf("%s: %s\n", name, ename(errno));
+		printf("%s: %s\n", name, errname(errno));
 	else
 		printf("%s: %s\n", name, fl & O_DIRECT ? "direct" : "buffered");
 }
@@ -443,12 +420,12 @@ static void sec_slash(void)
 	TRY("slash.lstat-file", lstat("file/", &st));
 	TRY("slash.lstat-lfile", lstat("lfile/", &st));
 	errno = 0;
-	printf("slash.lstat-ldir-follows: %s\n", lstat("ldir/", &st) == 0 ? (S_ISDIR(st.st_mode) ? "dir" : "not-dir") : ename(errno));
+	printf("slash.lstat-ldir-follows: %s\n", lstat("ldir/", &st) == 0 ? (S_ISDIR(st.st_mode) ? "dir" : "not-dir") : errname(errno));
 	TRY("slash.access-file", access("file/", F_OK));
 	TRY("slash.mkdir-a", mkdir("a/", 0755));
 	TRY("slash.mkdir-a-b", mkdir("a/b/", 0755));
 	errno = 0;
-	printf("slash.mkdir-a-b.is: %s\n", stat("a/b", &st) == 0 && S_ISDIR(st.st_mode) ? "dir" : ename(errno));
+	printf("slash.mkdir-a-b.is: %s\n", stat("a/b", &st) == 0 && S_ISDIR(st.st_mode) ? "dir" : errname(errno));
 	TRY("slash.mkdir-dot", mkdir("a/c/.", 0755));
 	TRY("slash.mknod", mknod("n/", S_IFIFO | 0644, 0));
 	TRY("slash.symlink", symlink("x", "s/"));
@@ -486,7 +463,7 @@ static void run(const char *name, int (*fn)(void *), void *arg)
 	if (c == 0) {
 		errno = 0;
 		fn(arg);
-		printf("%s: %s\n", name, ename(errno));
+		printf("%s: %s\n", name, errname(errno));
 		fflush(stdout);
 		_exit(99);
 	}

@@ -54,6 +54,7 @@
 #include <pthread.h>
 #include <sys/fsuid.h>
 #include <unistd.h>
+#include "check.h"
 
 /* linux/capability.h, which musl does not ship */
 #define CAP_VERSION_3 0x20080522
@@ -67,19 +68,8 @@ struct cap_data {
 
 #define NOBODY 65534
 
-static const char *en(int r)
-{
-	if (r >= 0)
-		return "0";
-	switch (errno) {
-	case EACCES: return "EACCES";
-	case EPERM: return "EPERM";
-	case ENOENT: return "ENOENT";
-	case EINVAL: return "EINVAL";
-	case ENOSYS: return "ENOSYS";
-	}
-	return strerror(errno);
-}
+/* en is the outcome of a call that returned r: "0" or its errno's name. */
+static const char *en(int r) { return errname(r >= 0 ? 0 : errno); }
 
 static void ids(void)
 {

@@ -14,22 +14,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
-
-static const char *ename(int e)
-{
-	switch (e) {
-	case ENOENT: return "ENOENT";
-	case ENXIO: return "ENXIO";
-	case ENODEV: return "ENODEV";
-	case EACCES: return "EACCES";
-	case EPERM: return "EPERM";
-	case ENOSPC: return "ENOSPC";
-	case EBADF: return "EBADF";
-	case EINVAL: return "EINVAL";
-	case EAGAIN: return "EAGAIN";
-	}
-	return strerror(e);
-}
+#include "check.h"
 
 int main(int argc, char **argv)
 {
@@ -45,7 +30,7 @@ int main(int argc, char **argv)
 		}
 		int fd = open(path, (wonly ? O_WRONLY : O_RDWR) | O_NOCTTY | O_NONBLOCK);
 		if (fd < 0) {
-			printf("%s: open %s\n", path, ename(errno));
+			printf("%s: open %s\n", path, errname(errno));
 			continue;
 		}
 		struct stat st;
@@ -62,7 +47,7 @@ int main(int argc, char **argv)
 		}
 		ssize_t w = write(fd, "x", 1);
 		if (w < 0)
-			printf(" write %s\n", ename(errno));
+			printf(" write %s\n", errname(errno));
 		else
 			printf(" write %zd\n", w);
 		close(fd);

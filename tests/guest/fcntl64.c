@@ -15,35 +15,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-static const char *ename(int e)
-{
-	switch (e) {
-	case EINVAL:
-		return "EINVAL";
-	case EOVERFLOW:
-		return "EOVERFLOW";
-	case EBADF:
-		return "EBADF";
-	case EAGAIN:
-		return "EAGAIN";
-	case EACCES:
-		return "EACCES";
-	case ENOTDIR:
-		return "ENOTDIR";
-	case ENOLCK:
-		return "ENOLCK";
-	case EFAULT:
-		return "EFAULT";
-	}
-	static char b[32];
-	snprintf(b, sizeof b, "errno%d", e);
-	return b;
-}
+#include "check.h"
 
 static void row(const char *name, int r)
 {
-	printf("%s %s\n", name, r < 0 ? ename(errno) : "ok");
+	printf("%s %s\n", name, r < 0 ? errname(errno) : "ok");
 }
 
 static int lk(int fd, int cmd, short type, short whence, long long start, long long len)
@@ -66,7 +42,7 @@ static void getlk(const char *name, int fd, int cmd, short type, long long start
 	f.l_start = start;
 	f.l_len = len;
 	if (fcntl(fd, cmd, &f) < 0) {
-		printf("%s %s\n", name, ename(errno));
+		printf("%s %s\n", name, errname(errno));
 		return;
 	}
 	const char *t = f.l_type == F_UNLCK ? "U" : f.l_type == F_RDLCK ? "R" : "W";

@@ -15,24 +15,7 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
-
-static const char *en(long r)
-{
-	static char b[32];
-	if (r >= 0)
-		return "ok";
-	switch (errno) {
-	case EBADF: return "EBADF";
-	case ENOENT: return "ENOENT";
-	case EINVAL: return "EINVAL";
-	case ENOTTY: return "ENOTTY";
-	case EOPNOTSUPP: return "EOPNOTSUPP";
-	case EPERM: return "EPERM";
-	case EACCES: return "EACCES";
-	}
-	snprintf(b, sizeof b, "errno%d", errno);
-	return b;
-}
+#include "check.h"
 
 int main(void)
 {
@@ -46,31 +29,31 @@ int main(void)
 	char buf[64] = {0};
 	int l = open("link", O_PATH | O_NOFOLLOW);
 	long n = readlinkat(l, "", buf, sizeof buf);
-	printf("readlinkat O_PATH symlink \"\" %s %s\n", en(n), n > 0 ? buf : "");
+	printf("readlinkat O_PATH symlink \"\" %s %s\n", outcome(n), n > 0 ? buf : "");
 	int d = open("dir", O_PATH | O_DIRECTORY);
-	printf("readlinkat O_PATH dir \"\" %s\n", en(readlinkat(d, "", buf, sizeof buf)));
+	printf("readlinkat O_PATH dir \"\" %s\n", outcome(readlinkat(d, "", buf, sizeof buf)));
 	int p = open("target", O_PATH);
 	int arg = 0;
-	printf("ioctl O_PATH %s\n", en(ioctl(p, FIONREAD, &arg)));
-	printf("ioctl O_PATH dir %s\n", en(ioctl(d, FIONREAD, &arg)));
-	printf("fgetxattr O_PATH %s\n", en(fgetxattr(p, "user.x", buf, sizeof buf)));
-	printf("fgetxattr O_PATH dir %s\n", en(fgetxattr(d, "user.x", buf, sizeof buf)));
-	printf("flistxattr O_PATH %s\n", en(flistxattr(p, buf, sizeof buf)));
+	printf("ioctl O_PATH %s\n", outcome(ioctl(p, FIONREAD, &arg)));
+	printf("ioctl O_PATH dir %s\n", outcome(ioctl(d, FIONREAD, &arg)));
+	printf("fgetxattr O_PATH %s\n", outcome(fgetxattr(p, "user.x", buf, sizeof buf)));
+	printf("fgetxattr O_PATH dir %s\n", outcome(fgetxattr(d, "user.x", buf, sizeof buf)));
+	printf("flistxattr O_PATH %s\n", outcome(flistxattr(p, buf, sizeof buf)));
 
 	/* O_NOATIME: the owner or CAP_FOWNER only */
 	chmod(".", 0755);
 	int w = open("target", O_WRONLY);
-	printf("write %s\n", en(write(w, "data", 4)));
+	printf("write %s\n", outcome(write(w, "data", 4)));
 	int rd = open("target", O_RDONLY);
-	printf("O_NOATIME owner %s\n", en(open("target", O_RDONLY | O_NOATIME)));
+	printf("O_NOATIME owner %s\n", outcome(open("target", O_RDONLY | O_NOATIME)));
 	pid_t c = fork();
 	if (c == 0) {
 		if (setgid(65534) || setuid(65534)) {
 			printf("O_NOATIME other skip\n");
 			_exit(0);
 		}
-		printf("O_NOATIME other %s\n", en(open("target", O_RDONLY | O_NOATIME)));
-		printf("plain other %s\n", en(open("target", O_RDONLY)));
+		printf("O_NOATIME other %s\n", outcome(open("target", O_RDONLY | O_NOATIME)));
+		printf("plain other %s\n", outcome(open("target", O_RDONLY)));
 		_exit(0);
 	}
 	waitpid(c, NULL, 0);

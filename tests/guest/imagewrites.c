@@ -19,12 +19,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "check.h"
 
 static char buf[1 << 20];
 static sigjmp_buf jb;
 static void onbus(int s) { siglongjmp(jb, s); }
-
-static const char *ename(int e) { return e == ENOSPC ? "ENOSPC" : e == EFBIG ? "EFBIG" : strerror(e); }
 
 int main(int argc, char **argv)
 {
@@ -40,7 +39,7 @@ int main(int argc, char **argv)
 			snprintf(p, sizeof p, "%s/f%d", argv[2], i);
 			int fd = open(p, O_CREAT | O_TRUNC | O_WRONLY, 0644);
 			if (fd < 0) {
-				err = ename(errno);
+				err = errname(errno);
 				break;
 			}
 			for (int k = 0; k < mib; k++) {
@@ -48,12 +47,12 @@ int main(int argc, char **argv)
 				if (w > 0)
 					wrote += w;
 				if (w != (ssize_t)sizeof buf) {
-					err = w < 0 ? ename(errno) : "short";
+					err = w < 0 ? errname(errno) : "short";
 					break;
 				}
 			}
 			if (fsync(fd) < 0 && strcmp(err, "none") == 0)
-				err = ename(errno);
+				err = errname(errno);
 			close(fd);
 		}
 	} else if (strcmp(argv[1], "mmap") == 0) {
@@ -76,9 +75,9 @@ int main(int argc, char **argv)
 				done = off + 4096;
 			}
 			if (msync(m, len, MS_SYNC) < 0)
-				err = ename(errno);
+				err = errname(errno);
 			else if (fsync(fd) < 0)
-				err = ename(errno);
+				err = errname(errno);
 		} else
 			err = "SIGBUS";
 		wrote = done;
@@ -100,7 +99,7 @@ int main(int argc, char **argv)
 			if (w > 0)
 				wrote += w;
 			if (w != (ssize_t)sizeof buf) {
-				err = w < 0 ? ename(errno) : "short";
+				err = w < 0 ? errname(errno) : "short";
 				break;
 			}
 		}

@@ -23,29 +23,13 @@
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include "check.h"
 
 /* <linux/fs.h>'s, which musl's headers lack. */
 #define FS_IOC_GETFLAGS _IOR('f', 1, long)
 #define FS_IOC_SETFLAGS _IOW('f', 2, long)
 #define FS_IMMUTABLE_FL 0x00000010
 #define FS_APPEND_FL 0x00000020
-
-static const char *en(long r)
-{
-	static char b[32];
-	if (r >= 0)
-		return "ok";
-	switch (errno) {
-	case EPERM: return "EPERM";
-	case EACCES: return "EACCES";
-	case ENOTTY: return "ENOTTY";
-	case EBADF: return "EBADF";
-	case EFAULT: return "EFAULT";
-	case EOPNOTSUPP: return "EOPNOTSUPP";
-	}
-	snprintf(b, sizeof b, "errno%d", errno);
-	return b;
-}
 
 static int getflags(int fd)
 {
@@ -69,21 +53,21 @@ static long openclose(const char *p, int flags)
 static void attr(const char *name, int fd, const char *p, const char *p2, int flag)
 {
 	int base = getflags(fd);
-	printf("%s set %s\n", name, en(setflags(fd, base | flag)));
+	printf("%s set %s\n", name, outcome(setflags(fd, base | flag)));
 	int other = open(p, O_RDONLY);
 	int got = getflags(other);
 	printf("%s read back through another fd %s\n", name, got >= 0 && (got & flag) ? "set" : "unset");
 	close(other);
-	printf("%s open O_WRONLY %s\n", name, en(openclose(p, O_WRONLY)));
-	printf("%s open O_WRONLY|O_APPEND %s\n", name, en(openclose(p, O_WRONLY | O_APPEND)));
-	printf("%s setxattr %s\n", name, en(setxattr(p, "user.k", "v", 1, 0)));
-	printf("%s chmod %s\n", name, en(chmod(p, 0640)));
-	printf("%s rename %s\n", name, en(rename(p, p2)));
-	printf("%s unlink %s\n", name, en(unlink(p)));
-	printf("%s clear %s\n", name, en(setflags(fd, base)));
+	printf("%s open O_WRONLY %s\n", name, outcome(openclose(p, O_WRONLY)));
+	printf("%s open O_WRONLY|O_APPEND %s\n", name, outcome(openclose(p, O_WRONLY | O_APPEND)));
+	printf("%s setxattr %s\n", name, outcome(setxattr(p, "user.k", "v", 1, 0)));
+	printf("%s chmod %s\n", name, outcome(chmod(p, 0640)));
+	printf("%s rename %s\n", name, outcome(rename(p, p2)));
+	printf("%s unlink %s\n", name, outcome(unlink(p)));
+	printf("%s clear %s\n", name, outcome(setflags(fd, base)));
 	got = getflags(fd);
 	printf("%s cleared %s\n", name, got >= 0 && !(got & flag) ? "yes" : "no");
-	printf("%s setxattr after %s\n", name, en(setxattr(p, "user.k", "v", 1, 0)));
+	printf("%s setxattr after %s\n", name, outcome(setxattr(p, "user.k", "v", 1, 0)));
 }
 
 static int appends(const char *p, int rw)
@@ -91,16 +75,16 @@ static int appends(const char *p, int rw)
 	int fd = open(p, rw ? O_RDWR : O_RDONLY);
 	int base = getflags(fd);
 	if (fd < 0 || base < 0 || setflags(fd, base | FS_APPEND_FL) < 0) {
-		printf("set append %s\n", en(-1));
+		printf("set append %s\n", outcome(-1));
 		return 1;
 	}
 	int a = open(p, O_WRONLY | O_APPEND);
 	if (a < 0 || write(a, "two\n", 4) != 4 || close(a) < 0)
-		printf("append %s\n", en(-1));
+		printf("append %s\n", outcome(-1));
 	if (rw && pwrite(fd, "X", 1, 0) != 1)
-		printf("write at 0 %s\n", en(-1));
+		printf("write at 0 %s\n", outcome(-1));
 	if (setflags(fd, base) < 0 || close(fd) < 0)
-		printf("clear %s\n", en(-1));
+		printf("clear %s\n", outcome(-1));
 	return 0;
 }
 
@@ -120,29 +104,29 @@ int main(int argc, char **argv)
 	unlink(p2);
 	int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0) {
-		printf("open %s\n", en(fd));
+		printf("open %s\n", outcome(fd));
 		return 1;
 	}
 	write(fd, "data\n", 5);
 	int got = getflags(fd);
-	printf("getflags %s\n", got >= 0 ? "ok" : en(got));
-	printf("getflags bad pointer %s\n", en(ioctl(fd, FS_IOC_GETFLAGS, (void *)8)));
-	printf("setflags bad pointer %s\n", en(ioctl(fd, FS_IOC_SETFLAGS, (void *)8)));
+	printf("getflags %s\n", got >= 0 ? "ok" : outcome(got));
+	printf("getflags bad pointer %s\n", outcome(ioctl(fd, FS_IOC_GETFLAGS, (void *)8)));
+	printf("setflags bad pointer %s\n", outcome(ioctl(fd, FS_IOC_SETFLAGS, (void *)8)));
 	attr("append", fd, p, p2, FS_APPEND_FL);
 	attr("immutable", fd, p, p2, FS_IMMUTABLE_FL);
 	int path = open(p, O_PATH);
-	printf("getflags O_PATH %s\n", en(getflags(path) >= 0 ? 0 : -1));
+	printf("getflags O_PATH %s\n", outcome(getflags(path) >= 0 ? 0 : -1));
 	int dir = open(argv[1], O_RDONLY | O_DIRECTORY);
-	printf("getflags directory %s\n", en(getflags(dir) >= 0 ? 0 : -1));
+	printf("getflags directory %s\n", outcome(getflags(dir) >= 0 ? 0 : -1));
 	int pfd[2];
 	pipe(pfd);
-	printf("getflags pipe %s\n", en(getflags(pfd[0]) >= 0 ? 0 : -1));
+	printf("getflags pipe %s\n", outcome(getflags(pfd[0]) >= 0 ? 0 : -1));
 	/* A user who does not own the file may not change its flags. */
 	if (syscall(SYS_setresuid, 65534, 65534, 65534) < 0) {
-		printf("setresuid %s\n", en(-1));
+		printf("setresuid %s\n", outcome(-1));
 		return 1;
 	}
-	printf("nobody set append %s\n", en(setflags(fd, (got < 0 ? 0 : got) | FS_APPEND_FL)));
-	printf("nobody getflags %s\n", getflags(fd) >= 0 ? "ok" : en(-1));
+	printf("nobody set append %s\n", outcome(setflags(fd, (got < 0 ? 0 : got) | FS_APPEND_FL)));
+	printf("nobody getflags %s\n", getflags(fd) >= 0 ? "ok" : outcome(-1));
 	return 0;
 }

@@ -11,22 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-static const char *name(int e)
-{
-	switch (e) {
-	case EIO: return "EIO";
-	case ENOSPC: return "ENOSPC";
-	case EROFS: return "EROFS";
-	case ENOENT: return "ENOENT";
-	default: return strerror(e);
-	}
-}
+#include "check.h"
 
 static int step(const char *what, long r)
 {
 	if (r < 0) {
-		printf("%s errno %s\n", what, name(errno));
+		printf("%s errno %s\n", what, errname(errno));
 		return 1;
 	}
 	printf("%s ok %ld\n", what, r);

@@ -28,41 +28,12 @@
 #define USER 1000
 #define GROUP 4321
 
-static const char *ename(int e)
-{
-	switch (e) {
-	case EACCES:
-		return "EACCES";
-	case EPERM:
-		return "EPERM";
-	case EINVAL:
-		return "EINVAL";
-	case EFAULT:
-		return "EFAULT";
-	case EFBIG:
-		return "EFBIG";
-	case ENOENT:
-		return "ENOENT";
-	case EEXIST:
-		return "EEXIST";
-	case EIDRM:
-		return "EIDRM";
-	case ENOMSG:
-		return "ENOMSG";
-	case EAGAIN:
-		return "EAGAIN";
-	case ENOSYS:
-		return "ENOSYS";
-	}
-	return strerror(e);
-}
-
 /* R prints what's result: ok for a call that did not fail. */
 #define R(what, call)                                                           \
 	do {                                                                    \
 		errno = 0;                                                      \
 		long r_ = (long)(call);                                         \
-		printf("%s: %s\n", what, r_ == -1 ? ename(errno) : "ok");       \
+		printf("%s: %s\n", what, r_ == -1 ? errname(errno) : "ok");       \
 	} while (0)
 
 struct msgbuf1 {
@@ -92,7 +63,7 @@ static void show_msg(const char *who, int id)
 {
 	struct msqid_ds ds;
 	if (msgctl(id, IPC_STAT, &ds) != 0) {
-		printf("%s stat: %s\n", who, ename(errno));
+		printf("%s stat: %s\n", who, errname(errno));
 		return;
 	}
 	printf("%s stat: uid %u gid %u cuid %u cgid %u mode %03o\n", who, ds.msg_perm.uid, ds.msg_perm.gid,

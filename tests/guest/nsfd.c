@@ -26,31 +26,13 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "check.h"
 
 #define NSIO 0xb7
 #define NS_GET_USERNS _IO(NSIO, 0x1)
 #define NS_GET_PARENT _IO(NSIO, 0x2)
 #define NS_GET_NSTYPE _IO(NSIO, 0x3)
 #define NS_GET_OWNER_UID _IO(NSIO, 0x4)
-
-static const char *en(long r)
-{
-	static char b[32];
-	if (r >= 0)
-		return "ok";
-	switch (errno) {
-	case EBADF: return "EBADF";
-	case ENOENT: return "ENOENT";
-	case EINVAL: return "EINVAL";
-	case ENOTTY: return "ENOTTY";
-	case EPERM: return "EPERM";
-	case EACCES: return "EACCES";
-	case ELOOP: return "ELOOP";
-	case ENOSYS: return "ENOSYS";
-	}
-	snprintf(b, sizeof b, "errno%d", errno);
-	return b;
-}
 
 static void ns(void)
 {
@@ -67,26 +49,26 @@ static void ns(void)
 		snprintf(path, sizeof path, "/proc/self/ns/%s", all[i].name);
 		readlink(path, link, sizeof link - 1);
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		printf("ns %s open %s", all[i].name, en(fd));
+		printf("ns %s open %s", all[i].name, outcome(fd));
 		if (fd >= 0) {
 			struct stat st;
 			char want[64];
 			long t = ioctl(fd, NS_GET_NSTYPE);
-			printf(" type %s", t < 0 ? en(t) : t == all[i].type ? "right" : "wrong");
+			printf(" type %s", t < 0 ? outcome(t) : t == all[i].type ? "right" : "wrong");
 			fstat(fd, &st);
 			snprintf(want, sizeof want, "%s:[%lu]", all[i].name, (unsigned long)st.st_ino);
 			printf(" ino %s", strcmp(want, link) ? "differs" : "same");
 			close(fd);
 		}
-		printf(" nofollow %s\n", en(open(path, O_RDONLY | O_NOFOLLOW)));
+		printf(" nofollow %s\n", outcome(open(path, O_RDONLY | O_NOFOLLOW)));
 	}
 	int fd = open("/proc/self/ns/uts", O_RDONLY);
 	uid_t uid;
-	printf("ns uts parent %s\n", en(ioctl(fd, NS_GET_PARENT)));
-	printf("ns uts owner %s\n", en(ioctl(fd, NS_GET_OWNER_UID, &uid)));
+	printf("ns uts parent %s\n", outcome(ioctl(fd, NS_GET_PARENT)));
+	printf("ns uts owner %s\n", outcome(ioctl(fd, NS_GET_OWNER_UID, &uid)));
 	close(fd);
 	fd = open("/proc/self/ns/user", O_RDONLY);
-	printf("ns user userns %s\n", en(ioctl(fd, NS_GET_USERNS)));
+	printf("ns user userns %s\n", outcome(ioctl(fd, NS_GET_USERNS)));
 	close(fd);
 }
 
@@ -96,25 +78,25 @@ static void opath(const char *name, const char *path, const char *text, int mnt)
 	char got[PATH_MAX], self[64], via[PATH_MAX];
 	struct stat st;
 	int p = open(path, O_PATH | O_NOFOLLOW);
-	printf("linkpath %s open %s", name, en(p));
+	printf("linkpath %s open %s", name, outcome(p));
 	if (p < 0) {
 		printf("\n");
 		return;
 	}
-	printf(" fstat %s", fstat(p, &st) ? en(-1) : S_ISLNK(st.st_mode) ? "link" : "notlink");
+	printf(" fstat %s", fstat(p, &st) ? outcome(-1) : S_ISLNK(st.st_mode) ? "link" : "notlink");
 	long n = readlinkat(p, "", got, sizeof got - 1);
 	got[n > 0 ? n : 0] = 0;
-	printf(" readlinkat %s", n < 0 ? en(n) : strcmp(got, text) ? got : "text");
+	printf(" readlinkat %s", n < 0 ? outcome(n) : strcmp(got, text) ? got : "text");
 	snprintf(self, sizeof self, "/proc/self/fd/%d", p);
 	n = readlink(self, via, sizeof via - 1);
 	via[n > 0 ? n : 0] = 0;
-	printf(" fdlink %s", n < 0 ? en(n) : strcmp(via, path) ? via : "path");
-	printf(" reopen %s", en(open(self, O_RDONLY)));
-	printf(" stat %s", stat(self, &st) ? en(-1) : S_ISLNK(st.st_mode) ? "link" : "notlink");
+	printf(" fdlink %s", n < 0 ? outcome(n) : strcmp(via, path) ? via : "path");
+	printf(" reopen %s", outcome(open(self, O_RDONLY)));
+	printf(" stat %s", stat(self, &st) ? outcome(-1) : S_ISLNK(st.st_mode) ? "link" : "notlink");
 	char *argv[] = { "nsfd", NULL };
-	printf(" fexecve %s", en(syscall(SYS_execveat, p, "", argv, NULL, AT_EMPTY_PATH)));
+	printf(" fexecve %s", outcome(syscall(SYS_execveat, p, "", argv, NULL, AT_EMPTY_PATH)));
 	if (mnt)
-		printf(" mount %s", en(mount("bar", self, "", MS_BIND, 0)));
+		printf(" mount %s", outcome(mount("bar", self, "", MS_BIND, 0)));
 	printf("\n");
 	close(p);
 }
@@ -144,15 +126,15 @@ static void linkpath(void)
 static void do_setns(void)
 {
 	int fd = open("/proc/self/ns/net", O_RDONLY);
-	printf("setns net %s\n", en(setns(fd, 0)));
+	printf("setns net %s\n", outcome(setns(fd, 0)));
 	int u = ioctl(fd, NS_GET_USERNS);
-	printf("setns userns %s\n", u < 0 ? en(u) : en(setns(u, CLONE_NEWUSER)));
+	printf("setns userns %s\n", u < 0 ? outcome(u) : outcome(setns(u, CLONE_NEWUSER)));
 	fd = open("/proc/self/ns/mnt", O_RDONLY);
-	printf("setns mnt %s\n", en(setns(fd, CLONE_NEWNS)));
+	printf("setns mnt %s\n", outcome(setns(fd, CLONE_NEWNS)));
 	/* listmount and statmount name mount namespaces by the id an nsfs
 	 * fd gives (NS_MNT_GET_INFO): the host's mounts. */
-	printf("listmount %s\n", en(syscall(458, 0L, 0L, 0L, 0L)));
-	printf("statmount %s\n", en(syscall(457, 0L, 0L, 0L, 0L)));
+	printf("listmount %s\n", outcome(syscall(458, 0L, 0L, 0L, 0L)));
+	printf("statmount %s\n", outcome(syscall(457, 0L, 0L, 0L, 0L)));
 }
 
 int main(int argc, char **argv)

@@ -45,25 +45,12 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "check.h"
 
 static const char *self_path;
 
-static const char *en(int e)
-{
-	static char b[32];
-	switch (e) {
-	case 0: return "ok";
-	case EACCES: return "EACCES";
-	case EINVAL: return "EINVAL";
-	case ERANGE: return "ERANGE";
-	case EPERM: return "EPERM";
-	case ENOENT: return "ENOENT";
-	case EFAULT: return "EFAULT";
-	case EBADF: return "EBADF";
-	}
-	snprintf(b, sizeof b, "errno%d", e);
-	return b;
-}
+/* en names errno value e, "ok" for 0. */
+static const char *en(int e) { return e ? errname(e) : "ok"; }
 
 /* slurp reads a whole file (at most n-1 bytes); the length, or -errno. */
 static ssize_t slurp(const char *path, char *buf, size_t n)

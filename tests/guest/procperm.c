@@ -30,22 +30,7 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static const char *en(long r)
-{
-	static char b[32];
-	if (r >= 0)
-		return "ok";
-	switch (errno) {
-	case ESRCH: return "ESRCH";
-	case EPERM: return "EPERM";
-	case EINVAL: return "EINVAL";
-	case EFAULT: return "EFAULT";
-	case EACCES: return "EACCES";
-	}
-	snprintf(b, sizeof b, "errno%d", errno);
-	return b;
-}
+#include "check.h"
 
 static char shared[64] = "before fork";
 static char target[64] = "untouched";
@@ -62,21 +47,21 @@ static void vmchild(pid_t parent, int ready)
 	if (read(ready, &c, 1) != 1)
 		exit(3);
 	long n = vm(0, parent, buf, shared, sizeof shared, 0);
-	printf("readv parent %s %ld %s\n", en(n), n, buf);
+	printf("readv parent %s %ld %s\n", outcome(n), n, buf);
 	char msg[64] = "written by the child";
 	n = vm(1, parent, msg, target, sizeof target, 0);
-	printf("writev parent %s %ld\n", en(n), n);
-	printf("readv flags %s\n", en(vm(0, parent, buf, shared, sizeof shared, 1)));
-	printf("readv bad remote %s\n", en(vm(0, parent, buf, (void *)-1, 16, 0)));
-	printf("readv bad local %s\n", en(vm(0, parent, (void *)-1, shared, 16, 0)));
+	printf("writev parent %s %ld\n", outcome(n), n);
+	printf("readv flags %s\n", outcome(vm(0, parent, buf, shared, sizeof shared, 1)));
+	printf("readv bad remote %s\n", outcome(vm(0, parent, buf, (void *)-1, 16, 0)));
+	printf("readv bad local %s\n", outcome(vm(0, parent, (void *)-1, shared, 16, 0)));
 	void *none = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	printf("writev unmapped local %s\n", en(vm(1, parent, none, target, 16, 0)));
-	printf("readv self %s\n", en(vm(0, getpid(), buf, shared, 16, 0)));
+	printf("writev unmapped local %s\n", outcome(vm(1, parent, none, target, 16, 0)));
+	printf("readv self %s\n", outcome(vm(0, getpid(), buf, shared, 16, 0)));
 	if (setuid(65534) != 0)
 		exit(4);
-	printf("readv parent as nobody %s\n", en(vm(0, parent, buf, shared, 16, 0)));
-	printf("writev parent as nobody %s\n", en(vm(1, parent, msg, target, 16, 0)));
-	printf("readv self as nobody %s\n", en(vm(0, getpid(), buf, shared, 16, 0)));
+	printf("readv parent as nobody %s\n", outcome(vm(0, parent, buf, shared, 16, 0)));
+	printf("writev parent as nobody %s\n", outcome(vm(1, parent, msg, target, 16, 0)));
+	printf("readv self as nobody %s\n", outcome(vm(0, getpid(), buf, shared, 16, 0)));
 	exit(0);
 }
 
@@ -106,15 +91,15 @@ static void schedchild(pid_t parent)
 	cpu_set_t cs;
 	sched_getaffinity(0, sizeof cs, &cs);
 	struct sched_param sp = {0};
-	printf("setaffinity parent %s\n", en(sched_setaffinity(parent, sizeof cs, &cs)));
-	printf("setparam parent %s\n", en(syscall(SYS_sched_setparam, parent, &sp)));
-	printf("setscheduler parent %s\n", en(syscall(SYS_sched_setscheduler, parent, SCHED_OTHER, &sp)));
-	printf("setparam parent bad prio %s\n", en(syscall(SYS_sched_setparam, parent, &(struct sched_param){5})));
-	printf("setparam parent bad addr %s\n", en(syscall(SYS_sched_setparam, parent, (void *)8)));
-	printf("setpriority parent %s\n", en(setpriority(PRIO_PROCESS, parent, 0)));
-	printf("setaffinity self %s\n", en(sched_setaffinity(0, sizeof cs, &cs)));
-	printf("setparam self %s\n", en(syscall(SYS_sched_setparam, 0, &sp)));
-	printf("setscheduler self %s\n", en(syscall(SYS_sched_setscheduler, getpid(), SCHED_BATCH, &sp)));
+	printf("setaffinity parent %s\n", outcome(sched_setaffinity(parent, sizeof cs, &cs)));
+	printf("setparam parent %s\n", outcome(syscall(SYS_sched_setparam, parent, &sp)));
+	printf("setscheduler parent %s\n", outcome(syscall(SYS_sched_setscheduler, parent, SCHED_OTHER, &sp)));
+	printf("setparam parent bad prio %s\n", outcome(syscall(SYS_sched_setparam, parent, &(struct sched_param){5})));
+	printf("setparam parent bad addr %s\n", outcome(syscall(SYS_sched_setparam, parent, (void *)8)));
+	printf("setpriority parent %s\n", outcome(setpriority(PRIO_PROCESS, parent, 0)));
+	printf("setaffinity self %s\n", outcome(sched_setaffinity(0, sizeof cs, &cs)));
+	printf("setparam self %s\n", outcome(syscall(SYS_sched_setparam, 0, &sp)));
+	printf("setscheduler self %s\n", outcome(syscall(SYS_sched_setscheduler, getpid(), SCHED_BATCH, &sp)));
 	exit(0);
 }
 
@@ -137,22 +122,22 @@ static long getprio(int which, int who)
 
 static void users(void)
 {
-	printf("getpriority user self %s\n", en(getprio(PRIO_USER, 0)));
-	printf("getpriority user -1 %s\n", en(getprio(PRIO_USER, -1)));
-	printf("getpriority user none %s\n", en(getprio(PRIO_USER, 54321)));
-	printf("setpriority user -1 %s\n", en(setpriority(PRIO_USER, -1, 0)));
-	printf("setpriority user none %s\n", en(setpriority(PRIO_USER, 54321, 0)));
+	printf("getpriority user self %s\n", outcome(getprio(PRIO_USER, 0)));
+	printf("getpriority user -1 %s\n", outcome(getprio(PRIO_USER, -1)));
+	printf("getpriority user none %s\n", outcome(getprio(PRIO_USER, 54321)));
+	printf("setpriority user -1 %s\n", outcome(setpriority(PRIO_USER, -1, 0)));
+	printf("setpriority user none %s\n", outcome(setpriority(PRIO_USER, 54321, 0)));
 }
 
 static void hosts(pid_t host)
 {
 	char buf[16];
-	printf("readv host %s\n", en(vm(0, host, buf, shared, sizeof buf, 0)));
-	printf("writev host %s\n", en(vm(1, host, buf, target, sizeof buf, 0)));
-	printf("setpriority user self %s\n", en(setpriority(PRIO_USER, 0, 7)));
+	printf("readv host %s\n", outcome(vm(0, host, buf, shared, sizeof buf, 0)));
+	printf("writev host %s\n", outcome(vm(1, host, buf, target, sizeof buf, 0)));
+	printf("setpriority user self %s\n", outcome(setpriority(PRIO_USER, 0, 7)));
 	errno = 0;
 	int p = getpriority(PRIO_USER, 0);
-	printf("getpriority user self %d %s\n", p, en(p == -1 && errno ? -1 : 0));
+	printf("getpriority user self %d %s\n", p, outcome(p == -1 && errno ? -1 : 0));
 	errno = 0;
 	p = getpriority(PRIO_PROCESS, 0);
 	printf("getpriority self %d\n", p);

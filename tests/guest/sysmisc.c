@@ -40,24 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <utime.h>
-
-static const char *en(int r)
-{
-	static char b[32];
-	if (r >= 0)
-		return "ok";
-	switch (errno) {
-	case ENOSYS: return "ENOSYS";
-	case ESRCH: return "ESRCH";
-	case EPERM: return "EPERM";
-	case EINVAL: return "EINVAL";
-	case EFAULT: return "EFAULT";
-	case ENOENT: return "ENOENT";
-	case EFBIG: return "EFBIG";
-	}
-	snprintf(b, sizeof b, "errno%d", errno);
-	return b;
-}
+#include "check.h"
 
 static void same(void)
 {
@@ -68,34 +51,34 @@ static void same(void)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	raise(SIGUSR1);
 	int r = sigpending(&pend);
-	printf("sigpending %s member=%d\n", en(r), sigismember(&pend, SIGUSR1));
+	printf("sigpending %s member=%d\n", outcome(r), sigismember(&pend, SIGUSR1));
 	siginfo_t si;
 	struct timespec ts = {0, 0};
 	r = sigtimedwait(&set, &si, &ts);
-	printf("sigtimedwait %s signo=%d\n", en(r), r == SIGUSR1);
+	printf("sigtimedwait %s signo=%d\n", outcome(r), r == SIGUSR1);
 
 	/* raw: musl's wrappers answer ENOSYS themselves */
 	r = syscall(SYS_sched_getscheduler, 0);
-	printf("sched_getscheduler %s policy=%d\n", en(r), r);
+	printf("sched_getscheduler %s policy=%d\n", outcome(r), r);
 	struct sched_param sp = {0};
-	printf("sched_setscheduler %s\n", en(syscall(SYS_sched_setscheduler, 0, SCHED_OTHER, &sp)));
-	printf("sched_getparam %s\n", en(syscall(SYS_sched_getparam, 0, &sp)));
+	printf("sched_setscheduler %s\n", outcome(syscall(SYS_sched_setscheduler, 0, SCHED_OTHER, &sp)));
+	printf("sched_getparam %s\n", outcome(syscall(SYS_sched_getparam, 0, &sp)));
 	struct timespec rr;
-	printf("sched_rr_get_interval %s\n", en(sched_rr_get_interval(0, &rr)));
+	printf("sched_rr_get_interval %s\n", outcome(sched_rr_get_interval(0, &rr)));
 	errno = 0;
 	int prio = getpriority(PRIO_PROCESS, 0);
-	printf("getpriority %s\n", prio == -1 && errno ? en(-1) : "ok");
-	printf("getpgid %s\n", en(getpgid(0) >= 0 ? 0 : -1));
+	printf("getpriority %s\n", prio == -1 && errno ? outcome(-1) : "ok");
+	printf("getpgid %s\n", outcome(getpgid(0) >= 0 ? 0 : -1));
 
 	timer_t tm;
 	struct sigevent sev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR1};
 	r = timer_create(CLOCK_MONOTONIC, &sev, &tm);
-	printf("timer_create %s\n", en(r));
+	printf("timer_create %s\n", outcome(r));
 	struct itimerspec its = {.it_value = {0, 20 * 1000 * 1000}};
-	printf("timer_settime %s\n", en(timer_settime(tm, 0, &its, NULL)));
+	printf("timer_settime %s\n", outcome(timer_settime(tm, 0, &its, NULL)));
 	int sig = 0;
 	printf("sigwait %d\n", sigwait(&set, &sig) == 0 && sig == SIGUSR1);
-	printf("timer_delete %s\n", en(timer_delete(tm)));
+	printf("timer_delete %s\n", outcome(timer_delete(tm)));
 
 	const char *f = "sysmisc.tmp";
 	int fd = open(f, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -103,23 +86,23 @@ static void same(void)
 	r = utime(f, &ub);
 	struct stat st;
 	stat(f, &st);
-	printf("utime %s %ld %ld\n", en(r), (long)st.st_atime, (long)st.st_mtime);
+	printf("utime %s %ld %ld\n", outcome(r), (long)st.st_atime, (long)st.st_mtime);
 	struct timeval tv[2] = {{3000, 5}, {4000, 7}};
 	r = utimes(f, tv);
 	stat(f, &st);
-	printf("utimes %s %ld %ld %ld\n", en(r), (long)st.st_atime, (long)st.st_mtime, st.st_mtim.tv_nsec);
+	printf("utimes %s %ld %ld %ld\n", outcome(r), (long)st.st_atime, (long)st.st_mtime, st.st_mtim.tv_nsec);
 	tv[0].tv_usec = 2000000;
-	printf("utimes bad usec %s\n", en(utimes(f, tv)));
-	printf("write %s\n", en(write(fd, "data", 4) == 4 ? 0 : -1));
-	printf("syncfs %s\n", en(syncfs(fd)));
-	printf("sync_file_range %s\n", en(sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)));
-	printf("readahead %s\n", en(readahead(fd, 0, 4096)));
+	printf("utimes bad usec %s\n", outcome(utimes(f, tv)));
+	printf("write %s\n", outcome(write(fd, "data", 4) == 4 ? 0 : -1));
+	printf("syncfs %s\n", outcome(syncfs(fd)));
+	printf("sync_file_range %s\n", outcome(sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)));
+	printf("readahead %s\n", outcome(readahead(fd, 0, 4096)));
 	close(fd);
 
 	/* a negative pid names no task: EINVAL for the sched_* calls */
-	printf("sched_rr_get_interval -1 %s\n", en(syscall(SYS_sched_rr_get_interval, -1, &rr)));
-	printf("sched_getparam -1 %s\n", en(syscall(SYS_sched_getparam, -1, &sp)));
-	printf("sched_setscheduler -1 %s\n", en(syscall(SYS_sched_setscheduler, -1, SCHED_OTHER, &sp)));
+	printf("sched_rr_get_interval -1 %s\n", outcome(syscall(SYS_sched_rr_get_interval, -1, &rr)));
+	printf("sched_getparam -1 %s\n", outcome(syscall(SYS_sched_getparam, -1, &sp)));
+	printf("sched_setscheduler -1 %s\n", outcome(syscall(SYS_sched_setscheduler, -1, SCHED_OTHER, &sp)));
 
 	/* sysinfo's uptime is /proc/uptime's; a pid is within pid_max */
 	struct sysinfo sinfo;
@@ -146,7 +129,7 @@ static void same(void)
 	getrlimit(RLIMIT_NOFILE, &rl);
 	struct rlimit bad = {rl.rlim_max + 1, rl.rlim_max};
 	if (rl.rlim_max != RLIM_INFINITY)
-		printf("setrlimit cur>max %s\n", en(setrlimit(RLIMIT_NOFILE, &bad)));
+		printf("setrlimit cur>max %s\n", outcome(setrlimit(RLIMIT_NOFILE, &bad)));
 
 	/* truncate beyond RLIMIT_FSIZE: SIGXFSZ and EFBIG */
 	signal(SIGXFSZ, SIG_IGN);
@@ -155,8 +138,8 @@ static void same(void)
 	fs1 = fs0;
 	fs1.rlim_cur = 8192;
 	setrlimit(RLIMIT_FSIZE, &fs1);
-	printf("truncate beyond RLIMIT_FSIZE %s\n", en(truncate(f, 16384)));
-	printf("truncate within RLIMIT_FSIZE %s\n", en(truncate(f, 4096)));
+	printf("truncate beyond RLIMIT_FSIZE %s\n", outcome(truncate(f, 16384)));
+	printf("truncate within RLIMIT_FSIZE %s\n", outcome(truncate(f, 4096)));
 	setrlimit(RLIMIT_FSIZE, &fs0);
 	unlink(f);
 
@@ -170,7 +153,7 @@ static void same(void)
 			_exit(0);
 		}
 		struct sched_param fp = {.sched_priority = 1};
-		printf("sched_setscheduler FIFO unprivileged %s\n", en(syscall(SYS_sched_setscheduler, 0, SCHED_FIFO, &fp)));
+		printf("sched_setscheduler FIFO unprivileged %s\n", outcome(syscall(SYS_sched_setscheduler, 0, SCHED_FIFO, &fp)));
 		_exit(0);
 	}
 	waitpid(c, NULL, 0);
@@ -179,48 +162,48 @@ static void same(void)
 	 * before anything is written */
 	int sf = open("sfr", O_CREAT | O_RDWR | O_TRUNC, 0644);
 	write(sf, "data", 4);
-	printf("sync_file_range %s\n", en(sync_file_range(sf, 0, 4, SYNC_FILE_RANGE_WRITE)));
-	printf("sync_file_range offset -1 %s\n", en(sync_file_range(sf, -1, 1, SYNC_FILE_RANGE_WAIT_BEFORE)));
-	printf("sync_file_range nbytes -1 %s\n", en(sync_file_range(sf, 0, -1, SYNC_FILE_RANGE_WRITE)));
-	printf("sync_file_range flags 8 %s\n", en(sync_file_range(sf, 0, 1, 8)));
-	printf("sync_file_range to the end %s\n", en(sync_file_range(sf, 1, 0, SYNC_FILE_RANGE_WAIT_AFTER)));
+	printf("sync_file_range %s\n", outcome(sync_file_range(sf, 0, 4, SYNC_FILE_RANGE_WRITE)));
+	printf("sync_file_range offset -1 %s\n", outcome(sync_file_range(sf, -1, 1, SYNC_FILE_RANGE_WAIT_BEFORE)));
+	printf("sync_file_range nbytes -1 %s\n", outcome(sync_file_range(sf, 0, -1, SYNC_FILE_RANGE_WRITE)));
+	printf("sync_file_range flags 8 %s\n", outcome(sync_file_range(sf, 0, 1, 8)));
+	printf("sync_file_range to the end %s\n", outcome(sync_file_range(sf, 1, 0, SYNC_FILE_RANGE_WAIT_AFTER)));
 	close(sf);
 	unlink("sfr");
 	/* the caller's own robust list (LTP get_robust_list01) */
 	void *head = NULL;
 	size_t hlen = 0;
-	printf("get_robust_list self %s\n", en(syscall(SYS_get_robust_list, 0, &head, &hlen)));
+	printf("get_robust_list self %s\n", outcome(syscall(SYS_get_robust_list, 0, &head, &hlen)));
 	printf("get_robust_list self len %zu head set %d\n", hlen, head != NULL);
-	printf("get_robust_list own tid %s\n", en(syscall(SYS_get_robust_list, (int)syscall(SYS_gettid), &head, &hlen)));
-	printf("get_robust_list bad head %s\n", en(syscall(SYS_get_robust_list, 0, (void *)8, &hlen)));
+	printf("get_robust_list own tid %s\n", outcome(syscall(SYS_get_robust_list, (int)syscall(SYS_gettid), &head, &hlen)));
+	printf("get_robust_list bad head %s\n", outcome(syscall(SYS_get_robust_list, 0, (void *)8, &hlen)));
 #ifdef SYS__sysctl
 	/* removed in Linux 5.5: ENOSYS (LTP sysctl01, sysctl03, sysctl04 TCONF) */
-	printf("_sysctl %s\n", en(syscall(SYS__sysctl, NULL)));
+	printf("_sysctl %s\n", outcome(syscall(SYS__sysctl, NULL)));
 #endif
 }
 
 static void kboxonly(int host)
 {
 	struct sched_param sp;
-	printf("sched_getparam host %s\n", en(syscall(SYS_sched_getparam, host, &sp)));
-	printf("sched_getscheduler host %s\n", en(syscall(SYS_sched_getscheduler, host)));
+	printf("sched_getparam host %s\n", outcome(syscall(SYS_sched_getparam, host, &sp)));
+	printf("sched_getscheduler host %s\n", outcome(syscall(SYS_sched_getscheduler, host)));
 	errno = 0;
 	getpriority(PRIO_PROCESS, host);
-	printf("getpriority host %s\n", errno ? en(-1) : "ok");
-	printf("setpriority host %s\n", en(setpriority(PRIO_PROCESS, host, 10)));
-	printf("setpriority user %s\n", en(setpriority(PRIO_USER, 0, 10)));
-	printf("getpgid host %s\n", en(getpgid(host)));
-	printf("getsid host %s\n", en(getsid(host)));
+	printf("getpriority host %s\n", errno ? outcome(-1) : "ok");
+	printf("setpriority host %s\n", outcome(setpriority(PRIO_PROCESS, host, 10)));
+	printf("setpriority user %s\n", outcome(setpriority(PRIO_USER, 0, 10)));
+	printf("getpgid host %s\n", outcome(getpgid(host)));
+	printf("getsid host %s\n", outcome(getsid(host)));
 	void *rh;
 	size_t rlen;
-	printf("get_robust_list host %s\n", en(syscall(SYS_get_robust_list, host, &rh, &rlen)));
+	printf("get_robust_list host %s\n", outcome(syscall(SYS_get_robust_list, host, &rh, &rlen)));
 	cpu_set_t cs;
-	printf("sched_getaffinity host %s\n", en(sched_getaffinity(host, sizeof cs, &cs)));
+	printf("sched_getaffinity host %s\n", outcome(sched_getaffinity(host, sizeof cs, &cs)));
 	struct rlimit rl;
-	printf("prlimit host %s\n", en(prlimit(host, RLIMIT_NOFILE, NULL, &rl)));
+	printf("prlimit host %s\n", outcome(prlimit(host, RLIMIT_NOFILE, NULL, &rl)));
 	/* the first guest process's parent (kbox's keeper) is outside: 0 */
 	printf("getppid %d\n", (int)getppid());
-	printf("inotify_init1 %s\n", en(inotify_init1(0)));
+	printf("inotify_init1 %s\n", outcome(inotify_init1(0)));
 	struct sysinfo si;
 	sysinfo(&si);
 	printf("sysinfo procs<10 %d ram %d\n", si.procs < 10, si.totalram > 0);
@@ -231,21 +214,21 @@ static void nofile(void)
 	struct rlimit rl, got, pr;
 	getrlimit(RLIMIT_NOFILE, &rl);
 	struct rlimit up = {rl.rlim_max, rl.rlim_max};
-	printf("soft to hard %s\n", en(setrlimit(RLIMIT_NOFILE, &up)));
+	printf("soft to hard %s\n", outcome(setrlimit(RLIMIT_NOFILE, &up)));
 	getrlimit(RLIMIT_NOFILE, &got);
 	printf("soft is hard %d\n", got.rlim_cur == got.rlim_max);
-	printf("prlimit read %s\n", en(prlimit(0, RLIMIT_NOFILE, NULL, &pr)));
+	printf("prlimit read %s\n", outcome(prlimit(0, RLIMIT_NOFILE, NULL, &pr)));
 	printf("prlimit agrees %d\n", pr.rlim_cur == got.rlim_cur && pr.rlim_max == got.rlim_max);
 	struct rlimit low = {got.rlim_cur / 2, got.rlim_max};
-	printf("soft lowered %s\n", en(prlimit(0, RLIMIT_NOFILE, &low, NULL)));
-	printf("soft raised again %s\n", en(setrlimit(RLIMIT_NOFILE, &got)));
+	printf("soft lowered %s\n", outcome(prlimit(0, RLIMIT_NOFILE, &low, NULL)));
+	printf("soft raised again %s\n", outcome(setrlimit(RLIMIT_NOFILE, &got)));
 }
 
 #ifdef SYS_sysfs
 static void fsinfo(void)
 {
 	long n = syscall(SYS_sysfs, 3);
-	printf("sysfs count %s\n", n > 0 ? "ok" : en(n));
+	printf("sysfs count %s\n", n > 0 ? "ok" : outcome(n));
 	int round = 1;
 	char names[4096] = "", name[256];
 	for (long i = 0; i < n; i++) {
@@ -255,17 +238,17 @@ static void fsinfo(void)
 			strcat(strcat(names, name), " ");
 	}
 	printf("sysfs roundtrip %d\n", round);
-	printf("sysfs unknown %s\n", en(syscall(SYS_sysfs, 1, "nosuchfs")));
-	printf("sysfs past end %s\n", en(syscall(SYS_sysfs, 2, n, name)));
-	printf("sysfs option 4 %s\n", en(syscall(SYS_sysfs, 4)));
-	printf("sysfs bad name %s\n", en(syscall(SYS_sysfs, 1, (char *)8)));
-	printf("sysfs bad buffer %s\n", en(syscall(SYS_sysfs, 2, 0, (char *)8)));
+	printf("sysfs unknown %s\n", outcome(syscall(SYS_sysfs, 1, "nosuchfs")));
+	printf("sysfs past end %s\n", outcome(syscall(SYS_sysfs, 2, n, name)));
+	printf("sysfs option 4 %s\n", outcome(syscall(SYS_sysfs, 4)));
+	printf("sysfs bad name %s\n", outcome(syscall(SYS_sysfs, 1, (char *)8)));
+	printf("sysfs bad buffer %s\n", outcome(syscall(SYS_sysfs, 2, 0, (char *)8)));
 	struct stat st;
 	char u[32];
 	stat("/", &st);
-	printf("ustat / %s\n", en(syscall(SYS_ustat, (unsigned)st.st_dev, u)));
-	printf("ustat bad buffer %s\n", en(syscall(SYS_ustat, (unsigned)st.st_dev, (void *)8)));
-	printf("ustat no device %s\n", en(syscall(SYS_ustat, 0xfffffu, u)));
+	printf("ustat / %s\n", outcome(syscall(SYS_ustat, (unsigned)st.st_dev, u)));
+	printf("ustat bad buffer %s\n", outcome(syscall(SYS_ustat, (unsigned)st.st_dev, (void *)8)));
+	printf("ustat no device %s\n", outcome(syscall(SYS_ustat, 0xfffffu, u)));
 	printf("types %s\n", names);
 }
 #else
@@ -281,11 +264,11 @@ static void readaheads(const char *dir)
 	int d = open(dir, O_RDONLY | O_DIRECTORY);
 	int p = open(path, O_PATH);
 	int w = open(path, O_WRONLY);
-	printf("readahead file %s\n", en(readahead(f, 0, 4096)));
-	printf("readahead directory %s\n", en(readahead(d, 0, 4096)));
-	printf("readahead O_PATH %s\n", en(readahead(p, 0, 4096)));
-	printf("readahead write-only %s\n", en(readahead(w, 0, 4096)));
-	printf("readahead closed %s\n", en(readahead(900, 0, 4096)));
+	printf("readahead file %s\n", outcome(readahead(f, 0, 4096)));
+	printf("readahead directory %s\n", outcome(readahead(d, 0, 4096)));
+	printf("readahead O_PATH %s\n", outcome(readahead(p, 0, 4096)));
+	printf("readahead write-only %s\n", outcome(readahead(w, 0, 4096)));
+	printf("readahead closed %s\n", outcome(readahead(900, 0, 4096)));
 	unlink(path);
 }
 
@@ -309,7 +292,7 @@ static void clonens(void)
 			_exit(0);
 		if (r > 0)
 			waitpid(r, NULL, 0);
-		printf("clone %s %s\n", c[i].name, en(r));
+		printf("clone %s %s\n", c[i].name, outcome(r));
 	}
 }
 
@@ -332,7 +315,7 @@ static void entropy(void)
 {
 	int cnt = -1;
 	int fd = open("/dev/urandom", O_RDONLY);
-	printf("RNDGETENTCNT %s\n", en(ioctl(fd, RNDGETENTCNT, &cnt)));
+	printf("RNDGETENTCNT %s\n", outcome(ioctl(fd, RNDGETENTCNT, &cnt)));
 	long avail = readlong("/proc/sys/kernel/random/entropy_avail");
 	/* LTP ioctl07 allows the count to move by 2 between the reads. */
 	printf("entropy_avail agrees %d\n", avail >= 0 && labs(avail - cnt) <= 2);
@@ -348,7 +331,7 @@ static void inchild(const char *label, long (*f)(void))
 	if (pid == 0) {
 		long r = f();
 		char b[64];
-		int n = snprintf(b, sizeof b, "%s %s\n", label, en(r));
+		int n = snprintf(b, sizeof b, "%s %s\n", label, outcome(r));
 		write(p[1], b, n);
 		_exit(0);
 	}

@@ -24,20 +24,10 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "check.h"
 
-static const char *ename(long r)
-{
-	if (r != -1)
-		return "ok";
-	switch (errno) {
-	case EPERM: return "EPERM";
-	case EBADF: return "EBADF";
-	case EINVAL: return "EINVAL";
-	case ENOMEM: return "ENOMEM";
-	case EFAULT: return "EFAULT";
-	}
-	return strerror(errno);
-}
+/* ename is "ok" for a call that did not return -1, else errno's name. */
+static const char *ename(long r) { return r != -1 ? "ok" : errname(errno); }
 
 static void hostname(const char *who)
 {

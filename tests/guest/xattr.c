@@ -37,32 +37,7 @@
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
-
-static const char *ename(int e)
-{
-	static char b[32];
-	switch (e) {
-	case EPERM: return "EPERM";
-	case ENOENT: return "ENOENT";
-	case EBADF: return "EBADF";
-	case EACCES: return "EACCES";
-	case EFAULT: return "EFAULT";
-	case EEXIST: return "EEXIST";
-	case ENOTDIR: return "ENOTDIR";
-	case EISDIR: return "EISDIR";
-	case EINVAL: return "EINVAL";
-	case ENOSPC: return "ENOSPC";
-	case EROFS: return "EROFS";
-	case ERANGE: return "ERANGE";
-	case E2BIG: return "E2BIG";
-	case ENODATA: return "ENODATA";
-	case EOPNOTSUPP: return "EOPNOTSUPP";
-	case ENAMETOOLONG: return "ENAMETOOLONG";
-	case ELOOP: return "ELOOP";
-	}
-	snprintf(b, sizeof b, "errno%d", e);
-	return b;
-}
+#include "check.h"
 
 static int ns; /* the next line is about a namespace binds do not pass */
 
@@ -82,7 +57,7 @@ static void line(const char *label, const char *fmt, ...)
 static void res(const char *label, long r)
 {
 	if (r < 0)
-		line(label, "%s", ename(errno));
+		line(label, "%s", errname(errno));
 	else
 		line(label, "ok %ld", r);
 }
@@ -91,7 +66,7 @@ static void res(const char *label, long r)
 static void val(const char *label, long r, const char *buf)
 {
 	if (r < 0) {
-		line(label, "%s", ename(errno));
+		line(label, "%s", errname(errno));
 		return;
 	}
 	char s[80];
@@ -112,7 +87,7 @@ static int cmpstr(const void *a, const void *b)
 static void names(const char *label, long r, char *buf)
 {
 	if (r < 0) {
-		line(label, "%s", ename(errno));
+		line(label, "%s", errname(errno));
 		return;
 	}
 	char *v[256];
@@ -175,7 +150,7 @@ static void mode(const char *label, const char *p)
 {
 	struct stat st;
 	if (stat(p, &st) != 0)
-		line(label, "%s", ename(errno));
+		line(label, "%s", errname(errno));
 	else
 		line(label, "%04o", (unsigned)(st.st_mode & 07777));
 }
@@ -211,7 +186,7 @@ static void mkdirs(const char *dir)
 		}
 	}
 	if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-		printf("mkdir %s: %s\n", dir, ename(errno));
+		printf("mkdir %s: %s\n", dir, errname(errno));
 		exit(2);
 	}
 }
@@ -571,7 +546,7 @@ static void other(const char *dir)
 		close(fd);
 		line("other read secret", "ok %s", b);
 	} else {
-		line("other read secret", "%s", ename(errno));
+		line("other read secret", "%s", errname(errno));
 	}
 	res("other open secret for writing", open("secret", O_WRONLY));
 	res("other access secret R_OK", access("secret", R_OK));
@@ -629,7 +604,7 @@ int main(int argc, char **argv)
 		else if (strcmp(m, "uid") == 0) {
 			gid_t g = atoi(d);
 			if (setgroups(1, &g) || setresgid(g, g, g) || setresuid(atoi(d), atoi(d), atoi(d))) {
-				printf("uid %s: %s\n", d, ename(errno));
+				printf("uid %s: %s\n", d, errname(errno));
 				return 2;
 			}
 		} else if (strcmp(m, "hostf") == 0)
