@@ -3,9 +3,7 @@
 package tests
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -63,22 +61,8 @@ func TestMCPSessionTelemetry(t *testing.T) {
 			t.Errorf("kbox audit verify --head %s: %v: %s", head, err, out)
 		}
 	}
-	f, err := os.Open(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	starts, ends := 0, 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var rec struct {
-			Type string         `json:"type"`
-			Data map[string]any `json:"data"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range readAuditLog(t, log) {
 		switch rec.Type {
 		case "serve_run":
 			if argv, _ := json.Marshal(rec.Data["argv"]); strings.Contains(string(argv), "hostname=$?") {
