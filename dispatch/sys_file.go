@@ -10,6 +10,7 @@ import (
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
 )
@@ -380,7 +381,7 @@ func lklFdIO(r *Request, nr uintptr, write bool, withOff bool) Result {
 		return errno(unix.EBADF, LKL)
 	}
 	if ent.File.Host {
-		if v, isVar := ent.File.Node.(*procVarFile); isVar {
+		if v, isVar := ent.File.Node.(*procfs.Var); isVar {
 			return varIO(r, v, ent.File.HostFd, write, withOff) // procvar.go
 		}
 		return hostIO(r, ent.File.HostFd, write, withOff)
@@ -559,7 +560,7 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 		if !okk {
 			return errno(unix.EBADF, Emulated)
 		}
-		if v, isVar := ent.File.Node.(*procVarFile); isVar {
+		if v, isVar := ent.File.Node.(*procfs.Var); isVar {
 			return e.bridgeVar(r, ent.File, v, int(int32(newfd)), flags&unix.O_CLOEXEC != 0) // procvar.go
 		}
 		if ent.File.Host {

@@ -689,3 +689,29 @@ func statxOf(st *unix.Stat_t) unix.Statx_t {
 		Dev_minor:  unix.Minor(st.Dev),
 	}
 }
+
+// statTarget stats any resolved target: a node, a host path or an image
+// path (with its shadow's newer size and times).
+func (e *Engine) statTarget(r *Request, t guestpath.Target, nofollow bool, st *unix.Stat_t) unix.Errno {
+	switch {
+	case t.Proc != nil:
+		return e.procStat(r, t, nofollow, st)
+	case t.Host:
+		flags := 0
+		if nofollow {
+			flags = unix.AT_SYMLINK_NOFOLLOW
+		}
+		err := guestpath.At(t, nofollow, func(d int, name string, empty int) error { return unix.Fstatat(d, name, st, flags|empty) })
+		if err != nil {
+			return sysabi.Errno(err)
+		}
+		return 0
+	}
+	var lst lkl.Stat64
+	if le := e.lklStat(r, t.LKLPath(), nofollow, &lst); le != 0 {
+		return le
+	}
+	e.Shadows.Overlay(&lst)
+	lst.ToHost(st)
+	return 0
+}

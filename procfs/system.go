@@ -46,6 +46,20 @@ type System interface {
 	// not kbox's (maps.go).
 	MappedFile(dev, ino uint64, name string) (f MappedFile, ours bool)
 
+	// HostProc is kbox's O_PATH fd of the host's /proc (the route's
+	// root), beneath which the host entries a node stands for are
+	// reached.
+	HostProc() (int, error)
+	// BindPath is the guest path of host file path in a bind; OnRoute
+	// reports a host path on a host route; FIFOPath is the image path of
+	// the host FIFO (dev, ino) behind one of the image's; Inotify reports
+	// that host socket inode ino is one of the guest's inotify fds. They
+	// name a host fd's file (HostFdRef).
+	BindPath(path string) (string, bool)
+	OnRoute(path string) bool
+	FIFOPath(dev, ino uint64) (string, bool)
+	Inotify(ino uint64) bool
+
 	// Mounts are the mounts kbox itself serves (host routes, binds).
 	Mounts() []KboxMount
 	// Sysvipc resolves /proc/sysvipc (sub "") and its files; ENOENT
