@@ -411,7 +411,7 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 	out := make([]byte, min(size, PathMax))
 	var n int
 	if t.Proc != nil {
-		// cwd, root, exe, fd/N, self...: guest paths (procnode.go).
+		// cwd, root, exe, fd/N, self...: guest paths (procserve.go).
 		l, en := e.procReadlink(r, t)
 		if en != 0 {
 			return errno(en, Emulated)
