@@ -1,15 +1,12 @@
 package dispatch
 
 import (
-	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/guestpath"
-	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
-	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,15 +82,8 @@ func (e *Engine) followProc(r *Request, t guestpath.Target) (guestpath.Target, u
 	return t, 0
 }
 
-// kprocPath calls LKL syscall nr with path rel beneath LKL's proc (at
-// argument pos, its dirfd at pos-1); the other arguments are as given.
-func (e *Engine) kprocPath(nr uintptr, pos int, rel string, a [6]uintptr) (uintptr, unix.Errno) {
-	if !e.Opt.HasKernelProc {
-		return 0, unix.ENOENT
-	}
-	a[pos-1] = uintptr(e.Opt.KernelProc)
-	return lklPath(nr, pos, rel, a)
-}
+// procConfig is the engine's fixed facts procfs needs.
+func (e *Engine) procConfig() procfs.Config { return (*procSys)(e).Config() }
 
 // procOpen serves an open of a node as procfs.PlanOpen decides.
 func (e *Engine) procOpen(r *Request, t guestpath.Target, flags int, mode uint32) Result {
@@ -122,26 +112,25 @@ func (e *Engine) procOpen(r *Request, t guestpath.Target, flags int, mode uint32
 		return errno(en, Denied)
 	case en != 0:
 		return errno(en, Emulated)
-	case op == procfs.OpenLKL:
-		lflags := int(lkl.OpenFlagsToLKL(uint32(flags&^(unix.O_CLOEXEC|unix.O_CREAT)))) | unix.O_CLOEXEC
-		fd, le := e.kprocPath(lkl.SysOpenat, 1, n.LKL+t.Tail, [6]uintptr{0, 0, uintptr(lflags)})
+	case op == procfs.OpLKL:
+		fd, le := procfs.OpenLKL(e.procConfig(), n, t.Tail, flags)
 		if le != 0 {
 			return errno(le, LKL)
 		}
-		gfd, err := r.P.FDs.Open(int(fd), t.Path, flags, cloexec)
+		gfd, err := r.P.FDs.Open(fd, t.Path, flags, cloexec)
 		if err != nil {
 			return fail(err, LKL)
 		}
 		return ok(int64(gfd), LKL)
-	case op == procfs.OpenList:
+	case op == procfs.OpList:
 		gfd, err := r.P.FDs.OpenListing(fdtable.NewListing(n.List), t.Path, flags, cloexec)
 		if err != nil {
 			return fail(err, Emulated)
 		}
 		return ok(int64(gfd), Emulated)
-	case op == procfs.OpenVar:
+	case op == procfs.OpVar:
 		return e.openVar(r, t.Path, n, flags)
-	case op == procfs.OpenReopen:
+	case op == procfs.OpReopen:
 		return e.reopenFd(r, n.Fd, flags, mode)
 	}
 	return e.openText(r, t.Path, n.Text(), flags)
@@ -182,24 +171,7 @@ func (e *Engine) procStat(r *Request, t guestpath.Target, nofollow bool, st *uni
 			return e.statTarget(r, t, false, st)
 		}
 	}
-	switch n := t.Proc; n.Kind {
-	case procfs.LKL:
-		flags := uintptr(0)
-		if nofollow {
-			flags = unix.AT_SYMLINK_NOFOLLOW
-		}
-		var lst lkl.Stat64
-		_, le := e.kprocPath(lkl.SysNewfstatat, 1, n.LKL, [6]uintptr{0, 0, lkl.PtrOf(&lst), flags})
-		runtime.KeepAlive(&lst)
-		if le != 0 {
-			return le
-		}
-		lst.ToHost(st)
-		return 0
-	case procfs.Obj:
-		return procfs.StatFd(n.Fd, e.Shadows, st)
-	}
-	return procfs.StatNode((*procSys)(e), t.Path, t.Proc, st)
+	return procfs.Stat((*procSys)(e), e.Shadows, t.Path, t.Proc, nofollow, st)
 }
 
 // procReadlink answers readlink of a node: a link's text; EINVAL for
@@ -211,8 +183,7 @@ func (e *Engine) procReadlink(r *Request, t guestpath.Target) (string, unix.Errn
 	return t.Proc.Link, 0
 }
 
-// procAccess serves access(2) of a node (links followed): LKL's answer
-// for its files, the host's for a host object, procfs.Access's else.
+// procAccess serves access(2) of a node (links followed).
 func (e *Engine) procAccess(r *Request, t guestpath.Target, mode int) unix.Errno {
 	t, en := e.followProc(r, t)
 	if en != 0 {
@@ -221,23 +192,7 @@ func (e *Engine) procAccess(r *Request, t guestpath.Target, mode int) unix.Errno
 	if t.Proc == nil {
 		return e.accessTarget(r, t, mode, 0)
 	}
-	n := t.Proc
-	switch {
-	case n.Kind == procfs.LKL:
-		_, le := e.kprocPath(lkl.SysFaccessat2, 1, n.LKL, [6]uintptr{0, 0, uintptr(mode), unix.AT_EACCESS})
-		if le == 0 && mode&unix.W_OK != 0 && (!n.Write || !e.guestAdmin(r)) {
-			return unix.EACCES
-		}
-		return le
-	case n.Kind == procfs.Obj && n.Fd.LKLFd >= 0:
-		_, le := e.kprocPath(lkl.SysFaccessat2, 1, "self/fd/"+strconv.Itoa(n.Fd.LKLFd), [6]uintptr{0, 0, uintptr(mode), unix.AT_EACCESS})
-		return le
-	case n.Kind == procfs.Obj && n.Fd.Host == "":
-		return 0
-	case n.Kind == procfs.Obj:
-		return sysabi.Errno(unix.Access(n.Fd.Host, uint32(mode)))
-	}
-	return procfs.Access(n, mode, r.P.creds().mayWrite)
+	return procfs.Access(e.procConfig(), t.Proc, mode, r.P.creds().mayWrite, func() bool { return e.guestAdmin(r) })
 }
 
 // procChdir serves chdir to a node (links followed).
@@ -277,13 +232,7 @@ func (e *Engine) procStatfs(r *Request, t guestpath.Target, sf *unix.Statfs_t) (
 	if en != 0 || t.Proc == nil {
 		return t, en
 	}
-	if ref := t.Proc.Fd; t.Proc.Kind == procfs.Obj && ref.LKLFd >= 0 {
-		_, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(ref.LKLFd), lkl.PtrOf(sf), 0, 0, 0, 0)
-		return t, le
-	} else if t.Proc.Kind == procfs.Obj && ref.Host != "" {
-		return t, sysabi.Errno(unix.Statfs(ref.Host, sf))
-	}
-	return t, sysabi.Errno(unix.Statfs("/proc", sf))
+	return t, procfs.Statfs(t.Proc, sf)
 }
 
 // procExec resolves a node for execve: only a link that leads to a
@@ -318,47 +267,12 @@ func (e *Engine) fdRefOf(tgid, fd int) (*procfs.FdRef, unix.Errno) {
 		if !found {
 			return nil, unix.ENOENT
 		}
-		f := ent.File
-		switch {
-		case f.Listing != nil:
-			return &procfs.FdRef{Text: f.Path, Path: f.Path, Dir: true, LKLFd: -1, Acc: unix.O_RDONLY}, 0
-		case f.Host:
-			if _, is := f.Node.(procLinkFile); is {
-				return procfs.LinkRef(f.Path, f.HostFd), 0
-			}
-			return procfs.HostFdRef((*procSys)(e), guestpath.ProcFd(f.HostFd))
-		}
-		ref := &procfs.FdRef{LKLFd: f.LKLFd, Acc: f.Flags & unix.O_ACCMODE}
-		if st, err := lkl.Fstat(f.LKLFd); err == nil {
-			ref.Dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
-		}
-		ref.SetLKLPath(e.lklFdPath(f.LKLFd, f.Path))
-		return ref, 0
+		return procfs.VirtualFdRef((*procSys)(e), ent.File)
 	}
 	if e.hostFdHidden(tgid, fd) {
 		return nil, unix.ENOENT
 	}
-	link := "/proc/" + strconv.Itoa(tgid) + "/fd/" + strconv.Itoa(fd)
-	if node := e.Shadows.OfGuestFd(tgid, fd); node != nil {
-		ref := &procfs.FdRef{LKLFd: node.LKLFd(), Node: node, Host: link, Acc: procfs.LinkAcc(link)}
-		ref.SetLKLPath(e.lklFdPath(ref.LKLFd, node.Path()))
-		return ref, 0
-	}
-	return procfs.HostFdRef((*procSys)(e), link)
-}
-
-// lklFdPath returns LKL's link of its fd lklfd (the file's path in the
-// image as LKL knows it now), or fallback.
-func (e *Engine) lklFdPath(lklfd int, fallback string) string {
-	if lklfd < 0 || !e.Opt.HasKernelProc {
-		return fallback
-	}
-	buf := make([]byte, PathMax)
-	n, le := e.kprocPath(lkl.SysReadlinkat, 1, "self/fd/"+strconv.Itoa(lklfd), [6]uintptr{0, 0, uptr(buf), uintptr(len(buf))})
-	if le != 0 || n == 0 {
-		return fallback
-	}
-	return string(buf[:n])
+	return procfs.GuestFdRef((*procSys)(e), tgid, fd, e.Shadows.OfGuestFd(tgid, fd))
 }
 
 // followFd is where following the link of ref leads: a guest path, or
@@ -419,23 +333,13 @@ func (e *Engine) reopenFd(r *Request, ref *procfs.FdRef, flags int, mode uint32)
 	return e.openLKL(r, int(fd), p, flags, probe)
 }
 
-// procLinkFile marks a virtual fd that is an O_PATH fd of a /proc link
-// (fdtable.File.Node; the File's Path is the link's guest path). Linux
-// opens a symbolic link itself for open(O_PATH|O_NOFOLLOW): the fd stats
-// as the link, readlinkat(fd, "") reads it, and its own /proc/PID/fd link
-// leads to the link (procfs.LinkRef), which open refuses (ELOOP) and
-// mount too (ENOENT). kbox's links are nodes with no file of their own:
-// the guest's fd holds an O_PATH fd of the host link the node stands for
-// (procfs.LinkStandIn), and readlinkat reads the node again.
-type procLinkFile struct{}
-
 // openProcLink serves open(O_PATH|O_NOFOLLOW) of t, a link node.
 func (e *Engine) openProcLink(r *Request, t guestpath.Target, flags int) Result {
 	hfd, err := procfs.LinkStandIn((*procSys)(e), t.Proc)
 	if err != nil {
 		return errno(unix.ENOENT, Emulated)
 	}
-	gfd, err := r.P.FDs.OpenNode(hfd, procLinkFile{}, t.Path, flags&^unix.O_CLOEXEC, flags&unix.O_CLOEXEC != 0)
+	gfd, err := r.P.FDs.OpenNode(hfd, procfs.LinkFile{}, t.Path, flags&^unix.O_CLOEXEC, flags&unix.O_CLOEXEC != 0)
 	if err != nil {
 		return fail(err, Emulated)
 	}
@@ -449,7 +353,7 @@ func procLinkPath(r *Request, fd int) (string, bool) {
 	if !found {
 		return "", false
 	}
-	if _, is := ent.File.Node.(procLinkFile); !is {
+	if _, is := ent.File.Node.(procfs.LinkFile); !is {
 		return "", false
 	}
 	return ent.File.Path, true

@@ -2,11 +2,10 @@ package dispatch
 
 import (
 	"os"
-	"strings"
 
 	"github.com/kbox-project/kbox/guestpath"
-	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -130,40 +129,11 @@ func (s *procSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 	return func() []byte { return procfs.VirtualFdinfo(s.Config(), ent, getfl) }, true
 }
 
-// MappedFile finds the guest's file behind a host file a guest maps: a
-// shadow's content (by its host inode), a program's or script's sealed
-// copy and a /proc text (by the memfd's name, which kbox gave it), a file
-// of a bind (by its host path). The device and inode are LKL's for an
-// image file.
-func (s *procSys) MappedFile(dev, ino uint64, name string) (procfs.MappedFile, bool) {
-	e := (*Engine)(s)
-	var mf procfs.MappedFile
-	bare, deleted := strings.CutSuffix(name, " (deleted)")
-	if node := e.Shadows.Lookup(dev, ino); node != nil {
-		mf.Path = e.lklFdPath(node.LKLFd(), node.Path())
-		if st, err := lkl.Fstat(node.LKLFd()); err == nil {
-			mf.Dev, mf.Ino, mf.Known = st.Dev, st.Ino, true
-		}
-		return mf, true
-	}
-	for _, prefix := range []string{"/memfd:kbox-exec:", "/memfd:kbox-script:", "/memfd:kbox:"} {
-		if p, found := strings.CutPrefix(bare, prefix); found {
-			mf.Path = e.canonical(p) // the exec'd path may be a link's
-			if st, err := lkl.Stat(p, false); err == nil {
-				mf.Dev, mf.Ino, mf.Known = st.Dev, st.Ino, true
-			}
-			return mf, true
-		}
-	}
-	if g, inBind := e.bindGuestPath(bare); inBind && strings.HasPrefix(bare, "/") {
-		mf.Path = g
-		if deleted {
-			mf.Path += " (deleted)"
-		}
-		return mf, true // a bind's file is the host's: its device and inode
-	}
-	return mf, false
-}
+// Shadow is the shadow whose content is host file (dev, ino), or nil.
+func (s *procSys) Shadow(dev, ino uint64) *shadowfd.Node { return s.Shadows.Lookup(dev, ino) }
+
+// Canonical is image path p with its links followed.
+func (s *procSys) Canonical(p string) string { return (*Engine)(s).canonical(p) }
 
 // Mounts: the host routes (but guestpath.CPURoute, a directory of the guest's
 // /sys, not a mount of its own), then the binds.

@@ -14,6 +14,7 @@ import (
 	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
@@ -514,7 +515,7 @@ func (e *Engine) fdTarget(r *Request, fd int32) (guestpath.Target, unix.Errno) {
 		switch {
 		case !found:
 			return guestpath.Target{}, unix.EBADF
-		case ent.File.Node == procLinkFile{}:
+		case ent.File.Node == procfs.LinkFile{}:
 			return guestpath.Target{}, unix.ELOOP // a /proc link itself (procserve.go), as a symlink
 		case ent.File.Host:
 			// An O_PATH fd of a bind (hostPathFd), or a dup of a

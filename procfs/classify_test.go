@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"github.com/kbox-project/kbox/shadowfd"
 	"os"
 	"strconv"
 	"sync"
@@ -75,9 +76,8 @@ func (s *fakeSys) FIFOPath(dev, ino uint64) (string, bool) { return "", false }
 func (s *fakeSys) Inotify(ino uint64) bool                 { return false }
 func (s *fakeSys) Mounts() []KboxMount                     { return nil }
 func (s *fakeSys) IPCSysctl(name string) *Node             { return nil }
-func (s *fakeSys) MappedFile(dev, ino uint64, name string) (MappedFile, bool) {
-	return MappedFile{}, false
-}
+func (s *fakeSys) Shadow(dev, ino uint64) *shadowfd.Node   { return nil }
+func (s *fakeSys) Canonical(p string) string               { return p }
 func (s *fakeSys) Sysvipc(abs, sub string) (*Node, unix.Errno) {
 	if !s.ipc {
 		return nil, unix.ENOENT

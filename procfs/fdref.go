@@ -116,11 +116,48 @@ func HostFdRef(s System, link string) (*FdRef, unix.Errno) {
 	return ref, 0
 }
 
-// LinkRef is the fd link of an O_PATH fd of a /proc link (guest path p):
-// it reads as the link's path and leads to the link (kbox's host O_PATH
-// fd of its stand-in, hfd: LinkStandIn).
-func LinkRef(p string, hfd int) *FdRef {
-	return &FdRef{Text: p, LKLFd: -1, Host: selfFd(hfd), Acc: unix.O_RDONLY, Symlink: true}
+// LinkFile marks a virtual fd that is an O_PATH fd of a /proc link
+// (fdtable.File.Node; the File's Path is the link's guest path). Linux
+// opens a symbolic link itself for open(O_PATH|O_NOFOLLOW): the fd stats
+// as the link, readlinkat(fd, "") reads it, and its own /proc/PID/fd link
+// leads to the link, which open refuses (ELOOP) and mount too (ENOENT).
+// kbox's links are nodes with no file of their own: the guest's fd holds
+// an O_PATH fd of the host link the node stands for (LinkStandIn), and
+// readlinkat reads the node again.
+type LinkFile struct{}
+
+// VirtualFdRef describes virtual fd f: a generated directory, an O_PATH
+// fd of a /proc link (it reads as the link's path and leads to the link:
+// kbox's host O_PATH fd of its stand-in), a host file, or an LKL file by
+// LKL's link of it.
+func VirtualFdRef(s System, f *fdtable.File) (*FdRef, unix.Errno) {
+	switch {
+	case f.Listing != nil:
+		return &FdRef{Text: f.Path, Path: f.Path, Dir: true, LKLFd: -1, Acc: unix.O_RDONLY}, 0
+	case f.Host && f.Node == LinkFile{}:
+		return &FdRef{Text: f.Path, LKLFd: -1, Host: selfFd(f.HostFd), Acc: unix.O_RDONLY, Symlink: true}, 0
+	case f.Host:
+		return HostFdRef(s, selfFd(f.HostFd))
+	}
+	ref := &FdRef{LKLFd: f.LKLFd, Acc: f.Flags & unix.O_ACCMODE}
+	if st, err := lkl.Fstat(f.LKLFd); err == nil {
+		ref.Dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+	}
+	ref.SetLKLPath(LKLFdPath(s.Config(), f.LKLFd, f.Path))
+	return ref, 0
+}
+
+// GuestFdRef describes host fd fd of guest process tgid (not hidden):
+// node is its shadow, if it has one (an image file's, by LKL's link of
+// it).
+func GuestFdRef(s System, tgid, fd int, node *shadowfd.Node) (*FdRef, unix.Errno) {
+	link := "/proc/" + strconv.Itoa(tgid) + "/fd/" + strconv.Itoa(fd)
+	if node != nil {
+		ref := &FdRef{LKLFd: node.LKLFd(), Node: node, Host: link, Acc: LinkAcc(link)}
+		ref.SetLKLPath(LKLFdPath(s.Config(), ref.LKLFd, node.Path()))
+		return ref, 0
+	}
+	return HostFdRef(s, link)
 }
 
 // StatFd stats what ref is (a shadow's through shadows).

@@ -158,38 +158,15 @@ func MayStore(n *Node, may MayWrite) bool {
 	return may(o.EUID, o.EGID, 0o644)
 }
 
-// Access decides access(2) of a Text, Dir or Link node (links followed
-// before) for mode; the engine asks LKL of an LKL node and an Obj.
-func Access(n *Node, mode int, may MayWrite) unix.Errno {
-	switch n.Kind {
-	case Dir:
-		if mode&unix.W_OK != 0 {
-			return unix.EACCES
-		}
-		return 0
-	case Text:
-		if n.Store != nil && n.Owner != nil && mode&unix.X_OK == 0 {
-			if mode&unix.W_OK != 0 && !MayStore(n, may) {
-				return unix.EACCES
-			}
-			return 0
-		}
-	}
-	if mode&(unix.W_OK|unix.X_OK) != 0 {
-		return unix.EACCES
-	}
-	return 0
-}
-
 // OpenOp is how the engine serves an open of a node (links followed).
 type OpenOp uint8
 
 const (
-	OpenLKL    OpenOp = iota + 1 // open n.LKL beneath LKL's proc
-	OpenList                     // a listing of n.List
-	OpenText                     // a sealed memfd of n.Text() (TextFd)
-	OpenVar                      // a writable file (NewVar), MayStore checked
-	OpenReopen                   // what n.Fd is, again
+	OpLKL    OpenOp = iota + 1 // open n.LKL beneath LKL's proc
+	OpList                     // a listing of n.List
+	OpText                     // a sealed memfd of n.Text() (TextFd)
+	OpVar                      // a writable file (NewVar), MayStore checked
+	OpReopen                   // what n.Fd is, again
 )
 
 // PlanOpen decides an open with flags of node n (not a Link): how to
@@ -206,24 +183,24 @@ func PlanOpen(n *Node, flags int, admin func() bool) (op OpenOp, en unix.Errno, 
 		if writes && (!n.Write || !admin()) {
 			return 0, unix.EACCES, true // LKL's sysctls are not the guest's to change
 		}
-		return OpenLKL, 0, false
+		return OpLKL, 0, false
 	case Dir:
 		if writes || flags&unix.O_CREAT != 0 {
 			return 0, unix.EISDIR, false
 		}
-		return OpenList, 0, false
+		return OpList, 0, false
 	case Text:
 		switch {
 		case flags&unix.O_DIRECTORY != 0:
 			return 0, unix.ENOTDIR, false
 		case writes && n.Store != nil:
-			return OpenVar, 0, false
+			return OpVar, 0, false
 		case writes:
 			return 0, unix.EACCES, false
 		}
-		return OpenText, 0, false
+		return OpText, 0, false
 	case Obj:
-		return OpenReopen, 0, false
+		return OpReopen, 0, false
 	}
 	return 0, unix.ENOENT, false
 }
