@@ -5,12 +5,12 @@
 // inspect whom, and the values kbox keeps for the guest (oom_score_adj).
 //
 // The syscall engine (package dispatch) asks Classify what a path is,
-// and this package decides how a Node is served: an open (PlanOpen), a
-// stat (StatNode), access(2) (Access, MayStore), a write to a guest
-// process's host file (WriteCheck); it names the file behind a host fd
-// (HostFdRef) and makes the host fds of its texts (TextFd) and writable
-// files (Var). The engine acts on the answers: it follows links,
-// installs fds and calls LKL's proc. What the package needs of the
+// and this package decides how a Node is served: an open (PlanOpen,
+// OpenLKL), a stat (Stat), access(2) (Access), statfs (Statfs), a write
+// to a guest process's host file (WriteCheck); it describes a guest fd
+// as its /proc/PID/fd link shows it (VirtualFdRef, GuestFdRef) and makes
+// the host fds of its texts (TextFd) and writable files (Var). The
+// engine acts on the answers: it follows links and installs fds. What the package needs of the
 // engine (its process table, a process's fds, kbox's own mounts and
 // names of host files, LKL's proc) it asks through System, an interface
 // the engine implements. Only paths under /proc reach it.
