@@ -267,12 +267,12 @@ func (e *Engine) fdRefOf(tgid, fd int) (*procfs.FdRef, unix.Errno) {
 		if !found {
 			return nil, unix.ENOENT
 		}
-		return procfs.VirtualFdRef((*procSys)(e), ent.File)
+		return procfs.VirtualFdRef((*procSys)(e), e.procConfig(), ent.File)
 	}
 	if e.hostFdHidden(tgid, fd) {
 		return nil, unix.ENOENT
 	}
-	return procfs.GuestFdRef((*procSys)(e), tgid, fd, e.Shadows.OfGuestFd(tgid, fd))
+	return procfs.GuestFdRef((*procSys)(e), e.procConfig(), tgid, fd, e.Shadows.OfGuestFd(tgid, fd))
 }
 
 // followFd is where following the link of ref leads: a guest path, or

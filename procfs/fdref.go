@@ -126,11 +126,11 @@ func HostFdRef(s System, link string) (*FdRef, unix.Errno) {
 // readlinkat reads the node again.
 type LinkFile struct{}
 
-// VirtualFdRef describes virtual fd f: a generated directory, an O_PATH
+// VirtualFdRef describes virtual fd f (cfg the engine's facts): a generated directory, an O_PATH
 // fd of a /proc link (it reads as the link's path and leads to the link:
 // kbox's host O_PATH fd of its stand-in), a host file, or an LKL file by
 // LKL's link of it.
-func VirtualFdRef(s System, f *fdtable.File) (*FdRef, unix.Errno) {
+func VirtualFdRef(s System, cfg Config, f *fdtable.File) (*FdRef, unix.Errno) {
 	switch {
 	case f.Listing != nil:
 		return &FdRef{Text: f.Path, Path: f.Path, Dir: true, LKLFd: -1, Acc: unix.O_RDONLY}, 0
@@ -143,18 +143,18 @@ func VirtualFdRef(s System, f *fdtable.File) (*FdRef, unix.Errno) {
 	if st, err := lkl.Fstat(f.LKLFd); err == nil {
 		ref.Dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
 	}
-	ref.SetLKLPath(LKLFdPath(s.Config(), f.LKLFd, f.Path))
+	ref.SetLKLPath(LKLFdPath(cfg, f.LKLFd, f.Path))
 	return ref, 0
 }
 
 // GuestFdRef describes host fd fd of guest process tgid (not hidden):
 // node is its shadow, if it has one (an image file's, by LKL's link of
 // it).
-func GuestFdRef(s System, tgid, fd int, node *shadowfd.Node) (*FdRef, unix.Errno) {
+func GuestFdRef(s System, cfg Config, tgid, fd int, node *shadowfd.Node) (*FdRef, unix.Errno) {
 	link := "/proc/" + strconv.Itoa(tgid) + "/fd/" + strconv.Itoa(fd)
 	if node != nil {
 		ref := &FdRef{LKLFd: node.LKLFd(), Node: node, Host: link, Acc: LinkAcc(link)}
-		ref.SetLKLPath(LKLFdPath(s.Config(), ref.LKLFd, node.Path()))
+		ref.SetLKLPath(LKLFdPath(cfg, ref.LKLFd, node.Path()))
 		return ref, 0
 	}
 	return HostFdRef(s, link)

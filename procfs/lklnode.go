@@ -108,8 +108,12 @@ func LKLFdPath(cfg Config, lklfd int, fallback string) string {
 	if lklfd < 0 || !cfg.HasKernelProc {
 		return fallback
 	}
-	buf := make([]byte, pathMax)
-	n, le := kprocCall(cfg, lkl.SysReadlinkat, "self/fd/"+strconv.Itoa(lklfd), [6]uintptr{0, 0, lkl.Ptr(buf), uintptr(len(buf))})
+	// One buffer holds the link read (its first pathMax bytes) and,
+	// after them, the name of LKL's link, NUL-terminated.
+	name := "self/fd/" + strconv.Itoa(lklfd)
+	buf := make([]byte, pathMax+len(name)+1)
+	copy(buf[pathMax:], name)
+	n, le := lkl.Syscall6(lkl.SysReadlinkat, uintptr(cfg.KernelProc), lkl.Ptr(buf[pathMax:]), lkl.Ptr(buf), pathMax, 0, 0)
 	runtime.KeepAlive(buf)
 	if le != 0 || n == 0 {
 		return fallback
