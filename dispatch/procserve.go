@@ -12,10 +12,10 @@ import (
 
 // The engine's hands for the guest's /proc (docs/tiers.md "The guest's
 // /proc"): package procfs says what each path under /proc is for the
-// calling process, how to serve an open, stat or access of it and what a
-// host fd is; the engine acts on what it says here: it resolves a path a
-// link leads to again, installs fds, calls LKL's proc. Only paths under
-// /proc pay for any of this.
+// calling process, how to serve an open, stat or access of it and what an
+// fd is; the engine acts on what it says here: it resolves a path a link
+// leads to again, installs fds, reopens an LKL file with the caller's
+// credentials. Only paths under /proc (and /dev/fd, fd links) reach it.
 
 // procTarget is the Target of a node: Host with no route, so that a
 // handler that does not know nodes fails (ENOENT, or EACCES for a change)
