@@ -15,7 +15,8 @@ import (
 // calling process, how to serve an open, stat or access of it and what an
 // fd is; the engine acts on what it says here: it resolves a path a link
 // leads to again, installs fds, reopens an LKL file with the caller's
-// credentials. Only paths under /proc (and /dev/fd, fd links) reach it.
+// credentials. Only paths under /proc pay for the serving; fdRefOf also
+// describes an fd for /dev/fd/N, the path policy and the f*xattr calls.
 
 // procTarget is the Target of a node: Host with no route, so that a
 // handler that does not know nodes fails (ENOENT, or EACCES for a change)
