@@ -4,7 +4,7 @@
 // forward it to LKL, continue it on the host, emulate it, or fail it.
 //
 // Handlers live in one file per family (sys_file.go, sys_meta_stat.go, sys_file_path.go, sys_proc_exec.go,
-// sys_proc_ident.go, sys_proc_sys.go, sys_net_socket.go, sys_net_inet.go, procnode.go, dev.go, ...), each
+// sys_proc_ident.go, sys_proc_sys.go, sys_net_socket.go, sys_net_inet.go, procserve.go, dev.go, ...), each
 // named by its entry in the syscall table (table.go);
 // docs/tiers.md lists the families and docs/architecture.md follows one
 // call through them.
@@ -184,7 +184,7 @@ type Engine struct {
 	// GuestFdOpen, set by the in-process tiers, reports whether fd of
 	// kbox's own process (which is the guest's) is an open fd of the
 	// guest's: not a free number's placeholder, not kbox's own (Go's
-	// netpoll). The guest's /proc shows no other (procfd.go).
+	// netpoll). The guest's /proc shows no other (procsys.go).
 	GuestFdOpen func(fd int) bool
 	// Pins, when set, is the tier's pinning of guest tasks (sys_proc_sched.go).
 	Pins Pins

@@ -21,7 +21,7 @@ func (e *Engine) openFIFO(r *Request, st *lkl.Stat64, p string, flags int) Resul
 	if err != nil {
 		return fail(err, Emulated)
 	}
-	e.FIFOs.Name(k, p) // what /proc/PID/fd shows (procfd.go)
+	e.FIFOs.Name(k, p) // what /proc/PID/fd shows (procfs.HostFdRef)
 	if parked {
 		return deferred(Emulated)
 	}

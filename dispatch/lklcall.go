@@ -39,3 +39,13 @@ func lklPath2(nr uintptr, i int, p string, j int, q string, a [6]uintptr) (uintp
 }
 
 const atFdcwd = uintptr(0xffffffffffffff9c) // AT_FDCWD (-100)
+
+// kprocPath calls LKL syscall nr with path rel beneath LKL's proc (at
+// argument pos, its dirfd at pos-1); the other arguments are as given.
+func (e *Engine) kprocPath(nr uintptr, pos int, rel string, a [6]uintptr) (uintptr, unix.Errno) {
+	if !e.Opt.HasKernelProc {
+		return 0, unix.ENOENT
+	}
+	a[pos-1] = uintptr(e.Opt.KernelProc)
+	return lklPath(nr, pos, rel, a)
+}

@@ -34,10 +34,10 @@ type Proc struct {
 	// exe is the image path of the program the process runs.
 	exe string
 	// ident is what the guest's /proc shows of the process that the
-	// host's files cannot (procfs.Ident, procident.go).
+	// host's files cannot (procfs.Ident, procsys.go).
 	ident procfs.Ident
 	// parent is the process that forked it, while that one lives
-	// (procident.go's shownParent: no /proc read while it does).
+	// (procsys.go's shownParent: no /proc read while it does).
 	parent atomic.Pointer[Proc]
 	// pendingScript is the guest path of a #! script being exec'd: its
 	// interpreter opens one of pendingNames (names the tier gave it,

@@ -151,31 +151,6 @@ func TestProcNodeFailsClosed(t *testing.T) {
 	}
 }
 
-// accWithin: a host file outside binds and routes is reopened through its
-// fd link only with access the fd has.
-func TestAccWithin(t *testing.T) {
-	cases := []struct {
-		flags, acc int
-		want       bool
-	}{
-		{unix.O_RDONLY, unix.O_RDONLY, true},
-		{unix.O_RDONLY, unix.O_WRONLY, false},
-		{unix.O_RDONLY, unix.O_RDWR, true},
-		{unix.O_WRONLY, unix.O_RDONLY, false},
-		{unix.O_WRONLY, unix.O_WRONLY, true},
-		{unix.O_RDWR, unix.O_WRONLY, false},
-		{unix.O_RDWR, unix.O_RDWR, true},
-		{unix.O_RDONLY | unix.O_TRUNC, unix.O_RDONLY, false},
-		{unix.O_WRONLY | unix.O_TRUNC, unix.O_WRONLY, true},
-		{unix.O_PATH, unix.O_WRONLY, true},
-	}
-	for _, c := range cases {
-		if got := accWithin(c.flags, c.acc); got != c.want {
-			t.Errorf("accWithin(%#o, %d) = %v", c.flags, c.acc, got)
-		}
-	}
-}
-
 // The fd listing and links of this process, through the engine: its host
 // fds as the host lists them, a pipe as the kernel names it.
 func TestProcFdList(t *testing.T) {

@@ -1,16 +1,20 @@
 package dispatch
 
 import (
-	"strings"
+	"os"
 
 	"github.com/kbox-project/kbox/guestpath"
-	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
 )
 
 // procSys is the engine as package procfs sees it (procfs.System): its
 // processes, their fds, kbox's mounts. Only paths under /proc reach it.
+// A guest process (Proc) is a procfs.Process: the values kbox keeps of its
+// identity (procfs.Ident: oom_score_adj, the in-process tier's main
+// thread and strings) live in it; the parent a process shows (stat,
+// status, getppid) is the engine's to know (shownParent).
 type procSys Engine
 
 var _ procfs.System = (*procSys)(nil)
@@ -90,7 +94,27 @@ func (s *procSys) VirtualFds(tgid int) []int {
 	return v
 }
 
+// HostFdHidden: only in the in-process tiers, whose guest is kbox's own
+// process, is a host fd none of the guest's (GuestFdOpen).
 func (s *procSys) HostFdHidden(tgid, fd int) bool { return (*Engine)(s).hostFdHidden(tgid, fd) }
+
+func (e *Engine) hostFdHidden(tgid, fd int) bool {
+	return e.GuestFdOpen != nil && tgid == os.Getpid() && !e.GuestFdOpen(fd)
+}
+
+func (s *procSys) HostProc() (int, error) { return guestpath.RouteRoot("/proc") }
+
+func (s *procSys) BindPath(path string) (string, bool) { return (*Engine)(s).bindGuestPath(path) }
+
+func (s *procSys) OnRoute(path string) bool {
+	_, on := (*Engine)(s).route(path)
+	return on
+}
+
+func (s *procSys) FIFOPath(dev, ino uint64) (string, bool) { return s.FIFOs.PathOf(dev, ino) }
+
+// Inotify: sys_file_inotify.go's sockets.
+func (s *procSys) Inotify(ino uint64) bool { return s.notify.has(ino) }
 
 func (s *procSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 	e := (*Engine)(s)
@@ -102,43 +126,14 @@ func (s *procSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 	if !found {
 		return nil, false
 	}
-	return func() []byte { return e.fdinfoText(ent) }, true
+	return func() []byte { return procfs.VirtualFdinfo(s.Config(), ent, getfl) }, true
 }
 
-// MappedFile finds the guest's file behind a host file a guest maps: a
-// shadow's content (by its host inode), a program's or script's sealed
-// copy and a /proc text (by the memfd's name, which kbox gave it), a file
-// of a bind (by its host path). The device and inode are LKL's for an
-// image file.
-func (s *procSys) MappedFile(dev, ino uint64, name string) (procfs.MappedFile, bool) {
-	e := (*Engine)(s)
-	var mf procfs.MappedFile
-	bare, deleted := strings.CutSuffix(name, " (deleted)")
-	if node := e.Shadows.Lookup(dev, ino); node != nil {
-		mf.Path = e.lklFdPath(node.LKLFd(), node.Path())
-		if st, err := lkl.Fstat(node.LKLFd()); err == nil {
-			mf.Dev, mf.Ino, mf.Known = st.Dev, st.Ino, true
-		}
-		return mf, true
-	}
-	for _, prefix := range []string{"/memfd:kbox-exec:", "/memfd:kbox-script:", "/memfd:kbox:"} {
-		if p, found := strings.CutPrefix(bare, prefix); found {
-			mf.Path = e.canonical(p) // the exec'd path may be a link's
-			if st, err := lkl.Stat(p, false); err == nil {
-				mf.Dev, mf.Ino, mf.Known = st.Dev, st.Ino, true
-			}
-			return mf, true
-		}
-	}
-	if g, inBind := e.bindGuestPath(bare); inBind && strings.HasPrefix(bare, "/") {
-		mf.Path = g
-		if deleted {
-			mf.Path += " (deleted)"
-		}
-		return mf, true // a bind's file is the host's: its device and inode
-	}
-	return mf, false
-}
+// Shadow is the shadow whose content is host file (dev, ino), or nil.
+func (s *procSys) Shadow(dev, ino uint64) *shadowfd.Node { return s.Shadows.Lookup(dev, ino) }
+
+// Canonical is image path p with its links followed.
+func (s *procSys) Canonical(p string) string { return (*Engine)(s).canonical(p) }
 
 // Mounts: the host routes (but guestpath.CPURoute, a directory of the guest's
 // /sys, not a mount of its own), then the binds.
@@ -159,4 +154,94 @@ func (s *procSys) IPCSysctl(name string) *procfs.Node { return (*Engine)(s).ipcS
 
 func (s *procSys) Sysvipc(abs, sub string) (*procfs.Node, unix.Errno) {
 	return (*Engine)(s).procSysvipc(abs, sub)
+}
+
+// forkIdent is what a child takes of p's identity at fork: the OOM
+// values (a new process is never an in-process tier's main thread).
+func (p *Proc) forkIdent() procfs.Ident {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return procfs.Ident{OOMAdj: p.ident.OOMAdj, OOMMin: p.ident.OOMMin}
+}
+
+// SetMain says, for an in-process tier, that host thread tid stands for
+// the process's main thread in its /proc (comm, the name in stat and
+// status), and where its argument and environment strings lie in its
+// memory: [argStart, argEnd, envStart, envEnd).
+func (p *Proc) SetMain(tid int, args [4]uint64) {
+	p.mu.Lock()
+	p.ident.Leader, p.ident.Args = tid, args
+	p.mu.Unlock()
+}
+
+// Ident returns what kbox keeps of p's identity (procfs.Process).
+func (p *Proc) Ident() procfs.Ident {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ident
+}
+
+// UpdateIdent changes p's identity under its lock (procfs.Process).
+func (p *Proc) UpdateIdent(f func(*procfs.Ident) unix.Errno) unix.Errno {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return f(&p.ident)
+}
+
+// IDs returns p's credentials as /proc's rules read them
+// (procfs.Process).
+func (p *Proc) IDs() procfs.Creds { return p.creds().ids() }
+
+// ids is c as /proc's rules read it.
+func (c *Cred) ids() procfs.Creds {
+	return procfs.Creds{UID: c.UID, EUID: c.EUID, SUID: c.SUID, FSUID: c.FSUID,
+		GID: c.GID, EGID: c.EGID, SGID: c.SGID, FSGID: c.FSGID, Eff: c.Eff,
+		Perm: c.Perm, Inh: c.Inh, Bnd: c.Bnd, Amb: c.Amb, NoNewPrivs: c.NoNewPrivs}
+}
+
+// shownParent returns the parent guest process tgid shows (stat,
+// status, getppid), and whether that hides its host parent: 0 for a
+// parent that is not a guest process.
+func (e *Engine) shownParent(tgid int) (int, bool) {
+	if tgid == e.RootPid && tgid > 0 {
+		return 0, true // the keeper's child, or kbox's own process
+	}
+	if p := e.procOf(tgid); p != nil {
+		// The process that forked it, while it lives: a process is
+		// reparented only when its parent exits.
+		if pp := p.parent.Load(); pp != nil {
+			if pp.Tgid == e.Keeper && e.Keeper > 0 {
+				return 0, true // a session's spawner (BeginSession)
+			}
+			if pp.pidfd.Load() > 0 && pp.alive(pp.Tgid) { // released at its exit: no pidfd
+				return pp.Tgid, false
+			}
+			p.parent.Store(nil)
+		}
+	}
+	host, found := statusField(tgid, "PPid")
+	if !found || host <= 0 {
+		return 0, false
+	}
+	if e.parentIsGuest(host) {
+		return host, false
+	}
+	return 0, true
+}
+
+// parentIsGuest reports whether host process pid, some guest process's
+// parent, is a guest process.
+func (e *Engine) parentIsGuest(pid int) bool {
+	switch {
+	case e.Keeper > 0 && pid == e.Keeper:
+		return false
+	case e.procOf(pid) != nil:
+		// A process the engine knows is the guest's, and a live
+		// process's parent cannot be a dead one's reused id (the
+		// child would have been reparented): no walk up the tree.
+		return true
+	case e.Keeper <= 0 && e.RootPid <= 0:
+		return false // no supervisor (tests): what the engine knows
+	}
+	return e.isGuest(pid)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
 )
@@ -129,7 +130,7 @@ func checkOpenHow(how *unix.OpenHow) unix.Errno {
 // open serves every open variant. Regular image files become shadow memfds
 // installed as host fds (native read/mmap); directories and special files
 // become virtual fds; host-route paths are opened on the host, confined;
-// /proc is kbox's own (procnode.go, package procfs).
+// /proc is kbox's own (package procfs; procserve.go).
 func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint32) Result {
 	p, en := readPath(r, addr)
 	if en != 0 {
@@ -161,7 +162,7 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 		}
 	}
 	if t.Proc != nil {
-		return e.procOpen(r, t, flags, mode) // a node of /proc (procnode.go)
+		return e.procOpen(r, t, flags, mode) // a node of /proc (procserve.go)
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if t.Host {
@@ -169,7 +170,7 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 			return errno(en, Denied)
 		}
 		if t.Route == "/proc" && t.Bind == nil && (flags&unix.O_ACCMODE != unix.O_RDONLY || flags&unix.O_TRUNC != 0) {
-			if en := e.procWriteCheck(r, t.Rel); en != 0 { // procident.go
+			if en := e.procWriteCheck(r, t.Rel); en != 0 { // procfs.WriteCheck
 				return errno(en, Emulated)
 			}
 		}
@@ -380,8 +381,8 @@ func lklFdIO(r *Request, nr uintptr, write bool, withOff bool) Result {
 		return errno(unix.EBADF, LKL)
 	}
 	if ent.File.Host {
-		if v, isVar := ent.File.Node.(*procVarFile); isVar {
-			return varIO(r, v, ent.File.HostFd, write, withOff) // procvar.go
+		if v, isVar := ent.File.Node.(*procfs.Var); isVar {
+			return varIO(r, v, ent.File.HostFd, write, withOff) // procfs.Var
 		}
 		return hostIO(r, ent.File.HostFd, write, withOff)
 	}
@@ -559,8 +560,8 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 		if !okk {
 			return errno(unix.EBADF, Emulated)
 		}
-		if v, isVar := ent.File.Node.(*procVarFile); isVar {
-			return e.bridgeVar(r, ent.File, v, int(int32(newfd)), flags&unix.O_CLOEXEC != 0) // procvar.go
+		if v, isVar := ent.File.Node.(*procfs.Var); isVar {
+			return e.bridgeVar(r, ent.File, v, int(int32(newfd)), flags&unix.O_CLOEXEC != 0) // procfs.Var
 		}
 		if ent.File.Host {
 			// A host file kept in the virtual table (hostfd.go):

@@ -15,6 +15,7 @@ import (
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/lklready"
+	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
@@ -282,7 +283,7 @@ func (e *Engine) inotifyOf(r *Request, fd uint64) (*inotifyFd, unix.Errno) {
 		return nil, unix.EBADF
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		if l, err := os.Readlink(guestpath.ProcFd(hfd)); err == nil && strings.HasPrefix(l, freeFdName) {
+		if l, err := os.Readlink(guestpath.ProcFd(hfd)); err == nil && strings.HasPrefix(l, procfs.FreeFdName) {
 			return nil, unix.EBADF // the in-process tiers' free number (trap/fds.go)
 		}
 		return nil, unix.EINVAL

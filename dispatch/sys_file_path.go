@@ -464,7 +464,7 @@ func sysMount(e *Engine, r *Request) Result {
 		return errno(en, LKL)
 	}
 	if t, en := e.target(r, unix.AT_FDCWD, r.Args[1]); en == 0 && t.Proc != nil && t.Proc.Fd != nil && t.Proc.Fd.Symlink {
-		return errno(unix.ENOENT, Emulated) // a link itself, through an O_PATH fd's link (proclink.go)
+		return errno(unix.ENOENT, Emulated) // a link itself, through an O_PATH fd's link (procserve.go)
 	}
 	p, res, okk := e.lklOnly(r, unix.AT_FDCWD, r.Args[1])
 	if !okk {
@@ -625,7 +625,7 @@ func sysReadlinkat(e *Engine, r *Request) Result {
 	if isVirtual(r, r.Args[0]) {
 		// An empty path reads the symlink an O_PATH|O_NOFOLLOW fd
 		// names, which LKL knows by its own fd (a /proc link's, kbox:
-		// proclink.go).
+		// procserve.go).
 		if p, en := readPath(r, r.Args[1]); en == 0 && p == "" {
 			if lp, is := procLinkPath(r, int(int32(r.Args[0]))); is {
 				return e.readlinkOut(r, lp, r.Args[2], r.Args[3])

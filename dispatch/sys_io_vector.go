@@ -54,7 +54,7 @@ func vecIO(r *Request, write bool, off int64) Result {
 		return cont
 	}
 	if v, hfd, isVar := varOf(r, r.Args[0]); isVar {
-		return varVecIO(r, v, hfd, write, off) // procvar.go
+		return varVecIO(r, v, hfd, write, off) // procfs.Var
 	}
 	lfd, en := vfd(r, r.Args[0])
 	if en != 0 {

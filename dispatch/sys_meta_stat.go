@@ -411,7 +411,7 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 	out := make([]byte, min(size, PathMax))
 	var n int
 	if t.Proc != nil {
-		// cwd, root, exe, fd/N, self...: guest paths (procnode.go).
+		// cwd, root, exe, fd/N, self...: guest paths (procserve.go).
 		l, en := e.procReadlink(r, t)
 		if en != 0 {
 			return errno(en, Emulated)
@@ -688,4 +688,30 @@ func statxOf(st *unix.Stat_t) unix.Statx_t {
 		Dev_major:  unix.Major(st.Dev),
 		Dev_minor:  unix.Minor(st.Dev),
 	}
+}
+
+// statTarget stats any resolved target: a node, a host path or an image
+// path (with its shadow's newer size and times).
+func (e *Engine) statTarget(r *Request, t guestpath.Target, nofollow bool, st *unix.Stat_t) unix.Errno {
+	switch {
+	case t.Proc != nil:
+		return e.procStat(r, t, nofollow, st)
+	case t.Host:
+		flags := 0
+		if nofollow {
+			flags = unix.AT_SYMLINK_NOFOLLOW
+		}
+		err := guestpath.At(t, nofollow, func(d int, name string, empty int) error { return unix.Fstatat(d, name, st, flags|empty) })
+		if err != nil {
+			return sysabi.Errno(err)
+		}
+		return 0
+	}
+	var lst lkl.Stat64
+	if le := e.lklStat(r, t.LKLPath(), nofollow, &lst); le != 0 {
+		return le
+	}
+	e.Shadows.Overlay(&lst)
+	lst.ToHost(st)
+	return 0
 }

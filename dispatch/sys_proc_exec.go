@@ -14,6 +14,7 @@ import (
 	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
@@ -422,7 +423,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	}
 	if t.Proc != nil {
 		// /proc/self/exe (a re-exec of itself), cwd, fd links: where
-		// they lead in the image or a bind (procnode.go).
+		// they lead in the image or a bind (procserve.go).
 		if t, en = e.procExec(r, t); en != 0 {
 			return errno(en, Denied)
 		}
@@ -514,8 +515,8 @@ func (e *Engine) fdTarget(r *Request, fd int32) (guestpath.Target, unix.Errno) {
 		switch {
 		case !found:
 			return guestpath.Target{}, unix.EBADF
-		case ent.File.Node == procLinkFile{}:
-			return guestpath.Target{}, unix.ELOOP // a /proc link itself (proclink.go), as a symlink
+		case ent.File.Node == procfs.LinkFile{}:
+			return guestpath.Target{}, unix.ELOOP // a /proc link itself (procserve.go), as a symlink
 		case ent.File.Host:
 			// An O_PATH fd of a bind (hostPathFd), or a dup of a
 			// guest host fd: a bind's file, or nothing to run.

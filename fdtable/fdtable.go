@@ -29,7 +29,7 @@ import (
 // whose entries kbox makes (package procfs). LKLFd is then -1 too.
 //
 // A host File may also carry a Node: a file of the guest's /proc whose
-// writes kbox serves (dispatch/procvar.go); HostFd then holds its text.
+// writes kbox serves (procfs.Var); HostFd then holds its text.
 type File struct {
 	LKLFd   int
 	Host    bool

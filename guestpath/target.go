@@ -18,7 +18,7 @@ type Target struct {
 	// Bind is the bind holding a host target, nil on a system route.
 	Bind *Bind
 	// Proc is a /proc path that kbox answers itself (package procfs,
-	// dispatch/procnode.go). Host is
+	// dispatch/procserve.go). Host is
 	// set and Route empty, so that a handler that does not serve nodes
 	// reaches nothing.
 	Proc *procfs.Node

@@ -1,8 +1,10 @@
 package procfs
 
 import (
+	"github.com/kbox-project/kbox/shadowfd"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +25,10 @@ func (p *fakeProc) Ident() Ident { return p.id }
 func (p *fakeProc) UpdateIdent(f func(*Ident) unix.Errno) unix.Errno {
 	return f(&p.id)
 }
+
+var hostProc = sync.OnceValues(func() (int, error) {
+	return unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+})
 
 // fakeSys is an engine without a keeper whose guest processes are
 // procs; this test process is one of them (its host /proc entries are
@@ -63,11 +69,15 @@ func (s *fakeSys) HostFdHidden(tgid, fd int) bool { return false }
 func (s *fakeSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 	return func() []byte { return []byte("pos:\t0\n") }, fd == 1500
 }
-func (s *fakeSys) Mounts() []KboxMount         { return nil }
-func (s *fakeSys) IPCSysctl(name string) *Node { return nil }
-func (s *fakeSys) MappedFile(dev, ino uint64, name string) (MappedFile, bool) {
-	return MappedFile{}, false
-}
+func (s *fakeSys) HostProc() (int, error)                  { return hostProc() }
+func (s *fakeSys) BindPath(path string) (string, bool)     { return "", false }
+func (s *fakeSys) OnRoute(path string) bool                { return false }
+func (s *fakeSys) FIFOPath(dev, ino uint64) (string, bool) { return "", false }
+func (s *fakeSys) Inotify(ino uint64) bool                 { return false }
+func (s *fakeSys) Mounts() []KboxMount                     { return nil }
+func (s *fakeSys) IPCSysctl(name string) *Node             { return nil }
+func (s *fakeSys) Shadow(dev, ino uint64) *shadowfd.Node   { return nil }
+func (s *fakeSys) Canonical(p string) string               { return p }
 func (s *fakeSys) Sysvipc(abs, sub string) (*Node, unix.Errno) {
 	if !s.ipc {
 		return nil, unix.ENOENT

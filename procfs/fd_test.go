@@ -37,3 +37,28 @@ func TestFdinfoFlags(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// AccWithin: a host file outside binds and routes is reopened through its
+// fd link only with access the fd has.
+func TestAccWithin(t *testing.T) {
+	cases := []struct {
+		flags, acc int
+		want       bool
+	}{
+		{unix.O_RDONLY, unix.O_RDONLY, true},
+		{unix.O_RDONLY, unix.O_WRONLY, false},
+		{unix.O_RDONLY, unix.O_RDWR, true},
+		{unix.O_WRONLY, unix.O_RDONLY, false},
+		{unix.O_WRONLY, unix.O_WRONLY, true},
+		{unix.O_RDWR, unix.O_WRONLY, false},
+		{unix.O_RDWR, unix.O_RDWR, true},
+		{unix.O_RDONLY | unix.O_TRUNC, unix.O_RDONLY, false},
+		{unix.O_WRONLY | unix.O_TRUNC, unix.O_WRONLY, true},
+		{unix.O_PATH, unix.O_WRONLY, true},
+	}
+	for _, c := range cases {
+		if got := AccWithin(c.flags, c.acc); got != c.want {
+			t.Errorf("AccWithin(%#o, %d) = %v", c.flags, c.acc, got)
+		}
+	}
+}

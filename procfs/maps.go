@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
 
@@ -91,8 +92,42 @@ func kboxMapping(s System, line string) ([]string, MappedFile, bool) {
 		rest = strings.TrimLeft(rest, " ")
 		rest = rest[strings.IndexByte(rest+" ", ' '):]
 	}
-	mf, ours := s.MappedFile(unix.Mkdev(uint32(maj), uint32(min)), ino, strings.TrimLeft(rest, " "))
+	mf, ours := mappedFile(s, unix.Mkdev(uint32(maj), uint32(min)), ino, strings.TrimLeft(rest, " "))
 	return f, mf, ours
+}
+
+// mappedFile finds the guest's file behind host file (dev, ino) that a
+// guest maps, named name in the host's maps: a shadow's content (by its
+// host inode), a program's or script's sealed copy and a /proc text (by
+// the memfd's name, which kbox gave it), a file of a bind (by its host
+// path). The device and inode are LKL's for an image file. ours is false
+// for a file that is not kbox's.
+func mappedFile(s System, dev, ino uint64, name string) (mf MappedFile, ours bool) {
+	bare, deleted := strings.CutSuffix(name, " (deleted)")
+	if node := s.Shadow(dev, ino); node != nil {
+		mf.Path = LKLFdPath(s.Config(), node.LKLFd(), node.Path())
+		if st, err := lkl.Fstat(node.LKLFd()); err == nil {
+			mf.Dev, mf.Ino, mf.Known = st.Dev, st.Ino, true
+		}
+		return mf, true
+	}
+	for _, prefix := range []string{"/memfd:kbox-exec:", "/memfd:kbox-script:", "/memfd:kbox:"} {
+		if p, found := strings.CutPrefix(bare, prefix); found {
+			mf.Path = s.Canonical(p) // the exec'd path may be a link's
+			if st, err := lkl.Stat(p, false); err == nil {
+				mf.Dev, mf.Ino, mf.Known = st.Dev, st.Ino, true
+			}
+			return mf, true
+		}
+	}
+	if g, inBind := s.BindPath(bare); inBind && strings.HasPrefix(bare, "/") {
+		mf.Path = g
+		if deleted {
+			mf.Path += " (deleted)"
+		}
+		return mf, true // a bind's file is the host's: its device and inode
+	}
+	return mf, false
 }
 
 // numaMapsText makes the text of /proc/hbase/numa_maps with kbox's files

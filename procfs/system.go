@@ -1,6 +1,9 @@
 package procfs
 
-import "golang.org/x/sys/unix"
+import (
+	"github.com/kbox-project/kbox/shadowfd"
+	"golang.org/x/sys/unix"
+)
 
 // System is what the guest's /proc needs of the engine. The engine
 // implements it; the package calls it only while it classifies a path
@@ -41,10 +44,25 @@ type System interface {
 	// fd.
 	Fdinfo(tgid, fd int) (func() []byte, bool)
 
-	// MappedFile tells the guest's file behind host file (dev, ino),
-	// which /proc/PID/maps names name; ours is false for a file that is
-	// not kbox's (maps.go).
-	MappedFile(dev, ino uint64, name string) (f MappedFile, ours bool)
+	// Shadow is the shadow whose content is host file (dev, ino), or
+	// nil; Canonical is an image path with its links followed. They name
+	// the files a guest maps (maps.go).
+	Shadow(dev, ino uint64) *shadowfd.Node
+	Canonical(p string) string
+
+	// HostProc is kbox's O_PATH fd of the host's /proc (the route's
+	// root), beneath which the host entries a node stands for are
+	// reached.
+	HostProc() (int, error)
+	// BindPath is the guest path of host file path in a bind; OnRoute
+	// reports a host path on a host route; FIFOPath is the image path of
+	// the host FIFO (dev, ino) behind one of the image's; Inotify reports
+	// that host socket inode ino is one of the guest's inotify fds. They
+	// name a host fd's file (HostFdRef).
+	BindPath(path string) (string, bool)
+	OnRoute(path string) bool
+	FIFOPath(dev, ino uint64) (string, bool)
+	Inotify(ino uint64) bool
 
 	// Mounts are the mounts kbox itself serves (host routes, binds).
 	Mounts() []KboxMount

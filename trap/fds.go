@@ -43,7 +43,7 @@ func newFDSpace(g int) (*fdSpace, error) {
 	if uint64(g)+256 > lim.Cur {
 		return nil, fmt.Errorf("the limit on open files (%d) leaves no room above the guest's %d fds", lim.Cur, g)
 	}
-	// dispatch.freeFdName knows this name: the engine tells a free
+	// procfs.FreeFdName knows this name: the engine tells a free
 	// number by it.
 	mfd, err := unix.MemfdCreate("kbox:free-fd", unix.MFD_CLOEXEC)
 	if err != nil {
