@@ -176,7 +176,7 @@ func pidsIn(dir string, keep func(int) bool) []int {
 
 // pgrpOf reads the process group of host process pid.
 func pgrpOf(pid int) (int, bool) {
-	st, ok := procfs.HostStat(pid)
+	st, ok := procfs.ReadPidStat(pid)
 	return st.Pgrp, ok
 }
 

@@ -153,7 +153,7 @@ func lockSessionDir(dir string) (func(), error) {
 // procStart is /proc/PID/stat's starttime, and whether the process is
 // running (not a zombie).
 func procStart(pid int) (uint64, bool) {
-	st, ok := procfs.HostStat(pid)
+	st, ok := procfs.ReadPidStat(pid)
 	return st.Start, ok && st.State != 'Z' && st.State != 'X'
 }
 
