@@ -166,7 +166,7 @@ type Options struct {
 	// opened (shadowfd.Manager.MaxSize); larger ones are virtual fds.
 	ShadowMax int64
 	// NetFiles shows kbox's /etc/resolv.conf and /etc/hosts to the guest
-	// (--net; netfiles.go).
+	// (--net; sys_file_etc.go).
 	NetFiles bool
 }
 

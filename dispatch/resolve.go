@@ -111,7 +111,7 @@ func (e *Engine) classifyRaw(r *Request, abs string, depth int) (guestpath.Targe
 		return b.Target(abs), 0
 	}
 	if t, ok := e.netFileTarget(abs); ok {
-		return t, 0 // kbox's resolv.conf and hosts with --net (netfiles.go)
+		return t, 0 // kbox's resolv.conf and hosts with --net (sys_file_etc.go)
 	}
 	if t, ok := e.devTarget(abs); ok {
 		return t, 0 // kbox's devpts instance (dev.go)
