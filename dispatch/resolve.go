@@ -114,10 +114,10 @@ func (e *Engine) classifyRaw(r *Request, abs string, depth int) (guestpath.Targe
 		return t, 0 // kbox's resolv.conf and hosts with --net (sys_file_etc.go)
 	}
 	if t, ok := e.devTarget(abs); ok {
-		return t, 0 // kbox's devpts instance (dev.go)
+		return t, 0 // kbox's devpts instance (sys_file_dev.go)
 	}
 	if fd, rest, ok := e.devFd(abs); ok {
-		return e.beneathFd(r, abs, fd, rest) // /dev/fd/N (devfd.go)
+		return e.beneathFd(r, abs, fd, rest) // /dev/fd/N (sys_file_dev.go)
 	}
 	rt, ok := e.route(abs)
 	if !ok {

@@ -1,11 +1,16 @@
 package dispatch
 
 import (
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/kbox-project/kbox/inet"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/loopdev"
 	"github.com/kbox-project/kbox/sockios"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -182,4 +187,228 @@ func ifconf(r *Request, lfd int) Result {
 		return errno(unix.EFAULT, LKL)
 	}
 	return ok(0, LKL)
+}
+
+// LKL's loop devices and loop-control.
+
+// lklDevIoctl serves ioctl(2) on a virtual fd of one of LKL's devices;
+// served is false for any other virtual fd.
+func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
+	lfd, en := vfd(r, r.Args[0])
+	if en != 0 {
+		return Result{}, false
+	}
+	st, err := lkl.Fstat(lfd)
+	if err != nil || !lklDevice(st.Mode, st.Rdev) {
+		return Result{}, false
+	}
+	cmd := uint32(r.Args[1])
+	c, en := loopdev.Lookup(cmd, st.Mode&unix.S_IFMT == unix.S_IFCHR)
+	if en != 0 {
+		return errno(en, Emulated), true
+	}
+	arg := uintptr(r.Args[2])
+	if (cmd == loopdev.GetStatus || cmd == loopdev.GetStatus64) && arg == 0 {
+		return errno(unix.EINVAL, Emulated), true // as the driver checks first
+	}
+	lcmd := loopdev.LKLCmd(cmd) // the command LKL gets
+	var buf []byte
+	switch {
+	case c.In > 0:
+		buf = make([]byte, c.In)
+		if r.G.Read(r.Args[2], buf) != nil {
+			return errno(unix.EFAULT, Emulated), true
+		}
+		if c.Old {
+			buf = loopdev.FromOld(buf)
+		}
+	case c.Out > 0:
+		buf = make([]byte, c.Out)
+	}
+	// The guest fds these commands carry become LKL fds, held until LKL
+	// has taken its own reference.
+	var backing int = -1
+	switch {
+	case c.Fd:
+		if backing, en = e.loopFd(r, int32(r.Args[2])); en != 0 {
+			return errno(en, Emulated), true
+		}
+		arg = uintptr(backing)
+	case cmd == loopdev.Configure:
+		if backing, en = e.loopFd(r, loopdev.ConfigFd(buf)); en != 0 {
+			return errno(en, Emulated), true
+		}
+		loopdev.SetConfigFd(buf, backing)
+	}
+	if backing >= 0 {
+		defer lkl.Close(backing)
+	}
+	if buf != nil {
+		arg = uptr(buf)
+	}
+	if en := useCred(r); en != 0 {
+		return errno(en, LKL), true
+	}
+	oldDev, hadOld := uint64(0), false
+	if cmd == loopdev.ClrFd || cmd == loopdev.ChangeFd {
+		oldDev, hadOld = loopdev.Backing(lfd)
+	}
+	var v uintptr
+	call := func() unix.Errno {
+		var le unix.Errno
+		v, le = lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), uintptr(lcmd), arg, 0, 0, 0)
+		return le
+	}
+	var le unix.Errno
+	if cmd == loopdev.CtlRemove {
+		le = retryBusy(call) // the guest's last close of the device may be pending in LKL
+	} else {
+		le = call()
+	}
+	runtime.KeepAlive(buf)
+	if le != 0 {
+		return errno(le, LKL), true
+	}
+	if c.Out > 0 {
+		out := buf
+		if c.Old {
+			var en unix.Errno
+			if out, en = loopdev.ToOld(buf); en != 0 {
+				return errno(en, Emulated), true
+			}
+		}
+		if r.G.Write(r.Args[2], out) != nil {
+			return errno(unix.EFAULT, LKL), true
+		}
+	}
+	// The device now reads and writes its file in LKL, behind any shadow
+	// of it: the shadows of that filesystem no guest holds go (written
+	// back first), so that the next open reads what LKL has. A guest
+	// holding the file open meanwhile keeps its own view (docs/security.md).
+	if cmd == loopdev.ClrFd {
+		loopdev.AwaitClear(lfd, releaseWait)
+	}
+	if hadOld {
+		e.Shadows.Release(oldDev)
+	}
+	switch {
+	case loopdev.Binds(cmd):
+		if dev, bound := loopdev.Backing(lfd); bound {
+			e.Shadows.Release(dev)
+		}
+	case cmd == loopdev.CtlAdd || cmd == loopdev.CtlGetFree:
+		e.loopNode(int(v), true)
+	case cmd == loopdev.CtlRemove:
+		e.loopNode(int(r.Args[2]), false)
+	}
+	return ok(int64(v), LKL), true
+}
+
+// loopFd returns a new LKL fd of the file behind guest fd gfd, for a loop
+// device to be backed by: the LKL file of a virtual fd, or the image file
+// a shadow stands for (written back first, so that LKL holds what the
+// guest wrote), opened with the guest fd's access mode. Anything else (a
+// host file: a bind's, a pipe, a socket, a terminal) is EBADF: the host's
+// files never back a device of LKL's.
+func (e *Engine) loopFd(r *Request, gfd int32) (int, unix.Errno) {
+	fd := uint64(uint32(gfd))
+	if isVirtual(r, fd) {
+		if hfd, isHost := hostFile(r, fd); isHost {
+			if n := e.nodeOf(r, int(gfd)); n != nil {
+				fl, err := unix.FcntlInt(uintptr(hfd), unix.F_GETFL, 0)
+				if err != nil {
+					return -1, unix.EBADF
+				}
+				return e.reopenNode(n.LKLFd(), fl, func() error { return e.Shadows.Sync(n) })
+			}
+			return -1, unix.EBADF
+		}
+		lfd, en := vfd(r, fd)
+		if en != 0 {
+			return -1, en
+		}
+		if !usableFd(r, fd) {
+			return -1, unix.EBADF // O_PATH, as fget refuses it
+		}
+		return dupLKL(lfd)
+	}
+	if gfd < 0 {
+		return -1, unix.EBADF
+	}
+	n := e.nodeOf(r, int(gfd))
+	if n == nil {
+		return -1, unix.EBADF
+	}
+	fl, ok := guestFdFlags(r.P.Tgid, int(gfd))
+	if !ok {
+		return -1, unix.EBADF
+	}
+	return e.reopenNode(n.LKLFd(), fl, func() error { return e.Shadows.Sync(n) })
+}
+
+// reopenNode writes a shadow node back (sync) and opens its LKL inode
+// again, through the kernel's proc, with the access mode of flags.
+func (e *Engine) reopenNode(lfd, flags int, sync func() error) (int, unix.Errno) {
+	if lfd < 0 {
+		return -1, unix.EBADF
+	}
+	if err := sync(); err != nil {
+		return -1, sysabi.Errno(err)
+	}
+	lflags := int(lkl.OpenFlagsToLKL(uint32(flags&unix.O_ACCMODE))) | unix.O_CLOEXEC
+	var nfd uintptr
+	var le unix.Errno
+	asRoot(func() {
+		nfd, le = e.kprocPath(lkl.SysOpenat, 1, "self/fd/"+strconv.Itoa(lfd), [6]uintptr{0, 0, uintptr(lflags)})
+	})
+	if le != 0 {
+		return -1, le
+	}
+	return int(nfd), 0
+}
+
+// dupLKL returns a new LKL fd of LKL's open file lfd.
+func dupLKL(lfd int) (int, unix.Errno) {
+	nfd, le := lkl.Syscall6(lkl.SysFcntl, uintptr(lfd), unix.F_DUPFD_CLOEXEC, 0, 0, 0, 0)
+	if le != 0 {
+		return -1, le
+	}
+	return int(nfd), 0
+}
+
+// guestFdFlags returns the status flags of host fd fd of guest process
+// tgid (its /proc fdinfo).
+func guestFdFlags(tgid, fd int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tgid) + "/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, found := strings.Cut(l, ":"); found && k == "flags" {
+			fl, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return int(fl), err == nil
+		}
+	}
+	return 0, false
+}
+
+// loopNode makes (add) or removes the guest's /dev/loopN when LKL made or
+// removed loop device n, as devtmpfs does on Linux (mode 0600, root's),
+// when the guest's /dev is kbox's. A node the guest put there itself is
+// left alone unless it is that very device.
+func (e *Engine) loopNode(n int, add bool) {
+	p, rdev, valid := loopdev.Node(n)
+	if !e.Opt.Dev || !valid {
+		return
+	}
+	asRoot(func() {
+		st, err := lkl.Stat(p, true)
+		switch {
+		case add && err != nil:
+			lkl.Mknod(p, unix.S_IFBLK|0o600, rdev)
+		case !add && err == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == rdev:
+			lkl.Unlink(p, false)
+		}
+	})
+	e.stats.Changed()
 }

@@ -29,7 +29,7 @@ type Target struct {
 	Tail string
 	// Fd, when above 0, says that Path is /dev/fd/N (N = Fd-1), or
 	// /dev/stdin, stdout or stderr (N = 0, 1, 2), with kbox's /dev: the
-	// caller's own fd N when the link is followed (dispatch/devfd.go).
+	// caller's own fd N when the link is followed (dispatch/sys_file_dev.go).
 	// FdDir says Path is /dev/fd, the link to /proc/self/fd.
 	Fd    int
 	FdDir bool
