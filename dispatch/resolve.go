@@ -73,15 +73,8 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (guestpath.Target,
 // with p's trailing slash kept.
 func (e *Engine) resolved(r *Request, p, abs string) (guestpath.Target, unix.Errno) {
 	t, en := e.classify(r, abs)
-	if tail := guestpath.DirTail(p); tail != "" && en == 0 {
-		switch {
-		case t.Proc != nil:
-			t.Tail = tail
-		case !t.Host && t.Path != "/":
-			t.Tail = tail
-		case t.Host && t.Rel != ".":
-			t.Rel += tail // the host kernel judges it as well
-		}
+	if en == 0 {
+		t.KeepTail(guestpath.DirTail(p))
 	}
 	if gdbmirror.On() {
 		e.gdbResolved(r, p, t, en) // the debug mirror (gdb.go)

@@ -14,11 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ioctl(2): sysIoctl and the commands kbox serves itself, acting on the
-// request (the guest's memory, its fds, LKL's fds for it). What is decided
-// without a request is the packages':
+// ioctl(2): sysIoctl and the commands kbox serves itself. What is here
+// acts on the request (the guest's memory, its fds, LKL's fds for it);
+// what is decided without one is the packages':
 //   - the inode flags (FS_IOC_GETFLAGS, FS_IOC_SETFLAGS) of image files:
-//     LKL's, here;
+//     LKL's own call on the file's LKL fd (inodeFlagsIoctl);
 //   - the network-device commands on a socket (SIOCGIF*, ARP): package
 //     sockios's table, struct ifconf and LKL socket decide; deviceIoctl
 //     asks LKL, whose network namespace is the guest's;

@@ -54,6 +54,22 @@ func DirTail(p string) string {
 	return ""
 }
 
+// KeepTail keeps on t the trailing "/" or "/." (DirTail) of the guest
+// path that led to it, where the call that resolved it must still judge
+// it: kbox's /proc files, image paths but the root, and host files
+// beneath a route's or bind's root (there the host kernel judges it).
+func (t *Target) KeepTail(tail string) {
+	switch {
+	case tail == "":
+	case t.Proc != nil:
+		t.Tail = tail
+	case !t.Host && t.Path != "/":
+		t.Tail = tail
+	case t.Host && t.Rel != ".":
+		t.Rel += tail
+	}
+}
+
 // Clean normalizes a guest path lexically: absolute, no . or .., no double
 // slashes; .. at the root stays at the root, so no lexical path leaves the
 // image. (Symlinks inside the image are resolved by LKL under its chroot.)
