@@ -652,6 +652,9 @@ func sysReadlinkat(e *Engine, r *Request) Result {
 	return e.readlink(r, int32(r.Args[0]), r.Args[1], r.Args[2], r.Args[3])
 }
 
+// A loop device as mount(2)'s source: package loopdev decides which
+// sources may be devices and which devices a guest may mount.
+
 // mountSource returns the source of a guest's mount(2) as LKL must see
 // it: a guest path naming a block device becomes the device's LKL path,
 // refused (ENXIO) unless it is a loop device; anything else (a
