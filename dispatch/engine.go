@@ -4,7 +4,7 @@
 // forward it to LKL, continue it on the host, emulate it, or fail it.
 //
 // Handlers live in one file per family (sys_file.go, sys_meta_stat.go, sys_file_path.go, sys_proc_exec.go,
-// sys_proc_ident.go, sys_proc_sys.go, sys_net_socket.go, sys_net_inet.go, procserve.go, dev.go, ...), each
+// sys_proc_ident.go, sys_proc_sys.go, sys_net_socket.go, sys_net_inet.go, sys_file_dev.go, ...), each
 // named by its entry in the syscall table (table.go);
 // docs/tiers.md lists the families and docs/architecture.md follows one
 // call through them.
@@ -127,7 +127,7 @@ type Request struct {
 	Rule string
 
 	// fdHops counts paths through /dev/fd/N resolved for this call
-	// (devfd.go), bounded as symlinks are.
+	// (sys_file_dev.go), bounded as symlinks are.
 	fdHops uint8
 }
 
@@ -149,7 +149,7 @@ type Options struct {
 	// Dev says the guest's /dev is kbox's (rootfs/dev.go): a private
 	// devpts instance shows at /dev/pts, mounted on first use, and
 	// /dev/fd, /dev/stdin, /dev/stdout and /dev/stderr name the caller's
-	// own fds (dev.go, devfd.go).
+	// own fds (sys_file_dev.go).
 	Dev bool
 	// Binds are host directories shown in the guest (package guestpath).
 	Binds []*guestpath.Bind
@@ -166,7 +166,7 @@ type Options struct {
 	// opened (shadowfd.Manager.MaxSize); larger ones are virtual fds.
 	ShadowMax int64
 	// NetFiles shows kbox's /etc/resolv.conf and /etc/hosts to the guest
-	// (--net; netfiles.go).
+	// (--net; sys_file_etc.go).
 	NetFiles bool
 }
 
@@ -230,7 +230,7 @@ type Engine struct {
 
 	anyRO bool // some bind is read-only
 
-	pts guestpath.Devpts // the private devpts instance at /dev/pts (dev.go)
+	pts guestpath.Devpts // the private devpts instance at /dev/pts (sys_file_dev.go)
 
 	stats guestpath.StatCache // LKL path stats while nothing changed (statcache.go)
 

@@ -34,7 +34,7 @@ func TestENOSYSCounted(t *testing.T) {
 }
 
 // Host routes other than /proc are served from the host beneath the
-// route; /proc is kbox's own (procfs_test.go), /dev LKL's (dev.go).
+// route; /proc is kbox's own (procfs_test.go), /dev LKL's (sys_file_dev.go).
 func TestHostRoutes(t *testing.T) {
 	e := New(Options{HostRoutes: []string{"/proc", guestpath.CPURoute}, Dev: true})
 	r := &Request{P: &Proc{Tgid: 4242}, G: &memGuest{}}
@@ -46,7 +46,7 @@ func TestHostRoutes(t *testing.T) {
 	}{
 		{"/etc/hostname", false, "", 0},
 		{"/procfs/x", false, "", 0}, // a prefix, not the route
-		{"/dev/null", false, "", 0}, // LKL's /dev (dev.go)
+		{"/dev/null", false, "", 0}, // LKL's /dev (sys_file_dev.go)
 		{"/sys/class/net", false, "", 0},
 		{"/sys/devices/system/cpu", true, ".", 0},
 		{"/sys/devices/system/cpu/cpu0/topology/core_id", true, "cpu0/topology/core_id", 0},

@@ -73,15 +73,8 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (guestpath.Target,
 // with p's trailing slash kept.
 func (e *Engine) resolved(r *Request, p, abs string) (guestpath.Target, unix.Errno) {
 	t, en := e.classify(r, abs)
-	if tail := guestpath.DirTail(p); tail != "" && en == 0 {
-		switch {
-		case t.Proc != nil:
-			t.Tail = tail
-		case !t.Host && t.Path != "/":
-			t.Tail = tail
-		case t.Host && t.Rel != ".":
-			t.Rel += tail // the host kernel judges it as well
-		}
+	if en == 0 {
+		t.KeepTail(guestpath.DirTail(p))
 	}
 	if gdbmirror.On() {
 		e.gdbResolved(r, p, t, en) // the debug mirror (gdb.go)
@@ -111,13 +104,13 @@ func (e *Engine) classifyRaw(r *Request, abs string, depth int) (guestpath.Targe
 		return b.Target(abs), 0
 	}
 	if t, ok := e.netFileTarget(abs); ok {
-		return t, 0 // kbox's resolv.conf and hosts with --net (netfiles.go)
+		return t, 0 // kbox's resolv.conf and hosts with --net (sys_file_etc.go)
 	}
 	if t, ok := e.devTarget(abs); ok {
-		return t, 0 // kbox's devpts instance (dev.go)
+		return t, 0 // kbox's devpts instance (sys_file_dev.go)
 	}
 	if fd, rest, ok := e.devFd(abs); ok {
-		return e.beneathFd(r, abs, fd, rest) // /dev/fd/N (devfd.go)
+		return e.beneathFd(r, abs, fd, rest) // /dev/fd/N (sys_file_dev.go)
 	}
 	rt, ok := e.route(abs)
 	if !ok {

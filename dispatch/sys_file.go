@@ -152,7 +152,7 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 // openTarget opens a resolved target for the guest.
 func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint32) Result {
 	if flags&unix.O_NOFOLLOW == 0 {
-		// /dev/fd, /dev/fd/N (devfd.go)
+		// /dev/fd, /dev/fd/N (sys_file_dev.go)
 		if t.Fd > 0 {
 			return e.openFd(r, t.Fd-1, flags, mode)
 		}
@@ -189,7 +189,7 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 		return answered(int64(gfd), Host)
 	}
 	if res, done := e.openDevice(r, t, flags); done {
-		return res // a node in /dev, by its stat (dev.go)
+		return res // a node in /dev, by its stat (sys_file_dev.go)
 	}
 	if res, done := e.openCached(r, t, flags); done {
 		return res
@@ -200,11 +200,11 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 	lflags, probe := lklOpenFlags(flags)
 	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, t.LKLPath(), flags, mode), flags)
 	if le == unix.EBUSY && flags&unix.O_EXCL != 0 {
-		fd, le = e.openExclBlock(r, t.LKLPath(), lflags, flags) // loopdev.go
+		fd, le = e.openExclBlock(r, t.LKLPath(), lflags, flags) // sys_file_dev.go
 	}
 	if le == unix.ENXIO || le == unix.ENODEV || le == unix.EBUSY {
 		// A device node LKL has no driver for, or one of its disks
-		// (busy: mounted): kbox decides (dev.go).
+		// (busy: mounted): kbox decides (sys_file_dev.go).
 		var st lkl.Stat64
 		if lklStatUncached(t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) == 0 && guestpath.IsDevice(st.Mode) && !lklDevice(st.Mode, st.Rdev) {
 			return e.devOpen(r, st.Mode, st.Rdev, flags)
@@ -284,8 +284,8 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 		return fail(err, LKL)
 	}
 	if guestpath.IsDevice(st.Mode) && flags&unix.O_PATH == 0 && !lklDevice(st.Mode, st.Rdev) {
-		// LKL's own device is never the guest's (dev.go), but for
-		// its loop devices, virtual fds (loopdev.go).
+		// LKL's own device is never the guest's (sys_file_dev.go), but for
+		// its loop devices, virtual fds (sys_io_ioctl.go).
 		lkl.Close(lfd)
 		return e.devOpen(r, st.Mode, st.Rdev, flags)
 	}

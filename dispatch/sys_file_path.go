@@ -10,6 +10,7 @@ import (
 
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/loopdev"
 	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +37,7 @@ func (e *Engine) modTarget(r *Request, dirfd int32, addr uint64) (guestpath.Targ
 	}
 	if t.Host && t.Bind == nil || t.Fd > 0 || t.FdDir {
 		// System routes, and /dev/fd and /dev/std*: LKL would follow
-		// them into its own proc (devfd.go).
+		// them into its own proc (sys_file_dev.go).
 		return t, errno(unix.EACCES, Denied), false
 	}
 	return t, Result{}, true
@@ -470,7 +471,7 @@ func sysMount(e *Engine, r *Request) Result {
 	if !okk {
 		return res
 	}
-	src, blk, en := e.mountSource(r, src, uintptr(r.Args[3])) // loopdev.go
+	src, blk, en := e.mountSource(r, src, uintptr(r.Args[3]))
 	if en != 0 {
 		return errno(en, Emulated)
 	}
@@ -492,7 +493,7 @@ func sysMount(e *Engine, r *Request) Result {
 		})
 	} else if blk {
 		// A loop device the guest just closed (mke2fs) is released by
-		// LKL a clock tick later: busy until then (loopdev.go).
+		// LKL a clock tick later: busy until then (retryBusy).
 		retryBusy(func() unix.Errno {
 			err = lkl.Mount(src, p, fstype, flags, data)
 			en, _ := err.(unix.Errno)
@@ -579,7 +580,7 @@ func sysGetcwd(e *Engine, r *Request) Result {
 func sysChdir(e *Engine, r *Request) Result {
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
 	if en == 0 {
-		t, en = e.followDev(r, t) // /dev/fd (devfd.go)
+		t, en = e.followDev(r, t) // /dev/fd (sys_file_dev.go)
 	}
 	if en == 0 {
 		t, en = e.followRooted(r, t) // a chrooted caller's link (sys_file_chroot.go)
@@ -649,4 +650,45 @@ func sysReadlinkat(e *Engine, r *Request) Result {
 		}
 	}
 	return e.readlink(r, int32(r.Args[0]), r.Args[1], r.Args[2], r.Args[3])
+}
+
+// A loop device as mount(2)'s source: package loopdev decides which
+// sources may be devices and which devices a guest may mount.
+
+// mountSource returns the source of a guest's mount(2) as LKL must see
+// it: a guest path naming a block device becomes the device's LKL path,
+// refused (ENXIO) unless it is a loop device; anything else (a
+// filesystem's name, "none", a path LKL does not have, the source of a
+// bind, move or remount: loopdev.MaySourceDevice) goes as it is. blk says
+// the source is a block device: the caller checks what was mounted
+// (loopMounted).
+func (e *Engine) mountSource(r *Request, src string, flags uintptr) (lsrc string, blk bool, en unix.Errno) {
+	if !loopdev.MaySourceDevice(src, flags) {
+		return src, false, 0
+	}
+	t, en := e.resolveAt(r, unix.AT_FDCWD, src)
+	if en != 0 || t.Host || t.Proc != nil || t.Fd > 0 {
+		return src, false, 0
+	}
+	var st lkl.Stat64
+	if lklStatUncached(t.LKLPath(), false, &st) != 0 || st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return src, false, 0
+	}
+	if !lklDevice(st.Mode, st.Rdev) {
+		return "", true, unix.ENXIO
+	}
+	return t.LKLPath(), true, 0
+}
+
+// loopMounted checks that a new mount at LKL path p of a block device
+// source is a loop device's filesystem: the guest may have put another
+// device's node at the source's path since mountSource looked. If not, it
+// is detached at once and the mount fails with ENXIO.
+func loopMounted(p string) unix.Errno {
+	var st lkl.Stat64
+	if lklStatUncached(p, false, &st) == 0 && unix.Major(st.Dev) == loopdev.Major {
+		return 0
+	}
+	lklPath(lkl.SysUmount2, 0, p, [6]uintptr{0, unix.MNT_DETACH})
+	return unix.ENXIO
 }

@@ -5,8 +5,6 @@
 package dispatch
 
 import (
-	"runtime"
-
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -47,81 +45,6 @@ func sysLseek(e *Engine, r *Request) Result {
 		}
 	}
 	return ok(int64(res), LKL)
-}
-
-// sysIoctl serves ioctl(2) on virtual fds.
-func sysIoctl(e *Engine, r *Request) Result {
-	// ENOTTY, but the listed commands of a loop device or loop-control
-	// (loopdev.go); with --net, an internet socket's FIONREAD and SIOCOUTQ
-	// (inet/msg.go).
-	if res, served := e.inodeFlagsIoctl(r); served {
-		return res
-	}
-	if !isVirtual(r, r.Args[0]) {
-		if res, served := e.inetIoctl(r); served {
-			return res
-		}
-		if res, served := e.deviceIoctl(r); served {
-			return res
-		}
-		return cont
-	}
-	if _, en := vfd(r, r.Args[0]); en != 0 {
-		return errno(en, Emulated)
-	}
-	if !usableFd(r, r.Args[0]) {
-		return errno(unix.EBADF, Emulated) // O_PATH
-	}
-	if res, served := e.lklDevIoctl(r); served {
-		return res // a loop device or loop-control (loopdev.go)
-	}
-	return errno(unix.ENOTTY, Emulated)
-}
-
-// inodeFlagsIoctl serves FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (lsattr,
-// chattr: the immutable and append-only attributes) on the guest's image
-// files: on a shadow the flags are its image inode's, not the memfd's (whose
-// own would be lost, and would not stop a change by path); on a virtual fd
-// its LKL file's. Other fds (pipes, terminals, binds' files) get the host's
-// answer. The value is an int, as the kernel reads and writes it.
-func (e *Engine) inodeFlagsIoctl(r *Request) (Result, bool) {
-	cmd := uint32(r.Args[1])
-	if cmd != unix.FS_IOC_GETFLAGS && cmd != unix.FS_IOC_SETFLAGS || r.P == nil {
-		return Result{}, false
-	}
-	var lfd int
-	if fd := int(int32(r.Args[0])); isVirtual(r, r.Args[0]) {
-		if _, isHost := hostFile(r, r.Args[0]); isHost {
-			return Result{}, false
-		}
-		if ent, open := r.P.FDs.Get(fd); open && ent.File.Listing != nil {
-			return Result{}, false // a directory kbox lists: ENOTTY
-		}
-		var en unix.Errno
-		if lfd, en = vfd(r, r.Args[0]); en != 0 {
-			return errno(en, Emulated), true
-		}
-		if !usableFd(r, r.Args[0]) {
-			return errno(unix.EBADF, Emulated), true // O_PATH
-		}
-	} else if n := e.nodeOf(r, fd); n != nil {
-		lfd = n.LKLFd()
-	} else {
-		return Result{}, false
-	}
-	v := make([]byte, 4)
-	if cmd == unix.FS_IOC_SETFLAGS && r.G.Read(r.Args[2], v) != nil {
-		return errno(unix.EFAULT, LKL), true
-	}
-	_, le := lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), uintptr(cmd), uptr(v), 0, 0, 0)
-	runtime.KeepAlive(v)
-	if le != 0 {
-		return errno(le, LKL), true
-	}
-	if cmd == unix.FS_IOC_GETFLAGS && r.G.Write(r.Args[2], v) != nil {
-		return errno(unix.EFAULT, LKL), true
-	}
-	return ok(0, LKL), true
 }
 
 // sysPread serves pread64(2) on virtual fds.

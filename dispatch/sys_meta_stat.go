@@ -40,7 +40,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		return errno(en, LKL)
 	}
 	if flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
-		// /dev/fd, /dev/fd/N (devfd.go)
+		// /dev/fd, /dev/fd/N (sys_file_dev.go)
 		if t.Fd > 0 {
 			return e.statDevFd(r, t.Fd-1, out)
 		}
@@ -250,7 +250,7 @@ func sysStatx(e *Engine, r *Request) Result {
 			return e.statxProc(r, t, "", flags&unix.AT_SYMLINK_NOFOLLOW != 0)
 		}
 		if t.Fd > 0 && flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
-			// /dev/fd/N (devfd.go): the file fd N is.
+			// /dev/fd/N (sys_file_dev.go): the file fd N is.
 			if res, done := e.statxFd(r, t.Fd-1, flags&^unix.AT_EMPTY_PATH, buf[:], true); done {
 				return res
 			}
@@ -345,7 +345,7 @@ func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) R
 		return errno(en, LKL)
 	}
 	if flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
-		// /dev/fd, /dev/fd/N (devfd.go)
+		// /dev/fd, /dev/fd/N (sys_file_dev.go)
 		if t.Fd > 0 {
 			return e.accessFd(r, t.Fd-1, mode, flags)
 		}
@@ -403,7 +403,7 @@ func sysFaccessat2(e *Engine, r *Request) Result {
 func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Result {
 	t, en := e.target(r, dirfd, addr)
 	if en == 0 {
-		t, en = e.procFdLink(r, t) // /dev/fd/N (devfd.go)
+		t, en = e.procFdLink(r, t) // /dev/fd/N (sys_file_dev.go)
 	}
 	if en != 0 {
 		return errno(en, LKL)
@@ -451,7 +451,7 @@ func sysStatfs(e *Engine, r *Request) Result {
 	e.Shadows.FlushDirty() // LKL's free space counts what guests wrote
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
 	if en == 0 {
-		t, en = e.followDevFd(r, t) // /dev/fd, /dev/fd/N (devfd.go)
+		t, en = e.followDevFd(r, t) // /dev/fd, /dev/fd/N (sys_file_dev.go)
 	}
 	if en != 0 {
 		return errno(en, LKL)

@@ -3,10 +3,15 @@
 package dispatch
 
 import (
+	"bytes"
 	"runtime"
+	"slices"
+	"strings"
 
+	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
@@ -326,4 +331,324 @@ func (e *Engine) xattrTargetObj(r *Request, t guestpath.Target, nofollow bool) (
 		return xattrObj{}, sysabi.Errno(err)
 	}
 	return xattrObj{kind: xattrHost, path: guestpath.ProcFd(fd), owned: true, hostFd: fd, ro: t.Bind.ReadOnly}, 0
+}
+
+// Extended attributes of what is not in LKL: binds and the guest's host
+// objects (user.* only), and files without any (noXattr).
+
+// capSetfcap is CAP_SETFCAP's bit.
+const capSetfcap = 31
+
+// userPrefix is the one namespace a host file shows the guest.
+const userPrefix = "user."
+
+// hostName reports a name that goes to a host file: user.*, and a
+// socket's protocol name (sockfs's system.sockprotoname, read-only).
+func hostName(name []byte) bool {
+	return bytes.HasPrefix(name, []byte(userPrefix)) || string(name) == sockProtoName
+}
+
+const sockProtoName = "system.sockprotoname"
+
+// xattrFdObj is the file of guest fd fd: for an f* call, or (viaPath) for
+// a path through /dev/fd/N, which reaches an O_PATH fd's file too and
+// finds a closed fd missing (ENOENT).
+func (e *Engine) xattrFdObj(r *Request, fd int, viaPath bool) (xattrObj, unix.Errno) {
+	bad := unix.EBADF
+	if viaPath {
+		bad = unix.ENOENT
+	}
+	if fd < 0 {
+		return xattrObj{}, bad
+	}
+	if r.P.FDs.IsVirtual(fd) {
+		ent, found := r.P.FDs.Get(fd)
+		if !found {
+			return xattrObj{}, bad
+		}
+		if !viaPath && pathOnly(ent.File) {
+			return xattrObj{}, unix.EBADF
+		}
+	}
+	ref, en := e.fdRefOf(r.P.Tgid, fd)
+	if en != 0 {
+		return xattrObj{}, bad
+	}
+	return e.xattrRefObj(r, ref)
+}
+
+// usableFd reports whether virtual fd fd is open for more than O_PATH
+// (an O_PATH fd serves only path-level calls: others are EBADF).
+func usableFd(r *Request, fd uint64) bool {
+	ent, ok := r.P.FDs.Get(int(int32(fd)))
+	return ok && !pathOnly(ent.File)
+}
+
+// pathOnly reports an O_PATH file of the virtual table: an image file's,
+// or a host file's (an O_PATH open in a bind or on a host route).
+func pathOnly(f *fdtable.File) bool {
+	if f.Flags&unix.O_PATH != 0 {
+		return true
+	}
+	if f.Host {
+		fl, err := unix.FcntlInt(uintptr(f.HostFd), unix.F_GETFL, 0)
+		return err == nil && fl&unix.O_PATH != 0
+	}
+	return false
+}
+
+// xattrRefObj is the file a guest fd (as /proc describes it) is.
+func (e *Engine) xattrRefObj(r *Request, ref *procfs.FdRef) (xattrObj, unix.Errno) {
+	var st unix.Stat_t
+	switch {
+	case ref.LKLFd >= 0 && lklPathOnly(ref.LKLFd):
+		// An O_PATH fd, reached through its /proc link (the f* calls
+		// refused it before): LKL's f* calls refuse it too, so its file
+		// by the path its link shows, not followed, while that path
+		// names it.
+		var st lkl.Stat64
+		fst, err := lkl.Fstat(ref.LKLFd)
+		if err != nil || ref.Path == "" || lklStatUncached(ref.Path, true, &st) != 0 || st.Dev != fst.Dev || st.Ino != fst.Ino {
+			return xattrObj{}, unix.ENOENT
+		}
+		return xattrObj{kind: xattrLKLPath, path: ref.Path, nofollow: true}, 0
+	case ref.LKLFd >= 0:
+		// A virtual fd of an LKL file, or a shadow: its LKL file.
+		return xattrObj{kind: xattrLKLFd, lklfd: ref.LKLFd}, 0
+	case ref.Host == "":
+		// A directory kbox generates.
+		if en := e.statListing(r, ref.Path, &st); en != 0 {
+			return xattrObj{}, en
+		}
+		return e.noneObj(r, &st), 0
+	case ref.Made:
+		// A text kbox made for /proc: its node's stat (the memfd's
+		// mode is not the file's).
+		if t, en := e.classify(r, ref.Path); en == 0 && t.Proc != nil && e.procStat(r, t, true, &st) == 0 {
+			return e.noneObj(r, &st), 0
+		}
+		st = unix.Stat_t{Mode: unix.S_IFREG | 0o444}
+		return e.noneObj(r, &st), 0
+	case ref.Outside:
+		if unix.Stat(ref.Host, &st) != nil {
+			return xattrObj{}, unix.EBADF
+		}
+		return e.noneObj(r, &st), 0
+	case ref.Path != "":
+		t, en := e.classify(r, ref.Path)
+		switch {
+		case en != 0:
+			return xattrObj{}, en
+		case !t.Host:
+			// A FIFO of the image: its node in LKL.
+			return xattrObj{kind: xattrLKLPath, path: t.LKLPath()}, 0
+		case t.Bind == nil:
+			// A file of a system route.
+			if unix.Stat(ref.Host, &st) != nil {
+				return xattrObj{}, unix.EBADF
+			}
+			return e.noneObj(r, &st), 0
+		}
+		return xattrObj{kind: xattrHost, path: ref.Host, ro: t.Bind.ReadOnly}, 0
+	}
+	if e.Net != nil && unix.Stat(ref.Host, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+		if s := e.Net.Lookup(st.Ino); s != nil {
+			// An internet socket: the guest holds one end of a pair
+			// whose other end kbox pumps to LKL's socket (package inet),
+			// which is what it is.
+			return xattrObj{kind: xattrLKLFd, lklfd: s.LKLFD()}, 0
+		}
+	}
+	// A pipe, unix socket, anonymous inode or memfd of the guest's own,
+	// or a file of a bind that lost its name.
+	o := xattrObj{kind: xattrHost, path: ref.Host}
+	if b := e.bindOf(strings.TrimSuffix(ref.Text, " (deleted)")); b != nil {
+		o.ro = b.ReadOnly
+	}
+	return o, 0
+}
+
+// lklPathOnly reports an LKL fd opened with O_PATH.
+func lklPathOnly(lklfd int) bool {
+	fl, le := lkl.Syscall6(lkl.SysFcntl, uintptr(lklfd), unix.F_GETFL, 0, 0, 0, 0)
+	return le == 0 && lkl.OpenFlagsFromLKL(uint32(fl))&unix.O_PATH != 0
+}
+
+// xattrProcObj is the file of t, a node of the guest's /proc.
+func (e *Engine) xattrProcObj(r *Request, t guestpath.Target, nofollow bool) (xattrObj, unix.Errno) {
+	if n := t.Proc; !nofollow && t.Tail == "" && n.Kind == procfs.Link && n.Fd != nil {
+		// An fd's link: the very file the fd is (an O_PATH fd of a
+		// symlink is the symlink), not its path followed again; the
+		// policy still has its say on that path.
+		if _, en := e.followFd(r, n.Fd); en != 0 {
+			return xattrObj{}, en
+		}
+		return e.xattrRefObj(r, n.Fd)
+	}
+	if !nofollow || t.Tail != "" {
+		var en unix.Errno
+		if t, en = e.followProc(r, t); en != 0 {
+			return xattrObj{}, en
+		}
+		if t.Proc == nil {
+			return e.xattrTargetObj(r, t, false)
+		}
+	}
+	if t.Proc.Kind == procfs.Obj {
+		return e.xattrRefObj(r, t.Proc.Fd) // what an fd link leads to
+	}
+	var st unix.Stat_t
+	if en := e.procStat(r, t, true, &st); en != 0 {
+		return xattrObj{}, en
+	}
+	o := e.noneObj(r, &st)
+	if t.Proc.Kind == procfs.LKL {
+		// LKL's own proc: its permission checks (a /proc/sys
+		// directory is not writable, even for root).
+		o.access = func(m int) unix.Errno { return e.procAccess(r, t, m) }
+	}
+	return o, 0
+}
+
+// noneObj is a file without extended attributes, with stat st.
+func (e *Engine) noneObj(r *Request, st *unix.Stat_t) xattrObj {
+	c := &r.P.creds().Cred
+	s := *st
+	return xattrObj{kind: xattrNone, mode: s.Mode, access: func(m int) unix.Errno { return modeAccess(c, &s, m) }}
+}
+
+// modeAccess checks c's permission want (R_OK or W_OK) on a file of stat
+// st from its mode bits, as Linux's generic_permission without ACLs.
+func modeAccess(c *Cred, st *unix.Stat_t, want int) unix.Errno {
+	if c.Has(capDacOverride) || want == unix.R_OK && c.Has(capDacReadSearch) {
+		return 0
+	}
+	perm := st.Mode
+	switch {
+	case st.Uid == c.FSUID:
+		perm >>= 6
+	case st.Gid == c.FSGID || slices.Contains(c.Groups, st.Gid):
+		perm >>= 3
+	}
+	if perm&uint32(want) == uint32(want) {
+		return 0
+	}
+	return unix.EACCES
+}
+
+// noXattr answers a call on a file whose filesystem has no extended
+// attributes (procfs, pipefs), or none in the namespace of the call's
+// name (a bind's file for all but user.*): the list is empty, and a name
+// gets what Linux's VFS checks give before they find no handler for it:
+// for user.*, ENODATA (get) or EPERM (change) on anything but a regular
+// file or directory, then the caller's permission; for trusted.*,
+// ENODATA or EPERM without CAP_SYS_ADMIN; for a change of security.*,
+// EPERM without CAP_SYS_ADMIN (removing security.capability:
+// CAP_SETFCAP); then EOPNOTSUPP.
+func noXattr(c *xattrCall, cr *Cred, mode uint32, access func(int) unix.Errno) unix.Errno {
+	if c.op == xattrList {
+		return 0
+	}
+	w := c.writes()
+	switch name := c.name; {
+	case strings.HasPrefix(name, userPrefix):
+		if ft := mode & unix.S_IFMT; ft != unix.S_IFREG && ft != unix.S_IFDIR {
+			if w {
+				return unix.EPERM
+			}
+			return unix.ENODATA
+		}
+		if access != nil {
+			want := unix.R_OK
+			if w {
+				want = unix.W_OK
+			}
+			if en := access(want); en != 0 {
+				return en
+			}
+		}
+	case strings.HasPrefix(name, "trusted."):
+		if !cr.Has(capSysAdmin) {
+			if w {
+				return unix.EPERM
+			}
+			return unix.ENODATA
+		}
+	case w && name == "security.capability":
+		if c.op == xattrRemove && !cr.Has(capSetfcap) {
+			return unix.EPERM
+		}
+	case w && strings.HasPrefix(name, "security."):
+		if !cr.Has(capSysAdmin) {
+			return unix.EPERM
+		}
+	}
+	return unix.EOPNOTSUPP
+}
+
+// hostXattr runs the call on a host file, reached through path (a /proc
+// fd link): user.* (and system.sockprotoname) passes, the other names are
+// a filesystem's without them (noXattr).
+func hostXattr(c *xattrCall, o *xattrObj, cr *Cred) (int, []byte, unix.Errno) {
+	if o.ro && c.writes() {
+		return 0, nil, unix.EROFS
+	}
+	if c.op == xattrList {
+		names, en := userNames(o.path)
+		if en != 0 {
+			return 0, nil, en
+		}
+		switch n := uint64(len(names)); {
+		case c.size == 0:
+			return len(names), nil, 0
+		case n > c.size && c.size >= xattrListMax:
+			return 0, nil, unix.E2BIG
+		case n > c.size:
+			return 0, nil, unix.ERANGE
+		}
+		return len(names), names, 0
+	}
+	if !hostName([]byte(c.name)) {
+		return 0, nil, noXattr(c, cr, 0, nil)
+	}
+	var n int
+	var buf []byte
+	var err error
+	switch c.op {
+	case xattrGet:
+		buf = make([]byte, c.size)
+		n, err = unix.Getxattr(o.path, c.name, buf)
+	case xattrSet:
+		err = unix.Setxattr(o.path, c.name, c.value, c.flags)
+	case xattrRemove:
+		err = unix.Removexattr(o.path, c.name)
+	}
+	return n, buf, sysabi.Errno(err)
+}
+
+// userNames returns the names of the host file at path that go to it
+// (hostName), each NUL-terminated, in the host's order.
+func userNames(path string) ([]byte, unix.Errno) {
+	for range 8 {
+		n, err := unix.Listxattr(path, nil)
+		if err != nil {
+			return nil, sysabi.Errno(err)
+		}
+		all := make([]byte, n)
+		n, err = unix.Listxattr(path, all)
+		if err == unix.ERANGE {
+			continue // the list grew meanwhile
+		}
+		if err != nil {
+			return nil, sysabi.Errno(err)
+		}
+		var out []byte
+		for _, name := range bytes.SplitAfter(all[:n], []byte{0}) {
+			if len(name) > 0 && hostName(name[:len(name)-1]) {
+				out = append(out, name...)
+			}
+		}
+		return out, 0
+	}
+	return nil, unix.ERANGE // it keeps growing
 }

@@ -412,7 +412,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	} else {
 		t, en = e.resolveAt(r, dirfd, given)
 		if en == 0 && flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
-			t, en = e.followDevFd(r, t) // /dev/fd/N: its file (devfd.go)
+			t, en = e.followDevFd(r, t) // /dev/fd/N: its file (sys_file_dev.go)
 		}
 		if en == 0 && flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
 			t, en = e.followRooted(r, t) // a chrooted caller's link (sys_file_chroot.go)

@@ -1,6 +1,9 @@
 package dispatch
 
-import "golang.org/x/sys/unix"
+import (
+	"github.com/kbox-project/kbox/sockios"
+	"golang.org/x/sys/unix"
+)
 
 // The syscall table. Everything kbox knows about a syscall lives in one
 // entry of table.go, written once for every architecture and keyed by the
@@ -184,8 +187,8 @@ var NetIoctls = []uint32{unix.SIOCINQ, unix.SIOCOUTQ, unix.SIOCATMARK}
 // entries (0x890B-0x89FF) and the wireless ones (0x8B00-0x8BFF). On a
 // socket kbox made (--net's pairs) or any socket of the in-process tiers,
 // the host kernel would answer about the host's own devices; kbox answers
-// from LKL's namespace, the guest's (netdevioctl.go).
-var DeviceIoctls = [][2]uint32{{0x890B, 0x89FF}, {0x8B00, 0x8BFF}}
+// from LKL's namespace, the guest's (package sockios, sys_io_ioctl.go).
+var DeviceIoctls = sockios.Ranges
 
 // InodeIoctls are the ioctl commands notified on host fds in every run:
 // the inode flags (FS_IOC_GETFLAGS, FS_IOC_SETFLAGS) of a shadow are its

@@ -11,8 +11,9 @@ import (
 )
 
 // The guest's /dev (docs/guest-view.md, "/dev and /sys"): what a device
-// node opens, by its numbers, and kbox's private devpts instance at
-// /dev/pts. dispatch/dev.go serves the opens with these.
+// node opens, by its numbers (DevOpenOf), and kbox's private devpts
+// instance at /dev/pts. dispatch/sys_file_dev.go serves the opens with
+// these.
 
 // PtsDir is where the guest sees kbox's devpts instance.
 const PtsDir = "/dev/pts"
@@ -101,6 +102,54 @@ var (
 	DevTTY  = unix.Mkdev(5, 0)
 	DevPtmx = unix.Mkdev(5, 2)
 )
+
+// A DevOpen is what the open of a device node of the image opens.
+type DevOpen int
+
+const (
+	DevOpensNone DevOpen = iota // nothing: ENXIO, as a kernel without the driver
+	DevOpensHost                // the host's own device (HostDev)
+	DevOpensCtty                // the caller's controlling terminal (OpenCtty)
+	DevOpensPtmx                // the ptmx of kbox's devpts instance
+)
+
+// DevOpenOf says what the open of a device node of file type mode and
+// number rdev opens, and for DevOpensHost the host device's path: null, zero,
+// full, random and urandom are the host's own, tty the caller's
+// controlling terminal, ptmx kbox's devpts instance's; every other
+// character device, and every block device, nothing (LKL's own drivers
+// are never opened for a guest, but for its loop devices: package
+// loopdev).
+func DevOpenOf(mode uint32, rdev uint64) (DevOpen, string) {
+	if mode&unix.S_IFMT != unix.S_IFCHR {
+		return DevOpensNone, ""
+	}
+	switch {
+	case hostDevs[rdev] != "":
+		return DevOpensHost, hostDevs[rdev]
+	case rdev == DevTTY:
+		return DevOpensCtty, ""
+	case rdev == DevPtmx:
+		return DevOpensPtmx, ""
+	}
+	return DevOpensNone, ""
+}
+
+// DevOpenFlags are the flags of kbox's own open of the file a device node
+// stands for, from the guest's open flags: what open(2) does to the path
+// is done (no O_CREAT, O_EXCL, O_TRUNC, O_DIRECTORY, O_NOFOLLOW), and
+// O_NOCTTY: kbox's own opens never give kbox a controlling terminal (a
+// guest gets one with TIOCSCTTY, as login_tty does). O_CLOEXEC is the
+// guest fd's, not the open's.
+func DevOpenFlags(flags int) int {
+	return flags&^(unix.O_CLOEXEC|unix.O_CREAT|unix.O_EXCL|unix.O_TRUNC|unix.O_DIRECTORY|unix.O_NOFOLLOW) | unix.O_NOCTTY
+}
+
+// InDev reports a clean guest path beneath /dev that may name a device
+// node: /dev/shm holds files.
+func InDev(p string) bool {
+	return strings.HasPrefix(p, "/dev/") && !strings.HasPrefix(p, "/dev/shm/")
+}
 
 // OpenHostDev opens the host's device at path, which must be the
 // character device rdev.

@@ -58,3 +58,34 @@ func TestTTYNr(t *testing.T) {
 		t.Errorf("CttyOf(-1) = %d, want 0", got)
 	}
 }
+
+// TestDevOpenOf: what a device node opens, by its file type and number.
+func TestDevOpenOf(t *testing.T) {
+	for _, c := range []struct {
+		mode uint32
+		rdev uint64
+		want DevOpen
+		host string
+	}{
+		{unix.S_IFCHR, unix.Mkdev(1, 3), DevOpensHost, "/dev/null"},
+		{unix.S_IFCHR, unix.Mkdev(1, 9), DevOpensHost, "/dev/urandom"},
+		{unix.S_IFCHR, unix.Mkdev(5, 0), DevOpensCtty, ""},
+		{unix.S_IFCHR, unix.Mkdev(5, 2), DevOpensPtmx, ""},
+		{unix.S_IFCHR, unix.Mkdev(1, 1), DevOpensNone, ""},  // mem
+		{unix.S_IFCHR, unix.Mkdev(1, 11), DevOpensNone, ""}, // kmsg
+		{unix.S_IFBLK, unix.Mkdev(1, 3), DevOpensNone, ""},  // a block device of null's number
+		{unix.S_IFBLK, unix.Mkdev(254, 0), DevOpensNone, ""},
+	} {
+		if got, host := DevOpenOf(c.mode, c.rdev); got != c.want || host != c.host {
+			t.Errorf("DevOpenOf(%#o, %d:%d) = %v %q, want %v %q", c.mode, unix.Major(c.rdev), unix.Minor(c.rdev), got, host, c.want, c.host)
+		}
+	}
+	for p, want := range map[string]bool{"/dev/null": true, "/dev/pts/0": true, "/dev/shm/x": false, "/dev": false, "/devx/null": false, "/tmp/null": false} {
+		if InDev(p) != want {
+			t.Errorf("InDev(%q) = %v", p, !want)
+		}
+	}
+	if f := DevOpenFlags(unix.O_RDWR | unix.O_CREAT | unix.O_EXCL | unix.O_TRUNC | unix.O_CLOEXEC | unix.O_NONBLOCK); f != unix.O_RDWR|unix.O_NONBLOCK|unix.O_NOCTTY {
+		t.Errorf("DevOpenFlags = %#x", f)
+	}
+}

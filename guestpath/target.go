@@ -29,7 +29,7 @@ type Target struct {
 	Tail string
 	// Fd, when above 0, says that Path is /dev/fd/N (N = Fd-1), or
 	// /dev/stdin, stdout or stderr (N = 0, 1, 2), with kbox's /dev: the
-	// caller's own fd N when the link is followed (dispatch/devfd.go).
+	// caller's own fd N when the link is followed (dispatch/sys_file_dev.go).
 	// FdDir says Path is /dev/fd, the link to /proc/self/fd.
 	Fd    int
 	FdDir bool
@@ -52,6 +52,22 @@ func DirTail(p string) string {
 		return "/."
 	}
 	return ""
+}
+
+// KeepTail keeps on t the trailing "/" or "/." (DirTail) of the guest
+// path that led to it, where the call that resolved it must still judge
+// it: kbox's /proc files, image paths but the root, and host files
+// beneath a route's or bind's root (there the host kernel judges it).
+func (t *Target) KeepTail(tail string) {
+	switch {
+	case tail == "":
+	case t.Proc != nil:
+		t.Tail = tail
+	case !t.Host && t.Path != "/":
+		t.Tail = tail
+	case t.Host && t.Rel != ".":
+		t.Rel += tail
+	}
 }
 
 // Clean normalizes a guest path lexically: absolute, no . or .., no double

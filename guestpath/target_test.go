@@ -4,6 +4,8 @@ import (
 	"path"
 	"strings"
 	"testing"
+
+	"github.com/kbox-project/kbox/procfs"
 )
 
 func TestClean(t *testing.T) {
@@ -63,6 +65,29 @@ func TestDirTail(t *testing.T) {
 	} {
 		if got := DirTail(p); got != want {
 			t.Errorf("DirTail(%q) = %q, want %q", p, got, want)
+		}
+	}
+}
+
+// TestKeepTail: where a trailing "/" or "/." of the guest's path is kept.
+func TestKeepTail(t *testing.T) {
+	for _, c := range []struct {
+		name              string
+		t                 Target
+		tail              string
+		wantTail, wantRel string
+	}{
+		{"image path", Target{Path: "/etc"}, "/", "/", ""},
+		{"image root", Target{Path: "/"}, "/.", "", ""},
+		{"no tail", Target{Path: "/etc"}, "", "", ""},
+		{"host file", Target{Host: true, Rel: "a/b"}, "/", "", "a/b/"},
+		{"host root", Target{Host: true, Rel: "."}, "/", "", "."},
+		{"proc", Target{Host: true, Proc: &procfs.Node{}, Rel: "x"}, "/.", "/.", "x"},
+	} {
+		got := c.t
+		got.KeepTail(c.tail)
+		if got.Tail != c.wantTail || got.Rel != c.wantRel {
+			t.Errorf("%s: Tail %q Rel %q, want %q %q", c.name, got.Tail, got.Rel, c.wantTail, c.wantRel)
 		}
 	}
 }

@@ -1,6 +1,11 @@
 package loopdev
 
-import "golang.org/x/sys/unix"
+import (
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
 
 // Device numbers of the loop driver.
 const (
@@ -109,4 +114,39 @@ func LKLCmd(cmd uint32) uint32 {
 		return GetStatus64
 	}
 	return cmd
+}
+
+// ConfigFd returns the guest fd in a struct loop_config (LOOP_CONFIGURE's
+// argument, its first field).
+func ConfigFd(cfg []byte) int32 {
+	return int32(uint32(cfg[0]) | uint32(cfg[1])<<8 | uint32(cfg[2])<<16 | uint32(cfg[3])<<24)
+}
+
+// SetConfigFd puts fd (LKL's) in a struct loop_config in place of the
+// guest's.
+func SetConfigFd(cfg []byte, fd int) {
+	cfg[0], cfg[1], cfg[2], cfg[3] = byte(fd), byte(fd>>8), byte(fd>>16), byte(fd>>24)
+}
+
+// Binds reports a command that gives a loop device a backing file.
+func Binds(cmd uint32) bool {
+	return cmd == SetFd || cmd == Configure || cmd == ChangeFd
+}
+
+// Node returns the path and number of the guest's /dev/loopN for loop
+// device n (as devtmpfs names it); ok is false for a number out of the
+// driver's range.
+func Node(n int) (path string, rdev uint64, ok bool) {
+	if n < 0 || n >= 1<<20 {
+		return "", 0, false
+	}
+	return "/dev/loop" + strconv.Itoa(n), unix.Mkdev(Major, uint32(n)), true
+}
+
+// MaySourceDevice reports a mount(2) source that may name a block device:
+// a path, on a mount that is not a bind, a move or a remount (whose
+// source is no device). Any other source (a filesystem's name, "none")
+// goes to LKL as it is.
+func MaySourceDevice(src string, flags uintptr) bool {
+	return src != "" && strings.ContainsRune(src, '/') && flags&(unix.MS_BIND|unix.MS_MOVE|unix.MS_REMOUNT) == 0
 }

@@ -135,3 +135,44 @@ func TestFromOldOut(t *testing.T) {
 		}
 	}
 }
+
+// TestGlueDecisions: the loop_config's fd, the commands that bind a
+// backing file, /dev/loopN, and the mount sources that may be devices.
+func TestGlueDecisions(t *testing.T) {
+	cfg := make([]byte, sizeLoopConfig)
+	SetConfigFd(cfg, 0x01020304)
+	if ConfigFd(cfg) != 0x01020304 || cfg[0] != 4 || cfg[3] != 1 {
+		t.Errorf("loop_config fd: % x, ConfigFd %#x", cfg[:4], ConfigFd(cfg))
+	}
+	for cmd, want := range map[uint32]bool{SetFd: true, Configure: true, ChangeFd: true, ClrFd: false, CtlAdd: false, setStatus64: false} {
+		if Binds(cmd) != want {
+			t.Errorf("Binds(%#x) = %v", cmd, !want)
+		}
+	}
+	if p, rdev, ok := Node(3); !ok || p != "/dev/loop3" || rdev != unix.Mkdev(7, 3) {
+		t.Errorf("Node(3) = %q %d:%d %v", p, unix.Major(rdev), unix.Minor(rdev), ok)
+	}
+	for _, n := range []int{-1, 1 << 20} {
+		if _, _, ok := Node(n); ok {
+			t.Errorf("Node(%d) ok", n)
+		}
+	}
+	for _, c := range []struct {
+		src   string
+		flags uintptr
+		want  bool
+	}{
+		{"/dev/loop0", 0, true},
+		{"img/../dev/loop0", unix.MS_RDONLY, true},
+		{"none", 0, false},
+		{"tmpfs", 0, false},
+		{"", 0, false},
+		{"/dev/loop0", unix.MS_BIND, false},
+		{"/dev/loop0", unix.MS_MOVE, false},
+		{"/dev/loop0", unix.MS_REMOUNT, false},
+	} {
+		if MaySourceDevice(c.src, c.flags) != c.want {
+			t.Errorf("MaySourceDevice(%q, %#x) = %v", c.src, c.flags, !c.want)
+		}
+	}
+}

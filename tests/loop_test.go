@@ -10,7 +10,7 @@ import (
 )
 
 // TestLoopDevice: on a kernel with the loop driver, guest root uses loop
-// devices as on Linux (dispatch/loopdev.go, docs/guest-view.md "/dev and
+// devices as on Linux (dispatch/sys_io_ioctl.go, docs/guest-view.md "/dev and
 // /sys"): busybox losetup binds a file of /tmp, Debian's mke2fs makes an
 // ext4 filesystem on the device, mount, writes, umount, e2fsck -fn finds
 // it clean, a second mount reads the files back, losetup -d, and the

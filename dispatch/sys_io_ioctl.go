@@ -5,23 +5,191 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/kbox-project/kbox/inet"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/loopdev"
+	"github.com/kbox-project/kbox/sockios"
 	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
-// Loop devices of LKL's, as the guest opens, configures and mounts them:
-// the glue that needs the engine (the request's fds, the guest's memory,
-// the shadows, /dev). Package loopdev knows the devices, their ioctl
-// commands and structures (its package comment says what a guest may do
-// with them).
+// ioctl(2): sysIoctl and the commands kbox serves itself. What is here
+// acts on the request (the guest's memory, its fds, LKL's fds for it);
+// what is decided without one is the packages':
+//   - the inode flags (FS_IOC_GETFLAGS, FS_IOC_SETFLAGS) of image files:
+//     LKL's own call on the file's LKL fd (inodeFlagsIoctl);
+//   - the network-device commands on a socket (SIOCGIF*, ARP): package
+//     sockios's table, struct ifconf and LKL socket decide; deviceIoctl
+//     asks LKL, whose network namespace is the guest's;
+//   - the commands of LKL's loop devices and loop-control: package
+//     loopdev's table and structures decide; lklDevIoctl asks LKL, with
+//     the guest fds the commands carry made LKL fds (loopFd).
 
-// lklDevice reports a device of LKL's that a guest may open
-// (loopdev.Device).
-func lklDevice(mode uint32, rdev uint64) bool { return loopdev.Device(mode, rdev) }
+// sysIoctl serves ioctl(2) on virtual fds.
+func sysIoctl(e *Engine, r *Request) Result {
+	// ENOTTY, but the listed commands of a loop device or loop-control
+	// (lklDevIoctl); on a socket, the network-device commands
+	// (deviceIoctl); with --net, an internet socket's FIONREAD and SIOCOUTQ
+	// (inet/msg.go).
+	if res, served := e.inodeFlagsIoctl(r); served {
+		return res
+	}
+	if !isVirtual(r, r.Args[0]) {
+		if res, served := e.inetIoctl(r); served {
+			return res
+		}
+		if res, served := e.deviceIoctl(r); served {
+			return res
+		}
+		return cont
+	}
+	if _, en := vfd(r, r.Args[0]); en != 0 {
+		return errno(en, Emulated)
+	}
+	if !usableFd(r, r.Args[0]) {
+		return errno(unix.EBADF, Emulated) // O_PATH
+	}
+	if res, served := e.lklDevIoctl(r); served {
+		return res // a loop device or loop-control
+	}
+	return errno(unix.ENOTTY, Emulated)
+}
+
+// inodeFlagsIoctl serves FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (lsattr,
+// chattr: the immutable and append-only attributes) on the guest's image
+// files: on a shadow the flags are its image inode's, not the memfd's (whose
+// own would be lost, and would not stop a change by path); on a virtual fd
+// its LKL file's. Other fds (pipes, terminals, binds' files) get the host's
+// answer. The value is an int, as the kernel reads and writes it.
+func (e *Engine) inodeFlagsIoctl(r *Request) (Result, bool) {
+	cmd := uint32(r.Args[1])
+	if cmd != unix.FS_IOC_GETFLAGS && cmd != unix.FS_IOC_SETFLAGS || r.P == nil {
+		return Result{}, false
+	}
+	var lfd int
+	if fd := int(int32(r.Args[0])); isVirtual(r, r.Args[0]) {
+		if _, isHost := hostFile(r, r.Args[0]); isHost {
+			return Result{}, false
+		}
+		if ent, open := r.P.FDs.Get(fd); open && ent.File.Listing != nil {
+			return Result{}, false // a directory kbox lists: ENOTTY
+		}
+		var en unix.Errno
+		if lfd, en = vfd(r, r.Args[0]); en != 0 {
+			return errno(en, Emulated), true
+		}
+		if !usableFd(r, r.Args[0]) {
+			return errno(unix.EBADF, Emulated), true // O_PATH
+		}
+	} else if n := e.nodeOf(r, fd); n != nil {
+		lfd = n.LKLFd()
+	} else {
+		return Result{}, false
+	}
+	v := make([]byte, 4)
+	if cmd == unix.FS_IOC_SETFLAGS && r.G.Read(r.Args[2], v) != nil {
+		return errno(unix.EFAULT, LKL), true
+	}
+	_, le := lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), uintptr(cmd), uptr(v), 0, 0, 0)
+	runtime.KeepAlive(v)
+	if le != 0 {
+		return errno(le, LKL), true
+	}
+	if cmd == unix.FS_IOC_GETFLAGS && r.G.Write(r.Args[2], v) != nil {
+		return errno(unix.EFAULT, LKL), true
+	}
+	return ok(0, LKL), true
+}
+
+// deviceIoctl serves ioctl's network-device commands (sockios.Ranges) on
+// a host fd that is a socket, from LKL: on the host they would name the
+// host's devices, addresses and MACs (the pair of an internet socket of
+// --net is a host socket of kbox's, and in the in-process tiers every
+// socket of the guest is). A host fd that is no socket gets the host's
+// answer (ENOTTY), not served here.
+func (e *Engine) deviceIoctl(r *Request) (Result, bool) {
+	cmd := uint32(r.Args[1])
+	if !sockios.InRange(cmd) || r.P == nil {
+		return Result{}, false
+	}
+	ino, isSock, en := sockInode(r, r.Args[0])
+	if en != 0 {
+		return errno(en, Emulated), true
+	}
+	if !isSock {
+		return Result{}, false
+	}
+	var s *inet.Sock
+	if e.Net != nil {
+		s = e.Net.Lookup(ino)
+	}
+	c, en := sockios.Lookup(cmd, s != nil)
+	if en != 0 {
+		return errno(en, Emulated), true
+	}
+	lfd := -1
+	if s != nil {
+		lfd = s.LKLFD()
+	} else if lfd, en = sockios.Socket(); en != 0 {
+		return errno(en, LKL), true
+	}
+	if en := useCred(r); en != 0 {
+		return errno(en, LKL), true
+	}
+	if cmd == unix.SIOCGIFCONF {
+		return ifconf(r, lfd), true
+	}
+	b := make([]byte, c.Size)
+	if r.G.Read(r.Args[2], b) != nil {
+		return errno(unix.EFAULT, LKL), true
+	}
+	v, le := lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), uintptr(cmd), lkl.Ptr(b), 0, 0, 0)
+	runtime.KeepAlive(b)
+	if le != 0 {
+		return errno(le, LKL), true
+	}
+	if c.Out && r.G.Write(r.Args[2], b) != nil {
+		return errno(unix.EFAULT, LKL), true
+	}
+	return ok(int64(v), LKL), true
+}
+
+// ifconf serves SIOCGIFCONF: LKL fills a buffer of kbox's (as long as
+// the guest's, up to sockios.IfconfMax), copied to the guest's; with a
+// null buffer, the length needed.
+func ifconf(r *Request, lfd int) Result {
+	ic := make([]byte, sockios.SizeIfconf)
+	if r.G.Read(r.Args[2], ic) != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	n, guestBuf := sockios.ReadIfconf(ic)
+	kc := make([]byte, sockios.SizeIfconf)
+	var buf []byte
+	var kbuf uint64
+	if guestBuf != 0 {
+		buf = make([]byte, max(n, 1)) // a buffer, even of 0 bytes: not the null that asks for the length
+		kbuf = uint64(lkl.Ptr(buf))
+	}
+	sockios.PutIfconf(kc, n, kbuf)
+	_, le := lkl.Syscall6(lkl.SysIoctl, uintptr(lfd), unix.SIOCGIFCONF, lkl.Ptr(kc), 0, 0, 0)
+	runtime.KeepAlive(kc)
+	runtime.KeepAlive(buf)
+	if le != 0 {
+		return errno(le, LKL)
+	}
+	got := sockios.IfconfLen(kc)
+	if guestBuf != 0 && got > 0 && r.G.Write(guestBuf, buf[:min(got, n)]) != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	sockios.PutIfconf(ic, got, guestBuf)
+	if r.G.Write(r.Args[2], ic[:4]) != nil {
+		return errno(unix.EFAULT, LKL)
+	}
+	return ok(0, LKL)
+}
+
+// LKL's loop devices and loop-control.
 
 // lklDevIoctl serves ioctl(2) on a virtual fd of one of LKL's devices;
 // served is false for any other virtual fd.
@@ -67,11 +235,10 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 		}
 		arg = uintptr(backing)
 	case cmd == loopdev.Configure:
-		gfd := int32(uint32(buf[0]) | uint32(buf[1])<<8 | uint32(buf[2])<<16 | uint32(buf[3])<<24)
-		if backing, en = e.loopFd(r, gfd); en != 0 {
+		if backing, en = e.loopFd(r, loopdev.ConfigFd(buf)); en != 0 {
 			return errno(en, Emulated), true
 		}
-		buf[0], buf[1], buf[2], buf[3] = byte(backing), byte(backing>>8), byte(backing>>16), byte(backing>>24)
+		loopdev.SetConfigFd(buf, backing)
 	}
 	if backing >= 0 {
 		defer lkl.Close(backing)
@@ -124,51 +291,17 @@ func (e *Engine) lklDevIoctl(r *Request) (Result, bool) {
 	if hadOld {
 		e.Shadows.Release(oldDev)
 	}
-	switch cmd {
-	case loopdev.SetFd, loopdev.Configure, loopdev.ChangeFd:
+	switch {
+	case loopdev.Binds(cmd):
 		if dev, bound := loopdev.Backing(lfd); bound {
 			e.Shadows.Release(dev)
 		}
-	case loopdev.CtlAdd, loopdev.CtlGetFree:
+	case cmd == loopdev.CtlAdd || cmd == loopdev.CtlGetFree:
 		e.loopNode(int(v), true)
-	case loopdev.CtlRemove:
+	case cmd == loopdev.CtlRemove:
 		e.loopNode(int(r.Args[2]), false)
 	}
 	return ok(int64(v), LKL), true
-}
-
-// openExclBlock retries, for a short while, an O_EXCL open of a loop
-// device that LKL found busy: LKL releases a closed file a clock tick
-// after the close (sys_file_path.go, releasing), so a program that opens a device
-// exclusively right after closing it (mke2fs checks the device with one
-// O_EXCL open, then opens it again) would find its own claim still held.
-// Anything else stays EBUSY.
-func (e *Engine) openExclBlock(r *Request, p string, lflags, flags int) (uintptr, unix.Errno) {
-	var st lkl.Stat64
-	if lklStatUncached(p, flags&unix.O_NOFOLLOW != 0, &st) != 0 || st.Mode&unix.S_IFMT != unix.S_IFBLK || !lklDevice(st.Mode, st.Rdev) {
-		return 0, unix.EBUSY
-	}
-	var fd uintptr
-	le := retryBusy(func() unix.Errno {
-		var le unix.Errno
-		fd, le = e.lklOpen(r, p, lflags, 0, flags)
-		return le
-	})
-	return fd, le
-}
-
-// retryBusy runs op until it is not EBUSY, for at most releaseWait: a
-// device that LKL still counts as open a clock tick after the guest's
-// last close.
-func retryBusy(op func() unix.Errno) unix.Errno {
-	deadline := time.Now().Add(releaseWait)
-	for {
-		le := op()
-		if le != unix.EBUSY || time.Now().After(deadline) {
-			return le
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // loopFd returns a new LKL fd of the file behind guest fd gfd, for a loop
@@ -264,11 +397,10 @@ func guestFdFlags(tgid, fd int) (int, bool) {
 // when the guest's /dev is kbox's. A node the guest put there itself is
 // left alone unless it is that very device.
 func (e *Engine) loopNode(n int, add bool) {
-	if !e.Opt.Dev || n < 0 || n >= 1<<20 {
+	p, rdev, valid := loopdev.Node(n)
+	if !e.Opt.Dev || !valid {
 		return
 	}
-	p := "/dev/loop" + strconv.Itoa(n)
-	rdev := unix.Mkdev(loopdev.Major, uint32(n))
 	asRoot(func() {
 		st, err := lkl.Stat(p, true)
 		switch {
@@ -279,41 +411,4 @@ func (e *Engine) loopNode(n int, add bool) {
 		}
 	})
 	e.stats.Changed()
-}
-
-// mountSource returns the source of a guest's mount(2) as LKL must see
-// it: a guest path naming a block device becomes the device's LKL path,
-// refused (ENXIO) unless it is a loop device; anything else (a
-// filesystem's name, "none", a path LKL does not have, the source of a
-// bind, move or remount) goes as it is. blk says the source is a block device: the caller checks what was
-// mounted (loopMounted).
-func (e *Engine) mountSource(r *Request, src string, flags uintptr) (lsrc string, blk bool, en unix.Errno) {
-	if src == "" || !strings.ContainsRune(src, '/') || flags&(unix.MS_BIND|unix.MS_MOVE|unix.MS_REMOUNT) != 0 {
-		return src, false, 0
-	}
-	t, en := e.resolveAt(r, unix.AT_FDCWD, src)
-	if en != 0 || t.Host || t.Proc != nil || t.Fd > 0 {
-		return src, false, 0
-	}
-	var st lkl.Stat64
-	if lklStatUncached(t.LKLPath(), false, &st) != 0 || st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return src, false, 0
-	}
-	if !lklDevice(st.Mode, st.Rdev) {
-		return "", true, unix.ENXIO
-	}
-	return t.LKLPath(), true, 0
-}
-
-// loopMounted checks that a new mount at LKL path p of a block device
-// source is a loop device's filesystem: the guest may have put another
-// device's node at the source's path since mountSource looked. If not, it
-// is detached at once and the mount fails with ENXIO.
-func loopMounted(p string) unix.Errno {
-	var st lkl.Stat64
-	if lklStatUncached(p, false, &st) == 0 && unix.Major(st.Dev) == loopdev.Major {
-		return 0
-	}
-	lklPath(lkl.SysUmount2, 0, p, [6]uintptr{0, unix.MNT_DETACH})
-	return unix.ENXIO
 }

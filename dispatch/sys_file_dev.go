@@ -3,10 +3,151 @@ package dispatch
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kbox-project/kbox/guestpath"
+	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/loopdev"
 	"golang.org/x/sys/unix"
 )
+
+// The file calls' glue for device nodes and /dev: opens of device nodes
+// (openDevice, devOpen), kbox's devpts instance at /dev/pts, /dev/fd and
+// /dev/std*, and the exclusive opens of LKL's loop devices. Package
+// guestpath decides what a node opens by its numbers (DevOpenOf), the
+// devpts instance, the controlling terminal and the /dev/fd names;
+// package loopdev which of LKL's devices a guest may open. What acts on a
+// request (installs a host fd in the guest, resolves beneath a guest fd)
+// is here.
+//
+// The guest's /dev and /sys (docs/guest-view.md, "/dev and /sys").
+//
+// /dev is an image path: LKL's ramfs with the nodes and links that
+// rootfs/dev.go makes (or, without the recommended mounts, the image's own
+// /dev). Listing, stat, readlink, mknod and unlink there are LKL's. What a
+// device node opens is kbox's decision, by the node's numbers, wherever
+// the node is (a node made with mknod in the image or in /tmp too):
+//
+//   - null, zero, full, random and urandom (1:3, 1:5, 1:7, 1:8, 1:9) open
+//     the host's own devices, installed in the guest as host fds, so I/O
+//     on them is native;
+//   - tty (5:0) opens the caller's controlling terminal, found from its
+//     /proc/PID/stat, ENXIO without one, as on Linux;
+//   - ptmx (5:2) opens the ptmx of kbox's private devpts instance, shown
+//     at /dev/pts (ptys the host's /dev/pts never lists);
+//   - loop-control (10:237) and the loop devices (block, major 7) open
+//     LKL's own, as virtual fds, when the kernel has the loop driver
+//     (package loopdev): devices a root guest makes and backs with its own
+//     LKL files, never LKL's disks;
+//   - every other character device fails with ENXIO, and every other
+//     block device too, as on a kernel without that driver: LKL's other
+//     drivers (its kernel log, its memory, its disks: the image's and
+//     /tmp's) are never opened for a guest, and no node reaches any other
+//     host device.
+//
+// /dev/pts is kbox's own devpts instance (shadowfd.Manager.Devpts), made on
+// first use and served as a bind whose root is the instance: paths beneath
+// it resolve with openat2(RESOLVE_IN_ROOT), confined to it.
+//
+// /sys is LKL's sysfs, with one host route: the host's CPU topology at
+// guestpath.CPURoute, read-only.
+
+// ptsBind returns the devpts instance shown at /dev/pts, mounting it on
+// first use, or nil when the guest has no /dev of kbox's or no instance
+// could be mounted (one warning says why).
+func (e *Engine) ptsBind() *guestpath.Bind {
+	if !e.Opt.Dev {
+		return nil
+	}
+	return e.pts.Bind(e.Shadows)
+}
+
+// devTarget returns the Target of guest path abs when it lies in /dev/pts
+// and kbox has a devpts instance there.
+func (e *Engine) devTarget(abs string) (guestpath.Target, bool) {
+	if !e.Opt.Dev || !guestpath.UnderPts(abs) {
+		return guestpath.Target{}, false
+	}
+	b := e.ptsBind()
+	if b == nil {
+		return guestpath.Target{}, false // LKL's empty directory
+	}
+	return b.Target(abs), true
+}
+
+// devOpen serves the open of a device node of the image, of file type
+// mode and number rdev, once LKL found it and allowed the open (its
+// permissions, with the caller's credentials): guestpath.DevOpenOf says
+// what it opens (see the top of this file). The file kbox opens is
+// installed in the guest as a host fd.
+func (e *Engine) devOpen(r *Request, mode uint32, rdev uint64, flags int) Result {
+	what, host := guestpath.DevOpenOf(mode, rdev)
+	if what == guestpath.DevOpensNone {
+		return errno(unix.ENXIO, Emulated)
+	}
+	hflags := guestpath.DevOpenFlags(flags)
+	var hfd int
+	var err error
+	switch what {
+	case guestpath.DevOpensHost:
+		hfd, err = guestpath.OpenHostDev(host, rdev, hflags)
+	case guestpath.DevOpensCtty:
+		hfd, err = e.openCtty(r, hflags)
+	case guestpath.DevOpensPtmx:
+		b := e.ptsBind()
+		if b == nil {
+			return errno(unix.ENODEV, Emulated)
+		}
+		hfd, err = b.OpenIn("ptmx", hflags|unix.O_NOFOLLOW, 0)
+	}
+	if err != nil {
+		return fail(err, Host)
+	}
+	defer unix.Close(hfd)
+	gfd, err := r.G.AddFDReply(hfd, flags&unix.O_CLOEXEC != 0)
+	if err != nil {
+		return fail(err, Host)
+	}
+	return answered(int64(gfd), Host)
+}
+
+// openDevice serves the open of a device node in /dev from its stat (the
+// stat cache's, while nothing changed LKL) and, for a caller without
+// CAP_DAC_OVERRIDE, LKL's faccessat2 for the access asked, instead of an
+// open, fstat and close in LKL: `> /dev/null` is in every other shell
+// script. done is false when the open must take the general path (not a
+// device, not in /dev, flags that make open differ from stat); nothing
+// has happened then. /dev/shm holds files: it is left alone
+// (guestpath.InDev).
+func (e *Engine) openDevice(r *Request, t guestpath.Target, flags int) (Result, bool) {
+	const general = unix.O_PATH | unix.O_EXCL | unix.O_DIRECTORY | unix.O_TMPFILE
+	if t.Host || flags&general != 0 || !guestpath.InDev(t.Path) {
+		return Result{}, false
+	}
+	var st lkl.Stat64
+	if e.lklStat(r, t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) != 0 || !guestpath.IsDevice(st.Mode) || lklDevice(st.Mode, st.Rdev) {
+		return Result{}, false // the general path reports the error, opens LKL's devices
+	}
+	if !r.P.creds().vfsRoot {
+		mode := unix.R_OK
+		switch flags & unix.O_ACCMODE {
+		case unix.O_WRONLY:
+			mode = unix.W_OK
+		case unix.O_RDWR:
+			mode = unix.R_OK | unix.W_OK
+		}
+		if le := lklAccess(r, t.LKLPath(), mode, unix.AT_EACCESS); le != 0 {
+			return errno(le, LKL), true
+		}
+	}
+	return e.devOpen(r, st.Mode, st.Rdev, flags), true
+}
+
+// openCtty opens the controlling terminal of the calling guest process
+// (guestpath.OpenCtty).
+func (e *Engine) openCtty(r *Request, flags int) (int, error) {
+	return guestpath.OpenCtty(r.P.Tgid, flags, e.ptsBind)
+}
 
 // /dev/fd, /dev/stdin, /dev/stdout and /dev/stderr (with kbox's /dev).
 //
@@ -218,4 +359,44 @@ func (e *Engine) accessFd(r *Request, fd, mode, flags int) Result {
 		return fail(err, Host)
 	}
 	return ok(0, Host)
+}
+
+// LKL's loop devices: the opens (their ioctls are sys_io_ioctl.go's).
+
+// lklDevice reports a device of LKL's that a guest may open
+// (loopdev.Device).
+func lklDevice(mode uint32, rdev uint64) bool { return loopdev.Device(mode, rdev) }
+
+// openExclBlock retries, for a short while, an O_EXCL open of a loop
+// device that LKL found busy: LKL releases a closed file a clock tick
+// after the close (sys_file_path.go, releasing), so a program that opens a device
+// exclusively right after closing it (mke2fs checks the device with one
+// O_EXCL open, then opens it again) would find its own claim still held.
+// Anything else stays EBUSY.
+func (e *Engine) openExclBlock(r *Request, p string, lflags, flags int) (uintptr, unix.Errno) {
+	var st lkl.Stat64
+	if lklStatUncached(p, flags&unix.O_NOFOLLOW != 0, &st) != 0 || st.Mode&unix.S_IFMT != unix.S_IFBLK || !lklDevice(st.Mode, st.Rdev) {
+		return 0, unix.EBUSY
+	}
+	var fd uintptr
+	le := retryBusy(func() unix.Errno {
+		var le unix.Errno
+		fd, le = e.lklOpen(r, p, lflags, 0, flags)
+		return le
+	})
+	return fd, le
+}
+
+// retryBusy runs op until it is not EBUSY, for at most releaseWait: a
+// device that LKL still counts as open a clock tick after the guest's
+// last close.
+func retryBusy(op func() unix.Errno) unix.Errno {
+	deadline := time.Now().Add(releaseWait)
+	for {
+		le := op()
+		if le != unix.EBUSY || time.Now().After(deadline) {
+			return le
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
