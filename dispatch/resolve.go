@@ -83,7 +83,7 @@ func (e *Engine) resolved(r *Request, p, abs string) (guestpath.Target, unix.Err
 }
 
 // classify resolves abs, a clean absolute guest path: a bind, a host
-// route (/proc is kbox's own: procnode.go) or the image.
+// route (/proc is kbox's own: procfs, dispatch/procserve.go) or the image.
 func (e *Engine) classify(r *Request, abs string) (guestpath.Target, unix.Errno) {
 	return e.classifyN(r, abs, 0)
 }

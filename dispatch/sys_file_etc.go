@@ -5,19 +5,19 @@ import (
 
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/netconf"
 	"github.com/kbox-project/kbox/procfs"
 	"github.com/kbox-project/kbox/sysabi"
-	"github.com/kbox-project/kbox/usernet"
 	"golang.org/x/sys/unix"
 )
 
 // The file calls' glue for the guest's /etc/resolv.conf and /etc/hosts
-// with --net (docs/networking.md): package usernet decides their texts
-// (usernet.ResolvConf, usernet.HostsFile: the DNS responder, localhost and
+// with --net (docs/networking.md): package netconf decides their texts
+// (netconf.ResolvConf, netconf.HostsFile: the DNS responder, localhost and
 // the guest's hostname, then the image's lines); here they become targets
 // of path resolution (classifyRaw), made when opened and installed as a
-// sealed read-only memfd like a text of kbox's /proc (procnode.go,
-// openText), with a stat of their own. The image's copies are never
+// sealed read-only memfd like a text of kbox's /proc (procfs.TextFd,
+// dispatch/procserve.go), with a stat of their own. The image's copies are never
 // changed, read-only images included. Writing them, renaming or removing
 // them is refused (EACCES); a bind (-b) over /etc wins over them.
 
@@ -29,10 +29,10 @@ func (e *Engine) netFileTarget(abs string) (guestpath.Target, bool) {
 	}
 	var text func() []byte
 	switch abs {
-	case usernet.ResolvConfPath:
-		text = func() []byte { return usernet.ResolvConf(imageFile(abs)) }
-	case usernet.HostsPath:
-		text = func() []byte { return usernet.HostsFile(guestHostname(), imageFile(abs)) }
+	case netconf.ResolvConfPath:
+		text = func() []byte { return netconf.ResolvConf(imageFile(abs)) }
+	case netconf.HostsPath:
+		text = func() []byte { return netconf.HostsFile(guestHostname(), imageFile(abs)) }
 	default:
 		return guestpath.Target{}, false
 	}

@@ -98,7 +98,7 @@ func (r *Root) bindScratchShm() error {
 // (kbox's configuration; none on LKL's defconfig): loop-control and
 // loop0... as its sysfs lists them, with the numbers and the mode (0600,
 // root's) devtmpfs gives them. kbox makes /dev/loopN too when a guest's
-// LOOP_CTL_ADD or LOOP_CTL_GET_FREE adds a device (dispatch/loopdev.go).
+// LOOP_CTL_ADD or LOOP_CTL_GET_FREE adds a device (dispatch/sys_io_ioctl.go).
 func (r *Root) loopNodes(warn func(string, ...any)) {
 	mk := func(class, name string, mode uint32) {
 		b, err := r.ReadKernelSys("class/" + class + "/" + name + "/dev")

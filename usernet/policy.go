@@ -5,23 +5,22 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/kbox-project/kbox/netconf"
 )
 
-// The guest's network (docs/networking.md): 10.0.2.0/24, the guest at .15,
-// kbox's gateway at .2 (which stands for the host's 127.0.0.1) and its DNS
-// responder at .3.
+// The guest's network (docs/networking.md): its addresses are package
+// netconf's.
 var (
-	GuestAddr = netip.MustParseAddr("10.0.2.15")
-	GatewayIP = netip.MustParseAddr("10.0.2.2")
-	DNSAddr   = netip.MustParseAddr("10.0.2.3")
-	PrefixLen = 24
-	hostLoop4 = netip.MustParseAddr("127.0.0.1")
-	guestNet  = netip.PrefixFrom(GatewayIP, PrefixLen).Masked()
-	// IPv6: the ULA prefix fd00:6b62:6f78::/64 ("kbox" in hex), the guest
-	// at ::15 and the gateway at ::2, which stands for the host's ::1.
-	GuestAddr6 = netip.MustParseAddr("fd00:6b62:6f78::15")
-	GatewayIP6 = netip.MustParseAddr("fd00:6b62:6f78::2")
-	PrefixLen6 = 64
+	GuestAddr  = netconf.GuestAddr
+	GatewayIP  = netconf.GatewayIP
+	DNSAddr    = netconf.DNSAddr
+	PrefixLen  = netconf.PrefixLen
+	hostLoop4  = netip.MustParseAddr("127.0.0.1")
+	guestNet   = netip.PrefixFrom(GatewayIP, PrefixLen).Masked()
+	GuestAddr6 = netconf.GuestAddr6
+	GatewayIP6 = netconf.GatewayIP6
+	PrefixLen6 = netconf.PrefixLen6
 	hostLoop6  = netip.IPv6Loopback()
 	guestNet6  = netip.PrefixFrom(GatewayIP6, PrefixLen6).Masked()
 	GuestMAC   = [6]byte{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}

@@ -214,7 +214,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 		RootID:     o.RootID,
 		HostRoutes: hostRoutes(root),
 		Dev:        root.Mounted("/dev"),
-		NetFiles:   o.Net, // kbox's resolv.conf and hosts (dispatch/netfiles.go)
+		NetFiles:   o.Net, // kbox's resolv.conf and hosts (netconf; dispatch/sys_file_etc.go)
 		Binds:      binds,
 		Policy:     o.Agent.Policy, // --policy (policy.go)
 	}

@@ -1,14 +1,31 @@
-package usernet
+// Package netconf is the guest network's configuration with --net
+// (docs/networking.md): its addresses, which package usernet serves, and
+// the texts of the guest's /etc/resolv.conf and /etc/hosts, made from the
+// image's copies. Package dispatch serves the files
+// (dispatch/sys_file_etc.go) as read-only files in place of the image's,
+// which are never changed. It imports no network stack, so the engine can
+// use it.
+package netconf
 
 import (
 	"bytes"
+	"net/netip"
 	"strings"
 )
 
-// The guest's /etc/resolv.conf and /etc/hosts with --net
-// (docs/networking.md): their texts, made from the image's copies. Package
-// dispatch serves them (dispatch/sys_file_etc.go) as read-only files in
-// place of the image's, which are never changed.
+// The guest's network: 10.0.2.0/24, the guest at .15, kbox's gateway at
+// .2 (which stands for the host's 127.0.0.1) and its DNS responder at .3;
+// for IPv6 the ULA prefix fd00:6b62:6f78::/64 ("kbox" in hex), the guest
+// at ::15 and the gateway at ::2, which stands for the host's ::1.
+var (
+	GuestAddr  = netip.MustParseAddr("10.0.2.15")
+	GatewayIP  = netip.MustParseAddr("10.0.2.2")
+	DNSAddr    = netip.MustParseAddr("10.0.2.3")
+	PrefixLen  = 24
+	GuestAddr6 = netip.MustParseAddr("fd00:6b62:6f78::15")
+	GatewayIP6 = netip.MustParseAddr("fd00:6b62:6f78::2")
+	PrefixLen6 = 64
+)
 
 // Paths of the guest files kbox makes with --net.
 const (
