@@ -174,7 +174,7 @@ type Options struct {
 type Engine struct {
 	Opt     Options
 	Shadows *shadowfd.Manager
-	// FIFOs are the host FIFOs behind the image's FIFOs (fifo.go). The
+	// FIFOs are the host FIFOs behind the image's FIFOs (sys_file_dev.go). The
 	// tier closes them after the last guest and before its listener:
 	// parked opens are answered through it.
 	FIFOs *fifo.Set
@@ -184,7 +184,7 @@ type Engine struct {
 	// GuestFdOpen, set by the in-process tiers, reports whether fd of
 	// kbox's own process (which is the guest's) is an open fd of the
 	// guest's: not a free number's placeholder, not kbox's own (Go's
-	// netpoll). The guest's /proc shows no other (procsys.go).
+	// netpoll). The guest's /proc shows no other (procserve.go).
 	GuestFdOpen func(fd int) bool
 	// Pins, when set, is the tier's pinning of guest tasks (sys_proc_sched.go).
 	Pins Pins
@@ -232,7 +232,7 @@ type Engine struct {
 
 	pts guestpath.Devpts // the private devpts instance at /dev/pts (sys_file_dev.go)
 
-	stats guestpath.StatCache // LKL path stats while nothing changed (statcache.go)
+	stats guestpath.StatCache // LKL path stats while nothing changed (cache.go)
 
 	lateSock lateReplies // answers of socket calls that waited (sys_net_socket.go)
 

@@ -45,3 +45,54 @@ func isDirFile(f *fdtable.File) bool {
 	st, err := lkl.Fstat(f.LKLFd)
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
 }
+
+// setflMask are the file status flags F_SETFL changes on a virtual fd; the
+// LKL open file holds them (so dups and forked copies share them, as file
+// descriptions do), but for O_DIRECT (below). O_ASYNC is not among them:
+// SIGIO from LKL could not reach the guest.
+const setflMask = unix.O_APPEND | unix.O_NONBLOCK | unix.O_NOATIME | unix.O_DIRECT
+
+// openOnly are open flags that F_GETFL never reports.
+const openOnly = unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY | unix.O_TRUNC | unix.O_CLOEXEC
+
+// O_DIRECT never reaches LKL: LKL's direct I/O cannot use kbox's buffers
+// (reads fail with EFAULT), and a shadow is filled through LKL. The guest's
+// O_DIRECT is kept in the open file's flags (fdtable.File.Flags, shared
+// like the file description) for a virtual fd, and on the host file for a
+// shadow (hostStatus). Its alignment rules are not enforced: the data goes
+// through LKL's page cache or lives in a memfd (docs/tiers.md).
+
+// getfl returns a virtual fd's F_GETFL: the access mode and other open
+// flags it was opened with (the LKL fd may be O_RDWR for an O_WRONLY
+// open), O_DIRECT as the guest last set it, and the other status flags as
+// LKL has them now.
+func getfl(lfd, openFlags int) int {
+	fl := openFlags &^ (openOnly | setflMask)
+	fl |= openFlags & unix.O_DIRECT
+	v, le := lkl.Syscall6(lkl.SysFcntl, uintptr(lfd), unix.F_GETFL, 0, 0, 0, 0)
+	if le != 0 {
+		return fl | openFlags&setflMask
+	}
+	return fl | int(lkl.OpenFlagsFromLKL(uint32(v)))&setflMask&^unix.O_DIRECT
+}
+
+// setfl sets the status flags of a virtual fd's LKL file to those of
+// flags in setflMask but O_DIRECT (kept by the caller); the rest of flags
+// is ignored, as by Linux.
+func setfl(lfd, flags int) unix.Errno {
+	_, le := lkl.Syscall6(lkl.SysFcntl, uintptr(lfd), unix.F_SETFL, uintptr(lkl.OpenFlagsToLKL(uint32(flags&setflMask&^unix.O_DIRECT))), 0, 0, 0)
+	return le
+}
+
+// hostStatus gives a shadow's host fd the guest's O_DIRECT, so that
+// F_GETFL (native on a host fd) reports it and F_SETFL can clear it. A
+// reopened memfd accepts it on Linux 6.6 and later (tmpfs direct I/O);
+// on an older host the shadow goes without it.
+func hostStatus(hfd, flags int) {
+	if flags&unix.O_DIRECT == 0 {
+		return
+	}
+	if fl, err := unix.FcntlInt(uintptr(hfd), unix.F_GETFL, 0); err == nil {
+		unix.FcntlInt(uintptr(hfd), unix.F_SETFL, fl|unix.O_DIRECT)
+	}
+}

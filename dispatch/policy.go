@@ -473,7 +473,7 @@ func (e *Engine) canonPaths(p string) (out [2]string) {
 }
 
 // canonCache keeps canonPaths' results while nothing changed the image:
-// its entries are of the stat cache's generation (statcache.go), which
+// its entries are of the stat cache's generation (cache.go), which
 // every syscall that is not a pure lookup moves on. A resolved path does
 // not depend on the caller's credentials.
 type canonCache struct {

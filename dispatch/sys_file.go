@@ -195,7 +195,7 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 		return res
 	}
 	// Only the general path may change LKL state: a path error, a host
-	// route or a bind leave it as it was (statcache.go).
+	// route or a bind leave it as it was (cache.go).
 	e.stats.Changed()
 	lflags, probe := lklOpenFlags(flags)
 	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, t.LKLPath(), flags, mode), flags)
@@ -250,10 +250,10 @@ func (e *Engine) openAppendOnly(r *Request, t guestpath.Target, lflags, flags in
 // lklOpenFlags returns the LKL open flags for a guest open with flags,
 // and whether a read-only open was made non-blocking (probe).
 func lklOpenFlags(flags int) (lflags int, probe bool) {
-	hflags := flags &^ (unix.O_CLOEXEC | unix.O_DIRECT) // O_DIRECT: fdflags.go
+	hflags := flags &^ (unix.O_CLOEXEC | unix.O_DIRECT) // O_DIRECT: fcntl.go
 	// A read-only open of a FIFO waits for a writer, which in LKL would
 	// stall every guest. Opened non-blocking, a FIFO is found by the fstat
-	// in openLKL and served by a host FIFO (fifo.go). Opens with write
+	// in openLKL and served by a host FIFO (sys_file_dev.go). Opens with write
 	// access are O_RDWR in LKL (below), which never blocks.
 	probe = flags&(unix.O_ACCMODE|unix.O_NONBLOCK|unix.O_PATH|unix.O_DIRECTORY) == unix.O_RDONLY
 	if probe {

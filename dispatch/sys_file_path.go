@@ -29,7 +29,7 @@ func (e *Engine) lklOnly(r *Request, dirfd int32, addr uint64) (string, Result, 
 }
 
 // modTarget resolves a path argument that names an image path or a path in
-// a bind (see bind.go); system routes refuse modification.
+// a bind (see resolve.go); system routes refuse modification.
 func (e *Engine) modTarget(r *Request, dirfd int32, addr uint64) (guestpath.Target, Result, bool) {
 	t, en := e.target(r, dirfd, addr)
 	if en != 0 {
@@ -109,7 +109,7 @@ func (e *Engine) nodeAt(p string, nofollow bool) *shadowfd.Node {
 }
 
 // createOp is pathOp for mkdir and mknod, whose mode the guest's umask
-// governs (umask.go): taken out of it for LKL; in a bind, the host applies
+// governs (proc.go): taken out of it for LKL; in a bind, the host applies
 // it, kbox's umask set to the guest's for the call.
 func (e *Engine) createOp(r *Request, nr uintptr, dirfd int32, addr uint64, mode uint64, rest ...uintptr) Result {
 	t, res, okk := e.modTarget(r, dirfd, addr)

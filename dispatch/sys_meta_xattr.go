@@ -22,7 +22,7 @@ import (
 //   - a file in LKL (the image, /tmp, the guest's /dev), by path or by an
 //     fd of it (a virtual fd, or a shadow: its LKL file, never the memfd;
 //     an internet socket: LKL's socket):
-//     LKL's own call, made with the caller's credentials (credlkl.go), so
+//     LKL's own call, made with the caller's credentials (cred.go), so
 //     LKL's VFS applies Linux's rules itself: user.* on regular files and
 //     directories with read or write permission (EPERM to set on others,
 //     and on a sticky directory of someone else), trusted.* with

@@ -11,7 +11,7 @@ import (
 
 // Identity is emulated, always: each process's credentials live in its Proc
 // (cred.go has the rules), the getters answer from there without an LKL
-// call, and LKL checks file operations with them (credlkl.go). The guest's
+// call, and LKL checks file operations with them (cred.go). The guest's
 // host process never changes its host ids.
 
 // sysGetuid serves getuid(2).

@@ -69,7 +69,7 @@ func sysSchedGetaffinity(e *Engine, r *Request) Result {
 // process kbox's uid may touch. Only the guest's own tasks are there for
 // them (0 is the caller); any other id is ESRCH, as if the guest had a pid
 // namespace of its own (the first guest process's parent, kbox's keeper,
-// too: getppid says 0, shownParent in procsys.go). A negative id names no task: the
+// too: getppid says 0, shownParent in procserve.go). A negative id names no task: the
 // kernel answers it (EINVAL for the sched_* calls, ESRCH for the others).
 func (e *Engine) taskTarget(pid int32) Result {
 	if pid <= 0 || e.isGuest(int(pid)) {

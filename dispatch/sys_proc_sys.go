@@ -83,7 +83,7 @@ func (e *Engine) guestAdmin(r *Request) bool {
 }
 
 // InitLKL readies the booted kernel for guests, once, before the first:
-// its umask is 0, since kbox applies each guest process's own (umask.go),
+// its umask is 0, since kbox applies each guest process's own (proc.go),
 // and its hostname is the image's (initUTS).
 func InitLKL() {
 	lklUmaskZero()

@@ -67,11 +67,11 @@ type Facts uint8
 const (
 	// Pure reads LKL state without changing it (not even an access
 	// time), or does not touch LKL: the stat cache stays valid
-	// (statcache.go) and LKL's free space does not move
+	// (cache.go) and LKL's free space does not move
 	// (shadowfd/space.go).
 	Pure Facts = 1 << iota
 	// Opens is an open: it reports its change to the stat cache itself
-	// (only when it really changed something, statcache.go).
+	// (only when it really changed something, cache.go).
 	Opens
 	// AddrArg4 (with HostFD) runs on the host only while argument 4, a
 	// destination address, is 0: an address may name a path, which kbox

@@ -132,7 +132,7 @@ func BenchmarkSharedAppend(b *testing.B) {
 // BenchmarkStatCredentials runs the stat row of tests/guest/bench as root
 // (-S) and as a non-root guest (--change-id 1000:1000), interleaved in one
 // run, and reports the non-root/root ratio: LKL checks every stat with the
-// caller's credentials (dispatch/credlkl.go), and a non-root guest should
+// caller's credentials (dispatch/cred.go), and a non-root guest should
 // cost no more than root (target: within 10%).
 func BenchmarkStatCredentials(b *testing.B) {
 	img := imagePath(b)

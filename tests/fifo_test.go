@@ -12,7 +12,7 @@ import (
 )
 
 // TestFIFO: a FIFO of the image between guest processes behaves as on Linux
-// (package fifo, dispatch/fifo.go). Before host FIFOs, the first blocking
+// (package fifo, dispatch/sys_file_dev.go). Before host FIFOs, the first blocking
 // open of a FIFO stalled kbox's serving loop, and with it every guest.
 func TestFIFO(t *testing.T) {
 	img := copyImage(t, imagePath(t))

@@ -8,7 +8,7 @@ import (
 )
 
 // The supervisor caches LKL stat results while only lookups run
-// (dispatch/statcache.go). Every kind of change must show in the next stat:
+// (dispatch/cache.go). Every kind of change must show in the next stat:
 // writes through a writable shadow closed natively, appends through a dup2
 // bridge's pump (a file above KBOX_SHADOW_MAX), chmod, rename, unlink,
 // creation after a failed lookup, truncate, symlink retargeting, utimensat,
@@ -29,7 +29,7 @@ func TestStatCacheSeesEveryChange(t *testing.T) {
 		"rm n; stat n 2>/dev/null || echo unlinked",
 		// Access times, as on Linux: an open alone reads nothing; a
 		// read (native, on the shadow) does, which LKL's inode has once
-		// the file is closed (statcache.go, shadowfd's close events).
+		// the file is closed (cache.go, shadowfd's close events).
 		// bash's own open, read and test builtin: no exec in between.
 		"echo x > at; touch -a -d @1000 at; [ -N at ] && echo a1=unread; exec 3< at; [ -N at ] && echo a2=unread; read -u 3 l; exec 3<&-; [ -N at ] || echo a3=read",
 	}, "\n")

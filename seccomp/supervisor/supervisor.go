@@ -239,7 +239,7 @@ func Run(cfg Config) (int, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	// Serving switches this thread's LKL credentials to the guests'
-	// (dispatch/credlkl.go): it goes back to kbox's own root before the
+	// (dispatch/cred.go): it goes back to kbox's own root before the
 	// thread can run anything else.
 	defer lkl.UseCred(nil)
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

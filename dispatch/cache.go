@@ -6,6 +6,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The engine's caches on the open and stat paths: LKL stats of image
+// paths (guestpath.StatCache) and read-only opens served from the shadow
+// cache (package shadowfd).
+
+// lklStat stats an image path in LKL with the caller's credentials,
+// through the cache (guestpath.StatCache).
+func (e *Engine) lklStat(r *Request, path string, nofollow bool, st *lkl.Stat64) unix.Errno {
+	var cred uint64
+	if r.P != nil {
+		cred = r.P.creds().fs.ID()
+	}
+	wb := e.Shadows.WriteBacks()
+	if en, hit := e.stats.Get(path, nofollow, wb, cred, st); hit {
+		return en
+	}
+	gen := e.stats.Gen()
+	en := lklStatUncached(path, nofollow, st)
+	e.stats.Put(gen, wb, cred, path, nofollow, st, en)
+	return en
+}
+
 // openCached serves a read-only open of an image file whose current version
 // is already in the shadow cache: one LKL stat (often from the stat cache)
 // instead of open + fstat + close, then a reopen of the cached memfd. done
@@ -26,7 +47,7 @@ func (e *Engine) openCached(r *Request, t guestpath.Target, flags int) (Result, 
 		return Result{}, false
 	}
 	// With O_NOFOLLOW a symlink is not S_IFREG. The stat comes from the
-	// stat cache while nothing changed LKL (statcache.go).
+	// stat cache while nothing changed LKL (cache.go).
 	var st lkl.Stat64
 	if e.lklStat(r, t.LKLPath(), flags&unix.O_NOFOLLOW != 0, &st) != 0 {
 		return Result{}, false // the general path reports the error
