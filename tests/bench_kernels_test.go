@@ -71,7 +71,7 @@ func BenchmarkKernels(b *testing.B) {
 			}
 			add("native "+c.row, parseBench(b, string(out)))
 			for _, k := range ks {
-				for _, tier := range []string{"seccomp", "trap", "rewrite"} {
+				for _, tier := range tiers {
 					out, _, st := runBin(b, k.bin, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+tier, "--",
 						"/opt/tests/bench", c.row, strconv.Itoa(c.iters), "/etc/hostname")
 					if st != 0 {
@@ -106,7 +106,7 @@ func BenchmarkKernels(b *testing.B) {
 	for _, c := range calls {
 		n := median(fig["native "+c.row])
 		b.Logf("%-10s native %7.1f ns", c.row, n)
-		for _, tier := range []string{"seccomp", "trap", "rewrite"} {
+		for _, tier := range tiers {
 			line := fmt.Sprintf("%-10s %-8s", c.row, tier)
 			for i, k := range ks {
 				g := median(fig[k.name+" "+tier+" "+c.row])
