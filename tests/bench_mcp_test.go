@@ -137,6 +137,27 @@ func BenchmarkSessions(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// BenchmarkSessionRun: run of /bin/true in a live session, 200 calls
+// after the session's boot with nothing else running (BenchmarkSessions'
+// row follows its warm-pool rows, whose boots may still run).
+func BenchmarkSessionRun(b *testing.B) {
+	_, callOK := benchClient(b, "--image", imagePath(b), "--warm-pool", "0")
+	res := callOK("session_open", map[string]any{})
+	sid := res.StructuredContent.(map[string]any)["session"].(string)
+	var runs []float64
+	for i := 0; i < 201; i++ {
+		t0 := time.Now()
+		callOK("run", map[string]any{"session": sid, "argv": []string{"/bin/true"}})
+		if i > 0 { // the first exec of the program reads it from the image
+			runs = append(runs, float64(time.Since(t0).Microseconds())/1000)
+		}
+	}
+	b.Logf("run /bin/true in a session, alone: p50 %.2f ms, p99 %.2f ms", percentile(runs, 50), percentile(runs, 99))
+	b.ReportMetric(percentile(runs, 50), "run_p50_ms")
+	b.ReportMetric(percentile(runs, 99), "run_p99_ms")
+	b.ReportMetric(0, "ns/op")
+}
+
 // BenchmarkSessionsMany: 50 sessions open at once on one server, each
 // running 10 small commands concurrently with the others: failures, p50
 // and p99 of a run, and the sessions' private memory together.
