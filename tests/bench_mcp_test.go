@@ -83,14 +83,7 @@ func BenchmarkSessions(b *testing.B) {
 	res := callOK("session_open", map[string]any{})
 	open := float64(time.Since(t0).Microseconds()) / 1000
 	sid := res.StructuredContent.(map[string]any)["session"].(string)
-	var runs []float64
-	for i := 0; i < 101; i++ {
-		t0 := time.Now()
-		callOK("run", map[string]any{"session": sid, "argv": []string{"/bin/true"}})
-		if i > 0 { // the first exec of the program reads it from the image
-			runs = append(runs, float64(time.Since(t0).Microseconds())/1000)
-		}
-	}
+	runs := sessionRuns(callOK, sid, 100)
 	callOK("write_file", map[string]any{"session": sid, "path": "/tmp/bench4k", "content": strings.Repeat("x", 4096)})
 	var reads []float64
 	for i := 0; i < 50; i++ {
@@ -144,18 +137,25 @@ func BenchmarkSessionRun(b *testing.B) {
 	_, callOK := benchClient(b, "--image", imagePath(b), "--warm-pool", "0")
 	res := callOK("session_open", map[string]any{})
 	sid := res.StructuredContent.(map[string]any)["session"].(string)
-	var runs []float64
-	for i := 0; i < 201; i++ {
-		t0 := time.Now()
-		callOK("run", map[string]any{"session": sid, "argv": []string{"/bin/true"}})
-		if i > 0 { // the first exec of the program reads it from the image
-			runs = append(runs, float64(time.Since(t0).Microseconds())/1000)
-		}
-	}
+	runs := sessionRuns(callOK, sid, 200)
 	b.Logf("run /bin/true in a session, alone: p50 %.2f ms, p99 %.2f ms", percentile(runs, 50), percentile(runs, 99))
 	b.ReportMetric(percentile(runs, 50), "run_p50_ms")
 	b.ReportMetric(percentile(runs, 99), "run_p99_ms")
 	b.ReportMetric(0, "ns/op")
+}
+
+// sessionRuns times n runs of /bin/true in session sid, in ms, after a
+// first one that reads the program from the image.
+func sessionRuns(callOK func(string, map[string]any) *mcp.CallToolResult, sid string, n int) []float64 {
+	var runs []float64
+	for i := 0; i <= n; i++ {
+		t0 := time.Now()
+		callOK("run", map[string]any{"session": sid, "argv": []string{"/bin/true"}})
+		if i > 0 {
+			runs = append(runs, float64(time.Since(t0).Microseconds())/1000)
+		}
+	}
+	return runs
 }
 
 // BenchmarkSessionsMany: 50 sessions open at once on one server, each
