@@ -26,6 +26,7 @@ func APIGeneration() int { return int(C.kbox_lkl_api_generation()) }
 
 func boot(cmdline string, echo bool) error {
 	C.kbox_lkl_low_memory()
+	C.kbox_lkl_own_timer()
 	e := C.int(0)
 	if echo {
 		e = 1

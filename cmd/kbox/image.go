@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/guestpath"
@@ -281,6 +282,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 	}
 	ob.setTier(o.SyscallMode, tierWhy(o))
 	phases.mark("engine")
+	stopSettle := settleAfter(time.Second, o.Agent.Serve == "")
 	var status int
 	if inProcess(o.SyscallMode) {
 		status, err = runTrap(o, path, eng)
@@ -327,6 +329,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 			fmt.Fprintf(os.Stderr, "kbox: tier seccomp (%s)\n", tierWhy(o))
 		}
 	}
+	stopSettle()
 	phases.mark("exit")
 	// A write-back that fails here lost data no guest call reported: kbox
 	// fails (exit status 125) rather than pass on the guest's status.

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -19,10 +18,12 @@ type phaseTimer struct {
 	// exited, before anything is torn down: all of them, and those Go
 	// made (the rest are LKL's kernel threads).
 	tasks, goThreads int
-	last             time.Time
-	start            time.Time
-	names            []string
-	took             []time.Duration
+	// settle: Go's threads before and after the run settled (settle.go).
+	settle [2]int
+	last   time.Time
+	start  time.Time
+	names  []string
+	took   []time.Duration
 }
 
 var phases = newPhaseTimer(os.Getenv("KBOX_TRACE_STARTUP") != "")
@@ -61,7 +62,16 @@ func (p *phaseTimer) countThreads() {
 	if d, err := os.ReadDir("/proc/self/task"); err == nil {
 		p.tasks = len(d)
 	}
-	p.goThreads = pprof.Lookup("threadcreate").Count()
+	p.goThreads = goThreads()
+}
+
+// settled records Go's threads before and after the run settled.
+func (p *phaseTimer) settled(before, after int) {
+	if p.on {
+		p.mu.Lock()
+		p.settle = [2]int{before, after}
+		p.mu.Unlock()
+	}
 }
 
 // split divides the last phase in two at d from its start: the first
@@ -90,6 +100,9 @@ func (p *phaseTimer) print() {
 	}
 	if p.tasks > 0 {
 		fmt.Fprintf(&b, "; threads at the guest's exit %d: Go %d, LKL %d", p.tasks, p.goThreads, p.tasks-p.goThreads)
+	}
+	if p.settle[0] > 0 {
+		fmt.Fprintf(&b, "; Go threads settled %d -> %d", p.settle[0], p.settle[1])
 	}
 	fmt.Fprintln(os.Stderr, b.String())
 }

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// A run settles once its start is over: the boot, the mounts and the
+// guest's start-up come in bursts of blocking cgo calls and system calls,
+// each of which can make Go start a thread, and Go keeps every thread it
+// made, idle, for good. Go's heap has likewise grown to the boot's peak.
+// One second into a run, when the guest is still running, kbox hands the
+// heap's free pages back (debug.FreeOSMemory) and ends the idle threads.
+// Both come back if a later burst needs them (docs/benchmarks.md,
+// "Memory").
+
+// settleAfter settles kbox after d, unless the returned stop is called
+// first. freeHeap says whether to hand the heap back too: a session keeps
+// it, its runs being bursts that would grow it again.
+func settleAfter(d time.Duration, freeHeap bool) (stop func()) {
+	t := time.AfterFunc(d, func() {
+		if freeHeap {
+			debug.FreeOSMemory()
+		}
+		before := goThreads()
+		endIdleThreads()
+		phases.settled(before, goThreads())
+	})
+	return func() { t.Stop() }
+}
+
+// goThreads is how many threads Go made and has now.
+func goThreads() int {
+	s := []metrics.Sample{{Name: "/sched/threads/total:threads"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int(s[0].Value.Uint64())
+}
+
+// endIdleThreads ends Go's idle threads. Go ends a thread whose goroutine
+// exits while locked to it; a new goroutine runs on a thread that has
+// work to pick up, an idle one when Go has one. So each goroutine started
+// here that locks and exits ends one thread, and the count goes down
+// while idle threads are left: once it stops going down, the thread that
+// ended had to be made for the goroutine, and the rest are busy (in a
+// cgo call, a system call or locked by kbox).
+func endIdleThreads() {
+	before := goThreads()
+	if before == 0 {
+		return // this Go does not count its threads
+	}
+	for range 64 {
+		done := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(done)
+			// Exiting while locked: Go ends this thread.
+		}()
+		<-done
+		// The thread ends after the goroutine's exit: give it the time.
+		var n int
+		for range 100 {
+			runtime.Gosched()
+			if n = goThreads(); n < before {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		if n >= before {
+			return
+		}
+		before = n
+	}
+}
