@@ -101,7 +101,7 @@ func (s *Server) sessionRollback(ctx context.Context, _ *mcp.CallToolRequest, in
 	start := time.Now()
 	// Every process of the session ends with its kernel; the kernel's
 	// caches of the newer state go with it.
-	lerr := se.live.close()
+	lerr := se.live.discard()
 	s.mu.Lock()
 	se.procs = nil
 	s.mu.Unlock()

@@ -301,7 +301,14 @@ func (s *switchWriter) detach() {
 // close ends the session's kernel: its processes are ended, what they
 // wrote goes to the overlay, and the image is unmounted. An error means
 // the overlay may not hold everything.
-func (l *liveKernel) close() error {
+func (l *liveKernel) close() error { return l.end("close") }
+
+// discard ends the session's kernel for a rollback: its processes are
+// ended, and the rest (the image's unmount, the overlay's map) is left to
+// its exit, what it wrote since its last checkpoint being thrown away.
+func (l *liveKernel) discard() error { return l.end("discard") }
+
+func (l *liveKernel) end(op string) error {
 	if l == nil {
 		return nil // a fork's kernel that never booted
 	}
@@ -309,7 +316,7 @@ func (l *liveKernel) close() error {
 	case <-l.done:
 	default:
 		ctx, cancel := context.WithTimeout(context.Background(), fileCallTimeout)
-		_, err := l.call(ctx, &serveRequest{Op: "close"}, nil, nil)
+		_, err := l.call(ctx, &serveRequest{Op: op}, nil, nil)
 		cancel()
 		if err != nil {
 			l.cmd.Process.Signal(syscall.SIGTERM)

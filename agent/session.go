@@ -133,7 +133,13 @@ func (s *Server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sess
 	defer se.release()
 	// The kernel ends first: the overlay then holds all the session
 	// wrote. A kernel that failed to write it back loses the session.
-	lerr := se.live.close()
+	// Without a snapshot, nothing of the overlay is kept: the kernel is
+	// left to its exit.
+	end := se.live.discard
+	if snap != "" {
+		end = se.live.close
+	}
+	lerr := end()
 	if lerr != nil {
 		snap = ""
 	}

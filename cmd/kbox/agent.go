@@ -157,6 +157,10 @@ type agentRun struct {
 	netAud   netAudit  // --net's records (netaudit.go)
 
 	timedOut atomic.Bool
+	// discard: the session's writes since its last checkpoint are thrown
+	// away (serve's discard, a rollback's): kbox leaves the kernel as an
+	// ephemeral run does, and the overlay's map is not saved.
+	discard  atomic.Bool
 	stop     chan struct{}
 	stopOnce sync.Once
 	eng      *dispatch.Engine
@@ -302,6 +306,9 @@ func (a *agentRun) imageReadOnly(o *ImageOptions) bool {
 func (a *agentRun) discardsWrites(o *ImageOptions) bool {
 	if a == nil {
 		return o.ReadOnly
+	}
+	if a.discard.Load() {
+		return true
 	}
 	if a.kept != nil || a.o.Agent.Snapshot != "" {
 		return false
@@ -597,7 +604,7 @@ func (a *agentRun) finish(status int, runErr error) (int, error) {
 			rep.Snapshot = a.o.Agent.Snapshot
 		}
 	}
-	if a.kept != nil {
+	if a.kept != nil && !a.discard.Load() {
 		// The kernel has halted: the overlay and its map agree.
 		if err := a.kept.save(); err != nil && runErr == nil {
 			runErr = fmt.Errorf("overlay %s: saving its map: %w", a.o.Agent.Overlay, err)
@@ -696,18 +703,19 @@ func (a *agentRun) abort() {
 }
 
 func (a *agentRun) cleanup() {
-	if a.kept != nil {
-		a.kept.release()
-		a.kept = nil
-	}
 	if a.log != nil {
 		a.log.Close()
 		a.log = nil
 	}
 	if a.left {
-		// The kernel's disk still uses the overlay and its map until
-		// kbox exits: closed then, never reused before.
+		// The kernel's disk still uses the overlay, the layers under it
+		// and their maps until kbox exits: closed then, never reused
+		// before.
 		return
+	}
+	if a.kept != nil {
+		a.kept.release()
+		a.kept = nil
 	}
 	if a.overlay != nil {
 		a.overlay.Close()

@@ -39,7 +39,9 @@ import (
 
 // ServeRequest is one request on a session's socket.
 type ServeRequest struct {
-	Op string `json:"op"` // run, close, or one of kbox file's ops
+	// run, close, discard (close, throwing away what was written since
+	// the last checkpoint: a rollback's), or one of kbox file's ops
+	Op string `json:"op"`
 	// run
 	Argv      []string `json:"argv,omitempty"`
 	Env       []string `json:"env,omitempty"` // NAME=VALUE over the session's
@@ -182,8 +184,11 @@ func (s *sessionServer) conn(c *net.UnixConn) {
 	switch req.Op {
 	case "run":
 		ans = s.runOne(c, req, fds)
-	case "close":
+	case "close", "discard":
 		closeFDs(fds)
+		if req.Op == "discard" && s.ag != nil {
+			s.ag.discard.Store(true)
+		}
 		s.spawns.Close()
 		ans = &ServeAnswer{}
 	case "signal":

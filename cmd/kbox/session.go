@@ -445,7 +445,7 @@ func sessionRollback(dir, name string) error {
 		return fmt.Errorf("no checkpoint %q in %s", name, dir)
 	}
 	phases.mark("attach")
-	stopSessionKbox(dir, info)
+	stopSessionKbox(dir, info, true)
 	phases.mark("end-kernel")
 	if err := sessiondir.Restore(dir, name); err != nil {
 		return fmt.Errorf("rollback: %v; the session has no kernel now: close it", err)
@@ -539,7 +539,9 @@ func sessionClose(args []string) error {
 	}
 	defer unlock()
 	phases.mark("attach")
-	stopSessionKbox(dir, info)
+	// Without --save nothing of the overlay is kept: the kernel is left
+	// to its exit.
+	stopSessionKbox(dir, info, save == "")
 	phases.mark("end-kernel")
 	if save != "" {
 		if sessiondir.Broken(dir) {

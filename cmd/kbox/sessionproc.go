@@ -203,14 +203,20 @@ func sessionCall(ctx context.Context, dir string, info *sessionInfo, req *ServeR
 }
 
 // stopSessionKbox ends the session's kbox: asked to close (its processes
-// end, its overlay and map are saved), else SIGTERM, then SIGKILL; it
-// returns once the process has gone.
-func stopSessionKbox(dir string, info *sessionInfo) {
+// end, its overlay and map are saved) or, with discard, to end its
+// processes and leave the rest to its exit (a rollback: what it wrote
+// since its last checkpoint is thrown away), else SIGTERM, then SIGKILL;
+// it returns once the process has gone.
+func stopSessionKbox(dir string, info *sessionInfo, discard bool) {
 	if !info.running() {
 		return
 	}
+	op := "close"
+	if discard {
+		op = "discard"
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_, err := sessionCall(ctx, dir, info, &ServeRequest{Op: "close"}, nil, nil)
+	_, err := sessionCall(ctx, dir, info, &ServeRequest{Op: op}, nil, nil)
 	cancel()
 	if err != nil && info.running() {
 		unix.Kill(info.Pid, unix.SIGTERM)
