@@ -53,19 +53,31 @@ func BenchmarkMCP(b *testing.B) {
 	sid := res.StructuredContent.(map[string]any)["session"].(string)
 	callOK("write_file", map[string]any{"session": sid, "path": "/bench4k", "content": strings.Repeat("x", 4096)})
 	callOK("read_file", map[string]any{"session": sid, "path": "/bench4k"}) // the session's kernel is up
-	var reads []float64
-	for i := 0; i < 50; i++ {
-		t0 := time.Now()
-		callOK("read_file", map[string]any{"session": sid, "path": "/bench4k"})
-		reads = append(reads, float64(time.Since(t0).Microseconds())/1000)
+	readMs := func(path string, n int) float64 {
+		var d []float64
+		for i := 0; i < n; i++ {
+			t0 := time.Now()
+			callOK("read_file", map[string]any{"session": sid, "path": path})
+			d = append(d, float64(time.Since(t0).Microseconds())/1000)
+		}
+		return median(d)
 	}
+	read4k := readMs("/bench4k", 50)
+	// What the size costs: the file's bytes go three times into the
+	// result (text, base64, the text rendering), each JSON-encoded and
+	// decoded several times by the SDK on both ends.
+	callOK("write_file", map[string]any{"session": sid, "path": "/bench1", "content": "x"})
+	callOK("write_file", map[string]any{"session": sid, "path": "/bench64k", "content": strings.Repeat("x", 65536)})
+	read1, read64k := readMs("/bench1", 50), readMs("/bench64k", 20)
 	callOK("session_close", map[string]any{"session": sid})
 	b.Logf("MCP run /bin/true: median wall %.1f ms; bare kbox image --read-only -- /bin/true %.1f ms; ratio %.2f",
 		median(viaMCP), median(bare), median(viaMCP)/median(bare))
-	b.Logf("MCP read_file 4 KB in a session: median %.2f ms; a call doing nothing: median %.2f ms", median(reads), median(empty))
+	b.Logf("MCP read_file in a session: 4 KB median %.2f ms, 1 byte %.2f ms, 64 KB %.2f ms; a call doing nothing: median %.2f ms", read4k, read1, read64k, median(empty))
 	b.ReportMetric(median(viaMCP), "mcp_run_ms")
 	b.ReportMetric(median(bare), "bare_run_ms")
-	b.ReportMetric(median(reads), "read_file_ms")
+	b.ReportMetric(read4k, "read_file_ms")
+	b.ReportMetric(read1, "read_file_1B_ms")
+	b.ReportMetric(read64k, "read_file_64k_ms")
 	b.ReportMetric(median(empty), "empty_call_ms")
 	b.ReportMetric(0, "ns/op")
 }
