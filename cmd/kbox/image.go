@@ -282,7 +282,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 	}
 	ob.setTier(o.SyscallMode, tierWhy(o))
 	phases.mark("engine")
-	stopSettle := settleAfter(time.Second, o.Agent.Serve == "")
+	stopSettle := settleAfter(time.Second)
 	var status int
 	if inProcess(o.SyscallMode) {
 		status, err = runTrap(o, path, eng)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
@@ -123,6 +124,10 @@ type sessionServer struct {
 	eng    *dispatch.Engine
 	kept   *keptOverlay // nil unless --overlay
 	ag     *agentRun    // the agent options (nil for none)
+	// settle: a second after the last call ends, the session settles
+	// as a run does (settle.go); active counts the calls being served.
+	settle *time.Timer
+	active atomic.Int32
 }
 
 // listenSession makes the session's socket (mode 0600: kbox's user alone).
@@ -134,8 +139,15 @@ func listenSession(o *ImageOptions, sp *supervisor.Spawns, root *rootfs.Root, bi
 		return nil, fmt.Errorf("--serve: %w", err)
 	}
 	ln.SetUnlinkOnClose(true)
-	return &sessionServer{ln: ln, spawns: sp, root: root, binds: binds, o: o, env: env,
-		fp: newFilePolicy(o.Agent.Policy, root), eng: eng, kept: ag.keptOverlay(), ag: ag}, nil
+	s := &sessionServer{ln: ln, spawns: sp, root: root, binds: binds, o: o, env: env,
+		fp: newFilePolicy(o.Agent.Policy, root), eng: eng, kept: ag.keptOverlay(), ag: ag}
+	s.settle = time.AfterFunc(time.Hour, func() {
+		if s.active.Load() == 0 {
+			settleNow()
+		}
+	})
+	s.settle.Stop()
+	return s, nil
 }
 
 // run accepts connections once the spawner serves, until close.
@@ -148,10 +160,14 @@ func (s *sessionServer) run() {
 			return
 		}
 		s.wg.Add(1)
+		s.active.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer c.Close()
 			s.conn(c)
+			if s.active.Add(-1) == 0 {
+				s.settle.Reset(time.Second)
+			}
 		}()
 	}
 }
@@ -159,6 +175,7 @@ func (s *sessionServer) run() {
 // close stops accepting and waits a while for the connections being
 // served (their runs have ended with the session).
 func (s *sessionServer) close() {
+	s.settle.Stop()
 	s.ln.Close()
 	done := make(chan struct{})
 	go func() {

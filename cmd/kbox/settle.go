@@ -17,18 +17,18 @@ import (
 // "Memory").
 
 // settleAfter settles kbox after d, unless the returned stop is called
-// first. freeHeap says whether to hand the heap back too: a session keeps
-// it, its runs being bursts that would grow it again.
-func settleAfter(d time.Duration, freeHeap bool) (stop func()) {
-	t := time.AfterFunc(d, func() {
-		if freeHeap {
-			debug.FreeOSMemory()
-		}
-		before := goThreads()
-		endIdleThreads()
-		phases.settled(before, goThreads())
-	})
+// first. A session (serve.go) settles again a second after each of its
+// busy spells.
+func settleAfter(d time.Duration) (stop func()) {
+	t := time.AfterFunc(d, settleNow)
 	return func() { t.Stop() }
+}
+
+func settleNow() {
+	debug.FreeOSMemory()
+	before := goThreads()
+	endIdleThreads()
+	phases.settled(before, goThreads())
 }
 
 // goThreads is how many threads Go made and has now.
