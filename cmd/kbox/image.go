@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/guestpath"
@@ -282,10 +281,10 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 	}
 	ob.setTier(o.SyscallMode, tierWhy(o))
 	phases.mark("engine")
-	stopSettle := settleAfter(time.Second)
+	phaseHook, stopSettle := settleOnStart()
 	var status int
 	if inProcess(o.SyscallMode) {
-		status, err = runTrap(o, path, eng)
+		status, err = runTrap(o, path, eng, phaseHook)
 		var ie *trap.InstallError
 		if errors.As(err, &ie) && strings.HasPrefix(o.TierWhy, "auto:") {
 			// Nothing of the guest ran: the seccomp tier runs it.
@@ -320,7 +319,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 			// as where none can be made (docs/security.md).
 			NoNamespaces: os.Getenv("KBOX_NAMESPACES") == "off",
 			Session:      spawns,
-			Phase:        phases.hook(),
+			Phase:        phaseHook,
 		})
 		if sess != nil {
 			sess.close()

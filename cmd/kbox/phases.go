@@ -49,14 +49,6 @@ func (p *phaseTimer) mark(name string) {
 	p.last = now
 }
 
-// hook is mark for the tiers' Config.Phase; nil when the trace is off.
-func (p *phaseTimer) hook() func(string) {
-	if !p.on {
-		return nil
-	}
-	return p.mark
-}
-
 // countThreads counts kbox's threads now.
 func (p *phaseTimer) countThreads() {
 	if d, err := os.ReadDir("/proc/self/task"); err == nil {

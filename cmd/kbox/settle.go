@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"time"
 )
 
@@ -11,17 +12,40 @@ import (
 // guest's start-up come in bursts of blocking cgo calls and system calls,
 // each of which can make Go start a thread, and Go keeps every thread it
 // made, idle, for good. Go's heap has likewise grown to the boot's peak.
-// One second into a run, when the guest is still running, kbox hands the
-// heap's free pages back (debug.FreeOSMemory) and ends the idle threads.
-// Both come back if a later burst needs them (docs/benchmarks.md,
-// "Memory").
+// A second after the guest's first instruction, when the guest is still
+// running, kbox hands the heap's free pages back (debug.FreeOSMemory) and
+// ends the idle threads. Both come back if a later burst needs them
+// (docs/benchmarks.md, "Memory"). A session (serve.go) settles again a
+// second after each of its busy spells.
 
-// settleAfter settles kbox after d, unless the returned stop is called
-// first. A session (serve.go) settles again a second after each of its
-// busy spells.
-func settleAfter(d time.Duration) (stop func()) {
-	t := time.AfterFunc(d, settleNow)
-	return func() { t.Stop() }
+// settleOnStart returns the tiers' phase hook (Config.Phase): the
+// start-up trace's marks, and the settle, a second after the phase that
+// ends as the guest starts ("exec" in the seccomp tier, "load" in
+// process); stop cancels the settle.
+func settleOnStart() (hook func(string), stop func()) {
+	var mu sync.Mutex
+	var t *time.Timer
+	stopped := false
+	hook = func(name string) {
+		phases.mark(name)
+		if name != "exec" && name != "load" {
+			return
+		}
+		mu.Lock()
+		if t == nil && !stopped {
+			t = time.AfterFunc(time.Second, settleNow)
+		}
+		mu.Unlock()
+	}
+	stop = func() {
+		mu.Lock()
+		stopped = true
+		if t != nil {
+			t.Stop()
+		}
+		mu.Unlock()
+	}
+	return hook, stop
 }
 
 func settleNow() {

@@ -85,7 +85,7 @@ func (f fdReader) ReadAt(b []byte, off int64) (int, error) {
 }
 
 // runTrap runs the guest in the in-process trap tier (docs/tiers.md).
-func runTrap(o *ImageOptions, path string, eng *dispatch.Engine) (int, error) {
+func runTrap(o *ImageOptions, path string, eng *dispatch.Engine, phase func(string)) (int, error) {
 	ex, err := trap.Run(trap.Config{
 		Argv:    o.Command,
 		Env:     guestEnv(o),
@@ -94,7 +94,7 @@ func runTrap(o *ImageOptions, path string, eng *dispatch.Engine) (int, error) {
 		Engine:  eng,
 		Verbose: o.Verbose,
 		Rewrite: o.SyscallMode == "rewrite",
-		Phase:   phases.hook(),
+		Phase:   phase,
 	})
 	if o.Stats && err == nil {
 		fmt.Fprintf(os.Stderr, "kbox: tier %s (%s): %s, %d W^X mappings refused\n", o.SyscallMode, tierWhy(o), ex.Sites, ex.Sites.WX)
