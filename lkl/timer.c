@@ -110,6 +110,10 @@ static int kbox_timer_set_oneshot(void *p, unsigned long ns)
 {
 	struct kbox_timer *t = p;
 
+	/* LKL drops its timer at the clock event's shutdown: a late arming
+	 * gets the error glibc's timer_settime gives a deleted timer. */
+	if (t == NULL)
+		return -EINVAL;
 	pthread_mutex_lock(&t->mu);
 	t->deadline = mono_ns() + ns;
 	if (t->deadline == 0)
@@ -123,6 +127,8 @@ static void kbox_timer_free(void *p)
 {
 	struct kbox_timer *t = p;
 
+	if (t == NULL)
+		return;
 	pthread_mutex_lock(&t->mu);
 	t->stop = 1;
 	pthread_cond_signal(&t->cv);
