@@ -219,13 +219,17 @@ func TestTrapSignals(t *testing.T) {
 // trapped swallowed the trap (a standard signal is not queued twice), and
 // the skipped call returned its own number (umask gave 95, openat 257: a
 // Go guest's files read back empty or EBADF under load).
+// The guest says whether any signal arrived during its calls: under kbox
+// they do (its calls are served, and slower), which the test requires;
+// natively the 100,000 calls can end before the sender thread runs, so
+// the native output is no reference.
 func TestTrapSignalDuringSyscalls(t *testing.T) {
 	img := imagePath(t)
-	native := nativeOutput(t, img, "/opt/tests/sigtrap", "100000")
+	const want = "sigtrap ok 100000 signals\n"
 	for i := 0; i < 3; i++ {
 		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=trap", "--", "/opt/tests/sigtrap", "100000")
-		if status != 0 || stdout != native {
-			t.Fatalf("run %d: status %d, output %q, natively %q\nstderr: %s", i, status, stdout, native, stderr)
+		if status != 0 || stdout != want {
+			t.Fatalf("run %d: status %d, output %q, want %q\nstderr: %s", i, status, stdout, want, stderr)
 		}
 	}
 }
