@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +75,18 @@ arguments are the agent's requests within them, never a host path.
   -h, --help           this help
 `
 
+// mcpGCPercent is kbox mcp's GOGC.
+const mcpGCPercent = 400
+
 func runMCP(args []string) int {
+	// The SDK allocates a fresh decode buffer (tens of KB) for each message
+	// it reads, on a live heap of a few MB: at Go's default the collector
+	// ran every few calls and took about 40% of the server's CPU. Four
+	// times the live heap between collections (docs/agents.md), unless
+	// GOGC says otherwise.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(mcpGCPercent)
+	}
 	cfg := agent.Config{WarmPool: 1}
 	var listen, token, policyFile string
 	for i := 0; i < len(args); i++ {
