@@ -19,9 +19,9 @@ import (
 
 // BenchmarkMCP: an MCP run of /bin/true end to end (client call to
 // result) against a bare `kbox image --read-only -- /bin/true`,
-// interleaved, median of 9 each; and read_file of a 4 KB file in an open
-// session, median of 50 (docs/agents.md, issue 15's targets: 1.5x and
-// 2 ms).
+// interleaved, median of 9 each; and read_file of 1 B, 4 KB and 64 KB in
+// an open session, interleaved with the SDK alone answering the same
+// result from memory (tests/mcpfloor), and the text alone (docs/agents.md).
 func BenchmarkMCP(b *testing.B) {
 	img := imagePath(b)
 	bin := kboxBin(b)
@@ -52,32 +52,54 @@ func BenchmarkMCP(b *testing.B) {
 	res := callOK("session_open", map[string]any{})
 	sid := res.StructuredContent.(map[string]any)["session"].(string)
 	callOK("write_file", map[string]any{"session": sid, "path": "/bench4k", "content": strings.Repeat("x", 4096)})
+	callOK("write_file", map[string]any{"session": sid, "path": "/bench1", "content": "x"})
+	callOK("write_file", map[string]any{"session": sid, "path": "/bench64k", "content": strings.Repeat("x", 65536)})
 	callOK("read_file", map[string]any{"session": sid, "path": "/bench4k"}) // the session's kernel is up
-	readMs := func(path string, n int) float64 {
-		var d []float64
+	// The floor, in the same minutes: the SDK alone, answering a result of
+	// read_file's shape from memory (tests/mcpfloor).
+	floorCall := mcpFloor(b)
+	floorCall("noop", nil)
+	// What the size costs: the file's bytes go three times into the
+	// result (text, base64, the text rendering), each JSON-encoded and
+	// decoded by the SDK on both ends.
+	readMs := func(path string, size, n int) (kbox, floor float64) {
+		var d, f []float64
 		for i := 0; i < n; i++ {
 			t0 := time.Now()
 			callOK("read_file", map[string]any{"session": sid, "path": path})
 			d = append(d, float64(time.Since(t0).Microseconds())/1000)
+			t0 = time.Now()
+			floorCall("read_file", map[string]any{"path": path, "size": size})
+			f = append(f, float64(time.Since(t0).Microseconds())/1000)
 		}
-		return median(d)
+		return median(d), median(f)
 	}
-	read4k := readMs("/bench4k", 50)
-	// What the size costs: the file's bytes go three times into the
-	// result (text, base64, the text rendering), each JSON-encoded and
-	// decoded several times by the SDK on both ends.
-	callOK("write_file", map[string]any{"session": sid, "path": "/bench1", "content": "x"})
-	callOK("write_file", map[string]any{"session": sid, "path": "/bench64k", "content": strings.Repeat("x", 65536)})
-	read1, read64k := readMs("/bench1", 50), readMs("/bench64k", 20)
+	read4k, floor4k := readMs("/bench4k", 4096, 50)
+	read1, floor1 := readMs("/bench1", 1, 50)
+	read64k, floor64k := readMs("/bench64k", 65536, 20)
+	var noop, text4k []float64
+	for i := 0; i < 50; i++ {
+		t0 := time.Now()
+		floorCall("noop", nil)
+		noop = append(noop, float64(time.Since(t0).Microseconds())/1000)
+		t0 = time.Now()
+		floorCall("read_text", map[string]any{"path": "/bench4k", "size": 4096})
+		text4k = append(text4k, float64(time.Since(t0).Microseconds())/1000)
+	}
 	callOK("session_close", map[string]any{"session": sid})
 	b.Logf("MCP run /bin/true: median wall %.1f ms; bare kbox image --read-only -- /bin/true %.1f ms; ratio %.2f",
 		median(viaMCP), median(bare), median(viaMCP)/median(bare))
 	b.Logf("MCP read_file in a session: 4 KB median %.2f ms, 1 byte %.2f ms, 64 KB %.2f ms; a call doing nothing: median %.2f ms", read4k, read1, read64k, median(empty))
+	b.Logf("floor (the SDK alone, tests/mcpfloor): 4 KB %.2f ms, 1 byte %.2f ms, 64 KB %.2f ms; 4 KB as text alone %.2f ms; a call doing nothing %.2f ms",
+		floor4k, floor1, floor64k, median(text4k), median(noop))
 	b.ReportMetric(median(viaMCP), "mcp_run_ms")
 	b.ReportMetric(median(bare), "bare_run_ms")
 	b.ReportMetric(read4k, "read_file_ms")
 	b.ReportMetric(read1, "read_file_1B_ms")
 	b.ReportMetric(read64k, "read_file_64k_ms")
+	b.ReportMetric(floor4k, "floor_read_4k_ms")
+	b.ReportMetric(median(text4k), "floor_text_4k_ms")
+	b.ReportMetric(median(noop), "floor_noop_ms")
 	b.ReportMetric(median(empty), "empty_call_ms")
 	b.ReportMetric(0, "ns/op")
 }
@@ -241,6 +263,36 @@ func BenchmarkSessionsMany(b *testing.B) {
 	b.ReportMetric(percentile(lat, 50), "run_p50_ms")
 	b.ReportMetric(percentile(lat, 99), "run_p99_ms")
 	b.ReportMetric(0, "ns/op")
+}
+
+// mcpFloor builds and starts tests/mcpfloor with kbox mcp's GOGC
+// (mcpGCPercent in cmd/kbox/mcp.go) under the SDK's client over stdio,
+// and returns a call that fails the benchmark on an error.
+func mcpFloor(b *testing.B) func(string, map[string]any) {
+	bin := filepath.Join(b.TempDir(), "mcpfloor")
+	build := exec.Command("go", "build", "-o", bin, "./tests/mcpfloor")
+	build.Dir = repoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build mcpfloor: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "GOGC=400")
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-bench", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		b.Fatalf("connect mcpfloor: %v", err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return func(name string, args map[string]any) {
+		if args == nil {
+			args = map[string]any{}
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatalf("mcpfloor %s: %v %v", name, err, res)
+		}
+	}
 }
 
 // benchClient starts `kbox mcp ARGS...` with the SDK's client over stdio;
