@@ -86,6 +86,7 @@ func BenchmarkRewrite(b *testing.B) {
 		}
 		b.Logf("floor (scripts/trap_floor.c, stat, ns/op): %s", strings.Join(line, "   "))
 	}
+	filterFloor(b, hostFile, runs)
 	sites := regexp.MustCompile(`kbox: tier rewrite [^\n]*`)
 	for _, c := range [][]string{
 		{"/opt/tests/bench", "stat", "20000", "/etc/hostname"},
@@ -101,6 +102,36 @@ func BenchmarkRewrite(b *testing.B) {
 		b.Logf("sites: %s: %s", strings.Join(c, " "), sites.FindString(errb.String()))
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// filterFloor: what a seccomp filter costs a call it lets run natively
+// (scripts/filter_floor.c, the lseek_read row's op), in the same minutes
+// as the tiers' rows: on the host file, on a memfd copy (what a guest
+// reads under kbox), and on the copy under an allow-all filter, the least
+// filter that reads an argument, and a filter of kbox's shape.
+func filterFloor(b *testing.B, hostFile string, runs int) {
+	bin := filepath.Join(b.TempDir(), "filter_floor")
+	if out, err := exec.Command("cc", "-O2", "-o", bin, filepath.Join(repoRoot(), "scripts", "filter_floor.c")).CombinedOutput(); err != nil {
+		b.Logf("filter_floor not built (%v): %s", err, out)
+		return
+	}
+	modes := []string{"native", "memfd", "allow", "fdonly", "kbox"}
+	v := map[string][]float64{}
+	for i := 0; i < runs; i++ {
+		for _, mode := range modes {
+			out, err := exec.Command(bin, mode, "500000", hostFile).Output()
+			if err != nil {
+				b.Fatalf("filter_floor %s: %v", mode, err)
+			}
+			v[mode] = append(v[mode], parseBench(b, string(out)))
+		}
+	}
+	var line []string
+	for _, mode := range modes {
+		line = append(line, mode+" "+strconv.FormatFloat(median(v[mode]), 'f', 1, 64))
+		b.ReportMetric(median(v[mode]), "filter_"+mode+"_ns")
+	}
+	b.Logf("filter floor (scripts/filter_floor.c, lseek_read, ns/op): %s", strings.Join(line, "   "))
 }
 
 // BenchmarkAutoStartup: wall time and peak RSS of `kbox image -- /bin/ls /`

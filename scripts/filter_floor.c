@@ -1,0 +1,146 @@
+/*
+ * filter_floor: what a seccomp filter costs a system call that it lets
+ * run natively, measured with no kbox at all (docs/benchmarks.md,
+ * "Calls that run natively"). One op is lseek(fd, 0, SEEK_SET) plus a
+ * 64-byte read, as tests/guest/bench's lseek_read row.
+ *
+ *   filter_floor MODE N FILE
+ *     native    the ops on FILE, no filter
+ *     memfd     the ops on a memfd holding FILE's bytes, no filter: what
+ *               a guest reads under kbox is such a copy (a shadow)
+ *     allow     memfd, under a filter of one instruction that allows
+ *               everything: the kernel's action cache then skips the
+ *               filter for every call
+ *     fdonly    memfd, under the least filter that can tell a host fd
+ *               from a virtual one: args[0] below 1024 runs (the
+ *               action cache cannot skip a filter that reads arguments):
+ *               the floor of running a filter at all
+ *     kbox      memfd, under a filter of kbox's shape: the architecture
+ *               check, the number loaded, a binary search of 9
+ *               comparisons, and the host-fd test (fd below 1024)
+ *
+ * Prints "MODE ns_per_op".
+ *
+ *   cc -O2 -o /tmp/filter_floor scripts/filter_floor.c
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#define ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define ARCH AUDIT_ARCH_AARCH64
+#else
+#error "filter_floor: x86_64 and arm64 only"
+#endif
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static void install(struct sock_filter *f, unsigned short len)
+{
+	struct sock_fprog prog = { .len = len, .filter = f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		die("no_new_privs");
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
+		die("seccomp");
+}
+
+#define LD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
+#define RET(v) BPF_STMT(BPF_RET | BPF_K, (v))
+
+static void kbox_shaped(void)
+{
+	/* Nine comparisons that fall through to the host-fd block, as a
+	 * balanced search of kbox's ~500 runs of syscall numbers does
+	 * (each compares against a number above every real one, so the
+	 * search always goes left). */
+	struct sock_filter f[] = {
+		LD(offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0),
+		RET(SECCOMP_RET_KILL_PROCESS),
+		LD(offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0000, 12, 0),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0001, 11, 0),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0002, 10, 0),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0003, 9, 0),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0004, 8, 0),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0005, 7, 0),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0006, 6, 0),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0007, 5, 0),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0008, 4, 0),
+		LD(offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 1024, 1, 0),
+		RET(SECCOMP_RET_ALLOW),
+		RET(SECCOMP_RET_ERRNO | 1),
+		RET(SECCOMP_RET_ERRNO | 38),
+	};
+	install(f, sizeof(f) / sizeof(f[0]));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: filter_floor native|memfd|allow|fdonly|kbox N FILE\n");
+		return 2;
+	}
+	const char *mode = argv[1];
+	unsigned long n = strtoul(argv[2], NULL, 10);
+	int fd = open(argv[3], O_RDONLY);
+	if (fd < 0)
+		die(argv[3]);
+	char buf[65536];
+	if (strcmp(mode, "native") != 0) {
+		ssize_t got = read(fd, buf, sizeof(buf));
+		if (got < 0)
+			die("read");
+		int m = memfd_create("filter_floor", MFD_CLOEXEC);
+		if (m < 0 || write(m, buf, got) != got)
+			die("memfd");
+		close(fd);
+		fd = m;
+	}
+	if (strcmp(mode, "allow") == 0) {
+		struct sock_filter f[] = { RET(SECCOMP_RET_ALLOW) };
+		install(f, 1);
+	} else if (strcmp(mode, "fdonly") == 0) {
+		struct sock_filter f[] = {
+			LD(offsetof(struct seccomp_data, args[0])),
+			BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 1024, 1, 0),
+			RET(SECCOMP_RET_ALLOW),
+			RET(SECCOMP_RET_ERRNO | 1),
+		};
+		install(f, 4);
+	} else if (strcmp(mode, "kbox") == 0) {
+		kbox_shaped();
+	} else if (strcmp(mode, "native") != 0 && strcmp(mode, "memfd") != 0) {
+		fprintf(stderr, "filter_floor: unknown mode %s\n", mode);
+		return 2;
+	}
+	struct timespec t0, t1;
+	for (unsigned long i = 0; i < n / 10 + n; i++) {
+		if (i == n / 10)
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (lseek(fd, 0, SEEK_SET) != 0 || read(fd, buf, 64) < 0)
+			die("lseek/read");
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+	printf("%s %.1f\n", mode, ns / n);
+	return 0;
+}
