@@ -5,6 +5,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Ref is an image reference: [REGISTRY/]REPOSITORY[:TAG][@DIGEST].
@@ -17,9 +18,12 @@ type Ref struct {
 	Digest         string
 }
 
+// Compiled at first use, not in every kbox start-up's package init.
 var (
-	repoRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`)
-	tagRE  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	repoRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`)
+	})
+	tagRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`) })
 )
 
 // ParseRef parses an image reference as docker pull takes it.
@@ -37,7 +41,7 @@ func ParseRef(s string) (Ref, error) {
 	}
 	if i := strings.LastIndex(rest, ":"); i > strings.LastIndex(rest, "/") {
 		rest, r.Tag = rest[:i], rest[i+1:]
-		if !tagRE.MatchString(r.Tag) {
+		if !tagRE().MatchString(r.Tag) {
 			return bad("bad tag")
 		}
 	}
@@ -55,7 +59,7 @@ func ParseRef(s string) (Ref, error) {
 	} else {
 		r.Host = r.Registry
 	}
-	if !repoRE.MatchString(rest) {
+	if !repoRE().MatchString(rest) {
 		return bad("the repository name must be lowercase letters, digits and separators")
 	}
 	r.Repo = rest

@@ -526,7 +526,7 @@ func sameRef(want, name string, tagOnly bool) bool {
 	if err != nil {
 		return false
 	}
-	if tagOnly && tagRE.MatchString(name) && !strings.Contains(name, ":") {
+	if tagOnly && tagRE().MatchString(name) && !strings.Contains(name, ":") {
 		return wr.Tag == name && wr.Digest == ""
 	}
 	nr, err := ParseRef(name)

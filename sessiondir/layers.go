@@ -9,13 +9,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
 // Sealed layers and chains (the package comment: the layout).
 
-var layerID = regexp.MustCompile(`^[0-9a-f]{16}$`)
+// Compiled at first use, not in every kbox start-up's package init.
+var layerID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{16}$`) })
 
 // NewLayerID names a new sealed layer: unique across sessions, since a
 // fork links its source's layers under the same names.
@@ -40,7 +42,7 @@ func ReadChain(dir string) ([]string, error) {
 	}
 	ids := strings.Fields(string(b))
 	for _, id := range ids {
-		if !layerID.MatchString(id) {
+		if !layerID().MatchString(id) {
 			return nil, fmt.Errorf("%s: %q is not a layer", filepath.Join(dir, Chain), id)
 		}
 	}

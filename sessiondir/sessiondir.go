@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -40,14 +41,15 @@ const (
 	Layers      = "layers"
 )
 
-var checkpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
+// Compiled at first use, not in every kbox start-up's package init.
+var checkpointName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`) })
 
 // ErrBadName is the error of a checkpoint name that is not one.
 var ErrBadName = errors.New("want letters, digits and . _ + -, at most 64, not starting with a dot")
 
 // CheckName says whether name can name a checkpoint.
 func CheckName(name string) error {
-	if !checkpointName.MatchString(name) {
+	if !checkpointName().MatchString(name) {
 		return fmt.Errorf("checkpoint name %q: %w", name, ErrBadName)
 	}
 	return nil
