@@ -85,6 +85,39 @@ func TestChunkSum(t *testing.T) {
 	}
 }
 
+// TestWholeChunkSums: fill's sums of a file that is data throughout,
+// taken from each whole chunk as it is copied (chunkSum of the chunk with
+// its own range), are the sums contentSums reads back from the content,
+// zeros included, up to a last short chunk.
+func TestWholeChunkSums(t *testing.T) {
+	fd, err := unix.MemfdCreate("t", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Skipf("no memfd: %v", err)
+	}
+	defer unix.Close(fd)
+	size := int64(3*chunkSize + 1234)
+	data := make([]byte, size)
+	for i := range data[:chunkSize+7] {
+		data[i] = byte(i * 7) // the rest stays zeros, written as data
+	}
+	var want []uint64
+	for o := int64(0); o < size; o += chunkSize {
+		b := min(o+chunkSize, size)
+		if _, err := unix.Pwrite(fd, data[o:b], o); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, chunkSum(data[o:b], []extent{{o, b}}))
+	}
+	m := &Manager{}
+	got, err := m.contentSums(&Node{content: fd}, size, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sums read back %x, the copy's %x", got, want)
+	}
+}
+
 func TestTrimSums(t *testing.T) {
 	n := &Node{sums: []uint64{1, 2, 3, 4}}
 	trimSums(n, 2*chunkSize+10)

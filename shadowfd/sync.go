@@ -173,10 +173,15 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 	}
 	m.bufMu.Lock()
 	buf := m.buffer()
+	// A file that is data throughout, copied in whole chunks, has its
+	// sums from the buffer as each chunk goes by, as fillSmall's; else
+	// resum reads the content back (holes change a chunk's sum).
+	whole, sums := true, n.sums[:0]
 	err := func() error {
 		for pos := int64(0); pos < st.Size; {
 			off, le := lkl.Syscall6(lkl.SysLseek, uintptr(n.lklfd), uintptr(pos), unix.SEEK_DATA, 0, 0, 0)
 			if le == unix.ENXIO {
+				whole = false
 				return hole(pos, st.Size)
 			}
 			if le != 0 {
@@ -186,6 +191,7 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 			if err := hole(pos, int64(off)); err != nil {
 				return err
 			}
+			whole = whole && off == 0
 			end := st.Size
 			if le == 0 {
 				if h, he := lkl.Syscall6(lkl.SysLseek, uintptr(n.lklfd), off, unix.SEEK_HOLE, 0, 0, 0); he == 0 {
@@ -193,15 +199,20 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 				}
 			}
 			for o := int64(off); o < end; {
-				k, le := lkl.Syscall6(lkl.SysPread64, uintptr(n.lklfd), lkl.Ptr(buf), uintptr(min(int64(len(buf)), end-o)), uintptr(o), 0, 0)
+				want := min(int64(len(buf)), end-o)
+				k, le := lkl.Syscall6(lkl.SysPread64, uintptr(n.lklfd), lkl.Ptr(buf), uintptr(want), uintptr(o), 0, 0)
 				if le != 0 {
 					return le
 				}
 				if k == 0 {
+					whole = false
 					return nil // shorter than its stat said
 				}
 				if _, err := unix.Pwrite(n.content, buf[:k], o); err != nil {
 					return err
+				}
+				if whole = whole && o%chunkSize == 0 && int64(k) == want && (want == chunkSize || o+want == st.Size); whole {
+					sums = append(sums, chunkSum(buf[:k], []extent{{o, o + int64(k)}}))
 				}
 				o += int64(k)
 			}
@@ -216,7 +227,11 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 	if err := unix.Ftruncate(n.content, st.Size); err != nil {
 		return err
 	}
-	m.resum(n, st.Size)
+	if whole && int64(len(sums)) == (st.Size+chunkSize-1)/chunkSize {
+		n.sums = sums
+	} else {
+		m.resum(n, st.Size)
+	}
 	return m.filled(n, st)
 }
 
