@@ -127,3 +127,42 @@ func TestWXAlias(t *testing.T) {
 		})
 	}
 }
+
+// TestGuestEnvNotHostLoader: the guest's environment (--env, an image's
+// Env) is the guest's: LD_PRELOAD naming a library that exists on the
+// host must not load it into any host process of kbox's (kbox's start-up
+// process for the guest, the keeper and the socket binder run outside the
+// filter). The library, built for the test, leaves a file when loaded;
+// the guest's own loader does not find it in the image, and says so.
+func TestGuestEnvNotHostLoader(t *testing.T) {
+	img := imagePath(t)
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "loaded")
+	src := filepath.Join(dir, "evil.c")
+	lib := filepath.Join(dir, "evil.so")
+	code := `#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) { close(open("` + mark + `", O_CREAT | O_WRONLY, 0600)); }
+`
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Skipf("SKIP (no C compiler for the test's library: %v: %s)", err, out)
+	}
+	// The library works: a host program loads it.
+	if err := exec.Command("env", "LD_PRELOAD="+lib, "true").Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("the test's library does not leave its mark on the host: %v", err)
+	}
+	os.Remove(mark)
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--env", "LD_PRELOAD="+lib, "--env", "LD_LIBRARY_PATH="+dir, "--", "/bin/echo", "ran")
+	if status != 0 || stdout != "ran\n" {
+		t.Fatalf("status %d, stdout %q, stderr %s", status, stdout, stderr)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("the guest's LD_PRELOAD loaded a host library into a host process of kbox's")
+	}
+}

@@ -134,6 +134,13 @@ func runImage(args []string) int {
 
 // bootAndRun boots the kernel on the image, runs the guest and unmounts.
 func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, error) {
+	var pre *supervisor.Prespawned
+	if o.SyscallMode == "seccomp" && o.Agent.Serve == "" {
+		// The guest's start-up process begins beside the boot
+		// (supervisor.Prespawn); a run that ends before its guest ends it.
+		pre = supervisor.PrespawnEarly(os.Getenv("KBOX_NAMESPACES") == "off")
+		defer pre.Abandon()
+	}
 	gnet, err := addNetDev(o) // before boot
 	if err != nil {
 		return 0, err
@@ -193,10 +200,10 @@ func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, er
 	}
 	phases.mark("net")
 	defer gnet.close()
-	return runGuest(o, root, binds, ag, gnet)
+	return runGuest(o, root, binds, ag, gnet, pre)
 }
 
-func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *agentRun, gnet *guestNet) (int, error) {
+func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *agentRun, gnet *guestNet, pre *supervisor.Prespawned) (int, error) {
 	lkl.SetStarting(false) // the guest may run from here: a panic ends kbox
 	if err := applyImageUser(o); err != nil {
 		return 0, err
@@ -320,6 +327,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 			NoNamespaces: os.Getenv("KBOX_NAMESPACES") == "off",
 			Session:      spawns,
 			Phase:        phaseHook,
+			Pre:          pre,
 		})
 		if sess != nil {
 			sess.close()

@@ -20,15 +20,15 @@
  * Protocol on fd 3 (a socketpair end), with the guest child: the child
  * sends 'N' plus the namespaces it made (u32, NS_* bits) and the socket
  * binder's pid (u32, 0 without one: kbox hides it from the guest's /proc,
- * though it is the keeper's child like the guest); kbox sends the
+ * though it is the keeper's child like the guest); kbox sends the start
+ * message (read_start: the guest's arguments and environment), then the
  * filter length (u32, in instructions) and the instructions; the child
  * installs the filter and sends 'L' plus its pid and the listener's fd
  * number (u32 each), which kbox takes with pidfd_getfd; kbox answers one
- * byte once it listens; the child execs the
- * guest path, which the supervisor serves like any guest execve, or, for a
- * live session (KBOX_GUEST_SESSION=1), becomes the session's spawner
- * (spawner.c) on fd 3. fd 4 is the binder's socket (kbox holds the other
- * end).
+ * byte once it listens; the child execs the guest path, which the
+ * supervisor serves like any guest execve, or, for a live session
+ * (KBOX_GUEST_SESSION=1), becomes the session's spawner (spawner.c) on
+ * fd 3. fd 4 is the binder's socket (kbox holds the other end).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -268,15 +268,54 @@ static void keep(pid_t guest, pid_t kbox)
 	_exit(128 + WTERMSIG(status));
 }
 
+/*
+ * The start message: kbox starts this process before it knows the guest
+ * (prespawn.go: beside the kernel's boot), so what an exec would carry
+ * comes on fd 3 once the namespaces are made: 'C', a u32 length and that
+ * many bytes: the argument count in decimal, the arguments, then the
+ * environment (with KBOX_GUEST_EXEC, _NOFILE, _SESSION), each ending in a
+ * NUL. EOF first: kbox did not need this process. Returns the arguments;
+ * environ becomes the environment.
+ */
+static char **read_start(int sock)
+{
+	char tag;
+	unsigned int len, nf = 0, argc, i;
+	char *buf, *p, **f, **args;
+
+	if (kbox_read_full(sock, &tag, 1) != 0)
+		_exit(0);
+	if (tag != 'C' || kbox_read_full(sock, &len, sizeof(len)) != 0 || len == 0 || len > (32u << 20))
+		die("read start message");
+	buf = malloc(len);
+	if (buf == NULL || kbox_read_full(sock, buf, len) != 0 || buf[len - 1] != '\0')
+		die("read start message");
+	for (i = 0; i < len; i++)
+		nf += buf[i] == '\0';
+	f = calloc(nf + 1, sizeof(*f));
+	if (f == NULL)
+		die("start message");
+	for (p = buf, i = 0; i < nf; i++, p += strlen(p) + 1)
+		f[i] = p;
+	argc = (unsigned int)strtoul(f[0], NULL, 10);
+	if (argc > nf - 1)
+		die("start message");
+	args = calloc(argc + 1, sizeof(*args));
+	if (args == NULL)
+		die("start message");
+	memcpy(args, f + 1, argc * sizeof(*args));
+	/* The environment is the rest of f, NULL-terminated by calloc. */
+	environ = f + 1 + argc;
+	return args;
+}
+
 __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **argv)
 {
 	const char *init = getenv("KBOX_GUEST_INIT");
-	const char *path = getenv("KBOX_GUEST_EXEC");
-	const char *nofile = getenv("KBOX_GUEST_NOFILE");
 	const char *want_ns = getenv("KBOX_GUEST_NS");
 	const char *sockdir = getenv("KBOX_GUEST_SOCKDIR");
-	const char *session = getenv("KBOX_GUEST_SESSION");
-	int serve = session != NULL && strcmp(session, "1") == 0;
+	const char *path, *nofile, *session;
+	int serve;
 	const int sock = 3, binder = 4;
 	unsigned int ns = 0, binder_pid = 0;
 	unsigned int len;
@@ -293,18 +332,8 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	if (binder_only != NULL && strcmp(binder_only, "1") == 0 && sockdir != NULL)
 		kbox_run_binder(binder, sockdir, geteuid() == 0);
 
-	if (init == NULL || strcmp(init, "1") != 0 || (path == NULL && !serve))
+	if (init == NULL || strcmp(init, "1") != 0)
 		return;
-	if (path != NULL && strlen(path) >= sizeof(guest_path))
-		_exit(125);
-	if (path != NULL)
-		strcpy(guest_path, path);
-	drop_env("KBOX_GUEST_INIT");
-	drop_env("KBOX_GUEST_EXEC");
-	drop_env("KBOX_GUEST_NOFILE");
-	drop_env("KBOX_GUEST_NS");
-	drop_env("KBOX_GUEST_SOCKDIR");
-	drop_env("KBOX_GUEST_SESSION");
 
 	{
 		pid_t kbox = getppid(), guest = fork();
@@ -348,6 +377,23 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 			sigprocmask(SIG_SETMASK, &old, NULL);
 		}
 	}
+
+	/* What is the guest's: kbox may have started this process before it
+	 * knew (prespawn.go). */
+	argv = read_start(sock);
+	path = getenv("KBOX_GUEST_EXEC");
+	nofile = getenv("KBOX_GUEST_NOFILE");
+	session = getenv("KBOX_GUEST_SESSION");
+	serve = session != NULL && strcmp(session, "1") == 0;
+	if (path == NULL && !serve)
+		die("start message without a program");
+	if (path != NULL && strlen(path) >= sizeof(guest_path))
+		_exit(125);
+	if (path != NULL)
+		strcpy(guest_path, path);
+	drop_env("KBOX_GUEST_EXEC");
+	drop_env("KBOX_GUEST_NOFILE");
+	drop_env("KBOX_GUEST_SESSION");
 
 	/* Virtual fds start where the host fd limit ends: the soft limit,
 	 * which is what the kernel allocates fds by. The hard limit stays, so

@@ -9,13 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
@@ -51,6 +47,9 @@ type Config struct {
 	// KBOX_TRACE_STARTUP): "spawn" once the guest process is confined,
 	// "exec" once its first execve is answered, "run" once it exited.
 	Phase func(name string)
+	// Pre, when set, is the guest's start-up begun earlier (Prespawn);
+	// else Run begins one.
+	Pre *Prespawned
 }
 
 // Namespaces are the namespaces the guest start-up made (guestinit.c).
@@ -191,114 +190,57 @@ func Run(cfg Config) (int, error) {
 	if err := checkHostKernel(); err != nil {
 		return 0, err
 	}
+	pre := cfg.Pre
+	if pre == nil {
+		pre = Prespawn(cfg.NoNamespaces)
+	}
+	var status int
+	err := pre.serve(func() error {
+		var err error
+		status, err = run(cfg, pre)
+		return err
+	})
+	return status, err
+}
+
+// run starts the guest that pre began and serves it, on the thread that
+// started it (Prespawned.serve).
+func run(cfg Config, pre *Prespawned) (int, error) {
 	eng := cfg.Engine
-	stage, err := os.MkdirTemp("", "kbox-stage-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(stage)
-	// The stage holds the programs' staging directory (the guest's host
-	// cwd: the kernel resolves staged names there, named as the
-	// programs are) and, beside it, the socket binder's root
-	// (binder.c): a program named "sock" once met the binder's directory
-	// in its place and could not be run (EACCES). The keeper removes the
-	// stage even when kbox was killed (guestinit.c).
-	progs := filepath.Join(stage, "p")
-	sockDir := filepath.Join(stage, "sock")
-	for _, d := range []string{progs, sockDir} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return 0, err
-		}
-	}
 	phase := cfg.Phase
 	if phase == nil {
 		phase = func(string) {}
 	}
-	tier := &execTier{stage: progs, firstExec: func() { phase("exec") }}
-	eng.Tier = tier
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	parent := os.NewFile(uintptr(pair[0]), "kbox-supervisor")
-	child := os.NewFile(uintptr(pair[1]), "kbox-guest")
-	defer parent.Close()
-	bpair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		child.Close()
-		return 0, err
-	}
-	binderEnd := os.NewFile(uintptr(bpair[1]), "kbox-binder")
-	wantNS := "1"
-	if cfg.NoNamespaces {
-		wantNS = "0"
-	}
-
-	// The thread that starts the guest must outlive it: the guest's
-	// parent-death signal fires when this thread exits. Serving stays on it.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	// Serving switches this thread's LKL credentials to the guests'
 	// (dispatch/cred.go): it goes back to kbox's own root before the
 	// thread can run anything else.
 	defer lkl.UseCred(nil)
-	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-	self, err := os.Executable()
-	if err != nil {
-		return 0, err
-	}
-	env := append(append([]string{}, cfg.Env...), "KBOX_GUEST_INIT=1",
-		"KBOX_GUEST_NOFILE="+strconv.Itoa(eng.Opt.VirtualFDs), "KBOX_GUEST_NS="+wantNS,
-		"KBOX_GUEST_SOCKDIR="+sockDir)
+	cmd, parent, bpair0 := pre.cmd, pre.parent, pre.binder
+	defer os.RemoveAll(pre.stage)
+	defer parent.Close()
+	tier := &execTier{stage: pre.progs, firstExec: func() { phase("exec") }}
+	eng.Tier = tier
+	env := append(append([]string{}, cfg.Env...), "KBOX_GUEST_NOFILE="+strconv.Itoa(eng.Opt.VirtualFDs))
 	args := cfg.Argv
 	if cfg.Session != nil {
 		env, args = append(env, "KBOX_GUEST_SESSION=1"), []string{"kbox-spawner"}
 	} else {
 		env = append(env, "KBOX_GUEST_EXEC="+cfg.Path)
 	}
-	cmd := &exec.Cmd{
-		Path:       self,
-		Args:       args,
-		Env:        env,
-		Dir:        progs,
-		Stdin:      os.Stdin,
-		Stdout:     os.Stdout,
-		Stderr:     os.Stderr,
-		ExtraFiles: []*os.File{child, binderEnd},
-		SysProcAttr: &syscall.SysProcAttr{
-			Pdeathsig: syscall.SIGKILL,
-			Setpgid:   true,
-		},
-	}
-	tty := isTTY(0)
-	if tty {
-		cmd.SysProcAttr.Foreground = true
-		cmd.SysProcAttr.Ctty = 0
-	}
-	if err := cmd.Start(); err != nil {
-		child.Close()
-		binderEnd.Close()
-		unix.Close(bpair[0])
-		return 0, fmt.Errorf("start guest: %w", err)
-	}
-	child.Close()
-	binderEnd.Close()
 	pid := cmd.Process.Pid
 	defer killGuests(pid)
-	if tty {
+	if pre.tty {
 		defer restoreForeground()
 	}
-
 	ns, binderPid, err := readNamespaces(parent)
 	if err != nil {
-		unix.Close(bpair[0])
+		unix.Close(bpair0)
 		cmd.Process.Kill()
 		cmd.Wait()
 		return 0, err
 	}
 	eng.Binder = binderPid
-	binder := unixsock.NewBinder(bpair[0])
+	binder := unixsock.NewBinder(bpair0)
 	eng.Sockets = unixsock.New(binder, ns&NSNet != 0)
 	defer eng.Stop() // when nothing else stopped it
 	eng.IPCNamespace = ns&NSIPC != 0
@@ -317,6 +259,11 @@ func Run(cfg Config) (int, error) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		return 0, fmt.Errorf("seccomp filter: %w", err)
+	}
+	if err := sendStart(parent, args, env); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return 0, err
 	}
 	listener, guestPid, err := handshake(parent, prog)
 	if err != nil {
