@@ -671,3 +671,103 @@ func without(l []string, drop ...string) []string {
 	}
 	return out
 }
+
+// steps runs prog on d like the kernel and returns the verdict and how
+// many instructions it executed (the instructions Build emits).
+func steps(t *testing.T, prog []bpf.Instruction, d *SeccompData) (uint32, int) {
+	t.Helper()
+	in := vmInput(d)
+	var acc uint32
+	for pc, n := 0, 1; pc < len(prog); pc, n = pc+1, n+1 {
+		switch ins := prog[pc].(type) {
+		case bpf.LoadAbsolute:
+			acc = binary.BigEndian.Uint32(in[ins.Off:]) // as vmInput lays it out
+		case bpf.ALUOpConstant:
+			if ins.Op != bpf.ALUOpAnd {
+				t.Fatalf("steps: ALU op %v", ins.Op)
+			}
+			acc &= ins.Val
+		case bpf.Jump:
+			pc += int(ins.Skip)
+		case bpf.JumpIf:
+			var yes bool
+			switch ins.Cond {
+			case bpf.JumpEqual:
+				yes = acc == ins.Val
+			case bpf.JumpNotEqual:
+				yes = acc != ins.Val
+			case bpf.JumpGreaterOrEqual:
+				yes = acc >= ins.Val
+			case bpf.JumpGreaterThan:
+				yes = acc > ins.Val
+			case bpf.JumpLessThan:
+				yes = acc < ins.Val
+			case bpf.JumpBitsSet:
+				yes = acc&ins.Val != 0
+			default:
+				t.Fatalf("steps: condition %v", ins.Cond)
+			}
+			if yes {
+				pc += int(ins.SkipTrue)
+			} else {
+				pc += int(ins.SkipFalse)
+			}
+		case bpf.RetConstant:
+			return ins.Val, n
+		default:
+			t.Fatalf("steps: instruction %#v", ins)
+		}
+	}
+	t.Fatal("steps: ran off the program")
+	return 0, 0
+}
+
+// TestFilterFirst: the syscalls of First reach their verdict, the same
+// as without First, in at most ten instructions (the architecture check,
+// the number, the tests of First, the host-fd test), where the search
+// takes more; every other syscall keeps its verdict (TestFilterExhaustive
+// runs with First too).
+func TestFilterFirst(t *testing.T) {
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		with := policyFor(a)
+		without := policyFor(a)
+		without.First = nil
+		pw, err := with.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		po, err := without.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range with.First {
+			nr, _ := a.Nr(name)
+			for _, fd := range []uint64{3, uint64(with.VirtualFDBase)} {
+				d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, Args: [6]uint64{fd}}
+				vw, nw := steps(t, pw, &d)
+				vo, no := steps(t, po, &d)
+				if vw != vo || vw != with.Decide(nr, a.AuditArch, d.Args) {
+					t.Errorf("%s %s fd %d: %s with First, %s without", a.Name, name, fd, retName(vw), retName(vo))
+				}
+				if nw > 10 || nw >= no {
+					t.Errorf("%s %s fd %d: %d instructions with First, %d without", a.Name, name, fd, nw, no)
+				}
+			}
+		}
+	}
+	// A syscall of another class in First is left to the search.
+	p := samplePolicy()
+	p.First = append(p.First, "openat", "reboot")
+	vm := newVM(t, p)
+	for _, name := range []string{"openat", "reboot"} {
+		nr, _ := p.Arch.Nr(name)
+		d := SeccompData{Nr: int32(nr), Arch: p.Arch.AuditArch, Args: [6]uint64{3}}
+		if got, want := run(t, vm, &d), p.Decide(nr, p.Arch.AuditArch, d.Args); got != want {
+			t.Errorf("%s in First: %s, want %s", name, retName(got), retName(want))
+		}
+	}
+	p.First = []string{"no_such_syscall"}
+	if _, err := p.Build(); err == nil {
+		t.Error("an unknown syscall in First accepted")
+	}
+}
