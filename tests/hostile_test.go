@@ -165,4 +165,10 @@ __attribute__((constructor)) static void mark(void) { close(open("` + mark + `",
 	if _, err := os.Stat(mark); err == nil {
 		t.Errorf("the guest's LD_PRELOAD loaded a host library into a host process of kbox's")
 	}
+	// Nor can the guest's environment name kbox's own settings: the
+	// program run is the one asked for.
+	stdout, stderr, status = runKbox(t, "image", "-S", img, "--read-only", "--env", "KBOX_GUEST_EXEC=/bin/false", "--", "/bin/echo", "ran")
+	if status != 0 || stdout != "ran\n" {
+		t.Errorf("with KBOX_GUEST_EXEC in the guest's environment: status %d, stdout %q, stderr %s", status, stdout, stderr)
+	}
 }

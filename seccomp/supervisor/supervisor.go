@@ -220,13 +220,14 @@ func run(cfg Config, pre *Prespawned) (int, error) {
 	defer parent.Close()
 	tier := &execTier{stage: pre.progs, firstExec: func() { phase("exec") }}
 	eng.Tier = tier
-	env := append(append([]string{}, cfg.Env...), "KBOX_GUEST_NOFILE="+strconv.Itoa(eng.Opt.VirtualFDs))
+	// kbox's settings first, where the start-up's getenv finds them
+	// before any of the guest's own (it removes them all).
+	env := []string{"KBOX_GUEST_NOFILE=" + strconv.Itoa(eng.Opt.VirtualFDs), "KBOX_GUEST_EXEC=" + cfg.Path}
 	args := cfg.Argv
 	if cfg.Session != nil {
-		env, args = append(env, "KBOX_GUEST_SESSION=1"), []string{"kbox-spawner"}
-	} else {
-		env = append(env, "KBOX_GUEST_EXEC="+cfg.Path)
+		env, args = []string{env[0], "KBOX_GUEST_SESSION=1"}, []string{"kbox-spawner"}
 	}
+	env = append(env, cfg.Env...)
 	pid := cmd.Process.Pid
 	defer killGuests(pid)
 	if pre.tty {
