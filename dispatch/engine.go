@@ -298,7 +298,7 @@ func (e *Engine) dispatch(r *Request) Result {
 		}
 	}
 	sc := &linux[r.Nr]
-	if sc.Facts&(Pure|Opens) == 0 {
+	if sc.Facts&(Pure|OwnChange) == 0 {
 		e.stats.Changed()
 	}
 	if sc.Fn == nil {
@@ -309,7 +309,7 @@ func (e *Engine) dispatch(r *Request) Result {
 		return errno(en, Emulated)
 	}
 	res := sc.Fn(e, r)
-	if sc.Facts&(Pure|Opens) == 0 {
+	if sc.Facts&(Pure|OwnChange) == 0 {
 		// Again once it is done: what the handler looked up and cached
 		// before its change (a path checked by the policy before the
 		// symlink that creates it, canonPaths) is stale now.

@@ -351,11 +351,20 @@ func (e *Engine) nodeOf(r *Request, fd int) *shadowfd.Node {
 func sysClose(e *Engine, r *Request) Result {
 	// Closing a shadow's fd writes nothing (shadowfd writes nodes back on
 	// fsync, at exits and in the background), so the filter lets guests
-	// close host fds natively: close is notified for virtual fds.
+	// close host fds natively: close is notified for virtual fds. That
+	// close of a host fd leaves LKL as it was (the pumps flushed report
+	// their own changes): the stat cache stays valid (OwnChange), as in
+	// the seccomp tier, whose guests close host fds natively. An LKL
+	// file's close may change LKL (the last close of an unlinked file, its
+	// inotify events), as any other syscall.
 	fd := int(int32(r.Args[0]))
 	if r.P.FDs.IsVirtual(fd) {
 		_, isHost := hostFile(r, r.Args[0])
-		if err := r.P.FDs.Close(fd); err != nil {
+		e.stats.Changed()
+		err := r.P.FDs.Close(fd)
+		e.stats.Changed()
+		e.notifySweep()
+		if err != nil {
 			return fail(err, LKL)
 		}
 		if isHost {

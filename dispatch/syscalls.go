@@ -70,9 +70,11 @@ const (
 	// (cache.go) and LKL's free space does not move
 	// (shadowfd/space.go).
 	Pure Facts = 1 << iota
-	// Opens is an open: it reports its change to the stat cache itself
-	// (only when it really changed something, cache.go).
-	Opens
+	// OwnChange (open, close) reports its change to the stat cache itself,
+	// only when it really changed something (cache.go): a read-only open
+	// served from the shadow cache, or a close of a host fd, leaves LKL
+	// as it was.
+	OwnChange
 	// AddrArg4 (with HostFD) runs on the host only while argument 4, a
 	// destination address, is 0: an address may name a path, which kbox
 	// resolves in the guest's filesystem (sys_net_socket.go).

@@ -122,8 +122,8 @@ func TestSyscallEntriesAreConsistent(t *testing.T) {
 		if s.Facts&AddrArg4 != 0 && s.How != HostFD {
 			t.Errorf("%s: AddrArg4 without HostFD", s.Name)
 		}
-		if s.Facts&(Pure|Opens) == Pure|Opens {
-			t.Errorf("%s: both Pure and Opens", s.Name)
+		if s.Facts&(Pure|OwnChange) == Pure|OwnChange {
+			t.Errorf("%s: both Pure and OwnChange", s.Name)
 		}
 		if s.Facts&FilterHostFD != 0 && s.How != Served {
 			t.Errorf("%s: FilterHostFD without Served", s.Name)

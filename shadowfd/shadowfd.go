@@ -62,6 +62,9 @@ type Node struct {
 	key     nodeKey
 	fs      *fsState
 	content int // kbox's own O_RDWR fd of the content file
+	// cname is the content file's name in fs.names, NUL terminated, or
+	// empty: a memfd (fsState.create).
+	cname   [24]byte
 	hostDev uint64
 	hostIno uint64
 	path    string // the guest path it was opened by, for messages
@@ -213,6 +216,17 @@ func reopen(fd, flags int) (int, error) {
 	return openat(procFd.fd, &name[0], flags|unix.O_CLOEXEC)
 }
 
+// reopen opens a new description of n's content file with flags: by its
+// name in its tmpfs, else through /proc/self/fd. n is held (busy): its
+// filesystem's mount stays open meanwhile (Release closes it only when
+// no node is left).
+func (n *Node) reopen(flags int) (int, error) {
+	if n.cname[0] != 0 {
+		return openat(n.fs.names, &n.cname[0], flags|unix.O_CLOEXEC)
+	}
+	return reopen(n.content, flags)
+}
+
 // hostFlags are the status flags a guest's description of a content file
 // keeps: access mode, O_APPEND, O_NONBLOCK, O_NOATIME. (O_SYNC and O_DSYNC
 // would be no-ops on the content file; durability comes with fsync.)
@@ -312,7 +326,7 @@ func (m *Manager) handOut(n *Node, flags int) (int, error) {
 	if pending {
 		m.settleTimes(n)
 	}
-	fd, err := reopen(n.content, hostFlags(flags))
+	fd, err := n.reopen(hostFlags(flags))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n.busy--
@@ -406,7 +420,7 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 	n.rw = takeLKLFd(lklfd)
 	n.alloc = st.Blocks * 512
 	fs.reserve(m, n.alloc)
-	if n.content, err = fs.create(path); err != nil {
+	if n.content, err = fs.create(path, &n.cname); err != nil {
 		fs.unreserve(m, n.alloc)
 		return nil, err
 	}
@@ -495,6 +509,7 @@ func (m *Manager) dropLocked(n *Node) {
 // closeNode closes n's files and gives back its space (after the LKL fd:
 // the last close of an unlinked file frees its blocks).
 func (m *Manager) closeNode(n *Node) {
+	n.fs.unlink(&n.cname)
 	if n.content >= 0 {
 		unix.Close(n.content)
 		n.content = -1

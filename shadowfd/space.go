@@ -1,7 +1,9 @@
 package shadowfd
 
 import (
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
@@ -43,11 +45,15 @@ type fsState struct {
 	mu     sync.Mutex
 	statfd int // an LKL O_PATH fd of a directory on it, for statfs
 	dir    int // root of its tmpfs, or -1: memfds
-	id     int // the tmpfs's id for resize
-	mnt    mounter
-	alloc  int64 // Σ LKL blocks (bytes) of its nodes' files
-	size   int64 // the tmpfs's size now
-	err    error // a failed write-back not yet reported by syncfs/sync
+	// names is where content files are made with names (create): dir,
+	// or on a read-only filesystem (no bound to keep) the root of an
+	// unbounded tmpfs when kbox may mount itself; or -1: memfds.
+	names int
+	id    int // the tmpfs's id for resize
+	mnt   mounter
+	alloc int64 // Σ LKL blocks (bytes) of its nodes' files
+	size  int64 // the tmpfs's size now
+	err   error // a failed write-back not yet reported by syncfs/sync
 	// Blocks of unlinked files whose nodes went, which LKL frees a
 	// clock tick after the close (its kernel threads defer the last
 	// fput): free bytes before, how many, and until when to expect them.
@@ -67,7 +73,7 @@ func (m *Manager) fsOf(dev uint64, lklfd int, path string) (*fsState, error) {
 	if fs != nil {
 		return fs, nil
 	}
-	fs = &fsState{dev: dev, dir: -1, statfd: -1, hostfd: -1}
+	fs = &fsState{dev: dev, dir: -1, names: -1, statfd: -1, hostfd: -1}
 	m.mu.Lock()
 	if fd, ok := m.backing[dev]; ok {
 		fs.hostfd = fd
@@ -93,6 +99,16 @@ func (m *Manager) fsOf(dev uint64, lklfd int, path string) (*fsState, error) {
 			size := m.bound(fs, &sf)
 			if dir, id, err := mnt.mount(size); err == nil {
 				fs.dir, fs.id, fs.mnt, fs.size = dir, id, mnt, size
+				fs.names = dir
+			}
+		}
+	} else if fs.ro {
+		// Never written: the tmpfs only gives content files names (no
+		// helper process is started for it). Its root's fd keeps it.
+		if d := m.stores.direct(); d != nil {
+			if dir, id, err := d.mount(unbounded); err == nil {
+				d.drop(id)
+				fs.names = dir
 			}
 		}
 	}
@@ -115,18 +131,56 @@ func (m *Manager) Bounded(dev uint64) bool {
 	return fs != nil && fs.dir >= 0
 }
 
-// create makes an empty content file. kbox's own reads of it (write-backs)
-// must not change its access time, which tells guests' reads (O_NOATIME).
-func (fs *fsState) create(name string) (int, error) {
-	var fd int
-	var err error
-	if fs.dir >= 0 {
-		fd, err = unix.Openat(fs.dir, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOATIME, 0o600)
-	} else if fd, err = unix.MemfdCreate("kbox:"+name, unix.MFD_CLOEXEC); err == nil {
+// contentNames numbers the content files made in private tmpfs mounts.
+var contentNames atomic.Uint64
+
+// create makes an empty content file, and its name in fs.dir (NUL
+// terminated), if it has one. kbox's own reads of it (write-backs) must
+// not change its access time, which tells guests' reads (O_NOATIME).
+//
+// In a private tmpfs (fs.names) the file has a name, which no path outside
+// kbox's fd of the mount's root reaches: a guest's open of the node reopens it by
+// that name (Node.reopen), one tmpfs component, where /proc/self/fd/N
+// (all a memfd has) walks procfs and its magic link. The node unlinks it
+// when it goes (closeNode).
+func (fs *fsState) create(name string, cname *[24]byte) (int, error) {
+	if fs.names >= 0 {
+		for {
+			b := strconv.AppendUint(cname[:0], contentNames.Add(1), 10)
+			cname[len(b)] = 0
+			fd, err := unix.Openat(fs.names, string(b), unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOATIME, 0o600)
+			if err != unix.EEXIST {
+				if err != nil {
+					cname[0] = 0
+				}
+				return fd, err
+			}
+		}
+	}
+	fd, err := unix.MemfdCreate("kbox:"+name, unix.MFD_CLOEXEC)
+	if err == nil {
 		fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 		unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl|unix.O_NOATIME)
 	}
 	return fd, err
+}
+
+// unlink removes the name of a content file that create made, unless the
+// mount is gone already (Release, Close).
+func (fs *fsState) unlink(cname *[24]byte) {
+	if cname[0] == 0 {
+		return
+	}
+	n := 0
+	for n < len(cname) && cname[n] != 0 {
+		n++
+	}
+	fs.mu.Lock()
+	if fs.names >= 0 {
+		unix.Unlinkat(fs.names, string(cname[:n]), 0)
+	}
+	fs.mu.Unlock()
+	cname[0] = 0
 }
 
 // avail is the free space a guest may fill: what statfs calls available,
@@ -329,6 +383,10 @@ func (fs *fsState) takeErr() error {
 }
 
 func (fs *fsState) close() {
+	if fs.names >= 0 && fs.names != fs.dir {
+		unix.Close(fs.names)
+	}
+	fs.names = -1
 	if fs.dir >= 0 {
 		unix.Close(fs.dir)
 		fs.dir = -1

@@ -15,9 +15,11 @@ import (
 
 // Content files and where they live.
 //
-// A node's content is a host file with no name. On a filesystem the guest
-// cannot write (a read-only image), it is a memfd. On a writable one it is
-// an O_TMPFILE in a private tmpfs mount whose size kbox keeps equal to what
+// A node's content is a host file that no host path names. On a
+// filesystem the guest cannot write (a read-only image), it is a file in
+// an unbounded private tmpfs when kbox may mount itself (fsOf), else a
+// memfd. On a writable one it is a file in a private tmpfs mount whose
+// size kbox keeps equal to what
 // the LKL filesystem behind it can still hold (space.go): a guest write
 // that the image could not take then fails natively, at the write(2), with
 // ENOSPC, exactly as on Linux, and the file holds exactly what the writes
@@ -56,6 +58,24 @@ type stores struct {
 	once sync.Once
 	m    mounter
 	why  error // why there is no mounter
+
+	dOnce sync.Once
+	d     *directMounter // kbox's own, when it may mount (direct)
+}
+
+// unbounded is the size of a tmpfs that only names content files (of a
+// read-only filesystem: nothing is ever written there by a guest).
+const unbounded = 1 << 50
+
+// direct returns kbox's own mounter when kbox may mount, or nil; it
+// never starts the helper. Only with no KBOX_STORE.
+func (s *stores) direct() *directMounter {
+	s.dOnce.Do(func() {
+		if StoreMode == "" {
+			s.d, _ = newDirectMounter()
+		}
+	})
+	return s.d
 }
 
 // get returns the mounter for content files, unless KBOX_STORE=memfd.
@@ -74,8 +94,8 @@ func (s *stores) any() (mounter, error) {
 			s.m, s.why = startHelper()
 			return
 		}
-		if m, err := newDirectMounter(); err == nil {
-			s.m = m
+		if d := s.direct(); d != nil {
+			s.m = d
 			return
 		}
 		s.m, s.why = startHelper()
@@ -100,6 +120,9 @@ func (m *Manager) Devpts() (int, error) {
 func (s *stores) close() {
 	if s.m != nil {
 		s.m.close()
+	}
+	if s.d != nil && s.m != mounter(s.d) {
+		s.d.close()
 	}
 }
 

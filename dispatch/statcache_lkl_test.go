@@ -1,0 +1,104 @@
+//go:build lkl
+
+package dispatch_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/dispatch/dispatchtest"
+	"golang.org/x/sys/unix"
+)
+
+// TestOpenCloseKeepsStatCache: a read-only open and close of a cached
+// image file, repeated, leaves the stat cache valid (dispatch/cache.go),
+// closed as the in-process tiers close (the engine first, FDGuard, then
+// the host), while a change through another path to the same file, and
+// the close of an LKL file, still make it stale.
+func TestOpenCloseKeepsStatCache(t *testing.T) {
+	if engine == nil {
+		t.Skip("kbox: *** SKIP: no KBOX_IMAGE, so no LKL booted ***")
+	}
+	g, err := dispatchtest.New(64 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	p := engine.Start(unix.Getpid(), "/")
+	call := func(what string, nr int, a ...uint64) int64 {
+		t.Helper()
+		var args [6]uint64
+		copy(args[:], a)
+		c := g.Dispatch(engine, &dispatch.Request{Nr: nr, Args: args, P: p})
+		if c.Errno != 0 {
+			t.Fatalf("%s: %v", what, c.Errno)
+		}
+		return c.Val
+	}
+	closeInProc := func(fd int64) {
+		t.Helper()
+		r := &dispatch.Request{Nr: unix.SYS_CLOSE, Args: [6]uint64{uint64(fd)}, P: p, G: g}
+		if res := engine.Dispatch(r); res.Errno != 0 {
+			t.Fatalf("close %d: %v", fd, res.Errno)
+		} else if res.Action == dispatch.Continue {
+			call("host close", unix.SYS_CLOSE, uint64(fd))
+		}
+	}
+	dir := fmt.Sprintf("/tmp/statcache-%d", os.Getpid())
+	f, l := g.Str(dir+"/f"), g.Str(dir+"/l")
+	call("mkdir", unix.SYS_MKDIRAT, cwd, g.Str(dir), 0o755)
+	fd := call("create", unix.SYS_OPENAT, cwd, f, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	call("write", unix.SYS_WRITE, uint64(fd), g.Str("hello"), 5)
+	closeInProc(fd)
+	call("link", unix.SYS_LINKAT, cwd, f, cwd, l, 0)
+
+	// The first opens fill the shadow cache and the stat cache.
+	for range 3 {
+		closeInProc(call("open", unix.SYS_OPENAT, cwd, f, unix.O_RDONLY|unix.O_CLOEXEC))
+	}
+	gen := engine.StatGen()
+	for range 50 {
+		closeInProc(call("open", unix.SYS_OPENAT, cwd, f, unix.O_RDONLY|unix.O_CLOEXEC))
+	}
+	if now := engine.StatGen(); now != gen {
+		t.Errorf("50 read-only opens and closes moved the stat cache's generation from %d to %d", gen, now)
+	}
+
+	// A change through the other name: an append and a chmod.
+	fd = call("open link", unix.SYS_OPENAT, cwd, l, unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC)
+	call("append", unix.SYS_WRITE, uint64(fd), g.Str("+more"), 5)
+	closeInProc(fd)
+	call("chmod link", unix.SYS_FCHMODAT, cwd, l, 0o600)
+	st := g.Buf(256)
+	call("stat", unix.SYS_NEWFSTATAT, cwd, f, st, 0)
+	var s unix.Stat_t
+	if err := binary.Read(bytes.NewReader(g.Bytes(st, binary.Size(&s))), binary.LittleEndian, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Mode&0o7777 != 0o600 || s.Size != 10 {
+		t.Errorf("stat after the change through the link: mode %o size %d, want 600 and 10", s.Mode&0o7777, s.Size)
+	}
+	fd = call("open after", unix.SYS_OPENAT, cwd, f, unix.O_RDONLY|unix.O_CLOEXEC)
+	buf := make([]byte, 32)
+	n, err := unix.Pread(int(fd), buf, 0)
+	if err != nil || string(buf[:n]) != "hello+more" {
+		t.Errorf("read after the change through the link: %q, %v", buf[:n], err)
+	}
+	closeInProc(fd)
+
+	// An LKL file's close (a directory: a virtual fd) may change LKL.
+	d := call("open dir", unix.SYS_OPENAT, cwd, g.Str(dir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	gen = engine.StatGen()
+	closeInProc(d)
+	if engine.StatGen() == gen {
+		t.Errorf("the close of a virtual fd left the stat cache's generation at %d", gen)
+	}
+	for _, n := range []uint64{f, l} {
+		call("unlink", unix.SYS_UNLINKAT, cwd, n, 0)
+	}
+	call("rmdir", unix.SYS_UNLINKAT, cwd, g.Str(dir), unix.AT_REMOVEDIR)
+}
