@@ -101,10 +101,6 @@ const (
 	// nothing, so closing a host fd needs no round trip. Fn serves every
 	// fd the filter lets through (and every fd in the in-process tiers).
 	FilterHostFD
-	// FilterFirst (HostFD) is tested by number first in the tiers'
-	// filters, before their search of every number: read, write and
-	// lseek, the calls that run natively most (seccomp.Policy.First).
-	FilterFirst
 )
 
 // InProc says what the in-process tiers (trap, rewrite: the guest runs in

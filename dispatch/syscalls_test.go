@@ -128,9 +128,6 @@ func TestSyscallEntriesAreConsistent(t *testing.T) {
 		if s.Facts&FilterHostFD != 0 && s.How != Served {
 			t.Errorf("%s: FilterHostFD without Served", s.Name)
 		}
-		if s.Facts&FilterFirst != 0 && s.How != HostFD {
-			t.Errorf("%s: FilterFirst without HostFD", s.Name)
-		}
 		if s.InProc > Inline {
 			t.Errorf("%s: InProc %d", s.Name, s.InProc)
 		}

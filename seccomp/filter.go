@@ -85,12 +85,6 @@ type Policy struct {
 	// would: clone3, whose flags lie in memory the filter cannot read
 	// (libc falls back to clone).
 	NoSys []string
-	// First are syscalls that the program tests by number, in this
-	// order, before its search of every number, where they are HostFD or
-	// Allow (others are left to the search): the calls a program makes
-	// most that run natively (read, write, lseek) reach their verdict in
-	// a few instructions instead of about a dozen. Verdicts are the same.
-	First []string
 	// NotifyIf are syscalls notified only when some bits of an argument
 	// have given values, and run natively otherwise: clone with
 	// CLONE_PARENT or a namespace flag (a notified clone can fail with
@@ -308,9 +302,6 @@ func (p *Policy) classes() (map[uint32]class, error) {
 			return nil, fmt.Errorf("seccomp: syscall number %#x collides with the x32 range", nr)
 		}
 	}
-	if err := checkNames("First", p.First); err != nil {
-		return nil, err
-	}
 	for _, r := range p.Trusted {
 		if r.Hi <= r.Lo || r.Lo>>32 != (r.Hi-1)>>32 {
 			return nil, fmt.Errorf("seccomp: trusted range %#x-%#x is empty or crosses a 4 GiB boundary", r.Lo, r.Hi)
@@ -445,6 +436,92 @@ func (p *Policy) intervals(m map[uint32]class) []interval {
 	return iv
 }
 
+// Program building: a tiny label assembler on top of x/net/bpf.
+
+type label int
+
+type op struct {
+	ins    bpf.Instruction // concrete instruction, or nil for a jump/label
+	jge    bool            // if A >= val goto target, else fall through
+	ja     bool            // goto target
+	val    uint32
+	target label
+	mark   label // >0: this op is a label marker
+	long   bool  // jge needs a trampoline (distance > 255)
+}
+
+type asm struct {
+	ops    []op
+	labels label
+}
+
+func (a *asm) newLabel() label { a.labels++; return a.labels }
+func (a *asm) emit(ins ...bpf.Instruction) {
+	for _, i := range ins {
+		a.ops = append(a.ops, op{ins: i})
+	}
+}
+func (a *asm) setLabel(l label)        { a.ops = append(a.ops, op{mark: l}) }
+func (a *asm) jgeTo(v uint32, l label) { a.ops = append(a.ops, op{jge: true, val: v, target: l}) }
+func (a *asm) jaTo(l label)            { a.ops = append(a.ops, op{ja: true, target: l}) }
+
+func (o *op) size() int {
+	switch {
+	case o.mark > 0:
+		return 0
+	case o.jge && o.long:
+		return 2
+	}
+	return 1
+}
+
+func (a *asm) assemble() ([]bpf.Instruction, error) {
+	pos := make([]int, len(a.ops))
+	where := make(map[label]int)
+	for {
+		n := 0
+		for i := range a.ops {
+			pos[i] = n
+			if a.ops[i].mark > 0 {
+				where[a.ops[i].mark] = n
+			}
+			n += a.ops[i].size()
+		}
+		grew := false
+		for i := range a.ops {
+			o := &a.ops[i]
+			if o.jge && !o.long && where[o.target]-(pos[i]+1) > 255 {
+				o.long, grew = true, true
+			}
+		}
+		if !grew {
+			break
+		}
+	}
+	var out []bpf.Instruction
+	for i := range a.ops {
+		o := &a.ops[i]
+		switch {
+		case o.mark > 0:
+		case o.ins != nil:
+			out = append(out, o.ins)
+		case o.ja:
+			out = append(out, bpf.Jump{Skip: uint32(where[o.target] - (pos[i] + 1))})
+		case o.jge && o.long:
+			out = append(out,
+				bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: o.val, SkipTrue: 0, SkipFalse: 1},
+				bpf.Jump{Skip: uint32(where[o.target] - (pos[i] + 2))})
+		case o.jge:
+			d := where[o.target] - (pos[i] + 1)
+			if d < 0 {
+				return nil, fmt.Errorf("seccomp: backward jump")
+			}
+			out = append(out, bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: o.val, SkipTrue: uint8(d)})
+		}
+	}
+	return out, nil
+}
+
 // Build assembles the policy into classic BPF instructions.
 //
 // Layout: load arch, compare, kill on mismatch; load nr; a balanced binary
@@ -486,18 +563,6 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		ret(RetKillProcess),
 		bpf.LoadAbsolute{Off: offNr, Size: 4},
 	)
-	for _, n := range p.First {
-		nr, ok := p.Arch.Nr(n)
-		if !ok {
-			continue
-		}
-		switch m[nr] {
-		case clsHostFD:
-			a.jeqTo(nr, hostL)
-		case clsAllow:
-			a.emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipFalse: 1}, ret(RetAllow))
-		}
-	}
 	nullL, fdL, ruleL := map[int]label{}, map[int]label{}, map[int]label{}
 	var gen func(iv []interval)
 	gen = func(iv []interval) {

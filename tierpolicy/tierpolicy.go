@@ -34,9 +34,6 @@ func Seccomp(virtualBase uint32, ipcNS bool) *seccomp.Policy {
 			}
 		case dispatch.HostFD:
 			p.HostFD = append(p.HostFD, s.Name)
-			if s.Facts&dispatch.FilterFirst != 0 {
-				p.First = append(p.First, s.Name)
-			}
 			if s.Facts&dispatch.AddrArg4 != 0 {
 				p.NullArg[s.Name] = 4
 				// Their flags are args[3]: MSG_ERRQUEUE asks for an
