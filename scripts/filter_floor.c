@@ -15,9 +15,9 @@
  *               from a virtual one: args[0] below 1024 runs (the
  *               action cache cannot skip a filter that reads arguments):
  *               the floor of running a filter at all
- *     kbox      memfd, under a filter of kbox's shape: the architecture
- *               check, the number loaded, a binary search of 9
- *               comparisons, and the host-fd test (fd below 1024)
+ *     kbox=FILE memfd, under kbox's own filter: FILE holds its struct
+ *               sock_filter array (BenchmarkRewrite writes the seccomp
+ *               tier's, tierpolicy.Seccomp)
  *
  * Prints "MODE ns_per_op".
  *
@@ -64,39 +64,25 @@ static void install(struct sock_filter *f, unsigned short len)
 #define LD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
 #define RET(v) BPF_STMT(BPF_RET | BPF_K, (v))
 
-static void kbox_shaped(void)
+static void kbox_filter(const char *path)
 {
-	/* Nine comparisons that fall through to the host-fd block, as a
-	 * balanced search of kbox's ~500 runs of syscall numbers does
-	 * (each compares against a number above every real one, so the
-	 * search always goes left). */
-	struct sock_filter f[] = {
-		LD(offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0),
-		RET(SECCOMP_RET_KILL_PROCESS),
-		LD(offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0000, 12, 0),
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0001, 11, 0),
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0002, 10, 0),
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0003, 9, 0),
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0004, 8, 0),
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0005, 7, 0),
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0006, 6, 0),
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0007, 5, 0),
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x3fff0008, 4, 0),
-		LD(offsetof(struct seccomp_data, args[0])),
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 1024, 1, 0),
-		RET(SECCOMP_RET_ALLOW),
-		RET(SECCOMP_RET_ERRNO | 1),
-		RET(SECCOMP_RET_ERRNO | 38),
-	};
-	install(f, sizeof(f) / sizeof(f[0]));
+	static struct sock_filter f[4096];
+	FILE *fp = fopen(path, "rb");
+	size_t n;
+
+	if (fp == NULL)
+		die(path);
+	n = fread(f, sizeof(f[0]), sizeof(f) / sizeof(f[0]), fp);
+	fclose(fp);
+	if (n == 0)
+		die("empty filter");
+	install(f, (unsigned short)n);
 }
 
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
-		fprintf(stderr, "usage: filter_floor native|memfd|allow|fdonly|kbox N FILE\n");
+		fprintf(stderr, "usage: filter_floor native|memfd|allow|fdonly|kbox=FILTER N FILE\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -126,8 +112,8 @@ int main(int argc, char **argv)
 			RET(SECCOMP_RET_ERRNO | 1),
 		};
 		install(f, 4);
-	} else if (strcmp(mode, "kbox") == 0) {
-		kbox_shaped();
+	} else if (strncmp(mode, "kbox=", 5) == 0) {
+		kbox_filter(mode + 5);
 	} else if (strcmp(mode, "native") != 0 && strcmp(mode, "memfd") != 0) {
 		fprintf(stderr, "filter_floor: unknown mode %s\n", mode);
 		return 2;
