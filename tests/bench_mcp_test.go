@@ -3,10 +3,13 @@
 package tests
 
 import (
+	"bufio"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,62 +108,115 @@ func BenchmarkMCP(b *testing.B) {
 }
 
 // BenchmarkSessions: a live session (issue 33's figures) through the
-// SDK's client over stdio: session_open, `run` of /bin/true in the
-// session (p50 and p99 of 100), read_file of 4 KB (median of 50), and an
-// idle session's kbox process: its private memory (smaps_rollup) and
-// threads; and one-shot runs through the warm pool (warmPoolRows).
+// SDK's client over stdio (sessionRows), and an idle session's kbox
+// process: its private memory (smaps_rollup) and threads; one-shot runs
+// through the warm pool (warmPoolRows); the CLI verbs.
 func BenchmarkSessions(b *testing.B) {
 	warmPoolRows(b)
 	img := imagePath(b)
 	_, callOK := benchClient(b, "--image", img)
-	t0 := time.Now()
-	res := callOK("session_open", map[string]any{})
-	open := float64(time.Since(t0).Microseconds()) / 1000
+	sessionRows(b, "stdio", callOK, func() {
+		var privKB, threads int
+		if pids := serveProcesses(img); len(pids) == 1 {
+			privKB, threads = privateKB(pids[0]), threadCount(pids[0])
+		}
+		b.Logf("idle session: %d kB private, %d threads", privKB, threads)
+		b.ReportMetric(float64(privKB), "idle_private_kB")
+	})
+	// The CLI verbs (kbox session) after 100 MB written to a 1 GiB image.
+	cliCp, cliRb, _, _ := sessionCLIFigures(b)
+	b.ReportMetric(cliCp, "cli_checkpoint_100M_ms")
+	b.ReportMetric(cliRb, "cli_rollback_100M_ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// sessionRows: session_open, `run` of /bin/true in the session (p50 and
+// p99 of 100), read_file of 4 KB (median of 50), idle() while the session
+// is idle, then checkpoint, rollback and fork after 24 MB written, each
+// reported with the transport's name.
+func sessionRows(b *testing.B, transport string, callOK func(string, map[string]any) *mcp.CallToolResult, idle func()) {
+	ms := func(name string, args map[string]any) (float64, *mcp.CallToolResult) {
+		t0 := time.Now()
+		res := callOK(name, args)
+		return float64(time.Since(t0).Microseconds()) / 1000, res
+	}
+	open, res := ms("session_open", map[string]any{})
 	sid := res.StructuredContent.(map[string]any)["session"].(string)
 	runs := sessionRuns(callOK, sid, 100)
 	callOK("write_file", map[string]any{"session": sid, "path": "/tmp/bench4k", "content": strings.Repeat("x", 4096)})
 	var reads []float64
 	for i := 0; i < 50; i++ {
-		t0 := time.Now()
-		callOK("read_file", map[string]any{"session": sid, "path": "/tmp/bench4k"})
-		reads = append(reads, float64(time.Since(t0).Microseconds())/1000)
+		d, _ := ms("read_file", map[string]any{"session": sid, "path": "/tmp/bench4k"})
+		reads = append(reads, d)
 	}
-	var privKB, threads int
-	if pids := serveProcesses(img); len(pids) == 1 {
-		privKB, threads = privateKB(pids[0]), threadCount(pids[0])
+	if idle != nil {
+		idle()
 	}
 	// Checkpoint, rollback and fork after 24 MB written to the image
 	// (the test image has room for that much).
 	callOK("run", map[string]any{"session": sid, "command": "dd if=/dev/urandom of=/root/big bs=1M count=24 2>/dev/null && sync"})
-	ms := func(name string, args map[string]any) float64 {
-		t0 := time.Now()
-		callOK(name, args)
-		return float64(time.Since(t0).Microseconds()) / 1000
-	}
-	cp := ms("session_checkpoint", map[string]any{"session": sid, "name": "c"})
-	rb := ms("session_rollback", map[string]any{"session": sid, "name": "c"})
-	t0 = time.Now()
-	res = callOK("session_fork", map[string]any{"session": sid})
-	fork := float64(time.Since(t0).Microseconds()) / 1000
+	cp, _ := ms("session_checkpoint", map[string]any{"session": sid, "name": "c"})
+	rb, _ := ms("session_rollback", map[string]any{"session": sid, "name": "c"})
+	fork, res := ms("session_fork", map[string]any{"session": sid})
 	fid := res.StructuredContent.(map[string]any)["session"].(string)
-	first := ms("run", map[string]any{"session": fid, "argv": []string{"/bin/true"}})
+	first, _ := ms("run", map[string]any{"session": fid, "argv": []string{"/bin/true"}})
 	callOK("session_close", map[string]any{"session": fid})
 	callOK("session_close", map[string]any{"session": sid})
-	b.Logf("session_open %.1f ms; run /bin/true in a session: p50 %.2f ms, p99 %.2f ms; read_file 4 KB: median %.2f ms; idle session: %d kB private, %d threads",
-		open, percentile(runs, 50), percentile(runs, 99), median(reads), privKB, threads)
-	b.Logf("after 24 MB written: session_checkpoint %.1f ms, session_rollback %.1f ms, session_fork %.1f ms and its first run %.1f ms", cp, rb, fork, first)
-	b.ReportMetric(cp, "checkpoint_ms")
-	b.ReportMetric(rb, "rollback_ms")
-	b.ReportMetric(fork, "fork_ms")
-	b.ReportMetric(open, "open_ms")
-	b.ReportMetric(percentile(runs, 50), "run_p50_ms")
-	b.ReportMetric(percentile(runs, 99), "run_p99_ms")
-	b.ReportMetric(median(reads), "read_file_ms")
-	b.ReportMetric(float64(privKB), "idle_private_kB")
-	// The CLI verbs (kbox session) after 100 MB written to a 1 GiB image.
-	cliCp, cliRb, _, _ := sessionCLIFigures(b)
-	b.ReportMetric(cliCp, "cli_checkpoint_100M_ms")
-	b.ReportMetric(cliRb, "cli_rollback_100M_ms")
+	b.Logf("%s: session_open %.1f ms; run /bin/true in a session: p50 %.2f ms, p99 %.2f ms; read_file 4 KB: median %.2f ms",
+		transport, open, percentile(runs, 50), percentile(runs, 99), median(reads))
+	b.Logf("%s: after 24 MB written: session_checkpoint %.1f ms, session_rollback %.1f ms, session_fork %.1f ms and its first run %.1f ms", transport, cp, rb, fork, first)
+	for name, v := range map[string]float64{"checkpoint_ms": cp, "rollback_ms": rb, "fork_ms": fork, "open_ms": open,
+		"run_p50_ms": percentile(runs, 50), "run_p99_ms": percentile(runs, 99), "read_file_ms": median(reads)} {
+		b.ReportMetric(v, transport+"_"+name)
+	}
+}
+
+// BenchmarkSessionsHTTP: sessionRows through the SDK's client over
+// streamable HTTP (`kbox mcp --listen` on 127.0.0.1, with a token).
+func BenchmarkSessionsHTTP(b *testing.B) {
+	cmd := exec.Command(kboxBin(b), "mcp", "--image", imagePath(b), "--warm-pool", "0", "--listen", "127.0.0.1:0", "--token", "bench-token")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := regexp.MustCompile(`mcp at (http://\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+		close(addr)
+	}()
+	var url string
+	select {
+	case u, ok := <-addr:
+		if !ok {
+			b.Fatal("kbox mcp --listen did not start")
+		}
+		url = u
+	case <-time.After(20 * time.Second):
+		b.Fatal("kbox mcp --listen: no address")
+	}
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-bench", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerRT{"bench-token"}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	sessionRows(b, "http", func(name string, args map[string]any) *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatalf("%s: %v %v", name, err, res)
+		}
+		return res
+	}, nil)
 	b.ReportMetric(0, "ns/op")
 }
 
