@@ -3,13 +3,11 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,35 +172,7 @@ func sessionRows(b *testing.B, transport string, callOK func(string, map[string]
 // BenchmarkSessionsHTTP: sessionRows through the SDK's client over
 // streamable HTTP (`kbox mcp --listen` on 127.0.0.1, with a token).
 func BenchmarkSessionsHTTP(b *testing.B) {
-	cmd := exec.Command(kboxBin(b), "mcp", "--image", imagePath(b), "--warm-pool", "0", "--listen", "127.0.0.1:0", "--token", "bench-token")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := regexp.MustCompile(`mcp at (http://\S+)`).FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		close(addr)
-	}()
-	var url string
-	select {
-	case u, ok := <-addr:
-		if !ok {
-			b.Fatal("kbox mcp --listen did not start")
-		}
-		url = u
-	case <-time.After(20 * time.Second):
-		b.Fatal("kbox mcp --listen: no address")
-	}
+	url := listenMCP(b, exec.Command(kboxBin(b), "mcp", "--image", imagePath(b), "--warm-pool", "0", "--listen", "127.0.0.1:0", "--token", "bench-token"))
 	ctx := context.Background()
 	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-bench", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerRT{"bench-token"}}}, nil)

@@ -387,10 +387,10 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func TestMCPHTTP(t *testing.T) {
-	img := imagePath(t)
-	cmd := exec.Command(kboxBin(t), "mcp", "--image", img, "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "KBOX_MCP_TOKEN=sesame-123")
+// listenMCP starts cmd (a `kbox mcp --listen ...`), ended with the test,
+// and returns the address it serves at, from its stderr.
+func listenMCP(t testing.TB, cmd *exec.Cmd) string {
+	t.Helper()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -406,16 +406,23 @@ func TestMCPHTTP(t *testing.T) {
 		}
 		close(addr)
 	}()
-	var url string
 	select {
 	case u, ok := <-addr:
 		if !ok {
 			t.Fatal("kbox mcp --listen did not start (a kbox without mcp fails here)")
 		}
-		url = u
+		return u
 	case <-time.After(20 * time.Second):
 		t.Fatal("kbox mcp --listen: no address")
 	}
+	return ""
+}
+
+func TestMCPHTTP(t *testing.T) {
+	img := imagePath(t)
+	cmd := exec.Command(kboxBin(t), "mcp", "--image", img, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "KBOX_MCP_TOKEN=sesame-123")
+	url := listenMCP(t, cmd)
 	// Without the token: refused.
 	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	if err != nil {
