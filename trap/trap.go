@@ -150,8 +150,6 @@ type thread struct {
 	req  dispatch.Request
 	g    guest
 
-	sysArgs [6]uint64 // the arguments of the syscall served (syscall)
-
 	// Emulated signal state (signals.go).
 	mask, pending uint64
 	info          map[int][]byte
@@ -568,24 +566,20 @@ func (th *thread) fail(en unix.Errno) { th.ret(-int64(en)) }
 func (th *thread) syscall() {
 	t := tr
 	nr := int(th.k.Nr)
-	// In the thread, not on the stack: the handlers reached through
-	// transport's function values would move a local to the heap, an
-	// allocation on every trapped syscall.
-	a := &th.sysArgs
-	*a = th.args()
+	a := th.args()
 	th.lastNr = nr
-	if en := th.checkFDs(nr, a); en != 0 {
+	if en := th.checkFDs(nr, &a); en != 0 {
 		th.fail(en)
 		return
 	}
 	if nr >= 0 && nr < len(transport) && transport[nr] != nil {
-		if transport[nr](th, a) {
+		if transport[nr](th, &a) {
 			return
 		}
 	}
 	th.sysNr = nr // a deferred or continued call may end with a restart code
 	r := &th.req
-	r.Nr, r.Args, r.G, r.P, r.Path = nr, *a, &th.g, t.eng.Lookup(th.tid), ""
+	r.Nr, r.Args, r.G, r.P, r.Path = nr, a, &th.g, t.eng.Lookup(th.tid), ""
 	// Serve: Dispatch, the observatory's hook and the KBOX_DEBUG line.
 	// The engine is safe for concurrent calls: guest threads are served
 	// in parallel.
@@ -602,7 +596,7 @@ func (th *thread) syscall() {
 	case dispatch.Deferred:
 		th.ret(th.g.waitDeferred())
 	case dispatch.Continue:
-		th.cont(nr, a)
+		th.cont(nr, &a)
 	}
 }
 
