@@ -81,6 +81,27 @@ type inetPending struct{ Pending }
 
 func (p inetPending) Signalled() bool { return signalled(p.Pending) }
 
+// claimer is a Pending a signal can abandon (the in-process tiers'); the
+// seccomp tier's guest takes no signal in a notified call, and needs no
+// claim.
+type claimer interface {
+	Claim() bool
+	Release()
+}
+
+func (p inetPending) Claim() bool {
+	if c, ok := p.Pending.(claimer); ok {
+		return c.Claim()
+	}
+	return p.Valid() == nil
+}
+
+func (p inetPending) Release() {
+	if c, ok := p.Pending.(claimer); ok {
+		c.Release()
+	}
+}
+
 // inetEngine is the engine as inet sees it (inet.Engine).
 type inetEngine Engine
 

@@ -283,11 +283,12 @@ func (s *Sock) Accept(r *Req, flags int) Result {
 				}
 				continue
 			}
-			if p.Valid() != nil {
+			if !p.Claim() {
 				continue // (a signal meanwhile: the connection stays for the next accept)
 			}
 			ns, gend, a, le := try()
 			if le == unix.EAGAIN {
+				p.Release()
 				continue
 			}
 			proc := r.G.Holder()

@@ -53,6 +53,13 @@ type Pending interface {
 	AddFD(hostfd int, cloexec bool) (int, error)
 	Reply(v int64) error
 	ReplyErrno(en unix.Errno) error
+	// Claim holds the guest in the call while the wait takes what it
+	// cannot put back (a connection off the queue): a signal then waits
+	// for the answer. It reports false when the guest no longer waits.
+	// Release ends a claim that took nothing; a signal that came
+	// meanwhile ends the call then.
+	Claim() bool
+	Release()
 }
 
 // Engine is what the package needs of the engine beyond one call.

@@ -92,13 +92,15 @@ func (g *guest) waitDeferred() int64 {
 			if !end && (g.t.deliverable() == 0 || p.coop) {
 				continue
 			}
-			if p.abandon() {
+			if p.abandon(end) {
 				if end {
 					return -int64(unix.EINTR)
 				}
 				return -int64(p.intr)
 			}
-			return <-p.ch
+			// Answered, or claimed: the answer comes on p.ch (the end
+			// of the run still abandons a claimed call).
+			continue
 		}
 	}
 }
@@ -116,6 +118,8 @@ type pending struct {
 	done      bool  // answered
 	abandoned bool  // the thread stopped waiting (a signal)
 	placed    []int // guest fds AddFD installed, taken back if abandoned
+	claimed   bool  // the wait takes what it cannot put back (Claim)
+	refused   bool  // a signal came while claimed: Release ends the call
 }
 
 var (
@@ -123,12 +127,17 @@ var (
 	errAbandoned = errors.New("trap: syscall interrupted, the answer is not wanted")
 )
 
-// abandon marks the call interrupted unless it was answered; it reports
-// whether it did.
-func (p *pending) abandon() bool {
+// abandon marks the call interrupted unless it was answered or, for a
+// signal (not the end of the thread), is claimed; it reports whether it
+// did. A claimed call is answered by its wait, or by Release.
+func (p *pending) abandon(end bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done {
+		return false
+	}
+	if p.claimed && !end {
+		p.refused = true
 		return false
 	}
 	p.abandoned = true
@@ -149,6 +158,33 @@ func (p *pending) Valid() error {
 }
 
 func (p *pending) Pid() int { return p.g.t.tid }
+
+// Claim keeps a signal from abandoning the call while its wait takes
+// something it cannot put back (a connection off a listener's queue):
+// the thread then waits for the answer, as Linux's accept returns a
+// connection it dequeued before the signal. It reports false when the
+// call is no longer waited for.
+func (p *pending) Claim() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done || p.abandoned || tr.ended.Load() {
+		return false
+	}
+	p.claimed = true
+	return true
+}
+
+// Release ends a claim whose wait took nothing: a signal that came
+// meanwhile ends the call now, with p.intr.
+func (p *pending) Release() {
+	p.mu.Lock()
+	p.claimed = false
+	refused := p.refused && !p.done
+	p.mu.Unlock()
+	if refused {
+		p.Reply(-int64(p.intr))
+	}
+}
 
 // InterruptsItself tells the engine that this tier ends a deferred call
 // when a signal is to be taken (waitDeferred): it must not look for

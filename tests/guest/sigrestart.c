@@ -21,7 +21,14 @@
  * Linux never interrupts (kill, getppid, stat, open and close of a
  * regular file, getcwd); it prints "storm N [restart] eintr=E other=O
  * signals=yes|no", E and O being the calls that failed with EINTR and
- * otherwise (Linux: 0 and 0). */
+ * otherwise (Linux: 0 and 0).
+ *
+ * "sigrestart DIR accepts N" makes N TCP connections over loopback, one
+ * at a time, to a listener whose accept (SA_RESTART handler) a thread
+ * signals without pause: every connection must be accepted, none lost
+ * to a signal that came as it was dequeued. It prints "accepts N ok
+ * signals=yes|no", or "accepts N lost after K" when no connection came
+ * for 10 s. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -640,6 +647,84 @@ static int storm(int n, int restart)
 	return 0;
 }
 
+/* accepts: see the head comment. */
+static atomic_int accepted;
+static void *connector(void *arg)
+{
+	int n = *(int *)arg;
+	for (int i = 0; i < n; i++) {
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		while (connect(c, (struct sockaddr *)&tcp_addr, sizeof tcp_addr) < 0 && errno == EINTR)
+			;
+		close(c);
+		/* the next one when this one was taken: the accept waits
+		 * for each */
+		while (accepted <= i)
+			usleep(50);
+	}
+	return NULL;
+}
+
+static void *hurrier(void *arg)
+{
+	(void)arg;
+	while (!stop_signalling) {
+		syscall(SYS_tgkill, getpid(), main_tid, SIGUSR1);
+		usleep(20);
+	}
+	return NULL;
+}
+
+static void *watchdog(void *arg)
+{
+	int n = *(int *)arg, last = -1, still = 0;
+	for (;;) {
+		nap(100);
+		int now = accepted;
+		if (now == n)
+			return NULL;
+		still = now == last ? still + 1 : 0;
+		if (still == 100) {
+			printf("accepts %d lost after %d\n", n, now);
+			_exit(1);
+		}
+		last = now;
+	}
+}
+
+static int accepts(int n)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	if (tcp_listener() < 0) {
+		printf("accepts %d bad:listen:%s\n", n, strerror(errno));
+		return 1;
+	}
+	pthread_t c, h, w;
+	pthread_create(&w, NULL, watchdog, &n);
+	pthread_create(&h, NULL, hurrier, NULL);
+	pthread_create(&c, NULL, connector, &n);
+	for (int i = 0; i < n; i++) {
+		int a = accept(fds[0], NULL, NULL);
+		if (a < 0) {
+			printf("accepts %d bad:%s after %d\n", n, strerror(errno), i);
+			_exit(1);
+		}
+		close(a);
+		accepted++;
+	}
+	stop_signalling = 1;
+	pthread_join(c, NULL);
+	pthread_join(h, NULL);
+	pthread_join(w, NULL);
+	close(fds[0]);
+	printf("accepts %d ok signals=%s\n", n, signals > 0 ? "yes" : "no");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -653,6 +738,8 @@ int main(int argc, char **argv)
 	 * open interrupted after the writer's open found it): EPIPE, as
 	 * Linux can give in the same race, not a kill. */
 	signal(SIGPIPE, SIG_IGN);
+	if (argc >= 4 && strcmp(argv[2], "accepts") == 0)
+		return accepts(atoi(argv[3]));
 	if (argc >= 4 && strcmp(argv[2], "storm") == 0)
 		return storm(atoi(argv[3]), argc > 4 && strcmp(argv[4], "restart") == 0);
 	int n = sizeof cases / sizeof cases[0];
