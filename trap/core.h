@@ -36,6 +36,10 @@ enum {
  * highest real-time signal: the host's signal 64 to kbox's pid is then not
  * passed on to the guest (the guest's own signal 64 is emulated as any). */
 #define KT_KICK_SIG 64
+
+/* The fd table's slots, grown before Go's threads exist (early.c): twice
+ * the guest's fds (guestFDs, trap.go). */
+#define KBOX_FD_TABLE 2048
 #define KT_STR_(x) #x
 #define KT_STR(x) KT_STR_(x)
 

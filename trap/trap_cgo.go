@@ -17,6 +17,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// fdTableSlots is the fd table early.c grows before the Go runtime's
+// threads exist: twice the guest's fds (both arrays' lengths must be
+// non-negative).
+const fdTableSlots = C.KBOX_FD_TABLE
+
+var (
+	_ [fdTableSlots - 2*guestFDs]struct{}
+	_ [2*guestFDs - fdTableSlots]struct{}
+)
+
 // ktState mirrors struct kbox_thread up to its XSAVE area (core.h);
 // checkLayout compares the two.
 type ktState struct {
