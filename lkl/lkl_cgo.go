@@ -74,6 +74,8 @@ func mountDev(id, part int, fstype string, flags uintptr, opts string) (string, 
 
 func diskRemove(id int) int { return int(C.kbox_lkl_disk_remove(C.int(id))) }
 
+func hurry(ns int64) { C.kbox_lkl_hurry(C.ulong(ns)) }
+
 func umountDev(id, part int, timeoutMs int) int {
 	return int(C.kbox_lkl_umount_dev(C.uint(id), C.uint(part), 0, C.long(timeoutMs)))
 }

@@ -25,6 +25,8 @@ func mountDev(int, int, string, uintptr, string) (string, error) { return "", Er
 
 func diskRemove(int) int { return -38 } // ENOSYS
 
+func hurry(int64) {}
+
 func umountDev(int, int, int) int { return -38 } // ENOSYS
 
 func blockDev(int, int) (uint64, int) { return 0, -38 } // ENOSYS

@@ -61,6 +61,7 @@ const (
 	SysSyncFileRange = 84
 	SysUtimensat     = 88
 	SysClockSettime  = 112
+	SysClockGettime  = 113
 	SysUname         = 160
 	SysSysinfo       = 179
 	SysSethostname   = 161

@@ -13,10 +13,18 @@
  * thread to end and returns: the thread frees the timer as it leaves, and
  * never calls the function again. It cannot wait for the thread, which may
  * be waiting for the kernel the caller holds.
+ *
+ * The kernel's clock is the host's CLOCK_MONOTONIC plus clock_ahead, which
+ * kbox_lkl_hurry moves forward during teardown, when no guest runs: LKL's
+ * system calls run in kernel threads, whose last fput and mntput wait a
+ * tick (10 ms, HZ is 100 in LKL's arch Kconfig) on a workqueue, and an
+ * unmount waits for them. kbox_lkl_hurry moves the clock a tick on and
+ * fires the armed timers at once, so that the deferred work runs now.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -30,7 +38,14 @@ struct kbox_timer {
 	int stop;
 	void (*fn)(void *);
 	void *arg;
+	struct kbox_timer *next; /* in timers, while its thread runs */
 };
+
+/* The timers whose threads run (kbox_lkl_hurry fires them). */
+static pthread_mutex_t timers_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct kbox_timer *timers;
+
+static _Atomic uint64_t clock_ahead;
 
 static uint64_t mono_ns(void)
 {
@@ -38,6 +53,18 @@ static uint64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void unlist(struct kbox_timer *t)
+{
+	pthread_mutex_lock(&timers_mu);
+	for (struct kbox_timer **pp = &timers; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&timers_mu);
 }
 
 static void *timer_loop(void *p)
@@ -65,6 +92,7 @@ static void *timer_loop(void *p)
 		pthread_mutex_lock(&t->mu);
 	}
 	pthread_mutex_unlock(&t->mu);
+	unlist(t);
 	pthread_cond_destroy(&t->cv);
 	pthread_mutex_destroy(&t->mu);
 	free(t);
@@ -87,6 +115,10 @@ static void *kbox_timer_alloc(void (*fn)(void *), void *arg)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&t->cv, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&timers_mu);
+	t->next = timers;
+	timers = t;
+	pthread_mutex_unlock(&timers_mu);
 	pthread_attr_init(&ta);
 	pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
 	/* Every signal blocked, as on glibc's timer threads: the process's
@@ -98,6 +130,7 @@ static void *kbox_timer_alloc(void (*fn)(void *), void *arg)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&ta);
 	if (err != 0) {
+		unlist(t);
 		pthread_cond_destroy(&t->cv);
 		pthread_mutex_destroy(&t->mu);
 		free(t);
@@ -135,10 +168,32 @@ static void kbox_timer_free(void *p)
 	pthread_mutex_unlock(&t->mu);
 }
 
+/* The kernel's clock (lkl_host_ops.time). */
+static unsigned long long kbox_time_ns(void)
+{
+	return mono_ns() + clock_ahead;
+}
+
+void kbox_lkl_hurry(unsigned long ns)
+{
+	clock_ahead += ns;
+	pthread_mutex_lock(&timers_mu);
+	for (struct kbox_timer *t = timers; t != NULL; t = t->next) {
+		pthread_mutex_lock(&t->mu);
+		if (t->deadline != 0) {
+			t->deadline = 1; /* due */
+			pthread_cond_signal(&t->cv);
+		}
+		pthread_mutex_unlock(&t->mu);
+	}
+	pthread_mutex_unlock(&timers_mu);
+}
+
 void kbox_lkl_own_timer(void)
 {
 	if (lkl_host_ops.timer_alloc == kbox_timer_alloc)
 		return;
+	lkl_host_ops.time = kbox_time_ns;
 	lkl_host_ops.timer_alloc = kbox_timer_alloc;
 	lkl_host_ops.timer_set_oneshot = kbox_timer_set_oneshot;
 	lkl_host_ops.timer_free = kbox_timer_free;

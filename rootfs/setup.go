@@ -373,12 +373,13 @@ func (r *Root) ReadKernelProc(name string) ([]byte, error) {
 // briefly see EBUSY.
 func umountRetry(target string) error {
 	deadline := time.Now().Add(2 * time.Second)
+	var h lkl.Hurrier
 	for {
 		err := lkl.Umount(target, 0)
 		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(2 * time.Millisecond)
+		h.Wait()
 	}
 }
 
