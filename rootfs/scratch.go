@@ -131,8 +131,8 @@ const scratchWait = 2 * time.Second
 // gone. It does not wait for the filesystem to shut down, nor detach the
 // disk: its contents are thrown away with the file, and waiting for the
 // kernel's deferred release would cost a kernel tick (10 ms) at every
-// exit. The halt that follows stops the kernel with the disk attached,
-// and the file is closed after it.
+// exit. The kernel then ends with the disk attached (Root.Finish: with
+// kbox's process; Root.Close: at its halt), and the file after it.
 func (s *scratch) unmount() error {
 	if s == nil || !s.mounted {
 		return nil

@@ -249,7 +249,16 @@ func (r *Root) Mounted(target string) bool {
 // Close unmounts everything, halts the kernel and releases the image. The
 // image is unmounted before the halt: LKL's halt alone leaves the ext4
 // journal marked as needing recovery.
-func (r *Root) Close() error {
+func (r *Root) Close() error { return r.close(true) }
+
+// Finish is Close at the end of kbox's process: what the run wrote is
+// unmounted and in the image's file when it returns, but the kernel is
+// not halted, and the scratch disk's file (which the kernel may still
+// write: its unmount is not waited for) not closed: the process's exit
+// ends both.
+func (r *Root) Finish() error { return r.close(false) }
+
+func (r *Root) close(halt bool) error {
 	start := time.Now()
 	lkl.Sync()
 	var errs []error
@@ -288,6 +297,13 @@ func (r *Root) Close() error {
 		}
 	}
 	r.UnmountTime = time.Since(start)
+	if !halt && len(errs) == 0 {
+		// The disk is detached: the kernel no longer has the image.
+		if err := r.Image.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
 	lkl.Halt()
 	r.scratch.close()
 	if err := r.Image.Close(); err != nil {

@@ -10,14 +10,15 @@ import (
 
 // The end of a run (docs/benchmarks.md, "Start-up"): a run whose disk
 // writes all end with it (--read-only, --ephemeral) leaves the kernel to
-// the process's exit, with no unmount or halt; a run that keeps what it
-// wrote (the image itself, --snapshot) syncs, unmounts and halts, and
-// what it wrote is on disk, clean, when kbox exits.
+// the process's exit, with no unmount; a run that keeps what it wrote
+// (the image itself, --snapshot) syncs, unmounts and detaches the disk
+// (the kernel then ends with the process), and what it wrote is on
+// disk, clean, when kbox exits.
 func TestExitPath(t *testing.T) {
 	cases := []struct {
 		name     string
 		args     func(dir string) []string
-		halts    bool   // the trace names unmount and halt, else leave
+		unmounts bool   // the trace names unmount and close, else leave
 		inImage  bool   // the guest's file is in the image afterwards
 		snapshot string // the file the guest's write must be in, if any
 	}{
@@ -25,8 +26,8 @@ func TestExitPath(t *testing.T) {
 		{name: "ephemeral", args: func(string) []string { return []string{"--ephemeral"} }},
 		{name: "snapshot", args: func(dir string) []string {
 			return []string{"--snapshot", filepath.Join(dir, "snap.ext4")}
-		}, halts: true, snapshot: "snap.ext4"},
-		{name: "read-write", args: func(string) []string { return nil }, halts: true, inImage: true},
+		}, unmounts: true, snapshot: "snap.ext4"},
+		{name: "read-write", args: func(string) []string { return nil }, unmounts: true, inImage: true},
 	}
 	for _, tier := range []string{"seccomp", "rewrite"} {
 		for _, c := range cases {
@@ -46,10 +47,10 @@ func TestExitPath(t *testing.T) {
 						trace = l + " "
 					}
 				}
-				halted := strings.Contains(trace, " unmount ") && strings.Contains(trace, " halt ")
+				unmounted := strings.Contains(trace, " unmount ") && strings.Contains(trace, " close ")
 				left := strings.Contains(trace, " leave ")
-				if trace == "" || halted != c.halts || left == c.halts {
-					t.Errorf("want halted %v (else left): trace %q", c.halts, trace)
+				if trace == "" || unmounted != c.unmounts || left == c.unmounts {
+					t.Errorf("want unmounted %v (else left): trace %q", c.unmounts, trace)
 				}
 				assertCleanImage(t, img)
 				got, ok := debugfsCat(t, img, "/etc/exitpath")

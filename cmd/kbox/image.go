@@ -175,10 +175,11 @@ func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, er
 			phases.mark("leave")
 			return
 		}
-		if err := root.Close(); err != nil {
+		// Unmounted and detached; the process's exit ends the kernel.
+		if err := root.Finish(); err != nil {
 			fmt.Fprintf(os.Stderr, "kbox: warning: %v\n", err)
 		}
-		phases.mark("halt")
+		phases.mark("close")
 		phases.split("unmount", root.UnmountTime)
 	}()
 	if o.Verbose {
