@@ -317,6 +317,7 @@ func (e *Engine) ReadProgram(p string) (*Program, unix.Errno) {
 	if en != 0 {
 		return nil, en
 	}
+	e.warmLibraries(nil, prog) // warm.go
 	x := &Exec{Path: p, prog: prog, loader: loader}
 	return x.program()
 }
@@ -461,6 +462,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 		}
 		return errno(en, x.Disp)
 	}
+	e.warmLibraries(r, x.prog) // warm.go
 	if e.Tier == nil {
 		return errno(unix.ENOSYS, ENOSYS) // an engine without a tier runs nothing
 	}

@@ -145,6 +145,10 @@ type Manager struct {
 	writeBacks atomic.Uint64
 	buf        []byte // write-back and fill buffer, under bufMu
 	bufMu      sync.Mutex
+	// warming holds the nodes Warm is making (under mu), warmN counts
+	// them: opens of their inodes wait (warm.go).
+	warming map[nodeKey]chan struct{}
+	warmN   atomic.Int32
 }
 
 // New returns a Manager.
@@ -254,6 +258,7 @@ func (e *NotShadowedError) Unwrap() error { return e.Err }
 // O_RDWR without O_APPEND.
 func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, error) {
 	k := nodeKey{st.Dev, st.Ino}
+	m.waitWarm(k)
 	m.mu.Lock()
 	n := m.nodes[k]
 	if n != nil {
@@ -385,6 +390,7 @@ func (m *Manager) adopt(n *Node, lklfd int, flags int) error {
 // then skips opening the file in LKL. ok is false when the caller must
 // open the file in LKL and call Open.
 func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err error) {
+	m.waitWarm(nodeKey{st.Dev, st.Ino})
 	if m.count.Load() == 0 {
 		return -1, false, nil
 	}
@@ -407,7 +413,7 @@ func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err er
 }
 
 // newNode makes the node of inode k, filled from lklfd, held busy for the
-// caller.
+// caller. On an error lklfd stays the caller's.
 func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*Node, error) {
 	if m.count.Load() >= maxNodes {
 		m.Trim()
@@ -426,6 +432,7 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 	}
 	var hs unix.Stat_t
 	if err := unix.Fstat(n.content, &hs); err != nil {
+		n.lklfd = -1
 		m.closeNode(n)
 		return nil, err
 	}
@@ -444,6 +451,7 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 		return nil, &NotShadowedError{err}
 	}
 	if err != nil {
+		n.lklfd = -1
 		m.closeNode(n)
 		return nil, err
 	}
@@ -714,6 +722,7 @@ func (m *Manager) Close() error {
 	if m.closed.Swap(true) {
 		return nil
 	}
+	m.waitWarms()
 	m.flusher.stop()
 	m.mu.Lock()
 	nodes := make([]*Node, 0, len(m.nodes))

@@ -1,0 +1,97 @@
+package dispatch
+
+import (
+	"bytes"
+	"debug/elf"
+	"runtime"
+	"strings"
+
+	"github.com/kbox-project/kbox/elfload"
+	"github.com/kbox-project/kbox/lkl"
+	"golang.org/x/sys/unix"
+)
+
+// Libraries warmed at exec. A dynamic program's loader opens the
+// libraries the program names (DT_NEEDED) a few hundred microseconds
+// after the exec, and the first open of each makes its shadow: libc's
+// 1.9 MB took 2.5 ms of /bin/true's run, through LKL. At the exec kbox
+// starts making those shadows on a goroutine (shadowfd.Manager.Warm),
+// for the libraries found in the directories the loader searches by
+// default; the loader's open then finds the shadow, or waits for it. A
+// library looked up elsewhere (RUNPATH, LD_LIBRARY_PATH, ld.so.cache) is
+// made by its own open, as before; a shadow made for nothing costs its
+// file's size in the shadow store until it is trimmed.
+
+// maxWarm bounds the libraries warmed per exec.
+const maxWarm = 8
+
+// libDirs are the loader's default directories, multiarch first
+// (glibc's Debian layout, then musl's and the rest).
+func libDirs() []string {
+	triplet := "x86_64-linux-gnu"
+	if runtime.GOARCH == "arm64" {
+		triplet = "aarch64-linux-gnu"
+	}
+	return []string{"/lib/" + triplet, "/usr/lib/" + triplet, "/lib64", "/lib", "/usr/lib64", "/usr/lib"}
+}
+
+// warmLibraries starts making the shadows of prog's libraries, for a
+// process outside any chroot (inside one the libraries are beneath it);
+// r is nil for the first program (ReadProgram: the in-process tiers).
+func (e *Engine) warmLibraries(r *Request, prog *image) {
+	if e.Shadows == nil || prog.info.Kind != elfload.Dynamic {
+		return
+	}
+	if r != nil && (r.P == nil || r.P.chroot() != "") {
+		return
+	}
+	go e.warm(prog.b)
+}
+
+func (e *Engine) warm(b []byte) {
+	// lkl.AsRoot's credentials are the calling thread's.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		return
+	}
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return
+	}
+	dirs := libDirs()
+	for i, lib := range libs {
+		if i == maxWarm {
+			break
+		}
+		if lib == "" || strings.Contains(lib, "/") {
+			continue
+		}
+		for _, d := range dirs {
+			if p := d + "/" + lib; e.bindOf(p) == nil && e.warmOne(p) {
+				break
+			}
+		}
+	}
+}
+
+// warmOne makes the shadow of the regular file at image path p, as root;
+// it reports whether p is such a file.
+func (e *Engine) warmOne(p string) bool {
+	var found bool
+	lkl.AsRoot(func() {
+		lfd, err := lkl.Open(p, int(lkl.OpenFlagsToLKL(unix.O_RDONLY|unix.O_CLOEXEC)), 0)
+		if err != nil {
+			return
+		}
+		st, err := lkl.Fstat(lfd)
+		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) || generated(lfd, &st) {
+			lkl.Close(lfd)
+			return
+		}
+		found = true
+		e.Shadows.Warm(lfd, &st, p)
+	})
+	return found
+}
