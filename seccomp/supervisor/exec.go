@@ -322,6 +322,31 @@ func (pb *putBack) put() {
 	f.WriteAt(pb.orig, int64(pb.addr))
 }
 
+// asleep reports whether every thread of process pid sleeps in the
+// kernel (none runs or may run at once in user space).
+func asleep(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false
+		}
+		if st := b[i+2]; st != 'S' && st != 'D' && st != 'T' && st != 't' {
+			return false
+		}
+	}
+	return true
+}
+
 // checkExec runs before each notification (serve): it puts back the path
 // strings of a spawning parent that waits in kbox now (putBackWhileStopped)
 // or execs; and at the first notification of a process after a continued
@@ -340,9 +365,14 @@ func (t *execTier) checkExec(req *dispatch.Request) bool {
 		return true
 	}
 	req.P.TierData = nil
-	if c.putBack != nil {
+	if c.putBack != nil && asleep(c.putBack.pid) {
 		// The exec is done (this is the new program), so the kernel has
-		// read the path: the parent's string goes back as it was.
+		// read the path: the parent's string goes back as it was, now
+		// if none of the parent's threads runs (it waits for this child,
+		// which waits in kbox), else when it next waits in kbox
+		// (putBackWhileStopped): a write while it runs could land after
+		// it reused the memory (the check in put and the write are two
+		// steps).
 		t.putBackDone(c.putBack)
 	}
 	if !execImageOK(req.G.Pid()) {
