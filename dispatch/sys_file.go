@@ -6,6 +6,7 @@ package dispatch
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/guestpath"
@@ -441,6 +442,15 @@ func unread(lfd int, n int64) {
 }
 
 // sysGetdents64 serves getdents64(2).
+// direntMax bounds one getdents64 through LKL; direntBufs holds its
+// buffers, reused: a directory walk (find, ls -R, git status) lists
+// every directory, and a fresh 64 KiB each time was cleared and
+// collected. Only the bytes LKL wrote in this call (or kbox made) reach
+// the guest.
+const direntMax = 64 << 10
+
+var direntBufs = sync.Pool{New: func() any { b := make([]byte, direntMax); return &b }}
+
 func sysGetdents64(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
@@ -452,8 +462,10 @@ func sysGetdents64(e *Engine, r *Request) Result {
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	n := min(r.Args[2], 64<<10)
-	buf := make([]byte, max(n, 1)) // a real pointer: LKL judges a zero count
+	n := min(r.Args[2], direntMax)
+	bp := direntBufs.Get().(*[]byte)
+	defer direntBufs.Put(bp)
+	buf := (*bp)[:max(n, 1)] // a real pointer: LKL judges a zero count
 	// The position before the call: a guest buffer that cannot be written
 	// gets EFAULT and, as on Linux, its entries stay to be read.
 	pos, _ := lkl.Syscall6(lkl.SysLseek, uintptr(lfd), 0, unix.SEEK_CUR, 0, 0, 0)
