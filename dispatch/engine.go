@@ -174,6 +174,9 @@ type Options struct {
 type Engine struct {
 	Opt     Options
 	Shadows *shadowfd.Manager
+	// warming is set while a library warm-up runs (warm.go): one at a
+	// time.
+	warming atomic.Bool
 	// FIFOs are the host FIFOs behind the image's FIFOs (sys_file_dev.go). The
 	// tier closes them after the last guest and before its listener:
 	// parked opens are answered through it.

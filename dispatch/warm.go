@@ -45,21 +45,38 @@ func (e *Engine) warmLibraries(r *Request, prog *image) {
 	if r != nil && (r.P == nil || r.P.chroot() != "") {
 		return
 	}
+	// One warm-up at a time: execs in a burst (a shell loop, make -j)
+	// take no more than one more thread, and the first warms what the
+	// rest need.
+	if !e.warming.CompareAndSwap(false, true) {
+		return
+	}
 	go e.warm(prog.b)
 }
 
+// neededLibs returns the DT_NEEDED names of the ELF b, nil if it has
+// none or cannot be read. b is the guest's file: whatever debug/elf makes
+// of a hostile one, kbox goes on (the guest's loader reports the file).
+func neededLibs(b []byte) (libs []string) {
+	defer func() {
+		if recover() != nil {
+			libs = nil
+		}
+	}()
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		return nil
+	}
+	libs, _ = f.ImportedLibraries()
+	return libs
+}
+
 func (e *Engine) warm(b []byte) {
+	defer e.warming.Store(false)
+	libs := neededLibs(b)
 	// lkl.AsRoot's credentials are the calling thread's.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	f, err := elf.NewFile(bytes.NewReader(b))
-	if err != nil {
-		return
-	}
-	libs, err := f.ImportedLibraries()
-	if err != nil {
-		return
-	}
 	dirs := libDirs()
 	for i, lib := range libs {
 		if i == maxWarm {
