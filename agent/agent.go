@@ -252,7 +252,7 @@ func (s *Server) MCP() *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "session_open", Description: "Open a session on an image: a live kernel on a private copy-on-write layer over it, kept across run, read_file, write_file, list_dir and stat calls until session_close. " +
 		"Processes a run leaves in the background keep running, and /tmp is kept, for the session's later calls; the image itself is never written."}, s.sessionOpen)
 	mcp.AddTool(srv, &mcp.Tool{Name: "session_close", Description: "Close a session and delete its image, saving it first as the named snapshot in the server's snapshot directory when given."}, s.sessionClose)
-	addBulkTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a file of a session's image through the kernel, without a guest process. Content is base64 (text too when it is UTF-8)."}, s.readFile)
+	addBulkTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a file of a session's image through the kernel, without a guest process. Text that is valid UTF-8 is the result's content; other bytes are content_base64 (encoding says which)."}, s.readFile)
 	mcp.AddTool(srv, &mcp.Tool{Name: "write_file", Description: "Write (create or replace) a file in a session's image."}, s.writeFile)
 	mcp.AddTool(srv, &mcp.Tool{Name: "list_dir", Description: "List a directory of a session's image with each entry's type, mode and size."}, s.listDir)
 	mcp.AddTool(srv, &mcp.Tool{Name: "stat", Description: "Metadata of a path in a session's image (symlinks not followed)."}, s.stat)

@@ -96,11 +96,13 @@ type ReadFileIn struct {
 	Limit   int64  `json:"limit,omitempty" jsonschema:"at most this many bytes (default and maximum 16 MiB)"`
 }
 
-// ReadFileOut is read_file's result.
+// ReadFileOut is read_file's result. The bytes come once: text that is
+// valid UTF-8 is the result's content (what a model is shown), and
+// other bytes are content_base64 here. A 16 MiB read is not doubled.
 type ReadFileOut struct {
 	Path          string `json:"path"`
-	ContentBase64 string `json:"content_base64"`
-	Text          string `json:"text,omitempty" jsonschema:"the content, when it is valid UTF-8"`
+	Encoding      string `json:"encoding" jsonschema:"text: the bytes are the result's text content; base64: they are content_base64"`
+	ContentBase64 string `json:"content_base64,omitempty" jsonschema:"the bytes, base64, when they are not valid UTF-8"`
 	Bytes         int    `json:"bytes" jsonschema:"bytes returned"`
 	Size          int64  `json:"size" jsonschema:"the file's size"`
 	EOF           bool   `json:"eof"`
@@ -120,15 +122,16 @@ func (s *Server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in ReadFi
 	if err != nil {
 		return nil, out, err
 	}
-	data, _ := base64.StdEncoding.DecodeString(a.Data)
-	out = ReadFileOut{Path: in.Path, ContentBase64: a.Data, Bytes: len(data), Size: a.Size, EOF: a.EOF}
-	text := fmt.Sprintf("%s: %d bytes (binary; content_base64 has them)", in.Path, len(data))
-	if utf8.Valid(data) {
-		out.Text = string(data)
-		text = out.Text
+	data, err := base64.StdEncoding.DecodeString(a.Data)
+	if err != nil {
+		return nil, out, fmt.Errorf("read_file: the session's answer: %w", err)
 	}
-	// The text rendering is the content itself, not the structured
-	// result again: that would carry the bytes four times.
+	out = ReadFileOut{Path: in.Path, Encoding: "text", Bytes: len(data), Size: a.Size, EOF: a.EOF}
+	text := string(data)
+	if !utf8.Valid(data) {
+		out.Encoding, out.ContentBase64 = "base64", a.Data
+		text = fmt.Sprintf("%s: %d bytes, not UTF-8 (content_base64 has them)", in.Path, len(data))
+	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 }
 

@@ -208,11 +208,23 @@ func processesWith(marks ...string) []string {
 }
 
 type readResult struct {
+	Encoding      string `json:"encoding"`
 	ContentBase64 string `json:"content_base64"`
-	Text          string `json:"text"`
+	Text          string `json:"-"` // the result's content, for encoding "text"
 	Bytes         int    `json:"bytes"`
 	Size          int64  `json:"size"`
 	EOF           bool   `json:"eof"`
+}
+
+// readFile calls read_file: its text is the result's content.
+func readFile(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, readResult) {
+	t.Helper()
+	var rd readResult
+	res := call(t, cs, "read_file", args, &rd)
+	if !res.IsError && rd.Encoding == "text" {
+		rd.Text = resultText(res)
+	}
+	return res, rd
 }
 
 func TestMCPSession(t *testing.T) {
@@ -236,11 +248,11 @@ func TestMCPSession(t *testing.T) {
 	if res := call(t, cs, "run", map[string]any{"session": sid, "argv": []string{"/work/build.sh", "arg1"}}, &r); res.IsError || r.ExitCode != 0 {
 		t.Fatalf("run: %s %+v", resultText(res), r)
 	}
-	var rd readResult
-	if res := call(t, cs, "read_file", map[string]any{"session": sid, "path": "/work/out.txt"}, &rd); res.IsError {
+	res, rd := readFile(t, cs, map[string]any{"session": sid, "path": "/work/out.txt"})
+	if res.IsError {
 		t.Fatalf("read_file: %s", resultText(res))
 	}
-	if rd.Text != "built\nLinux\narg1\n" || !rd.EOF || rd.Size != int64(len(rd.Text)) {
+	if rd.Text != "built\nLinux\narg1\n" || rd.ContentBase64 != "" || !rd.EOF || rd.Size != int64(len(rd.Text)) {
 		t.Errorf("read_file: %+v", rd)
 	}
 	var st struct {
@@ -269,16 +281,16 @@ func TestMCPSession(t *testing.T) {
 	if res := call(t, cs, "write_file", map[string]any{"session": sid, "path": "/work/blob", "content_base64": base64.StdEncoding.EncodeToString(bin)}, nil); res.IsError {
 		t.Fatalf("write_file binary: %s", resultText(res))
 	}
-	rd = readResult{}
-	if res := call(t, cs, "read_file", map[string]any{"session": sid, "path": "/work/blob", "offset": 1000, "limit": 5000}, &rd); res.IsError {
+	res, rd = readFile(t, cs, map[string]any{"session": sid, "path": "/work/blob", "offset": 1000, "limit": 5000})
+	if res.IsError {
 		t.Fatalf("read_file binary: %s", resultText(res))
 	}
 	got, _ := base64.StdEncoding.DecodeString(rd.ContentBase64)
-	if !bytes.Equal(got, bin[1000:6000]) || rd.Text != "" || rd.Size != 70000 || rd.EOF {
+	if !bytes.Equal(got, bin[1000:6000]) || rd.Encoding != "base64" || strings.Contains(resultText(res), "\x00") || rd.Size != 70000 || rd.EOF {
 		t.Errorf("binary read back wrong: %d bytes, size %d eof %v text %d", len(got), rd.Size, rd.EOF, len(rd.Text))
 	}
-	rd = readResult{}
-	if res := call(t, cs, "read_file", map[string]any{"session": sid, "path": "/bin/busybox", "limit": 4096}, &rd); res.IsError {
+	res, rd = readFile(t, cs, map[string]any{"session": sid, "path": "/bin/busybox", "limit": 4096})
+	if res.IsError {
 		t.Fatalf("read_file busybox: %s", resultText(res))
 	}
 	got, _ = base64.StdEncoding.DecodeString(rd.ContentBase64)
@@ -563,12 +575,13 @@ func TestMCPSessionBuildsC(t *testing.T) {
 	if res := call(t, cs, "run", map[string]any{"session": open.Session, "argv": []string{"/work/hello", "x"}}, &r); res.IsError || r.ExitCode != 3 || r.Stdout != "hello from C 42\n" {
 		t.Fatalf("hello: %s %+v", resultText(res), r)
 	}
-	var rd readResult
-	if res := call(t, cs, "read_file", map[string]any{"session": open.Session, "path": "/work/hello", "limit": 4}, &rd); res.IsError {
+	res, rd := readFile(t, cs, map[string]any{"session": open.Session, "path": "/work/hello", "limit": 4})
+	if res.IsError {
 		t.Fatalf("read_file: %s", resultText(res))
 	}
-	if got, _ := base64.StdEncoding.DecodeString(rd.ContentBase64); string(got) != "\x7fELF" || rd.Size < 1000 {
-		t.Errorf("the binary: %q, size %d", got, rd.Size)
+	// "\x7fELF" is valid UTF-8, so it comes as text.
+	if rd.Text != "\x7fELF" || rd.ContentBase64 != "" || rd.Size < 1000 {
+		t.Errorf("the binary: %+v", rd)
 	}
 }
 

@@ -73,8 +73,7 @@ func TestMCPLiveSession(t *testing.T) {
 
 	// The file tools and the runs share one kernel, both ways.
 	runIn(t, cs, sid, "echo fresh > /tmp/g")
-	var rd readResult
-	if res := call(t, cs, "read_file", map[string]any{"session": sid, "path": "/tmp/g"}, &rd); res.IsError || rd.Text != "fresh\n" {
+	if res, rd := readFile(t, cs, map[string]any{"session": sid, "path": "/tmp/g"}); res.IsError || rd.Text != "fresh\n" {
 		t.Errorf("read_file after a run: %s %+v", resultText(res), rd)
 	}
 	if res := call(t, cs, "write_file", map[string]any{"session": sid, "path": "/tmp/h", "content": "from-tool"}, nil); res.IsError {

@@ -1,7 +1,7 @@
 // Command mcpfloor is the floor model of BenchmarkMCP: an MCP server on
 // the official Go SDK over stdio (run with kbox mcp's GOGC), whose
 // read_file answers from memory with a result of read_file's shape (the
-// bytes as base64 and as text, and the text as the content), whose
+// text as the content, and the structured result without it), whose
 // read_text answers the text alone (the least an answer carrying the
 // bytes can be), and whose noop does nothing. What kbox's read_file takes
 // beyond the first is kbox's: the session's socket, the kernel's read and
@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"log"
 	"strings"
 
@@ -24,8 +23,8 @@ type readIn struct {
 
 type readOut struct {
 	Path          string `json:"path"`
-	ContentBase64 string `json:"content_base64"`
-	Text          string `json:"text,omitempty"`
+	Encoding      string `json:"encoding"`
+	ContentBase64 string `json:"content_base64,omitempty"`
 	Bytes         int    `json:"bytes"`
 	Size          int64  `json:"size"`
 	EOF           bool   `json:"eof"`
@@ -35,7 +34,7 @@ func main() {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpfloor", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_file"}, func(_ context.Context, _ *mcp.CallToolRequest, in readIn) (*mcp.CallToolResult, readOut, error) {
 		text := strings.Repeat("x", in.Size)
-		out := readOut{Path: in.Path, ContentBase64: base64.StdEncoding.EncodeToString([]byte(text)), Text: text, Bytes: in.Size, Size: int64(in.Size), EOF: true}
+		out := readOut{Path: in.Path, Encoding: "text", Bytes: in.Size, Size: int64(in.Size), EOF: true}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_text"}, func(_ context.Context, _ *mcp.CallToolRequest, in readIn) (*mcp.CallToolResult, any, error) {

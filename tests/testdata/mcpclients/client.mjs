@@ -17,6 +17,16 @@ async function call(name, args) {
   return r.structuredContent;
 }
 
+// read_file's text is the result's content (its structured result says
+// encoding "text").
+async function readText(session, path) {
+  const r = await client.callTool({ name: "read_file", arguments: { session, path } });
+  if (r.isError || r.structuredContent.encoding !== "text") {
+    throw new Error(`read_file ${path}: ${JSON.stringify(r)}`);
+  }
+  return r.content[0].text;
+}
+
 function expect(what, got, want) {
   if (got !== want) {
     throw new Error(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
@@ -32,9 +42,9 @@ expect("background output", out.stdout, "from-bg\n");
 await call("write_file", { session, path: "/root/x", content: "v1" });
 await call("session_checkpoint", { session, name: "a" });
 await call("write_file", { session, path: "/root/x", content: "v2" });
-expect("read_file before the rollback", (await call("read_file", { session, path: "/root/x" })).text, "v2");
+expect("read_file before the rollback", await readText(session, "/root/x"), "v2");
 await call("session_rollback", { session, name: "a" });
-expect("read_file after the rollback", (await call("read_file", { session, path: "/root/x" })).text, "v1");
+expect("read_file after the rollback", await readText(session, "/root/x"), "v1");
 expect("the background run after the rollback", (await call("run", { session, command: "pidof sleep || echo none" })).stdout, "none\n");
 await call("session_close", { session });
 await client.close();
