@@ -90,6 +90,9 @@ type liveKernel struct {
 	bg   *stream     // the session's log: runs' output after the run returned (process_output, handle "log")
 	done chan struct{}
 	err  error // the process's end, once done
+	// kept is the connection keptCall reuses (nil until the first).
+	keptMu sync.Mutex
+	kept   *sessiondir.Conn
 }
 
 // lockedTail is a headTail that several goroutines write.
@@ -192,7 +195,11 @@ func (l *liveKernel) lost(err error) error {
 // connection early kills a run. A run's first frame (started) goes to
 // onStart.
 func (l *liveKernel) call(ctx context.Context, req *serveRequest, fds []int, onStart func(pid int)) (*serveAnswer, error) {
-	body, err := sessiondir.Call(ctx, l.sock, req, fds, onStart)
+	return l.answer(sessiondir.Call(ctx, l.sock, req, fds, onStart))
+}
+
+// answer decodes a call's answer, or says why there is none.
+func (l *liveKernel) answer(body []byte, err error) (*serveAnswer, error) {
 	var ce *sessiondir.ConnError
 	switch {
 	case errors.As(err, &ce):
@@ -207,11 +214,39 @@ func (l *liveKernel) call(ctx context.Context, req *serveRequest, fds []int, onS
 	return &a, nil
 }
 
+// keptCall sends a request without fds (a file call, ps, signal) on the
+// kept connection, or on a connection of its own when another call is
+// using that one.
+func (l *liveKernel) keptCall(ctx context.Context, req *serveRequest) (*serveAnswer, error) {
+	if !l.keptMu.TryLock() {
+		return l.call(ctx, req, nil, nil)
+	}
+	defer l.keptMu.Unlock()
+	if l.kept == nil || l.kept.Broken() {
+		c, err := sessiondir.Dial(ctx, l.sock)
+		if err != nil {
+			return l.answer(nil, err)
+		}
+		l.kept = c
+	}
+	return l.answer(l.kept.Call(ctx, req))
+}
+
+// closeKept closes the kept connection, once the session has ended.
+func (l *liveKernel) closeKept() {
+	l.keptMu.Lock()
+	defer l.keptMu.Unlock()
+	if l.kept != nil {
+		l.kept.Close()
+		l.kept = nil
+	}
+}
+
 // file serves one file call.
 func (l *liveKernel) file(ctx context.Context, req fileRequest) (*fileAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, fileCallTimeout)
 	defer cancel()
-	a, err := l.call(ctx, &serveRequest{Op: req.Op, File: &req}, nil, nil)
+	a, err := l.keptCall(ctx, &serveRequest{Op: req.Op, File: &req})
 	if err != nil {
 		return nil, err
 	}
@@ -312,6 +347,7 @@ func (l *liveKernel) end(op string) error {
 	if l == nil {
 		return nil // a fork's kernel that never booted
 	}
+	defer l.closeKept()
 	select {
 	case <-l.done:
 	default:

@@ -288,7 +288,7 @@ func (s *Server) processSignal(ctx context.Context, _ *mcp.CallToolRequest, in P
 	if running, _, _, _ := p.status(); !running {
 		return nil, out, toolError("program %s has exited", in.Handle)
 	}
-	a, err := se.live.call(ctx, &serveRequest{Op: "signal", Pid: p.pid, Signal: int(sig)}, nil, nil)
+	a, err := se.live.keptCall(ctx, &serveRequest{Op: "signal", Pid: p.pid, Signal: int(sig)})
 	if err != nil {
 		return nil, out, err
 	}
@@ -336,7 +336,7 @@ func (s *Server) processList(ctx context.Context, _ *mcp.CallToolRequest, in Pro
 		return nil, out, err
 	}
 	defer se.release()
-	a, err := se.live.call(ctx, &serveRequest{Op: "ps"}, nil, nil)
+	a, err := se.live.keptCall(ctx, &serveRequest{Op: "ps"})
 	if err != nil {
 		return nil, out, err
 	}

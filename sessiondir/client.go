@@ -39,39 +39,86 @@ type started struct {
 // the answer's JSON; a run's started frame goes to onStart. Closing the
 // connection early (ctx ending) kills a run.
 func Call(ctx context.Context, sock string, req any, fds []int, onStart func(pid int)) ([]byte, error) {
+	c, err := Dial(ctx, sock)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.call(ctx, req, fds, onStart)
+}
+
+// Conn is a connection to a session's socket that carries one request
+// after another (file calls): a call on it saves the dial and the
+// server's accept, about 0.1 ms of a 4 KB read_file. A Conn serves one
+// call at a time; after an error it is closed and a new one is needed.
+type Conn struct {
+	uc     *net.UnixConn
+	broken bool
+}
+
+// Dial connects to the session's socket sock.
+func Dial(ctx context.Context, sock string) (*Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", sock)
 	if err != nil {
 		return nil, &ConnError{err}
 	}
-	defer c.Close()
-	uc := c.(*net.UnixConn)
+	return &Conn{uc: c.(*net.UnixConn)}, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.uc.Close() }
+
+// Broken says whether a call failed on c, which is then closed.
+func (c *Conn) Broken() bool { return c.broken }
+
+// Call sends req (JSON, a request without fds) and returns the answer's
+// JSON.
+func (c *Conn) Call(ctx context.Context, req any) ([]byte, error) {
+	b, err := c.call(ctx, req, nil, nil)
+	if err != nil {
+		c.broken = true
+	}
+	if c.broken {
+		c.uc.Close()
+	}
+	return b, err
+}
+
+func (c *Conn) call(ctx context.Context, req any, fds []int, onStart func(pid int)) ([]byte, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	frame := binary.LittleEndian.AppendUint32(nil, uint32(len(b)))
+	frame := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b)))
 	frame = append(frame, b...)
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	if _, _, err := uc.WriteMsgUnix(frame, oob, nil); err != nil {
+	if _, _, err := c.uc.WriteMsgUnix(frame, oob, nil); err != nil {
 		return nil, &ConnError{err}
 	}
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
+	stop := context.AfterFunc(ctx, func() { c.uc.Close() })
+	defer func() {
+		if !stop() {
+			c.broken = true // ctx closed the connection, if only just now
+		}
+	}()
 	for {
 		var head [4]byte
-		if _, err := io.ReadFull(c, head[:]); err != nil {
+		if _, err := io.ReadFull(c.uc, head[:]); err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("%w: %v", ErrCancelled, ctx.Err())
 			}
 			return nil, &ConnError{err}
 		}
 		body := make([]byte, binary.LittleEndian.Uint32(head[:]))
-		if _, err := io.ReadFull(c, body); err != nil {
+		if _, err := io.ReadFull(c.uc, body); err != nil {
 			return nil, &ConnError{err}
+		}
+		if len(fds) == 0 {
+			return body, nil // not a run: no started frame
 		}
 		var s started
 		if err := json.Unmarshal(body, &s); err != nil {

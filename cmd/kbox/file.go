@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/kbox-project/kbox/dispatch"
@@ -335,11 +336,17 @@ func readImageFile(p string, off, limit int64) *FileAnswer {
 			return answerErr(e)
 		}
 	}
+	// Read straight into out, sized for the rest of the file and one
+	// byte more (a read that returns nothing there is the end); it grows
+	// if the file does.
 	out := make([]byte, 0, min(limit, max(st.Size-off, 0)+1))
-	buf := make([]byte, 64<<10)
 	eof := false
 	for int64(len(out)) < limit {
-		n, err := lkl.Read(fd, buf[:min(int64(len(buf)), limit-int64(len(out)))])
+		if len(out) == cap(out) {
+			out = slices.Grow(out, int(min(limit-int64(len(out)), 64<<10)))
+		}
+		room := out[len(out):min(int64(cap(out)), limit)]
+		n, err := lkl.Read(fd, room)
 		if err != nil {
 			return answerErr(err)
 		}
@@ -347,7 +354,7 @@ func readImageFile(p string, off, limit int64) *FileAnswer {
 			eof = true
 			break
 		}
-		out = append(out, buf[:n]...)
+		out = out[:len(out)+n]
 	}
 	if !eof && off+int64(len(out)) >= st.Size && st.Mode&unix.S_IFMT == unix.S_IFREG {
 		eof = true

@@ -120,7 +120,12 @@ type sessionServer struct {
 	o      *ImageOptions
 	env    []string // the session's environment
 	files  sync.Mutex
+	// wg counts the requests being served; conns are the connections
+	// open, closed for reading at close.
 	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[*net.UnixConn]struct{}
+	closed bool
 	eng    *dispatch.Engine
 	kept   *keptOverlay // nil unless --overlay
 	ag     *agentRun    // the agent options (nil for none)
@@ -140,7 +145,8 @@ func listenSession(o *ImageOptions, sp *supervisor.Spawns, root *rootfs.Root, bi
 	}
 	ln.SetUnlinkOnClose(true)
 	s := &sessionServer{ln: ln, spawns: sp, root: root, binds: binds, o: o, env: env,
-		fp: newFilePolicy(o.Agent.Policy, root), eng: eng, kept: ag.keptOverlay(), ag: ag}
+		fp: newFilePolicy(o.Agent.Policy, root), eng: eng, kept: ag.keptOverlay(), ag: ag,
+		conns: map[*net.UnixConn]struct{}{}}
 	s.settle = time.AfterFunc(time.Hour, func() {
 		if s.active.Load() == 0 {
 			settleNow()
@@ -159,24 +165,36 @@ func (s *sessionServer) run() {
 		if err != nil {
 			return
 		}
-		s.wg.Add(1)
-		s.active.Add(1)
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
 		go func() {
-			defer s.wg.Done()
-			defer c.Close()
 			s.conn(c)
-			if s.active.Add(-1) == 0 {
-				s.settle.Reset(time.Second)
-			}
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			c.Close()
 		}()
 	}
 }
 
-// close stops accepting and waits a while for the connections being
-// served (their runs have ended with the session).
+// close stops accepting and waits a while for the requests being served
+// (their runs have ended with the session). A connection waiting for its
+// next request is shut for reading.
 func (s *sessionServer) close() {
 	s.settle.Stop()
 	s.ln.Close()
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.conns {
+		c.CloseRead()
+	}
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -188,46 +206,86 @@ func (s *sessionServer) close() {
 	}
 }
 
+// begin counts a request being served, unless the server is closing.
+func (s *sessionServer) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	s.active.Add(1)
+	return true
+}
+
+// end uncounts a request; the session settles a second after the last.
+func (s *sessionServer) end() {
+	if s.active.Add(-1) == 0 {
+		s.settle.Reset(time.Second)
+	}
+	s.wg.Done()
+}
+
+// conn serves c's requests, one after another: a client keeps a
+// connection for its file calls (sessiondir.Conn). The first request
+// must come within requestWait; a run, close or discard is the last.
 func (s *sessionServer) conn(c *net.UnixConn) {
 	c.SetReadDeadline(time.Now().Add(requestWait))
-	req, fds, err := readFrame(c)
-	c.SetReadDeadline(time.Time{})
-	if err != nil {
-		closeFDs(fds)
-		writeFrame(c, &ServeAnswer{Error: "bad request: " + err.Error()})
-		return
+	for first := true; ; first = false {
+		req, fds, err := readFrame(c)
+		if err != nil {
+			closeFDs(fds)
+			if first || !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				writeFrame(c, &ServeAnswer{Error: "bad request: " + err.Error()})
+			}
+			return
+		}
+		if first {
+			c.SetReadDeadline(time.Time{})
+		}
+		if !s.begin() {
+			closeFDs(fds)
+			return
+		}
+		ans := s.serve(c, req, fds)
+		werr := writeFrame(c, ans)
+		s.end()
+		switch {
+		case werr != nil, req.Op == "run", req.Op == "close", req.Op == "discard":
+			return
+		}
 	}
-	var ans *ServeAnswer
+}
+
+func (s *sessionServer) serve(c *net.UnixConn, req *ServeRequest, fds []int) *ServeAnswer {
 	switch req.Op {
 	case "run":
-		ans = s.runOne(c, req, fds)
+		return s.runOne(c, req, fds)
+	}
+	closeFDs(fds)
+	switch req.Op {
 	case "close", "discard":
-		closeFDs(fds)
 		if req.Op == "discard" && s.ag != nil {
 			s.ag.discard.Store(true)
 		}
 		s.spawns.Close()
-		ans = &ServeAnswer{}
+		return &ServeAnswer{}
 	case "signal":
-		closeFDs(fds)
-		ans = &ServeAnswer{}
+		ans := &ServeAnswer{}
 		if err := s.spawns.Signal(req.Pid, unix.Signal(req.Signal)); err != nil {
 			ans.Error = err.Error()
 		}
+		return ans
 	case "ps":
-		closeFDs(fds)
-		ans = &ServeAnswer{Procs: s.procs()}
+		return &ServeAnswer{Procs: s.procs()}
 	case "checkpoint":
-		closeFDs(fds)
-		ans = &ServeAnswer{}
+		ans := &ServeAnswer{}
 		if err := s.checkpoint(req.Dir); err != nil {
 			ans.Error = "checkpoint: " + err.Error()
 		}
-	default:
-		closeFDs(fds)
-		ans = s.fileOp(req)
+		return ans
 	}
-	writeFrame(c, ans)
+	return s.fileOp(req)
 }
 
 func (s *sessionServer) fileOp(req *ServeRequest) *ServeAnswer {
@@ -425,9 +483,11 @@ func procStatusPPid(dir string) (int, bool) {
 
 // readFrame reads one request and the fds sent with its first bytes.
 func readFrame(c *net.UnixConn) (*ServeRequest, []int, error) {
-	buf := make([]byte, 64<<10)
+	// The length first, with the fds a run's request carries: a kept
+	// connection's next frame stays unread until it is asked for.
+	var head [4]byte
 	oob := make([]byte, unix.CmsgSpace(3*4))
-	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	n, oobn, _, _, err := c.ReadMsgUnix(head[:], oob)
 	var fds []int
 	if oobn > 0 {
 		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
@@ -438,19 +498,21 @@ func readFrame(c *net.UnixConn) (*ServeRequest, []int, error) {
 			}
 		}
 	}
+	if err == nil && n == 0 {
+		err = io.EOF
+	}
+	if err == nil && n < len(head) {
+		_, err = io.ReadFull(c, head[n:])
+	}
 	if err != nil {
 		return nil, fds, err
 	}
-	if n < 4 {
-		return nil, fds, errors.New("short frame")
-	}
-	size := int(binary.LittleEndian.Uint32(buf))
+	size := int(binary.LittleEndian.Uint32(head[:]))
 	if size > maxServeFrame {
 		return nil, fds, fmt.Errorf("a frame of %d bytes is above the limit of %d", size, maxServeFrame)
 	}
 	body := make([]byte, size)
-	k := copy(body, buf[4:n])
-	if _, err := io.ReadFull(c, body[k:]); err != nil {
+	if _, err := io.ReadFull(c, body); err != nil {
 		return nil, fds, err
 	}
 	var req ServeRequest
