@@ -398,20 +398,27 @@ func (f *flusher) stop() {
 }
 
 // flushHot writes back every node a writer may have written, and ends the
-// hot state of those no writer holds any more.
-func (m *Manager) flushHot() {
+// hot state of those no writer holds any more. It returns the nodes it
+// wrote back, with each one's error.
+func (m *Manager) flushHot() map[*Node]error {
 	// The writable opens of each node are counted before the scan for
 	// writers: a description handed out after it changes the count, so
 	// the node stays hot even though the scan did not see its writer.
 	nodes := m.hotNodes()
+	if len(nodes) == 0 {
+		return nil
+	}
 	counts := make([]uint64, len(nodes))
 	for i, n := range nodes {
 		counts[i] = n.opens.Load()
 	}
 	hs := m.scan()
+	done := make(map[*Node]error, len(nodes))
 	for i, n := range nodes {
 		opens := counts[i]
-		if _, err := m.flush(n); err != nil {
+		_, err := m.flush(n)
+		done[n] = err
+		if err != nil {
 			continue
 		}
 		if hs == nil || hs[n].writer {
@@ -432,6 +439,7 @@ func (m *Manager) flushHot() {
 			n.mu.Unlock()
 		}
 	}
+	return done
 }
 
 func (m *Manager) hotNodes() []*Node {

@@ -579,16 +579,28 @@ func (m *Manager) SyncInode(dev, ino uint64) error {
 	return nil
 }
 
-// FlushAll writes every node back (sync(2), exit), keeping errors for the
-// calls that report them.
+// FlushAll writes every node back (sync(2), a session's checkpoint),
+// keeping errors for the calls that report them. The nodes a writer may
+// have written go first, as the flusher's do (flushHot): one that no
+// writer holds any more is then not hot, and the next write-back of it
+// with nothing written since is a stat, where a hot node's is a hash of
+// its whole content (a checkpoint right after a sync).
 func (m *Manager) FlushAll() error {
+	var first error
+	hot := m.flushHot()
+	for _, err := range hot {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
 	m.mu.Lock()
 	nodes := make([]*Node, 0, len(m.nodes))
 	for _, n := range m.nodes {
-		nodes = append(nodes, n)
+		if _, ok := hot[n]; !ok {
+			nodes = append(nodes, n)
+		}
 	}
 	m.mu.Unlock()
-	var first error
 	for _, n := range nodes {
 		if _, err := m.flush(n); err != nil && first == nil {
 			first = err
