@@ -111,7 +111,7 @@ func BenchmarkMCP(b *testing.B) {
 // through the warm pool (warmPoolRows); the CLI verbs.
 func BenchmarkSessions(b *testing.B) {
 	warmPoolRows(b)
-	img := imagePath(b)
+	img := gibImage(b)
 	_, callOK := benchClient(b, "--image", img)
 	sessionRows(b, "stdio", callOK, func() {
 		var privKB, threads int
@@ -130,8 +130,9 @@ func BenchmarkSessions(b *testing.B) {
 
 // sessionRows: session_open, `run` of /bin/true in the session (p50 and
 // p99 of 100), read_file of 4 KB (median of 50), idle() while the session
-// is idle, then checkpoint, rollback and fork after 24 MB written, each
-// reported with the transport's name.
+// is idle, then checkpoint, rollback and fork after 100 MB written (and
+// synced) to the session's image, a 1 GiB one (gibImage), each reported
+// with the transport's name.
 func sessionRows(b *testing.B, transport string, callOK func(string, map[string]any) *mcp.CallToolResult, idle func()) {
 	ms := func(name string, args map[string]any) (float64, *mcp.CallToolResult) {
 		t0 := time.Now()
@@ -150,9 +151,7 @@ func sessionRows(b *testing.B, transport string, callOK func(string, map[string]
 	if idle != nil {
 		idle()
 	}
-	// Checkpoint, rollback and fork after 24 MB written to the image
-	// (the test image has room for that much).
-	callOK("run", map[string]any{"session": sid, "command": "dd if=/dev/urandom of=/root/big bs=1M count=24 2>/dev/null && sync"})
+	callOK("run", map[string]any{"session": sid, "command": "dd if=/dev/urandom of=/root/big bs=1M count=100 2>/dev/null && sync"})
 	cp, _ := ms("session_checkpoint", map[string]any{"session": sid, "name": "c"})
 	rb, _ := ms("session_rollback", map[string]any{"session": sid, "name": "c"})
 	fork, res := ms("session_fork", map[string]any{"session": sid})
@@ -162,7 +161,7 @@ func sessionRows(b *testing.B, transport string, callOK func(string, map[string]
 	callOK("session_close", map[string]any{"session": sid})
 	b.Logf("%s: session_open %.1f ms; run /bin/true in a session: p50 %.2f ms, p99 %.2f ms; read_file 4 KB: median %.2f ms",
 		transport, open, percentile(runs, 50), percentile(runs, 99), median(reads))
-	b.Logf("%s: after 24 MB written: session_checkpoint %.1f ms, session_rollback %.1f ms, session_fork %.1f ms and its first run %.1f ms", transport, cp, rb, fork, first)
+	b.Logf("%s: after 100 MB written: session_checkpoint %.1f ms, session_rollback %.1f ms, session_fork %.1f ms and its first run %.1f ms", transport, cp, rb, fork, first)
 	for name, v := range map[string]float64{"checkpoint_ms": cp, "rollback_ms": rb, "fork_ms": fork, "open_ms": open,
 		"run_p50_ms": percentile(runs, 50), "run_p99_ms": percentile(runs, 99), "read_file_ms": median(reads)} {
 		b.ReportMetric(v, transport+"_"+name)
@@ -172,7 +171,7 @@ func sessionRows(b *testing.B, transport string, callOK func(string, map[string]
 // BenchmarkSessionsHTTP: sessionRows through the SDK's client over
 // streamable HTTP (`kbox mcp --listen` on 127.0.0.1, with a token).
 func BenchmarkSessionsHTTP(b *testing.B) {
-	url := listenMCP(b, exec.Command(kboxBin(b), "mcp", "--image", imagePath(b), "--warm-pool", "0", "--listen", "127.0.0.1:0", "--token", "bench-token"))
+	url := listenMCP(b, exec.Command(kboxBin(b), "mcp", "--image", gibImage(b), "--warm-pool", "0", "--listen", "127.0.0.1:0", "--token", "bench-token"))
 	ctx := context.Background()
 	c := mcp.NewClient(&mcp.Implementation{Name: "kbox-bench", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerRT{"bench-token"}}}, nil)

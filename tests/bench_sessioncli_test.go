@@ -17,12 +17,7 @@ import (
 // (KBOX_TRACE_STARTUP's total: from kbox's main to the verb's end, without
 // the exec of kbox) and as a script sees it (the whole command).
 func sessionCLIFigures(b *testing.B) (cp, rb, cpWall, rbWall float64) {
-	img := copyImage(b, imagePath(b))
-	for _, c := range [][]string{{"truncate", "-s", "1G", img}, {"e2fsck", "-fy", img}, {"resize2fs", img}} {
-		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil && c[0] != "e2fsck" {
-			b.Fatalf("%v: %v %s", c, err, out)
-		}
-	}
+	img := gibImage(b)
 	dir := filepath.Join(b.TempDir(), "s")
 	env := kboxEnv{vars: []string{"KBOX_TRACE_STARTUP=1"}}
 	total := regexp.MustCompile(`start-up trace: total ([0-9.]+) ms`)
@@ -53,6 +48,17 @@ func sessionCLIFigures(b *testing.B) (cp, rb, cpWall, rbWall float64) {
 	}
 	b.Logf("kbox session after 100 MB written to a 1 GiB image: checkpoint %v ms (wall %v), rollback %v ms (wall %v)", cps, cpw, rbs, rbw)
 	return median(cps), median(rbs), median(cpw), median(rbw)
+}
+
+// gibImage is a copy of the test image grown to 1 GiB (resize2fs).
+func gibImage(b *testing.B) string {
+	img := copyImage(b, imagePath(b))
+	for _, c := range [][]string{{"truncate", "-s", "1G", img}, {"e2fsck", "-fy", img}, {"resize2fs", img}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil && c[0] != "e2fsck" {
+			b.Fatalf("%v: %v %s", c, err, out)
+		}
+	}
+	return img
 }
 
 // BenchmarkSessionCLI: sessionCLIFigures alone.
