@@ -45,7 +45,8 @@ type FileStat struct {
 type fileAnswer struct {
 	Error   string     `json:"error"`
 	Errno   string     `json:"errno"`
-	Data    string     `json:"data"`
+	Data    string     `json:"data"` // base64, from kbox file
+	Raw     []byte     `json:"-"`    // the bytes: Data's, or a session's raw part
 	Size    int64      `json:"size"`
 	EOF     bool       `json:"eof"`
 	Written int64      `json:"written"`
@@ -73,6 +74,11 @@ func (s *Server) fileCall(ctx context.Context, image string, req fileRequest) (*
 	if err := json.Unmarshal(stdout.Bytes(), &a); err != nil {
 		return nil, toolError("kbox file: bad answer: %v", err)
 	}
+	raw, err := base64.StdEncoding.DecodeString(a.Data)
+	if err != nil {
+		return nil, toolError("kbox file: bad answer: %v", err)
+	}
+	a.Raw = raw
 	return fileResult(req, &a)
 }
 
@@ -122,14 +128,11 @@ func (s *Server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in ReadFi
 	if err != nil {
 		return nil, out, err
 	}
-	data, err := base64.StdEncoding.DecodeString(a.Data)
-	if err != nil {
-		return nil, out, fmt.Errorf("read_file: the session's answer: %w", err)
-	}
+	data := a.Raw
 	out = ReadFileOut{Path: in.Path, Encoding: "text", Bytes: len(data), Size: a.Size, EOF: a.EOF}
 	text := string(data)
 	if !utf8.Valid(data) {
-		out.Encoding, out.ContentBase64 = "base64", a.Data
+		out.Encoding, out.ContentBase64 = "base64", base64.StdEncoding.EncodeToString(data)
 		text = fmt.Sprintf("%s: %d bytes, not UTF-8 (content_base64 has them)", in.Path, len(data))
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
@@ -267,8 +270,7 @@ func (s *Server) kernelRead(ctx context.Context, _ *mcp.CallToolRequest, in Kern
 		if err != nil {
 			return nil, out, err
 		}
-		data, _ := base64.StdEncoding.DecodeString(a.Data)
-		return nil, KernelReadOut{Path: in.Path, Text: string(data)}, nil
+		return nil, KernelReadOut{Path: in.Path, Text: string(a.Raw)}, nil
 	} else {
 		var err error
 		if img, err = s.imageOf(in.Image); err != nil {
@@ -279,8 +281,7 @@ func (s *Server) kernelRead(ctx context.Context, _ *mcp.CallToolRequest, in Kern
 	if err != nil {
 		return nil, out, err
 	}
-	data, _ := base64.StdEncoding.DecodeString(a.Data)
-	return nil, KernelReadOut{Path: in.Path, Text: string(data)}, nil
+	return nil, KernelReadOut{Path: in.Path, Text: string(a.Raw)}, nil
 }
 
 // ---- the last run's observations

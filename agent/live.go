@@ -198,8 +198,9 @@ func (l *liveKernel) call(ctx context.Context, req *serveRequest, fds []int, onS
 	return l.answer(sessiondir.Call(ctx, l.sock, req, fds, onStart))
 }
 
-// answer decodes a call's answer, or says why there is none.
-func (l *liveKernel) answer(body []byte, err error) (*serveAnswer, error) {
+// answer decodes a call's answer (a file call's bytes are its raw part),
+// or says why there is none.
+func (l *liveKernel) answer(body, raw []byte, err error) (*serveAnswer, error) {
 	var ce *sessiondir.ConnError
 	switch {
 	case errors.As(err, &ce):
@@ -210,6 +211,9 @@ func (l *liveKernel) answer(body []byte, err error) (*serveAnswer, error) {
 	var a serveAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
 		return nil, toolError("the session's kernel answered badly: %v", err)
+	}
+	if a.File != nil {
+		a.File.Raw = raw
 	}
 	return &a, nil
 }
@@ -225,7 +229,7 @@ func (l *liveKernel) keptCall(ctx context.Context, req *serveRequest) (*serveAns
 	if l.kept == nil || l.kept.Broken() {
 		c, err := sessiondir.Dial(ctx, l.sock)
 		if err != nil {
-			return l.answer(nil, err)
+			return l.answer(nil, nil, err)
 		}
 		l.kept = c
 	}

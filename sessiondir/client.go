@@ -2,7 +2,6 @@ package sessiondir
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The client side of a session's socket (cmd/kbox/serve.go): a frame is
-// a 4-byte length (little-endian) and that many bytes of JSON; a run's
-// request carries its stdin, stdout and stderr as three fds with its
-// first bytes, and its answer may be preceded by a frame saying it
-// started.
+// The client side of a session's socket (cmd/kbox/serve.go), in frames
+// (frame.go): a run's request carries its stdin, stdout and stderr as
+// three fds with its first bytes, and its answer may be preceded by a
+// frame saying it started.
 
 // ConnError is a failure of the connection itself: the session's kbox
 // has gone (or is going), or never answered.
@@ -36,12 +34,12 @@ type started struct {
 }
 
 // Call sends req (JSON) with fds to the session's socket sock and returns
-// the answer's JSON; a run's started frame goes to onStart. Closing the
-// connection early (ctx ending) kills a run.
-func Call(ctx context.Context, sock string, req any, fds []int, onStart func(pid int)) ([]byte, error) {
+// the answer's JSON and raw bytes; a run's started frame goes to onStart.
+// Closing the connection early (ctx ending) kills a run.
+func Call(ctx context.Context, sock string, req any, fds []int, onStart func(pid int)) (body, raw []byte, err error) {
 	c, err := Dial(ctx, sock)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer c.Close()
 	return c.call(ctx, req, fds, onStart)
@@ -73,31 +71,32 @@ func (c *Conn) Close() error { return c.uc.Close() }
 func (c *Conn) Broken() bool { return c.broken }
 
 // Call sends req (JSON, a request without fds) and returns the answer's
-// JSON.
-func (c *Conn) Call(ctx context.Context, req any) ([]byte, error) {
-	b, err := c.call(ctx, req, nil, nil)
+// JSON and raw bytes.
+func (c *Conn) Call(ctx context.Context, req any) (body, raw []byte, err error) {
+	body, raw, err = c.call(ctx, req, nil, nil)
 	if err != nil {
 		c.broken = true
 	}
 	if c.broken {
 		c.uc.Close()
 	}
-	return b, err
+	return body, raw, err
 }
 
-func (c *Conn) call(ctx context.Context, req any, fds []int, onStart func(pid int)) ([]byte, error) {
-	b, err := json.Marshal(req)
+// maxAnswer bounds an answer's frame: a 16 MiB read and its JSON.
+const maxAnswer = 64 << 20
+
+func (c *Conn) call(ctx context.Context, req any, fds []int, onStart func(pid int)) ([]byte, []byte, error) {
+	frame, err := AppendFrame(nil, req, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	frame := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b)))
-	frame = append(frame, b...)
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
 	if _, _, err := c.uc.WriteMsgUnix(frame, oob, nil); err != nil {
-		return nil, &ConnError{err}
+		return nil, nil, &ConnError{err}
 	}
 	stop := context.AfterFunc(ctx, func() { c.uc.Close() })
 	defer func() {
@@ -106,26 +105,26 @@ func (c *Conn) call(ctx context.Context, req any, fds []int, onStart func(pid in
 		}
 	}()
 	for {
-		var head [4]byte
+		var head [HeadLen]byte
 		if _, err := io.ReadFull(c.uc, head[:]); err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%w: %v", ErrCancelled, ctx.Err())
+				return nil, nil, fmt.Errorf("%w: %v", ErrCancelled, ctx.Err())
 			}
-			return nil, &ConnError{err}
+			return nil, nil, &ConnError{err}
 		}
-		body := make([]byte, binary.LittleEndian.Uint32(head[:]))
-		if _, err := io.ReadFull(c.uc, body); err != nil {
-			return nil, &ConnError{err}
+		body, raw, err := ReadBody(c.uc, head, maxAnswer)
+		if err != nil {
+			return nil, nil, &ConnError{err}
 		}
 		if len(fds) == 0 {
-			return body, nil // not a run: no started frame
+			return body, raw, nil // not a run: no started frame
 		}
 		var s started
 		if err := json.Unmarshal(body, &s); err != nil {
-			return nil, fmt.Errorf("the session's kernel answered badly: %v", err)
+			return nil, nil, fmt.Errorf("the session's kernel answered badly: %v", err)
 		}
 		if !s.Started {
-			return body, nil
+			return body, raw, nil
 		}
 		if onStart != nil {
 			onStart(s.Pid)

@@ -3,7 +3,6 @@ package tests
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 )
 
 type serveFileAnswer struct {
+	raw   []byte // the frame's raw part: a read's bytes
 	Error string `json:"error"`
 	File  *struct {
 		Error string `json:"error"`
@@ -62,7 +62,7 @@ func TestServeKeptConnection(t *testing.T) {
 	defer kept.Close()
 	ask := func(req map[string]any) serveFileAnswer {
 		t.Helper()
-		body, err := kept.Call(ctx, req)
+		body, raw, err := kept.Call(ctx, req)
 		if err != nil {
 			t.Fatalf("%v on the kept connection: %v", req, err)
 		}
@@ -70,6 +70,7 @@ func TestServeKeptConnection(t *testing.T) {
 		if err := json.Unmarshal(body, &a); err != nil {
 			t.Fatalf("answer %s: %v", body, err)
 		}
+		a.raw = raw
 		return a
 	}
 	want, err := exec.Command("debugfs", "-R", "cat /etc/hostname", img).Output()
@@ -81,8 +82,8 @@ func TestServeKeptConnection(t *testing.T) {
 		if a.File == nil || a.File.Error != "" {
 			t.Fatalf("read %d: %+v", i, a)
 		}
-		if got, _ := base64.StdEncoding.DecodeString(a.File.Data); string(got) != string(want) {
-			t.Errorf("read %d: %q, want %q", i, got, want)
+		if string(a.raw) != string(want) || a.File.Data != "" {
+			t.Errorf("read %d: %q (data %q), want %q", i, a.raw, a.File.Data, want)
 		}
 		a = ask(map[string]any{"op": "stat", "file": map[string]any{"op": "stat", "path": "/etc/hostname"}})
 		if a.File == nil || a.File.Stat == nil || a.File.Stat.Size != int64(len(want)) {
@@ -101,14 +102,13 @@ func TestServeKeptConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Write(binary.LittleEndian.AppendUint32(nil, 0xffffffff))
+	c.Write(binary.LittleEndian.AppendUint64(nil, 0xffffffff))
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	var head [4]byte
+	var head [sessiondir.HeadLen]byte
 	if _, err := io.ReadFull(c, head[:]); err != nil {
 		t.Fatalf("no answer to a frame over the limit: %v", err)
 	}
-	body := make([]byte, binary.LittleEndian.Uint32(head[:]))
-	io.ReadFull(c, body)
+	body, _, _ := sessiondir.ReadBody(c, head, 1<<20)
 	if !strings.Contains(string(body), "above the limit") {
 		t.Errorf("a frame over the limit: %s", body)
 	}
@@ -120,7 +120,7 @@ func TestServeKeptConnection(t *testing.T) {
 	// The session's close, with the kept connection idle: kbox ends, and
 	// the kept connection is shut.
 	t0 := time.Now()
-	if _, err := sessiondir.Call(ctx, sock, map[string]any{"op": "close"}, nil, nil); err != nil {
+	if _, _, err := sessiondir.Call(ctx, sock, map[string]any{"op": "close"}, nil, nil); err != nil {
 		t.Fatalf("close: %v", err)
 	}
 	select {
@@ -134,7 +134,7 @@ func TestServeKeptConnection(t *testing.T) {
 	}
 	t.Logf("kbox --serve ended %v after close, with a kept connection idle", time.Since(t0).Round(time.Millisecond))
 	var ce *sessiondir.ConnError
-	if _, err := kept.Call(ctx, map[string]any{"op": "ps"}); !errors.As(err, &ce) || !kept.Broken() {
+	if _, _, err := kept.Call(ctx, map[string]any{"op": "ps"}); !errors.As(err, &ce) || !kept.Broken() {
 		t.Errorf("a call on the kept connection after the session's end: %v", err)
 	}
 }

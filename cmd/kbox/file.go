@@ -70,7 +70,8 @@ type FileStat struct {
 type FileAnswer struct {
 	Error   string     `json:"error,omitempty"`
 	Errno   string     `json:"errno,omitempty"`
-	Data    string     `json:"data,omitempty"` // base64
+	Data    string     `json:"data,omitempty"` // base64 (kbox file's stdout)
+	Raw     []byte     `json:"-"`              // the bytes: a session socket's raw part, else Data
 	Size    int64      `json:"size,omitempty"` // the whole file's
 	EOF     bool       `json:"eof,omitempty"`
 	Written int64      `json:"written,omitempty"`
@@ -164,9 +165,18 @@ func runFile(args []string) int {
 		// A write not on the image is kbox's failure, not the file's.
 		return fail(fmt.Errorf("unmounting %s: %w", fa.image, err))
 	}
-	b, _ := json.Marshal(ans)
+	b, _ := json.Marshal(ans.asJSON())
 	os.Stdout.Write(append(b, '\n'))
 	return 0
+}
+
+// asJSON puts the bytes read (Raw) into Data, base64, for kbox file's
+// JSON answer.
+func (a *FileAnswer) asJSON() *FileAnswer {
+	if a.Raw != nil {
+		a.Data = base64.StdEncoding.EncodeToString(a.Raw)
+	}
+	return a
 }
 
 // serveFiles is kbox file --serve: one boot, any number of requests.
@@ -220,7 +230,7 @@ func serveFiles(fa *fileArgs) (status int) {
 			out.Encode(&FileAnswer{Error: err.Error()})
 			continue
 		}
-		out.Encode(req.serve(root, fp))
+		out.Encode(req.serve(root, fp).asJSON())
 	}
 	if err := root.Close(); err != nil {
 		return fail(fmt.Errorf("unmounting %s: %w", image, err))
@@ -310,7 +320,7 @@ func (r *FileRequest) serve(root *rootfs.Root, fp *filePolicy) *FileAnswer {
 		if len(b) > fileReadMax {
 			b = b[:fileReadMax]
 		}
-		return &FileAnswer{Data: base64.StdEncoding.EncodeToString(b), Size: int64(len(b)), EOF: true}
+		return &FileAnswer{Raw: b, Size: int64(len(b)), EOF: true}
 	}
 	return &FileAnswer{Error: "bad op"}
 }
@@ -359,7 +369,7 @@ func readImageFile(p string, off, limit int64) *FileAnswer {
 	if !eof && off+int64(len(out)) >= st.Size && st.Mode&unix.S_IFMT == unix.S_IFREG {
 		eof = true
 	}
-	return &FileAnswer{Data: base64.StdEncoding.EncodeToString(out), Size: st.Size, EOF: eof}
+	return &FileAnswer{Raw: out, Size: st.Size, EOF: eof}
 }
 
 func (r *FileRequest) write() *FileAnswer {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -483,9 +482,9 @@ func procStatusPPid(dir string) (int, bool) {
 
 // readFrame reads one request and the fds sent with its first bytes.
 func readFrame(c *net.UnixConn) (*ServeRequest, []int, error) {
-	// The length first, with the fds a run's request carries: a kept
+	// The head first, with the fds a run's request carries: a kept
 	// connection's next frame stays unread until it is asked for.
-	var head [4]byte
+	var head [sessiondir.HeadLen]byte
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	n, oobn, _, _, err := c.ReadMsgUnix(head[:], oob)
 	var fds []int
@@ -507,12 +506,8 @@ func readFrame(c *net.UnixConn) (*ServeRequest, []int, error) {
 	if err != nil {
 		return nil, fds, err
 	}
-	size := int(binary.LittleEndian.Uint32(head[:]))
-	if size > maxServeFrame {
-		return nil, fds, fmt.Errorf("a frame of %d bytes is above the limit of %d", size, maxServeFrame)
-	}
-	body := make([]byte, size)
-	if _, err := io.ReadFull(c, body); err != nil {
+	body, _, err := sessiondir.ReadBody(c, head, maxServeFrame)
+	if err != nil {
 		return nil, fds, err
 	}
 	var req ServeRequest
@@ -522,11 +517,18 @@ func readFrame(c *net.UnixConn) (*ServeRequest, []int, error) {
 	return &req, fds, nil
 }
 
-func writeFrame(w io.Writer, v any) error {
-	b, _ := json.Marshal(v)
-	var head [4]byte
-	binary.LittleEndian.PutUint32(head[:], uint32(len(b)))
-	_, err := w.Write(append(head[:], b...))
+// writeFrame writes a's frame: a file call's content (File.Raw) as its
+// raw bytes.
+func writeFrame(w io.Writer, a *ServeAnswer) error {
+	var raw []byte
+	if a.File != nil {
+		raw = a.File.Raw
+	}
+	b, err := sessiondir.AppendFrame(nil, a, raw)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
 	return err
 }
 

@@ -71,7 +71,7 @@ func startSessionKbox(dir string, info *sessionInfo) error {
 		// The socket answers once the kernel is up and the spawner
 		// serves: a ps before then waits for its accept.
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		_, err := sessiondir.Call(ctx, sock, &ServeRequest{Op: "ps"}, nil, nil)
+		_, _, err := sessiondir.Call(ctx, sock, &ServeRequest{Op: "ps"}, nil, nil)
 		cancel()
 		if err == nil {
 			return nil
@@ -183,7 +183,7 @@ func sessionAlive(dir string) (*sessionInfo, error) {
 // call sends req to DIR's session and decodes its answer; a kbox that
 // has gone is said so.
 func sessionCall(ctx context.Context, dir string, info *sessionInfo, req *ServeRequest, fds []int, onStart func(int)) (*ServeAnswer, error) {
-	body, err := sessiondir.Call(ctx, filepath.Join(dir, sessionSock), req, fds, onStart)
+	body, _, err := sessiondir.Call(ctx, filepath.Join(dir, sessionSock), req, fds, onStart)
 	var ce *sessiondir.ConnError
 	if errors.As(err, &ce) {
 		time.Sleep(10 * time.Millisecond) // a kbox that just died is not reaped yet
