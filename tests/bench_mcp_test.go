@@ -129,10 +129,11 @@ func BenchmarkSessions(b *testing.B) {
 }
 
 // sessionRows: session_open, `run` of /bin/true in the session (p50 and
-// p99 of 100), read_file of 4 KB (median of 50), idle() while the session
-// is idle, then checkpoint, rollback and fork after 100 MB written (and
-// synced) to the session's image, a 1 GiB one (gibImage), each reported
-// with the transport's name.
+// p99 of 100), read_file of 4 KB (median of 50) and a call doing nothing
+// (enosys, interleaved with it), idle() while the session is idle, then
+// checkpoint, rollback and fork after 100 MB written (and synced) to the
+// session's image, a 1 GiB one (gibImage), each reported with the
+// transport's name.
 func sessionRows(b *testing.B, transport string, callOK func(string, map[string]any) *mcp.CallToolResult, idle func()) {
 	ms := func(name string, args map[string]any) (float64, *mcp.CallToolResult) {
 		t0 := time.Now()
@@ -143,10 +144,14 @@ func sessionRows(b *testing.B, transport string, callOK func(string, map[string]
 	sid := res.StructuredContent.(map[string]any)["session"].(string)
 	runs := sessionRuns(callOK, sid, 100)
 	callOK("write_file", map[string]any{"session": sid, "path": "/tmp/bench4k", "content": strings.Repeat("x", 4096)})
-	var reads []float64
+	// read_file interleaved with a call that does no work (enosys of a
+	// session: its last run's list), the transport's own round trip.
+	var reads, noops []float64
 	for i := 0; i < 50; i++ {
 		d, _ := ms("read_file", map[string]any{"session": sid, "path": "/tmp/bench4k"})
 		reads = append(reads, d)
+		d, _ = ms("enosys", map[string]any{"session": sid})
+		noops = append(noops, d)
 	}
 	if idle != nil {
 		idle()
@@ -159,11 +164,11 @@ func sessionRows(b *testing.B, transport string, callOK func(string, map[string]
 	first, _ := ms("run", map[string]any{"session": fid, "argv": []string{"/bin/true"}})
 	callOK("session_close", map[string]any{"session": fid})
 	callOK("session_close", map[string]any{"session": sid})
-	b.Logf("%s: session_open %.1f ms; run /bin/true in a session: p50 %.2f ms, p99 %.2f ms; read_file 4 KB: median %.2f ms",
-		transport, open, percentile(runs, 50), percentile(runs, 99), median(reads))
+	b.Logf("%s: session_open %.1f ms; run /bin/true in a session: p50 %.2f ms, p99 %.2f ms; read_file 4 KB: median %.2f ms (a call doing nothing: %.2f ms)",
+		transport, open, percentile(runs, 50), percentile(runs, 99), median(reads), median(noops))
 	b.Logf("%s: after 100 MB written: session_checkpoint %.1f ms, session_rollback %.1f ms, session_fork %.1f ms and its first run %.1f ms", transport, cp, rb, fork, first)
 	for name, v := range map[string]float64{"checkpoint_ms": cp, "rollback_ms": rb, "fork_ms": fork, "open_ms": open,
-		"run_p50_ms": percentile(runs, 50), "run_p99_ms": percentile(runs, 99), "read_file_ms": median(reads)} {
+		"run_p50_ms": percentile(runs, 50), "run_p99_ms": percentile(runs, 99), "read_file_ms": median(reads), "noop_ms": median(noops)} {
 		b.ReportMetric(v, transport+"_"+name)
 	}
 }
