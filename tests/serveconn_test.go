@@ -1,3 +1,5 @@
+//go:build lkl
+
 package tests
 
 import (
@@ -45,14 +47,16 @@ func TestServeKeptConnection(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Its stdout is read before Wait, which closes it.
+	line, rerr := bufio.NewReader(out).ReadString('\n')
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	defer func() {
 		cmd.Process.Kill()
 		<-waited
 	}()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "{\"ready\":true}\n" {
-		t.Fatalf("kbox --serve did not start: %q %v", line, err)
+	if rerr != nil || line != "{\"ready\":true}\n" {
+		t.Fatalf("kbox --serve did not start: %q %v", line, rerr)
 	}
 	ctx := context.Background()
 	kept, err := sessiondir.Dial(ctx, sock)
