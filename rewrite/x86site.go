@@ -11,7 +11,6 @@ package rewrite
 import (
 	"encoding/binary"
 	"errors"
-	"sort"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -43,15 +42,15 @@ const (
 )
 
 // X86Text is one mapped text range of guest code with what the site
-// finder learns of it once: every rel32 direct branch target found at any
-// byte offset of it (E8 call, E9 jmp, 0F 80-8F jcc), sorted. Counting
-// every offset, not only decoded instruction starts, is conservative: a
-// byte sequence that only looks like a branch may refuse a site, never
-// admit one.
+// finder learns of it once: every rel32 direct branch target in the text
+// found at any byte offset of it (E8 call, E9 jmp, 0F 80-8F jcc), a bit
+// per byte. Counting every offset, not only decoded instruction starts,
+// is conservative: a byte sequence that only looks like a branch may
+// refuse a site, never admit one.
 type X86Text struct {
 	Base    uint64 // address of Code[0]
 	Code    []byte
-	targets []uint64
+	targets []uint64 // bit i: a rel32 branch targets Code[i]
 	scanned bool
 }
 
@@ -61,27 +60,40 @@ func (t *X86Text) scan() {
 	}
 	t.scanned = true
 	c := t.Code
-	for i := 0; i+5 <= len(c); i++ {
-		var rel int32
-		var end int
-		switch {
-		case c[i] == 0xE8 || c[i] == 0xE9:
-			rel, end = int32(binary.LittleEndian.Uint32(c[i+1:])), i+5
-		case c[i] == 0x0F && i+6 <= len(c) && c[i+1] >= 0x80 && c[i+1] <= 0x8F:
-			rel, end = int32(binary.LittleEndian.Uint32(c[i+2:])), i+6
-		default:
-			continue
+	n := len(c)
+	t.targets = make([]uint64, (n+63)/64)
+	mark := func(to int64) {
+		// Only a target in the text can be a site's middle.
+		if to > 0 && to < int64(n) {
+			t.targets[to>>6] |= 1 << (to & 63)
 		}
-		t.targets = append(t.targets, uint64(int64(t.Base)+int64(end)+int64(rel)))
 	}
-	sort.Slice(t.targets, func(a, b int) bool { return t.targets[a] < t.targets[b] })
+	for i := 0; i+5 <= n; i++ {
+		switch b := c[i]; {
+		case b == 0xE8 || b == 0xE9:
+			mark(int64(i+5) + int64(int32(binary.LittleEndian.Uint32(c[i+1:i+5]))))
+		case b == 0x0F && i+6 <= n && c[i+1]&0xF0 == 0x80:
+			mark(int64(i+6) + int64(int32(binary.LittleEndian.Uint32(c[i+2:i+6]))))
+		}
+	}
 }
 
 // rel32Into reports whether some rel32 target lies in (lo, hi).
 func (t *X86Text) rel32Into(lo, hi uint64) bool {
 	t.scan()
-	i := sort.Search(len(t.targets), func(i int) bool { return t.targets[i] > lo })
-	return i < len(t.targets) && t.targets[i] < hi
+	for a := lo + 1; a < hi; a++ {
+		if a < t.Base {
+			continue
+		}
+		off := a - t.Base
+		if off >= uint64(len(t.Code)) {
+			break
+		}
+		if t.targets[off>>6]&(1<<(off&63)) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // isPrefix: legacy prefixes, REX, and the first bytes of VEX, EVEX and
