@@ -96,7 +96,7 @@ func TestCompat(t *testing.T) {
 
 // buildNative compiles tests/guest/NAME with musl-gcc -static, as the image
 // build does, for a native run.
-func buildNative(t *testing.T, name string) string {
+func buildNative(t testing.TB, name string) string {
 	t.Helper()
 	cc, err := exec.LookPath("musl-gcc")
 	if err != nil {
@@ -138,5 +138,18 @@ func diffLines(t *testing.T, what, want, got string) {
 	}
 	if len(bad) > 0 {
 		t.Errorf("%s: %d lines differ:\n%s\nkbox's output:\n%s", what, len(bad), strings.Join(bad, "\n"), got)
+	}
+}
+
+// installGuest builds tests/guest/NAME.c (buildNative) and writes it to
+// img as /NAME, mode 0755: a program a test needs that the image may
+// predate.
+func installGuest(t testing.TB, img, name string) {
+	t.Helper()
+	prog := buildNative(t, name+".c")
+	for _, req := range []string{"write " + prog + " /" + name, "sif /" + name + " mode 0100755"} {
+		if out, err := exec.Command("debugfs", "-w", "-R", req, img).CombinedOutput(); err != nil {
+			t.Fatalf("debugfs %s: %v\n%s", req, err, out)
+		}
 	}
 }

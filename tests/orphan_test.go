@@ -128,4 +128,19 @@ func TestNoOrphans(t *testing.T) {
 		}
 		waitGone(t, "guest of a SIGKILLed kbox", sh, bg)
 	})
+
+	// A guest that takes a while to die (768 MiB to free at its exit):
+	// its child reparents to the keeper only then, and must still be
+	// killed. The keeper used to give up after 1000 rounds without
+	// waiting, before the guest was gone.
+	t.Run("kbox killed by SIGKILL, its guest slow to die", func(t *testing.T) {
+		slow := copyImage(t, img)
+		installGuest(t, slow, "slowexit")
+		cmd, guest, child := startPair(t, context.Background(), slow, "exec /slowexit 768")
+		cmd.Process.Kill()
+		if st := exitStatus(cmd.Wait()); st != -int(syscall.SIGKILL) {
+			t.Errorf("kbox status %d, want killed", st)
+		}
+		waitGone(t, "slow guest of a SIGKILLed kbox", guest, child)
+	})
 }

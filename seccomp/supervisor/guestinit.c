@@ -44,6 +44,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <dirent.h>
 #include <ftw.h>
@@ -98,17 +99,21 @@ static void drop_env(const char *name)
 
 static void on_signal(int sig)
 {
-	(void)sig; /* only to interrupt wait4 */
+	(void)sig; /* only to end sigsuspend */
 }
 
 /* kill_below kills every descendant of the keeper: its children, then
  * whatever reparents to it (it is a subreaper) as they die, until none is
- * left. */
+ * left. It waits for the killed to die however long a loaded machine takes
+ * to run their exits (a bound on rounds without waiting let the keeper go
+ * first, and their children reparent past it), up to 60 s. */
 static void kill_below(void)
 {
-	for (int round = 0; round < 1000; round++) {
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
 		char path[64], buf[4096];
-		int found = 0;
+		int found = 0, reaped = 0;
 
 		snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -129,11 +134,15 @@ static void kill_below(void)
 		}
 		/* Reap what died; its own children now reparent to us. */
 		while (waitpid(-1, NULL, WNOHANG) > 0)
-			found = 1;
-		if (!found && waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+			reaped = 1;
+		if (!found && !reaped && waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
 			return;
-		if (!found)
+		if (!reaped) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (now.tv_sec - start.tv_sec > 60)
+				return;
 			usleep(1000);
+		}
 	}
 }
 
@@ -233,11 +242,30 @@ static void keep(pid_t guest, pid_t kbox)
 	struct sigaction sa;
 	int status = 0;
 
+	/*
+	 * The signals that wake the keeper (SIGCHLD, and the parent-death
+	 * SIGTERM, sent each time the keeper's parent thread changes as
+	 * kbox's threads exit) stay blocked but while it waits in sigsuspend,
+	 * which unblocks them atomically: one that comes between the check
+	 * of its parent and the wait stays pending and ends the wait. (A
+	 * blocking wait4 there could miss the last SIGTERM under load and
+	 * leave the guest running after kbox died.)
+	 */
+	sigset_t wake, waiting;
+	sigemptyset(&wake);
+	sigaddset(&wake, SIGCHLD);
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal; /* no SA_RESTART: wait4 returns EINTR */
+	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+	sigaction(SIGCHLD, &sa, NULL);
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++) {
 		sigaction(ignored[i], &sa, NULL);
+		sigaddset(&wake, ignored[i]);
+	}
+	sigprocmask(SIG_BLOCK, &wake, &waiting);
+	sigdelset(&waiting, SIGCHLD);
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		sigdelset(&waiting, ignored[i]);
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
 	for (;;) {
@@ -247,11 +275,13 @@ static void keep(pid_t guest, pid_t kbox)
 			remove_stage();
 			_exit(137);
 		}
-		pid_t pid = wait4(-1, &status, 0, NULL);
+		pid_t pid = wait4(-1, &status, WNOHANG, NULL);
 		if (pid == guest)
 			break;
 		if (pid < 0 && errno == ECHILD)
 			_exit(125);
+		if (pid == 0)
+			sigsuspend(&waiting);
 	}
 	kill_below();
 	remove_stage();
