@@ -21,10 +21,11 @@ import (
 // (a chroot of the image's tree: root may chroot) and under every tier,
 // median of 5 each, in one run. kbox's start-up (`-- /bin/true` in the
 // same mode) is measured apart and each command is also reported net of
-// it; the last column is the command's second run in one run of the
-// default tier, with LKL's caches warm (warmRun). `make bench-workloads` builds the image (ROOTFS_PACKAGES) and runs
-// this; without KBOX_WORKLOADS_IMAGE it skips. docs/benchmarks.md has the
-// figures.
+// it; then the command's second run in one run of the default tier, with
+// LKL's caches warm (warmRun), and warm in one process, natively and
+// under the rewrite tier (warmInProc). `make bench-workloads` builds the
+// image (ROOTFS_PACKAGES) and runs this; without KBOX_WORKLOADS_IMAGE it
+// skips. docs/benchmarks.md has the figures.
 func BenchmarkWorkloads(b *testing.B) {
 	img := os.Getenv("KBOX_WORKLOADS_IMAGE")
 	if img == "" {
@@ -55,6 +56,7 @@ echo setup-ok`
 	if out, err := exec.Command(bin, "image", "-S", work, "--syscall-mode=seccomp", "--", "/bin/sh", "-c", setup).CombinedOutput(); err != nil || !strings.Contains(string(out), "setup-ok") {
 		b.Fatalf("setting up the image: %v\n%s", err, lastLines(string(out), 10))
 	}
+	installWarmexec(b, work)
 	tree := filepath.Join(dir, "tree")
 	if err := os.MkdirAll(tree, 0o755); err != nil {
 		b.Fatal(err)
@@ -78,6 +80,7 @@ echo setup-ok`
 	if m, _ := filepath.Glob(filepath.Join(tree, "usr/lib/python3.*")); len(m) > 0 {
 		pyDir = "/usr/lib/" + filepath.Base(m[0])
 	}
+	specs := warmSpecs(b, tree, pyDir)
 	type workload struct {
 		name   string
 		wd     string
@@ -116,7 +119,7 @@ echo setup-ok`
 			fmt.Fprintf(&head, " %22s", m+" (net, ×native)")
 		}
 	}
-	fmt.Fprintf(&head, " %22s", "seccomp warm (×native)")
+	fmt.Fprintf(&head, " %22s %26s", "seccomp warm (×native)", "warm: native / rewrite (×)")
 	b.Log(head.String())
 	line := fmt.Sprintf("%-52s %9s", "start-up (-- /bin/true)", "-")
 	for _, m := range modes[1:] {
@@ -180,6 +183,8 @@ echo setup-ok`
 		}
 		line += fmt.Sprintf(" %22s", fmt.Sprintf("%.0f (%.1fx)", warm, warm/res["native"]))
 		b.ReportMetric(warm/res["native"], strings.Fields(w.name)[0]+"_seccomp_warm_ratio")
+		spec, ok := specs[strings.Fields(w.name)[0]]
+		line += warmColumns(b, bin, work, tree, w.wd, strings.Fields(w.name)[0], spec, ok && available["rewrite"] && !w.forks, w.argv, w.writes)
 		b.Log(line)
 	}
 	workloadFloor(b, work, tree)
