@@ -4,6 +4,7 @@ package tests
 
 import (
 	"bufio"
+	"debug/elf"
 	"fmt"
 	"io"
 	"os"
@@ -46,21 +47,55 @@ func installWarmexec(b *testing.B, img string) { installGuest(b, img, "warmexec"
 
 var lddPath = regexp.MustCompile(`(/[^ ]+) \(0x`)
 
+// inTree resolves p's symlinks in tree's terms (an absolute link is
+// tree's, not the host's).
+func inTree(tree, p string) string {
+	for range 16 {
+		target, err := os.Readlink(filepath.Join(tree, p))
+		if err != nil {
+			return p
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		p = target
+	}
+	return p
+}
+
 // libsOf lists the program files (in tree's terms) that loading each of
-// progs maps: the programs and what ldd names for them in the chroot.
+// progs maps: the program, and for a dynamic one what its loader lists
+// (LD_TRACE_LOADED_OBJECTS, as ldd; the image has no ldd).
 func libsOf(b *testing.B, tree string, progs ...string) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, p := range progs {
-		got, err := exec.Command("chroot", tree, "/usr/bin/ldd", p).Output()
-		if err != nil {
-			b.Fatalf("ldd %s in the chroot: %v", p, err)
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
 		}
-		for _, m := range append([][]string{{"", p}}, lddPath.FindAllStringSubmatch(string(got), -1)...) {
-			if !seen[m[1]] {
-				seen[m[1]] = true
-				out = append(out, m[1])
-			}
+	}
+	for _, p := range progs {
+		real := inTree(tree, p)
+		add(real)
+		f, err := elf.Open(filepath.Join(tree, real))
+		if err != nil {
+			b.Fatalf("%s in the image: %v", p, err)
+		}
+		dynamic := false
+		for _, ph := range f.Progs {
+			dynamic = dynamic || ph.Type == elf.PT_INTERP
+		}
+		f.Close()
+		if !dynamic {
+			continue
+		}
+		got, err := exec.Command("chroot", tree, "/usr/bin/env", "LD_TRACE_LOADED_OBJECTS=1", real).Output()
+		if err != nil {
+			b.Fatalf("the libraries of %s in the chroot: %v", p, err)
+		}
+		for _, m := range lddPath.FindAllStringSubmatch(string(got), -1) {
+			add(m[1])
 		}
 	}
 	return out
@@ -113,16 +148,20 @@ func warmInProc(b *testing.B, bin, img, tree, mode, wd string, spec warmSpec, ar
 // warmSpecs gives each workload (by its first word) what warmexec warms:
 // the trees it walks and the files it reads, with its program's files.
 func warmSpecs(b *testing.B, tree, pyDir string) map[string]warmSpec {
-	dynload, _ := filepath.Glob(filepath.Join(tree, pyDir, "lib-dynload", "*.so"))
-	py := []string{"/usr/bin/python3"}
-	for _, so := range dynload {
-		py = append(py, strings.TrimPrefix(so, tree))
+	// python3's own libraries, and those its imports' modules
+	// (lib-dynload, in pyDir) load.
+	py := libsOf(b, tree, "/usr/bin/python3")
+	for _, lib := range []string{"libsqlite3", "libssl", "libcrypto", "libexpat", "libffi", "libmpdec", "liblzma", "libbz2", "libz"} {
+		m, _ := filepath.Glob(filepath.Join(tree, "lib/x86_64-linux-gnu", lib+".so*"))
+		for _, f := range m {
+			py = append(py, inTree(tree, strings.TrimPrefix(f, tree)))
+		}
 	}
 	return map[string]warmSpec{
 		"find":    {stat: []string{"/usr"}, read: libsOf(b, tree, "/usr/bin/find")},
 		"grep":    {read: append(libsOf(b, tree, "/bin/grep"), pyDir)},
 		"ls":      {stat: []string{"/usr"}, read: append(libsOf(b, tree, "/bin/ls"), "/etc/passwd", "/etc/group", "/etc/nsswitch.conf")},
-		"python3": {read: append(libsOf(b, tree, py...), pyDir)},
+		"python3": {read: append(py, pyDir)},
 		"git":     {read: append(libsOf(b, tree, "/usr/bin/git"), "/work/repo")},
 	}
 }
