@@ -56,7 +56,7 @@ echo setup-ok`
 	if out, err := exec.Command(bin, "image", "-S", work, "--syscall-mode=seccomp", "--", "/bin/sh", "-c", setup).CombinedOutput(); err != nil || !strings.Contains(string(out), "setup-ok") {
 		b.Fatalf("setting up the image: %v\n%s", err, lastLines(string(out), 10))
 	}
-	installWarmexec(b, work)
+	installGuest(b, work, "warmexec")
 	tree := filepath.Join(dir, "tree")
 	if err := os.MkdirAll(tree, 0o755); err != nil {
 		b.Fatal(err)

@@ -41,10 +41,6 @@ func (w warmSpec) args() []string {
 	return a
 }
 
-// installWarmexec builds tests/guest/warmexec (musl, static) and writes
-// it to the image as /warmexec.
-func installWarmexec(b *testing.B, img string) { installGuest(b, img, "warmexec") }
-
 var lddPath = regexp.MustCompile(`(/[^ ]+) \(0x`)
 
 // inTree resolves p's symlinks in tree's terms (an absolute link is
