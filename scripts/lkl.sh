@@ -60,10 +60,42 @@ skip=
 if [ -n "$fragment" ] && grep -Eq '^[[:space:]]*select KASAN[[:space:]]*$' "$kconfig"; then
 	if [ "$mode" = config ]; then
 		say "arch/lkl/Kconfig selects KASAN: make lkl will change that select to imply (LKL's own configuration keeps KASAN); CONFIG_KASAN is not checked here"
-		skip=CONFIG_KASAN
+		skip="$skip CONFIG_KASAN"
 	else
 		sed -i -E 's/^([[:space:]]*)select KASAN[[:space:]]*$/\1imply KASAN/' "$kconfig"
 		say "arch/lkl/Kconfig selected KASAN, which no configuration can turn off: changed to 'imply KASAN' (LKL's defconfig still gets KASAN)"
+	fi
+fi
+
+# LKL 6.0's arch/lkl/Kconfig also selects BLK_DEV_NVME (LKL's vfio-pci
+# passthrough), whose core starts three workqueue threads and takes 0.5 ms
+# of every boot; kbox attaches its disks through virtio. `imply` lets a
+# fragment turn it off (LKL's defconfig still gets it).
+if [ -n "$fragment" ] && grep -Eq '^[[:space:]]*select BLK_DEV_NVME[[:space:]]*$' "$kconfig"; then
+	if [ "$mode" = config ]; then
+		say "arch/lkl/Kconfig selects BLK_DEV_NVME: make lkl will change that select to imply; CONFIG_BLK_DEV_NVME is not checked here"
+		skip="$skip CONFIG_BLK_DEV_NVME"
+	else
+		sed -i -E 's/^([[:space:]]*)select BLK_DEV_NVME[[:space:]]*$/\1imply BLK_DEV_NVME/' "$kconfig"
+		say "arch/lkl/Kconfig selected BLK_DEV_NVME: changed to 'imply BLK_DEV_NVME' (LKL's defconfig still gets it)"
+	fi
+fi
+
+# LKL 6.0's memset (arch/lkl/lib/string.c) stores a byte at a time: 3 ms
+# of every boot and mount goes to zeroing pages, hash tables and slab
+# objects with it. The compiler's memset (the host C library's, as LKL's
+# memcpy already is through its host operations) takes a tenth of that.
+strc=$src/arch/lkl/lib/string.c
+if [ -n "$fragment" ] && [ -f "$strc" ] && grep -q '^void \*__memset(void \*s, int c, size_t count)$' "$strc" && ! grep -q '__builtin_memset' "$strc"; then
+	if [ "$mode" = config ]; then
+		say "arch/lkl/lib/string.c sets memory a byte at a time: make lkl will make its memset the compiler's"
+	else
+		sed -i '/^void \*__memset(void \*s, int c, size_t count)$/,/^}$/c\
+void *__memset(void *s, int c, size_t count)\
+{\
+	return __builtin_memset(s, c, count);\
+}' "$strc"
+		say "arch/lkl/lib/string.c: memset is the compiler's (the host's), not a byte loop"
 	fi
 fi
 
@@ -99,8 +131,8 @@ if [ -n "$fragment" ] && [ -f "$irqh" ] && grep -Eq "$irqfull" "$irqh"; then
 fi
 
 sum() { sha256sum "$@" | cut -d' ' -f1; }
-# The inputs: defconfig, fragment, and the state of the three changes above.
-input=$( { echo "config $config"; cat "$defconfig"; [ -z "$fragment" ] || cat "$fragment"; grep -E 'KASAN' "$kconfig" || true; grep -c '__NR_inotify_init$' "$sysh" || true; grep -E '^#define NR_IRQS' "$irqh" || true; } | sum)
+# The inputs: defconfig, fragment, and the state of the changes above.
+input=$( { echo "config $config"; cat "$defconfig"; [ -z "$fragment" ] || cat "$fragment"; grep -E 'KASAN|BLK_DEV_NVME' "$kconfig" || true; grep -c '__builtin_memset' "$strc" 2>/dev/null || true; grep -c '__NR_inotify_init$' "$sysh" || true; grep -E '^#define NR_IRQS' "$irqh" || true; } | sum)
 stamp=$src/.kbox-lkl-config
 lib=$src/tools/lkl/lib/lkl.o
 have=
@@ -137,7 +169,7 @@ if [ -z "$unchanged" ]; then
 				else if (got[k] != v) printf "%s (wanted %s, got %s)\n", k, v, got[k] == "n" ? "not set" : got[k]
 			}
 			$0 ~ /^# CONFIG_[A-Za-z0-9_]+ is not set$/ {
-				if ($2 != skip && ($2 in got) && got[$2] != "n") printf "%s (wanted not set, got %s: selected by another option?)\n", $2, got[$2]
+				if (index(" " skip " ", " " $2 " ") == 0 && ($2 in got) && got[$2] != "n") printf "%s (wanted not set, got %s: selected by another option?)\n", $2, got[$2]
 			}' "$tmp/config" "$fragment")
 		if [ -n "$missing" ]; then
 			echo "kbox: make lkl: the configuration of $src lacks options of $fragment:" >&2
