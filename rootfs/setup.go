@@ -277,10 +277,14 @@ func (r *Root) close(halt bool) error {
 		if r.procFd >= 0 {
 			lkl.Close(r.procFd)
 		}
-		if r.kernelProc {
+		// The kernel's own proc and sysfs hold nothing of the image's
+		// and sit in its ramfs root: unmounted before a halt, left to
+		// the process's exit otherwise (a umount right after the close
+		// of procFd waits for the deferred release, 2-3 ms).
+		if r.kernelProc && halt {
 			umountRetry(telemetryProc)
 		}
-		if r.kernelSys {
+		if r.kernelSys && halt {
 			umountRetry(kernelSys)
 		}
 		if err := r.scratch.unmount(); err != nil {
