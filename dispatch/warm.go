@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/elfload"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -52,6 +53,36 @@ func (e *Engine) warmLibraries(r *Request, prog *image) {
 		return
 	}
 	go e.warm(prog.b)
+}
+
+// Prewarm starts, before the guest's first exec, the reads that exec
+// will make: the program at clean guest path p and its loader, read
+// through LKL, then its libraries' shadows (warm). The seccomp tier's
+// guest takes milliseconds to reach its exec (its process's start, the
+// notification), which a cold kernel's reads then overlap. A bind's
+// program (a host file) and one on a host route are left alone; nothing
+// is checked or reported here: the exec does that.
+func (e *Engine) Prewarm(p string) {
+	p = guestpath.Clean("/", p)
+	if e.Shadows == nil || e.bindOf(p) != nil {
+		return
+	}
+	if _, onRoute := e.route(p); onRoute {
+		return
+	}
+	if !e.warming.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		var b []byte
+		asRoot(func() { b, _, _ = e.loadImageFile(p) })
+		if info, err := elfload.Inspect(b, machine()); err == nil && info.Kind == elfload.Dynamic {
+			asRoot(func() { e.loadImageFile(guestpath.Clean("/", info.Interp)) })
+			e.warm(b) // ends the warm-up
+			return
+		}
+		e.warming.Store(false)
+	}()
 }
 
 // neededLibs returns the DT_NEEDED names of the ELF b, nil if it has

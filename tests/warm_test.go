@@ -5,9 +5,13 @@ package tests
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
 	"github.com/kbox-project/kbox/shadowfd"
@@ -95,6 +99,39 @@ func init() {
 	}
 }
 
+func init() {
+	// prewarm: dispatch.Engine.Prewarm of a missing program, then of a
+	// static one, then of a dynamic one: which shadows each made.
+	helpers["prewarm"] = func(img string, ro bool) error {
+		return withRoot(img, ro, func(*rootfs.Root) error {
+			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", guestpath.CPURoute}, Dev: true})
+			defer eng.Shadows.Close()
+			shadows := func() (names []string) {
+				eng.Shadows.EachNode(func(p string, _ int, _, _ uint64) { names = append(names, p) })
+				return names
+			}
+			// Each call is a no-op while an earlier one still runs: ask
+			// until the warm-up that follows has made something, or 5 s.
+			until := func(p string, done func([]string) bool) []string {
+				for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+					eng.Prewarm(p)
+					if n := shadows(); done(n) {
+						return n
+					}
+				}
+				return shadows()
+			}
+			eng.Prewarm("/no/such/program")
+			eng.Prewarm("/bin/busybox") // static: nothing to warm
+			time.Sleep(200 * time.Millisecond)
+			fmt.Printf("after_missing_and_static=%s\n", strings.Join(shadows(), ","))
+			got := until("/bin/true", func(n []string) bool { return len(n) > 0 })
+			fmt.Printf("after_dynamic=%s\n", strings.Join(got, ","))
+			return nil
+		})
+	}
+}
+
 // TestShadowWarm: a shadow made ahead of an open (the libraries of a
 // program at its exec: dispatch/warm.go) serves that open, with the
 // file's content; warming it again makes no second node; a warm racing
@@ -105,5 +142,19 @@ func TestShadowWarm(t *testing.T) {
 		if kv[k] != want {
 			t.Errorf("%s = %q, want %q (all: %v)", k, kv[k], want, kv)
 		}
+	}
+}
+
+// TestPrewarm: what kbox reads before the guest's first exec
+// (Engine.Prewarm) makes the shadow of a dynamic program's libc, and
+// nothing for a missing or a static program; a missing one does not stop
+// a later warm-up.
+func TestPrewarm(t *testing.T) {
+	kv := helper(t, "prewarm", imagePath(t), true)
+	if kv["after_missing_and_static"] != "" {
+		t.Errorf("shadows after a missing and a static program: %q, want none", kv["after_missing_and_static"])
+	}
+	if !strings.Contains(kv["after_dynamic"], "libc.so.6") {
+		t.Errorf("shadows after /bin/true: %q, want libc's", kv["after_dynamic"])
 	}
 }

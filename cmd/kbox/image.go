@@ -259,6 +259,11 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 			eng.Shadows.HostBacked(st.Dev, fd)
 		}
 	}
+	if path != "" {
+		// The program, its loader and libraries read while the guest
+		// starts (dispatch/warm.go).
+		eng.Prewarm(path)
+	}
 	if n, cut := eng.ScanHidden(); cut || n > 0 && o.Verbose {
 		fmt.Fprintf(os.Stderr, "kbox: policy: %d hidden files have other names (hard links), hidden by inode%s\n", n, map[bool]string{true: "; the scan stopped early: some may be missed", false: ""}[cut])
 	}
