@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -98,9 +99,59 @@ func (s *stores) any() (mounter, error) {
 			s.m = d
 			return
 		}
+		if e := early.Swap(nil); e != nil {
+			<-e.done
+			if e.m != nil || e.err != nil {
+				s.m, s.why = e.m, e.err
+				return
+			}
+		}
 		s.m, s.why = startHelper()
 	})
 	return s.m, s.why
+}
+
+// earlyHelper is a helper started before any Manager asked (Prestart).
+type earlyHelper struct {
+	done chan struct{}
+	m    mounter // nil, and err nil, when kbox may mount itself
+	err  error
+}
+
+var early atomic.Pointer[earlyHelper]
+
+// Prestart starts the helper now, beside the kernel's boot, when kbox
+// may not make its mounts itself (it is not root) and the run's guests
+// may write: the helper is kbox started again in a user namespace of its
+// own, which takes milliseconds, and the first writable shadow (the
+// guest's libc, at its exec) would otherwise wait for it. The first
+// Manager to need a mounter takes it; CloseEarly ends one none took.
+func Prestart() {
+	if StoreMode != "" {
+		return
+	}
+	e := &earlyHelper{done: make(chan struct{})}
+	if !early.CompareAndSwap(nil, e) {
+		return
+	}
+	go func() {
+		defer close(e.done)
+		if d, err := newDirectMounter(); err == nil {
+			d.close()
+			return
+		}
+		e.m, e.err = startHelper()
+	}()
+}
+
+// CloseEarly ends the helper Prestart started if no Manager took it.
+func CloseEarly() {
+	if e := early.Swap(nil); e != nil {
+		<-e.done
+		if e.m != nil {
+			e.m.close()
+		}
+	}
 }
 
 // Devpts mounts a new devpts instance, private to kbox (never attached to
@@ -290,7 +341,10 @@ func startHelper() (mounter, error) {
 			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
 			GidMappingsEnableSetgroups: false,
-			Pdeathsig:                  syscall.SIGKILL,
+			// No parent-death signal: it would fire when the thread that
+			// started the helper ends, and Go ends idle threads (kbox's
+			// settle, cmd/kbox/settle.go). The helper ends when its
+			// socket reads end of file, kbox's last fd of it closed.
 		},
 	}
 	if err := cmd.Start(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
 	"github.com/kbox-project/kbox/seccomp/supervisor"
+	"github.com/kbox-project/kbox/shadowfd"
 	"github.com/kbox-project/kbox/trap"
 	"golang.org/x/sys/unix"
 )
@@ -140,6 +141,12 @@ func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, er
 		// (supervisor.Prespawn); a run that ends before its guest ends it.
 		pre = supervisor.PrespawnEarly(os.Getenv("KBOX_NAMESPACES") == "off")
 		defer pre.Abandon()
+	}
+	if !o.ReadOnly {
+		// Not root: the content store's helper starts beside the boot
+		// (shadowfd.Prestart), not at the guest's first writable shadow.
+		shadowfd.Prestart()
+		defer shadowfd.CloseEarly()
 	}
 	gnet, err := addNetDev(o) // before boot
 	if err != nil {
