@@ -181,13 +181,16 @@ func BenchmarkStartup(b *testing.B) {
 	bin := kboxBin(b)
 	rw := copyImage(b, img)
 	type row struct{ wall, rss, end, goThreads, lklThreads []float64 }
-	rows := map[string]*row{"read-only": {}, "read-write": {}}
+	rows := map[string]*row{"read-only": {}, "ephemeral": {}, "read-write": {}}
 	endRE := regexp.MustCompile(` (unmount|halt|leave) ([\d.]+)`)
 	thrRE := regexp.MustCompile(`Go (\d+), LKL (\d+)`)
 	for i := 0; i < 7; i++ {
-		for _, mode := range []string{"read-only", "read-write"} {
+		for _, mode := range []string{"read-only", "ephemeral", "read-write"} {
 			args := []string{"image", "-S", img, "--read-only", "--", "/bin/true"}
-			if mode == "read-write" {
+			switch mode {
+			case "ephemeral":
+				args = []string{"image", "-S", img, "--ephemeral", "--", "/bin/true"}
+			case "read-write":
 				args = []string{"image", "-S", rw, "--", "/bin/true"}
 			}
 			cmd := exec.Command(bin, args...)
@@ -214,13 +217,14 @@ func BenchmarkStartup(b *testing.B) {
 			}
 		}
 	}
-	ro, wr := rows["read-only"], rows["read-write"]
+	ro, eph, wr := rows["read-only"], rows["ephemeral"], rows["read-write"]
 	idle := idlePrivateDirtyKB(b, bin, img)
-	b.Logf("kbox -- /bin/true: read-only median wall %.1f ms, peak RSS %.1f MB, its end (leave) %.1f ms; read-write %.1f ms, %.1f MB, its end (unmount, halt) %.1f ms; threads Go %.0f, LKL %.0f; an idle run's private dirty memory %d kB",
-		median(ro.wall), median(ro.rss), median(ro.end), median(wr.wall), median(wr.rss), median(wr.end), median(ro.goThreads), median(ro.lklThreads), idle)
+	b.Logf("kbox -- /bin/true: read-only median wall %.1f ms, peak RSS %.1f MB, its end (leave) %.1f ms; --ephemeral %.1f ms; read-write %.1f ms, %.1f MB, its end (unmount, halt) %.1f ms; threads Go %.0f, LKL %.0f; an idle run's private dirty memory %d kB",
+		median(ro.wall), median(ro.rss), median(ro.end), median(eph.wall), median(wr.wall), median(wr.rss), median(wr.end), median(ro.goThreads), median(ro.lklThreads), idle)
 	b.ReportMetric(median(ro.wall), "wall_ms")
 	b.ReportMetric(median(ro.rss), "peak_rss_MB")
 	b.ReportMetric(median(ro.end), "end_ms")
+	b.ReportMetric(median(eph.wall), "ephemeral_wall_ms")
 	b.ReportMetric(median(wr.wall), "rw_wall_ms")
 	b.ReportMetric(median(wr.end), "rw_end_ms")
 	b.ReportMetric(median(ro.goThreads), "go_threads")
