@@ -52,33 +52,28 @@ esac
 exec 9>"$src/.kbox-lkl.lock"
 flock 9
 
-# LKL 6.0's arch/lkl/Kconfig selects KASAN, which no configuration can
-# then turn off. `imply` keeps it on by default (LKL's defconfig gives the
-# same .config) and lets a fragment turn it off.
+# LKL 6.0's arch/lkl/Kconfig selects options no configuration can then
+# turn off. `imply` keeps each on by default (LKL's defconfig gives the
+# same .config) and lets a fragment turn it off:
+# - KASAN;
+# - BLK_DEV_NVME (LKL's vfio-pci passthrough), whose core starts three
+#   workqueue threads and takes 0.5 ms of every boot; kbox attaches its
+#   disks through virtio.
 kconfig=$src/arch/lkl/Kconfig
 skip=
-if [ -n "$fragment" ] && grep -Eq '^[[:space:]]*select KASAN[[:space:]]*$' "$kconfig"; then
+unselect() {
+	grep -Eq "^[[:space:]]*select $1[[:space:]]*\$" "$kconfig" || return 0
 	if [ "$mode" = config ]; then
-		say "arch/lkl/Kconfig selects KASAN: make lkl will change that select to imply (LKL's own configuration keeps KASAN); CONFIG_KASAN is not checked here"
-		skip="$skip CONFIG_KASAN"
+		say "arch/lkl/Kconfig selects $1: make lkl will change that select to imply (LKL's own configuration keeps it); CONFIG_$1 is not checked here"
+		skip="$skip CONFIG_$1"
 	else
-		sed -i -E 's/^([[:space:]]*)select KASAN[[:space:]]*$/\1imply KASAN/' "$kconfig"
-		say "arch/lkl/Kconfig selected KASAN, which no configuration can turn off: changed to 'imply KASAN' (LKL's defconfig still gets KASAN)"
+		sed -i -E "s/^([[:space:]]*)select $1[[:space:]]*\$/\1imply $1/" "$kconfig"
+		say "arch/lkl/Kconfig selected $1, which no configuration can turn off: changed to 'imply $1' (LKL's defconfig still gets it)"
 	fi
-fi
-
-# LKL 6.0's arch/lkl/Kconfig also selects BLK_DEV_NVME (LKL's vfio-pci
-# passthrough), whose core starts three workqueue threads and takes 0.5 ms
-# of every boot; kbox attaches its disks through virtio. `imply` lets a
-# fragment turn it off (LKL's defconfig still gets it).
-if [ -n "$fragment" ] && grep -Eq '^[[:space:]]*select BLK_DEV_NVME[[:space:]]*$' "$kconfig"; then
-	if [ "$mode" = config ]; then
-		say "arch/lkl/Kconfig selects BLK_DEV_NVME: make lkl will change that select to imply; CONFIG_BLK_DEV_NVME is not checked here"
-		skip="$skip CONFIG_BLK_DEV_NVME"
-	else
-		sed -i -E 's/^([[:space:]]*)select BLK_DEV_NVME[[:space:]]*$/\1imply BLK_DEV_NVME/' "$kconfig"
-		say "arch/lkl/Kconfig selected BLK_DEV_NVME: changed to 'imply BLK_DEV_NVME' (LKL's defconfig still gets it)"
-	fi
+}
+if [ -n "$fragment" ]; then
+	unselect KASAN
+	unselect BLK_DEV_NVME
 fi
 
 # LKL 6.0's memset (arch/lkl/lib/string.c) stores a byte at a time: 3 ms

@@ -19,29 +19,7 @@ import (
 // with the thread that started it) grow the store; they reach the image,
 // and no helper outlives kbox.
 func TestStoreHelperNonRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP (needs root to run kbox as nobody)")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("SKIP (needs setpriv)")
-	}
-	dir, err := os.MkdirTemp("", "kbox-store-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
-	os.Chown(dir, 65534, 65534)
-	img := filepath.Join(dir, "rootfs.ext4")
-	if b, err := exec.Command("cp", "--sparse=always", imagePath(t), img).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	os.Chown(img, 65534, 65534)
-	bin := filepath.Join(dir, "kbox")
-	if b, err := exec.Command("cp", kboxBin(t), bin).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
+	setpriv, dir, img, bin := asNobody(t)
 	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
@@ -80,4 +58,36 @@ func helpersOf(bin string) []string {
 		}
 	}
 	return pids
+}
+
+// asNobody prepares a run of kbox by an unprivileged user (uid 65534,
+// through setpriv): a directory of its own with a copy of the test image
+// and of kbox. It skips without root or setpriv.
+func asNobody(t *testing.T) (setpriv, dir, img, bin string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP (needs root to run kbox as nobody)")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("SKIP (needs setpriv)")
+	}
+	// Not t.TempDir: its parent is not searchable by others.
+	dir, err = os.MkdirTemp("", "kbox-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	os.Chown(dir, 65534, 65534)
+	img = filepath.Join(dir, "rootfs.ext4")
+	if b, err := exec.Command("cp", "--sparse=always", imagePath(t), img).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	os.Chown(img, 65534, 65534)
+	bin = filepath.Join(dir, "kbox")
+	if b, err := exec.Command("cp", kboxBin(t), bin).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return setpriv, dir, img, bin
 }

@@ -432,29 +432,7 @@ func TestSysVIPC(t *testing.T) {
 // as for root. The receiver of SCM_CREDENTIALS sees kbox's pid here
 // (docs/security.md).
 func TestUnixNonRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP (needs root to run kbox as nobody)")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("SKIP (needs setpriv)")
-	}
-	dir, err := os.MkdirTemp("", "kbox-nonroot-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
-	os.Chown(dir, 65534, 65534)
-	img := filepath.Join(dir, "rootfs.ext4")
-	if b, err := exec.Command("cp", "--sparse=always", imagePath(t), img).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	bin := filepath.Join(dir, "kbox")
-	if b, err := exec.Command("cp", kboxBin(t), bin).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	os.Chown(img, 65534, 65534)
+	setpriv, dir, img, bin := asNobody(t)
 	ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
