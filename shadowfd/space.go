@@ -30,9 +30,14 @@ import (
 // a tmpfs (memfds), ENOSPC can only come at write-back, and is reported by
 // the next fsync, msync, sync or syncfs.
 
-// hysteresis is how far below the bound the tmpfs may stay before kbox
-// grows it: resizing costs a reconfiguration (and a round trip to the
-// helper when there is one).
+// hysteresis is the width of the band the tmpfs size keeps to: between
+// bound − 2·hysteresis and bound. kbox resizes it to bound − hysteresis
+// only when it leaves the band (or the node being filled needs more
+// room), since resizing costs a reconfiguration (and a round trip to the
+// helper when there is one). A node made and dropped moves the bound by
+// its blocks both ways, so a guest reading many files (git status) does
+// not resize at every file; the price is that a guest filling the image
+// may find it full up to 2·hysteresis early, besides the margin.
 const hysteresis = 256 << 10
 
 // fsState is one LKL filesystem that has nodes.
@@ -279,26 +284,28 @@ func (m *Manager) Remaining(dev uint64, lklfd int) (int64, bool) {
 	return q.remaining(&sf), true
 }
 
-// resize sets the tmpfs size to what bound allows, and at least room bytes
-// above what it holds. The caller holds fs.mu.
+// resize keeps the tmpfs size in its band below what bound allows, and at
+// least room bytes above what it holds. The caller holds fs.mu.
 func (m *Manager) resize(fs *fsState, sf *unix.Statfs_t, room int64) {
 	if fs.dir < 0 {
 		return
 	}
-	target := m.bound(fs, sf)
+	hi := m.bound(fs, sf)
+	need := room
 	var ts unix.Statfs_t
 	if unix.Fstatfs(fs.dir, &ts) == nil {
-		used := int64(ts.Blocks-ts.Bfree) * int64(ts.Bsize)
 		// Never below what it holds (the kernel refuses); a node being
 		// filled gets the room it needs even if guests then find the
 		// filesystem full a little early.
-		target = max(target, used+room)
+		need += int64(ts.Blocks-ts.Bfree) * int64(ts.Bsize)
 	}
+	if fs.size <= hi && fs.size >= hi-2*hysteresis && fs.size >= need {
+		return
+	}
+	target := max(hi-hysteresis, need, 0)
 	target = (target + pageSize - 1) / pageSize * pageSize
-	if target < fs.size || target > fs.size+hysteresis || room > 0 && target > fs.size {
-		if fs.mnt.resize(fs.id, target) == nil {
-			fs.size = target
-		}
+	if target != fs.size && fs.mnt.resize(fs.id, target) == nil {
+		fs.size = target
 	}
 }
 
