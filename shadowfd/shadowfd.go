@@ -636,7 +636,9 @@ func (m *Manager) overlay(n *Node, st *lkl.Stat64) {
 	if n.content < 0 || unix.Fstat(n.content, &hs) != nil {
 		return
 	}
-	if hs.Atim != n.atime {
+	// A read since the last look: LKL's access time unless its rule
+	// leaves the inode alone (propagateAtime will).
+	if hs.Atim != n.atime && !(n.fs.relatime && relatimeSkips(st, hs.Atim)) {
 		st.Atime, st.AtimeNsec = hs.Atim.Sec, uint64(hs.Atim.Nsec)
 	}
 	if !n.rw || hs.Ctim == n.synced && !n.wroteSince.Load() && !recent(n.synced) {

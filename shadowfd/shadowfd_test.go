@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/kbox-project/kbox/lkl"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -142,5 +144,28 @@ func TestHostFlags(t *testing.T) {
 	in := unix.O_WRONLY | unix.O_APPEND | unix.O_CREAT | unix.O_TRUNC | unix.O_EXCL | unix.O_CLOEXEC | unix.O_NONBLOCK
 	if got, want := hostFlags(in), unix.O_WRONLY|unix.O_APPEND|unix.O_NONBLOCK; got != want {
 		t.Errorf("hostFlags %#o, want %#o", got, want)
+	}
+}
+
+func TestRelatimeSkips(t *testing.T) {
+	const day = 24 * 60 * 60
+	now := unix.Timespec{Sec: 10 * day}
+	at := func(a, m, c int64) *lkl.Stat64 {
+		return &lkl.Stat64{Atime: a, Mtime: m, Ctime: c}
+	}
+	for _, c := range []struct {
+		name string
+		st   *lkl.Stat64
+		skip bool
+	}{
+		{"read since its last change", at(now.Sec-60, now.Sec-120, now.Sec-120), true},
+		{"never read since written", at(now.Sec-120, now.Sec-60, now.Sec-60), false},
+		{"times equal (a new file)", at(now.Sec-60, now.Sec-60, now.Sec-60), false},
+		{"changed (chmod) since read", at(now.Sec-60, now.Sec-120, now.Sec-30), false},
+		{"read a day ago", at(now.Sec-day, now.Sec-2*day, now.Sec-2*day), false},
+	} {
+		if got := relatimeSkips(c.st, now); got != c.skip {
+			t.Errorf("%s: relatimeSkips %v, want %v", c.name, got, c.skip)
+		}
 	}
 }

@@ -45,7 +45,10 @@ type fsState struct {
 	dev     uint64
 	ro      bool
 	noatime bool
-	hostfd  int // the host file behind a thin disk, or -1 (HostBacked)
+	// relatime: reads update an inode's access time only by Linux's
+	// relatime rule (relatimeSkips).
+	relatime bool
+	hostfd   int // the host file behind a thin disk, or -1 (HostBacked)
 
 	mu     sync.Mutex
 	statfd int // an LKL O_PATH fd of a directory on it, for statfs
@@ -97,6 +100,7 @@ func (m *Manager) fsOf(dev uint64, lklfd int, path string) (*fsState, error) {
 	if lklStatfs(lklfd, &sf) == nil {
 		fs.ro = sf.Flags&unix.ST_RDONLY != 0
 		fs.noatime = sf.Flags&unix.ST_NOATIME != 0
+		fs.relatime = sf.Flags&stRelatime != 0
 	}
 	// A filesystem that counts no blocks (ramfs) has no bound to keep.
 	if !fs.ro && sf.Blocks > 0 && fs.statfd >= 0 {
@@ -135,6 +139,9 @@ func (m *Manager) Bounded(dev uint64) bool {
 	fs := m.fss[dev]
 	return fs != nil && fs.dir >= 0
 }
+
+// stRelatime is statfs's flag of a relatime mount (ST_RELATIME).
+const stRelatime = 0x1000
 
 // contentNames numbers the content files made in private tmpfs mounts.
 var contentNames atomic.Uint64

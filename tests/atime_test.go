@@ -1,0 +1,46 @@
+//go:build lkl
+
+package tests
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Reads update an image file's access time as on Linux with the image
+// mounted relatime: a read of a file not read since its last change
+// updates the access time and nothing else (not the change time); a read
+// of one read since, less than a day ago, leaves it, in that run or a
+// later one. Guests read shadows natively, and kbox carries the host's
+// decision to the image (shadowfd propagateAtime), where a fresh shadow's
+// change time is not the file's.
+func TestAtimeRelatime(t *testing.T) {
+	cp := copyImage(t, imagePath(t))
+	run := func(script string) []string {
+		t.Helper()
+		out, stderr, st := runKbox(t, "image", "-S", cp, "--", "/bin/sh", "-c", script)
+		if st != 0 {
+			t.Fatalf("status %d: %s\n%s", st, out, lastLines(stderr, 5))
+		}
+		return strings.Fields(out)
+	}
+	run("echo hi > /root/a")
+	time.Sleep(1100 * time.Millisecond)
+	// Access and change times before a read, after it, after another.
+	f := run("stat -c '%X %Z' /root/a; cat /root/a >/dev/null; stat -c '%X %Z' /root/a; cat /root/a >/dev/null; stat -c '%X %Z' /root/a")
+	if len(f) != 6 {
+		t.Fatalf("stat: %q", f)
+	}
+	if f[2] == f[0] || f[4] != f[2] {
+		t.Errorf("access times before, after a read, after another: %s %s %s; want the first read to update it, the second not", f[0], f[2], f[4])
+	}
+	if f[1] != f[3] || f[3] != f[5] {
+		t.Errorf("change times before and after reads: %s %s %s; a read leaves it", f[1], f[3], f[5])
+	}
+	time.Sleep(1100 * time.Millisecond)
+	g := run("cat /root/a >/dev/null; stat -c '%X %Z' /root/a")
+	if len(g) != 2 || g[0] != f[4] || g[1] != f[5] {
+		t.Errorf("access and change times after a read in a later run %q, were %s %s: relatime leaves them", g, f[4], f[5])
+	}
+}
