@@ -3,6 +3,7 @@ package shadowfd
 import (
 	"bufio"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,17 +43,24 @@ type hostKey struct{ dev, ino uint64 }
 
 // scan looks at every holder. It returns nil when kbox cannot tell
 // (Holders unset): every node then counts as held.
-func (m *Manager) scan() map[*Node]holds {
+func (m *Manager) scan() map[*Node]holds { return m.scanFor(nil) }
+
+// scanFor looks at the holders of node only, or of every node (nil).
+func (m *Manager) scanFor(only *Node) map[*Node]holds {
 	if m.Holders == nil {
 		return nil
 	}
 	m.mu.Lock()
-	idx := make(map[hostKey]*Node, len(m.nodes))
-	masters := make(map[int]bool, len(m.nodes))
-	for _, n := range m.nodes {
-		idx[hostKey{n.hostDev, n.hostIno}] = n
-		masters[n.content] = true
+	var idx map[hostKey]*Node
+	if only != nil {
+		idx = map[hostKey]*Node{{only.hostDev, only.hostIno}: only}
+	} else {
+		idx = make(map[hostKey]*Node, len(m.nodes))
+		for _, n := range m.nodes {
+			idx[hostKey{n.hostDev, n.hostIno}] = n
+		}
 	}
+	skip := slices.Clone(m.masters)
 	m.mu.Unlock()
 	out := make(map[*Node]holds, len(idx))
 	self := os.Getpid()
@@ -66,7 +74,7 @@ func (m *Manager) scan() map[*Node]holds {
 		scanFds(pid, idx, out)
 		scanMaps(pid, idx, out)
 	}
-	scanOwnFds(masters, idx, out)
+	scanOwnFds(skip, m.NoDescription, idx, out)
 	if guestInSelf {
 		scanMaps(self, idx, out)
 	}
@@ -75,14 +83,14 @@ func (m *Manager) scan() map[*Node]holds {
 
 // scanOwnFds marks the nodes whose content files kbox's own process has
 // open (copies taken with pidfd_getfd, virtual fds, and in the in-process
-// tiers the guest's fds), other than the masters. It asks each number of
-// the fd table with fstat and F_GETFL: listing /proc/self/fd and walking
-// a /proc path per fd costs ten times more (an in-process guest's table
-// has a placeholder in each of its free numbers, a thousand or more).
-func scanOwnFds(masters map[int]bool, idx map[hostKey]*Node, out map[*Node]holds) {
+// tiers the guest's fds), other than the masters (masters[fd]) and the
+// numbers that hold nothing (none). It asks each number of the fd table
+// with fstat and F_GETFL: listing /proc/self/fd and walking a /proc path
+// per fd costs ten times more.
+func scanOwnFds(masters []bool, none func(int) bool, idx map[hostKey]*Node, out map[*Node]holds) {
 	size := ownFdTableSize()
 	for fd := 0; fd < size; fd++ {
-		if masters[fd] {
+		if fd < len(masters) && masters[fd] || none != nil && none(fd) {
 			continue
 		}
 		var st unix.Stat_t
@@ -193,6 +201,47 @@ func scanMaps(pid int, idx map[hostKey]*Node, out map[*Node]holds) {
 	}
 }
 
+// heldCheck returns how to tell whether a guest holds a node, for a
+// caller that needs nothing else of the look: a write lease on its content
+// file (leaseHeld) while the kernel grants them, else a scan of every
+// holder (of only, unless nil). Nil: kbox cannot tell. The returned
+// function is called with m.mu held.
+func (m *Manager) heldCheck(only *Node) func(*Node) bool {
+	if m.Holders == nil {
+		return nil
+	}
+	if !m.noLeases.Load() {
+		return m.leaseHeld
+	}
+	hs := m.scanFor(only)
+	return func(n *Node) bool { return hs[n].held }
+}
+
+// leaseHeld tells whether a description of n's content file other than
+// its master exists: a guest's fd, a mapping, kbox's copy of one, one in
+// flight in a unix socket. The kernel grants a write lease only to a file
+// that no other description has open, for reading or writing, or maps for
+// execution (fs/locks.c, check_conflicting_open); it is let go at once.
+// No description can be opened meanwhile: every reopen of a node is a
+// handout, which the caller's m.mu and n.busy == 0 keep out. Where leases
+// are refused (fs.leases-enable = 0), it counts n as held and later looks
+// scan instead.
+func (m *Manager) leaseHeld(n *Node) bool {
+	if n.content < 0 {
+		return false
+	}
+	_, err := unix.FcntlInt(uintptr(n.content), unix.F_SETLEASE, unix.F_WRLCK)
+	switch err {
+	case nil:
+		unix.FcntlInt(uintptr(n.content), unix.F_SETLEASE, unix.F_UNLCK)
+		return false
+	case unix.EAGAIN, unix.EBUSY:
+		return true
+	}
+	m.noLeases.Store(true)
+	return true
+}
+
 // Trim writes back the nodes no guest holds and drops those whose file has
 // no name left and, least recently used first, all but keepNodes (and
 // keepBytes of content) of the others.
@@ -206,8 +255,8 @@ func (m *Manager) Trim() {
 		uses[n] = n.lastUse
 	}
 	m.mu.Unlock()
-	hs := m.scan()
-	if hs == nil {
+	held := m.heldCheck(nil)
+	if held == nil {
 		return
 	}
 	m.mu.Lock()
@@ -217,13 +266,13 @@ func (m *Manager) Trim() {
 	}
 	var free []cand
 	for _, n := range m.nodes {
-		if last, seen := uses[n]; seen && n.busy == 0 && !hs[n].held {
+		if last, seen := uses[n]; seen && n.busy == 0 && !held(n) {
 			free = append(free, cand{n, last})
 		}
 	}
 	m.mu.Unlock()
 	sort.Slice(free, func(i, j int) bool { return free[i].lastUse > free[j].lastUse })
-	kept, keptBytes := 0, int64(0)
+	kept, keptBytes := int64(0), int64(0)
 	for _, c := range free {
 		n := c.n
 		size, err := m.flush(n)
@@ -233,7 +282,7 @@ func (m *Manager) Trim() {
 		}
 		m.settled(n, holds{})
 		m.mu.Lock()
-		if n.unlinked || kept >= keepNodes || keptBytes+size > keepBytes || size > m.MaxSize {
+		if n.unlinked || kept >= m.keepNodes || keptBytes+size > keepBytes || size > m.MaxSize {
 			// Not handed out since the look (else it may be held).
 			if !n.dropped && n.busy == 0 && n.lastUse == c.lastUse {
 				m.dropLocked(n)

@@ -37,12 +37,23 @@ const DefaultMaxSize = 64 << 20
 
 // The node cache: beyond maxNodes nodes, kbox finds which ones guests
 // still hold (holders.go) and keeps at most keepNodes of the others, and
-// keepBytes of their content, most recently used first.
-const (
-	maxNodes  = 256
-	keepNodes = 64
-	keepBytes = 256 << 20
-)
+// keepBytes of their content, most recently used first. A command that
+// reads a tree (git status, grep -r, Python's imports) finds it cached
+// when it runs again only if its files fit, so the cache is as large as
+// kbox's fds allow (nodeLimits).
+const keepBytes = 256 << 20
+
+// nodeLimits sizes the node cache from the hard limit on open files (the
+// soft one may rise to it): each node holds a host fd, and in the
+// in-process tiers kbox's fds share one table with the guest's, which
+// keep the numbers below the guest's own limit (1024 by default;
+// trap/fds.go). A quarter of the rest, between 256 and 4096 nodes, and
+// half of that kept.
+func nodeLimits(hard uint64) (maxN, keepN int64) {
+	room := int64(min(hard, 1<<30)) - 1024
+	maxN = min(max(room/4, 256), 4096)
+	return maxN, maxN / 2
+}
 
 type nodeKey struct{ dev, ino uint64 }
 
@@ -118,6 +129,13 @@ type Manager struct {
 	// write-back): the guests' writable descriptions of it are closed.
 	// It must not keep the fd.
 	WritersGone func(lklfd int)
+	// NoDescription, when set, reports numbers of kbox's own fd table
+	// that hold nothing a guest could use (the in-process tiers'
+	// placeholders of free guest fds, a thousand or more): a look for
+	// holders skips them.
+	NoDescription func(fd int) bool
+
+	maxNodes, keepNodes int64 // nodeLimits
 
 	mu    sync.Mutex
 	nodes map[nodeKey]*Node
@@ -125,7 +143,9 @@ type Manager struct {
 	// stores of two LKL filesystems (the image, /tmp) are two tmpfs
 	// mounts whose inode numbers coincide.
 	byHost map[hostKey]*Node
-	fss    map[uint64]*fsState
+	// masters[fd]: fd is a node's content fd (kbox's own).
+	masters []bool
+	fss     map[uint64]*fsState
 	// backing maps LKL filesystems on thin host files to those files
 	// (HostBacked).
 	backing map[uint64]int
@@ -141,6 +161,8 @@ type Manager struct {
 	count   atomic.Int32
 	flusher flusher
 	closed  atomic.Bool
+	// noLeases: the kernel refused a lease (heldCheck).
+	noLeases atomic.Bool
 	// writeBacks counts write-backs: each may change an LKL file.
 	writeBacks atomic.Uint64
 	buf        []byte // write-back and fill buffer, under bufMu
@@ -153,11 +175,16 @@ type Manager struct {
 
 // New returns a Manager.
 func New() *Manager {
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	maxN, keepN := nodeLimits(lim.Max)
 	return &Manager{
-		MaxSize: DefaultMaxSize,
-		nodes:   map[nodeKey]*Node{},
-		byHost:  map[hostKey]*Node{},
-		fss:     map[uint64]*fsState{},
+		maxNodes:  maxN,
+		keepNodes: keepN,
+		MaxSize:   DefaultMaxSize,
+		nodes:     map[nodeKey]*Node{},
+		byHost:    map[hostKey]*Node{},
+		fss:       map[uint64]*fsState{},
 	}
 }
 
@@ -415,7 +442,7 @@ func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err er
 // newNode makes the node of inode k, filled from lklfd, held busy for the
 // caller. On an error lklfd stays the caller's.
 func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*Node, error) {
-	if m.count.Load() >= maxNodes {
+	if int64(m.count.Load()) >= m.maxNodes {
 		m.Trim()
 	}
 	fs, err := m.fsOf(st.Dev, lklfd, path)
@@ -474,6 +501,10 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 	n.busy = 1
 	m.nodes[k] = n
 	m.byHost[hostKey{n.hostDev, n.hostIno}] = n
+	if n.content >= len(m.masters) {
+		m.masters = append(m.masters, make([]bool, n.content+1-len(m.masters))...)
+	}
+	m.masters[n.content] = true
 	m.count.Add(1)
 	m.mu.Unlock()
 	return n, nil
@@ -497,12 +528,21 @@ func takeLKLFd(fd int) (writable bool) {
 func (m *Manager) dropLocked(n *Node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	m.forgetLocked(n)
+	m.closeNode(n)
+}
+
+// forgetLocked takes n out of the Manager. The caller holds m.mu and n.mu.
+func (m *Manager) forgetLocked(n *Node) {
 	n.dropped = true
 	if m.nodes[n.key] == n {
 		delete(m.nodes, n.key)
 	}
 	if hk := (hostKey{n.hostDev, n.hostIno}); m.byHost[hk] == n {
 		delete(m.byHost, hk)
+	}
+	if n.content >= 0 && n.content < len(m.masters) {
+		m.masters[n.content] = false
 	}
 	if n.wroteSince.CompareAndSwap(true, false) {
 		m.hot.Add(-1)
@@ -511,13 +551,18 @@ func (m *Manager) dropLocked(n *Node) {
 	if n.unlinked {
 		n.fs.freeing(n.alloc)
 	}
-	m.closeNode(n)
 }
 
 // closeNode closes n's files and gives back its space (after the LKL fd:
 // the last close of an unlinked file frees its blocks).
 func (m *Manager) closeNode(n *Node) {
 	n.fs.unlink(&n.cname)
+	closeFiles(n)
+	n.fs.unreserve(m, n.alloc)
+}
+
+// closeFiles closes n's content file and LKL fd.
+func closeFiles(n *Node) {
 	if n.content >= 0 {
 		unix.Close(n.content)
 		n.content = -1
@@ -526,7 +571,6 @@ func (m *Manager) closeNode(n *Node) {
 		lkl.Close(n.lklfd)
 		n.lklfd = -1
 	}
-	n.fs.unreserve(m, n.alloc)
 }
 
 // Any reports whether any node exists.
@@ -541,10 +585,23 @@ func (m *Manager) Unlinked(n *Node) {
 	if !gone {
 		n.unlinked = true
 	}
+	last := n.lastUse
 	m.mu.Unlock()
-	if !gone {
-		m.Trim()
+	if gone {
+		return
 	}
+	// Nothing to write back: the file has no name. The other nodes
+	// wait for a Trim.
+	held := m.heldCheck(n)
+	if held == nil {
+		return
+	}
+	m.mu.Lock()
+	// Not handed out since the last use was taken (else it may be held).
+	if !n.dropped && n.busy == 0 && n.lastUse == last && !held(n) {
+		m.dropLocked(n)
+	}
+	m.mu.Unlock()
 }
 
 // lklUnlinked reports whether LKL's inode open at fd has no name left.

@@ -147,6 +147,17 @@ func TestHostFlags(t *testing.T) {
 	}
 }
 
+func TestNodeLimits(t *testing.T) {
+	for _, c := range []struct {
+		hard       uint64
+		maxN, keep int64
+	}{{0, 256, 128}, {1024, 256, 128}, {4096, 768, 384}, {20000, 4096, 2048}, {1 << 20, 4096, 2048}, {^uint64(0), 4096, 2048}} {
+		if m, k := nodeLimits(c.hard); m != c.maxN || k != c.keep {
+			t.Errorf("nodeLimits(%d) = %d, %d; want %d, %d", c.hard, m, k, c.maxN, c.keep)
+		}
+	}
+}
+
 func TestRelatimeSkips(t *testing.T) {
 	const day = 24 * 60 * 60
 	now := unix.Timespec{Sec: 10 * day}

@@ -116,6 +116,13 @@ func (s *fdSpace) open(fd int) bool {
 	return fd >= 0 && fd < s.g && !s.free[fd] && !s.kbox[fd]
 }
 
+// placeholder reports whether fd is a free guest number's placeholder.
+func (s *fdSpace) placeholder(fd int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fd >= 0 && fd < s.g && s.free[fd]
+}
+
 // install puts a copy of hostfd at guest fd, whatever it held.
 func (s *fdSpace) install(hostfd, fd int, cloexec bool) error {
 	if fd < 0 || fd >= s.g || s.kbox[fd] {
