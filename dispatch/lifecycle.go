@@ -116,3 +116,15 @@ func (e *Engine) Close() error {
 	})
 	return e.life.closeErr
 }
+
+// Leave is Close for a run whose writes to the kernel's disks are all
+// discarded, its kernel left to the process's exit (rootfs.Root.Leave):
+// the shadows are not written back (shadowfd.Manager.Leave).
+func (e *Engine) Leave() {
+	e.Stop()
+	e.life.closeOnce.Do(func() {
+		e.Drain(drainWait)
+		e.gdbStop()
+		e.Shadows.Leave()
+	})
+}

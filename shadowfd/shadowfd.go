@@ -805,9 +805,14 @@ func (m *Manager) Close() error {
 	}
 	m.mu.Lock()
 	for _, n := range nodes {
+		n.mu.Lock()
 		if !n.dropped {
-			m.dropLocked(n)
+			m.forgetLocked(n)
+			// The content file's name and space go with its tmpfs,
+			// when fs.close closes the last fd of it.
+			closeFiles(n)
 		}
+		n.mu.Unlock()
 	}
 	for _, fs := range m.fss {
 		fs.close()
@@ -816,6 +821,18 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.stores.close()
 	return first
+}
+
+// Leave is Close for a run whose writes to LKL are all discarded and whose
+// kernel is left to the process's exit (rootfs.Root.Leave): nothing is
+// written back, and the nodes' files stay open until the exit closes them.
+func (m *Manager) Leave() {
+	if m.closed.Swap(true) {
+		return
+	}
+	m.waitWarms()
+	m.flusher.stop()
+	m.stores.close()
 }
 
 // EachNode calls fn for every node: the guest path that opened it, its LKL

@@ -354,7 +354,9 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 	// A write-back that fails here lost data no guest call reported: kbox
 	// fails (exit status 125) rather than pass on the guest's status.
 	defer phases.mark("write-back")
-	if cerr := eng.Close(); cerr != nil && err == nil {
+	if ag.discardsWrites(o) && root.Leave() {
+		eng.Leave() // nothing to write back (bootAndRun leaves the kernel)
+	} else if cerr := eng.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("writing the guest's files back to the image failed, their data is lost: %w", cerr)
 	}
 	return status, err
