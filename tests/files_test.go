@@ -363,6 +363,24 @@ sqlite3 wal.db "select count(*), sum(x) from t; pragma integrity_check"
 	}
 }
 
+// A description whose only copy is in flight in a unix socket holds its
+// node: the node cache's trim (4400 files fill it) must not drop it, or
+// the write made through it once received never reaches the image
+// (tests/guest/inflight.c). kbox asks the kernel with a lease; /proc
+// shows no such description. Seccomp tier: the in-process tiers put a
+// received fd above the guest's range.
+func TestInflightDescriptionHoldsNode(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode=seccomp", "--", "/opt/tests/inflight", "/root/inf", "/tmp/many", "4400")
+	if st != 0 || out != "sent\nmade 4400\nwrote\n" {
+		t.Fatalf("status %d: %q\n%s", st, out, lastLines(stderr, 5))
+	}
+	out, stderr, st = runKbox(t, "image", "-S", img, "--read-only", "--", "/bin/cat", "/root/inf")
+	if st != 0 || out != "before\nafter\n" {
+		t.Errorf("the file in the image: %q, want both writes (status %d)\n%s", out, st, lastLines(stderr, 5))
+	}
+}
+
 // Shadows of files on the image and on /tmp at once: each fd's fstat
 // names its own file, as natively. Their content files live in two
 // stores (one tmpfs per LKL filesystem) whose inode numbers coincide;
