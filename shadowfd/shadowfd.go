@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -689,13 +690,24 @@ func (m *Manager) Overlay(st *lkl.Stat64) {
 
 // overlay is Overlay for n; the caller holds n.mu.
 func (m *Manager) overlay(n *Node, st *lkl.Stat64) {
+	if !n.rw && !readsShow(n, st) {
+		return // LKL has it all, and no read changes it
+	}
 	var hs unix.Stat_t
 	if n.content < 0 || unix.Fstat(n.content, &hs) != nil {
 		return
 	}
-	// A read since the last look: LKL's access time unless its rule
-	// leaves the inode alone (propagateAtime will).
+	// A read since the last look, unless LKL's rule leaves the inode
+	// alone. A node no writer opened gives it to LKL now (the next stats
+	// need not look), and shows LKL's.
 	if hs.Atim != n.atime && !(n.fs.relatime && relatimeSkips(st, hs.Atim)) {
+		if !n.rw {
+			lkl.AsRoot(func() { m.propagateAtime(n, &hs) })
+			if fst, err := lkl.Fstat(n.lklfd); err == nil {
+				st.Atime, st.AtimeNsec = fst.Atime, fst.AtimeNsec
+			}
+			return
+		}
 		st.Atime, st.AtimeNsec = hs.Atim.Sec, uint64(hs.Atim.Nsec)
 	}
 	if !n.rw || hs.Ctim == n.synced && !n.wroteSince.Load() && !recent(n.synced) {
@@ -707,6 +719,16 @@ func (m *Manager) overlay(n *Node, st *lkl.Stat64) {
 		st.Mtime, st.MtimeNsec = hs.Mtim.Sec, uint64(hs.Mtim.Nsec)
 		st.Ctime, st.CtimeNsec = hs.Ctim.Sec, uint64(hs.Ctim.Nsec)
 	}
+}
+
+// readsShow reports whether a guest's read of n may change its stat: not
+// on a read-only or noatime mount, nor under relatime once LKL's inode
+// (st) has its access time after its last change, for a day.
+func readsShow(n *Node, st *lkl.Stat64) bool {
+	if n.fs.ro || n.fs.noatime {
+		return false
+	}
+	return !n.fs.relatime || !relatimeSkips(st, unix.NsecToTimespec(time.Now().UnixNano()))
 }
 
 // Truncated tells the node of LKL inode st (if any) that LKL truncated it to

@@ -43,4 +43,10 @@ func TestAtimeRelatime(t *testing.T) {
 	if len(g) != 2 || g[0] != f[4] || g[1] != f[5] {
 		t.Errorf("access and change times after a read in a later run %q, were %s %s: relatime leaves them", g, f[4], f[5])
 	}
+	// A read-only mount's reads change no time.
+	out, stderr, st := runKbox(t, "image", "-S", cp, "--read-only", "--", "/bin/sh", "-c",
+		"stat -c %X /etc/passwd; cat /etc/passwd >/dev/null; stat -c %X /etc/passwd")
+	if h := strings.Fields(out); st != 0 || len(h) != 2 || h[0] != h[1] {
+		t.Errorf("--read-only: access times before and after a read %q (status %d): a read-only mount keeps them\n%s", h, st, lastLines(stderr, 5))
+	}
 }
