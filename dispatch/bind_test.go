@@ -80,7 +80,7 @@ func TestLoadBindFile(t *testing.T) {
 		{"/t/esc", unix.ENOENT}, {"/t/escrel", unix.ENOENT}, {"/t/none", unix.ENOENT},
 		{"/proc/self/exe", unix.EACCES},
 	} {
-		data, k, en := e.loadFile(c.path)
+		data, k, en := e.loadFile(c.path, false)
 		if en != c.want {
 			t.Errorf("%s: errno %v, want %v", c.path, en, c.want)
 			continue

@@ -28,7 +28,10 @@ const (
 
 // execRecordOf reads what OnExec gets; called only when it is set.
 func execRecordOf(r *Request, x *Exec, file *image) *ExecRecord {
-	rec := &ExecRecord{Path: x.Path, SHA256: sha256.Sum256(file.b)}
+	rec := &ExecRecord{Path: x.Path}
+	if b, en := file.bytes(); en == 0 {
+		rec.SHA256 = sha256.Sum256(b)
+	}
 	if r.G != nil {
 		rec.Pid = r.G.Pid()
 	}

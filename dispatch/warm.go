@@ -40,7 +40,9 @@ func libDirs() []string {
 // process outside any chroot (inside one the libraries are beneath it);
 // r is nil for the first program (ReadProgram: the in-process tiers).
 func (e *Engine) warmLibraries(r *Request, prog *image) {
-	if e.Shadows == nil || prog.info.Kind != elfload.Dynamic {
+	// A program not read (run before, loadImage) had its libraries
+	// warmed then.
+	if e.Shadows == nil || prog.info.Kind != elfload.Dynamic || prog.b == nil {
 		return
 	}
 	if r != nil && (r.P == nil || r.P.chroot() != "") {
@@ -75,9 +77,9 @@ func (e *Engine) Prewarm(p string) {
 	}
 	go func() {
 		var b []byte
-		asRoot(func() { b, _, _ = e.loadImageFile(p) })
+		asRoot(func() { b, _, _ = e.loadImageFile(p, false) })
 		if info, err := elfload.Inspect(b, machine()); err == nil && info.Kind == elfload.Dynamic {
-			asRoot(func() { e.loadImageFile(guestpath.Clean("/", info.Interp)) })
+			asRoot(func() { e.loadImageFile(guestpath.Clean("/", info.Interp), false) })
 			e.warm(b) // ends the warm-up
 			return
 		}

@@ -138,3 +138,18 @@ func TestProgramNames(t *testing.T) {
 		t.Errorf("the programs ran %d times, want 8:\n%s\nstderr: %s", c, out, stderr)
 	}
 }
+
+// TestProgramRewritten: a program run, then rewritten in place (same
+// inode) or replaced, runs as it is now. kbox keeps what it learned of a
+// program it ran (its inspection, a sealed copy) by device, inode, size
+// and change time, and does not read it again while they stay.
+func TestProgramRewritten(t *testing.T) {
+	script := "cp /opt/tests/hello /tmp/p && /tmp/p && /tmp/p && cat /opt/tests/inflight > /tmp/p; /tmp/p; echo in-place $?; " +
+		"cp /opt/tests/hello /tmp/q && /tmp/q && cp /opt/tests/inflight /tmp/q.new && mv /tmp/q.new /tmp/q; /tmp/q; echo replaced $?"
+	// Seccomp: the script forks.
+	out, stderr, st := runKbox(t, "image", "-S", imagePath(t), "--read-only", "--syscall-mode=seccomp", "--", "/bin/sh", "-c", script)
+	want := "hello from kbox guest\nhello from kbox guest\nin-place 2\nhello from kbox guest\nreplaced 2\n"
+	if st != 0 || out != want {
+		t.Errorf("status %d: %q, want %q\n%s", st, out, want, lastLines(stderr, 5))
+	}
+}
