@@ -6,7 +6,6 @@ import (
 	"debug/elf"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -292,9 +291,11 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 	if en != 0 {
 		return -1, en
 	}
+	// The patched interpreter slot alone, written over the copy's.
+	var slot []byte
 	if patch != "" {
-		b = slices.Clone(b)
-		if err := elfload.PatchInterp(b, im.info, patch); err != nil {
+		slot = make([]byte, im.info.InterpLen)
+		if err := elfload.PatchInterp(slot, &elfload.Info{Kind: elfload.Dynamic, InterpLen: len(slot)}, patch); err != nil {
 			return -1, unix.ENOEXEC
 		}
 	}
@@ -310,6 +311,12 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 		}
 		off += n
 	}
+	if slot != nil {
+		if _, err := unix.Pwrite(fd, slot, int64(im.info.InterpOff)); err != nil {
+			unix.Close(fd)
+			return -1, unix.ENOMEM
+		}
+	}
 	unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
 	execCacheMu.Lock()
 	if len(execCache) < execCacheMax {
@@ -321,13 +328,15 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 	return fd, 0
 }
 
-// programOf loads the ELF at guest path p and its PT_INTERP loader, checked
-// as execve checks them: a script where an ELF is needed is ENOEXEC, a
-// missing loader ENOENT, a loader that is not a static ELF ELIBBAD.
-func (e *Engine) programOf(r *Request, p string) (prog, loader *image, en unix.Errno) {
-	prog, en = e.loadImage(p)
-	if en != 0 {
-		return nil, nil, en
+// programOf loads the ELF at guest path p (unless have is it, loaded
+// already) and its PT_INTERP loader, checked as execve checks them: a
+// script where an ELF is needed is ENOEXEC, a missing loader ENOENT, a
+// loader that is not a static ELF ELIBBAD.
+func (e *Engine) programOf(r *Request, p string, have *image) (prog, loader *image, en unix.Errno) {
+	if prog = have; have == nil || have.path != p {
+		if prog, en = e.loadImage(p); en != 0 {
+			return nil, nil, en
+		}
 	}
 	switch prog.info.Kind {
 	case elfload.Script:
@@ -363,7 +372,7 @@ type Program struct {
 // EACCES, ENOEXEC for a script, ELIBBAD). The caller closes it.
 func (e *Engine) ReadProgram(p string) (*Program, unix.Errno) {
 	p = guestpath.Clean("/", p)
-	prog, loader, en := e.programOf(nil, p) // the first program: the image's root
+	prog, loader, en := e.programOf(nil, p, nil) // the first program: the image's root
 	if en != 0 {
 		return nil, en
 	}
@@ -506,7 +515,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 		x.Script, x.ScriptInterp, x.ScriptArg = true, guestpath.Clean("/", file.info.ScriptInterp), file.info.ScriptArg
 		run = e.interpIn(r, x.ScriptInterp)
 	}
-	if x.prog, x.loader, en = e.programOf(r, run); en != 0 {
+	if x.prog, x.loader, en = e.programOf(r, run, file); en != 0 {
 		if en == unix.ENOEXEC && x.Script {
 			en = e.nestedScript(run)
 		}
