@@ -66,7 +66,7 @@ func TestX86FindSite(t *testing.T) {
 		code := cat(nops, movMovesSyscall(102, c.moves...), ret)
 		tx := &X86Text{Base: testBase, Code: code}
 		ip := testBase + uint64(len(code)-1)
-		si, err := X86FindSite(tx, ip, 102)
+		si, err := X86FindSite(tx, ip, 102, false)
 		if !c.ok {
 			if err == nil {
 				t.Errorf("%s: accepted % x", c.name, code)
@@ -81,7 +81,7 @@ func TestX86FindSite(t *testing.T) {
 			t.Errorf("%s: %+v, %v", c.name, si, err)
 			continue
 		}
-		if _, err := X86FindSite(tx, ip, 103); !errors.Is(err, ErrNoMov) {
+		if _, err := X86FindSite(tx, ip, 103, false); !errors.Is(err, ErrNoMov) {
 			t.Errorf("%s: another number: %v", c.name, err)
 		}
 	}
@@ -95,12 +95,12 @@ func TestX86FindSiteBranches(t *testing.T) {
 	// jmp +5 from after the 2-byte jmp lands on the fifth byte after it:
 	// the 4 NOPs, then site+1.
 	tx := &X86Text{Base: testBase, Code: into}
-	if _, err := X86FindSite(tx, testBase+uint64(len(into)-1), 2); !errors.Is(err, ErrBranchInto) {
+	if _, err := X86FindSite(tx, testBase+uint64(len(into)-1), 2, false); !errors.Is(err, ErrBranchInto) {
 		t.Errorf("branch into site+1: %v", err)
 	}
 	toSyscall := cat(nops, []byte{0xEB, 0x0C}, []byte{0x90, 0x90, 0x90, 0x90}, site, ret) // lands at site+8
 	tx = &X86Text{Base: testBase, Code: toSyscall}
-	if _, err := X86FindSite(tx, testBase+uint64(len(toSyscall)-1), 2); err != nil {
+	if _, err := X86FindSite(tx, testBase+uint64(len(toSyscall)-1), 2, false); err != nil {
 		t.Errorf("branch to the syscall: %v", err)
 	}
 }
@@ -218,7 +218,7 @@ func checkFind(t *testing.T, code []byte, base uint64) {
 			}
 			nr := binary.LittleEndian.Uint32(code[off+1:])
 			tx := &X86Text{Base: base, Code: code}
-			si, err := X86FindSite(tx, base+uint64(e+2), nr)
+			si, err := X86FindSite(tx, base+uint64(e+2), nr, false)
 			if err != nil {
 				continue
 			}

@@ -96,7 +96,10 @@ type X86Patch struct {
 	Kind  StubKind
 	Len   int       // mov through syscall: X86SiteLen, more with moves
 	Moves []X86Move // an extended site's moves (x86moves.go)
-	orig  [X86SiteLen]byte
+	// Dynamic: the number is in %rax (x86dyn.go); Nr is the first one
+	// the site trapped with.
+	Dynamic bool
+	orig    [X86SiteLen]byte
 }
 
 // StubKind is what a site's stub does.
@@ -116,6 +119,7 @@ type X86Patcher struct {
 	// sites by address; touched holds every site whose bytes were
 	// changed (an int3 was at its mov for a while).
 	sites   map[uint64]*X86Patch
+	slots   map[int]*X86Patch // the live patches by slot
 	touched map[uint64]bool
 	next    int
 }
@@ -129,6 +133,7 @@ var (
 func (p *X86Patcher) init() {
 	if p.sites == nil {
 		p.sites = map[uint64]*X86Patch{}
+		p.slots = map[int]*X86Patch{}
 		p.touched = map[uint64]bool{}
 	}
 }
@@ -154,7 +159,7 @@ func (p *X86Patcher) PatchSite(si X86SiteInfo, nr uint32, kind StubKind, stub fu
 	if p.sites[site] != nil {
 		return nil, ErrPatched
 	}
-	if p.next >= X86Slots {
+	if p.next >= X86PatchSlots {
 		return nil, ErrSlotsFull
 	}
 	c := p.Mem.Code(site, X86SiteLen)
@@ -169,10 +174,11 @@ func (p *X86Patcher) PatchSite(si X86SiteInfo, nr uint32, kind StubKind, stub fu
 	p.next++
 	ptr := p.Mem.SetStub(slot, code)
 	p.Mem.SetSlot(slot, ptr)
-	pt := &X86Patch{Site: site, Nr: nr, Slot: slot, Kind: kind, Len: si.Len, Moves: si.Moves}
+	pt := &X86Patch{Site: site, Nr: nr, Slot: slot, Kind: kind, Len: si.Len, Moves: si.Moves, Dynamic: si.Dynamic}
 	copy(pt.orig[:], c)
 	p.write(c, X86Jump(X86SlotAddr(slot)), site)
 	p.sites[site] = pt
+	p.slots[slot] = pt
 	return pt, nil
 }
 
@@ -207,6 +213,7 @@ func (p *X86Patcher) Forget(lo, hi uint64, restore bool) int {
 			}
 		}
 		delete(p.sites, a)
+		delete(p.slots, pt.Slot)
 		n++
 	}
 	return n
@@ -272,5 +279,31 @@ func (p *X86Patcher) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sites = map[uint64]*X86Patch{}
+	p.slots = map[int]*X86Patch{}
 	p.touched = map[uint64]bool{}
+}
+
+// InStub maps an address in the stub of a live dynamic site (its offset
+// off in the stub of slot) to the same point of the site's own code: the
+// stub's `syscall` to the site's, the address after it to the one after
+// the site's (x86dyn.go). Other addresses in a stub have no such point:
+// false.
+func (p *X86Patcher) InStub(slot, off int) (uint64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pt := p.slots[slot]
+	if pt == nil || !pt.Dynamic {
+		return 0, false
+	}
+	n := 5
+	for _, m := range pt.Moves {
+		n += len(m.Bytes)
+	}
+	switch off - X86DynNative(n) {
+	case 0:
+		return pt.Site + uint64(pt.Len) - 2, true
+	case 2:
+		return pt.Site + uint64(pt.Len), true
+	}
+	return 0, false
 }

@@ -142,18 +142,22 @@ func X86Site(t *X86Text, ip uint64, nr uint32) (uint64, error) {
 
 // X86SiteInfo is a site X86FindSite accepted: the mov at Site, Len bytes
 // through the syscall, and the moves between them (extended sites,
-// x86moves.go).
+// x86moves.go). A Dynamic site's number is in %rax already: Lead is the
+// 5-byte instruction at Site, which the stub carries out (x86dyn.go).
 type X86SiteInfo struct {
-	Site  uint64
-	Len   int
-	Moves []X86Move
+	Site    uint64
+	Len     int
+	Moves   []X86Move
+	Dynamic bool
+	Lead    []byte
 }
 
 // X86FindSite is X86Site that also accepts extended sites: `mov $nr,%eax`,
-// up to X86MaxMoves displaceable moves, `syscall`. The checks on the mov
+// up to X86MaxMoves displaceable moves, `syscall`; and, with dynamic,
+// sites whose number is in a register (x86dyn.go). The checks on the mov
 // are X86Site's; the branch checks cover the bytes the patch changes
 // (site+1 ... site+6), the bytes after them being left as they are.
-func X86FindSite(t *X86Text, ip uint64, nr uint32) (X86SiteInfo, error) {
+func X86FindSite(t *X86Text, ip uint64, nr uint32, dynamic bool) (X86SiteInfo, error) {
 	site, err := X86Site(t, ip, nr)
 	if !errors.Is(err, ErrNoMov) {
 		return X86SiteInfo{Site: site, Len: X86SiteLen}, err
@@ -176,6 +180,9 @@ func X86FindSite(t *X86Text, ip uint64, nr uint32) (X86SiteInfo, error) {
 			return X86SiteInfo{}, err
 		}
 		return X86SiteInfo{Site: t.Base + uint64(off), Len: 5 + d + 2, Moves: moves}, nil
+	}
+	if dynamic {
+		return findDynamic(t, end)
 	}
 	return X86SiteInfo{}, ErrNoMov
 }

@@ -367,6 +367,24 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 	return p.notify()
 }
 
+// Unconditional reports, for each number below n, whether its verdict is
+// Notify whatever its arguments (made at an untrusted address): the
+// numbers in none of the lists. The rewrite tier's stubs for sites whose
+// number is in a register enter kbox directly for these and let the
+// filter judge the rest (rewrite/x86dyn.go).
+func (p *Policy) Unconditional(n uint32) ([]bool, error) {
+	m, err := p.classes()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, n)
+	for nr := range n {
+		c, listed := m[nr]
+		out[nr] = (!listed || c == clsNotify) && (p.Arch.X32Bit == 0 || nr < p.Arch.X32Bit)
+	}
+	return out, nil
+}
+
 // Decide is the reference model of the filter: it returns the SECCOMP_RET_*
 // value the assembled program yields for the given seccomp_data fields. It
 // is written independently of the BPF code generator and serves as the test

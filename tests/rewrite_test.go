@@ -208,3 +208,42 @@ func TestAutoFallsThrough(t *testing.T) {
 		t.Errorf("--syscall-mode=rewrite: status %d, want a failure naming the address\n%s", status, stderr)
 	}
 }
+
+// Sites whose number is in a register (/opt/tests/rwdyn,
+// tests/guest/rwdyn.c: musl's __syscall_cp_c byte for byte, which every
+// open, read and close of a static musl program goes through): the
+// rewrite tier patches them where the CPU has BMI2, and the guest sees
+// what it sees unpatched, whether the number is one kbox serves or one
+// the kernel makes: results, errors, a path escape, signal handlers
+// using the site, every register and flag, and musl's cancellation. The seccomp tier never
+// patches. kbox before such sites left them trapping: "site original".
+func TestRewriteDynamicSites(t *testing.T) {
+	img := imagePath(t)
+	site := "original"
+	if c, err := os.ReadFile("/proc/cpuinfo"); err == nil && regexp.MustCompile(`(?m)^flags\s*:.*\bbmi2\b`).Match(c) {
+		site = "patched"
+	} else {
+		t.Logf("no BMI2: such sites keep trapping")
+	}
+	for _, mode := range []string{"rewrite", "seccomp"} {
+		want := site
+		if mode == "seccomp" {
+			want = "original"
+		}
+		runCases(t, []string{"image", "-S", img, "--read-only", "--syscall-mode=" + mode}, []guestCase{
+			{mode + ": calls", []string{"--", "/opt/tests/rwdyn", "calls", "50"}, 0,
+				[]string{"calls ok 50, kbox-rootfs\n", "calls: 50 signals handled, 0 wrong in the handler\n", "calls: site " + want + "\n"}, []string{"goroutine"}},
+			{mode + ": registers and flags", []string{"--", "/opt/tests/rwdyn", "regs", "200"}, 0,
+				[]string{"regs ok 200, site " + want + "\n"}, nil},
+			// A signal handler sees the site's own address, not the
+			// stub's: musl acts on a cancel only in __cp_begin ...
+			// __cp_end (without that, the reader never ends).
+			{mode + ": pthread_cancel of a read blocked at musl's patched __syscall_cp_asm", []string{"--", "/opt/tests/rwdyn", "cancel"}, 0,
+				[]string{"cancel: joined, canceled\n", "cancel: site " + want + "\n"}, nil},
+		})
+	}
+	_, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=rewrite", "--stats", "--", "/opt/tests/rwdyn", "calls", "10")
+	if site == "patched" && (status != 0 || !strings.Contains(stderr, ", 1 patched with the number in a register")) {
+		t.Errorf("--stats: status %d, want the site counted:\n%s", status, stderr)
+	}
+}

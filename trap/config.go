@@ -70,6 +70,7 @@ type SiteStats struct {
 	Seen    int            // distinct syscall sites that trapped
 	Patched int            // of them patched (Inline of them answered in the stub)
 	Inline  int            //
+	Dynamic int            // of them, sites whose number is in a register
 	Refused map[string]int // of them refused, by reason
 	WX      int            // mmap/mprotect asking for write and execute, refused
 }
@@ -84,6 +85,9 @@ func (s SiteStats) String() string {
 	}
 	sort.Strings(rs)
 	out := fmt.Sprintf("%d sites trapped, %d patched (%d inline), %d still trapping", s.Seen, s.Patched, s.Inline, s.Seen-s.Patched)
+	if s.Dynamic > 0 {
+		out += fmt.Sprintf(", %d patched with the number in a register", s.Dynamic)
+	}
 	if len(rs) > 0 {
 		out += " (refused: " + strings.Join(rs, "; ") + ")"
 	}

@@ -20,6 +20,8 @@ import (
 
 	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/rewrite"
+	"github.com/kbox-project/kbox/seccomp"
+	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,6 +52,8 @@ type rwState struct {
 	entry   uint64
 	patched int
 	inline  int
+	dynamic int  // patched sites whose number is in a register
+	dyn     bool // such sites may be patched: X86DynTable is set
 	refused map[string]int
 	wx      atomic.Int64
 	pmu     sync.Mutex // one patch at a time (X86Text's scan)
@@ -101,6 +105,58 @@ func (t *tier) initRewrite() error {
 	r.p.Mem = rwMem{r}
 	r.on = true
 	return nil
+}
+
+// rwTable fills the dynamic stubs' table (rewrite/x86dyn.go) from the
+// guest's filter: a number the filter always sends to kbox enters it from
+// the stub, but for those that do not return to the site (they keep the
+// trap). Without BMI2 (the stubs' flag-free shrx) or a table, sites whose
+// number is in a register keep trapping.
+func (t *tier) rwTable(pol *seccomp.Policy) {
+	r := &t.rw
+	if !r.on || !cpu.X86.HasBMI2 {
+		return
+	}
+	always, err := pol.Unconditional(rewrite.X86DynNrs)
+	if err != nil {
+		return
+	}
+	tab := r.area[rewrite.X86DynTable-rewrite.X86SlotBase:][:rewrite.X86DynNrs]
+	for nr, a := range always {
+		tab[nr] = 0
+		if a && !noReturn(nr) {
+			tab[nr] = 1
+		}
+	}
+	binary.LittleEndian.PutUint64(r.area[8*rewrite.X86DynEntrySlot:], r.entry)
+	r.dyn = true
+}
+
+// unstub moves a thread stopped at a dynamic stub's own syscall (rewound
+// for a restart), or right after it, to the same point of the site's own
+// code, before kbox delivers a signal or resumes it: a guest's handler
+// sees (and may change) an address of its own code, as musl's
+// cancellation does (__cp_begin ... __cp_end), and a restart goes to the
+// site's syscall (at a site of 7 bytes, the patch's SIGILL: rwFault).
+func (t *tier) unstub(g *[23]uint64) {
+	r := &t.rw
+	ip := g[regRIP]
+	if !r.dyn || ip < r.stubRX || ip >= r.stubRX+rewrite.X86StubBytes {
+		return
+	}
+	off := int(ip - r.stubRX)
+	if to, ok := r.p.InStub(off/rewrite.X86StubSize, off%rewrite.X86StubSize); ok {
+		g[regRIP] = to
+	}
+}
+
+// noReturn: a syscall that does not return to its site.
+func noReturn(nr int) bool {
+	switch nr {
+	case unix.SYS_RT_SIGRETURN, unix.SYS_EXECVE, unix.SYS_EXECVEAT, unix.SYS_EXIT, unix.SYS_EXIT_GROUP:
+		return true
+	}
+	return false
 }
 
 // rwClose unmaps the slot table and the stubs (the tier did not start:
@@ -201,9 +257,8 @@ func (r *rwState) textOf(addr uint64, n int) *rwText {
 // call's result (getpid and friends are answered inline with it).
 func (t *tier) trapped(th *thread, ip uint64, nr int, res uint64) {
 	r := &t.rw
-	switch nr {
-	case unix.SYS_RT_SIGRETURN, unix.SYS_EXECVE, unix.SYS_EXECVEAT, unix.SYS_EXIT, unix.SYS_EXIT_GROUP:
-		return // they do not return to the site
+	if noReturn(nr) || ip >= r.stubRX && ip < r.stubRX+rewrite.X86StubBytes {
+		return // not back to the site; a dynamic stub's own syscall
 	}
 	r.mu.Lock()
 	c, seen := r.counts[ip]
@@ -225,6 +280,11 @@ func (t *tier) trapped(th *thread, ip uint64, nr int, res uint64) {
 	if _, ok := r.counts[ip]; ok {
 		r.counts[ip] = -1 // decided: patched or refused for good
 	}
+	if why == rewrite.ErrPatched.Error() {
+		// A restart at a patched site's own syscall (unstub): its
+		// site is counted already.
+		why = ""
+	}
 	if why != "" {
 		r.refused[why]++
 	}
@@ -243,7 +303,7 @@ func (t *tier) patch(th *thread, ip uint64, nr int, res uint64) string {
 			return why
 		}
 	}
-	si, err := rewrite.X86FindSite(&x.tx, ip, uint32(nr))
+	si, err := rewrite.X86FindSite(&x.tx, ip, uint32(nr), r.dyn)
 	if err != nil {
 		return err.Error()
 	}
@@ -253,6 +313,8 @@ func (t *tier) patch(th *thread, ip uint64, nr int, res uint64) string {
 		return rewrite.X86StubFor(uint32(nr), mv, rewrite.X86StubCall(uint32(nr), ret, r.entry))
 	}
 	switch {
+	case si.Dynamic:
+		stub = func(int) []byte { return rewrite.X86StubDyn(si.Lead, mv, ret) }
 	case (nr == unix.SYS_GETPID && int64(res) > 0 || nr == unix.SYS_GETPPID && int64(res) >= 0) && res < 1<<31:
 		// The guest's pid is kbox's; its parent is outside it: 0
 		// (dispatch's getppid).
@@ -270,8 +332,13 @@ func (t *tier) patch(th *thread, ip uint64, nr int, res uint64) string {
 	if kind != rewrite.StubCall {
 		r.inline++
 	}
+	if si.Dynamic {
+		r.dynamic++
+	}
 	r.mu.Unlock()
-	if t.cfg.Verbose {
+	if t.cfg.Verbose && si.Dynamic {
+		fmt.Fprintf(os.Stderr, "kbox: rewrite: patched a site taking the number from a register (syscall %d first) at %#x%s\n", nr, site, movesNote(len(mv)))
+	} else if t.cfg.Verbose {
 		fmt.Fprintf(os.Stderr, "kbox: rewrite: patched syscall %d at %#x%s\n", nr, site, movesNote(len(mv)))
 	}
 	return ""
@@ -409,7 +476,7 @@ func (t *tier) siteStats() SiteStats {
 	for _, v := range r.refused {
 		s.Seen += v
 	}
-	s.Patched, s.Inline = r.patched, r.inline
+	s.Patched, s.Inline, s.Dynamic = r.patched, r.inline, r.dynamic
 	s.Refused = map[string]int{}
 	for k, v := range r.refused {
 		s.Refused[k] = v

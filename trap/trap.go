@@ -321,6 +321,7 @@ func (t *tier) filter() ([]bpf.RawInstruction, error) {
 		ranges = without(ranges, t.rw.stubRX, t.rw.stubRX+rewrite.X86StubBytes)
 	}
 	pol.Trusted = seccomp.SplitRanges(ranges)
+	t.rwTable(pol)
 	return pol.Assemble()
 }
 
@@ -546,6 +547,7 @@ func serve(slot int) {
 			th.syncSignal(int(k.Signo))
 		}
 	}
+	t.unstub(&k.Gregs)
 	if !th.die.Load() && !t.ended.Load() {
 		th.deliver()
 	}
