@@ -671,3 +671,43 @@ func without(l []string, drop ...string) []string {
 	}
 	return out
 }
+
+// TestUnconditional: a number Unconditional names is notified by the
+// assembled filter whatever its arguments (every vector tried); one it
+// does not name is answered otherwise for at least one of them.
+func TestUnconditional(t *testing.T) {
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		p := policyFor(a)
+		vm := newVM(t, p)
+		un, err := p.Unconditional(600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vectors := [][6]uint64{
+			{},
+			{0, unix.TIOCSTI},
+			{3, 0, 0, 0, 0, 0},
+			{uint64(p.VirtualFDBase), 1, 2, 3, 4, 5},
+			{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)},
+			{uint64(unix.SIGCHLD)},
+		}
+		for nr := uint32(0); nr < 600; nr++ {
+			notified := 0
+			for _, v := range vectors {
+				d := SeccompData{Nr: int32(nr), Arch: a.AuditArch, Args: v}
+				if run(t, vm, &d) == p.notify() {
+					notified++
+				}
+			}
+			if un[nr] && notified != len(vectors) {
+				t.Errorf("%s nr %d: unconditional, but %d of %d vectors notified", a.Name, nr, notified, len(vectors))
+			}
+			if !un[nr] && notified == len(vectors) {
+				t.Errorf("%s nr %d: not unconditional, but every vector notified", a.Name, nr)
+			}
+		}
+		if nr, _ := a.Nr("openat"); !un[nr] {
+			t.Errorf("%s: openat not unconditional", a.Name)
+		}
+	}
+}
