@@ -35,10 +35,14 @@ func readString(g Guest, addr uint64, limit int) (string, unix.Errno) {
 // still reads. With keep the bytes land in buf (limit <= len(buf));
 // without, buf is a window of at least a page, reused for every read.
 // found is false when no NUL came within limit; EFAULT when memory ends
-// first.
+// first. The first read is at most firstChunk bytes: most paths are
+// short, and a page's copy costs more than the call that makes it.
 func stringLen(g Guest, addr uint64, limit int, buf []byte, keep bool) (n int, found bool, en unix.Errno) {
 	for got := 0; got < limit; {
 		chunk := min(4096-int((addr+uint64(got))%4096), limit-got)
+		if got == 0 {
+			chunk = min(chunk, firstChunk)
+		}
 		w := buf[:chunk]
 		if keep {
 			w = buf[got : got+chunk]
@@ -55,6 +59,9 @@ func stringLen(g Guest, addr uint64, limit int, buf []byte, keep bool) (n int, f
 	}
 	return limit, false, 0
 }
+
+// firstChunk is how much of a guest string stringLen reads first.
+const firstChunk = 256
 
 // readPath reads a path argument and checks the request is still valid.
 // The first path read is kept in r.Path for the observatory.
