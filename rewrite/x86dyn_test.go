@@ -58,7 +58,7 @@ func TestX86FindDynamic(t *testing.T) {
 		{"glibc syscall(3)", glibcSyscall, 18, 0, nil, false},
 		{"musl __syscall_cp_asm (a store)", muslCpAsm, 28, 0, nil, false},
 		{"mov $imm32,%ecx then a move", cat(movRcxR10, leadImmEcx, movRdxR10, syscall), 3, 1, nil, false},
-		{"a prefix-like byte before the lead", cat(movRsiRax, leadImmEcx, movRdxR10, syscall), -1, 0, ErrPrefix, false},
+		{"a prefix-like byte (F0, a ModRM) before the lead", cat(movRsiRax, leadImmEcx, movRdxR10, syscall), 3, 1, nil, false},
 		{"the lead writes %rax", cat(movRsiRax, leadRax, syscall), -1, 0, ErrLead, false},
 		{"a move after the lead writes %rax", cat(leadImmEcx, movRdiRax, syscall), -1, 0, ErrLead, false},
 		{"REX.B: %r12, not the stack", cat(movRsiRax, leadR12, syscall), -1, 0, ErrLead, false},
@@ -176,7 +176,7 @@ func oracleDyn(code []byte, base uint64, si X86SiteInfo) bool {
 	off := int(si.Site - base)
 	at := decodeAll(code)
 	for a, in := range at {
-		if tgt, ok := directTarget(in, uint64(a)); ok && tgt > uint64(off) && tgt < uint64(off)+7 {
+		if tgt, ok := directTarget(in, uint64(a)); ok && (tgt > uint64(off) && tgt < uint64(off)+7 || prefixBefore(code, off) && tgt == uint64(off)-1) {
 			return false
 		}
 		if a < off+7 && a+in.Len > off && a != off && a != off+5 {
@@ -214,6 +214,7 @@ func FuzzSiteX86Dyn(f *testing.F) {
 		{0x4C, 0x89, 0x5C, 0x24, 0x08}, leadRax, leadR12, movMemRdi, xorEdx, movEaxEdi,
 		{0x48, 0xB8, 0xB9, 2, 0, 0, 0, 0x0F, 0x05, 0}, // movabs hiding a lead and a pair
 		{0xEB, 0x03}, {0x75, 0xF6},
+		{0x89, 0xF2}, {0x41}, {0xEB, 0x01}, {0x75, 0xF4}, // prefix-like last bytes, branches to them
 	}, embedded...)
 	f.Fuzz(func(t *testing.T, pick []byte) {
 		if len(pick) > 256 {

@@ -173,7 +173,7 @@ func oracleExt(code []byte, base uint64, si X86SiteInfo, nr uint32) bool {
 	off := int(si.Site - base)
 	at := decodeAll(code)
 	for a, in := range at {
-		if tgt, ok := directTarget(in, uint64(a)); ok && tgt > uint64(off) && tgt < uint64(off)+7 {
+		if tgt, ok := directTarget(in, uint64(a)); ok && (tgt > uint64(off) && tgt < uint64(off)+7 || prefixBefore(code, off) && tgt == uint64(off)-1) {
 			return false
 		}
 		if a < off+7 && a+in.Len > off && a != off && a != off+5 {
@@ -239,6 +239,7 @@ func FuzzSiteX86Moves(f *testing.F) {
 		{0xB8, 0x02, 0, 0, 0}, movMemRdi, xorEdx, movImmR10d, movslqR8,
 		{0x48, 0xB8, 0xB8, 2, 0, 0, 0, 0x49, 0x89, 0xD2}, // movabs hiding a site's start
 		{0xEB, 0x03}, {0x75, 0xF6},
+		{0x89, 0xF2}, {0x41}, {0xEB, 0x01}, {0x75, 0xF4}, // prefix-like last bytes, branches to them
 	}, embedded...)
 	f.Fuzz(func(t *testing.T, pick []byte) {
 		if len(pick) > 256 {

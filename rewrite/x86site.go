@@ -25,7 +25,6 @@ var (
 	ErrNotSyscall = errors.New("no syscall instruction before the trapping address")
 	ErrNoMov      = errors.New("the syscall is not preceded by mov $nr,%eax with the trapped number")
 	ErrEndbr      = errors.New("the mov follows endbr64 (an indirect-branch target)")
-	ErrPrefix     = errors.New("a prefix byte precedes the mov")
 	ErrBoundary   = errors.New("the mov is not an instruction boundary in every decoding of the code before it")
 	ErrBranchInto = errors.New("a direct branch targets the middle of the site")
 	ErrOutOfText  = errors.New("the site is not inside the text given")
@@ -112,7 +111,8 @@ func isPrefix(b byte) bool {
 // the site's address (ip-7, where the mov starts) when the 7 bytes there
 // may be replaced by a jump, or why not. The checks (docs/tiers.md):
 //   - ip-2 holds 0F 05 and ip-7 holds B8 with imm32 == nr;
-//   - no prefix or endbr64 right before the mov;
+//   - no endbr64 right before the mov, and no direct branch to a byte
+//     there that would be the mov's prefix (checkSite);
 //   - every linear decoding started at several points up to sweepBack
 //     bytes before the site has instruction boundaries at the mov and at
 //     the syscall (x86 decoding resynchronises within a few instructions:
@@ -197,9 +197,12 @@ func checkSite(t *X86Text, off, n int) error {
 	if off >= 4 && c[off-4] == 0xF3 && c[off-3] == 0x0F && c[off-2] == 0x1E && c[off-1] == 0xFA {
 		return ErrEndbr
 	}
-	if off >= 1 && isPrefix(c[off-1]) {
-		return ErrPrefix
-	}
+	// A byte before the mov that could be a prefix (REX, 66, F2...) is the
+	// end of the instruction before it: every sweep below finds the mov
+	// a boundary. Only a branch to that byte would run it as the mov's
+	// prefix (the patched bytes would then mean another instruction), so
+	// such a site counts site-1 as its inside for the branch checks.
+	pre := off >= 1 && isPrefix(c[off-1])
 	lo := off - sweepBack
 	if lo < 0 {
 		lo = 0
@@ -213,7 +216,7 @@ func checkSite(t *X86Text, off, n int) error {
 		}
 	}
 	for _, s := range starts {
-		if err := sweepTo(t, s, off); err != nil {
+		if err := sweepTo(t, s, off, pre); err != nil {
 			return err
 		}
 	}
@@ -223,10 +226,10 @@ func checkSite(t *X86Text, off, n int) error {
 	if hi > len(c) {
 		hi = len(c)
 	}
-	if branchInto(t, off+n, hi, off) {
+	if branchInto(t, off+n, hi, off, pre) {
 		return ErrBranchInto
 	}
-	if t.rel32Into(site, site+X86SiteLen) {
+	if t.rel32Into(site, site+X86SiteLen) || pre && t.rel32Into(site-2, site) {
 		return ErrBranchInto
 	}
 	return nil
@@ -238,7 +241,7 @@ func checkSite(t *X86Text, off, n int) error {
 // (ErrBranchInto). An
 // undecodable byte is stepped over (data in text): the decoding after it
 // still counts.
-func sweepTo(t *X86Text, s, site int) error {
+func sweepTo(t *X86Text, s, site int, pre bool) error {
 	c := t.Code
 	i := s
 	for i < site {
@@ -252,7 +255,7 @@ func sweepTo(t *X86Text, s, site int) error {
 			i++
 			continue
 		}
-		if into(inst, t.Base+uint64(i), t.Base+uint64(site)) {
+		if into(inst, t.Base+uint64(i), t.Base+uint64(site), pre) {
 			return ErrBranchInto
 		}
 		i += inst.Len
@@ -264,8 +267,9 @@ func sweepTo(t *X86Text, s, site int) error {
 }
 
 // branchInto decodes linearly from offset s to end and reports whether a
-// direct branch there targets the inside of the site at offset site.
-func branchInto(t *X86Text, s, end, site int) bool {
+// direct branch there targets the inside of the site at offset site (with
+// pre, the byte before it too).
+func branchInto(t *X86Text, s, end, site int, pre bool) bool {
 	c := t.Code
 	for i := s; i < end; {
 		inst, err := decode(c[i:end])
@@ -273,7 +277,7 @@ func branchInto(t *X86Text, s, end, site int) bool {
 			i++
 			continue
 		}
-		if into(inst, t.Base+uint64(i), t.Base+uint64(site)) {
+		if into(inst, t.Base+uint64(i), t.Base+uint64(site), pre) {
 			return true
 		}
 		i += inst.Len
@@ -305,10 +309,11 @@ func decode(b []byte) (inst x86asm.Inst, err error) {
 	return inst, err
 }
 
-// into reports whether inst at addr is a direct branch to site+1 ... site+6.
-func into(inst x86asm.Inst, addr, site uint64) bool {
+// into reports whether inst at addr is a direct branch to site+1 ...
+// site+6, or with pre to site-1.
+func into(inst x86asm.Inst, addr, site uint64, pre bool) bool {
 	tgt, ok := directTarget(inst, addr)
-	return ok && tgt > site && tgt < site+X86SiteLen
+	return ok && (tgt > site && tgt < site+X86SiteLen || pre && tgt == site-1)
 }
 
 // directTarget is the target of a direct branch (jmp, jcc, call, loop,

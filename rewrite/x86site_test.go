@@ -41,7 +41,12 @@ func TestX86Site(t *testing.T) {
 		{"not a syscall", plain, site + 6, 39, ErrNotSyscall},
 		{"outside", plain, 3, 39, ErrOutOfText},
 		{"endbr64 before", cat(nops, []byte{0xF3, 0x0F, 0x1E, 0xFA}, movSyscall(39), ret), uint64(len(nops) + 4 + 7), 39, ErrEndbr},
-		{"REX.B: mov to r8d", cat(nops, []byte{0x41}, movSyscall(39), ret), uint64(len(nops) + 1 + 7), 39, ErrPrefix},
+		{"REX.B: mov to r8d", cat(nops, []byte{0x41}, movSyscall(39), ret), uint64(len(nops) + 1 + 7), 39, ErrBoundary},
+		// mov %esi,%edx (89 F2): F2 is its ModRM, and a REPNE prefix
+		// only to a branch that lands on it.
+		{"a prefix-like last byte before", cat(nops, []byte{0x89, 0xF2}, movSyscall(39), ret), uint64(len(nops) + 2 + 7), 39, nil},
+		{"a branch to that byte", cat(nops, []byte{0xEB, 0x01, 0x89, 0xF2}, movSyscall(39), ret), uint64(len(nops) + 4 + 7), 39, ErrBranchInto},
+		{"a branch back to that byte", cat(nops, []byte{0x89, 0xF2}, movSyscall(39), []byte{0x75, 0xF6}, ret), uint64(len(nops) + 2 + 7), 39, ErrBranchInto},
 		// 8B B8 disp32: mov disp32(%rax),%edi swallows the B8 and its
 		// four bytes: the mov is no instruction.
 		{"inside mov disp32", cat(nops, []byte{0x8B}, movSyscall(39), ret), uint64(len(nops) + 1 + 7), 39, ErrBoundary},
@@ -210,6 +215,16 @@ func TestX86PatchProtocol(t *testing.T) {
 	}
 }
 
+// prefixBefore: the byte before off would be a prefix of an instruction
+// at off-1 (legacy prefixes, REX, the escape bytes of VEX, EVEX and XOP).
+func prefixBefore(code []byte, off int) bool {
+	if off < 1 {
+		return false
+	}
+	b := code[off-1]
+	return b >= 0x40 && b <= 0x4F || bytes.IndexByte([]byte{0x66, 0x67, 0xF0, 0xF2, 0xF3, 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65, 0x62, 0xC4, 0xC5, 0x8F}, b) >= 0
+}
+
 func bytesJoin(l []string) []byte {
 	var b []byte
 	for _, s := range l {
@@ -232,7 +247,7 @@ func oracle(code []byte, off int, nr uint32) bool {
 			continue
 		}
 		at[i] = in
-		if tgt, ok := directTarget(in, uint64(i)); ok && tgt > uint64(off) && tgt < uint64(off)+7 {
+		if tgt, ok := directTarget(in, uint64(i)); ok && (tgt > uint64(off) && tgt < uint64(off)+7 || prefixBefore(code, off) && tgt == uint64(off)-1) {
 			into = true
 		}
 		i += in.Len
