@@ -23,6 +23,12 @@
  *     patched     the rewrite tier's patched site, no signal: the two
  *                 thread-pointer switches (arch_prctl to kbox's FS and
  *                 back) around the stat, made from ordinary code
+ *     openclose   N opens and closes (O_RDONLY) of PATH, natively
+ *     fdplace     what an in-process tier's open and close of an image
+ *                 file do on the host, with no kbox: a new description of
+ *                 the file (openat by name), moved onto the guest's number
+ *                 (dup3 over a placeholder, close), and the close, the
+ *                 placeholder put back (dup3)
  *     redirect    the handler switches FS to kbox's (arch_prctl), points
  *                 the context at a trampoline and returns; after
  *                 sigreturn the trampoline makes the stat in ordinary
@@ -37,6 +43,7 @@
 #include <asm/prctl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <linux/filter.h>
@@ -195,6 +202,29 @@ int main(int argc, char **argv)
 			raw(SYS_arch_prctl, ARCH_SET_FS, fs_guest, 0);
 		}
 		printf("fsbase %.1f\n", (now() - t0) / n);
+		return 0;
+	}
+	if (!strcmp(mode, "openclose") || !strcmp(mode, "fdplace")) {
+		int place = !strcmp(mode, "fdplace");
+		int ph = open("/dev/null", O_RDONLY | O_CLOEXEC), at = dup(ph);
+		double t0 = 0;
+		for (long i = -n / 10; i < n; i++) {
+			if (i == 0)
+				t0 = now();
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0) {
+				perror("open");
+				return 1;
+			}
+			if (!place) {
+				close(fd);
+				continue;
+			}
+			dup3(fd, at, O_CLOEXEC);
+			close(fd);
+			dup3(ph, at, O_CLOEXEC);
+		}
+		printf("%s %.1f\n", mode, (now() - t0) / n);
 		return 0;
 	}
 	if (!strcmp(mode, "patched")) {

@@ -24,8 +24,10 @@ import (
 // in the same minutes, the floor of a patched call with
 // scripts/trap_floor.c (native stat, stat between the two arch_prctl FS
 // switches a patched site costs on a CPU without FSGSBASE, the switches
-// alone), and the sites patched and still trapping for the bench program
-// and for `ls -lR /usr`. KBOX_BENCH_ROWS=a,b runs only those rows.
+// alone, and an open+close natively and with the host work an in-process
+// open and close add: a new description, dup3 onto the guest's number,
+// the placeholder back), and the sites patched and still trapping for the
+// bench program and for `ls -lR /usr`. KBOX_BENCH_ROWS=a,b runs only those rows.
 func BenchmarkRewrite(b *testing.B) {
 	img := imagePath(b)
 	bin := kboxBin(b)
@@ -76,7 +78,7 @@ func BenchmarkRewrite(b *testing.B) {
 		b.Logf("trap_floor not built (%v): %s", err, out)
 	} else {
 		var line []string
-		for _, mode := range []string{"native", "patched", "fsbase", "trapfs"} {
+		for _, mode := range []string{"native", "patched", "fsbase", "trapfs", "openclose", "fdplace"} {
 			var v []float64
 			for i := 0; i < runs; i++ {
 				out, err := exec.Command(floor, mode, "20000", hostFile).Output()
@@ -88,7 +90,7 @@ func BenchmarkRewrite(b *testing.B) {
 			line = append(line, mode+" "+strconv.FormatFloat(median(v), 'f', 1, 64))
 			b.ReportMetric(median(v), "floor_"+mode+"_ns")
 		}
-		b.Logf("floor (scripts/trap_floor.c, stat, ns/op): %s", strings.Join(line, "   "))
+		b.Logf("floor (scripts/trap_floor.c, stat; openclose and fdplace: open+close, ns/op): %s", strings.Join(line, "   "))
 	}
 	filterFloor(b, hostFile, runs)
 	sites := regexp.MustCompile(`kbox: tier rewrite [^\n]*`)

@@ -140,8 +140,18 @@ func (s *fdSpace) install(hostfd, fd int, cloexec bool) error {
 		_, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, fdflag)
 		return err
 	}
-	if err := unix.Dup3(hostfd, fd, flags); err != nil {
-		return err
+	s.mu.Lock()
+	over := s.free[fd]
+	s.mu.Unlock()
+	if over {
+		// Over a placeholder, whose description ph holds too: no last
+		// reference closes, so it never waits: a raw syscall, without
+		// the scheduler's hand-off.
+		if _, _, e := unix.RawSyscall(unix.SYS_DUP3, uintptr(hostfd), uintptr(fd), uintptr(flags)); e != 0 {
+			return e
+		}
+	} else if err := unix.Dup3(hostfd, fd, flags); err != nil {
+		return err // a guest fd replaced (dup2): its close may wait
 	}
 	s.mu.Lock()
 	s.free[fd] = false

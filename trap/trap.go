@@ -167,6 +167,7 @@ type thread struct {
 	wake     chan struct{}
 	started  chan struct{}
 	lastNr   int
+	a        [6]uint64 // the arguments of the call being served (syscall)
 	// sysNr is the syscall the thread comes back from, whose result
 	// may be a restart code (restart.go); -1 when none.
 	sysNr int
@@ -569,20 +570,24 @@ func (th *thread) fail(en unix.Errno) { th.ret(-int64(en)) }
 func (th *thread) syscall() {
 	t := tr
 	nr := int(th.k.Nr)
-	a := th.args()
+	// The arguments live in the thread, not in this frame: passed by
+	// pointer through the transport table, they would move to the heap
+	// at every call.
+	th.a = th.args()
+	a := &th.a
 	th.lastNr = nr
-	if en := th.checkFDs(nr, &a); en != 0 {
+	if en := th.checkFDs(nr, a); en != 0 {
 		th.fail(en)
 		return
 	}
 	if nr >= 0 && nr < len(transport) && transport[nr] != nil {
-		if transport[nr](th, &a) {
+		if transport[nr](th, a) {
 			return
 		}
 	}
 	th.sysNr = nr // a deferred or continued call may end with a restart code
 	r := &th.req
-	r.Nr, r.Args, r.G, r.P, r.Path = nr, a, &th.g, t.eng.Lookup(th.tid), ""
+	r.Nr, r.Args, r.G, r.P, r.Path = nr, *a, &th.g, t.eng.Lookup(th.tid), ""
 	// Serve: Dispatch, the observatory's hook and the KBOX_DEBUG line.
 	// The engine is safe for concurrent calls: guest threads are served
 	// in parallel.
@@ -599,7 +604,7 @@ func (th *thread) syscall() {
 	case dispatch.Deferred:
 		th.ret(th.g.waitDeferred())
 	case dispatch.Continue:
-		th.cont(nr, &a)
+		th.cont(nr, a)
 	}
 }
 
