@@ -215,8 +215,15 @@ func checkSite(t *X86Text, off, n int) error {
 			starts = append(starts, s)
 		}
 	}
-	for _, s := range starts {
-		if err := sweepTo(t, s, off, pre); err != nil {
+	// The first sweep, the longest, is the reference: its boundaries tell
+	// the others' undecodable bytes near the site (below) apart.
+	ref := make([]bool, off-lo+1)
+	for k, s := range starts {
+		r := ref
+		if k == 0 {
+			r = nil
+		}
+		if err := sweepTo(t, s, off, pre, r, ref, lo); err != nil {
 			return err
 		}
 	}
@@ -238,18 +245,26 @@ func checkSite(t *X86Text, off, n int) error {
 // sweepTo decodes linearly from offset s to the site (offset site): the
 // site must be an instruction boundary of that decoding (ErrBoundary) and
 // no branch decoded on the way may target the site's inside
-// (ErrBranchInto). An
-// undecodable byte is stepped over (data in text): the decoding after it
-// still counts.
-func sweepTo(t *X86Text, s, site int, pre bool) error {
+// (ErrBranchInto). An undecodable byte is stepped over (data in text):
+// the decoding after it still counts. Within 15 bytes of the site it
+// refuses the site (x86asm does not know EVEX, for one, and such an
+// instruction may hold the mov), unless ref, the reference sweep's
+// boundaries (offsets from base), says the byte is inside one of its
+// instructions: then this sweep started out of step with it, and ends
+// there. The reference sweep (ref nil) marks its boundaries in mark.
+func sweepTo(t *X86Text, s, site int, pre bool, ref, mark []bool, base int) error {
 	c := t.Code
 	i := s
 	for i < site {
+		if ref == nil {
+			mark[i-base] = true
+		}
 		inst, err := decode(c[i:])
 		if err != nil || inst.Len == 0 {
 			if site-i <= 15 {
-				// Bytes x86asm cannot decode (EVEX, for one) this
-				// close may hold the mov inside them.
+				if ref != nil && !ref[i-base] {
+					return nil
+				}
 				return ErrBoundary
 			}
 			i++

@@ -360,3 +360,36 @@ func FuzzSiteX86Stream(f *testing.F) {
 		}
 	})
 }
+
+// A sweep that starts inside an instruction of the reference sweep (the
+// longest) and meets bytes it cannot decode near the site does not
+// refuse it: busybox's munmap wrapper, after a mov whose immediate is
+// FF FF FF FF, where the sweep from 16 bytes back starts in that
+// immediate. Bytes the reference itself cannot decode there still refuse.
+func TestX86SiteMisalignedSweep(t *testing.T) {
+	munmap := []byte{
+		0x48, 0xC7, 0xC0, 0xFF, 0xFF, 0xFF, 0xFF, // mov $-1,%rax
+		0xC3,                                                       // ret
+		0x66, 0x2E, 0x0F, 0x1F, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00, // cs nopw
+		0x66, 0x90, // xchg %ax,%ax
+	}
+	code := cat(nops, nops, nops, []byte{0x90, 0x90, 0x90, 0x90}, munmap, movSyscall(11), ret)
+	ip := testBase + uint64(len(code)-1)
+	site := ip - 7
+	if off := int(site - testBase); code[off-16] != 0xFF || code[off-15] != 0xFF {
+		t.Fatalf("the 16-byte sweep does not start in the immediate: % x", code[off-16:off])
+	}
+	got, err := X86Site(&X86Text{Base: testBase, Code: code}, ip, 11)
+	if err != nil || got != site {
+		t.Errorf("munmap wrapper: %#x, %v", got, err)
+	}
+	// The reference meets an undecodable byte 3 bytes before the mov.
+	bad := cat(nops, nops, nops, []byte{0x62, 0x90}, movSyscall(11), ret) // 62: EVEX, which x86asm does not decode
+	if _, err := decode(bad[len(nops)*3:]); err == nil {
+		t.Fatalf("x86asm decodes % x", bad[len(nops)*3:])
+	}
+	if _, err := X86Site(&X86Text{Base: testBase, Code: bad}, testBase+uint64(len(bad)-1), 11); !errors.Is(err, ErrBoundary) {
+		t.Logf("bytes: % x", bad)
+		t.Errorf("undecodable bytes in the reference near the site: %v, want %v", err, ErrBoundary)
+	}
+}
