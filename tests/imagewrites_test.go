@@ -24,20 +24,28 @@ const imageWritesLimit = 4 << 20
 // filled.
 const imageWritesSlack = 64 << 10
 
-var wroteRE = regexp.MustCompile(`wrote (\d+)\nerror (\S+)`)
+var (
+	wroteRE = regexp.MustCompile(`(?m)^wrote (\d+)$`)
+	errorRE = regexp.MustCompile(`(?m)^error (\S+)$`)
+)
 
-// wrote sums the "wrote N" lines and collects the errors.
+// wrote sums the "wrote N" lines and collects the "error E" lines. Each
+// run prints one of each, but processes running at once may interleave
+// their lines.
 func wrote(t *testing.T, out string) (int64, []string) {
 	t.Helper()
 	var sum int64
 	var errs []string
-	for _, m := range wroteRE.FindAllStringSubmatch(out, -1) {
+	ws := wroteRE.FindAllStringSubmatch(out, -1)
+	for _, m := range ws {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
 		sum += n
-		errs = append(errs, m[2])
 	}
-	if errs == nil {
-		t.Fatalf("no result from imagewrites: %q", out)
+	for _, m := range errorRE.FindAllStringSubmatch(out, -1) {
+		errs = append(errs, m[1])
+	}
+	if errs == nil || len(errs) != len(ws) {
+		t.Fatalf("no result from imagewrites, or a line lost: %q", out)
 	}
 	return sum, errs
 }
