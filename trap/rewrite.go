@@ -7,7 +7,9 @@ package trap
 // patchAfter times, package rewrite checks it and replaces its
 // `mov $nr,%eax; syscall` by a jump through the slot table to a stub that
 // enters kbox without a signal (core.c, kbox_rw_entry) or answers
-// getpid, getppid and gettid inline.
+// getpid, getppid and gettid inline. A site whose number is in a register
+// gets a stub that enters kbox for the numbers the filter always traps and
+// makes the others itself (rwTable, unstub; rewrite/x86dyn.go).
 
 import (
 	"encoding/binary"
