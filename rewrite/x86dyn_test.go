@@ -1,7 +1,6 @@
 package rewrite
 
 import (
-	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -175,13 +174,8 @@ func TestX86StubDyn(t *testing.T) {
 func oracleDyn(code []byte, base uint64, si X86SiteInfo) bool {
 	off := int(si.Site - base)
 	at := decodeAll(code)
-	for a, in := range at {
-		if tgt, ok := directTarget(in, uint64(a)); ok && (tgt > uint64(off) && tgt < uint64(off)+7 || prefixBefore(code, off) && tgt == uint64(off)-1) {
-			return false
-		}
-		if a < off+7 && a+in.Len > off && a != off && a != off+5 {
-			return false
-		}
+	if patchDisturbs(code, at, off) {
+		return false
 	}
 	writes := func(in x86asm.Inst) bool {
 		r, ok := in.Args[0].(x86asm.Reg)
@@ -217,12 +211,9 @@ func FuzzSiteX86Dyn(f *testing.F) {
 		{0x89, 0xF2}, {0x41}, {0xEB, 0x01}, {0x75, 0xF4}, // prefix-like last bytes, branches to them
 	}, embedded...)
 	f.Fuzz(func(t *testing.T, pick []byte) {
-		if len(pick) > 256 {
+		code, ok := fromParts(pick, parts, 256)
+		if !ok {
 			return
-		}
-		var code []byte
-		for _, p := range pick {
-			code = append(code, parts[int(p)%len(parts)]...)
 		}
 		const base = 0x9000
 		for e := 0; e+2 <= len(code); e++ {
@@ -230,7 +221,7 @@ func FuzzSiteX86Dyn(f *testing.F) {
 				continue
 			}
 			tx := &X86Text{Base: base, Code: code}
-			si, err := X86FindSite(tx, base+uint64(e+2), binary.LittleEndian.Uint32([]byte{0xFF, 0xFF, 0xFF, 0x7F}), true)
+			si, err := X86FindSite(tx, base+uint64(e+2), 0x7FFFFFFF, true) // a number no B8 before it gives
 			if err != nil || !si.Dynamic {
 				continue
 			}

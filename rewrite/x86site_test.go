@@ -225,6 +225,19 @@ func prefixBefore(code []byte, off int) bool {
 	return b >= 0x40 && b <= 0x4F || bytes.IndexByte([]byte{0x66, 0x67, 0xF0, 0xF2, 0xF3, 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65, 0x62, 0xC4, 0xC5, 0x8F}, b) >= 0
 }
 
+// fromParts is the fuzzers' code: parts picked by the fuzzer's bytes,
+// false for more than max picks.
+func fromParts(pick []byte, parts [][]byte, max int) ([]byte, bool) {
+	if len(pick) > max {
+		return nil, false
+	}
+	var code []byte
+	for _, p := range pick {
+		code = append(code, parts[int(p)%len(parts)]...)
+	}
+	return code, true
+}
+
 func bytesJoin(l []string) []byte {
 	var b []byte
 	for _, s := range l {
@@ -340,12 +353,9 @@ func FuzzSiteX86Stream(f *testing.F) {
 	f.Add([]byte{4, 5, 0, 4, 1, 4, 2, 4})
 	f.Add([]byte{9, 4, 8, 10, 4, 11, 4, 12, 4})
 	f.Fuzz(func(t *testing.T, pick []byte) {
-		if len(pick) > 512 {
+		code, ok := fromParts(pick, embedded, 512)
+		if !ok {
 			return
-		}
-		var code []byte
-		for _, p := range pick {
-			code = append(code, embedded[int(p)%len(embedded)]...)
 		}
 		checkFind(t, code, 0x7000)
 		for off := 0; off+7 <= len(code); off++ {

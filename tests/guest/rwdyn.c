@@ -28,6 +28,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "rwregs.h"
+
 /* rw_dyn(nr, a, b, c, d, e, f): musl's __syscall_cp_c, byte for byte. The
  * lead is `mov 0x8(%rsp),%r9` (the seventh argument), then one move. 64
  * NOPs before it keep every back sweep of the site finder in step. */
@@ -54,27 +56,14 @@ extern unsigned char rw_dyn_lead[];
 /* rw_dynregs(nr): magic values in every register the kernel preserves
  * (all but rax, rcx, r11) and in xmm0, CF and DF set, the number from a
  * register; the lead is `mov $imm32,%ecx`, then `mov %rdx,%r10`; then
- * everything stored to regs_out. */
-uint64_t regs_out[16];
+ * everything stored to regs_out (rwregs.h). */
 __asm__(".text\n"
 	".p2align 4\n"
 	".globl rw_dynregs\n"
 	".type rw_dynregs,@function\n"
 	"rw_dynregs:\n"
-	"	push %rbx\n	push %rbp\n	push %r12\n	push %r13\n	push %r14\n	push %r15\n"
 	"	mov %rdi, %rax\n"
-	"	mov $0x1111111111111111, %rbx\n"
-	"	mov $0x2222222222222222, %rbp\n"
-	"	mov $0x3333333333333333, %rdx\n"
-	"	mov $0x4444444444444444, %rsi\n"
-	"	mov $0x5555555555555555, %rdi\n"
-	"	mov $0x6666666666666666, %r8\n"
-	"	mov $0x7777777777777777, %r9\n"
-	"	mov $0x9999999999999999, %r12\n"
-	"	mov $0xaaaaaaaaaaaaaaaa, %r13\n"
-	"	mov $0xbbbbbbbbbbbbbbbb, %r14\n"
-	"	mov $0xcccccccccccccccc, %r15\n"
-	"	movq %r15, %xmm0\n"
+	RW_REGS_ENTER
 	"	std\n"
 	"	stc\n"
 	".fill 16, 1, 0x90\n"
@@ -83,27 +72,7 @@ __asm__(".text\n"
 	"	mov $0x12345678, %ecx\n"
 	"	mov %rdx, %r10\n"
 	"	syscall\n"
-	"	pushfq\n"
-	"	cld\n"
-	"	mov %rbx, regs_out+0(%rip)\n"
-	"	mov %rbp, regs_out+8(%rip)\n"
-	"	mov %rdx, regs_out+16(%rip)\n"
-	"	mov %rsi, regs_out+24(%rip)\n"
-	"	mov %rdi, regs_out+32(%rip)\n"
-	"	mov %r8, regs_out+40(%rip)\n"
-	"	mov %r9, regs_out+48(%rip)\n"
-	"	mov %r10, regs_out+56(%rip)\n"
-	"	mov %r12, regs_out+64(%rip)\n"
-	"	mov %r13, regs_out+72(%rip)\n"
-	"	mov %r14, regs_out+80(%rip)\n"
-	"	mov %r15, regs_out+88(%rip)\n"
-	"	movq %xmm0, %rcx\n"
-	"	mov %rcx, regs_out+96(%rip)\n"
-	"	pop %rcx\n"
-	"	mov %rcx, regs_out+104(%rip)\n" /* rflags */
-	"	mov %rax, regs_out+112(%rip)\n"
-	"	pop %r15\n	pop %r14\n	pop %r13\n	pop %r12\n	pop %rbp\n	pop %rbx\n"
-	"	ret\n");
+	RW_REGS_LEAVE);
 void rw_dynregs(long nr);
 extern unsigned char rw_dynregs_lead[];
 
@@ -185,29 +154,21 @@ static int mode_calls(long n)
 
 static int mode_regs(long n)
 {
-	static const uint64_t want[] = {
-		0x1111111111111111, 0x2222222222222222, 0x3333333333333333, 0x4444444444444444,
-		0x5555555555555555, 0x6666666666666666, 0x7777777777777777, 0x3333333333333333,
-		0x9999999999999999, 0xaaaaaaaaaaaaaaaa, 0xbbbbbbbbbbbbbbbb, 0xcccccccccccccccc,
-		0xcccccccccccccccc};
-	static const char *names[] = {"rbx", "rbp", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r12", "r13", "r14", "r15", "xmm0"};
 	/* uname(0x5555...): EFAULT, from kbox; sched_yield: 0, from the kernel. */
 	static const long nrs[] = {SYS_uname, SYS_sched_yield};
+	static const char *what[] = {"uname", "sched_yield"};
 	static const long rets[] = {-EFAULT, 0};
 	for (long i = 0; i < n; i++)
 		for (int k = 0; k < 2; k++) {
 			rw_dynregs(nrs[k]);
-			for (int r = 0; r < 13; r++)
-				if (regs_out[r] != want[r]) {
-					printf("regs: call %ld of %ld: %s = %#llx\n", i, nrs[k], names[r], (unsigned long long)regs_out[r]);
-					return 1;
-				}
+			if (rw_regs_bad(what[k], i, 0x3333333333333333)) /* %r10: the move from %rdx */
+				return 1;
 			if ((regs_out[13] & 0x401) != 0x401) {
-				printf("regs: call %ld of %ld: flags %#llx, CF or DF lost\n", i, nrs[k], (unsigned long long)regs_out[13]);
+				printf("regs: %s call %ld: flags %#llx, CF or DF lost\n", what[k], i, (unsigned long long)regs_out[13]);
 				return 1;
 			}
 			if ((long)regs_out[14] != rets[k]) {
-				printf("regs: call %ld of %ld: %ld, want %ld\n", i, nrs[k], (long)regs_out[14], rets[k]);
+				printf("regs: %s call %ld: %ld, want %ld\n", what[k], i, (long)regs_out[14], rets[k]);
 				return 1;
 			}
 		}

@@ -30,6 +30,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "rwregs.h"
+
 /* Each site is a function of its own: 16-byte aligned, `mov $nr,%eax;
  * syscall; ret`. */
 #define SITE(name, nr)                        \
@@ -101,53 +103,20 @@ static const char *state(void *fn)
 
 /* rw_regs: magic values in every register the kernel preserves across a
  * syscall (all but rax, rcx, r11) and in xmm0, a patched getuid, then
- * everything stored to regs_out. */
-uint64_t regs_out[16];
+ * everything stored to regs_out (rwregs.h). */
 __asm__(".text\n"
 	".globl rw_regs\n"
 	".type rw_regs,@function\n"
 	"rw_regs:\n"
-	"	push %rbx\n	push %rbp\n	push %r12\n	push %r13\n	push %r14\n	push %r15\n"
-	"	mov $0x1111111111111111, %rbx\n"
-	"	mov $0x2222222222222222, %rbp\n"
-	"	mov $0x3333333333333333, %rdx\n"
-	"	mov $0x4444444444444444, %rsi\n"
-	"	mov $0x5555555555555555, %rdi\n"
-	"	mov $0x6666666666666666, %r8\n"
-	"	mov $0x7777777777777777, %r9\n"
+	RW_REGS_ENTER
 	"	mov $0x8888888888888888, %r10\n"
-	"	mov $0x9999999999999999, %r12\n"
-	"	mov $0xaaaaaaaaaaaaaaaa, %r13\n"
-	"	mov $0xbbbbbbbbbbbbbbbb, %r14\n"
-	"	mov $0xcccccccccccccccc, %r15\n"
-	"	movq %r15, %xmm0\n"
 	"	std\n" /* the direction flag too (rflags survive) */
 	".p2align 4\n"
 	".globl rw_regs_site\n"
 	"rw_regs_site:\n"
 	"	mov $102, %eax\n"
 	"	syscall\n"
-	"	pushfq\n"
-	"	cld\n"
-	"	mov %rbx, regs_out+0(%rip)\n"
-	"	mov %rbp, regs_out+8(%rip)\n"
-	"	mov %rdx, regs_out+16(%rip)\n"
-	"	mov %rsi, regs_out+24(%rip)\n"
-	"	mov %rdi, regs_out+32(%rip)\n"
-	"	mov %r8, regs_out+40(%rip)\n"
-	"	mov %r9, regs_out+48(%rip)\n"
-	"	mov %r10, regs_out+56(%rip)\n"
-	"	mov %r12, regs_out+64(%rip)\n"
-	"	mov %r13, regs_out+72(%rip)\n"
-	"	mov %r14, regs_out+80(%rip)\n"
-	"	mov %r15, regs_out+88(%rip)\n"
-	"	movq %xmm0, %rcx\n"
-	"	mov %rcx, regs_out+96(%rip)\n"
-	"	pop %rcx\n"
-	"	mov %rcx, regs_out+104(%rip)\n" /* rflags */
-	"	mov %rax, regs_out+112(%rip)\n"
-	"	pop %r15\n	pop %r14\n	pop %r13\n	pop %r12\n	pop %rbp\n	pop %rbx\n"
-	"	ret\n");
+	RW_REGS_LEAVE);
 void rw_regs(void);
 extern char rw_regs_site[];
 
@@ -170,20 +139,11 @@ static int mode_inline(long n)
 
 static int mode_regs(long n)
 {
-	static const uint64_t want[] = {
-		0x1111111111111111, 0x2222222222222222, 0x3333333333333333, 0x4444444444444444,
-		0x5555555555555555, 0x6666666666666666, 0x7777777777777777, 0x8888888888888888,
-		0x9999999999999999, 0xaaaaaaaaaaaaaaaa, 0xbbbbbbbbbbbbbbbb, 0xcccccccccccccccc,
-		0xcccccccccccccccc};
-	static const char *names[] = {"rbx", "rbp", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r12", "r13", "r14", "r15", "xmm0"};
 	long uid = getuid();
 	for (long i = 0; i < n; i++) {
 		rw_regs();
-		for (int r = 0; r < 13; r++)
-			if (regs_out[r] != want[r]) {
-				printf("regs: call %ld: %s = %#llx\n", i, names[r], (unsigned long long)regs_out[r]);
-				return 1;
-			}
+		if (rw_regs_bad("getuid", i, 0x8888888888888888))
+			return 1;
 		if (!(regs_out[13] & 0x400)) {
 			printf("regs: call %ld: the direction flag was lost\n", i);
 			return 1;
