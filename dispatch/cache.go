@@ -75,9 +75,9 @@ func (e *Engine) openCached(r *Request, t guestpath.Target, flags int) (Result, 
 // open with flags, in the guest as the open's answer, and closes kbox's
 // copy.
 func giveShadow(r *Request, hfd, flags int) Result {
-	// hfd is a content file's description (tmpfs or memfd), which the
-	// guest now holds too: its close never waits, so it is a raw
-	// syscall, without the scheduler's hand-off.
+	// hfd is a content file's description (tmpfs or memfd): its close
+	// never waits, so it is a raw syscall, without the scheduler's
+	// hand-off.
 	defer unix.RawSyscall(unix.SYS_CLOSE, uintptr(hfd), 0, 0)
 	hostStatus(hfd, flags)
 	gfd, err := r.G.AddFDReply(hfd, flags&unix.O_CLOEXEC != 0)

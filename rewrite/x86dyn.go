@@ -6,7 +6,7 @@ import (
 )
 
 // Sites whose number is in a register (docs/tiers.md, Rewrite tier,
-// "Sites whose number is in a register"). libc's generic entries take the
+// "Number in a register"). libc's generic entries take the
 // number as an argument: musl's __syscall_cp_c (every open, close, read
 // and write of a static musl program) and __syscall_cp_asm, glibc's
 // syscall(3). Their syscall is preceded by moves only, the last of which

@@ -141,17 +141,24 @@ func (s *fdSpace) install(hostfd, fd int, cloexec bool) error {
 		return err
 	}
 	s.mu.Lock()
-	over := s.free[fd]
-	s.mu.Unlock()
-	if over {
+	if s.free[fd] {
 		// Over a placeholder, whose description ph holds too: no last
 		// reference closes, so it never waits: a raw syscall, without
-		// the scheduler's hand-off.
-		if _, _, e := unix.RawSyscall(unix.SYS_DUP3, uintptr(hostfd), uintptr(fd), uintptr(flags)); e != 0 {
+		// the scheduler's hand-off, under the lock it needs anyway.
+		_, _, e := unix.RawSyscall(unix.SYS_DUP3, uintptr(hostfd), uintptr(fd), uintptr(flags))
+		if e == 0 {
+			s.free[fd] = false
+		}
+		s.mu.Unlock()
+		if e != 0 {
 			return e
 		}
-	} else if err := unix.Dup3(hostfd, fd, flags); err != nil {
-		return err // a guest fd replaced (dup2): its close may wait
+		return nil
+	}
+	s.mu.Unlock()
+	// A guest fd replaced (dup2): its close may wait.
+	if err := unix.Dup3(hostfd, fd, flags); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.free[fd] = false
