@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"testing"
 )
 
@@ -29,4 +30,51 @@ func BenchmarkX86TextScan(b *testing.B) {
 			b.Fatal("a target below 1")
 		}
 	}
+}
+
+// BenchmarkX86FindSite: the site checks (the sweeps, the branch checks)
+// of every syscall instruction in the host's libc, its text scanned
+// once, as a rewrite-tier run pays them at each hot site.
+func BenchmarkX86FindSite(b *testing.B) {
+	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		b.Skip("SKIP: no /lib/x86_64-linux-gnu/libc.so.6")
+	}
+	defer f.Close()
+	sec := f.Section(".text")
+	if sec == nil {
+		b.Skip("SKIP: libc has no .text")
+	}
+	code, err := sec.Data()
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := &X86Text{Base: sec.Addr, Code: code}
+	t.scan()
+	type call struct {
+		ip uint64
+		nr uint32
+	}
+	var calls []call
+	for i := 7; i+2 <= len(code); i++ {
+		if code[i] == 0x0F && code[i+1] == 0x05 {
+			nr := uint32(0)
+			if code[i-5] == 0xB8 {
+				nr = binary.LittleEndian.Uint32(code[i-4:])
+			}
+			calls = append(calls, call{sec.Addr + uint64(i) + 2, nr})
+		}
+	}
+	ok := 0
+	for b.Loop() {
+		ok = 0
+		for _, c := range calls {
+			if _, err := X86FindSite(t, c.ip, c.nr, true); err == nil {
+				ok++
+			}
+		}
+	}
+	b.ReportMetric(float64(len(calls)), "sites")
+	b.ReportMetric(float64(ok), "accepted")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(calls)), "ns/site")
 }
