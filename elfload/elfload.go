@@ -17,7 +17,6 @@
 //	...
 //	l.Brk.Set(addr)   // the guest's brk(2)
 //	l.Regions         // the guest's memory, for its mmap/munmap/mprotect checks
-//	l.TextAliases     // memfds of the code, to patch it
 //	l.Unmap()         // exec replaced it, or it never started
 //
 // The steps:
@@ -36,13 +35,10 @@
 //     honour p_offset, p_vaddr, p_filesz, p_memsz, p_align and p_flags;
 //     the tail of a segment's last file page is zeroed and its bss mapped
 //     anonymous. PT_TLS is libc's business.
-//   - Code: each object's executable segments are copied into a memfd of
-//     the load's own (the text alias) and mapped from it MAP_SHARED,
-//     read-execute. kbox can map that memfd again writable and patch the
-//     guest's code in place (the rewrite tier); the copy keeps one load's
-//     patches out of every other load of the file (the image memfd is
-//     shared by the exec cache and sealed against writes). Other segments
-//     are MAP_PRIVATE from the image.
+//   - Every segment, code too, is mapped MAP_PRIVATE from the image (the
+//     sealed memfd the exec cache shares): the pages are the cache's
+//     until written. The rewrite tier gives a text it patches a writable
+//     alias of its own when a site there turns hot (trap/rewrite.go).
 //   - The stack (stack.go) is laid out as create_elf_tables lays it
 //     (argc, argv, envp, auxv, then AT_RANDOM's bytes, the platform
 //     string and the argument strings up to 8 bytes below the top), without

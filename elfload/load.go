@@ -112,18 +112,6 @@ type Region struct {
 	Interp     bool // part of the interpreter's image
 }
 
-// Alias is an executable segment's code in a memfd of the loader's own:
-// guest addresses [Start, End) are FD's bytes from Off, mapped MAP_SHARED
-// read-execute, so a mapping of FD made writable elsewhere changes the
-// guest's code in place (the rewrite tier patches it so). FD belongs to
-// the Loaded (segments of one object share it): Unmap closes it.
-type Alias struct {
-	FD         int
-	Off        uint64
-	Start, End uintptr
-	Interp     bool
-}
-
 // Loaded is a program mapped in this process, ready to start: a thread
 // that kbox creates (never a Go thread) sets its stack pointer to SP and
 // jumps to Entry, with the registers the ABI wants at process entry.
@@ -140,10 +128,9 @@ type Loaded struct {
 	// Regions is every range mapped, sorted by address, not overlapping:
 	// the guest's memory, which the trap tier keeps guest munmap,
 	// mprotect and MAP_FIXED inside.
-	Regions     []Region
-	Brk         *Brk
-	TextAliases []Alias
-	Auxv        [][2]uint64 // the auxv on the stack, in order, AT_NULL left out
+	Regions []Region
+	Brk     *Brk
+	Auxv    [][2]uint64 // the auxv on the stack, in order, AT_NULL left out
 	// Args are where the argument and environment strings lie on the
 	// stack: [argStart, argEnd, envStart, envEnd), as Linux's mm has them
 	// for /proc/PID/cmdline and environ.
@@ -151,7 +138,6 @@ type Loaded struct {
 
 	mu       sync.Mutex
 	spans    [][2]uintptr // reservations to unmap
-	fds      []int        // the text aliases' memfds, one per object
 	unmapped bool
 }
 
@@ -183,10 +169,7 @@ func (l *Loaded) release(unmap bool) {
 			munmap(s[0], s[1]-s[0])
 		}
 	}
-	for _, fd := range l.fds {
-		unix.Close(fd)
-	}
-	l.spans, l.fds = nil, nil
+	l.spans = nil
 }
 
 // traceSpan, when set (tests), sees every reservation made.
@@ -439,8 +422,7 @@ func (l *Loaded) reserve(o *object, extra uint64, pg uint64) (uintptr, uint64, e
 	return start - uintptr(o.first), extra, nil
 }
 
-// mapObject maps o inside a reservation and records its regions and text
-// aliases. extra is address space to keep after it (the break's); it
+// mapObject maps o inside a reservation and records its regions. extra is address space to keep after it (the break's); it
 // returns the bias and how much of extra it kept (reserve).
 func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg uint64) (uintptr, uint64, error) {
 	bias, extra, err := l.reserve(o, extra, pg)
@@ -450,13 +432,6 @@ func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg
 	fd, err := src.mapFD()
 	if err != nil {
 		return 0, 0, err
-	}
-	text := -1
-	if n := o.textSize(pg); n > 0 {
-		if text, err = textCopy(o, src, n, pg); err != nil {
-			return 0, 0, err
-		}
-		l.fds = append(l.fds, text)
 	}
 	var regions []Region
 	add := func(r Region) {
@@ -486,12 +461,6 @@ func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg
 		}
 		if s.filesz == 0 {
 			fileEnd = start
-		} else if s.exec() {
-			if _, err := mmap(start, fileEnd-start, s.prot, unix.MAP_SHARED|unix.MAP_FIXED, text, s.off&^(pg-1)); err != nil {
-				return 0, 0, sysError(err, "%s: mapping segment %d at %#x", o.name, i, start)
-			}
-			l.TextAliases = append(l.TextAliases, Alias{FD: text, Off: s.off &^ (pg - 1), Start: start, End: fileEnd, Interp: interp})
-			add(Region{Start: start, End: fileEnd, Kind: RegionText, Prot: s.prot})
 		} else {
 			tail := bias + uintptr(s.vaddr+s.filesz)
 			zero := s.memsz > s.filesz && tail < fileEnd
@@ -510,7 +479,11 @@ func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg
 					}
 				}
 			}
-			add(Region{Start: start, End: fileEnd, Kind: RegionSegment, Prot: s.prot})
+			kind := RegionSegment
+			if s.exec() {
+				kind = RegionText
+			}
+			add(Region{Start: start, End: fileEnd, Kind: kind, Prot: s.prot})
 		}
 		if memEnd > fileEnd {
 			if _, err := mmap(fileEnd, memEnd-fileEnd, s.prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED, -1, 0); err != nil {
@@ -522,49 +495,6 @@ func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg
 	}
 	l.Regions = append(l.Regions, regions...)
 	return bias, extra, nil
-}
-
-// textCopy makes o's text alias: a memfd of n bytes holding the file
-// pages of its executable segments at their file offsets (a segment's
-// bytes past its file size zeroed to the page's end when it has bss),
-// sparse elsewhere.
-func textCopy(o *object, src *source, n uint64, pg uint64) (int, error) {
-	fd, err := newMemfd("kbox-text:"+o.name, int64(n))
-	if err != nil {
-		return -1, sysError(err, "%s: text memfd", o.name)
-	}
-	buf := make([]byte, 64<<10)
-	for i := range o.segs {
-		s := &o.segs[i]
-		if !s.exec() || s.filesz == 0 {
-			continue
-		}
-		from, to := s.off&^(pg-1), s.off+s.filesz
-		if s.memsz == s.filesz {
-			to = min(pageUp(to, pg), uint64(src.size))
-		}
-		for off := from; off < to; {
-			b := buf[:min(uint64(len(buf)), to-off)]
-			if _, err := src.r.ReadAt(b, int64(off)); err != nil {
-				unix.Close(fd)
-				return -1, sysError(err, "%s: reading segment %d", o.name, i)
-			}
-			if err := pwriteAll(fd, b, int64(off)); err != nil {
-				unix.Close(fd)
-				return -1, sysError(err, "%s: text memfd", o.name)
-			}
-			off += uint64(len(b))
-		}
-		if s.memsz > s.filesz {
-			zeros := make([]byte, pageUp(to, pg)-to)
-			if err := pwriteAll(fd, zeros, int64(to)); err != nil {
-				unix.Close(fd)
-				return -1, sysError(err, "%s: text memfd", o.name)
-			}
-		}
-	}
-	unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_GROW|unix.F_SEAL_SHRINK)
-	return fd, nil
 }
 
 // mapStack maps the stack between two guards and writes the initial

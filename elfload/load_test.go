@@ -82,7 +82,7 @@ func leakCheck(t *testing.T, name string, f func()) {
 		}
 	}
 	for _, m := range maps {
-		if (strings.Contains(m.name, "kbox-elf") || strings.Contains(m.name, "kbox-text")) && !before[m] {
+		if strings.Contains(m.name, "kbox-elf") && !before[m] {
 			t.Errorf("%s: memfd still mapped: %#x-%#x %s", name, m.lo, m.hi, m.name)
 		}
 	}
@@ -154,8 +154,9 @@ func checkLoaded(t *testing.T, l *Loaded, b []byte) {
 	if kinds[RegionText] != 1 || kinds[RegionSegment] != 2 || kinds[RegionBss] != 1 || kinds[RegionStack] != 1 || kinds[RegionGuard] != 2 || kinds[RegionBrk] != 1 {
 		t.Errorf("regions %v", kinds)
 	}
-	// Text is the alias; data comes from the file, zeroed after its file part.
-	if m := findMapping(maps, l.Entry); m == nil || !strings.Contains(m.name, "kbox-text:test-prog") || m.perms != "r-xs" {
+	// Text and data come from the file (private), data zeroed after its
+	// file part.
+	if m := findMapping(maps, l.Entry); m == nil || !strings.Contains(m.name, "/memfd:kbox-e") || m.perms != "r-xp" {
 		t.Errorf("text mapped as %+v", m)
 	}
 	data := l.Base + 2*tUnit + tDataOff
@@ -218,9 +219,6 @@ func checkLoaded(t *testing.T, l *Loaded, b []byte) {
 			}
 		}
 	}
-	if len(l.TextAliases) != 1 || l.TextAliases[0].Start != l.Base+tUnit {
-		t.Errorf("text aliases %+v", l.TextAliases)
-	}
 }
 
 func permString(prot int) string {
@@ -235,39 +233,6 @@ func permString(prot int) string {
 		s[2] = 'x'
 	}
 	return string(s)
-}
-
-// The text alias is the guest's code: a byte written through a writable
-// mapping of it is at once in the guest's (read-execute) text.
-func TestTextAliasPatches(t *testing.T) {
-	l, err := Load(testSpec(defaultTestELF().build()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Unmap()
-	a := l.TextAliases[0]
-	w, err := unix.Mmap(a.FD, int64(a.Off), int(a.End-a.Start), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(w)
-	entry := l.Entry - a.Start
-	if w[entry] != mem(l.Entry, 1)[0] {
-		t.Fatalf("alias and text differ before the patch")
-	}
-	w[entry] = 0xcc
-	if got := mem(l.Entry, 1)[0]; got != 0xcc {
-		t.Errorf("guest text reads %#x after patching the alias", got)
-	}
-	// The patch stays in this load: a second load of the same file has its own.
-	l2, err := Load(testSpec(defaultTestELF().build()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l2.Unmap()
-	if mem(l2.Entry, 1)[0] == 0xcc {
-		t.Errorf("a patch of one load shows in another")
-	}
 }
 
 func TestLoadFromSealedMemfd(t *testing.T) {
@@ -327,8 +292,8 @@ func TestLoadWithInterpreter(t *testing.T) {
 				}
 			}
 		}
-		if n == 0 || len(l.TextAliases) != 2 || !l.TextAliases[1].Interp {
-			t.Errorf("%d interpreter regions, aliases %+v", n, l.TextAliases)
+		if n == 0 {
+			t.Errorf("no interpreter regions")
 		}
 	})
 }

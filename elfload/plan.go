@@ -201,20 +201,6 @@ func pageUp(x, pg uint64) uint64 { return (x + pg - 1) &^ (pg - 1) }
 // span is the length of the image's address range.
 func (o *object) span() uint64 { return o.end - o.first }
 
-// textSize is the length of the text copy: the file range of the
-// executable segments, page-rounded (0 when there is none).
-func (o *object) textSize(pg uint64) uint64 {
-	var n uint64
-	for i := range o.segs {
-		if s := &o.segs[i]; s.exec() {
-			if e := pageUp(s.off+s.filesz, pg); e > n && s.filesz > 0 {
-				n = e
-			}
-		}
-	}
-	return n
-}
-
 // Check plans the mapping of the whole ELF file b as Load would, without
 // mapping anything, and returns the error Load would give (segments that
 // overlap, lie outside the file or have absurd sizes, headers outside the

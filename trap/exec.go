@@ -113,7 +113,6 @@ func (execTier) Exec(r *dispatch.Request, x *dispatch.Exec) dispatch.Result {
 	for _, rg := range l.Regions {
 		t.mem.add(uint64(rg.Start), uint64(rg.End))
 	}
-	t.rwLoad(l)
 	t.fds.closeOnExec()
 	// Handlers go back to the default; ignored signals stay ignored, the
 	// mask and pending signals stay (execve(2)).

@@ -20,7 +20,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/rewrite"
 	"github.com/kbox-project/kbox/seccomp"
 	"golang.org/x/sys/cpu"
@@ -174,27 +173,6 @@ func (t *tier) rwClose() {
 	r.on = false
 }
 
-// rwLoad makes the loaded program's code patchable: its text aliases,
-// mapped writable.
-func (t *tier) rwLoad(l *elfload.Loaded) {
-	r := &t.rw
-	if !r.on {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, a := range l.TextAliases {
-		n := int(a.End - a.Start)
-		v, err := unix.Mmap(a.FD, int64(a.Off), n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		if err != nil {
-			continue // its sites keep trapping
-		}
-		x := &rwText{lo: uint64(a.Start), hi: uint64(a.End), view: v}
-		x.tx = rewrite.X86Text{Base: x.lo, Code: v}
-		r.texts = append(r.texts, x)
-	}
-}
-
 // rwReset forgets every patch and text (exec: the old image is gone).
 func (t *tier) rwReset() {
 	r := &t.rw
@@ -346,13 +324,13 @@ func (t *tier) patch(th *thread, ip uint64, nr int, res uint64) string {
 	return ""
 }
 
-// aliasMapping gives guest code the loader did not map (a library ld.so
-// mapped from its file, code the guest mapped itself) a text alias, as
-// elfload does for what it maps: the mapping's bytes are copied into a
-// memfd mapped MAP_SHARED over the same range, same protection. The bytes
-// are the same, so a thread running there meanwhile notices nothing (the
-// kernel replaces the pages under its mmap lock). Only private,
-// read-execute mappings wholly the guest's.
+// aliasMapping gives guest code a text alias when a site there is first
+// patched (the loader's segments, a library ld.so mapped, code the guest
+// mapped itself): the mapping's bytes are copied into a memfd mapped
+// MAP_SHARED over the same range, same protection, and kept mapped
+// writable for the patches. The bytes are the same, so a thread running
+// there meanwhile notices nothing (the kernel replaces the pages under
+// its mmap lock). Only private, read-execute mappings wholly the guest's.
 func (t *tier) aliasMapping(addr uint64) (*rwText, string) {
 	lo, hi, ok := execMapping(addr)
 	if !ok {
@@ -362,21 +340,21 @@ func (t *tier) aliasMapping(addr uint64) (*rwText, string) {
 		return nil, "not the guest's memory"
 	}
 	n := int(hi - lo)
-	b := make([]byte, n)
-	if !copyIn(b, lo) {
-		return nil, "code not readable"
-	}
 	fd, err := unix.MemfdCreate("kbox-text", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, "memfd: " + err.Error()
 	}
 	defer unix.Close(fd)
-	if w, err := unix.Pwrite(fd, b, 0); err != nil || w != n {
-		return nil, "memfd write failed"
+	if err := unix.Ftruncate(fd, int64(n)); err != nil {
+		return nil, "memfd: " + err.Error()
 	}
 	v, err := unix.Mmap(fd, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, "alias: " + err.Error()
+	}
+	if !copyIn(v, lo) {
+		unix.Munmap(v)
+		return nil, "code not readable"
 	}
 	if got, en := mmapRaw(lo, n, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_SHARED|unix.MAP_FIXED, fd, 0); en != 0 || got != lo {
 		unix.Munmap(v)

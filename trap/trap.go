@@ -271,7 +271,6 @@ func Run(cfg Config) (Exit, error) {
 	for _, r := range l.Regions {
 		t.mem.add(uint64(r.Start), uint64(r.End))
 	}
-	t.rwLoad(l)
 	live.Store(t)
 
 	t.startSignals()
