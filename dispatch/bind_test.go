@@ -80,7 +80,8 @@ func TestLoadBindFile(t *testing.T) {
 		{"/t/esc", unix.ENOENT}, {"/t/escrel", unix.ENOENT}, {"/t/none", unix.ENOENT},
 		{"/proc/self/exe", unix.EACCES},
 	} {
-		data, k, en := e.loadFile(c.path, false)
+		cont, k, en := e.loadFile(c.path, false)
+		data := cont.b
 		if en != c.want {
 			t.Errorf("%s: errno %v, want %v", c.path, en, c.want)
 			continue

@@ -14,7 +14,6 @@ import (
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
-	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,143 +68,11 @@ func machine() elf.Machine {
 	return elf.EM_X86_64
 }
 
-// loadFile reads the file at guest path p for execution: from the bind
-// holding p, confined in it, or else from the image. Nothing on a system
-// host route (/proc, /sys, /dev) is executed. With skipKnown, an image
-// file loadImage inspected before, unchanged, is not read: nil bytes.
-func (e *Engine) loadFile(p string, skipKnown bool) ([]byte, execKey, unix.Errno) {
-	if b := e.bindOf(p); b != nil {
-		return loadBindFile(b, b.Target(p).Rel)
-	}
-	if _, onRoute := e.route(p); onRoute {
-		return nil, execKey{}, unix.EACCES
-	}
-	// The caller must be allowed to execute it, as the kernel checks:
-	// search permission on the way, an execute bit for the caller (for
-	// root, any execute bit), no noexec mount. Reading it is kbox's own
-	// business (a program may be executable and not readable): as root.
-	if _, le := lklPath(lkl.SysFaccessat2, 1, p, [6]uintptr{atFdcwd, 0, unix.X_OK, unix.AT_EACCESS}); le != 0 {
-		return nil, execKey{}, le
-	}
-	var b []byte
-	var k execKey
-	var le unix.Errno
-	asRoot(func() { b, k, le = e.loadImageFile(p, skipKnown) })
-	return b, k, le
-}
-
-// loadImageFile reads an image file for execution, through LKL: a shadow
-// of it is written back first. With skipKnown, a file inspected before
-// (its key: device, inode, size and change time) is not read.
-func (e *Engine) loadImageFile(p string, skipKnown bool) ([]byte, execKey, unix.Errno) {
-	var k execKey
-	// Non-blocking: opening a FIFO must not wait for a writer (a FIFO
-	// then fails the regular-file check below).
-	fd, le := lklPath(lkl.SysOpenat, 1, p, [6]uintptr{atFdcwd, 0, uintptr(lkl.OpenFlagsToLKL(unix.O_RDONLY|unix.O_NONBLOCK)) | unix.O_CLOEXEC})
-	if le != 0 {
-		return nil, k, le
-	}
-	defer lkl.Close(int(fd))
-	st, err := lkl.Fstat(int(fd))
-	if err != nil {
-		return nil, k, unix.EIO
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return nil, k, unix.EACCES
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, k, unix.EACCES
-	}
-	if err := e.Shadows.SyncInode(st.Dev, st.Ino); err != nil {
-		return nil, k, sysabi.Errno(err)
-	}
-	if st, err = lkl.Fstat(int(fd)); err != nil {
-		return nil, k, unix.EIO
-	}
-	if st.Size > MaxExecSize {
-		return nil, k, unix.E2BIG
-	}
-	k = execKey{dev: st.Dev, ino: st.Ino, size: st.Size, ctime: st.Ctime, ctimeNs: int64(st.CtimeNsec)}
-	if skipKnown && inspectedInfo(k) != nil {
-		return nil, k, 0
-	}
-	b := make([]byte, st.Size)
-	for off := 0; off < len(b); {
-		n, le := lkl.Syscall6(lkl.SysPread64, fd, uptr(b[off:]), uintptr(len(b)-off), uintptr(off), 0, 0)
-		if le != 0 {
-			return nil, k, le
-		}
-		if n == 0 {
-			return nil, k, unix.EIO
-		}
-		off += int(n)
-	}
-	return b, k, 0
-}
-
-// stNoexec is ST_NOEXEC of statfs's f_flags (MS_NOEXEC's value).
-const stNoexec = 0x8
-
-// loadBindFile reads a bind's host file for execution. It is opened with
-// the bind's confined openat2 as an O_PATH fd (no open of a FIFO or device
-// node), and must be a regular file that kbox's host uid may execute, on a
-// filesystem not mounted noexec, as the host kernel would require of an
-// execve. Its content is then read through kbox's own /proc/self/fd link
-// of that fd, which reaches exactly that inode.
-func loadBindFile(b *guestpath.Bind, rel string) ([]byte, execKey, unix.Errno) {
-	var k execKey
-	pfd, err := b.OpenIn(rel, unix.O_PATH, 0)
-	if err != nil {
-		return nil, k, sysabi.Errno(err)
-	}
-	defer unix.Close(pfd)
-	var st unix.Stat_t
-	if err := unix.Fstat(pfd, &st); err != nil {
-		return nil, k, sysabi.Errno(err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
-		return nil, k, unix.EACCES // directories and special files too
-	}
-	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(pfd, &sfs); err != nil || sfs.Flags&stNoexec != 0 {
-		return nil, k, unix.EACCES
-	}
-	if err := unix.Access(guestpath.ProcFd(pfd), unix.X_OK); err != nil {
-		return nil, k, sysabi.Errno(err)
-	}
-	fd, err := unix.Open(guestpath.ProcFd(pfd), unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, k, sysabi.Errno(err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, k, sysabi.Errno(err)
-	}
-	if st.Size > MaxExecSize {
-		return nil, k, unix.E2BIG
-	}
-	k = execKey{host: true, dev: st.Dev, ino: st.Ino, size: st.Size, ctime: st.Ctim.Sec, ctimeNs: st.Ctim.Nsec}
-	buf := make([]byte, st.Size)
-	for off := 0; off < len(buf); {
-		n, err := unix.Pread(fd, buf[off:], int64(off))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, k, sysabi.Errno(err)
-		}
-		if n == 0 {
-			return nil, k, unix.EIO // shrunk while read
-		}
-		off += n
-	}
-	return buf, k, 0
-}
-
-// image is a file read for execution, and what it is.
+// image is a file read for execution, and what it is. Its bytes are
+// released with it (release) once the exec is over.
 type image struct {
 	path string
-	b    []byte // nil: not read (bytes)
+	c    content // not read when !c.read() (bytes)
 	key  execKey
 	info *elfload.Info
 	e    *Engine
@@ -223,33 +90,44 @@ func inspectedInfo(k execKey) *elfload.Info {
 // not (a file that changed meanwhile is ENOEXEC: its inspection was of
 // other bytes).
 func (im *image) bytes() ([]byte, unix.Errno) {
-	if im.b != nil {
-		return im.b, 0
+	if im.c.read() {
+		return im.c.b, 0
 	}
-	b, k, en := im.e.loadFile(im.path, false)
+	c, k, en := im.e.loadFile(im.path, false)
 	if en != 0 {
 		return nil, en
 	}
 	if k != im.key {
+		c.release()
 		return nil, unix.ENOEXEC
 	}
-	im.b = b
-	return b, 0
+	im.c = c
+	return c.b, 0
+}
+
+// release lets the image's bytes go: an exec is over. Safe on nil and
+// twice.
+func (im *image) release() {
+	if im != nil {
+		im.c.release()
+	}
 }
 
 // loadImage reads the file at guest path p for execution and inspects
 // it: ENOEXEC for anything but an ELF of this machine whose segments the
-// loader accepts, or a #! script.
+// loader accepts, or a #! script. The caller releases the image.
 func (e *Engine) loadImage(p string) (*image, unix.Errno) {
-	b, k, en := e.loadFile(p, true)
+	c, k, en := e.loadFile(p, true)
 	if en != 0 {
 		return nil, en
 	}
-	if b == nil {
-		return &image{path: p, key: k, info: inspectedInfo(k), e: e}, 0
+	if !c.read() {
+		return &image{path: p, c: c, key: k, info: inspectedInfo(k), e: e}, 0
 	}
+	b := c.b
 	info, err := elfload.Inspect(b, machine())
 	if err != nil {
+		c.release()
 		return nil, unix.ENOEXEC
 	}
 	if info.Kind != elfload.Script {
@@ -257,6 +135,7 @@ func (e *Engine) loadImage(p string) (*image, unix.Errno) {
 		// after the point of no return (the guest killed by SIGSEGV)
 		// are ENOEXEC here, as in the in-process loader.
 		if err := elfload.Check(p, b, machine()); err != nil {
+			c.release()
 			return nil, unix.ENOEXEC
 		}
 	}
@@ -267,12 +146,14 @@ func (e *Engine) loadImage(p string) (*image, unix.Errno) {
 		}
 		execCacheMu.Unlock()
 	}
-	return &image{path: p, b: b, key: k, info: info, e: e}, 0
+	return &image{path: p, c: c, key: k, info: info, e: e}, 0
 }
 
 // seal returns a sealed memfd of the image, its PT_INTERP rewritten to
 // patch when patch is not "" and the image is a dynamic ELF. Memfds are
-// cached by file and patch: a program run again costs a dup.
+// cached by file and patch: a program run again costs a dup. Unpatched,
+// an image file's own memfd is sealed and used; a patched copy, or a
+// bind's file, is written to a new one.
 func (im *image) seal(patch string) (int, unix.Errno) {
 	if im.info.Kind != elfload.Dynamic {
 		patch = ""
@@ -291,6 +172,13 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 	if en != 0 {
 		return -1, en
 	}
+	if patch == "" && im.c.fd >= 0 {
+		fd, err := unix.Dup(im.c.fd)
+		if err != nil {
+			return -1, unix.EMFILE
+		}
+		return cacheSealed(k, fd), 0
+	}
 	// The patched interpreter slot alone, written over the copy's.
 	var slot []byte
 	if patch != "" {
@@ -303,8 +191,14 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 	if err != nil {
 		return -1, unix.ENOMEM
 	}
-	for off := 0; off < len(b); {
-		n, err := unix.Write(fd, b[off:])
+	// An image file's memfd is copied by the kernel; a bind's bytes, or
+	// where the kernel cannot, written.
+	off := 0
+	if im.c.fd >= 0 && copyMemfd(fd, im.c.fd, len(b)) {
+		off = len(b)
+	}
+	for off < len(b) {
+		n, err := unix.Pwrite(fd, b[off:], int64(off))
 		if err != nil {
 			unix.Close(fd)
 			return -1, unix.ENOMEM
@@ -317,6 +211,25 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 			return -1, unix.ENOMEM
 		}
 	}
+	return cacheSealed(k, fd), 0
+}
+
+// copyMemfd copies the first n bytes of memfd src to dst with
+// copy_file_range; false if the kernel would not.
+func copyMemfd(dst, src, n int) bool {
+	var roff, woff int64
+	for roff < int64(n) {
+		c, err := unix.CopyFileRange(src, &roff, dst, &woff, n-int(roff), 0)
+		if err != nil || c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// cacheSealed seals memfd fd against any change and keeps a copy of it
+// in the exec cache under k, while the cache has room; it returns fd.
+func cacheSealed(k execKey, fd int) int {
 	unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
 	execCacheMu.Lock()
 	if len(execCache) < execCacheMax {
@@ -325,7 +238,7 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 		}
 	}
 	execCacheMu.Unlock()
-	return fd, 0
+	return fd
 }
 
 // programOf loads the ELF at guest path p (unless have is it, loaded
@@ -338,20 +251,27 @@ func (e *Engine) programOf(r *Request, p string, have *image) (prog, loader *ima
 			return nil, nil, en
 		}
 	}
+	fail := func(en unix.Errno) (*image, *image, unix.Errno) {
+		if prog != have {
+			prog.release()
+		}
+		loader.release()
+		return nil, nil, en
+	}
 	switch prog.info.Kind {
 	case elfload.Script:
-		return nil, nil, unix.ENOEXEC
+		return fail(unix.ENOEXEC)
 	case elfload.Static:
 		return prog, nil, 0
 	}
 	loader, en = e.loadImage(e.interpIn(r, prog.info.Interp))
 	switch {
 	case en == unix.ENOEXEC:
-		return nil, nil, unix.ELIBBAD
+		return fail(unix.ELIBBAD)
 	case en != 0:
-		return nil, nil, en
+		return fail(en)
 	case loader.info.Kind != elfload.Static:
-		return nil, nil, unix.ELIBBAD
+		return fail(unix.ELIBBAD)
 	}
 	return prog, loader, 0
 }
@@ -376,6 +296,7 @@ func (e *Engine) ReadProgram(p string) (*Program, unix.Errno) {
 	if en != 0 {
 		return nil, en
 	}
+	defer func() { prog.release(); loader.release() }()
 	e.warmLibraries(nil, prog) // warm.go
 	x := &Exec{Path: p, prog: prog, loader: loader}
 	return x.program()
@@ -510,6 +431,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	if en != 0 {
 		return errno(en, x.Disp)
 	}
+	defer func() { file.release(); x.prog.release(); x.loader.release() }()
 	run := t.LKLPath()
 	if file.info.Kind == elfload.Script {
 		x.Script, x.ScriptInterp, x.ScriptArg = true, guestpath.Clean("/", file.info.ScriptInterp), file.info.ScriptArg
@@ -559,6 +481,7 @@ func (e *Engine) nestedScript(interp string) unix.Errno {
 		if en != 0 {
 			return en
 		}
+		im.release()
 		if im.info.Kind != elfload.Script {
 			return unix.ENOEXEC
 		}

@@ -42,7 +42,7 @@ func libDirs() []string {
 func (e *Engine) warmLibraries(r *Request, prog *image) {
 	// A program not read (run before, loadImage) had its libraries
 	// warmed then.
-	if e.Shadows == nil || prog.info.Kind != elfload.Dynamic || prog.b == nil {
+	if e.Shadows == nil || prog.info.Kind != elfload.Dynamic || !prog.c.read() {
 		return
 	}
 	if r != nil && (r.P == nil || r.P.chroot() != "") {
@@ -54,7 +54,7 @@ func (e *Engine) warmLibraries(r *Request, prog *image) {
 	if !e.warming.CompareAndSwap(false, true) {
 		return
 	}
-	go e.warm(prog.b)
+	go e.warm(neededLibs(prog.c.b)) // the bytes go with the exec
 }
 
 // Prewarm starts, before the guest's first exec, the reads that exec
@@ -76,11 +76,17 @@ func (e *Engine) Prewarm(p string) {
 		return
 	}
 	go func() {
-		var b []byte
-		asRoot(func() { b, _, _ = e.loadImageFile(p, false) })
-		if info, err := elfload.Inspect(b, machine()); err == nil && info.Kind == elfload.Dynamic {
-			asRoot(func() { e.loadImageFile(guestpath.Clean("/", info.Interp), false) })
-			e.warm(b) // ends the warm-up
+		var c content
+		asRoot(func() { c, _, _ = e.loadImageFile(p, false) })
+		info, err := elfload.Inspect(c.b, machine())
+		libs := neededLibs(c.b)
+		c.release()
+		if err == nil && info.Kind == elfload.Dynamic {
+			asRoot(func() {
+				ld, _, _ := e.loadImageFile(guestpath.Clean("/", info.Interp), false)
+				ld.release()
+			})
+			e.warm(libs) // ends the warm-up
 			return
 		}
 		e.warming.Store(false)
@@ -104,9 +110,8 @@ func neededLibs(b []byte) (libs []string) {
 	return libs
 }
 
-func (e *Engine) warm(b []byte) {
+func (e *Engine) warm(libs []string) {
 	defer e.warming.Store(false)
-	libs := neededLibs(b)
 	// lkl.AsRoot's credentials are the calling thread's.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
