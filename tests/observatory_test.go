@@ -595,7 +595,7 @@ type tierSnap struct {
 // kbox before the "tier" section had none: both cases fail there.
 func TestObservatoryTier(t *testing.T) {
 	img := imagePath(t)
-	o := startObserved(t, "image", "-S", img, "--read-only", "--web=0", "--syscall-mode=rewrite", "--", "/opt/tests/rwsites", "wait", "10", "4")
+	o := startObserved(t, "image", "-S", img, "--read-only", "--web=0", "--syscall-mode=rewrite", "--", "/opt/tests/rwsites", "wait", "100", "4")
 	var snap tierSnap
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		snap = tierSnap{}
@@ -612,11 +612,11 @@ func TestObservatoryTier(t *testing.T) {
 		s.Trapped < s.Patched || s.StillTrapping != s.Trapped-s.Patched || s.Refused == nil || s.WXRefused != 0 {
 		t.Errorf("tier %+v, sites %+v", snap.Tier, *s)
 	}
-	if st := o.wait(t, 30*time.Second); st != 0 || o.stdout.String() != "wait: 10 calls, site patched\n" {
+	if st := o.wait(t, 30*time.Second); st != 0 || o.stdout.String() != "wait: 100 calls, site patched\n" {
 		t.Errorf("status %d, stdout %q\n%s", st, o.stdout, o.stderr)
 	}
 
-	o = startObserved(t, "image", "-S", img, "--read-only", "--web=0", "--trusted", "--", "/opt/tests/rwsites", "wait", "10", "3")
+	o = startObserved(t, "image", "-S", img, "--read-only", "--web=0", "--trusted", "--", "/opt/tests/rwsites", "wait", "100", "3")
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		snap = tierSnap{}
 		getJSON(t, o.base+"/api/snapshot", &snap)
@@ -630,7 +630,7 @@ func TestObservatoryTier(t *testing.T) {
 	if snap.Tier.Mode != "seccomp" || snap.Tier.Why != "auto: defines execve" || snap.Tier.Sites != nil {
 		t.Errorf("seccomp: tier %+v", snap.Tier)
 	}
-	if st := o.wait(t, 30*time.Second); st != 0 || o.stdout.String() != "wait: 10 calls, site original\n" {
+	if st := o.wait(t, 30*time.Second); st != 0 || o.stdout.String() != "wait: 100 calls, site original\n" {
 		t.Errorf("seccomp: status %d, stdout %q\n%s", st, o.stdout, o.stderr)
 	}
 }

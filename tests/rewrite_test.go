@@ -28,14 +28,14 @@ func TestRewriteGuests(t *testing.T) {
 		{"coreutils sort over image files", []string{"--", "/usr/bin/sort", "/etc/hostname", "/etc/passwd"}, 0, []string{"kbox-rootfs\nkbox:x:1000"}, nil},
 		{"coreutils ls -lR", []string{"--", "/usr/bin/ls", "-lR", "/usr/lib/x86_64-linux-gnu"}, 0, []string{"libc.so.6", "libselinux.so.1"}, []string{"goroutine"}},
 		{"non-PIE static inline getpid patched", []string{"--", "/opt/tests/rwsites", "inline", "200"}, 0, []string{"inline ok 200, site patched\n"}, nil},
-		{"extended sites: moves between mov and syscall go into the stub", []string{"--", "/opt/tests/rwsites", "moves", "20"}, 0, []string{"moves ok 20, kbox-rootfs\n", "moves: sites patched patched\n"}, nil},
+		{"extended sites: moves between mov and syscall go into the stub", []string{"--", "/opt/tests/rwsites", "moves", "100"}, 0, []string{"moves ok 100, kbox-rootfs\n", "moves: sites patched patched\n"}, nil},
 		{"registers and flags survive a patched site", []string{"--", "/opt/tests/rwsites", "regs", "1000"}, 0, []string{"regs ok 1000, site patched\n"}, nil},
 		{"threads hammer one site while it is patched", []string{"--", "/opt/tests/rwsites", "threads", "8", "20000"}, 0, []string{"threads: 8 threads x 20000 calls, 0 wrong, site patched\n"}, nil},
 		{"signal handlers at a patched kill", []string{"--", "/opt/tests/rwsites", "signals", "300"}, 0, []string{"signals: 300 sent, 300 handled, site patched\n"}, nil},
 		{"W^X: write and execute refused", []string{"--", "/opt/tests/rwsites", "wx"}, 0, []string{"wx: mmap Permission denied, mprotect Permission denied, then r-x allowed\n"}, nil},
-		{"mprotect of patched code restores it", []string{"--", "/opt/tests/rwsites", "forget", "10"}, 0, []string{"forget: before patched, after mprotect original, called again patched\n"}, nil},
-		{"bad pointers at patched sites: EFAULT", []string{"--", "/opt/tests/rwsites", "badptr", "10"}, 0, []string{"badptr: 30 calls, 0 not EFAULT, sites patched patched\n"}, []string{"goroutine"}},
-		{"path escape at a patched open", []string{"--", "/opt/tests/rwsites", "escape", "10"}, 0, []string{"escape: kbox-rootfs\n", "escape: site patched\n"}, []string{host + "\n"}},
+		{"mprotect of patched code restores it", []string{"--", "/opt/tests/rwsites", "forget", "100"}, 0, []string{"forget: before patched, after mprotect original, called again patched\n"}, nil},
+		{"bad pointers at patched sites: EFAULT", []string{"--", "/opt/tests/rwsites", "badptr", "100"}, 0, []string{"badptr: 300 calls, 0 not EFAULT, sites patched patched\n"}, []string{"goroutine"}},
+		{"path escape at a patched open", []string{"--", "/opt/tests/rwsites", "escape", "100"}, 0, []string{"escape: kbox-rootfs\n", "escape: site patched\n"}, []string{host + "\n"}},
 		{"exec chain: shell, env, glibc echo", []string{"-c", "echo first; exec /usr/bin/env X=1 /bin/sh -c 'echo $X; exec /bin/echo last'"}, 0, []string{"first\n1\nlast\n"}, nil},
 		{"pthreads doing file work", []string{"--", "/opt/tests/trapguard", "thread"}, 0, []string{"threads: 4 joined, 2400 bytes read", "thread: hostname kbox-rootfs"}, nil},
 		{"killed by its own signal", []string{"--", "/opt/tests/kill_self"}, -1, nil, []string{"goroutine"}},
@@ -162,8 +162,8 @@ func TestRewriteDlopen(t *testing.T) {
 	if out, _, st := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=seccomp", "--", "/bin/ls", "/opt/tests/dlplug", "/lib/ld-musl-x86_64.so.1"); st != 0 {
 		t.Skipf("SKIP (the image has no dynamic musl guest; rebuilt without musl-gcc?): %s", out)
 	}
-	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=rewrite", "-v", "--stats", "--", "/opt/tests/dlplug", "10")
-	want := "a: 10 calls ok, site patched\nb mapped: site original\nb: 10 calls ok, site patched\n"
+	stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=rewrite", "-v", "--stats", "--", "/opt/tests/dlplug", "100")
+	want := "a: 100 calls ok, site patched\nb mapped: site original\nb: 100 calls ok, site patched\n"
 	// -v also shows LKL's kernel log on stdout: its lines start with "[".
 	if status != 0 || regexp.MustCompile(`(?m)^\[.*\n`).ReplaceAllString(stdout, "") != want {
 		t.Fatalf("status %d\nstdout: %s\nwant: %s\nstderr: %s", status, stdout, want, stderr)
@@ -231,8 +231,8 @@ func TestRewriteDynamicSites(t *testing.T) {
 			want = "original"
 		}
 		runCases(t, []string{"image", "-S", img, "--read-only", "--syscall-mode=" + mode}, []guestCase{
-			{mode + ": calls", []string{"--", "/opt/tests/rwdyn", "calls", "50"}, 0,
-				[]string{"calls ok 50, kbox-rootfs\n", "calls: 50 signals handled, 0 wrong in the handler\n", "calls: site " + want + "\n"}, []string{"goroutine"}},
+			{mode + ": calls", []string{"--", "/opt/tests/rwdyn", "calls", "100"}, 0,
+				[]string{"calls ok 100, kbox-rootfs\n", "calls: 100 signals handled, 0 wrong in the handler\n", "calls: site " + want + "\n"}, []string{"goroutine"}},
 			{mode + ": registers and flags", []string{"--", "/opt/tests/rwdyn", "regs", "200"}, 0,
 				[]string{"regs ok 200, site " + want + "\n"}, nil},
 			// A signal handler sees the site's own address, not the
@@ -242,7 +242,7 @@ func TestRewriteDynamicSites(t *testing.T) {
 				[]string{"cancel: joined, canceled\n", "cancel: site " + want + "\n"}, nil},
 		})
 	}
-	_, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=rewrite", "--stats", "--", "/opt/tests/rwdyn", "calls", "10")
+	_, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode=rewrite", "--stats", "--", "/opt/tests/rwdyn", "calls", "100")
 	if site == "patched" && (status != 0 || !strings.Contains(stderr, ", 1 patched with the number in a register")) {
 		t.Errorf("--stats: status %d, want the site counted:\n%s", status, stderr)
 	}

@@ -28,7 +28,7 @@ import (
 
 // patchAfter is how many times a site traps before it is patched: cold
 // sites (start-up, error paths) cost nothing.
-const patchAfter = 3
+const patchAfter = 64
 
 const (
 	membarrierQuery            = 0
