@@ -248,6 +248,46 @@ phase 5000; /opt/tests/coherent fdcount; echo phase2; wait_for /b/end
 	}
 }
 
+// TestExecLeavesNothing: kbox reads a program it runs into a memfd of its
+// own (mapped while it inspects it) and lets it go when the exec is over;
+// only the exec cache keeps sealed copies, at most 32. 40 programs, each
+// a new file, run by the default tier; then kbox holds no mapping of a
+// program and at most 32 copies.
+func TestExecLeavesNothing(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	bind := t.TempDir()
+	script := `wait_for() { while [ ! -e $1 ]; do read -t 1 l <> /root/tick; done; true; }
+mkfifo /root/tick; i=0
+while [ $i -lt 40 ]; do cp /opt/tests/hello /root/p$i; /root/p$i > /dev/null || echo FAIL $i; rm /root/p$i; i=$((i+1)); done
+echo ran; wait_for /b/end
+`
+	o := startObservedPipe(t, "image", "-S", img, "-b", bind+":/b", "--web=0", "--", "/bin/sh", "-c", script)
+	for _, l := range o.until(t, "ran") {
+		t.Errorf("guest: %s", l)
+	}
+	pid := o.cmd.Process.Pid
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(maps), "/memfd:kbox-exec:"); n != 0 {
+		t.Errorf("kbox maps %d programs after their execs", n)
+	}
+	copies := 0
+	for name, n := range fdTargets(pid) {
+		if strings.HasPrefix(name, "/memfd:kbox-exec:") {
+			copies += n
+		}
+	}
+	os.WriteFile(filepath.Join(bind, "end"), nil, 0o644)
+	if st := o.wait(t, time.Minute); st != 0 {
+		t.Errorf("status %d\n%s", st, o.stderr)
+	}
+	if copies == 0 || copies > 32 {
+		t.Errorf("kbox holds %d copies of programs (the cache keeps at most 32)", copies)
+	}
+}
+
 // fdTargets counts process pid's open fds by what they name (a path, or
 // a kind such as "anon_inode:[pidfd]"; the inode of a pipe or socket is
 // left out, so equal kinds add up).
