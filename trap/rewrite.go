@@ -27,7 +27,9 @@ import (
 )
 
 // patchAfter is how many times a site traps before it is patched: cold
-// sites (start-up, error paths) cost nothing.
+// sites (start-up, error paths) cost nothing. Checking a site costs about
+// 130 µs (rewrite's BenchmarkX86FindSite), a trap about 2 µs: a site is
+// checked once its traps have cost as much.
 const patchAfter = 64
 
 const (
