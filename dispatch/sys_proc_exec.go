@@ -139,7 +139,7 @@ func (e *Engine) loadImage(p string) (*image, unix.Errno) {
 			return nil, unix.ENOEXEC
 		}
 	}
-	if !k.host {
+	if !k.host && settled(k) {
 		execCacheMu.Lock()
 		if len(inspected) < execCacheMax {
 			inspected[k] = info
@@ -231,6 +231,9 @@ func copyMemfd(dst, src, n int) bool {
 // in the exec cache under k, while the cache has room; it returns fd.
 func cacheSealed(k execKey, fd int) int {
 	unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+	if !settled(k) {
+		return fd
+	}
 	execCacheMu.Lock()
 	if len(execCache) < execCacheMax {
 		if keep, err := unix.Dup(fd); err == nil {
@@ -239,6 +242,24 @@ func cacheSealed(k execKey, fd int) int {
 	}
 	execCacheMu.Unlock()
 	return fd
+}
+
+// settled reports whether the file of key k may be known again by its key:
+// its change time is before the clock its times come from reads now (LKL's
+// coarse clock for an image file, the host's for a bind's). That clock
+// moves in ticks (LKL's not at all while it idles), so a change in the
+// tick of the file's last one gives the same change time again, and,
+// with the same size, the same key: the cache would run the old program.
+// Such a file is read at each exec until its time is past.
+func settled(k execKey) bool {
+	var now unix.Timespec
+	var err error
+	if k.host {
+		err = unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &now)
+	} else {
+		now, err = lkl.CoarseNow()
+	}
+	return err == nil && (k.ctime < now.Sec || k.ctime == now.Sec && k.ctimeNs < now.Nsec)
 }
 
 // programOf loads the ELF at guest path p (unless have is it, loaded

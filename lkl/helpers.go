@@ -203,6 +203,14 @@ func Fstat(fd int) (Stat64, error) {
 	return st, errOf(e)
 }
 
+// CoarseNow returns the kernel's CLOCK_REALTIME_COARSE: the clock its
+// inodes' times are taken from (current_time).
+func CoarseNow() (unix.Timespec, error) {
+	var ts unix.Timespec
+	_, e := Syscall6(SysClockGettime, unix.CLOCK_REALTIME_COARSE, PtrOf(&ts), 0, 0, 0, 0)
+	return ts, errOf(e)
+}
+
 // Uname returns the kernel's utsname (the layout is the same on every arch).
 func Uname() (unix.Utsname, error) {
 	var u unix.Utsname
