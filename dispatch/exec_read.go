@@ -94,7 +94,9 @@ func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix
 	if skipKnown && inspectedInfo(k) != nil {
 		return none, k, 0
 	}
-	c, en := readMemfd("kbox-exec:"+p, int(st.Size), func(b []byte, off int) (int, unix.Errno) {
+	c, en := readMemfd("kbox-exec:"+p, int(st.Size), func(mfd int) bool {
+		return e.Shadows.CopyCurrent(&st, mfd) // a file read before: from its node
+	}, func(b []byte, off int) (int, unix.Errno) {
 		n, le := lkl.Syscall6(lkl.SysPread64, fd, uptr(b), uintptr(len(b)), uintptr(off), 0, 0)
 		return int(n), le
 	})
@@ -102,11 +104,12 @@ func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix
 }
 
 // readMemfd makes a memfd of size bytes named name (sealable, as a
-// program's copy must be), fills it with pread's bytes through a bounce
-// buffer (n == 0 before the end: the file shrank, EIO) and maps it
-// read-only. Written with pwrite, the memfd takes no page fault; with no
-// writable mapping, it may be sealed against writes.
-func readMemfd(name string, size int, pread func(b []byte, off int) (int, unix.Errno)) (content, unix.Errno) {
+// program's copy must be), fills it with fill when fill can, else with
+// pread's bytes through a bounce buffer (n == 0 before the end: the file
+// shrank, EIO), and maps it read-only. Written with pwrite, the memfd
+// takes no page fault; with no writable mapping, it may be sealed against
+// writes.
+func readMemfd(name string, size int, fill func(mfd int) bool, pread func(b []byte, off int) (int, unix.Errno)) (content, unix.Errno) {
 	none := content{fd: -1}
 	mfd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
@@ -126,7 +129,11 @@ func readMemfd(name string, size int, pread func(b []byte, off int) (int, unix.E
 	bp := bounce.Get().(*[]byte)
 	defer bounce.Put(bp)
 	buf := *bp
-	for off := 0; off < size; {
+	off := 0
+	if fill(mfd) {
+		off = size
+	}
+	for off < size {
 		n, en := pread(buf[:min(len(buf), size-off)], off)
 		if en == 0 && n <= 0 {
 			en = unix.EIO
