@@ -10,22 +10,10 @@ import (
 // targets (X86Text.scan), over the host's libc, which every dynamic
 // program's first patch in the rewrite tier pays once per exec.
 func BenchmarkX86TextScan(b *testing.B) {
-	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
-	if err != nil {
-		b.Skip("SKIP: no /lib/x86_64-linux-gnu/libc.so.6")
-	}
-	defer f.Close()
-	sec := f.Section(".text")
-	if sec == nil {
-		b.Skip("SKIP: libc has no .text")
-	}
-	code, err := sec.Data()
-	if err != nil {
-		b.Fatal(err)
-	}
+	addr, code := hostLibcText(b)
 	b.SetBytes(int64(len(code)))
 	for b.Loop() {
-		t := &X86Text{Base: sec.Addr, Code: code}
+		t := &X86Text{Base: addr, Code: code}
 		if t.rel32Into(0, 1) {
 			b.Fatal("a target below 1")
 		}
@@ -36,20 +24,8 @@ func BenchmarkX86TextScan(b *testing.B) {
 // of every syscall instruction in the host's libc, its text scanned
 // once, as a rewrite-tier run pays them at each hot site.
 func BenchmarkX86FindSite(b *testing.B) {
-	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
-	if err != nil {
-		b.Skip("SKIP: no /lib/x86_64-linux-gnu/libc.so.6")
-	}
-	defer f.Close()
-	sec := f.Section(".text")
-	if sec == nil {
-		b.Skip("SKIP: libc has no .text")
-	}
-	code, err := sec.Data()
-	if err != nil {
-		b.Fatal(err)
-	}
-	t := &X86Text{Base: sec.Addr, Code: code}
+	addr, code := hostLibcText(b)
+	t := &X86Text{Base: addr, Code: code}
 	t.scan()
 	type call struct {
 		ip uint64
@@ -62,7 +38,7 @@ func BenchmarkX86FindSite(b *testing.B) {
 			if code[i-5] == 0xB8 {
 				nr = binary.LittleEndian.Uint32(code[i-4:])
 			}
-			calls = append(calls, call{sec.Addr + uint64(i) + 2, nr})
+			calls = append(calls, call{addr + uint64(i) + 2, nr})
 		}
 	}
 	ok := 0
@@ -77,4 +53,23 @@ func BenchmarkX86FindSite(b *testing.B) {
 	b.ReportMetric(float64(len(calls)), "sites")
 	b.ReportMetric(float64(ok), "accepted")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(calls)), "ns/site")
+}
+
+// hostLibcText returns the address and bytes of the host libc's .text,
+// or skips.
+func hostLibcText(b *testing.B) (uint64, []byte) {
+	f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		b.Skip("SKIP: no /lib/x86_64-linux-gnu/libc.so.6")
+	}
+	defer f.Close()
+	sec := f.Section(".text")
+	if sec == nil {
+		b.Skip("SKIP: libc has no .text")
+	}
+	code, err := sec.Data()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sec.Addr, code
 }
