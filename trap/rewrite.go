@@ -42,20 +42,6 @@ type rwText struct {
 	lo, hi uint64
 	view   []byte // the text alias, mapped writable
 	tx     rewrite.X86Text
-	// use keeps view mapped while prescan reads it without the patch
-	// lock; drop takes it to unmap view.
-	use  sync.RWMutex
-	dead bool
-}
-
-// drop unmaps x's view, once no prescan reads it.
-func (x *rwText) drop() {
-	x.use.Lock()
-	defer x.use.Unlock()
-	if !x.dead {
-		unix.Munmap(x.view)
-		x.dead = true
-	}
 }
 
 type rwState struct {
@@ -73,7 +59,7 @@ type rwState struct {
 	dyn     bool // such sites may be patched: X86DynTable is set
 	refused map[string]int
 	wx      atomic.Int64
-	pmu     sync.Mutex // one patch at a time
+	pmu     sync.Mutex // one patch at a time (X86Text's scan)
 }
 
 // initRewrite maps the slot table and the stubs and registers for
@@ -201,7 +187,7 @@ func (t *tier) rwReset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, x := range r.texts {
-		x.drop()
+		unix.Munmap(x.view)
 	}
 	r.texts = nil
 	r.counts = map[uint64]int32{}
@@ -234,7 +220,7 @@ func (t *tier) rwForget(lo, hi uint64, restore, gone bool) {
 			keep = append(keep, x)
 			continue
 		}
-		x.drop()
+		unix.Munmap(x.view)
 	}
 	r.texts = keep
 }
@@ -269,7 +255,6 @@ func (t *tier) trapped(th *thread, ip uint64, nr int, res uint64) {
 	if c < patchAfter {
 		return
 	}
-	t.prescan(ip)
 	r.pmu.Lock()
 	defer r.pmu.Unlock()
 	why := t.patch(th, ip, nr, res)
@@ -286,37 +271,6 @@ func (t *tier) trapped(th *thread, ip uint64, nr int, res uint64) {
 		r.refused[why]++
 	}
 	r.mu.Unlock()
-}
-
-// prescan gives the text holding the site before ip its alias (under the
-// patch lock) and then its rel32 scan without that lock: the scan takes
-// milliseconds for a libc, and the guest's other threads' mprotect and
-// munmap, which forget patches under the lock, would wait as long
-// (git's threads did, 3 to 9 ms a run of git status).
-func (t *tier) prescan(ip uint64) {
-	r := &t.rw
-	site := ip - rewrite.X86SiteLen
-	r.mu.Lock()
-	x := r.textOf(site, rewrite.X86SiteLen)
-	r.mu.Unlock()
-	if x == nil {
-		r.pmu.Lock()
-		r.mu.Lock()
-		x = r.textOf(site, rewrite.X86SiteLen)
-		r.mu.Unlock()
-		if x == nil {
-			x, _ = t.aliasMapping(site) // patch says why not, if not
-		}
-		r.pmu.Unlock()
-		if x == nil {
-			return
-		}
-	}
-	x.use.RLock()
-	defer x.use.RUnlock()
-	if !x.dead {
-		x.tx.Scan()
-	}
 }
 
 // patch patches the site before ip, or says why not.
