@@ -422,7 +422,8 @@ func (l *Loaded) reserve(o *object, extra uint64, pg uint64) (uintptr, uint64, e
 	return start - uintptr(o.first), extra, nil
 }
 
-// mapObject maps o inside a reservation and records its regions. extra is address space to keep after it (the break's); it
+// mapObject maps o inside a reservation and records its regions. extra
+// is address space to keep after it (the break's); it
 // returns the bias and how much of extra it kept (reserve).
 func (l *Loaded) mapObject(o *object, src *source, extra uint64, interp bool, pg uint64) (uintptr, uint64, error) {
 	bias, extra, err := l.reserve(o, extra, pg)

@@ -7,9 +7,9 @@ import (
 
 // CopyCurrent copies the content of the node of st's inode to the start
 // of dst, by the kernel (sendfile), when the node holds the version
-// st describes (LKL's, after a write-back): a program run from a file read
-// before (git status reads its index and objects, then a program runs
-// what was read) is not read from LKL again. False when there is no such
+// st describes (LKL's, after a write-back): a program whose file a guest
+// opened before (a build's new binary, a program read and then run) is
+// not read from LKL again. False when there is no such
 // node, the content is shorter than st says, or the kernel will not copy;
 // dst may then be partly written (the caller writes it whole).
 func (m *Manager) CopyCurrent(st *lkl.Stat64, dst int) bool {
