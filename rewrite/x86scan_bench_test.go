@@ -26,7 +26,7 @@ func BenchmarkX86TextScan(b *testing.B) {
 func BenchmarkX86FindSite(b *testing.B) {
 	addr, code := hostLibcText(b)
 	t := &X86Text{Base: addr, Code: code}
-	t.scan()
+	t.Scan()
 	type call struct {
 		ip uint64
 		nr uint32

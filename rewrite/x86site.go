@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"sync"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -51,14 +52,17 @@ type X86Text struct {
 	Base    uint64 // address of Code[0]
 	Code    []byte
 	targets []uint64 // bit i: a rel32 branch targets Code[i]
-	scanned bool
+	once    sync.Once
 }
 
+// Scan finds the text's rel32 targets, once; safe from several
+// goroutines at a time, and while other sites of the text are patched:
+// a patch changes only a site's bytes, where no real branch lies, so the
+// bytes it writes can add a target that is not one (a refusal), never
+// hide one. The site checks scan on first use.
+func (t *X86Text) Scan() { t.once.Do(t.scan) }
+
 func (t *X86Text) scan() {
-	if t.scanned {
-		return
-	}
-	t.scanned = true
 	c := t.Code
 	n := len(c)
 	t.targets = make([]uint64, (n+63)/64)
@@ -91,7 +95,7 @@ func (t *X86Text) mark(to int64) {
 
 // rel32Into reports whether some rel32 target lies in (lo, hi).
 func (t *X86Text) rel32Into(lo, hi uint64) bool {
-	t.scan()
+	t.Scan()
 	for a := lo + 1; a < hi; a++ {
 		if a < t.Base {
 			continue

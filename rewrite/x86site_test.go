@@ -430,7 +430,7 @@ func TestX86ScanBytewise(t *testing.T) {
 	}
 	check := func(name string, c []byte) {
 		x := &X86Text{Code: c}
-		x.scan()
+		x.Scan()
 		if want := bytewise(c); !slices.Equal(x.targets, want) {
 			t.Fatalf("%s (%d bytes): targets differ", name, len(c))
 		}

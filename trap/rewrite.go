@@ -42,6 +42,20 @@ type rwText struct {
 	lo, hi uint64
 	view   []byte // the text alias, mapped writable
 	tx     rewrite.X86Text
+	// use keeps view mapped while prescan reads it without the patch
+	// lock; drop takes it to unmap view.
+	use  sync.RWMutex
+	dead bool
+}
+
+// drop unmaps x's view, once no prescan reads it.
+func (x *rwText) drop() {
+	x.use.Lock()
+	defer x.use.Unlock()
+	if !x.dead {
+		unix.Munmap(x.view)
+		x.dead = true
+	}
 }
 
 type rwState struct {
@@ -59,7 +73,7 @@ type rwState struct {
 	dyn     bool // such sites may be patched: X86DynTable is set
 	refused map[string]int
 	wx      atomic.Int64
-	pmu     sync.Mutex // one patch at a time (X86Text's scan)
+	pmu     sync.Mutex // one patch at a time
 }
 
 // initRewrite maps the slot table and the stubs and registers for
@@ -187,7 +201,7 @@ func (t *tier) rwReset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, x := range r.texts {
-		unix.Munmap(x.view)
+		x.drop()
 	}
 	r.texts = nil
 	r.counts = map[uint64]int32{}
@@ -220,7 +234,7 @@ func (t *tier) rwForget(lo, hi uint64, restore, gone bool) {
 			keep = append(keep, x)
 			continue
 		}
-		unix.Munmap(x.view)
+		x.drop()
 	}
 	r.texts = keep
 }
@@ -255,6 +269,7 @@ func (t *tier) trapped(th *thread, ip uint64, nr int, res uint64) {
 	if c < patchAfter {
 		return
 	}
+	t.prescan(ip)
 	r.pmu.Lock()
 	defer r.pmu.Unlock()
 	why := t.patch(th, ip, nr, res)
@@ -271,6 +286,37 @@ func (t *tier) trapped(th *thread, ip uint64, nr int, res uint64) {
 		r.refused[why]++
 	}
 	r.mu.Unlock()
+}
+
+// prescan gives the text holding the site before ip its alias (under the
+// patch lock) and then its rel32 scan without that lock: the scan takes
+// milliseconds for a libc, and the guest's other threads' mprotect and
+// munmap, which forget patches under the lock, would wait as long
+// (git's threads did, 3 to 9 ms a run of git status).
+func (t *tier) prescan(ip uint64) {
+	r := &t.rw
+	site := ip - rewrite.X86SiteLen
+	r.mu.Lock()
+	x := r.textOf(site, rewrite.X86SiteLen)
+	r.mu.Unlock()
+	if x == nil {
+		r.pmu.Lock()
+		r.mu.Lock()
+		x = r.textOf(site, rewrite.X86SiteLen)
+		r.mu.Unlock()
+		if x == nil {
+			x, _ = t.aliasMapping(site) // patch says why not, if not
+		}
+		r.pmu.Unlock()
+		if x == nil {
+			return
+		}
+	}
+	x.use.RLock()
+	defer x.use.RUnlock()
+	if !x.dead {
+		x.tx.Scan()
+	}
 }
 
 // patch patches the site before ip, or says why not.
