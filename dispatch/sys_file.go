@@ -45,17 +45,38 @@ func onLKLFd(r *Request, nr uintptr) Result {
 
 // sysOpen serves open(2).
 func sysOpen(e *Engine, r *Request) Result {
-	return e.open(r, unix.AT_FDCWD, r.Args[0], int(r.Args[1]), uint32(r.Args[2]))
+	flags, mode := openArgs(r.Args[1], r.Args[2])
+	return e.open(r, unix.AT_FDCWD, r.Args[0], flags, mode)
 }
 
 // sysOpenat serves openat(2).
 func sysOpenat(e *Engine, r *Request) Result {
-	return e.open(r, int32(r.Args[0]), r.Args[1], int(r.Args[2]), uint32(r.Args[3]))
+	flags, mode := openArgs(r.Args[2], r.Args[3])
+	return e.open(r, int32(r.Args[0]), r.Args[1], flags, mode)
 }
 
 // sysCreat serves creat(2).
 func sysCreat(e *Engine, r *Request) Result {
-	return e.open(r, unix.AT_FDCWD, r.Args[0], unix.O_CREAT|unix.O_WRONLY|unix.O_TRUNC, uint32(r.Args[1]))
+	flags, mode := openArgs(unix.O_CREAT|unix.O_WRONLY|unix.O_TRUNC, r.Args[1])
+	return e.open(r, unix.AT_FDCWD, r.Args[0], flags, mode)
+}
+
+// openArgs reduces open's flags and mode as the kernel does before it
+// opens (what openat2 would refuse, open ignores): bits that are no
+// O_* flag go, the mode keeps its permission bits (busybox cp passes the
+// source's st_mode, file type and all) and only when a file may be
+// created, and O_PATH keeps only the flags it honours. Binds and host
+// routes are opened with the host's openat2, which is strict.
+func openArgs(flags, mode uint64) (int, uint32) {
+	f := int(flags) & validOpenFlags
+	if f&unix.O_PATH != 0 {
+		f &= unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	}
+	m := uint32(mode) & 0o7777
+	if !willCreate(uint64(f)) {
+		m = 0
+	}
+	return f, m
 }
 
 // sysOpenat2 serves openat2(2).
@@ -91,6 +112,12 @@ func sysOpenat2(e *Engine, r *Request) Result {
 	return e.open(r, int32(r.Args[0]), r.Args[1], int(how.Flags), uint32(how.Mode))
 }
 
+// willCreate says whether open flags may create a file: O_CREAT, or
+// O_TMPFILE's own bit (unix.O_TMPFILE includes O_DIRECTORY).
+func willCreate(flags uint64) bool { return flags&(unix.O_CREAT|oTmpfileBit) != 0 }
+
+const oTmpfileBit = 0o20000000 // __O_TMPFILE
+
 // openHowSize is the size of struct open_how (OPEN_HOW_SIZE_VER0);
 // resolveCached is RESOLVE_CACHED (Linux 5.12), which x/sys/unix lacks.
 const (
@@ -114,9 +141,9 @@ func checkOpenHow(how *unix.OpenHow) unix.Errno {
 	switch {
 	case how.Flags&^validOpenFlags != 0, how.Resolve&^validResolve != 0:
 		return unix.EINVAL
-	case how.Flags&(unix.O_CREAT|unix.O_TMPFILE) != 0 && how.Mode&^0o7777 != 0:
+	case willCreate(how.Flags) && how.Mode&^0o7777 != 0:
 		return unix.EINVAL
-	case how.Flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 && how.Mode != 0:
+	case !willCreate(how.Flags) && how.Mode != 0:
 		return unix.EINVAL
 	case how.Resolve&(unix.RESOLVE_BENEATH|unix.RESOLVE_IN_ROOT) == unix.RESOLVE_BENEATH|unix.RESOLVE_IN_ROOT:
 		return unix.EINVAL

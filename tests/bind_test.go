@@ -61,6 +61,10 @@ func TestBindReadWrite(t *testing.T) {
 	runCases(t, prefix, []guestCase{
 		{"guest reads the host's file and writes one", []string{"-c", "cat /mnt/data/f.txt && echo from-guest > /mnt/data/g.txt && echo more >> /mnt/data/g.txt && cat /mnt/data/g.txt"},
 			0, []string{"from-host\n", "from-guest\nmore\n"}, nil},
+		// busybox's cp opens the copy with the source's st_mode, file type
+		// bits and all: open ignores them; the host's openat2 would not.
+		{"cp from the image into the bind", []string{"-c", "cp /etc/hostname /mnt/data/cp.txt && cat /mnt/data/cp.txt"},
+			0, []string{"kbox-rootfs\n"}, nil},
 		{"stat of the mount point is the host directory", []string{"--", "/usr/bin/stat", "-c", "%i %F", "/mnt/data"},
 			0, []string{strconv.FormatUint(st.Ino, 10) + " directory\n"}, nil},
 		{"mount point listed in its parent", []string{"-c", "ls /mnt; ls /mnt/data"}, 0, []string{"data\n", "f.txt"}, nil},
