@@ -15,15 +15,16 @@ import (
 // content is a file's bytes read for execution. An image file's are read
 // by LKL straight into a memfd of kbox's (fd), which b maps read-only:
 // nothing on Go's heap, and the memfd, sealed, is the program the tiers
-// run (image.seal) without another copy. A bind's are on the heap (fd
-// -1). release unmaps and closes; the bytes must not be used after it.
+// run (image.seal) without another copy; a bind's likewise, read with
+// pread. fd is -1 when nothing was read. release unmaps and closes; the
+// bytes must not be used after it.
 type content struct {
 	b  []byte
 	fd int
 }
 
 // read reports whether the bytes were read (an empty file's too).
-func (c *content) read() bool { return c.fd >= 0 || c.b != nil }
+func (c *content) read() bool { return c.fd >= 0 }
 
 func (c *content) release() {
 	if c.fd >= 0 {
@@ -41,8 +42,7 @@ func (c *content) release() {
 // file loadImage inspected before, unchanged, is not read: no bytes.
 func (e *Engine) loadFile(p string, skipKnown bool) (content, execKey, unix.Errno) {
 	if b := e.bindOf(p); b != nil {
-		data, k, en := loadBindFile(b, b.Target(p).Rel)
-		return content{b: data, fd: -1}, k, en
+		return loadBindFile(p, b, b.Target(p).Rel)
 	}
 	if _, onRoute := e.route(p); onRoute {
 		return content{fd: -1}, execKey{}, unix.EACCES
@@ -168,52 +168,47 @@ const stNoexec = 0x8
 // filesystem not mounted noexec, as the host kernel would require of an
 // execve. Its content is then read through kbox's own /proc/self/fd link
 // of that fd, which reaches exactly that inode.
-func loadBindFile(b *guestpath.Bind, rel string) ([]byte, execKey, unix.Errno) {
+func loadBindFile(p string, b *guestpath.Bind, rel string) (content, execKey, unix.Errno) {
 	var k execKey
+	none := content{fd: -1}
 	pfd, err := b.OpenIn(rel, unix.O_PATH, 0)
 	if err != nil {
-		return nil, k, sysabi.Errno(err)
+		return none, k, sysabi.Errno(err)
 	}
 	defer unix.Close(pfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(pfd, &st); err != nil {
-		return nil, k, sysabi.Errno(err)
+		return none, k, sysabi.Errno(err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
-		return nil, k, unix.EACCES // directories and special files too
+		return none, k, unix.EACCES // directories and special files too
 	}
 	var sfs unix.Statfs_t
 	if err := unix.Fstatfs(pfd, &sfs); err != nil || sfs.Flags&stNoexec != 0 {
-		return nil, k, unix.EACCES
+		return none, k, unix.EACCES
 	}
 	if err := unix.Access(guestpath.ProcFd(pfd), unix.X_OK); err != nil {
-		return nil, k, sysabi.Errno(err)
+		return none, k, sysabi.Errno(err)
 	}
 	fd, err := unix.Open(guestpath.ProcFd(pfd), unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, k, sysabi.Errno(err)
+		return none, k, sysabi.Errno(err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, k, sysabi.Errno(err)
+		return none, k, sysabi.Errno(err)
 	}
 	if st.Size > MaxExecSize {
-		return nil, k, unix.E2BIG
+		return none, k, unix.E2BIG
 	}
 	k = execKey{host: true, dev: st.Dev, ino: st.Ino, size: st.Size, ctime: st.Ctim.Sec, ctimeNs: st.Ctim.Nsec}
-	buf := make([]byte, st.Size)
-	for off := 0; off < len(buf); {
-		n, err := unix.Pread(fd, buf[off:], int64(off))
-		if err == unix.EINTR {
-			continue
+	c, en := readMemfd("kbox-exec:"+p, int(st.Size), func(int) bool { return false }, func(b []byte, off int) (int, unix.Errno) {
+		for {
+			n, err := unix.Pread(fd, b, int64(off))
+			if err != unix.EINTR {
+				return n, sysabi.Errno(err)
+			}
 		}
-		if err != nil {
-			return nil, k, sysabi.Errno(err)
-		}
-		if n == 0 {
-			return nil, k, unix.EIO // shrunk while read
-		}
-		off += n
-	}
-	return buf, k, 0
+	})
+	return c, k, en
 }

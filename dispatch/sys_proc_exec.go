@@ -152,8 +152,8 @@ func (e *Engine) loadImage(p string) (*image, unix.Errno) {
 // seal returns a sealed memfd of the image, its PT_INTERP rewritten to
 // patch when patch is not "" and the image is a dynamic ELF. Memfds are
 // cached by file and patch: a program run again costs a dup. Unpatched,
-// an image file's own memfd is sealed and used; a patched copy, or a
-// bind's file, is written to a new one.
+// the file's own memfd (content) is sealed and used; a patched copy is
+// made in a new one.
 func (im *image) seal(patch string) (int, unix.Errno) {
 	if im.info.Kind != elfload.Dynamic {
 		patch = ""
@@ -172,7 +172,7 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 	if en != 0 {
 		return -1, en
 	}
-	if patch == "" && im.c.fd >= 0 {
+	if patch == "" {
 		fd, err := unix.Dup(im.c.fd)
 		if err != nil {
 			return -1, unix.EMFILE
@@ -191,10 +191,9 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 	if err != nil {
 		return -1, unix.ENOMEM
 	}
-	// An image file's memfd is copied by the kernel; a bind's bytes, or
-	// where the kernel cannot, written.
+	// Copied by the kernel; written where the kernel cannot.
 	off := 0
-	if im.c.fd >= 0 && copyMemfd(fd, im.c.fd, len(b)) {
+	if copyMemfd(fd, im.c.fd, len(b)) {
 		off = len(b)
 	}
 	for off < len(b) {

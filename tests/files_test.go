@@ -250,15 +250,17 @@ phase 5000; /opt/tests/coherent fdcount; echo phase2; wait_for /b/end
 
 // TestExecLeavesNothing: kbox reads a program it runs into a memfd of its
 // own (mapped while it inspects it) and lets it go when the exec is over;
-// only the exec cache keeps sealed copies, at most 32. 40 programs, each
-// a new file, run by the default tier; then kbox holds no mapping of a
-// program and at most 32 copies.
+// only the exec cache keeps sealed copies, at most 32. 40 programs of the
+// image and 40 of a bind, each a new file, run by the default tier; then
+// kbox holds no mapping of a program and at most 32 copies.
 func TestExecLeavesNothing(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	bind := t.TempDir()
 	script := `wait_for() { while [ ! -e $1 ]; do read -t 1 l <> /root/tick; done; true; }
 mkfifo /root/tick; i=0
 while [ $i -lt 40 ]; do cp /opt/tests/hello /root/p$i; /root/p$i > /dev/null || echo FAIL $i; rm /root/p$i; i=$((i+1)); done
+i=0
+while [ $i -lt 40 ]; do cp /opt/tests/hello /b/q$i; /b/q$i > /dev/null || echo FAIL bind $i; rm /b/q$i; i=$((i+1)); done
 echo ran; wait_for /b/end
 `
 	o := startObservedPipe(t, "image", "-S", img, "-b", bind+":/b", "--web=0", "--", "/bin/sh", "-c", script)
