@@ -68,6 +68,36 @@ func TestOpenCloseKeepsStatCache(t *testing.T) {
 		t.Errorf("50 read-only opens and closes moved the stat cache's generation from %d to %d", gen, now)
 	}
 
+	// Lookups that find nothing to change: read-only opens of a missing
+	// file, a readlink of what is no symlink. A readlink of a symlink
+	// may move its access time.
+	missing := g.Str(dir + "/missing")
+	try := func(nr int, a ...uint64) unix.Errno {
+		var args [6]uint64
+		copy(args[:], a)
+		return g.Dispatch(engine, &dispatch.Request{Nr: nr, Args: args, P: p}).Errno
+	}
+	gen = engine.StatGen()
+	for range 5 {
+		if en := try(unix.SYS_OPENAT, cwd, missing, unix.O_RDONLY|unix.O_CLOEXEC); en != unix.ENOENT {
+			t.Fatalf("open of a missing file: %v, want ENOENT", en)
+		}
+	}
+	if en := try(unix.SYS_READLINKAT, cwd, f, g.Buf(64), 64); en != unix.EINVAL {
+		t.Fatalf("readlink of a regular file: %v, want EINVAL", en)
+	}
+	if now := engine.StatGen(); now != gen {
+		t.Errorf("failed opens and a readlink of a regular file moved the stat cache's generation from %d to %d", gen, now)
+	}
+	sl := g.Str(dir + "/sl")
+	call("symlink", unix.SYS_SYMLINKAT, g.Str("f"), cwd, sl)
+	gen = engine.StatGen()
+	call("readlink", unix.SYS_READLINKAT, cwd, sl, g.Buf(64), 64)
+	if engine.StatGen() == gen {
+		t.Errorf("a readlink of a symlink left the stat cache's generation at %d", gen)
+	}
+	call("unlink", unix.SYS_UNLINKAT, cwd, sl, 0)
+
 	// A change through the other name: an append and a chmod.
 	fd = call("open link", unix.SYS_OPENAT, cwd, l, unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC)
 	call("append", unix.SYS_WRITE, uint64(fd), g.Str("+more"), 5)

@@ -223,10 +223,23 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 		return res
 	}
 	// Only the general path may change LKL state: a path error, a host
-	// route or a bind leave it as it was (cache.go).
-	e.stats.Changed()
+	// route or a bind leave it as it was (cache.go). An open that may
+	// create, truncate or write changes it from the start; a read-only one
+	// only once it found something (a shadow's fill reads the file, which
+	// may move its access time): a lookup that fails changes nothing.
+	readOnly := flags&unix.O_ACCMODE == unix.O_RDONLY && !willCreate(uint64(flags)) && flags&unix.O_TRUNC == 0
+	if !readOnly {
+		e.stats.Changed()
+	}
 	lflags, probe := lklOpenFlags(flags)
 	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, t.LKLPath(), flags, mode), flags)
+	if readOnly {
+		switch le {
+		case unix.ENOENT, unix.ENOTDIR, unix.EACCES, unix.ELOOP, unix.ENAMETOOLONG:
+			return errno(le, LKL)
+		}
+		e.stats.Changed()
+	}
 	if le == unix.EBUSY && flags&unix.O_EXCL != 0 {
 		fd, le = e.openExclBlock(r, t.LKLPath(), lflags, flags) // sys_file_dev.go
 	}

@@ -643,6 +643,7 @@ func sysReadlinkat(e *Engine, r *Request) Result {
 			if le != 0 {
 				return errno(le, LKL)
 			}
+			e.stats.Changed() // the link's access time (OwnChange)
 			if err := r.G.Write(r.Args[2], out[:n]); err != nil {
 				return errno(unix.EFAULT, LKL)
 			}

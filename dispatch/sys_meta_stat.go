@@ -434,8 +434,9 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 		res, le := lklPath(lkl.SysReadlinkat, 1, t.LKLPath(), [6]uintptr{atFdcwd, 0, uptr(out), uintptr(len(out))})
 		runtime.KeepAlive(out)
 		if le != 0 {
-			return errno(le, LKL)
+			return errno(le, LKL) // nothing read: no access time moved
 		}
+		e.stats.Changed() // the link's access time (OwnChange)
 		n = int(res)
 	}
 	if err := r.G.Write(buf, out[:n]); err != nil {
