@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -82,13 +81,9 @@ func BenchmarkKernels(b *testing.B) {
 			}
 		}
 		for _, k := range ks {
-			t0 := time.Now()
-			_, _, st, ps := runBinState(b, k.bin, "image", "-S", img, "--read-only", "--", "/bin/true")
-			if st != 0 {
-				b.Fatalf("%s /bin/true: status %d", k.name, st)
-			}
-			add(k.name+" startup_ms", float64(time.Since(t0).Microseconds())/1000)
-			add(k.name+" peak_rss_MB", float64(ps.SysUsage().(*syscall.Rusage).Maxrss)/1024)
+			w, r := tracedRun(b, k.bin, "image", "-S", img, "--read-only", "--", "/bin/true")
+			add(k.name+" startup_ms", w)
+			add(k.name+" peak_rss_MB", r)
 			if k.floor != "" {
 				out, err := exec.Command(k.floor, img, "/usr").CombinedOutput()
 				if err != nil {

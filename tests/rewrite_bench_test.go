@@ -10,9 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/kbox-project/kbox/seccomp"
 	"github.com/kbox-project/kbox/tierpolicy"
@@ -170,13 +168,8 @@ func BenchmarkAutoStartup(b *testing.B) {
 	rss := make([][]float64, len(modes))
 	for i := 0; i < 7; i++ {
 		for m, mode := range modes {
-			cmd := exec.Command(bin, "image", "-S", img, "--read-only", mode.opt, "--", "/bin/ls", "/")
-			t0 := time.Now()
-			if err := cmd.Run(); err != nil {
-				b.Fatalf("kbox %s /bin/ls /: %v", mode.name, err)
-			}
-			wall[m] = append(wall[m], float64(time.Since(t0).Microseconds())/1000)
-			rss[m] = append(rss[m], float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)/1024)
+			w, r := tracedRun(b, bin, "image", "-S", img, "--read-only", mode.opt, "--", "/bin/ls", "/")
+			wall[m], rss[m] = append(wall[m], w), append(rss[m], r)
 		}
 	}
 	for m, mode := range modes {

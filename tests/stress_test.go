@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -111,15 +110,16 @@ func TestStress(t *testing.T) {
 }
 
 // runMeasured runs kbox with args within limit and returns its output,
-// status, wall time and peak RSS in KiB.
+// status, wall time and peak RSS in KiB (VmHWM, from its start-up trace:
+// tracePeakMB says why not wait4's).
 func runMeasured(t *testing.T, limit time.Duration, args ...string) (string, string, int, time.Duration, int64) {
 	t.Helper()
 	start := time.Now()
-	out, errOut, status, ps := runKboxWithin(t, limit, args...)
+	out, errOut, status, _ := runKboxOpts(t, limit, kboxEnv{vars: []string{"KBOX_TRACE_STARTUP=1"}}, args...)
 	wall := time.Since(start)
 	var rss int64
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss
+	if m := peakRE.FindStringSubmatch(errOut); m != nil {
+		rss, _ = strconv.ParseInt(m[1], 10, 64)
 	}
 	return out, errOut, status, wall, rss
 }

@@ -7,9 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // BenchmarkTrapFloor measures the floor of the trap mechanism with
@@ -54,13 +52,8 @@ func BenchmarkTrapStartup(b *testing.B) {
 	for _, mode := range []string{"seccomp", "trap"} {
 		var wall, rss []float64
 		for i := 0; i < 7; i++ {
-			cmd := exec.Command(bin, "image", "-S", img, "--read-only", "--syscall-mode="+mode, "--", "/bin/true")
-			t0 := time.Now()
-			if err := cmd.Run(); err != nil {
-				b.Fatalf("kbox %s /bin/true: %v", mode, err)
-			}
-			wall = append(wall, float64(time.Since(t0).Microseconds())/1000)
-			rss = append(rss, float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)/1024)
+			w, r := tracedRun(b, bin, "image", "-S", img, "--read-only", "--syscall-mode="+mode, "--", "/bin/true")
+			wall, rss = append(wall, w), append(rss, r)
 		}
 		b.Logf("%-7s kbox -- /bin/true: median wall %.1f ms, peak RSS %.1f MB", mode, median(wall), median(rss))
 		b.ReportMetric(median(wall), mode+"_wall_ms")

@@ -96,7 +96,28 @@ func (p *phaseTimer) print() {
 	if p.settle[0] > 0 {
 		fmt.Fprintf(&b, "; Go threads settled %d -> %d", p.settle[0], p.settle[1])
 	}
+	if kb := peakRSS(); kb > 0 {
+		fmt.Fprintf(&b, "; peak RSS %d kB", kb)
+	}
 	fmt.Fprintln(os.Stderr, b.String())
+}
+
+// peakRSS is kbox's own peak resident set (VmHWM), in kB. A parent's
+// wait4 cannot tell it: a child started with vfork (Go's os/exec) has
+// its parent's peak recorded as its own at the exec.
+func peakRSS() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kb int
+			fmt.Sscan(v, &kb)
+			return kb
+		}
+	}
+	return 0
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
