@@ -81,7 +81,7 @@ func BenchmarkKernels(b *testing.B) {
 			}
 		}
 		for _, k := range ks {
-			w, r := tracedRun(b, k.bin, "image", "-S", img, "--read-only", "--", "/bin/true")
+			w, r, _ := tracedRun(b, k.bin, "image", "-S", img, "--read-only", "--", "/bin/true")
 			add(k.name+" startup_ms", w)
 			add(k.name+" peak_rss_MB", r)
 			if k.floor != "" {

@@ -192,24 +192,16 @@ func BenchmarkStartup(b *testing.B) {
 			case "read-write":
 				args = []string{"image", "-S", rw, "--", "/bin/true"}
 			}
-			cmd := exec.Command(bin, args...)
-			cmd.Env = append(os.Environ(), "KBOX_TRACE_STARTUP=1")
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			t0 := time.Now()
-			if err := cmd.Run(); err != nil {
-				b.Fatalf("kbox /bin/true: %v %s", err, stderr.String())
-			}
+			wall, rss, trace := tracedRun(b, bin, args...)
 			r := rows[mode]
-			r.wall = append(r.wall, float64(time.Since(t0).Microseconds())/1000)
-			r.rss = append(r.rss, tracePeakMB(b, stderr.String()))
+			r.wall, r.rss = append(r.wall, wall), append(r.rss, rss)
 			end := 0.0
-			for _, m := range endRE.FindAllStringSubmatch(stderr.String(), -1) {
+			for _, m := range endRE.FindAllStringSubmatch(trace, -1) {
 				v, _ := strconv.ParseFloat(m[2], 64)
 				end += v
 			}
 			r.end = append(r.end, end)
-			if m := thrRE.FindStringSubmatch(stderr.String()); m != nil {
+			if m := thrRE.FindStringSubmatch(trace); m != nil {
 				g, _ := strconv.Atoi(m[1])
 				l, _ := strconv.Atoi(m[2])
 				r.goThreads, r.lklThreads = append(r.goThreads, float64(g)), append(r.lklThreads, float64(l))
@@ -233,18 +225,19 @@ func BenchmarkStartup(b *testing.B) {
 }
 
 // tracedRun runs kbox with its start-up trace (KBOX_TRACE_STARTUP) and
-// returns its wall time (ms) and peak RSS (MB); a failed run fails b.
-func tracedRun(b *testing.B, bin string, args ...string) (wall, rss float64) {
+// returns its wall time (ms), peak RSS (MB) and stderr, which holds the
+// trace; a failed run fails b.
+func tracedRun(b *testing.B, bin string, args ...string) (wall, rss float64, stderr string) {
 	b.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KBOX_TRACE_STARTUP=1")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	var out strings.Builder
+	cmd.Stderr = &out
 	t0 := time.Now()
 	if err := cmd.Run(); err != nil {
-		b.Fatalf("kbox %s: %v\n%s", strings.Join(args, " "), err, lastLines(stderr.String(), 5))
+		b.Fatalf("kbox %s: %v\n%s", strings.Join(args, " "), err, lastLines(out.String(), 5))
 	}
-	return float64(time.Since(t0).Microseconds()) / 1000, tracePeakMB(b, stderr.String())
+	return float64(time.Since(t0).Microseconds()) / 1000, tracePeakMB(b, out.String()), out.String()
 }
 
 var peakRE = regexp.MustCompile(`; peak RSS (\d+) kB`)

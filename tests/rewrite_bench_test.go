@@ -168,7 +168,7 @@ func BenchmarkAutoStartup(b *testing.B) {
 	rss := make([][]float64, len(modes))
 	for i := 0; i < 7; i++ {
 		for m, mode := range modes {
-			w, r := tracedRun(b, bin, "image", "-S", img, "--read-only", mode.opt, "--", "/bin/ls", "/")
+			w, r, _ := tracedRun(b, bin, "image", "-S", img, "--read-only", mode.opt, "--", "/bin/ls", "/")
 			wall[m], rss[m] = append(wall[m], w), append(rss[m], r)
 		}
 	}

@@ -52,7 +52,7 @@ func BenchmarkTrapStartup(b *testing.B) {
 	for _, mode := range []string{"seccomp", "trap"} {
 		var wall, rss []float64
 		for i := 0; i < 7; i++ {
-			w, r := tracedRun(b, bin, "image", "-S", img, "--read-only", "--syscall-mode="+mode, "--", "/bin/true")
+			w, r, _ := tracedRun(b, bin, "image", "-S", img, "--read-only", "--syscall-mode="+mode, "--", "/bin/true")
 			wall, rss = append(wall, w), append(rss, r)
 		}
 		b.Logf("%-7s kbox -- /bin/true: median wall %.1f ms, peak RSS %.1f MB", mode, median(wall), median(rss))
