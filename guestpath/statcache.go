@@ -22,8 +22,8 @@ import (
 // transfer: an entry is only ever used within a run of pure lookups, where
 // LKL would answer the same.
 // Negative results (ENOENT, ENOTDIR, ...) are kept too. 4096 slots
-// (about 750 KB, touched only as they fill) hold a 2000-file
-// repository's lstats between git status's two passes over it. A result depends
+// (about 750 KB, touched only as they fill) hold a 2000-file repository's
+// lstats between git status's two passes over it. A result depends
 // on the caller's credentials (search permission on the way: EACCES for
 // one, a stat for another), so entries are keyed by the id of the
 // credentials LKL checked with (lkl.Cred.ID): processes with the same
