@@ -80,17 +80,30 @@ fi
 # of every boot and mount goes to zeroing pages, hash tables and slab
 # objects with it. The compiler's memset (the host C library's, as LKL's
 # memcpy already is through its host operations) takes a tenth of that.
+# Not under KASAN (LKL's defconfig), where memset is KASAN's checked one,
+# which calls __memset: LKL's loop stays there. A tree patched by an
+# earlier make lkl without that guard is patched again.
 strc=$src/arch/lkl/lib/string.c
-if [ -n "$fragment" ] && [ -f "$strc" ] && grep -q '^void \*__memset(void \*s, int c, size_t count)$' "$strc" && ! grep -q '__builtin_memset' "$strc"; then
+memset_loop() { grep -q '^void \*__memset(void \*s, int c, size_t count)$' "$strc" && ! grep -q '__builtin_memset' "$strc"; }
+memset_unguarded() { grep -q '__builtin_memset' "$strc" && ! grep -q 'ifdef CONFIG_KASAN' "$strc"; }
+if [ -f "$strc" ] && { { [ -n "$fragment" ] && memset_loop; } || memset_unguarded; }; then
 	if [ "$mode" = config ]; then
-		say "arch/lkl/lib/string.c sets memory a byte at a time: make lkl will make its memset the compiler's"
+		say "arch/lkl/lib/string.c: make lkl will make its memset the compiler's, but under KASAN"
 	else
 		sed -i '/^void \*__memset(void \*s, int c, size_t count)$/,/^}$/c\
 void *__memset(void *s, int c, size_t count)\
 {\
+#ifdef CONFIG_KASAN\
+	char *xs = s;\
+\
+	while (count--)\
+		*xs++ = c;\
+	return s;\
+#else\
 	return __builtin_memset(s, c, count);\
+#endif\
 }' "$strc"
-		say "arch/lkl/lib/string.c: memset is the compiler's (the host's), not a byte loop"
+		say "arch/lkl/lib/string.c: memset is the compiler's (the host's), not a byte loop, but under KASAN"
 	fi
 fi
 
@@ -127,7 +140,7 @@ fi
 
 sum() { sha256sum "$@" | cut -d' ' -f1; }
 # The inputs: defconfig, fragment, and the state of the changes above.
-input=$( { echo "config $config"; cat "$defconfig"; [ -z "$fragment" ] || cat "$fragment"; grep -E 'KASAN|BLK_DEV_NVME' "$kconfig" || true; grep -c '__builtin_memset' "$strc" 2>/dev/null || true; grep -c '__NR_inotify_init$' "$sysh" || true; grep -E '^#define NR_IRQS' "$irqh" || true; } | sum)
+input=$( { echo "config $config"; cat "$defconfig"; [ -z "$fragment" ] || cat "$fragment"; grep -E 'KASAN|BLK_DEV_NVME' "$kconfig" || true; grep -c -e '__builtin_memset' -e 'ifdef CONFIG_KASAN' "$strc" 2>/dev/null || true; grep -c '__NR_inotify_init$' "$sysh" || true; grep -E '^#define NR_IRQS' "$irqh" || true; } | sum)
 stamp=$src/.kbox-lkl-config
 lib=$src/tools/lkl/lib/lkl.o
 have=
@@ -196,6 +209,16 @@ if [ -n "$unchanged" ]; then
 	say "LKL configuration $config: unchanged, nothing of the kernel to rebuild"
 else
 	say "LKL configuration $config: the kernel is rebuilt with it"
+	# A switch between configurations (kbox's and LKL's defconfig, KASAN
+	# off and on) is built from clean: built over kbox's objects, the
+	# defconfig's kernel faults at boot (its first printk, in a KASAN
+	# check); cleaned first, it boots.
+	prev=
+	[ -f "$stamp" ] && prev=$(sed -n 's/^name //p' "$stamp")
+	if [ -n "$prev" ] && [ "$prev" != "$config" ]; then
+		say "the tree was built with LKL configuration $prev: cleaning it first"
+		"$make" --no-print-directory -s -C "$src/tools/lkl" clean >/dev/null
+	fi
 	# The stamp names no built configuration until the build succeeds,
 	# so an interrupted build is redone, not trusted.
 	printf 'input %s\nconfig building\nname %s\n' "$input" "$config" >"$stamp"
