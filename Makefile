@@ -202,7 +202,7 @@ ALT_INC := $(if $(LKL_ALT),$(patsubst %/lkl.h,%,$(firstword $(wildcard $(LKL_ALT
 bench: kbox image-if-missing $(if $(LKL_ALT),kbox-alt)
 	KBOX_IMAGE=$(abspath $(TEST_IMAGE)) KBOX_BIN=$(abspath kbox) KBOX_LKL_LIB=$(LKL_LIB) KBOX_LKL_INC=$(LKL_INC) \
 		$(if $(LKL_ALT),KBOX_BIN_ALT=$(abspath kbox-alt) KBOX_LKL_LIB_ALT=$(ALT_LIB) KBOX_LKL_INC_ALT=$(ALT_INC)) \
-		$(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP|floor|alone|kernel|native|_ms|_MB|MB/s|conns'
+		$(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./tests/ | grep -E '^Benchmark|ratio|wall|SKIP|floor|alone|kernel|native|_ms|_MB|MB/s|conns|session'
 	$(GOTEST) -run '^$$' -bench . -benchmem -count 1 ./web/ ./seccomp/ ./clock/ ./cmd/kbox/
 	$(GOTEST) -run '^$$' -bench . -benchtime 1x -count 1 -v ./usernet/ | grep -E '^Benchmark|conns'
 
