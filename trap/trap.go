@@ -17,6 +17,7 @@ import (
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/elfload"
+	"github.com/kbox-project/kbox/procs"
 	"github.com/kbox-project/kbox/rewrite"
 	"github.com/kbox-project/kbox/seccomp"
 	"github.com/kbox-project/kbox/tierpolicy"
@@ -450,6 +451,7 @@ func warm(slot int) {
 	t := tr
 	th := t.thread(slot)
 	th.tid = int(th.k.Tid)
+	procs.Park() // its guest code holds this thread's P (procs)
 	t.tmu.Lock()
 	t.byTid[th.tid] = th
 	first := t.firstName
@@ -488,6 +490,7 @@ func gone(slot int) {
 		t.threads[slot] = nil
 	}
 	t.tmu.Unlock()
+	procs.Unpark()
 }
 
 // finish ends the guest (exit_group, the last thread's exit, a fatal
