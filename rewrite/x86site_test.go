@@ -409,7 +409,8 @@ func TestX86SiteMisalignedSweep(t *testing.T) {
 
 // TestX86ScanBytewise: the word-at-a-time scan finds the rel32 targets
 // a byte-by-byte reading of the rule finds, on random bytes (dense with
-// E8, E9 and 0F 8x, every length around a word) and on the host's libc.
+// E8, E9 and 0F 8x, every length around a word, and texts long enough to
+// be scanned in parts) and on the host's libc.
 func TestX86ScanBytewise(t *testing.T) {
 	bytewise := func(c []byte) []uint64 {
 		m := make([]uint64, (len(c)+63)/64)
@@ -447,6 +448,19 @@ func TestX86ScanBytewise(t *testing.T) {
 			}
 		}
 		check("random", c)
+	}
+	// Texts scanned in parts (as many as CPUs, scanPart or more each):
+	// a branch (each form) whose opcode lies at every offset around the
+	// middle, where two parts meet, its operand or target across it.
+	for _, n := range []int{2 * scanPart, 2*scanPart + 5} {
+		for at := n/2 - 8; at < n/2+8; at++ {
+			for _, op := range [][]byte{{0xE8}, {0xE9}, {0x0F, 0x84}} {
+				c := bytes.Repeat([]byte{0x90}, n)
+				copy(c[at:], op)
+				binary.LittleEndian.PutUint32(c[at+len(op):], uint32(int32(-3-at%5)))
+				check("a branch where the parts meet", c)
+			}
+		}
 	}
 	if f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6"); err == nil {
 		defer f.Close()
