@@ -243,6 +243,14 @@ func (th *thread) dequeue(set uint64) (int, []byte, bool) {
 func (th *thread) deliver() {
 	t := tr
 	defer th.fixRestart(nil) // no handler ran: an interrupted syscall restarts
+	// Nothing deliverable, the common case after a syscall: one look
+	// under the lock.
+	t.sig.mu.Lock()
+	none := (th.pending|t.sig.pending)&^(th.mask&^unblockable) == 0
+	t.sig.mu.Unlock()
+	if none {
+		return
+	}
 	for i := 0; i < 64; i++ {
 		t.sig.mu.Lock()
 		set := ^(th.mask &^ unblockable)

@@ -66,7 +66,7 @@ func sysClone(th *thread, a *[6]uint64) bool {
 // drop forgets a thread that never started.
 func (t *tier) drop(th *thread) {
 	t.tmu.Lock()
-	t.threads[th.slot] = nil
+	t.threads[th.slot].Store(nil)
 	t.live--
 	t.tmu.Unlock()
 }

@@ -116,7 +116,7 @@ type tier struct {
 	proc      *dispatch.Proc
 	firstName string
 	tmu       sync.Mutex
-	threads   []*thread // by slot
+	threads   []atomic.Pointer[thread] // by slot: written under tmu, read without (thread)
 	byTid     map[int]*thread
 	live      int
 
@@ -185,7 +185,7 @@ func Run(cfg Config) (Exit, error) {
 	eng := cfg.Engine
 	t := &tier{cfg: cfg, eng: eng, pid: os.Getpid(), fds: prepared, byTid: map[int]*thread{},
 		done: make(chan Exit, 1), setupErr: make(chan error, 1)}
-	t.threads = make([]*thread, maxSlots())
+	t.threads = make([]atomic.Pointer[thread], maxSlots())
 	if cfg.Verbose {
 		for fd, k := range t.fds.kbox {
 			if k {
@@ -404,7 +404,7 @@ func (t *tier) newThread() (*thread, error) {
 	t.tmu.Lock()
 	defer t.tmu.Unlock()
 	for i := range t.threads {
-		if t.threads[i] != nil || !slotFree(i) {
+		if t.threads[i].Load() != nil || !slotFree(i) {
 			continue
 		}
 		c, ok := newCore(i)
@@ -413,18 +413,16 @@ func (t *tier) newThread() (*thread, error) {
 		}
 		th := &thread{core: c, slot: i, wake: make(chan struct{}, 1), started: make(chan struct{}), sysNr: -1}
 		th.g.t = th
-		t.threads[i] = th
+		t.threads[i].Store(th)
 		t.live++
 		return th, nil
 	}
 	return nil, unix.EAGAIN
 }
 
-func (t *tier) thread(slot int) *thread {
-	t.tmu.Lock()
-	defer t.tmu.Unlock()
-	return t.threads[slot]
-}
+// thread returns the thread of a slot: once per trip into kbox, without
+// the lock.
+func (t *tier) thread(slot int) *thread { return t.threads[slot].Load() }
 
 func (t *tier) byTID(tid int) *thread {
 	t.tmu.Lock()
@@ -435,8 +433,8 @@ func (t *tier) byTID(tid int) *thread {
 func (t *tier) each(f func(*thread)) {
 	t.tmu.Lock()
 	list := make([]*thread, 0, len(t.byTid))
-	for _, th := range t.threads {
-		if th != nil && th.tid != 0 {
+	for i := range t.threads {
+		if th := t.threads[i].Load(); th != nil && th.tid != 0 {
 			list = append(list, th)
 		}
 	}
@@ -484,10 +482,10 @@ func startFailed(slot int, err unix.Errno) {
 func gone(slot int) {
 	t := tr
 	t.tmu.Lock()
-	th := t.threads[slot]
+	th := t.threads[slot].Load()
 	if th != nil {
 		delete(t.byTid, th.tid)
-		t.threads[slot] = nil
+		t.threads[slot].Store(nil)
 	}
 	t.tmu.Unlock()
 	procs.Unpark()
