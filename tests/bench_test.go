@@ -47,7 +47,8 @@ func parseBench(b *testing.B, out string) float64 {
 
 // BenchmarkSeccompVsNative runs tests/guest/bench natively and under
 // --syscall-mode=seccomp on the same image contents, reporting the median
-// ns/op of several runs of each and the kbox/native ratio.
+// ns/op of several runs of each and the kbox/native ratio, then the
+// notification floor of the stat and open_close rows (notifyFloor).
 // KBOX_BENCH_ROWS=a,b runs only those rows.
 func BenchmarkSeccompVsNative(b *testing.B) {
 	img := imagePath(b)
@@ -69,6 +70,7 @@ func BenchmarkSeccompVsNative(b *testing.B) {
 		{"lseek_read", "lseek_read", 200000, "/etc/hostname", ""}, {"write", "write", 200000, "/etc/hostname", ""},
 		{"getpid_libc", "getpid_libc", 1000000, "/etc/hostname", ""}, {"getpid_inline", "getpid_inline", 1000000, "/etc/hostname", ""},
 	}
+	kbox := map[string]float64{}
 	for _, r := range rows {
 		if f := os.Getenv("KBOX_BENCH_ROWS"); f != "" && !strings.Contains(","+f+",", ","+r.name+",") {
 			continue
@@ -95,8 +97,44 @@ func BenchmarkSeccompVsNative(b *testing.B) {
 		b.Logf("%-15s native %8.1f ns/op   kbox %8.1f ns/op   ratio %6.2fx", r.name, n, g, g/n)
 		b.ReportMetric(g/n, r.name+"_ratio")
 		b.ReportMetric(g/1000, r.name+"_kbox_us")
+		kbox[r.name] = g
 	}
+	notifyFloor(b, kbox)
 	b.ReportMetric(0, "ns/op")
+}
+
+// notifyFloor measures, in the same minutes as the rows, the floor of a
+// seccomp supervisor doing no work of its own (scripts/notify_floor.c):
+// a stat answered from the child's memory (mode 1: the path read, the
+// 144 bytes written), and an fd installed in the child, which closes it
+// (mode 3: ADDFD with FLAG_SEND): the seccomp tier's open+close of a
+// shadow is that and its path. kbox's rows beside them.
+func notifyFloor(b *testing.B, kbox map[string]float64) {
+	bin := filepath.Join(b.TempDir(), "notify_floor")
+	if out, err := exec.Command("cc", "-O2", "-o", bin, filepath.Join(repoRoot(), "scripts", "notify_floor.c")).CombinedOutput(); err != nil {
+		b.Logf("notify_floor not built (%v): %s", err, out)
+		return
+	}
+	usRE := regexp.MustCompile(`([0-9.]+) us/op`)
+	for _, m := range []struct{ mode, row string }{{"1", "stat"}, {"3", "open_close"}} {
+		var v []float64
+		for i := 0; i < 5; i++ {
+			out, err := exec.Command(bin, m.mode, "0", "100000").Output()
+			f := usRE.FindSubmatch(out)
+			if err != nil || f == nil {
+				b.Fatalf("notify_floor %s: %v %s", m.mode, err, out)
+			}
+			us, _ := strconv.ParseFloat(string(f[1]), 64)
+			v = append(v, us*1000)
+		}
+		fl := median(v)
+		b.ReportMetric(fl, "notify_floor_"+m.row+"_ns")
+		if k, ok := kbox[m.row]; ok {
+			b.Logf("notify floor (scripts/notify_floor.c mode %s): %-10s %8.1f ns/op   kbox %8.1f ns/op   kbox/floor %.2fx", m.mode, m.row, fl, k, k/fl)
+		} else {
+			b.Logf("notify floor (scripts/notify_floor.c mode %s): %-10s %8.1f ns/op", m.mode, m.row, fl)
+		}
+	}
 }
 
 // BenchmarkSharedAppend: 64-byte appends to an image file that two other
