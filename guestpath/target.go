@@ -77,6 +77,14 @@ func Clean(cwd, p string) string {
 	if IsClean(p) {
 		return p // the common case, without allocating
 	}
+	if p != "" && p[0] != '/' && cleanParts(p, 0) && IsClean(cwd) {
+		// A clean relative path (a name in the cwd, git's lstats): one
+		// concatenation, where path.Clean would build it twice more.
+		if cwd == "/" {
+			return "/" + p
+		}
+		return cwd + "/" + p
+	}
 	if !strings.HasPrefix(p, "/") {
 		p = cwd + "/" + p
 	}
@@ -92,8 +100,13 @@ func IsClean(p string) bool {
 	if len(p) == 1 {
 		return true
 	}
-	start := 1
-	for i := 1; i <= len(p); i++ {
+	return cleanParts(p, 1)
+}
+
+// cleanParts reports whether p[start:] is names separated by single
+// slashes, none of them "." or "..", with no slash at the end.
+func cleanParts(p string, start int) bool {
+	for i := start; i <= len(p); i++ {
 		if i < len(p) && p[i] != '/' {
 			continue
 		}

@@ -16,10 +16,27 @@ func TestClean(t *testing.T) {
 		{"/a/b", "../../../..", "/"},
 		{"/x", "/abs//path/", "/abs/path"},
 		{"/x", ".", "/x"},
+		{"/", "a", "/a"},
+		{"/w/repo", "f1.txt", "/w/repo/f1.txt"},
+		{"/w/repo", "d/f", "/w/repo/d/f"},
+		{"/w", "a/", "/w/a"},
+		{"/w", "./a", "/w/a"},
+		{"/w", "a//b", "/w/a/b"},
+		{"/w", "..a/b..", "/w/..a/b.."},
+		{"/w", "", "/w"},
 	}
 	for _, c := range cases {
 		if got := Clean(c.cwd, c.p); got != c.want {
 			t.Errorf("Clean(%q, %q) = %q, want %q", c.cwd, c.p, got, c.want)
+		}
+	}
+	// A clean path allocates nothing, a clean name in the cwd its result.
+	for _, c := range []struct {
+		cwd, p string
+		allocs float64
+	}{{"/w/repo", "/etc/hostname", 0}, {"/w/repo", "some/file-name.txt", 1}} {
+		if n := testing.AllocsPerRun(100, func() { Clean(c.cwd, c.p) }); n > c.allocs {
+			t.Errorf("Clean(%q, %q): %v allocations, want %v", c.cwd, c.p, n, c.allocs)
 		}
 	}
 }
@@ -36,6 +53,24 @@ func FuzzClean(f *testing.F) {
 			if part == ".." || part == "." {
 				t.Fatalf("%q keeps %q", got, part)
 			}
+		}
+	})
+}
+
+// FuzzCleanMatchesPath: Clean of a path against a clean cwd is
+// path.Clean's, whichever way it gets there.
+func FuzzCleanMatchesPath(f *testing.F) {
+	f.Add("/w/repo", "f1.txt")
+	f.Add("/", "a/../b")
+	f.Add("/x", "/abs//path/")
+	f.Fuzz(func(t *testing.T, cwd, p string) {
+		cwd = Clean("/", cwd)
+		want := path.Clean("/" + p)
+		if !strings.HasPrefix(p, "/") {
+			want = path.Clean("/" + cwd + "/" + p)
+		}
+		if got := Clean(cwd, p); got != want {
+			t.Fatalf("Clean(%q, %q) = %q, want %q", cwd, p, got, want)
 		}
 	})
 }
