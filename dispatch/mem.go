@@ -138,11 +138,12 @@ func checkString(g Guest, addr uint64, buf []byte) unix.Errno {
 
 // scratch holds the buffers one handler needs at a time.
 type scratch struct {
-	str [PathMax]byte     // a string being read from the guest
-	c   [PathMax + 1]byte // a NUL-terminated path for LKL
-	st  unix.Stat_t       // a stat result on its way to the guest
-	lst lkl.Stat64        // LKL's stat result
-	si  unix.Sysinfo_t    // LKL's sysinfo
+	str [PathMax]byte         // a string being read from the guest
+	c   [PathMax + 1]byte     // a NUL-terminated path for LKL
+	st  unix.Stat_t           // a stat result on its way to the guest
+	lst lkl.Stat64            // LKL's stat result
+	si  unix.Sysinfo_t        // LKL's sysinfo
+	sx  [lkl.SizeofStatx]byte // a statx result, LKL's or the host's
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

@@ -228,7 +228,9 @@ func sysStatx(e *Engine, r *Request) Result {
 	if en != 0 {
 		return errno(en, LKL)
 	}
-	var buf [lkl.SizeofStatx]byte
+	sc := getScratch() // LKL writes it: heap memory, not this frame
+	defer putScratch(sc)
+	buf := &sc.sx
 	if p == "" && flags&unix.AT_EMPTY_PATH != 0 {
 		if res, done := e.statxFd(r, int(dirfd), flags, buf[:], false); done {
 			return res

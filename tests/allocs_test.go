@@ -15,7 +15,7 @@ import (
 
 func init() {
 	// dispatch-allocs reports the allocations of the hot dispatch paths:
-	// stat, access and a read-only open of a cached image file.
+	// stat, statx, access and a read-only open of a cached image file.
 	helpers["dispatch-allocs"] = func(img string, ro bool) error {
 		return withRoot(img, ro, func(*rootfs.Root) error {
 			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", guestpath.CPURoute}, Dev: true})
@@ -37,6 +37,7 @@ func init() {
 				fmt.Printf("%s_allocs=%.1f\n", name, testing.AllocsPerRun(200, func() { eng.Dispatch(r) }))
 			}
 			run("stat", unix.SYS_NEWFSTATAT, uint64(unix.AT_FDCWD&0xffffffff), path, out, 0)
+			run("statx", unix.SYS_STATX, uint64(unix.AT_FDCWD&0xffffffff), path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, out)
 			run("access", unix.SYS_FACCESSAT, uint64(unix.AT_FDCWD&0xffffffff), path, unix.R_OK)
 			run("open", unix.SYS_OPENAT, uint64(unix.AT_FDCWD&0xffffffff), path, unix.O_RDONLY|unix.O_CLOEXEC)
 			// A directory's listing: a virtual fd, read through LKL (past
@@ -57,7 +58,7 @@ func init() {
 // TestDispatchAllocs: the hot paths dispatch allocation-free.
 func TestDispatchAllocs(t *testing.T) {
 	kv := helper(t, "dispatch-allocs", imagePath(t), true)
-	for _, k := range []string{"stat", "access", "open", "getdents"} {
+	for _, k := range []string{"stat", "statx", "access", "open", "getdents"} {
 		if e := kv[k+"_errno"]; e != "" {
 			t.Errorf("%s failed: errno %s", k, e)
 		}
