@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/guestpath"
@@ -226,7 +227,9 @@ func sysXattr(e *Engine, r *Request) Result {
 	var buf []byte
 	switch o.kind {
 	case xattrLKLPath, xattrLKLFd:
-		n, buf, en = lklXattr(&c, &o)
+		xb := xattrBufs.Get().(*xattrBuf)
+		defer xattrBufs.Put(xb)
+		n, buf, en = lklXattr(&c, &o, xb)
 	case xattrHost:
 		n, buf, en = hostXattr(&c, &o, &r.P.creds().Cred)
 	default:
@@ -243,15 +246,31 @@ func sysXattr(e *Engine, r *Request) Result {
 	return ok(int64(n), o.disp())
 }
 
+// xattrBuf holds an LKL call's name and, up to a page, its value or list:
+// pooled, so that the common calls (ls -l asks two names of every file,
+// mostly absent) allocate nothing. LKL writes it: heap memory.
+type xattrBuf struct {
+	name [xattrNameMax + 1]byte
+	val  [4096]byte
+}
+
+var xattrBufs = sync.Pool{New: func() any { return new(xattrBuf) }}
+
 // lklXattr runs the call on a file in LKL; for get and list it returns
-// the buffer LKL filled.
-func lklXattr(c *xattrCall, o *xattrObj) (int, []byte, unix.Errno) {
+// the buffer LKL filled (xb's or a larger one), valid until xb goes back.
+func lklXattr(c *xattrCall, o *xattrObj, xb *xattrBuf) (int, []byte, unix.Errno) {
 	var buf, name []byte
 	if (c.op == xattrGet || c.op == xattrList) && c.size > 0 {
-		buf = make([]byte, c.size)
+		if c.size <= uint64(len(xb.val)) {
+			buf = xb.val[:c.size]
+		} else {
+			buf = make([]byte, c.size)
+		}
 	}
 	if c.op != xattrList {
-		name = cpath(c.name)
+		n := copy(xb.name[:xattrNameMax], c.name) // readXattrCall bounds it
+		xb.name[n] = 0
+		name = xb.name[:n+1]
 	}
 	var a [6]uintptr
 	switch c.op {
