@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -196,12 +197,17 @@ func Stat(path string, nofollow bool) (Stat64, error) {
 	return st, err
 }
 
-// Fstat returns the LKL stat of fd.
+// Fstat returns the LKL stat of fd. LKL writes a pooled buffer (heap
+// memory, as a cgo call's pointer must be), copied out: a call allocates
+// nothing (an LKL open is followed by one).
 func Fstat(fd int) (Stat64, error) {
-	var st Stat64
-	_, e := Syscall6(SysFstat, uintptr(fd), PtrOf(&st), 0, 0, 0, 0)
-	return st, errOf(e)
+	b := statBufs.Get().(*Stat64)
+	defer statBufs.Put(b)
+	_, e := Syscall6(SysFstat, uintptr(fd), PtrOf(b), 0, 0, 0, 0)
+	return *b, errOf(e)
 }
+
+var statBufs = sync.Pool{New: func() any { return new(Stat64) }}
 
 // CoarseNow returns the kernel's CLOCK_REALTIME_COARSE: the clock its
 // inodes' times are taken from (current_time).
