@@ -11,7 +11,7 @@
 // that one of them readies (the run's end, a connect's wait, a pump) waits
 // for sysmon: a git status under the rewrite tier stalled 8–10 ms in two
 // runs of three (docs/tiers.md). Each such thread adds a P (Park), so that
-// the CPUs' worth of Ps stays free for Go's work.
+// as many Ps as CPUs stay free for Go's work.
 package procs
 
 import (
