@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,6 +42,25 @@ func (e *ImageError) Unwrap() error { return e.Err }
 
 // ErrImageBusy reports an image already held by another kbox.
 var ErrImageBusy = errors.New("image in use")
+
+// ext4Defaults are kbox's mount options for an ext4 image, before the
+// user's (-m), which may undo them (a later option wins). Both spare the
+// run ext4's background thread (ext4lazyinit, a host thread in LKL): it
+// reads every group's block bitmap ahead of need, and on a read-write
+// mount zeroes the inode tables mke2fs left uninitialised, writing to the
+// image a guest never asked to change. Without them the allocator reads a
+// bitmap when it first needs it, and the tables stay as mke2fs made them
+// (ext4 knows which are uninitialised).
+var ext4Defaults = []string{"no_prefetch_block_bitmaps", "noinit_itable"}
+
+// imageMountOptions are the options the image is mounted with: kbox's
+// defaults for its filesystem type, then the user's.
+func imageMountOptions(fstype string, user []string) []string {
+	if fstype != "ext4" {
+		return user
+	}
+	return append(slices.Clip(ext4Defaults), user...)
+}
 
 // extFamily reports whether fstype is checked with the ext2/3/4 superblock.
 func extFamily(fstype string) bool {

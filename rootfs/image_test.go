@@ -98,3 +98,29 @@ func TestOpenImageErrors(t *testing.T) {
 		img.Close()
 	}
 }
+
+// TestImageMountOptions: an ext4 image gets kbox's defaults first, so
+// that the user's options (-m) come after them and win; other types get
+// only the user's.
+func TestImageMountOptions(t *testing.T) {
+	for _, c := range []struct {
+		fstype string
+		user   []string
+		want   string
+	}{
+		{"ext4", nil, "no_prefetch_block_bitmaps,noinit_itable"},
+		{"ext4", []string{"init_itable", "nodelalloc"}, "no_prefetch_block_bitmaps,noinit_itable,init_itable,nodelalloc"},
+		{"ext2", []string{"ro"}, "ro"},
+		{"vfat", nil, ""},
+	} {
+		got := strings.Join(imageMountOptions(c.fstype, c.user), ",")
+		if got != c.want {
+			t.Errorf("%s %q: %q, want %q", c.fstype, c.user, got, c.want)
+		}
+	}
+	// The defaults are not changed by a call's append.
+	imageMountOptions("ext4", []string{"x"})
+	if strings.Join(ext4Defaults, ",") != "no_prefetch_block_bitmaps,noinit_itable" {
+		t.Errorf("ext4Defaults changed: %q", ext4Defaults)
+	}
+}

@@ -26,8 +26,10 @@ type scratch struct {
 // statfs (df) count the metadata as used instead of leaving it out of the
 // total, so that a guest sees the size it was given; nombcache drops the
 // cache for sharing extended-attribute blocks, which /tmp has little use
-// for and whose set-up is part of every mount's cost.
-const scratchOptions = "minixdf,nombcache"
+// for and whose set-up is part of every mount's cost;
+// no_prefetch_block_bitmaps spares the run ext4's background thread,
+// which would read every group's bitmap ahead of need (ext4Defaults).
+const scratchOptions = "minixdf,nombcache,no_prefetch_block_bitmaps"
 
 type scratchBacking struct {
 	b   *scratchfs.Backing

@@ -139,11 +139,12 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		flags |= unix.MS_RDONLY
 	}
 	setClock()
-	mnt, err := d.Mount(opt.Partition, opt.FSType, flags, strings.Join(opt.MountOpts, ","))
+	mopts := imageMountOptions(opt.FSType, opt.MountOpts)
+	mnt, err := d.Mount(opt.Partition, opt.FSType, flags, strings.Join(mopts, ","))
 	if err != nil && opt.ReadOnly && extFamily(opt.FSType) && needsRecovery(img) {
 		// A read-only device cannot replay the journal. Mount without it,
 		// and say that the newest changes are not visible.
-		mnt, err = d.Mount(opt.Partition, opt.FSType, flags, strings.Join(append(opt.MountOpts, "norecovery"), ","))
+		mnt, err = d.Mount(opt.Partition, opt.FSType, flags, strings.Join(append(mopts, "norecovery"), ","))
 		if err == nil {
 			r.Warnings = append(r.Warnings, "the image's journal needs recovery (an earlier read-write run was not unmounted cleanly); mounted read-only without replaying it, so its newest changes are not visible: boot it once read-write, or run e2fsck -fy on it")
 		}
