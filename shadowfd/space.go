@@ -318,22 +318,56 @@ func (m *Manager) resize(fs *fsState, sf *unix.Statfs_t, room int64) {
 
 // reserve accounts a new node's LKL blocks and makes room for its content.
 // A guest that has just removed files expects their space: frees that LKL
-// has not done yet are waited for (a clock tick).
+// has not done yet are waited for (a clock tick), unless they are within
+// the band the tmpfs size may already lag by (2·hysteresis: a guest may
+// find the image full that much early anyway). A compiler that removes
+// its temporary file and makes the next one would otherwise wait a tick
+// for every file.
 func (fs *fsState) reserve(m *Manager, alloc int64) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.alloc += alloc
-	if fs.pendFree > 0 && fs.dir >= 0 {
-		for time.Now().Before(fs.pendUntil) {
-			var sf unix.Statfs_t
-			if lklStatfs(fs.statfd, &sf) != nil || freeBytes(&sf) >= fs.pendBase+fs.pendFree*7/8 {
-				break
+	if fs.dir >= 0 {
+		switch pendingFrees(fs.pendFree, time.Now(), fs.pendUntil) {
+		case freesDone:
+			fs.pendFree = 0
+		case freesAwait:
+			for time.Now().Before(fs.pendUntil) {
+				var sf unix.Statfs_t
+				if lklStatfs(fs.statfd, &sf) != nil || freeBytes(&sf) >= fs.pendBase+fs.pendFree*7/8 {
+					break
+				}
+				time.Sleep(time.Millisecond)
 			}
-			time.Sleep(time.Millisecond)
+			fs.pendFree = 0
 		}
-		fs.pendFree = 0
 	}
 	fs.rebalance(m, alloc+pageSize)
+}
+
+// pendSlack is how many bytes of removed files' blocks a new node does not
+// wait for LKL to free.
+const pendSlack = 2 * hysteresis
+
+// What reserve does about removed files' blocks LKL may not have freed yet.
+const (
+	freesNone  = iota // none pending, or few enough to leave pending
+	freesDone         // their tick has passed: LKL has freed them
+	freesAwait        // wait for them (at most until the tick has passed)
+)
+
+// pendingFrees decides what reserve does about pend bytes of removed
+// files' blocks expected freed by until.
+func pendingFrees(pend int64, now, until time.Time) int {
+	switch {
+	case pend <= 0:
+		return freesNone
+	case !now.Before(until):
+		return freesDone
+	case pend > pendSlack:
+		return freesAwait
+	}
+	return freesNone
 }
 
 // freeing notes that an unlinked file of alloc bytes is being closed.
