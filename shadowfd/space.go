@@ -318,18 +318,22 @@ func (m *Manager) resize(fs *fsState, sf *unix.Statfs_t, room int64) {
 
 // reserve accounts a new node's LKL blocks and makes room for its content.
 // A guest that has just removed files expects their space: frees that LKL
-// has not done yet are waited for (a clock tick), unless they are within
-// the band the tmpfs size may already lag by (2·hysteresis: a guest may
-// find the image full that much early anyway). A compiler that removes
-// its temporary file and makes the next one would otherwise wait a tick
-// for every file.
+// has not done yet are waited for (a clock tick), unless no more than
+// pendSlack bytes were removed since the last new node: a compiler that
+// removes its temporary file and makes the next one, or sqlite removing
+// its journal at every commit, would wait a tick each time. A guest
+// filling the image may then find it full that much early, as the
+// hysteresis band allows too.
 func (fs *fsState) reserve(m *Manager, alloc int64) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.alloc += alloc
 	if fs.dir >= 0 {
 		switch pendingFrees(fs.pendFree, time.Now(), fs.pendUntil) {
-		case freesDone:
+		case freesDone, freesForgiven:
+			// Forgotten, not left to add up with later removals: a
+			// sum kept over many (sqlite's journal, removed at every
+			// commit) would be measured from a stale free count.
 			fs.pendFree = 0
 		case freesAwait:
 			for time.Now().Before(fs.pendUntil) {
@@ -351,9 +355,10 @@ const pendSlack = 2 * hysteresis
 
 // What reserve does about removed files' blocks LKL may not have freed yet.
 const (
-	freesNone  = iota // none pending, or few enough to leave pending
-	freesDone         // their tick has passed: LKL has freed them
-	freesAwait        // wait for them (at most until the tick has passed)
+	freesNone     = iota // none pending
+	freesForgiven        // few enough not to wait for: forgotten
+	freesDone            // their tick has passed: LKL has freed them
+	freesAwait           // wait for them (at most until the tick has passed)
 )
 
 // pendingFrees decides what reserve does about pend bytes of removed
@@ -367,7 +372,7 @@ func pendingFrees(pend int64, now, until time.Time) int {
 	case pend > pendSlack:
 		return freesAwait
 	}
-	return freesNone
+	return freesForgiven
 }
 
 // freeing notes that an unlinked file of alloc bytes is being closed.
