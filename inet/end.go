@@ -225,8 +225,8 @@ func (n *Net) reapEvents(evs []unix.EpollEvent) {
 
 // end closes s once its guest end is gone: what the guest wrote last is
 // still carried to LKL, then LKL's receive side is shut (waking the pump
-// that waits in recv), then both are closed. LKL's close of a TCP socket
-// sends its last data and FIN as Linux does.
+// that waits in recv), a connected stream's write side too (its FIN:
+// waitUnsent), then both are closed.
 func (s *Sock) end() {
 	s.mu.Lock()
 	s.closed = true
@@ -352,33 +352,56 @@ func lingerOf(fd int) lklLinger {
 // orphans the socket the same way, but a host's bound is a share of its
 // RAM. The guest's close returned long ago (its end is a host socket);
 // only the goroutine that ends the socket waits, asking LKL's queue
-// (SIOCOUTQ) every few milliseconds, not waiting in LKL.
+// (SIOCOUTQ) at growing intervals from 0.1 ms, not waiting in LKL. It
+// sends the FIN first (shutdown): see below.
 func (n *Net) waitUnsent(fd int) {
 	if in, le := lklQueue(fd, unix.SIOCINQ); le != 0 || in > 0 {
 		return // unread data: Linux's close resets
 	}
+	out, le := lklQueue(fd, unix.SIOCOUTQ)
+	// The FIN goes now, after the data, as Linux's close sends it. LKL's
+	// close would send it only when its last reference goes, which LKL
+	// defers to a kernel thread a clock tick or more later (a host
+	// server saw the guest's EOF 10-30 ms late, and kbox's exit waited
+	// for it); and a peer acknowledges a FIN at once, where it may
+	// delay the acknowledgement of data.
+	lkl.Syscall6(lkl.SysShutdown, uintptr(fd), unix.SHUT_WR, 0, 0, 0, 0)
+	if le != 0 || out == 0 {
+		return
+	}
 	deadline := time.Now().Add(unsentWait)
-	for d := time.Millisecond; ; d = min(2*d, 50*time.Millisecond) {
+	for d := 100 * time.Microsecond; ; d = min(2*d, 50*time.Millisecond) {
+		time.Sleep(d)
 		out, le := lklQueue(fd, unix.SIOCOUTQ)
 		if le != 0 || out == 0 || time.Now().After(deadline) || n.stopping.Load() || !tcpSending(fd) {
 			return
 		}
-		time.Sleep(d)
 	}
 }
 
-// tcpSending says whether LKL TCP socket fd may still send: established
-// or closing from the other side (TCP_INFO's state).
+// tcpSending says whether LKL TCP socket fd may still send, or have its
+// FIN acknowledged: established, closing from the other side, or its FIN
+// sent and not yet acknowledged (TCP_INFO's state).
 func tcpSending(fd int) bool {
 	b := make([]byte, 8) // tcpi_state first, then the length at 4
 	binary.NativeEndian.PutUint32(b[4:], 1)
 	_, le := netCall(lkl.SysGetsockopt, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO, lkl.Ptr(b[:1]), lkl.Ptr(b[4:]), 0)
 	runtime.KeepAlive(b)
-	return le == 0 && (b[0] == tcpEstablished || b[0] == tcpCloseWait)
+	if le != 0 {
+		return false
+	}
+	switch b[0] {
+	case tcpEstablished, tcpCloseWait, tcpFinWait1, tcpLastAck, tcpClosing:
+		return true
+	}
+	return false
 }
 
 // TCP states (include/net/tcp_states.h).
 const (
 	tcpEstablished = 1
+	tcpFinWait1    = 4
 	tcpCloseWait   = 8
+	tcpLastAck     = 9
+	tcpClosing     = 11
 )

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -138,5 +139,61 @@ func BenchmarkNetFloor(b *testing.B) {
 		b.ReportMetric(median(v), "floor_hops"+hops+"_us")
 	}
 	b.Logf("floor (scripts/net_floor.c, µs per round trip): %s", strings.Join(line, "   "))
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkNetExit: how soon a guest's close reaches a host server, and
+// the end of a --net run. tests/guest/inet conns makes three connections,
+// each writing a byte, reading the server's echo and closing; the server
+// times each from its echo to the guest's end of stream (the FIN). The
+// run's end is the start-up trace's leave, which waits until what the
+// guest wrote and closed last has reached the host (inet's Drain, the
+// network's Quiesce). 15 runs: medians, and the worst.
+func BenchmarkNetExit(b *testing.B) {
+	img := imagePath(b)
+	bin := kboxBin(b)
+	var mu sync.Mutex
+	var eof []float64
+	p := strconv.Itoa(tcpServer(b, func(c net.Conn) {
+		var one [1]byte
+		if _, err := io.ReadFull(c, one[:]); err != nil {
+			return
+		}
+		t0 := time.Now()
+		c.Write(one[:])
+		if _, err := io.Copy(io.Discard, c); err == nil {
+			mu.Lock()
+			eof = append(eof, float64(time.Since(t0).Microseconds())/1000)
+			mu.Unlock()
+		}
+	}))
+	leaveRE := regexp.MustCompile(` leave ([\d.]+)`)
+	var leave, wall []float64
+	for i := 0; i < 15; i++ {
+		w, _, trace := tracedRun(b, bin, "image", "-S", img, "--read-only", "--net", "--net-allow", "127.0.0.1:"+p, "--",
+			"/opt/tests/inet", "conns", "10.0.2.2", p, "3")
+		m := leaveRE.FindStringSubmatch(trace)
+		if m == nil {
+			b.Fatalf("no leave in the start-up trace: %s", lastLines(trace, 3))
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		leave, wall = append(leave, v), append(wall, w)
+	}
+	worst := func(v []float64) float64 {
+		w := 0.0
+		for _, x := range v {
+			w = max(w, x)
+		}
+		return w
+	}
+	mu.Lock()
+	e, ew := median(eof), worst(eof)
+	mu.Unlock()
+	b.Logf("--net run of 3 connections: the guest's FIN at the host %.2f ms after the echo (median; worst %.1f ms); the run's end (leave) median %.1f ms, worst %.1f ms; wall median %.1f ms", e, ew, median(leave), worst(leave), median(wall))
+	b.ReportMetric(e, "fin_after_echo_ms")
+	b.ReportMetric(ew, "fin_after_echo_worst_ms")
+	b.ReportMetric(median(leave), "leave_ms")
+	b.ReportMetric(worst(leave), "leave_worst_ms")
+	b.ReportMetric(median(wall), "wall_ms")
 	b.ReportMetric(0, "ns/op")
 }
