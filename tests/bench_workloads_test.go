@@ -100,6 +100,7 @@ echo setup-ok`
 		{"grep -r 'def main' " + pyDir, "/", []string{"/bin/grep", "-r", "def main", pyDir}, false, false},
 		{"ls -lR /usr", "/", []string{"/bin/ls", "-lR", "/usr"}, false, false},
 		{"python3 -c 'import json, sqlite3, email, http.client'", "/", []string{"/usr/bin/python3", "-c", "import json, sqlite3, email, http.client"}, false, false},
+		{"sqlite (50 commits, python3)", "/", []string{"/usr/bin/python3", "-c", sqliteCommits}, true, false},
 		{"git status (2000 files)", "/work/repo", []string{"/usr/bin/git", "status", "--short"}, true, false},
 		{"make -j2 (50 C files)", "/work/cproj", []string{"/usr/bin/make", "-s", "-B", "-j2"}, true, true},
 	}
@@ -288,3 +289,18 @@ func copyFile(b *testing.B, src, dst string) {
 		b.Fatal(err)
 	}
 }
+
+// sqliteCommits is the sqlite row's program: a new database in /tmp and 50
+// transactions of one insert each (sqlite makes, writes, syncs and
+// removes its journal at every commit).
+const sqliteCommits = `import os, sqlite3
+p = "/tmp/kbox-bench.db"
+if os.path.exists(p):
+    os.remove(p)
+db = sqlite3.connect(p)
+db.execute("create table t(a, b)")
+db.commit()
+for i in range(50):
+    db.execute("insert into t values (?, ?)", (i, "x" * 100))
+    db.commit()
+db.close()`
