@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"bytes"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -173,13 +174,13 @@ const internSlots = 4096
 // several requests is safe.
 var interned [internSlots]atomic.Pointer[string]
 
+// internSeed seeds intern's hash (the runtime's: AES where the CPU has it).
+var internSeed = maphash.MakeSeed()
+
 // intern returns b as a string, reusing an earlier copy when there is one.
 func intern(b []byte) string {
-	h := uint32(2166136261)
-	for _, c := range b {
-		h = (h ^ uint32(c)) * 16777619
-	}
-	slot := &interned[h%internSlots]
+	h := maphash.Bytes(internSeed, b)
+	slot := &interned[uint32(h^h>>32)%internSlots]
 	if p := slot.Load(); p != nil && *p == string(b) { // no allocation for the comparison
 		return *p
 	}

@@ -1,6 +1,7 @@
 package guestpath
 
 import (
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -57,15 +58,16 @@ func (c *StatCache) Changed() { c.gen.Add(1) }
 func (c *StatCache) Gen() uint64 { return c.gen.Load() }
 
 func statHash(p string, nofollow bool, cred uint64) uint32 {
-	h := uint32(2166136261) ^ uint32(cred)*16777619
-	for i := 0; i < len(p); i++ {
-		h = (h ^ uint32(p[i])) * 16777619
-	}
+	h := maphash.String(statSeed, p) ^ cred*0x9e3779b97f4a7c15
 	if nofollow {
 		h = ^h
 	}
-	return h % statSlots
+	return uint32(h^h>>32) % statSlots
 }
+
+// statSeed seeds statHash (the runtime's hash: AES where the CPU has it,
+// about a quarter of a byte-wise hash's time for a path).
+var statSeed = maphash.MakeSeed()
 
 // Get copies a current entry for path into st. A stat that follows a
 // final symlink takes the entry of one that does not (lstat's) when that
