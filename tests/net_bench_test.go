@@ -197,3 +197,47 @@ func BenchmarkNetExit(b *testing.B) {
 	b.ReportMetric(median(wall), "wall_ms")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkNetCloses: close-delimited replies on the guest's loopback
+// (tests/guest/closes: a server thread answers each request on a new
+// connection and closes it, the client reads to the end, as with an
+// HTTP/1.0 server), natively and in each tier, median of 3 runs of 200
+// requests: how soon a close reaches its peer.
+func BenchmarkNetCloses(b *testing.B) {
+	img := imagePath(b)
+	closes := dumpFromImage(b, img, "/opt/tests/closes")
+	us := regexp.MustCompile(`: ([\d.]+) us each`)
+	parse := func(what, out string) float64 {
+		m := us.FindStringSubmatch(out)
+		if m == nil {
+			b.Fatalf("%s: output %q", what, out)
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	res := map[string][]float64{}
+	for i := 0; i < 3; i++ {
+		out, err := exec.Command(closes, "200").Output()
+		if err != nil {
+			b.Fatalf("native: %v", err)
+		}
+		res["native"] = append(res["native"], parse("native", string(out)))
+		for _, tier := range tiers {
+			out, errOut, status := runKboxEnv(b, kboxEnv{}, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+tier, "--", "/opt/tests/closes", "200")
+			if status != 0 {
+				b.Fatalf("%s: status %d: %s", tier, status, errOut)
+			}
+			res[tier] = append(res[tier], parse(tier, out))
+		}
+	}
+	n := median(res["native"])
+	line := fmt.Sprintf("close-delimited requests on the guest's loopback: native %.1f us", n)
+	for _, tier := range tiers {
+		m := median(res[tier])
+		line += fmt.Sprintf("   %s %.1f us (%.1fx)", tier, m, m/n)
+		b.ReportMetric(m, tier+"_us")
+	}
+	b.Log(line)
+	b.ReportMetric(n, "native_us")
+	b.ReportMetric(0, "ns/op")
+}
