@@ -267,10 +267,20 @@ func (s *Sock) end() {
 	s.inConnect.Wait()
 	s.n.dropReady(s)
 	if s.typ == unix.SOCK_STREAM {
-		if s.closedUnread() {
+		// LKL's close acts only when it releases the socket, which it
+		// defers a clock tick or more: what Linux's close sends at
+		// once (a reset, or the FIN after the data) is sent here first.
+		switch {
+		case s.closedUnread():
 			lklAbort(s.lfd)
-		} else if conn && !linger.on {
+			lklResetNow(s.lfd)
+		case !conn:
+		case linger.on && linger.secs == 0 && !linger.err:
+			lklResetNow(s.lfd)
+		case !linger.on:
 			s.n.waitUnsent(s.lfd)
+		default:
+			lkl.Syscall6(lkl.SysShutdown, uintptr(s.lfd), unix.SHUT_WR, 0, 0, 0, 0)
 		}
 	}
 	lkl.Close(s.lfd)
@@ -314,6 +324,15 @@ func lklAbort(fd int) {
 	binary.NativeEndian.PutUint32(b, 1)
 	netCall(lkl.SysSetsockopt, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, lkl.Ptr(b), 8, 0)
 	runtime.KeepAlive(b)
+}
+
+// lklResetNow resets LKL TCP socket fd's connection at once, as a close
+// that resets does (a connect to AF_UNSPEC: the kernel's disconnect, which
+// sends the reset for an established connection).
+func lklResetNow(fd int) {
+	sa := make([]byte, 16) // struct sockaddr: sa_family AF_UNSPEC (0)
+	netCall(lkl.SysConnect, uintptr(fd), lkl.Ptr(sa), uintptr(len(sa)), 0, 0, 0)
+	runtime.KeepAlive(sa)
 }
 
 // unsentWait bounds how long the end of an LKL stream socket waits for
