@@ -582,7 +582,7 @@ func useCred(r *Request) unix.Errno {
 	if r.P == nil {
 		return 0
 	}
-	if err := lkl.UseCred(r.P.creds().fs); err != nil {
+	if err := lkl.UseCredOn(r.CredSlot, r.P.creds().fs); err != nil {
 		return unix.ENOMEM
 	}
 	return 0

@@ -126,6 +126,12 @@ type Request struct {
 	// (policy.go): the trace shows it.
 	Rule string
 
+	// CredSlot is the serving thread's lkl.CredSlot when the tier serves
+	// the call on that thread, locked (nil: useCred calls into C each
+	// time). useCred(r) runs only on the serving thread: a handler that
+	// hands r to a goroutine of its own never calls it there.
+	CredSlot *uint64
+
 	// fdHops counts paths through /dev/fd/N resolved for this call
 	// (sys_file_dev.go), bounded as symlinks are.
 	fdHops uint8

@@ -41,6 +41,21 @@ static __thread int root_depth, swapped;
  * half set. */
 static __thread unsigned long long applied;
 static __thread unsigned long long applied_cap = ~0ULL;
+/* wanted mirrors the id kbox_cred_want compares with (saved's in a root
+ * section that swapped, else cur's): the Go side reads it through
+ * kbox_cred_slot, on the thread itself, to skip a call that would change
+ * nothing. */
+static __thread unsigned long long wanted;
+
+static void mirror(void)
+{
+	wanted = swapped ? saved.id : cur.id;
+}
+
+unsigned long long *kbox_cred_slot(void)
+{
+	return &wanted;
+}
 #define BAD_ID (~0ULL)
 
 /* full_set is a task's permitted set (every capability LKL knows), read once
@@ -174,6 +189,7 @@ int kbox_cred_want(unsigned long long id, unsigned int fsuid, unsigned int fsgid
 	w->id = id;
 	if (id == 0)
 		w->cap = ~0ULL;
+	mirror();
 	return 0;
 }
 
@@ -194,6 +210,7 @@ void kbox_cred_root_begin(void)
 	cur.cap = ~0ULL;
 	cur.ngroups = 0;
 	swapped = 1;
+	mirror();
 }
 
 void kbox_cred_root_end(void)
@@ -206,6 +223,7 @@ void kbox_cred_root_end(void)
 	cur = saved;
 	saved = t;
 	swapped = 0;
+	mirror();
 }
 
 unsigned long long kbox_cred_applied(void)

@@ -7,7 +7,11 @@ package lkl
 */
 import "C"
 
-import "golang.org/x/sys/unix"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 func useCred(c *Cred) error {
 	if c == nil {
@@ -29,3 +33,5 @@ func rootBegin() { C.kbox_cred_root_begin() }
 func rootEnd() { C.kbox_cred_root_end() }
 
 func appliedCred() uint64 { return uint64(C.kbox_cred_applied()) }
+
+func credSlot() *uint64 { return (*uint64)(unsafe.Pointer(C.kbox_cred_slot())) }

@@ -9,3 +9,5 @@ func rootBegin() {}
 func rootEnd() {}
 
 func appliedCred() uint64 { return 0 }
+
+func credSlot() *uint64 { return nil }

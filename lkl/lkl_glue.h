@@ -45,6 +45,7 @@ int kbox_cred_want(unsigned long long id, unsigned int fsuid, unsigned int fsgid
 void kbox_cred_root_begin(void);
 void kbox_cred_root_end(void);
 unsigned long long kbox_cred_applied(void);
+unsigned long long *kbox_cred_slot(void);
 
 /* The network device (netdev.c). */
 void *kbox_netdev_new(void);

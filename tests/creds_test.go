@@ -308,8 +308,9 @@ func TestCredsTidReuse(t *testing.T) {
 
 func init() {
 	// lkl-cred-threads checks the LKL side alone: credentials follow the
-	// OS thread that set them, AsRoot is root for its duration, and a
-	// thread that never set any is root.
+	// OS thread that set them, AsRoot is root for its duration, a thread
+	// that never set any is root, and a thread's CredSlot holds what it
+	// wants (UseCredOn through it switches as UseCred does).
 	helpers["lkl-cred-threads"] = func(img string, ro bool) error {
 		return withRoot(img, ro, func(*rootfs.Root) error {
 			runtime.LockOSThread()
@@ -325,7 +326,10 @@ func init() {
 			}
 			nobody := lkl.NewCred(65534, 65534, []uint32{65534}, 0)
 			fmt.Printf("root=%s\n", open())
-			lkl.UseCred(nobody)
+			slot := lkl.CredSlot()
+			fmt.Printf("slot_before=%v\n", *slot == 0)
+			lkl.UseCredOn(slot, nobody)
+			fmt.Printf("slot_after=%v\n", *slot == nobody.ID())
 			fmt.Printf("nobody=%s\n", open())
 			fmt.Printf("applied_is_nobody=%v\n", lkl.AppliedCredID() == nobody.ID())
 			var inRoot string
@@ -336,9 +340,14 @@ func init() {
 			go func() {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
-				done <- open()
+				other := lkl.CredSlot()
+				done <- fmt.Sprintf("%s %v", open(), other != slot && *other == 0)
 			}()
 			fmt.Printf("other_thread=%s\n", <-done)
+			// Back to root through the slot, and to nobody again.
+			lkl.UseCredOn(slot, nil)
+			fmt.Printf("slot_root=%s %v\n", open(), *slot == 0)
+			lkl.UseCredOn(slot, nobody)
 			fd, err := lkl.Open("/tmp/by-nobody", unix.O_WRONLY|unix.O_CREAT, 0o600)
 			if err != nil {
 				return err
@@ -354,7 +363,8 @@ func init() {
 func TestLKLCredThreads(t *testing.T) {
 	kv := helper(t, "lkl-cred-threads", imagePath(t), true)
 	want := map[string]string{"root": "ok", "nobody": "permission denied", "applied_is_nobody": "true", "as_root": "ok",
-		"nobody_again": "permission denied", "other_thread": "ok", "created_owner": "65534:65534"}
+		"nobody_again": "permission denied", "other_thread": "ok true", "created_owner": "65534:65534",
+		"slot_before": "true", "slot_after": "true", "slot_root": "ok true"}
 	for k, v := range want {
 		if kv[k] != v {
 			t.Errorf("%s=%q, want %q (all: %v)", k, kv[k], v, kv)

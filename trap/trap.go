@@ -17,6 +17,7 @@ import (
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/elfload"
+	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procs"
 	"github.com/kbox-project/kbox/rewrite"
 	"github.com/kbox-project/kbox/seccomp"
@@ -449,6 +450,9 @@ func warm(slot int) {
 	t := tr
 	th := t.thread(slot)
 	th.tid = int(th.k.Tid)
+	// This thread's record of its LKL credentials: every call it serves
+	// is served here (a callback stays on its thread).
+	th.req.CredSlot = lkl.CredSlot()
 	procs.Park() // its guest code holds this thread's P (procs)
 	t.tmu.Lock()
 	t.byTid[th.tid] = th

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -426,9 +427,12 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, spawns *Sp
 			procs.Unpark()
 		}
 	}()
+	runtime.LockOSThread() // already (sigmask.go); said here for CredSlot's sake
+	defer runtime.UnlockOSThread()
 	defer blockAsyncSignals()() // no ioctl of this thread is interrupted (sigmask.go)
 	var req dispatch.Request    // reused: one allocation, not one per notification
-	var ahead backlog           // received before their turn (backlog.go)
+	req.CredSlot = lkl.CredSlot()
+	var ahead backlog // received before their turn (backlog.go)
 	exited := false
 	for {
 		if !ahead.next(&n) {
