@@ -62,7 +62,7 @@ func viewOf(root, img string) (string, bool) {
 		return img, true
 	case img == root:
 		return "/", true
-	case strings.HasPrefix(img, root+"/"):
+	case guestpath.Under(img, root):
 		return img[len(root):], true
 	}
 	return img, false

@@ -70,7 +70,6 @@ func unwrapPath(err error) error {
 // absolute, "/", on or under a system host route (/proc, /sys, /dev), or
 // overlapping another bind.
 func CheckBindGuests(guests []string, routes []string) error {
-	under := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 	for i, g := range guests {
 		if !strings.HasPrefix(g, "/") {
 			return fmt.Errorf("bind destination %s must be an absolute guest path", g)
@@ -80,12 +79,12 @@ func CheckBindGuests(guests []string, routes []string) error {
 			return fmt.Errorf("bind destination may not be /")
 		}
 		for _, r := range routes {
-			if under(g, r) {
+			if Under(g, r) {
 				return fmt.Errorf("bind destination %s is on the %s host route", g, r)
 			}
 		}
 		for _, o := range guests[:i] {
-			if o = Clean("/", o); under(g, o) || under(o, g) {
+			if o = Clean("/", o); Under(g, o) || Under(o, g) {
 				return fmt.Errorf("bind destination %s overlaps bind %s", g, o)
 			}
 		}
@@ -120,7 +119,7 @@ func CheckBindsInImage(binds []*Bind) error {
 // BindOf returns the bind among binds holding clean guest path p, or nil.
 func BindOf(binds []*Bind, p string) *Bind {
 	for _, b := range binds {
-		if p == b.Guest || strings.HasPrefix(p, b.Guest+"/") {
+		if Under(p, b.Guest) {
 			return b
 		}
 	}
@@ -158,7 +157,7 @@ func GuestPath(binds []*Bind, host string) (string, bool) {
 		if b.Host == "/" && strings.HasPrefix(host, "/") {
 			return b.Guest + host, true
 		}
-		if strings.HasPrefix(host, b.Host+"/") {
+		if Under(host, b.Host) {
 			return b.Guest + host[len(b.Host):], true
 		}
 	}

@@ -17,11 +17,17 @@ const CPURoute = "/sys/devices/system/cpu"
 // if any.
 func RouteOf(routes []string, p string) (string, bool) {
 	for _, r := range routes {
-		if p == r || strings.HasPrefix(p, r+"/") {
+		if Under(p, r) {
 			return r, true
 		}
 	}
 	return "", false
+}
+
+// Under reports whether path p is dir or below it (dir/...), without
+// making dir+"/" (the check runs for every path a guest names).
+func Under(p, dir string) bool {
+	return p == dir || len(p) > len(dir) && p[len(dir)] == '/' && p[:len(dir)] == dir
 }
 
 // RouteTarget is the Target of clean guest path abs on host route rt.
