@@ -274,7 +274,7 @@ func (s *Sock) end() {
 		case s.closedUnread():
 			lklAbort(s.lfd)
 			lklResetNow(s.lfd)
-		case !conn:
+		case !conn: // a listener or a connect that never completed: nothing to send
 		case linger.on && linger.secs == 0 && !linger.err:
 			lklResetNow(s.lfd)
 		case !linger.on:
@@ -378,12 +378,9 @@ func (n *Net) waitUnsent(fd int) {
 		return // unread data: Linux's close resets
 	}
 	out, le := lklQueue(fd, unix.SIOCOUTQ)
-	// The FIN goes now, after the data, as Linux's close sends it. LKL's
-	// close would send it only when its last reference goes, which LKL
-	// defers to a kernel thread a clock tick or more later (a host
-	// server saw the guest's EOF 10-30 ms late, and kbox's exit waited
-	// for it); and a peer acknowledges a FIN at once, where it may
-	// delay the acknowledgement of data.
+	// The FIN goes now, after the data, as Linux's close sends it (end),
+	// and the wait below is for its acknowledgement too: a peer
+	// acknowledges a FIN at once, where it may delay that of data.
 	lkl.Syscall6(lkl.SysShutdown, uintptr(fd), unix.SHUT_WR, 0, 0, 0, 0)
 	if le != 0 || out == 0 {
 		return
