@@ -19,7 +19,7 @@ import (
 const PtsDir = "/dev/pts"
 
 // UnderPts reports a clean guest path at or beneath PtsDir.
-func UnderPts(p string) bool { return p == PtsDir || strings.HasPrefix(p, PtsDir+"/") }
+func UnderPts(p string) bool { return Under(p, PtsDir) }
 
 // A Mounter mounts a private devpts instance and returns an O_PATH fd of
 // its root (shadowfd.Manager.Devpts).

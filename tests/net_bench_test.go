@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,21 +180,18 @@ func BenchmarkNetExit(b *testing.B) {
 		v, _ := strconv.ParseFloat(m[1], 64)
 		leave, wall = append(leave, v), append(wall, w)
 	}
-	worst := func(v []float64) float64 {
-		w := 0.0
-		for _, x := range v {
-			w = max(w, x)
-		}
-		return w
-	}
 	mu.Lock()
-	e, ew := median(eof), worst(eof)
+	if len(eof) == 0 {
+		mu.Unlock()
+		b.Fatal("the server saw no connection end")
+	}
+	e, ew := median(eof), slices.Max(eof)
 	mu.Unlock()
-	b.Logf("--net run of 3 connections: the guest's FIN at the host %.2f ms after the echo (median; worst %.1f ms); the run's end (leave) median %.1f ms, worst %.1f ms; wall median %.1f ms", e, ew, median(leave), worst(leave), median(wall))
+	b.Logf("--net run of 3 connections: the guest's FIN at the host %.2f ms after the echo (median; worst %.1f ms); the run's end (leave) median %.1f ms, worst %.1f ms; wall median %.1f ms", e, ew, median(leave), slices.Max(leave), median(wall))
 	b.ReportMetric(e, "fin_after_echo_ms")
 	b.ReportMetric(ew, "fin_after_echo_worst_ms")
 	b.ReportMetric(median(leave), "leave_ms")
-	b.ReportMetric(worst(leave), "leave_worst_ms")
+	b.ReportMetric(slices.Max(leave), "leave_worst_ms")
 	b.ReportMetric(median(wall), "wall_ms")
 	b.ReportMetric(0, "ns/op")
 }
