@@ -247,3 +247,29 @@ func TestRewriteDynamicSites(t *testing.T) {
 		t.Errorf("--stats: status %d, want the site counted:\n%s", status, stderr)
 	}
 }
+
+// The guest's vector registers across trips into kbox: xmm, ymm, zmm0-31,
+// k0-7 and MXCSR hold what they held before a syscall that ran kbox's
+// code (LKL, memcpy), what was in its initial state is zero after it, a
+// signal handler finds them in its frame and its changes are the
+// registers after sigreturn, and x87 values survive (tests/guest/fpregs.c;
+// the in-process tiers move the registers by hand when the CPU says only
+// those are in use: trap/fpstate.c). Every tier must print what the
+// program prints natively; the rewrite tier patches the site too.
+func TestFPRegisters(t *testing.T) {
+	img := imagePath(t)
+	native := nativeOutput(t, img, "/opt/tests/fpregs", "300")
+	if !strings.Contains(native, "x87 ok 300\n") {
+		t.Fatalf("natively:\n%s", native)
+	}
+	for _, mode := range []string{"seccomp", "trap", "rewrite"} {
+		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+mode, "--", "/opt/tests/fpregs", "300")
+		want := native
+		if mode == "rewrite" {
+			want = strings.Replace(native, "site original", "site patched", 1)
+		}
+		if status != 0 || stdout != want {
+			t.Errorf("%s: status %d\n%s\nnatively:\n%s\nstderr: %s", mode, status, stdout, native, lastLines(stderr, 5))
+		}
+	}
+}

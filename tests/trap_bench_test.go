@@ -16,8 +16,8 @@ import (
 // ordinary context the tier uses, and the hand-off to a service thread it
 // did not choose), and the way into Go and back that the rewrite tier's
 // stub takes, with tests/testdata/cbfloor (a cgo callback from a C
-// thread, XSAVE and XRSTOR around it, an open+close made in two such
-// trips), so that a target below the floor shows as such
+// thread, XSAVE and XRSTOR or the tiers' moves of the vector registers
+// around it, an open+close made in two such trips), so that a target below the floor shows as such
 // (docs/benchmarks.md). The tiers' rows beside native are
 // BenchmarkRewrite's (native, seccomp, trap and rewrite in one run).
 func BenchmarkTrapFloor(b *testing.B) {
@@ -44,8 +44,9 @@ func BenchmarkTrapFloor(b *testing.B) {
 		b.Logf("floor (scripts/trap_floor.c, stat, ns/op): %s", strings.Join(line, "   "))
 	}
 	// The way into Go and back (tests/testdata/cbfloor): a callback from
-	// a C thread, with the stub's XSAVE and XRSTOR, and an open+close made
-	// by Go in two such trips.
+	// a C thread, with XSAVE and XRSTOR or with the vector registers
+	// moved by hand (trap/fpstate.c), and an open+close made by Go in two
+	// such trips.
 	cb := filepath.Join(b.TempDir(), "cbfloor")
 	if out, err := exec.Command("go", "build", "-o", cb, "./testdata/cbfloor").CombinedOutput(); err != nil {
 		b.Logf("cbfloor not built (%v): %s", err, lastLines(string(out), 3))
@@ -54,12 +55,17 @@ func BenchmarkTrapFloor(b *testing.B) {
 		for _, m := range []struct {
 			mode string
 			n    int
-		}{{"xsave", 1000000}, {"call", 1000000}, {"xcall", 1000000}, {"openclose", 200000}, {"xopenclose", 200000}} {
+		}{{"xsave", 1000000}, {"call", 1000000}, {"xcall", 1000000}, {"openclose", 200000}, {"xopenclose", 200000},
+			{"vsave", 1000000}, {"vcall", 1000000}, {"vopenclose", 200000}} {
 			out, err := exec.Command(cb, m.mode, strconv.Itoa(m.n), hostFile).Output()
 			if err != nil {
 				b.Fatalf("cbfloor %s: %v", m.mode, err)
 			}
 			v := parseBench(b, string(out))
+			if v < 0 {
+				line = append(line, m.mode+" n/a (no XGETBV 1)")
+				continue
+			}
 			line = append(line, m.mode+" "+strconv.FormatFloat(v, 'f', 1, 64))
 			b.ReportMetric(v, "cbfloor_"+m.mode+"_ns")
 		}

@@ -51,13 +51,14 @@ _Static_assert(offsetof(struct kbox_thread, in_kbox) == KT_OFF_INKBOX, "in_kbox 
 _Static_assert(offsetof(struct kbox_thread, kicked) == KT_OFF_KICKED, "kicked offset");
 _Static_assert(offsetof(struct kbox_thread, tid) == 228, "tid offset");
 _Static_assert(offsetof(struct kbox_thread, self) == KT_OFF_SELF, "self offset");
+_Static_assert(offsetof(struct kbox_thread, fpfast) == KT_OFF_FPFAST, "fpfast offset");
+_Static_assert(KT_OFF_FASTFP == KT_AREA - KT_FASTFP_SIZE && KT_OFF_FASTFP % 64 == 0, "fast FP area");
 _Static_assert(REG_CR2 + 1 == KT_NGREG, "gregs");
 
 /* Slots: one per guest thread, in one reserved region, so that a signal
  * handler finds its thread's state from its own stack pointer alone (the
  * alternate stack lies in the slot): no thread-local storage needed.
  *   [kbox_thread + XSAVE area: KT_AREA][alternate stack: ALT][guard]  */
-#define KT_AREA (16 << 10)
 #define ALT_SIZE (96 << 10)
 #define SLOT_SIZE (128 << 10)
 #define MAX_SLOTS 4096
@@ -267,6 +268,10 @@ __asm__(".text\n"
 	".type kbox_trap_entry,@function\n"
 	"kbox_trap_entry:\n"
 	"	mov %rdi, %rbx\n"
+	"	call kbox_fp_save\n" /* fpstate.c: the vector registers by hand, if it can */
+	"	mov %eax, " KT_STR(KT_OFF_FPFAST) "(%rbx)\n"
+	"	test %eax, %eax\n"
+	"	jnz 2f\n"
 	"	cmpl $0, use_xsave(%rip)\n"
 	"	je 1f\n"
 	"	mov $-1, %eax\n"
@@ -286,7 +291,12 @@ __asm__(".text\n"
 	".type kbox_trap_resume,@function\n"
 	"kbox_trap_resume:\n"
 	"	mov %rdi, %rbx\n"
-	"	cmpl $0, use_xsave(%rip)\n"
+	"	mov " KT_STR(KT_OFF_FPFAST) "(%rbx), %r8d\n"
+	"	test %r8d, %r8d\n"
+	"	jz 0f\n"
+	"	call kbox_fp_restore\n" /* fpstate.c */
+	"	jmp 2f\n"
+	"0:	cmpl $0, use_xsave(%rip)\n"
 	"	je 1f\n"
 	"	mov $-1, %eax\n"
 	"	mov $-1, %edx\n"
@@ -429,11 +439,15 @@ uint64_t kbox_rw_entry_addr(void) { return (uint64_t)kbox_rw_entry; }
  * MXCSR and the x87 control word at their defaults. */
 void kbox_trap_reset_fpu(struct kbox_thread *kt)
 {
+	kt->fpfast = 0;
 	memset(kt->xsave, 0, xsave_size);
 	*(uint16_t *)(kt->xsave + 0) = 0x37f;        /* FCW */
 	*(uint32_t *)(kt->xsave + 24) = mxcsr_default; /* MXCSR */
+	/* XSTATE_BV: SSE (as above); x87 from its initial state (FCW 0x37f
+	 * too), so that the CPU counts it unused and the thread's trips
+	 * into kbox keep to kbox_fp_save's way (fpstate.c). */
 	if (use_xsave)
-		*(uint64_t *)(kt->xsave + 512) = 0x3; /* XSTATE_BV: x87, SSE (as above) */
+		*(uint64_t *)(kt->xsave + 512) = 0x2;
 }
 
 static void *thread_main(void *arg)
@@ -556,6 +570,8 @@ int kbox_trap_init(void)
 	}
 	if (xsave_size < 512 || KT_OFF_XSAVE + xsave_size > KT_AREA)
 		return -ENOSPC;
+	if (use_xsave)
+		kbox_fp_init(xsave_size);
 	use_fsgsbase = (getauxval(AT_HWCAP2) & 2) != 0; /* HWCAP2_FSGSBASE */
 	slot_base = mmap(NULL, (size_t)MAX_SLOTS * SLOT_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (slot_base == MAP_FAILED) {

@@ -53,7 +53,16 @@ enum {
 #define KT_OFF_INKBOX 224
 #define KT_OFF_KICKED 240
 #define KT_OFF_SELF 424
+#define KT_OFF_FPFAST 432
 #define KT_OFF_XSAVE 512
+
+/* The thread's area: the struct, its XSAVE area, and at its end the
+ * vector registers kbox_fp_save moved by hand (fpstate.c):
+ *   +0 MXCSR, +4 PKRU, +64 k0-k7 (8 bytes each), +128 register i at
+ *   128 + 64*i (xmm, ymm or zmm0-31, as many bytes as the kind has). */
+#define KT_AREA (16 << 10)
+#define KT_FASTFP_SIZE (128 + 32 * 64)
+#define KT_OFF_FASTFP 14208 /* KT_AREA - KT_FASTFP_SIZE */
 
 struct kbox_thread {
 	/* The guest's registers, in ucontext's gregs order (REG_R8 = 0 ...
@@ -75,7 +84,12 @@ struct kbox_thread {
 	void *jmp[5];      /* __builtin_setjmp: the way out at KT_EXIT */
 	siginfo_t si;      /* KT_SIGNAL: the signal's info */
 	struct kbox_thread *self; /* this struct: the rewrite entry finds it through %gs */
-	uint8_t pad[KT_OFF_XSAVE - 23 * 8 - 3 * 8 - 8 * 4 - 8 - 8 - 5 * 8 - sizeof(siginfo_t) - 8];
+	/* Where the guest's vector state is while the thread is in kbox
+	 * mode: 0 the XSAVE area below, else the kind kbox_fp_save moved
+	 * by hand into the area at KT_OFF_FASTFP (fpstate.c). */
+	int32_t fpfast;
+	int32_t unused;
+	uint8_t pad[KT_OFF_XSAVE - 23 * 8 - 3 * 8 - 8 * 4 - 8 - 8 - 5 * 8 - sizeof(siginfo_t) - 8 - 8];
 	/* The guest's FPU/SSE/AVX state, XSAVE (or FXSAVE) format. */
 	uint8_t xsave[] __attribute__((aligned(64)));
 };
@@ -90,6 +104,8 @@ void kbox_trap_reset_fpu(struct kbox_thread *kt);
 void kbox_trap_die(int sig);
 int kbox_trap_fsgsbase(void);
 int kbox_trap_use_xsave(void);
+int kbox_fp_init(unsigned xsave_size);
+void kbox_trap_fp_sync(struct kbox_thread *kt);
 uint64_t kbox_trap_xcr0(void);
 uint64_t kbox_rw_entry_addr(void);
 long kbox_trap_native(struct kbox_thread *kt, long nr, long a0, long a1, long a2, long a3, long a4, long a5);

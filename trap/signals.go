@@ -354,7 +354,7 @@ func (th *thread) frame(sig int, act kaction, info []byte) bool {
 	fp := (sp - fpsize) &^ 63
 	sp = ((fp - frameSize) &^ 15) - 8
 	fpb := make([]byte, fpsize)
-	copy(fpb, th.xsave)
+	copy(fpb, th.fpArea())
 	le := binary.LittleEndian
 	if xs {
 		// struct _fpx_sw_bytes in the FXSAVE area's software bytes.
@@ -442,7 +442,7 @@ func (th *thread) sigreturn() {
 			return
 		}
 		sanitizeXsave(b)
-		copy(th.xsave, b)
+		copy(th.fpArea(), b)
 	} else {
 		th.resetFPU()
 	}

@@ -40,7 +40,7 @@ func sysClone(th *thread, a *[6]uint64) bool {
 	if flags&unix.CLONE_SETTLS != 0 {
 		nt.k.FSGuest = tls
 	}
-	copy(nt.xsave, th.xsave)
+	copy(nt.xsave, th.fpArea())
 	t.sig.mu.Lock()
 	nt.mask = th.mask
 	t.sig.mu.Unlock()

@@ -115,6 +115,15 @@ func maxSlots() int { return int(C.kbox_trap_slots()) }
 
 func (c core) resetFPU() { C.kbox_trap_reset_fpu(c.c) }
 
+// fpArea returns the thread's XSAVE area holding the guest's FP state: a
+// trip that moved the vector registers by hand (fpstate.c) writes them
+// into it first. For a thread in kbox mode; what Go writes into the area
+// is what the thread resumes with.
+func (c core) fpArea() []byte {
+	C.kbox_trap_fp_sync(c.c)
+	return c.xsave
+}
+
 // native makes syscall nr on this guest thread in kbox mode, ended by a
 // kick (core.c's kbox_trap_native): ERESTARTSYS when it was waiting,
 // ERESTARTNOINTR when the kick came before it was made.

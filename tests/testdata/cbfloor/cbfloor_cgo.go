@@ -26,6 +26,55 @@ static double now(void)
 static inline void xsave(void) { __asm__ volatile("xsave64 %0" : "=m"(area) : "a"(-1), "d"(-1) : "memory"); }
 static inline void xrstor(void) { __asm__ volatile("xrstor64 %0" : : "m"(area), "a"(-1), "d"(-1) : "memory"); }
 
+// vsave and vload: what trap/fpstate.c does instead when the CPU says
+// only vector state is in use: XGETBV 1, then moves of the widest
+// registers this CPU has (zmm0-31 and k0-7, ymm0-15 or xmm0-15) and
+// MXCSR. vec is that width (0: no XGETBV 1, XSAVE instead).
+static int vec;
+static void vinit(void)
+{
+	unsigned a, b, c, d;
+	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xd), "c"(1));
+	if (!(a & 4))
+		return;
+	uint32_t x0, x1;
+	__asm__ volatile("xgetbv" : "=a"(x0), "=d"(x1) : "c"(0));
+	vec = 1;
+	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+	if (!(c & (1u << 28)) || (x0 & 6) != 6)
+		return;
+	vec = 2;
+	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+	if ((b & (1u << 16)) && (b & (1u << 30)) && (x0 & 0xe6) == 0xe6)
+		vec = 3;
+}
+#define IRP16 ".irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+#define IRP32 ".irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31\n"
+static inline void vsave(void)
+{
+	uint32_t a, d;
+	__asm__ volatile("xgetbv" : "=a"(a), "=d"(d) : "c"(1));
+	__asm__ volatile("stmxcsr %0" : "=m"(area[0]));
+	if (vec == 3)
+		__asm__ volatile(IRP32 "vmovdqu64 %%zmm\\i, 128+64*\\i(%0)\n.endr\n"
+				 ".irp i,0,1,2,3,4,5,6,7\nkmovq %%k\\i, 64+8*\\i(%0)\n.endr\n" : : "r"(area) : "memory");
+	else if (vec == 2)
+		__asm__ volatile(IRP16 "vmovdqu %%ymm\\i, 128+64*\\i(%0)\n.endr\n" : : "r"(area) : "memory");
+	else
+		__asm__ volatile(IRP16 "movaps %%xmm\\i, 128+64*\\i(%0)\n.endr\n" : : "r"(area) : "memory");
+}
+static inline void vload(void)
+{
+	if (vec == 3)
+		__asm__ volatile(IRP32 "vmovdqu64 128+64*\\i(%0), %%zmm\\i\n.endr\n"
+				 ".irp i,0,1,2,3,4,5,6,7\nkmovq 64+8*\\i(%0), %%k\\i\n.endr\n" : : "r"(area) : "memory");
+	else if (vec == 2)
+		__asm__ volatile(IRP16 "vmovdqu 128+64*\\i(%0), %%ymm\\i\n.endr\n" : : "r"(area) : "memory");
+	else
+		__asm__ volatile(IRP16 "movaps 128+64*\\i(%0), %%xmm\\i\n.endr\n" : : "r"(area) : "memory");
+	__asm__ volatile("ldmxcsr %0" : : "m"(area[0]));
+}
+
 static void *thread(void *p)
 {
 	struct arg *a = p;
@@ -60,6 +109,23 @@ static void *thread(void *p)
 			cbfloorGo(2);
 			xrstor();
 			break;
+		case 8:
+			vsave();
+			vload();
+			break;
+		case 9:
+			vsave();
+			cbfloorGo(0);
+			vload();
+			break;
+		case 12:
+			vsave();
+			cbfloorGo(1);
+			vload();
+			vsave();
+			cbfloorGo(2);
+			vload();
+			break;
 		}
 	}
 	a->ns = (now() - t0) / a->n;
@@ -69,6 +135,9 @@ static void *thread(void *p)
 static double cbfloor_run(int mode, long n)
 {
 	struct arg a = {mode, n, 0};
+	vinit();
+	if (mode >= 8 && vec == 0)
+		return -1; // no XGETBV 1 here
 	pthread_t t;
 	if (pthread_create(&t, NULL, thread, &a) != 0)
 		return -1;
