@@ -53,7 +53,8 @@ __asm__(".text\n"
 long fp_site_uname(long, long), fp_site_stat(long, long), fp_site_kill(long, long);
 
 /* Register images: register i at 64*i (16, 32 or 64 bytes of it), k0-7
- * at 2048, MXCSR at 2112, two x87 doubles at 2120; after the call, ymm0-15
+ * at 2048, MXCSR at 2112, two x87 doubles at 2120 and the x87 control
+ * word at 2136 (rounding toward zero); after the call, ymm0-15
  * whole at 4096 and zmm0-31 whole at 8192, k0-7 at 10240 (for the
  * initial-state checks). */
 enum { IMG = 12288, K = 2048, MXCSR = 2112, ST = 2120, YMM = 4096, ZMM = 8192, KOUT = 10240 };
@@ -89,8 +90,9 @@ __asm__(".text\n" RUN_BEGIN("fp_run_sse")
 	RUN_END
 	RUN_BEGIN("fp_run_x87")
 	X16 "	movdqu 64*\\i(%r12), %xmm\\i\n	.endr\n"
-	"	fldl 2120(%r12)\n	fldl 2128(%r12)\n"
+	"	fldl 2120(%r12)\n	fldl 2128(%r12)\n	fldcw 2136(%r12)\n"
 	"	call *%r14\n"
+	"	fnstcw 2136(%r13)\n	fldcw fcw_default(%rip)\n"
 	"	fstpl 2128(%r13)\n	fstpl 2120(%r13)\n"
 	X16 "	movdqu %xmm\\i, 64*\\i(%r13)\n	.endr\n"
 	RUN_END
@@ -115,6 +117,8 @@ static uint8_t initarea[16384] __attribute__((aligned(64)));
 static int level; /* 0 SSE only, 1 AVX, 2 AVX-512 (F and BW) */
 static unsigned hi16_off;   /* Hi16_ZMM's offset in an XSAVE frame */
 static const uint32_t mxcsr_test = 0x7f80; /* round toward zero, all masked */
+static const uint16_t fcw_test = 0xf7f;    /* the same for x87 */
+const uint16_t fcw_default = 0x37f;
 
 static uint64_t xcr0(void)
 {
@@ -158,6 +162,7 @@ static void fill(int seed)
 	double s0 = 1.25 + seed, s1 = -3.5 - seed;
 	memcpy(in + ST, &s0, 8);
 	memcpy(in + ST + 8, &s1, 8);
+	memcpy(in + ST + 16, &fcw_test, 2);
 	memset(out, 0xee, sizeof out);
 }
 
@@ -192,6 +197,8 @@ static int check(const char *kind, int round, int nregs, int width, int x87)
 		return fail(kind, round, "MXCSR", 0);
 	if (x87 && memcmp(in + ST, out + ST, 16) != 0)
 		return fail(kind, round, "x87 st", 0);
+	if (x87 && memcmp(in + ST + 16, out + ST + 16, 2) != 0)
+		return fail(kind, round, "x87 control word", 0);
 	if (width == 64) {
 		if (memcmp(in + K, out + K, 64) != 0)
 			return fail(kind, round, "k registers", 0);
