@@ -15,8 +15,8 @@
  * in use, AMX, a CPU without XGETBV 1) it returns 0 and kbox_trap_entry
  * uses XSAVE (and kbox_trap_resume XRSTOR). kbox_fp_restore loads them back. A component the
  * guest had in its initial state is left in it: the VEX loads of the
- * narrower kinds zero the upper bits, and zmm16-31 and k0-7, which only
- * AVX-512 code writes, are zeroed when kbox's code left them in use.
+ * narrower kinds and vzeroupper zero the upper bits, and zmm16-31 and
+ * k0-7 are zeroed (kbox's code, a memcpy in LKL, may have used them).
  * x87: the guest's was in its initial state, and kbox_trap_entry's
  * fninit puts it back there; kbox's code uses no x87.
  *
@@ -90,8 +90,9 @@ int kbox_fp_init(unsigned xsave_size)
 		off_ymm = b;
 		vec = 2;
 		__cpuid_count(7, 0, a, b, c, d);
-		int f = (b >> 16) & 1, bw = (b >> 30) & 1; /* AVX512F, AVX512BW (64-bit k moves) */
-		if (f && bw && (xcr0 & XF_AVX512) == XF_AVX512) {
+		/* AVX512F; BW (64-bit k moves); VL (xmm16-31) */
+		int f = (b >> 16) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
+		if (f && bw && vl && (xcr0 & XF_AVX512) == XF_AVX512) {
 			__cpuid_count(0xd, 5, a, b, c, d);
 			off_k = b;
 			__cpuid_count(0xd, 6, a, b, c, d);
@@ -198,8 +199,12 @@ __asm__(".text\n"
 	".size kbox_fp_save, .-kbox_fp_save\n");
 
 /* kbox_fp_restore (called by kbox_trap_resume, %rbx the thread, %r8d its
- * fpfast, not 0): loads what kbox_fp_save moved. Clobbers %rax, %rcx,
- * %rdx, %rdi. */
+ * fpfast, not 0): loads what kbox_fp_save moved. For a narrower kind,
+ * what the guest had in its initial state is made so again without asking
+ * the CPU (XGETBV costs as much as the moves): zmm16-31 and k0-7 zeroed
+ * (EVEX.128 and k writes zero the rest of the register), and for xmm
+ * vzeroupper, which also gives the guest's SSE code a clean upper state,
+ * as XRSTOR of an initial AVX state did. Clobbers %rdi. */
 __asm__(".text\n"
 	".globl kbox_fp_restore\n"
 	".type kbox_fp_restore,@function\n"
@@ -209,23 +214,17 @@ __asm__(".text\n"
 	"	je 3f\n"
 	"	cmpl $3, fp_vec(%rip)\n"
 	"	jne 1f\n"
-	"	mov $1, %ecx\n"
-	"	xgetbv\n" /* did kbox's code leave zmm16-31 or k0-7 in use? */
-	"	test $0xa0, %eax\n"
-	"	jz 1f\n"
 	".irp i,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31\n"
-	"	vpxord %zmm\\i, %zmm\\i, %zmm\\i\n	.endr\n"
-	K8 "	kxorq %k\\i, %k\\i, %k\\i\n	.endr\n"
+	"	vpxord %xmm\\i, %xmm\\i, %xmm\\i\n	.endr\n"
+	K8 "	kxorw %k\\i, %k\\i, %k\\i\n	.endr\n"
 	"1:	cmp $2, %r8d\n"
 	"	je 2f\n"
 	"	cmpl $2, fp_vec(%rip)\n"
-	"	jae 11f\n"
-	X16 "	movaps 128+64*\\i(%rdi), %xmm\\i\n	.endr\n"
+	"	jb 11f\n"
+	"	vzeroupper\n"
+	"11:\n" X16 "	movaps 128+64*\\i(%rdi), %xmm\\i\n	.endr\n"
 	"	jmp 9f\n"
-	"11:\n" /* VEX: the bits above zeroed, as the guest had them */
-	X16 "	vmovdqa 128+64*\\i(%rdi), %xmm\\i\n	.endr\n"
-	"	jmp 9f\n"
-	"2:\n" X16 "	vmovdqu 128+64*\\i(%rdi), %ymm\\i\n	.endr\n"
+	"2:\n" X16 "	vmovdqu 128+64*\\i(%rdi), %ymm\\i\n	.endr\n" /* VEX: bits 256 up zeroed */
 	"	jmp 9f\n"
 	"3:\n" X32 "	vmovdqu64 128+64*\\i(%rdi), %zmm\\i\n	.endr\n"
 	K8 "	kmovq 64+8*\\i(%rdi), %k\\i\n	.endr\n"
