@@ -5,6 +5,7 @@ package trap
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // regions is the set of address ranges that are the guest's: what the
@@ -13,9 +14,20 @@ import (
 // protect, advise and map MAP_FIXED only inside it, and kbox writes guest
 // memory on the guest's behalf only inside it: kbox's, Go's and LKL's
 // memory is never the guest's to change through a syscall.
+//
+// Every syscall that touches guest memory asks contains, so it takes no
+// lock: add and remove (under mu) publish a new slice, never change one.
 type regions struct {
-	mu sync.RWMutex
-	rs []span // sorted, disjoint, not adjacent
+	mu sync.Mutex
+	rs atomic.Pointer[[]span] // sorted, disjoint, not adjacent
+}
+
+// spans is the current set (nil: empty).
+func (r *regions) spans() []span {
+	if p := r.rs.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // span is [lo, hi).
@@ -40,10 +52,11 @@ func (r *regions) add(lo, hi uint64) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]span, 0, len(r.rs)+1)
+	cur := r.spans()
+	out := make([]span, 0, len(cur)+1)
 	n := span{lo, hi}
 	placed := false
-	for _, s := range r.rs {
+	for _, s := range cur {
 		switch {
 		case s.hi < n.lo:
 			out = append(out, s)
@@ -60,7 +73,7 @@ func (r *regions) add(lo, hi uint64) {
 	if !placed {
 		out = append(out, n)
 	}
-	r.rs = out
+	r.rs.Store(&out)
 }
 
 // remove takes [lo, hi) out of the set.
@@ -70,8 +83,9 @@ func (r *regions) remove(lo, hi uint64) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]span, 0, len(r.rs)+1)
-	for _, s := range r.rs {
+	cur := r.spans()
+	out := make([]span, 0, len(cur)+1)
+	for _, s := range cur {
 		if s.hi <= lo || hi <= s.lo {
 			out = append(out, s)
 			continue
@@ -83,7 +97,7 @@ func (r *regions) remove(lo, hi uint64) {
 			out = append(out, span{hi, s.hi})
 		}
 	}
-	r.rs = out
+	r.rs.Store(&out)
 }
 
 // contains reports whether all of [lo, hi) is the guest's. An empty range
@@ -92,18 +106,13 @@ func (r *regions) contains(lo, hi uint64) bool {
 	if hi < lo {
 		return false
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	i := sort.Search(len(r.rs), func(i int) bool { return r.rs[i].hi > lo })
-	if i == len(r.rs) || r.rs[i].lo > lo {
+	rs := r.spans()
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].hi > lo })
+	if i == len(rs) || rs[i].lo > lo {
 		return false
 	}
-	return hi <= r.rs[i].hi
+	return hi <= rs[i].hi
 }
 
 // list returns a copy of the set.
-func (r *regions) list() []span {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return append([]span(nil), r.rs...)
-}
+func (r *regions) list() []span { return append([]span(nil), r.spans()...) }

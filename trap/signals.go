@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -63,6 +64,27 @@ type sigState struct {
 	pending uint64
 	info    map[int][]byte
 	ch      chan os.Signal
+	// npend counts the pending bits set, the process's and every
+	// thread's (addPending, dropPending, under mu): deliver's look
+	// after each syscall takes no lock while it is 0.
+	npend atomic.Int32
+}
+
+// addPending sets sig in *p, the process's or a thread's pending set;
+// mu is held.
+func (s *sigState) addPending(p *uint64, sig int) {
+	if *p&bit(sig) == 0 {
+		*p |= bit(sig)
+		s.npend.Add(1)
+	}
+}
+
+// dropPending clears sig in *p; mu is held.
+func (s *sigState) dropPending(p *uint64, sig int) {
+	if *p&bit(sig) != 0 {
+		*p &^= bit(sig)
+		s.npend.Add(-1)
+	}
 }
 
 // fromHost are the signals that reach kbox's pid from outside (a shell's
@@ -147,11 +169,11 @@ func (t *tier) send(to *thread, sig int, info []byte) {
 	}
 	var wake *thread
 	if to != nil {
-		to.pending |= bit(sig)
+		t.sig.addPending(&to.pending, sig)
 		to.setInfo(sig, info)
 		wake = to
 	} else {
-		t.sig.pending |= bit(sig)
+		t.sig.addPending(&t.sig.pending, sig)
 		t.sig.info[sig] = info
 	}
 	t.sig.mu.Unlock()
@@ -226,10 +248,10 @@ func (th *thread) dequeue(set uint64) (int, []byte, bool) {
 	}
 	var info []byte
 	if th.pending&bit(sig) != 0 {
-		th.pending &^= bit(sig)
+		t.sig.dropPending(&th.pending, sig)
 		info = th.info[sig]
 	} else {
-		t.sig.pending &^= bit(sig)
+		t.sig.dropPending(&t.sig.pending, sig)
 		info = t.sig.info[sig]
 	}
 	if info == nil {
@@ -243,8 +265,12 @@ func (th *thread) dequeue(set uint64) (int, []byte, bool) {
 func (th *thread) deliver() {
 	t := tr
 	defer th.fixRestart(nil) // no handler ran: an interrupted syscall restarts
-	// Nothing deliverable, the common case after a syscall: one look
-	// under the lock.
+	// Nothing pending, the common case after a syscall: an atomic look.
+	// (A signal sent meanwhile kicks the thread: its next trip sees it.)
+	if t.sig.npend.Load() == 0 {
+		return
+	}
+	// Pending, maybe blocked: one look under the lock.
 	t.sig.mu.Lock()
 	none := (th.pending|t.sig.pending)&^(th.mask&^unblockable) == 0
 	t.sig.mu.Unlock()
@@ -305,7 +331,7 @@ func (th *thread) syncSignal(sig int) {
 		return
 	}
 	t.sig.mu.Lock()
-	th.pending |= bit(sig)
+	t.sig.addPending(&th.pending, sig)
 	th.setInfo(sig, info)
 	t.sig.mu.Unlock()
 }
@@ -507,9 +533,9 @@ func sysRtSigaction(th *thread, a *[6]uint64) bool {
 		t.sig.act[sig] = na
 		if t.ignored(sig) {
 			// A pending signal now ignored is discarded.
-			t.sig.pending &^= bit(sig)
+			t.sig.dropPending(&t.sig.pending, sig)
 			for _, o := range all {
-				o.pending &^= bit(sig)
+				t.sig.dropPending(&o.pending, sig)
 			}
 		}
 	}

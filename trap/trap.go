@@ -485,6 +485,13 @@ func startFailed(slot int, err unix.Errno) {
 // gone runs when a thread has left guest code for good.
 func gone(slot int) {
 	t := tr
+	if th := t.threads[slot].Load(); th != nil {
+		t.sig.mu.Lock() // its pending signals go with it
+		for sig := 1; sig <= 64; sig++ {
+			t.sig.dropPending(&th.pending, sig)
+		}
+		t.sig.mu.Unlock()
+	}
 	t.tmu.Lock()
 	th := t.threads[slot].Load()
 	if th != nil {
