@@ -108,8 +108,8 @@ func TestImageMountOptions(t *testing.T) {
 		user   []string
 		want   string
 	}{
-		{"ext4", nil, "no_prefetch_block_bitmaps,noinit_itable"},
-		{"ext4", []string{"init_itable", "nodelalloc"}, "no_prefetch_block_bitmaps,noinit_itable,init_itable,nodelalloc"},
+		{"ext4", nil, "no_prefetch_block_bitmaps,noinit_itable,lazytime"},
+		{"ext4", []string{"init_itable", "nolazytime"}, "no_prefetch_block_bitmaps,noinit_itable,lazytime,init_itable,nolazytime"},
 		{"ext2", []string{"ro"}, "ro"},
 		{"vfat", nil, ""},
 	} {
@@ -120,7 +120,7 @@ func TestImageMountOptions(t *testing.T) {
 	}
 	// The defaults are not changed by a call's append.
 	imageMountOptions("ext4", []string{"x"})
-	if strings.Join(ext4Defaults, ",") != "no_prefetch_block_bitmaps,noinit_itable" {
+	if strings.Join(ext4Defaults, ",") != "no_prefetch_block_bitmaps,noinit_itable,lazytime" {
 		t.Errorf("ext4Defaults changed: %q", ext4Defaults)
 	}
 }

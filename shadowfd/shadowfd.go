@@ -83,6 +83,7 @@ type Node struct {
 	// mu serialises write-backs and content changes made by kbox.
 	mu    sync.Mutex
 	lklfd int  // LKL fd of the inode
+	lklfl int  // its file status flags (O_NOATIME among them: takeLKLFd)
 	rw    bool // lklfd is open for writing (a writer came)
 	lkl   version
 	alloc int64 // LKL's allocated bytes at the last fill or write-back
@@ -389,7 +390,8 @@ func (m *Manager) adopt(n *Node, lklfd int, flags int) error {
 	defer n.mu.Unlock()
 	if writable(flags) && !n.rw {
 		lkl.Close(n.lklfd)
-		n.lklfd, n.rw = lklfd, takeLKLFd(lklfd)
+		n.lklfd = lklfd
+		n.lklfl, n.rw = takeLKLFd(lklfd)
 	} else {
 		lkl.Close(lklfd)
 	}
@@ -450,7 +452,7 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 		return nil, err
 	}
 	n := &Node{key: k, fs: fs, lklfd: lklfd, path: path, content: -1}
-	n.rw = takeLKLFd(lklfd)
+	n.lklfl, n.rw = takeLKLFd(lklfd)
 	n.alloc = st.Blocks * 512
 	fs.reserve(m, n.alloc)
 	if n.content, err = fs.create(path, &n.cname); err != nil {
@@ -512,14 +514,15 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 
 // takeLKLFd makes LKL fd fd a node's: its reads (fills) must not change
 // the inode's access time, which follows the guests' own reads
-// (propagateAtime). It reports whether fd was opened for writing.
-func takeLKLFd(fd int) (writable bool) {
+// (propagateAtime). It returns fd's flags now, and whether it was opened
+// for writing.
+func takeLKLFd(fd int) (flags int, writable bool) {
 	fl, e := lkl.Syscall6(lkl.SysFcntl, uintptr(fd), unix.F_GETFL, 0, 0, 0, 0)
 	if e != 0 {
-		return false
+		return 0, false
 	}
 	lkl.Syscall6(lkl.SysFcntl, uintptr(fd), unix.F_SETFL, fl|unix.O_NOATIME, 0, 0, 0)
-	return int(fl)&unix.O_ACCMODE != unix.O_RDONLY
+	return int(fl) | unix.O_NOATIME, int(fl)&unix.O_ACCMODE != unix.O_RDONLY
 }
 
 // dropLocked forgets n and closes its files; n is written back. The

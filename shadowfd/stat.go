@@ -69,7 +69,7 @@ func (m *Manager) overlay(n *Node, st *lkl.Stat64) {
 	// need not look), and shows LKL's.
 	if hs.Atim != n.atime && !(n.fs.relatime && relatimeSkips(st, hs.Atim)) {
 		if !n.rw {
-			lkl.AsRoot(func() { m.propagateAtime(n, &hs) })
+			lkl.AsRoot(func() { m.propagateAtime(n, &hs, st) })
 			if fst, err := lkl.Fstat(n.lklfd); err == nil {
 				st.Atime, st.AtimeNsec = fst.Atime, fst.AtimeNsec
 			}

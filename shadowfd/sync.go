@@ -297,25 +297,30 @@ func (m *Manager) filled(n *Node, st *lkl.Stat64) error {
 // through LKL would, and with the same effect: one byte read through an
 // fd without O_NOATIME (utimensat would also set the change time, which a
 // read leaves). The access time is then that read's, not the guest's.
-// The caller holds n.mu.
-func (m *Manager) propagateAtime(n *Node, hs *unix.Stat_t) {
+// st is LKL's stat of the inode taken since the last change kbox made to
+// it (a stat's own), or nil. The caller holds n.mu.
+func (m *Manager) propagateAtime(n *Node, hs *unix.Stat_t, st *lkl.Stat64) {
 	if hs.Atim == n.atime || n.fs.ro || n.fs.noatime {
 		return
 	}
 	n.atime = hs.Atim
-	if st, err := lkl.Fstat(n.lklfd); err == nil && n.fs.relatime && relatimeSkips(&st, hs.Atim) {
+	if st == nil {
+		if fst, err := lkl.Fstat(n.lklfd); err == nil {
+			st = &fst
+		}
+	}
+	if st != nil && n.fs.relatime && relatimeSkips(st, hs.Atim) {
 		return // the common case of a file read before: LKL is unchanged
 	}
-	fl, le := lkl.Syscall6(lkl.SysFcntl, uintptr(n.lklfd), unix.F_GETFL, 0, 0, 0, 0)
-	if le != 0 {
-		return
+	if n.lklfl == 0 {
+		return // flags unknown (takeLKLFd failed): leave LKL as it is
 	}
 	m.writeBacks.Add(1)
-	lkl.Syscall6(lkl.SysFcntl, uintptr(n.lklfd), unix.F_SETFL, fl&^unix.O_NOATIME, 0, 0, 0)
+	lkl.Syscall6(lkl.SysFcntl, uintptr(n.lklfd), unix.F_SETFL, uintptr(n.lklfl&^unix.O_NOATIME), 0, 0, 0)
 	m.bufMu.Lock()
 	lkl.Syscall6(lkl.SysPread64, uintptr(n.lklfd), lkl.Ptr(m.buffer()[:1]), 1, 0, 0, 0)
 	m.bufMu.Unlock()
-	lkl.Syscall6(lkl.SysFcntl, uintptr(n.lklfd), unix.F_SETFL, fl|unix.O_NOATIME, 0, 0, 0)
+	lkl.Syscall6(lkl.SysFcntl, uintptr(n.lklfd), unix.F_SETFL, uintptr(n.lklfl), 0, 0, 0)
 }
 
 // relatimeSkips tells whether Linux's relatime rule leaves an inode with
@@ -414,7 +419,7 @@ func (m *Manager) writeBack(n *Node) (int64, error) {
 	if err := unix.Fstat(n.content, &hs); err != nil {
 		return 0, err
 	}
-	m.propagateAtime(n, &hs)
+	m.propagateAtime(n, &hs, nil)
 	if !n.rw {
 		return hs.Size, nil
 	}
