@@ -13,12 +13,12 @@
  * three, PKRU, which kbox never changes), stores the registers of the
  * widest kind in use at KT_OFF_FASTFP and returns that kind; else (x87
  * in use, AMX, a CPU without XGETBV 1) it returns 0 and kbox_trap_entry
- * uses XSAVE (and kbox_trap_resume XRSTOR). kbox_fp_restore loads them back. A component the
- * guest had in its initial state is left in it: the VEX loads of the
- * narrower kinds and vzeroupper zero the upper bits, and zmm16-31 and
- * k0-7 are zeroed (kbox's code, a memcpy in LKL, may have used them).
- * x87: the guest's was in its initial state, and kbox_trap_entry's
- * fninit puts it back there; kbox's code uses no x87.
+ * uses XSAVE (and kbox_trap_resume XRSTOR). kbox_fp_restore loads them
+ * back. A component the guest had in its initial state is left in it:
+ * the VEX loads of the narrower kinds and vzeroupper zero the upper bits,
+ * and zmm16-31 and k0-7 are zeroed (kbox's code, a memcpy in LKL, may
+ * have used them). x87: the guest's was in its initial state, and kbox's
+ * code uses no x87, so it still is (kbox_trap_entry skips its fninit).
  *
  * Go reads and writes the XSAVE area (signal frames, sigreturn, a new
  * thread's copy): kbox_trap_fp_sync first writes the registers moved by
@@ -102,6 +102,8 @@ int kbox_fp_init(unsigned xsave_size)
 			vec = 3;
 		}
 	}
+	if (vec < 3 && (xcr0 & XF_AVX512))
+		return 0; /* AVX-512 state kbox could not zero by hand (no VL): XSAVE always */
 	if (xcr0 & XF_PKRU) {
 		__cpuid_count(0xd, 9, a, b, c, d);
 		off_pkru = b;
