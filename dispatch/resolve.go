@@ -26,17 +26,29 @@ func (e *Engine) target(r *Request, dirfd int32, addr uint64) (guestpath.Target,
 	return e.resolveAt(r, dirfd, p)
 }
 
+// The resolution's steps write their Target through a pointer (the Into
+// forms): a Target is about 100 bytes, and returned by value it was
+// copied at each of four returns, 30 ns of a stat's 380 in the rewrite
+// tier. The value forms serve the other callers.
+
 // resolveAt resolves path (already read from the guest) against dirfd.
 func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (guestpath.Target, unix.Errno) {
+	var t guestpath.Target
+	en := e.resolveInto(r, dirfd, p, &t)
+	return t, en
+}
+
+// resolveInto is resolveAt into *t, which the caller gives zero.
+func (e *Engine) resolveInto(r *Request, dirfd int32, p string, t *guestpath.Target) unix.Errno {
 	if p == "" {
-		return guestpath.Target{}, unix.ENOENT
+		return unix.ENOENT
 	}
 	if root := r.P.chroot(); root != "" {
 		if abs, en, handled := e.resolveRooted(r, root, dirfd, p); handled {
 			if en != 0 {
-				return guestpath.Target{}, en
+				return en
 			}
-			return e.resolved(r, p, abs)
+			return e.resolvedInto(r, p, abs, t)
 		}
 	}
 	var abs string
@@ -48,7 +60,7 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (guestpath.Target,
 	case r.P.FDs.IsVirtual(int(dirfd)) && !isHostFile(r, dirfd):
 		ent, ok := r.P.FDs.Get(int(dirfd))
 		if !ok {
-			return guestpath.Target{}, unix.EBADF
+			return unix.EBADF
 		}
 		abs = guestpath.Clean(ent.File.Path, p)
 	default:
@@ -59,27 +71,34 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (guestpath.Target,
 		// directory: ENOTDIR, as on Linux.
 		base, en := e.hostDirPath(r, int(dirfd))
 		if en != 0 {
-			return guestpath.Target{}, en
+			return en
 		}
 		abs = guestpath.Clean(base, p)
 		if _, ok := e.route(abs); !ok && e.bindOf(base) == nil && !e.pts.Holds(base) {
-			return guestpath.Target{}, unix.EACCES
+			return unix.EACCES
 		}
 	}
-	return e.resolved(r, p, abs)
+	return e.resolvedInto(r, p, abs, t)
 }
 
 // resolved classifies abs, the clean absolute path guest path p led to,
 // with p's trailing slash kept.
 func (e *Engine) resolved(r *Request, p, abs string) (guestpath.Target, unix.Errno) {
-	t, en := e.classify(r, abs)
+	var t guestpath.Target
+	en := e.resolvedInto(r, p, abs, &t)
+	return t, en
+}
+
+// resolvedInto is resolved into *t.
+func (e *Engine) resolvedInto(r *Request, p, abs string, t *guestpath.Target) unix.Errno {
+	en := e.classifyInto(r, abs, 0, t)
 	if en == 0 {
 		t.KeepTail(guestpath.DirTail(p))
 	}
 	if gdbmirror.On() {
-		e.gdbResolved(r, p, t, en) // the debug mirror (gdb.go)
+		e.gdbResolved(r, p, *t, en) // the debug mirror (gdb.go)
 	}
-	return t, en
+	return en
 }
 
 // classify resolves abs, a clean absolute guest path: a bind, a host
@@ -91,35 +110,49 @@ func (e *Engine) classify(r *Request, abs string) (guestpath.Target, unix.Errno)
 // classifyN is classify after depth links followed under /proc, with the
 // policy's path rules applied to the result (policy.go).
 func (e *Engine) classifyN(r *Request, abs string, depth int) (guestpath.Target, unix.Errno) {
-	t, en := e.classifyRaw(r, abs, depth)
-	if en == 0 && e.Opt.Policy != nil && e.Opt.Policy.paths {
-		en = e.policyPath(r, &t)
-	}
+	var t guestpath.Target
+	en := e.classifyInto(r, abs, depth, &t)
 	return t, en
 }
 
-// classifyRaw is classifyN without the policy.
-func (e *Engine) classifyRaw(r *Request, abs string, depth int) (guestpath.Target, unix.Errno) {
+// classifyInto is classifyN into *t.
+func (e *Engine) classifyInto(r *Request, abs string, depth int, t *guestpath.Target) unix.Errno {
+	en := e.classifyRaw(r, abs, depth, t)
+	if en == 0 && e.Opt.Policy != nil && e.Opt.Policy.paths {
+		en = e.policyPath(r, t)
+	}
+	return en
+}
+
+// classifyRaw is classifyInto without the policy.
+func (e *Engine) classifyRaw(r *Request, abs string, depth int, t *guestpath.Target) (en unix.Errno) {
 	if b := e.bindOf(abs); b != nil {
-		return b.Target(abs), 0
+		*t = b.Target(abs)
+		return 0
 	}
-	if t, ok := e.netFileTarget(abs); ok {
-		return t, 0 // kbox's resolv.conf and hosts with --net (sys_file_etc.go)
+	if nt, ok := e.netFileTarget(abs); ok {
+		*t = nt // kbox's resolv.conf and hosts with --net (sys_file_etc.go)
+		return 0
 	}
-	if t, ok := e.devTarget(abs); ok {
-		return t, 0 // kbox's devpts instance (sys_file_dev.go)
+	if nt, ok := e.devTarget(abs); ok {
+		*t = nt // kbox's devpts instance (sys_file_dev.go)
+		return 0
 	}
 	if fd, rest, ok := e.devFd(abs); ok {
-		return e.beneathFd(r, abs, fd, rest) // /dev/fd/N (sys_file_dev.go)
+		*t, en = e.beneathFd(r, abs, fd, rest) // /dev/fd/N (sys_file_dev.go)
+		return en
 	}
 	rt, ok := e.route(abs)
 	if !ok {
-		return guestpath.Target{Path: abs}, 0
+		*t = guestpath.Target{Path: abs}
+		return 0
 	}
 	if rt == "/proc" {
-		return e.classifyProc(r, abs, depth)
+		*t, en = e.classifyProc(r, abs, depth)
+		return en
 	}
-	return guestpath.RouteTarget(rt, abs), 0
+	*t = guestpath.RouteTarget(rt, abs)
+	return 0
 }
 
 // isHostFile reports a guest virtual fd that is a host file (hostfd.go).

@@ -167,9 +167,9 @@ func (e *Engine) open(r *Request, dirfd int32, addr uint64, flags int, mode uint
 	var t guestpath.Target
 	if q := r.P.takeScript(p); q != p && r.P.chroot() != "" {
 		// The script's image path, not one inside the caller's root.
-		t, en = e.resolved(r, q, q)
+		en = e.resolvedInto(r, q, q, &t)
 	} else {
-		t, en = e.resolveAt(r, dirfd, q)
+		en = e.resolveInto(r, dirfd, q, &t)
 	}
 	if en != 0 {
 		return errno(en, LKL)
@@ -184,9 +184,11 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 		if t.Fd > 0 {
 			return e.openFd(r, t.Fd-1, flags, mode)
 		}
-		var en unix.Errno
-		if t, en = e.followDev(r, t); en != 0 {
-			return errno(en, Emulated)
+		if t.FdDir {
+			var en unix.Errno
+			if t, en = e.followDev(r, t); en != 0 {
+				return errno(en, Emulated)
+			}
 		}
 	}
 	if t.Proc != nil {

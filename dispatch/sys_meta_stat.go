@@ -35,8 +35,8 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		}
 		return e.fstatVirtual(r, uint64(uint32(dirfd)), out)
 	}
-	t, en := e.resolveAt(r, dirfd, p)
-	if en != 0 {
+	var t guestpath.Target
+	if en := e.resolveInto(r, dirfd, p, &t); en != 0 {
 		return errno(en, LKL)
 	}
 	if flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
@@ -44,11 +44,15 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		if t.Fd > 0 {
 			return e.statDevFd(r, t.Fd-1, out)
 		}
-		if t, en = e.followDev(r, t); en != 0 {
+		if t.FdDir { // (tested here: t is not copied in and out for every path)
+			if t, en = e.followDev(r, t); en != 0 {
+				return errno(en, Emulated)
+			}
+		}
+	} else if t.Fd != 0 {
+		if t, en = e.procFdLink(r, t); en != 0 {
 			return errno(en, Emulated)
 		}
-	} else if t, en = e.procFdLink(r, t); en != 0 {
-		return errno(en, Emulated)
 	}
 	sc := getScratch()
 	defer putScratch(sc)
@@ -236,13 +240,14 @@ func sysStatx(e *Engine, r *Request) Result {
 			return res
 		}
 	} else {
-		t, en := e.resolveAt(r, dirfd, p)
-		if en != 0 {
+		var t guestpath.Target
+		if en := e.resolveInto(r, dirfd, p, &t); en != 0 {
 			return errno(en, LKL)
 		}
-		if flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
+		switch {
+		case flags&unix.AT_SYMLINK_NOFOLLOW == 0 && t.FdDir:
 			t, en = e.followDev(r, t)
-		} else {
+		case flags&unix.AT_SYMLINK_NOFOLLOW != 0 && t.Fd != 0:
 			t, en = e.procFdLink(r, t)
 		}
 		if en != 0 {
@@ -342,8 +347,12 @@ func (e *Engine) statxFd(r *Request, fd int, flags int, buf []byte, alias bool) 
 }
 
 func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) Result {
-	t, en := e.target(r, dirfd, addr)
+	p, en := readPath(r, addr)
 	if en != 0 {
+		return errno(en, LKL)
+	}
+	var t guestpath.Target
+	if en := e.resolveInto(r, dirfd, p, &t); en != 0 {
 		return errno(en, LKL)
 	}
 	if flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
@@ -351,8 +360,10 @@ func (e *Engine) access(r *Request, dirfd int32, addr uint64, mode, flags int) R
 		if t.Fd > 0 {
 			return e.accessFd(r, t.Fd-1, mode, flags)
 		}
-		if t, en = e.followDev(r, t); en != 0 {
-			return errno(en, Emulated)
+		if t.FdDir {
+			if t, en = e.followDev(r, t); en != 0 {
+				return errno(en, Emulated)
+			}
 		}
 	}
 	return e.accessResolved(r, t, mode, flags)

@@ -302,14 +302,20 @@ func lklXattr(c *xattrCall, o *xattrObj, xb *xattrBuf) (int, []byte, unix.Errno)
 
 // xattrPathObj resolves the path argument of a path or l* call.
 func (e *Engine) xattrPathObj(r *Request, nofollow bool) (xattrObj, unix.Errno) {
-	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
+	p, en := readPath(r, r.Args[0])
+	var t guestpath.Target
+	if en == 0 {
+		en = e.resolveInto(r, unix.AT_FDCWD, p, &t)
+	}
 	switch {
 	case en != 0:
 	case nofollow:
-		t, en = e.procFdLink(r, t) // /dev/fd/N: the link /proc/self/fd/N
+		if t.Fd != 0 {
+			t, en = e.procFdLink(r, t) // /dev/fd/N: the link /proc/self/fd/N
+		}
 	case t.Fd > 0:
 		return e.xattrFdObj(r, t.Fd-1, true) // the file fd N is
-	default:
+	case t.FdDir:
 		t, en = e.followDev(r, t)
 	}
 	if en != 0 {
