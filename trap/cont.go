@@ -120,6 +120,14 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 		th.retFD(fd, err)
 		return
 	}
+	switch nr {
+	case unix.SYS_RECVMSG:
+		recvRights(a[1])
+	case unix.SYS_RECVMMSG:
+		for i := uint64(0); i < uint64(r); i++ {
+			recvRights(a[1] + i*sysabi.MmsghdrSize)
+		}
+	}
 	th.ret(int64(r))
 }
 
