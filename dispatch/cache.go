@@ -3,6 +3,7 @@ package dispatch
 import (
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/shadowfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,20 +56,52 @@ func (e *Engine) openCached(r *Request, t guestpath.Target, flags int) (Result, 
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) || generatedSize(&st) {
 		return Result{}, false
 	}
-	hfd, hit, err := e.Shadows.OpenCached(&st, flags)
+	hfd, lend, hit, err := e.Shadows.OpenCached(&st, flags)
 	if !hit {
 		return Result{}, false
 	}
 	if err == nil && !r.P.creds().vfsRoot {
 		if le := lklAccess(r, t.Path, unix.R_OK, unix.AT_EACCESS); le != 0 {
-			unix.Close(hfd)
+			giveBack(lend, hfd, true)
 			return errno(le, LKL), true
 		}
 	}
 	if err != nil {
 		return fail(err, LKL), true
 	}
+	if l, ok := r.G.(Lender); ok && lend != nil {
+		gfd, err := l.LendFD(hfd, flags&unix.O_CLOEXEC != 0, lend)
+		if err != nil {
+			lend.Return(hfd, true)
+			return fail(err, LKL), true
+		}
+		return answered(int64(gfd), LKL), true
+	}
 	return giveShadow(r, hfd, flags), true
+}
+
+// A Lender is a guest that shares kbox's fd table (an in-process tier)
+// and tells when a description kbox gave it goes: LendFD installs hostfd
+// as AddFDReply does and keeps it, to hand it to back.Return once the
+// guest's fd of it closes, clean when no call could have copied the
+// description or changed its state meanwhile (trap/lend.go). It closes
+// hostfd itself when it keeps no more.
+type Lender interface {
+	LendFD(hostfd int, cloexec bool, back Returner) (int, error)
+}
+
+// A Returner takes back a description lent to a guest (shadowfd.Node).
+type Returner interface{ Return(hostfd int, clean bool) }
+
+// giveBack ends kbox's copy hfd of a content file that was not given to
+// the guest: back keeps it as a spare (clean: its offset and flags are as
+// opened), or, without one, it is closed.
+func giveBack(back *shadowfd.Node, hfd int, clean bool) {
+	if back != nil {
+		back.Return(hfd, clean)
+		return
+	}
+	unix.RawSyscall(unix.SYS_CLOSE, uintptr(hfd), 0, 0)
 }
 
 // giveShadow installs hfd, a new description of a shadow's content for an

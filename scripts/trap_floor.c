@@ -29,6 +29,10 @@
  *                 the file (openat by name), moved onto the guest's number
  *                 (dup3 over a placeholder, close), and the close, the
  *                 placeholder put back (dup3)
+ *     fdlend      the same with a kept description (trap/lend.go): put at
+ *                 offset 0 (lseek), moved onto the guest's number (dup3),
+ *                 and at the close the placeholder put back (dup3) and
+ *                 its status flags read (F_GETFL)
  *     redirect    the handler switches FS to kbox's (arch_prctl), points
  *                 the context at a trampoline and returns; after
  *                 sigreturn the trampoline makes the stat in ordinary
@@ -202,6 +206,24 @@ int main(int argc, char **argv)
 			raw(SYS_arch_prctl, ARCH_SET_FS, fs_guest, 0);
 		}
 		printf("fsbase %.1f\n", (now() - t0) / n);
+		return 0;
+	}
+	if (!strcmp(mode, "fdlend")) {
+		int ph = open("/dev/null", O_RDONLY | O_CLOEXEC), at = dup(ph);
+		int kept = open(path, O_RDONLY | O_CLOEXEC);
+		double t0 = 0;
+		for (long i = -n / 10; i < n; i++) {
+			if (i == 0)
+				t0 = now();
+			lseek(kept, 0, SEEK_SET);
+			dup3(kept, at, O_CLOEXEC);
+			dup3(ph, at, O_CLOEXEC);
+			if (fcntl(kept, F_GETFL) < 0) {
+				perror("fcntl");
+				return 1;
+			}
+		}
+		printf("%s %.1f\n", mode, (now() - t0) / n);
 		return 0;
 	}
 	if (!strcmp(mode, "openclose") || !strcmp(mode, "fdplace")) {

@@ -225,11 +225,12 @@ func (m *Manager) heldCheck(only *Node) func(*Node) bool {
 // No description can be opened meanwhile: every reopen of a node is a
 // handout, which the caller's m.mu and n.busy == 0 keep out. Where leases
 // are refused (fs.leases-enable = 0), it counts n as held and later looks
-// scan instead.
+// scan instead. n's spare (kbox's own) is closed first: it would count.
 func (m *Manager) leaseHeld(n *Node) bool {
 	if n.content < 0 {
 		return false
 	}
+	m.dropSpareLocked(n)
 	_, err := unix.FcntlInt(uintptr(n.content), unix.F_SETLEASE, unix.F_WRLCK)
 	switch err {
 	case nil:

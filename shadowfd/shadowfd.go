@@ -76,6 +76,7 @@ type Node struct {
 	// cname is the content file's name in fs.names, NUL terminated, or
 	// empty: a memfd (fsState.create).
 	cname   [24]byte
+	mgr     *Manager
 	hostDev uint64
 	hostIno uint64
 	path    string // the guest path it was opened by, for messages
@@ -110,6 +111,11 @@ type Node struct {
 	timesSet bool   // utimensat while a writer held it (TimesSet)
 	unlinked bool   // its file has no name left: it goes when unheld
 	dropped  bool
+	// spare is a clean read-only description of the content kept for the
+	// next plain open (spare.go), or -1; sprev and snext link the nodes
+	// with one, least recently returned first.
+	spare        int
+	sprev, snext *Node
 }
 
 // Path is the guest path the node was first opened by.
@@ -146,7 +152,11 @@ type Manager struct {
 	byHost map[hostKey]*Node
 	// masters[fd]: fd is a node's content fd (kbox's own).
 	masters []bool
-	fss     map[uint64]*fsState
+	// spares counts the nodes' spares (spare.go), listed from spareHead
+	// (returned longest ago) to spareTail.
+	spares               int
+	spareHead, spareTail *Node
+	fss                  map[uint64]*fsState
 	// backing maps LKL filesystems on thin host files to those files
 	// (HostBacked).
 	backing map[uint64]int
@@ -359,7 +369,14 @@ func (m *Manager) handOut(n *Node, flags int) (int, error) {
 	if pending {
 		m.settleTimes(n)
 	}
-	fd, err := n.reopen(hostFlags(flags))
+	fd := -1
+	if Plain(flags) {
+		fd = m.takeSpare(n)
+	}
+	var err error
+	if fd < 0 {
+		fd, err = n.reopen(hostFlags(flags))
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n.busy--
@@ -417,15 +434,18 @@ func (m *Manager) adopt(n *Node, lklfd int, flags int) error {
 // OpenCached returns a new read-only host description of the file whose
 // LKL stat is st when a node holds it and is current: a read-only open
 // then skips opening the file in LKL. ok is false when the caller must
-// open the file in LKL and call Open.
-func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err error) {
+// open the file in LKL and call Open. lend is n for a Plain open: the
+// description is n's spare or may become it, once the guest's fd of it
+// closes, through lend.Return (spare.go); a caller that cannot tell when
+// that is closes it itself.
+func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, lend *Node, ok bool, err error) {
 	m.waitWarm(nodeKey{st.Dev, st.Ino})
 	if m.count.Load() == 0 {
-		return -1, false, nil
+		return -1, nil, false, nil
 	}
 	n := m.hold(st)
 	if n == nil {
-		return -1, false, nil
+		return -1, nil, false, nil
 	}
 	// LKL's inode is as the node last left it (a node's own newer content
 	// is not in LKL yet, which is what the node is for); otherwise it
@@ -435,10 +455,13 @@ func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, ok bool, err er
 	n.mu.Unlock()
 	if !current {
 		m.done(n)
-		return -1, false, nil
+		return -1, nil, false, nil
 	}
 	fd, err = m.handOut(n, flags)
-	return fd, true, err
+	if err == nil && Plain(flags) {
+		lend = n
+	}
+	return fd, lend, true, err
 }
 
 // newNode makes the node of inode k, filled from lklfd, held busy for the
@@ -451,7 +474,7 @@ func (m *Manager) newNode(k nodeKey, lklfd int, st *lkl.Stat64, path string) (*N
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{key: k, fs: fs, lklfd: lklfd, path: path, content: -1}
+	n := &Node{key: k, fs: fs, mgr: m, lklfd: lklfd, path: path, content: -1, spare: -1}
 	n.lklfl, n.rw = takeLKLFd(lklfd)
 	n.alloc = st.Blocks * 512
 	fs.reserve(m, n.alloc)
@@ -538,6 +561,7 @@ func (m *Manager) dropLocked(n *Node) {
 // forgetLocked takes n out of the Manager. The caller holds m.mu and n.mu.
 func (m *Manager) forgetLocked(n *Node) {
 	n.dropped = true
+	m.dropSpareLocked(n)
 	if m.nodes[n.key] == n {
 		delete(m.nodes, n.key)
 	}

@@ -457,3 +457,23 @@ func TestShadowsOfTwoFilesystems(t *testing.T) {
 		t.Errorf("status %d\n%s%s", st, out, stderr)
 	}
 }
+
+// TestOpenIsNewDescription: every open is a new open file description
+// whatever an earlier one of the file did before its close: its offset,
+// status flags, dups, an fd sent with SCM_RIGHTS, flock and OFD locks, a
+// mapping (tests/guest/descreuse.c). The in-process tiers keep a closed
+// plain read-only description of a shadowed file for its next open
+// (trap/lend.go): each case makes one first. Natively, and in every tier.
+func TestOpenIsNewDescription(t *testing.T) {
+	img := imagePath(t)
+	want := "offset ok\nsetfl ok\nfionbio ok\ndup ok\ndup2 ok\nrights ok\nflock ok\nofd ok\nmmap ok\n"
+	if native := nativeOutput(t, img, "/opt/tests/descreuse", "/etc/passwd"); native != want {
+		t.Fatalf("natively:\n%s", native)
+	}
+	for _, mode := range []string{"seccomp", "trap", "rewrite"} {
+		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+mode, "--", "/opt/tests/descreuse", "/etc/passwd")
+		if status != 0 || stdout != want {
+			t.Errorf("%s: status %d\n%s\nstderr: %s", mode, status, stdout, lastLines(stderr, 5))
+		}
+	}
+}

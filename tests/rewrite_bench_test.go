@@ -79,7 +79,7 @@ func BenchmarkRewrite(b *testing.B) {
 		b.Logf("trap_floor not built (%v): %s", err, out)
 	} else {
 		var line []string
-		for _, mode := range []string{"native", "patched", "fsbase", "trapfs", "openclose", "fdplace"} {
+		for _, mode := range []string{"native", "patched", "fsbase", "trapfs", "openclose", "fdplace", "fdlend"} {
 			var v []float64
 			for i := 0; i < runs; i++ {
 				out, err := exec.Command(floor, mode, "20000", hostFile).Output()
@@ -91,7 +91,7 @@ func BenchmarkRewrite(b *testing.B) {
 			line = append(line, mode+" "+strconv.FormatFloat(median(v), 'f', 1, 64))
 			b.ReportMetric(median(v), "floor_"+mode+"_ns")
 		}
-		b.Logf("floor (scripts/trap_floor.c, stat; openclose and fdplace: open+close, ns/op): %s", strings.Join(line, "   "))
+		b.Logf("floor (scripts/trap_floor.c, stat; openclose, fdplace and fdlend: open+close, ns/op): %s", strings.Join(line, "   "))
 	}
 	filterFloor(b, hostFile, runs)
 	sites := regexp.MustCompile(`kbox: tier rewrite [^\n]*`)

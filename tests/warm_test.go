@@ -46,7 +46,7 @@ func init() {
 				return err
 			}
 			m.Warm(lfd, &st, libc)
-			hfd, hit, err := m.OpenCached(&st, unix.O_RDONLY)
+			hfd, _, hit, err := m.OpenCached(&st, unix.O_RDONLY)
 			fmt.Printf("hit=%v\n", hit && err == nil)
 			if hit && err == nil {
 				var b [4]byte

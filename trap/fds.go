@@ -25,6 +25,10 @@ type fdSpace struct {
 	mu   sync.Mutex
 	free []bool // free[fd]: fd holds a placeholder
 	kbox []bool // kbox[fd]: kbox's own fd below g, open before Prepare
+	// lent[fd]: fd holds a description kbox keeps a copy of (lend.go);
+	// nlent counts them.
+	lent  []lentFD
+	nlent int
 }
 
 // newFDSpace fills every free number below g with a placeholder. It must
@@ -59,7 +63,7 @@ func newFDSpace(g int) (*fdSpace, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &fdSpace{g: g, ph: ph, free: make([]bool, g), kbox: make([]bool, g)}
+	s := &fdSpace{g: g, ph: ph, free: make([]bool, g), kbox: make([]bool, g), lent: make([]lentFD, g)}
 	for fd := 0; fd < g; fd++ {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
 			// 0, 1 and 2 are the guest's; anything else open
@@ -155,6 +159,21 @@ func (s *fdSpace) install(hostfd, fd int, cloexec bool) error {
 		}
 		return nil
 	}
+	if s.lent[fd].back != nil {
+		// kbox keeps a copy of the description replaced: nothing
+		// closes, a raw syscall.
+		_, _, e := unix.RawSyscall(unix.SYS_DUP3, uintptr(hostfd), uintptr(fd), uintptr(flags))
+		var l lentFD
+		if e == 0 {
+			l = s.takeLentLocked(fd)
+		}
+		s.mu.Unlock()
+		l.giveBack()
+		if e != 0 {
+			return e
+		}
+		return nil
+	}
 	s.mu.Unlock()
 	// A guest fd replaced (dup2): its close may wait.
 	if err := unix.Dup3(hostfd, fd, flags); err != nil {
@@ -192,10 +211,27 @@ func (s *fdSpace) release(fd int) error {
 		return unix.EBADF
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.free[fd] || s.kbox[fd] {
+		s.mu.Unlock()
 		return unix.EBADF
 	}
+	if s.lent[fd].back != nil {
+		// kbox keeps a copy of the description: nothing closes, a raw
+		// syscall.
+		_, _, e := unix.RawSyscall(unix.SYS_DUP3, uintptr(s.ph), uintptr(fd), unix.O_CLOEXEC)
+		var l lentFD
+		if e == 0 {
+			s.free[fd] = true
+			l = s.takeLentLocked(fd)
+		}
+		s.mu.Unlock()
+		l.giveBack()
+		if e != 0 {
+			return e
+		}
+		return nil
+	}
+	defer s.mu.Unlock()
 	if err := unix.Dup3(s.ph, fd, unix.O_CLOEXEC); err != nil {
 		return err
 	}

@@ -74,3 +74,120 @@ func TestFDSpace(t *testing.T) {
 		}
 	}
 }
+
+// returns records what lend gives back.
+type returns struct {
+	fds   []int
+	clean []bool
+}
+
+func (r *returns) Return(fd int, clean bool) {
+	r.fds = append(r.fds, fd)
+	r.clean = append(r.clean, clean)
+}
+
+// TestLentDescriptions lends descriptions of a file to guest fds and
+// closes or replaces those: each comes back to its lender, clean only when
+// no call that could copy it or change its state ran while it was lent
+// and its status flags are as opened (lend.go).
+func TestLentDescriptions(t *testing.T) {
+	const g = 600
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Max < g+maxLent+300 {
+		t.Skipf("hard limit on open files too low (%d)", lim.Max)
+	}
+	s, err := newFDSpace(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() int {
+		fd, err := unix.Open("/proc/self/exe", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil || fd < g {
+			t.Fatalf("open: %d %v", fd, err)
+		}
+		return fd
+	}
+	cases := []struct {
+		name   string
+		before func()
+		during func(gfd int)
+		after  func()
+		clean  bool
+	}{
+		{name: "closed as lent", clean: true},
+		{name: "read meanwhile", during: func(gfd int) { unix.Read(gfd, make([]byte, 10)) }, clean: true},
+		{name: "a sharing call ran", during: func(int) { sharesBegin(); sharesEnd() }, clean: false},
+		// It began before the lend: the epoch is the lend's at the close.
+		{name: "a sharing call under way", before: sharesBegin, after: sharesEnd, clean: false},
+		{name: "O_NONBLOCK set natively", during: func(gfd int) { unix.SetNonblock(gfd, true) }, clean: false},
+	}
+	for _, c := range cases {
+		if c.before != nil {
+			c.before()
+		}
+		r := &returns{}
+		h := open()
+		gfd, err := s.lend(h, true, r)
+		if err != nil || gfd >= g {
+			t.Fatalf("%s: lend: %d %v", c.name, gfd, err)
+		}
+		if c.during != nil {
+			c.during(gfd)
+		}
+		if len(r.fds) != 0 {
+			t.Errorf("%s: given back while lent: %v", c.name, r.fds)
+		}
+		if err := s.release(gfd); err != nil {
+			t.Fatalf("%s: release: %v", c.name, err)
+		}
+		if c.after != nil {
+			c.after()
+		}
+		if len(r.fds) != 1 || r.fds[0] != h || r.clean[0] != c.clean {
+			t.Errorf("%s: given back %v clean %v, want [%d] clean %v", c.name, r.fds, r.clean, h, c.clean)
+		}
+		if !s.placeholder(gfd) {
+			t.Errorf("%s: guest fd %d not a placeholder after its close", c.name, gfd)
+		}
+		unix.Close(h)
+	}
+
+	// dup2 over a lent fd gives it back; the number stays the guest's.
+	r := &returns{}
+	h := open()
+	gfd, _ := s.lend(h, true, r)
+	other, _ := s.place(open(), 0, true)
+	if err := s.install(other, gfd, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.fds) != 1 || r.fds[0] != h || !s.open(gfd) || s.nlent != 0 {
+		t.Errorf("install over a lent fd: given back %v, open %v, lent %d", r.fds, s.open(gfd), s.nlent)
+	}
+	s.release(gfd)
+	s.release(other)
+	unix.Close(h)
+
+	// Beyond maxLent, kbox keeps no copy: it is given back at once, not
+	// clean (the guest holds it).
+	r = &returns{}
+	var gfds []int
+	for range maxLent + 1 {
+		fd, err := s.lend(open(), true, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gfds = append(gfds, fd)
+	}
+	if len(r.fds) != 1 || r.clean[0] || s.nlent != maxLent {
+		t.Errorf("lent %d: given back %v clean %v, %d kept", maxLent+1, r.fds, r.clean, s.nlent)
+	}
+	for _, fd := range gfds {
+		s.release(fd)
+	}
+	if len(r.fds) != maxLent+1 || s.nlent != 0 {
+		t.Errorf("after the closes: %d given back, %d kept", len(r.fds), s.nlent)
+	}
+	for _, fd := range r.fds {
+		unix.Close(fd)
+	}
+}

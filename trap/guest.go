@@ -59,6 +59,16 @@ func (g *guest) AddFDReply(hostfd int, cloexec bool) (int, error) {
 	return fd, err
 }
 
+// LendFD installs hostfd as AddFDReply does and keeps it for back
+// (dispatch.Lender, lend.go).
+func (g *guest) LendFD(hostfd int, cloexec bool, back dispatch.Returner) (int, error) {
+	fd, err := tr.fds.lend(hostfd, cloexec, back)
+	if err == nil {
+		g.t.ret(int64(fd))
+	}
+	return fd, err
+}
+
 // Defer: the thread stays in kbox (Dispatch's lock released) until the
 // Pending answers.
 func (g *guest) Defer() dispatch.Pending {

@@ -579,7 +579,6 @@ func (th *thread) ret(v int64) { th.k.Gregs[regRAX] = uint64(v) }
 func (th *thread) fail(en unix.Errno) { th.ret(-int64(en)) }
 
 func (th *thread) syscall() {
-	t := tr
 	nr := int(th.k.Nr)
 	// The arguments live in the thread, not in this frame: passed by
 	// pointer through the transport table, they would move to the heap
@@ -591,6 +590,18 @@ func (th *thread) syscall() {
 		th.fail(en)
 		return
 	}
+	if mayShare(nr, a) {
+		sharesBegin()
+		th.run(nr, a)
+		sharesEnd()
+		return
+	}
+	th.run(nr, a)
+}
+
+// run serves syscall nr: the in-process tier's own answer, or the engine's.
+func (th *thread) run(nr int, a *[6]uint64) {
+	t := tr
 	if nr >= 0 && nr < len(transport) && transport[nr] != nil {
 		if transport[nr](th, a) {
 			return

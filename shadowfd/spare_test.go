@@ -1,0 +1,86 @@
+package shadowfd
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSpares gives descriptions back to nodes: a clean one becomes the
+// node's spare, taken again at offset 0; a node keeps one; the least
+// recently returned goes when maxSpares are kept; a dropped node, or one
+// given back not clean, closes it; spares count as kbox's own fds.
+func TestSpares(t *testing.T) {
+	m := New()
+	open := func() int {
+		fd, err := unix.Open("/proc/self/exe", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	isOpen := func(fd int) bool {
+		_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		return err == nil
+	}
+	node := func() *Node { return &Node{mgr: m, spare: -1, content: -1} }
+
+	n := node()
+	fd := open()
+	unix.Read(fd, make([]byte, 100))
+	n.Return(fd, true)
+	if n.spare != fd || m.spares != 1 || !m.masters[fd] {
+		t.Fatalf("a clean return: spare %d, %d spares, master %v", n.spare, m.spares, m.masters[fd])
+	}
+	second := open()
+	n.Return(second, true) // the node has one: closed
+	if isOpen(second) || n.spare != fd {
+		t.Errorf("a second spare of a node: open %v, spare %d", isOpen(second), n.spare)
+	}
+	if got := m.takeSpare(n); got != fd || n.spare != -1 || m.spares != 0 || m.masters[fd] {
+		t.Fatalf("takeSpare: %d (want %d), spare %d, %d spares", got, fd, n.spare, m.spares)
+	}
+	if off, _ := unix.Seek(fd, 0, unix.SEEK_CUR); off != 0 {
+		t.Errorf("a spare taken at offset %d", off)
+	}
+	if m.takeSpare(n) != -1 {
+		t.Error("a second take found a spare")
+	}
+	n.Return(fd, false)
+	if isOpen(fd) || n.spare != -1 {
+		t.Error("a return not clean kept the description")
+	}
+
+	nodes := make([]*Node, maxSpares+1)
+	fds := make([]int, len(nodes))
+	for i := range nodes {
+		nodes[i], fds[i] = node(), open()
+		nodes[i].Return(fds[i], true)
+	}
+	if m.spares != maxSpares || isOpen(fds[0]) || nodes[0].spare != -1 || nodes[1].spare != fds[1] {
+		t.Errorf("%d returns: %d spares, the first still open %v", len(nodes), m.spares, isOpen(fds[0]))
+	}
+	// Taken from the middle of the list, then dropped nodes.
+	if got := m.takeSpare(nodes[5]); got != fds[5] {
+		t.Fatalf("takeSpare from the list's middle: %d", got)
+	}
+	unix.Close(fds[5])
+	m.mu.Lock()
+	for _, n := range nodes[1:] {
+		m.forgetLocked(n)
+	}
+	m.mu.Unlock()
+	if m.spares != 0 || m.spareHead != nil || m.spareTail != nil {
+		t.Errorf("after the drops: %d spares", m.spares)
+	}
+	for i, fd := range fds[1:] {
+		if isOpen(fd) && i+1 != 5 {
+			t.Errorf("a dropped node's spare %d is open", fd)
+		}
+	}
+	fd = open()
+	nodes[2].Return(fd, true)
+	if isOpen(fd) || nodes[2].spare != -1 {
+		t.Error("a dropped node took a spare")
+	}
+}
