@@ -18,16 +18,23 @@
  *     kbox=FILE memfd, under kbox's own filter: FILE holds its struct
  *               sock_filter array (BenchmarkRewrite writes the seccomp
  *               tier's, tierpolicy.Seccomp)
+ *     MODE+thread  MODE with a second thread of the process alive (it
+ *               waits): the fd table is shared, so each call takes a
+ *               reference to its file and lseek and read take the
+ *               description's position lock, as every call of a guest
+ *               does in an in-process tier, which shares kbox's threads
+ *               and fd table
  *
  * Prints "MODE ns_per_op".
  *
- *   cc -O2 -o /tmp/filter_floor scripts/filter_floor.c
+ *   cc -O2 -pthread -o /tmp/filter_floor scripts/filter_floor.c
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,13 +86,29 @@ static void kbox_filter(const char *path)
 	install(f, (unsigned short)n);
 }
 
+static void *idle(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
-		fprintf(stderr, "usage: filter_floor native|memfd|allow|fdonly|kbox=FILTER N FILE\n");
+		fprintf(stderr, "usage: filter_floor native|memfd|allow|fdonly|kbox=FILTER[+thread] N FILE\n");
 		return 2;
 	}
-	const char *mode = argv[1];
+	char mode[4096];
+	snprintf(mode, sizeof mode, "%s", argv[1]);
+	char *suffix = strstr(mode, "+thread");
+	if (suffix != NULL && suffix[7] == 0) {
+		pthread_t t;
+		*suffix = 0;
+		if (pthread_create(&t, NULL, idle, NULL))
+			die("pthread_create");
+	}
 	unsigned long n = strtoul(argv[2], NULL, 10);
 	int fd = open(argv[3], O_RDONLY);
 	if (fd < 0)
@@ -127,6 +150,6 @@ int main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
-	printf("%s %.1f\n", mode, ns / n);
+	printf("%s %.1f\n", argv[1], ns / n);
 	return 0;
 }

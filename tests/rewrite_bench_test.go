@@ -115,10 +115,11 @@ func BenchmarkRewrite(b *testing.B) {
 // (scripts/filter_floor.c, the lseek_read row's op), in the same minutes
 // as the tiers' rows: on the host file, on a memfd copy (what a guest
 // reads under kbox), and on the copy under an allow-all filter, the least
-// filter that reads an argument, and the seccomp tier's own filter.
+// filter that reads an argument, and the seccomp tier's own filter, alone
+// and with a second thread sharing the fd table (the in-process tiers').
 func filterFloor(b *testing.B, hostFile string, runs int) {
 	bin := filepath.Join(b.TempDir(), "filter_floor")
-	if out, err := exec.Command("cc", "-O2", "-o", bin, filepath.Join(repoRoot(), "scripts", "filter_floor.c")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cc", "-O2", "-pthread", "-o", bin, filepath.Join(repoRoot(), "scripts", "filter_floor.c")).CombinedOutput(); err != nil {
 		b.Logf("filter_floor not built (%v): %s", err, out)
 		return
 	}
@@ -136,7 +137,9 @@ func filterFloor(b *testing.B, hostFile string, runs int) {
 	if err := os.WriteFile(filter, raw, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	modes := []string{"native", "memfd", "allow", "fdonly", "kbox=" + filter}
+	// +thread: with a second thread sharing the fd table, as a guest of
+	// an in-process tier shares kbox's.
+	modes := []string{"native", "memfd", "allow", "fdonly", "kbox=" + filter, "kbox=" + filter + "+thread"}
 	v := map[string][]float64{}
 	for i := 0; i < runs; i++ {
 		for _, mode := range modes {
@@ -150,6 +153,9 @@ func filterFloor(b *testing.B, hostFile string, runs int) {
 	var line []string
 	for _, mode := range modes {
 		name, _, _ := strings.Cut(mode, "=")
+		if strings.HasSuffix(mode, "+thread") {
+			name += "_thread"
+		}
 		line = append(line, name+" "+strconv.FormatFloat(median(v[mode]), 'f', 1, 64))
 		b.ReportMetric(median(v[mode]), "filter_"+name+"_ns")
 	}

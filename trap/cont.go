@@ -242,3 +242,19 @@ func nativeFDs(nr int, a *[6]uint64) bool {
 	}
 	return true
 }
+
+// mayShare reports whether syscall nr with arguments a could copy a
+// description to another fd or process, or change a description's state.
+func mayShare(nr int, a *[6]uint64) bool {
+	switch nr {
+	case unix.SYS_DUP, unix.SYS_DUP2, unix.SYS_DUP3, unix.SYS_FLOCK, unix.SYS_SENDMSG, unix.SYS_SENDMMSG:
+		return true
+	case unix.SYS_FCNTL:
+		switch a[1] {
+		case unix.F_GETFD, unix.F_SETFD, unix.F_GETFL, unix.F_GETLK, unix.F_SETLK, unix.F_SETLKW, unix.F_OFD_GETLK:
+			return false
+		}
+		return true
+	}
+	return false
+}

@@ -45,8 +45,8 @@ type lentFD struct {
 }
 
 // sharesEpoch moves at the start and at the end of every call that could
-// copy a guest's description or change its state (mayShare); sharing
-// counts those under way. A description comes back clean only if, once
+// copy a guest's description or change its state (mayShare, cont.go);
+// sharing counts those under way. A description comes back clean only if, once
 // its guest fd is gone, none is under way and the epoch is the one read
 // after it was lent: a copy made of it lies inside a call that began
 // before the close's look and either still runs or moved the epoch when
@@ -64,22 +64,6 @@ func sharesBegin() {
 func sharesEnd() {
 	sharesEpoch.Add(1)
 	sharing.Add(-1)
-}
-
-// mayShare reports whether syscall nr with arguments a could copy a
-// description to another fd or process, or change a description's state.
-func mayShare(nr int, a *[6]uint64) bool {
-	switch nr {
-	case unix.SYS_DUP, unix.SYS_DUP2, unix.SYS_DUP3, unix.SYS_FLOCK, unix.SYS_SENDMSG, unix.SYS_SENDMMSG:
-		return true
-	case unix.SYS_FCNTL:
-		switch a[1] {
-		case unix.F_GETFD, unix.F_SETFD, unix.F_GETFL, unix.F_GETLK, unix.F_SETLK, unix.F_SETLKW, unix.F_OFD_GETLK:
-			return false
-		}
-		return true
-	}
-	return false
 }
 
 // lend places hostfd at the lowest free guest fd, as place does, and keeps
