@@ -242,6 +242,9 @@ type Engine struct {
 	pts guestpath.Devpts // the private devpts instance at /dev/pts (sys_file_dev.go)
 
 	stats guestpath.StatCache // LKL path stats while nothing changed (cache.go)
+	// xfacts: extended attributes files lack, while nothing changed
+	// (xattr_facts.go).
+	xfacts xattrFacts
 
 	lateSock lateReplies // answers of socket calls that waited (sys_net_socket.go)
 

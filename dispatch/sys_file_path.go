@@ -456,6 +456,8 @@ func sysSync(e *Engine, r *Request) Result {
 
 // sysMount serves mount(2): routed to LKL.
 func sysMount(e *Engine, r *Request) Result {
+	e.xfacts.mountBegin()
+	defer e.xfacts.mountEnd()
 	src, en := readPath(r, r.Args[0])
 	if en != 0 && r.Args[0] != 0 {
 		return errno(en, LKL)
@@ -515,6 +517,8 @@ func sysMount(e *Engine, r *Request) Result {
 
 // sysUmount2 serves umount2(2): routed to LKL.
 func sysUmount2(e *Engine, r *Request) Result {
+	e.xfacts.mountBegin()
+	defer e.xfacts.mountEnd()
 	p, res, okk := e.lklOnly(r, unix.AT_FDCWD, r.Args[0])
 	if !okk {
 		return res

@@ -227,9 +227,14 @@ func sysXattr(e *Engine, r *Request) Result {
 	var buf []byte
 	switch o.kind {
 	case xattrLKLPath, xattrLKLFd:
+		known, done, learn := e.xattrGetFromFacts(r, &c, &o)
+		if done {
+			return errno(known, LKL)
+		}
 		xb := xattrBufs.Get().(*xattrBuf)
 		defer xattrBufs.Put(xb)
 		n, buf, en = lklXattr(&c, &o, xb)
+		e.learnFromAnswer(learn, en)
 	case xattrHost:
 		n, buf, en = hostXattr(&c, &o, &r.P.creds().Cred)
 	default:

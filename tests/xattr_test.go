@@ -296,3 +296,27 @@ func grepLines(s, sub string) string {
 	}
 	return b.String()
 }
+
+// TestXattrAfterStat: a get answers the same right after a stat of the
+// path, as ls -l asks (kbox then answers security.* and ACL names of a
+// file without names from what it knows: dispatch/xattr_facts.go), as
+// alone: on the image (ext4) and on /tmp (tmpfs), by path and by link, of
+// a file, a symlink, a directory and files with names, as root and as uid
+// 1000 (tests/guest/xattrfacts.c); and a name set after is found.
+func TestXattrAfterStat(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	forEachTier(t, func(t *testing.T, tier string) {
+		for _, run := range [][]string{
+			{"-S", "--", "/opt/tests/xattrfacts", "/xf-" + tier},
+			{"-S", "--", "/opt/tests/xattrfacts", "/tmp/xf"},
+			{"-R", "--change-id", "1000:1000", "--", "/opt/tests/xattrfacts", "/tmp/xf"},
+		} {
+			args := append([]string{"image", run[0], img, "--syscall-mode=" + tier}, run[1:]...)
+			out, stderr, st := runKbox(t, args...)
+			if st != 0 || strings.Contains(out, "FAIL") || !strings.Contains(out, "system.posix_acl_default path s:") {
+				t.Errorf("%v: status %d\n%s\nstderr: %s", run, st, out, lastLines(stderr, 5))
+			}
+		}
+	})
+	assertCleanImage(t, img)
+}
