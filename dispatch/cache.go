@@ -69,15 +69,7 @@ func (e *Engine) openCached(r *Request, t guestpath.Target, flags int) (Result, 
 	if err != nil {
 		return fail(err, LKL), true
 	}
-	if l, ok := r.G.(Lender); ok && lend != nil {
-		gfd, err := l.LendFD(hfd, flags&unix.O_CLOEXEC != 0, lend)
-		if err != nil {
-			lend.Return(hfd, true)
-			return fail(err, LKL), true
-		}
-		return answered(int64(gfd), LKL), true
-	}
-	return giveShadow(r, hfd, flags), true
+	return giveShadow(r, hfd, flags, lend), true
 }
 
 // A Lender is a guest that shares kbox's fd table (an in-process tier)
@@ -105,9 +97,17 @@ func giveBack(back *shadowfd.Node, hfd int, clean bool) {
 }
 
 // giveShadow installs hfd, a new description of a shadow's content for an
-// open with flags, in the guest as the open's answer, and closes kbox's
-// copy.
-func giveShadow(r *Request, hfd, flags int) Result {
+// open with flags, in the guest as the open's answer: lent when the guest
+// is a Lender and lend, its node, takes it back, else kbox's copy is
+// closed.
+func giveShadow(r *Request, hfd, flags int, lend *shadowfd.Node) Result {
+	if l, ok := r.G.(Lender); ok && lend != nil {
+		gfd, err := l.LendFD(hfd, flags&unix.O_CLOEXEC != 0, lend)
+		if err != nil {
+			return fail(err, LKL) // LendFD gave hfd back
+		}
+		return answered(int64(gfd), LKL)
+	}
 	// hfd is a content file's description (tmpfs or memfd): its close
 	// never waits, so it is a raw syscall, without the scheduler's
 	// hand-off.

@@ -295,6 +295,13 @@ func (e *NotShadowedError) Unwrap() error { return e.Err }
 // and O_TRUNC were the kernel's; a writable open must have lklfd open
 // O_RDWR without O_APPEND.
 func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, error) {
+	fd, _, err := m.OpenLend(lklfd, st, path, flags)
+	return fd, err
+}
+
+// OpenLend is Open that also returns, for a Plain open, the node to give
+// the description back to (OpenCached's lend).
+func (m *Manager) OpenLend(lklfd int, st *lkl.Stat64, path string, flags int) (int, *Node, error) {
 	k := nodeKey{st.Dev, st.Ino}
 	m.waitWarm(k)
 	m.mu.Lock()
@@ -310,17 +317,21 @@ func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, 
 		lkl.AsRoot(func() { n, err = m.newNode(k, lklfd, st, path) })
 		var ns *NotShadowedError
 		if errors.As(err, &ns) {
-			return -1, err // lklfd stays the caller's
+			return -1, nil, err // lklfd stays the caller's
 		}
 		if err != nil {
 			lkl.Close(lklfd)
-			return -1, err
+			return -1, nil, err
 		}
 	} else if lkl.AsRoot(func() { err = m.adopt(n, lklfd, flags) }); err != nil {
 		m.done(n)
-		return -1, err
+		return -1, nil, err
 	}
-	return m.handOut(n, flags)
+	fd, err := m.handOut(n, flags)
+	if err != nil || !Plain(flags) {
+		return fd, nil, err
+	}
+	return fd, n, nil
 }
 
 // OpenWriter hands out a new description of the node of the inode whose
