@@ -18,12 +18,9 @@ import (
 // clean only if
 //
 //   - no call that could copy a description to another fd or process, or
-//     change a description's state, ran while it was lent (sharesEpoch
-//     moved): dup, dup2, dup3, fcntl other than the fd flags, F_GETFL and
-//     process-owned locks, flock, sendmsg, sendmmsg. Each of them moves
-//     the epoch before the engine sees it, and a close reads it after its
-//     dup3 took the guest's fd away, so a copy made before the close is
-//     always seen;
+//     change a description's state, ran while it was lent: dup, dup2,
+//     dup3, fcntl other than the fd flags, F_GETFL and process-owned
+//     locks, flock, sendmsg, sendmmsg (sharesEpoch);
 //   - its status flags are as opened (F_GETFL): ioctl's FIONBIO and
 //     FIOASYNC change them natively;
 //
@@ -46,11 +43,11 @@ type lentFD struct {
 
 // sharesEpoch moves at the start and at the end of every call that could
 // copy a guest's description or change its state (mayShare, cont.go);
-// sharing counts those under way. A description comes back clean only if, once
-// its guest fd is gone, none is under way and the epoch is the one read
-// after it was lent: a copy made of it lies inside a call that began
-// before the close's look and either still runs or moved the epoch when
-// it ended (the end moves the epoch before it leaves the count).
+// sharing counts those under way. A description comes back clean only
+// if, once its guest fd is gone, none is under way and the epoch is the
+// one read after it was lent: a copy made of it lies inside a call that
+// began before the close's look and either still runs or moved the epoch
+// when it ended (the end moves the epoch before it leaves the count).
 var (
 	sharesEpoch atomic.Uint64
 	sharing     atomic.Int32
