@@ -160,19 +160,7 @@ func (s *fdSpace) install(hostfd, fd int, cloexec bool) error {
 		return nil
 	}
 	if s.lent[fd].back != nil {
-		// kbox keeps a copy of the description replaced: nothing
-		// closes, a raw syscall.
-		_, _, e := unix.RawSyscall(unix.SYS_DUP3, uintptr(hostfd), uintptr(fd), uintptr(flags))
-		var l lentFD
-		if e == 0 {
-			l = s.takeLentLocked(fd)
-		}
-		s.mu.Unlock()
-		l.giveBack()
-		if e != 0 {
-			return e
-		}
-		return nil
+		return s.replaceLent(hostfd, fd, uintptr(flags), false)
 	}
 	s.mu.Unlock()
 	// A guest fd replaced (dup2): its close may wait.
@@ -216,20 +204,7 @@ func (s *fdSpace) release(fd int) error {
 		return unix.EBADF
 	}
 	if s.lent[fd].back != nil {
-		// kbox keeps a copy of the description: nothing closes, a raw
-		// syscall.
-		_, _, e := unix.RawSyscall(unix.SYS_DUP3, uintptr(s.ph), uintptr(fd), unix.O_CLOEXEC)
-		var l lentFD
-		if e == 0 {
-			s.free[fd] = true
-			l = s.takeLentLocked(fd)
-		}
-		s.mu.Unlock()
-		l.giveBack()
-		if e != 0 {
-			return e
-		}
-		return nil
+		return s.replaceLent(s.ph, fd, unix.O_CLOEXEC, true)
 	}
 	defer s.mu.Unlock()
 	if err := unix.Dup3(s.ph, fd, unix.O_CLOEXEC); err != nil {

@@ -98,15 +98,25 @@ func (s *fdSpace) lend(hostfd int, cloexec bool, back dispatch.Returner) (int, e
 	return fd, nil
 }
 
-// takeLentLocked takes what was lent at guest fd, whose description the
-// caller has just replaced. The caller holds s.mu.
-func (s *fdSpace) takeLentLocked(fd int) lentFD {
-	l := s.lent[fd]
-	if l.back != nil {
+// replaceLent puts src at guest fd, which holds a lent description (a
+// placeholder: a close), and gives that description back. kbox keeps a
+// copy of it, so nothing closes: a raw dup3. The caller holds s.mu,
+// which replaceLent lets go.
+func (s *fdSpace) replaceLent(src, fd int, flags uintptr, placeholder bool) error {
+	_, _, e := unix.RawSyscall(unix.SYS_DUP3, uintptr(src), uintptr(fd), flags)
+	var l lentFD
+	if e == 0 {
+		s.free[fd] = placeholder
+		l = s.lent[fd]
 		s.lent[fd] = lentFD{}
 		s.nlent--
 	}
-	return l
+	s.mu.Unlock()
+	l.giveBack()
+	if e != 0 {
+		return e
+	}
+	return nil
 }
 
 // giveBack hands kbox's copy of a description whose guest fd was closed
