@@ -56,20 +56,24 @@ func (e *Engine) openCached(r *Request, t guestpath.Target, flags int) (Result, 
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || !e.Shadows.Fits(st.Size) || generatedSize(&st) {
 		return Result{}, false
 	}
-	hfd, lend, hit, err := e.Shadows.OpenCached(&st, flags)
+	hfd, n, hit, err := e.Shadows.OpenCached(&st, flags)
 	if !hit {
 		return Result{}, false
-	}
-	if err == nil && !r.P.creds().vfsRoot {
-		if le := lklAccess(r, t.Path, unix.R_OK, unix.AT_EACCESS); le != 0 {
-			giveBack(lend, hfd, true)
-			return errno(le, LKL), true
-		}
 	}
 	if err != nil {
 		return fail(err, LKL), true
 	}
-	return giveShadow(r, hfd, flags, lend), true
+	if !r.P.creds().vfsRoot {
+		if le := lklAccess(r, t.Path, unix.R_OK, unix.AT_EACCESS); le != 0 {
+			if shadowfd.Plain(flags) {
+				n.Return(hfd, true) // as taken: a spare
+			} else {
+				n.CloseCopy(hfd)
+			}
+			return errno(le, LKL), true
+		}
+	}
+	return giveShadow(r, hfd, flags, n), true
 }
 
 // A Lender is a guest that shares kbox's fd table (an in-process tier)
@@ -85,33 +89,18 @@ type Lender interface {
 // A Returner takes back a description lent to a guest (shadowfd.Node).
 type Returner interface{ Return(hostfd int, clean bool) }
 
-// giveBack ends kbox's copy hfd of a content file that was not given to
-// the guest: back keeps it as a spare (clean: its offset and flags are as
-// opened), or, without one, it is closed.
-func giveBack(back *shadowfd.Node, hfd int, clean bool) {
-	if back != nil {
-		back.Return(hfd, clean)
-		return
-	}
-	unix.RawSyscall(unix.SYS_CLOSE, uintptr(hfd), 0, 0)
-}
-
-// giveShadow installs hfd, a new description of a shadow's content for an
+// giveShadow installs hfd, a new description of node n's content for an
 // open with flags, in the guest as the open's answer: lent when the guest
-// is a Lender and lend, its node, takes it back, else kbox's copy is
-// closed.
-func giveShadow(r *Request, hfd, flags int, lend *shadowfd.Node) Result {
-	if l, ok := r.G.(Lender); ok && lend != nil {
-		gfd, err := l.LendFD(hfd, flags&unix.O_CLOEXEC != 0, lend)
+// is a Lender and the open Plain, else kbox's copy ends (n.CloseCopy).
+func giveShadow(r *Request, hfd, flags int, n *shadowfd.Node) Result {
+	if l, ok := r.G.(Lender); ok && shadowfd.Plain(flags) {
+		gfd, err := l.LendFD(hfd, flags&unix.O_CLOEXEC != 0, n)
 		if err != nil {
 			return fail(err, LKL) // LendFD gave hfd back
 		}
 		return answered(int64(gfd), LKL)
 	}
-	// hfd is a content file's description (tmpfs or memfd): its close
-	// never waits, so it is a raw syscall, without the scheduler's
-	// hand-off.
-	defer unix.RawSyscall(unix.SYS_CLOSE, uintptr(hfd), 0, 0)
+	defer n.CloseCopy(hfd)
 	hostStatus(hfd, flags)
 	gfd, err := r.G.AddFDReply(hfd, flags&unix.O_CLOEXEC != 0)
 	if err != nil {

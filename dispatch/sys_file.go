@@ -275,12 +275,12 @@ func (e *Engine) openAppendOnly(r *Request, t guestpath.Target, lflags, flags in
 	}
 	cloexec := flags&unix.O_CLOEXEC != 0
 	if st, err := lkl.Fstat(int(fd)); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-		hfd, shared, err := e.Shadows.OpenWriter(int(fd), &st, flags)
+		hfd, n, shared, err := e.Shadows.OpenWriter(int(fd), &st, flags)
 		if err != nil {
 			return fail(err, LKL) // the node closed fd
 		}
 		if shared {
-			return giveShadow(r, hfd, flags, nil)
+			return giveShadow(r, hfd, flags, n)
 		}
 	}
 	gfd, err := r.P.FDs.Open(int(fd), t.Path, flags, cloexec)
@@ -339,7 +339,7 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && flags&unix.O_PATH == 0 && !generated(lfd, &st) && e.Shadows.Shadowable(&st) {
 		// A description of the inode's shadow node (shadowfd), which
 		// takes the LKL fd over.
-		hfd, lend, err := e.Shadows.OpenLend(lfd, &st, p, flags)
+		hfd, n, err := e.Shadows.OpenLend(lfd, &st, p, flags)
 		var ns *shadowfd.NotShadowedError
 		if errors.As(err, &ns) {
 			// The disk failed to read the file: a virtual fd, whose
@@ -348,7 +348,7 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 		} else if err != nil {
 			return fail(err, LKL)
 		} else {
-			return giveShadow(r, hfd, flags, lend)
+			return giveShadow(r, hfd, flags, n)
 		}
 	}
 	if probe {

@@ -226,11 +226,16 @@ func (m *Manager) heldCheck(only *Node) func(*Node) bool {
 // handout, which the caller's m.mu and n.busy == 0 keep out. Where leases
 // are refused (fs.leases-enable = 0), it counts n as held and later looks
 // scan instead. n's spare (kbox's own) is closed first: it would count.
+// Copies parked for the guest's POSIX locks mean it holds the file (a
+// lock goes with the process's first close of any fd of the file).
 func (m *Manager) leaseHeld(n *Node) bool {
 	if n.content < 0 {
 		return false
 	}
 	m.dropSpareLocked(n)
+	if m.unparkLocked(n) {
+		return true
+	}
 	_, err := unix.FcntlInt(uintptr(n.content), unix.F_SETLEASE, unix.F_WRLCK)
 	switch err {
 	case nil:

@@ -116,6 +116,9 @@ type Node struct {
 	// with one, least recently returned first.
 	spare        int
 	sprev, snext *Node
+	// parked are kbox's copies of the content kept open while the guest
+	// held POSIX locks on it (SharedFiles).
+	parked []int
 }
 
 // Path is the guest path the node was first opened by.
@@ -136,6 +139,12 @@ type Manager struct {
 	// write-back): the guests' writable descriptions of it are closed.
 	// It must not keep the fd.
 	WritersGone func(lklfd int)
+	// SharedFiles says the guest shares kbox's fd table (the in-process
+	// tiers): closing any description of a file there releases the
+	// guest's POSIX locks on it, so kbox parks its copies of a content
+	// file the guest holds such locks on instead of closing them
+	// (spare.go, closeCopyLocked).
+	SharedFiles bool
 	// NoDescription, when set, reports numbers of kbox's own fd table
 	// that hold nothing a guest could use (the in-process tiers'
 	// placeholders of free guest fds, a thousand or more): a look for
@@ -299,8 +308,8 @@ func (m *Manager) Open(lklfd int, st *lkl.Stat64, path string, flags int) (int, 
 	return fd, err
 }
 
-// OpenLend is Open that also returns, for a Plain open, the node to give
-// the description back to (OpenCached's lend).
+// OpenLend is Open that also returns the description's node, to give it
+// back to or close it through (OpenCached's n).
 func (m *Manager) OpenLend(lklfd int, st *lkl.Stat64, path string, flags int) (int, *Node, error) {
 	k := nodeKey{st.Dev, st.Ino}
 	m.waitWarm(k)
@@ -328,7 +337,7 @@ func (m *Manager) OpenLend(lklfd int, st *lkl.Stat64, path string, flags int) (i
 		return -1, nil, err
 	}
 	fd, err := m.handOut(n, flags)
-	if err != nil || !Plain(flags) {
+	if err != nil {
 		return fd, nil, err
 	}
 	return fd, n, nil
@@ -339,24 +348,27 @@ func (m *Manager) OpenLend(lklfd int, st *lkl.Stat64, path string, flags int) (i
 // closing lklfd, which the caller opened with flags: an append-only file's
 // O_APPEND open, whose own LKL fd could not write back at offsets. ok is
 // false (lklfd stays the caller's) when no such node exists.
-func (m *Manager) OpenWriter(lklfd int, st *lkl.Stat64, flags int) (fd int, ok bool, err error) {
-	n := m.hold(st)
+func (m *Manager) OpenWriter(lklfd int, st *lkl.Stat64, flags int) (fd int, n *Node, ok bool, err error) {
+	n = m.hold(st)
 	if n == nil {
-		return -1, false, nil
+		return -1, nil, false, nil
 	}
 	n.mu.Lock()
 	rw := n.rw
 	n.mu.Unlock()
 	if !rw {
 		m.done(n)
-		return -1, false, nil
+		return -1, nil, false, nil
 	}
 	if lkl.AsRoot(func() { err = m.adopt(n, lklfd, flags) }); err != nil {
 		m.done(n)
-		return -1, true, err
+		return -1, nil, true, err
 	}
 	fd, err = m.handOut(n, flags)
-	return fd, true, err
+	if err != nil {
+		return fd, nil, true, err
+	}
+	return fd, n, true, nil
 }
 
 // hold returns the node of the inode whose LKL stat is st, held busy (not
@@ -445,16 +457,16 @@ func (m *Manager) adopt(n *Node, lklfd int, flags int) error {
 // OpenCached returns a new read-only host description of the file whose
 // LKL stat is st when a node holds it and is current: a read-only open
 // then skips opening the file in LKL. ok is false when the caller must
-// open the file in LKL and call Open. lend is n for a Plain open: the
-// description is n's spare or may become it, once the guest's fd of it
-// closes, through lend.Return (spare.go); a caller that cannot tell when
-// that is closes it itself.
-func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, lend *Node, ok bool, err error) {
+// open the file in LKL and call Open. n is the description's node: a
+// Plain open's description may become n's spare once the guest's fd of
+// it closes, through n.Return (spare.go); a caller that cannot tell when
+// that is gives kbox's copy to n.CloseCopy.
+func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, n *Node, ok bool, err error) {
 	m.waitWarm(nodeKey{st.Dev, st.Ino})
 	if m.count.Load() == 0 {
 		return -1, nil, false, nil
 	}
-	n := m.hold(st)
+	n = m.hold(st)
 	if n == nil {
 		return -1, nil, false, nil
 	}
@@ -469,10 +481,10 @@ func (m *Manager) OpenCached(st *lkl.Stat64, flags int) (fd int, lend *Node, ok 
 		return -1, nil, false, nil
 	}
 	fd, err = m.handOut(n, flags)
-	if err == nil && Plain(flags) {
-		lend = n
+	if err != nil {
+		return fd, nil, true, err
 	}
-	return fd, lend, true, err
+	return fd, n, true, nil
 }
 
 // newNode makes the node of inode k, filled from lklfd, held busy for the
@@ -573,6 +585,13 @@ func (m *Manager) dropLocked(n *Node) {
 func (m *Manager) forgetLocked(n *Node) {
 	n.dropped = true
 	m.dropSpareLocked(n)
+	// Unheld, or kbox's end: the guest has no fd of the file, so no
+	// POSIX lock on it.
+	for _, fd := range n.parked {
+		m.markMasterLocked(fd, false)
+		closeRaw(fd)
+	}
+	n.parked = nil
 	if m.nodes[n.key] == n {
 		delete(m.nodes, n.key)
 	}

@@ -72,7 +72,58 @@ func (n *Node) Return(fd int, clean bool) {
 		}
 		m.mu.Unlock()
 	}
+	n.CloseCopy(fd)
+}
+
+// CloseCopy ends kbox's copy fd of a description of n's content: closed,
+// or parked while the guest holds POSIX locks on the file (SharedFiles).
+func (n *Node) CloseCopy(fd int) {
+	m := n.mgr
+	m.mu.Lock()
+	m.closeCopyLocked(n, fd)
+	m.mu.Unlock()
+}
+
+// closeCopyLocked is CloseCopy; the caller holds m.mu. In the in-process
+// tiers the guest's POSIX locks belong to the fd table it shares with
+// kbox, and Linux releases a process's locks on a file at the close of
+// any of its fds of the file: kbox's close of its copy would release
+// the guest's locks, which the guest did not close. Such a copy waits
+// in n.parked until the guest holds none (unparkLocked) or the node goes.
+func (m *Manager) closeCopyLocked(n *Node, fd int) {
+	if m.SharedFiles && posixLocked(fd) {
+		n.parked = append(n.parked, fd)
+		m.markMasterLocked(fd, true)
+		return
+	}
 	closeRaw(fd)
+}
+
+// unparkLocked closes n's parked copies once the guest holds no POSIX
+// lock on the file, and reports whether any is left. The caller holds
+// m.mu.
+func (m *Manager) unparkLocked(n *Node) bool {
+	if len(n.parked) == 0 || posixLocked(n.parked[0]) {
+		return len(n.parked) > 0
+	}
+	for _, fd := range n.parked {
+		m.markMasterLocked(fd, false)
+		closeRaw(fd)
+	}
+	n.parked = nil
+	return false
+}
+
+// posixLocked reports whether a lock of another owner than fd's
+// description (the guest's POSIX locks, owned by the fd table) lies on
+// fd's file: F_OFD_GETLK of a write lock over the whole file conflicts
+// with any.
+func posixLocked(fd int) bool {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: unix.SEEK_SET}
+	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk); err != nil {
+		return false
+	}
+	return lk.Type != unix.F_UNLCK
 }
 
 // dropSpareLocked closes n's spare, if any. The caller holds m.mu.
@@ -82,7 +133,7 @@ func (m *Manager) dropSpareLocked(n *Node) {
 	}
 	fd := n.spare
 	m.unlinkSpareLocked(n)
-	closeRaw(fd)
+	m.closeCopyLocked(n, fd)
 }
 
 // unlinkSpareLocked takes n's spare out of the Manager's list, leaving

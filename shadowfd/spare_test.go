@@ -84,3 +84,63 @@ func TestSpares(t *testing.T) {
 		t.Error("a dropped node took a spare")
 	}
 }
+
+// TestCopiesParkedForPOSIXLocks: with SharedFiles, kbox's copy of a
+// description of a file this process holds a POSIX lock on is parked, not
+// closed (the close would release the lock), until the lock is gone.
+func TestCopiesParkedForPOSIXLocks(t *testing.T) {
+	m := New()
+	m.SharedFiles = true
+	path := t.TempDir() + "/f"
+	lockfd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lockfd)
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: unix.SEEK_SET}
+	if err := unix.FcntlFlock(uintptr(lockfd), unix.F_SETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	open := func() int {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	n := &Node{mgr: m, spare: -1, content: -1}
+	c := open()
+	n.CloseCopy(c)
+	if len(n.parked) != 1 || n.parked[0] != c || !posixLocked(c) {
+		t.Fatalf("a copy closed under a lock: parked %v, locked %v", n.parked, posixLocked(c))
+	}
+	n.Return(open(), false) // not clean: closed, or parked
+	m.mu.Lock()
+	left := m.unparkLocked(n)
+	m.mu.Unlock()
+	if !left || len(n.parked) != 2 {
+		t.Fatalf("unparked under the lock: %v", n.parked)
+	}
+	lk.Type = unix.F_UNLCK
+	if err := unix.FcntlFlock(uintptr(lockfd), unix.F_SETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	left = m.unparkLocked(n)
+	m.mu.Unlock()
+	if left || n.parked != nil {
+		t.Errorf("parked after the lock went: %v", n.parked)
+	}
+	if _, err := unix.FcntlInt(uintptr(c), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Errorf("a parked copy is still open after unparking")
+	}
+	// Without SharedFiles (the seccomp tier) a copy is closed.
+	m.SharedFiles = false
+	lk.Type = unix.F_WRLCK
+	unix.FcntlFlock(uintptr(lockfd), unix.F_SETLK, &lk)
+	c = open()
+	n.CloseCopy(c)
+	if len(n.parked) != 0 {
+		t.Errorf("parked without SharedFiles")
+	}
+}

@@ -461,12 +461,15 @@ func TestShadowsOfTwoFilesystems(t *testing.T) {
 // TestOpenIsNewDescription: every open is a new open file description
 // whatever an earlier one of the file did before its close: its offset,
 // status flags, dups, an fd sent with SCM_RIGHTS, flock and OFD locks, a
-// mapping (tests/guest/descreuse.c). The in-process tiers keep a closed
+// mapping; and no open releases the process's POSIX locks on the file,
+// which kbox's own copy of a description would at its close in the
+// in-process tiers (shadowfd/spare.go, closeCopyLocked)
+// (tests/guest/descreuse.c). The in-process tiers keep a closed
 // plain read-only description of a shadowed file for its next open
 // (trap/lend.go): each case makes one first. Natively, and in every tier.
 func TestOpenIsNewDescription(t *testing.T) {
 	img := imagePath(t)
-	want := "offset ok\nsetfl ok\nfionbio ok\ndup ok\ndup2 ok\nrights ok\nflock ok\nofd ok\nmmap ok\n"
+	want := "offset ok\nsetfl ok\nfionbio ok\ndup ok\ndup2 ok\nrights ok\nflock ok\nofd ok\nmmap ok\nposix ok\n"
 	if native := nativeOutput(t, img, "/opt/tests/descreuse", "/etc/passwd"); native != want {
 		t.Fatalf("natively:\n%s", native)
 	}

@@ -1,7 +1,8 @@
 /*
  * descreuse FILE: every open of FILE is a new open file description, as
  * Linux makes it, whatever an earlier description of FILE did before its
- * fd was closed (tests/files_test.go, TestOpenIsNewDescription). The
+ * fd was closed, and no open releases the process's POSIX locks
+ * (tests/files_test.go, TestOpenIsNewDescription). The
  * in-process tiers keep a closed plain read-only description of a
  * shadowed file for the file's next such open (trap/lend.go); each case
  * below opens and closes FILE once first, so that such a description
@@ -20,7 +21,10 @@
  *   ofd      an OFD read lock ends with the close: F_OFD_GETLK of a write
  *            lock finds no conflict;
  *   mmap     a mapping that outlives its fd keeps the file's bytes, and
- *            the next open reads from 0.
+ *            the next open reads from 0;
+ *   posix    a POSIX read lock stays through further opens of the file
+ *            (plain or not: kbox's own copies of the description must not
+ *            release it), and goes with the first close of one of them.
  *
  * Prints "CASE ok" per case; FAIL lines otherwise.
  */
@@ -61,6 +65,14 @@ static int fresh(int fd)
 	int ok = pos(fd) == 0 && read(fd, b, 4) == 4 && !memcmp(b, head, 4);
 	lseek(fd, 0, SEEK_SET);
 	return ok;
+}
+
+/* locked reports whether a write lock of fd's description would conflict
+ * with a lock on the file (the process's POSIX locks among them). */
+static int locked(int fd)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
 }
 
 static void report(const char *name, int before)
@@ -214,5 +226,24 @@ int main(int argc, char **argv)
 	if (m != MAP_FAILED)
 		munmap(m, 4096);
 	report("mmap", b0);
+
+	b0 = bad;
+	prime();
+	fd = openf();
+	fl = (struct flock){.l_type = F_RDLCK, .l_whence = SEEK_SET};
+	CHECK(fcntl(fd, F_SETLK, &fl) == 0, "F_SETLK");
+	int q = openf(); /* asks through its own description (OFD) */
+	CHECK(locked(q), "the lock after an open");
+	int nb = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	CHECK(nb >= 0, "open O_NONBLOCK");
+	CHECK(locked(q), "the lock after an O_NONBLOCK open");
+	other = openf();
+	CHECK(locked(q), "the lock after a third open");
+	close(nb);
+	CHECK(!locked(q), "the lock after a close of the file");
+	close(other);
+	close(q);
+	close(fd);
+	report("posix", b0);
 	return bad;
 }
