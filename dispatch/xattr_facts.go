@@ -162,11 +162,11 @@ func (f *xattrFacts) learn(k xattrLearnKey, en unix.Errno) {
 
 // xattrGetFromFacts answers get call c of o, an LKL path, from what kbox
 // knows of the file: done is false when LKL must be asked; learn, when
-// set, is the key under which LKL's answer to a file without names is to
-// be kept (learnFromAnswer).
-func (e *Engine) xattrGetFromFacts(r *Request, c *xattrCall, o *xattrObj) (en unix.Errno, done bool, learn *xattrLearnKey) {
+// its name is set, is the key under which LKL's answer to a file without
+// names is to be kept (learnFromAnswer). Nothing escapes: a per-file call.
+func (e *Engine) xattrGetFromFacts(r *Request, c *xattrCall, o *xattrObj) (en unix.Errno, done bool, learn xattrLearnKey) {
 	if c.op != xattrGet || o.kind != xattrLKLPath || !factsName(c.name) {
-		return 0, false, nil
+		return 0, false, learn
 	}
 	epoch := e.xfacts.mountEpoch.Load()
 	cred, wb, gen := e.factKey(r)
@@ -179,7 +179,7 @@ func (e *Engine) xattrGetFromFacts(r *Request, c *xattrCall, o *xattrObj) (en un
 		}
 	}
 	if !ok {
-		return 0, false, nil
+		return 0, false, learn
 	}
 	if f.names == 0 {
 		form := formPath
@@ -195,13 +195,13 @@ func (e *Engine) xattrGetFromFacts(r *Request, c *xattrCall, o *xattrObj) (en un
 		e.xfacts.setNames(f, names)
 	}
 	if f.names != 1 {
-		return 0, false, nil
+		return 0, false, learn
 	}
-	k := xattrLearnKey{epoch, f.dev, f.mode & unix.S_IFMT, c.name}
-	if en, ok := e.xfacts.answer(k); ok {
-		return en, true, nil
+	learn = xattrLearnKey{epoch, f.dev, f.mode & unix.S_IFMT, c.name}
+	if en, ok := e.xfacts.answer(learn); ok {
+		return en, true, xattrLearnKey{}
 	}
-	return 0, false, &k
+	return 0, false, learn
 }
 
 // xattrFact returns the current fact of path: statx's, or one made from
@@ -219,9 +219,10 @@ func (e *Engine) xattrFact(cred, wb, gen uint64, path string, nofollow bool) (xa
 	return f, true
 }
 
-// learnFromAnswer keeps LKL's answer en to a get of a file without names.
-func (e *Engine) learnFromAnswer(k *xattrLearnKey, en unix.Errno) {
-	if k != nil && (en == unix.ENODATA || en == unix.EOPNOTSUPP) {
-		e.xfacts.learn(*k, en)
+// learnFromAnswer keeps LKL's answer en to a get of a file without names
+// under k, unless k is empty.
+func (e *Engine) learnFromAnswer(k xattrLearnKey, en unix.Errno) {
+	if k.name != "" && (en == unix.ENODATA || en == unix.EOPNOTSUPP) {
+		e.xfacts.learn(k, en)
 	}
 }
