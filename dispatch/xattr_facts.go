@@ -171,13 +171,6 @@ func (e *Engine) xattrGetFromFacts(r *Request, c *xattrCall, o *xattrObj) (en un
 	epoch := e.xfacts.mountEpoch.Load()
 	cred, wb, gen := e.factKey(r)
 	f, ok := e.xattrFact(cred, wb, gen, o.path, o.nofollow)
-	if !ok && !o.nofollow {
-		// The file the link-form fact describes is the same when it
-		// is no symlink.
-		if f, ok = e.xattrFact(cred, wb, gen, o.path, true); ok && f.mode&unix.S_IFMT == unix.S_IFLNK {
-			ok = false
-		}
-	}
 	if !ok {
 		return 0, false, learn
 	}
@@ -205,11 +198,20 @@ func (e *Engine) xattrGetFromFacts(r *Request, c *xattrCall, o *xattrObj) (en un
 }
 
 // xattrFact returns the current fact of path: statx's, or one made from
-// the stat cache's entry.
+// the stat cache's entry. The file a link-form fact describes is the
+// path form's too when it is no symlink (ls asks statx in the link form,
+// then getxattr in the path form).
 func (e *Engine) xattrFact(cred, wb, gen uint64, path string, nofollow bool) (xattrFact, bool) {
 	if f, ok := e.xfacts.get(cred, wb, gen, path, nofollow); ok {
 		return f, true
 	}
+	if !nofollow {
+		if f, ok := e.xfacts.get(cred, wb, gen, path, true); ok && f.mode&unix.S_IFMT != unix.S_IFLNK {
+			return f, true
+		}
+	}
+	// StatCache.Get of the path form takes the link form's entry of
+	// what is no symlink itself.
 	var st lkl.Stat64
 	if en, hit := e.stats.Get(path, nofollow, wb, cred, &st); !hit || en != 0 {
 		return xattrFact{}, false
