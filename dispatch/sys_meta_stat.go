@@ -272,12 +272,13 @@ func sysStatx(e *Engine, r *Request) Result {
 			copy(buf[:], asBytes(&sx))
 		} else {
 			cred, wb, gen := e.factKey(r)
-			_, le := lklPath(lkl.SysStatx, 1, t.LKLPath(), [6]uintptr{atFdcwd, 0, uintptr(flags &^ unix.AT_EMPTY_PATH), uintptr(r.Args[3]), uptr(buf[:])})
+			lp := t.LKLPath()
+			_, le := lklPath(lkl.SysStatx, 1, lp, [6]uintptr{atFdcwd, 0, uintptr(flags &^ unix.AT_EMPTY_PATH), uintptr(r.Args[3]), uptr(buf[:])})
 			runtime.KeepAlive(buf)
 			if le != 0 {
 				return errno(le, LKL)
 			}
-			e.noteStatx(cred, wb, gen, t.LKLPath(), flags&unix.AT_SYMLINK_NOFOLLOW != 0, buf[:])
+			e.noteStatx(cred, wb, gen, lp, flags&unix.AT_SYMLINK_NOFOLLOW != 0, buf[:])
 			e.statxShadow(buf[:])
 		}
 	}
