@@ -474,9 +474,15 @@ func TestOpenIsNewDescription(t *testing.T) {
 		t.Fatalf("natively:\n%s", native)
 	}
 	for _, mode := range []string{"seccomp", "trap", "rewrite"} {
-		stdout, stderr, status := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+mode, "--", "/opt/tests/descreuse", "/etc/passwd")
-		if status != 0 || stdout != want {
-			t.Errorf("%s: status %d\n%s\nstderr: %s", mode, status, stdout, lastLines(stderr, 5))
+		// As root, and as uid 1000, whose cached opens LKL checks for
+		// read permission first.
+		for _, who := range [][]string{{"-S"}, {"-R", "--change-id", "1000:1000"}} {
+			args := append(append([]string{"image"}, who[0], img), who[1:]...)
+			args = append(args, "--read-only", "--trusted", "--syscall-mode="+mode, "--", "/opt/tests/descreuse", "/etc/passwd")
+			stdout, stderr, status := runKbox(t, args...)
+			if status != 0 || stdout != want {
+				t.Errorf("%s %v: status %d\n%s\nstderr: %s", mode, who, status, stdout, lastLines(stderr, 5))
+			}
 		}
 	}
 }
