@@ -92,7 +92,12 @@ type Node struct {
 	// sums hash each chunk of the content as LKL holds it (sync.go).
 	synced unix.Timespec
 	atime  unix.Timespec // the content's access time last given to LKL
-	sums   []uint64
+	// atimeDue says LKL's rule would give the inode a read's access time
+	// (readsShow at the fill), until a read's time is given or the rule
+	// skips it: a plain description's close then gives it (closedRead).
+	// A hint: the next stat's overlay decides with LKL's own times.
+	atimeDue atomic.Bool
+	sums     []uint64
 	// err is a failed write-back not yet reported to the guest.
 	err error
 

@@ -48,9 +48,13 @@ func (m *Manager) takeSpare(n *Node) int {
 
 // Return gives back fd, a plain read-only description of n's content that
 // was handed out (OpenCached's lend), once the guest's fd of it closed:
-// it becomes n's spare when clean, else it is closed. It never waits.
+// it becomes n's spare when clean, else it is closed. A read through it
+// gives LKL its access time first, if due (closedRead).
 func (n *Node) Return(fd int, clean bool) {
 	m := n.mgr
+	if n.atimeDue.Load() {
+		m.closedRead(n, fd)
+	}
 	if clean {
 		m.mu.Lock()
 		if !n.dropped && n.spare < 0 && !m.closed.Load() {

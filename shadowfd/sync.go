@@ -286,6 +286,7 @@ func (m *Manager) filled(n *Node, st *lkl.Stat64) error {
 	}
 	n.err = nil
 	n.atime = hs.Atim
+	n.atimeDue.Store(readsShow(n, st))
 	m.markSynced(n, st, hs.Ctim)
 	return nil
 }
@@ -310,17 +311,37 @@ func (m *Manager) propagateAtime(n *Node, hs *unix.Stat_t, st *lkl.Stat64) {
 		}
 	}
 	if st != nil && n.fs.relatime && relatimeSkips(st, hs.Atim) {
+		n.atimeDue.Store(false)
 		return // the common case of a file read before: LKL is unchanged
 	}
 	if n.lklfl == 0 {
 		return // flags unknown (takeLKLFd failed): leave LKL as it is
 	}
+	n.atimeDue.Store(false)
 	m.writeBacks.Add(1)
 	lkl.Syscall6(lkl.SysFcntl, uintptr(n.lklfd), unix.F_SETFL, uintptr(n.lklfl&^unix.O_NOATIME), 0, 0, 0)
 	m.bufMu.Lock()
 	lkl.Syscall6(lkl.SysPread64, uintptr(n.lklfd), lkl.Ptr(m.buffer()[:1]), 1, 0, 0, 0)
 	m.bufMu.Unlock()
 	lkl.Syscall6(lkl.SysFcntl, uintptr(n.lklfd), unix.F_SETFL, uintptr(n.lklfl), 0, 0, 0)
+}
+
+// closedRead gives LKL's inode, at the close of fd, a plain description
+// of n's content, the access time the guest's reads through it gave the
+// content, when LKL's rule takes one (n.atimeDue): natively a read pays
+// for its access time, and here the reader's close does, not the next
+// stat of the file (git status after the files were read).
+func (m *Manager) closedRead(n *Node, fd int) {
+	var hs unix.Stat_t
+	if unix.Fstat(fd, &hs) != nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.rw || n.lklfd < 0 || hs.Atim == n.atime {
+		return // a writer's node shows the content's time (overlay)
+	}
+	lkl.AsRoot(func() { m.propagateAtime(n, &hs, nil) })
 }
 
 // relatimeSkips tells whether Linux's relatime rule leaves an inode with

@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,4 +50,45 @@ func TestAtimeRelatime(t *testing.T) {
 	if h := strings.Fields(out); st != 0 || len(h) != 2 || h[0] != h[1] {
 		t.Errorf("--read-only: access times before and after a read %q (status %d): a read-only mount keeps them\n%s", h, st, lastLines(stderr, 5))
 	}
+}
+
+// In the in-process tiers, where kbox sees the guest's close, a read
+// gives the image file its access time at the reader's close
+// (shadowfd closedRead), as close to Linux's time of the read as a
+// native read of the shadow allows: a later run finds a time between the
+// reader's open and close (tests/guest/atimeclose.c), not the time of
+// the next stat or of the run's exit, 1.5 s later. The change time stays.
+func TestAtimeAtClose(t *testing.T) {
+	cp := copyImage(t, imagePath(t))
+	stat := func() []string {
+		t.Helper()
+		out, stderr, st := runKbox(t, "image", "-S", cp, "--read-only", "--", "/bin/stat", "-c", "%X %Z", "/root/ac")
+		f := strings.Fields(out)
+		if st != 0 || len(f) != 2 {
+			t.Fatalf("stat: status %d %q\n%s", st, out, lastLines(stderr, 5))
+		}
+		return f
+	}
+	forTiers(t, []string{"trap", "rewrite"}, func(t *testing.T, tier string) {
+		if out, stderr, st := runKbox(t, "image", "-S", cp, "--", "/bin/sh", "-c", "echo hi > /root/ac"); st != 0 {
+			t.Fatalf("status %d: %s\n%s", st, out, lastLines(stderr, 5))
+		}
+		was := stat()
+		time.Sleep(1100 * time.Millisecond)
+		out, stderr, st := runKbox(t, "image", "-S", cp, "--syscall-mode="+tier, "--", "/opt/tests/atimeclose", "/root/ac")
+		f := strings.Fields(out)
+		if st != 0 || len(f) != 2 {
+			t.Fatalf("atimeclose: status %d %q\n%s", st, out, lastLines(stderr, 5))
+		}
+		now := stat()
+		before, _ := strconv.ParseInt(f[0], 10, 64)
+		after, _ := strconv.ParseInt(f[1], 10, 64)
+		at, _ := strconv.ParseInt(now[0], 10, 64)
+		if at < before-1 || at > after {
+			t.Errorf("access time %d after a read between %d and %d (was %s): want one of the read, not of the exit 1.5 s later", at, before, after, was[0])
+		}
+		if now[1] != was[1] {
+			t.Errorf("change time %s after a read, was %s: a read leaves it", now[1], was[1])
+		}
+	})
 }
