@@ -170,21 +170,29 @@ const internSlots = 4096
 // gets them without allocating. It is a direct-mapped table of atomic
 // pointers, so lookups take no lock from any thread; two strings that hash
 // to one slot replace each other (a miss costs one allocation, as it would
-// without the table). Strings are immutable, so handing the same one to
+// without the table). Each slot points at one allocation holding a
+// string's length and then its bytes (internNew, unsafe.go), so a look
+// reads one object and a miss makes one, with no pointers for the
+// collector to scan. Strings are immutable, so handing the same one to
 // several requests is safe.
-var interned [internSlots]atomic.Pointer[string]
+var interned [internSlots]atomic.Pointer[byte]
 
 // internSeed seeds intern's hash (the runtime's: AES where the CPU has it).
 var internSeed = maphash.MakeSeed()
 
 // intern returns b as a string, reusing an earlier copy when there is one.
 func intern(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
 	h := maphash.Bytes(internSeed, b)
 	slot := &interned[uint32(h^h>>32)%internSlots]
-	if p := slot.Load(); p != nil && *p == string(b) { // no allocation for the comparison
-		return *p
+	if p := slot.Load(); p != nil {
+		if s := internedString(p); s == string(b) { // no allocation for the comparison
+			return s
+		}
 	}
-	s := string(b)
-	slot.Store(&s)
+	p, s := internNew(b)
+	slot.Store(p)
 	return s
 }

@@ -86,3 +86,20 @@ func sockNamed(fd int) bool {
 	_, _, en := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&a)), uintptr(unsafe.Pointer(&l)))
 	return en == 0 && l > 2
 }
+
+// internNew copies b (not empty) into one allocation, its length in the
+// first 8 bytes and then its bytes, for the intern table (mem.go): it
+// returns the allocation's start, which the table keeps, and the string
+// its bytes make, which is never written again.
+func internNew(b []byte) (*byte, string) {
+	buf := make([]byte, 8+len(b), (8+len(b)+7)&^7) // a multiple of 8: the length is aligned
+	*(*uint64)(unsafe.Pointer(&buf[0])) = uint64(len(b))
+	copy(buf[8:], b)
+	return &buf[0], unsafe.String(&buf[8], len(b))
+}
+
+// internedString is the string of an allocation internNew made.
+func internedString(p *byte) string {
+	n := *(*uint64)(unsafe.Pointer(p))
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(p), 8)), int(n))
+}
