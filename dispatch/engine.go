@@ -135,6 +135,10 @@ type Request struct {
 	// fdHops counts paths through /dev/fd/N resolved for this call
 	// (sys_file_dev.go), bounded as symlinks are.
 	fdHops uint8
+
+	// memo is the serving thread's last resolution (resolve.go): a tier
+	// keeps one Request per serving thread.
+	memo resolveMemo
 }
 
 // Handler serves one syscall.

@@ -25,10 +25,12 @@ type Proc struct {
 	FDs  *fdtable.Table
 	cred atomic.Pointer[procCred]
 
-	// mu guards cwd, exe, the pending script and the identity below: an
-	// in-process tier serves the threads of one process at the same time.
+	// mu guards exe, the pending script and the identity below, and
+	// serialises changes of cwd: an in-process tier serves the threads of
+	// one process at the same time. cwd is read without it (every
+	// relative path).
 	mu  sync.Mutex
-	cwd string
+	cwd atomic.Pointer[string]
 	// root is the image path of the process's root (sys_file_chroot.go), nil
 	// for the image's root.
 	root atomic.Pointer[string]
@@ -136,15 +138,16 @@ func (p *Proc) Cred() Cred { return p.cred.Load().Cred }
 
 // Cwd returns the process's guest working directory.
 func (p *Proc) Cwd() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cwd
+	if c := p.cwd.Load(); c != nil {
+		return *c
+	}
+	return "/"
 }
 
 // SetCwd sets the guest working directory.
 func (p *Proc) SetCwd(c string) {
 	p.mu.Lock()
-	p.cwd = c
+	p.cwd.Store(&c)
 	p.mu.Unlock()
 }
 
@@ -181,7 +184,8 @@ func statusUmask(pid int) uint32 {
 
 // Start registers the first guest process.
 func (e *Engine) Start(pid int, cwd string) *Proc {
-	p := &Proc{Tgid: pid, cwd: cwd, FDs: e.newTable()}
+	p := &Proc{Tgid: pid, FDs: e.newTable()}
+	p.cwd.Store(&cwd)
 	p.openPidfd()
 	p.cred.Store(e.initCred)
 	e.initOOM = procfs.HostOOMScoreAdj(pid)
@@ -258,7 +262,7 @@ func (e *Engine) Lookup(tid int) *Proc {
 	if ppid == 0 {
 		ppid, _ = statusField(tgid, "PPid") // its process went meanwhile
 	}
-	np := &Proc{Tgid: tgid, cwd: "/", ident: procfs.Ident{OOMAdj: e.initOOM, OOMMin: e.initOOM}}
+	np := &Proc{Tgid: tgid, ident: procfs.Ident{OOMAdj: e.initOOM, OOMMin: e.initOOM}}
 	np.openPidfd()
 	np.umask.Store(statusUmask(tgid)) // as inherited at fork, or set since
 	if parent := procs[ppid]; parent != nil && ppid != 0 {
@@ -283,7 +287,8 @@ func (e *Engine) Lookup(tid int) *Proc {
 
 // inherit gives a new process what it takes from its parent at fork.
 func (np *Proc) inherit(parent *Proc) {
-	np.cwd, np.exe = parent.Cwd(), parent.Exe()
+	np.cwd.Store(parent.cwd.Load())
+	np.exe = parent.Exe()
 	np.root.Store(parent.root.Load())
 	np.ident = parent.forkIdent()
 	np.parent.Store(parent)
@@ -513,10 +518,14 @@ func (e *Engine) renamedDir(from, to string, exchange bool) {
 		}
 		seen[p] = true
 		p.mu.Lock()
-		if rest, ok := beneath(p.cwd, from); ok {
-			p.cwd = to + rest
-		} else if rest, ok := beneath(p.cwd, to); ok && exchange {
-			p.cwd = from + rest
+		if cwd := p.Cwd(); true {
+			if rest, ok := beneath(cwd, from); ok {
+				cwd = to + rest
+				p.cwd.Store(&cwd)
+			} else if rest, ok := beneath(cwd, to); ok && exchange {
+				cwd = from + rest
+				p.cwd.Store(&cwd)
+			}
 		}
 		p.mu.Unlock()
 	}

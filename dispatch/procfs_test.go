@@ -27,7 +27,7 @@ func TestProcClassify(t *testing.T) {
 		e := New(Options{HostRoutes: []string{"/proc", "/dev"}, ChangeID: true, UID: 1000, GID: 1000,
 			KernelProc: 7, HasKernelProc: kproc})
 		p := e.Start(self, "/tmp")
-		other := &Proc{Tgid: 999999, cwd: "/", FDs: e.newTable()}
+		other := &Proc{Tgid: 999999, FDs: e.newTable()}
 		other.cred.Store(newProcCred(RootCred()))
 		e.setProcs(func(m map[int]*Proc) { m[999999] = other })
 		r := &Request{P: p, G: &pidGuest{}}

@@ -37,11 +37,42 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (guestpath.Target,
 	return t, en
 }
 
+// resolveMemo is a serving thread's last resolution of a path to the
+// image, kept in its Request: ls -l asks statx, lgetxattr and getxattr
+// of one path in turn. Such a result depends only on the path, and for a
+// relative one the cwd: binds, routes and kbox's own files are fixed for
+// the engine's life. Not kept under a chroot, a policy's path rules or
+// the debug mirror, nor for anything but a plain image path.
+type resolveMemo struct {
+	p, cwd string // the guest's path; the cwd it was resolved in, if relative
+	t      guestpath.Target
+}
+
 // resolveInto is resolveAt into *t, which the caller gives zero.
 func (e *Engine) resolveInto(r *Request, dirfd int32, p string, t *guestpath.Target) unix.Errno {
 	if p == "" {
 		return unix.ENOENT
 	}
+	if (p[0] == '/' || dirfd == unix.AT_FDCWD) && r.P.chroot() == "" && !(e.Opt.Policy != nil && e.Opt.Policy.paths) && !gdbmirror.On() {
+		var cwd string
+		if p[0] != '/' {
+			cwd = r.P.Cwd()
+		}
+		if m := &r.memo; m.p == p && m.cwd == cwd {
+			*t = m.t
+			return 0
+		}
+		en := e.resolveFresh(r, dirfd, p, t)
+		if en == 0 && t.Plain() && !guestpath.UnderPts(t.Path) {
+			r.memo = resolveMemo{p: p, cwd: cwd, t: *t}
+		}
+		return en
+	}
+	return e.resolveFresh(r, dirfd, p, t)
+}
+
+// resolveFresh is resolveInto without the memo.
+func (e *Engine) resolveFresh(r *Request, dirfd int32, p string, t *guestpath.Target) unix.Errno {
 	if root := r.P.chroot(); root != "" {
 		if abs, en, handled := e.resolveRooted(r, root, dirfd, p); handled {
 			if en != 0 {

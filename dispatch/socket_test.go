@@ -81,14 +81,15 @@ func TestBinderPaths(t *testing.T) {
 	} {
 		e := New(Options{})
 		e.Sockets = unixsock.New(unixsock.TestBinder(c.chroot), true)
-		r := &Request{P: &Proc{cwd: c.cwd}}
+		r := &Request{P: &Proc{}}
+		r.P.SetCwd(c.cwd)
 		cd, mk, name, en := e.binderPaths(r, c.p)
 		if en != c.errno || cd != c.cd || mk != c.mk || name != c.name {
 			t.Errorf("chroot %v cwd %s %q: %q %q %q %v, want %q %q %q %v", c.chroot, c.cwd, c.p,
 				cd, mk, name, en, c.cd, c.mk, c.name, c.errno)
 		}
 	}
-	if _, _, _, en := New(Options{}).binderPaths(&Request{P: &Proc{cwd: "/"}}, "/x"); en != unix.EPERM {
+	if _, _, _, en := New(Options{}).binderPaths(&Request{P: &Proc{}}, "/x"); en != unix.EPERM {
 		t.Errorf("no binder: %v, want EPERM", en)
 	}
 }

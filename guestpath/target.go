@@ -70,6 +70,12 @@ func (t *Target) KeepTail(tail string) {
 	}
 }
 
+// Plain reports a target in the image and nothing else: no bind, host
+// route, kbox file or /dev/fd link.
+func (t *Target) Plain() bool {
+	return !t.Host && t.Route == "" && t.Bind == nil && t.Proc == nil && t.Fd == 0 && !t.FdDir
+}
+
 // Clean normalizes a guest path lexically: absolute, no . or .., no double
 // slashes; .. at the root stays at the root, so no lexical path leaves the
 // image. (Symlinks inside the image are resolved by LKL under its chroot.)

@@ -486,3 +486,25 @@ func TestOpenIsNewDescription(t *testing.T) {
 		}
 	}
 }
+
+// A path asked again resolves afresh when what its resolution depends on
+// changed: the cwd (chdir, fchdir), the process (a child served by the
+// same thread), the root (chroot). kbox keeps each serving thread's last
+// resolution (dispatch/resolve.go); tests/guest/resolvememo.c asks the
+// same strings across those changes, as root and as uid 1000, in every
+// tier (fork where the tier has it).
+func TestResolveMemo(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	forEachTier(t, func(t *testing.T, tier string) {
+		for _, run := range [][]string{
+			{"-S", "--", "/opt/tests/resolvememo", "/root/rm-" + tier},
+			{"-R", "--change-id", "1000:1000", "--", "/opt/tests/resolvememo", "/tmp/rm"},
+		} {
+			args := append([]string{"image", run[0], img, "--syscall-mode=" + tier}, run[1:]...)
+			out, stderr, st := runKbox(t, args...)
+			if st != 0 || strings.TrimSpace(out) != "ok" {
+				t.Errorf("%v: status %d\n%s\nstderr: %s", run, st, out, lastLines(stderr, 5))
+			}
+		}
+	})
+}
