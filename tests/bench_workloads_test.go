@@ -23,9 +23,10 @@ import (
 // same mode) is measured apart and each command is also reported net of
 // it; then the command's second run in one run of the default tier, with
 // LKL's caches warm (warmRun), and warm in one process, natively and
-// under the rewrite tier (warmInProc). `make bench-workloads` builds the
-// image (ROOTFS_PACKAGES) and runs this; without KBOX_WORKLOADS_IMAGE it
-// skips. docs/benchmarks.md has the figures.
+// under the rewrite tier (warmColumns: medians of 9). `make
+// bench-workloads` builds the image (ROOTFS_PACKAGES) and runs this;
+// without KBOX_WORKLOADS_IMAGE it skips. docs/benchmarks.md has the
+// figures.
 func BenchmarkWorkloads(b *testing.B) {
 	img := os.Getenv("KBOX_WORKLOADS_IMAGE")
 	if img == "" {
