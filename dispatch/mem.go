@@ -173,26 +173,39 @@ const internSlots = 4096
 // without the table). Each slot points at one allocation holding a
 // string's length and then its bytes (internNew, unsafe.go), so a look
 // reads one object and a miss makes one, with no pointers for the
-// collector to scan. Strings are immutable, so handing the same one to
-// several requests is safe.
-var interned [internSlots]atomic.Pointer[byte]
+// collector to scan; and it keeps the string's hash, so that a miss (ls
+// -lR's every new path) reads no object, which is seldom in the CPU's
+// caches. Strings are immutable, so handing the same one to several
+// requests is safe.
+var interned [internSlots]internSlot
+
+type internSlot struct {
+	hash atomic.Uint64 // of the string p holds, or of one being stored
+	p    atomic.Pointer[byte]
+}
 
 // internSeed seeds intern's hash (the runtime's: AES where the CPU has it).
 var internSeed = maphash.MakeSeed()
 
 // intern returns b as a string, reusing an earlier copy when there is one.
+// A slot's hash and pointer are stored apart: a look that reads a hash
+// and another string's pointer compares the bytes, finds them unequal and
+// makes a copy, as for any miss.
 func intern(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
 	h := maphash.Bytes(internSeed, b)
 	slot := &interned[uint32(h^h>>32)%internSlots]
-	if p := slot.Load(); p != nil {
-		if s := internedString(p); s == string(b) { // no allocation for the comparison
-			return s
+	if slot.hash.Load() == h {
+		if p := slot.p.Load(); p != nil {
+			if s := internedString(p); s == string(b) { // no allocation for the comparison
+				return s
+			}
 		}
 	}
 	p, s := internNew(b)
-	slot.Store(p)
+	slot.p.Store(p)
+	slot.hash.Store(h)
 	return s
 }
