@@ -71,6 +71,7 @@ func rootOptions(o *ImageOptions) rootfs.Options {
 }
 
 func runImage(args []string) int {
+	setRunGC()
 	o, err := ParseImageArgs(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", err)
