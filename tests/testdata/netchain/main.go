@@ -144,26 +144,41 @@ func (s *side) echo(fd int, b []byte) {
 // ptr is the address of b's first byte (b stays alive: KeepAlive).
 func ptr(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
 
-func (s *side) conns(port uint16, n int) float64 {
+// endpoint is one side's way of opening a connection, talking on it and
+// closing it.
+type endpoint interface {
+	open(port uint16, nodelay bool) int
+	echo(fd int, b []byte)
+	close(fd int)
+}
+
+func (s *side) open(port uint16, nodelay bool) int { return s.dial(port, nodelay) }
+func (s *side) close(fd int)                       { s.call(s.nr.close, uintptr(fd), 0, 0, 0, 0, 0) }
+
+// conns opens n connections one after another, each echoing a byte, and
+// returns connections a second.
+func conns(e endpoint, port uint16, n int) float64 {
 	b := []byte{'c'}
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
-		fd := s.dial(port, false)
-		s.echo(fd, b)
-		s.call(s.nr.close, uintptr(fd), 0, 0, 0, 0, 0)
+		fd := e.open(port, false)
+		e.echo(fd, b)
+		e.close(fd)
 	}
 	return float64(n) / time.Since(t0).Seconds()
 }
 
-func (s *side) rtt(port uint16, n int) float64 {
-	fd := s.dial(port, true)
+// rtt echoes 64 bytes n times on one connection and returns the
+// microseconds of a round trip.
+func rtt(e endpoint, port uint16, n int) float64 {
+	fd := e.open(port, true)
 	b := make([]byte, 64)
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
-		s.echo(fd, b)
+		e.echo(fd, b)
 	}
 	us := float64(time.Since(t0).Microseconds()) / float64(n)
-	s.call(s.nr.close, uintptr(fd), 0, 0, 0, 0, 0)
+	e.close(fd)
 	return us
 }
 
@@ -226,39 +241,13 @@ func (p pairSide) toClient(lfd, end int) {
 	lkl.Syscall6(lkl.SysClose, uintptr(lfd), 0, 0, 0, 0, 0)
 }
 
-func (p pairSide) conns(port uint16, n int) float64 {
-	b := []byte{'c'}
-	t0 := time.Now()
-	for i := 0; i < n; i++ {
-		fd := p.open(port, false)
-		hostSide.echo(fd, b)
-		unix.Close(fd)
-	}
-	return float64(n) / time.Since(t0).Seconds()
-}
-
-func (p pairSide) rtt(port uint16, n int) float64 {
-	fd := p.open(port, true)
-	b := make([]byte, 64)
-	t0 := time.Now()
-	for i := 0; i < n; i++ {
-		hostSide.echo(fd, b)
-	}
-	us := float64(time.Since(t0).Microseconds()) / float64(n)
-	unix.Close(fd)
-	return us
-}
+func (p pairSide) echo(fd int, b []byte) { hostSide.echo(fd, b) }
+func (p pairSide) close(fd int)          { unix.Close(fd) }
 
 // hostSide reads and writes host fds (the pair's client end).
 var hostSide = &side{name: "pair", syscall: hostCall}
 
 func init() { hostSide.nr.write, hostSide.nr.read = unix.SYS_WRITE, unix.SYS_READ }
-
-// workload is a side's two workloads.
-type workload interface {
-	conns(port uint16, n int) float64
-	rtt(port uint16, n int) float64
-}
 
 func main() {
 	if len(os.Args) != 4 {
@@ -266,9 +255,9 @@ func main() {
 		os.Exit(2)
 	}
 	p, err1 := strconv.ParseUint(os.Args[1], 10, 16)
-	conns, err2 := strconv.Atoi(os.Args[2])
+	nconns, err2 := strconv.Atoi(os.Args[2])
 	rounds, err3 := strconv.Atoi(os.Args[3])
-	if err1 != nil || err2 != nil || err3 != nil || p == 0 || conns <= 0 || rounds <= 0 {
+	if err1 != nil || err2 != nil || err3 != nil || p == 0 || nconns <= 0 || rounds <= 0 {
 		fmt.Fprintln(os.Stderr, "usage: netchain PORT CONNS ROUNDS")
 		os.Exit(2)
 	}
@@ -324,9 +313,9 @@ func main() {
 	best := map[string]float64{}
 	names := []string{"native", "chain", "spin", "pair"}
 	for i := 0; i < 2; i++ {
-		for k, s := range []workload{host, chain, &spin, pairSide{chain}} {
-			c := s.conns(port, conns)
-			r := s.rtt(port, rounds)
+		for k, e := range []endpoint{host, chain, &spin, pairSide{chain}} {
+			c := conns(e, port, nconns)
+			r := rtt(e, port, rounds)
 			if c > best[names[k]+" conns"] {
 				best[names[k]+" conns"] = c
 			}
