@@ -518,14 +518,13 @@ func (e *Engine) renamedDir(from, to string, exchange bool) {
 		}
 		seen[p] = true
 		p.mu.Lock()
-		if cwd := p.Cwd(); true {
-			if rest, ok := beneath(cwd, from); ok {
-				cwd = to + rest
-				p.cwd.Store(&cwd)
-			} else if rest, ok := beneath(cwd, to); ok && exchange {
-				cwd = from + rest
-				p.cwd.Store(&cwd)
-			}
+		cwd := p.Cwd()
+		if rest, ok := beneath(cwd, from); ok {
+			cwd = to + rest
+			p.cwd.Store(&cwd)
+		} else if rest, ok := beneath(cwd, to); ok && exchange {
+			cwd = from + rest
+			p.cwd.Store(&cwd)
 		}
 		p.mu.Unlock()
 	}
