@@ -109,10 +109,10 @@ func BenchmarkSeccompVsNative(b *testing.B) {
 // 144 bytes written); an fd installed in the child, which closes it
 // (mode 3: ADDFD with FLAG_SEND); and the same with the path read and a
 // new description made for each (mode 8): the seccomp tier's open+close
-// of a shadow is that and kbox's lookups. The ADDFD floors are taken with both tasks
-// on one CPU (PIN 1), as kbox's supervisor keeps a task it installs fds
-// in and itself (colocate.go), and apart for reference (its two wake-ups
-// then cross CPUs). kbox's rows beside them.
+// of a shadow is that and kbox's lookups. The ADDFD floors are taken
+// with both tasks on one CPU (PIN 1), as kbox's supervisor keeps a task
+// it installs fds in and itself (colocate.go), and apart for reference
+// (its two wake-ups then cross CPUs). kbox's rows beside them.
 func notifyFloor(b *testing.B, kbox map[string]float64) {
 	bin := filepath.Join(b.TempDir(), "notify_floor")
 	if out, err := exec.Command("cc", "-O2", "-o", bin, filepath.Join(repoRoot(), "scripts", "notify_floor.c")).CombinedOutput(); err != nil {
