@@ -9,12 +9,9 @@
 package rewrite
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
-	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -63,78 +60,6 @@ type X86Text struct {
 // bytes it writes can add a target that is not one (a refusal), never
 // hide one. The site checks scan on first use.
 func (t *X86Text) Scan() { t.once.Do(t.scan) }
-
-func (t *X86Text) scan() {
-	n := len(t.Code)
-	t.targets = make([]uint64, (n+63)/64)
-	parts := min(runtime.GOMAXPROCS(0), runtime.NumCPU(), n/scanPart)
-	if parts <= 1 {
-		t.scanRange(0, n, false)
-		return
-	}
-	// A libc's text takes the first patch of each dynamic program 1.4 ms
-	// on one CPU, while the guest thread waits: the parts go to the other
-	// CPUs. Their targets may fall in any part's words: marked atomically.
-	step := (n + parts - 1) / parts
-	var wg sync.WaitGroup
-	for p := 1; p < parts; p++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t.scanRange(p*step, min((p+1)*step, n), true)
-		}()
-	}
-	t.scanRange(0, step, true)
-	wg.Wait()
-}
-
-// scanPart is the least text a part of a parallel scan gets.
-const scanPart = 256 << 10
-
-// scanRange marks the targets of the rel32 branches whose opcode lies at
-// an offset in [lo, hi) (their operands may lie beyond hi), atomically
-// when other scans share the bitmap.
-func (t *X86Text) scanRange(lo, hi int, shared bool) {
-	c := t.Code
-	n := len(c)
-	mark := t.mark
-	if shared {
-		mark = t.markShared
-	}
-	// The opcodes are found with IndexByte (vectorised), each in its own
-	// pass: E8 and E9 take a rel32 right after them, 0F 80-8F one after
-	// the second byte.
-	end := min(hi, n-4) // an opcode at i needs c[i+1:i+5]
-	for _, op := range [...]byte{0xE8, 0xE9, 0x0F} {
-		for i := lo; i < end; i++ {
-			k := bytes.IndexByte(c[i:end], op)
-			if k < 0 {
-				break
-			}
-			i += k
-			if op != 0x0F {
-				mark(int64(i+5) + int64(int32(binary.LittleEndian.Uint32(c[i+1:i+5]))))
-			} else if i+6 <= n && c[i+1]&0xF0 == 0x80 {
-				mark(int64(i+6) + int64(int32(binary.LittleEndian.Uint32(c[i+2:i+6]))))
-			}
-		}
-	}
-}
-
-// mark sets the target bit of offset to; only a target in the text can
-// be a site's middle.
-func (t *X86Text) mark(to int64) {
-	if to > 0 && to < int64(len(t.Code)) {
-		t.targets[to>>6] |= 1 << (to & 63)
-	}
-}
-
-// markShared is mark for a scan in parts.
-func (t *X86Text) markShared(to int64) {
-	if to > 0 && to < int64(len(t.Code)) {
-		atomic.OrUint64(&t.targets[to>>6], 1<<(to&63))
-	}
-}
 
 // rel32Into reports whether some rel32 target lies in (lo, hi).
 func (t *X86Text) rel32Into(lo, hi uint64) bool {

@@ -2,11 +2,8 @@ package rewrite
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
 	"errors"
-	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -404,70 +401,5 @@ func TestX86SiteMisalignedSweep(t *testing.T) {
 	if _, err := X86Site(&X86Text{Base: testBase, Code: bad}, testBase+uint64(len(bad)-1), 11); !errors.Is(err, ErrBoundary) {
 		t.Logf("bytes: % x", bad)
 		t.Errorf("undecodable bytes in the reference near the site: %v, want %v", err, ErrBoundary)
-	}
-}
-
-// TestX86ScanBytewise: the word-at-a-time scan finds the rel32 targets
-// a byte-by-byte reading of the rule finds, on random bytes (dense with
-// E8, E9 and 0F 8x, every length around a word, and texts long enough to
-// be scanned in parts) and on the host's libc.
-func TestX86ScanBytewise(t *testing.T) {
-	bytewise := func(c []byte) []uint64 {
-		m := make([]uint64, (len(c)+63)/64)
-		set := func(to int64) {
-			if to > 0 && to < int64(len(c)) {
-				m[to>>6] |= 1 << (to & 63)
-			}
-		}
-		for i := 0; i+5 <= len(c); i++ {
-			switch {
-			case c[i] == 0xE8 || c[i] == 0xE9:
-				set(int64(i+5) + int64(int32(binary.LittleEndian.Uint32(c[i+1:]))))
-			case c[i] == 0x0F && i+6 <= len(c) && c[i+1]&0xF0 == 0x80:
-				set(int64(i+6) + int64(int32(binary.LittleEndian.Uint32(c[i+2:]))))
-			}
-		}
-		return m
-	}
-	check := func(name string, c []byte) {
-		x := &X86Text{Code: c}
-		x.Scan()
-		if want := bytewise(c); !slices.Equal(x.targets, want) {
-			t.Fatalf("%s (%d bytes): targets differ", name, len(c))
-		}
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	pick := []byte{0xE8, 0xE9, 0x0F, 0x80, 0x8F, 0x00, 0xFF, 0xFE, 0xF0, 0x10}
-	for n := 0; n < 300; n++ {
-		c := make([]byte, n)
-		for i := range c {
-			if rng.IntN(2) == 0 {
-				c[i] = pick[rng.IntN(len(pick))]
-			} else {
-				c[i] = byte(rng.IntN(256))
-			}
-		}
-		check("random", c)
-	}
-	// Texts scanned in parts (as many as CPUs, scanPart or more each):
-	// a branch (each form) whose opcode lies at every offset around the
-	// middle, where two parts meet, its operand or target across it.
-	for _, n := range []int{2 * scanPart, 2*scanPart + 5} {
-		for at := n/2 - 8; at < n/2+8; at++ {
-			for _, op := range [][]byte{{0xE8}, {0xE9}, {0x0F, 0x84}} {
-				c := bytes.Repeat([]byte{0x90}, n)
-				copy(c[at:], op)
-				binary.LittleEndian.PutUint32(c[at+len(op):], uint32(int32(-3-at%5)))
-				check("a branch where the parts meet", c)
-			}
-		}
-	}
-	if f, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6"); err == nil {
-		defer f.Close()
-		if sec := f.Section(".text"); sec != nil {
-			if code, err := sec.Data(); err == nil {
-				check("libc", code)
-			}
-		}
 	}
 }
