@@ -247,8 +247,8 @@ func sweepTo(t *X86Text, s, site int, pre bool, ref, mark []bool, base int) erro
 		} else if ref[i-base] {
 			return nil
 		}
-		inst, err := decode(c[i:])
-		if err != nil || inst.Len == 0 {
+		n, tgt, err := decodeAt(c[i:], t.Base+uint64(i))
+		if err != nil {
 			if site-i <= 15 {
 				if ref != nil && !ref[i-base] {
 					return nil
@@ -258,10 +258,10 @@ func sweepTo(t *X86Text, s, site int, pre bool, ref, mark []bool, base int) erro
 			i++
 			continue
 		}
-		if into(inst, t.Base+uint64(i), t.Base+uint64(site), pre) {
+		if into(tgt, t.Base+uint64(site), pre) {
 			return ErrBranchInto
 		}
-		i += inst.Len
+		i += n
 	}
 	if i != site {
 		return ErrBoundary
@@ -275,15 +275,15 @@ func sweepTo(t *X86Text, s, site int, pre bool, ref, mark []bool, base int) erro
 func branchInto(t *X86Text, s, end, site int, pre bool) bool {
 	c := t.Code
 	for i := s; i < end; {
-		inst, err := decode(c[i:end])
-		if err != nil || inst.Len == 0 {
+		n, tgt, err := decodeAt(c[i:end], t.Base+uint64(i))
+		if err != nil {
 			i++
 			continue
 		}
-		if into(inst, t.Base+uint64(i), t.Base+uint64(site), pre) {
+		if into(tgt, t.Base+uint64(site), pre) {
 			return true
 		}
-		i += inst.Len
+		i += n
 	}
 	return false
 }
@@ -312,11 +312,30 @@ func decode(b []byte) (inst x86asm.Inst, err error) {
 	return inst, err
 }
 
-// into reports whether inst at addr is a direct branch to site+1 ...
-// site+6, or with pre to site-1.
-func into(inst x86asm.Inst, addr, site uint64, pre bool) bool {
-	tgt, ok := directTarget(inst, addr)
-	return ok && (tgt > site && tgt < site+X86SiteLen || pre && tgt == site-1)
+// decodeAt decodes the instruction at the start of b, at addr: its
+// length, and the target of a direct branch (0 for any other), by
+// fastLen where it knows the instruction, else by x86asm (decode).
+func decodeAt(b []byte, addr uint64) (n int, tgt uint64, err error) {
+	if n, br, rel, ok := fastLen(b); ok {
+		if br {
+			tgt = uint64(int64(addr) + int64(n) + rel)
+		}
+		return n, tgt, nil
+	}
+	inst, err := decode(b)
+	if err != nil || inst.Len == 0 {
+		return 0, 0, errUndecodable
+	}
+	tgt, _ = directTarget(inst, addr)
+	return inst.Len, tgt, nil
+}
+
+var errUndecodable = errors.New("undecodable")
+
+// into reports whether a direct branch to tgt (0: none) lands on site+1
+// ... site+6, or with pre on site-1.
+func into(tgt, site uint64, pre bool) bool {
+	return tgt != 0 && (tgt > site && tgt < site+X86SiteLen || pre && tgt == site-1)
 }
 
 // directTarget is the target of a direct branch (jmp, jcc, call, loop,

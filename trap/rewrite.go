@@ -28,8 +28,9 @@ import (
 
 // patchAfter is how many times a site traps before it is patched: cold
 // sites (start-up, error paths) cost nothing. Checking a site costs about
-// 130 µs (rewrite's BenchmarkX86FindSite), a trap about 2 µs: a site is
-// checked once its traps have cost as much.
+// 6.5 µs (rewrite's BenchmarkX86FindSite), patching it more (two
+// membarriers; the text's alias and scan the first time), a trap about
+// 1 µs; 16 and 32 were no faster than 64 on ls -lR and find.
 const patchAfter = 64
 
 const (
