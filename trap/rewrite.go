@@ -394,16 +394,15 @@ func (t *tier) aliasMapping(addr uint64) (*rwText, string) {
 		return nil, "memfd: " + err.Error()
 	}
 	defer unix.Close(fd)
-	if err := unix.Ftruncate(fd, int64(n)); err != nil {
-		return nil, "memfd: " + err.Error()
+	// The kernel copies the code into the memfd (no page of it faulted
+	// in and zeroed first, as a copy through the view did: 0.5 ms of a
+	// libc's 1.4 MB), then the view maps the pages.
+	if !fileFrom(fd, lo, n) {
+		return nil, "code not readable"
 	}
 	v, err := unix.Mmap(fd, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, "alias: " + err.Error()
-	}
-	if !copyIn(v, lo) {
-		unix.Munmap(v)
-		return nil, "code not readable"
 	}
 	if got, en := mmapRaw(lo, n, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_SHARED|unix.MAP_FIXED, fd, 0); en != 0 || got != lo {
 		unix.Munmap(v)

@@ -40,6 +40,24 @@ func copyIn(b []byte, addr uint64) (ok bool) {
 	return true
 }
 
+// fileFrom writes the n bytes at addr to the start of file fd, copied
+// by the kernel (pwrite from guest memory: EFAULT, not a fault, where it
+// is not readable); false if it could not write them all.
+func fileFrom(fd int, addr uint64, n int) bool {
+	src := unsafe.Slice((*byte)(ptr(addr)), n)
+	for off := 0; off < n; {
+		k, err := unix.Pwrite(fd, src[off:], int64(off))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || k <= 0 {
+			return false
+		}
+		off += k
+	}
+	return true
+}
+
 // copyOut copies b to addr; false on a fault.
 func copyOut(addr uint64, b []byte) (ok bool) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
