@@ -1,7 +1,7 @@
 package rewrite
 
 import (
-	"fmt"
+	"encoding/hex"
 	"math/rand/v2"
 	"testing"
 )
@@ -90,9 +90,11 @@ func TestX86FastLen(t *testing.T) {
 
 // FuzzX86FastLen: any bytes fastLen claims, against x86asm.
 func FuzzX86FastLen(f *testing.F) {
-	for _, s := range []string{"4889c7", "e8 00000000", "0f8410000000", "66 0f6f 0424", "48b8 0102030405060708", "f7c1 01000000", "66c70424 0100"} {
-		var b []byte
-		fmt.Sscanf(s, "%x", &b)
+	for _, s := range []string{"4889c7", "e800000000", "0f8410000000", "660f6f0424", "48b80102030405060708", "f7c101000000", "66c704240100"} {
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			f.Fatal(err)
+		}
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkFastLen(t, b) })
