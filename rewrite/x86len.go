@@ -1,5 +1,7 @@
 package rewrite
 
+import "encoding/binary"
+
 // A fast length decoder for the site checks' sweeps (checkSite), which
 // decode up to 1.3 KB around every site checked: x86asm decodes an
 // instruction in about 130 ns, walking its whole decoder table, where
@@ -12,7 +14,8 @@ package rewrite
 // sweep asks x86asm. TestX86FastLen checks it against x86asm on every
 // opcode, prefix, ModRM and SIB base it claims.
 
-// Operand layouts of the opcodes fastLen knows (x86Op's low bits).
+// Operand layouts of the opcodes fastLen knows: the low bits of an entry
+// of x86One or x86Two.
 const (
 	xUnknown   = iota // not in the fast subset: x86asm decides
 	xNone             // the opcode alone
@@ -28,7 +31,7 @@ const (
 	xGrp3             // F6/F7: ModRM, an immediate for /0 (test); /1 is not valid
 )
 
-// Flags of x86Op beside the layout.
+// Flags of an entry beside its layout.
 const (
 	xReg0     = 1 << 4 // valid only with ModRM.reg 0 (C6, C7, 8F, 0F 1F)
 	xReg01    = 1 << 5 // valid only with ModRM.reg 0 or 1 (FE)
@@ -215,8 +218,7 @@ func fastLen(b []byte) (n int, br bool, rel int64, ok bool) {
 		if i+4 > len(b) {
 			return 0, false, 0, false
 		}
-		d := int32(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24)
-		return i + 4, true, int64(d), true
+		return i + 4, true, int64(int32(binary.LittleEndian.Uint32(b[i:]))), true
 	}
 	n = i + imm
 	if n > len(b) {

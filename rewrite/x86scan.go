@@ -19,7 +19,7 @@ func (t *X86Text) scan() {
 		return
 	}
 	// A libc's text takes the first patch of each dynamic program about
-	// 0.5 ms on one CPU, while the guest thread waits: the parts go to
+	// 0.4 ms on one CPU, while the guest thread waits: the parts go to
 	// the other CPUs. Their targets may fall in any part's words: each
 	// part marks a bitmap of its own, merged at the end (an atomic OR a
 	// target cost as much as the rest of its work).
