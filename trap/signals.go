@@ -167,6 +167,19 @@ func (t *tier) send(to *thread, sig int, info []byte) {
 		t.sig.mu.Unlock()
 		return // discarded when sent, as Linux does
 	}
+	// A signal already pending is not queued again, and nobody is woken
+	// again for it, as in Linux (legacy_queue): the kick that made it
+	// pending still brings a thread that can take it into kbox. A kick
+	// at every send kept the target of a thread sending in a loop taking
+	// kicks instead of running (tests/guest/sigtrap).
+	set := &t.sig.pending
+	if to != nil {
+		set = &to.pending
+	}
+	if *set&bit(sig) != 0 {
+		t.sig.mu.Unlock()
+		return
+	}
 	var wake *thread
 	if to != nil {
 		t.sig.addPending(&to.pending, sig)
