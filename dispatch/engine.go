@@ -136,9 +136,15 @@ type Request struct {
 	// (sys_file_dev.go), bounded as symlinks are.
 	fdHops uint8
 
+	// Hints, when the tier has them, is the serving thread's place for
+	// answers prepared ahead (hint.go).
+	Hints Hints
+
 	// memo is the serving thread's last resolution (resolve.go): a tier
 	// keeps one Request per serving thread.
 	memo resolveMemo
+	// hint is the thread's record for Hints (hint.go).
+	hint hintState
 }
 
 // Handler serves one syscall.

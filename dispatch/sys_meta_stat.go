@@ -280,6 +280,9 @@ func sysStatx(e *Engine, r *Request) Result {
 			}
 			e.noteStatx(cred, wb, gen, lp, flags&unix.AT_SYMLINK_NOFOLLOW != 0, buf[:])
 			e.statxShadow(buf[:])
+			if r.Hints != nil && (p[0] == '/' || dirfd == unix.AT_FDCWD) {
+				e.armXattrHint(r, p, &t, flags&unix.AT_SYMLINK_NOFOLLOW != 0, cred, wb, gen) // hint.go
+			}
 		}
 	}
 	if err := r.G.Write(r.Args[4], buf[:]); err != nil {

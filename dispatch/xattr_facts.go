@@ -170,9 +170,24 @@ func (e *Engine) xattrGetFromFacts(r *Request, c *xattrCall, o *xattrObj) (en un
 	}
 	epoch := e.xfacts.mountEpoch.Load()
 	cred, wb, gen := e.factKey(r)
-	f, ok := e.xattrFact(cred, wb, gen, o.path, o.nofollow)
+	if f, ok := e.xattrNoNames(cred, wb, gen, o.path, o.nofollow); ok {
+		learn = xattrLearnKey{epoch, f.dev, f.mode & unix.S_IFMT, c.name}
+		en, done = e.xfacts.answer(learn)
+	}
+	r.sawXattrGet(o.path, c.name, o.nofollow, done) // hint.go
+	if done {
+		return en, true, xattrLearnKey{}
+	}
+	return 0, false, learn
+}
+
+// xattrNoNames returns the current fact of LKL path path when the file
+// has no extended attributes: it asks LKL for the file's names when no
+// one has yet in this generation.
+func (e *Engine) xattrNoNames(cred, wb, gen uint64, path string, nofollow bool) (xattrFact, bool) {
+	f, ok := e.xattrFact(cred, wb, gen, path, nofollow)
 	if !ok {
-		return 0, false, learn
+		return f, false
 	}
 	if f.names == 0 {
 		form := formPath
@@ -187,14 +202,7 @@ func (e *Engine) xattrGetFromFacts(r *Request, c *xattrCall, o *xattrObj) (en un
 		f.names = names
 		e.xfacts.setNames(f, names)
 	}
-	if f.names != 1 {
-		return 0, false, learn
-	}
-	learn = xattrLearnKey{epoch, f.dev, f.mode & unix.S_IFMT, c.name}
-	if en, ok := e.xfacts.answer(learn); ok {
-		return en, true, xattrLearnKey{}
-	}
-	return 0, false, learn
+	return f, f.names == 1
 }
 
 // xattrFact returns the current fact of path: statx's, or one made from

@@ -103,3 +103,7 @@ func (c *StatCache) Put(gen, wb, cred uint64, path string, nofollow bool, st *lk
 		s.st = *st
 	}
 }
+
+// GenCounter returns the generation's counter, for code that compares it
+// without calling Gen (an in-process tier's C entry, dispatch/hint.go).
+func (c *StatCache) GenCounter() *atomic.Uint64 { return &c.gen }

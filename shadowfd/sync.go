@@ -2,6 +2,7 @@ package shadowfd
 
 import (
 	"hash/maphash"
+	"sync/atomic"
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
@@ -680,3 +681,8 @@ func (m *Manager) SyncAll(dev uint64) error {
 	m.mu.Unlock()
 	return first
 }
+
+// WriteBackCounter returns the counter WriteBacks reads, for code that
+// compares it without calling (an in-process tier's C entry,
+// dispatch/hint.go).
+func (m *Manager) WriteBackCounter() *atomic.Uint64 { return &m.writeBacks }

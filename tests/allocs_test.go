@@ -42,6 +42,16 @@ func init() {
 			run("access", unix.SYS_FACCESSAT, uint64(unix.AT_FDCWD&0xffffffff), path, unix.R_OK)
 			// ls -l's question of every file: an absent attribute (ENODATA).
 			run("lgetxattr", unix.SYS_LGETXATTR, path, g.Str("system.posix_acl_access"), out, 132)
+			// ls -l's statx once it prepares the gets' answers (an
+			// in-process tier's Hints, dispatch/hint.go).
+			hints := &usedHints{}
+			r.Hints = hints
+			r.Nr, r.Args = unix.SYS_STATX, [6]uint64{uint64(unix.AT_FDCWD & 0xffffffff), path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, out}
+			eng.Dispatch(r)
+			run("lgetxattr_pattern", unix.SYS_LGETXATTR, path, g.Str("system.posix_acl_access"), out, 132)
+			run("statx_ahead", unix.SYS_STATX, uint64(unix.AT_FDCWD&0xffffffff), path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, out)
+			fmt.Printf("statx_ahead_arms=%d\n", hints.armed)
+			r.Hints = nil
 			run("open", unix.SYS_OPENAT, uint64(unix.AT_FDCWD&0xffffffff), path, unix.O_RDONLY|unix.O_CLOEXEC)
 			// A directory's listing: a virtual fd, read through LKL (past
 			// its end after the first call, the same path).
@@ -61,12 +71,28 @@ func init() {
 // TestDispatchAllocs: the hot paths dispatch allocation-free.
 func TestDispatchAllocs(t *testing.T) {
 	kv := helper(t, "dispatch-allocs", imagePath(t), true)
-	for _, k := range []string{"stat", "statx", "access", "lgetxattr", "open", "getdents"} {
-		if e, want := kv[k+"_errno"], map[string]string{"lgetxattr": fmt.Sprint(int(unix.ENODATA))}[k]; e != want {
+	enodata := fmt.Sprint(int(unix.ENODATA))
+	for _, k := range []string{"stat", "statx", "access", "lgetxattr", "lgetxattr_pattern", "statx_ahead", "open", "getdents"} {
+		if e, want := kv[k+"_errno"], map[string]string{"lgetxattr": enodata, "lgetxattr_pattern": enodata}[k]; e != want {
 			t.Errorf("%s: errno %q, want %q", k, e, want)
 		}
 		if a := kv[k+"_allocs"]; a != "0.0" {
 			t.Errorf("%s: %s allocations per call, want 0", k, a)
 		}
 	}
+	if kv["statx_ahead_arms"] == "0" || kv["statx_ahead_arms"] == "" {
+		t.Errorf("statx prepared no answers (%q): the statx_ahead row measured nothing", kv["statx_ahead_arms"])
+	}
 }
+
+// usedHints is a tier's Hints whose every prepared answer was used; it
+// counts what it is given.
+type usedHints struct{ armed int }
+
+func (u *usedHints) ArmXattr(h *dispatch.XattrHint) bool {
+	if h != nil {
+		u.armed++
+	}
+	return true
+}
+func (u *usedHints) Ahead() bool { return false }

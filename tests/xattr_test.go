@@ -320,3 +320,19 @@ func TestXattrAfterStat(t *testing.T) {
 	})
 	assertCleanImage(t, img)
 }
+
+// TestXattrAhead: gets that follow a statx of the same path string, as ls
+// -l makes them, answer as Linux does when the file, the path's bytes,
+// the cwd or the pointers differ from what the statx saw
+// (tests/guest/xattrahead.c). The rewrite tier answers such gets before
+// Go from answers the statx prepared (dispatch/hint.go, trap/hint.c).
+func TestXattrAhead(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	forEachTier(t, func(t *testing.T, tier string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+tier, "--", "/opt/tests/xattrahead", "/xa-"+tier)
+		if st != 0 || strings.Contains(out, "FAIL") || strings.Count(out, ": ok\n") != 8 {
+			t.Errorf("status %d\n%s\nstderr: %s", st, out, lastLines(stderr, 5))
+		}
+	})
+	assertCleanImage(t, img)
+}

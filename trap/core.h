@@ -14,6 +14,7 @@
 #include <linux/filter.h>
 #include <signal.h>
 #include <stdint.h>
+#include <ucontext.h>
 
 /* Events that bring a guest thread into kbox (kt->event). */
 enum {
@@ -64,6 +65,18 @@ enum {
 #define KT_FASTFP_SIZE (128 + 32 * 64)
 #define KT_OFF_FASTFP 14208 /* KT_AREA - KT_FASTFP_SIZE */
 
+/* The answers to ls -l's gets of one path, prepared ahead by Go
+ * (dispatch/hint.go, trap/hint.go) and given by hint.c. */
+#define KT_HINT_PATH 256
+struct kbox_xhint {
+	uint64_t gen, wb;  /* the engine's clocks they hold for; gen 0: none */
+	int32_t ans[3][2]; /* [security.selinux, system.posix_acl_access, system.posix_acl_default][getxattr, lgetxattr]: -errno, 0 none */
+	uint32_t len;      /* of path, without its NUL */
+	uint32_t used;     /* calls answered */
+	int32_t on;        /* the answers hold (with the clocks) */
+	char path[KT_HINT_PATH]; /* the guest's path string, NUL-terminated */
+};
+
 struct kbox_thread {
 	/* The guest's registers, in ucontext's gregs order (REG_R8 = 0 ...
 	 * REG_RSP = 15, REG_RIP = 16, REG_EFL = 17). */
@@ -89,7 +102,8 @@ struct kbox_thread {
 	 * by hand into the area at KT_OFF_FASTFP (fpstate.c). */
 	int32_t fpfast;
 	int32_t unused;
-	uint8_t pad[KT_OFF_XSAVE - 23 * 8 - 3 * 8 - 8 * 4 - 8 - 8 - 5 * 8 - sizeof(siginfo_t) - 8 - 8];
+	struct kbox_xhint *xhint; /* answers prepared ahead (hint.c) */
+	uint8_t pad[KT_OFF_XSAVE - 23 * 8 - 3 * 8 - 8 * 4 - 8 - 8 - 5 * 8 - sizeof(siginfo_t) - 8 - 8 - 8];
 	/* The guest's FPU/SSE/AVX state, XSAVE (or FXSAVE) format. */
 	uint8_t xsave[] __attribute__((aligned(64)));
 };
@@ -108,6 +122,11 @@ int kbox_fp_init(unsigned xsave_size);
 void kbox_trap_fp_sync(struct kbox_thread *kt);
 uint64_t kbox_trap_xcr0(void);
 uint64_t kbox_rw_entry_addr(void);
+int kbox_hint_serve(struct kbox_thread *kt);
+int kbox_hint_fault(ucontext_t *uc);
+void kbox_hint_clocks(const uint64_t *gen, const uint64_t *wb);
+struct kbox_xhint *kbox_hint_alloc(int slot);
+int kbox_guest_eq(uint64_t g, const char *s, uint64_t n);
 long kbox_trap_native(struct kbox_thread *kt, long nr, long a0, long a1, long a2, long a3, long a4, long a5);
 
 #endif

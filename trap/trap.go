@@ -200,6 +200,7 @@ func Run(cfg Config) (Exit, error) {
 			tr = nil
 			return Exit{}, &InstallError{err}
 		}
+		t.hintClocks() // answers prepared ahead at patched sites (hint.c)
 	}
 	// Go's template thread must exist before a guest thread can ask Go
 	// for a new thread (kboxTrapServe): it is made now, from a thread
@@ -454,6 +455,9 @@ func warm(slot int) {
 	// This thread's record of its LKL credentials: every call it serves
 	// is served here (a callback stays on its thread).
 	th.req.CredSlot = lkl.CredSlot()
+	if t.rw.on {
+		th.req.Hints = th // answers prepared ahead (dispatch/hint.go)
+	}
 	procs.Park() // its guest code holds this thread's P (procs)
 	t.tmu.Lock()
 	t.byTid[th.tid] = th

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"unsafe"
 
+	"github.com/kbox-project/kbox/dispatch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -194,3 +195,47 @@ func kboxTrapFailed(c *C.struct_kbox_thread, en C.int) {
 func kboxTrapGone(c *C.struct_kbox_thread) {
 	gone(int(c.slot))
 }
+
+// clockPins pins the engine's counters hint.c reads (hintClocks): a
+// package variable, never collected, as the engine lives as long as
+// the process.
+var clockPins runtime.Pinner
+
+// hintClocks gives hint.c the engine's counters a prepared answer holds
+// for.
+func (t *tier) hintClocks() {
+	gen, wb := t.eng.HintClocks()
+	clockPins.Pin(gen)
+	clockPins.Pin(wb)
+	C.kbox_hint_clocks((*C.uint64_t)(unsafe.Pointer(gen)), (*C.uint64_t)(unsafe.Pointer(wb)))
+}
+
+// ArmXattr is dispatch.Hints's, for the thread's patched sites: it
+// fills the thread's struct kbox_xhint (core.h), which hint.c reads on
+// the same thread.
+func (th *thread) ArmXattr(h *dispatch.XattrHint) bool {
+	x := th.c.xhint
+	if x == nil {
+		return false
+	}
+	used := x.on != 0 && x.used != 0
+	x.on, x.used = 0, 0
+	if h == nil || len(h.Path) >= C.KT_HINT_PATH {
+		return used
+	}
+	x.gen, x.wb = C.uint64_t(h.Gen), C.uint64_t(h.WB)
+	for i := range h.Ans {
+		for j := range h.Ans[i] {
+			x.ans[i][j] = C.int32_t(-int32(h.Ans[i][j]))
+		}
+	}
+	path := unsafe.Slice((*byte)(unsafe.Pointer(&x.path[0])), C.KT_HINT_PATH)
+	path[copy(path, h.Path)] = 0
+	x.len = C.uint32_t(len(h.Path))
+	x.on = 1
+	return used
+}
+
+// Ahead is dispatch.Hints's: hint.c answers at patched sites only (a
+// trapped site's calls are Go's, which counts them to patch it).
+func (th *thread) Ahead() bool { return th.k.Event == evPatched }
