@@ -45,7 +45,7 @@ type Hints interface {
 	Ahead() bool
 }
 
-// XattrHint holds the answers to the two gets ls -l makes of a path.
+// XattrHint holds the answers to the gets ls -l makes of a path.
 type XattrHint struct {
 	Gen, WB uint64 // the clocks (HintClocks) before the statx
 	Path    string // the guest's path string, as the statx read it
@@ -61,8 +61,9 @@ var HintNames = [3]string{"security.selinux", "system.posix_acl_access", "system
 // HintPathMax bounds the paths a hint holds (the tier's buffer).
 const HintPathMax = 255
 
-// hintCredit is how many statx calls in a row prepare answers that no
-// call then uses before a thread stops preparing them.
+// hintCredit is how many statx calls in a row prepare answers (asking
+// LKL for the file's names, if no one has) that no call then uses before
+// a thread stops preparing them.
 const hintCredit = 8
 
 // hintState is a serving thread's record of the pattern (its Request's).
@@ -143,17 +144,14 @@ func hintIndex(name string) int {
 func (e *Engine) armXattrHint(r *Request, p string, t *guestpath.Target, nofollow bool, cred, wb, gen uint64) {
 	hs := &r.hint
 	hs.last = t.LKLPath()
-	if hs.armed {
-		hs.armed = false
-		if r.Hints.ArmXattr(nil) {
-			hs.credit = hintCredit
-		} else {
-			hs.credit--
-		}
+	if hs.armed && r.Hints.ArmXattr(nil) {
+		hs.credit = hintCredit // they were used: go on
 	}
+	hs.armed = false
 	if hs.off || hs.credit <= 0 || len(p) > HintPathMax || !t.Plain() || guestpath.UnderPts(t.Path) || !e.hintsQuiet(r) {
 		return
 	}
+	hs.credit-- // each preparation spends one, the use of one gives them back
 	epoch := e.xfacts.mountEpoch.Load()
 	f, ok := e.xattrNoNames(cred, wb, gen, hs.last, nofollow)
 	if !ok {

@@ -401,6 +401,7 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	if flags&^(unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW) != 0 {
 		return errno(unix.EINVAL, LKL)
 	}
+	r.hint = hintState{} // a new program shows its own pattern (hint.go)
 	given, en := readPath(r, addr)
 	if en != 0 {
 		return errno(en, LKL)

@@ -201,6 +201,15 @@ func kboxTrapGone(c *C.struct_kbox_thread) {
 // the process.
 var clockPins runtime.Pinner
 
+// struct kbox_xhint holds what dispatch.XattrHint does.
+var (
+	_ [C.KT_HINT_PATH - 1 - dispatch.HintPathMax]struct{}
+	_ [dispatch.HintPathMax - (C.KT_HINT_PATH - 1)]struct{}
+)
+
+const _ = uint(len(C.struct_kbox_xhint{}.ans)-len(dispatch.XattrHint{}.Ans)) +
+	uint(len(dispatch.XattrHint{}.Ans)-len(C.struct_kbox_xhint{}.ans))
+
 // hintClocks gives hint.c the engine's counters a prepared answer holds
 // for.
 func (t *tier) hintClocks() {
