@@ -336,6 +336,21 @@ func TestFamiliesAgainstNative(t *testing.T) {
 	}
 }
 
+// lklGuest returns guest memory for a test of the booted engine, or
+// skips the test when no LKL booted.
+func lklGuest(t *testing.T) *dispatchtest.Guest {
+	t.Helper()
+	if engine == nil {
+		t.Skip("kbox: *** SKIP: no KBOX_IMAGE, so no LKL booted ***")
+	}
+	g, err := dispatchtest.New(64 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	return g
+}
+
 func newWorld(t *testing.T, name string) *world {
 	g, err := dispatchtest.New(64 << 10)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
-	"github.com/kbox-project/kbox/dispatch/dispatchtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,14 +36,7 @@ func (h *recHints) Ahead() bool { return h.ahead }
 // prepared answer Go had to give at a site the tier answers at; never
 // while an observer watches.
 func TestXattrHintPattern(t *testing.T) {
-	if engine == nil {
-		t.Skip("kbox: *** SKIP: no KBOX_IMAGE, so no LKL booted ***")
-	}
-	g, err := dispatchtest.New(64 << 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := lklGuest(t)
 	rec := &recHints{}
 	r := &dispatch.Request{P: engine.Start(unix.Getpid(), "/"), G: g, Hints: rec}
 	call := func(nr int, a ...uint64) unix.Errno {

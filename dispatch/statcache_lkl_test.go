@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
-	"github.com/kbox-project/kbox/dispatch/dispatchtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,14 +20,7 @@ import (
 // the host), while a change through another path to the same file, and
 // the close of an LKL file, still make it stale.
 func TestOpenCloseKeepsStatCache(t *testing.T) {
-	if engine == nil {
-		t.Skip("kbox: *** SKIP: no KBOX_IMAGE, so no LKL booted ***")
-	}
-	g, err := dispatchtest.New(64 << 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := lklGuest(t)
 	p := engine.Start(unix.Getpid(), "/")
 	call := func(what string, nr int, a ...uint64) int64 {
 		t.Helper()
