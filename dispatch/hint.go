@@ -103,9 +103,10 @@ func (e *Engine) hintsQuiet(r *Request) bool {
 }
 
 // sawXattrGet notes a get of a facts name of LKL path path that Go
-// served (done: from facts). One of the thread's last statx shows the
-// pattern; one its prepared answers held means they are not given where
-// they could be.
+// served (done: from facts). A get of the path of the thread's last
+// statx answered from facts shows the pattern; one whose answer the
+// thread had prepared, at a site the tier answers at, shows that the
+// tier does not give them.
 func (r *Request) sawXattrGet(path, name string, nofollow, done bool) {
 	hs := &r.hint
 	i := hintIndex(name)

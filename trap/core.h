@@ -66,10 +66,11 @@ enum {
 #define KT_OFF_FASTFP 14208 /* KT_AREA - KT_FASTFP_SIZE */
 
 /* The answers to ls -l's gets of one path, prepared ahead by Go
- * (dispatch/hint.go, trap/hint.go) and given by hint.c. */
+ * (dispatch/hint.go; filled by ArmXattr, trap_cgo.go) and given by
+ * hint.c. */
 #define KT_HINT_PATH 256
 struct kbox_xhint {
-	uint64_t gen, wb;  /* the engine's clocks they hold for; gen 0: none */
+	uint64_t gen, wb;  /* the engine's clocks they hold for */
 	int32_t ans[3][2]; /* [security.selinux, system.posix_acl_access, system.posix_acl_default][getxattr, lgetxattr]: -errno, 0 none */
 	uint32_t len;      /* of path, without its NUL */
 	uint32_t used;     /* calls answered */

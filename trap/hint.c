@@ -16,7 +16,6 @@
 #include "core.h"
 
 #include <stdlib.h>
-#include <string.h>
 #include <sys/syscall.h>
 
 static const uint64_t *clock_gen, *clock_wb;
