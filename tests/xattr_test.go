@@ -336,3 +336,37 @@ func TestXattrAhead(t *testing.T) {
 	})
 	assertCleanImage(t, img)
 }
+
+// TestXattrAheadListing: ls -lR of a directory whose files have POSIX
+// ACLs, security.selinux, user names or none, with symlinks and a
+// directory with a default ACL (tests/guest/xattrahead.c make) lists the
+// same in every tier: the rewrite tier's answers ahead are given only to
+// files without names.
+func TestXattrAheadListing(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	out, stderr, st := runKbox(t, "image", "-S", img, "--", "/opt/tests/xattrahead", "/xl", "make")
+	if st != 0 || strings.Contains(out, "FAIL") {
+		t.Fatalf("make: status %d\n%s\nstderr: %s", st, out, lastLines(stderr, 5))
+	}
+	t.Log(strings.TrimSpace(out))
+	listings := map[string]string{}
+	forEachTier(t, func(t *testing.T, tier string) {
+		ls, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/usr/bin/ls", "-lR", "--time-style=+", "/xl")
+		if st != 0 || strings.Count(ls, "\n") < 300 {
+			t.Fatalf("status %d\n%s\nstderr: %s", st, lastLines(ls, 5), lastLines(stderr, 5))
+		}
+		if strings.Contains(out, "acl yes") && !strings.Contains(ls, "-rw-r--r--+ ") {
+			t.Errorf("no file listed with an ACL (+):\n%s", lastLines(ls, 10))
+		}
+		if strings.Contains(out, "selinux yes") && !strings.Contains(ls, "-rw-r--r--. ") {
+			t.Errorf("no file listed with a security context (.):\n%s", lastLines(ls, 10))
+		}
+		listings[tier] = ls
+	})
+	for tier, ls := range listings {
+		if ls != listings["seccomp"] {
+			t.Errorf("%s lists otherwise than seccomp:\n%s\nseccomp:\n%s", tier, ls, listings["seccomp"])
+		}
+	}
+	assertCleanImage(t, img)
+}

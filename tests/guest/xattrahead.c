@@ -17,6 +17,11 @@
  *   value    a bad value buffer and a huge size (Linux: ENODATA);
  *
  * in DIR, a writable directory. Prints "CASE: ok" lines and FAIL lines.
+ *
+ * xattrahead DIR make: fills DIR for ls -lR to list (TestXattrAheadListing):
+ * 300 files, of which some have a POSIX ACL, some security.selinux, some
+ * user.k, a directory with a default ACL, and symlinks. Prints what it
+ * could set ("acl yes", "selinux yes").
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -144,11 +149,50 @@ static void *run(void *arg)
 	return NULL;
 }
 
+/* An access ACL (or a default one): owner rw, user 1000 r, group r,
+ * mask r, others r; struct posix_acl_xattr_header and entries. */
+static const unsigned char acl[] = {
+	2, 0, 0, 0,
+	1, 0, 6, 0, 0xff, 0xff, 0xff, 0xff,
+	2, 0, 4, 0, 0xe8, 3, 0, 0,
+	4, 0, 4, 0, 0xff, 0xff, 0xff, 0xff,
+	0x10, 0, 4, 0, 0xff, 0xff, 0xff, 0xff,
+	0x20, 0, 4, 0, 0xff, 0xff, 0xff, 0xff,
+};
+
+static int make(void)
+{
+	char p[64];
+	int acls = 0, sels = 0;
+	REQUIRE(mkdir("d", 0755) == 0 || errno == EEXIST, "mkdir d");
+	acls += setxattr("d", "system.posix_acl_default", acl, sizeof acl, 0) == 0;
+	for (int i = 0; i < 300; i++) {
+		snprintf(p, sizeof p, i % 3 ? "f%d" : "d/f%d", i);
+		REQUIRE(close(open(p, O_CREAT | O_WRONLY, 0644)) == 0, "create %s", p);
+		if (i % 7 == 0)
+			acls += setxattr(p, "system.posix_acl_access", acl, sizeof acl, 0) == 0;
+		if (i % 11 == 0)
+			sels += setxattr(p, SEL, "x", 1, 0) == 0;
+		if (i % 13 == 0)
+			CHECK(setxattr(p, "user.k", "v", 1, 0) == 0, "setxattr user.k %s", p);
+		if (i % 17 == 0) {
+			char l[64];
+			snprintf(l, sizeof l, "l%d", i);
+			unlink(l);
+			CHECK(symlink(p, l) == 0, "symlink %s", l);
+		}
+	}
+	printf("acl %s, selinux %s\n", acls ? "yes" : "no", sels ? "yes" : "no");
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
-	REQUIRE(argc == 2, "usage: xattrahead DIR");
+	REQUIRE(argc == 2 || (argc == 3 && !strcmp(argv[2], "make")), "usage: xattrahead DIR [make]");
 	REQUIRE(mkdir(argv[1], 0755) == 0 || errno == EEXIST, "mkdir %s", argv[1]);
 	REQUIRE(chdir(argv[1]) == 0, "chdir %s", argv[1]);
+	if (argc == 3)
+		return make();
 	char p[32];
 	for (int i = 0; i < NPLAIN; i++) {
 		snprintf(p, sizeof p, "p%d", i);
