@@ -340,8 +340,8 @@ func TestXattrAhead(t *testing.T) {
 // TestXattrAheadListing: ls -lR of a directory whose files have POSIX
 // ACLs, security.selinux, user names or none, with symlinks and a
 // directory with a default ACL (tests/guest/xattrahead.c make) lists the
-// same in every tier: the rewrite tier's answers ahead are given only to
-// files without names.
+// same in every tier, as root and as uid 1000: the rewrite tier's answers
+// ahead are given only to files without names.
 func TestXattrAheadListing(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	out, stderr, st := runKbox(t, "image", "-S", img, "--", "/opt/tests/xattrahead", "/xl", "make")
@@ -351,6 +351,13 @@ func TestXattrAheadListing(t *testing.T) {
 	t.Log(strings.TrimSpace(out))
 	listings := map[string]string{}
 	forEachTier(t, func(t *testing.T, tier string) {
+		// As uid 1000 too (the facts and the answers are kept by the
+		// caller's credentials): the same listing.
+		asUser, stderr, st := runKbox(t, "image", "-R", img, "--read-only", "--change-id", "1000:1000", "--syscall-mode="+tier, "--", "/usr/bin/ls", "-lR", "--time-style=+", "/xl")
+		if st != 0 || strings.Count(asUser, "\n") < 300 {
+			t.Fatalf("as uid 1000: status %d\n%s\nstderr: %s", st, lastLines(asUser, 5), lastLines(stderr, 5))
+		}
+		listings[tier+" as uid 1000"] = asUser
 		ls, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--syscall-mode="+tier, "--", "/usr/bin/ls", "-lR", "--time-style=+", "/xl")
 		if st != 0 || strings.Count(ls, "\n") < 300 {
 			t.Fatalf("status %d\n%s\nstderr: %s", st, lastLines(ls, 5), lastLines(stderr, 5))
