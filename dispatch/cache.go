@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
@@ -107,4 +108,58 @@ func giveShadow(r *Request, hfd, flags int, n *shadowfd.Node) Result {
 		return fail(err, LKL)
 	}
 	return answered(int64(gfd), LKL)
+}
+
+// changeDone ends a change an OwnChange call made, as the engine ends
+// any other's: what was looked up during it is stale, and its inotify
+// events go out.
+func (e *Engine) changeDone() {
+	e.stats.Changed()
+	e.notifySweep()
+}
+
+// Directories on a read-only mount. A directory's open, listing and
+// close move no access time and change nothing else a stat sees when its
+// mount is read-only (a --read-only run's image), so they leave the
+// stat cache's generation where it is: a walk (find, ls -R) keeps what
+// it learned, and what was prepared ahead (hint_stat.go), across the
+// directories it opens. A mount or unmount under way, or one since the
+// open (a remount may make it writable: the mount epoch, xattr_facts.go),
+// ends that.
+
+// stRdonly is statfs's ST_RDONLY.
+const stRdonly = 1
+
+// quietDir returns, plus one, the mount epoch in which LKL fd lfd, a
+// directory just opened read-only, was found on a read-only mount; 0 when
+// it was not.
+func (e *Engine) quietDir(lfd int) uint64 {
+	epoch := e.xfacts.mountEpoch.Load()
+	if e.xfacts.mounting.Load() != 0 {
+		return 0
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(lfd), lkl.PtrOf(&sc.sf), 0, 0, 0, 0); le != 0 || sc.sf.Flags&stRdonly == 0 {
+		return 0
+	}
+	return epoch + 1
+}
+
+// markQuiet records quiet (quietDir's) on the virtual fd res, an open of
+// LKL fd lfd, gave the guest.
+func markQuiet(r *Request, res Result, lfd int, quiet uint64) {
+	if quiet == 0 || res.Errno != 0 || res.Disp != LKL {
+		return
+	}
+	if ent, ok := r.P.FDs.Get(int(res.Val)); ok && ent.File.LKLFd == lfd {
+		ent.File.Quiet.Store(quiet)
+	}
+}
+
+// isQuiet reports whether f is a directory whose listing and close change
+// nothing a stat sees (quietDir, in the current mount epoch).
+func (e *Engine) isQuiet(f *fdtable.File) bool {
+	q := f.Quiet.Load()
+	return q != 0 && q == e.xfacts.mountEpoch.Load()+1 && e.xfacts.mounting.Load() == 0
 }

@@ -144,6 +144,7 @@ type scratch struct {
 	st  unix.Stat_t           // a stat result on its way to the guest
 	lst lkl.Stat64            // LKL's stat result
 	si  unix.Sysinfo_t        // LKL's sysinfo
+	sf  unix.Statfs_t         // LKL's statfs
 	sx  [lkl.SizeofStatx]byte // a statx result, LKL's or the host's
 }
 

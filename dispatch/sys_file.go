@@ -6,9 +6,7 @@ package dispatch
 
 import (
 	"errors"
-	"sync"
 
-	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
@@ -235,12 +233,18 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 	}
 	lflags, probe := lklOpenFlags(flags)
 	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, t.LKLPath(), flags, mode), flags)
+	var quiet uint64 // a directory on a read-only mount (cache.go)
 	if readOnly {
 		switch le {
 		case unix.ENOENT, unix.ENOTDIR, unix.EACCES, unix.ELOOP, unix.ENAMETOOLONG:
 			return errno(le, LKL)
 		}
-		e.stats.Changed()
+		if le == 0 && flags&unix.O_DIRECTORY != 0 {
+			quiet = e.quietDir(int(fd))
+		}
+		if quiet == 0 {
+			e.stats.Changed()
+		}
 	}
 	if le == unix.EBUSY && flags&unix.O_EXCL != 0 {
 		fd, le = e.openExclBlock(r, t.LKLPath(), lflags, flags) // sys_file_dev.go
@@ -259,7 +263,9 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 	if le != 0 {
 		return errno(le, LKL)
 	}
-	return e.openLKL(r, int(fd), t.Path, flags, probe)
+	res := e.openLKL(r, int(fd), t.Path, flags, probe)
+	markQuiet(r, res, int(fd), quiet)
+	return res
 }
 
 // openAppendOnly opens for writing, with O_APPEND, a file that refused an
@@ -403,9 +409,15 @@ func sysClose(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
 	if r.P.FDs.IsVirtual(fd) {
 		_, isHost := hostFile(r, r.Args[0])
-		e.stats.Changed()
+		ent, _ := r.P.FDs.Get(fd)
+		quiet := ent.File != nil && e.isQuiet(ent.File) // cache.go
+		if !quiet {
+			e.stats.Changed()
+		}
 		err := r.P.FDs.Close(fd)
-		e.stats.Changed()
+		if !quiet {
+			e.stats.Changed()
+		}
 		e.notifySweep()
 		if err != nil {
 			return fail(err, LKL)
@@ -481,99 +493,6 @@ func lklFdIO(r *Request, nr uintptr, write bool, withOff bool) Result {
 // buffer could not take.
 func unread(lfd int, n int64) {
 	lkl.Syscall6(lkl.SysLseek, uintptr(lfd), uintptr(-n), unix.SEEK_CUR, 0, 0, 0)
-}
-
-// sysGetdents64 serves getdents64(2).
-// direntMax bounds one getdents64 through LKL; direntBufs holds its
-// buffers, reused: a directory walk (find, ls -R, git status) lists
-// every directory, and a fresh 64 KiB each time was cleared and
-// collected. Only the bytes LKL wrote in this call (or kbox made) reach
-// the guest.
-const direntMax = 64 << 10
-
-var direntBufs = sync.Pool{New: func() any { b := make([]byte, direntMax); return &b }}
-
-func sysGetdents64(e *Engine, r *Request) Result {
-	if !isVirtual(r, r.Args[0]) {
-		return cont
-	}
-	if l, _ := listingOf(r, r.Args[0]); l != nil {
-		return readListing(r, l)
-	}
-	lfd, en := vfd(r, r.Args[0])
-	if en != 0 {
-		return errno(en, LKL)
-	}
-	n := min(r.Args[2], direntMax)
-	bp := direntBufs.Get().(*[]byte)
-	defer direntBufs.Put(bp)
-	buf := (*bp)[:max(n, 1)] // a real pointer: LKL judges a zero count
-	// The position before the call: a guest buffer that cannot be written
-	// gets EFAULT and, as on Linux, its entries stay to be read.
-	pos, _ := lkl.Syscall6(lkl.SysLseek, uintptr(lfd), 0, unix.SEEK_CUR, 0, 0, 0)
-	res, le := lkl.Syscall6(lkl.SysGetdents64, uintptr(lfd), uptr(buf), uintptr(n), 0, 0, 0)
-	if le != 0 {
-		return errno(le, LKL)
-	}
-	if pol := e.Opt.Policy; pol != nil && pol.paths && res > 0 {
-		// Hidden entries are left out (policy.go); a batch of only
-		// hidden ones is not the end: read on.
-		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk && pol.P.HidesIn(ent.File.Path) {
-			for res > 0 {
-				if m := e.hideDirents(ent.File.Path, buf[:res]); m > 0 {
-					res = uintptr(m)
-					break
-				}
-				if res, le = lkl.Syscall6(lkl.SysGetdents64, uintptr(lfd), uptr(buf), uintptr(n), 0, 0, 0); le != 0 {
-					return errno(le, LKL)
-				}
-			}
-		}
-	}
-	if res == 0 && len(e.Opt.Binds) > 0 {
-		// The end of the image's listing: add bind mount points that
-		// the image lacks.
-		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk {
-			m, k, en := guestpath.MountDirents(e.Opt.Binds, ent.File.Path, buf, int(ent.File.Listed.Load()))
-			if en != 0 {
-				return errno(en, Emulated)
-			}
-			if err := r.G.Write(r.Args[1], buf[:m]); err != nil {
-				return errno(unix.EFAULT, Emulated)
-			}
-			ent.File.Listed.Add(int32(k))
-			return ok(int64(m), Emulated)
-		}
-	}
-	if err := r.G.Write(r.Args[1], buf[:res]); err != nil {
-		lkl.Syscall6(lkl.SysLseek, uintptr(lfd), pos, unix.SEEK_SET, 0, 0, 0)
-		return errno(unix.EFAULT, LKL)
-	}
-	return ok(int64(res), LKL)
-}
-
-// readListing serves getdents64 of a directory whose entries kbox
-// generates (package procfs).
-func readListing(r *Request, l *fdtable.Listing) Result {
-	buf := make([]byte, min(r.Args[2], 64<<10))
-	pos := l.Pos()
-	n, err := l.Read(buf)
-	if err != nil {
-		return fail(err, Emulated)
-	}
-	if err := r.G.Write(r.Args[1], buf[:n]); err != nil {
-		l.Unread(pos) // as on Linux, the entries stay to be read
-		return errno(unix.EFAULT, Emulated)
-	}
-	return ok(int64(n), Emulated)
-}
-
-// sysGetdentsOld serves getdents(2): old layout, ENOSYS.
-func sysGetdentsOld(e *Engine, r *Request) Result {
-	if !isVirtual(r, r.Args[0]) {
-		return cont
-	}
-	return errno(unix.ENOSYS, Emulated)
 }
 
 // sysDup serves dup(2).
@@ -715,6 +634,12 @@ func sysFcntl(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
 	cmd := int(uint32(r.Args[1]))
 	dupfd := cmd == unix.F_DUPFD || cmd == unix.F_DUPFD_CLOEXEC
+	if !dupfd && cmd != unix.F_GETFD && cmd != unix.F_SETFD && cmd != unix.F_GETFL {
+		// Only the fd's own flags and copies leave LKL as it was
+		// (OwnChange): musl sets FD_CLOEXEC after every open.
+		e.stats.Changed()
+		defer e.changeDone()
+	}
 	if !r.P.FDs.IsVirtual(fd) {
 		if dupfd && r.P.FDs.IsVirtual(int(uint32(r.Args[2]))) {
 			// A dup of a host fd into the virtual range (hostfd.go).

@@ -70,11 +70,12 @@ const (
 	// (cache.go) and LKL's free space does not move
 	// (shadowfd/space.go).
 	Pure Facts = 1 << iota
-	// OwnChange (open, close, readlink) reports its change to the stat
-	// cache itself, only when it really changed something (cache.go): a
-	// read-only open served from the shadow cache or that found nothing,
-	// a close of a host fd, or a readlink of what is no symlink, leaves
-	// LKL as it was.
+	// OwnChange (open, close, readlink, getdents64, fcntl) reports its
+	// change to the stat cache itself, only when it really changed
+	// something (cache.go): a read-only open served from the shadow cache
+	// or that found nothing, a close of a host fd, a readlink of what is
+	// no symlink, a directory's open, listing and close on a read-only
+	// mount, or fcntl of the fd's own flags, leaves LKL as it was.
 	OwnChange
 	// AddrArg4 (with HostFD) runs on the host only while argument 4, a
 	// destination address, is 0: an address may name a path, which kbox

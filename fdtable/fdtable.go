@@ -45,6 +45,10 @@ type File struct {
 	// directory's own (dispatch lists bind mount points missing from the
 	// image); a seek back to 0 resets it.
 	Listed atomic.Int32
+	// Quiet is, plus one, the mount epoch in which dispatch found the
+	// file a directory on a read-only mount, whose listing and close
+	// change nothing a stat sees; 0 when not.
+	Quiet atomic.Uint64
 }
 
 // Closer closes an LKL fd when a File's last reference goes.
