@@ -43,6 +43,18 @@ type Hints interface {
 	// Ahead reports whether the call being served came in where the
 	// tier gives prepared answers (the rewrite tier: a patched site).
 	Ahead() bool
+	// StatBegin starts directory dir's batch of prepared stats
+	// (hint_stat.go) that hold while the clocks stand at gen and wb,
+	// answering into the stretch of guest memory that holds buf; of the
+	// batches before it, it may keep those of dir's ancestors that hold
+	// for the same clocks, and dir's own. used reports whether prepared
+	// stats answered a call since the last StatBegin; ok false: the tier
+	// takes none now.
+	StatBegin(dir string, gen, wb, buf uint64) (used, ok bool)
+	// StatAdd prepares st as the answer to a stat of path (hash its
+	// StatHash); lnk: a symlink, answered only to a stat that does not
+	// follow. false: the tier has no room for it.
+	StatAdd(hash uint64, path []byte, st *unix.Stat_t, lnk bool) bool
 }
 
 // XattrHint holds the answers to the gets ls -l makes of a path.
@@ -80,6 +92,7 @@ type hintState struct {
 	// type, so that a statx looks them up once per kind of file.
 	known [4]hintKnown
 	next  uint8
+	stat  statHintState // hint_stat.go
 }
 
 type hintKnown struct {

@@ -15,8 +15,12 @@ import (
 // recHints is a tier's Hints that records what it is given.
 type recHints struct {
 	arms  []dispatch.XattrHint
-	used  bool // what ArmXattr reports of the answers it replaces
+	used  bool // what ArmXattr and StatBegin report of the answers before
 	ahead bool // what Ahead reports
+	// the stats prepared: StatBegin's calls, its last buffer, StatAdd's
+	begins  int
+	statBuf uint64
+	stats   []preparedStat
 }
 
 func (h *recHints) ArmXattr(x *dispatch.XattrHint) bool {
@@ -27,6 +31,25 @@ func (h *recHints) ArmXattr(x *dispatch.XattrHint) bool {
 }
 
 func (h *recHints) Ahead() bool { return h.ahead }
+
+// StatBegin and StatAdd record the stats prepared (hint_stat.go).
+func (h *recHints) StatBegin(dir string, gen, wb, buf uint64) (bool, bool) {
+	h.begins++
+	h.statBuf = buf
+	return h.used, true
+}
+
+func (h *recHints) StatAdd(hash uint64, path []byte, st *unix.Stat_t, lnk bool) bool {
+	h.stats = append(h.stats, preparedStat{string(path), *st, lnk, hash})
+	return true
+}
+
+type preparedStat struct {
+	path string
+	st   unix.Stat_t
+	lnk  bool
+	hash uint64
+}
 
 // TestXattrHintPattern: when a thread's statx prepares answers ahead
 // (dispatch/hint.go). Not before a get answered from facts follows a

@@ -88,6 +88,9 @@ func sysGetdents64(e *Engine, r *Request) Result {
 		lkl.Syscall6(lkl.SysLseek, uintptr(lfd), pos, unix.SEEK_SET, 0, 0, 0)
 		return errno(unix.EFAULT, LKL)
 	}
+	if r.Hints != nil && quiet && res > 0 {
+		e.statAhead(r, ent.File, lfd, buf[:res]) // hint_stat.go
+	}
 	return ok(int64(res), LKL)
 }
 

@@ -86,6 +86,9 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 	if t.Host {
 		return ok(0, Host)
 	}
+	if r.Hints != nil && t.Tail == "" {
+		r.sawStat(t.Path, out) // hint_stat.go
+	}
 	return ok(0, LKL)
 }
 

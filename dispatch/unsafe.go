@@ -103,3 +103,7 @@ func internedString(p *byte) string {
 	n := *(*uint64)(unsafe.Pointer(p))
 	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(p), 8)), int(n))
 }
+
+// viewString views b as a string without copying, for a lookup that
+// keeps nothing of it (b changes after).
+func viewString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -15,8 +15,9 @@ import (
 
 func init() {
 	// dispatch-allocs reports the allocations of the hot dispatch paths:
-	// stat, statx, access, an absent extended attribute and a read-only
-	// open of a cached image file.
+	// stat, statx, access, an absent extended attribute, a read-only
+	// open of a cached image file, and a directory's listing, also once
+	// it prepares its entries' stats.
 	helpers["dispatch-allocs"] = func(img string, ro bool) error {
 		return withRoot(img, ro, func(*rootfs.Root) error {
 			eng := dispatch.New(dispatch.Options{HostRoutes: []string{"/proc", guestpath.CPURoute}, Dev: true})
@@ -60,7 +61,24 @@ func init() {
 			if res.Errno != 0 {
 				return fmt.Errorf("open /etc: %v", res.Errno)
 			}
-			run("getdents", unix.SYS_GETDENTS64, uint64(res.Val), g.Buf(32<<10), 32<<10)
+			dents := g.Buf(32 << 10)
+			run("getdents", unix.SYS_GETDENTS64, uint64(res.Val), dents, 32<<10)
+			// find's listing once it prepares its entries' stats (the
+			// image is read-only: dispatch/hint_stat.go), from the start
+			// each time.
+			r.Hints = hints
+			list := func() {
+				r.Nr, r.Args = unix.SYS_LSEEK, [6]uint64{uint64(res.Val), 0, unix.SEEK_SET}
+				eng.Dispatch(r)
+				r.Nr, r.Args = unix.SYS_GETDENTS64, [6]uint64{uint64(res.Val), dents, 32 << 10}
+				eng.Dispatch(r)
+			}
+			list()
+			r.Nr, r.Args = unix.SYS_NEWFSTATAT, [6]uint64{uint64(unix.AT_FDCWD & 0xffffffff), path, out, unix.AT_SYMLINK_NOFOLLOW}
+			eng.Dispatch(r) // the pattern: an entry of what it listed
+			fmt.Printf("getdents_ahead_allocs=%.1f\n", testing.AllocsPerRun(200, list))
+			fmt.Printf("getdents_ahead_stats=%d\n", hints.stats)
+			r.Hints = nil
 			r.Nr, r.Args = unix.SYS_CLOSE, [6]uint64{uint64(res.Val)}
 			eng.Dispatch(r) // the image unmounts at the end
 			return nil
@@ -72,13 +90,16 @@ func init() {
 func TestDispatchAllocs(t *testing.T) {
 	kv := helper(t, "dispatch-allocs", imagePath(t), true)
 	enodata := fmt.Sprint(int(unix.ENODATA))
-	for _, k := range []string{"stat", "statx", "access", "lgetxattr", "lgetxattr_pattern", "statx_ahead", "open", "getdents"} {
+	for _, k := range []string{"stat", "statx", "access", "lgetxattr", "lgetxattr_pattern", "statx_ahead", "open", "getdents", "getdents_ahead"} {
 		if e, want := kv[k+"_errno"], map[string]string{"lgetxattr": enodata, "lgetxattr_pattern": enodata}[k]; e != want {
 			t.Errorf("%s: errno %q, want %q", k, e, want)
 		}
 		if a := kv[k+"_allocs"]; a != "0.0" {
 			t.Errorf("%s: %s allocations per call, want 0", k, a)
 		}
+	}
+	if kv["getdents_ahead_stats"] == "0" || kv["getdents_ahead_stats"] == "" {
+		t.Errorf("the listing prepared no stats (%q): the getdents_ahead row measured nothing", kv["getdents_ahead_stats"])
 	}
 	if kv["statx_ahead_arms"] == "0" || kv["statx_ahead_arms"] == "" {
 		t.Errorf("statx prepared no answers (%q): the statx_ahead row measured nothing", kv["statx_ahead_arms"])
@@ -87,7 +108,7 @@ func TestDispatchAllocs(t *testing.T) {
 
 // usedHints is a tier's Hints whose every prepared answer was used; it
 // counts what it is given.
-type usedHints struct{ armed int }
+type usedHints struct{ armed, stats int }
 
 func (u *usedHints) ArmXattr(h *dispatch.XattrHint) bool {
 	if h != nil {
@@ -96,3 +117,10 @@ func (u *usedHints) ArmXattr(h *dispatch.XattrHint) bool {
 	return true
 }
 func (u *usedHints) Ahead() bool { return false }
+func (u *usedHints) StatBegin(dir string, gen, wb, buf uint64) (bool, bool) {
+	return true, true
+}
+func (u *usedHints) StatAdd(hash uint64, path []byte, st *unix.Stat_t, lnk bool) bool {
+	u.stats++
+	return true
+}

@@ -238,8 +238,8 @@ static void chain(int sig, siginfo_t *si, void *ctx)
 static void on_sync(int sig, siginfo_t *si, void *ctx)
 {
 	ucontext_t *uc = ctx;
-	if ((sig == SIGSEGV || sig == SIGBUS) && kbox_hint_fault(uc))
-		return; /* hint.c's read of guest memory */
+	if ((sig == SIGSEGV || sig == SIGBUS) && (kbox_hint_fault(uc) || kbox_stat_fault(uc)))
+		return; /* hint.c's or hint_stat.c's access to guest memory */
 	struct kbox_thread *kt = kt_of(&uc);
 	if (kt == NULL || kt->in_kbox || in_window(uc) || in_prologue(uc)) {
 		chain(sig, si, ctx);
@@ -254,8 +254,8 @@ static void on_sync(int sig, siginfo_t *si, void *ctx)
 /* kbox_trap_serve runs in ordinary context on kbox's stack, FS kbox's. */
 void kbox_trap_serve(struct kbox_thread *kt)
 {
-	if (kt->event == KT_PATCHED && kbox_hint_serve(kt))
-		return; /* answered ahead (hint.c) */
+	if (kt->event == KT_PATCHED && (kbox_hint_serve(kt) || kbox_stat_serve(kt)))
+		return; /* answered ahead (hint.c, hint_stat.c) */
 	kboxTrapServe(kt);
 	if (kt->action == KT_EXIT)
 		__builtin_longjmp(kt->jmp, 1);

@@ -69,6 +69,7 @@ enum {
  * (dispatch/hint.go; filled by ArmXattr, trap_cgo.go) and given by
  * hint.c. */
 #define KT_HINT_PATH 256
+struct kbox_stab;
 struct kbox_xhint {
 	uint64_t gen, wb;  /* the engine's clocks they hold for */
 	int32_t ans[3][2]; /* [security.selinux, system.posix_acl_access, system.posix_acl_default][getxattr, lgetxattr]: -errno, 0 none */
@@ -76,6 +77,37 @@ struct kbox_xhint {
 	uint32_t used;     /* calls answered */
 	int32_t on;        /* the answers hold (with the clocks) */
 	char path[KT_HINT_PATH]; /* the guest's path string, NUL-terminated */
+	struct kbox_stab *stab;  /* stats prepared ahead (hint_stat.c), or NULL */
+};
+
+/* Stats prepared ahead (dispatch/hint_stat.go; filled by StatBegin and
+ * StatAdd, hint_stat_cgo.go; given by hint_stat.c): a hash table of
+ * paths with their answers, filled as a stack of directories' batches
+ * (Go takes the top ones off). */
+#define KT_STAB_ENTS 4096
+#define KT_STAB_BUCKETS 8192 /* a power of two */
+#define KT_STAB_NAMES (192 << 10)
+#define KT_STAB_PATH 512 /* the longest path held, with its NUL */
+#define KT_STAT_SIZE 144 /* struct stat */
+struct kbox_stab_ent {
+	uint64_t hash;  /* FNV-1a of the path (dispatch.StatHash) */
+	uint32_t off;   /* the path's bytes in names */
+	uint16_t len;   /* without a NUL */
+	uint8_t lnk;    /* a symlink: no answer to a stat that follows */
+	uint8_t pad;
+	int32_t next;   /* the bucket's next (older) entry, plus one; 0 none */
+	int32_t pad2;
+	uint8_t st[KT_STAT_SIZE];
+};
+struct kbox_stab {
+	uint64_t gen, wb, rm;    /* the clocks they hold for (rm: the guest's memory map's removals) */
+	uint64_t buf_lo, buf_hi; /* guest memory a buffer answered into lies in */
+	uint32_t used;           /* calls answered */
+	int32_t on;
+	uint32_t n, names_used;
+	int32_t head[KT_STAB_BUCKETS]; /* the newest entry's index plus one; 0 none */
+	struct kbox_stab_ent ent[KT_STAB_ENTS];
+	char names[KT_STAB_NAMES];
 };
 
 struct kbox_thread {
@@ -126,7 +158,12 @@ uint64_t kbox_rw_entry_addr(void);
 int kbox_hint_serve(struct kbox_thread *kt);
 int kbox_hint_fault(ucontext_t *uc);
 void kbox_hint_clocks(const uint64_t *gen, const uint64_t *wb);
+extern const uint64_t *kbox_clock_gen, *kbox_clock_wb; /* hint.c */
 struct kbox_xhint *kbox_hint_alloc(int slot);
+int kbox_stat_serve(struct kbox_thread *kt);
+int kbox_stat_fault(ucontext_t *uc);
+void kbox_stat_clock(const uint64_t *rm);
+struct kbox_stab *kbox_stab_alloc(struct kbox_xhint *x);
 int kbox_guest_eq(uint64_t g, const char *s, uint64_t n);
 long kbox_trap_native(struct kbox_thread *kt, long nr, long a0, long a1, long a2, long a3, long a4, long a5);
 

@@ -180,6 +180,7 @@ func (t *tier) tearDown(self *thread) {
 	}
 	for _, s := range t.mem.list() {
 		a := [6]uint64{s.lo, s.hi - s.lo}
+		t.mem.removing(s.lo, s.hi)
 		native(unix.SYS_MUNMAP, &a)
 		t.mem.remove(s.lo, s.hi)
 	}

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <sys/syscall.h>
 
-static const uint64_t *clock_gen, *clock_wb;
+const uint64_t *kbox_clock_gen, *kbox_clock_wb;
 
 /* The names, in struct kbox_xhint's order, with their NULs. */
 static const char name_selinux[] = "security.selinux";
@@ -32,8 +32,8 @@ static struct kbox_xhint *hints[HINT_SLOTS];
 
 void kbox_hint_clocks(const uint64_t *gen, const uint64_t *wb)
 {
-	clock_wb = wb;
-	__atomic_store_n(&clock_gen, gen, __ATOMIC_RELEASE);
+	kbox_clock_wb = wb;
+	__atomic_store_n(&kbox_clock_gen, gen, __ATOMIC_RELEASE);
 }
 
 /* kbox_hint_alloc returns slot's hint, holding nothing, or NULL. */
@@ -43,8 +43,11 @@ struct kbox_xhint *kbox_hint_alloc(int slot)
 		return NULL;
 	if (hints[slot] == NULL)
 		hints[slot] = calloc(1, sizeof(struct kbox_xhint));
-	if (hints[slot] != NULL)
+	if (hints[slot] != NULL) {
 		hints[slot]->on = 0;
+		if (hints[slot]->stab != NULL)
+			hints[slot]->stab->on = 0;
+	}
 	return hints[slot];
 }
 
@@ -60,10 +63,10 @@ int kbox_hint_serve(struct kbox_thread *kt)
 		form = 1;
 	else
 		return 0;
-	const uint64_t *gen = __atomic_load_n(&clock_gen, __ATOMIC_ACQUIRE);
+	const uint64_t *gen = __atomic_load_n(&kbox_clock_gen, __ATOMIC_ACQUIRE);
 	if (h == NULL || !h->on || gen == NULL)
 		return 0;
-	if (__atomic_load_n(gen, __ATOMIC_ACQUIRE) != h->gen || __atomic_load_n(clock_wb, __ATOMIC_ACQUIRE) != h->wb)
+	if (__atomic_load_n(gen, __ATOMIC_ACQUIRE) != h->gen || __atomic_load_n(kbox_clock_wb, __ATOMIC_ACQUIRE) != h->wb)
 		return 0;
 	uint64_t path = kt->gregs[REG_RDI], name = kt->gregs[REG_RSI];
 	int which;

@@ -20,7 +20,17 @@ import (
 type regions struct {
 	mu sync.Mutex
 	rs atomic.Pointer[[]span] // sorted, disjoint, not adjacent
+	// rm counts removals (and removals about to be made: removing)
+	// that touch a watched span: a watched span is all the guest's while
+	// rm stands still (hint_stat.c). Past watchMax spans, every removal
+	// counts.
+	rm      atomic.Uint64
+	watched []span
+	all     bool
 }
+
+// watchMax bounds the spans watched apart.
+const watchMax = 8
 
 // spans is the current set (nil: empty).
 func (r *regions) spans() []span {
@@ -83,6 +93,7 @@ func (r *regions) remove(lo, hi uint64) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.touch(lo, hi)
 	cur := r.spans()
 	out := make([]span, 0, len(cur)+1)
 	for _, s := range cur {
@@ -112,6 +123,72 @@ func (r *regions) contains(lo, hi uint64) bool {
 		return false
 	}
 	return hi <= rs[i].hi
+}
+
+// removing notes that [lo, hi) may stop being the guest's (a munmap or
+// mremap about to run): remove follows.
+func (r *regions) removing(lo, hi uint64) {
+	r.mu.Lock()
+	r.touch(lo, hi)
+	r.mu.Unlock()
+}
+
+// touch moves rm if [lo, hi) meets a watched span; r.mu is held.
+func (r *regions) touch(lo, hi uint64) {
+	if r.all {
+		r.rm.Add(1)
+		return
+	}
+	for _, w := range r.watched {
+		if lo < w.hi && w.lo < hi {
+			r.rm.Add(1)
+			return
+		}
+	}
+}
+
+// watchAround is how far on either side of the range asked for watch
+// watches: a walk's stat buffers are in its stack frames, near each
+// other, and mappings next to them (which the set merges into one span)
+// come and go.
+const watchAround = 64 << 10
+
+// watch returns the stretch of the guest's memory, up to watchAround on
+// either side of [lo, hi) (which must be the guest's), watched from now
+// on, and rm as it stands.
+func (r *regions) watch(lo, hi uint64) (span, uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rs := r.spans()
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].hi > lo })
+	if hi < lo || i == len(rs) || rs[i].lo > lo || hi > rs[i].hi {
+		return span{}, 0, false
+	}
+	s := rs[i] // page-aligned, so s.lo <= pageDown(lo) and pageUp(hi) <= s.hi
+	if a := pageDown(lo); a-s.lo > watchAround {
+		s.lo = a - watchAround
+	}
+	if b := pageUp(hi); b != 0 && s.hi-b > watchAround {
+		s.hi = b + watchAround
+	}
+	// A stretch that meets a watched one joins it (watching more is
+	// safe); a walk's stretches, all in its stack, are one.
+	joined := false
+	for k, w := range r.watched {
+		if s.lo <= w.hi && w.lo <= s.hi {
+			r.watched[k] = span{min(w.lo, s.lo), max(w.hi, s.hi)}
+			joined = true
+			break
+		}
+	}
+	switch {
+	case joined:
+	case len(r.watched) < watchMax:
+		r.watched = append(r.watched, s)
+	default:
+		r.all = true
+	}
+	return s, r.rm.Load(), true
 }
 
 // list returns a copy of the set.

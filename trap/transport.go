@@ -145,6 +145,7 @@ func sysMunmap(th *thread, a *[6]uint64) bool {
 		th.fail(unix.EPERM)
 		return true
 	}
+	tr.mem.removing(a[0], pageUp(a[0]+a[1]))
 	_, en := native(unix.SYS_MUNMAP, a)
 	if en == 0 {
 		tr.mem.remove(a[0], pageUp(a[0]+a[1]))
@@ -201,6 +202,9 @@ func sysMremap(th *thread, a *[6]uint64) bool {
 		th.guardNote("mremap MREMAP_FIXED", naddr, newLen)
 		th.fail(unix.EPERM)
 		return true
+	}
+	if flags&mremapDontunmap == 0 {
+		t.mem.removing(old, pageUp(old+oldLen))
 	}
 	r, en := native(unix.SYS_MREMAP, a)
 	if en != 0 {

@@ -161,6 +161,8 @@ type thread struct {
 	}
 	savedMask *uint64 // rt_sigsuspend's mask to restore
 
+	batches []statBatch // the stat table's stack (hint_stat_cgo.go)
+
 	ctid     uint64 // clear_child_tid: zeroed and woken at exit
 	setctid  uint64 // CLONE_CHILD_SETTID: the tid written there at start
 	setptid  uint64 // CLONE_PARENT_SETTID: the same, in the parent's memory (shared)
@@ -201,6 +203,7 @@ func Run(cfg Config) (Exit, error) {
 			return Exit{}, &InstallError{err}
 		}
 		t.hintClocks() // answers prepared ahead at patched sites (hint.c)
+		t.statClock()  // and stats (hint_stat.c)
 	}
 	// Go's template thread must exist before a guest thread can ask Go
 	// for a new thread (kboxTrapServe): it is made now, from a thread

@@ -1,0 +1,192 @@
+//go:build lkl
+
+package dispatch_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/kbox-project/kbox/dispatch"
+	"golang.org/x/sys/unix"
+)
+
+// TestStatHintPattern: when a thread's listing prepares stats ahead
+// (dispatch/hint_stat.go), and what. The engine's image is mounted
+// read-only, its /tmp is not. Not before a stat Go served of an entry of
+// the directory listed last; then, for a directory on the read-only
+// mount, every entry's lstat answer, the same as Go's, into the stretch
+// of memory of the last stat's buffer; not for a writable directory's;
+// after 8 unused batches no more until the pattern shows again; never
+// again on a thread that Go served more prepared stats at a site the tier
+// answers at than a batch left; never while an observer watches. The
+// open, listing and close of a read-only directory, and fcntl's fd flags,
+// leave the stat cache's generation where it was; a writable directory's
+// and other fcntl commands move it.
+func TestStatHintPattern(t *testing.T) {
+	g := lklGuest(t)
+	rec := &recHints{}
+	r := &dispatch.Request{P: engine.Start(unix.Getpid(), "/"), G: g, Hints: rec}
+	call := func(nr int, a ...uint64) dispatch.Result {
+		t.Helper()
+		r.Nr, r.Args = nr, [6]uint64{}
+		copy(r.Args[:], a)
+		return engine.Dispatch(r)
+	}
+	gen, _ := engine.HintClocks()
+	const dir = "/opt/tests"
+	open := func(p string) uint64 {
+		t.Helper()
+		res := call(unix.SYS_OPENAT, cwd, g.Str(p), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+		if res.Errno != 0 {
+			t.Fatalf("open %s: %v", p, res.Errno)
+		}
+		return uint64(res.Val)
+	}
+	dbuf := g.Buf(32 << 10)
+	list := func(fd uint64) []string {
+		t.Helper()
+		call(unix.SYS_LSEEK, fd, 0, unix.SEEK_SET)
+		res := call(unix.SYS_GETDENTS64, fd, dbuf, 32<<10)
+		if res.Errno != 0 || res.Val <= 0 {
+			t.Fatalf("getdents64: %d %v", res.Val, res.Errno)
+		}
+		return direntNames(g.Bytes(dbuf, int(res.Val)))
+	}
+	st := g.Buf(int(unsafe.Sizeof(unix.Stat_t{})))
+	lstat := func(p string) {
+		t.Helper()
+		if res := call(unix.SYS_NEWFSTATAT, cwd, g.Str(p), st, unix.AT_SYMLINK_NOFOLLOW); res.Errno != 0 {
+			t.Fatalf("lstat %s: %v", p, res.Errno)
+		}
+	}
+	begins := func(want int, what string) {
+		t.Helper()
+		if rec.begins != want {
+			t.Fatalf("%s: %d batches, want %d", what, rec.begins, want)
+		}
+	}
+
+	fd := open(dir)
+	g0 := gen.Load()
+	names := list(fd)
+	begins(0, "before the pattern")
+	lstat(dir + "/" + names[0]) // the pattern
+	names = list(fd)
+	begins(1, "after the pattern")
+	if rec.statBuf != st {
+		t.Errorf("the batch's buffer is %#x, want the last stat's, %#x", rec.statBuf, st)
+	}
+	if gen.Load() != g0 {
+		t.Errorf("a read-only directory's open and listing moved the stat cache's generation %d -> %d", g0, gen.Load())
+	}
+	// Every entry, as Go answers its lstat (a request of a tier without
+	// Hints).
+	plain := &dispatch.Request{P: r.P, G: g}
+	var want []string
+	for _, n := range names {
+		if n != "." && n != ".." {
+			want = append(want, dir+"/"+n)
+		}
+	}
+	if len(rec.stats) != len(want) || len(want) < 50 {
+		t.Fatalf("prepared %d stats, want %d (one for each entry)", len(rec.stats), len(want))
+	}
+	for i, ps := range rec.stats {
+		if ps.path != want[i] || ps.hash != dispatch.StatHash([]byte(ps.path)) {
+			t.Fatalf("prepared %q (hash %#x), want %q", ps.path, ps.hash, want[i])
+		}
+		plain.Nr, plain.Args = unix.SYS_NEWFSTATAT, [6]uint64{cwd, g.Str(ps.path), st, unix.AT_SYMLINK_NOFOLLOW}
+		if res := engine.Dispatch(plain); res.Errno != 0 {
+			t.Fatalf("lstat %s: %v", ps.path, res.Errno)
+		}
+		got := unsafe.Slice((*byte)(unsafe.Pointer(&ps.st)), unsafe.Sizeof(ps.st))
+		if !bytes.Equal(got, g.Bytes(st, len(got))) || ps.lnk != (ps.st.Mode&unix.S_IFMT == unix.S_IFLNK) {
+			t.Fatalf("prepared for %s: %+v (link %v), Go answers %x", ps.path, ps.st, ps.lnk, g.Bytes(st, len(got)))
+		}
+	}
+	g1 := gen.Load()
+	call(unix.SYS_FCNTL, fd, unix.F_SETFD, unix.FD_CLOEXEC)
+	call(unix.SYS_CLOSE, fd)
+	if gen.Load() != g1 {
+		t.Errorf("F_SETFD and the close of a read-only directory moved the generation %d -> %d", g1, gen.Load())
+	}
+
+	// A writable directory (/tmp): its listing moves the generation and
+	// prepares nothing.
+	tmp := fmt.Sprintf("/tmp/stathint-%d", os.Getpid())
+	if res := call(unix.SYS_MKDIRAT, cwd, g.Str(tmp), 0o755); res.Errno != 0 {
+		t.Fatalf("mkdir: %v", res.Errno)
+	}
+	for i := range 3 {
+		res := call(unix.SYS_OPENAT, cwd, g.Str(fmt.Sprintf("%s/f%d", tmp, i)), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		call(unix.SYS_CLOSE, uint64(res.Val))
+	}
+	tfd := open(tmp)
+	lstat(tmp + "/f0")
+	n := rec.begins
+	g2 := gen.Load()
+	list(tfd)
+	begins(n, "a writable directory")
+	if gen.Load() == g2 {
+		t.Errorf("a writable directory's listing left the generation where it was")
+	}
+	g3 := gen.Load()
+	call(unix.SYS_FCNTL, tfd, unix.F_SETFL, unix.O_NONBLOCK)
+	if gen.Load() == g3 {
+		t.Errorf("F_SETFL left the generation where it was")
+	}
+	call(unix.SYS_CLOSE, tfd)
+
+	// Unused: 8 batches, then none until the pattern shows again.
+	fd = open(dir)
+	lstat(dir + "/" + names[2])
+	n = rec.begins
+	for range 10 {
+		list(fd)
+	}
+	begins(n+8, "ten listings, their stats unused")
+	lstat(dir + "/" + names[3])
+	rec.used = true
+	for range 10 {
+		list(fd)
+	}
+	begins(n+8+10, "used batches")
+
+	// Watched: nothing prepared.
+	engine.Observe = func(*dispatch.Request, *dispatch.Result, time.Duration) {}
+	list(fd)
+	engine.Observe = nil
+	begins(n+18, "an observer watching")
+
+	// Go serves, where the tier answers, more of a batch's entries than
+	// it left unprepared, and none was used: off for good.
+	rec.used, rec.ahead = false, true
+	list(fd)
+	for _, p := range want[:6] {
+		lstat(p)
+	}
+	list(fd) // the last batch: Go served them, the tier used none
+	begins(n+20, "Go serving prepared stats")
+	list(fd)
+	lstat(want[7])
+	list(fd)
+	begins(n+20, "after Go served prepared stats")
+	call(unix.SYS_CLOSE, fd)
+}
+
+// direntNames returns the names in a getdents64 buffer.
+func direntNames(b []byte) []string {
+	var out []string
+	for off := 0; off+19 < len(b); {
+		reclen := int(binary.LittleEndian.Uint16(b[off+16:]))
+		name := b[off+19 : off+reclen]
+		out = append(out, string(name[:bytes.IndexByte(name, 0)]))
+		off += reclen
+	}
+	return out
+}
