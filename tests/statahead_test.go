@@ -69,26 +69,9 @@ func TestStatAhead(t *testing.T) {
 			base += " as uid 1000"
 		}
 		if walk != walks[base] {
-			t.Errorf("%s walks otherwise than %s:\n%s", run, base, firstDiff(walk, walks[base]))
+			d := lineDiff(walk, walks[base])
+			t.Errorf("%s walks otherwise than %s (%s | %s):\n%s", run, base, run, base, d[:min(len(d), 2000)])
 		}
 	}
 	assertCleanImage(t, img)
-}
-
-// firstDiff shows the first line where a and b differ.
-func firstDiff(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := range max(len(al), len(bl)) {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			return "line " + itoa(i+1) + ":\n  " + x + "\nwant\n  " + y
-		}
-	}
-	return "(the same)"
 }

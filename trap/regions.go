@@ -21,15 +21,15 @@ type regions struct {
 	mu sync.Mutex
 	rs atomic.Pointer[[]span] // sorted, disjoint, not adjacent
 	// rm counts removals (and removals about to be made: removing)
-	// that touch a watched span: a watched span is all the guest's while
-	// rm stands still (hint_stat.c). Past watchMax spans, every removal
-	// counts.
+	// that touch a watched stretch: a stretch watch gave is all the
+	// guest's while rm stands still (hint_stat.c). Past watchMax
+	// stretches apart, every removal counts.
 	rm      atomic.Uint64
 	watched []span
 	all     bool
 }
 
-// watchMax bounds the spans watched apart.
+// watchMax bounds the stretches watched apart.
 const watchMax = 8
 
 // spans is the current set (nil: empty).
@@ -133,7 +133,7 @@ func (r *regions) removing(lo, hi uint64) {
 	r.mu.Unlock()
 }
 
-// touch moves rm if [lo, hi) meets a watched span; r.mu is held.
+// touch moves rm if [lo, hi) meets a watched stretch; r.mu is held.
 func (r *regions) touch(lo, hi uint64) {
 	if r.all {
 		r.rm.Add(1)
