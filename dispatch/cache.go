@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"strings"
+
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
@@ -144,6 +146,19 @@ func (e *Engine) quietDir(lfd int) uint64 {
 		return 0
 	}
 	return epoch + 1
+}
+
+// linkRead reports a readlink of the symlink at LKL path path: its access
+// time moves, unless its directory is on a read-only mount.
+func (e *Engine) linkRead(path string) {
+	epoch := e.xfacts.mountEpoch.Load()
+	dir := path[:max(strings.LastIndexByte(path, '/'), 1)]
+	sc := getScratch()
+	defer putScratch(sc)
+	_, le := lklPath(lkl.SysStatfs, 0, dir, [6]uintptr{0, lkl.PtrOf(&sc.sf)})
+	if le != 0 || sc.sf.Flags&stRdonly == 0 || e.xfacts.mounting.Load() != 0 || e.xfacts.mountEpoch.Load() != epoch {
+		e.stats.Changed()
+	}
 }
 
 // markQuiet records quiet (quietDir's) on the virtual fd res, an open of

@@ -47,14 +47,15 @@ type Hints interface {
 	// (hint_stat.go) that hold while the clocks stand at gen and wb,
 	// answering into the stretch of guest memory that holds buf; of the
 	// batches before it, it may keep those of dir's ancestors that hold
-	// for the same clocks, and dir's own. used reports whether prepared
-	// stats answered a call since the last StatBegin; ok false: the tier
+	// for the same clocks, and dir's own. A statx answer is for the
+	// flags and mask of sx (kept from the previous batch when the
+	// thread's statx asked the same). used reports whether prepared
+	// answers answered a call since the last StatBegin; ok false: the tier
 	// takes none now.
-	StatBegin(dir string, gen, wb, buf uint64) (used, ok bool)
-	// StatAdd prepares st as the answer to a stat of path (hash its
-	// StatHash); lnk: a symlink, answered only to a stat that does not
-	// follow. false: the tier has no room for it.
-	StatAdd(hash uint64, path []byte, st *unix.Stat_t, lnk bool) bool
+	StatBegin(dir string, gen, wb, buf uint64, sx StatxKind) (used, ok bool)
+	// StatAdd prepares a's answers for path (hash its StatHash). false:
+	// the tier has no room for it.
+	StatAdd(hash uint64, path []byte, a *StatAnswers) bool
 }
 
 // XattrHint holds the answers to the gets ls -l makes of a path.
@@ -171,11 +172,20 @@ func (e *Engine) armXattrHint(r *Request, p string, t *guestpath.Target, nofollo
 	if !ok {
 		return
 	}
-	ans := hs.learned(e, epoch, f.dev, f.mode&unix.S_IFMT)
 	h := &hs.h
 	*h = XattrHint{Gen: gen, WB: wb, Path: p}
+	if hs.answers(e, epoch, f, nofollow, &h.Ans) {
+		r.Hints.ArmXattr(h)
+		hs.armed = true
+	}
+}
+
+// answers fills ans with the gets' answers for fact f's file without
+// names (a statx's, nofollow its AT_SYMLINK_NOFOLLOW), by name and form;
+// false when there is none.
+func (hs *hintState) answers(e *Engine, epoch uint64, f xattrFact, nofollow bool, ans *[len(HintNames)][2]unix.Errno) bool {
 	any := false
-	for i, en := range ans {
+	for i, en := range hs.learned(e, epoch, f.dev, f.mode&unix.S_IFMT) {
 		if en == 0 {
 			continue
 		}
@@ -183,17 +193,14 @@ func (e *Engine) armXattrHint(r *Request, p string, t *guestpath.Target, nofollo
 		// symlink (xattrFact); a followed statx tells nothing of the
 		// link.
 		if nofollow {
-			h.Ans[i][1] = en
+			ans[i][1] = en
 		}
 		if !nofollow || f.mode&unix.S_IFMT != unix.S_IFLNK {
-			h.Ans[i][0] = en
+			ans[i][0] = en
 		}
 		any = true
 	}
-	if any {
-		r.Hints.ArmXattr(h)
-		hs.armed = true
-	}
+	return any
 }
 
 // learned returns the learned answers for the names to a file without

@@ -20,6 +20,7 @@ type recHints struct {
 	// the stats prepared: StatBegin's calls, its last buffer, StatAdd's
 	begins  int
 	statBuf uint64
+	statx   dispatch.StatxKind
 	stats   []preparedStat
 }
 
@@ -33,21 +34,20 @@ func (h *recHints) ArmXattr(x *dispatch.XattrHint) bool {
 func (h *recHints) Ahead() bool { return h.ahead }
 
 // StatBegin and StatAdd record the stats prepared (hint_stat.go).
-func (h *recHints) StatBegin(dir string, gen, wb, buf uint64) (bool, bool) {
+func (h *recHints) StatBegin(dir string, gen, wb, buf uint64, sx dispatch.StatxKind) (bool, bool) {
 	h.begins++
-	h.statBuf = buf
+	h.statBuf, h.statx = buf, sx
 	return h.used, true
 }
 
-func (h *recHints) StatAdd(hash uint64, path []byte, st *unix.Stat_t, lnk bool) bool {
-	h.stats = append(h.stats, preparedStat{string(path), *st, lnk, hash})
+func (h *recHints) StatAdd(hash uint64, path []byte, a *dispatch.StatAnswers) bool {
+	h.stats = append(h.stats, preparedStat{string(path), *a, hash})
 	return true
 }
 
 type preparedStat struct {
 	path string
-	st   unix.Stat_t
-	lnk  bool
+	a    dispatch.StatAnswers
 	hash uint64
 }
 

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"encoding/binary"
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
@@ -57,6 +58,26 @@ func StatHash(p []byte) uint64 {
 	return h
 }
 
+// StatxKind is the statx a thread asks of a walk's entries: its flags
+// and mask (On: it asks one).
+type StatxKind struct {
+	On          bool
+	Flags, Mask uint32
+}
+
+// StatAnswers are the answers prepared for a path: its stat, its statx
+// (of the batch's StatxKind, the link's: AT_SYMLINK_NOFOLLOW added) and,
+// after the statx, ls -l's gets (hint.go's, by name and form; 0 where Go
+// must answer). Lnk: a symlink, answered only to a stat or statx that
+// does not follow.
+type StatAnswers struct {
+	HasSt, HasStx, HasXattr bool
+	Lnk                     bool
+	St                      unix.Stat_t
+	Stx                     [lkl.SizeofStatx]byte
+	Xattr                   [len(HintNames)][2]unix.Errno
+}
+
 // statHintState is a serving thread's record of the walk pattern.
 type statHintState struct {
 	dir    string // the guest path of the directory it listed last
@@ -66,12 +87,17 @@ type statHintState struct {
 	left   int    // prep's entries not prepared (Go's to serve)
 	off    bool   // the tier gave none of what it was given: no more
 	buf    uint64 // the guest buffer of its last stat Go served
+	// stat, stx: the thread stats, statxes the entries (stx's kind)
+	stat bool
+	stx  StatxKind
+	ans  StatAnswers // an entry's, being prepared
 }
 
-// sawStat notes a stat Go served successfully of the clean absolute image
-// path p into guest buffer out: one of an entry of the directory the
-// thread listed last shows the pattern.
-func (r *Request) sawStat(p string, out uint64) {
+// sawStat notes a stat (sx nil) or statx (sx its kind) Go served
+// successfully of the clean absolute image path p into guest buffer out:
+// one of an entry of the directory the thread listed last shows the
+// pattern.
+func (r *Request) sawStat(p string, out uint64, sx *StatxKind) {
 	hs := &r.hint.stat
 	hs.buf = out
 	i := strings.LastIndexByte(p, '/')
@@ -84,6 +110,11 @@ func (r *Request) sawStat(p string, out uint64) {
 	}
 	if parent == hs.dir && !hs.off {
 		hs.credit = hintCredit
+		if sx == nil {
+			hs.stat = true
+		} else {
+			hs.stx = *sx
+		}
 	}
 }
 
@@ -114,7 +145,9 @@ func (e *Engine) statAhead(r *Request, f *fdtable.File, lfd int, ents []byte) {
 	if _, le := lkl.Syscall6(lkl.SysFstat, uintptr(lfd), lkl.PtrOf(&sc.lst), 0, 0, 0, 0); le != 0 || sc.lst.Dev != dev || sc.lst.Ino != ino {
 		return
 	}
-	used, ok := r.Hints.StatBegin(dir, gen, wb, hs.buf)
+	cred, _, _ := e.factKey(r)
+	epoch := e.xfacts.mountEpoch.Load()
+	used, ok := r.Hints.StatBegin(dir, gen, wb, hs.buf, hs.stx)
 	switch {
 	case used:
 		hs.credit = hintCredit
@@ -166,12 +199,7 @@ func (e *Engine) statAhead(r *Request, f *fdtable.File, lfd int, ents []byte) {
 		if en := e.classifyRaw(r, view, 0, &t); en != 0 || !t.Plain() {
 			continue
 		}
-		_, le := lkl.Syscall6(lkl.SysNewfstatat, uintptr(lfd), lkl.PtrOf(&rec[19]), lkl.PtrOf(&sc.lst), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
-		if le != 0 || e.Shadows.OfInode(sc.lst.Dev, sc.lst.Ino) != nil {
-			continue
-		}
-		sc.lst.ToHost(&sc.st)
-		if r.Hints.StatAdd(StatHash(full), full, &sc.st, sc.lst.Mode&unix.S_IFMT == unix.S_IFLNK) {
+		if e.prepare(r, sc, lfd, &rec[19], full, cred, wb, gen, epoch) && r.Hints.StatAdd(StatHash(full), full, &hs.ans) {
 			hs.left--
 		}
 	}
@@ -185,4 +213,48 @@ func indexNUL(b []byte) int {
 		}
 	}
 	return -1
+}
+
+// prepare fills the thread's StatAnswers for the entry name (NUL
+// terminated, in the listing's buffer) of LKL directory lfd, guest path
+// full: LKL's lstat, its statx of the thread's kind, and the gets' answers
+// after it; false when there is nothing to give (an error is Go's to
+// give; a file with a shadow changes with the guest's native writes).
+// sc's lst and sx are its (str holds full).
+func (e *Engine) prepare(r *Request, sc *scratch, lfd int, name *byte, full []byte, cred, wb, gen, epoch uint64) bool {
+	hs := &r.hint.stat
+	a := &hs.ans
+	a.HasSt, a.HasStx, a.HasXattr = false, false, false
+	if hs.stat {
+		if _, le := lkl.Syscall6(lkl.SysNewfstatat, uintptr(lfd), lkl.PtrOf(name), lkl.PtrOf(&sc.lst), unix.AT_SYMLINK_NOFOLLOW, 0, 0); le != 0 {
+			return false
+		}
+		if e.Shadows.OfInode(sc.lst.Dev, sc.lst.Ino) != nil {
+			return false
+		}
+		sc.lst.ToHost(&a.St)
+		a.HasSt, a.Lnk = true, sc.lst.Mode&unix.S_IFMT == unix.S_IFLNK
+	}
+	if hs.stx.On {
+		flags := uintptr(hs.stx.Flags | unix.AT_SYMLINK_NOFOLLOW)
+		if _, le := lkl.Syscall6(lkl.SysStatx, uintptr(lfd), lkl.PtrOf(name), flags, uintptr(hs.stx.Mask), lkl.PtrOf(&sc.sx), 0); le != 0 {
+			return a.HasSt
+		}
+		mode := binary.NativeEndian.Uint16(sc.sx[28:])
+		dev := unix.Mkdev(binary.NativeEndian.Uint32(sc.sx[statxDevOff:]), binary.NativeEndian.Uint32(sc.sx[statxDevOff+4:]))
+		if e.Shadows.OfInode(dev, binary.NativeEndian.Uint64(sc.sx[statxInoOff:])) != nil {
+			return false
+		}
+		a.Stx, a.HasStx, a.Lnk = sc.sx, true, uint32(mode)&unix.S_IFMT == unix.S_IFLNK
+		// ls -l's gets after it, as the statx's own (hint.go): the
+		// fact noted under the path's interned string, the names
+		// asked of LKL.
+		path := intern(full)
+		e.noteStatx(cred, wb, gen, path, true, sc.sx[:])
+		if f, ok := e.xattrNoNames(cred, wb, gen, path, true); ok && !guestpath.UnderPts(path) {
+			a.Xattr = [len(HintNames)][2]unix.Errno{}
+			a.HasXattr = r.hint.answers(e, epoch, f, true, &a.Xattr)
+		}
+	}
+	return a.HasSt || a.HasStx
 }

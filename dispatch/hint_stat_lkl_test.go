@@ -20,7 +20,9 @@ import (
 // read-only, its /tmp is not. Not before a stat Go served of an entry of
 // the directory listed last; then, for a directory on the read-only
 // mount, every entry's lstat answer, the same as Go's, into the stretch
-// of memory of the last stat's buffer; not for a writable directory's;
+// of memory of the last stat's buffer; after a statx, its statx answers
+// for the same flags and mask and ls -l's gets' answers, as Go gives
+// them; not for a writable directory's;
 // after 8 unused batches no more until the pattern shows again; never
 // again on a thread that Go served more prepared stats at a site the tier
 // answers at than a batch left; never while an observer watches. The
@@ -104,11 +106,49 @@ func TestStatHintPattern(t *testing.T) {
 		if res := engine.Dispatch(plain); res.Errno != 0 {
 			t.Fatalf("lstat %s: %v", ps.path, res.Errno)
 		}
-		got := unsafe.Slice((*byte)(unsafe.Pointer(&ps.st)), unsafe.Sizeof(ps.st))
-		if !bytes.Equal(got, g.Bytes(st, len(got))) || ps.lnk != (ps.st.Mode&unix.S_IFMT == unix.S_IFLNK) {
-			t.Fatalf("prepared for %s: %+v (link %v), Go answers %x", ps.path, ps.st, ps.lnk, g.Bytes(st, len(got)))
+		got := unsafe.Slice((*byte)(unsafe.Pointer(&ps.a.St)), unsafe.Sizeof(ps.a.St))
+		if !ps.a.HasSt || ps.a.HasStx || !bytes.Equal(got, g.Bytes(st, len(got))) || ps.a.Lnk != (ps.a.St.Mode&unix.S_IFMT == unix.S_IFLNK) {
+			t.Fatalf("prepared for %s: %+v (link %v), Go answers %x", ps.path, ps.a.St, ps.a.Lnk, g.Bytes(st, len(got)))
 		}
 	}
+	// A statx of an entry: the next listing prepares statx answers of
+	// its flags and mask, and ls -l's gets' answers after it.
+	sx := g.Buf(256)
+	const sxFlags, sxMask = unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT, unix.STATX_BASIC_STATS
+	if res := call(unix.SYS_STATX, cwd, g.Str(want[1]), sxFlags, sxMask, sx); res.Errno != 0 {
+		t.Fatalf("statx %s: %v", want[1], res.Errno)
+	}
+	// ls -l's gets of it: LKL's answers, learned (xattr_facts.go)
+	call(unix.SYS_LGETXATTR, g.Str(want[1]), g.Str(dispatch.HintNames[0]), g.Buf(64), 64)
+	call(unix.SYS_GETXATTR, g.Str(want[1]), g.Str(dispatch.HintNames[1]), g.Buf(64), 64)
+	rec.stats = nil
+	list(fd)
+	if k := rec.statx; !k.On || k.Flags != sxFlags || k.Mask != sxMask || len(rec.stats) != len(want) {
+		t.Fatalf("after a statx: kind %+v, %d prepared; want %#x %#x, %d", k, len(rec.stats), sxFlags, sxMask, len(want))
+	}
+	withXattr := 0
+	for _, ps := range rec.stats {
+		plain.Nr, plain.Args = unix.SYS_STATX, [6]uint64{cwd, g.Str(ps.path), sxFlags, sxMask, sx}
+		if res := engine.Dispatch(plain); res.Errno != 0 {
+			t.Fatalf("statx %s: %v", ps.path, res.Errno)
+		}
+		if !ps.a.HasSt || !ps.a.HasStx || !bytes.Equal(ps.a.Stx[:], g.Bytes(sx, 256)) {
+			t.Fatalf("prepared statx for %s: %x, Go answers %x", ps.path, ps.a.Stx[:152], g.Bytes(sx, 152))
+		}
+		if ps.a.HasXattr {
+			withXattr++
+			for i, name := range dispatch.HintNames {
+				plain.Nr, plain.Args = unix.SYS_LGETXATTR, [6]uint64{g.Str(ps.path), g.Str(name), g.Buf(64), 64}
+				if en := engine.Dispatch(plain).Errno; ps.a.Xattr[i][1] != 0 && ps.a.Xattr[i][1] != en {
+					t.Fatalf("prepared lgetxattr %s of %s: %v, Go answers %v", name, ps.path, ps.a.Xattr[i][1], en)
+				}
+			}
+		}
+	}
+	if withXattr == 0 {
+		t.Errorf("no entry of %s prepared with ls -l's gets' answers", dir)
+	}
+
 	g1 := gen.Load()
 	call(unix.SYS_FCNTL, fd, unix.F_SETFD, unix.FD_CLOEXEC)
 	call(unix.SYS_CLOSE, fd)

@@ -87,7 +87,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		return ok(0, Host)
 	}
 	if r.Hints != nil && t.Tail == "" {
-		r.sawStat(t.Path, out) // hint_stat.go
+		r.sawStat(t.Path, out, nil) // hint_stat.go
 	}
 	return ok(0, LKL)
 }
@@ -286,6 +286,9 @@ func sysStatx(e *Engine, r *Request) Result {
 			if r.Hints != nil && (p[0] == '/' || dirfd == unix.AT_FDCWD) {
 				e.armXattrHint(r, p, &t, flags&unix.AT_SYMLINK_NOFOLLOW != 0, cred, wb, gen) // hint.go
 			}
+			if r.Hints != nil && t.Tail == "" {
+				r.sawStat(t.Path, r.Args[4], &StatxKind{true, uint32(flags), uint32(r.Args[3])}) // hint_stat.go
+			}
 		}
 	}
 	if err := r.G.Write(r.Args[4], buf[:]); err != nil {
@@ -458,7 +461,7 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 		if le != 0 {
 			return errno(le, LKL) // nothing read: no access time moved
 		}
-		e.stats.Changed() // the link's access time (OwnChange)
+		e.linkRead(t.LKLPath()) // the link's access time (OwnChange; cache.go)
 		n = int(res)
 	}
 	if err := r.G.Write(buf, out[:n]); err != nil {

@@ -117,10 +117,10 @@ func (u *usedHints) ArmXattr(h *dispatch.XattrHint) bool {
 	return true
 }
 func (u *usedHints) Ahead() bool { return false }
-func (u *usedHints) StatBegin(dir string, gen, wb, buf uint64) (bool, bool) {
+func (u *usedHints) StatBegin(dir string, gen, wb, buf uint64, sx dispatch.StatxKind) (bool, bool) {
 	return true, true
 }
-func (u *usedHints) StatAdd(hash uint64, path []byte, st *unix.Stat_t, lnk bool) bool {
+func (u *usedHints) StatAdd(hash uint64, path []byte, a *dispatch.StatAnswers) bool {
 	u.stats++
 	return true
 }

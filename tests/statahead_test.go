@@ -7,16 +7,17 @@ import (
 	"testing"
 )
 
-// TestStatAhead: a walk that lstats and stats what it lists, depth first
-// as busybox find does, gets the same answers in every tier, as root and
-// as uid 1000, on a read-only image: files of several sizes, modes and
-// link counts, symlinks (to files, to a directory, dangling), a FIFO, a
-// long name, directories only root may search or nobody may, nested
-// directories with files after them, and paths past 511 bytes. Then the
-// prepared answers meet bad, read-only and half-writable buffers, paths
-// that fault, a reused path buffer, other spellings, stats that follow,
-// flags, relative paths, the old stat calls and other threads
-// (tests/guest/statahead.c). The rewrite tier answers such stats from
+// TestStatAhead: a walk that lstats, stats and statxes what it lists,
+// depth first as busybox find does, gets the same answers in every
+// tier, as root and as uid 1000, on a read-only image: files of several
+// sizes, modes and link counts, symlinks (to files, to a directory,
+// dangling), a FIFO, a long name, directories only root may search or
+// nobody may, nested directories with files after them, and paths past
+// 511 bytes. Then the prepared answers meet bad, read-only and half-
+// writable buffers, paths that fault, a reused path buffer, other
+// spellings, stats that follow, flags, relative paths, the old stat
+// calls, statx of other flags and masks, and other threads
+// (tests/guest/statahead.c). The rewrite tier answers such calls from
 // what each listing prepared (dispatch/hint_stat.go, trap/hint_stat.c).
 func TestStatAhead(t *testing.T) {
 	img := copyImage(t, imagePath(t))
@@ -40,7 +41,7 @@ func TestStatAhead(t *testing.T) {
 			}
 			walks[tier+who.name] = walk
 			cases, stderr, st := runKbox(t, append(args, "--", "/opt/tests/statahead", "/sa", "cases")...)
-			if st != 0 || strings.Contains(cases, "FAIL") || strings.Count(cases, ": ok\n") != 5 {
+			if st != 0 || strings.Contains(cases, "FAIL") || strings.Count(cases, ": ok\n") != 6 {
 				t.Errorf("cases%s: status %d\n%s\nstderr: %s", who.name, st, cases, lastLines(stderr, 5))
 			}
 		}
@@ -50,6 +51,7 @@ func TestStatAhead(t *testing.T) {
 		"s /sa/flat/dangle ENOENT",    // a dangling one followed
 		"s /sa/flat/fifo dev=",        // a FIFO
 		"l /sa/flat/nosearch/g1 dev=", // root searches any directory
+		"x /sa/flat/l001 ",            // a statx answer
 	} {
 		if !strings.Contains(walks["seccomp"], want) {
 			t.Errorf("the walk has no %q", want)

@@ -88,16 +88,27 @@ struct kbox_xhint {
 #define KT_STAB_BUCKETS 8192 /* a power of two */
 #define KT_STAB_NAMES (192 << 10)
 #define KT_STAB_PATH 512 /* the longest path held, with its NUL */
-#define KT_STAT_SIZE 144 /* struct stat */
+#define KT_STAT_SIZE 144  /* struct stat */
+#define KT_STATX_SIZE 256 /* struct statx */
+enum {
+	KT_HAS_ST = 1,    /* st holds the lstat */
+	KT_HAS_STX = 2,   /* xs holds the statx, of the table's kind */
+	KT_HAS_XATTR = 4, /* xs holds ls -l's gets' answers */
+	KT_LNK = 8,       /* a symlink: no answer to a call that follows */
+};
 struct kbox_stab_ent {
 	uint64_t hash;  /* FNV-1a of the path (dispatch.StatHash) */
 	uint32_t off;   /* the path's bytes in names */
 	uint16_t len;   /* without a NUL */
-	uint8_t lnk;    /* a symlink: no answer to a stat that follows */
+	uint8_t has;    /* KT_HAS_*, KT_LNK */
 	uint8_t pad;
 	int32_t next;   /* the bucket's next (older) entry, plus one; 0 none */
 	int32_t pad2;
 	uint8_t st[KT_STAT_SIZE];
+};
+struct kbox_stab_x { /* an entry's statx answers, apart: touched only by a statx walk */
+	uint8_t stx[KT_STATX_SIZE];
+	int32_t ans[3][2]; /* as struct kbox_xhint's */
 };
 struct kbox_stab {
 	uint64_t gen, wb, rm;    /* the clocks they hold for (rm: the guest's memory map's removals) */
@@ -105,8 +116,10 @@ struct kbox_stab {
 	uint32_t used;           /* calls answered */
 	int32_t on;
 	uint32_t n, names_used;
+	uint32_t stx_flags, stx_mask; /* the statx answered: its flags (but AT_SYMLINK_NOFOLLOW) and mask */
 	int32_t head[KT_STAB_BUCKETS]; /* the newest entry's index plus one; 0 none */
 	struct kbox_stab_ent ent[KT_STAB_ENTS];
+	struct kbox_stab_x xent[KT_STAB_ENTS];
 	char names[KT_STAB_NAMES];
 };
 

@@ -70,7 +70,8 @@ static const struct kbox_stab_ent *lookup(const struct kbox_stab *h, uint64_t ha
  * with the result in kt's saved rax; 0 when Go must serve it. */
 int kbox_stat_serve(struct kbox_thread *kt)
 {
-	uint64_t path, buf, flags;
+	uint64_t path, buf, flags, size = KT_STAT_SIZE;
+	int want = KT_HAS_ST;
 	switch (kt->nr) {
 	case SYS_newfstatat: /* (the dirfd does not matter to an absolute path) */
 		path = kt->gregs[REG_RSI];
@@ -87,18 +88,28 @@ int kbox_stat_serve(struct kbox_thread *kt)
 		buf = kt->gregs[REG_RSI];
 		flags = 0;
 		break;
+	case SYS_statx:
+		path = kt->gregs[REG_RSI];
+		flags = kt->gregs[REG_RDX];
+		buf = kt->gregs[REG_R8];
+		size = KT_STATX_SIZE;
+		want = KT_HAS_STX;
+		break;
 	default:
 		return 0;
 	}
 	struct kbox_stab *s = kt->xhint != NULL ? kt->xhint->stab : NULL;
 	const uint64_t *gen = __atomic_load_n(&kbox_clock_gen, __ATOMIC_ACQUIRE);
 	const uint64_t *rm = __atomic_load_n(&clock_rm, __ATOMIC_ACQUIRE);
-	if (s == NULL || !s->on || gen == NULL || rm == NULL || (flags & ~(uint64_t)AT_SYMLINK_NOFOLLOW) != 0)
+	if (s == NULL || !s->on || gen == NULL || rm == NULL)
+		return 0;
+	if (want == KT_HAS_STX ? (uint32_t)kt->gregs[REG_R10] != s->stx_mask || (flags & ~(uint64_t)AT_SYMLINK_NOFOLLOW) != s->stx_flags
+			       : (flags & ~(uint64_t)AT_SYMLINK_NOFOLLOW) != 0)
 		return 0;
 	if (__atomic_load_n(gen, __ATOMIC_ACQUIRE) != s->gen || __atomic_load_n(kbox_clock_wb, __ATOMIC_ACQUIRE) != s->wb ||
 	    __atomic_load_n(rm, __ATOMIC_ACQUIRE) != s->rm)
 		return 0;
-	if (buf < s->buf_lo || buf > s->buf_hi - KT_STAT_SIZE)
+	if (buf < s->buf_lo || buf > s->buf_hi - size)
 		return 0;
 	char p[KT_STAB_PATH];
 	long n = kbox_guest_str(path, p, sizeof p);
@@ -106,12 +117,25 @@ int kbox_stat_serve(struct kbox_thread *kt)
 		return 0;
 	uint64_t hash = fnv1a(p, n);
 	const struct kbox_stab_ent *e = lookup(s, hash, p, n);
-	if (e == NULL || (e->lnk && !(flags & AT_SYMLINK_NOFOLLOW)))
+	if (e == NULL || !(e->has & want) || ((e->has & KT_LNK) && !(flags & AT_SYMLINK_NOFOLLOW)))
 		return 0;
-	if (kbox_guest_put(buf, e->st, KT_STAT_SIZE) != 1)
+	const struct kbox_stab_x *x = &s->xent[e - s->ent];
+	if (kbox_guest_put(buf, want == KT_HAS_STX ? x->stx : e->st, size) != 1)
 		return 0;
 	s->used++;
 	kt->gregs[REG_RAX] = 0;
+	struct kbox_xhint *h = kt->xhint;
+	if (want == KT_HAS_STX && (e->has & KT_HAS_XATTR) && n < KT_HINT_PATH) {
+		/* ls -l's gets next, as the statx's answer would have
+		 * prepared them in Go (hint.go's armXattrHint) */
+		h->on = 0;
+		h->gen = s->gen;
+		h->wb = s->wb;
+		memcpy(h->ans, x->ans, sizeof h->ans);
+		memcpy(h->path, p, (size_t)n + 1);
+		h->len = (uint32_t)n;
+		h->on = 1;
+	}
 	return 1;
 }
 

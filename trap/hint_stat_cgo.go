@@ -34,6 +34,10 @@ var (
 	_ [dispatch.StatPathMax - (C.KT_STAB_PATH - 1)]struct{}
 	_ [C.KT_STAT_SIZE - unsafe.Sizeof(unix.Stat_t{})]struct{}
 	_ [unsafe.Sizeof(unix.Stat_t{}) - C.KT_STAT_SIZE]struct{}
+	_ [C.KT_STATX_SIZE - len(dispatch.StatAnswers{}.Stx)]struct{}
+	_ [len(dispatch.StatAnswers{}.Stx) - C.KT_STATX_SIZE]struct{}
+	_ [len(C.struct_kbox_stab_x{}.ans) - len(dispatch.StatAnswers{}.Xattr)]struct{}
+	_ [len(dispatch.StatAnswers{}.Xattr) - len(C.struct_kbox_stab_x{}.ans)]struct{}
 )
 
 // statBatch is one directory's entries in the table: from entry n and
@@ -52,7 +56,7 @@ func (t *tier) statClock() {
 // StatBegin is dispatch.Hints's: the table holds answers for the clocks
 // gen and wb, into the span of guest memory that holds a stat at buf,
 // and dir's batch is on top.
-func (th *thread) StatBegin(dir string, gen, wb, buf uint64) (used, ok bool) {
+func (th *thread) StatBegin(dir string, gen, wb, buf uint64, sx dispatch.StatxKind) (used, ok bool) {
 	x := th.c.xhint
 	if x == nil {
 		return false, false
@@ -70,8 +74,13 @@ func (th *thread) StatBegin(dir string, gen, wb, buf uint64) (used, ok bool) {
 		s.on = 0
 		return used, false
 	}
-	if s.on == 0 || uint64(s.gen) != gen || uint64(s.wb) != wb {
+	flags, mask := sx.Flags&^unix.AT_SYMLINK_NOFOLLOW, sx.Mask
+	if !sx.On {
+		flags, mask = ^uint32(0), 0 // no statx answered
+	}
+	if s.on == 0 || uint64(s.gen) != gen || uint64(s.wb) != wb || uint32(s.stx_flags) != flags || uint32(s.stx_mask) != mask {
 		th.statEmpty(s)
+		s.stx_flags, s.stx_mask = C.uint32_t(flags), C.uint32_t(mask)
 	}
 	for len(th.batches) > 0 {
 		top := &th.batches[len(th.batches)-1]
@@ -117,7 +126,7 @@ func (th *thread) statPop(s *C.struct_kbox_stab, i int) {
 
 // StatAdd is dispatch.Hints's: after StatBegin's ok. A full table takes
 // no more.
-func (th *thread) StatAdd(hash uint64, path []byte, st *unix.Stat_t, lnk bool) bool {
+func (th *thread) StatAdd(hash uint64, path []byte, a *dispatch.StatAnswers) bool {
 	s := th.c.xhint.stab
 	if s == nil || s.on == 0 || len(path) >= C.KT_STAB_PATH || s.n >= C.KT_STAB_ENTS || int(s.names_used)+len(path) > C.KT_STAB_NAMES {
 		return false
@@ -125,13 +134,29 @@ func (th *thread) StatAdd(hash uint64, path []byte, st *unix.Stat_t, lnk bool) b
 	i := s.n
 	e := &s.ent[i]
 	e.hash, e.off, e.len = C.uint64_t(hash), s.names_used, C.uint16_t(len(path))
-	e.lnk = 0
-	if lnk {
-		e.lnk = 1
+	e.has = 0
+	if a.HasSt {
+		e.has |= C.KT_HAS_ST
+		*(*unix.Stat_t)(unsafe.Pointer(&e.st[0])) = a.St
+	}
+	if a.HasStx {
+		x := &s.xent[i]
+		e.has |= C.KT_HAS_STX
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&x.stx[0])), C.KT_STATX_SIZE), a.Stx[:])
+		if a.HasXattr {
+			e.has |= C.KT_HAS_XATTR
+			for n := range a.Xattr {
+				for f := range a.Xattr[n] {
+					x.ans[n][f] = C.int32_t(-int32(a.Xattr[n][f]))
+				}
+			}
+		}
+	}
+	if a.Lnk {
+		e.has |= C.KT_LNK
 	}
 	names := unsafe.Slice((*byte)(unsafe.Pointer(&s.names[0])), C.KT_STAB_NAMES)
 	copy(names[s.names_used:], path)
-	*(*unix.Stat_t)(unsafe.Pointer(&e.st[0])) = *st
 	b := hash & (C.KT_STAB_BUCKETS - 1)
 	e.next = s.head[b]
 	s.head[b] = C.int32_t(i + 1)

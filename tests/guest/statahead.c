@@ -7,20 +7,20 @@
  * after the directories; "deep", paths that grow past 511 bytes.
  *
  * statahead DIR walk: walks DIR depth first as busybox find does (a
- * directory listed, then each entry's lstat and stat by its full path,
- * and a directory walked before the next entry) and prints a line for
- * each answer. Every tier must print the same (the rewrite tier answers
- * such stats from what each listing prepared: dispatch/hint_stat.go,
- * trap/hint_stat.c).
+ * directory listed, then each entry's lstat, stat and statx by its full
+ * path, and a directory walked before the next entry) and prints a line
+ * for each answer. Every tier must print the same (the rewrite tier
+ * answers such calls from what each listing prepared:
+ * dispatch/hint_stat.go, trap/hint_stat.c).
  *
- * statahead DIR cases: walks DIR/flat, so that its stats are prepared,
+ * statahead DIR cases: walks DIR/flat, so that its answers are prepared,
  * then asks in ways the prepared answers must not change: bad and
  * read-only buffers, a buffer that runs into a page it may not write,
  * paths that fault, the same buffer holding other names, other spellings
  * of a path, a stat that follows a symlink, flags, relative paths, the
- * old stat and lstat calls, and another thread. Each answer is compared
- * with the one to fstatat of the name in the directory's fd, which only
- * Go gives. Prints "CASE: ok" lines and FAIL lines.
+ * old stat and lstat calls, statx with other flags and masks, and other
+ * threads. Each answer is compared with the one in the directory's fd,
+ * which only Go gives. Prints "CASE: ok" lines and FAIL lines.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -157,6 +157,31 @@ static __attribute__((noinline)) int raw_lstat(const void *path, void *buf)
 	return sys_ret(r);
 }
 
+static __attribute__((noinline)) int raw_statx(long dirfd, const void *path, long flags, long mask, void *buf)
+{
+	long r;
+	register long r10 __asm__("r10") = mask;
+	register void *r8 __asm__("r8") = buf;
+	__asm__ volatile("mov $332, %%eax\n\tsyscall" : "=a"(r) : "D"(dirfd), "S"(path), "d"(flags), "r"(r10), "r"(r8) : "rcx", "r11", "memory");
+	return sys_ret(r);
+}
+
+#define SX_SIZE 256     /* struct statx (musl's headers may lack it) */
+#define SX_BASIC 0x7ffU /* STATX_BASIC_STATS */
+
+/* sxline prints a statx answer: its bytes up to stx_mnt_id's end. */
+static void sxline(const char *what, const char *path, int r, const unsigned char *sx)
+{
+	if (r != 0) {
+		printf("%s %s %s\n", what, path, errname(errno));
+		return;
+	}
+	printf("%s %s ", what, path);
+	for (int i = 0; i < 152; i++)
+		printf("%02x", sx[i]);
+	printf("\n");
+}
+
 static void line(const char *what, const char *path, int r, const struct stat *st)
 {
 	if (r != 0) {
@@ -195,6 +220,10 @@ static void walk(const char *path, int quiet)
 		r = raw_fstatat(AT_FDCWD, full, &st, 0);
 		if (!quiet)
 			line("s", full, r, &st);
+		unsigned char sx[SX_SIZE];
+		r = raw_statx(AT_FDCWD, full, AT_SYMLINK_NOFOLLOW, SX_BASIC, sx);
+		if (!quiet)
+			sxline("x", full, r, sx);
 		if (!quiet) {
 			/* the old calls, at their own sites */
 			r = raw_lstat(full, &st);
@@ -392,6 +421,56 @@ static void case_flags(void)
 	printf("flags: ok\n");
 }
 
+/* expectx checks a statx answer (flags, mask as asked) against statx in
+ * flat's fd, which Go answers. */
+static void expectx(const char *what, const char *name, long flags, long mask, int r, int e, const unsigned char *got)
+{
+	unsigned char ref[SX_SIZE];
+	int rr = raw_statx(flatfd, name, flags, mask, ref);
+	int re = errno;
+	if (rr != 0) {
+		CHECK(r == -1 && e == re, "%s %s: %s, want %s", what, name, r == 0 ? "ok" : errname(e), errname(re));
+		return;
+	}
+	CHECK(r == 0 && !memcmp(got, ref, 152), "%s %s: %s, want the answer in the directory's fd", what, name, r ? errname(e) : "another answer");
+}
+
+static void case_statx(void)
+{
+	char p[600];
+	unsigned char sx[SX_SIZE];
+	const char *names[] = {"f020", "l003", "dangle", "ldir", "fifo", "nosearch", "nosearch/g2", "locked/g2", "nosuch"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		snprintf(p, sizeof p, "%s/%s", flat, names[i]);
+		prepare();
+		int r = raw_statx(AT_FDCWD, p, AT_SYMLINK_NOFOLLOW, SX_BASIC, sx);
+		expectx("statx", names[i], AT_SYMLINK_NOFOLLOW, SX_BASIC, r, errno, sx);
+		r = raw_statx(AT_FDCWD, p, 0, SX_BASIC, sx); /* following */
+		expectx("statx following", names[i], 0, SX_BASIC, r, errno, sx);
+		r = raw_statx(AT_FDCWD, p, AT_SYMLINK_NOFOLLOW, SX_BASIC | 0x800, sx); /* another mask (STATX_BTIME) */
+		expectx("statx another mask", names[i], AT_SYMLINK_NOFOLLOW, SX_BASIC | 0x800, r, errno, sx);
+		r = raw_statx(AT_FDCWD, p, AT_SYMLINK_NOFOLLOW | 0x2000, SX_BASIC, sx); /* AT_STATX_FORCE_SYNC */
+		expectx("statx forcing a sync", names[i], AT_SYMLINK_NOFOLLOW | 0x2000, SX_BASIC, r, errno, sx);
+	}
+	snprintf(p, sizeof p, "%s/f021", flat);
+	prepare();
+	long r = raw_statx(AT_FDCWD, p, AT_SYMLINK_NOFOLLOW, SX_BASIC, NULL);
+	CHECK(r == -1 && errno == EFAULT, "statx into NULL: %ld %s, want EFAULT", r, errname(errno));
+	r = raw_statx(AT_FDCWD, p, 0x40000000, SX_BASIC, sx);
+	CHECK(r == -1 && errno == EINVAL, "statx, a bad flag: %ld %s, want EINVAL", r, errname(errno));
+	long pg = sysconf(_SC_PAGESIZE);
+	static char *volatile page;
+	char area[3 * 4096];
+	page = (char *)(((uintptr_t)area + pg) & ~(uintptr_t)(pg - 1));
+	prepare();
+	REQUIRE(mprotect(page, pg, PROT_READ) == 0, "mprotect");
+	r = raw_statx(AT_FDCWD, p, AT_SYMLINK_NOFOLLOW, SX_BASIC, page - 100);
+	int e = errno;
+	REQUIRE(mprotect(page, pg, PROT_READ | PROT_WRITE) == 0, "mprotect back");
+	CHECK(r == -1 && e == EFAULT, "statx into a read-only stack page: %ld %s, want EFAULT", r, errname(e));
+	printf("statx: ok\n");
+}
+
 static void *other(void *arg)
 {
 	(void)arg;
@@ -444,6 +523,7 @@ int main(int argc, char **argv)
 	case_paths();
 	case_follow();
 	case_flags();
+	case_statx();
 	case_threads();
 	return bad;
 }
