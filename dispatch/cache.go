@@ -149,16 +149,30 @@ func (e *Engine) quietDir(lfd int) uint64 {
 }
 
 // linkRead reports a readlink of the symlink at LKL path path: its access
-// time moves, unless its directory is on a read-only mount.
-func (e *Engine) linkRead(path string) {
+// time moves, unless its directory is on a read-only mount. The serving
+// thread remembers the last directory it asked LKL about (readOnlyMemo):
+// a directory's links are read one after another.
+func (e *Engine) linkRead(r *Request, path string) {
 	epoch := e.xfacts.mountEpoch.Load()
 	dir := path[:max(strings.LastIndexByte(path, '/'), 1)]
-	sc := getScratch()
-	defer putScratch(sc)
-	_, le := lklPath(lkl.SysStatfs, 0, dir, [6]uintptr{0, lkl.PtrOf(&sc.sf)})
-	if le != 0 || sc.sf.Flags&stRdonly == 0 || e.xfacts.mounting.Load() != 0 || e.xfacts.mountEpoch.Load() != epoch {
+	m := &r.roMemo
+	if m.epoch != epoch+1 || m.dir != dir {
+		sc := getScratch()
+		_, le := lklPath(lkl.SysStatfs, 0, dir, [6]uintptr{0, lkl.PtrOf(&sc.sf)})
+		*m = readOnlyMemo{epoch: epoch + 1, dir: dir, ro: le == 0 && sc.sf.Flags&stRdonly != 0}
+		putScratch(sc)
+	}
+	if !m.ro || e.xfacts.mounting.Load() != 0 || e.xfacts.mountEpoch.Load() != epoch {
 		e.stats.Changed()
 	}
+}
+
+// readOnlyMemo is whether directory dir was on a read-only mount in
+// mount epoch epoch-1 (0: nothing known).
+type readOnlyMemo struct {
+	epoch uint64
+	dir   string
+	ro    bool
 }
 
 // markQuiet records quiet (quietDir's) on the virtual fd res, an open of

@@ -145,6 +145,9 @@ type Request struct {
 	memo resolveMemo
 	// hint is the thread's record for Hints (hint.go).
 	hint hintState
+	// roMemo is the thread's last directory found on a mount read-only
+	// or not (cache.go).
+	roMemo readOnlyMemo
 }
 
 // Handler serves one syscall.

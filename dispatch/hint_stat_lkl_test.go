@@ -26,9 +26,10 @@ import (
 // after 8 unused batches no more until the pattern shows again; never
 // again on a thread that Go served more prepared stats at a site the tier
 // answers at than a batch left; never while an observer watches. The
-// open, listing and close of a read-only directory, and fcntl's fd flags,
-// leave the stat cache's generation where it was; a writable directory's
-// and other fcntl commands move it.
+// open, listing and close of a read-only directory, a readlink there, and
+// fcntl's fd flags, leave the stat cache's generation where it was; a
+// writable directory's, a readlink there and other fcntl commands move
+// it.
 func TestStatHintPattern(t *testing.T) {
 	g := lklGuest(t)
 	rec := &recHints{}
@@ -152,8 +153,11 @@ func TestStatHintPattern(t *testing.T) {
 	g1 := gen.Load()
 	call(unix.SYS_FCNTL, fd, unix.F_SETFD, unix.FD_CLOEXEC)
 	call(unix.SYS_CLOSE, fd)
+	if res := call(unix.SYS_READLINKAT, cwd, g.Str("/bin"), g.Buf(64), 64); res.Errno != 0 {
+		t.Fatalf("readlink /bin: %v", res.Errno)
+	}
 	if gen.Load() != g1 {
-		t.Errorf("F_SETFD and the close of a read-only directory moved the generation %d -> %d", g1, gen.Load())
+		t.Errorf("F_SETFD, the close of a read-only directory and a readlink there moved the generation %d -> %d", g1, gen.Load())
 	}
 
 	// A writable directory (/tmp): its listing moves the generation and
@@ -179,6 +183,11 @@ func TestStatHintPattern(t *testing.T) {
 	call(unix.SYS_FCNTL, tfd, unix.F_SETFL, unix.O_NONBLOCK)
 	if gen.Load() == g3 {
 		t.Errorf("F_SETFL left the generation where it was")
+	}
+	call(unix.SYS_SYMLINKAT, g.Str("f0"), cwd, g.Str(tmp+"/l"))
+	g4 := gen.Load()
+	if res := call(unix.SYS_READLINKAT, cwd, g.Str(tmp+"/l"), g.Buf(64), 64); res.Errno != 0 || gen.Load() == g4 {
+		t.Errorf("a readlink in a writable directory: %v, the generation %d -> %d", res.Errno, g4, gen.Load())
 	}
 	call(unix.SYS_CLOSE, tfd)
 

@@ -461,7 +461,7 @@ func (e *Engine) readlink(r *Request, dirfd int32, addr, buf, size uint64) Resul
 		if le != 0 {
 			return errno(le, LKL) // nothing read: no access time moved
 		}
-		e.linkRead(t.LKLPath()) // the link's access time (OwnChange; cache.go)
+		e.linkRead(r, t.LKLPath()) // the link's access time (OwnChange; cache.go)
 		n = int(res)
 	}
 	if err := r.G.Write(buf, out[:n]); err != nil {
