@@ -92,8 +92,8 @@ struct kbox_xhint {
 #define KT_STATX_SIZE 256 /* struct statx */
 enum {
 	KT_HAS_ST = 1,    /* st holds the lstat */
-	KT_HAS_STX = 2,   /* xs holds the statx, of the table's kind */
-	KT_HAS_XATTR = 4, /* xs holds ls -l's gets' answers */
+	KT_HAS_STX = 2,   /* xent holds the statx, of the table's kind */
+	KT_HAS_XATTR = 4, /* xent holds ls -l's gets' answers */
 	KT_LNK = 8,       /* a symlink: no answer to a call that follows */
 };
 struct kbox_stab_ent {

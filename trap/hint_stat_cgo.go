@@ -54,7 +54,7 @@ func (t *tier) statClock() {
 }
 
 // StatBegin is dispatch.Hints's: the table holds answers for the clocks
-// gen and wb, into the span of guest memory that holds a stat at buf,
+// gen and wb, into the stretch of guest memory around a stat at buf,
 // and dir's batch is on top.
 func (th *thread) StatBegin(dir string, gen, wb, buf uint64, sx dispatch.StatxKind) (used, ok bool) {
 	x := th.c.xhint
