@@ -196,8 +196,8 @@ static void line(const char *what, const char *path, int r, const struct stat *s
 	       (long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 }
 
-/* walk lists path, then lstats and stats each entry, walking into a
- * directory before the next entry; quiet: no lines. */
+/* walk lists path, then lstats, stats and statxes each entry, walking
+ * into a directory before the next entry; quiet: no lines. */
 static void walk(const char *path, int quiet)
 {
 	DIR *d = opendir(path);
@@ -244,9 +244,11 @@ static int flatfd;
 static int same(const struct stat *a, const struct stat *b)
 {
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_mode == b->st_mode && a->st_nlink == b->st_nlink &&
-	       a->st_uid == b->st_uid && a->st_size == b->st_size && a->st_blocks == b->st_blocks &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_atim.tv_nsec == b->st_atim.tv_nsec;
+	       a->st_uid == b->st_uid && a->st_gid == b->st_gid && a->st_rdev == b->st_rdev && a->st_size == b->st_size &&
+	       a->st_blksize == b->st_blksize && a->st_blocks == b->st_blocks && a->st_atim.tv_sec == b->st_atim.tv_sec &&
+	       a->st_atim.tv_nsec == b->st_atim.tv_nsec && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
 /* expect checks the answer r (errno e) to a stat of flat's name (nofollow
