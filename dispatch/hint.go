@@ -47,9 +47,8 @@ type Hints interface {
 	// (hint_stat.go) that hold while the clocks stand at gen and wb,
 	// answering into the stretch of guest memory that holds buf; of the
 	// batches before it, it may keep those of dir's ancestors that hold
-	// for the same clocks, and dir's own. A statx answer is for the
-	// flags and mask of sx (kept from the previous batch when the
-	// thread's statx asked the same). used reports whether prepared
+	// for the same clocks and statx kind sx (the flags and mask its
+	// statx answers are for), and dir's own. used reports whether prepared
 	// answers answered a call since the last StatBegin; ok false: the tier
 	// takes none now.
 	StatBegin(dir string, gen, wb, buf uint64, sx StatxKind) (used, ok bool)

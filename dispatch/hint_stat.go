@@ -25,10 +25,13 @@ import (
 // once the directory's path is found to lead to that directory (same
 // device and inode), with the thread's credentials (the path's walk
 // checks search permission on the way, the relative stat on the
-// directory). The tier answers a stat or lstat of the same path bytes
-// into the same stretch of guest memory as the thread's last stat,
-// while the stat cache's generation, the write-backs and the guest's
-// memory map stand as they stood, and gives anything else to Go.
+// directory). A thread that statxes the entries (ls -l) gets its statx
+// of the same flags and mask prepared too, and after it ls -l's gets'
+// answers (hint.go). The tier answers a stat, lstat or statx of the same
+// path bytes into the same stretch of guest memory as the thread's last
+// stat, while the stat cache's generation, the write-backs and the
+// guest's memory map stand as they stood, and gives anything else to
+// Go.
 //
 // Not prepared: "." and "..", a path longer than StatPathMax, one that
 // is not a plain image path (a bind, a route, /proc, /dev/fd: each is
@@ -169,21 +172,15 @@ func (e *Engine) statAhead(r *Request, f *fdtable.File, lfd int, ents []byte) {
 		full = append(full, '/')
 	}
 	base := len(full)
-	for off := 0; off+19 < len(ents); {
-		reclen := int(ents[off+16]) | int(ents[off+17])<<8
-		if reclen < 20 || off+reclen > len(ents) {
+	for off := 0; ; {
+		name, reclen, ok := direntAt(ents, off)
+		if !ok {
 			return
 		}
 		rec := ents[off : off+reclen]
 		off += reclen
-		name := rec[19:]
-		if n := indexNUL(name); n >= 0 {
-			name = name[:n]
-		} else {
-			continue
-		}
-		if len(name) == 0 || string(name) == "." || string(name) == ".." {
-			continue
+		if len(name) == 0 || 19+len(name) >= reclen || string(name) == "." || string(name) == ".." {
+			continue // (LKL is given the name in place: its NUL must be there)
 		}
 		hs.left++ // until it is prepared
 		if base+len(name) > StatPathMax {
@@ -203,16 +200,6 @@ func (e *Engine) statAhead(r *Request, f *fdtable.File, lfd int, ents []byte) {
 			hs.left--
 		}
 	}
-}
-
-// indexNUL returns the index of b's first NUL, or -1.
-func indexNUL(b []byte) int {
-	for i, c := range b {
-		if c == 0 {
-			return i
-		}
-	}
-	return -1
 }
 
 // prepare fills the thread's StatAnswers for the entry name (NUL

@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sort"
@@ -627,14 +626,10 @@ func (e *Engine) applyLimits(pid int) error {
 func (e *Engine) hideDirents(dir string, b []byte) int {
 	c := e.Opt.Policy
 	out := 0
-	for in := 0; in+19 <= len(b); {
-		reclen := int(binary.NativeEndian.Uint16(b[in+16:]))
-		if reclen < 19 || in+reclen > len(b) {
+	for in := 0; ; {
+		name, reclen, ok := direntAt(b, in)
+		if !ok {
 			break // not a record: leave the rest as it is
-		}
-		name := b[in+19 : in+reclen]
-		if i := bytes.IndexByte(name, 0); i >= 0 {
-			name = name[:i]
 		}
 		n := string(name)
 		hide := false

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"bytes"
+	"encoding/binary"
 	"sync"
 
 	"github.com/kbox-project/kbox/fdtable"
@@ -116,4 +118,22 @@ func sysGetdentsOld(e *Engine, r *Request) Result {
 		return cont
 	}
 	return errno(unix.ENOSYS, Emulated)
+}
+
+// direntAt returns the name (without its NUL) and length of the
+// getdents64 record at off in b; ok false where b holds no whole record
+// there.
+func direntAt(b []byte, off int) (name []byte, reclen int, ok bool) {
+	if off+19 > len(b) {
+		return nil, 0, false
+	}
+	reclen = int(binary.NativeEndian.Uint16(b[off+16:]))
+	if reclen < 19 || off+reclen > len(b) {
+		return nil, 0, false
+	}
+	name = b[off+19 : off+reclen]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	return name, reclen, true
 }

@@ -8,10 +8,10 @@ package trap
 import "C"
 
 import (
-	"strings"
 	"unsafe"
 
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/guestpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,7 +84,7 @@ func (th *thread) StatBegin(dir string, gen, wb, buf uint64, sx dispatch.StatxKi
 	}
 	for len(th.batches) > 0 {
 		top := &th.batches[len(th.batches)-1]
-		if top.dir == dir || within(dir, top.dir) {
+		if top.dir == "/" || guestpath.Under(dir, top.dir) { // an ancestor, or itself
 			break
 		}
 		th.statPop(s, len(th.batches)-1)
@@ -96,14 +96,6 @@ func (th *thread) StatBegin(dir string, gen, wb, buf uint64, sx dispatch.StatxKi
 	s.buf_lo, s.buf_hi = C.uint64_t(sp.lo), C.uint64_t(sp.hi)
 	s.on = 1
 	return used, true
-}
-
-// within reports whether path p is below directory dir.
-func within(p, dir string) bool {
-	if dir == "/" {
-		return len(p) > 1 && p[0] == '/'
-	}
-	return len(p) > len(dir) && p[len(dir)] == '/' && strings.HasPrefix(p, dir)
 }
 
 // statEmpty empties the table.
