@@ -30,8 +30,8 @@ func sysGetdents64(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
 	}
-	ent, _ := r.P.FDs.Get(int(int32(r.Args[0])))
-	quiet := ent.File != nil && e.isQuiet(ent.File)
+	ent, held := r.P.FDs.Get(int(int32(r.Args[0])))
+	quiet := held && e.isQuiet(ent.File)
 	if !quiet {
 		e.stats.Changed()
 		defer e.changeDone()
@@ -59,7 +59,7 @@ func sysGetdents64(e *Engine, r *Request) Result {
 	if pol := e.Opt.Policy; pol != nil && pol.paths && res > 0 {
 		// Hidden entries are left out (policy.go); a batch of only
 		// hidden ones is not the end: read on.
-		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk && pol.P.HidesIn(ent.File.Path) {
+		if held && pol.P.HidesIn(ent.File.Path) {
 			for res > 0 {
 				if m := e.hideDirents(ent.File.Path, buf[:res]); m > 0 {
 					res = uintptr(m)
@@ -74,7 +74,7 @@ func sysGetdents64(e *Engine, r *Request) Result {
 	if res == 0 && len(e.Opt.Binds) > 0 {
 		// The end of the image's listing: add bind mount points that
 		// the image lacks.
-		if ent, okk := r.P.FDs.Get(int(int32(r.Args[0]))); okk {
+		if held {
 			m, k, en := guestpath.MountDirents(e.Opt.Binds, ent.File.Path, buf, int(ent.File.Listed.Load()))
 			if en != 0 {
 				return errno(en, Emulated)
