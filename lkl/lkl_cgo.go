@@ -27,6 +27,7 @@ func APIGeneration() int { return int(C.kbox_lkl_api_generation()) }
 func boot(cmdline string, echo bool) error {
 	C.kbox_lkl_low_memory()
 	C.kbox_lkl_own_timer()
+	C.kbox_lkl_own_sync()
 	e := C.int(0)
 	if echo {
 		e = 1
@@ -39,6 +40,10 @@ func boot(cmdline string, echo bool) error {
 	}
 	return nil
 }
+
+// syncSpins is how many times a waiter on the kernel's locks pauses
+// before it sleeps (sync.c), 0 if LKL's own operations are in use.
+func syncSpins() int { return int(C.kbox_lkl_sync_spins()) }
 
 func shutdown() { C.kbox_lkl_shutdown() }
 

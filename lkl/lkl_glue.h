@@ -8,6 +8,8 @@ int kbox_lkl_api_generation(void);
 int kbox_lkl_boot(const char *cmdline);
 void kbox_lkl_low_memory(void);
 void kbox_lkl_own_timer(void);
+void kbox_lkl_own_sync(void);
+int kbox_lkl_sync_spins(void);
 void kbox_lkl_hurry(unsigned long ns);
 void kbox_lkl_console(int echo);
 void kbox_lkl_starting(int on);
