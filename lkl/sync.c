@@ -51,10 +51,21 @@ static void futex_wake(atomic_int *w, int n)
 	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-/* A counting semaphore: count, and how many waiters sleep or are about to. */
+/*
+ * A counting semaphore: count, and how many waiters sleep or are about to.
+ * How long its waiters spin adapts (limit, from half the full spin): each
+ * wait that outlasts it takes an eighth off, down to an eighth of the full
+ * spin (a kernel thread's semaphore, waiting to be scheduled; a task's
+ * blocked in a read), and one that ends within it moves it a quarter of
+ * the way to twice the wait (the LKL CPU's, while another thread's system
+ * call runs). Every 16th wait spins in full, to learn again. Halving at
+ * each long wait instead lost a third of what git status's threads gain.
+ */
 struct kbox_sem {
 	atomic_int count;
 	atomic_int sleepers;
+	atomic_int limit;
+	atomic_uint waits;
 };
 
 static struct lkl_sem *ksem_alloc(int count)
@@ -65,6 +76,8 @@ static struct lkl_sem *ksem_alloc(int count)
 		return NULL;
 	atomic_init(&s->count, count);
 	atomic_init(&s->sleepers, 0);
+	atomic_init(&s->limit, spins / 2);
+	atomic_init(&s->waits, 0);
 	return (struct lkl_sem *)s;
 }
 
@@ -95,11 +108,21 @@ static void ksem_down(struct lkl_sem *sem)
 {
 	struct kbox_sem *s = (struct kbox_sem *)sem;
 
-	for (int i = 0; i < spins; i++) {
-		if (ksem_take(s))
+	int limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
+
+	if ((atomic_fetch_add_explicit(&s->waits, 1, memory_order_relaxed) & 15) == 0)
+		limit = spins;
+	for (int i = 0; i < limit; i++) {
+		if (ksem_take(s)) {
+			int l = atomic_load_explicit(&s->limit, memory_order_relaxed);
+			int want = 2 * i + 16 < spins ? 2 * i + 16 : spins;
+
+			atomic_store_explicit(&s->limit, l + (want - l) / 4, memory_order_relaxed);
 			return;
+		}
 		cpu_relax();
 	}
+	atomic_store_explicit(&s->limit, limit - limit / 8 > spins / 8 ? limit - limit / 8 : spins / 8, memory_order_relaxed);
 	atomic_fetch_add(&s->sleepers, 1);
 	while (!ksem_take(s))
 		futex_wait(&s->count, 0); /* returns at once if the count moved */
