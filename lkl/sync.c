@@ -11,9 +11,9 @@
  * a sleep and a context switch, several microseconds against the call's
  * one. Here a waiter first spins a little while (a short system call's
  * length) for the release, and a release wakes only a waiter that went to
- * sleep. A recursive mutex (which kbox's kernel does not use) stays LKL's.
+ * sleep. A recursive mutex (LKL's virtio network devices', which kbox does
+ * not use) stays LKL's.
  */
-#include <limits.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -107,7 +107,6 @@ static void ksem_up(struct lkl_sem *sem)
 static void ksem_down(struct lkl_sem *sem)
 {
 	struct kbox_sem *s = (struct kbox_sem *)sem;
-
 	int limit = atomic_load_explicit(&s->limit, memory_order_relaxed);
 
 	if ((atomic_fetch_add_explicit(&s->waits, 1, memory_order_relaxed) & 15) == 0)
