@@ -14,7 +14,9 @@
  * sleep. A recursive mutex (LKL's virtio network devices', which kbox does
  * not use) stays LKL's.
  */
+#define _GNU_SOURCE
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -201,11 +203,18 @@ static void kmutex_unlock(struct lkl_mutex *mu)
 }
 
 /* calibrate sets spins from the time 256 pauses take here (4 ns to 40 ns
- * each, by processor). */
+ * each, by processor); none where kbox may use one CPU only, where the
+ * thread a waiter spins for cannot run meanwhile. */
 static void calibrate(void)
 {
 	struct timespec a, b;
+	cpu_set_t cpus;
 	long ns;
+
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) < 2) {
+		spins = 0;
+		return;
+	}
 
 	clock_gettime(CLOCK_MONOTONIC, &a); /* the first call maps the vDSO's data */
 	clock_gettime(CLOCK_MONOTONIC, &a);
@@ -224,7 +233,7 @@ static void calibrate(void)
 
 int kbox_lkl_sync_spins(void)
 {
-	return lkl_host_ops.sem_down == ksem_down && lkl_host_ops.mutex_lock == kmutex_lock ? spins : 0;
+	return lkl_host_ops.sem_down == ksem_down && lkl_host_ops.mutex_lock == kmutex_lock ? spins : -1;
 }
 
 void kbox_lkl_own_sync(void)
