@@ -41,7 +41,9 @@ func TestSyncContended(t *testing.T) {
 	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
 		t.Fatal(err)
 	}
-	switch n := syncSpins(); {
+	n := syncSpins()
+	t.Logf("a waiter spins %d times before it sleeps", n)
+	switch {
 	case n < 0:
 		t.Fatal("the kernel's locks are LKL's, not kbox's")
 	case cpus.Count() < 2 && n != 0:
