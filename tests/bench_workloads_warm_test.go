@@ -137,8 +137,9 @@ func warmInProc(b *testing.B, bin, img, tree, mode, wd string, spec warmSpec, ar
 	return once(argv) - once([]string{"/bin/true"})
 }
 
-// warmRounds is how many times warmColumns times each side.
-const warmRounds = 9
+// warmRounds is how many times warmColumns times each side, in
+// warmBlocks blocks.
+const warmRounds, warmBlocks = 9, 3
 
 // warmSpecs gives each workload (by its first word) what warmexec warms:
 // the trees it walks and the files it reads, with its program's files.
@@ -163,19 +164,28 @@ func warmSpecs(b *testing.B, tree, pyDir string) map[string]warmSpec {
 
 // warmColumns are the in-process warm rows: native and the rewrite tier
 // (the tier for trusted programs), each net of /bin/true, and the ratio:
-// medians of warmRounds runs, the native ones first. (Runs in turn would
-// time native runs in the wake of kbox's: git status natively took 2.9
-// ms after kbox runs, 2.1 after its own.)
+// medians of warmRounds runs each, in warmBlocks blocks of native runs
+// then rewrite runs, each block after one run of its side that is not
+// counted. Runs in turn would time native runs in the wake of kbox's (git
+// status natively took 2.9 ms after kbox runs, 2.1 after its own); all
+// of one side before the other measured the two sides minutes apart,
+// and this machine's load moves within minutes (git's ratio came out
+// 3.6× and 5.7× in two runs of one binary).
 func warmColumns(b *testing.B, bin, img, tree, wd, name string, spec warmSpec, ok bool, argv []string, writes bool) string {
 	if !ok {
 		return fmt.Sprintf(" %26s", "n/a")
 	}
 	var natv, rwv []float64
-	for range warmRounds {
-		natv = append(natv, warmInProc(b, bin, img, tree, "native", wd, spec, argv, writes))
-	}
-	for range warmRounds {
-		rwv = append(rwv, warmInProc(b, bin, img, tree, "rewrite", wd, spec, argv, writes))
+	for range warmBlocks {
+		for _, side := range []struct {
+			mode string
+			into *[]float64
+		}{{"native", &natv}, {"rewrite", &rwv}} {
+			warmInProc(b, bin, img, tree, side.mode, wd, spec, argv, writes)
+			for range warmRounds / warmBlocks {
+				*side.into = append(*side.into, warmInProc(b, bin, img, tree, side.mode, wd, spec, argv, writes))
+			}
+		}
 	}
 	nat, rw := median(natv), median(rwv)
 	b.ReportMetric(rw/nat, name+"_rewrite_warm_ratio")
