@@ -60,8 +60,7 @@ static void futex_wake(atomic_int *w, int n)
  * spin (a kernel thread's semaphore, waiting to be scheduled; a task's
  * blocked in a read), and one that ends within it moves it a quarter of
  * the way to twice the wait (the LKL CPU's, while another thread's system
- * call runs). Every 16th wait spins in full, to learn again. Halving at
- * each long wait instead lost a third of what git status's threads gain.
+ * call runs). Every 16th wait spins in full, to learn again.
  */
 struct kbox_sem {
 	atomic_int count;

@@ -169,8 +169,7 @@ func warmSpecs(b *testing.B, tree, pyDir string) map[string]warmSpec {
 // counted. Runs in turn would time native runs in the wake of kbox's (git
 // status natively took 2.9 ms after kbox runs, 2.1 after its own); all
 // of one side before the other measured the two sides minutes apart,
-// and this machine's load moves within minutes (git's ratio came out
-// 3.6× and 5.7× in two runs of one binary).
+// and a VM's load moves within minutes.
 func warmColumns(b *testing.B, bin, img, tree, wd, name string, spec warmSpec, ok bool, argv []string, writes bool) string {
 	if !ok {
 		return fmt.Sprintf(" %26s", "n/a")
