@@ -42,7 +42,8 @@ func boot(cmdline string, echo bool) error {
 }
 
 // syncSpins is how many times a waiter on the kernel's locks pauses
-// before it sleeps (sync.c), 0 if LKL's own operations are in use.
+// before it sleeps (sync.c): 0 on one CPU, -1 if LKL's own operations
+// are in use.
 func syncSpins() int { return int(C.kbox_lkl_sync_spins()) }
 
 func shutdown() { C.kbox_lkl_shutdown() }
