@@ -94,12 +94,22 @@ func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix
 	if skipKnown && inspectedInfo(k) != nil {
 		return none, k, 0
 	}
+	read := false
 	c, en := readMemfd("kbox-exec:"+p, int(st.Size), func(mfd int) bool {
 		return e.Shadows.CopyCurrent(&st, mfd) // a file read before: from its node
 	}, func(b []byte, off int) (int, unix.Errno) {
+		read = true
 		n, le := lkl.Syscall6(lkl.SysPread64, fd, uptr(b), uintptr(len(b)), uintptr(off), 0, 0)
 		return int(n), le
 	})
+	if read {
+		// LKL's reads moved the file's access time, as an exec's do on
+		// Linux (by the mount's rule): a change a stat sees (the exec
+		// is OwnChange).
+		if now, err := lkl.Fstat(int(fd)); err != nil || now.Atime != st.Atime || now.AtimeNsec != st.AtimeNsec {
+			e.stats.Changed()
+		}
+	}
 	return c, k, en
 }
 

@@ -445,7 +445,14 @@ func (e *Engine) Exit(p *Proc) {
 		}
 	})
 	e.mu.Unlock()
+	// Closing its virtual fds may change LKL (an LKL file's last close):
+	// exit_group is OwnChange, and a process killed by a signal ends here
+	// too.
+	closes := p.FDs.Len() > 0
 	p.release()
+	if closes {
+		e.stats.Changed()
+	}
 	if gdbmirror.On() {
 		e.gdbPublish() // the debug mirror (gdb.go)
 	}

@@ -224,9 +224,12 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 	}
 	// Only the general path may change LKL state: a path error, a host
 	// route or a bind leave it as it was (cache.go). An open that may
-	// create, truncate or write changes it from the start; a read-only one
-	// only once it found something (a shadow's fill reads the file, which
-	// may move its access time): a lookup that fails changes nothing.
+	// create, truncate or write changes it from the start. A read-only one
+	// that LKL opened changes nothing a stat sees: Linux's open moves no
+	// time, and a shadow's fill reads with O_NOATIME, as root
+	// (shadowfd.takeLKLFd), its access time following the guests' own
+	// reads. One LKL refused otherwise than by the lookup goes on to
+	// kbox's device and append-only paths: a change, to be safe.
 	readOnly := flags&unix.O_ACCMODE == unix.O_RDONLY && !willCreate(uint64(flags)) && flags&unix.O_TRUNC == 0
 	if !readOnly {
 		e.stats.Changed()
@@ -238,11 +241,11 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 		switch le {
 		case unix.ENOENT, unix.ENOTDIR, unix.EACCES, unix.ELOOP, unix.ENAMETOOLONG:
 			return errno(le, LKL)
-		}
-		if le == 0 && flags&unix.O_DIRECTORY != 0 {
-			quiet = e.quietDir(int(fd))
-		}
-		if quiet == 0 {
+		case 0:
+			if flags&unix.O_DIRECTORY != 0 {
+				quiet = e.quietDir(int(fd))
+			}
+		default:
 			e.stats.Changed()
 		}
 	}
@@ -515,14 +518,20 @@ func sysDup3(e *Engine, r *Request) Result { return e.dup3(r, r.Args[0], r.Args[
 
 func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 	ov, nv := isVirtual(r, oldfd), isVirtual(r, newfd)
-	switch {
-	case !ov && !nv:
+	if !ov && !nv {
 		// dup2 closes newfd implicitly: a pump's pipe there is flushed
-		// first, as on close.
+		// first, as on close (the pumps report their own changes). Host
+		// fds change nothing in LKL (dup2 and dup3 are OwnChange): a
+		// shell's redirections keep the stat cache.
 		if oldfd != newfd {
 			e.flushPumps()
 		}
 		return cont
+	}
+	// A virtual fd replaced (an LKL file's last close) or bridged.
+	e.stats.Changed()
+	defer e.changeDone()
+	switch {
 	case ov && nv:
 		if oldfd == newfd {
 			return ok(int64(newfd), Emulated)

@@ -580,8 +580,13 @@ func sysGetcwd(e *Engine, r *Request) Result {
 	return ok(int64(len(cwd)+1), Emulated)
 }
 
-// sysChdir serves chdir(2).
+// sysChdir serves chdir(2). Like fchdir it is OwnChange: it changes LKL
+// nothing, but a new working directory gives relative paths other
+// files, which answers prepared for a path string rely on (hint.go): it
+// moves the stat cache's generation then (cwdMoved). git's chdir to
+// the top of the repository it already works in does not.
 func sysChdir(e *Engine, r *Request) Result {
+	defer e.cwdMoved(r, r.P.Cwd())
 	t, en := e.target(r, unix.AT_FDCWD, r.Args[0])
 	if en == 0 {
 		t, en = e.followDev(r, t) // /dev/fd (sys_file_dev.go)
@@ -595,8 +600,17 @@ func sysChdir(e *Engine, r *Request) Result {
 	return e.chdirTo(r, t)
 }
 
+// cwdMoved ends a chdir or fchdir that left the caller's working
+// directory elsewhere than was.
+func (e *Engine) cwdMoved(r *Request, was string) {
+	if r.P.Cwd() != was {
+		e.changeDone()
+	}
+}
+
 // sysFchdir serves fchdir(2).
 func sysFchdir(e *Engine, r *Request) Result {
+	defer e.cwdMoved(r, r.P.Cwd())
 	fd := int(int32(r.Args[0]))
 	if !r.P.FDs.IsVirtual(fd) || isHostFile(r, int32(fd)) {
 		base, en := e.hostDirPath(r, fd)

@@ -479,10 +479,19 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	if rec != nil {
 		e.OnExec(rec)
 	}
+	// An exec changes nothing a stat sees (OwnChange) unless it closes
+	// virtual fds (an LKL file's last close may), or gives the caller
+	// other credentials, or its reads of the program moved an access
+	// time (loadImageFile reports that itself).
+	closes := r.P.FDs.HasCloexec()
 	r.P.FDs.Exec()
 	e.SetExe(r.P, t.Path)
 	// What execve does to the credentials (set-id bits never count).
-	e.setCred(r.P, r.P.creds().Exec())
+	was := r.P.creds()
+	e.setCred(r.P, was.Exec())
+	if now := r.P.creds(); closes || now.fs != was.fs || now.access != was.access {
+		e.changeDone()
+	}
 	return res
 }
 

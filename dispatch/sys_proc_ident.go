@@ -273,6 +273,15 @@ func sysPrctl(e *Engine, r *Request) Result {
 	a2, a3, a4, a5 := r.Args[1], r.Args[2], r.Args[3], r.Args[4]
 	c := r.P.creds()
 	switch int32(r.Args[0]) {
+	case unix.PR_CAPBSET_DROP, unix.PR_SET_SECUREBITS, unix.PR_SET_KEEPCAPS, unix.PR_CAP_AMBIENT, unix.PR_SET_NO_NEW_PRIVS, unix.PR_SET_SECCOMP:
+		// prctl is OwnChange: the calls that may change the caller's
+		// credentials move the stat cache's generation, which answers
+		// prepared for a thread's credentials rely on (hint.go); the
+		// rest (a shell's PR_SET_NAME for each command) do not.
+		e.stats.Changed()
+		defer e.changeDone()
+	}
+	switch int32(r.Args[0]) {
 	case unix.PR_CAPBSET_READ:
 		if a2 > CapLast {
 			return errno(unix.EINVAL, Emulated)

@@ -70,12 +70,16 @@ const (
 	// (cache.go) and LKL's free space does not move
 	// (shadowfd/space.go).
 	Pure Facts = 1 << iota
-	// OwnChange (open, close, readlink, getdents64, fcntl) reports its
+	// OwnChange (open, close, readlink, getdents64, fcntl, dup2, dup3,
+	// chdir, fchdir, execve, execveat, exit_group, prctl) reports its
 	// change to the stat cache itself, only when it really changed
-	// something (cache.go): a read-only open served from the shadow cache
-	// or that found nothing, a close of a host fd, a readlink of what is
-	// no symlink, a directory's open, listing and close on a read-only
-	// mount, or fcntl of the fd's own flags, leaves LKL as it was.
+	// something (cache.go): a read-only open, a close of a host fd, a readlink of
+	// what is no symlink, a directory's listing and close on a read-only
+	// mount, fcntl of the fd's own flags, a dup2 between host fds, a
+	// chdir to the working directory, an exec that moved no access time,
+	// closed no virtual fd and kept the credentials, an exit that closed
+	// no virtual fd, or a prctl that cannot change the credentials,
+	// leaves what a stat sees as it was.
 	OwnChange
 	// AddrArg4 (with HostFD) runs on the host only while argument 4, a
 	// destination address, is 0: an address may name a path, which kbox

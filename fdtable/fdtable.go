@@ -251,6 +251,18 @@ func (t *Table) Exec() {
 	}
 }
 
+// HasCloexec reports whether an exec would close a virtual fd (Exec).
+func (t *Table) HasCloexec() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.entries {
+		if e.Cloexec {
+			return true
+		}
+	}
+	return false
+}
+
 // CloseRange closes the fds in [lo, hi], or with cloexec only marks them
 // close-on-exec, as close_range(2).
 func (t *Table) CloseRange(lo, hi int, cloexec bool) {

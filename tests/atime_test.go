@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,6 +96,30 @@ func TestAtimeAtClose(t *testing.T) {
 			if now[1] != was[1] {
 				t.Errorf("%v: change time %s after a read, was %s: a read leaves it", who, now[1], was[1])
 			}
+		}
+	})
+}
+
+// An exec reads the program, which moves its access time as a read does
+// (relatime: a program not read since its last change). A stat after the
+// exec sees the new time, though the same process's stat before it is
+// in kbox's stat cache, which an exec keeps when it moves no time
+// (tests/guest/execatime.c). In every tier.
+func TestAtimeExec(t *testing.T) {
+	cp := copyImage(t, imagePath(t))
+	forTiers(t, []string{"seccomp", "trap", "rewrite"}, func(t *testing.T, tier string) {
+		prog := "/root/execatime-" + tier
+		if out, stderr, st := runKbox(t, "image", "-S", cp, "--", "/bin/cp", "/opt/tests/execatime", prog); st != 0 {
+			t.Fatalf("cp: status %d: %s\n%s", st, out, lastLines(stderr, 5))
+		}
+		time.Sleep(1100 * time.Millisecond)
+		out, stderr, st := runKbox(t, "image", "-S", cp, "--syscall-mode="+tier, "--trusted", "--", "/opt/tests/execatime", prog)
+		var s0, n0, s1, n1 int64
+		if k, _ := fmt.Sscan(out, &s0, &n0, &s1, &n1); st != 0 || k != 4 {
+			t.Fatalf("execatime: status %d %q\n%s", st, out, lastLines(stderr, 5))
+		}
+		if s1 < s0 || s1 == s0 && n1 <= n0 {
+			t.Errorf("access time %d.%09d after the exec, %d.%09d before: want the exec's, later", s1, n1, s0, n0)
 		}
 	})
 }

@@ -318,7 +318,8 @@ func TestDelveHelpers(t *testing.T) {
 	wantMatch(t, out, "kbox_shadows",
 		`[1-9]\d* shadow nodes`,
 		`lkl \d+\s+content fd \d+\s+host \d+:\d+ ro  /etc/passwd\n`)
-	wantMatch(t, out, "kbox_statcache", `stat cache: generation [1-9]\d*, \d+ of 4096 slots live`)
+	// gdbwait's opens and stat change nothing: its stat is live.
+	wantMatch(t, out, "kbox_statcache", `stat cache: generation \d+, [1-9]\d* of 4096 slots live`)
 	if !alive(w.kbox) {
 		t.Errorf("kbox did not survive Delve's detach")
 	}
