@@ -18,13 +18,15 @@ import (
 // KASAN-instrumented kernel). LKL's state changes only through kbox: the
 // syscalls it dispatches, shadow write-backs and the dup2 bridges' pumps.
 // So every entry carries the generation it was filled in, and a generation
-// moves on with every dispatched syscall that is not a pure lookup (see
-// Pure in dispatch's syscall table), every write-back and every pump
-// transfer: an entry is only ever used within a run of pure lookups, where
-// LKL would answer the same.
-// Negative results (ENOENT, ENOTDIR, ...) are kept too. 4096 slots
-// (about 750 KB, touched only as they fill) hold a 2000-file repository's
-// lstats between git status's two passes over it. A result depends
+// moves on with every dispatched syscall that may change what a stat
+// sees (neither Pure nor OwnChange in dispatch's syscall table; an
+// OwnChange call moves it when it did change something: an exec that
+// moved the program's access time), every write-back and every pump
+// transfer: an entry is only ever used while LKL would answer the same.
+// Negative results (ENOENT, ENOTDIR, ...) are kept too. 16384 slots
+// (about 3 MB, touched only as they fill) hold a walk of a 2000-file
+// repository and its .git (4,300 paths) with few collisions: git status
+// run after it, or again, finds its 2,000 lstats there. A result depends
 // on the caller's credentials (search permission on the way: EACCES for
 // one, a stat for another), so entries are keyed by the id of the
 // credentials LKL checked with (lkl.Cred.ID): processes with the same
@@ -39,7 +41,7 @@ type StatCache struct {
 	slots [statSlots]statSlot
 }
 
-const statSlots = 4096
+const statSlots = 16384
 
 type statSlot struct {
 	gen      uint64 // 0: empty
