@@ -21,13 +21,16 @@ func (e *Engine) lklStat(r *Request, path string, nofollow bool, st *lkl.Stat64)
 	if r.P != nil {
 		cred = r.P.creds().fs.ID()
 	}
-	wb := e.Shadows.WriteBacks()
-	if en, hit := e.stats.Get(path, nofollow, wb, cred, st); hit {
+	wb, at := e.Shadows.StatClocks()
+	if en, was, hit := e.stats.Get(path, nofollow, wb, cred, st); hit {
+		if en == 0 && was != at {
+			e.Shadows.AtimeSince(st, was) // a guest's read since
+		}
 		return en
 	}
 	gen := e.stats.Gen()
 	en := lklStatUncached(path, nofollow, st)
-	e.stats.Put(gen, wb, cred, path, nofollow, st, en)
+	e.stats.Put(gen, wb, at, cred, path, nofollow, st, en)
 	return en
 }
 
@@ -129,23 +132,79 @@ func (e *Engine) changeDone() {
 // open (a remount may make it writable: the mount epoch, xattr_facts.go),
 // ends that.
 
-// stRdonly is statfs's ST_RDONLY.
-const stRdonly = 1
+// On a writable mount a listing may move the directory's access time,
+// which changes a stat of the directory and nothing else: the listing
+// tells the shadows' access-time log (shadowfd/atime.go) the time LKL's
+// inode has after it, one LKL stat, and kbox's stat cache keeps its
+// entries, that of the directory taking the new time. A walk on a
+// writable image keeps what it learned too. On a noatime or nodiratime
+// mount a listing moves nothing.
+
+// statfs's ST_RDONLY, ST_NOATIME, ST_NODIRATIME.
+const (
+	stRdonly     = 1
+	stNoatime    = 0x400
+	stNodiratime = 0x800
+)
 
 // quietDir returns, plus one, the mount epoch in which LKL fd lfd, a
-// directory just opened read-only, was found on a read-only mount; 0 when
-// it was not.
-func (e *Engine) quietDir(lfd int) uint64 {
+// directory just opened read-only, was found on a read-only mount
+// (quiet), or on a writable one (lazy, shifted, with its kind); 0 when it
+// was not.
+func (e *Engine) quietDir(lfd int) (quiet, lazy uint64) {
 	epoch := e.xfacts.mountEpoch.Load()
 	if e.xfacts.mounting.Load() != 0 {
-		return 0
+		return 0, 0
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(lfd), lkl.PtrOf(&sc.sf), 0, 0, 0, 0); le != 0 || sc.sf.Flags&stRdonly == 0 {
-		return 0
+	if _, le := lkl.Syscall6(lkl.SysFstatfs, uintptr(lfd), lkl.PtrOf(&sc.sf), 0, 0, 0, 0); le != 0 {
+		return 0, 0
 	}
-	return epoch + 1
+	switch {
+	case sc.sf.Flags&stRdonly != 0:
+		return epoch + 1, 0
+	case sc.sf.Flags&(stNoatime|stNodiratime) != 0:
+		return 0, (epoch+1)<<2 | lazyNever
+	}
+	return 0, (epoch+1)<<2 | lazyLogged
+}
+
+// A writable mount's kind, in the low bits of quietDir's lazy.
+const (
+	lazyLogged = 1 // a listing may move the access time: logged
+	lazyNever  = 2 // noatime or nodiratime: a listing moves no time
+)
+
+// lazyListing reports whether a listing of f, an LKL directory, is on a
+// writable mount found at its open (quietDir), in the current mount
+// epoch: listed ends it.
+func (e *Engine) lazyListing(f *fdtable.File) bool {
+	l := f.Lazy.Load()
+	return l != 0 && l>>2 == e.xfacts.mountEpoch.Load()+1 && e.xfacts.mounting.Load() == 0 && f.LKLFd >= 0
+}
+
+// listed ends a listing of f (lazyListing) begun in stat cache generation
+// gen: the directory's access time, as LKL has it now, goes to the
+// shadows' log; a change in the directory meanwhile (another thread's
+// create) moves the generation, as does a time that cannot be read.
+func (e *Engine) listed(f *fdtable.File, gen uint64) {
+	defer e.notifySweep()
+	if f.Lazy.Load()&lazyNever == 0 {
+		sc := getScratch()
+		_, le := lkl.Syscall6(lkl.SysFstat, uintptr(f.LKLFd), lkl.PtrOf(&sc.lst), 0, 0, 0, 0)
+		if le == 0 {
+			e.Shadows.GaveAtime(&sc.lst)
+		}
+		putScratch(sc)
+		if le != 0 {
+			e.stats.Changed()
+			return
+		}
+	}
+	if e.stats.Gen() != gen {
+		e.stats.Changed()
+	}
 }
 
 // linkRead reports a readlink of the symlink at LKL path path: its access
@@ -175,15 +234,22 @@ type readOnlyMemo struct {
 	ro    bool
 }
 
-// markQuiet records quiet (quietDir's) on the virtual fd res, an open of
-// LKL fd lfd, gave the guest.
-func markQuiet(r *Request, res Result, lfd int, quiet uint64) {
-	if quiet == 0 || res.Errno != 0 || res.Disp != LKL {
+// markQuiet records quiet and lazy (quietDir's) on the virtual fd res,
+// an open of LKL fd lfd, gave the guest.
+func markQuiet(r *Request, res Result, lfd int, quiet, lazy uint64) {
+	if quiet|lazy == 0 || res.Errno != 0 || res.Disp != LKL {
 		return
 	}
 	if ent, ok := r.P.FDs.Get(int(res.Val)); ok && ent.File.LKLFd == lfd {
 		ent.File.Quiet.Store(quiet)
+		ent.File.Lazy.Store(lazy)
 	}
+}
+
+// readOnlyFile reports whether f, a virtual fd's file, was opened
+// read-only (or O_PATH): its close changes nothing a stat sees.
+func readOnlyFile(f *fdtable.File) bool {
+	return !f.Host && (f.Flags&unix.O_ACCMODE == unix.O_RDONLY || f.Flags&unix.O_PATH != 0)
 }
 
 // isQuiet reports whether f is a directory whose listing and close change

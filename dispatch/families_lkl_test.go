@@ -343,7 +343,9 @@ func lklGuest(t *testing.T) *dispatchtest.Guest {
 	if engine == nil {
 		t.Skip("kbox: *** SKIP: no KBOX_IMAGE, so no LKL booted ***")
 	}
-	g, err := dispatchtest.New(64 << 10)
+	// 256 KiB: a test may list /opt/tests and stat each of its
+	// programs several times.
+	g, err := dispatchtest.New(256 << 10)
 	if err != nil {
 		t.Fatal(err)
 	}

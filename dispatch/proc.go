@@ -445,10 +445,10 @@ func (e *Engine) Exit(p *Proc) {
 		}
 	})
 	e.mu.Unlock()
-	// Closing its virtual fds may change LKL (an LKL file's last close):
-	// exit_group is OwnChange, and a process killed by a signal ends here
-	// too.
-	closes := p.FDs.Len() > 0
+	// Closing its virtual fds open for writing may change LKL (an LKL
+	// file's last close: sysClose): exit_group is OwnChange, and a process
+	// killed by a signal ends here too.
+	closes := p.FDs.Closes(false, readOnlyFile)
 	p.release()
 	if closes {
 		e.stats.Changed()

@@ -236,14 +236,14 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 	}
 	lflags, probe := lklOpenFlags(flags)
 	fd, le := e.lklOpen(r, t.LKLPath(), lflags, createMode(r, t.LKLPath(), flags, mode), flags)
-	var quiet uint64 // a directory on a read-only mount (cache.go)
+	var quiet, lazy uint64 // a directory on a read-only or lazy mount (cache.go)
 	if readOnly {
 		switch le {
 		case unix.ENOENT, unix.ENOTDIR, unix.EACCES, unix.ELOOP, unix.ENAMETOOLONG:
 			return errno(le, LKL)
 		case 0:
 			if flags&unix.O_DIRECTORY != 0 {
-				quiet = e.quietDir(int(fd))
+				quiet, lazy = e.quietDir(int(fd))
 			}
 		default:
 			e.stats.Changed()
@@ -267,7 +267,7 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 		return errno(le, LKL)
 	}
 	res := e.openLKL(r, int(fd), t.Path, flags, probe)
-	markQuiet(r, res, int(fd), quiet)
+	markQuiet(r, res, int(fd), quiet, lazy)
 	return res
 }
 
@@ -407,13 +407,15 @@ func sysClose(e *Engine, r *Request) Result {
 	// close of a host fd leaves LKL as it was (the pumps flushed report
 	// their own changes): the stat cache stays valid (OwnChange), as in
 	// the seccomp tier, whose guests close host fds natively. An LKL
-	// file's close may change LKL (the last close of an unlinked file, its
-	// inotify events), as any other syscall.
+	// file's close may change LKL, as any other syscall, when it was open
+	// for writing (ext4 gives a file's last writer's unused blocks back);
+	// one open read-only changes nothing a stat sees (the last close of
+	// an unlinked file frees what no path names).
 	fd := int(int32(r.Args[0]))
 	if r.P.FDs.IsVirtual(fd) {
 		_, isHost := hostFile(r, r.Args[0])
 		ent, _ := r.P.FDs.Get(fd)
-		quiet := ent.File != nil && e.isQuiet(ent.File) // cache.go
+		quiet := ent.File != nil && (e.isQuiet(ent.File) || readOnlyFile(ent.File)) // cache.go
 		if !quiet {
 			e.stats.Changed()
 		}

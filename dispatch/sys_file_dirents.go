@@ -25,18 +25,23 @@ var direntBufs = sync.Pool{New: func() any { b := make([]byte, direntMax); retur
 
 // sysGetdents64 serves getdents64(2). A listing may move the
 // directory's access time: the stat cache's generation moves (OwnChange),
-// but for a directory on a read-only mount (cache.go).
+// but for a directory on a read-only mount, and on a writable one, whose
+// new time goes to the shadows' access-time log (cache.go).
 func sysGetdents64(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return cont
 	}
 	ent, held := r.P.FDs.Get(int(int32(r.Args[0])))
 	quiet := held && e.isQuiet(ent.File)
-	if !quiet {
+	gen := e.stats.Gen()
+	switch {
+	case quiet:
+		defer e.notifySweep()
+	case held && e.lazyListing(ent.File):
+		defer e.listed(ent.File, gen)
+	default:
 		e.stats.Changed()
 		defer e.changeDone()
-	} else {
-		defer e.notifySweep()
 	}
 	if l, _ := listingOf(r, r.Args[0]); l != nil {
 		return readListing(r, l)

@@ -480,10 +480,10 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 		e.OnExec(rec)
 	}
 	// An exec changes nothing a stat sees (OwnChange) unless it closes
-	// virtual fds (an LKL file's last close may), or gives the caller
-	// other credentials, or its reads of the program moved an access
-	// time (loadImageFile reports that itself).
-	closes := r.P.FDs.HasCloexec()
+	// virtual fds open for writing (an LKL file's last close may: close),
+	// or gives the caller other credentials, or its reads of the program
+	// moved an access time (loadImageFile reports that itself).
+	closes := r.P.FDs.Closes(true, readOnlyFile)
 	r.P.FDs.Exec()
 	e.SetExe(r.P, t.Path)
 	// What execve does to the credentials (set-id bits never count).

@@ -221,7 +221,8 @@ func (e *Engine) xattrFact(cred, wb, gen uint64, path string, nofollow bool) (xa
 	// StatCache.Get of the path form takes the link form's entry of
 	// what is no symlink itself.
 	var st lkl.Stat64
-	if en, hit := e.stats.Get(path, nofollow, wb, cred, &st); !hit || en != 0 {
+	sw, _ := e.Shadows.StatClocks() // the stat cache's key; the fact takes no time
+	if en, _, hit := e.stats.Get(path, nofollow, sw, cred, &st); !hit || en != 0 {
 		return xattrFact{}, false
 	}
 	f := xattrFact{gen: gen + 1, wb: wb, cred: cred, path: path, nofollow: nofollow, dev: st.Dev, mode: st.Mode}

@@ -47,8 +47,10 @@ type File struct {
 	Listed atomic.Int32
 	// Quiet is, plus one, the mount epoch in which dispatch found the
 	// file a directory on a read-only mount, whose listing and close
-	// change nothing a stat sees; 0 when not.
-	Quiet atomic.Uint64
+	// change nothing a stat sees; 0 when not. Lazy is the same for a
+	// writable mount, shifted left by 2 past the mount's kind (dispatch's
+	// quietDir): its listings log the access time they give.
+	Quiet, Lazy atomic.Uint64
 }
 
 // Closer closes an LKL fd when a File's last reference goes.
@@ -251,12 +253,13 @@ func (t *Table) Exec() {
 	}
 }
 
-// HasCloexec reports whether an exec would close a virtual fd (Exec).
-func (t *Table) HasCloexec() bool {
+// Closes reports whether an exec (exec: its close-on-exec fds, Exec) or
+// the process's end (all its fds) closes a file for which keeps is false.
+func (t *Table) Closes(exec bool, keeps func(*File) bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range t.entries {
-		if e.Cloexec {
+		if (e.Cloexec || !exec) && !keeps(e.File) {
 			return true
 		}
 	}

@@ -21,8 +21,11 @@ import (
 // moves on with every dispatched syscall that may change what a stat
 // sees (neither Pure nor OwnChange in dispatch's syscall table; an
 // OwnChange call moves it when it did change something: an exec that
-// moved the program's access time), every write-back and every pump
-// transfer: an entry is only ever used while LKL would answer the same.
+// moved the program's access time) and every pump transfer; entries
+// carry the shadows' changes too (write-backs), and their access-time
+// clock, by which an entry takes the access time a guest's read gave
+// the file since (shadowfd/atime.go): an entry is only ever used while
+// LKL would answer the same.
 // Negative results (ENOENT, ENOTDIR, ...) are kept too. 16384 slots
 // (about 3 MB, touched only as they fill) hold a walk of a 2000-file
 // repository and its .git (4,300 paths) with few collisions: git status
@@ -45,7 +48,8 @@ const statSlots = 16384
 
 type statSlot struct {
 	gen      uint64 // 0: empty
-	wb       uint64 // the shadows' write-back count when filled
+	wb       uint64 // the shadows' changes when filled (shadowfd.StatClocks)
+	at       uint64 // and their access-time clock
 	cred     uint64 // the credentials' id (lkl.Cred.ID)
 	path     string
 	nofollow bool
@@ -71,36 +75,40 @@ func statHash(p string, nofollow bool, cred uint64) uint32 {
 // about a quarter of a byte-wise hash's time for a path).
 var statSeed = maphash.MakeSeed()
 
-// Get copies a current entry for path into st. A stat that follows a
-// final symlink takes the entry of one that does not (lstat's) when that
-// found no symlink: both looked up the same file.
-func (c *StatCache) Get(path string, nofollow bool, wb, cred uint64, st *lkl.Stat64) (unix.Errno, bool) {
+// Get copies a current entry for path into st, and returns the
+// access-time clock it was filled at: the caller brings st's access time
+// up to date (shadowfd.AtimeSince). A stat that follows a final symlink
+// takes the entry of one that does not (lstat's) when that found no
+// symlink: both looked up the same file.
+func (c *StatCache) Get(path string, nofollow bool, wb, cred uint64, st *lkl.Stat64) (en unix.Errno, at uint64, hit bool) {
 	gen := c.gen.Load() + 1 // +1: slot generation 0 means empty
 	s := &c.slots[statHash(path, nofollow, cred)]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s.gen == gen && s.wb == wb && s.cred == cred && s.nofollow == nofollow && s.path == path {
 		*st = s.st
-		return s.errno, true
+		return s.errno, s.at, true
 	}
 	if nofollow {
-		return 0, false
+		return 0, 0, false
 	}
 	s = &c.slots[statHash(path, true, cred)]
 	if s.gen != gen || s.wb != wb || s.cred != cred || !s.nofollow || s.path != path || s.errno != 0 || s.st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return 0, false
+		return 0, 0, false
 	}
 	*st = s.st
-	return 0, true
+	return 0, s.at, true
 }
 
-// Put records a result obtained in generation gen (read before the LKL call,
-// so that a change meanwhile makes the entry stale at once).
-func (c *StatCache) Put(gen, wb, cred uint64, path string, nofollow bool, st *lkl.Stat64, en unix.Errno) {
+// Put records a result obtained in generation gen, with the shadows'
+// changes wb and access-time clock at (all read before the LKL call, so
+// that a change meanwhile makes the entry stale at once, or older than
+// an access time given meanwhile).
+func (c *StatCache) Put(gen, wb, at, cred uint64, path string, nofollow bool, st *lkl.Stat64, en unix.Errno) {
 	s := &c.slots[statHash(path, nofollow, cred)]
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s.gen, s.wb, s.cred, s.path, s.nofollow, s.errno = gen+1, wb, cred, path, nofollow, en
+	s.gen, s.wb, s.at, s.cred, s.path, s.nofollow, s.errno = gen+1, wb, at, cred, path, nofollow, en
 	if en == 0 {
 		s.st = *st
 	}

@@ -30,25 +30,30 @@ func TestStatCacheFollow(t *testing.T) {
 		{"stat after stat", false, reg, 0, false, true},
 	} {
 		var c0 StatCache
-		c0.Put(c0.Gen(), wb, cred, "/a/b", c.putNofollow, &c.st, c.en)
+		const at = 7 // the access-time clock, given back with a hit
+		c0.Put(c0.Gen(), wb, at, cred, "/a/b", c.putNofollow, &c.st, c.en)
 		var got lkl.Stat64
-		en, hit := c0.Get("/a/b", c.getNofollow, wb, cred, &got)
+		en, was, hit := c0.Get("/a/b", c.getNofollow, wb, cred, &got)
 		if hit != c.hit {
 			t.Errorf("%s: hit %v, want %v", c.name, hit, c.hit)
 			continue
 		}
-		if hit && (en != c.en || (en == 0 && got.Ino != c.st.Ino)) {
-			t.Errorf("%s: %v ino %d, want %v ino %d", c.name, en, got.Ino, c.en, c.st.Ino)
+		if hit && (en != c.en || was != at || (en == 0 && got.Ino != c.st.Ino)) {
+			t.Errorf("%s: %v ino %d clock %d, want %v ino %d clock %d", c.name, en, got.Ino, was, c.en, c.st.Ino, at)
 		}
-		// Another path, other credentials, a new generation: no hit.
-		if _, hit := c0.Get("/a/c", c.getNofollow, wb, cred, &got); hit {
+		// Another path, other credentials, other changes of the
+		// shadows, a new generation: no hit.
+		if _, _, hit := c0.Get("/a/c", c.getNofollow, wb, cred, &got); hit {
 			t.Errorf("%s: another path hit", c.name)
 		}
-		if _, hit := c0.Get("/a/b", c.getNofollow, wb, cred+1, &got); hit {
+		if _, _, hit := c0.Get("/a/b", c.getNofollow, wb, cred+1, &got); hit {
 			t.Errorf("%s: other credentials hit", c.name)
 		}
+		if _, _, hit := c0.Get("/a/b", c.getNofollow, wb+1, cred, &got); hit {
+			t.Errorf("%s: hit after a write-back", c.name)
+		}
 		c0.Changed()
-		if _, hit := c0.Get("/a/b", c.getNofollow, wb, cred, &got); hit {
+		if _, _, hit := c0.Get("/a/b", c.getNofollow, wb, cred, &got); hit {
 			t.Errorf("%s: hit after a change", c.name)
 		}
 	}

@@ -188,8 +188,10 @@ type Manager struct {
 	closed  atomic.Bool
 	// noLeases: the kernel refused a lease (heldCheck).
 	noLeases atomic.Bool
-	// writeBacks counts write-backs: each may change an LKL file.
+	// writeBacks counts write-backs and access times given: each may
+	// change an LKL file. atimes tells the two apart (atime.go).
 	writeBacks atomic.Uint64
+	atimes     atimeLog
 	buf        []byte // write-back and fill buffer, under bufMu
 	bufMu      sync.Mutex
 	// warming holds the nodes Warm is making (under mu), warmN counts

@@ -325,6 +325,8 @@ func (m *Manager) propagateAtime(n *Node, hs *unix.Stat_t, st *lkl.Stat64) {
 	lkl.Syscall6(lkl.SysPread64, uintptr(n.lklfd), lkl.Ptr(m.buffer()[:1]), 1, 0, 0, 0)
 	m.bufMu.Unlock()
 	lkl.Syscall6(lkl.SysFcntl, uintptr(n.lklfd), unix.F_SETFL, uintptr(n.lklfl), 0, 0, 0)
+	fst, err := lkl.Fstat(n.lklfd)
+	m.atimes.gave(n.key, unix.Timespec{Sec: fst.Atime, Nsec: int64(fst.AtimeNsec)}, err == nil) // atime.go
 }
 
 // closedRead gives LKL's inode, at the close of fd, a plain description
@@ -450,6 +452,8 @@ func (m *Manager) writeBack(n *Node) (int64, error) {
 	}
 	m.writeBacks.Add(1)
 	defer m.writeBacks.Add(1)
+	m.atimes.changes.Add(1)
+	defer m.atimes.changes.Add(1)
 	wrote, err := m.copyOut(n, hs.Size)
 	if err != nil {
 		n.err = err

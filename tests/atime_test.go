@@ -123,3 +123,30 @@ func TestAtimeExec(t *testing.T) {
 		}
 	})
 }
+
+// A read of a file whose access time is due gives it a new one, which a
+// stat after it shows, though kbox's stat cache holds the answer of the
+// stat before it: the read leaves the cache's entries valid, and an
+// entry takes the access time LKL's inode was given since
+// (shadowfd/atime.go; tests/guest/atimecache.c). In every tier.
+func TestAtimeStatCache(t *testing.T) {
+	cp := copyImage(t, imagePath(t))
+	forTiers(t, []string{"seccomp", "trap", "rewrite"}, func(t *testing.T, tier string) {
+		file := "/root/atimecache-" + tier
+		if out, stderr, st := runKbox(t, "image", "-S", cp, "--", "/bin/sh", "-c", "echo hi > "+file); st != 0 {
+			t.Fatalf("status %d: %s\n%s", st, out, lastLines(stderr, 5))
+		}
+		time.Sleep(1100 * time.Millisecond)
+		out, stderr, st := runKbox(t, "image", "-S", cp, "--syscall-mode="+tier, "--trusted", "--", "/opt/tests/atimecache", file)
+		var at [6]int64
+		if k, _ := fmt.Sscan(out, &at[0], &at[1], &at[2], &at[3], &at[4], &at[5]); st != 0 || k != 6 {
+			t.Fatalf("atimecache: status %d %q\n%s", st, out, lastLines(stderr, 5))
+		}
+		if at[2] < at[0] || at[2] == at[0] && at[3] <= at[1] {
+			t.Errorf("access time %d.%09d after a read, %d.%09d before: want the read's, later", at[2], at[3], at[0], at[1])
+		}
+		if at[4] != at[2] || at[5] != at[3] {
+			t.Errorf("access times of two stats after a read: %d.%09d, then %d.%09d; want the same", at[2], at[3], at[4], at[5])
+		}
+	})
+}
