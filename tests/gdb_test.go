@@ -319,7 +319,7 @@ func TestDelveHelpers(t *testing.T) {
 		`[1-9]\d* shadow nodes`,
 		`lkl \d+\s+content fd \d+\s+host \d+:\d+ ro  /etc/passwd\n`)
 	// gdbwait's opens and stat change nothing: its stat is live.
-	wantMatch(t, out, "kbox_statcache", `stat cache: generation \d+, [1-9]\d* of 16384 slots live`)
+	wantMatch(t, out, "kbox_statcache", `stat cache: generation \d+, [1-9]\d* of 4096 slots live`)
 	if !alive(w.kbox) {
 		t.Errorf("kbox did not survive Delve's detach")
 	}
