@@ -103,11 +103,14 @@ func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix
 		return int(n), le
 	})
 	if read {
-		// LKL's reads moved the file's access time, as an exec's do on
-		// Linux (by the mount's rule): a change a stat sees (the exec
-		// is OwnChange).
-		if now, err := lkl.Fstat(int(fd)); err != nil || now.Atime != st.Atime || now.AtimeNsec != st.AtimeNsec {
+		// LKL's reads may have moved the file's access time, as an
+		// exec's do on Linux (by the mount's rule): the shadows' log
+		// has it for the stat cache (shadowfd/atime.go; the exec is
+		// OwnChange).
+		if now, err := lkl.Fstat(int(fd)); err != nil {
 			e.stats.Changed()
+		} else if now.Atime != st.Atime || now.AtimeNsec != st.AtimeNsec {
+			e.Shadows.GaveAtime(&now)
 		}
 	}
 	return c, k, en

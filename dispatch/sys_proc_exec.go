@@ -481,8 +481,8 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	}
 	// An exec changes nothing a stat sees (OwnChange) unless it closes
 	// virtual fds open for writing (an LKL file's last close may: close),
-	// or gives the caller other credentials, or its reads of the program
-	// moved an access time (loadImageFile reports that itself).
+	// or gives the caller other credentials; the access time its reads
+	// of the program may move goes to the shadows' log (loadImageFile).
 	closes := r.P.FDs.Closes(true, readOnlyFile)
 	r.P.FDs.Exec()
 	e.SetExe(r.P, t.Path)

@@ -75,12 +75,13 @@ const (
 	// change to the stat cache itself, only when it really changed
 	// something (cache.go): a read-only open, a close of a host fd or of
 	// one opened read-only, a readlink of what is no symlink, a
-	// directory's listing on a read-only mount or one that moves no
-	// access time, fcntl of the fd's own flags, a dup2 between host fds, a
-	// chdir to the working directory, an exec that moved no access time,
-	// closed no virtual fd open for writing and kept the credentials, an
-	// exit that closed none, or a prctl that cannot change the
-	// credentials, leaves what a stat sees as it was.
+	// directory's listing, fcntl of the fd's own flags, a dup2 between
+	// host fds, a chdir to the working directory, an exec that closed no
+	// virtual fd open for writing and kept the credentials, an exit that
+	// closed none, or a prctl that cannot change the credentials, leaves
+	// what a stat sees as it was, but for access times a listing or an
+	// exec's read gives, which go to the shadows' log
+	// (shadowfd/atime.go).
 	OwnChange
 	// AddrArg4 (with HostFD) runs on the host only while argument 4, a
 	// destination address, is 0: an address may name a path, which kbox

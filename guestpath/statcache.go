@@ -21,11 +21,11 @@ import (
 // moves on with every dispatched syscall that may change what a stat
 // sees (neither Pure nor OwnChange in dispatch's syscall table; an
 // OwnChange call moves it when it did change something: an exec that
-// moved the program's access time) and every pump transfer; entries
+// closed a file open for writing) and every pump transfer; entries
 // carry the shadows' changes too (write-backs), and their access-time
-// clock, by which an entry takes the access time a guest's read gave
-// the file since (shadowfd/atime.go): an entry is only ever used while
-// LKL would answer the same.
+// clock, by which an entry takes the access time a guest's read, a
+// listing or an exec gave the file since (shadowfd/atime.go): an entry
+// is only ever used while LKL would answer the same.
 // Negative results (ENOENT, ENOTDIR, ...) are kept too. 4096 slots
 // (about 800 KB, touched only as they fill): git status after a walk of
 // its 2000-file repository and .git (4,300 paths) finds 43% of its

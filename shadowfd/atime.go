@@ -9,8 +9,8 @@ import (
 )
 
 // The access times kbox gives LKL's inodes (propagateAtime), and those a
-// directory's listing gives it (GaveAtime), change what a stat of the
-// file shows, and nothing else. The dispatch stat cache
+// directory's listing or an exec's read gives them (GaveAtime), change
+// what a stat of the file shows, and nothing else. The dispatch stat cache
 // (guestpath.StatCache) keeps its entries across them: it keys entries
 // by StatClocks' changes, which every write-back moves but an access time
 // given does not, and notes the access-time clock with each; an entry
@@ -79,8 +79,8 @@ func (m *Manager) AtimeSince(st *lkl.Stat64, since uint64) {
 }
 
 // GaveAtime records the access time LKL's inode of st has after a read
-// kbox made for a guest through LKL (a directory's listing): st is its
-// stat since.
+// kbox made for a guest through LKL (a directory's listing, an exec's
+// read of its program): st is its stat since.
 func (m *Manager) GaveAtime(st *lkl.Stat64) {
 	m.writeBacks.Add(1)
 	m.atimes.gave(nodeKey{st.Dev, st.Ino}, unix.Timespec{Sec: st.Atime, Nsec: int64(st.AtimeNsec)}, true)
