@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,7 +51,13 @@ func BinderStarter() (start func() (int, error), stop func()) {
 		c.Args = []string{binderName} // what ps shows
 		c.Env = []string{"KBOX_BINDER_ONLY=1", "KBOX_GUEST_SOCKDIR=" + d}
 		c.ExtraFiles = []*os.File{null, theirs} // fds 3 and 4
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// No parent-death signal: it follows the thread that started
+		// the binder, which Go may end (kbox ends idle threads a second
+		// into a run: cmd/kbox/settle.go), and the binder would go with
+		// it, every later bind failing with EIO. The binder ends when
+		// kbox's end of the socketpair closes, as it does when kbox
+		// exits or is killed (the guest shares kbox's process and
+		// cannot fork in these tiers to hold it).
 		if err := c.Start(); err != nil {
 			unix.Close(pair[0])
 			os.Remove(d)
