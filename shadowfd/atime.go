@@ -24,7 +24,7 @@ type atimeLog struct {
 	changes atomic.Uint64
 	// clock counts the access times given.
 	clock atomic.Uint64
-	mu    sync.Mutex
+	mu    sync.RWMutex           // stats read the log at once
 	given map[nodeKey]atimeGiven // under mu
 }
 
@@ -40,22 +40,28 @@ const atimeLogMax = 16384
 
 // gave records that inode k was given access time at, once LKL's inode
 // has it: the clock moves then, so that a stat taken before, or while
-// the time was given, reads an older clock. ok false: LKL's time is
-// unknown, and every entry of the cache goes stale.
-func (l *atimeLog) gave(k nodeKey, at unix.Timespec, ok bool) {
+// the time was given, reads an older clock. It reports whether the log
+// changed: not for the time k was last given already (a directory
+// listed again, in several calls). ok false: LKL's time is unknown, and
+// every entry of the cache goes stale.
+func (l *atimeLog) gave(k nodeKey, at unix.Timespec, ok bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if g, seen := l.given[k]; ok && seen && g.at == at {
+		return false
+	}
 	if !ok || len(l.given) >= atimeLogMax {
 		l.given = nil
 		l.changes.Add(1)
 		if !ok {
-			return
+			return true
 		}
 	}
 	if l.given == nil {
 		l.given = map[nodeKey]atimeGiven{}
 	}
 	l.given[k] = atimeGiven{at, l.clock.Add(1)}
+	return true
 }
 
 // StatClocks returns the clocks a stat of an LKL file is current by:
@@ -70,9 +76,9 @@ func (m *Manager) StatClocks() (changes, atimes uint64) {
 // its inode after it, if any.
 func (m *Manager) AtimeSince(st *lkl.Stat64, since uint64) {
 	l := &m.atimes
-	l.mu.Lock()
+	l.mu.RLock()
 	g, ok := l.given[nodeKey{st.Dev, st.Ino}]
-	l.mu.Unlock()
+	l.mu.RUnlock()
 	if ok && g.clock > since {
 		st.Atime, st.AtimeNsec = g.at.Sec, uint64(g.at.Nsec)
 	}
@@ -80,8 +86,10 @@ func (m *Manager) AtimeSince(st *lkl.Stat64, since uint64) {
 
 // GaveAtime records the access time LKL's inode of st has after a read
 // kbox made for a guest through LKL (a directory's listing, an exec's
-// read of its program): st is its stat since.
+// read of its program): st is its stat since. The write-back counter
+// moves only with a time not given already.
 func (m *Manager) GaveAtime(st *lkl.Stat64) {
-	m.writeBacks.Add(1)
-	m.atimes.gave(nodeKey{st.Dev, st.Ino}, unix.Timespec{Sec: st.Atime, Nsec: int64(st.AtimeNsec)}, true)
+	if m.atimes.gave(nodeKey{st.Dev, st.Ino}, unix.Timespec{Sec: st.Atime, Nsec: int64(st.AtimeNsec)}, true) {
+		m.writeBacks.Add(1)
+	}
 }

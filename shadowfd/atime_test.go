@@ -36,6 +36,13 @@ func TestAtimeLog(t *testing.T) {
 			t.Errorf("%s: access time %d, want %d", c.name, st.Atime, c.want)
 		}
 	}
+	// The same time again changes nothing: no clock moves.
+	if m.atimes.gave(nodeKey{1, 2}, unix.Timespec{Sec: 50, Nsec: 7}, true) {
+		t.Errorf("the time an inode was given already, given again, changed the log")
+	}
+	if c, a := m.StatClocks(); c != c1 || a != a1 {
+		t.Errorf("the same time again moved the clocks: %d, %d; were %d, %d", c, a, c1, a1)
+	}
 	m.atimes.gave(nodeKey{1, 4}, unix.Timespec{}, false)
 	if c2, _ := m.StatClocks(); c2 == c1 {
 		t.Errorf("an access time that could not be read left the changes at %d", c1)
