@@ -29,10 +29,9 @@ import (
 // Negative results (ENOENT, ENOTDIR, ...) are kept too. 4096 slots
 // (about 800 KB, touched only as they fill): git status after a walk of
 // its 2000-file repository and .git (4,300 paths) finds 43% of its
-// lstats there. 16384 slots found 79%, but spread over 3 MB they cost
-// find's walk of /usr (5,700 entries) more in first touches of their
-// pages (0.9 ms) than git status gained. A result depends on the
-// caller's credentials (search permission on the way: EACCES for
+// lstats there. A walk's entries fall on every page of the table, so a
+// larger one costs a long walk (find /usr) a first touch of each of its
+// pages. A result depends on the caller's credentials (search permission on the way: EACCES for
 // one, a stat for another), so entries are keyed by the id of the
 // credentials LKL checked with (lkl.Cred.ID): processes with the same
 // credentials share entries, others do not see them. Host routes and binds
