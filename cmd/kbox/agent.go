@@ -406,9 +406,18 @@ func (a *agentRun) timeout(d time.Duration) {
 	// leads (the first guest's holds the whole guest, guestinit.c; a
 	// group id that is a guest's pid can only be a guest's group), and
 	// their children the engine may not know yet.
+	// The groups first, each killed at once: one process killed while
+	// its shell still runs would let the shell run on (`sleep; echo`
+	// echoed after its sleep was killed).
 	self := os.Getpid()
 	for {
-		for _, pid := range a.eng.Tgids(nil) {
+		pids := a.eng.Tgids(nil)
+		for _, pid := range pids {
+			if pid != self {
+				unix.Kill(-pid, unix.SIGKILL)
+			}
+		}
+		for _, pid := range pids {
 			if pid == self {
 				// An in-process tier's guest: ended through the
 				// tier, so that kbox writes back before it exits.
@@ -416,7 +425,6 @@ func (a *agentRun) timeout(d time.Duration) {
 				continue
 			}
 			unix.Kill(pid, unix.SIGKILL)
-			unix.Kill(-pid, unix.SIGKILL)
 			for _, c := range childrenOf(pid) {
 				unix.Kill(c, unix.SIGKILL)
 			}
