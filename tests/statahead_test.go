@@ -3,6 +3,10 @@
 package tests
 
 import (
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -76,4 +80,57 @@ func TestStatAhead(t *testing.T) {
 		}
 	}
 	assertCleanImage(t, img)
+}
+
+// TestStatAheadKeepsFS: the rewrite tier answers a walk's prepared stats
+// on the way in, with the guest's thread pointer still in FS
+// (trap/core.c, kbox_rw_serve). On a CPU without FSGSBASE each switch of
+// FS is an arch_prctl, a trip through the host kernel, and a trip into
+// Go takes two. The walk makes over 4,000 stats, most of them prepared;
+// kbox must make fewer arch_prctl calls than that (strace counts them).
+// A CPU with FSGSBASE switches FS without a syscall: nothing to count.
+func TestStatAheadKeepsFS(t *testing.T) {
+	if hwcap2()&2 != 0 {
+		t.Skip("*** the CPU has FSGSBASE: kbox switches FS with wrfsbase, no syscall to count ***")
+	}
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("*** strace not installed (apt-get install strace): kbox's arch_prctl calls are not counted ***")
+	}
+	img := copyImage(t, imagePath(t))
+	if out, stderr, st := runKbox(t, "image", "-S", img, "--", "/opt/tests/statahead", "/sa", "make"); st != 0 {
+		t.Fatalf("make: status %d\n%s\nstderr: %s", st, out, lastLines(stderr, 5))
+	}
+	log := filepath.Join(t.TempDir(), "strace")
+	cmd := exec.Command(strace, "-f", "-qq", "-e", "trace=arch_prctl", "-e", "signal=none", "-o", log,
+		kboxBin(t), "image", "-S", img, "--read-only", "--syscall-mode=rewrite", "--trusted", "--", "/opt/tests/statahead", "/sa", "walk")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the walk under strace: %v", err)
+	}
+	stats := strings.Count(string(out), "\n")
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switches := strings.Count(string(data), "ARCH_SET_FS")
+	t.Logf("%d stats, %d arch_prctl(ARCH_SET_FS) calls", stats, switches)
+	if stats < 4000 || switches >= stats {
+		t.Errorf("the walk's %d stats took %d switches of FS (arch_prctl): prepared answers should take none", stats, switches)
+	}
+}
+
+// hwcap2 returns the process's AT_HWCAP2 (the kernel's view of the CPU:
+// bit 1 FSGSBASE).
+func hwcap2() uint64 {
+	b, err := os.ReadFile("/proc/self/auxv")
+	if err != nil {
+		return 0
+	}
+	for i := 0; i+16 <= len(b); i += 16 {
+		if binary.NativeEndian.Uint64(b[i:]) == 26 { // AT_HWCAP2
+			return binary.NativeEndian.Uint64(b[i+8:])
+		}
+	}
+	return 0
 }

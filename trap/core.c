@@ -52,6 +52,7 @@ _Static_assert(offsetof(struct kbox_thread, kicked) == KT_OFF_KICKED, "kicked of
 _Static_assert(offsetof(struct kbox_thread, tid) == 228, "tid offset");
 _Static_assert(offsetof(struct kbox_thread, self) == KT_OFF_SELF, "self offset");
 _Static_assert(offsetof(struct kbox_thread, fpfast) == KT_OFF_FPFAST, "fpfast offset");
+_Static_assert(offsetof(struct kbox_thread, fs_kept) == KT_OFF_FSKEPT, "fs_kept offset");
 _Static_assert(KT_OFF_FASTFP == KT_AREA - KT_FASTFP_SIZE && KT_OFF_FASTFP % 64 == 0, "fast FP area");
 _Static_assert(REG_CR2 + 1 == KT_NGREG, "gregs");
 
@@ -242,6 +243,8 @@ static void on_sync(int sig, siginfo_t *si, void *ctx)
 		return; /* hint.c's or hint_stat.c's access to guest memory */
 	struct kbox_thread *kt = kt_of(&uc);
 	if (kt == NULL || kt->in_kbox || in_window(uc) || in_prologue(uc)) {
+		if (kt != NULL && kt->in_kbox)
+			set_fs(kt->fs_kbox); /* Go's handler finds its own (kbox_ahead_serve runs with the guest's) */
 		chain(sig, si, ctx);
 		return;
 	}
@@ -254,12 +257,36 @@ static void on_sync(int sig, siginfo_t *si, void *ctx)
 /* kbox_trap_serve runs in ordinary context on kbox's stack, FS kbox's. */
 void kbox_trap_serve(struct kbox_thread *kt)
 {
-	if (kt->event == KT_PATCHED && (kbox_hint_serve(kt) || kbox_stat_serve(kt)))
-		return; /* answered ahead (hint.c, hint_stat.c) */
 	kboxTrapServe(kt);
 	if (kt->action == KT_EXIT)
 		__builtin_longjmp(kt->jmp, 1);
 }
+
+/* kbox_ahead_serve answers a patched site's call from what Go prepared
+ * (hint.c, hint_stat.c): 1 when it did. It runs on kbox's stack with the
+ * guest's FS (kbox_rw_serve), so that such an answer switches no FS: on
+ * a CPU without FSGSBASE each switch is an arch_prctl, a trip through the
+ * host kernel. What it calls touches no thread-local storage and calls
+ * no libc function (a first call's lazy binding would). */
+int kbox_ahead_serve(struct kbox_thread *kt) { return kbox_hint_serve(kt) || kbox_stat_serve(kt); }
+
+/* KT_FP_SAVE saves the guest's FP state into the thread (%rbx) and gives
+ * kbox's code its MXCSR and direction flag. */
+#define KT_FP_SAVE \
+	"	call kbox_fp_save\n" /* fpstate.c: the vector registers by hand, if it can */ \
+	"	mov %eax, " KT_STR(KT_OFF_FPFAST) "(%rbx)\n" \
+	"	test %eax, %eax\n" \
+	"	jnz 3f\n" /* then x87 is in its initial state: no fninit (25 ns) */ \
+	"	cmpl $0, use_xsave(%rip)\n" \
+	"	je 1f\n" \
+	"	mov $-1, %eax\n" \
+	"	mov $-1, %edx\n" \
+	"	xsave64 512(%rbx)\n" \
+	"	jmp 2f\n" \
+	"1:	fxsave64 512(%rbx)\n" \
+	"2:	fninit\n" \
+	"3:	ldmxcsr mxcsr_default(%rip)\n" \
+	"	cld\n"
 
 /* kbox_trap_entry: rdi = the thread, rsp = its kbox stack (16-aligned).
  * kbox_trap_resume: rdi = the thread; restores the guest's FP state,
@@ -272,25 +299,35 @@ __asm__(".text\n"
 	".type kbox_trap_entry,@function\n"
 	"kbox_trap_entry:\n"
 	"	mov %rdi, %rbx\n"
-	"	call kbox_fp_save\n" /* fpstate.c: the vector registers by hand, if it can */
-	"	mov %eax, " KT_STR(KT_OFF_FPFAST) "(%rbx)\n"
-	"	test %eax, %eax\n"
-	"	jnz 3f\n" /* then x87 is in its initial state: no fninit (25 ns) */
-	"	cmpl $0, use_xsave(%rip)\n"
-	"	je 1f\n"
-	"	mov $-1, %eax\n"
-	"	mov $-1, %edx\n"
-	"	xsave64 512(%rbx)\n"
-	"	jmp 2f\n"
-	"1:	fxsave64 512(%rbx)\n"
-	"2:	fninit\n"
-	"3:	ldmxcsr mxcsr_default(%rip)\n"
-	"	cld\n"
+	KT_FP_SAVE
 	"	mov %rbx, %rdi\n"
 	"	call kbox_trap_serve\n"
 	"	mov %rbx, %rdi\n"
 	"	jmp kbox_trap_resume\n"
 	".size kbox_trap_entry, .-kbox_trap_entry\n"
+	".type kbox_rw_serve,@function\n"
+	"kbox_rw_serve:\n"
+	KT_FP_SAVE
+	"	mov %rbx, %rdi\n"
+	"	call kbox_ahead_serve\n"
+	"	test %eax, %eax\n"
+	"	jz 4f\n"
+	"	movl $1, " KT_STR(KT_OFF_FSKEPT) "(%rbx)\n"
+	"	mov %rbx, %rdi\n"
+	"	jmp kbox_trap_resume\n"
+	"4:	mov 184(%rbx), %rsi\n" /* fs_kbox */
+	"	cmpl $0, use_fsgsbase(%rip)\n"
+	"	je 5f\n"
+	"	wrfsbase %rsi\n"
+	"	jmp 6f\n"
+	"5:	mov $158, %eax\n" /* arch_prctl(ARCH_SET_FS, fs_kbox) */
+	"	mov $0x1002, %edi\n"
+	"	syscall\n"
+	"6:	mov %rbx, %rdi\n"
+	"	call kbox_trap_serve\n"
+	"	mov %rbx, %rdi\n"
+	"	jmp kbox_trap_resume\n"
+	".size kbox_rw_serve, .-kbox_rw_serve\n"
 	".globl kbox_trap_resume\n"
 	".type kbox_trap_resume,@function\n"
 	"kbox_trap_resume:\n"
@@ -307,7 +344,9 @@ __asm__(".text\n"
 	"	xrstor64 512(%rbx)\n"
 	"	jmp 2f\n"
 	"1:	fxrstor64 512(%rbx)\n"
-	"2:	mov 192(%rbx), %rsi\n"
+	"2:	cmpl $0, " KT_STR(KT_OFF_FSKEPT) "(%rbx)\n"
+	"	jne 6f\n" /* FS is the guest's still (kbox_rw_serve) */
+	"	mov 192(%rbx), %rsi\n"
 	"	cmpl $0, use_fsgsbase(%rip)\n"
 	"	je 3f\n"
 	"	wrfsbase %rsi\n"
@@ -315,6 +354,8 @@ __asm__(".text\n"
 	"3:	mov $158, %eax\n" /* arch_prctl(ARCH_SET_FS, fs_guest) */
 	"	mov $0x1002, %edi\n"
 	"	syscall\n"
+	"	jmp 4f\n"
+	"6:	movl $0, " KT_STR(KT_OFF_FSKEPT) "(%rbx)\n"
 	"4:\n"
 	".globl kbox_trap_window\n"
 	"kbox_trap_window:\n"
@@ -388,8 +429,10 @@ __asm__(".text\n"
  * address after the site (as the kernel's syscall leaves it) and %r11
  * free (the kernel's syscall sets it to the flags), FS the guest's, %gs
  * the thread's kbox_thread. It saves the registers as on_sigsys would, in
- * the same place, switches to kbox's stack and FS, and goes on as a
- * trapped syscall does (kbox_trap_entry: FP state, Go, kbox_trap_resume,
+ * the same place, switches to kbox's stack, saves the FP state and
+ * answers from what was prepared ahead when it can (kbox_rw_serve,
+ * kbox_ahead_serve), FS still the guest's; else it switches to kbox's FS
+ * and goes on as a trapped syscall does (Go, then kbox_trap_resume,
  * which returns to the saved rip with rax = the result). No signal.
  * Until kbox_rw_prologue_end the handlers leave the thread alone (a kick
  * is remembered in kicked, as in kbox mode). */
@@ -424,16 +467,7 @@ __asm__(".text\n"
 	".globl kbox_rw_prologue_end\n"
 	"kbox_rw_prologue_end:\n"
 	"	mov %gs:424, %rbx\n"  /* self */
-	"	mov 184(%rbx), %rsi\n" /* fs_kbox */
-	"	cmpl $0, use_fsgsbase(%rip)\n"
-	"	je 1f\n"
-	"	wrfsbase %rsi\n"
-	"	jmp 2f\n"
-	"1:	mov $158, %eax\n" /* arch_prctl(ARCH_SET_FS, fs_kbox) */
-	"	mov $0x1002, %edi\n"
-	"	syscall\n"
-	"2:	mov %rbx, %rdi\n"
-	"	jmp kbox_trap_entry\n"
+	"	jmp kbox_rw_serve\n"
 	".size kbox_rw_entry, .-kbox_rw_entry\n");
 
 uint64_t kbox_rw_entry_addr(void) { return (uint64_t)kbox_rw_entry; }

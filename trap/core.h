@@ -55,6 +55,7 @@ enum {
 #define KT_OFF_KICKED 240
 #define KT_OFF_SELF 424
 #define KT_OFF_FPFAST 432
+#define KT_OFF_FSKEPT 436
 #define KT_OFF_XSAVE 512
 
 /* The thread's area: the struct, its XSAVE area, and at its end the
@@ -134,7 +135,7 @@ struct kbox_thread {
 	int32_t nr;        /* the trapped syscall's number */
 	int32_t signo;     /* KT_SIGNAL: the signal */
 	int32_t action;    /* KT_RESUME or KT_EXIT, set by Go */
-	volatile int32_t in_kbox; /* 1 while FS is kbox's (Go and C run) */
+	volatile int32_t in_kbox; /* 1 while kbox's code runs (FS kbox's but in kbox_ahead_serve) */
 	int32_t tid;
 	int32_t slot;      /* index of this thread's slot */
 	int32_t install_filter; /* the first thread installs the filter */
@@ -147,12 +148,29 @@ struct kbox_thread {
 	 * mode: 0 the XSAVE area below, else the kind kbox_fp_save moved
 	 * by hand into the area at KT_OFF_FASTFP (fpstate.c). */
 	int32_t fpfast;
-	int32_t unused;
+	/* 1 while a call answered ahead (kbox_ahead_serve) has the way back
+	 * leave FS alone: it was never switched. */
+	int32_t fs_kept;
 	struct kbox_xhint *xhint; /* answers prepared ahead (hint.c) */
 	uint8_t pad[KT_OFF_XSAVE - 23 * 8 - 3 * 8 - 8 * 4 - 8 - 8 - 5 * 8 - sizeof(siginfo_t) - 8 - 8 - 8];
 	/* The guest's FPU/SSE/AVX state, XSAVE (or FXSAVE) format. */
 	uint8_t xsave[] __attribute__((aligned(64)));
 };
+
+/* Byte comparison and copy for code that runs with the guest's FS
+ * (kbox_ahead_serve): no libc call, whose first call's lazy binding
+ * would use thread-local storage. */
+static inline int kt_same(const char *a, const char *b, unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+static inline void kt_copy(void *dst, const void *src, unsigned long n)
+{
+	__asm__ volatile("cld; rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+}
 
 int kbox_trap_init(void);
 struct kbox_thread *kbox_trap_thread(int slot);
@@ -168,6 +186,7 @@ int kbox_fp_init(unsigned xsave_size);
 void kbox_trap_fp_sync(struct kbox_thread *kt);
 uint64_t kbox_trap_xcr0(void);
 uint64_t kbox_rw_entry_addr(void);
+int kbox_ahead_serve(struct kbox_thread *kt);
 int kbox_hint_serve(struct kbox_thread *kt);
 int kbox_hint_fault(ucontext_t *uc);
 void kbox_hint_clocks(const uint64_t *gen, const uint64_t *wb);

@@ -5,7 +5,8 @@
  * answered here, on the way into kbox, without Go, while the engine's
  * clocks (the stat cache's generation, the shadows' write-backs) stand
  * where they stood before the statx that prepared it. Anything else goes
- * to Go as before.
+ * to Go as before. It runs with the guest's FS (kbox_ahead_serve,
+ * core.c): no thread-local storage, no libc call.
  *
  * Guest memory is read by kbox_guest_eq alone, whose one load from it
  * (kbox_guest_eq_load) a fault turns into "not equal" (kbox_hint_fault,

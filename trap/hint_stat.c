@@ -6,7 +6,8 @@
  * clocks (the stat cache's generation, the shadows' write-backs) and the
  * count of removals from the guest's memory map stand where they stood
  * when Go prepared it, and the buffer lies in the stretch of guest memory
- * Go named. Anything else goes to Go as before.
+ * Go named. Anything else goes to Go as before. It runs with the guest's
+ * FS (kbox_ahead_serve, core.c): no thread-local storage, no libc call.
  *
  * Guest memory is touched by kbox_guest_str (the path, read a byte at a
  * time up to its NUL) and kbox_guest_put (the answer, one rep movsb)
@@ -18,7 +19,6 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/syscall.h>
 
 long kbox_guest_str(uint64_t g, char *buf, uint64_t n);
@@ -59,7 +59,7 @@ static const struct kbox_stab_ent *lookup(const struct kbox_stab *h, uint64_t ha
 		if (i < 0 || (uint32_t)i > h->n)
 			return NULL;
 		const struct kbox_stab_ent *e = &h->ent[i - 1];
-		if (e->hash == hash && e->len == n && memcmp(h->names + e->off, p, (size_t)n) == 0)
+		if (e->hash == hash && e->len == n && kt_same(h->names + e->off, p, (unsigned long)n))
 			return e;
 		i = e->next;
 	}
@@ -131,8 +131,8 @@ int kbox_stat_serve(struct kbox_thread *kt)
 		h->on = 0;
 		h->gen = s->gen;
 		h->wb = s->wb;
-		memcpy(h->ans, x->ans, sizeof h->ans);
-		memcpy(h->path, p, (size_t)n + 1);
+		kt_copy(h->ans, x->ans, sizeof h->ans);
+		kt_copy(h->path, p, (unsigned long)n + 1);
 		h->len = (uint32_t)n;
 		h->on = 1;
 	}
