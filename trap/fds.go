@@ -64,20 +64,26 @@ func newFDSpace(g int) (*fdSpace, error) {
 		return nil, err
 	}
 	s := &fdSpace{g: g, ph: ph, free: make([]bool, g), kbox: make([]bool, g), lent: make([]lentFD, g)}
-	for fd := 0; fd < g; fd++ {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
-			// 0, 1 and 2 are the guest's; anything else open
-			// now is kbox's (Go's netpoll and cgroup files, what
-			// kbox's parent passed): never the guest's to touch.
-			if fd > 2 {
-				s.kbox[fd] = true
-			}
-			continue // the guest's already (stdio, or passed down to kbox)
-		}
-		if err := unix.Dup3(ph, fd, unix.O_CLOEXEC); err != nil {
+	// F_DUPFD places a copy at the lowest free number at or above next:
+	// each call finds a free number and fills it, one system call a
+	// placeholder, and the numbers it passed over are open already. 0,
+	// 1 and 2 are the guest's; anything else open now is kbox's (Go's
+	// netpoll and cgroup files, what kbox's parent passed): never the
+	// guest's to touch.
+	for next := 0; next < g; {
+		fd, err := unix.FcntlInt(uintptr(ph), unix.F_DUPFD_CLOEXEC, next)
+		if err != nil {
 			return nil, err
 		}
+		for ; next < min(fd, g); next++ {
+			s.kbox[next] = next > 2
+		}
+		if fd >= g {
+			unix.Close(fd)
+			break
+		}
 		s.free[fd] = true
+		next = fd + 1
 	}
 	return s, nil
 }

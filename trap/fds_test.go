@@ -18,9 +18,36 @@ func TestFDSpace(t *testing.T) {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Max < g+300 {
 		t.Skipf("hard limit on open files too low (%d)", lim.Max)
 	}
+	// Two numbers open before, with a gap: they stay as they are, kbox's.
+	var before []int
+	for fd := 40; fd < g && len(before) < 2; fd += 7 {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == unix.EBADF {
+			zero, err := unix.Open("/dev/zero", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Dup3(zero, fd, unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			unix.Close(zero)
+			before = append(before, fd)
+			defer unix.Close(fd)
+		}
+	}
 	s, err := newFDSpace(g)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for fd := 0; fd < g; fd++ {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			t.Fatalf("fd %d below %d is not filled: %v", fd, g, err)
+		}
+	}
+	for _, fd := range before {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(1, 5) || !s.kbox[fd] || s.placeholder(fd) {
+			t.Errorf("fd %d, open before, is not /dev/zero and kbox's: %v rdev %#x kbox %v", fd, err, st.Rdev, s.kbox[fd])
+		}
 	}
 	nfd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
