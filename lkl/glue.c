@@ -163,6 +163,7 @@ long kbox_lkl_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, lon
  */
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -207,8 +208,9 @@ int kbox_lkl_prefault_check(unsigned long size, long *ends, long *middle)
 	if (p == MAP_FAILED)
 		return -1;
 	prefault(p, size);
-	unsigned long pages = size / 4096, bottom = 3UL << 20 >> 12;
-	unsigned long top = pages - (size >= (128UL << 20) ? 4UL << 20 : 2UL << 20) / 4096;
+	unsigned long ps = (unsigned long)sysconf(_SC_PAGESIZE);
+	unsigned long pages = size / ps, bottom = (3UL << 20) / ps;
+	unsigned long top = pages - (size >= (128UL << 20) ? 4UL << 20 : 2UL << 20) / ps;
 	unsigned char *vec = malloc(pages);
 	int r = vec != NULL && mincore(p, size, vec) == 0 ? 0 : -1;
 	*ends = *middle = 0;

@@ -2,7 +2,10 @@
 
 package lkl
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
 // TestPrefault: the ends of the kernel's memory that boot writes first
 // (glue.c's prefault: 3 MB at the bottom, 2 MB at the top, 4 MB from
@@ -22,8 +25,8 @@ func TestPrefault(t *testing.T) {
 		if !ok {
 			t.Fatalf("%dM: cannot map or read residency", c.mb)
 		}
-		if ends != c.ends<<8 || middle != 0 {
-			t.Errorf("%dM: %d pages resident at the ends (want %d), %d between them (want 0)", c.mb, ends, c.ends<<8, middle)
+		if want := c.ends << 20 / os.Getpagesize(); ends != want || middle != 0 {
+			t.Errorf("%dM: %d pages resident at the ends (want %d), %d between them (want 0)", c.mb, ends, want, middle)
 		}
 	}
 }
