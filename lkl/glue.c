@@ -222,12 +222,19 @@ int kbox_lkl_prefault_check(unsigned long size, long *ends, long *middle)
 	return r;
 }
 
+/* Memory at 1 GiB ends below the rewrite tier's slot table
+ * (rewrite.X86SlotBase, 0x7F060000): a kernel of a GiB or more goes to
+ * the next candidate. */
+#define LOW_CEILING 0x7F000000UL
+
 static void *low_page_alloc(unsigned long size)
 {
 	static const unsigned long hints[] = { 1UL << 30, 4UL << 30, 16UL << 30, 64UL << 30 };
 
 	if (low_mem == NULL && size >= (8UL << 20)) {
 		for (unsigned i = 0; i < sizeof(hints) / sizeof(hints[0]); i++) {
+			if (hints[i] < LOW_CEILING && size > LOW_CEILING - hints[i])
+				continue;
 			void *p = mmap((void *)hints[i], size, PROT_READ | PROT_WRITE,
 				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 			if (p == MAP_FAILED)

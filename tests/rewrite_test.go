@@ -209,6 +209,18 @@ func TestAutoFallsThrough(t *testing.T) {
 	}
 }
 
+// TestRewriteBigKernel: a kernel given a GiB of memory (-k mem=1024M)
+// does not take the rewrite tier's slot table's address. Its memory was
+// placed at 1 GiB whatever its size, reaching past 0x7F060000, and the
+// rewrite tier failed to install ("slot table at 0x7f060000: file
+// exists", exit status 125).
+func TestRewriteBigKernel(t *testing.T) {
+	_, stderr, status := runKbox(t, "image", "-S", imagePath(t), "-k", "mem=1024M", "--read-only", "--syscall-mode=rewrite", "--trusted", "--", "/bin/true")
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+}
+
 // Sites whose number is in a register (/opt/tests/rwdyn,
 // tests/guest/rwdyn.c: musl's __syscall_cp_c byte for byte, which every
 // open, read and close of a static musl program goes through): the
