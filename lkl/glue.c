@@ -181,7 +181,7 @@ static unsigned long low_size;
  * and other tables): seen in /proc/PID/pagemap after boots of 32M to
  * 512M. One MADV_POPULATE_WRITE each makes those pages in one call
  * instead of a fault each (about 1,800 at 128M). Where a fault is costly
- * (a paravirtualized VM: several µs each) that is a sixth of a run's
+ * (a paravirtualized VM: several µs each) that is about a tenth of a run's
  * start-up (docs/benchmarks.md). Populated pages boot does not touch
  * (a hole at 1 MB) add about 0.3 MB to a run's memory. A kernel without
  * MADV_POPULATE_WRITE (before 5.14) refuses it and boot faults them in.
