@@ -189,9 +189,12 @@ static unsigned long low_size;
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
+#define PREFAULT_BOTTOM (3UL << 20)
+static unsigned long prefault_top(unsigned long size) { return size >= (128UL << 20) ? 4UL << 20 : 2UL << 20; }
+
 static void prefault(char *p, unsigned long size)
 {
-	unsigned long bottom = 3UL << 20, top = size >= (128UL << 20) ? 4UL << 20 : 2UL << 20;
+	unsigned long bottom = PREFAULT_BOTTOM, top = prefault_top(size);
 
 	if (bottom + top > size / 2)
 		return;
@@ -209,8 +212,7 @@ int kbox_lkl_prefault_check(unsigned long size, long *ends, long *middle)
 		return -1;
 	prefault(p, size);
 	unsigned long ps = (unsigned long)sysconf(_SC_PAGESIZE);
-	unsigned long pages = size / ps, bottom = (3UL << 20) / ps;
-	unsigned long top = pages - (size >= (128UL << 20) ? 4UL << 20 : 2UL << 20) / ps;
+	unsigned long pages = size / ps, bottom = PREFAULT_BOTTOM / ps, top = pages - prefault_top(size) / ps;
 	unsigned char *vec = malloc(pages);
 	int r = vec != NULL && mincore(p, size, vec) == 0 ? 0 : -1;
 	*ends = *middle = 0;
