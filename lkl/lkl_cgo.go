@@ -48,11 +48,12 @@ func syncSpins() int { return int(C.kbox_lkl_sync_spins()) }
 
 // prefaultCheck maps size bytes, prefaults them as the kernel's memory
 // is at boot (glue.c), and counts the pages resident at its ends and
-// elsewhere; ok false if it could not map them.
-func prefaultCheck(size int) (ends, middle int, ok bool) {
-	var e, m C.long
-	r := C.kbox_lkl_prefault_check(C.ulong(size), &e, &m)
-	return int(e), int(m), r == 0
+// elsewhere, and the kB of them in huge pages; ok false if it could not
+// map them.
+func prefaultCheck(size int) (ends, middle, hugeKB int, ok bool) {
+	var e, m, h C.long
+	r := C.kbox_lkl_prefault_check(C.ulong(size), &e, &m, &h)
+	return int(e), int(m), int(h), r == 0
 }
 
 func shutdown() { C.kbox_lkl_shutdown() }
