@@ -30,19 +30,19 @@ endif
 
 # Packed relative relocations (DT_RELR) where the linker and libc have
 # them: kbox is a PIE with ~100,000 relative relocations, and each kbox
-# process (kbox's own, and the seccomp tier's guest start-up, which
-# re-executes kbox) has the dynamic loader apply them first; packed, the
-# table is ~2 MB smaller and the loader's time about half
-# (docs/benchmarks.md, "Start-up").
+# process (kbox's own, and the seccomp tier's guest start-up where kbox
+# was built without its start-up program) has the dynamic loader apply
+# them first; packed, the table is ~2 MB smaller and the loader's time
+# about half (docs/benchmarks.md, "Start-up").
 RELR := $(shell printf 'int main(void){return 0;}' | $(CC) -x c - -o /dev/null -Wl,-z,pack-relative-relocs 2>&1 | grep -q . || echo -extldflags=-Wl,-z,pack-relative-relocs)
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION) $(RELR)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: kbox-alt probe-program bench-workloads shell lkl lkl-config install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs test-image guests vet fmt clean lkl-status conformance
+.PHONY: kbox-alt probe-program guest-program bench-workloads shell lkl lkl-config install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs test-image guests vet fmt clean lkl-status conformance
 
 all: kbox
 
-kbox: probe-program
+kbox: probe-program guest-program
 	@$(MAKE) --no-print-directory lkl-status
 	$(GOBUILD) -o kbox ./cmd/kbox
 
@@ -57,6 +57,27 @@ ifneq ($(MUSL_GCC),)
 		echo "$(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe $(PROBE_SRC)"; $(MUSL_GCC) -static -O2 -Wall -o probe/bin/kbox-probe $(PROBE_SRC); fi
 else
 	@echo "kbox: *** no musl-gcc: kbox is built without the probe program (kbox probe will say so; apt-get install musl-tools) ***"
+endif
+
+# The guest start-up program (seccomp/supervisor's guestinit.c, binder.c
+# and spawner.c), static with musl-gcc, embedded in kbox (seccomp/startup):
+# the seccomp tier's guest start-up and the socket binder run it instead
+# of re-executing kbox. musl-gcc searches only musl's headers: the kernel's
+# (linux/, asm/) come from the host's through .musl-include. Without
+# musl-gcc kbox builds without it and re-executes itself instead.
+STARTUP_SRC := seccomp/supervisor/guestinit.c seccomp/supervisor/binder.c seccomp/supervisor/spawner.c
+STARTUP_BIN := seccomp/startup/bin/kbox-guest
+ASM_INC := $(firstword $(wildcard /usr/include/$(shell $(CC) -print-multiarch 2>/dev/null)/asm /usr/include/asm))
+guest-program:
+ifneq ($(MUSL_GCC),)
+	@if [ -f $(STARTUP_BIN) ] && [ -z "$$(find seccomp/supervisor -name '*.[ch]' -newer $(STARTUP_BIN))" ]; then :; else \
+		mkdir -p .musl-include && ln -sfn /usr/include/linux .musl-include/linux && \
+		ln -sfn /usr/include/asm-generic .musl-include/asm-generic && ln -sfn $(ASM_INC) .musl-include/asm && \
+		echo "$(MUSL_GCC) -static -O2 -Wall -isystem .musl-include -DKBOX_STARTUP_PROGRAM -o $(STARTUP_BIN) $(STARTUP_SRC)" && \
+		$(MUSL_GCC) -static -O2 -Wall -isystem .musl-include -DKBOX_STARTUP_PROGRAM -o $(STARTUP_BIN).tmp $(STARTUP_SRC) && \
+		mv $(STARTUP_BIN).tmp $(STARTUP_BIN); fi
+else
+	@echo "kbox: *** no musl-gcc: kbox is built without its guest start-up program and re-executes itself instead (apt-get install musl-tools) ***"
 endif
 
 lkl-status:
@@ -229,4 +250,5 @@ conformance: kbox image-if-missing
 		$(GOTEST) -count=1 -timeout 6h -run TestLTPConformance -v ./tests/ | grep -v '^=== RUN'
 
 clean:
-	rm -f kbox kbox.1
+	rm -f kbox kbox.1 $(STARTUP_BIN)
+	rm -rf .musl-include

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kbox-project/kbox/seccomp/startup"
 )
 
 // binderName is the binder process's argv[0].
@@ -13,8 +15,9 @@ const binderName = "kbox-socket-binder"
 
 // BinderStarter is the socket binder (binder.c) for a guest that runs in
 // kbox's own process (the in-process tiers), which has no keeper to fork
-// it. start re-executes kbox with KBOX_BINDER_ONLY, which the kbox binary
-// answers before Go starts (seccomp/supervisor/guestinit.c) by serving on
+// it. start runs the start-up program (package startup; kbox re-executed
+// where it was built without it) with KBOX_BINDER_ONLY, which it answers
+// (seccomp/supervisor/guestinit.c, before Go starts in kbox) by serving on
 // fd 4 from a private directory (0700, made by start); start returns
 // kbox's end of the binder's socketpair (for NewLazyBinder). stop ends
 // the binder and removes its directory. start spawns from a goroutine of
@@ -47,10 +50,10 @@ func BinderStarter() (start func() (int, error), stop func()) {
 			return -1, err
 		}
 		defer null.Close()
-		c := exec.Command("/proc/self/exe")
-		c.Args = []string{binderName} // what ps shows
+		c := &exec.Cmd{Args: []string{binderName}} // what ps shows
 		c.Env = []string{"KBOX_BINDER_ONLY=1", "KBOX_GUEST_SOCKDIR=" + d}
 		c.ExtraFiles = []*os.File{null, theirs} // fds 3 and 4
+		startup.Command(c)
 		// No parent-death signal: it follows the thread that started
 		// the binder, which Go may end (kbox ends idle threads a second
 		// into a run: cmd/kbox/settle.go), and the binder would go with

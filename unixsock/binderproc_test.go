@@ -12,11 +12,15 @@ import (
 
 // TestMain serves as the binder when BinderStarter runs this test binary
 // (its /proc/self/exe) with KBOX_BINDER_ONLY, as kbox does: fakeBinder.
+// KBOX_GUEST_REEXEC makes BinderStarter run this binary again, as a kbox
+// built without its start-up program does, not the program's binder.c
+// (tests/unix_test.go runs that one).
 func TestMain(m *testing.M) {
 	if os.Getenv("KBOX_BINDER_ONLY") == "1" {
 		fakeBinder()
 		return
 	}
+	os.Setenv("KBOX_GUEST_REEXEC", "1")
 	os.Exit(m.Run())
 }
 

@@ -1,8 +1,10 @@
 /*
- * Guest start-up, run as a constructor before the Go runtime exists, in the
- * child kbox re-executes for a guest (KBOX_GUEST_INIT set). Doing it here
- * means no Go runtime thread can make a notified syscall before the
- * supervisor holds the listener.
+ * Guest start-up, in the process kbox starts for a guest (KBOX_GUEST_INIT
+ * set): the start-up program (seccomp/startup: this file, binder.c and
+ * spawner.c built static), or, in a kbox built without it, kbox itself
+ * re-executed, where this runs as a constructor before the Go runtime
+ * exists. Either way no Go runtime thread can make a notified syscall
+ * before the supervisor holds the listener.
  *
  * The process kbox starts first forks: it stays as the keeper, and its
  * child becomes the guest. The keeper is a child subreaper with a
@@ -346,7 +348,11 @@ static char **read_start(int sock)
 	return args;
 }
 
-__attribute__((constructor(101))) static void kbox_guest_init(int argc, char **argv)
+/*
+ * guest_start is the start-up, or the socket binder alone, as the
+ * environment asks; it returns in any other process (kbox itself).
+ */
+static void guest_start(void)
 {
 	const char *init = getenv("KBOX_GUEST_INIT");
 	const char *want_ns = getenv("KBOX_GUEST_NS");
@@ -360,7 +366,7 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	struct sock_fprog prog;
 	struct rlimit rl;
 	long listener;
-	(void)argc;
+	char **argv;
 
 	/* The socket binder alone, for a guest in kbox's own process (the
 	 * in-process tiers: unixsock.BinderStarter), on fd 4, in kbox's
@@ -488,3 +494,30 @@ __attribute__((constructor(101))) static void kbox_guest_init(int argc, char **a
 	fprintf(stderr, "kbox: %s: %s\n", guest_path, strerror(errno));
 	_exit(errno == ENOENT ? 127 : 126);
 }
+
+#ifdef KBOX_STARTUP_PROGRAM
+/*
+ * The start-up program (seccomp/startup): this file, binder.c and
+ * spawner.c built static, which kbox executes from a sealed memfd passed
+ * as fd 5 instead of re-executing its own binary. fd 5 is closed first:
+ * nothing below may inherit it. Executed by that number, its name (what
+ * ps shows) would be "5": it takes argv[0]'s.
+ */
+int main(int argc, char **argv)
+{
+	close(5);
+	if (argc > 0) { /* the name ps shows: kbox-guest, kbox-socket-binder */
+		const char *slash = strrchr(argv[0], '/');
+		prctl(PR_SET_NAME, slash != NULL ? slash + 1 : argv[0], 0, 0, 0);
+	}
+	guest_start();
+	fputs("kbox-guest: kbox's guest start-up program: kbox runs it\n", stderr);
+	return 2;
+}
+#else
+/* Built into kbox: its re-execution runs the start-up before Go starts. */
+__attribute__((constructor(101))) static void kbox_guest_init(void)
+{
+	guest_start();
+}
+#endif

@@ -14,17 +14,19 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kbox-project/kbox/seccomp/startup"
 )
 
 // Prespawned is the guest's start-up process (guestinit.c) begun before
-// kbox knows the guest: kbox's own binary, re-executed, makes the keeper,
-// the namespaces and the socket binder, then waits on its socket for the
+// kbox knows the guest: the start-up program (package startup; kbox
+// re-executed where it was built without it) makes the keeper, the
+// namespaces and the socket binder, then waits on its socket for the
 // start message (sendStart) with the guest's arguments and environment.
-// Begun beside the kernel's boot, all that (the exec, the loader's
-// relocations and libc's start-up of kbox's 60 MB binary, two forks and
-// an unshare: about 4 ms) leaves the run's path. The process starts with
-// nothing of the guest's environment, so the guest's LD_* variables
-// never reach the host's loader.
+// Begun beside the kernel's boot, all that (the exec, two forks and an
+// unshare) leaves the run's path. The process starts with nothing of the
+// guest's environment, so the guest's LD_* variables never reach the
+// host's loader.
 type Prespawned struct {
 	ready    chan struct{} // closed once started, or failed
 	work     chan func()   // Run's serving, on the thread that started it
@@ -66,16 +68,13 @@ func Prespawn(noNamespaces bool) *Prespawned {
 func (p *Prespawned) start(noNamespaces bool) error {
 	// Guest processes orphaned below the keeper come back to kbox.
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	// The stage holds the programs' staging directory (the guest's host
 	// cwd: the kernel resolves staged names there, named as the
 	// programs are) and, beside it, the socket binder's root
 	// (binder.c): a program named "sock" once met the binder's directory
 	// in its place and could not be run (EACCES). The keeper removes the
 	// stage even when kbox was killed (guestinit.c).
+	var err error
 	if p.stage, err = os.MkdirTemp("", "kbox-stage-"); err != nil {
 		return err
 	}
@@ -107,7 +106,6 @@ func (p *Prespawned) start(noNamespaces bool) error {
 	binderEnd := os.NewFile(uintptr(bpair[1]), "kbox-binder")
 	defer binderEnd.Close()
 	cmd := &exec.Cmd{
-		Path:       self,
 		Args:       []string{"kbox-guest"},
 		Env:        []string{"KBOX_GUEST_INIT=1", "KBOX_GUEST_NS=" + wantNS, "KBOX_GUEST_SOCKDIR=" + p.sockDir},
 		Dir:        p.progs,
@@ -124,6 +122,7 @@ func (p *Prespawned) start(noNamespaces bool) error {
 		cmd.SysProcAttr.Foreground = true
 		cmd.SysProcAttr.Ctty = 0
 	}
+	startup.Command(cmd)
 	if err := cmd.Start(); err != nil {
 		parent.Close()
 		unix.Close(bpair[0])
