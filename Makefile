@@ -64,7 +64,7 @@ endif
 # the seccomp tier's guest start-up and the socket binder run it instead
 # of re-executing kbox. musl-gcc searches only musl's headers: the kernel's
 # (linux/, asm/) come from the host's through .musl-include. Without
-# musl-gcc kbox builds without it and re-executes itself instead.
+# musl-gcc, or if it fails, kbox builds without it and re-executes itself.
 STARTUP_SRC := seccomp/supervisor/guestinit.c seccomp/supervisor/binder.c seccomp/supervisor/spawner.c
 STARTUP_BIN := seccomp/startup/bin/kbox-guest
 ASM_INC := $(firstword $(wildcard /usr/include/$(shell $(CC) -print-multiarch 2>/dev/null)/asm /usr/include/asm))
@@ -74,8 +74,9 @@ ifneq ($(MUSL_GCC),)
 		mkdir -p .musl-include && ln -sfn /usr/include/linux .musl-include/linux && \
 		ln -sfn /usr/include/asm-generic .musl-include/asm-generic && ln -sfn $(ASM_INC) .musl-include/asm && \
 		echo "$(MUSL_GCC) -static -O2 -Wall -isystem .musl-include -DKBOX_STARTUP_PROGRAM -o $(STARTUP_BIN) $(STARTUP_SRC)" && \
-		$(MUSL_GCC) -static -O2 -Wall -isystem .musl-include -DKBOX_STARTUP_PROGRAM -o $(STARTUP_BIN).tmp $(STARTUP_SRC) && \
-		mv $(STARTUP_BIN).tmp $(STARTUP_BIN); fi
+		{ $(MUSL_GCC) -static -O2 -Wall -isystem .musl-include -DKBOX_STARTUP_PROGRAM -o $(STARTUP_BIN).tmp $(STARTUP_SRC) && \
+		mv $(STARTUP_BIN).tmp $(STARTUP_BIN) || { rm -f $(STARTUP_BIN) $(STARTUP_BIN).tmp; \
+		echo "kbox: *** the start-up program did not build: kbox re-executes itself instead ***"; }; }; fi
 else
 	@echo "kbox: *** no musl-gcc: kbox is built without its guest start-up program and re-executes itself instead (apt-get install musl-tools) ***"
 endif
