@@ -59,13 +59,13 @@ else
 	@echo "kbox: *** no musl-gcc: kbox is built without the probe program (kbox probe will say so; apt-get install musl-tools) ***"
 endif
 
-# The guest start-up program (seccomp/supervisor's guestinit.c, binder.c
-# and spawner.c), static with musl-gcc, embedded in kbox (seccomp/startup):
-# the seccomp tier's guest start-up and the socket binder run it instead
-# of re-executing kbox. musl-gcc searches only musl's headers: the kernel's
+# The guest start-up program (seccomp/supervisor's guestinit.c, binder.c,
+# spawner.c and store.c), static with musl-gcc, embedded in kbox
+# (seccomp/startup): the seccomp tier's guest start-up, the socket binder
+# and the content store's helper run it instead of re-executing kbox. musl-gcc searches only musl's headers: the kernel's
 # (linux/, asm/) come from the host's through .musl-include. Without
 # musl-gcc, or if it fails, kbox builds without it and re-executes itself.
-STARTUP_SRC := seccomp/supervisor/guestinit.c seccomp/supervisor/binder.c seccomp/supervisor/spawner.c
+STARTUP_SRC := seccomp/supervisor/guestinit.c seccomp/supervisor/binder.c seccomp/supervisor/spawner.c seccomp/supervisor/store.c
 STARTUP_BIN := seccomp/startup/bin/kbox-guest
 ASM_INC := $(firstword $(wildcard /usr/include/$(shell $(CC) -print-multiarch 2>/dev/null)/asm /usr/include/asm))
 guest-program:

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kbox-project/kbox/seccomp/startup"
 )
 
 // Content files and where they live.
@@ -300,17 +302,17 @@ func (d *directMounter) close() {
 	d.mu.Unlock()
 }
 
-// The helper: kbox itself, started with KBOX_STORE_HELPER=1 in a new user
-// and mount namespace (uid 0 inside mapped to kbox's uid). It serves
-// requests on a socketpair (fd 3) until kbox closes its end or dies:
+// The helper: kbox's start-up program (package startup; kbox re-executed
+// where built without it) with KBOX_STORE_HELPER=1, in a new user and
+// mount namespace (uid 0 inside mapped to kbox's uid). It serves requests
+// on a socketpair (fd 3) until kbox closes its end or dies
+// (seccomp/supervisor/store.c):
 //
 //	request: op (1 byte: 'M' mount, 'R' resize, 'P' devpts), id (u32), size (u64)
 //	reply:   errno (u32), id (u32); a mount's root fd rides along (SCM_RIGHTS)
+//
+// It makes the mounts directMounter makes in kbox's own process.
 const helperEnv = "KBOX_STORE_HELPER"
-
-// IsHelper reports whether this process was started as the store helper;
-// main then calls HelperMain and nothing else.
-func IsHelper() bool { return os.Getenv(helperEnv) == "1" }
 
 type helperMounter struct {
 	mu   sync.Mutex
@@ -319,10 +321,6 @@ type helperMounter struct {
 }
 
 func startHelper() (mounter, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -331,10 +329,9 @@ func startHelper() (mounter, error) {
 	defer child.Close()
 	uid, gid := os.Getuid(), os.Getgid()
 	cmd := &exec.Cmd{
-		Path:       self,
 		Args:       []string{"kbox-store-helper"},
 		Env:        []string{helperEnv + "=1"},
-		ExtraFiles: []*os.File{child},
+		ExtraFiles: []*os.File{child, nil}, // fd 3; fd 4 none
 		Stderr:     os.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
@@ -347,6 +344,7 @@ func startHelper() (mounter, error) {
 			// socket reads end of file, kbox's last fd of it closed.
 		},
 	}
+	startup.Command(cmd)
 	if err := cmd.Start(); err != nil {
 		unix.Close(pair[0])
 		return nil, fmt.Errorf("no user namespace for the content store helper: %w", err)
@@ -424,67 +422,6 @@ func (h *helperMounter) close() {
 	if h.cmd != nil {
 		h.cmd.Wait()
 	}
-}
-
-// HelperMain serves a kbox process as its content store helper; it
-// returns the process's exit status.
-func HelperMain() int {
-	const sock = 3
-	d := &directMounter{mnts: map[int]int{}}
-	var req [13]byte
-	for {
-		n, err := unix.Read(sock, req[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n != len(req) {
-			return 0 // kbox is gone
-		}
-		id := int(binary.LittleEndian.Uint32(req[1:]))
-		size := int64(binary.LittleEndian.Uint64(req[5:]))
-		var rep [8]byte
-		var rights []byte
-		dir := -1
-		switch req[0] {
-		case 'M':
-			var mid int
-			var err error
-			if dir, mid, err = d.mount(size); err != nil {
-				binary.LittleEndian.PutUint32(rep[:], uint32(errnoOf(err)))
-			} else {
-				binary.LittleEndian.PutUint32(rep[4:], uint32(mid))
-				rights = unix.UnixRights(dir)
-			}
-		case 'R':
-			if err := d.resize(id, size); err != nil {
-				binary.LittleEndian.PutUint32(rep[:], uint32(errnoOf(err)))
-			}
-		case 'P':
-			var err error
-			if dir, err = d.devpts(); err != nil {
-				binary.LittleEndian.PutUint32(rep[:], uint32(errnoOf(err)))
-			} else {
-				rights = unix.UnixRights(dir)
-			}
-		default:
-			binary.LittleEndian.PutUint32(rep[:], uint32(unix.EINVAL))
-		}
-		err = unix.Sendmsg(sock, rep[:], rights, nil, 0)
-		if dir >= 0 {
-			unix.Close(dir)
-		}
-		if err != nil {
-			return 0
-		}
-	}
-}
-
-func errnoOf(err error) unix.Errno {
-	var en unix.Errno
-	if errors.As(err, &en) {
-		return en
-	}
-	return unix.EIO
 }
 
 // Prepare makes the content store now instead of at first use: an

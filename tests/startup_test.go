@@ -14,12 +14,14 @@ import (
 )
 
 // TestStartupProgram: the seccomp tier's guest start-up process (the
-// keeper, and the socket binder it forks) runs kbox's start-up program
-// from a memfd (seccomp/startup), not kbox re-executed, and none of
-// that memfd reaches a process below it: not the keeper, not the binder,
-// not the guest. With KBOX_GUEST_REEXEC=1, kbox re-executes itself
-// instead, as a kbox built without the program does; either way the
-// guest runs and its exit status comes back.
+// keeper, and the socket binder it forks) and the content store's helper
+// (KBOX_STORE=helper: a writable run by a user who may not mount) run
+// kbox's start-up program from a memfd (seccomp/startup), not kbox
+// re-executed, and none of that memfd reaches a process below kbox: not
+// the keeper, the binder, the helper or the guest. With
+// KBOX_GUEST_REEXEC=1, kbox re-executes itself instead, as a kbox built
+// without the program does; either way the guest runs, its writes through
+// the helper's mounts are read back, and its exit status comes back.
 func TestStartupProgram(t *testing.T) {
 	img := imagePath(t)
 	ver, err := exec.Command(kboxBin(t), "version").Output()
@@ -45,8 +47,9 @@ func TestStartupProgram(t *testing.T) {
 				}
 				t.Skipf("SKIP: this kbox was built without its start-up program: no musl-gcc (kbox version: %s)", strings.TrimSpace(string(ver)))
 			}
-			cmd := exec.Command(kboxBin(t), "image", "-S", img, "--read-only", "--", "/bin/sh", "-c", "echo up; read x; exit 7")
-			cmd.Env = append(os.Environ(), c.env)
+			cmd := exec.Command(kboxBin(t), "image", "-S", copyImage(t, img), "--", "/bin/sh", "-c",
+				"echo written > /root/startup; echo up $(cat /root/startup); read x; exit 7")
+			cmd.Env = append(os.Environ(), c.env, "KBOX_STORE=helper")
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -66,8 +69,8 @@ func TestStartupProgram(t *testing.T) {
 			}()
 			select {
 			case l := <-line:
-				if l != "up\n" {
-					t.Fatalf("first line %q, want up", l)
+				if l != "up written\n" {
+					t.Fatalf("first line %q, want %q", l, "up written\n")
 				}
 			case <-time.After(time.Minute):
 				t.Fatal("the guest did not start within a minute")
@@ -76,9 +79,20 @@ func TestStartupProgram(t *testing.T) {
 			if len(kids) < 2 {
 				t.Fatalf("kbox has %d descendants (%v), want the keeper and the guest at least", len(kids), kids)
 			}
-			keeper := kids[0]
-			if exe, _ := os.Readlink("/proc/" + strconv.Itoa(keeper) + "/exe"); exe != c.exe {
-				t.Errorf("the keeper (pid %d) runs %q, want %q", keeper, exe, c.exe)
+			helpers := 0
+			for _, k := range kids {
+				args, _ := os.ReadFile("/proc/" + strconv.Itoa(k) + "/cmdline")
+				exe, _ := os.Readlink("/proc/" + strconv.Itoa(k) + "/exe")
+				switch name, _, _ := strings.Cut(string(args), "\x00"); {
+				case name == "kbox-store-helper" || k == kids[0]: // the store helper, the keeper
+					if exe != c.exe {
+						t.Errorf("pid %d (%s) runs %q, want %q", k, name, exe, c.exe)
+					}
+					helpers++
+				}
+			}
+			if helpers != 2 {
+				t.Errorf("found %d of the keeper and the store helper among kbox's descendants %v", helpers, kids)
 			}
 			for _, k := range kids {
 				fds, _ := filepath.Glob("/proc/" + strconv.Itoa(k) + "/fd/*")

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/kbox-project/kbox/shadowfd"
 	"github.com/kbox-project/kbox/trap"
 )
 
@@ -44,11 +43,6 @@ Run 'kbox image --help' for the image options.
 `
 
 func main() {
-	if shadowfd.IsHelper() {
-		// kbox's own helper process, which makes the size-limited mounts
-		// behind shadows (shadowfd/store.go).
-		os.Exit(shadowfd.HelperMain())
-	}
 	// The trap tier's guest fds are the low numbers of kbox's own fd
 	// table (trap/fds.go): they are reserved before kbox opens anything.
 	// Go's runtime keeps no fd of its own open at this point but its

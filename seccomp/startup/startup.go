@@ -77,8 +77,8 @@ func sealed(b []byte) *os.File {
 
 // Command makes c run the start-up program: c's ExtraFiles must be its
 // fds 3 and 4, and the program goes in as fd 5, executed by that number.
-// Without the program, c runs kbox itself (/proc/self/exe). It reports
-// whether c runs the program.
+// Without the program, c runs kbox itself (its path, so that ps names it
+// kbox). It reports whether c runs the program.
 func Command(c *exec.Cmd) bool {
 	if p := Program(); p != nil && len(c.ExtraFiles) == progFD-3 {
 		c.Path = "/proc/self/fd/5"
@@ -86,6 +86,9 @@ func Command(c *exec.Cmd) bool {
 		return true
 	}
 	c.Path = "/proc/self/exe"
+	if self, err := os.Executable(); err == nil {
+		c.Path = self
+	}
 	return false
 }
 

@@ -54,6 +54,7 @@
 
 #include "binder.h"
 #include "spawner.h"
+#include "store.h"
 
 /* Namespaces the guest child made, reported to kbox (supervisor.go). */
 #define NS_NET 1u
@@ -367,6 +368,12 @@ static void guest_start(void)
 	struct rlimit rl;
 	long listener;
 	char **argv;
+
+	/* The content store's helper (store.c), for a kbox that may not
+	 * mount: on fd 3, in the namespaces kbox made for it. */
+	const char *store = getenv("KBOX_STORE_HELPER");
+	if (store != NULL && strcmp(store, "1") == 0)
+		_exit(kbox_run_store(3));
 
 	/* The socket binder alone, for a guest in kbox's own process (the
 	 * in-process tiers: unixsock.BinderStarter), on fd 4, in kbox's
