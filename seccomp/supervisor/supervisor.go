@@ -293,14 +293,10 @@ func run(cfg Config, pre *Prespawned) (int, error) {
 	} else {
 		eng.Begin(guestPid, pid, cfg.WorkDir)
 	}
-	if _, err := parent.Write([]byte{'G'}); err != nil {
-		return 0, fmt.Errorf("start guest: %w", err)
-	}
-	if cfg.Session != nil {
-		cfg.Session.attach(parent, guestPid)
-		defer cfg.Session.Close()
-	}
-
+	// Signals and the keeper's exit are watched before the guest is let
+	// go: whatever runs between the go-ahead and serve delays the guest's
+	// first call (signal.Notify hands each signal to Go's signal thread
+	// and waits: milliseconds where thread switches are slow).
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
 	defer signal.Stop(sigs)
@@ -327,6 +323,14 @@ func run(cfg Config, pre *Prespawned) (int, error) {
 		}
 		done <- ws
 	}()
+	if _, err := parent.Write([]byte{'G'}); err != nil {
+		return 0, fmt.Errorf("start guest: %w", err)
+	}
+	if cfg.Session != nil {
+		cfg.Session.attach(parent, guestPid)
+		defer cfg.Session.Close()
+	}
+
 	var ws unix.WaitStatus
 	exited := false
 	serve(listener, eng, tier, cfg.Session, guestPid, syncWake == nil, func() bool {
