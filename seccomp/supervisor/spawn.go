@@ -68,9 +68,6 @@ func (s *Spawns) Ready() <-chan struct{} { return s.ready }
 func (s *Spawns) attach(sock *os.File, spawner int) {
 	s.mu.Lock()
 	s.sock, s.spawner = sock, spawner
-	if s.ended { // Closed (a signal) before the spawner was attached
-		unix.Shutdown(int(sock.Fd()), unix.SHUT_WR)
-	}
 	s.mu.Unlock()
 	close(s.ready)
 	go s.read(sock)

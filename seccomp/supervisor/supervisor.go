@@ -293,10 +293,14 @@ func run(cfg Config, pre *Prespawned) (int, error) {
 	} else {
 		eng.Begin(guestPid, pid, cfg.WorkDir)
 	}
-	// Signals and the keeper's exit are watched before the guest is let
-	// go: whatever runs between the go-ahead and serve delays the guest's
-	// first call (signal.Notify hands each signal to Go's signal thread
-	// and waits: milliseconds where thread switches are slow).
+	if _, err := parent.Write([]byte{'G'}); err != nil {
+		return 0, fmt.Errorf("start guest: %w", err)
+	}
+	if cfg.Session != nil {
+		cfg.Session.attach(parent, guestPid)
+		defer cfg.Session.Close()
+	}
+
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
 	defer signal.Stop(sigs)
@@ -323,14 +327,6 @@ func run(cfg Config, pre *Prespawned) (int, error) {
 		}
 		done <- ws
 	}()
-	if _, err := parent.Write([]byte{'G'}); err != nil {
-		return 0, fmt.Errorf("start guest: %w", err)
-	}
-	if cfg.Session != nil {
-		cfg.Session.attach(parent, guestPid)
-		defer cfg.Session.Close()
-	}
-
 	var ws unix.WaitStatus
 	exited := false
 	serve(listener, eng, tier, cfg.Session, guestPid, syncWake == nil, func() bool {
