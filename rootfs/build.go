@@ -74,14 +74,18 @@ func Build(im *oci.Image, opt BuildOptions) (err error) {
 	if dir == "" {
 		dir = "."
 	}
+	// The file is made and named under the lock: a signal's
+	// RemoveBuildTemp between the two found no name and left the file.
+	buildTemp.Lock()
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err == nil {
+		buildTemp.path = f.Name()
+	}
+	buildTemp.Unlock()
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	buildTemp.Lock()
-	buildTemp.path = tmp
-	buildTemp.Unlock()
 	defer func() {
 		buildTemp.Lock()
 		buildTemp.path = ""
