@@ -1,12 +1,13 @@
-// Package startup runs the guest start-up program: the C start-up of
-// seccomp/supervisor (guestinit.c, binder.c, spawner.c) built static by
-// the Makefile (musl-gcc) into bin/kbox-guest and embedded in kbox. The
-// seccomp tier's guest start-up process and the in-process tiers' socket
-// binder run it from a sealed memfd instead of re-executing kbox, whose
-// dynamic loading (about 100,000 relocations) and 60 MB image cost each
-// such process milliseconds where page faults are slow
-// (docs/benchmarks.md). A kbox built without it (plain `go build`, or no
-// musl-gcc) re-executes itself, whose constructor runs the same code.
+// Package startup runs kbox's start-up program: the C of seccomp/supervisor
+// (guestinit.c, binder.c, spawner.c, store.c) built static by the
+// Makefile (musl-gcc) into bin/kbox-guest and embedded in kbox. The
+// seccomp tier's guest start-up process, the in-process tiers' socket
+// binder and the content store's helper run it from a sealed memfd
+// instead of re-executing kbox, whose dynamic loading (about 100,000
+// relocations) and 60 MB image cost each such process milliseconds where
+// page faults are slow (docs/benchmarks.md). A kbox built without it
+// (plain `go build`, or no musl-gcc) re-executes itself, whose
+// constructor runs the same code.
 package startup
 
 import (
