@@ -1,7 +1,7 @@
 /*
  * Guest start-up, in the process kbox starts for a guest (KBOX_GUEST_INIT
- * set): the start-up program (seccomp/startup: this file, binder.c and
- * spawner.c built static), or, in a kbox built without it, kbox itself
+ * set): the start-up program (seccomp/startup: this file, binder.c,
+ * spawner.c and store.c built static), or, in a kbox built without it, kbox itself
  * re-executed, where this runs as a constructor before the Go runtime
  * exists. Either way no Go runtime thread can make a notified syscall
  * before the supervisor holds the listener.
@@ -504,8 +504,8 @@ static void guest_start(void)
 
 #ifdef KBOX_STARTUP_PROGRAM
 /*
- * The start-up program (seccomp/startup): this file, binder.c and
- * spawner.c built static, which kbox executes from a sealed memfd passed
+ * The start-up program (seccomp/startup): this file, binder.c,
+ * spawner.c and store.c built static, which kbox executes from a sealed memfd passed
  * as fd 5 instead of re-executing its own binary. fd 5 is closed first:
  * nothing below may inherit it. Executed by that number, its name (what
  * ps shows) would be "5": it takes argv[0]'s.
