@@ -1,10 +1,10 @@
 /*
  * Guest start-up, in the process kbox starts for a guest (KBOX_GUEST_INIT
  * set): the start-up program (seccomp/startup: this file, binder.c,
- * spawner.c and store.c built static), or, in a kbox built without it, kbox itself
- * re-executed, where this runs as a constructor before the Go runtime
- * exists. Either way no Go runtime thread can make a notified syscall
- * before the supervisor holds the listener.
+ * spawner.c and store.c built static), or, in a kbox built without it,
+ * kbox itself re-executed, where this runs as a constructor before the Go
+ * runtime exists. Either way no Go runtime thread can make a notified
+ * syscall before the supervisor holds the listener.
  *
  * The process kbox starts first forks: it stays as the keeper, and its
  * child becomes the guest. The keeper is a child subreaper with a
@@ -504,11 +504,11 @@ static void guest_start(void)
 
 #ifdef KBOX_STARTUP_PROGRAM
 /*
- * The start-up program (seccomp/startup): this file, binder.c,
- * spawner.c and store.c built static, which kbox executes from a sealed memfd passed
- * as fd 5 instead of re-executing its own binary. fd 5 is closed first:
- * nothing below may inherit it. Executed by that number, its name (what
- * ps shows) would be "5": it takes argv[0]'s.
+ * The start-up program (seccomp/startup): this file, binder.c, spawner.c
+ * and store.c built static, which kbox executes from a sealed memfd
+ * passed as fd 5 instead of re-executing its own binary. fd 5 is closed
+ * first: nothing below may inherit it. Executed by that number, its name
+ * (what ps shows) would be "5": it takes argv[0]'s.
  */
 int main(int argc, char **argv)
 {
