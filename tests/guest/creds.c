@@ -282,6 +282,10 @@ static void *thread_tid(void *arg)
 	return NULL;
 }
 
+/* Attempts at getting a dead task's id again: another process on the
+ * host may take it first. */
+#define REUSE_TRIES 1000
+
 static int tidreuse(const char *ns_last_pid)
 {
 	int pfd[2], ctl[2], i, status;
@@ -307,18 +311,17 @@ static int tidreuse(const char *ns_last_pid)
 		return 1;
 	if (become_nobody() < 0)
 		return 1;
-	for (i = 0; i < 200; i++) {
+	/* Opened once: between the write and the fork, only native calls,
+	 * so that kbox's own work (a thread Go starts) takes no id there. */
+	int fd = open(ns_last_pid, O_WRONLY);
+	if (fd < 0)
+		printf("tidreuse: ns_last_pid: %s\n", strerror(errno));
+	for (i = 0; fd >= 0 && i < REUSE_TRIES; i++) {
 		char buf[32];
-		int fd = open(ns_last_pid, O_WRONLY);
 		pid_t child;
 
-		if (fd < 0) {
-			printf("tidreuse: ns_last_pid: %s\n", strerror(errno));
-			break;
-		}
 		snprintf(buf, sizeof(buf), "%d", tid - 1);
-		write(fd, buf, strlen(buf));
-		close(fd);
+		pwrite(fd, buf, strlen(buf), 0);
 		child = fork();
 		if (child == 0) {
 			if (getpid() != tid)
@@ -331,8 +334,10 @@ static int tidreuse(const char *ns_last_pid)
 			break;
 		}
 	}
-	if (i == 200)
+	if (i == REUSE_TRIES)
 		printf("tidreuse: the id never came back\n");
+	if (fd >= 0)
+		close(fd);
 	close(ctl[1]);
 	waitpid(helper, NULL, 0);
 	return 0;
@@ -354,17 +359,16 @@ static int pidreuse(const char *ns_last_pid)
 	waitpid(helper, NULL, 0);
 	if (become_nobody() < 0)
 		return 1;
-	for (i = 0; i < 200; i++) {
+	int fd = open(ns_last_pid, O_WRONLY); /* once, as tidreuse */
+	if (fd < 0) {
+		printf("pidreuse: ns_last_pid: %s\n", strerror(errno));
+		return 0;
+	}
+	for (i = 0; i < REUSE_TRIES; i++) {
 		char buf[32];
-		int fd = open(ns_last_pid, O_WRONLY);
 
-		if (fd < 0) {
-			printf("pidreuse: ns_last_pid: %s\n", strerror(errno));
-			return 0;
-		}
 		snprintf(buf, sizeof(buf), "%d", helper - 1);
-		write(fd, buf, strlen(buf));
-		close(fd);
+		pwrite(fd, buf, strlen(buf), 0);
 		child = fork();
 		if (child == 0) {
 			if (getpid() != helper)
@@ -374,9 +378,11 @@ static int pidreuse(const char *ns_last_pid)
 		waitpid(child, &status, 0);
 		if (WIFEXITED(status) && WEXITSTATUS(status) != 2) {
 			printf("child with the killed process's id: uid %s\n", WEXITSTATUS(status) == 0 ? "0" : "65534");
+			close(fd);
 			return 0;
 		}
 	}
+	close(fd);
 	printf("pidreuse: the id never came back\n");
 	return 0;
 }
