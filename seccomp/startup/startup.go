@@ -11,6 +11,8 @@
 package startup
 
 import (
+	"bytes"
+	"debug/elf"
 	"embed"
 	"os"
 	"os/exec"
@@ -49,8 +51,17 @@ func Program() *os.File {
 // native reports whether b is an ELF program for the machine kbox runs
 // on: make builds it with the host's compiler, whatever GOARCH is.
 func native(b []byte) bool {
-	machine := map[string]uint16{"amd64": 62, "arm64": 183}[runtime.GOARCH]
-	return len(b) > 20 && string(b[:4]) == "\x7fELF" && machine != 0 && uint16(b[18])|uint16(b[19])<<8 == machine
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		return false
+	}
+	switch f.Machine {
+	case elf.EM_X86_64:
+		return runtime.GOARCH == "amd64"
+	case elf.EM_AARCH64:
+		return runtime.GOARCH == "arm64"
+	}
+	return false
 }
 
 // sealed returns a memfd holding b, sealed against every change; nil if

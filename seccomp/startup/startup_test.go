@@ -1,6 +1,9 @@
 package startup
 
 import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"runtime"
@@ -63,24 +66,28 @@ func TestProgram(t *testing.T) {
 }
 
 func TestNative(t *testing.T) {
-	elf := func(machine uint16) []byte {
-		b := make([]byte, 64)
-		copy(b, "\x7fELF")
-		b[18], b[19] = byte(machine), byte(machine>>8)
-		return b
+	header := func(machine elf.Machine) []byte {
+		h := elf.Header64{Type: uint16(elf.ET_EXEC), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT), Ehsize: 64}
+		copy(h.Ident[:], elf.ELFMAG)
+		h.Ident[elf.EI_CLASS], h.Ident[elf.EI_DATA], h.Ident[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+		var b bytes.Buffer
+		binary.Write(&b, binary.LittleEndian, &h)
+		return b.Bytes()
 	}
-	mine := map[string]uint16{"amd64": 62, "arm64": 183}[runtime.GOARCH]
-	other := map[string]uint16{"amd64": 183, "arm64": 62}[runtime.GOARCH]
+	mine, other := elf.EM_X86_64, elf.EM_AARCH64
+	if runtime.GOARCH == "arm64" {
+		mine, other = other, mine
+	}
 	for _, c := range []struct {
 		name string
 		b    []byte
 		want bool
 	}{
-		{"this machine's", elf(mine), mine != 0},
-		{"another machine's", elf(other), false},
+		{"this machine's", header(mine), runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64"},
+		{"another machine's", header(other), false},
 		{"empty", nil, false},
-		{"short", elf(mine)[:16], false},
-		{"not ELF", append([]byte("#!/bin/sh\n"), make([]byte, 40)...), false},
+		{"short", header(mine)[:16], false},
+		{"not ELF", append([]byte("#!/bin/sh\n"), make([]byte, 60)...), false},
 	} {
 		if got := native(c.b); got != c.want {
 			t.Errorf("%s: native = %v, want %v", c.name, got, c.want)
