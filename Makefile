@@ -38,7 +38,7 @@ RELR := $(shell printf 'int main(void){return 0;}' | $(CC) -x c - -o /dev/null -
 GOBUILD := $(GO) build -buildmode=pie -tags '$(TAGS)' -ldflags '-X main.version=$(VERSION) $(RELR)'
 GOTEST  := $(GO) test -tags '$(TAGS)'
 
-.PHONY: kbox-alt probe-program guest-program bench-workloads shell lkl lkl-config install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs test-image guests vet fmt clean lkl-status conformance
+.PHONY: sysnum kbox-alt probe-program guest-program bench-workloads shell lkl lkl-config install man test-make-lkl test-arm64 race fuzz stress image-if-missing all kbox check unit integration bench rootfs test-image guests vet fmt clean lkl-status conformance
 
 all: kbox
 
@@ -139,6 +139,14 @@ shell:
 	@$(MAKE) --no-print-directory kbox
 	@test -f $(OUT) || $(MAKE) --no-print-directory rootfs
 	./kbox image -S $(OUT) -- /bin/sh -i
+
+# The seccomp package's syscall number tables (seccomp/nr_*.go), from the
+# kernel's UAPI headers: LINUX_UAPI holds x86/asm/unistd_64.h and
+# arm64/asm/unistd_64.h (Debian's linux-libc-dev 6.12 or later has them
+# under /usr/lib/linux/uapi), LINUX_VERSION names them.
+LINUX_UAPI ?= /usr/lib/linux/uapi
+sysnum:
+	$(GO) test ./seccomp -run 'TestSyscallNumbers$$' -count=1 -sysnum-headers $(LINUX_UAPI) -sysnum-linux $(LINUX_VERSION)
 
 # The manual page, from the help texts of the kbox just built.
 man:

@@ -5,7 +5,6 @@ go 1.26.3
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/chromedp/chromedp v0.22.1
-	github.com/elastic/go-seccomp-bpf v1.4.0
 	github.com/google/jsonschema-go v0.4.3
 	github.com/klauspost/compress v1.20.4
 	github.com/modelcontextprotocol/go-sdk v1.8.0

@@ -3,8 +3,8 @@ package dispatch
 import "github.com/kbox-project/kbox/seccomp"
 
 // The architectures' syscall numbers are the filter compiler's
-// (seccomp.ArchX86_64, seccomp.ArchAArch64: go-seccomp-bpf's tables,
-// generated from the kernel's headers), so that the number the engine
+// (seccomp.ArchX86_64, seccomp.ArchAArch64: kbox's tables, generated from
+// the kernel's headers), so that the number the engine
 // indexes with is the number the filter matched. linux, the running
 // architecture's table indexed by number, is built from them and table
 // once, at init: the engine's dispatch stays an array lookup.
@@ -21,10 +21,14 @@ func numbered(a *seccomp.Arch) (t [MaxNr]Syscall, missing []string) {
 	for i := range table {
 		byName[table[i].Name] = &table[i]
 	}
-	for nr, name := range a.Names() {
+	for nr := range a.Len() {
+		name := a.SyscallName(nr)
+		if name == "" {
+			continue
+		}
 		s, ok := byName[name]
 		switch {
-		case nr < 0 || nr >= MaxNr:
+		case nr >= MaxNr:
 			missing = append(missing, name)
 		case !ok:
 			missing = append(missing, name)

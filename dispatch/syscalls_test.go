@@ -9,7 +9,7 @@ import (
 )
 
 // TestEverySyscallHasAnEntry: every syscall number of the running
-// architecture (the kernel's names, from go-seccomp-bpf's tables) has an
+// architecture (the kernel's names, from seccomp's tables) has an
 // entry in the table, under its kernel name, and the table holds no other
 // number: ENOSYS is always a decision, never an omission. make test-arm64
 // runs it for aarch64.

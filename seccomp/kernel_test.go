@@ -178,6 +178,7 @@ func TestKernelNotify(t *testing.T) {
 	a := NativeArch()
 	getppid, _ := a.Nr("getppid")
 	read, _ := a.Nr("read")
+	write, _ := a.Nr("write")
 	openat, _ := a.Nr("openat")
 
 	seen := map[uint32]int{}
@@ -210,7 +211,7 @@ func TestKernelNotify(t *testing.T) {
 			}
 			nr := uint32(n.Data.Nr)
 			seen[nr]++
-			if (nr == read || nr == uint32(a.Syscalls["write"])) && uint32(n.Data.Args[0]) < DefaultVirtualFDBase {
+			if (nr == read || nr == write) && uint32(n.Data.Args[0]) < DefaultVirtualFDBase {
 				hostWrites++
 			}
 			switch {

@@ -5,38 +5,46 @@ package seccomp
 import (
 	"fmt"
 	"runtime"
+	"sync"
 
-	elarch "github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/sys/unix"
 )
 
-// Arch describes one syscall ABI the filter can be built for. Syscall
-// name→number tables come from github.com/elastic/go-seccomp-bpf/arch, which
-// are generated from the kernel headers and available on every host, so a
-// filter for either architecture can be built and simulated anywhere.
+// Arch describes one syscall ABI the filter can be built for. Its numbers
+// are kbox's own tables (nr_x86_64.go, nr_aarch64.go), generated from the
+// kernel's UAPI headers by TestSyscallNumbers, and compiled on every host,
+// so that a filter for either architecture can be built and simulated
+// anywhere. They are static data: nothing is built at start-up.
 type Arch struct {
 	Name      string
 	AuditArch uint32
 	// X32Bit is non-zero on x86_64: syscall numbers with this bit set belong
 	// to the x32 ABI, which the filter refuses with ENOSYS.
 	X32Bit uint32
-	// Syscalls maps syscall names to numbers for this ABI. Do not modify.
-	Syscalls map[string]int
+	// names holds the kernel's name of each number ("" where there is
+	// none).
+	names  []string
+	byName func() map[string]uint32
+}
+
+func newArch(name string, audit, x32 uint32, names []string) *Arch {
+	a := &Arch{Name: name, AuditArch: audit, X32Bit: x32, names: names}
+	a.byName = sync.OnceValue(func() map[string]uint32 {
+		m := make(map[string]uint32, len(names))
+		for nr, n := range names {
+			if n != "" {
+				m[n] = uint32(nr)
+			}
+		}
+		return m
+	})
+	return a
 }
 
 // The architectures kbox supports.
 var (
-	ArchX86_64 = &Arch{
-		Name:      "x86_64",
-		AuditArch: unix.AUDIT_ARCH_X86_64,
-		X32Bit:    0x40000000,
-		Syscalls:  elarch.X86_64.SyscallNames,
-	}
-	ArchAArch64 = &Arch{
-		Name:      "aarch64",
-		AuditArch: unix.AUDIT_ARCH_AARCH64,
-		Syscalls:  elarch.AARCH64.SyscallNames,
-	}
+	ArchX86_64  = newArch("x86_64", unix.AUDIT_ARCH_X86_64, 0x40000000, x86_64Names[:])
+	ArchAArch64 = newArch("aarch64", unix.AUDIT_ARCH_AARCH64, 0, aarch64Names[:])
 )
 
 // NativeArch returns the Arch of the running binary, or nil if kbox does not
@@ -51,31 +59,30 @@ func NativeArch() *Arch {
 	return nil
 }
 
-// tableNames maps kernel syscall names to the names go-seccomp-bpf's
-// generated tables use for them, where they differ (its aarch64 table
-// names 64-bit newfstatat after the generic header's fstatat).
-var tableNames = map[string]string{"newfstatat": "fstatat"}
-
 // Nr returns the number of syscall name on a, and whether it exists there.
 func (a *Arch) Nr(name string) (uint32, bool) {
-	n, ok := a.Syscalls[name]
-	if !ok && tableNames[name] != "" {
-		n, ok = a.Syscalls[tableNames[name]]
+	nr, ok := a.byName()[name]
+	return nr, ok
+}
+
+// Len is one more than a's highest syscall number.
+func (a *Arch) Len() int { return len(a.names) }
+
+// SyscallName returns the kernel's name of syscall number nr on a, or ""
+// where a has none.
+func (a *Arch) SyscallName(nr int) string {
+	if nr < 0 || nr >= len(a.names) {
+		return ""
 	}
-	return uint32(n), ok
+	return a.names[nr]
 }
 
 // Names returns the kernel's name of each syscall number of a.
 func (a *Arch) Names() map[int]string {
-	m := make(map[int]string, len(a.Syscalls))
-	for name, nr := range a.Syscalls {
-		m[nr] = name
-	}
-	for kernel, table := range tableNames {
-		if nr, ok := a.Syscalls[table]; ok {
-			if _, clash := a.Syscalls[kernel]; !clash {
-				m[nr] = kernel
-			}
+	m := make(map[int]string, len(a.names))
+	for nr, n := range a.names {
+		if n != "" {
+			m[nr] = n
 		}
 	}
 	return m

@@ -210,3 +210,27 @@ func TestVhangup(t *testing.T) {
 		t.Errorf("status %d:\n%s\nwant:\n%s\n%s", st, out, want, lastLines(stderr, 5))
 	}
 }
+
+// TestNewerSyscalls: the syscalls newer than Linux 6.6 that kbox's tables
+// name (seccomp/nr_*.go, dispatch/table.go) get the table's answers in
+// every tier: futex_wake runs natively, so it answers as natively (a host
+// without it: ENOSYS both ways); statmount and listmount (the host's
+// mounts), lsm_list_modules (the host's security modules) and mseal (the
+// in-process tiers' memory guard does not know seals) are ENOSYS, as on a
+// kernel before them. futex_wake was ENOSYS while kbox's tables were
+// Linux 6.6's.
+func TestNewerSyscalls(t *testing.T) {
+	img := imagePath(t)
+	native, err := exec.Command(dumpFromImage(t, img, "/opt/tests/sysmisc"), "newer").Output()
+	if err != nil {
+		t.Fatalf("native: %v\n%s", err, native)
+	}
+	futex, _, _ := strings.Cut(string(native), "\n")
+	want := futex + "\nstatmount ENOSYS\nlistmount ENOSYS\nlsm_list_modules ENOSYS\nmseal ENOSYS\n"
+	forEachTier(t, func(t *testing.T, tier string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+tier, "--", "/opt/tests/sysmisc", "newer")
+		if st != 0 || out != want {
+			t.Errorf("status %d; under kbox:\n%s\nwant:\n%s\nnatively:\n%s\n%s", st, out, want, native, lastLines(stderr, 5))
+		}
+	})
+}

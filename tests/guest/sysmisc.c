@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -369,6 +370,29 @@ static long hangup_tty(void)
 	return syscall(SYS_vhangup);
 }
 
+/* Linux 6.7 to 6.10; glibc 2.36 names none of them. */
+#define NR_FUTEX_WAKE 454
+#define NR_STATMOUNT 457
+#define NR_LISTMOUNT 458
+#define NR_LSM_LIST_MODULES 461
+#define NR_MSEAL 462
+
+static void newer(void)
+{
+	static unsigned int word;
+	unsigned long long req[4] = { 0 };
+	unsigned int size = 0;
+	void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	/* FUTEX2_SIZE_U32 | FUTEX2_PRIVATE; nobody waits: 0 woken. */
+	long r = syscall(NR_FUTEX_WAKE, &word, 0xffffffffUL, 1, 0x02 | 128);
+	printf("futex_wake %s woken=%ld\n", outcome(r), r);
+	printf("statmount %s\n", outcome(syscall(NR_STATMOUNT, req, NULL, 0, 0)));
+	printf("listmount %s\n", outcome(syscall(NR_LISTMOUNT, req, NULL, 0, 0)));
+	printf("lsm_list_modules %s\n", outcome(syscall(NR_LSM_LIST_MODULES, NULL, &size, 0)));
+	printf("mseal %s\n", page == MAP_FAILED ? "mmap failed" : outcome(syscall(NR_MSEAL, page, 4096, 0)));
+}
+
 static void vhangups(void)
 {
 	inchild("vhangup no tty", hangup_no_tty);
@@ -394,6 +418,8 @@ int main(int argc, char **argv)
 		entropy();
 	else if (argc >= 2 && !strcmp(argv[1], "vhangup"))
 		vhangups();
+	else if (argc >= 2 && !strcmp(argv[1], "newer"))
+		newer();
 	else if (argc >= 2 && !strcmp(argv[1], "vhangup-tty"))
 		inchild("vhangup tty", hangup_tty);
 	else
