@@ -38,7 +38,6 @@ import (
 	"runtime"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/usernet"
@@ -76,12 +75,12 @@ func (s *side) dial(port uint16, nodelay bool) int {
 		fail("%s socket: %v", s.name, e)
 	}
 	if nodelay {
-		one := make([]byte, 4)
+		one := buf(4)
 		binary.NativeEndian.PutUint32(one, 1)
 		s.call(s.nr.setsockopt, fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, ptr(one), 4, 0)
 		runtime.KeepAlive(one)
 	}
-	sa := make([]byte, 16) // struct sockaddr_in
+	sa := buf(16) // struct sockaddr_in
 	binary.NativeEndian.PutUint16(sa, unix.AF_INET)
 	binary.BigEndian.PutUint16(sa[2:], port)
 	copy(sa[4:], s.addr[:])
@@ -91,10 +90,10 @@ func (s *side) dial(port uint16, nodelay bool) int {
 	runtime.KeepAlive(sa)
 	if s.spin {
 		// Connected when writable: LKL's ppoll with a zero timeout.
-		pfd := make([]byte, 8) // struct pollfd
+		pfd := buf(8) // struct pollfd
 		binary.NativeEndian.PutUint32(pfd, uint32(fd))
 		binary.NativeEndian.PutUint16(pfd[4:], unix.POLLOUT)
-		ts := make([]byte, 16) // struct timespec 0
+		ts := buf(16) // struct timespec 0
 		for {
 			if n, _ := s.syscall(lkl.SysPpoll, ptr(pfd), 1, ptr(ts), 0, 8, 0); n == 1 {
 				break
@@ -141,9 +140,6 @@ func (s *side) echo(fd int, b []byte) {
 	runtime.KeepAlive(b)
 }
 
-// ptr is the address of b's first byte (b stays alive: KeepAlive).
-func ptr(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
-
 // endpoint is one side's way of opening a connection, talking on it and
 // closing it.
 type endpoint interface {
@@ -172,7 +168,7 @@ func conns(e endpoint, port uint16, n int) float64 {
 // microseconds of a round trip.
 func rtt(e endpoint, port uint16, n int) float64 {
 	fd := e.open(port, true)
-	b := make([]byte, 64)
+	b := buf(64)
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
 		e.echo(fd, b)
@@ -202,7 +198,7 @@ func (p pairSide) open(port uint16, nodelay bool) int {
 // fromClient relays the client's bytes to LKL; at the client's EOF it
 // shuts LKL's socket for writing (the FIN).
 func (p pairSide) fromClient(end, lfd int) {
-	b := make([]byte, 64<<10)
+	b := buf(64 << 10)
 	for {
 		n, err := unix.Read(end, b)
 		if err == unix.EINTR {
@@ -224,7 +220,7 @@ func (p pairSide) fromClient(end, lfd int) {
 
 // toClient relays LKL's bytes to the client; at LKL's EOF it closes both.
 func (p pairSide) toClient(lfd, end int) {
-	b := make([]byte, 64<<10)
+	b := buf(64 << 10)
 	for {
 		n, e := lkl.Syscall6(lkl.SysRead, uintptr(lfd), ptr(b), uintptr(len(b)), 0, 0, 0)
 		if e == unix.EINTR {
