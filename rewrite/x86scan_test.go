@@ -3,7 +3,10 @@ package rewrite
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 )
 
@@ -30,25 +33,51 @@ func naiveTargets(c []byte) []uint64 {
 }
 
 // scanBoth scans c with the vector scan (where the CPU has it) and with
-// the byte search, and fails unless both give naiveTargets.
+// the byte search, each from Code alone and from a Src (which reads
+// whole, fails, or reads short every other time: Code is scanned then),
+// and fails unless every scan gives naiveTargets.
 func scanBoth(t *testing.T, c []byte) {
 	t.Helper()
 	want := naiveTargets(c)
 	saved := haveRel32Masks
 	defer func() { haveRel32Masks = saved }()
+	srcs := []struct {
+		name string
+		src  io.ReaderAt
+	}{{"none", nil}, {"file", bytes.NewReader(c)}, {"failing", failingReader{}}, {"short", &shortReader{r: bytes.NewReader(c)}}}
 	for _, vec := range []bool{false, true} {
 		if vec && !saved {
 			continue
 		}
 		haveRel32Masks = vec
-		x := &X86Text{Code: c}
-		x.Scan()
-		for w := range want {
-			if x.targets[w] != want[w] {
-				t.Fatalf("len %d, vector %v: word %d is %#x, want %#x", len(c), vec, w, x.targets[w], want[w])
+		for _, s := range srcs {
+			x := &X86Text{Code: c, Src: s.src}
+			x.Scan()
+			for w := range want {
+				if x.targets[w] != want[w] {
+					t.Fatalf("len %d, vector %v, source %s: word %d is %#x, want %#x", len(c), vec, s.name, w, x.targets[w], want[w])
+				}
 			}
 		}
 	}
+}
+
+type failingReader struct{}
+
+func (failingReader) ReadAt([]byte, int64) (int, error) { return 0, errors.New("no") }
+
+// shortReader reads one byte short of what is asked every other call.
+type shortReader struct {
+	r *bytes.Reader
+	n atomic.Int64
+}
+
+func (s *shortReader) ReadAt(b []byte, off int64) (int, error) {
+	if s.n.Add(1)%2 == 0 && len(b) > 0 {
+		k, _ := s.r.ReadAt(b[:len(b)-1], off)
+		return k, io.ErrUnexpectedEOF
+	}
+	return s.r.ReadAt(b, off)
 }
 
 // randomText is n bytes dense in the three opcodes, with short operands
@@ -104,6 +133,21 @@ func TestX86Scan(t *testing.T) {
 				copy(c[at:], op)
 				binary.LittleEndian.PutUint32(c[at+len(op):], uint32(int32(-3-at%5)))
 				scanBoth(t, c)
+			}
+		}
+	}
+	// Read from a Src scanChunk bytes at a time: a branch of each form
+	// whose opcode lies at every offset around where two chunks meet,
+	// its operand or target across it.
+	for _, n := range []int{3*scanChunk + 10, 2*scanChunk + 3} {
+		for _, mid := range []int{scanChunk, 2 * scanChunk} {
+			for at := mid - 8; at < mid+8 && at+6 <= n; at++ {
+				for _, op := range [][]byte{{0xE8}, {0xE9}, {0x0F, 0x84}} {
+					c := bytes.Repeat([]byte{0x90}, n)
+					copy(c[at:], op)
+					binary.LittleEndian.PutUint32(c[at+len(op):], uint32(int32(-3-at%5)))
+					scanBoth(t, c)
+				}
 			}
 		}
 	}

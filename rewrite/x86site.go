@@ -11,6 +11,7 @@ package rewrite
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"sync"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -48,8 +49,13 @@ const (
 // is conservative: a byte sequence that only looks like a branch may
 // refuse a site, never admit one.
 type X86Text struct {
-	Base    uint64 // address of Code[0]
-	Code    []byte
+	Base uint64 // address of Code[0]
+	Code []byte
+	// Src, when set, holds the bytes of Code (the file Code maps): the
+	// scan reads them from it, a first touch of every page of a mapping
+	// costing more than a copy (a PVM guest: 3.7 ms for 3 MB, against 0.3
+	// by pread). A read that fails is scanned from Code.
+	Src     io.ReaderAt
 	targets []uint64 // bit i: a rel32 branch targets Code[i]
 	once    sync.Once
 }

@@ -42,7 +42,11 @@ const (
 type rwText struct {
 	lo, hi uint64
 	view   []byte // the text alias, mapped writable
-	tx     rewrite.X86Text
+	// src is the alias's memfd, which the scan reads (X86Text.Src) and
+	// which is closed once it has: kbox's process touches only the pages
+	// it patches, the guest those it runs.
+	src *os.File
+	tx  rewrite.X86Text
 	// use keeps view mapped while prescan reads it without the patch
 	// lock; drop takes it to unmap view.
 	use  sync.RWMutex
@@ -55,6 +59,7 @@ func (x *rwText) drop() {
 	defer x.use.Unlock()
 	if !x.dead {
 		unix.Munmap(x.view)
+		x.src.Close()
 		x.dead = true
 	}
 }
@@ -317,6 +322,7 @@ func (t *tier) prescan(ip uint64) {
 	defer x.use.RUnlock()
 	if !x.dead {
 		x.tx.Scan()
+		x.src.Close() // a second Close is an error, and harmless
 	}
 }
 
@@ -393,23 +399,26 @@ func (t *tier) aliasMapping(addr uint64) (*rwText, string) {
 	if err != nil {
 		return nil, "memfd: " + err.Error()
 	}
-	defer unix.Close(fd)
+	src := os.NewFile(uintptr(fd), "kbox-text")
 	// The kernel copies the code into the memfd (no page of it faulted
 	// in and zeroed first, as a copy through the view did: 0.5 ms of a
 	// libc's 1.4 MB), then the view maps the pages.
 	if !fileFrom(fd, lo, n) {
+		src.Close()
 		return nil, "code not readable"
 	}
 	v, err := unix.Mmap(fd, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		src.Close()
 		return nil, "alias: " + err.Error()
 	}
 	if got, en := mmapRaw(lo, n, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_SHARED|unix.MAP_FIXED, fd, 0); en != 0 || got != lo {
 		unix.Munmap(v)
+		src.Close()
 		return nil, "alias mapping failed"
 	}
-	x := &rwText{lo: lo, hi: hi, view: v}
-	x.tx = rewrite.X86Text{Base: lo, Code: v}
+	x := &rwText{lo: lo, hi: hi, view: v, src: src}
+	x.tx = rewrite.X86Text{Base: lo, Code: v, Src: src}
 	r := &t.rw
 	r.mu.Lock()
 	r.texts = append(r.texts, x)
