@@ -184,17 +184,19 @@ static unsigned long low_size;
  * instead of a fault each (about 1,800 at 128M). A kernel without
  * MADV_POPULATE_WRITE (before 5.14) refuses it and boot faults them in.
  *
- * Where the memory is 2 MB aligned, the two ends, rounded up to 2 MB,
- * ask for transparent huge pages (MADV_HUGEPAGE) and the rest for none,
- * so that boot's sparse writes between them stay small pages and a host
- * whose THP mode is "always" gives a run no more memory than one whose
- * mode is "madvise". Where a first write is costly (a paravirtualized
- * VM, its hypervisor shadowing page tables: a small page's first write
- * about 14 µs, a huge page's 2 MB about 0.13 ms: scripts/fault_floor.c)
- * the populate alone saves about a tenth of a run's start-up, and huge
- * pages as much again (docs/benchmarks.md); they cost the bottom's fourth
- * MB. A host without THP, or without a free huge page, populates small
- * pages as before.
+ * Where the memory is 2 MB aligned, the whole 2 MB pages of the two
+ * ends (the bottom's first 2 MB, the top) ask for transparent huge pages
+ * (MADV_HUGEPAGE) and the rest for none: boot's sparse writes between
+ * them, and the bottom's third MB, stay small pages (a huge page there
+ * would hold the fourth MB too, which boot does not write: 0.85 MB more
+ * of an idle run), and a host whose THP mode is "always" gives a run no
+ * more memory than one whose mode is "madvise". Where a first write is
+ * costly (a paravirtualized VM, its hypervisor shadowing page tables: a
+ * small page's first write about 14 µs, a huge page's 2 MB about 0.13
+ * ms: scripts/fault_floor.c) the populate alone saves about a tenth of a
+ * run's start-up, and huge pages as much again (docs/benchmarks.md). A
+ * host without THP, or without a free huge page, populates small pages
+ * as before.
  */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -203,6 +205,7 @@ static unsigned long low_size;
 #define HUGE_SIZE (2UL << 20)
 static unsigned long prefault_top(unsigned long size) { return size >= (128UL << 20) ? 4UL << 20 : 2UL << 20; }
 static unsigned long huge_up(unsigned long n) { return (n + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1); }
+static unsigned long huge_down(unsigned long n) { return n & ~(HUGE_SIZE - 1); }
 
 static void prefault(char *p, unsigned long size)
 {
@@ -211,7 +214,7 @@ static void prefault(char *p, unsigned long size)
 	if (bottom + top > size / 2)
 		return;
 	if (((unsigned long)p | size) % HUGE_SIZE == 0) {
-		unsigned long hb = huge_up(bottom), ht = huge_up(top);
+		unsigned long hb = huge_down(bottom), ht = huge_down(top);
 		madvise(p, hb, MADV_HUGEPAGE);
 		madvise(p + hb, size - hb - ht, MADV_NOHUGEPAGE);
 		madvise(p + size - ht, ht, MADV_HUGEPAGE);
@@ -244,9 +247,8 @@ static long anon_huge_kb(char *p, unsigned long size)
 
 /* kbox_lkl_prefault_check maps size bytes at a 2 MB boundary, prefaults
  * them as boot's memory is, and counts the pages resident at each end
- * (*ends, the ends rounded up to 2 MB where huge pages were given) and
- * in the rest (*middle), and the mapping's AnonHugePages in kB (*huge),
- * for lkl's tests. -1 if it cannot map. */
+ * (*ends) and in the rest (*middle), and the mapping's AnonHugePages in
+ * kB (*huge), for lkl's tests. -1 if it cannot map. */
 int kbox_lkl_prefault_check(unsigned long size, long *ends, long *middle, long *huge)
 {
 	char *raw = mmap(NULL, size + HUGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -257,10 +259,6 @@ int kbox_lkl_prefault_check(unsigned long size, long *ends, long *middle, long *
 	*huge = anon_huge_kb(p, size);
 	unsigned long ps = (unsigned long)sysconf(_SC_PAGESIZE);
 	unsigned long bottom = PREFAULT_BOTTOM, top = prefault_top(size);
-	if (*huge > 0) {
-		bottom = huge_up(bottom);
-		top = huge_up(top);
-	}
 	unsigned long pages = size / ps, lo = bottom / ps, hi = pages - top / ps;
 	unsigned char *vec = malloc(pages);
 	int r = vec != NULL && mincore(p, size, vec) == 0 ? 0 : -1;
