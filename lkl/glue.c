@@ -271,6 +271,44 @@ int kbox_lkl_prefault_check(unsigned long size, long *ends, long *middle, long *
 	return r;
 }
 
+/*
+ * After boot and the mounts, the kernel's next first writes are its page
+ * cache, inodes and dentries: a few hundred pages to start a guest,
+ * several thousand for a command that reads a tree (find /usr, python's
+ * imports), a fault each. The memory from 4 MB above the highest page
+ * written by then, up to the top's end, asks for huge pages: a guest's
+ * start (its program, loader and libraries read) takes pages within
+ * those 4 MB, in small pages as before, so an idle run has no more
+ * memory (its first pages lie 2 to 4 MB above boot's: /proc/PID/pagemap),
+ * and what a workload takes beyond comes in 2 MB pages, a fault each.
+ * Only where the memory is 2 MB aligned; a host without THP ignores it.
+ */
+#define HUGE_MARGIN (4UL << 20)
+
+static long huge_rest(char *p, unsigned long size)
+{
+	unsigned long ps = (unsigned long)sysconf(_SC_PAGESIZE);
+	unsigned long end = size - prefault_top(size), hi = 0;
+
+	if (((unsigned long)p | size) % HUGE_SIZE != 0 || end <= HUGE_MARGIN)
+		return -1;
+	unsigned char *vec = malloc(end / ps);
+	if (vec == NULL || mincore(p, end, vec) != 0) {
+		free(vec);
+		return -1;
+	}
+	for (unsigned long i = end / ps; i > 0; i--)
+		if (vec[i - 1] & 1) {
+			hi = i * ps;
+			break;
+		}
+	free(vec);
+	unsigned long from = huge_up(hi) + HUGE_MARGIN;
+	if (from >= end || madvise(p + from, end - from, MADV_HUGEPAGE) != 0)
+		return -1;
+	return (long)from;
+}
+
 /* Memory at 1 GiB ends below the rewrite tier's slot table
  * (rewrite.X86SlotBase, 0x7F060000): a kernel of a GiB or more goes to
  * the next candidate. */
@@ -309,6 +347,34 @@ static void low_page_free(void *addr, unsigned long size)
 		return;
 	}
 	orig_page_free(addr, size);
+}
+
+long kbox_lkl_huge_rest(void)
+{
+	return low_mem == NULL ? -1 : huge_rest(low_mem, low_size);
+}
+
+/* kbox_lkl_huge_rest_check maps size bytes at a 2 MB boundary, prefaults
+ * them as boot's memory is, writes a page at each offset of wrote[0..nw),
+ * applies huge_rest, then writes a page at each offset of touch[0..nt),
+ * and returns huge_rest's answer, with the mapping's AnonHugePages in kB
+ * (*huge), for lkl's tests. -2 if it cannot map. */
+long kbox_lkl_huge_rest_check(unsigned long size, const unsigned long *wrote, int nw,
+			      const unsigned long *touch, int nt, long *huge)
+{
+	char *raw = mmap(NULL, size + HUGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		return -2;
+	char *p = (char *)huge_up((unsigned long)raw);
+	prefault(p, size);
+	for (int i = 0; i < nw; i++)
+		p[wrote[i]] = 1;
+	long from = huge_rest(p, size);
+	for (int i = 0; i < nt; i++)
+		p[touch[i]] = 1;
+	*huge = anon_huge_kb(p, size);
+	munmap(raw, size + HUGE_SIZE);
+	return from;
 }
 
 void kbox_lkl_low_memory(void)

@@ -56,6 +56,28 @@ func prefaultCheck(size int) (ends, middle, hugeKB int, ok bool) {
 	return int(e), int(m), int(h), r == 0
 }
 
+// hugeRest is glue.c's huge_rest on the kernel's memory: the offset from
+// which it asks for huge pages, or -1.
+func hugeRest() int64 { return int64(C.kbox_lkl_huge_rest()) }
+
+// hugeRestCheck maps size bytes, prefaults them as the kernel's memory is
+// at boot, writes a byte at each offset of wrote, applies huge_rest, then
+// writes a byte at each offset of touch; it returns huge_rest's answer and
+// the kB of the mapping in huge pages, ok false if it could not map.
+func hugeRestCheck(size int, wrote, touch []uint64) (from int64, hugeKB int, ok bool) {
+	w := make([]C.ulong, len(wrote)+1)
+	for i, v := range wrote {
+		w[i] = C.ulong(v)
+	}
+	t := make([]C.ulong, len(touch)+1)
+	for i, v := range touch {
+		t[i] = C.ulong(v)
+	}
+	var h C.long
+	r := C.kbox_lkl_huge_rest_check(C.ulong(size), &w[0], C.int(len(wrote)), &t[0], C.int(len(touch)), &h)
+	return int64(r), int(h), r != -2
+}
+
 func shutdown() { C.kbox_lkl_shutdown() }
 
 func setStarting(on bool) {

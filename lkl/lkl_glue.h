@@ -8,6 +8,9 @@ int kbox_lkl_api_generation(void);
 int kbox_lkl_boot(const char *cmdline);
 void kbox_lkl_low_memory(void);
 int kbox_lkl_prefault_check(unsigned long size, long *ends, long *middle, long *huge);
+long kbox_lkl_huge_rest(void);
+long kbox_lkl_huge_rest_check(unsigned long size, const unsigned long *wrote, int nw,
+			      const unsigned long *touch, int nt, long *huge);
 void kbox_lkl_own_timer(void);
 void kbox_lkl_own_sync(void);
 int kbox_lkl_sync_spins(void);

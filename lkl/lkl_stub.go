@@ -13,6 +13,8 @@ func boot(string, bool) error { return ErrNotBuilt }
 
 func shutdown() {}
 
+func hugeRest() int64 { return -1 }
+
 func setStarting(bool) {}
 
 func markRestarted() {}

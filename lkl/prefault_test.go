@@ -63,3 +63,46 @@ func TestPrefault(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeRest: once boot and the mounts are done, the kernel's memory
+// from 4 MB above the highest page written, up to the top end, asks for
+// huge pages (glue.c's huge_rest): a page written within those 4 MB (a
+// guest's start) stays a small page, one written beyond is a huge page
+// where the host gives them; with nothing left above, nothing is asked.
+func TestHugeRest(t *testing.T) {
+	mode, defrag := thpMode("enabled"), thpMode("defrag")
+	huge := mode != "never" && defrag != "never" && defrag != "defer"
+	const mb = 1 << 20
+	for _, c := range []struct {
+		name         string
+		size         int
+		wrote, touch []uint64
+		from         int64 // huge_rest's answer
+		hugeMB       int   // the mapping's MiB in huge pages where the host gives them
+	}{
+		{"boot's pages to 4.3 MB", 128 * mb, []uint64{4*mb + 300<<10}, []uint64{8 * mb, 9 * mb, 10 * mb, 100 * mb}, 10 * mb, 6 + 4},
+		{"the prefaulted ends alone", 128 * mb, nil, []uint64{7 * mb, 8 * mb}, 8 * mb, 6 + 2},
+		{"a page 6 MB below the top's end", 128 * mb, []uint64{118 * mb}, []uint64{122 * mb}, -1, 6},
+		{"32M", 32 * mb, []uint64{4 * mb}, []uint64{5 * mb, 10 * mb, 28 * mb}, 10 * mb, 4 + 4},
+		{"8M, no prefault", 8 * mb, nil, []uint64{4 * mb}, 4 * mb, 2},
+	} {
+		var from int64
+		var hugeKB int
+		for try := 0; try < 2; try++ { // a huge page may be refused once while memory is compacted
+			var ok bool
+			if from, hugeKB, ok = hugeRestCheck(c.size, c.wrote, c.touch); !ok {
+				t.Fatalf("%s: cannot map", c.name)
+			}
+			if !huge || hugeKB == c.hugeMB<<10 {
+				break
+			}
+		}
+		wantKB := 0
+		if huge {
+			wantKB = c.hugeMB << 10
+		}
+		if from != c.from || hugeKB != wantKB {
+			t.Errorf("%s: huge pages from %d (want %d), %d kB in huge pages (want %d)", c.name, from, c.from, hugeKB, wantKB)
+		}
+	}
+}

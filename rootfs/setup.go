@@ -71,6 +71,9 @@ type Root struct {
 	UnmountTime time.Duration
 	// Scratch describes the scratch disk behind /tmp, if one is mounted.
 	Scratch string
+	// HugeFrom is where in the kernel's memory huge pages begin for what
+	// the guest's work takes (lkl.HugeRest), -1 if nowhere.
+	HugeFrom int64
 
 	// outside is an LKL fd of the kernel's root before the chroot, kept to
 	// leave the chroot and unmount the image cleanly at Close.
@@ -175,6 +178,7 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		return fail(fmt.Errorf("lkl: chdir /: %w", err))
 	}
 	r.mountProfile(opt)
+	r.HugeFrom = lkl.HugeRest()
 	r.BootTime = time.Since(start)
 	return r, nil
 }

@@ -1,0 +1,88 @@
+//go:build lkl
+
+package tests
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// hostGivesHugePages reports whether the host gives transparent huge pages
+// to a mapping that asks (THP "always" or "madvise") and compacts memory
+// for them at the fault (defrag not "never" or "defer"), with the two
+// settings.
+func hostGivesHugePages() (bool, string) {
+	word := func(name string) string {
+		b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/" + name)
+		s := string(b)
+		i, j := strings.IndexByte(s, '['), strings.IndexByte(s, ']')
+		if err != nil || i < 0 || j < i {
+			return "never"
+		}
+		return s[i+1 : j]
+	}
+	mode, defrag := word("enabled"), word("defrag")
+	return mode != "never" && defrag != "never" && defrag != "defer", "THP " + mode + ", defrag " + defrag
+}
+
+// anonHugeAfter runs kbox on a guest shell command that prints "ready"
+// when it is done and then sleeps, and returns the AnonHugePages of kbox's
+// process (the kernel's memory) at that point, kB.
+func anonHugeAfter(t *testing.T, script string) int {
+	t.Helper()
+	cmd := exec.Command(kboxBin(t), "image", "-S", imagePath(t), "--read-only", "--", "/bin/sh", "-c", script+"; echo ready; sleep 20")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "ready" {
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/smaps_rollup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "AnonHugePages:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	t.Fatalf("no AnonHugePages in kbox's smaps_rollup:\n%s", data)
+	return 0
+}
+
+// TestKernelHugePages: what a guest's work takes of the kernel's memory
+// beyond its start (the page cache of 25 MB read) comes in huge pages
+// (lkl.HugeRest), while a guest's start alone leaves only the huge pages
+// of boot's prefaulted ends (6 MB at kbox image's 128M: lkl's
+// TestPrefault), so that an idle run has no more memory.
+func TestKernelHugePages(t *testing.T) {
+	if ok, how := hostGivesHugePages(); !ok {
+		t.Skipf("*** %s: the host gives no huge pages to who asks; nothing to check ***", how)
+	}
+	idle := anonHugeAfter(t, "true")
+	t.Logf("AnonHugePages: a guest's start %d kB", idle)
+	if idle > 6<<10 {
+		t.Errorf("a guest's start: %d kB of kbox's memory in huge pages, want at most boot's 6144", idle)
+	}
+	var read int
+	for try := 0; try < 2; try++ { // a huge page may be refused once while the host compacts memory
+		if read = anonHugeAfter(t, "find /usr -type f -exec cat {} + >/dev/null"); read >= idle+12<<10 {
+			break
+		}
+	}
+	t.Logf("AnonHugePages: after 25 MB read %d kB", read)
+	if read < idle+12<<10 {
+		t.Errorf("after 25 MB read: %d kB of kbox's memory in huge pages, want at least 12 MB more than a guest's start alone (%d kB)", read, idle)
+	}
+}
