@@ -118,6 +118,24 @@ func HugeRest() int64 {
 	return hugeRest()
 }
 
+// HostHugePages reports whether the host gives transparent huge pages to
+// memory that asks for them (THP "always" or "madvise") and compacts its
+// memory for them at the fault (defrag not "never" or "defer"), and the
+// two settings, as "THP madvise, defrag madvise".
+func HostHugePages() (bool, string) {
+	word := func(name string) string {
+		b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/" + name)
+		s := string(b)
+		i, j := strings.IndexByte(s, '['), strings.IndexByte(s, ']')
+		if err != nil || i < 0 || j < i {
+			return "never"
+		}
+		return s[i+1 : j]
+	}
+	mode, defrag := word("enabled"), word("defrag")
+	return mode != "never" && defrag != "never" && defrag != "defer", "THP " + mode + ", defrag " + defrag
+}
+
 // ownLoglevel reports whether the command line names its own loglevel.
 func (cfg Config) ownLoglevel() bool { return strings.Contains(" "+cfg.Cmdline, " loglevel=") }
 

@@ -4,21 +4,8 @@ package lkl
 
 import (
 	"os"
-	"strings"
 	"testing"
 )
-
-// thpMode is the bracketed word of a /sys/kernel/mm/transparent_hugepage
-// setting ("never" when the file cannot be read).
-func thpMode(name string) string {
-	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/" + name)
-	s := string(b)
-	i, j := strings.IndexByte(s, '['), strings.IndexByte(s, ']')
-	if err != nil || i < 0 || j < i {
-		return "never"
-	}
-	return s[i+1 : j]
-}
 
 // TestPrefault: the ends of the kernel's memory that boot writes first
 // (glue.c's prefault: 3 MB at the bottom, 2 MB at the top, 4 MB from
@@ -29,10 +16,9 @@ func thpMode(name string) string {
 // the ends' whole 2 MB pages are huge pages: the bottom's first 2 MB and
 // the top; the bottom's third MB stays small pages.
 func TestPrefault(t *testing.T) {
-	mode, defrag := thpMode("enabled"), thpMode("defrag")
-	huge := mode != "never" && defrag != "never" && defrag != "defer"
+	huge, how := HostHugePages()
 	if !huge {
-		t.Logf("THP %q, defrag %q: small pages expected", mode, defrag)
+		t.Logf("%s: small pages expected", how)
 	}
 	for _, c := range []struct {
 		mb, ends, hugeMB int // the memory's size, the MiB populated, of them in huge pages where the host gives them
@@ -70,8 +56,7 @@ func TestPrefault(t *testing.T) {
 // guest's start) stays a small page, one written beyond is a huge page
 // where the host gives them; with nothing left above, nothing is asked.
 func TestHugeRest(t *testing.T) {
-	mode, defrag := thpMode("enabled"), thpMode("defrag")
-	huge := mode != "never" && defrag != "never" && defrag != "defer"
+	huge, _ := HostHugePages()
 	const mb = 1 << 20
 	for _, c := range []struct {
 		name         string

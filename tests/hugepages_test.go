@@ -9,25 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// hostGivesHugePages reports whether the host gives transparent huge pages
-// to a mapping that asks (THP "always" or "madvise") and compacts memory
-// for them at the fault (defrag not "never" or "defer"), with the two
-// settings.
-func hostGivesHugePages() (bool, string) {
-	word := func(name string) string {
-		b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/" + name)
-		s := string(b)
-		i, j := strings.IndexByte(s, '['), strings.IndexByte(s, ']')
-		if err != nil || i < 0 || j < i {
-			return "never"
-		}
-		return s[i+1 : j]
-	}
-	mode, defrag := word("enabled"), word("defrag")
-	return mode != "never" && defrag != "never" && defrag != "defer", "THP " + mode + ", defrag " + defrag
-}
+	"github.com/kbox-project/kbox/lkl"
+)
 
 // anonHugeAfter runs kbox on a guest shell command that prints "ready"
 // when it is done and then sleeps, and returns the AnonHugePages of kbox's
@@ -67,7 +51,7 @@ func anonHugeAfter(t *testing.T, script string) int {
 // of boot's prefaulted ends (6 MB at kbox image's 128M: lkl's
 // TestPrefault), so that an idle run has no more memory.
 func TestKernelHugePages(t *testing.T) {
-	if ok, how := hostGivesHugePages(); !ok {
+	if ok, how := lkl.HostHugePages(); !ok {
 		t.Skipf("*** %s: the host gives no huge pages to who asks; nothing to check ***", how)
 	}
 	idle := anonHugeAfter(t, "true")

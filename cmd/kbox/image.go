@@ -192,8 +192,8 @@ func bootAndRun(o *ImageOptions, binds []*guestpath.Bind, ag *agentRun) (int, er
 	}()
 	if o.Verbose {
 		fmt.Fprintf(os.Stderr, "kbox: booted and mounted %s in %v (mounts: %s)\n", o.Image, root.BootTime, strings.Join(root.Mounts, " "))
-		if root.HugeFrom >= 0 {
-			fmt.Fprintf(os.Stderr, "kbox: the kernel's memory asks for huge pages from %d MB on\n", root.HugeFrom>>20)
+		if ok, how := lkl.HostHugePages(); root.HugeFrom >= 0 && ok {
+			fmt.Fprintf(os.Stderr, "kbox: the kernel's memory asks for huge pages from %d MB on (%s)\n", root.HugeFrom>>20, how)
 		}
 		if root.Scratch != "" {
 			fmt.Fprintf(os.Stderr, "kbox: %s\n", root.Scratch)
