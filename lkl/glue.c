@@ -285,25 +285,37 @@ int kbox_lkl_prefault_check(unsigned long size, long *ends, long *middle, long *
  */
 #define HUGE_MARGIN (4UL << 20)
 
+/* highest_written is the end of the highest page of [p, p+end) that is
+ * resident, 0 if none, -1 if mincore fails: read downwards a few MB at a
+ * time, where one call for the whole memory (and its vector's pages, new
+ * at every run) cost 0.4 ms on a PVM guest, 0.1 this way. */
+static long highest_written(char *p, unsigned long end)
+{
+	unsigned char vec[4096];
+	unsigned long ps = (unsigned long)sysconf(_SC_PAGESIZE), step = sizeof vec * ps;
+
+	for (unsigned long hi = end; hi > 0;) {
+		unsigned long lo = hi > step ? hi - step : 0;
+		if (mincore(p + lo, hi - lo, vec) != 0)
+			return -1;
+		for (unsigned long i = (hi - lo) / ps; i > 0; i--)
+			if (vec[i - 1] & 1)
+				return (long)(lo + i * ps);
+		hi = lo;
+	}
+	return 0;
+}
+
 static long huge_rest(char *p, unsigned long size)
 {
-	unsigned long ps = (unsigned long)sysconf(_SC_PAGESIZE);
-	unsigned long end = size - prefault_top(size), hi = 0;
+	unsigned long end = size - prefault_top(size);
 
 	if (((unsigned long)p | size) % HUGE_SIZE != 0 || end <= HUGE_MARGIN)
 		return -1;
-	unsigned char *vec = malloc(end / ps);
-	if (vec == NULL || mincore(p, end, vec) != 0) {
-		free(vec);
+	long hi = highest_written(p, end);
+	if (hi < 0)
 		return -1;
-	}
-	for (unsigned long i = end / ps; i > 0; i--)
-		if (vec[i - 1] & 1) {
-			hi = i * ps;
-			break;
-		}
-	free(vec);
-	unsigned long from = huge_up(hi) + HUGE_MARGIN;
+	unsigned long from = huge_up((unsigned long)hi) + HUGE_MARGIN;
 	if (from >= end || madvise(p + from, end - from, MADV_HUGEPAGE) != 0)
 		return -1;
 	return (long)from;

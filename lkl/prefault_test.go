@@ -68,6 +68,7 @@ func TestHugeRest(t *testing.T) {
 		{"boot's pages to 4.3 MB", 128 * mb, []uint64{4*mb + 300<<10}, []uint64{8 * mb, 9 * mb, 10 * mb, 100 * mb}, 10 * mb, 6 + 4},
 		{"the prefaulted ends alone", 128 * mb, nil, []uint64{7 * mb, 8 * mb}, 8 * mb, 6 + 2},
 		{"a page 6 MB below the top's end", 128 * mb, []uint64{118 * mb}, []uint64{122 * mb}, -1, 6},
+		{"the last page of a 16 MB read", 128 * mb, []uint64{108*mb - 4096}, []uint64{110 * mb, 112 * mb}, 112 * mb, 6 + 2},
 		{"32M", 32 * mb, []uint64{4 * mb}, []uint64{5 * mb, 10 * mb, 28 * mb}, 10 * mb, 4 + 4},
 		{"8M, no prefault", 8 * mb, nil, []uint64{4 * mb}, 4 * mb, 2},
 	} {
