@@ -311,17 +311,11 @@ func idlePrivateDirtyKB(b *testing.B, bin, img string) int {
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
 	time.Sleep(3 * time.Second)
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/smaps_rollup")
-	if err != nil {
-		b.Fatal(err)
+	kb := rollupKB(cmd.Process.Pid, "Private_Dirty:")
+	if kb == 0 {
+		b.Fatal("no Private_Dirty in kbox's smaps_rollup")
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Private_Dirty:" {
-			n, _ := strconv.Atoi(f[1])
-			return n
-		}
-	}
-	return 0
+	return kb
 }
 
 // BenchmarkUnixSend: a 64-byte datagram over a socketpair, sent with

@@ -4,10 +4,7 @@ package tests
 
 import (
 	"bufio"
-	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/kbox-project/kbox/lkl"
@@ -31,18 +28,7 @@ func anonHugeAfter(t *testing.T, script string) int {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() && sc.Text() != "ready" {
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/smaps_rollup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "AnonHugePages:" {
-			n, _ := strconv.Atoi(f[1])
-			return n
-		}
-	}
-	t.Fatalf("no AnonHugePages in kbox's smaps_rollup:\n%s", data)
-	return 0
+	return rollupKB(cmd.Process.Pid, "AnonHugePages:")
 }
 
 // TestKernelHugePages: what a guest's work takes of the kernel's memory

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,15 +33,18 @@ func percentile(v []float64, p float64) float64 {
 
 // privateKB is host process pid's private memory (Private_Clean +
 // Private_Dirty of smaps_rollup), kB; 0 if unreadable.
-func privateKB(pid int) int {
+func privateKB(pid int) int { return rollupKB(pid, "Private_Clean:", "Private_Dirty:") }
+
+// rollupKB is the sum of the named fields ("Private_Dirty:") of host
+// process pid's smaps_rollup, kB; 0 if unreadable.
+func rollupKB(pid int, fields ...string) int {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
 	if err != nil {
 		return 0
 	}
 	kb := 0
 	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && (f[0] == "Private_Clean:" || f[0] == "Private_Dirty:") {
+		if f := strings.Fields(line); len(f) >= 2 && slices.Contains(fields, f[0]) {
 			n, _ := strconv.Atoi(f[1])
 			kb += n
 		}
