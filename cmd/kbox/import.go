@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/oci"
@@ -149,11 +150,15 @@ func buildImage(im *oci.Image, a *buildArgs) int {
 		fmt.Fprintf(os.Stderr, "kbox: %v\n", lkl.ErrNotBuilt)
 		return exitUsage
 	}
-	// An interrupted build leaves no file behind.
+	// An interrupted build leaves no file behind. The signal's goroutine
+	// ends kbox: once it has begun, the build's own failure (its file
+	// gone under it) is not reported, nor its status returned.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+	var stopping atomic.Bool
 	go func() {
 		s := <-sig
+		stopping.Store(true)
 		rootfs.RemoveBuildTemp()
 		fmt.Fprintf(os.Stderr, "kbox: %v: stopped, %s not made\n", s, a.out)
 		os.Exit(128 + int(s.(unix.Signal)))
@@ -163,6 +168,9 @@ func buildImage(im *oci.Image, a *buildArgs) int {
 		opt.Log = os.Stderr
 	}
 	if err := rootfs.Build(im, opt); err != nil {
+		if stopping.Load() {
+			select {} // the signal's goroutine exits
+		}
 		return fail(err)
 	}
 	signal.Stop(sig)
