@@ -276,11 +276,13 @@ int kbox_lkl_prefault_check(unsigned long size, long *ends, long *middle, long *
  * cache, inodes and dentries: a few hundred pages to start a guest,
  * several thousand for a command that reads a tree (find /usr, python's
  * imports), a fault each. The memory from 4 MB above the highest page
- * written by then, up to the top's end, asks for huge pages: a guest's
- * start (its program, loader and libraries read) takes pages within
- * those 4 MB, in small pages as before, so an idle run has no more
+ * written by then, up to the top's end, asks for huge pages: a small
+ * guest's start (a sleep: its program and loader read) takes pages within
+ * those 4 MB, in small pages as before, so such an idle run has no more
  * memory (its first pages lie 2 to 4 MB above boot's: /proc/PID/pagemap),
- * and what a workload takes beyond comes in 2 MB pages, a fault each.
+ * and what a workload takes beyond comes in 2 MB pages, a fault each. A
+ * guest that has gone beyond holds up to one partly used 2 MB page more
+ * than small pages would be (a shell that read a 2 MB busybox: 2.3 MB).
  * Only where the memory is 2 MB aligned; a host without THP ignores it.
  */
 #define HUGE_MARGIN (4UL << 20)
