@@ -163,7 +163,10 @@ func readMemfd(name string, size int, fill func(mfd int) bool, pread func(b []by
 		}
 		off += n
 	}
-	if c.b, err = unix.Mmap(mfd, 0, size, unix.PROT_READ, unix.MAP_SHARED); err != nil {
+	// Private: a shared mapping of the writable memfd would make the
+	// seal against writes (image.seal) fail with EBUSY while it lasts.
+	// Nothing writes to it, so it shows the memfd's pages.
+	if c.b, err = unix.Mmap(mfd, 0, size, unix.PROT_READ, unix.MAP_PRIVATE); err != nil {
 		return fail(unix.ENOMEM)
 	}
 	return c, 0

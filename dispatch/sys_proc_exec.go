@@ -177,7 +177,7 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 		if err != nil {
 			return -1, unix.EMFILE
 		}
-		return cacheSealed(k, fd), 0
+		return cacheSealed(k, fd)
 	}
 	// The patched interpreter slot alone, written over the copy's.
 	var slot []byte
@@ -210,7 +210,7 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 			return -1, unix.ENOMEM
 		}
 	}
-	return cacheSealed(k, fd), 0
+	return cacheSealed(k, fd)
 }
 
 // copyMemfd copies the first n bytes of memfd src to dst with
@@ -227,11 +227,15 @@ func copyMemfd(dst, src, n int) bool {
 }
 
 // cacheSealed seals memfd fd against any change and keeps a copy of it
-// in the exec cache under k, while the cache has room; it returns fd.
-func cacheSealed(k execKey, fd int) int {
-	unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+// in the exec cache under k, while the cache has room; it returns fd. A
+// memfd that cannot be sealed is closed and not run (EIO).
+func cacheSealed(k execKey, fd int) (int, unix.Errno) {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL); err != nil {
+		unix.Close(fd)
+		return -1, unix.EIO
+	}
 	if !settled(k) {
-		return fd
+		return fd, 0
 	}
 	execCacheMu.Lock()
 	if len(execCache) < execCacheMax {
@@ -240,7 +244,7 @@ func cacheSealed(k execKey, fd int) int {
 		}
 	}
 	execCacheMu.Unlock()
-	return fd
+	return fd, 0
 }
 
 // settled reports whether the file of key k may be known again by its key:
