@@ -196,6 +196,8 @@ type Engine struct {
 	// warming is set while a library warm-up runs (warm.go): one at a
 	// time.
 	warming atomic.Bool
+	// prewarmed is what Prewarm read for the first exec (warm.go).
+	prewarmed atomic.Pointer[prewarm]
 	// FIFOs are the host FIFOs behind the image's FIFOs (sys_file_dev.go). The
 	// tier closes them after the last guest and before its listener:
 	// parked opens are answered through it.

@@ -62,8 +62,9 @@ func (e *Engine) loadFile(p string, skipKnown bool) (content, execKey, unix.Errn
 }
 
 // loadImageFile reads an image file for execution, through LKL: a shadow
-// of it is written back first. With skipKnown, a file inspected before
-// (its key: device, inode, size and change time) is not read.
+// of it is written back first. With skipKnown (an exec's), a file
+// inspected before (its key: device, inode, size and change time) is not
+// read, and one Prewarm read with the same key is taken from it.
 func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix.Errno) {
 	var k execKey
 	none := content{fd: -1}
@@ -93,6 +94,11 @@ func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix
 	k = execKey{dev: st.Dev, ino: st.Ino, size: st.Size, ctime: st.Ctime, ctimeNs: int64(st.CtimeNsec)}
 	if skipKnown && inspectedInfo(k) != nil {
 		return none, k, 0
+	}
+	if skipKnown {
+		if c, ok := e.takePrewarmed(p, k); ok {
+			return c, k, 0 // read by Prewarm (warm.go)
+		}
 	}
 	read := false
 	c, en := readMemfd("kbox-exec:"+p, int(st.Size), func(mfd int) bool {

@@ -111,6 +111,7 @@ func (e *Engine) Close() error {
 	e.Stop()
 	e.life.closeOnce.Do(func() {
 		e.Drain(drainWait)
+		e.dropPrewarmed()
 		e.gdbStop() // before the kernel halts (gdb.go)
 		e.life.closeErr = e.Shadows.Close()
 	})
@@ -124,6 +125,7 @@ func (e *Engine) Leave() {
 	e.Stop()
 	e.life.closeOnce.Do(func() {
 		e.Drain(drainWait)
+		e.dropPrewarmed()
 		e.gdbStop()
 		e.Shadows.Leave()
 	})

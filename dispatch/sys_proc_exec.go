@@ -317,6 +317,7 @@ type Program struct {
 func (e *Engine) ReadProgram(p string) (*Program, unix.Errno) {
 	p = guestpath.Clean("/", p)
 	prog, loader, en := e.programOf(nil, p, nil) // the first program: the image's root
+	e.dropPrewarmed()
 	if en != 0 {
 		return nil, en
 	}
@@ -402,6 +403,7 @@ type Tier interface {
 }
 
 func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
+	defer e.dropPrewarmed() // the first exec has taken what it needs (warm.go)
 	if flags&^(unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW) != 0 {
 		return errno(unix.EINVAL, LKL)
 	}

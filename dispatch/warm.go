@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/guestpath"
@@ -61,9 +62,11 @@ func (e *Engine) warmLibraries(r *Request, prog *image) {
 // will make: the program at clean guest path p and its loader, read
 // through LKL, then its libraries' shadows (warm). The seccomp tier's
 // guest takes milliseconds to reach its exec (its process's start, the
-// notification), which a cold kernel's reads then overlap. A bind's
-// program (a host file) and one on a host route are left alone; nothing
-// is checked or reported here: the exec does that.
+// notification), which a cold kernel's reads then overlap. The exec then
+// takes the program's and the loader's memfds as read here (takePrewarmed)
+// where their files are unchanged. A bind's program (a host file) and one
+// on a host route are left alone; nothing is checked or reported here:
+// the exec does that, the permission checks included.
 func (e *Engine) Prewarm(p string) {
 	p = guestpath.Clean("/", p)
 	if e.Shadows == nil || e.bindOf(p) != nil {
@@ -75,21 +78,100 @@ func (e *Engine) Prewarm(p string) {
 	if !e.warming.CompareAndSwap(false, true) {
 		return
 	}
+	pw := &prewarm{path: p, done: make(chan struct{})}
+	e.prewarmed.Store(pw)
 	go func() {
 		var c content
-		asRoot(func() { c, _, _ = e.loadImageFile(p, false) })
+		var k execKey
+		asRoot(func() { c, k, _ = e.loadImageFile(p, false) })
 		info, err := elfload.Inspect(c.b, machine())
 		libs := neededLibs(c.b)
-		c.release()
+		pw.keep(p, c, k)
 		if err == nil && info.Kind == elfload.Dynamic {
-			asRoot(func() {
-				ld, _, _ := e.loadImageFile(guestpath.Clean("/", info.Interp), false)
-				ld.release()
-			})
+			ldp := guestpath.Clean("/", info.Interp)
+			asRoot(func() { c, k, _ = e.loadImageFile(ldp, false) })
+			pw.keep(ldp, c, k)
+			close(pw.done)
 			e.warm(libs) // ends the warm-up
 			return
 		}
+		close(pw.done)
 		e.warming.Store(false)
+	}()
+}
+
+// prewarm holds what Prewarm read for the guest's first exec: the
+// program and its loader, each with the key (execKey) it had when read.
+type prewarm struct {
+	path  string        // the program's clean guest path
+	done  chan struct{} // closed once files is complete
+	mu    sync.Mutex
+	files []prewarmed
+}
+
+type prewarmed struct {
+	path string
+	key  execKey
+	c    content
+}
+
+// keep adds a file Prewarm read, if its key can stand for its bytes
+// (settled: the exec cache's rule); else it is released.
+func (pw *prewarm) keep(p string, c content, k execKey) {
+	if !c.read() || !settled(k) {
+		c.release()
+		return
+	}
+	pw.files = append(pw.files, prewarmed{path: p, key: k, c: c})
+}
+
+// takePrewarmed hands the exec the memfd Prewarm read of image file p, if
+// the file's key is still k: the same file, unchanged since. For the
+// program Prewarm reads it waits for its reads to end, which is sooner
+// than reading it again; for another file it does not wait.
+func (e *Engine) takePrewarmed(p string, k execKey) (content, bool) {
+	pw := e.prewarmed.Load()
+	if pw == nil {
+		return content{fd: -1}, false
+	}
+	if p == pw.path {
+		<-pw.done
+	} else {
+		select {
+		case <-pw.done:
+		default:
+			return content{fd: -1}, false
+		}
+	}
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	for i, f := range pw.files {
+		if f.path == p && f.key == k {
+			pw.files = append(pw.files[:i], pw.files[i+1:]...)
+			return f.c, true
+		}
+	}
+	return content{fd: -1}, false
+}
+
+// dropPrewarmed releases what the first exec did not take (after it, or
+// at the engine's close).
+func (e *Engine) dropPrewarmed() {
+	if e.prewarmed.Load() == nil {
+		return
+	}
+	pw := e.prewarmed.Swap(nil)
+	if pw == nil {
+		return
+	}
+	go func() {
+		<-pw.done
+		pw.mu.Lock()
+		defer pw.mu.Unlock()
+		for i := range pw.files {
+			pw.files[i].c.release()
+		}
+		pw.files = nil
 	}()
 }
 
