@@ -4,7 +4,6 @@ package trap
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -384,26 +383,6 @@ func textRanges() ([]seccomp.IPRange, error) {
 	}
 	return out, sc.Err()
 }
-
-// auxv is kbox's auxiliary vector, read without os.File: an os.File
-// here, at package init, would start Go's netpoll (an epoll fd and an
-// eventfd) below the guest's fd limit, before Prepare.
-var auxv = func() map[uint64]uint64 {
-	m := map[uint64]uint64{}
-	fd, err := unix.Open("/proc/self/auxv", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return m
-	}
-	defer unix.Close(fd)
-	b := make([]byte, 4096)
-	n, _ := unix.Read(fd, b)
-	for i := 0; i+16 <= n; i += 16 {
-		m[binary.LittleEndian.Uint64(b[i:])] = binary.LittleEndian.Uint64(b[i+8:])
-	}
-	return m
-}()
-
-func auxval(k uint64) uint64 { return auxv[k] }
 
 // newThread takes a free slot.
 func (t *tier) newThread() (*thread, error) {
