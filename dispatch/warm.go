@@ -79,7 +79,9 @@ func (e *Engine) Prewarm(p string) {
 		return
 	}
 	pw := &prewarm{path: p, done: make(chan struct{})}
-	e.prewarmed.Store(pw)
+	if old := e.prewarmed.Swap(pw); old != nil {
+		old.release() // an earlier Prewarm no exec took
+	}
 	go func() {
 		var c content
 		var k execKey
@@ -160,10 +162,13 @@ func (e *Engine) dropPrewarmed() {
 	if e.prewarmed.Load() == nil {
 		return
 	}
-	pw := e.prewarmed.Swap(nil)
-	if pw == nil {
-		return
+	if pw := e.prewarmed.Swap(nil); pw != nil {
+		pw.release()
 	}
+}
+
+// release closes pw's memfds once its reads are done.
+func (pw *prewarm) release() {
 	go func() {
 		<-pw.done
 		pw.mu.Lock()
