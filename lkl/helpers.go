@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -228,24 +229,29 @@ func Uname() (unix.Utsname, error) {
 func ReadFile(path string) ([]byte, error) { return ReadFileAt(unix.AT_FDCWD, path) }
 
 // ReadFileAt reads a whole file, path resolved relative to the kernel fd
-// dirfd.
+// dirfd. It reads into the slice it returns, from 512 bytes up, doubled
+// when full: most files read so are a few bytes of sysfs or proc (at
+// start-up, the loop devices' numbers), and a 16 KB buffer each was fresh
+// memory to fault in.
 func ReadFileAt(dirfd int, path string) ([]byte, error) {
 	fd, err := Openat(dirfd, path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer Close(fd)
-	var out []byte
-	buf := make([]byte, 16<<10)
+	out := make([]byte, 0, 512)
 	for {
-		n, err := Read(fd, buf)
+		if len(out) == cap(out) {
+			out = slices.Grow(out, cap(out))
+		}
+		n, err := Read(fd, out[len(out):cap(out)])
 		if err != nil {
 			return out, err
 		}
 		if n == 0 {
 			return out, nil
 		}
-		out = append(out, buf[:n]...)
+		out = out[:len(out)+n]
 	}
 }
 
