@@ -6,10 +6,11 @@ package clock
 
 import (
 	"math/bits"
-	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kbox-project/kbox/hostproc"
 )
 
 // Stamp is an opaque timestamp from Now.
@@ -49,7 +50,7 @@ func calibrate() {
 // invariantTSC reports whether the CPU says its TSC ticks at a constant
 // rate through frequency changes and idle states.
 func invariantTSC() bool {
-	b, err := os.ReadFile("/proc/cpuinfo")
+	b, err := hostproc.Read("/proc/cpuinfo")
 	if err != nil {
 		return false
 	}

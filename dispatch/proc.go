@@ -12,6 +12,7 @@ import (
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/gdbmirror"
 	"github.com/kbox-project/kbox/guestpath"
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
@@ -151,32 +152,31 @@ func (p *Proc) SetCwd(c string) {
 	p.mu.Unlock()
 }
 
-// statusField reads one "Key:\tvalue" field of /proc/PID/status.
-func statusField(pid int, key string) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && k == key {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			return n, err == nil
-		}
-	}
-	return 0, false
+// procStatus reads /proc/PID/status of the host; nil if it cannot.
+func procStatus(pid int) []byte {
+	b, _ := hostproc.Read(hostproc.Pid(pid, "status"))
+	return b
 }
 
-// statusUmask reads the "Umask:" field (octal) of /proc/PID/status; 022
-// if it cannot.
-func statusUmask(pid int) uint32 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && k == "Umask" {
-				if n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
-					return uint32(n) & 0o777
-				}
-			}
+// statusInt reads the decimal "key:\tvalue" field of status (procStatus).
+func statusInt(status []byte, key string) (int, bool) {
+	v, ok := hostproc.Field(status, key)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
+}
+
+// statusField reads one decimal "Key:\tvalue" field of /proc/PID/status.
+func statusField(pid int, key string) (int, bool) { return statusInt(procStatus(pid), key) }
+
+// statusUmask reads the "Umask:" field (octal) of status (procStatus);
+// 022 if it cannot.
+func statusUmask(status []byte) uint32 {
+	if v, ok := hostproc.Field(status, "Umask"); ok {
+		if n, err := strconv.ParseUint(v, 8, 32); err == nil {
+			return uint32(n) & 0o777
 		}
 	}
 	return 0o022
@@ -190,7 +190,7 @@ func (e *Engine) Start(pid int, cwd string) *Proc {
 	p.cred.Store(e.initCred)
 	e.initOOM = procfs.HostOOMScoreAdj(pid)
 	p.ident = procfs.Ident{OOMAdj: e.initOOM, OOMMin: e.initOOM}
-	p.umask.Store(statusUmask(pid))
+	p.umask.Store(statusUmask(procStatus(pid)))
 	e.mu.Lock()
 	e.setProcs(func(m map[int]*Proc) { m[pid] = p })
 	e.mu.Unlock()
@@ -241,13 +241,22 @@ func (e *Engine) Lookup(tid int) *Proc {
 		e.sweepDead()
 		e.sweepAt.Store(2*int64(len(*e.procs.Load())) + 64)
 	}
-	tgid, ok := statusField(tid, "Tgid")
+	// One read of the task's status gives a new process's Tgid, PPid and
+	// umask; a new thread's process is read apart.
+	status := procStatus(tid)
+	tgid, ok := statusInt(status, "Tgid")
 	if !ok {
 		tgid = tid
 	}
+	if tgid != tid {
+		status = nil // the process's, read when needed
+	}
 	ppid := 0 // a new process's parent (a new thread's maker is its process)
 	if tid == tgid || (*e.procs.Load())[tgid] == nil {
-		ppid, _ = statusField(tgid, "PPid")
+		if status == nil {
+			status = procStatus(tgid)
+		}
+		ppid, _ = statusInt(status, "PPid")
 	}
 	if e.Pins != nil {
 		e.Pins.Inherited(tid, tgid, ppid)
@@ -264,7 +273,10 @@ func (e *Engine) Lookup(tid int) *Proc {
 	}
 	np := &Proc{Tgid: tgid, ident: procfs.Ident{OOMAdj: e.initOOM, OOMMin: e.initOOM}}
 	np.openPidfd()
-	np.umask.Store(statusUmask(tgid)) // as inherited at fork, or set since
+	if status == nil {
+		status = procStatus(tgid)
+	}
+	np.umask.Store(statusUmask(status)) // as inherited at fork, or set since
 	if parent := procs[ppid]; parent != nil && ppid != 0 {
 		np.inherit(parent)
 	}

@@ -1,11 +1,11 @@
 package dispatch
 
 import (
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/inet"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/loopdev"
@@ -379,7 +379,7 @@ func dupLKL(lfd int) (int, unix.Errno) {
 // guestFdFlags returns the status flags of host fd fd of guest process
 // tgid (its /proc fdinfo).
 func guestFdFlags(tgid, fd int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tgid) + "/fdinfo/" + strconv.Itoa(fd))
+	b, err := hostproc.Read("/proc/" + strconv.Itoa(tgid) + "/fdinfo/" + strconv.Itoa(fd))
 	if err != nil {
 		return 0, false
 	}

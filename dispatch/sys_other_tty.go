@@ -3,10 +3,10 @@
 package dispatch
 
 import (
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/hostproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +32,7 @@ func sysVhangup(e *Engine, r *Request) Result {
 // ttyNr reads the controlling terminal (tty_nr, 0 for none) of the
 // process of host task tid.
 func ttyNr(tid int) (int64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/stat")
+	b, err := hostproc.Read("/proc/" + strconv.Itoa(tid) + "/stat")
 	if err != nil {
 		return 0, false
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kbox-project/kbox/elfload"
 	"github.com/kbox-project/kbox/guestpath"
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
@@ -567,7 +568,7 @@ func GuestCloexec(r *Request, fd int32) bool {
 		ent, found := r.P.FDs.Get(int(fd))
 		return found && ent.Cloexec
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(r.P.Tgid) + "/fdinfo/" + strconv.Itoa(int(fd)))
+	b, err := hostproc.Read("/proc/" + strconv.Itoa(r.P.Tgid) + "/fdinfo/" + strconv.Itoa(int(fd)))
 	if err != nil {
 		return false
 	}

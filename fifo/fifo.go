@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kbox-project/kbox/hostproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -320,7 +321,7 @@ const stopSignals = 1<<(unix.SIGTSTP-1) | 1<<(unix.SIGTTIN-1) | 1<<(unix.SIGTTOU
 // notified syscall takes only fatal signals (the listener's
 // WAIT_KILLABLE_RECV); the others wait for the answer.
 func interrupted(tid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	b, err := hostproc.Read("/proc/" + strconv.Itoa(tid) + "/status")
 	return err == nil && interrupts(string(b))
 }
 

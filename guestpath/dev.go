@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kbox-project/kbox/hostproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -217,7 +218,7 @@ func OpenCtty(tgid, flags int, pts func() *Bind) (int, error) {
 // CttyOf returns the device number of process pid's controlling terminal
 // (tty_nr in /proc/PID/stat), 0 when it has none.
 func CttyOf(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := hostproc.Read("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
 	"github.com/kbox-project/kbox/sysabi"
@@ -239,7 +240,7 @@ func VirtualFdinfo(cfg Config, ent fdtable.Entry, getfl func(lfd, flags int) int
 		b = []byte(fmt.Sprintf("pos:\t%d\nflags:\t0\nmnt_id:\t0\nino:\t0\n", f.Listing.Pos()))
 		flags = f.Flags
 	case f.Host:
-		b, _ = os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(f.HostFd))
+		b, _ = hostproc.Read("/proc/self/fdinfo/" + strconv.Itoa(f.HostFd))
 		if fl, err := unix.FcntlInt(uintptr(f.HostFd), unix.F_GETFL, 0); err == nil {
 			flags = fl
 		}

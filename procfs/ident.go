@@ -3,10 +3,10 @@ package procfs
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/hostproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,7 +62,7 @@ const (
 
 // HostOOMScoreAdj reads a host process's oom_score_adj (0 if it cannot).
 func HostOOMScoreAdj(pid int) int16 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/oom_score_adj")
+	b, err := hostproc.Read("/proc/" + strconv.Itoa(pid) + "/oom_score_adj")
 	if err != nil {
 		return 0
 	}
@@ -292,13 +292,13 @@ func identPath(s System, c *Caller, pid int, base, entry, rest string) (f Found,
 // with the parent ppid, the status's capabilities of creds (when not nil)
 // and, when leader is not 0, the name of that thread.
 func identText(tgid int, rel, entry string, leader, ppid int, creds *Creds) []byte {
-	b, err := os.ReadFile("/proc/" + rel)
+	b, err := hostproc.Read("/proc/" + rel)
 	if err != nil {
 		return nil
 	}
 	name := ""
 	if leader > 0 {
-		lb, err := os.ReadFile("/proc/" + strconv.Itoa(tgid) + "/task/" + strconv.Itoa(leader) + "/" + entry)
+		lb, err := hostproc.Read("/proc/" + strconv.Itoa(tgid) + "/task/" + strconv.Itoa(leader) + "/" + entry)
 		if err == nil {
 			if entry == "stat" {
 				name, _ = statComm(string(lb))

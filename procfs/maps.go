@@ -2,10 +2,10 @@ package procfs
 
 import (
 	"bytes"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -34,7 +34,7 @@ const mapsIndent = 72
 // kbox's files shown as the guest's.
 func mapsText(s System, hrel string) func() []byte {
 	return func() []byte {
-		b, err := os.ReadFile("/proc/" + hrel)
+		b, err := hostproc.Read("/proc/" + hrel)
 		if err != nil {
 			return nil
 		}
@@ -135,11 +135,11 @@ func mappedFile(s System, dev, ino uint64, name string) (mf MappedFile, ours boo
 // name only, so the host's maps, read next, tells which are kbox's.
 func numaMapsText(s System, hbase string) func() []byte {
 	return func() []byte {
-		b, err := os.ReadFile("/proc/" + hbase + "/numa_maps")
+		b, err := hostproc.Read("/proc/" + hbase + "/numa_maps")
 		if err != nil {
 			return nil
 		}
-		m, _ := os.ReadFile("/proc/" + hbase + "/maps")
+		m, _ := hostproc.Read("/proc/" + hbase + "/maps")
 		names := map[string]string{} // a mapping's start → the guest's file
 		for _, l := range strings.Split(string(m), "\n") {
 			if f, mf, ours := kboxMapping(s, l); ours {

@@ -1,9 +1,10 @@
 package procfs
 
 import (
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/kbox-project/kbox/hostproc"
 )
 
 // PidStat holds the fields of a host process's /proc/PID/stat that kbox
@@ -19,7 +20,7 @@ type PidStat struct {
 // ReadPidStat reads the host's /proc/PID/stat of pid; false when the
 // process is gone or the file does not parse.
 func ReadPidStat(pid int) (PidStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := hostproc.Read("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return PidStat{}, false
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -57,7 +58,7 @@ var hostSysctlDefaults = map[string]string{
 
 // hostSysctl reads rel (one of hostSysctls) from the host's /proc.
 func hostSysctl(rel string) []byte {
-	b, err := os.ReadFile("/proc/" + rel)
+	b, err := hostproc.Read("/proc/" + rel)
 	if err != nil {
 		return []byte(hostSysctlDefaults[rel])
 	}
@@ -159,7 +160,7 @@ func parseStat(s string) (procStatFields, bool) {
 // hostCPUs returns the names of the host's online CPUs ("cpu0", ...) and
 // its boot time, from the host's /proc/stat.
 func hostCPUs() ([]string, int64) {
-	b, err := os.ReadFile("/proc/stat")
+	b, err := hostproc.Read("/proc/stat")
 	if err != nil {
 		return []string{"cpu0"}, 0
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kbox-project/kbox/hostproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -113,7 +114,7 @@ func scanOwnFds(masters []bool, none func(int) bool, idx map[hostKey]*Node, out 
 // ownFdTableSize is the size of kbox's fd table (FDSize in
 // /proc/self/status): no fd is at or above it.
 func ownFdTableSize() int {
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := hostproc.Read("/proc/self/status")
 	if err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "FDSize:"); ok {

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/rewrite"
 	"github.com/kbox-project/kbox/seccomp"
 	"golang.org/x/sys/cpu"
@@ -429,7 +430,7 @@ func (t *tier) aliasMapping(addr uint64) (*rwText, string) {
 // execMapping finds the mapping of kbox's process holding addr in
 // /proc/self/maps: its range when it is private and read-execute.
 func execMapping(addr uint64) (lo, hi uint64, ok bool) {
-	m, err := os.ReadFile("/proc/self/maps")
+	m, err := hostproc.Read("/proc/self/maps")
 	if err != nil {
 		return 0, 0, false
 	}

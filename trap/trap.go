@@ -16,6 +16,7 @@ import (
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/elfload"
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procs"
 	"github.com/kbox-project/kbox/rewrite"
@@ -265,7 +266,7 @@ func Run(cfg Config) (Exit, error) {
 	}
 	if err != nil {
 		if cfg.Verbose {
-			m, _ := os.ReadFile("/proc/self/maps")
+			m, _ := hostproc.Read("/proc/self/maps")
 			fmt.Fprintf(os.Stderr, "kbox: maps:\n%s", m)
 		}
 		return Exit{}, fmt.Errorf("%s: %w", cfg.Path, err)

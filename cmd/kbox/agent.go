@@ -17,6 +17,7 @@ import (
 
 	"github.com/kbox-project/kbox/audit"
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
 	"github.com/kbox-project/kbox/sessiondir"
@@ -482,7 +483,7 @@ func (a *agentRun) takeSample() web.Snapshot {
 // vmHWM is a host process's peak resident set (VmHWM), in kB; 0 when
 // it cannot be read.
 func vmHWM(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	b, err := hostproc.Read("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}

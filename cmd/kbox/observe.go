@@ -11,6 +11,7 @@ import (
 
 	"github.com/kbox-project/kbox/clock"
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/trap"
 	"github.com/kbox-project/kbox/usernet"
 	"github.com/kbox-project/kbox/web"
@@ -86,7 +87,7 @@ type kernelSource struct {
 func guestAccounting(eng *dispatch.Engine) web.GuestSnapshot {
 	var g web.GuestSnapshot
 	for _, pid := range eng.Tgids(nil) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		b, err := hostproc.Read("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
 			continue
 		}

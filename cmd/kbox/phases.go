@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kbox-project/kbox/hostproc"
 )
 
 // phaseTimer says where a run's time goes, from kbox's main to its exit,
@@ -106,7 +108,7 @@ func (p *phaseTimer) print() {
 // wait4 cannot tell it: a child started with vfork (Go's os/exec) has
 // its parent's peak recorded as its own at the exec.
 func peakRSS() int {
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := hostproc.Read("/proc/self/status")
 	if err != nil {
 		return 0
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kbox-project/kbox/hostproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -248,7 +249,7 @@ func taskIDs(tgid int) []int {
 
 // childIDs lists the children thread tid of process tgid made.
 func childIDs(tgid, tid int) []int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tgid) + "/task/" + strconv.Itoa(tid) + "/children")
+	b, err := hostproc.Read("/proc/" + strconv.Itoa(tgid) + "/task/" + strconv.Itoa(tid) + "/children")
 	if err != nil {
 		return nil
 	}

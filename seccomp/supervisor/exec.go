@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/hostproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -237,7 +238,7 @@ func sharesMemory(r *dispatch.Request, addr uint64, name string) *putBack {
 
 // parentPid reads the parent's pid of process pid from /proc (0 if gone).
 func parentPid(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := hostproc.Read("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0
 	}
@@ -593,7 +594,7 @@ type argFix struct {
 // AT_EXECFN. Nothing is written unless the staging path is found there.
 func fixArgs(r *dispatch.Request, f *argFix) {
 	pid := strconv.Itoa(r.G.Pid())
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	b, err := hostproc.Read("/proc/" + pid + "/stat")
 	if err != nil {
 		return
 	}
@@ -626,7 +627,7 @@ func fixArgs(r *dispatch.Request, f *argFix) {
 		off += j + 1
 	}
 	// AT_EXECFN points at the file name the kernel was given.
-	aux, err := os.ReadFile("/proc/" + pid + "/auxv")
+	aux, err := hostproc.Read("/proc/" + pid + "/auxv")
 	if err != nil {
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/dispatch"
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procs"
 	"github.com/kbox-project/kbox/seccomp"
@@ -536,7 +537,7 @@ func children() []int {
 	var out []int
 	tasks, _ := os.ReadDir("/proc/self/task")
 	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		b, err := hostproc.Read("/proc/self/task/" + t.Name() + "/children")
 		if err != nil {
 			continue
 		}
