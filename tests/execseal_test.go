@@ -3,6 +3,8 @@
 package tests
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,47 +16,42 @@ import (
 )
 
 // TestExecMemfdsSealed: every file the seccomp tier has the host kernel
-// execute for a guest, the program, its loader, a static program, is a
-// memfd sealed against any change, as the guest process maps it (read
-// from the host, through /proc/PID/map_files). The loader's and a static
-// program's were not (0x0 on 12e9dd6's parent).
+// execute for a guest, a dynamic program and its loader, a static
+// program, is a memfd sealed against any change, as the guest process
+// maps it (read from the host, through /proc/PID/map_files). The loader's
+// and a static program's were not (0x0 on a10b072).
 func TestExecMemfdsSealed(t *testing.T) {
 	img := imagePath(t)
 	for _, c := range []struct {
 		name string
 		argv []string
-		want []string // the memfds' names the guest maps
+		mfds int // the kbox-exec memfds the guest maps: a dynamic program's and its loader's, a static one's
 	}{
-		{"dynamic", []string{"/bin/sleep", "30"}, []string{"kbox-exec:/bin/sleep", "kbox-exec:/lib64/ld-linux-x86-64.so.2"}},
-		{"static", []string{"/bin/busybox", "sleep", "30"}, []string{"kbox-exec:/bin/busybox"}},
+		{"dynamic", []string{"/bin/sleep", "30"}, 2},
+		{"static", []string{"/bin/busybox", "sleep", "30"}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k := startKbox(t, append([]string{"image", "-S", img, "--read-only", "--"}, c.argv...)...)
+			prog := "kbox-exec:" + c.argv[0]
 			var seals map[string]int
-			deadline := time.Now().Add(20 * time.Second)
-			for {
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 				seals = map[string]int{}
 				for _, pid := range descendants(k.Pid()) {
 					for name, s := range memfdSeals(t, pid) {
-						seals[name] = s
+						if strings.HasPrefix(name, "kbox-exec:") {
+							seals[name] = s
+						}
 					}
 				}
-				all := true
-				for _, name := range c.want {
-					_, ok := seals[name]
-					all = all && ok
-				}
-				if all || time.Now().After(deadline) {
+				if _, ok := seals[prog]; ok && len(seals) >= c.mfds || time.Now().After(deadline) {
 					break
 				}
-				time.Sleep(20 * time.Millisecond)
 			}
-			for _, name := range c.want {
-				s, ok := seals[name]
-				if !ok {
-					t.Fatalf("the guest maps no memfd %s; it maps %v\nstderr: %s", name, seals, k.Stderr())
-				}
-				const all = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+			if _, ok := seals[prog]; !ok || len(seals) != c.mfds {
+				t.Fatalf("the guest maps the kbox-exec memfds %v, want %s and %d in all\nstderr: %s", seals, prog, c.mfds, k.Stderr())
+			}
+			const all = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+			for name, s := range seals {
 				if s&all != all {
 					t.Errorf("%s: seals %#x, want %#x", name, s, all)
 				}
@@ -72,6 +69,9 @@ func memfdSeals(t *testing.T, pid int) map[string]int {
 	out := map[string]int{}
 	for _, e := range ents {
 		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if errors.Is(err, fs.ErrPermission) {
+			t.Skipf("SKIP: %s cannot be read here (%v): it needs CAP_SYS_ADMIN", dir, err)
+		}
 		if err != nil {
 			continue
 		}

@@ -13,11 +13,10 @@ import (
 	"github.com/kbox-project/kbox/lkl"
 )
 
-// anonHugeOf runs kbox on a guest program, waits (with ready, until its
-// stdout says "ready"; the idle run's wait is boot and start-up) 3 s, as an idle run is measured
-// (BenchmarkStartup: kbox's work after the guest's start, its settle a
-// second in, done too), and returns the AnonHugePages of kbox's process
-// (the kernel's memory), kB.
+// anonHugeOf runs kbox on a guest program and returns the AnonHugePages of
+// kbox's process (the kernel's memory), kB, read as BenchmarkStartup reads
+// an idle run: 3 s after the guest's start (kbox's settle, a second in, is
+// done), or with ready 3 s after the guest's stdout says "ready".
 func anonHugeOf(t *testing.T, ready bool, guest ...string) int {
 	t.Helper()
 	cmd := exec.Command(kboxBin(t), append([]string{"image", "-S", imagePath(t), "--read-only", "--"}, guest...)...)
