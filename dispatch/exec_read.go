@@ -92,10 +92,10 @@ func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix
 		return none, k, unix.E2BIG
 	}
 	k = execKey{dev: st.Dev, ino: st.Ino, size: st.Size, ctime: st.Ctime, ctimeNs: int64(st.CtimeNsec)}
-	if skipKnown && inspectedInfo(k) != nil {
-		return none, k, 0
-	}
 	if skipKnown {
+		if inspectedInfo(k) != nil {
+			return none, k, 0
+		}
 		if c, ok := e.takePrewarmed(p, k); ok {
 			return c, k, 0 // read by Prewarm (warm.go)
 		}

@@ -154,7 +154,7 @@ func (p *Proc) SetCwd(c string) {
 
 // procStatus reads /proc/PID/status of the host; nil if it cannot.
 func procStatus(pid int) []byte {
-	b, _ := hostproc.Read(hostproc.Pid(pid, "status"))
+	b, _ := hostproc.Read("/proc/" + strconv.Itoa(pid) + "/status")
 	return b
 }
 
