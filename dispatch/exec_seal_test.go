@@ -47,3 +47,80 @@ func TestExecMemfdSealed(t *testing.T) {
 		im.c.release()
 	}
 }
+
+// TestExecPatchInPlace: a dynamic program's PT_INTERP is rewritten in the
+// memfd kbox read the file into, which is then sealed and run: no copy
+// of the whole program (the same inode), the file's other bytes as they
+// were, and the image holds no bytes after it. A memfd sealed before (the
+// program run unpatched) is copied instead, and keeps its own bytes.
+func TestExecPatchInPlace(t *testing.T) {
+	const interp, patch = "/lib64/ld-linux-x86-64.so.2\x00", "/proc/self/fd/1001"
+	const at = 4096
+	data := bytes.Repeat([]byte("kbox"), 3000)
+	copy(data[at:], interp)
+	want := bytes.Clone(data)
+	copy(want[at:at+len(interp)], make([]byte, len(interp)))
+	copy(want[at:], patch)
+	read := func() *image {
+		c, en := readMemfd("kbox-exec:/t", len(data), func(int) bool { return false }, func(b []byte, off int) (int, unix.Errno) {
+			return copy(b, data[off:]), 0
+		})
+		if en != 0 {
+			t.Fatalf("readMemfd: %v", en)
+		}
+		// A change time to come: nothing is cached.
+		k := execKey{host: true, dev: 1, ino: 2, size: int64(len(data)), ctime: 1 << 40}
+		return &image{path: "/t", c: c, key: k, info: &elfload.Info{Kind: elfload.Dynamic, InterpOff: at, InterpLen: len(interp)}}
+	}
+	inode := func(fd int) uint64 {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	holds := func(fd int, b []byte) bool {
+		got := make([]byte, len(b)+1)
+		n, _ := unix.Pread(fd, got, 0)
+		return n == len(b) && bytes.Equal(got[:n], b)
+	}
+
+	im := read()
+	own := inode(im.c.fd)
+	fd, en := im.seal(patch)
+	if en != 0 {
+		t.Fatalf("seal: %v", en)
+	}
+	if got := inode(fd); got != own {
+		t.Errorf("the patched program is a copy (inode %d), not the memfd read (%d)", got, own)
+	}
+	if !holds(fd, want) {
+		t.Error("the patched memfd holds other bytes than the file with its PT_INTERP rewritten")
+	}
+	if _, err := unix.Pwrite(fd, []byte("evil"), 0); err == nil {
+		t.Error("the patched memfd took a write")
+	}
+	if im.c.read() {
+		t.Error("the image still holds the bytes it gave to the exec")
+	}
+	unix.Close(fd)
+
+	im = read()
+	plain, en := im.seal("")
+	if en != 0 {
+		t.Fatalf("seal(\"\"): %v", en)
+	}
+	fd, en = im.seal(patch)
+	if en != 0 {
+		t.Fatalf("seal after seal(\"\"): %v", en)
+	}
+	if inode(fd) == inode(plain) || !holds(fd, want) {
+		t.Error("a program sealed unpatched before: its patched memfd is not a patched copy")
+	}
+	if !holds(plain, data) {
+		t.Error("the unpatched memfd changed")
+	}
+	unix.Close(fd)
+	unix.Close(plain)
+	im.c.release()
+}
