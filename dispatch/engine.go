@@ -19,6 +19,7 @@ import (
 	"github.com/kbox-project/kbox/gdbmirror"
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/inet"
+	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
 	"github.com/kbox-project/kbox/sysvipc"
 	"github.com/kbox-project/kbox/unixsock"
@@ -187,6 +188,11 @@ type Options struct {
 	// NetFiles shows kbox's /etc/resolv.conf and /etc/hosts to the guest
 	// (--net; sys_file_etc.go).
 	NetFiles bool
+	// CopyFile, when set, writes the bytes of an image file (open at an
+	// LKL fd, with its stat) into a file of its size from the image's
+	// blocks, or says it cannot (rootfs.Root.CopyFile): what an exec
+	// reads (exec_read.go).
+	CopyFile func(lfd int, st *lkl.Stat64, dst int) bool
 }
 
 // Engine is the dispatch state shared by every guest process.
@@ -291,6 +297,7 @@ func New(opt Options) *Engine {
 		opt.MaxFDs = 4096
 	}
 	e := &Engine{Opt: opt, Shadows: shadowfd.New(), FIFOs: fifo.New()}
+	e.Shadows.CopyFile = opt.CopyFile
 	if opt.ShadowMax != 0 {
 		e.Shadows.MaxSize = opt.ShadowMax
 	}

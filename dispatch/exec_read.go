@@ -102,7 +102,9 @@ func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix
 	}
 	read := false
 	c, en := readMemfd("kbox-exec:"+p, int(st.Size), func(mfd int) bool {
-		return e.Shadows.CopyCurrent(&st, mfd) // a file read before: from its node
+		// A file read before: from its node; else from the image's
+		// blocks where they are the file's (a read-only image).
+		return e.Shadows.CopyCurrent(&st, mfd) || e.Opt.CopyFile != nil && e.Opt.CopyFile(int(fd), &st, mfd)
 	}, func(b []byte, off int) (int, unix.Errno) {
 		read = true
 		n, le := lkl.Syscall6(lkl.SysPread64, fd, uptr(b), uintptr(len(b)), uintptr(off), 0, 0)

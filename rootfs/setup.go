@@ -86,6 +86,10 @@ type Root struct {
 	// kernelSys says the kernel's sysfs is mounted at kernelSys, outside
 	// the chroot (ReadKernelSys).
 	kernelSys bool
+	// direct says the root mount's files may be read from their blocks,
+	// rootDev being its device (extents.go).
+	direct  bool
+	rootDev uint64
 	// scratch is the disk behind /tmp (ProfileFull), nil without one.
 	scratch *scratch
 	opt     Options
@@ -156,6 +160,7 @@ func Setup(img *Image, opt Options) (*Root, error) {
 		return fail(&ImageError{Path: img.Path, Msg: mountErrorText(opt, err), Err: err})
 	}
 	r.MountPoint = mnt
+	r.setDirect(opt)
 	if r.outside, err = lkl.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 		return fail(fmt.Errorf("lkl: open /: %w", err))
 	}

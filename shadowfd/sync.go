@@ -147,6 +147,9 @@ func (m *Manager) resum(n *Node, size int64) {
 // fill loads n's content from its LKL file, whose stat is st. The caller
 // holds n.mu.
 func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
+	if m.copied(n, st) {
+		return m.filled(n, st)
+	}
 	if st.Size > 0 && st.Size <= chunkSize {
 		if err := m.fillSmall(n, st); err != nil {
 			return err
@@ -234,6 +237,27 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 		m.resum(n, st.Size)
 	}
 	return m.filled(n, st)
+}
+
+// copied fills n's content, a first time, with the bytes of a file of a
+// read-only filesystem straight from the image's blocks (CopyFile), with
+// no LKL read: no sums, as nothing writes such a file back. False when it
+// could not; the content is then as empty as it was. The caller holds
+// n.mu.
+func (m *Manager) copied(n *Node, st *lkl.Stat64) bool {
+	if m.CopyFile == nil || !n.fs.ro || st.Size <= 0 {
+		return false
+	}
+	var hs unix.Stat_t
+	if unix.Fstat(n.content, &hs) != nil || hs.Size != 0 || unix.Ftruncate(n.content, st.Size) != nil {
+		return false
+	}
+	if !m.CopyFile(n.lklfd, st, n.content) {
+		unix.Ftruncate(n.content, 0)
+		return false
+	}
+	n.sums = n.sums[:0]
+	return true
 }
 
 // fillSmall loads a file of one chunk at most with one LKL read (a hole

@@ -1,0 +1,179 @@
+//go:build lkl
+
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/rootfs"
+	"golang.org/x/sys/unix"
+)
+
+// sparseFile is a file copyfile-prep writes with holes, data in the
+// middle of a block and a size that is no whole block.
+const sparseFile = "/kbox-sparse"
+
+// emptyFile is an empty file copyfile-prep makes.
+const emptyFile = "/kbox-empty"
+
+func init() {
+	// copyfile-prep writes sparseFile and emptyFile on a writable mount.
+	helpers["copyfile-prep"] = func(img string, ro bool) error {
+		return withRoot(img, ro, func(*rootfs.Root) error {
+			fd, err := lkl.Open(sparseFile, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
+			if err != nil {
+				return err
+			}
+			defer lkl.Close(fd)
+			for _, w := range []struct {
+				off  int64
+				data string
+			}{{0, "head"}, {1<<20 + 5, "middle"}, {3<<20 - 3, "end"}} {
+				b := []byte(w.data)
+				if _, le := lkl.Syscall6(lkl.SysPwrite64, uintptr(fd), lkl.Ptr(b), uintptr(len(b)), uintptr(w.off), 0, 0); le != 0 {
+					return le
+				}
+			}
+			if err := lkl.Fsync(fd); err != nil {
+				return err
+			}
+			return lkl.WriteFile(emptyFile, nil, 0o644)
+		})
+	}
+	// copyfile compares, for the image's files (the root's, up to 600,
+	// and sparseFile), what Root.CopyFile writes with what LKL reads; it
+	// counts the files CopyFile took and those it refused, and asks it of
+	// a file on /tmp (another disk).
+	helpers["copyfile"] = func(img string, ro bool) error {
+		return withRoot(img, ro, func(r *rootfs.Root) error {
+			var files []string
+			var walk func(dir string)
+			walk = func(dir string) {
+				names, _ := lkl.ReadDir(dir)
+				for _, n := range names {
+					if len(files) >= 600 {
+						return
+					}
+					p := strings.TrimSuffix(dir, "/") + "/" + n
+					st, err := lkl.Stat(p, true)
+					switch {
+					case err != nil:
+					case st.Mode&unix.S_IFMT == unix.S_IFREG:
+						files = append(files, p)
+					case st.Mode&unix.S_IFMT == unix.S_IFDIR && p != "/proc" && p != "/sys" && p != "/dev" && p != "/tmp":
+						walk(p)
+					}
+				}
+			}
+			walk("/")
+			if _, err := lkl.Stat(sparseFile, true); err == nil {
+				files = append(files, sparseFile)
+			}
+			if err := lkl.WriteFile("/tmp/kbox-copy", []byte("on the scratch disk"), 0o644); err == nil {
+				files = append(files, "/tmp/kbox-copy")
+			}
+			took, refused, differ, bytesTaken := 0, 0, 0, 0
+			for _, p := range files {
+				want, err := lkl.ReadFile(p)
+				if err != nil {
+					return fmt.Errorf("%s: %v", p, err)
+				}
+				fd, err := lkl.Open(p, unix.O_RDONLY, 0)
+				if err != nil {
+					return err
+				}
+				st, err := lkl.Fstat(fd)
+				if err != nil {
+					return err
+				}
+				mfd, err := unix.MemfdCreate("copyfile", unix.MFD_CLOEXEC)
+				if err != nil {
+					return err
+				}
+				unix.Ftruncate(mfd, st.Size)
+				ok := r.CopyFile(fd, &st, mfd)
+				lkl.Close(fd)
+				got := make([]byte, len(want)+1)
+				n, _ := unix.Pread(mfd, got, 0)
+				unix.Close(mfd)
+				switch {
+				case !ok:
+					refused++
+					if p != "/tmp/kbox-copy" && st.Size > 0 {
+						fmt.Printf("refused=%s\n", p)
+					}
+				case n != len(want) || !bytes.Equal(got[:n], want):
+					differ++
+					fmt.Printf("differs=%s\n", p)
+				default:
+					took++
+					bytesTaken += n
+				}
+				if p == sparseFile {
+					fmt.Printf("sparse=%v\n", ok && n == len(want) && bytes.Equal(got[:n], want))
+				}
+				if p == "/tmp/kbox-copy" {
+					fmt.Printf("tmp_taken=%v\n", ok)
+				}
+			}
+			fmt.Printf("files=%d\ntook=%d\nrefused=%d\ndiffer=%d\nbytes=%d\n", len(files), took, refused, differ, bytesTaken)
+			return nil
+		})
+	}
+}
+
+// TestCopyFileFromBlocks: on a read-only mount of the image, every file
+// of its root that CopyFile takes from the image's blocks (all but the
+// empty ones) has the bytes LKL reads, a file with holes too; a file of
+// /tmp's scratch disk is refused, and so is every file of a writable
+// mount, where blocks on the disk may be older than the kernel's pages.
+func TestCopyFileFromBlocks(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	helper(t, "copyfile-prep", img, false)
+	kv := helper(t, "copyfile", img, true)
+	files, _ := strconv.Atoi(kv["files"])
+	took, _ := strconv.Atoi(kv["took"])
+	if files < 100 || took < files*9/10 {
+		t.Errorf("CopyFile took %d of %d files (refused %s), want nearly all", took, files, kv["refused"])
+	}
+	if kv["differ"] != "0" {
+		t.Errorf("%s files differ from what LKL reads (%s)", kv["differ"], kv["differs"])
+	}
+	if kv["sparse"] != "true" {
+		t.Errorf("the file with holes: copied right %q, want true", kv["sparse"])
+	}
+	if kv["tmp_taken"] != "false" {
+		t.Errorf("a file on /tmp's disk taken from the image's blocks: %q", kv["tmp_taken"])
+	}
+	t.Logf("read-only: %d of %d files, %s bytes, from the image's blocks", took, files, kv["bytes"])
+	kv = helper(t, "copyfile", img, false)
+	if kv["took"] != "0" || kv["refused"] != kv["files"] {
+		t.Errorf("a writable mount: CopyFile took %s of %s files, want none", kv["took"], kv["files"])
+	}
+}
+
+// TestReadOnlyReadsFromBlocks: a read-only run, whose programs and
+// shadows are read from the image's blocks (rootfs/extents.go), shows
+// every file with the bytes an ephemeral run reads through LKL: a large
+// program, the file with holes, a small file, an empty one, in every
+// tier; the program then runs (the exec's memfd is read so too).
+func TestReadOnlyReadsFromBlocks(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	helper(t, "copyfile-prep", img, false)
+	files := []string{"/bin/busybox", sparseFile, "/etc/hostname", emptyFile}
+	want, stderr, code := runKbox(t, append([]string{"image", "-S", img, "--ephemeral", "--", "/usr/bin/sha256sum"}, files...)...)
+	if code != 0 || strings.Count(want, "\n") != len(files) {
+		t.Fatalf("ephemeral: exit %d, %q\nstderr: %s", code, want, stderr)
+	}
+	forEachTier(t, func(t *testing.T, tier string) {
+		got, stderr, code := runKbox(t, append([]string{"image", "-S", img, "--read-only", "--trusted", "--syscall-mode=" + tier, "--", "/usr/bin/sha256sum"}, files...)...)
+		if code != 0 || got != want {
+			t.Errorf("read-only: exit %d\n%s\nwant (ephemeral, through LKL)\n%s\nstderr: %s", code, got, want, stderr)
+		}
+	})
+}
