@@ -189,8 +189,9 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 	// into it and it is sealed and run, instead of a copy of the whole
 	// program (6.8 MB for python3). The image keeps no bytes after it:
 	// a later bytes() reads the file again. A memfd sealed already (run
-	// unpatched before) refuses the write and is copied.
-	if _, err := unix.Pwrite(im.c.fd, slot, int64(im.info.InterpOff)); err == nil {
+	// unpatched before) refuses the write and is copied, the whole slot
+	// written over the copy's.
+	if n, err := unix.Pwrite(im.c.fd, slot, int64(im.info.InterpOff)); err == nil && n == len(slot) {
 		fd := im.c.fd
 		if len(im.c.b) > 0 {
 			unix.Munmap(im.c.b)

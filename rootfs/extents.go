@@ -32,6 +32,14 @@ func (r *Root) setDirect(opt Options) {
 	r.direct, r.rootDev = true, st.Dev
 }
 
+// endDirect stops CopyFile, once no copy is under way: the image file
+// and the kernel are about to go.
+func (r *Root) endDirect() {
+	r.directMu.Lock()
+	r.direct = false
+	r.directMu.Unlock()
+}
+
 // CopyFile writes the bytes of the file open at LKL fd lfd (st its stat,
 // on the image's root mount) into dst, a file of st.Size zero bytes,
 // from the image's blocks. False where it cannot: a mount it does not
@@ -40,7 +48,13 @@ func (r *Root) setDirect(opt Options) {
 // or lies outside the image; dst may then be partly written and the
 // caller reads the file through LKL.
 func (r *Root) CopyFile(lfd int, st *lkl.Stat64, dst int) bool {
-	if r == nil || !r.direct || st.Dev != r.rootDev || st.Size <= 0 {
+	if r == nil {
+		return false
+	}
+	// Close waits for a copy under way, and none starts after it.
+	r.directMu.RLock()
+	defer r.directMu.RUnlock()
+	if !r.direct || st.Dev != r.rootDev || st.Size <= 0 {
 		return false
 	}
 	size := uint64(st.Size)

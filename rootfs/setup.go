@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kbox-project/kbox/lkl"
@@ -87,9 +88,11 @@ type Root struct {
 	// the chroot (ReadKernelSys).
 	kernelSys bool
 	// direct says the root mount's files may be read from their blocks,
-	// rootDev being its device (extents.go).
-	direct  bool
-	rootDev uint64
+	// rootDev being its device (extents.go); directMu orders CopyFile
+	// before close.
+	direct   bool
+	rootDev  uint64
+	directMu sync.RWMutex
 	// scratch is the disk behind /tmp (ProfileFull), nil without one.
 	scratch *scratch
 	opt     Options
@@ -270,6 +273,7 @@ func (r *Root) Finish() error { return r.close(false) }
 
 func (r *Root) close(halt bool) error {
 	start := time.Now()
+	r.endDirect()
 	lkl.Sync()
 	var errs []error
 	lkl.Chdir("/")

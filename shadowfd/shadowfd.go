@@ -155,10 +155,8 @@ type Manager struct {
 	// placeholders of free guest fds, a thousand or more): a look for
 	// holders skips them.
 	NoDescription func(fd int) bool
-	// CopyFile, when set, writes the bytes of the LKL file open at lfd
-	// (st its stat) into dst, a file of st.Size bytes, from the image's
-	// blocks, or says it cannot (rootfs.Root.CopyFile): how a read-only
-	// filesystem's file fills its content (fill).
+	// CopyFile, when set, fills a read-only filesystem's content files
+	// from the image's blocks (rootfs.Root.CopyFile; copied in sync.go).
 	CopyFile func(lfd int, st *lkl.Stat64, dst int) bool
 
 	maxNodes, keepNodes int64 // nodeLimits
