@@ -215,6 +215,34 @@ out:
 	return err;
 }
 
+/* Where the bytes at off are: the fd of the layer that holds off's block
+ * (the base's for a block no layer has), and in *run how many of the len
+ * bytes from off lie in blocks held by that same layer, at the same
+ * offsets in its file. A reader of a file whose blocks nothing writes (a
+ * file unchanged since the mount) may copy them from there: the layers'
+ * fds stay open while the disk lives, and a block only moves up (to the
+ * top layer, by a write to it). -1 if off..off+len is not on the disk. */
+int kbox_cow_run(void *p, unsigned long long off, unsigned long long len, unsigned long long *run)
+{
+	struct kbox_cow *c = p;
+	unsigned long long blk, end;
+	unsigned short at;
+	int fd;
+
+	if (len == 0 || off >= c->size || len > c->size - off)
+		return -1;
+	pthread_mutex_lock(&c->mu);
+	blk = off / COW_BLOCK;
+	at = c->idx[blk];
+	fd = c->fds[at];
+	end = (blk + 1) * COW_BLOCK;
+	while (end < off + len && c->idx[end / COW_BLOCK] == at)
+		end += COW_BLOCK;
+	pthread_mutex_unlock(&c->mu);
+	*run = (end < off + len ? end : off + len) - off;
+	return fd;
+}
+
 unsigned long long kbox_cow_map_len(unsigned long long size)
 {
 	return (size + COW_BLOCK * 8 - 1) / (COW_BLOCK * 8);

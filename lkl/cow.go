@@ -63,6 +63,18 @@ func (d Disk) PushCOW(over int, dirty *COWMap) error {
 	return nil
 }
 
+// COWRun says where the n bytes at off of copy-on-write disk d are: the
+// host fd of the layer (or base) that holds the block at off, and how
+// many of the n bytes from off that same fd holds, at the same offsets.
+// fd is -1 for a disk that is not copy-on-write or a range off it. The
+// answer holds while nothing writes those blocks.
+func (d Disk) COWRun(off, n int64) (fd int, run int64) {
+	if !Available || off < 0 || n <= 0 {
+		return -1, 0
+	}
+	return diskCOWRun(d.ID, off, n)
+}
+
 // DirtyRanges returns the byte ranges [off, end) of the written blocks,
 // adjacent blocks merged, clipped to the disk's size.
 func (m *COWMap) DirtyRanges() [][2]int64 { return DirtyRanges(m.bytes(), m.size) }

@@ -52,3 +52,9 @@ func diskAddCOW(base int, size int64, layers []COWLayer) int {
 func diskPushCOW(id, fd int, m *COWMap) int {
 	return int(C.kbox_lkl_disk_push_cow(C.int(id), C.int(fd), (*C.uchar)(m.p)))
 }
+
+func diskCOWRun(id int, off, n int64) (int, int64) {
+	var run C.ulonglong
+	fd := C.kbox_lkl_disk_cow_run(C.int(id), C.ulonglong(off), C.ulonglong(n), &run)
+	return int(fd), int64(run)
+}

@@ -64,6 +64,15 @@ int kbox_lkl_disk_push_cow(int id, int fd, unsigned char *map)
 	return kbox_cow_push(disks[id].handle, fd, map);
 }
 
+/* The layer holding the bytes at off of copy-on-write disk id
+ * (kbox_cow_run); -1 for another disk. */
+int kbox_lkl_disk_cow_run(int id, unsigned long long off, unsigned long long len, unsigned long long *run)
+{
+	if (id < 0 || id >= KBOX_MAX_DISKS || disks[id].dev == NULL || !kbox_cow_is(disks[id].ops))
+		return -1;
+	return kbox_cow_run(disks[id].handle, off, len, run);
+}
+
 /* The image's fd as a disk that fails requests in the given sector ranges
  * (faultdisk.c; tests only). */
 int kbox_lkl_disk_add_faulty(int fd, const unsigned long long *ranges, int n)

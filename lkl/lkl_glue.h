@@ -30,6 +30,8 @@ unsigned int kbox_cow_layers(const void *cow);
 unsigned long long kbox_cow_map_len(unsigned long long size);
 void kbox_cow_free(void *cow);
 int kbox_cow_is(const void *ops);
+int kbox_cow_run(void *cow, unsigned long long off, unsigned long long len, unsigned long long *run);
+int kbox_lkl_disk_cow_run(int id, unsigned long long off, unsigned long long len, unsigned long long *run);
 void *kbox_cow_ops(void);
 int kbox_lkl_disk_add_faulty(int fd, const unsigned long long *ranges, int n);
 unsigned long long kbox_lkl_disk_failed(int id);
