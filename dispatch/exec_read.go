@@ -103,16 +103,22 @@ func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix
 	read := false
 	c, en := readMemfd("kbox-exec:"+p, int(st.Size), func(mfd int) bool {
 		// A file read before: from its node; else from the image's
-		// blocks where they are the file's (a read-only image).
-		return e.Shadows.CopyCurrent(&st, mfd) || e.Opt.CopyFile != nil && e.Opt.CopyFile(int(fd), &st, mfd)
+		// blocks where they are the file's (a read-only image, a file
+		// unchanged since a writable mount's start).
+		if e.Shadows.CopyCurrent(&st, mfd) {
+			return true
+		}
+		read = e.Opt.CopyFile != nil && e.Opt.CopyFile(int(fd), &st, mfd)
+		return read
 	}, func(b []byte, off int) (int, unix.Errno) {
 		read = true
 		n, le := lkl.Syscall6(lkl.SysPread64, fd, uptr(b), uintptr(len(b)), uintptr(off), 0, 0)
 		return int(n), le
 	})
 	if read {
-		// LKL's reads may have moved the file's access time, as an
-		// exec's do on Linux (by the mount's rule): the shadows' log
+		// LKL's reads (or a copy from the blocks, which reads a byte
+		// through fd for it) may have moved the file's access time, as
+		// an exec's do on Linux (by the mount's rule): the shadows' log
 		// has it for the stat cache (shadowfd/atime.go; the exec is
 		// OwnChange).
 		if now, err := lkl.Fstat(int(fd)); err != nil {

@@ -155,8 +155,8 @@ type Manager struct {
 	// placeholders of free guest fds, a thousand or more): a look for
 	// holders skips them.
 	NoDescription func(fd int) bool
-	// CopyFile, when set, fills a read-only filesystem's content files
-	// from the image's blocks (rootfs.Root.CopyFile; copied in sync.go).
+	// CopyFile, when set, fills content files from the image's blocks
+	// where it can (rootfs.Root.CopyFile; copied in sync.go).
 	CopyFile func(lfd int, st *lkl.Stat64, dst int) bool
 
 	maxNodes, keepNodes int64 // nodeLimits

@@ -239,13 +239,13 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 	return m.filled(n, st)
 }
 
-// copied fills n's content, a first time, with the bytes of a file of a
-// read-only filesystem straight from the image's blocks (CopyFile), with
-// no LKL read: no sums, as nothing writes such a file back. False when it
-// could not; the content is then as empty as it was. The caller holds
-// n.mu.
+// copied fills n's content, a first time, with the file's bytes straight
+// from the image's blocks (CopyFile), with no LKL read; a read-only
+// filesystem's file needs no sums, as nothing writes it back, and a
+// writable one's are read back from the content. False when it could
+// not; the content is then as empty as it was. The caller holds n.mu.
 func (m *Manager) copied(n *Node, st *lkl.Stat64) bool {
-	if m.CopyFile == nil || !n.fs.ro || st.Size <= 0 {
+	if m.CopyFile == nil || st.Size <= 0 {
 		return false
 	}
 	var hs unix.Stat_t
@@ -257,6 +257,9 @@ func (m *Manager) copied(n *Node, st *lkl.Stat64) bool {
 		return false
 	}
 	n.sums = n.sums[:0]
+	if !n.fs.ro {
+		m.resum(n, st.Size)
+	}
 	return true
 }
 

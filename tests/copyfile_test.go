@@ -5,6 +5,7 @@ package tests
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,9 @@ const sparseFile = "/kbox-sparse"
 
 // emptyFile is an empty file copyfile-prep makes.
 const emptyFile = "/kbox-empty"
+
+// changedFile is a file copyfile writes on a writable mount.
+const changedFile = "/kbox-changed"
 
 func init() {
 	// copyfile-prep writes sparseFile and emptyFile on a writable mount.
@@ -77,6 +81,14 @@ func init() {
 			if err := lkl.WriteFile("/tmp/kbox-copy", []byte("on the scratch disk"), 0o644); err == nil {
 				files = append(files, "/tmp/kbox-copy")
 			}
+			if !ro {
+				// Changed since the mount: its blocks are not yet the
+				// file's (a write not yet on the disk).
+				if err := lkl.WriteFile(changedFile, []byte("written since the mount"), 0o644); err != nil {
+					return err
+				}
+				files = append(files, changedFile)
+			}
 			took, refused, differ, bytesTaken := 0, 0, 0, 0
 			for _, p := range files {
 				want, err := lkl.ReadFile(p)
@@ -104,7 +116,7 @@ func init() {
 				switch {
 				case !ok:
 					refused++
-					if p != "/tmp/kbox-copy" && st.Size > 0 {
+					if p != "/tmp/kbox-copy" && p != changedFile && st.Size > 0 {
 						fmt.Printf("refused=%s\n", p)
 					}
 				case n != len(want) || !bytes.Equal(got[:n], want):
@@ -120,6 +132,9 @@ func init() {
 				if p == "/tmp/kbox-copy" {
 					fmt.Printf("tmp_taken=%v\n", ok)
 				}
+				if p == changedFile {
+					fmt.Printf("changed_taken=%v\n", ok)
+				}
 			}
 			fmt.Printf("files=%d\ntook=%d\nrefused=%d\ndiffer=%d\nbytes=%d\n", len(files), took, refused, differ, bytesTaken)
 			return nil
@@ -127,33 +142,35 @@ func init() {
 	}
 }
 
-// TestCopyFileFromBlocks: on a read-only mount of the image, every file
-// of its root that CopyFile takes from the image's blocks (all but the
-// empty ones) has the bytes LKL reads, a file with holes too; a file of
-// /tmp's scratch disk is refused, and so is every file of a writable
-// mount, where blocks on the disk may be older than the kernel's pages.
+// TestCopyFileFromBlocks: on a read-only mount of the image, and on a
+// writable one, every file of its root that CopyFile takes from the
+// image's blocks (all but the empty ones) has the bytes LKL reads, a file
+// with holes too; a file of /tmp's scratch disk is refused, and so is a
+// file written since a writable mount, whose blocks on the disk may be
+// older than the kernel's pages.
 func TestCopyFileFromBlocks(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	helper(t, "copyfile-prep", img, false)
-	kv := helper(t, "copyfile", img, true)
-	files, _ := strconv.Atoi(kv["files"])
-	took, _ := strconv.Atoi(kv["took"])
-	if files < 100 || took < files*9/10 {
-		t.Errorf("CopyFile took %d of %d files (refused %s), want nearly all", took, files, kv["refused"])
-	}
-	if kv["differ"] != "0" {
-		t.Errorf("%s files differ from what LKL reads (%s)", kv["differ"], kv["differs"])
-	}
-	if kv["sparse"] != "true" {
-		t.Errorf("the file with holes: copied right %q, want true", kv["sparse"])
-	}
-	if kv["tmp_taken"] != "false" {
-		t.Errorf("a file on /tmp's disk taken from the image's blocks: %q", kv["tmp_taken"])
-	}
-	t.Logf("read-only: %d of %d files, %s bytes, from the image's blocks", took, files, kv["bytes"])
-	kv = helper(t, "copyfile", img, false)
-	if kv["took"] != "0" || kv["refused"] != kv["files"] {
-		t.Errorf("a writable mount: CopyFile took %s of %s files, want none", kv["took"], kv["files"])
+	for _, ro := range []bool{true, false} {
+		kv := helper(t, "copyfile", img, ro)
+		files, _ := strconv.Atoi(kv["files"])
+		took, _ := strconv.Atoi(kv["took"])
+		if files < 100 || took < files*9/10 {
+			t.Errorf("read-only %v: CopyFile took %d of %d files (refused %s), want nearly all", ro, took, files, kv["refused"])
+		}
+		if kv["differ"] != "0" {
+			t.Errorf("read-only %v: %s files differ from what LKL reads (%s)", ro, kv["differ"], kv["differs"])
+		}
+		if kv["sparse"] != "true" {
+			t.Errorf("read-only %v: the file with holes: copied right %q, want true", ro, kv["sparse"])
+		}
+		if kv["tmp_taken"] != "false" {
+			t.Errorf("read-only %v: a file on /tmp's disk taken from the image's blocks: %q", ro, kv["tmp_taken"])
+		}
+		if !ro && kv["changed_taken"] != "false" {
+			t.Errorf("a file written since the writable mount taken from the image's blocks: %q", kv["changed_taken"])
+		}
+		t.Logf("read-only %v: %d of %d files, %s bytes, from the image's blocks", ro, took, files, kv["bytes"])
 	}
 }
 
@@ -176,4 +193,48 @@ func TestReadOnlyReadsFromBlocks(t *testing.T) {
 			t.Errorf("read-only: exit %d\n%s\nwant (ephemeral, through LKL)\n%s\nstderr: %s", code, got, want, stderr)
 		}
 	})
+}
+
+// TestWritableReadsFromBlocks: a writable or copy-on-write run reads the
+// image's files unchanged since its start from their blocks, on the
+// image or in the layer holding them (rootfs/extents.go), and the files
+// it changes through LKL. A program and a 5 MB file written by one run
+// read the same in the next, from the --overlay's layer, the image of a
+// writable run, and under an ephemeral and a read-only run (their sums
+// as the writing run read them, through LKL), and the program runs; what
+// a run changes it reads back changed, a program it copies runs.
+func TestWritableReadsFromBlocks(t *testing.T) {
+	img := copyImage(t, imagePath(t))
+	const write = "head -c 5000000 /dev/urandom > /root/data && mkdir -p /root/a /root/b && cp /bin/busybox /root/a/true && echo >> /root/a/true && sha256sum /root/data /root/a/true"
+	const readOnly = "sha256sum /root/data /root/a/true && /root/a/true && echo ran"
+	const read = readOnly + " && " +
+		"printf ABCD | dd of=/root/data bs=1 seek=100 conv=notrunc 2>/dev/null && dd if=/root/data bs=1 skip=100 count=4 2>/dev/null && echo && " +
+		"cp /root/a/true /root/b/true && echo >> /root/b/true && /root/b/true && echo ran2"
+	check := func(how string, args ...string) string {
+		t.Helper()
+		want, stderr, code := runKbox(t, append(args, "--", "/bin/sh", "-c", write)...)
+		if code != 0 || strings.Count(want, "\n") != 2 {
+			t.Fatalf("%s: writing: exit %d %q\n%s", how, code, want, lastLines(stderr, 5))
+		}
+		return want
+	}
+	expect := func(how, want string, args ...string) {
+		t.Helper()
+		cmd, tail := read, "ran\nABCD\nran2\n"
+		if slices.Contains(args, "--read-only") {
+			cmd, tail = readOnly, "ran\n"
+		}
+		got, stderr, code := runKbox(t, append(args, "--", "/bin/sh", "-c", cmd)...)
+		if code != 0 || got != want+tail {
+			t.Errorf("%s: exit %d\n%s\nwant\n%s%s\nstderr: %s", how, code, got, want, tail, lastLines(stderr, 5))
+		}
+	}
+	ov := t.TempDir()
+	want := check("--overlay", "image", "-S", img, "--overlay", ov)
+	expect("--overlay, the next run", want, "image", "-S", img, "--overlay", ov)
+	want = check("writable", "image", "-S", img)
+	for _, mode := range []string{"--ephemeral", "--read-only"} {
+		expect(mode, want, "image", "-S", img, mode)
+	}
+	expect("writable", want, "image", "-S", img)
 }

@@ -236,7 +236,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 		NetFiles:   o.Net, // kbox's resolv.conf and hosts (netconf; dispatch/sys_file_etc.go)
 		Binds:      binds,
 		Policy:     o.Agent.Policy, // --policy (policy.go)
-		CopyFile:   root.CopyFile,  // a read-only image's programs, from their blocks
+		CopyFile:   root.CopyFile,  // programs and shadows, from the image's blocks
 	}
 	if err := guestpath.CheckBindsInImage(binds); err != nil {
 		return 0, err
