@@ -62,9 +62,11 @@ func (r *Root) endDirect() {
 }
 
 // unchanged says whether the file of stat st has not changed since the
-// mount of a writable root.
+// mount of a writable root: its change time is in a second before the
+// mount's. Whole seconds are a margin: an inode of 128 bytes keeps only
+// the seconds of its times on the disk.
 func (r *Root) unchanged(st *lkl.Stat64) bool {
-	return st.Ctime < r.since.Sec || st.Ctime == r.since.Sec && int64(st.CtimeNsec) < r.since.Nsec
+	return st.Ctime < r.since.Sec
 }
 
 // CopyFile writes the bytes of the file open at LKL fd lfd (st its stat,

@@ -5,10 +5,14 @@ package tests
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/rootfs"
@@ -151,6 +155,7 @@ func init() {
 func TestCopyFileFromBlocks(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	helper(t, "copyfile-prep", img, false)
+	time.Sleep(1100 * time.Millisecond) // its files' second ends before the next mount's
 	for _, ro := range []bool{true, false} {
 		kv := helper(t, "copyfile", img, ro)
 		files, _ := strconv.Atoi(kv["files"])
@@ -216,6 +221,9 @@ func TestWritableReadsFromBlocks(t *testing.T) {
 		if code != 0 || strings.Count(want, "\n") != 2 {
 			t.Fatalf("%s: writing: exit %d %q\n%s", how, code, want, lastLines(stderr, 5))
 		}
+		// The files' second ends before the next run's mount: they
+		// are unchanged since it, and read from their blocks.
+		time.Sleep(1100 * time.Millisecond)
 		return want
 	}
 	expect := func(how, want string, args ...string) {
@@ -237,4 +245,39 @@ func TestWritableReadsFromBlocks(t *testing.T) {
 		expect(mode, want, "image", "-S", img, mode)
 	}
 	expect("writable", want, "image", "-S", img)
+}
+
+// TestCopyFileSmallInodes: on a writable mount of an image of 128-byte
+// inodes (whose times keep only their seconds on the disk), the image's
+// files are copied with the bytes LKL reads, and a file written since the
+// mount is refused.
+func TestCopyFileSmallInodes(t *testing.T) {
+	mke2fs, err := exec.LookPath("mke2fs")
+	if err != nil {
+		t.Skip("*** SKIP: needs mke2fs (e2fsprogs) to make an image of 128-byte inodes ***")
+	}
+	src := t.TempDir()
+	for i := range 120 {
+		b := bytes.Repeat([]byte{byte('a' + i%26)}, 100+i*1500)
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img := filepath.Join(t.TempDir(), "small-inodes.ext4")
+	if out, err := exec.Command(mke2fs, "-q", "-F", "-t", "ext4", "-I", "128", "-d", src, img, "32M").CombinedOutput(); err != nil {
+		t.Fatalf("mke2fs: %v: %s", err, out)
+	}
+	time.Sleep(1100 * time.Millisecond) // the files' second ends before the mount's
+	kv := helper(t, "copyfile", img, false)
+	files, _ := strconv.Atoi(kv["files"])
+	took, _ := strconv.Atoi(kv["took"])
+	if files < 120 || took < 110 {
+		t.Errorf("CopyFile took %d of %d files (refused %s), want nearly all", took, files, kv["refused"])
+	}
+	if kv["differ"] != "0" {
+		t.Errorf("%s files differ from what LKL reads (%s)", kv["differ"], kv["differs"])
+	}
+	if kv["changed_taken"] != "false" {
+		t.Errorf("a file written since the mount, in its second, taken from the image's blocks: %q", kv["changed_taken"])
+	}
 }
