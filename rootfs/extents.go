@@ -19,14 +19,14 @@ import (
 // about 3.
 //
 // On a writable mount, "unchanged since the mount" is the file's change
-// time before the kernel's clock at the mount (since): every change to
-// a file's bytes or blocks (a write, a truncate, a hole punched or
-// allocated) sets its change time from that clock, which only kbox sets,
-// once, before the mount (setClock; guests may not), and which then runs
-// on the host's monotonic clock (ext4's ioctls that move a file's blocks
-// without it are not passed to LKL: dispatch/sys_io_ioctl.go). The time
-// is checked again after the copy: a file
-// changed meanwhile, whose blocks may have been freed and taken by
+// time before the kernel's clock at the mount (since, in whole seconds:
+// unchanged): every change to a file's bytes or blocks (a write, a
+// truncate, a hole punched or allocated) sets its change time from that
+// clock, which only kbox sets, once, before the mount (setClock; guests
+// may not), and which then runs on the host's monotonic clock (ext4's
+// ioctls that move a file's blocks without it are not passed to LKL:
+// dispatch/sys_io_ioctl.go). The time is checked again after the copy: a
+// file changed meanwhile, whose blocks may have been freed and taken by
 // another, is refused, and the caller reads it through LKL, which
 // rewrites the whole copy.
 
@@ -49,7 +49,6 @@ func (r *Root) setDirect(opt Options) {
 			return
 		}
 	}
-	r.writable, r.cow = !opt.ReadOnly, opt.Overlay != nil
 	r.direct, r.rootDev = true, st.Dev
 }
 
@@ -85,13 +84,13 @@ func (r *Root) CopyFile(lfd int, st *lkl.Stat64, dst int) bool {
 	// Close waits for a copy under way, and none starts after it.
 	r.directMu.RLock()
 	defer r.directMu.RUnlock()
-	if !r.direct || st.Dev != r.rootDev || st.Size <= 0 || r.writable && !r.unchanged(st) {
+	if !r.direct || st.Dev != r.rootDev || st.Size <= 0 || !r.opt.ReadOnly && !r.unchanged(st) {
 		return false
 	}
 	if !r.copyExtents(lfd, uint64(st.Size), dst) {
 		return false
 	}
-	if !r.writable {
+	if r.opt.ReadOnly {
 		return true
 	}
 	now, err := lkl.Fstat(lfd)
@@ -140,7 +139,7 @@ func (r *Root) copyExtents(lfd int, size uint64, dst int) bool {
 // holding them (lkl.Disk.COWRun).
 func (r *Root) copyBlocks(dst int, at int64, from, n uint64) bool {
 	size := uint64(r.Image.Size)
-	if !r.cow {
+	if r.opt.Overlay == nil {
 		return copyAt(dst, at, int(r.Image.File.Fd()), from, n, size)
 	}
 	for n > 0 {

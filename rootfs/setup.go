@@ -89,12 +89,11 @@ type Root struct {
 	kernelSys bool
 	// direct says the root mount's files may be read from their blocks,
 	// rootDev being its device (extents.go); directMu orders CopyFile
-	// before close; a writable mount's files changed after since
-	// (writable), a copy-on-write disk's blocks are in its layers (cow).
-	direct, writable, cow bool
-	rootDev               uint64
-	since                 unix.Timespec
-	directMu              sync.RWMutex
+	// before close; a writable mount's files changed after since.
+	direct   bool
+	rootDev  uint64
+	since    unix.Timespec
+	directMu sync.RWMutex
 	// scratch is the disk behind /tmp (ProfileFull), nil without one.
 	scratch *scratch
 	opt     Options
