@@ -165,15 +165,15 @@ func TestX86StubDyn(t *testing.T) {
 	}
 }
 
-// oracleDyn decodes code linearly from its start and reports whether a
-// dynamic site si is real there: a lead (5 bytes, a MOV), then moves
-// only, then the syscall ending at site+Len; nothing of that decoding
-// writes %rax or %rsp there; no direct branch into site+1 ... site+6; no
-// instruction overlapping the patched bytes but the lead and the one at
-// site+5.
+// oracleDyn decodes code linearly from the scanner's window (window)
+// and reports whether a dynamic site si is real there: a lead (5 bytes, a
+// MOV), then moves only, then the syscall ending at site+Len; nothing of
+// that decoding writes %rax or %rsp there; no direct branch into site+1
+// ... site+6; no instruction overlapping the patched bytes but the lead
+// and the one at site+5.
 func oracleDyn(code []byte, base uint64, si X86SiteInfo) bool {
 	off := int(si.Site - base)
-	at := decodeAll(code)
+	at := decodeFrom(code, window(off))
 	if patchDisturbs(code, at, off) {
 		return false
 	}

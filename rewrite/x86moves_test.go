@@ -180,14 +180,14 @@ func patchDisturbs(code []byte, at map[int]x86asm.Inst, off int) bool {
 	return false
 }
 
-// oracleExt decodes code linearly from its start (as oracle) and reports
-// whether an extended site si is real there: the mov at its start with
-// nr, then moves only, then the syscall ending at site+Len, no direct
-// branch into site+1 ... site+6, and no instruction of that decoding
-// overlapping the patched bytes but the mov and the first move.
+// oracleExt decodes code linearly from the scanner's window (as oracle)
+// and reports whether an extended site si is real there: the mov at its
+// start with nr, then moves only, then the syscall ending at site+Len, no
+// direct branch into site+1 ... site+6, and no instruction of that
+// decoding overlapping the patched bytes but the mov and the first move.
 func oracleExt(code []byte, base uint64, si X86SiteInfo, nr uint32) bool {
 	off := int(si.Site - base)
-	at := decodeAll(code)
+	at := decodeFrom(code, window(off))
 	if patchDisturbs(code, at, off) {
 		return false
 	}
