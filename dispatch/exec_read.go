@@ -4,6 +4,9 @@
 package dispatch
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/kbox-project/kbox/guestpath"
@@ -77,6 +80,7 @@ func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix
 	defer lkl.Close(int(fd))
 	st, err := lkl.Fstat(int(fd))
 	if err != nil {
+		execFault(p, "fstat through the kernel", err)
 		return none, k, unix.EIO
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -86,6 +90,7 @@ func (e *Engine) loadImageFile(p string, skipKnown bool) (content, execKey, unix
 		return none, k, sysabi.Errno(err)
 	}
 	if st, err = lkl.Fstat(int(fd)); err != nil {
+		execFault(p, "fstat through the kernel after its write-back", err)
 		return none, k, unix.EIO
 	}
 	if st.Size > MaxExecSize {
@@ -163,7 +168,11 @@ func readMemfd(name string, size int, fill func(mfd int) bool, pread func(b []by
 	for off < size {
 		n, en := pread(buf[:min(len(buf), size-off)], off)
 		if en == 0 && n <= 0 {
+			execFault(name, fmt.Sprintf("reading it: end of file at %d of %d bytes", off, size), nil)
 			en = unix.EIO
+		}
+		if en == unix.EIO {
+			execFault(name, fmt.Sprintf("reading it at %d of %d bytes", off, size), en)
 		}
 		if en != 0 {
 			return fail(en)
@@ -184,6 +193,16 @@ func readMemfd(name string, size int, fill func(mfd int) bool, pread func(b []by
 		return fail(unix.ENOMEM)
 	}
 	return c, 0
+}
+
+// execFault says on kbox's stderr why an exec of program p failed with
+// EIO for a reason of kbox's or the image's (a read, a seal), which the
+// guest sees only as the errno.
+func execFault(p, what string, err error) {
+	if err != nil {
+		what += ": " + err.Error()
+	}
+	fmt.Fprintf(os.Stderr, "kbox: exec %s: %s (EIO)\n", strings.TrimPrefix(p, "kbox-exec:"), what)
 }
 
 // bounce holds readMemfd's buffers.

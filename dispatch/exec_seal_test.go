@@ -124,3 +124,41 @@ func TestExecPatchInPlace(t *testing.T) {
 	unix.Close(plain)
 	im.c.release()
 }
+
+// TestExecSealBusy: a memfd the kernel will not seal (EBUSY: here a
+// shared writable mapping of it, which another holder of its pages would
+// give too) is copied, and the copy sealed and run, with the same bytes;
+// the mapping's later writes do not reach it.
+func TestExecSealBusy(t *testing.T) {
+	data := bytes.Repeat([]byte("kbox"), 3000)
+	c, en := readMemfd("kbox-exec:/t", len(data), func(int) bool { return false }, func(b []byte, off int) (int, unix.Errno) {
+		return copy(b, data[off:]), 0
+	})
+	if en != 0 {
+		t.Fatalf("readMemfd: %v", en)
+	}
+	defer c.release()
+	m, err := unix.Mmap(c.fd, 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	held, err := unix.Dup(c.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := execKey{host: true, dev: 1, ino: 2, size: int64(len(data)), ctime: 1 << 40}
+	fd, en := cacheSealed("/t", k, held)
+	if en != 0 {
+		t.Fatalf("cacheSealed with a writable mapping held: %v", en)
+	}
+	defer unix.Close(fd)
+	copy(m, "evil")
+	got := make([]byte, len(data)+1)
+	if n, _ := unix.Pread(fd, got, 0); n != len(data) || !bytes.Equal(got[:n], data) {
+		t.Error("the sealed copy does not hold the program's bytes, or took the mapping's write")
+	}
+	if _, err := unix.Pwrite(fd, []byte("evil"), 0); err == nil {
+		t.Error("the sealed copy took a write")
+	}
+}

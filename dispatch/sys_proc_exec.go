@@ -15,6 +15,7 @@ import (
 	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -177,7 +178,7 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 		if err != nil {
 			return -1, unix.EMFILE
 		}
-		return cacheSealed(k, fd)
+		return cacheSealed(im.path, k, fd)
 	}
 	// The patched interpreter slot alone, written over the file's.
 	slot := make([]byte, im.info.InterpLen)
@@ -197,7 +198,7 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 			unix.Munmap(im.c.b)
 		}
 		im.c = content{fd: -1}
-		return cacheSealed(k, fd)
+		return cacheSealed(im.path, k, fd)
 	}
 	fd, err := unix.MemfdCreate("kbox-exec:"+im.path, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
@@ -220,7 +221,7 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 		unix.Close(fd)
 		return -1, unix.ENOMEM
 	}
-	return cacheSealed(k, fd)
+	return cacheSealed(im.path, k, fd)
 }
 
 // copyMemfd copies the first n bytes of memfd src to dst with
@@ -236,12 +237,24 @@ func copyMemfd(dst, src, n int) bool {
 	return true
 }
 
-// cacheSealed seals memfd fd against any change and keeps a copy of it
-// in the exec cache under k, while the cache has room; it returns fd. A
-// memfd that cannot be sealed is closed and not run (EIO).
-func cacheSealed(k execKey, fd int) (int, unix.Errno) {
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL); err != nil {
+// cacheSealed seals memfd fd (the program at p) against any change and
+// keeps a copy of it in the exec cache under k, while the cache has room;
+// it returns fd. A memfd the kernel will not seal because something
+// still holds its pages (EBUSY) is copied and the copy sealed; one that
+// cannot be sealed is closed and not run (EIO, said on kbox's stderr).
+func cacheSealed(p string, k execKey, fd int) (int, unix.Errno) {
+	const seals = unix.F_SEAL_WRITE | unix.F_SEAL_GROW | unix.F_SEAL_SHRINK | unix.F_SEAL_SEAL
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals)
+	if err == unix.EBUSY {
+		if cp, ok := copyWhole(p, fd); ok {
+			unix.Close(fd)
+			fd = cp
+			_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals)
+		}
+	}
+	if err != nil {
 		unix.Close(fd)
+		execFault(p, "sealing its copy", err)
 		return -1, unix.EIO
 	}
 	if !settled(k) {
@@ -255,6 +268,26 @@ func cacheSealed(k execKey, fd int) (int, unix.Errno) {
 	}
 	execCacheMu.Unlock()
 	return fd, 0
+}
+
+// copyWhole copies memfd fd into a new memfd by read and write (no
+// splice, whose pipe would hold the new one's pages).
+func copyWhole(p string, fd int) (int, bool) {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return -1, false
+	}
+	c, en := readMemfd("kbox-exec:"+p, int(st.Size), func(int) bool { return false }, func(b []byte, off int) (int, unix.Errno) {
+		n, err := unix.Pread(fd, b, int64(off))
+		return n, sysabi.Errno(err)
+	})
+	if en != 0 {
+		return -1, false
+	}
+	if len(c.b) > 0 {
+		unix.Munmap(c.b)
+	}
+	return c.fd, true
 }
 
 // settled reports whether the file of key k may be known again by its key:
