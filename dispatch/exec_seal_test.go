@@ -162,3 +162,44 @@ func TestExecSealBusy(t *testing.T) {
 		t.Error("the sealed copy took a write")
 	}
 }
+
+// TestExecFdsCloseOnExec: the memfds an exec hands on and the exec
+// cache's copies are close-on-exec, so that no process kbox starts (a
+// helper, a spawned guest) inherits one.
+func TestExecFdsCloseOnExec(t *testing.T) {
+	data := bytes.Repeat([]byte("kbox"), 3000)
+	c, en := readMemfd("kbox-exec:/t", len(data), func(int) bool { return false }, func(b []byte, off int) (int, unix.Errno) {
+		return copy(b, data[off:]), 0
+	})
+	if en != 0 {
+		t.Fatalf("readMemfd: %v", en)
+	}
+	// A change time long past: the sealed memfd is cached.
+	k := execKey{host: true, dev: 1, ino: 3, size: int64(len(data)), ctime: 1}
+	im := &image{path: "/t", c: c, key: k, info: &elfload.Info{Kind: elfload.Static}}
+	defer im.c.release()
+	cloexec := func(what string, fd int) {
+		t.Helper()
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || fl&unix.FD_CLOEXEC == 0 {
+			t.Errorf("%s: fd %d flags %#x (%v), want FD_CLOEXEC", what, fd, fl, err)
+		}
+	}
+	for _, what := range []string{"sealed", "from the cache"} {
+		fd, en := im.seal("")
+		if en != 0 {
+			t.Fatalf("seal: %v", en)
+		}
+		cloexec(what, fd)
+		unix.Close(fd)
+	}
+	execCacheMu.Lock()
+	kept, ok := execCache[k]
+	delete(execCache, k)
+	execCacheMu.Unlock()
+	if !ok {
+		t.Fatal("the sealed memfd was not cached")
+	}
+	cloexec("the cache's copy", kept)
+	unix.Close(kept)
+}

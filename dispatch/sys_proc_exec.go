@@ -165,7 +165,7 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 	cached, hit := execCache[k]
 	execCacheMu.Unlock()
 	if hit {
-		if fd, err := unix.Dup(cached); err == nil {
+		if fd, err := dupCloexec(cached); err == nil {
 			return fd, 0
 		}
 	}
@@ -174,7 +174,7 @@ func (im *image) seal(patch string) (int, unix.Errno) {
 		return -1, en
 	}
 	if patch == "" {
-		fd, err := unix.Dup(im.c.fd)
+		fd, err := dupCloexec(im.c.fd)
 		if err != nil {
 			return -1, unix.EMFILE
 		}
@@ -262,12 +262,18 @@ func cacheSealed(p string, k execKey, fd int) (int, unix.Errno) {
 	}
 	execCacheMu.Lock()
 	if len(execCache) < execCacheMax {
-		if keep, err := unix.Dup(fd); err == nil {
+		if keep, err := dupCloexec(fd); err == nil {
 			execCache[k] = keep
 		}
 	}
 	execCacheMu.Unlock()
 	return fd, 0
+}
+
+// dupCloexec is dup(2) of fd, close-on-exec: none of kbox's memfds may
+// reach a process kbox starts.
+func dupCloexec(fd int) (int, error) {
+	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 }
 
 // copyWhole copies memfd fd into a new memfd by read and write (no

@@ -60,7 +60,7 @@ func (e *Engine) warmLibraries(r *Request, prog *image) {
 	// The names are read on the goroutine, from a dup of the memfd
 	// (the exec releases its bytes): parsing the ELF's sections took
 	// 0.1-0.4 ms of a first exec, its code not yet paged in.
-	fd, err := unix.Dup(prog.c.fd)
+	fd, err := dupCloexec(prog.c.fd)
 	if err != nil {
 		e.warming.Store(false)
 		return
