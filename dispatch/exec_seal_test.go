@@ -15,12 +15,7 @@ import (
 func TestExecMemfdSealed(t *testing.T) {
 	data := bytes.Repeat([]byte("kbox"), 3000)
 	for _, patch := range []string{"", "/proc/self/fd/1001"} {
-		c, en := readMemfd("kbox-exec:/t", len(data), func(int) bool { return false }, func(b []byte, off int) (int, unix.Errno) {
-			return copy(b, data[off:]), 0
-		})
-		if en != 0 {
-			t.Fatalf("readMemfd: %v", en)
-		}
+		c := memfdOf(t, data)
 		// A key whose change time is to come: nothing is cached.
 		k := execKey{host: true, dev: 1, ino: 2, size: int64(len(data)), ctime: 1 << 40}
 		im := &image{path: "/t", c: c, key: k, info: &elfload.Info{Kind: elfload.Static}}
@@ -62,12 +57,7 @@ func TestExecPatchInPlace(t *testing.T) {
 	copy(want[at:at+len(interp)], make([]byte, len(interp)))
 	copy(want[at:], patch)
 	read := func() *image {
-		c, en := readMemfd("kbox-exec:/t", len(data), func(int) bool { return false }, func(b []byte, off int) (int, unix.Errno) {
-			return copy(b, data[off:]), 0
-		})
-		if en != 0 {
-			t.Fatalf("readMemfd: %v", en)
-		}
+		c := memfdOf(t, data)
 		// A change time to come: nothing is cached.
 		k := execKey{host: true, dev: 1, ino: 2, size: int64(len(data)), ctime: 1 << 40}
 		return &image{path: "/t", c: c, key: k, info: &elfload.Info{Kind: elfload.Dynamic, InterpOff: at, InterpLen: len(interp)}}
@@ -125,18 +115,25 @@ func TestExecPatchInPlace(t *testing.T) {
 	im.c.release()
 }
 
-// TestExecSealBusy: a memfd the kernel will not seal (EBUSY: here a
-// shared writable mapping of it, which another holder of its pages would
-// give too) is copied, and the copy sealed and run, with the same bytes;
-// the mapping's later writes do not reach it.
-func TestExecSealBusy(t *testing.T) {
-	data := bytes.Repeat([]byte("kbox"), 3000)
+// memfdOf is readMemfd's memfd of data.
+func memfdOf(t *testing.T, data []byte) content {
+	t.Helper()
 	c, en := readMemfd("kbox-exec:/t", len(data), func(int) bool { return false }, func(b []byte, off int) (int, unix.Errno) {
 		return copy(b, data[off:]), 0
 	})
 	if en != 0 {
 		t.Fatalf("readMemfd: %v", en)
 	}
+	return c
+}
+
+// TestExecSealBusy: a memfd the kernel will not seal (EBUSY: here a
+// shared writable mapping of it, which another holder of its pages would
+// give too) is copied, and the copy sealed and run, with the same bytes;
+// the mapping's later writes do not reach it.
+func TestExecSealBusy(t *testing.T) {
+	data := bytes.Repeat([]byte("kbox"), 3000)
+	c := memfdOf(t, data)
 	defer c.release()
 	m, err := unix.Mmap(c.fd, 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -168,12 +165,7 @@ func TestExecSealBusy(t *testing.T) {
 // helper, a spawned guest) inherits one.
 func TestExecFdsCloseOnExec(t *testing.T) {
 	data := bytes.Repeat([]byte("kbox"), 3000)
-	c, en := readMemfd("kbox-exec:/t", len(data), func(int) bool { return false }, func(b []byte, off int) (int, unix.Errno) {
-		return copy(b, data[off:]), 0
-	})
-	if en != 0 {
-		t.Fatalf("readMemfd: %v", en)
-	}
+	c := memfdOf(t, data)
 	// A change time long past: the sealed memfd is cached.
 	k := execKey{host: true, dev: 1, ino: 3, size: int64(len(data)), ctime: 1}
 	im := &image{path: "/t", c: c, key: k, info: &elfload.Info{Kind: elfload.Static}}
