@@ -276,8 +276,7 @@ func dupCloexec(fd int) (int, error) {
 	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 }
 
-// copyWhole copies memfd fd into a new memfd by read and write (no
-// splice, whose pipe would hold the new one's pages).
+// copyWhole copies memfd fd into a new memfd, by read and write.
 func copyWhole(p string, fd int) (int, bool) {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil {

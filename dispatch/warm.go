@@ -58,8 +58,7 @@ func (e *Engine) warmLibraries(r *Request, prog *image) {
 		return
 	}
 	// The names are read on the goroutine, from a dup of the memfd
-	// (the exec releases its bytes): parsing the ELF's sections took
-	// 0.1-0.4 ms of a first exec, its code not yet paged in.
+	// (the exec releases its bytes), off the exec's path.
 	fd, err := dupCloexec(prog.c.fd)
 	if err != nil {
 		e.warming.Store(false)
