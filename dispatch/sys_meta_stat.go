@@ -177,10 +177,13 @@ func sysLstat(e *Engine, r *Request) Result {
 	return e.statPath(r, unix.AT_FDCWD, r.Args[0], unix.AT_SYMLINK_NOFOLLOW, r.Args[1])
 }
 
-// sysFstat serves fstat(2) on virtual fds.
+// sysFstat serves fstat(2), the legacy call musl's fstat makes: a
+// shadow's reports its image file as newfstatat's AT_EMPTY_PATH does
+// (fstatShadow), a virtual fd's is served, other host fds' run on the
+// host.
 func sysFstat(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
-		return cont
+		return e.fstatShadow(r, int(int32(r.Args[0])), r.Args[1])
 	}
 	return e.fstatVirtual(r, r.Args[0], r.Args[1])
 }

@@ -15,7 +15,7 @@ var table = [...]Syscall{
 	{Name: "open", Fam: FamFile, How: Served, Fn: sysOpen, Facts: OwnChange, FDs: NewFD},
 	{Name: "close", Fam: FamFile, How: Served, Fn: sysClose, Facts: FilterHostFD | OwnChange, InProc: FDGuard, FDs: FDArg0},
 	{Name: "stat", Fam: FamMeta, How: Served, Fn: sysStat, Facts: Pure},
-	{Name: "fstat", Fam: FamMeta, How: HostFD, Fn: sysFstat, Facts: Pure, InProc: FDGuard, FDs: FDArg0, Why: "on virtual fds"},
+	{Name: "fstat", Fam: FamMeta, How: Served, Fn: sysFstat, Facts: Pure, InProc: FDGuard, FDs: FDArg0},
 	{Name: "lstat", Fam: FamMeta, How: Served, Fn: sysLstat, Facts: Pure},
 	{Name: "poll", Fam: FamIO, How: Native, Why: "waits on the caller's own fds"},
 	{Name: "lseek", Fam: FamIO, How: HostFD, Fn: sysLseek, Facts: Pure, FDs: FDArg0, Why: "on virtual fds"},
