@@ -178,6 +178,18 @@ func (e *Engine) procStat(r *Request, t guestpath.Target, nofollow bool, st *uni
 	return procfs.Stat((*procSys)(e), e.Shadows, t.Path, t.Proc, nofollow, st)
 }
 
+// procOwner gives st, the host's stat of host target t, the owner Linux
+// gives a /proc/PID entry when t is one (procfs.TaskOwner): the
+// process's effective ids, not kbox's.
+func (e *Engine) procOwner(t *guestpath.Target, uid, gid *uint32) {
+	if !t.Host || t.Bind != nil || t.Route != "/proc" {
+		return
+	}
+	if u, g, ok := procfs.TaskOwner((*procSys)(e), t.Rel); ok {
+		*uid, *gid = u, g
+	}
+}
+
 // procReadlink answers readlink of a node: a link's text; EINVAL for
 // anything else, as for a file that is no link.
 func (e *Engine) procReadlink(r *Request, t guestpath.Target) (string, unix.Errno) {
@@ -657,7 +669,7 @@ func (p *Proc) IDs() procfs.Creds { return p.creds().ids() }
 // ids is c as /proc's rules read it.
 func (c *Cred) ids() procfs.Creds {
 	return procfs.Creds{UID: c.UID, EUID: c.EUID, SUID: c.SUID, FSUID: c.FSUID,
-		GID: c.GID, EGID: c.EGID, SGID: c.SGID, FSGID: c.FSGID, Eff: c.Eff,
+		GID: c.GID, EGID: c.EGID, SGID: c.SGID, FSGID: c.FSGID, Groups: c.Groups, Eff: c.Eff,
 		Perm: c.Perm, Inh: c.Inh, Bnd: c.Bnd, Amb: c.Amb, NoNewPrivs: c.NoNewPrivs}
 }
 

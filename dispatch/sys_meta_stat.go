@@ -72,6 +72,7 @@ func (e *Engine) statPath(r *Request, dirfd int32, addr uint64, flags int, out u
 		if err != nil {
 			return fail(err, Host)
 		}
+		e.procOwner(&t, &hst.Uid, &hst.Gid)
 	} else {
 		var st lkl.Stat64
 		if le := e.lklStat(r, t.LKLPath(), flags&unix.AT_SYMLINK_NOFOLLOW != 0, &st); le != 0 {
@@ -275,6 +276,7 @@ func sysStatx(e *Engine, r *Request) Result {
 			if err != nil {
 				return fail(err, Host)
 			}
+			e.procOwner(&t, &sx.Uid, &sx.Gid)
 			copy(buf[:], asBytes(&sx))
 		} else {
 			cred, wb, gen := e.factKey(r)
@@ -734,6 +736,7 @@ func (e *Engine) statTarget(r *Request, t guestpath.Target, nofollow bool, st *u
 		if err != nil {
 			return sysabi.Errno(err)
 		}
+		e.procOwner(&t, &st.Uid, &st.Gid)
 		return 0
 	}
 	var lst lkl.Stat64

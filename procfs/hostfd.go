@@ -78,6 +78,9 @@ func StatNode(s System, p string, n *Node, st *unix.Stat_t) unix.Errno {
 			return unix.ENOENT
 		}
 	}
+	if uid, gid, ok := TaskOwner(s, n.Like); ok {
+		st.Uid, st.Gid = uid, gid
+	}
 	switch n.Kind {
 	case Text:
 		st.Mode = unix.S_IFREG | 0o444
@@ -98,6 +101,24 @@ func StatNode(s System, p string, n *Node, st *unix.Stat_t) unix.Errno {
 		}
 	}
 	return 0
+}
+
+// TaskOwner is the owner of rel beneath the host's /proc when it lies in
+// a task's directory ("PID/..."; ok false else): the process's effective
+// ids, as Linux gives a process's entries (a process the engine does not
+// know yet has the first process's). The host's would be kbox's ids,
+// whatever the guest's.
+func TaskOwner(s System, rel string) (uid, gid uint32, ok bool) {
+	pidName, _, _ := strings.Cut(rel, "/")
+	if !IsPidName(pidName) {
+		return 0, 0, false
+	}
+	pid, _ := strconv.Atoi(pidName)
+	ids := s.InitCreds()
+	if p := s.Process(s.TgidOf(&Caller{}, pid), false); p != nil {
+		ids = p.IDs()
+	}
+	return ids.EUID, ids.EGID, true
 }
 
 // LinkStandIn opens an O_PATH fd of the host's link that Link node n

@@ -17,9 +17,10 @@ import (
 //     guest's credentials (CAP_SYS_RESOURCE may lower it): the host would
 //     judge kbox's host capabilities, and a host value below kbox's own
 //     would shield the guest from the host's OOM killer;
-//   - status's capability sets (CapInh: to CapAmb:) and NoNewPrivs: are
-//     the guest's credentials (the host's would be kbox's, and kbox's
-//     host process always has no_new_privs);
+//   - status's ids (Uid:, Gid:, Groups:), capability sets (CapInh: to
+//     CapAmb:) and NoNewPrivs: are the guest's credentials (the host's
+//     would be kbox's, and kbox's host process always has no_new_privs),
+//     and so is the owner of every /proc/PID entry (StatNode);
 //   - the parent (stat, status PPid:, getppid): a process whose host
 //     parent is not a guest process (the first one, whose parent is
 //     kbox's keeper, orphans the keeper adopted, an in-process tier's
@@ -353,8 +354,8 @@ func rewriteStat(s, comm string, ppid int) string {
 }
 
 // rewriteStatus sets the PPid: line of a status text, its Name: line
-// when name is not "", and its capability and NoNewPrivs: lines when c is
-// not nil.
+// when name is not "", and its identity (Uid:, Gid:, Groups:),
+// capability and NoNewPrivs: lines when c is not nil.
 func rewriteStatus(s, name string, ppid int, c *Creds) string {
 	lines := strings.SplitAfter(s, "\n")
 	for k, l := range lines {
@@ -365,6 +366,12 @@ func rewriteStatus(s, name string, ppid int, c *Creds) string {
 		case key == "Name" && name != "":
 			lines[k] = "Name:\t" + name + "\n"
 		case c == nil:
+		case key == "Uid":
+			lines[k] = fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d\n", c.UID, c.EUID, c.SUID, c.FSUID)
+		case key == "Gid":
+			lines[k] = fmt.Sprintf("Gid:\t%d\t%d\t%d\t%d\n", c.GID, c.EGID, c.SGID, c.FSGID)
+		case key == "Groups":
+			lines[k] = groupsLine(c.Groups)
 		case key == "NoNewPrivs":
 			lines[k] = "NoNewPrivs:\t0\n"
 			if c.NoNewPrivs {
@@ -383,6 +390,21 @@ func rewriteStatus(s, name string, ppid int, c *Creds) string {
 		}
 	}
 	return strings.Join(lines, "")
+}
+
+// groupsLine is status's Groups: line as Linux prints it: the groups
+// between spaces, and a space after them (alone when there are none).
+func groupsLine(groups []uint32) string {
+	var b strings.Builder
+	b.WriteString("Groups:\t")
+	for i, g := range groups {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.FormatUint(uint64(g), 10))
+	}
+	b.WriteString(" \n")
+	return b.String()
 }
 
 // maxArea bounds what /proc/PID/cmdline and environ read of the guest's

@@ -106,6 +106,20 @@ func TestRewriteIdent(t *testing.T) {
 	if got := rewriteStatus(caps, "", 7, &c); !strings.Contains(got, "NoNewPrivs:\t1\n") {
 		t.Errorf("rewriteStatus with no_new_privs: %q", got)
 	}
+	// The ids: the host's are kbox's.
+	ids := "Umask:\t0022\nUid:\t1001\t1001\t1001\t1001\nGid:\t1001\t1001\t1001\t1001\nFDSize:\t64\nGroups:\t1001 \nNStgid:\t9\n"
+	for _, tc := range []struct {
+		c    Creds
+		want string
+	}{
+		{Creds{UID: 1000, EUID: 1001, SUID: 1002, FSUID: 1001, GID: 5, EGID: 6, SGID: 7, FSGID: 8, Groups: []uint32{5, 27}},
+			"Umask:\t0022\nUid:\t1000\t1001\t1002\t1001\nGid:\t5\t6\t7\t8\nFDSize:\t64\nGroups:\t5 27 \nNStgid:\t9\n"},
+		{Creds{}, "Umask:\t0022\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nFDSize:\t64\nGroups:\t \nNStgid:\t9\n"},
+	} {
+		if got := rewriteStatus(ids, "", 7, &tc.c); got != tc.want {
+			t.Errorf("rewriteStatus of ids %+v: %q, want %q", tc.c, got, tc.want)
+		}
+	}
 	if n, found := statusLine(status, "Name"); !found || n != "kbox" {
 		t.Errorf("statusLine: %q %v", n, found)
 	}

@@ -100,7 +100,8 @@ type Process interface {
 type Creds struct {
 	UID, EUID, SUID, FSUID uint32
 	GID, EGID, SGID, FSGID uint32
-	Eff                    uint64 // effective capabilities (bit N is capability N)
+	Groups                 []uint32 // the supplementary groups (shared: never changed)
+	Eff                    uint64   // effective capabilities (bit N is capability N)
 	// Perm, Inh, Bnd and Amb are the permitted, inheritable, bounding
 	// and ambient sets; NoNewPrivs the guest's own (status shows them).
 	Perm, Inh, Bnd, Amb uint64

@@ -162,6 +162,28 @@ func TestProcExecIdentity(t *testing.T) {
 	})
 }
 
+// A process's ids in its /proc are the guest's: status's Uid:, Gid: and
+// Groups: lines, and the owner of its entries (its effective ids), by
+// self, by pid and by thread, after it took three different uids and
+// gids and two groups (and stayed dumpable). The host's show kbox's ids
+// (the old answer: root's here, kbox's user's for a rootless run). In
+// every tier, as natively.
+func TestProcIDs(t *testing.T) {
+	img := imagePath(t)
+	bin := dumpFromImage(t, img, "/opt/tests/procident")
+	native := procidentNative(t, bin, "ids")
+	if !strings.Contains(native, "Uid:\t1000\t1001\t1002\t1001\n") {
+		t.Fatalf("natively:\n%s", native)
+	}
+	forEachTier(t, func(t *testing.T, m string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode="+m, "--trusted", "--", "/opt/tests/procident", "ids")
+		if st != 0 {
+			t.Fatalf("status %d\n%s\n%s", st, out, stderr)
+		}
+		diffLines(t, "ids", native, out)
+	})
+}
+
 // TestProcMapsShowImageFiles: a guest's /proc/PID/maps, smaps and
 // numa_maps show
 // the image's files it maps (its program, its loader, libc) by their

@@ -30,10 +30,16 @@
  *   procident ppid    getppid() against stat's and status's parent; prints
  *                     "ppid: 0" or "ppid: a process" (kbox: 0, as for a
  *                     namespace's first process; natively: a process)
+ *   procident ids     takes real, effective and saved uids 1000, 1001,
+ *                     1002 (gids the same) and groups 1000 and 1003, stays
+ *                     dumpable, and prints its status's Uid:, Gid: and
+ *                     Groups: lines and the owner of its /proc entries
+ *                     (the effective ids), by self, by pid and by thread
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,6 +447,47 @@ static void ppid(void)
 	waitpid(pid, NULL, 0);
 }
 
+/* owner prints the owner of path (lstat with nofollow) as label's. */
+static void owner(const char *label, const char *path, int nofollow)
+{
+	struct stat st;
+	if ((nofollow ? lstat(path, &st) : stat(path, &st)) != 0)
+		printf("%s: %s\n", label, errname(errno));
+	else
+		printf("%s: %u %u\n", label, (unsigned)st.st_uid, (unsigned)st.st_gid);
+}
+
+static void ids(void)
+{
+	gid_t groups[] = {1000, 1003};
+	if (setgroups(2, groups) || setresgid(1000, 1001, 1002) || setresuid(1000, 1001, 1002)) {
+		printf("set ids: %s\n", strerror(errno));
+		return;
+	}
+	prctl(PR_SET_DUMPABLE, 1); /* a change of ids made it undumpable: root's entries */
+	char buf[8192], path[128];
+	if (slurp("/proc/self/status", buf, sizeof buf) < 0) {
+		printf("status: %s\n", strerror(errno));
+		return;
+	}
+	for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
+		if (!strncmp(l, "Uid:", 4) || !strncmp(l, "Gid:", 4) || !strncmp(l, "Groups:", 7))
+			printf("%s\n", l);
+	owner("self", "/proc/self", 0);
+	owner("self/status", "/proc/self/status", 0);
+	owner("self/stat", "/proc/self/stat", 0);
+	owner("self/fd", "/proc/self/fd", 0);
+	owner("self/fd/1 (link)", "/proc/self/fd/1", 1);
+	owner("self/exe (link)", "/proc/self/exe", 1);
+	owner("self/environ", "/proc/self/environ", 0);
+	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)getpid());
+	owner("PID/cmdline", path, 0);
+	snprintf(path, sizeof path, "/proc/self/task/%ld", (long)syscall(SYS_gettid));
+	owner("self/task/TID", path, 0);
+	strcat(path, "/status");
+	owner("self/task/TID/status", path, 0);
+}
+
 /* list prints every process /proc lists: its comm, cmdline, status
  * Name: and PPid:, the caller's own pid shown as "self". */
 static void list(void)
@@ -489,7 +536,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc < 2) {
-		fprintf(stderr, "usage: procident oom|oomself|comm|commchild|exec|self|ppid|list\n");
+		fprintf(stderr, "usage: procident oom|oomself|comm|commchild|exec|self|ppid|ids|list\n");
 		return 2;
 	}
 	int nocap = argc > 2 && strcmp(argv[2], "nocap") == 0;
@@ -512,6 +559,8 @@ int main(int argc, char **argv)
 		self(0);
 	else if (strcmp(argv[1], "ppid") == 0)
 		ppid();
+	else if (strcmp(argv[1], "ids") == 0)
+		ids();
 	else
 		return 2;
 	return 0;
