@@ -152,6 +152,15 @@ func (e *Engine) fstatVirtual(r *Request, fd, out uint64) Result {
 		if err := unix.Fstat(hfd, &st); err != nil {
 			return fail(err, Host)
 		}
+		if n := e.Shadows.Lookup(st.Dev, st.Ino); n != nil {
+			// A copy of a shadow's fd (F_DUPFD into the virtual
+			// range): its image file, as fstatShadow.
+			var lst lkl.Stat64
+			if err := e.Shadows.Stat(n, &lst); err != nil {
+				return fail(err, LKL)
+			}
+			return writeStat(r, &lst, out)
+		}
 		if err := r.G.Write(out, asBytes(&st)); err != nil {
 			return errno(unix.EFAULT, Host)
 		}
@@ -337,15 +346,25 @@ func (e *Engine) statxFd(r *Request, fd int, flags int, buf []byte, alias bool) 
 		if _, lp := listingOf(r, uint64(uint32(fd))); lp != "" {
 			return e.statxProc(r, guestpath.Target{}, lp, false), true // a directory of /proc
 		}
-		if hfd, isHost := hostFile(r, uint64(uint32(fd))); isHost {
-			return hostStatx(hfd, "", flags|unix.AT_EMPTY_PATH)
-		}
-		var en unix.Errno
-		if lfd, en = vfd(r, uint64(uint32(fd))); en != 0 {
-			if alias && en == unix.EBADF {
-				en = unix.ENOENT
+		hfd, isHost := hostFile(r, uint64(uint32(fd)))
+		if isHost {
+			// A copy of a shadow's fd reports its LKL file too.
+			var st unix.Stat_t
+			if unix.Fstat(hfd, &st) == nil {
+				node = e.Shadows.Lookup(st.Dev, st.Ino)
 			}
-			return errno(en, LKL), true
+			if node == nil {
+				return hostStatx(hfd, "", flags|unix.AT_EMPTY_PATH)
+			}
+			lfd = node.LKLFd()
+		} else {
+			var en unix.Errno
+			if lfd, en = vfd(r, uint64(uint32(fd))); en != 0 {
+				if alias && en == unix.EBADF {
+					en = unix.ENOENT
+				}
+				return errno(en, LKL), true
+			}
 		}
 	}
 	empty := []byte{0}

@@ -1,8 +1,9 @@
 /* dupfdhigh: fcntl(F_DUPFD / F_DUPFD_CLOEXEC) of a host fd with a minimum
  * in the virtual fd range (>= 1024). kbox keeps a copy of the guest's fd
  * (the same open file description) as a virtual fd: it must share the
- * offset and status flags, serve I/O, fstat, lseek and fcntl, go back to a
- * host number with dup2, drop at exec when close-on-exec, and close.
+ * offset and status flags, serve I/O, fstat (the file's, as a stat of its
+ * path), lseek and fcntl, go back to a host number with dup2, drop at exec
+ * when close-on-exec, and close.
  * Prints "dupfdhigh ok" when all hold. "dupfdhigh gone FD" (run by exec)
  * checks that FD did not survive the exec. */
 #include <errno.h>
@@ -43,8 +44,11 @@ int main(int argc, char **argv)
 	CHECK(lseek(fd, 0, SEEK_END) == 10 && write(d, "AB", 2) == 2, "write through the copy");
 	CHECK(pread(d, buf, 4, 9) == 3 && memcmp(buf, "9AB", 3) == 0, "pread through the copy");
 	CHECK(pwrite(d, "xy", 2, 0) == 2 && pread(fd, buf, 2, 0) == 2 && memcmp(buf, "xy", 2) == 0, "pwrite through the copy");
-	struct stat a, b;
+	struct stat a, b, p;
 	CHECK(fstat(fd, &a) == 0 && fstat(d, &b) == 0 && a.st_ino == b.st_ino && b.st_size == 12, "fstat of the copy");
+	CHECK(stat(path, &p) == 0 && a.st_dev == p.st_dev && a.st_ino == p.st_ino && b.st_dev == p.st_dev &&
+	          b.st_ino == p.st_ino && b.st_mode == p.st_mode,
+	      "fstat of the fd or its copy is not the path's stat");
 	CHECK(fcntl(d, F_SETFL, O_APPEND) == 0 && (fcntl(fd, F_GETFL) & O_APPEND), "F_SETFL through the copy not shared");
 	CHECK(fcntl(fd, F_SETFL, 0) == 0 && (fcntl(d, F_GETFL) & O_APPEND) == 0, "F_SETFL on the original not shared");
 	CHECK((fcntl(d, F_GETFL) & O_ACCMODE) == O_RDWR, "F_GETFL access mode");
