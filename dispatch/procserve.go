@@ -178,9 +178,9 @@ func (e *Engine) procStat(r *Request, t guestpath.Target, nofollow bool, st *uni
 	return procfs.Stat((*procSys)(e), e.Shadows, t.Path, t.Proc, nofollow, st)
 }
 
-// procOwner gives st, the host's stat of host target t, the owner Linux
-// gives a /proc/PID entry when t is one (procfs.TaskOwner): the
-// process's effective ids, not kbox's.
+// procOwner sets uid and gid, of the host's stat of host target t, to
+// the owner Linux gives a /proc/PID entry when t is one
+// (procfs.TaskOwner): the process's effective ids, not kbox's.
 func (e *Engine) procOwner(t *guestpath.Target, uid, gid *uint32) {
 	if !t.Host || t.Bind != nil || t.Route != "/proc" {
 		return
