@@ -114,11 +114,17 @@ func TaskOwner(s System, rel string) (uid, gid uint32, ok bool) {
 		return 0, 0, false
 	}
 	pid, _ := strconv.Atoi(pidName)
-	ids := s.InitCreds()
-	if p := s.Process(s.TgidOf(&Caller{}, pid), false); p != nil {
-		ids = p.IDs()
-	}
+	ids := taskCreds(s, &Caller{}, pid)
 	return ids.EUID, ids.EGID, true
+}
+
+// taskCreds are the credentials of guest task pid, as c sees it: its
+// process's, or the first process's for one the engine does not know yet.
+func taskCreds(s System, c *Caller, pid int) Creds {
+	if p := s.Process(s.TgidOf(c, pid), false); p != nil {
+		return p.IDs()
+	}
+	return s.InitCreds()
 }
 
 // LinkStandIn opens an O_PATH fd of the host's link that Link node n
@@ -158,10 +164,7 @@ func WriteCheck(s System, c *Caller, rel string, may MayWrite) unix.Errno {
 	if HostStat(s, rel, false, &st) != nil {
 		return 0 // the open reports it
 	}
-	t := s.InitCreds()
-	if p := s.Process(s.TgidOf(c, pid), false); p != nil {
-		t = p.IDs()
-	}
+	t := taskCreds(s, c, pid)
 	if !may(t.EUID, t.EGID, st.Mode&0o777) {
 		return unix.EACCES
 	}
