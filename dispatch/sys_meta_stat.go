@@ -349,11 +349,7 @@ func (e *Engine) statxFd(r *Request, fd int, flags int, buf []byte, alias bool) 
 		hfd, isHost := hostFile(r, uint64(uint32(fd)))
 		if isHost {
 			// A copy of a shadow's fd reports its LKL file too.
-			var st unix.Stat_t
-			if unix.Fstat(hfd, &st) == nil {
-				node = e.Shadows.Lookup(st.Dev, st.Ino)
-			}
-			if node == nil {
+			if node = e.Shadows.OfHostFd(hfd); node == nil {
 				return hostStatx(hfd, "", flags|unix.AT_EMPTY_PATH)
 			}
 			lfd = node.LKLFd()

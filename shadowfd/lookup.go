@@ -22,24 +22,48 @@ func (m *Manager) Lookup(dev, ino uint64) *Node {
 }
 
 // OfGuestFd returns the node that fd of process pid is a description of,
-// or nil when it is none (a pipe, a terminal, a host file). In an
-// in-process tier pid is kbox's own, whose fd it is (the tier's fd guard
-// keeps the guest to its own numbers): its fstat, without a path.
+// or nil when it is none (a pipe, a terminal, a host file): the file
+// /proc/PID/fd/N leads to. In an in-process tier pid is kbox's own,
+// whose fd it is (the tier's fd guard keeps the guest to its own
+// numbers): OfHostFd. Served for every fstat of a host fd, it allocates
+// nothing.
 func (m *Manager) OfGuestFd(pid, fd int) *Node {
 	if m.count.Load() == 0 {
 		return nil
 	}
-	var st unix.Stat_t
-	var err error
 	if pid == selfPid {
-		err = unix.Fstat(fd, &st)
-	} else {
-		err = unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), &st)
+		return m.OfHostFd(fd)
 	}
-	if err != nil {
+	var st unix.Stat_t
+	if guestFdStat(pid, fd, &st) != nil {
 		return nil
 	}
 	return m.Lookup(st.Dev, st.Ino)
+}
+
+// OfHostFd returns the node that kbox's own fd fd is a description of,
+// or nil.
+func (m *Manager) OfHostFd(fd int) *Node {
+	if m.count.Load() == 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return nil
+	}
+	return m.Lookup(st.Dev, st.Ino)
+}
+
+// guestFdStat is stat(2) of /proc/PID/fd/N, its path made in a buffer of
+// the caller's frame.
+func guestFdStat(pid, fd int, st *unix.Stat_t) error {
+	var b [48]byte
+	p := append(b[:0], "/proc/"...)
+	p = strconv.AppendInt(p, int64(pid), 10)
+	p = append(p, "/fd/"...)
+	p = strconv.AppendInt(p, int64(fd), 10)
+	p = append(p, 0)
+	return statPath(&p[0], st)
 }
 
 // selfPid is kbox's process id.

@@ -22,6 +22,19 @@ func openat(dirfd int, name *byte, flags int) (int, error) {
 	return int(fd), nil
 }
 
+// statPath is stat(2) of a NUL-terminated path the caller provides, so that
+// no C string is allocated.
+func statPath(path *byte, st *unix.Stat_t) error {
+	_, _, e := unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(atFdcwd), uintptr(unsafe.Pointer(path)), uintptr(unsafe.Pointer(st)), 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// atFdcwd is AT_FDCWD as a variable: the constant is negative.
+var atFdcwd = unix.AT_FDCWD
+
 // lklFutimens sets the times of LKL fd fd (utimensat with a NULL path).
 func lklFutimens(fd int, ts *[2]unix.Timespec) unix.Errno {
 	_, le := lkl.Syscall6(lkl.SysUtimensat, uintptr(fd), 0, lkl.PtrOf(ts), 0, 0, 0)
