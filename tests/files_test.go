@@ -445,13 +445,14 @@ func TestInflightDescriptionHoldsNode(t *testing.T) {
 // for no shadow (its fstat showed the content file; fsync and /proc/PID/fd
 // missed it). The legacy fstat, which musl's fstat makes, gives the
 // path's stat too: it ran on the host on every host fd, a shadow's
-// showing its content file's device, inode and mode 0600. In every tier.
+// showing its content file's device, inode and mode 0600. In every tier,
+// and by a child of the fds it inherited.
 func TestShadowsOfTwoFilesystems(t *testing.T) {
 	img := copyImage(t, imagePath(t))
 	bin := dumpFromImage(t, img, "/opt/tests/shadowino")
 	dir := t.TempDir()
-	native, err := exec.Command(bin, dir+"/a", dir+"/b").Output()
-	if err != nil || strings.Count(string(native), ": yes\n") != 4 {
+	native, err := exec.Command(bin, "-c", dir+"/a", dir+"/b").Output()
+	if err != nil || strings.Count(string(native), ": yes\n") != 6 {
 		t.Fatalf("native: %v\n%s", err, native)
 	}
 	forEachTier(t, func(t *testing.T, tier string) {
@@ -461,6 +462,13 @@ func TestShadowsOfTwoFilesystems(t *testing.T) {
 			t.Errorf("status %d\n%s%s", st, out, lastLines(stderr, 5))
 		}
 	})
+	// A child's fstat of the fds it inherited (the seccomp tier: the
+	// in-process tiers cannot fork).
+	out, stderr, st := runKbox(t, "image", "-S", img, "--syscall-mode=seccomp", "--",
+		"/opt/tests/shadowino", "-c", "/tmp/e", "/root/f")
+	if st != 0 || strings.Count(out, ": yes\n") != 6 {
+		t.Errorf("a child: status %d\n%s%s", st, out, lastLines(stderr, 5))
+	}
 }
 
 // TestOpenIsNewDescription: every open is a new open file description

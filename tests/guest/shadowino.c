@@ -5,9 +5,13 @@
  * whose device, inode, mode, owner, size and modification time must be
  * the path's. Under kbox every FILE is a shadow; files on two
  * filesystems (the image and /tmp) have content files in two stores
- * whose inode numbers coincide, and kbox must still tell them apart. */
+ * whose inode numbers coincide, and kbox must still tell them apart.
+ * shadowino -c FILE... also forks a child whose legacy fstat of each
+ * inherited fd must be the path's stat too. */
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,7 +25,11 @@ static int same(const struct stat *a, const struct stat *b)
 
 int main(int argc, char **argv)
 {
-	int fds[16], bad = 0;
+	int fds[16], bad = 0, child = argc > 1 && strcmp(argv[1], "-c") == 0;
+	if (child) {
+		argv++;
+		argc--;
+	}
 	for (int i = 1; i < argc && i < 16; i++) {
 		fds[i] = open(argv[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		if (fds[i] < 0 || write(fds[i], "x", 1) != 1) {
@@ -54,5 +62,25 @@ int main(int argc, char **argv)
 		bad |= !ok;
 #endif
 	}
+#ifdef SYS_fstat
+	if (child) {
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0) {
+			for (int i = 1; i < argc && i < 16; i++) {
+				struct stat legacy, bypath;
+				int ok = syscall(SYS_fstat, fds[i], &legacy) == 0 && stat(argv[i], &bypath) == 0 &&
+					 same(&legacy, &bypath);
+				printf("%s: a child's legacy fstat is its stat: %s\n", argv[i], ok ? "yes" : "no");
+				bad |= !ok;
+			}
+			fflush(stdout);
+			_exit(bad);
+		}
+		int status;
+		if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			bad = 1;
+	}
+#endif
 	return bad;
 }
