@@ -331,6 +331,7 @@ func (e *Engine) dispatch(r *Request) Result {
 			return res
 		}
 	}
+	r.fdHops = 0
 	sc := &linux[r.Nr]
 	if sc.Facts&(Pure|OwnChange) == 0 {
 		e.stats.Changed()

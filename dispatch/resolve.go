@@ -122,8 +122,12 @@ func (e *Engine) resolved(r *Request, p, abs string) (guestpath.Target, unix.Err
 // resolvedInto is resolved into *t.
 func (e *Engine) resolvedInto(r *Request, p, abs string, t *guestpath.Target) unix.Errno {
 	en := e.classifyInto(r, abs, 0, t)
-	if en == 0 {
-		t.KeepTail(guestpath.DirTail(p))
+	if tail := guestpath.DirTail(p); en == 0 && tail != "" {
+		if t.Fd > 0 || t.FdDir {
+			en = e.devLinkDir(r, t, tail) // sys_file_dev.go
+		} else {
+			t.KeepTail(tail)
+		}
 	}
 	if gdbmirror.On() {
 		e.gdbResolved(r, p, *t, en) // the debug mirror (gdb.go)

@@ -194,6 +194,10 @@ func (e *Engine) beneathFd(r *Request, abs string, fd int, rest string) (guestpa
 	switch {
 	case fd < 0:
 		return guestpath.Target{Path: abs, FdDir: true}, 0
+	case fd < e.Opt.VirtualFDs && r.P != nil && e.hostFdHidden(r.P.Tgid, fd):
+		// kbox's own fd (an in-process tier's guest is kbox's process):
+		// none of the guest's, as /proc/self/fd shows.
+		return guestpath.Target{}, unix.ENOENT
 	case rest == "":
 		if e.Opt.Policy != nil && e.Opt.Policy.paths && r.P != nil {
 			// The fd's file by its path now (policy.go).
@@ -216,6 +220,33 @@ func (e *Engine) followDev(r *Request, t guestpath.Target) (guestpath.Target, un
 		return t, 0
 	}
 	return e.classify(r, "/proc/self/fd")
+}
+
+// devLinkDir resolves /dev/fd, /dev/fd/N, /dev/stdin, stdout or stderr
+// written with a trailing "/" or "/." (tail) into *t: the kernel follows
+// a link before a slash, so the path names the directory the link leads
+// to (/proc/self/fd's node; fd N's directory, ENOTDIR for any other file).
+func (e *Engine) devLinkDir(r *Request, t *guestpath.Target, tail string) unix.Errno {
+	if t.FdDir {
+		nt, en := e.followDev(r, *t)
+		if en != 0 {
+			return en
+		}
+		*t = nt
+		t.KeepTail(tail)
+		return 0
+	}
+	if r.fdHops++; r.fdHops > guestpath.MaxFdHops {
+		return unix.ELOOP
+	}
+	nt, en := e.resolveAt(r, int32(t.Fd-1), "."+tail)
+	switch en {
+	case 0:
+		*t = nt
+	case unix.EBADF:
+		en = unix.ENOENT // no such fd: no such name in /proc/self/fd
+	}
+	return en
 }
 
 // followDevFd is followDev that also takes /dev/fd/N to the file of fd N by
