@@ -86,6 +86,28 @@ func (e *Engine) followProc(r *Request, t guestpath.Target) (guestpath.Target, u
 	return t, 0
 }
 
+// procDir is the directory d (a clean path under /proc a walk reached
+// before "..") names for the caller, its links followed (self, cwd, an
+// fd's, ...): "/proc/PID/fd" for /proc/self/fd, the cwd's path for
+// /proc/self/cwd. ENOTDIR when it is no directory.
+func (e *Engine) procDir(r *Request, d string) (string, unix.Errno) {
+	t, en := e.classifyProc(r, d, 0)
+	if en == 0 {
+		t, en = e.followProc(r, t)
+	}
+	if en != 0 {
+		return "", en
+	}
+	var st unix.Stat_t
+	if en := e.statTarget(r, t, false, &st); en != 0 {
+		return "", en
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return "", unix.ENOTDIR
+	}
+	return t.Path, 0
+}
+
 // procConfig is the engine's fixed facts procfs needs.
 func (e *Engine) procConfig() procfs.Config { return (*procSys)(e).Config() }
 

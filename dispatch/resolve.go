@@ -63,7 +63,7 @@ func (e *Engine) resolveInto(r *Request, dirfd int32, p string, t *guestpath.Tar
 			return 0
 		}
 		en := e.resolveFresh(r, dirfd, p, t)
-		if en == 0 && t.Plain() && !guestpath.UnderPts(t.Path) {
+		if en == 0 && t.Plain() && !guestpath.UnderPts(t.Path) && guestpath.LastDotDot(p) < 0 {
 			r.memo = resolveMemo{p: p, cwd: cwd, t: *t}
 		}
 		return en
@@ -82,17 +82,18 @@ func (e *Engine) resolveFresh(r *Request, dirfd int32, p string, t *guestpath.Ta
 		}
 	}
 	var abs string
+	var en unix.Errno
 	switch {
 	case strings.HasPrefix(p, "/"):
-		abs = guestpath.Clean("/", p)
+		abs, en = e.joinPath(r, "/", p)
 	case dirfd == unix.AT_FDCWD:
-		abs = guestpath.Clean(r.P.Cwd(), p)
+		abs, en = e.joinPath(r, r.P.Cwd(), p)
 	case r.P.FDs.IsVirtual(int(dirfd)) && !isHostFile(r, dirfd):
 		ent, ok := r.P.FDs.Get(int(dirfd))
 		if !ok {
 			return unix.EBADF
 		}
-		abs = guestpath.Clean(ent.File.Path, p)
+		abs, en = e.joinPath(r, ent.File.Path, p)
 	default:
 		// A host directory fd (or a host file kept in the virtual
 		// table): only one opened on a host route or in a bind is
@@ -103,12 +104,42 @@ func (e *Engine) resolveFresh(r *Request, dirfd int32, p string, t *guestpath.Ta
 		if en != 0 {
 			return en
 		}
-		abs = guestpath.Clean(base, p)
-		if _, ok := e.route(abs); !ok && e.bindOf(base) == nil && !e.pts.Holds(base) {
-			return unix.EACCES
+		if abs, en = e.joinPath(r, base, p); en == 0 {
+			if _, ok := e.route(abs); !ok && e.bindOf(base) == nil && !e.pts.Holds(base) {
+				return unix.EACCES
+			}
 		}
 	}
+	if en != 0 {
+		return en
+	}
 	return e.resolvedInto(r, p, abs, t)
+}
+
+// joinPath makes guest path p absolute against base (a clean absolute
+// path: the cwd or a directory fd's) and clean. Its ".." components are
+// taken as Linux takes them, from the directory the path has reached,
+// symlinks followed ("link/.." is the parent of the link's target, and
+// "file/.." ENOTDIR): the part of p up to its last ".." is walked
+// (walkIn, sys_file_chroot.go), the rest joined to it lexically, to be
+// resolved as any clean path. A path without ".." is only cleaned.
+func (e *Engine) joinPath(r *Request, base, p string) (string, unix.Errno) {
+	if guestpath.IsClean(p) {
+		return p, 0 // the common case
+	}
+	end := guestpath.LastDotDot(p)
+	if end < 0 {
+		return guestpath.Clean(base, p), 0
+	}
+	head := p[:end]
+	if head[0] != '/' {
+		head = base + "/" + head
+	}
+	done, en := e.walkIn(r, "/", "/", head, false)
+	if en != 0 {
+		return "", en
+	}
+	return guestpath.Clean(done, strings.TrimLeft(p[end:], "/")), 0
 }
 
 // resolved classifies abs, the clean absolute path guest path p led to,

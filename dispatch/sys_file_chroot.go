@@ -1,12 +1,14 @@
 package dispatch
 
 import (
+	"cmp"
 	"path"
 	"runtime"
 	"strings"
 
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/policy"
 	"golang.org/x/sys/unix"
 )
 
@@ -99,7 +101,7 @@ func (e *Engine) resolveRooted(r *Request, root string, dirfd int32, p string) (
 	}
 	// The final link is followed here when the call follows it: LKL
 	// would follow an absolute target from the image's root.
-	abs, en = e.walkIn(root, start, p, p == r.Path && followsLink(r))
+	abs, en = e.walkIn(nil, root, start, p, p == r.Path && followsLink(r))
 	return abs, en, true
 }
 
@@ -108,9 +110,9 @@ func (e *Engine) resolveRooted(r *Request, root string, dirfd int32, p string) (
 // walked from the image's root.
 func (e *Engine) followIn(root, img string) (string, unix.Errno) {
 	if v, in := viewOf(root, img); in {
-		return e.walkIn(root, root, v, true)
+		return e.walkIn(nil, root, root, v, true)
 	}
-	return e.walkIn(root, "/", strings.TrimPrefix(img, "/"), true)
+	return e.walkIn(nil, root, "/", strings.TrimPrefix(img, "/"), true)
 }
 
 // maxLinks is the number of symlinks a lookup follows before ELOOP
@@ -120,19 +122,23 @@ const maxLinks = 40
 // walkIn resolves p from directory start (an image path; p absolute
 // starts at root), reading the symlinks of every component but the last
 // (the last too when follow, or when p ends in "/") through LKL: an
-// absolute target restarts at root, ".." at root stays at root. A
-// component that cannot be read gives its errno (ENOENT, ENOTDIR,
-// EACCES), as the lookup would. From a bind or a host route on, the rest
-// is taken lexically (".." still stops at root): those confine their own
-// paths. A bind's links are read on the host, confined to the bind.
-func (e *Engine) walkIn(root, start, p string, follow bool) (string, unix.Errno) {
+// absolute target restarts at root, ".." goes up from the directory
+// reached (at root it stays at root). A component that cannot be read
+// gives its errno (ENOENT, ENOTDIR, EACCES), as the lookup would, and a
+// name ".." leaves must be a directory the caller may search. From a
+// bind or a host route on, the rest is taken lexically: those confine
+// their own paths. A bind's links are read on the host, confined to the
+// bind. With r (a caller without a root of its own), ".." under /proc
+// goes up from what the caller's /proc path names (procDir).
+func (e *Engine) walkIn(r *Request, root, start, p string, follow bool) (string, unix.Errno) {
 	done := start
 	if strings.HasPrefix(p, "/") {
 		done = root
 	}
 	rest := strings.Split(p, "/")
-	_, lexical := e.route(done)
+	rt, lexical := e.route(done)
 	var buf []byte
+	unsure := false // done's last name is no link, but maybe no directory
 	for links := 0; len(rest) > 0; {
 		c := rest[0]
 		rest = rest[1:]
@@ -140,9 +146,40 @@ func (e *Engine) walkIn(root, start, p string, follow bool) (string, unix.Errno)
 		case "", ".":
 			continue
 		case "..":
+			if unsure {
+				// Linux looks ".." up in that directory: it must be one,
+				// searchable.
+				if _, le := readLinkIn(e.bindOf(done), done+"/.", buf); le != unix.EINVAL {
+					return "", cmp.Or(le, unix.ENOTDIR)
+				}
+				unsure = false
+			}
+			if r != nil && e.Opt.Policy != nil && e.Opt.Policy.paths {
+				if class, _ := e.Opt.Policy.P.Classify(done); class == policy.Hidden {
+					return "", unix.ENOENT // a hidden directory is not there to leave
+				}
+			}
+			if r != nil && rt == "/proc" && done != "/proc" {
+				d, en := e.procDir(r, done)
+				if en != 0 {
+					return "", en
+				}
+				if links++; links > maxLinks {
+					return "", unix.ELOOP
+				}
+				if _, routed := e.route(d); !routed {
+					// A link of /proc led into the image or a bind (a
+					// cwd, an fd's directory): walk to it, then go up.
+					done, rest = root, append(append(strings.Split(d, "/"), ".."), rest...)
+					rt, lexical = "", false
+					continue
+				}
+				done = d
+			}
 			if done != root && done != "/" {
 				done = path.Dir(done)
 			}
+			rt, lexical = e.route(done)
 			continue
 		}
 		cand := path.Join(done, c)
@@ -157,10 +194,10 @@ func (e *Engine) walkIn(root, start, p string, follow bool) (string, unix.Errno)
 		}
 		b := e.bindOf(cand)
 		if !lexical && b == nil {
-			_, lexical = e.route(cand)
+			rt, lexical = e.route(cand)
 		}
 		if lexical || (last && !follow && !slash) {
-			done = cand
+			done, unsure = cand, false
 			continue
 		}
 		if buf == nil {
@@ -169,10 +206,10 @@ func (e *Engine) walkIn(root, start, p string, follow bool) (string, unix.Errno)
 		n, le := readLinkIn(b, cand, buf)
 		switch {
 		case le == unix.EINVAL: // not a link
-			done = cand
+			done, unsure = cand, true
 			continue
 		case le == unix.ENOENT && last:
-			done = cand // a name to create
+			done, unsure = cand, false // a name to create
 			continue
 		case le != 0:
 			return "", le
@@ -180,9 +217,11 @@ func (e *Engine) walkIn(root, start, p string, follow bool) (string, unix.Errno)
 		if links++; links > maxLinks {
 			return "", unix.ELOOP
 		}
+		unsure = false // done is a directory: a link was read in it
 		target := string(buf[:n])
 		if strings.HasPrefix(target, "/") {
 			done = root
+			rt, lexical = e.route(done)
 		}
 		rest = append(strings.Split(target, "/"), rest...)
 	}
@@ -285,7 +324,7 @@ func (e *Engine) interpIn(r *Request, interp string) string {
 		return p
 	}
 	if root := r.P.chroot(); root != "" {
-		if q, en := e.walkIn(root, root, p, true); en == 0 {
+		if q, en := e.walkIn(nil, root, root, p, true); en == 0 {
 			return q
 		}
 		return root + p // not found there: the load reports it

@@ -124,3 +124,22 @@ func cleanParts(p string, start int) bool {
 	}
 	return true
 }
+
+// LastDotDot returns the end of the last ".." component of guest path p
+// (the index just past it), or -1 when p has none: the part of p that
+// must be walked, links followed, before ".." can be taken (Linux goes up
+// from the directory a path has reached, not from the name written).
+func LastDotDot(p string) int {
+	end := -1
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		if i-start == 2 && p[start] == '.' && p[start+1] == '.' {
+			end = i
+		}
+		start = i + 1
+	}
+	return end
+}

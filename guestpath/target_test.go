@@ -126,3 +126,21 @@ func TestKeepTail(t *testing.T) {
 		}
 	}
 }
+
+func TestLastDotDot(t *testing.T) {
+	for _, c := range []struct {
+		p    string
+		want int
+	}{
+		{"", -1}, {"/", -1}, {"/a/b", -1}, {"a..b/..c/c..", -1}, {"/...", -1}, {".", -1},
+		{"..", 2}, {"../", 2}, {"/a/..", 5}, {"/a/../b", 5}, {"a/../../b/./c", 7},
+		{"/l/../c/../../b/./c", 13}, {"x//..//", 5},
+	} {
+		if got := LastDotDot(c.p); got != c.want {
+			t.Errorf("LastDotDot(%q) = %d, want %d", c.p, got, c.want)
+		}
+		if n := testing.AllocsPerRun(10, func() { LastDotDot(c.p) }); n != 0 {
+			t.Errorf("LastDotDot(%q) allocates", c.p)
+		}
+	}
+}

@@ -59,6 +59,7 @@ func TestPolicyPaths(t *testing.T) {
 	}
 	want := map[string]string{
 		"open-hidden": "ENOENT", "stat-hidden": "ENOENT", "dotdot-hidden": "ENOENT", "symlink-hidden": "ENOENT",
+		"dotdot-out-of-hidden": "ENOENT", "link-dotdot-out-of-hidden": "ENOENT",
 		"dirfd-hidden": "ENOENT", "cwd-dotdot-hidden": "ENOENT",
 		"read-ro": "ok", "content": "orig",
 		"write-ro": "EROFS", "trunc-ro": "EROFS", "relative-ro": "EROFS", "symlink-ro": "EROFS",
@@ -120,6 +121,7 @@ func TestPolicyPaths(t *testing.T) {
 	// (Once unlink-ro has removed the file and rename-parent moved /data,
 	// the later attempts find nothing: ENOENT.)
 	if status != 0 || !strings.Contains(out, "open-hidden ok") || !strings.Contains(out, "procfd-ro ok") ||
+		!strings.Contains(out, "link-dotdot-out-of-hidden ok") ||
 		strings.Contains(out, "EROFS") || strings.Contains(out, "EPERM") {
 		t.Errorf("without a policy: status %d\n%s", status, out)
 	}

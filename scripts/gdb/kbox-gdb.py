@@ -382,10 +382,13 @@ class VfsPath(Command):
         how = "as given" if abs_ == given else "cleaned lexically%s" % (
             "" if given.startswith("/") else " against the cwd %s of pid %d" % (cwd, int(m["procs"][0]["pid"])))
         print("lexical   %s  (%s)" % (abs_, how))
+        if ".." in given.split("/"):
+            print("note      the engine walks a path with .. through its links first (link/.. is the"
+                  " parent of the link's target); this prediction reads no links")
         best = None
         for i in range(m["resolved"].type.range()[1] + 1):
             r = m["resolved"][i]
-            if int(r["seq"]) and cstr(r["abs"]) == abs_ and (best is None or int(r["seq"]) > int(best["seq"])):
+            if int(r["seq"]) and (cstr(r["abs"]) == abs_ or given.startswith("/") and cstr(r["given"]) == given) and (best is None or int(r["seq"]) > int(best["seq"])):
                 best = r
         if best is not None:
             route = int(best["route"])

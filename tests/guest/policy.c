@@ -49,6 +49,8 @@ int main(void)
 	res("open-hidden", opened(open("/data/secret/key", O_RDONLY)));
 	res("stat-hidden", stat("/data/secret", &st));
 	res("dotdot-hidden", opened(open("/data/ro/../secret/key", O_RDONLY)));
+	res("dotdot-out-of-hidden", opened(open("/data/secret/../ro/f", O_RDONLY)));
+	res("link-dotdot-out-of-hidden", opened(open("/data/links/sec/../ro/f", O_RDONLY)));
 	res("symlink-hidden", opened(open("/data/links/sec/key", O_RDONLY)));
 	int data = open("/data", O_RDONLY | O_DIRECTORY);
 	res("dirfd-hidden", opened(openat(data, "secret/key", O_RDONLY)));
