@@ -4,6 +4,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"runtime"
 	"strings"
 	"time"
@@ -362,6 +363,11 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 	if t1.Bind != t2.Bind {
 		return errno(unix.EXDEV, Emulated) // between a bind and the image, or two binds
 	}
+	if nr == lkl.SysRenameat2 {
+		if en := renameDots(r, a1, a2, flags); en != 0 {
+			return errno(en, Emulated)
+		}
+	}
 	if t1.Bind != nil {
 		return bindTwo(t1, t2, nr, flags)
 	}
@@ -385,6 +391,22 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 		e.renamedDir(t1.Path, t2.Path, flags&unix.RENAME_EXCHANGE != 0)
 	}
 	return ok(0, LKL)
+}
+
+// renameDots gives what Linux gives for a rename whose old or new path
+// ends in "." or "..": EBUSY (EEXIST for a new one with
+// RENAME_NOREPLACE). LKL gets resolved paths, where "d/." is "d".
+func renameDots(r *Request, a1, a2 uint64, flags uintptr) unix.Errno {
+	if p, en := readPath(r, a1); en != 0 || lastDots(p) != 0 {
+		return cmp.Or(en, unix.EBUSY)
+	}
+	if q, en := readPath(r, a2); en != 0 || lastDots(q) != 0 {
+		if en == 0 && flags&unix.RENAME_NOREPLACE != 0 {
+			return unix.EEXIST
+		}
+		return cmp.Or(en, unix.EBUSY)
+	}
+	return 0
 }
 
 // systemRoute reports a target served from the host or by kbox itself

@@ -16,7 +16,9 @@ import (
 // trailing slash follows /dev/fd's links (/dev/fd/ is /proc/self/fd,
 // /dev/fd/0/ of a pipe ENOTDIR, of a missing fd ENOENT), /dev/fd/N names
 // no fd /proc/self/fd does not list (kbox's own, in an in-process
-// tier), and /dev/stdin opens any number of times in one run: the lines
+// tier), /dev/stdin opens any number of times in one run, and a rename
+// from or to a name "." or ".." is EBUSY (a rename of "link/.." moved
+// a directory): the lines
 // of tests/guest/dotdot.c natively and under kbox, in every tier.
 func TestDotDot(t *testing.T) {
 	img := imagePath(t)

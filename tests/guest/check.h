@@ -68,6 +68,7 @@ static __attribute__((unused)) const char *errname(int e)
 	case ENOMEM: return "ENOMEM";
 	case EACCES: return "EACCES";
 	case EFAULT: return "EFAULT";
+	case EBUSY: return "EBUSY";
 	case EEXIST: return "EEXIST";
 	case EXDEV: return "EXDEV";
 	case ENODEV: return "ENODEV";

@@ -12,7 +12,8 @@
  * pipe ENOTDIR). Then: /dev/fd/N names only the fds /proc/self/fd
  * lists (in kbox's in-process tiers the guest is kbox's process, whose
  * own fds are none of the guest's), and a run may open /dev/stdin any
- * number of times. The same lines natively and under kbox.
+ * number of times; a rename from or to "." or ".." is EBUSY. The same
+ * lines natively and under kbox.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -148,6 +150,16 @@ int main(int argc, char **argv)
 	show("a/moved");
 	CHECK(unlink("rl/../moved") == 0, "unlink rl/../moved");
 	show("a/moved");
+
+	/* A rename from or to a name "." or "..": EBUSY (EEXIST to one
+	 * with RENAME_NOREPLACE), whatever the directories are. */
+	const char *renames[][2] = {{"a/b/c", "."}, {"a/b/c", "a/.."}, {"a/b/.", "x"}, {"l/..", "x"}, {"a/newdir", "l/.."}};
+	for (size_t i = 0; i < sizeof(renames) / sizeof(renames[0]); i++) {
+		int rv = rename(renames[i][0], renames[i][1]);
+		printf("rename %s %s: %s\n", renames[i][0], renames[i][1], rv == 0 ? "ok" : errname(errno));
+	}
+	int rv = (int)syscall(SYS_renameat2, AT_FDCWD, "a/b/c", AT_FDCWD, ".", 1 /* RENAME_NOREPLACE */);
+	printf("renameat2 NOREPLACE a/b/c .: %s\n", rv == 0 ? "ok" : errname(errno));
 
 	/* /dev/fd/N beyond what /proc/self/fd lists. */
 	char listed[1024] = {0};
