@@ -656,6 +656,11 @@ func sysFcntl(e *Engine, r *Request) Result {
 			// A dup of a host fd into the virtual range (hostfd.go).
 			return e.dupHostHigh(r, fd, uint32(r.Args[2]), cmd == unix.F_DUPFD_CLOEXEC)
 		}
+		if (cmd == unix.F_ADD_SEALS || cmd == unix.F_GET_SEALS) && e.Shadows.OfGuestFd(r.P.Tgid, fd) != nil {
+			// A shadow stands for an ext4 file, which has no seals
+			// (its content memfd has F_SEAL_SEAL).
+			return errno(unix.EINVAL, Emulated)
+		}
 		return cont
 	}
 	ent, okk := r.P.FDs.Get(fd)

@@ -30,6 +30,7 @@ const DefaultVirtualFDBase = 1024
 //     32 bits of args[1]) → USER_NOTIF;
 //     fcntl F_DUPFD/F_DUPFD_CLOEXEC whose minimum (low 32 bits of args[2])
 //     is >= VirtualFDBase → USER_NOTIF (the new fd would be virtual);
+//     fcntl F_ADD_SEALS/F_GET_SEALS → USER_NOTIF;
 //     a syscall of NullArg whose named argument (all 64 bits) is not 0,
 //     or whose args[NullFlagsArg] (low 32 bits) has a bit of NullFlags,
 //     → USER_NOTIF;
@@ -358,6 +359,9 @@ func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 		if (cmd == fcntlDupfd || cmd == fcntlDupfdCloexec) && (p.DupfdAlways || uint32(args[2]) >= p.VirtualFDBase) {
 			return p.notify()
 		}
+		if cmd >= fcntlAddSeals && cmd <= fcntlGetSeals {
+			return p.notify()
+		}
 		fallthrough
 	case clsHostFD:
 		if uint32(args[0]) < p.VirtualFDBase {
@@ -653,23 +657,28 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		ret(RetAllow),
 	)
 	verdict(notify)
-	// fcntl: a virtual fd, or F_DUPFD(_CLOEXEC) of a host fd with a
-	// minimum in the virtual range (any minimum with DupfdAlways), is
-	// notified; every other fcntl of a host fd runs natively.
+	// fcntl: a virtual fd, a seal command, or F_DUPFD(_CLOEXEC) of a
+	// host fd with a minimum in the virtual range (any minimum with
+	// DupfdAlways), is notified; every other fcntl of a host fd runs
+	// natively.
 	a.setLabel(fcntlL)
 	if p.DupfdAlways {
 		a.emit(
 			bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 3},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 5},
 			bpf.LoadAbsolute{Off: ArgLowOffset(1), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: fcntlAddSeals, SkipFalse: 1},
+			bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: fcntlGetSeals, SkipFalse: 2},
 			bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfd, SkipTrue: 1},
 			bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfdCloexec, SkipFalse: 1},
 		)
 	} else {
 		a.emit(
 			bpf.LoadAbsolute{Off: ArgLowOffset(0), Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 5},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: p.VirtualFDBase, SkipTrue: 7},
 			bpf.LoadAbsolute{Off: ArgLowOffset(1), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: fcntlAddSeals, SkipFalse: 1},
+			bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: fcntlGetSeals, SkipFalse: 4},
 			bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfd, SkipTrue: 1},
 			bpf.JumpIf{Cond: bpf.JumpEqual, Val: fcntlDupfdCloexec, SkipFalse: 3},
 			bpf.LoadAbsolute{Off: ArgLowOffset(2), Size: 4},

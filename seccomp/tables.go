@@ -109,6 +109,14 @@ const (
 	fcntlDupfdCloexec = unix.F_DUPFD_CLOEXEC
 )
 
+// The seal commands, F_ADD_SEALS and F_GET_SEALS (adjacent numbers):
+// notified on every fd, since a shadow of an image file is a memfd whose
+// seals an ext4 file does not have.
+const (
+	fcntlAddSeals = unix.F_ADD_SEALS
+	fcntlGetSeals = unix.F_GET_SEALS
+)
+
 func checkNames(list string, names []string) error {
 	for _, n := range names {
 		if !knownName(n) {

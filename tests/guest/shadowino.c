@@ -7,7 +7,12 @@
  * filesystems (the image and /tmp) have content files in two stores
  * whose inode numbers coincide, and kbox must still tell them apart.
  * shadowino -c FILE... also forks a child whose legacy fstat of each
- * inherited fd must be the path's stat too. */
+ * inherited fd must be the path's stat too; shadowino -s FILE... also
+ * wants each fd without seals, as an ext4 file (F_GET_SEALS and
+ * F_ADD_SEALS EINVAL; a tmpfs file has F_SEAL_SEAL), where a shadow's
+ * content memfd has them. */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -25,10 +30,10 @@ static int same(const struct stat *a, const struct stat *b)
 
 int main(int argc, char **argv)
 {
-	int fds[16], bad = 0, child = argc > 1 && strcmp(argv[1], "-c") == 0;
-	if (child) {
-		argv++;
-		argc--;
+	int fds[16], bad = 0, child = 0, seals = 0;
+	for (; argc > 1 && argv[1][0] == '-'; argv++, argc--) {
+		child |= strcmp(argv[1], "-c") == 0;
+		seals |= strcmp(argv[1], "-s") == 0;
 	}
 	for (int i = 1; i < argc && i < 16; i++) {
 		fds[i] = open(argv[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -61,6 +66,17 @@ int main(int argc, char **argv)
 			       (long)bypath.st_size);
 		bad |= !ok;
 #endif
+		if (seals) {
+			errno = 0;
+			int get = fcntl(fds[i], F_GET_SEALS), get_errno = errno;
+			int add = fcntl(fds[i], F_ADD_SEALS, F_SEAL_WRITE), add_errno = errno;
+			ok = get == -1 && get_errno == EINVAL && add == -1 && add_errno == EINVAL;
+			printf("%s: no seals, as an ext4 file: %s\n", argv[i], ok ? "yes" : "no");
+			if (!ok)
+				printf("  F_GET_SEALS %d (%s), F_ADD_SEALS %d (%s)\n", get, strerror(get_errno), add,
+				       strerror(add_errno));
+			bad |= !ok;
+		}
 	}
 #ifdef SYS_fstat
 	if (child) {
