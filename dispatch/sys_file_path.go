@@ -435,6 +435,9 @@ func sysLink(e *Engine, r *Request) Result {
 
 // sysLinkat serves linkat(2).
 func sysLinkat(e *Engine, r *Request) Result {
+	if res, done := e.linkFd(r, int32(r.Args[0]), r.Args[1], int32(r.Args[2]), r.Args[3], uintptr(r.Args[4])); done {
+		return res // an fd's file (sys_file_linkfd.go)
+	}
 	return e.twoPaths(r, lkl.SysLinkat, int32(r.Args[0]), r.Args[1], int32(r.Args[2]), r.Args[3], uintptr(r.Args[4]))
 }
 

@@ -522,3 +522,42 @@ func TestResolveMemo(t *testing.T) {
 		}
 	})
 }
+
+// linkfdWant is what tests/guest/linkfd.c prints on Linux as root.
+const linkfdWant = `link /proc/self/fd/N: ok
+link /dev/fd/N: ok
+link fd AT_EMPTY_PATH: ok
+link onto a name there: EEXIST
+byproc: 8 bytes "tmp+more", 3 links, mode 640
+bydev: 8 bytes "tmp+more", 3 links, mode 640
+byfd: 8 bytes "tmp+more", 3 links, mode 640
+link an O_EXCL temporary file: ENOENT
+link a named file's fd: ok
+reg2: 3 bytes "reg", 2 links, mode 644
+link a bad fd: EBADF
+link the cwd: EPERM
+link without a flag: the link itself: EXDEV
+`
+
+// TestLinkFd: an open file gets a name by linkat of /proc/self/fd/N or
+// /dev/fd/N with AT_SYMLINK_FOLLOW and by linkat(fd, "", AT_EMPTY_PATH),
+// as open(2) names an O_TMPFILE file: an image file's shadow and an
+// O_TMPFILE file alike, in every tier (kbox took the old path for a /proc
+// path: EXDEV, and "" for no file: ENOENT). Linux's answers, which a
+// native run as root gives too (before Linux 6.10 AT_EMPTY_PATH needs
+// CAP_DAC_READ_SEARCH).
+func TestLinkFd(t *testing.T) {
+	img := imagePath(t)
+	if os.Geteuid() == 0 {
+		if native := nativeOutput(t, img, "/opt/tests/linkfd", t.TempDir()); native != linkfdWant {
+			t.Fatalf("natively:\n%s", native)
+		}
+	}
+	forEachTier(t, func(t *testing.T, m string) {
+		out, stderr, st := runKbox(t, "image", "-S", copyImage(t, img), "--syscall-mode="+m, "--trusted", "--", "/opt/tests/linkfd", "/root")
+		if st != 0 {
+			t.Fatalf("status %d\n%s\n%s", st, out, stderr)
+		}
+		diffLines(t, "linkfd", linkfdWant, out)
+	})
+}
