@@ -19,13 +19,17 @@ import (
 // linkFd serves linkat of an fd's file; done is false when the call is
 // not one, or the fd has no LKL file.
 func (e *Engine) linkFd(r *Request, d1 int32, a1 uint64, d2 int32, a2 uint64, flags uintptr) (Result, bool) {
-	var fd, tgid int
-	switch {
-	case flags&unix.AT_EMPTY_PATH != 0:
+	if flags&^(unix.AT_EMPTY_PATH|unix.AT_SYMLINK_FOLLOW) != 0 {
+		return Result{}, false // LKL's EINVAL
+	}
+	var fd int
+	empty := false
+	if flags&unix.AT_EMPTY_PATH != 0 {
 		p, en := readPath(r, a1)
-		if en != 0 || p != "" {
-			return Result{}, false
-		}
+		empty = en == 0 && p == ""
+	}
+	switch {
+	case empty:
 		if d1 == unix.AT_FDCWD {
 			// The cwd: a directory, which is no link's (EPERM), for a
 			// caller that may link by fd at all.
@@ -34,14 +38,14 @@ func (e *Engine) linkFd(r *Request, d1 int32, a1 uint64, d2 int32, a2 uint64, fl
 			}
 			return errno(unix.ENOENT, Emulated), true
 		}
-		fd, tgid = int(d1), r.P.Tgid
+		fd = int(d1)
 	case flags&unix.AT_SYMLINK_FOLLOW != 0:
 		t, en := e.target(r, d1, a1)
 		switch {
 		case en != 0:
 			return Result{}, false
 		case t.Fd > 0:
-			fd, tgid = t.Fd-1, r.P.Tgid // /dev/fd/N
+			fd = t.Fd - 1 // /dev/fd/N
 		case t.Proc != nil && t.Proc.Fd != nil:
 			ref := t.Proc.Fd // /proc/PID/fd/N, found for the caller
 			if ref.LKLFd < 0 {
@@ -54,16 +58,16 @@ func (e *Engine) linkFd(r *Request, d1 int32, a1 uint64, d2 int32, a2 uint64, fl
 	default:
 		return Result{}, false
 	}
-	ref, en := e.fdRefOf(tgid, fd)
+	ref, en := e.fdRefOf(r.P.Tgid, fd)
 	switch {
-	case en != 0 && flags&unix.AT_EMPTY_PATH != 0:
+	case en != 0 && empty:
 		return errno(unix.EBADF, Emulated), true
 	case en != 0:
 		return errno(unix.ENOENT, Emulated), true
 	case ref.LKLFd < 0:
 		return Result{}, false
 	}
-	return e.linkLKL(r, ref.LKLFd, d2, a2, flags&unix.AT_EMPTY_PATH != 0), true
+	return e.linkLKL(r, ref.LKLFd, d2, a2, empty), true
 }
 
 // linkLKL gives LKL file lklfd the new name at d2/a2, an image path.
