@@ -3,7 +3,9 @@ package dispatch
 import (
 	"strconv"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,7 +53,7 @@ func (e *Engine) linkFd(r *Request, d1 int32, a1 uint64, d2 int32, a2 uint64, fl
 			if ref.LKLFd < 0 {
 				return Result{}, false
 			}
-			return e.linkLKL(r, ref.LKLFd, d2, a2, false), true
+			return e.linkLKL(r, ref, d2, a2, false), true
 		default:
 			return Result{}, false
 		}
@@ -67,11 +69,26 @@ func (e *Engine) linkFd(r *Request, d1 int32, a1 uint64, d2 int32, a2 uint64, fl
 	case ref.LKLFd < 0:
 		return Result{}, false
 	}
-	return e.linkLKL(r, ref.LKLFd, d2, a2, empty), true
+	return e.linkLKL(r, ref, d2, a2, empty), true
 }
 
-// linkLKL gives LKL file lklfd the new name at d2/a2, an image path.
-func (e *Engine) linkLKL(r *Request, lklfd int, d2 int32, a2 uint64, emptyPath bool) Result {
+// linkLKL gives ref's LKL file the new name at d2/a2, an image path. A
+// policy judges the file by its path as it judges link(2)'s old path: a
+// read-only file gets no second, writable name.
+func (e *Engine) linkLKL(r *Request, ref *procfs.FdRef, d2 int32, a2 uint64, emptyPath bool) Result {
+	if e.Opt.Policy != nil && e.Opt.Policy.paths {
+		p := ref.Path
+		if p == "" && ref.Node != nil {
+			p = ref.Node.Path()
+		}
+		if p != "" {
+			t := guestpath.Target{Path: p}
+			if en := e.policyPath(r, &t); en != 0 {
+				return errno(en, Denied)
+			}
+		}
+	}
+	lklfd := ref.LKLFd
 	t2, res, okk := e.modTarget(r, d2, a2)
 	if !okk {
 		return res

@@ -65,7 +65,7 @@ func TestPolicyPaths(t *testing.T) {
 		"write-ro": "EROFS", "trunc-ro": "EROFS", "relative-ro": "EROFS", "symlink-ro": "EROFS",
 		"dirfd-ro": "EROFS", "dirfd-create-ro": "EROFS", "procfd-ro": "EROFS", "devfd-ro": "EROFS",
 		"fchmod-ro": "EROFS", "chmod-ro": "EROFS", "truncate-ro": "EROFS", "mkdir-ro": "EROFS",
-		"symlinkat-ro": "EROFS", "unlink-ro": "EROFS", "hardlink-ro": "EROFS",
+		"symlinkat-ro": "EROFS", "unlink-ro": "EROFS", "hardlink-ro": "EROFS", "linkfd-ro": "EROFS",
 		"rename-from-ro": "EROFS", "rename-into-ro": "EROFS", "rename-ro-dir": "EROFS", "rename-parent": "EPERM",
 		"bind-mount-hidden": "EPERM", "bind-mount-ro": "EPERM", "bind-mount-parent": "EPERM",
 		"write-free": "ok", "rename-free": "ok",

@@ -78,6 +78,8 @@ int main(void)
 	res("truncate-ro", truncate("/data/ro/f", 0));
 	res("mkdir-ro", mkdir("/data/ro/d", 0755));
 	res("symlinkat-ro", symlink("x", "/data/ro/sl"));
+	snprintf(p, sizeof p, "/proc/self/fd/%d", ro);
+	res("linkfd-ro", linkat(AT_FDCWD, p, AT_FDCWD, "/data/hl2", AT_SYMLINK_FOLLOW));
 	res("unlink-ro", unlink("/data/ro/f"));
 	res("hardlink-ro", link("/data/ro/f", "/data/hl"));
 	res("rename-from-ro", rename("/data/ro/f", "/data/moved"));
