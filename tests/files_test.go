@@ -545,7 +545,7 @@ link without a flag: the link itself: EXDEV
 // O_TMPFILE file alike, in every tier (kbox took the old path for a /proc
 // path: EXDEV, and "" for no file: ENOENT). Linux's answers, which a
 // native run as root gives too (before Linux 6.10 AT_EMPTY_PATH needs
-// CAP_DAC_READ_SEARCH).
+// CAP_DAC_READ_SEARCH). And a child names its parent's file.
 func TestLinkFd(t *testing.T) {
 	img := imagePath(t)
 	if os.Geteuid() == 0 {
@@ -560,4 +560,16 @@ func TestLinkFd(t *testing.T) {
 		}
 		diffLines(t, "linkfd", linkfdWant, out)
 	})
+	// Another process's fd: a child names its parent's file (the seccomp
+	// tier: the in-process tiers cannot fork).
+	const want = "a child links its parent's file: ok\nbychild: 8 bytes \"parent's\", 1 links, mode 600\n"
+	if os.Geteuid() == 0 {
+		if native := nativeOutput(t, img, "/opt/tests/linkfd", "-c", t.TempDir()); native != want {
+			t.Fatalf("natively:\n%s", native)
+		}
+	}
+	out, stderr, st := runKbox(t, "image", "-S", copyImage(t, img), "--", "/opt/tests/linkfd", "-c", "/root")
+	if st != 0 || out != want {
+		t.Errorf("a child: status %d\n%s\n%s", st, out, stderr)
+	}
 }

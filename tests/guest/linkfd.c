@@ -4,14 +4,17 @@
  * naming an O_TMPFILE file) and linkat(fd, "", AT_EMPTY_PATH), for an
  * O_TMPFILE file, one made O_EXCL (never linkable: ENOENT) and a file
  * with a name already. Writes after the link show through every name;
- * a name that exists is EEXIST, a bad fd EBADF. Prints one line per
- * step, the same natively (as root) and under kbox.
+ * a name that exists is EEXIST, a bad fd EBADF. linkfd -c DIR: a child
+ * names its parent's O_TMPFILE file through /proc/PPID/fd/N, and the
+ * parent reads it by that name. Prints one line per step, the same
+ * natively (as root) and under kbox.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -41,7 +44,22 @@ int main(int argc, char **argv)
 {
 	char p[64];
 
-	REQUIRE(argc == 2 && chdir(argv[1]) == 0, "usage: linkfd DIR");
+	if (argc == 3 && strcmp(argv[1], "-c") == 0) {
+		REQUIRE(chdir(argv[2]) == 0, "chdir");
+		int tmp = open(".", O_TMPFILE | O_RDWR, 0600);
+		REQUIRE(tmp >= 0 && write(tmp, "parent's", 8) == 8, "O_TMPFILE");
+		snprintf(p, sizeof(p), "/proc/%d/fd/%d", (int)getpid(), tmp);
+		pid_t pid = fork();
+		if (pid == 0)
+			_exit(linkat(AT_FDCWD, p, AT_FDCWD, "bychild", AT_SYMLINK_FOLLOW) == 0 ? 0 : errno);
+		int status;
+		REQUIRE(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the child");
+		printf("a child links its parent's file: %s\n",
+		       WEXITSTATUS(status) == 0 ? "ok" : errname(WEXITSTATUS(status)));
+		show("bychild");
+		return bad;
+	}
+	REQUIRE(argc == 2 && chdir(argv[1]) == 0, "usage: linkfd [-c] DIR");
 	int tmp = open(".", O_TMPFILE | O_RDWR, 0640);
 	REQUIRE(tmp >= 0, "O_TMPFILE");
 	REQUIRE(write(tmp, "tmp", 3) == 3, "write");
