@@ -374,8 +374,19 @@ func (e *Engine) policyFd(r *Request) unix.Errno {
 		return 0 // a path: checked where it is resolved
 	}
 	ref, en := e.fdRefOf(r.P.Tgid, int(int32(r.Args[0])))
-	if en != 0 || ref.Path == "" {
-		return 0 // the call itself fails, or has no image path
+	if en != 0 {
+		return 0 // the call itself fails
+	}
+	return e.policyFdFile(r, ref)
+}
+
+// policyFdFile applies the path rules to the file behind ref, by its
+// current path (none for a file with no image path): hidden ENOENT,
+// read-only EROFS.
+func (e *Engine) policyFdFile(r *Request, ref *procfs.FdRef) unix.Errno {
+	c := e.Opt.Policy
+	if c == nil || !c.paths || ref.Path == "" {
+		return 0
 	}
 	class, rule := c.P.Classify(ref.Path)
 	switch {

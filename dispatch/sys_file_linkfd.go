@@ -3,7 +3,6 @@ package dispatch
 import (
 	"strconv"
 
-	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
@@ -76,17 +75,8 @@ func (e *Engine) linkFd(r *Request, d1 int32, a1 uint64, d2 int32, a2 uint64, fl
 // policy judges the file by its path as it judges link(2)'s old path: a
 // read-only file gets no second, writable name.
 func (e *Engine) linkLKL(r *Request, ref *procfs.FdRef, d2 int32, a2 uint64, emptyPath bool) Result {
-	if e.Opt.Policy != nil && e.Opt.Policy.paths {
-		p := ref.Path
-		if p == "" && ref.Node != nil {
-			p = ref.Node.Path()
-		}
-		if p != "" {
-			t := guestpath.Target{Path: p}
-			if en := e.policyPath(r, &t); en != 0 {
-				return errno(en, Denied)
-			}
-		}
+	if en := e.policyFdFile(r, ref); en != 0 { // policy.go
+		return errno(en, Denied)
 	}
 	lklfd := ref.LKLFd
 	t2, res, okk := e.modTarget(r, d2, a2)
