@@ -13,7 +13,8 @@
  * lists (in kbox's in-process tiers the guest is kbox's process, whose
  * own fds are none of the guest's), and a run may open /dev/stdin any
  * number of times; a rename from or to "." or ".." is EBUSY. The same
- * lines natively and under kbox.
+ * lines natively and under kbox, and a last few as nobody: ".." leaves
+ * only a directory the caller may search (EACCES).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <grp.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -192,5 +194,13 @@ int main(int argc, char **argv)
 			close(fd);
 	}
 	printf("100 opens of /dev/stdin: %d failed\n", failed);
+
+	/* Last, as nobody (run as root: the ids cannot come back): ".."
+	 * leaves a directory only one may search. */
+	REQUIRE(mkdir("perm", 0700) == 0 && mkdir("perm/sub", 0755) == 0, "mkdir perm/sub");
+	REQUIRE(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0, "become nobody");
+	at("nobody: perm/sub/..", AT_FDCWD, "perm/sub/..", 0);
+	at("nobody: perm/..", AT_FDCWD, "perm/..", 0);
+	at("nobody: rl/..", AT_FDCWD, "rl/..", 0);
 	return bad;
 }
