@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"slices"
+
 	"github.com/kbox-project/kbox/sockios"
 	"golang.org/x/sys/unix"
 )
@@ -205,6 +207,18 @@ var DeviceIoctls = sockios.Ranges
 // image file's, which LKL holds; the host's memfd has its own
 // (sys_io.go).
 var InodeIoctls = []uint32{unix.FS_IOC_GETFLAGS, unix.FS_IOC_SETFLAGS}
+
+// FDIoctls are the ioctl commands whose result is a new fd: a pty's peer
+// (TIOCGPTPEER, which glibc's openpty asks first) and a namespace's owner
+// or parent (NS_GET_USERNS, NS_GET_PARENT). The host kernel runs them.
+// The in-process tiers trap them on every fd and move the new fd into the
+// guest's range, as they move the result of every call the table marks
+// NewFD (tierpolicy.InProcess, trap/cont.go); a separate guest process
+// gets its own lowest fd from the kernel.
+var FDIoctls = []uint32{unix.TIOCGPTPEER, unix.NS_GET_USERNS, unix.NS_GET_PARENT}
+
+// IoctlMakesFD says whether ioctl command cmd is one of FDIoctls.
+func IoctlMakesFD(cmd uint64) bool { return slices.Contains(FDIoctls, uint32(cmd)) }
 
 // Family groups syscalls for the observatory.
 type Family uint8

@@ -147,6 +147,7 @@ func InProcess(guestFDs uint32, net, rewrite bool) *seccomp.Policy {
 			p.FDArg[s.Name] = bits.TrailingZeros8(more)
 		}
 	})
+	p.IoctlNotify = append(p.IoctlNotify, dispatch.FDIoctls...)
 	p.Notify = unix.SECCOMP_RET_TRAP
 	p.DupfdAlways = true
 	return p

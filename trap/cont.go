@@ -115,7 +115,7 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 		th.fail(en)
 		return
 	}
-	if makesFD[nr] {
+	if makesFD[nr] || nr == unix.SYS_IOCTL && dispatch.IoctlMakesFD(a[1]) {
 		fd, err := t.fds.move(int(r))
 		th.retFD(fd, err)
 		return
