@@ -602,6 +602,8 @@ func (s *procSys) HostProc() (int, error) { return guestpath.RouteRoot("/proc") 
 
 func (s *procSys) BindPath(path string) (string, bool) { return (*Engine)(s).bindGuestPath(path) }
 
+func (s *procSys) PtsPath(dev uint64, name string) (string, bool) { return s.pts.PathOf(dev, name) }
+
 func (s *procSys) OnRoute(path string) bool {
 	_, on := (*Engine)(s).route(path)
 	return on

@@ -70,7 +70,18 @@ func (d *Devpts) GuestPath(procLink, link string) (string, bool) {
 		return "", false
 	}
 	var st unix.Stat_t
-	if unix.Stat(procLink, &st) != nil || st.Dev != d.dev {
+	if unix.Stat(procLink, &st) != nil {
+		return "", false
+	}
+	return d.PathOf(st.Dev, link)
+}
+
+// PathOf is the guest path of the file the host names link (its fd's
+// link text) on device dev, when dev is the instance's: "/N" is
+// /dev/pts/N, "/ptmx" /dev/pts/ptmx (what Linux shows in a container whose
+// /dev/ptmx leads there).
+func (d *Devpts) PathOf(dev uint64, link string) (string, bool) {
+	if d.bind == nil || dev != d.dev || !strings.HasPrefix(link, "/") {
 		return "", false
 	}
 	if link == "/" {

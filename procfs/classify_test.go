@@ -71,6 +71,7 @@ func (s *fakeSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 }
 func (s *fakeSys) HostProc() (int, error)                  { return hostProc() }
 func (s *fakeSys) BindPath(path string) (string, bool)     { return "", false }
+func (s *fakeSys) PtsPath(uint64, string) (string, bool)   { return "", false }
 func (s *fakeSys) OnRoute(path string) bool                { return false }
 func (s *fakeSys) FIFOPath(dev, ino uint64) (string, bool) { return "", false }
 func (s *fakeSys) Inotify(ino uint64) bool                 { return false }

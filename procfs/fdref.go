@@ -106,6 +106,8 @@ func HostFdRef(s System, link string) (*FdRef, unix.Errno) {
 			} else {
 				ref.Path = g
 			}
+		} else if g, found := s.PtsPath(st.Dev, name); found {
+			ref.Text, ref.Path = g, g // a pty (deleted only with its instance)
 		} else if s.OnRoute(name) {
 			if !isDeleted {
 				ref.Path = name

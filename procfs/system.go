@@ -57,9 +57,12 @@ type System interface {
 	// BindPath is the guest path of host file path in a bind; OnRoute
 	// reports a host path on a host route; FIFOPath is the image path of
 	// the host FIFO (dev, ino) behind one of the image's; Inotify reports
-	// that host socket inode ino is one of the guest's inotify fds. They
-	// name a host fd's file (HostFdRef).
+	// that host socket inode ino is one of the guest's inotify fds;
+	// PtsPath is the guest path of a file of kbox's devpts instance (dev
+	// its device), which the host names by its path in the instance
+	// ("/0"). They name a host fd's file (HostFdRef).
 	BindPath(path string) (string, bool)
+	PtsPath(dev uint64, name string) (string, bool)
 	OnRoute(path string) bool
 	FIFOPath(dev, ino uint64) (string, bool)
 	Inotify(ino uint64) bool
