@@ -94,3 +94,26 @@ func TestTierChoiceGo(t *testing.T) {
 		}
 	}
 }
+
+func TestMayRunInProcess(t *testing.T) {
+	cases := []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"image", "-S", "a.ext4", "--syscall-mode=trap"}, true},
+		{[]string{"image", "-S", "a.ext4", "--syscall-mode=rewrite"}, true},
+		{[]string{"image", "-S", "a.ext4", "--syscall-mode", "rewrite", "--", "/bin/true"}, true},
+		{[]string{"image", "-S", "a.ext4", "--syscall-mode", "trap"}, true},
+		{[]string{"image", "-S", "a.ext4", "--trusted"}, true},
+		{[]string{"image", "-S", "a.ext4"}, false},
+		{[]string{"image", "-S", "a.ext4", "--syscall-mode=seccomp"}, false},
+		{[]string{"image", "-S", "a.ext4", "--syscall-mode", "seccomp"}, false},
+		{[]string{"image", "-S", "a.ext4", "--", "prog", "--trusted", "--syscall-mode=trap"}, false},
+		{[]string{"image", "-S", "a.ext4", "--syscall-mode"}, false},
+	}
+	for _, c := range cases {
+		if got := mayRunInProcess(c.args); got != c.want {
+			t.Errorf("mayRunInProcess(%q) = %v, want %v", c.args, got, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/kbox-project/kbox/trap"
 )
@@ -43,18 +44,13 @@ Run 'kbox image --help' for the image options.
 `
 
 func main() {
-	// The trap tier's guest fds are the low numbers of kbox's own fd
-	// table (trap/fds.go): they are reserved before kbox opens anything.
-	// Go's runtime keeps no fd of its own open at this point but its
-	// netpoll's (containermaxprocs=0, above: it closes its cgroup files).
-	for i, a := range os.Args[1:] {
-		if a == "--" {
-			break
-		}
-		if a == "--syscall-mode=trap" || a == "--syscall-mode" && i+2 < len(os.Args) && os.Args[i+2] == "trap" {
-			trap.Prepare() // errors are reported where runImage calls it again
-			break
-		}
+	// The in-process tiers' guest fds are the low numbers of kbox's own
+	// fd table (trap/fds.go): they are reserved before kbox opens
+	// anything. Go's runtime keeps no fd of its own open at this point
+	// but its netpoll's (containermaxprocs=0, above: it closes its cgroup
+	// files).
+	if mayRunInProcess(os.Args[1:]) {
+		trap.Prepare() // errors are reported where runImage calls it again
 	}
 	code := run(os.Args[1:])
 	if dieWith != 0 {
@@ -107,4 +103,25 @@ func fail(err error) int {
 		return exitUsage
 	}
 	return exitSetup
+}
+
+// mayRunInProcess reports options (before "--") that may put the guest in
+// kbox's own process: --syscall-mode trap or rewrite, or --trusted (auto
+// may then choose rewrite). Each needs trap.Prepare before Go's netpoll
+// opens its fds, which would otherwise take guest numbers (4, 5) that the
+// guest could then neither get nor dup2 onto.
+func mayRunInProcess(args []string) bool {
+	for i, a := range args {
+		mode, isMode := strings.CutPrefix(a, "--syscall-mode=")
+		if a == "--syscall-mode" && i+1 < len(args) {
+			mode, isMode = args[i+1], true
+		}
+		switch {
+		case a == "--":
+			return false
+		case a == "--trusted", isMode && (mode == "trap" || mode == "rewrite"):
+			return true
+		}
+	}
+	return false
 }
