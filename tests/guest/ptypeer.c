@@ -6,7 +6,8 @@
  *   - whether the master's link names a ptmx (/dev/ptmx or
  *     /dev/pts/ptmx: Linux names the node that was opened);
  *   - the numbers of six opens and of a pipe, and dup2 onto 4 and 5.
- * Natively each number is the lowest free one. */
+ * Natively each number is the lowest free one; fds a parent left open
+ * are closed first, so that both runs start from 0, 1 and 2. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef TIOCGPTPEER
@@ -33,6 +35,7 @@ static const char *link_of(int fd, char *buf, size_t len)
 
 int main(void)
 {
+	syscall(SYS_close_range, 3, 1023, 0);
 	int m = open("/dev/ptmx", O_RDWR | O_NOCTTY);
 	int unlock = 0, n = -1;
 	if (m < 0 || ioctl(m, TIOCSPTLCK, &unlock) || ioctl(m, TIOCGPTN, &n)) {
