@@ -97,10 +97,12 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 			th.ret(0)
 			return
 		}
-		if nr == unix.SYS_SETRLIMIT || a[2] != 0 {
-			// kbox's own limits (stack, core, address space) are
-			// the process's: the guest may read them, not set them.
-			th.fail(unix.EPERM)
+		if nr == unix.SYS_SETRLIMIT {
+			th.keepLimit(res, a[1], 0)
+			return
+		}
+		if a[2] != 0 {
+			th.keepLimit(res, a[2], a[3])
 			return
 		}
 	}
@@ -129,6 +131,38 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 		}
 	}
 	th.ret(int64(r))
+}
+
+// keepLimit answers a set of limit res to the limits at newp: kbox's own
+// limits (stack, core, file size, address space) are the process's, so
+// the guest may read them but not change them (EPERM). Setting a limit to
+// what it is changes nothing and succeeds, as on Linux; the old limits go
+// to oldp (prlimit). The errors come in Linux's order: EFAULT, then
+// EINVAL for an unknown resource or a soft limit above the hard one.
+func (th *thread) keepLimit(res, newp, oldp uint64) {
+	var want [2]uint64
+	if readMem(newp, bytesOf(&want)) != nil {
+		th.fail(unix.EFAULT)
+		return
+	}
+	cur, en := nativeRlimit(res)
+	if en != 0 {
+		th.fail(en)
+		return
+	}
+	if want[0] > want[1] {
+		th.fail(unix.EINVAL)
+		return
+	}
+	if want != cur {
+		th.fail(unix.EPERM)
+		return
+	}
+	if oldp != 0 && writeMem(&tr.mem, oldp, bytesOf(&cur)) != nil {
+		th.fail(unix.EFAULT)
+		return
+	}
+	th.ret(0)
 }
 
 func (th *thread) retFD(fd int, err error) {

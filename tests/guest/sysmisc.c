@@ -6,8 +6,8 @@
  * name a task; inotify is absent). Never run "kbox" natively: it renices
  * the given pid and every process of the caller's uid. "sysmisc nofile"
  * raises the soft fd limit to the hard one, as servers and Python tools do
- * at start, with no fork (it runs in every tier), and prints what a native
- * run prints too. "sysmisc fsinfo" asks sysfs(2) and ustat(2) (x86_64)
+ * at start, and sets other limits to their current values, with no fork
+ * (it runs in every tier), and prints what a native run prints too. "sysmisc fsinfo" asks sysfs(2) and ustat(2) (x86_64)
  * what holds for any kernel: the types' names by index and back, their
  * errors, and ustat of /'s device; then it lists the types. "sysmisc
  * readahead DIR" tries readahead(2) on a file, a directory and an O_PATH
@@ -223,6 +223,22 @@ static void nofile(void)
 	struct rlimit low = {got.rlim_cur / 2, got.rlim_max};
 	printf("soft lowered %s\n", outcome(prlimit(0, RLIMIT_NOFILE, &low, NULL)));
 	printf("soft raised again %s\n", outcome(setrlimit(RLIMIT_NOFILE, &got)));
+	/* Other limits set to what they are, as Python's resource tests do:
+	 * in the in-process tiers they are kbox's process's, kept as they
+	 * are, and a set that changes nothing succeeds. */
+	static const int kept[] = {RLIMIT_STACK, RLIMIT_CORE, RLIMIT_FSIZE, RLIMIT_AS, RLIMIT_CPU};
+	for (unsigned i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+		struct rlimit cur, old = {0, 0};
+		getrlimit(kept[i], &cur);
+		printf("limit %d set to itself %s", kept[i], outcome(setrlimit(kept[i], &cur)));
+		printf(", by prlimit %s", outcome(prlimit(0, kept[i], &cur, &old)));
+		printf(", old %d\n", old.rlim_cur == cur.rlim_cur && old.rlim_max == cur.rlim_max);
+	}
+	struct rlimit core, inverted = {RLIM_INFINITY, 0};
+	getrlimit(RLIMIT_CORE, &core);
+	printf("limit soft>hard %s\n", outcome(prlimit(0, RLIMIT_CORE, &inverted, NULL)));
+	printf("limit unknown %s\n", outcome(prlimit(0, 99, &core, NULL)));
+	printf("limit bad pointer %s\n", outcome(syscall(SYS_setrlimit, RLIMIT_CORE, (void *)8)));
 }
 
 #ifdef SYS_sysfs
