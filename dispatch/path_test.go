@@ -15,3 +15,17 @@ func TestLastDots(t *testing.T) {
 		}
 	}
 }
+
+func TestFromGoneDir(t *testing.T) {
+	for _, c := range []struct {
+		p    string
+		want bool
+	}{
+		{"..", true}, {"../a", true}, {"./..", true}, {".//../x", true}, {"../..", true},
+		{".", false}, {"./", false}, {"", false}, {"a", false}, {"a/..", false}, {"./a/../..", false}, {"...", false}, {"..a", false},
+	} {
+		if got := fromGoneDir(c.p); got != c.want {
+			t.Errorf("fromGoneDir(%q) = %v, want %v", c.p, got, c.want)
+		}
+	}
+}

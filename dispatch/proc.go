@@ -32,6 +32,9 @@ type Proc struct {
 	// relative path).
 	mu  sync.Mutex
 	cwd atomic.Pointer[string]
+	// cwdGone says the directory cwd names was removed while it was the
+	// working directory (removedDir).
+	cwdGone atomic.Bool
 	// root is the image path of the process's root (sys_file_chroot.go), nil
 	// for the image's root.
 	root atomic.Pointer[string]
@@ -149,8 +152,16 @@ func (p *Proc) Cwd() string {
 func (p *Proc) SetCwd(c string) {
 	p.mu.Lock()
 	p.cwd.Store(&c)
+	p.cwdGone.Store(false)
 	p.mu.Unlock()
 }
+
+// CwdGone reports whether the process's working directory was removed
+// (rmdir, or a rename over it) while it was there. Linux keeps the
+// process in the dead directory: getcwd is ENOENT, /proc/PID/cwd reads
+// "PATH (deleted)", and no name is found in it, even when a new
+// directory takes its path; ".." still leads to the parent.
+func (p *Proc) CwdGone() bool { return p.cwdGone.Load() }
 
 // procStatus reads /proc/PID/status of the host; nil if it cannot.
 func procStatus(pid int) []byte {
@@ -300,6 +311,7 @@ func (e *Engine) Lookup(tid int) *Proc {
 // inherit gives a new process what it takes from its parent at fork.
 func (np *Proc) inherit(parent *Proc) {
 	np.cwd.Store(parent.cwd.Load())
+	np.cwdGone.Store(parent.cwdGone.Load())
 	np.exe = parent.Exe()
 	np.root.Store(parent.root.Load())
 	np.ident = parent.forkIdent()
@@ -524,7 +536,7 @@ func (e *Engine) renamedDir(from, to string, exchange bool) {
 		}
 		return false
 	}
-	if !holds(path.Base(from)) && !(exchange && holds(path.Base(to))) {
+	if !holds(path.Base(from)) && !holds(path.Base(to)) {
 		return
 	}
 	// The parents are where they were: the names are resolved now.
@@ -544,8 +556,37 @@ func (e *Engine) renamedDir(from, to string, exchange bool) {
 		} else if rest, ok := beneath(cwd, to); ok && exchange {
 			cwd = from + rest
 			p.cwd.Store(&cwd)
+		} else if cwd == to {
+			p.cwdGone.Store(true) // the empty directory the rename replaced
 		}
 		p.mu.Unlock()
+	}
+}
+
+// removedDir follows the removal of directory p (rmdir, a guest path) in
+// the working directories of the guest's processes: one that was p is
+// gone (Proc.CwdGone). A name no cwd ends with costs one look at each
+// process's cwd.
+func (e *Engine) removedDir(p string) {
+	base := path.Base(p)
+	var abs string
+	marked := false
+	for _, pr := range *e.procs.Load() {
+		if path.Base(pr.Cwd()) != base {
+			continue
+		}
+		if abs == "" {
+			abs = path.Join(e.canonical(path.Dir(p)), base)
+		}
+		pr.mu.Lock()
+		if pr.Cwd() == abs && !pr.cwdGone.Load() {
+			pr.cwdGone.Store(true)
+			marked = true
+		}
+		pr.mu.Unlock()
+	}
+	if marked {
+		e.changeDone() // answers prepared for relative paths
 	}
 }
 

@@ -58,6 +58,8 @@ func (e *Engine) followProc(r *Request, t guestpath.Target) (guestpath.Target, u
 		switch {
 		case n.Fd != nil:
 			t, en = e.followFd(r, n.Fd)
+		case n.To == "":
+			en = unix.ENOENT // a link to nothing kbox keeps (a removed cwd)
 		default:
 			t, en = e.classifyN(r, n.To, 1)
 		}

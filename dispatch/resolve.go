@@ -53,6 +53,12 @@ func (e *Engine) resolveInto(r *Request, dirfd int32, p string, t *guestpath.Tar
 	if p == "" {
 		return unix.ENOENT
 	}
+	if p[0] != '/' && dirfd == unix.AT_FDCWD && r.P.CwdGone() {
+		if !fromGoneDir(p) {
+			return unix.ENOENT
+		}
+		return e.resolveFresh(r, dirfd, p, t)
+	}
 	if (p[0] == '/' || dirfd == unix.AT_FDCWD) && r.P.chroot() == "" && !(e.Opt.Policy != nil && e.Opt.Policy.paths) && !gdbmirror.On() {
 		var cwd string
 		if p[0] != '/' {
@@ -69,6 +75,26 @@ func (e *Engine) resolveInto(r *Request, dirfd int32, p string, t *guestpath.Tar
 		return en
 	}
 	return e.resolveFresh(r, dirfd, p, t)
+}
+
+// fromGoneDir reports whether relative path p can be found from a removed
+// working directory (Proc.CwdGone): Linux finds no name in a dead
+// directory but ".." (its parent, where kbox's path of it still leads).
+// The directory itself ("." alone) is not kept, so kbox gives ENOENT for
+// it too, where Linux would open or stat the dead directory.
+func fromGoneDir(p string) bool {
+	for p != "" {
+		c, rest, _ := strings.Cut(p, "/")
+		switch c {
+		case "", ".":
+			p = rest
+		case "..":
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // resolveFresh is resolveInto without the memo.

@@ -60,10 +60,17 @@ const (
 
 // pathOpOn is pathOp for a syscall with an effect on the file's shadow:
 // the last argument in rest holds its AT_SYMLINK_NOFOLLOW flag.
-func (e *Engine) pathOpOn(r *Request, nr uintptr, dirfd int32, addr uint64, effect pathEffect, rest ...uintptr) Result {
+func (e *Engine) pathOpOn(r *Request, nr uintptr, dirfd int32, addr uint64, effect pathEffect, rest ...uintptr) (res Result) {
 	t, res, okk := e.modTarget(r, dirfd, addr)
 	if !okk {
 		return res
+	}
+	if nr == lkl.SysUnlinkat && rest[0]&unix.AT_REMOVEDIR != 0 {
+		defer func() {
+			if res.Errno == 0 {
+				e.removedDir(t.Path)
+			}
+		}()
 	}
 	if t.Bind != nil {
 		return bindOp(t, nr, rest)
@@ -369,7 +376,11 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 		}
 	}
 	if t1.Bind != nil {
-		return bindTwo(t1, t2, nr, flags)
+		res := bindTwo(t1, t2, nr, flags)
+		if nr == lkl.SysRenameat2 && res.Errno == 0 {
+			e.renamedDir(t1.Path, t2.Path, flags&unix.RENAME_EXCHANGE != 0)
+		}
+		return res
 	}
 	p, q := t1.LKLPath(), t2.LKLPath()
 	// A rename over a file, or a link, may take a name from an idle shadow
@@ -595,6 +606,9 @@ func (e *Engine) pathOpNoDir(r *Request, nr uintptr, addr uint64, arg uintptr) R
 
 // sysGetcwd serves getcwd(2).
 func sysGetcwd(e *Engine, r *Request) Result {
+	if r.P.CwdGone() {
+		return errno(unix.ENOENT, Emulated) // as Linux's for an unlinked cwd
+	}
 	cwd := r.P.GuestCwd()
 	if uint64(len(cwd)+1) > r.Args[1] {
 		return errno(unix.ERANGE, Emulated)

@@ -99,6 +99,7 @@ func (e *Engine) ipcSysctl(name string) *procfs.Node {
 type sysctlOwner struct{}
 
 func (sysctlOwner) Cwd() string                                             { return "/" }
+func (sysctlOwner) CwdGone() bool                                           { return false }
 func (sysctlOwner) Root() string                                            { return "/" }
 func (sysctlOwner) Exe() string                                             { return "" }
 func (sysctlOwner) IDs() procfs.Creds                                       { return procfs.Creds{} }

@@ -240,6 +240,13 @@ func taskPath(s System, c *Caller, pid int, base, sub string, depth int) (Found,
 			to = p.Root() // its chroot(2)
 		case p == nil:
 			return Found{}, unix.ENOENT
+		case entry == "cwd" && p.CwdGone():
+			// Linux's link to a removed directory: its text, and
+			// nothing to follow (kbox keeps no dead directory).
+			if rest != "" {
+				return Found{}, unix.ENOENT
+			}
+			return node(abs, &Node{Kind: Link, Like: hbase + "/" + entry, Link: p.Cwd() + " (deleted)"})
 		case entry == "cwd":
 			to = p.Cwd()
 		default:

@@ -17,11 +17,12 @@ type fakeProc struct {
 	id       Ident
 }
 
-func (p *fakeProc) Cwd() string  { return p.cwd }
-func (p *fakeProc) Root() string { return "/" }
-func (p *fakeProc) Exe() string  { return p.exe }
-func (p *fakeProc) IDs() Creds   { return p.ids }
-func (p *fakeProc) Ident() Ident { return p.id }
+func (p *fakeProc) Cwd() string   { return p.cwd }
+func (p *fakeProc) CwdGone() bool { return false }
+func (p *fakeProc) Root() string  { return "/" }
+func (p *fakeProc) Exe() string   { return p.exe }
+func (p *fakeProc) IDs() Creds    { return p.ids }
+func (p *fakeProc) Ident() Ident  { return p.id }
 func (p *fakeProc) UpdateIdent(f func(*Ident) unix.Errno) unix.Errno {
 	return f(&p.id)
 }

@@ -90,8 +90,9 @@ type Config struct {
 // Process is a guest process the engine knows.
 type Process interface {
 	Cwd() string
-	Root() string // the image path of its root directory ("/" unless chrooted)
-	Exe() string  // "" when it has exec'd no program
+	CwdGone() bool // its working directory was removed
+	Root() string  // the image path of its root directory ("/" unless chrooted)
+	Exe() string   // "" when it has exec'd no program
 	IDs() Creds
 	// Ident returns what kbox keeps of the process's identity;
 	// UpdateIdent changes it under the process's lock.
