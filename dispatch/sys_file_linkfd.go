@@ -1,8 +1,11 @@
 package dispatch
 
 import (
+	"os"
 	"strconv"
+	"strings"
 
+	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/procfs"
 	"golang.org/x/sys/unix"
@@ -15,7 +18,9 @@ import (
 // through its own /proc/self/fd/N (as Linux does, no capability asked)
 // or, for AT_EMPTY_PATH or without LKL's /proc, by the fd
 // (CAP_DAC_READ_SEARCH, which LKL checks with the guest's credentials).
-// An fd with no LKL file (a pipe, a bind's file) is left to twoPaths.
+// A host file in a bind gets a name in the same bind (linkHost). An fd
+// of anything else (a pipe, a file outside the binds) is left to
+// twoPaths: EXDEV or ENOENT.
 
 // linkFd serves linkat of an fd's file; done is false when the call is
 // not one, or the fd has no LKL file.
@@ -50,7 +55,14 @@ func (e *Engine) linkFd(r *Request, d1 int32, a1 uint64, d2 int32, a2 uint64, fl
 		case t.Proc != nil && t.Proc.Fd != nil:
 			ref := t.Proc.Fd // /proc/PID/fd/N, found for the caller
 			if ref.LKLFd < 0 {
-				return Result{}, false
+				if ref.Host == "" {
+					return Result{}, false
+				}
+				hfd, err := unix.Open(ref.Host, unix.O_PATH|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return Result{}, false
+				}
+				return e.linkHost(r, ref, hfd, d2, a2)
 			}
 			return e.linkLKL(r, ref, d2, a2, false), true
 		default:
@@ -66,9 +78,58 @@ func (e *Engine) linkFd(r *Request, d1 int32, a1 uint64, d2 int32, a2 uint64, fl
 	case en != 0:
 		return errno(unix.ENOENT, Emulated), true
 	case ref.LKLFd < 0:
-		return Result{}, false
+		if empty && !r.P.creds().Has(capDacReadSearch) {
+			return errno(unix.ENOENT, Emulated), true // Linux's check of the caller
+		}
+		hfd, err := r.P.getfd(fd)
+		if err != nil {
+			return Result{}, false
+		}
+		return e.linkHost(r, ref, hfd, d2, a2)
 	}
 	return e.linkLKL(r, ref, d2, a2, empty), true
+}
+
+// linkHost gives the host file hfd (kbox's copy of the guest's fd, or an
+// O_PATH fd through its link; linkHost closes it) a name at d2/a2, when
+// the file is in a bind and the name in the same one: the host kernel
+// links it through hfd's own /proc link, which asks no capability (the
+// caller's was checked for AT_EMPTY_PATH) and refuses a file with no name
+// that was not made O_TMPFILE (ENOENT). The bind is judged by what hfd
+// is, not by the guest's fd number, which another guest thread may reuse
+// meanwhile. Anything else is left to twoPaths (done false).
+func (e *Engine) linkHost(r *Request, ref *procfs.FdRef, hfd int, d2 int32, a2 uint64) (Result, bool) {
+	defer unix.Close(hfd)
+	self := guestpath.ProcFd(hfd)
+	txt, err := os.Readlink(self)
+	if err != nil {
+		return Result{}, false
+	}
+	g, inBind := e.bindGuestPath(strings.TrimSuffix(txt, " (deleted)"))
+	if !inBind {
+		return Result{}, false
+	}
+	if en := e.policyFdFile(r, ref); en != 0 { // policy.go
+		return errno(en, Denied), true
+	}
+	t2, res, okk := e.modTarget(r, d2, a2)
+	switch {
+	case !okk:
+		return res, true
+	case t2.Bind == nil || t2.Bind != e.bindOf(g):
+		return errno(unix.EXDEV, Emulated), true // the image, a route or another bind
+	case t2.Bind.ReadOnly:
+		return errno(unix.EROFS, Host), true
+	}
+	dir, base, err := t2.Bind.Parent(t2.Rel)
+	if err == unix.EBUSY {
+		return errno(unix.EEXIST, Host), true // the bind's own directory
+	}
+	if err != nil {
+		return fail(err, Host), true
+	}
+	defer unix.Close(dir)
+	return hostDone(unix.Linkat(unix.AT_FDCWD, self, dir, base, unix.AT_SYMLINK_FOLLOW)), true
 }
 
 // linkLKL gives ref's LKL file the new name at d2/a2, an image path. A

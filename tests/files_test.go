@@ -4,6 +4,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -545,7 +546,8 @@ link without a flag: the link itself: EXDEV
 // O_TMPFILE file alike, in every tier (kbox took the old path for a /proc
 // path: EXDEV, and "" for no file: ENOENT). Linux's answers, which a
 // native run as root gives too (before Linux 6.10 AT_EMPTY_PATH needs
-// CAP_DAC_READ_SEARCH). And a child names its parent's file.
+// CAP_DAC_READ_SEARCH). And a child names its parent's file. The same in
+// a bind, where the files are the host's.
 func TestLinkFd(t *testing.T) {
 	img := imagePath(t)
 	if os.Geteuid() == 0 {
@@ -559,6 +561,13 @@ func TestLinkFd(t *testing.T) {
 			t.Fatalf("status %d\n%s\n%s", st, out, stderr)
 		}
 		diffLines(t, "linkfd", linkfdWant, out)
+		// In a bind (-b), the host's files: the same (kbox gave
+		// ENOENT for AT_EMPTY_PATH and EXDEV through /proc).
+		out, stderr, st = runKbox(t, "image", "-S", copyImage(t, img), "-b", t.TempDir()+":/mnt/h", "--syscall-mode="+m, "--trusted", "--", "/opt/tests/linkfd", "/mnt/h")
+		if st != 0 {
+			t.Fatalf("in a bind: status %d\n%s\n%s", st, out, stderr)
+		}
+		diffLines(t, "linkfd in a bind", linkfdWant, out)
 	})
 	// Another process's fd: a child names its parent's file (the seccomp
 	// tier: the in-process tiers cannot fork).
@@ -568,8 +577,47 @@ func TestLinkFd(t *testing.T) {
 			t.Fatalf("natively:\n%s", native)
 		}
 	}
-	out, stderr, st := runKbox(t, "image", "-S", copyImage(t, img), "--", "/opt/tests/linkfd", "-c", "/root")
-	if st != 0 || out != want {
-		t.Errorf("a child: status %d\n%s\n%s", st, out, stderr)
+	for _, run := range [][]string{{"/root"}, {"-b", t.TempDir() + ":/mnt/h", "/mnt/h"}} {
+		args := append([]string{"image", "-S", copyImage(t, img)}, run[:len(run)-1]...)
+		out, stderr, st := runKbox(t, append(args, "--", "/opt/tests/linkfd", "-c", run[len(run)-1])...)
+		if st != 0 || out != want {
+			t.Errorf("a child, in %s: status %d\n%s\n%s", run[len(run)-1], st, out, stderr)
+		}
+	}
+	// A host file outside the binds, the guest's stdin, gets no name in
+	// a bind, though it is on the bind's filesystem.
+	t.Run("outside", func(t *testing.T) { forEachTier(t, linkOutside(img)) })
+}
+
+// linkOutside runs linkfd -i under tier m with a host file outside the
+// binds as its stdin: no name for it in the bind.
+func linkOutside(img string) func(t *testing.T, m string) {
+	return func(t *testing.T, m string) {
+		dir := t.TempDir()
+		secret := filepath.Join(dir, "secret")
+		bind := filepath.Join(dir, "bind")
+		if err := os.WriteFile(secret, []byte("host\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(bind, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		in, err := os.Open(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), kboxTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, kboxBin(t), "image", "-S", copyImage(t, img), "-b", bind+":/mnt/h", "--syscall-mode="+m, "--trusted", "--", "/opt/tests/linkfd", "-i", "/mnt/h")
+		cmd.Stdin = in
+		out, _ := cmd.Output()
+		const refused = "link stdin by /proc/self/fd/0: EXDEV\nlink stdin by /dev/fd/0: EACCES\nlink stdin AT_EMPTY_PATH: ENOENT\n"
+		if string(out) != refused {
+			t.Errorf("stdin's file linked into a bind:\n%s", out)
+		}
+		if ents, _ := os.ReadDir(bind); len(ents) != 0 {
+			t.Errorf("the bind holds %d names", len(ents))
+		}
 	}
 }

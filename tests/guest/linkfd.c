@@ -6,8 +6,9 @@
  * with a name already. Writes after the link show through every name;
  * a name that exists is EEXIST, a bad fd EBADF. linkfd -c DIR: a child
  * names its parent's O_TMPFILE file through /proc/PPID/fd/N, and the
- * parent reads it by that name. Prints one line per step, the same
- * natively (as root) and under kbox.
+ * parent reads it by that name. linkfd -i DIR: names stdin's file in DIR
+ * (kbox refuses a host file outside the binds a name in one). Prints one
+ * line per step, the same natively (as root) and under kbox.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -59,7 +60,14 @@ int main(int argc, char **argv)
 		show("bychild");
 		return bad;
 	}
-	REQUIRE(argc == 2 && chdir(argv[1]) == 0, "usage: linkfd [-c] DIR");
+	if (argc == 3 && strcmp(argv[1], "-i") == 0) {
+		REQUIRE(chdir(argv[2]) == 0, "chdir");
+		step("link stdin by /proc/self/fd/0", linkat(AT_FDCWD, "/proc/self/fd/0", AT_FDCWD, "in1", AT_SYMLINK_FOLLOW));
+		step("link stdin by /dev/fd/0", linkat(AT_FDCWD, "/dev/fd/0", AT_FDCWD, "in2", AT_SYMLINK_FOLLOW));
+		step("link stdin AT_EMPTY_PATH", linkat(0, "", AT_FDCWD, "in3", AT_EMPTY_PATH));
+		return bad;
+	}
+	REQUIRE(argc == 2 && chdir(argv[1]) == 0, "usage: linkfd [-c|-i] DIR");
 	int tmp = open(".", O_TMPFILE | O_RDWR, 0640);
 	REQUIRE(tmp >= 0, "O_TMPFILE");
 	REQUIRE(write(tmp, "tmp", 3) == 3, "write");
