@@ -55,7 +55,8 @@ func TestSyscallFamilies(t *testing.T) {
 // hard limit is kbox's virtual fd base (dispatch/sys_proc_sys.go): the seccomp
 // tier showed the host's hard limit, and raising the soft one to it was
 // EPERM. Other limits set to their current values succeed in every tier
-// too (the in-process tiers answered EPERM: Python's test_resource).
+// too (the in-process tiers answered EPERM: Python's test_resource), and
+// so does lowering the core limit (what programs holding secrets ask).
 func TestFDLimitRaise(t *testing.T) {
 	img := imagePath(t)
 	prog := dumpFromImage(t, img, "/opt/tests/sysmisc")

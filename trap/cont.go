@@ -135,9 +135,9 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 
 // keepLimit answers a set of limit res to the limits at newp: kbox's own
 // limits (stack, core, file size, address space) are the process's, so
-// the guest may read them but not change them (EPERM). Setting a limit to
-// what it is changes nothing and succeeds, as on Linux; the old limits go
-// to oldp (prlimit). The errors come in Linux's order: EFAULT, then
+// the guest may read them but not change them (EPERM), but for lowering
+// the core limit. Setting a limit to what it is changes nothing and
+// succeeds, as on Linux; the old limits go to oldp (prlimit). The errors come in Linux's order: EFAULT, then
 // EINVAL for an unknown resource or a soft limit above the hard one.
 func (th *thread) keepLimit(res, newp, oldp uint64) {
 	var want [2]uint64
@@ -155,8 +155,16 @@ func (th *thread) keepLimit(res, newp, oldp uint64) {
 		return
 	}
 	if want != cur {
-		th.fail(unix.EPERM)
-		return
+		// Lowering the core limit only stops kbox's process from
+		// dumping core, as programs that hold secrets ask.
+		if res != unix.RLIMIT_CORE || want[0] > cur[0] || want[1] > cur[1] {
+			th.fail(unix.EPERM)
+			return
+		}
+		if err := unix.Prlimit(0, unix.RLIMIT_CORE, &unix.Rlimit{Cur: want[0], Max: want[1]}, nil); err != nil {
+			th.fail(sysabi.ErrnoOr(err, unix.EPERM))
+			return
+		}
 	}
 	if oldp != 0 && writeMem(&tr.mem, oldp, bytesOf(&cur)) != nil {
 		th.fail(unix.EFAULT)

@@ -6,8 +6,9 @@
  * name a task; inotify is absent). Never run "kbox" natively: it renices
  * the given pid and every process of the caller's uid. "sysmisc nofile"
  * raises the soft fd limit to the hard one, as servers and Python tools do
- * at start, and sets other limits to their current values, with no fork
- * (it runs in every tier), and prints what a native run prints too. "sysmisc fsinfo" asks sysfs(2) and ustat(2) (x86_64)
+ * at start, sets other limits to their current values and lowers the core
+ * limit to 0, with no fork (it runs in every tier), and prints what a
+ * native run prints too. "sysmisc fsinfo" asks sysfs(2) and ustat(2) (x86_64)
  * what holds for any kernel: the types' names by index and back, their
  * errors, and ustat of /'s device; then it lists the types. "sysmisc
  * readahead DIR" tries readahead(2) on a file, a directory and an O_PATH
@@ -239,6 +240,11 @@ static void nofile(void)
 	printf("limit soft>hard %s\n", outcome(prlimit(0, RLIMIT_CORE, &inverted, NULL)));
 	printf("limit unknown %s\n", outcome(prlimit(0, 99, &core, NULL)));
 	printf("limit bad pointer %s\n", outcome(syscall(SYS_setrlimit, RLIMIT_CORE, (void *)8)));
+	/* No core dumps, as programs that hold secrets ask. */
+	struct rlimit nocore = {0, 0};
+	printf("core limit lowered %s", outcome(setrlimit(RLIMIT_CORE, &nocore)));
+	getrlimit(RLIMIT_CORE, &core);
+	printf(", now %lu %lu\n", (unsigned long)core.rlim_cur, (unsigned long)core.rlim_max);
 }
 
 #ifdef SYS_sysfs
