@@ -137,8 +137,9 @@ func (th *thread) cont(nr int, a *[6]uint64) {
 // limits (stack, core, file size, address space) are the process's, so
 // the guest may read them but not change them (EPERM), but for lowering
 // the core limit. Setting a limit to what it is changes nothing and
-// succeeds, as on Linux; the old limits go to oldp (prlimit). The errors come in Linux's order: EFAULT, then
-// EINVAL for an unknown resource or a soft limit above the hard one.
+// succeeds, as on Linux; the old limits go to oldp (prlimit). The errors
+// come in Linux's order: EFAULT, then EINVAL for an unknown resource or a
+// soft limit above the hard one.
 func (th *thread) keepLimit(res, newp, oldp uint64) {
 	var want [2]uint64
 	if readMem(newp, bytesOf(&want)) != nil {
