@@ -75,32 +75,38 @@ func (m *Manager) scanFor(only *Node) map[*Node]holds {
 		scanFds(pid, idx, out)
 		scanMaps(pid, idx, out)
 	}
-	scanOwnFds(skip, m.NoDescription, idx, out)
+	scanOwnFds(skip, m.NoDescription, m.noDescriptionBelow(), idx, out)
 	if guestInSelf {
 		scanMaps(self, idx, out)
 	}
 	return out
 }
 
+// noDescriptionBelow is where the numbers NoDescription may report end.
+func (m *Manager) noDescriptionBelow() int {
+	if m.NoDescription == nil {
+		return 0
+	}
+	return m.NoDescriptionBelow
+}
+
 // scanOwnFds marks the nodes whose content files kbox's own process has
 // open (copies taken with pidfd_getfd, virtual fds, and in the in-process
 // tiers the guest's fds), other than the masters (masters[fd]) and the
-// numbers that hold nothing (none). It asks each number of the fd table
-// with fstat and F_GETFL: listing /proc/self/fd and walking a /proc path
-// per fd costs ten times more.
-func scanOwnFds(masters []bool, none func(int) bool, idx map[hostKey]*Node, out map[*Node]holds) {
-	size := ownFdTableSize()
-	for fd := 0; fd < size; fd++ {
-		if fd < len(masters) && masters[fd] || none != nil && none(fd) {
-			continue
+// numbers that hold nothing (none, below below). It asks each open number
+// of the calling thread's fd table (ownFds) with fstat and F_GETFL.
+func scanOwnFds(masters []bool, none func(int) bool, below int, idx map[hostKey]*Node, out map[*Node]holds) {
+	ownFds(below, func(fd int) {
+		if fd < len(masters) && masters[fd] || fd < below && none(fd) {
+			return
 		}
 		var st unix.Stat_t
 		if unix.Fstat(fd, &st) != nil {
-			continue // not open
+			return // not open
 		}
 		n := idx[hostKey{st.Dev, st.Ino}]
 		if n == nil {
-			continue
+			return
 		}
 		h := out[n]
 		h.held = true
@@ -108,6 +114,47 @@ func scanOwnFds(masters []bool, none func(int) bool, idx map[hostKey]*Node, out 
 			h.writer = true
 		}
 		out[n] = h
+	})
+}
+
+// ownFds calls f with the numbers of the calling thread's fd table that
+// may be open: each number below below, where the in-process tiers'
+// placeholders fill the table (the caller skips those without a system
+// call), then the open ones listed by /proc/thread-self/fd from below on
+// (its position is a number plus 2). The table has room for thousands
+// (2048 in the seccomp tier) and holds a few dozen above the guest's
+// range: a system call for each number it could hold cost 2 ms a look on
+// a VM where each costs about 1 µs, at every utimensat of a file dpkg
+// unpacks; listing the placeholders cost as much. Without /proc, every
+// number below the table's size.
+func ownFds(below int, f func(fd int)) {
+	for fd := 0; fd < below; fd++ {
+		f(fd)
+	}
+	dir, err := unix.Open("/proc/thread-self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		for fd, size := below, ownFdTableSize(); fd < size; fd++ {
+			f(fd)
+		}
+		return
+	}
+	defer unix.Close(dir)
+	if below > 0 {
+		unix.Seek(dir, int64(below)+2, 0) // else the listing starts at 0
+	}
+	buf := make([]byte, 8192)
+	var names []string
+	for {
+		k, err := unix.ReadDirent(dir, buf)
+		if err != nil || k <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(buf[:k], -1, names[:0])
+		for _, name := range names {
+			if fd, err := strconv.Atoi(name); err == nil && fd >= below && fd != dir {
+				f(fd)
+			}
+		}
 	}
 }
 

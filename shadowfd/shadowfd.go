@@ -155,6 +155,9 @@ type Manager struct {
 	// placeholders of free guest fds, a thousand or more): a look for
 	// holders skips them.
 	NoDescription func(fd int) bool
+	// NoDescriptionBelow bounds the numbers NoDescription may report:
+	// the guest's range (a look lists the open numbers above it).
+	NoDescriptionBelow int
 	// CopyFile, when set, fills content files from the image's blocks
 	// where it can (rootfs.Root.CopyFile; copied in sync.go).
 	CopyFile func(lfd int, st *lkl.Stat64, dst int) bool
@@ -400,7 +403,7 @@ func (m *Manager) handOut(n *Node, flags int) (int, error) {
 	pending := n.timesSet
 	n.mu.Unlock()
 	if pending {
-		m.settleTimes(n)
+		m.settleTimes(n, 1)
 	}
 	fd := -1
 	if Plain(flags) {

@@ -395,15 +395,27 @@ func (m *Manager) TimesSet(n *Node) {
 	n.mu.Lock()
 	n.timesSet = true
 	n.mu.Unlock()
-	m.settleTimes(n)
+	m.settleTimes(n, 0)
 }
 
-// settleTimes mirrors times set with utimensat if no writer holds n.
-func (m *Manager) settleTimes(n *Node) {
-	hs := m.scan()
-	if hs == nil {
+// settleTimes mirrors times set with utimensat if no writer holds n; own
+// is how many of n's busy holds are the caller's. A write lease tells at
+// once that nothing holds n (leaseHeld); else a look at n's holders tells
+// a reader from a writer.
+func (m *Manager) settleTimes(n *Node, own int) {
+	if m.Holders == nil {
 		return
 	}
+	if !m.noLeases.Load() {
+		m.mu.Lock()
+		free := n.busy == own && !m.leaseHeld(n)
+		m.mu.Unlock()
+		if free {
+			m.settled(n, holds{})
+			return
+		}
+	}
+	hs := m.scanFor(n)
 	m.settled(n, hs[n])
 }
 
@@ -629,6 +641,26 @@ func (m *Manager) Fsync(n *Node, data bool) error {
 		return nil
 	}
 	if _, le := lkl.Syscall6(nr, uintptr(n.lklfd), 0, 0, 0, 0, 0); le != 0 {
+		return le
+	}
+	return nil
+}
+
+// SyncRange is sync_file_range of a guest description of n: a write-back
+// (the content is n's page cache), then LKL's own sync_file_range of the
+// range with the guest's flags, which starts or waits for the writing of
+// LKL's pages to the image as Linux's does for its own (no flush of the
+// disk's cache: fsync is what makes data durable).
+func (m *Manager) SyncRange(n *Node, off, nbytes int64, flags int) error {
+	if err := m.Sync(n); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.lklfd < 0 {
+		return nil
+	}
+	if _, le := lkl.Syscall6(lkl.SysSyncFileRange, uintptr(n.lklfd), uintptr(off), uintptr(nbytes), uintptr(flags), 0, 0); le != 0 {
 		return le
 	}
 	return nil

@@ -232,6 +232,7 @@ func Run(cfg Config) (Exit, error) {
 	eng.Tier = execTier{}
 	eng.GuestFdOpen = t.fds.open
 	eng.Shadows.NoDescription = t.fds.placeholder
+	eng.Shadows.NoDescriptionBelow = t.fds.g
 	eng.Shadows.SharedFiles = true
 	// The guest's process is kbox's: no keeper (orphans cannot exist).
 	p := eng.Begin(t.pid, 0, cfg.WorkDir)
