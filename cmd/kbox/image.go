@@ -297,9 +297,13 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 	eng.Debug = os.Getenv("KBOX_DEBUG") != ""
 	if o.SyscallMode == "auto" {
 		o.SyscallMode, o.TierWhy = chooseTier(o, path, eng)
-		if o.SyscallMode != "rewrite" {
-			trap.Release()
-		}
+	}
+	if !inProcess(o.SyscallMode) {
+		// --trusted reserved the guest's fd range in kbox's table
+		// (main.go), in case auto chose an in-process tier: the seccomp
+		// tier's guest is a process of its own, and a thousand
+		// placeholders would only slow each look for a shadow's holders.
+		trap.Release()
 	}
 	if o.Verbose {
 		fmt.Fprintf(os.Stderr, "kbox: tier %s (%s)\n", o.SyscallMode, tierWhy(o))
