@@ -287,7 +287,7 @@ var table = [...]Syscall{
 	{Name: "get_robust_list", Fam: FamProc, How: Served, Fn: sysGetRobustList, Why: "the caller's own list; another task's robust-futex pointer is refused (ASLR leak)"},
 	{Name: "splice", Fam: FamIO, How: HostFD, Fn: sysCopyHostOnly, InProc: FDGuard, FDs: FDArg0 | FDArg2, Why: "host fds only"},
 	{Name: "tee", Fam: FamIO, How: HostFD, Fn: sysCopyHostOnly, InProc: FDGuard, FDs: FDArg0 | FDArg1, Why: "host fds only"},
-	{Name: "sync_file_range", Fam: FamIO, How: Served, Fn: sysSyncFileRange, FDs: FDArg0, Why: "as fdatasync on a shadow"},
+	{Name: "sync_file_range", Fam: FamIO, How: Served, Fn: sysSyncFileRange, FDs: FDArg0, Why: "a shadow writes back, then LKL syncs the range"},
 	{Name: "vmsplice", Fam: FamIO, How: HostFD, Fn: sysCopyHostOnly, FDs: FDArg0, Why: "host fds only"},
 	{Name: "move_pages", Fam: FamMem, How: Refused, Errno: unix.EPERM, Why: "queries and moves other processes' pages"},
 	{Name: "utimensat", Fam: FamMeta, How: Served, Fn: sysUtimensat, FDs: Dirfd0},
