@@ -49,8 +49,8 @@ func TestUnpackTimes(t *testing.T) {
 // BenchmarkUnpack times tests/guest/unpack.c writing 1000 files as dpkg
 // unpacks them, natively (a host directory) and under each tier (a
 // writable copy of the image; --trusted for the in-process tiers; each
-// run after /bin/true on it, whose time is taken off): medians of 5 interleaved rounds, and the ratio to native
-// of the time net of start-up.
+// run after /bin/true on it, whose time is taken off): medians of 5
+// interleaved rounds, and the ratio to native of the time net of start-up.
 func BenchmarkUnpack(b *testing.B) {
 	img := imagePath(b)
 	bin := kboxBin(b)
