@@ -4,6 +4,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os"
 	"runtime"
@@ -22,13 +23,14 @@ import (
 
 // inotify for the guest, on LKL's files (docs/tiers.md, "inotify").
 //
-// The guest's inotify fd is one end of a host SOCK_SEQPACKET socketpair,
-// so that read, poll, select and epoll on it stay native and mix with any
+// The guest's inotify fd is one end of a host SOCK_STREAM socketpair, so
+// that read, poll, select and epoll on it stay native and mix with any
 // other host fd. Behind it kbox holds an LKL inotify fd (non-blocking,
 // registered in an LKL epoll set that is swept without waiting: package
-// lklready, as the internet sockets' are) and a pump that moves
-// each LKL event, header and name, to kbox's end as one message: a guest
-// read takes one event. inotify_add_watch and inotify_rm_watch find the
+// lklready, as the internet sockets' are). kbox moves LKL's events, whole,
+// to its end after each call that may make some (deliver), keeping no more
+// than one largest event's bytes unread there: a guest read with the
+// buffer inotify(7) asks for takes every event given, never part of one. inotify_add_watch and inotify_rm_watch find the
 // LKL fd by the inode of the guest's fd (after dup, fork or SCM_RIGHTS
 // as well) and act on it with the guest's path, resolved as every path
 // is, and credentials. The guest's last close reaches kbox's end as EOF:
@@ -37,9 +39,10 @@ import (
 // inotifies are the guest's inotify fds.
 type inotifies struct {
 	mu    sync.Mutex
-	byIno map[uint64]*inotifyFd // by the inode of the guest's end
-	live  atomic.Int32          // len(byIno): dispatch sweeps after changes while > 0
-	ready lklready.Set          // the LKL inotify fds' readiness
+	byIno map[uint64]*inotifyFd        // by the inode of the guest's end
+	live  atomic.Int32                 // len(byIno): dispatch delivers after changes while > 0
+	all   atomic.Pointer[[]*inotifyFd] // byIno's values, for notifySweep
+	ready lklready.Set                 // the LKL inotify fds' readiness
 
 	probe  sync.Once
 	absent bool // LKL has no inotify (CONFIG_INOTIFY_USER)
@@ -56,6 +59,16 @@ func (s *inotifies) missing() bool {
 		s.absent = le == unix.ENOSYS
 	})
 	return s.absent
+}
+
+// changedLocked follows a change of byIno (s.mu held).
+func (s *inotifies) changedLocked() {
+	all := make([]*inotifyFd, 0, len(s.byIno))
+	for _, f := range s.byIno {
+		all = append(all, f)
+	}
+	s.all.Store(&all)
+	s.live.Store(int32(len(all)))
 }
 
 // has reports whether ino is the inode of a guest inotify fd's end.
@@ -80,6 +93,13 @@ type inotifyFd struct {
 	mu     sync.Mutex
 	lfd    int  // the LKL inotify fd; -1 once closed (by the pump)
 	closed bool // the guest closed its end everywhere
+
+	dmu      sync.Mutex // deliver's, for what follows
+	buf      []byte     // events read from LKL; buf[head:tail] are held
+	head     int
+	tail     int
+	unread   int    // bytes sent since the guest's end was last seen empty
+	lastSent []byte // the last event sent
 }
 
 func (f *inotifyFd) Wake(uint32) { lklready.Signal(f.rdy) }
@@ -109,7 +129,7 @@ func (e *Engine) inotifyInit(r *Request, flags int) Result {
 	if le != 0 {
 		return errno(le, LKL)
 	}
-	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		lklClose(int(lfd))
 		return fail(err, Host)
@@ -126,7 +146,8 @@ func (e *Engine) inotifyInit(r *Request, flags int) Result {
 		unix.SetNonblock(gend, true)
 	}
 	unix.SetNonblock(kfd, true)
-	f := &inotifyFd{set: &e.notify, ino: st.Ino, kfd: kfd, file: os.NewFile(uintptr(kfd), "inotify"), rdy: make(chan struct{}, 1), lfd: int(lfd)}
+	f := &inotifyFd{set: &e.notify, ino: st.Ino, kfd: kfd, file: os.NewFile(uintptr(kfd), "inotify"), rdy: make(chan struct{}, 1), lfd: int(lfd),
+		buf: make([]byte, 16*inotifyEventMax)}
 	id, le := e.notify.ready.Add(f.lfd, f, unix.EPOLLIN|unix.EPOLLET)
 	if le != 0 {
 		unix.Close(gend)
@@ -141,7 +162,7 @@ func (e *Engine) inotifyInit(r *Request, flags int) Result {
 		s.byIno = map[uint64]*inotifyFd{}
 	}
 	s.byIno[f.ino] = f
-	s.live.Store(int32(len(s.byIno)))
+	s.changedLocked()
 	s.mu.Unlock()
 	go f.pump()
 	go f.watchClose()
@@ -155,52 +176,162 @@ func (e *Engine) inotifyInit(r *Request, flags int) Result {
 	return ok(int64(gfd), Emulated)
 }
 
-// pump carries the LKL fd's events to kbox's end, one message each, until
-// the guest closes its end; it closes the LKL fd then.
+// inotifyUnread bounds what the guest's end holds unread: the buffer
+// inotify(7) asks a reader for (one event with the longest name) always
+// takes whole events, as on Linux, and a reader of bare events (16 bytes
+// each) takes them one at a time.
+const inotifyUnread = inotifyEventMax
+
+// deliver moves the events LKL has queued to kbox's end, whole, in order,
+// without waiting: up to inotifyUnread bytes unread by the guest, the rest
+// kept (held) until the guest has read. An event the same as the last
+// one the guest has not read yet is merged into it, as Linux merges a
+// queue's tail. gone reports that the guest's end or the LKL fd is gone.
+// The serving thread calls it after each call that may have changed
+// LKL's files (notifySweep), so a read after that call finds its events
+// as on Linux; the pump calls it for the others.
+func (f *inotifyFd) deliver() (held, gone bool) {
+	f.dmu.Lock()
+	defer f.dmu.Unlock()
+	f.mu.Lock()
+	closed, lfd := f.closed, f.lfd
+	f.mu.Unlock()
+	if closed || lfd < 0 {
+		return false, true
+	}
+	if f.unread > 0 && f.endQueued() == 0 {
+		f.unread = 0 // the guest has read all it was given
+	}
+	for {
+		if f.head > 0 && len(f.buf)-f.tail < inotifyEventMax {
+			f.tail = copy(f.buf, f.buf[f.head:f.tail])
+			f.head = 0
+		}
+		if len(f.buf)-f.tail >= inotifyEventMax {
+			n, le := lkl.Syscall6(lkl.SysRead, uintptr(lfd), lkl.Ptr(f.buf[f.tail:]), uintptr(len(f.buf)-f.tail), 0, 0, 0)
+			runtime.KeepAlive(f.buf)
+			switch {
+			case le == unix.EINTR:
+				continue
+			case le == 0 && n > 0:
+				f.take(int(n))
+				continue
+			case le != unix.EAGAIN:
+				return false, true
+			}
+		}
+		break
+	}
+	// The whole events that fit beside what the guest has not read.
+	end := f.head
+	for end < f.tail {
+		l := eventLen(f.buf[end:f.tail])
+		if end+l-f.head > inotifyUnread-f.unread {
+			break
+		}
+		end += l
+	}
+	if end > f.head {
+		n, err := unix.SendmsgN(f.kfd, f.buf[f.head:end], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		switch {
+		case err == unix.EAGAIN:
+		case err != nil:
+			return false, true // the guest's end is gone
+		default:
+			f.lastSent = append(f.lastSent[:0], lastEvent(f.buf[f.head:f.head+n])...)
+			f.unread += n
+			f.head += n
+		}
+	}
+	return f.head < f.tail, false
+}
+
+// take appends the n bytes LKL read at f.tail to the held events, but
+// those the same as the guest's last unread event (Linux merges them).
+func (f *inotifyFd) take(n int) {
+	src := f.tail
+	for off := src; off < src+n; {
+		l := eventLen(f.buf[off : src+n])
+		ev := f.buf[off : off+l]
+		off += l
+		var last []byte
+		switch {
+		case f.tail > f.head:
+			last = lastEvent(f.buf[f.head:f.tail])
+		case f.unread > 0 && f.endQueued() > 0:
+			last = f.lastSent
+		}
+		if last != nil && bytes.Equal(last, ev) {
+			continue
+		}
+		f.tail += copy(f.buf[f.tail:], ev)
+	}
+}
+
+// lastEvent is the last whole inotify event of events b.
+func lastEvent(b []byte) []byte {
+	off := 0
+	for off+eventLen(b[off:]) < len(b) {
+		off += eventLen(b[off:])
+	}
+	return b[off:]
+}
+
+// eventLen is the length of the inotify event at the start of b (all of b
+// when it is not a whole event).
+func eventLen(b []byte) int {
+	if len(b) < unix.SizeofInotifyEvent {
+		return len(b)
+	}
+	if l := unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(b[12:])); l <= len(b) {
+		return l
+	}
+	return len(b)
+}
+
+// endQueued is how much the guest has not read of what kbox sent: the
+// bytes its end still queues (0 when it has read all; -1 on error).
+func (f *inotifyFd) endQueued() int {
+	n, err := unix.IoctlGetInt(f.kfd, unix.SIOCOUTQ)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// pump delivers the LKL fd's events that no call of the guest's made
+// (another process's, a write-back's), and those held until the guest
+// reads, until the guest closes its end; it closes the LKL fd then.
 func (f *inotifyFd) pump() {
 	defer f.end()
 	rc, err := f.file.SyscallConn()
 	if err != nil {
 		return
 	}
-	buf := make([]byte, 16*inotifyEventMax)
 	for {
-		f.mu.Lock()
-		closed, lfd := f.closed, f.lfd
-		f.mu.Unlock()
-		if closed {
-			return
-		}
-		n, le := lkl.Syscall6(lkl.SysRead, uintptr(lfd), lkl.Ptr(buf), uintptr(len(buf)), 0, 0, 0)
-		runtime.KeepAlive(buf)
+		held, gone := f.deliver()
 		switch {
-		case le == unix.EINTR:
-			continue
-		case le == unix.EAGAIN:
+		case gone:
+			return
+		case !held:
 			lklready.Await(f.rdy, 0)
 			continue
-		case le != 0 || n == 0:
+		}
+		// Held: wait (in Go's poller, no thread) until the guest has
+		// read; each read frees what kbox sent and makes kbox's end
+		// writable again. LKL's queue meanwhile fills, up to its
+		// overflow event, as Linux's does.
+		if err := rc.Write(func(uintptr) bool { return f.endQueued() <= 0 || f.isClosed() }); err != nil {
 			return
 		}
-		for off := 0; off+unix.SizeofInotifyEvent <= int(n); {
-			l := unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(buf[off+12:]))
-			if off+l > int(n) {
-				break
-			}
-			// Blocks (in Go's poller, no thread) while the guest does
-			// not read; LKL's queue then fills, up to its overflow
-			// event, as Linux's does.
-			msg := buf[off : off+l]
-			var werr error
-			if err := rc.Write(func(fd uintptr) bool {
-				_, werr = unix.SendmsgN(int(fd), msg, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-				return werr != unix.EAGAIN
-			}); err != nil || werr != nil {
-				return // the guest's end is gone
-			}
-			off += l
-		}
 	}
+}
+
+// isClosed reports whether the guest closed its end everywhere.
+func (f *inotifyFd) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
 }
 
 // end closes what kbox holds of f, once its pump has stopped.
@@ -223,7 +354,7 @@ func (f *inotifyFd) forget() {
 	if s.byIno[f.ino] == f {
 		delete(s.byIno, f.ino)
 	}
-	s.live.Store(int32(len(s.byIno)))
+	s.changedLocked()
 	s.mu.Unlock()
 }
 
@@ -356,11 +487,16 @@ func sysInotifyRmWatch(e *Engine, r *Request) Result {
 }
 
 // notifySweep follows a call that may have changed LKL's files while the
-// guest has inotify fds: their events reach the pumps at once, not at
-// the readiness ticker's next round.
+// guest has inotify fds: their events reach the guest's ends before the
+// call returns, as Linux queues them (deliver).
 func (e *Engine) notifySweep() {
-	if e.notify.live.Load() > 0 {
-		e.notify.ready.Sweep()
+	if e.notify.live.Load() == 0 {
+		return
+	}
+	for _, f := range *e.notify.all.Load() {
+		if held, _ := f.deliver(); held {
+			lklready.Signal(f.rdy) // the pump waits for the guest's read
+		}
 	}
 }
 
@@ -380,5 +516,5 @@ func (e *Engine) writersGone(lklfd int) {
 			lklClose(int(fd))
 		}
 	})
-	e.notify.ready.Sweep()
+	e.notifySweep()
 }

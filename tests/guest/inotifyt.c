@@ -8,6 +8,8 @@
  *   - events of files created, written, renamed (one cookie), removed, of
  *     directories made, IN_ONESHOT, by this process and by another one
  *     (this program run again: "inotifyt -do OP PATH");
+ *   - events of several calls in one read, merged repeats, reads of one
+ *     bare event's size;
  *   - the fd in read (blocking, woken by another process; IN_NONBLOCK's
  *     EAGAIN), poll, select and epoll beside a pipe, FIONREAD.
  * An event line lists the events that came, "MASK name", sorted, each
@@ -429,6 +431,49 @@ static void event_cases(void)
 	close(fd);
 }
 
+/* Events queue as Linux queues them: those of several calls come in one
+ * read, in order, each whole; the same event twice in a row, unread, is
+ * merged; a read of one event's size takes one; a non-blocking read right
+ * after a call finds its event. */
+static void batch_cases(void)
+{
+	mkdir(at("b"), 0755);
+	int fd = inotify_init1(IN_NONBLOCK);
+	inotify_add_watch(fd, at("b"), IN_CREATE | IN_DELETE | IN_ATTRIB | IN_MOVE);
+	char b[4096] __attribute__((aligned(8)));
+	mkdir(at("b/d1"), 0755);
+	long n = read(fd, b, sizeof b);
+	printf("batch at once %s\n", en(n));
+	mkdir(at("b/d2"), 0755);
+	chmod(at("b/d2"), 0700);
+	chmod(at("b/d2"), 0700);
+	rename(at("b/d2"), at("b/d3"));
+	rmdir(at("b/d3"));
+	rmdir(at("b/d1"));
+	int q = -1;
+	ioctl(fd, FIONREAD, &q);
+	n = read(fd, b, sizeof b);
+	printf("batch fionread %d read %s:", q, en(n));
+	for (long i = 0; i + (long)sizeof(struct inotify_event) <= n;) {
+		struct inotify_event *ev = (struct inotify_event *)(b + i);
+		printf(" %x/%s", ev->mask, ev->len ? ev->name : "-");
+		i += sizeof(*ev) + ev->len;
+	}
+	printf("\n");
+	/* Reads of one bare event's size (the watched directory's own
+	 * events) take one each. */
+	int w = inotify_add_watch(fd, at("b"), IN_ATTRIB | IN_MOVE_SELF | IN_MASK_ADD);
+	chmod(at("b"), 0700);
+	rename(at("b"), at("bb"));
+	rename(at("bb"), at("b"));
+	struct inotify_event e1, e2;
+	long n1 = read(fd, &e1, sizeof e1);
+	long n2 = read(fd, &e2, sizeof e2);
+	printf("bare reads %s %x %s %x wd same %d then %s\n", en(n1), e1.mask, en(n2), e2.mask,
+	       (int)e1.wd == w && e2.wd == e1.wd, en(read(fd, b, sizeof b)));
+	close(fd);
+}
+
 static void wait_cases(void)
 {
 	mkdir(at("r"), 0755);
@@ -522,6 +567,7 @@ int main(int argc, char **argv)
 	flags_cases();
 	watch_cases();
 	event_cases();
+	batch_cases();
 	wait_cases();
 	rmtree(dir);
 	printf("inotifyt done\n");
