@@ -166,6 +166,9 @@ func (e *Engine) inotifyInit(r *Request, flags int) Result {
 	s.mu.Unlock()
 	go f.pump()
 	go f.watchClose()
+	// Writes and closes of shadows then reach LKL, which reports them,
+	// at once, not at the flusher's next round (shadowfd/prompt.go).
+	e.Shadows.WatchWrites()
 	// kbox's copy goes once the guest has its own: the guest's last
 	// close is then the end's last (watchClose).
 	gfd, err := r.G.AddFD(gend, -1, flags&unix.IN_CLOEXEC != 0)

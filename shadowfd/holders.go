@@ -446,12 +446,15 @@ func (m *Manager) settled(n *Node, h holds) {
 // in its page cache; LKL's is in kbox).
 const flushEvery = 2 * time.Second
 
-// flusher writes nodes back in the background while writers may exist.
+// flusher writes nodes back in the background while writers may exist:
+// every flushEvery, and at once when a write or close asks (poke,
+// prompt.go), at most one round per promptGap.
 type flusher struct {
 	mu      sync.Mutex
 	running bool
 	quit    chan struct{}
 	done    chan struct{}
+	pokes   chan struct{}
 }
 
 // start runs the flusher unless it runs. The caller holds m.mu.
@@ -462,21 +465,43 @@ func (f *flusher) start(m *Manager) {
 		return
 	}
 	f.running = true
-	f.quit, f.done = make(chan struct{}), make(chan struct{})
-	go f.run(m, f.quit, f.done)
+	f.quit, f.done, f.pokes = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+	go f.run(m, f.quit, f.done, f.pokes)
 }
 
-func (f *flusher) run(m *Manager, quit, done chan struct{}) {
+// poke asks a running flusher for a round now.
+func (f *flusher) poke() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running {
+		select {
+		case f.pokes <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (f *flusher) run(m *Manager, quit, done, pokes chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(flushEvery)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-quit:
 			return
 		case <-t.C:
+		case <-pokes:
+			if wait := promptGap - time.Since(last); wait > 0 {
+				select {
+				case <-quit:
+					return
+				case <-time.After(wait):
+				}
+			}
 		}
 		m.flushHot()
+		last = time.Now()
 		f.mu.Lock()
 		if m.hot.Load() == 0 {
 			f.running = false

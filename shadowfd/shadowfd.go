@@ -191,6 +191,7 @@ type Manager struct {
 	hot     atomic.Int32
 	count   atomic.Int32
 	flusher flusher
+	prompt  prompter // prompt.go
 	closed  atomic.Bool
 	// noLeases: the kernel refused a lease (heldCheck).
 	noLeases atomic.Bool
@@ -423,6 +424,7 @@ func (m *Manager) handOut(n *Node, flags int) (int, error) {
 		if n.wroteSince.CompareAndSwap(false, true) {
 			m.hot.Add(1)
 			m.flusher.start(m)
+			m.watchContent(n)
 		}
 	}
 	return fd, err
@@ -697,6 +699,7 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.waitWarms()
+	m.stopPrompt()
 	m.flusher.stop()
 	m.mu.Lock()
 	nodes := make([]*Node, 0, len(m.nodes))
@@ -746,6 +749,7 @@ func (m *Manager) Leave() {
 		return
 	}
 	m.waitWarms()
+	m.stopPrompt()
 	m.flusher.stop()
 	m.stores.close()
 }

@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -134,4 +135,35 @@ setTimeout(() => { console.log("no event"); process.exit(1); }, 20000);`
 	runCases(t, []string{"image", "-S", img, "--read-only"}, []guestCase{
 		{"fs.watch", []string{"--", "/usr/bin/node", "-e", js}, 0, []string{"event rename made-by-sh\n"}, []string{"ENOSYS"}},
 	})
+}
+
+// BenchmarkInotifyDelay: how long a guest's inotify watcher waits for
+// IN_MODIFY after a write to a shadow and for IN_CLOSE_WRITE after its
+// close (tests/guest/inotifylat.c, median of 9 rounds), natively and in
+// each tier. Both reach LKL when kbox writes the shadow back
+// (docs/tiers.md, "inotify").
+func BenchmarkInotifyDelay(b *testing.B) {
+	img := imagePath(b)
+	bin := kboxBin(b)
+	prog := dumpFromImage(b, img, "/opt/tests/inotifylat")
+	out, err := exec.Command(prog, filepath.Join(b.TempDir(), "f"), "9").CombinedOutput()
+	if err != nil {
+		b.Fatalf("native: %v\n%s", err, out)
+	}
+	b.Logf("inotify delay, ms (modify, close_write): native %s", strings.TrimSpace(string(out)))
+	for _, m := range tiers {
+		args := []string{"image", "-S", copyImage(b, img), "--syscall-mode=" + m}
+		if m != "seccomp" {
+			args = append(args, "--trusted")
+		}
+		out, err := exec.Command(bin, append(args, "--", "/opt/tests/inotifylat", "/tmp/f", "9")...).Output()
+		var mod, cw float64
+		if _, serr := fmt.Sscanf(string(out), "modify %f close_write %f", &mod, &cw); err != nil || serr != nil {
+			b.Fatalf("%s: %v %v\n%s", m, err, serr, out)
+		}
+		b.Logf("  %-8s %s", m, strings.TrimSpace(string(out)))
+		b.ReportMetric(mod, "inotify_modify_"+m+"_ms")
+		b.ReportMetric(cw, "inotify_close_write_"+m+"_ms")
+	}
+	b.ReportMetric(0, "ns/op")
 }
