@@ -456,6 +456,10 @@ func sysInotifyAddWatch(e *Engine, r *Request) Result {
 	if t.Host {
 		return errno(unix.EOPNOTSUPP, Emulated)
 	}
+	if n := e.nodeAt(t.LKLPath(), mask&unix.IN_DONT_FOLLOW != 0); n != nil {
+		// What was written before the watch reaches LKL now, unseen.
+		e.Shadows.Quiet(n)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.lfd < 0 {

@@ -108,3 +108,25 @@ func (m *Manager) stopPrompt() {
 		m.prompt.file = nil
 	}
 }
+
+// Quiet writes n back before a guest watches its file, and ends its hot
+// state if no writer holds it any more, without WritersGone: the writes
+// and the close that came before the watch are not the watcher's events
+// (Linux reported them to the watches there were). A writer still
+// holding it is reported as usual.
+func (m *Manager) Quiet(n *Node) {
+	if !n.wroteSince.Load() {
+		return
+	}
+	opens := n.opens.Load()
+	hs := m.scanFor(n)
+	if _, err := m.flush(n); err != nil || hs == nil || hs[n].writer {
+		return
+	}
+	m.settled(n, hs[n])
+	m.mu.Lock()
+	if n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false) {
+		m.hot.Add(-1)
+	}
+	m.mu.Unlock()
+}
