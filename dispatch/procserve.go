@@ -618,6 +618,18 @@ func (s *procSys) Inotify(ino uint64) bool { return s.notify.has(ino) }
 
 func (s *procSys) Fdinfo(tgid, fd int) (func() []byte, bool) {
 	e := (*Engine)(s)
+	if fd < s.Config().VirtualFDs {
+		// A host fd: the guest's inotify fd is shown as one.
+		if s.notify.live.Load() == 0 {
+			return nil, false
+		}
+		var st unix.Stat_t
+		dir := "/proc/" + strconv.Itoa(tgid)
+		if unix.Stat(dir+"/fd/"+strconv.Itoa(fd), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+			return nil, false
+		}
+		return s.notify.fdinfo(s.Config(), st.Ino, dir+"/fdinfo/"+strconv.Itoa(fd))
+	}
 	p := e.procOf(tgid)
 	if p == nil {
 		return nil, false

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kbox-project/kbox/guestpath"
+	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/lklready"
 	"github.com/kbox-project/kbox/procfs"
@@ -79,6 +80,41 @@ func (s *inotifies) has(ino uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.byIno[ino] != nil
+}
+
+// fdinfo makes /proc/PID/fdinfo/N of the guest's inotify fd whose end has
+// inode ino (host fd hfd in the guest, seen through /proc): LKL's fdinfo
+// of the LKL fd, with its watches ("inotify wd:..."), and the flags of the
+// guest's end on an inotify file (read-only). False when ino is none.
+func (s *inotifies) fdinfo(cfg procfs.Config, ino uint64, hostFdinfo string) (func() []byte, bool) {
+	if s.live.Load() == 0 || !cfg.HasKernelProc {
+		return nil, false
+	}
+	s.mu.Lock()
+	f := s.byIno[ino]
+	s.mu.Unlock()
+	if f == nil {
+		return nil, false
+	}
+	return func() []byte {
+		flags := unix.O_RDONLY
+		if b, err := hostproc.Read(hostFdinfo); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(l, "flags:\t"); ok {
+					if fl, err := strconv.ParseInt(v, 8, 64); err == nil {
+						flags |= int(fl) & (unix.O_NONBLOCK | unix.O_CLOEXEC)
+					}
+				}
+			}
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var b []byte
+		if f.lfd >= 0 {
+			b, _ = lkl.ReadFileAt(cfg.KernelProc, "self/fdinfo/"+strconv.Itoa(f.lfd))
+		}
+		return procfs.FdinfoFlags(b, flags)
+	}, true
 }
 
 // inotifyFd is one guest inotify fd.

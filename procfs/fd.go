@@ -84,6 +84,9 @@ func fdinfoPath(s System, tgid int, base, rest string) (Found, unix.Errno) {
 		if s.HostFdHidden(tgid, fd) {
 			return Found{}, unix.ENOENT
 		}
+		if text, found := s.Fdinfo(tgid, fd); found {
+			return node(abs, &Node{Kind: Text, Like: hbase + "/fdinfo", Text: text}) // an inotify fd's
+		}
 		return host(abs, abs[len("/proc/"):]) // the host's, of the guest's host fd
 	}
 	text, found := s.Fdinfo(tgid, fd)

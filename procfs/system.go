@@ -41,7 +41,8 @@ type System interface {
 	// in the in-process tiers, a free number's placeholder or kbox's own.
 	HostFdHidden(tgid, fd int) bool
 	// Fdinfo returns the maker of /proc/PID/fdinfo/N of tgid's virtual
-	// fd.
+	// fd, or of its host fd when that is one kbox shows as its own (an
+	// inotify fd).
 	Fdinfo(tgid, fd int) (func() []byte, bool)
 
 	// Shadow is the shadow whose content is host file (dev, ino), or

@@ -8,7 +8,8 @@
  *   - events of files created, written, renamed (one cookie), removed, of
  *     directories made, IN_ONESHOT, by this process and by another one
  *     (this program run again: "inotifyt -do OP PATH");
- *   - no event of what was written before the first watch;
+ *   - no event of what was written before the first watch; the fd's
+ *     fdinfo;
  *   - events of several calls in one read, merged repeats, reads of one
  *     bare event's size;
  *   - the fd in read (blocking, woken by another process; IN_NONBLOCK's
@@ -286,6 +287,20 @@ static void before_cases(void)
 	close(wf);
 	int fd = inotify_init1(IN_NONBLOCK);
 	inotify_add_watch(fd, at("pre"), IN_ALL_EVENTS);
+	/* Its fdinfo: the flags, and a line per watch */
+	char p[64], line[512];
+	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", fd);
+	FILE *fi = fopen(p, "r");
+	unsigned flags = 0, wd = 0, mask = 0;
+	int watches = 0;
+	while (fi && fgets(line, sizeof line, fi)) {
+		sscanf(line, "flags: %o", &flags);
+		if (sscanf(line, "inotify wd:%u ino:%*x sdev:%*x mask:%x", &wd, &mask) == 2)
+			watches++;
+	}
+	if (fi)
+		fclose(fi);
+	printf("fdinfo flags %o watches %d wd %u mask %x\n", flags, watches, wd, mask);
 	nap(2200);
 	chmod(at("pre"), 0600);
 	char b[4096] __attribute__((aligned(8)));
