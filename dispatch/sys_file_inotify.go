@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kbox-project/kbox/guestpath"
 	"github.com/kbox-project/kbox/hostproc"
@@ -560,4 +561,8 @@ func (e *Engine) writersGone(lklfd int) {
 		}
 	})
 	e.notifySweep()
+	// The close's IN_CLOSE_WRITE comes when LKL's deferred fput runs, a
+	// clock tick on (lkl.Tick): delivered then, not at the readiness
+	// ticker's next round.
+	time.AfterFunc(lkl.Tick+time.Millisecond, e.notifySweep)
 }

@@ -486,13 +486,20 @@ func (f *flusher) run(m *Manager, quit, done, pokes chan struct{}) {
 	t := time.NewTicker(flushEvery)
 	defer t.Stop()
 	var last time.Time
+	var took time.Duration
 	for {
+		poked := false
 		select {
 		case <-quit:
 			return
 		case <-t.C:
 		case <-pokes:
-			if wait := promptGap - time.Since(last); wait > 0 {
+			poked = true
+			// A round reads each file it writes back through: rounds
+			// writers ask for are spaced by promptSpacing times the
+			// last one's length (a fifth of a CPU at most), by
+			// promptGap at least.
+			if wait := max(promptGap, promptSpacing*took) - time.Since(last); wait > 0 {
 				select {
 				case <-quit:
 					return
@@ -500,8 +507,14 @@ func (f *flusher) run(m *Manager, quit, done, pokes chan struct{}) {
 				}
 			}
 		}
-		m.flushHot()
+		t0 := time.Now()
+		if asked := m.prompt.take(); poked && asked != nil {
+			m.flushAsked(asked)
+		} else {
+			m.flushHot()
+		}
 		last = time.Now()
+		took = last.Sub(t0)
 		f.mu.Lock()
 		if m.hot.Load() == 0 {
 			f.running = false
@@ -543,31 +556,36 @@ func (m *Manager) flushHot() map[*Node]error {
 	hs := m.scan()
 	done := make(map[*Node]error, len(nodes))
 	for i, n := range nodes {
-		opens := counts[i]
-		_, err := m.flush(n)
-		done[n] = err
-		if err != nil {
-			continue
-		}
-		if hs == nil || hs[n].writer {
-			continue
-		}
-		m.settled(n, hs[n])
-		m.mu.Lock()
-		ended := n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false)
-		if ended {
-			m.hot.Add(-1)
-		}
-		m.mu.Unlock()
-		if ended && m.WritersGone != nil {
-			n.mu.Lock()
-			if n.lklfd >= 0 {
-				m.WritersGone(n.lklfd)
-			}
-			n.mu.Unlock()
-		}
+		done[n] = m.round(n, counts[i], hs)
 	}
 	return done
+}
+
+// round writes n back, and ends its hot state if hs (a look for holders
+// taken after n's writable opens were counted as opens; nil: none) finds
+// no writer holding it.
+func (m *Manager) round(n *Node, opens uint64, hs map[*Node]holds) error {
+	if _, err := m.flush(n); err != nil {
+		return err
+	}
+	if hs == nil || hs[n].writer {
+		return nil
+	}
+	m.settled(n, hs[n])
+	m.mu.Lock()
+	ended := n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false)
+	if ended {
+		m.hot.Add(-1)
+	}
+	m.mu.Unlock()
+	if ended && m.WritersGone != nil {
+		n.mu.Lock()
+		if n.lklfd >= 0 {
+			m.WritersGone(n.lklfd)
+		}
+		n.mu.Unlock()
+	}
+	return nil
 }
 
 func (m *Manager) hotNodes() []*Node {

@@ -1,6 +1,7 @@
 package shadowfd
 
 import (
+	"encoding/binary"
 	"os"
 	"strconv"
 	"sync"
@@ -19,19 +20,35 @@ import (
 // that long for IN_MODIFY and IN_CLOSE_WRITE. Once a guest has an inotify
 // fd (WatchWrites), kbox watches the content files of the nodes written
 // since with a host inotify fd of its own: each write or close there makes
-// the flusher run a round at once, at most one per promptGap, and LKL
+// the flusher run a round at once, at most one per promptGap (fewer
+// when rounds are long: a round reads every written file through), and LKL
 // reports the events a moment after the guest's own write or close.
 
 // promptGap is the least time between two rounds a write or close asks
 // for: a guest writing without pause makes one write-back per promptGap.
-const promptGap = 10 * time.Millisecond
+const promptGap = 2 * time.Millisecond
+
+// promptSpacing times a round's length is the least time from its end to
+// the next round a write or close asks for.
+const promptSpacing = 4
 
 // prompter is the host inotify fd that watches written content files.
 type prompter struct {
 	once sync.Once
 	on   atomic.Bool
-	mu   sync.Mutex // file, and watches made with its fd
-	file *os.File   // nil: none (not asked, or the host refused one)
+	mu   sync.Mutex       // what follows
+	file *os.File         // nil: none (not asked, or the host refused one)
+	wds  map[int32]*Node  // the node of each watch
+	asks map[*Node]uint32 // nodes written (IN_MODIFY) or closed since the last round
+}
+
+// take returns the nodes asked for since the last round, or nil.
+func (p *prompter) take() map[*Node]uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	asks := p.asks
+	p.asks = nil
+	return asks
 }
 
 // WatchWrites makes writes and closes of shadows reach LKL promptly from
@@ -70,13 +87,19 @@ func (m *Manager) watchContent(n *Node) {
 	if m.prompt.file == nil {
 		return
 	}
-	// The watch goes with the content file's inode (IN_IGNORED, read and
-	// dropped below); one per inode, so a second is the first again.
-	unix.InotifyAddWatch(int(m.prompt.file.Fd()), "/proc/self/fd/"+strconv.Itoa(n.content), unix.IN_MODIFY|unix.IN_CLOSE_WRITE)
+	// The watch goes with the content file's inode (IN_IGNORED); one per
+	// inode, so a second is the first again.
+	wd, err := unix.InotifyAddWatch(int(m.prompt.file.Fd()), "/proc/self/fd/"+strconv.Itoa(n.content), unix.IN_MODIFY|unix.IN_CLOSE_WRITE)
+	if err == nil {
+		if m.prompt.wds == nil {
+			m.prompt.wds = map[int32]*Node{}
+		}
+		m.prompt.wds[int32(wd)] = n
+	}
 }
 
-// promptLoop asks the flusher for a round at each batch of events, until
-// the fd is closed (stopPrompt).
+// promptLoop notes the nodes whose content files were written or closed
+// and asks the flusher for a round, until the fd is closed (stopPrompt).
 func (m *Manager) promptLoop(f *os.File) {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -84,17 +107,84 @@ func (m *Manager) promptLoop(f *os.File) {
 	}
 	buf := make([]byte, 64*unix.SizeofInotifyEvent)
 	for {
+		var n int
 		var rerr error
 		if err := rc.Read(func(fd uintptr) bool {
-			_, rerr = unix.Read(int(fd), buf)
+			n, rerr = unix.Read(int(fd), buf)
 			return rerr != unix.EAGAIN
 		}); err != nil {
 			return
 		}
-		if rerr != nil && rerr != unix.EINTR {
+		if rerr == unix.EINTR {
+			continue
+		}
+		if rerr != nil {
 			return
 		}
+		m.noteEvents(buf[:n])
 		m.flusher.poke()
+	}
+}
+
+// noteEvents notes the nodes inotify events b name (no names: each watch
+// is of a file).
+func (m *Manager) noteEvents(b []byte) {
+	m.prompt.mu.Lock()
+	defer m.prompt.mu.Unlock()
+	for len(b) >= unix.SizeofInotifyEvent {
+		wd := int32(binary.NativeEndian.Uint32(b))
+		mask := binary.NativeEndian.Uint32(b[4:])
+		l := unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(b[12:]))
+		b = b[min(l, len(b)):]
+		n := m.prompt.wds[wd]
+		switch {
+		case mask&unix.IN_IGNORED != 0:
+			delete(m.prompt.wds, wd) // the content file is gone
+		case n != nil:
+			if m.prompt.asks == nil {
+				m.prompt.asks = map[*Node]uint32{}
+			}
+			m.prompt.asks[n] |= mask
+		case mask&unix.IN_Q_OVERFLOW != 0:
+			// Events were lost: a round of every hot node.
+			m.prompt.asks = nil
+		}
+	}
+}
+
+// flushAsked is the flusher's round for the nodes written or closed since
+// the last round (asks): each is written back, and one whose writer
+// closed it ends its hot state if no writer holds it any more.
+func (m *Manager) flushAsked(asks map[*Node]uint32) {
+	nodes := make([]*Node, 0, len(asks))
+	closed := 0
+	m.mu.Lock()
+	for n, mask := range asks {
+		if !n.dropped && n.wroteSince.Load() {
+			nodes = append(nodes, n)
+			if mask&unix.IN_CLOSE_WRITE != 0 {
+				closed++
+			}
+		}
+	}
+	m.mu.Unlock()
+	counts := make([]uint64, len(nodes))
+	for i, n := range nodes {
+		counts[i] = n.opens.Load()
+	}
+	var hs map[*Node]holds
+	switch {
+	case closed == 1 && len(nodes) == 1:
+		hs = m.scanFor(nodes[0])
+	case closed > 0:
+		hs = m.scan()
+	}
+	for i, n := range nodes {
+		h := hs
+		if asks[n]&unix.IN_CLOSE_WRITE == 0 {
+			h = nil // written to: still held by its writer
+		}
+		m.round(n, counts[i], h)
 	}
 }
 
