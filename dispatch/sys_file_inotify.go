@@ -32,11 +32,12 @@ import (
 // lklready, as the internet sockets' are). kbox moves LKL's events, whole,
 // to its end after each call that may make some (deliver), keeping no more
 // than one largest event's bytes unread there: a guest read with the
-// buffer inotify(7) asks for takes every event given, never part of one. inotify_add_watch and inotify_rm_watch find the
-// LKL fd by the inode of the guest's fd (after dup, fork or SCM_RIGHTS
-// as well) and act on it with the guest's path, resolved as every path
-// is, and credentials. The guest's last close reaches kbox's end as EOF:
-// kbox then closes the LKL fd.
+// buffer inotify(7) asks for takes every event given, never part of one.
+// inotify_add_watch and inotify_rm_watch find the LKL fd by the inode of
+// the guest's fd (after dup, fork or SCM_RIGHTS as well) and act on it
+// with the guest's path, resolved as every path is, and credentials. The
+// guest's last close reaches kbox's end as EOF: kbox then closes the LKL
+// fd.
 
 // inotifies are the guest's inotify fds.
 type inotifies struct {
@@ -84,7 +85,7 @@ func (s *inotifies) has(ino uint64) bool {
 }
 
 // fdinfo makes /proc/PID/fdinfo/N of the guest's inotify fd whose end has
-// inode ino (host fd hfd in the guest, seen through /proc): LKL's fdinfo
+// inode ino (the host's fdinfo of that fd is at hostFdinfo): LKL's fdinfo
 // of the LKL fd, with its watches ("inotify wd:..."), and the flags of the
 // guest's end on an inotify file (read-only). False when ino is none.
 func (s *inotifies) fdinfo(cfg procfs.Config, ino uint64, hostFdinfo string) (func() []byte, bool) {
