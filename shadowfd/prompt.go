@@ -40,14 +40,19 @@ type prompter struct {
 	file *os.File         // nil: none (not asked, or the host refused one)
 	wds  map[int32]*Node  // the node of each watch
 	asks map[*Node]uint32 // nodes written (IN_MODIFY) or closed since the last round
+	lost bool             // events were lost since the last round (IN_Q_OVERFLOW)
 }
 
-// take returns the nodes asked for since the last round, or nil.
+// take returns the nodes asked for since the last round, or nil: none,
+// or events were lost (a round of every hot node, then).
 func (p *prompter) take() map[*Node]uint32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	asks := p.asks
-	p.asks = nil
+	asks, lost := p.asks, p.lost
+	p.asks, p.lost = nil, false
+	if lost {
+		return nil
+	}
 	return asks
 }
 
@@ -146,8 +151,7 @@ func (m *Manager) noteEvents(b []byte) {
 			}
 			m.prompt.asks[n] |= mask
 		case mask&unix.IN_Q_OVERFLOW != 0:
-			// Events were lost: a round of every hot node.
-			m.prompt.asks = nil
+			m.prompt.lost = true
 		}
 	}
 }

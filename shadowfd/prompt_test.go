@@ -40,7 +40,7 @@ func TestNoteEvents(t *testing.T) {
 			map[*Node]uint32{a: unix.IN_MODIFY | unix.IN_CLOSE_WRITE, b: unix.IN_MODIFY}, 2},
 		{"gone", cat(event(2, unix.IN_CLOSE_WRITE, 0), event(2, unix.IN_IGNORED, 0)), map[*Node]uint32{b: unix.IN_CLOSE_WRITE}, 1},
 		{"unknown watch", event(7, unix.IN_MODIFY, 0), nil, 2},
-		{"overflow", cat(event(1, unix.IN_MODIFY, 0), event(-1, unix.IN_Q_OVERFLOW, 0)), nil, 2},
+		{"overflow", cat(event(1, unix.IN_MODIFY, 0), event(-1, unix.IN_Q_OVERFLOW, 0), event(2, unix.IN_MODIFY, 0)), nil, 2},
 		{"a name, then a cut event", cat(event(1, unix.IN_MODIFY, 16), event(2, unix.IN_MODIFY, 0)[:10]), map[*Node]uint32{a: unix.IN_MODIFY}, 2},
 	} {
 		m := &Manager{}
