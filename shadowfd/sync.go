@@ -156,6 +156,21 @@ func (m *Manager) fill(n *Node, st *lkl.Stat64) error {
 		}
 		return m.filled(n, st)
 	}
+	if st.Size == 0 {
+		// An empty file (every file a guest creates): the content need
+		// only be empty, as a new one is.
+		var hs unix.Stat_t
+		if err := unix.Fstat(n.content, &hs); err != nil {
+			return err
+		}
+		if hs.Size != 0 {
+			if err := unix.Ftruncate(n.content, 0); err != nil {
+				return err
+			}
+		}
+		n.sums = n.sums[:0]
+		return m.filled(n, st)
+	}
 	// A reload writes over the content in place and punches its holes:
 	// truncating it to 0 first also discarded the private copies that
 	// processes mapping the file had made of its pages (the kernel zaps
