@@ -578,6 +578,9 @@ func (m *Manager) round(n *Node, opens uint64, hs map[*Node]holds) error {
 		m.hot.Add(-1)
 	}
 	m.mu.Unlock()
+	if ended {
+		m.unwatchContent(n)
+	}
 	if ended && m.WritersGone != nil {
 		n.mu.Lock()
 		if n.lklfd >= 0 {

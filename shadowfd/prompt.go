@@ -39,6 +39,7 @@ type prompter struct {
 	mu   sync.Mutex       // what follows
 	file *os.File         // nil: none (not asked, or the host refused one)
 	wds  map[int32]*Node  // the node of each watch
+	byN  map[*Node]int32  // the watch of each node
 	asks map[*Node]uint32 // nodes written (IN_MODIFY) or closed since the last round
 	lost bool             // events were lost since the last round (IN_Q_OVERFLOW)
 }
@@ -97,9 +98,30 @@ func (m *Manager) watchContent(n *Node) {
 	wd, err := unix.InotifyAddWatch(int(m.prompt.file.Fd()), "/proc/self/fd/"+strconv.Itoa(n.content), unix.IN_MODIFY|unix.IN_CLOSE_WRITE)
 	if err == nil {
 		if m.prompt.wds == nil {
-			m.prompt.wds = map[int32]*Node{}
+			m.prompt.wds, m.prompt.byN = map[int32]*Node{}, map[*Node]int32{}
 		}
 		m.prompt.wds[int32(wd)] = n
+		m.prompt.byN[n] = int32(wd)
+	}
+}
+
+// unwatchContent ends the watch of n's content file, once n is not hot
+// any more or is dropped: the host's watches (max_user_watches, shared by
+// every process of kbox's uid) are held only while a file is written.
+func (m *Manager) unwatchContent(n *Node) {
+	if !m.prompt.on.Load() {
+		return
+	}
+	m.prompt.mu.Lock()
+	defer m.prompt.mu.Unlock()
+	wd, ok := m.prompt.byN[n]
+	if !ok {
+		return
+	}
+	delete(m.prompt.byN, n)
+	delete(m.prompt.wds, wd)
+	if m.prompt.file != nil {
+		unix.InotifyRmWatch(int(m.prompt.file.Fd()), uint32(wd))
 	}
 }
 
@@ -145,6 +167,9 @@ func (m *Manager) noteEvents(b []byte) {
 		switch {
 		case mask&unix.IN_IGNORED != 0:
 			delete(m.prompt.wds, wd) // the content file is gone
+			if n != nil && m.prompt.byN[n] == wd {
+				delete(m.prompt.byN, n)
+			}
 		case n != nil:
 			if m.prompt.asks == nil {
 				m.prompt.asks = map[*Node]uint32{}
@@ -219,8 +244,12 @@ func (m *Manager) Quiet(n *Node) {
 	}
 	m.settled(n, hs[n])
 	m.mu.Lock()
-	if n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false) {
+	ended := n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false)
+	if ended {
 		m.hot.Add(-1)
 	}
 	m.mu.Unlock()
+	if ended {
+		m.unwatchContent(n)
+	}
 }

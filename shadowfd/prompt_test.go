@@ -45,6 +45,7 @@ func TestNoteEvents(t *testing.T) {
 	} {
 		m := &Manager{}
 		m.prompt.wds = map[int32]*Node{1: a, 2: b}
+		m.prompt.byN = map[*Node]int32{a: 1, b: 2}
 		m.noteEvents(c.events)
 		got := m.prompt.take()
 		if len(got) != len(c.asks) {
@@ -56,8 +57,8 @@ func TestNoteEvents(t *testing.T) {
 				t.Errorf("%s: mask %#x, want %#x", c.name, got[n], mask)
 			}
 		}
-		if len(m.prompt.wds) != c.wds {
-			t.Errorf("%s: %d watches left, want %d", c.name, len(m.prompt.wds), c.wds)
+		if len(m.prompt.wds) != c.wds || len(m.prompt.byN) != c.wds {
+			t.Errorf("%s: %d and %d watches left, want %d", c.name, len(m.prompt.wds), len(m.prompt.byN), c.wds)
 		}
 		if m.prompt.take() != nil {
 			t.Errorf("%s: asks not taken", c.name)

@@ -619,6 +619,7 @@ func (m *Manager) forgetLocked(n *Node) {
 	if n.wroteSince.CompareAndSwap(true, false) {
 		m.hot.Add(-1)
 	}
+	m.unwatchContent(n)
 	m.count.Add(-1)
 	if n.unlinked {
 		n.fs.freeing(n.alloc)
