@@ -38,6 +38,7 @@ type prompter struct {
 	on   atomic.Bool
 	mu   sync.Mutex       // what follows
 	file *os.File         // nil: none (not asked, or the host refused one)
+	fd   int              // file's number, for the watches
 	wds  map[int32]*Node  // the node of each watch
 	byN  map[*Node]int32  // the watch of each node
 	asks map[*Node]uint32 // nodes written (IN_MODIFY) or closed since the last round
@@ -67,7 +68,7 @@ func (m *Manager) WatchWrites() {
 			return
 		}
 		m.prompt.mu.Lock()
-		m.prompt.file = os.NewFile(uintptr(fd), "kbox-writes")
+		m.prompt.file, m.prompt.fd = os.NewFile(uintptr(fd), "kbox-writes"), fd
 		m.prompt.mu.Unlock()
 		m.prompt.on.Store(true)
 		go m.promptLoop(m.prompt.file)
@@ -95,7 +96,7 @@ func (m *Manager) watchContent(n *Node) {
 	}
 	// The watch goes with the content file's inode (IN_IGNORED); one per
 	// inode, so a second is the first again.
-	wd, err := unix.InotifyAddWatch(int(m.prompt.file.Fd()), "/proc/self/fd/"+strconv.Itoa(n.content), unix.IN_MODIFY|unix.IN_CLOSE_WRITE)
+	wd, err := unix.InotifyAddWatch(m.prompt.fd, "/proc/self/fd/"+strconv.Itoa(n.content), unix.IN_MODIFY|unix.IN_CLOSE_WRITE)
 	if err == nil {
 		if m.prompt.wds == nil {
 			m.prompt.wds, m.prompt.byN = map[int32]*Node{}, map[*Node]int32{}
@@ -121,7 +122,7 @@ func (m *Manager) unwatchContent(n *Node) {
 	delete(m.prompt.byN, n)
 	delete(m.prompt.wds, wd)
 	if m.prompt.file != nil {
-		unix.InotifyRmWatch(int(m.prompt.file.Fd()), uint32(wd))
+		unix.InotifyRmWatch(m.prompt.fd, uint32(wd))
 	}
 }
 

@@ -2,7 +2,10 @@ package shadowfd
 
 import (
 	"encoding/binary"
+	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,4 +67,52 @@ func TestNoteEvents(t *testing.T) {
 			t.Errorf("%s: asks not taken", c.name)
 		}
 	}
+}
+
+// TestPromptStops: the host inotify fd WatchWrites makes notes a write to
+// a watched content file, and is closed at once when the Manager stops
+// it, its reader waiting for the next event (a session's Manager stops
+// while kbox goes on).
+func TestPromptStops(t *testing.T) {
+	m := New()
+	m.WatchWrites()
+	if !m.prompt.on.Load() {
+		t.Skip("SKIP: the host gave no inotify fd")
+	}
+	fd := m.prompt.fd
+	// A written node's watch: the poller's read waits.
+	f, err := os.Create(t.TempDir() + "/content")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := &Node{content: int(f.Fd())}
+	m.watchContent(n)
+	if _, ok := m.prompt.byN[n]; !ok {
+		t.Fatal("no watch of the content file")
+	}
+	// An event read, and the reader waiting for the next.
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if asks := m.prompt.take(); asks[n]&unix.IN_MODIFY == 0 {
+		t.Fatalf("the write was not noted: %v", asks)
+	}
+	m.stopPrompt()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != 0 && !isInotify(fd) {
+			return // closed (or the number reused by another file)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fd %d still open 2 s after stopPrompt", fd)
+		}
+	}
+}
+
+// isInotify reports whether fd is an inotify fd.
+func isInotify(fd int) bool {
+	l, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	return err == nil && l == "anon_inode:inotify"
 }
