@@ -447,8 +447,8 @@ func (m *Manager) settled(n *Node, h holds) {
 const flushEvery = 2 * time.Second
 
 // flusher writes nodes back in the background while writers may exist:
-// every flushEvery, and at once when a write or close asks (poke,
-// prompt.go), at most one round per promptGap.
+// every flushEvery, and soon when a write or close asks (poke, prompt.go;
+// such rounds spaced by promptGap at least).
 type flusher struct {
 	mu      sync.Mutex
 	running bool
