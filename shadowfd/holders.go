@@ -556,15 +556,16 @@ func (m *Manager) flushHot() map[*Node]error {
 	hs := m.scan()
 	done := make(map[*Node]error, len(nodes))
 	for i, n := range nodes {
-		done[n] = m.round(n, counts[i], hs)
+		done[n] = m.round(n, counts[i], hs, true)
 	}
 	return done
 }
 
 // round writes n back, and ends its hot state if hs (a look for holders
 // taken after n's writable opens were counted as opens; nil: none) finds
-// no writer holding it.
-func (m *Manager) round(n *Node, opens uint64, hs map[*Node]holds) error {
+// no writer holding it, telling LKL of the writers' close (WritersGone)
+// when tell.
+func (m *Manager) round(n *Node, opens uint64, hs map[*Node]holds, tell bool) error {
 	if _, err := m.flush(n); err != nil {
 		return err
 	}
@@ -581,7 +582,7 @@ func (m *Manager) round(n *Node, opens uint64, hs map[*Node]holds) error {
 	if ended {
 		m.unwatchContent(n)
 	}
-	if ended && m.WritersGone != nil {
+	if ended && tell && m.WritersGone != nil {
 		n.mu.Lock()
 		if n.lklfd >= 0 {
 			m.WritersGone(n.lklfd)

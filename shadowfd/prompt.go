@@ -214,7 +214,7 @@ func (m *Manager) flushAsked(asks map[*Node]uint32) {
 		if asks[n]&unix.IN_CLOSE_WRITE == 0 {
 			h = nil // written to: still held by its writer
 		}
-		m.round(n, counts[i], h)
+		m.round(n, counts[i], h, true)
 	}
 }
 
@@ -239,18 +239,5 @@ func (m *Manager) Quiet(n *Node) {
 		return
 	}
 	opens := n.opens.Load()
-	hs := m.scanFor(n)
-	if _, err := m.flush(n); err != nil || hs == nil || hs[n].writer {
-		return
-	}
-	m.settled(n, hs[n])
-	m.mu.Lock()
-	ended := n.opens.Load() == opens && n.wroteSince.CompareAndSwap(true, false)
-	if ended {
-		m.hot.Add(-1)
-	}
-	m.mu.Unlock()
-	if ended {
-		m.unwatchContent(n)
-	}
+	m.round(n, opens, m.scanFor(n), false)
 }
