@@ -271,7 +271,8 @@ type Engine struct {
 
 	notify inotifies // the guest's inotify fds (sys_file_inotify.go)
 
-	sysv sysvipc.State // the guest's System V objects as it sees them
+	sysv    sysvipc.State  // the guest's System V objects as it sees them
+	mqueues sysvipc.Queues // its POSIX message queues' owners and modes
 
 	// initCred is the first process's credentials, unknownCred those of
 	// a process whose parent was not found (proc.go); credsChanged says

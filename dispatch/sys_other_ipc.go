@@ -19,7 +19,9 @@ import (
 // run, and never reach kbox. Without one (no namespace could be made)
 // they are notified and refused with ENOSYS, what a kernel without
 // CONFIG_SYSVIPC and CONFIG_POSIX_MQUEUE answers: the host's objects
-// must stay out of the guest's reach.
+// must stay out of the guest's reach. The calls that name an object,
+// mq_open and mq_unlink here and the System V ones in sys_other_sysv.go,
+// are served: kbox checks the guest's credentials first.
 
 // sysIPC serves mq_getsetattr(2), mq_notify(2), mq_open(2) and the rest of its family: native in the guest's IPC namespace.
 func sysIPC(e *Engine, r *Request) Result {
@@ -27,6 +29,63 @@ func sysIPC(e *Engine, r *Request) Result {
 		return cont // the filter lets them run natively; harmless
 	}
 	return errno(unix.ENOSYS, Denied)
+}
+
+// sysMqOpen serves mq_open(2): the binder opens or makes the queue in
+// the guest's IPC namespace and kbox checks the guest's credentials
+// against the owner and mode the guest gave it (sysvipc.Queues), which
+// natively would be kbox's host uid for every guest process.
+func sysMqOpen(e *Engine, r *Request) Result {
+	if !e.IPCNamespace {
+		return errno(unix.ENOSYS, Denied)
+	}
+	b := e.ipcBinderFor()
+	if b == nil {
+		return cont // the kernel's checks
+	}
+	name, en := readString(r.G, r.Args[0], PathMax)
+	if en != 0 {
+		return errno(en, Host)
+	}
+	oflag, mode := uint32(r.Args[1]), uint32(r.Args[2])
+	var attr []byte
+	if oflag&unix.O_CREAT != 0 && r.Args[3] != 0 {
+		attr = make([]byte, unixsock.MqAttrSize)
+		if err := r.G.Read(r.Args[3], attr); err != nil {
+			return errno(unix.EFAULT, Host)
+		}
+	}
+	w := ipcWho(r)
+	fd, made, err := e.mqueues.Open(b, &w, name, oflag, mode, r.P.umask.Load(), attr)
+	if err != nil {
+		return fail(err, Host)
+	}
+	res := installHost(r, fd, unix.O_CLOEXEC, Host) // always, as Linux's mq_open
+	if res.Errno != 0 && made {
+		e.mqueues.Unmake(b, name) // EMFILE: Linux takes the fd before it makes the queue
+	}
+	return res
+}
+
+// sysMqUnlink serves mq_unlink(2): the queue's owner (or CAP_FOWNER)
+// removes it, in the binder.
+func sysMqUnlink(e *Engine, r *Request) Result {
+	if !e.IPCNamespace {
+		return errno(unix.ENOSYS, Denied)
+	}
+	b := e.ipcBinderFor()
+	if b == nil {
+		return cont
+	}
+	name, en := readString(r.G, r.Args[0], PathMax)
+	if en != 0 {
+		return errno(en, Host)
+	}
+	w := ipcWho(r)
+	if err := e.mqueues.Unlink(b, &w, name); err != nil {
+		return fail(err, Host)
+	}
+	return ok(0, Host)
 }
 
 // ipcBinder is the socket binder when the guest has an IPC namespace of
@@ -67,15 +126,15 @@ func sysvipcList() []fdtable.Dirent {
 		{Ino: 2, Type: unix.DT_REG, Name: "msg"}, {Ino: 3, Type: unix.DT_REG, Name: "sem"}, {Ino: 4, Type: unix.DT_REG, Name: "shm"}}
 }
 
-// ipcSysctl resolves /proc/sys/kernel/NAME, one of the guest's IPC
-// namespace's limits: the binder reads and writes it there (kbox's would
-// be the host's). Like Linux's it is root's, mode 0644: root writes it.
+// ipcSysctl resolves /proc/sys/NAME (kernel/msgmnb, fs/mqueue/msg_max),
+// one of the guest's IPC namespace's limits: the binder reads and writes
+// it there (kbox's would be the host's). Like Linux's it is root's, mode 0644: root writes it.
 func (e *Engine) ipcSysctl(name string) *procfs.Node {
 	b := e.ipcBinder()
 	if b == nil || !sysvipc.IsSysctl(name) {
 		return nil
 	}
-	return &procfs.Node{Kind: procfs.Text, Like: "sys/kernel/" + name, Owner: sysctlOwner{},
+	return &procfs.Node{Kind: procfs.Text, Like: "sys/" + name, Owner: sysctlOwner{},
 		Text: func() []byte {
 			text, _ := b.Sysctl(name, nil)
 			return text

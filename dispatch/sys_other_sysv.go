@@ -25,7 +25,7 @@ func (e *Engine) ipcBinderFor() *unixsock.Binder {
 // ipcWho is the caller's credentials as package sysvipc checks them.
 func ipcWho(r *Request) sysvipc.Who {
 	c := &r.P.creds().Cred
-	return sysvipc.Who{EUID: c.EUID, EGID: c.EGID, FSGID: c.FSGID, Groups: c.Groups, Caps: c.Eff}
+	return sysvipc.Who{EUID: c.EUID, EGID: c.EGID, FSUID: c.FSUID, FSGID: c.FSGID, Groups: c.Groups, Caps: c.Eff}
 }
 
 // sysMsgget serves msgget(2) through ipcGet.

@@ -163,8 +163,9 @@ func topPath(s System, c *Caller, name, sub string, depth int) (Found, unix.Errn
 			if hostSysctls[rel] {
 				return node(abs, &Node{Kind: Text, Like: rel, Text: func() []byte { return hostSysctl(rel) }})
 			}
-			if name, ok := strings.CutPrefix(rel, "sys/kernel/"); ok {
-				// LKL has no System V IPC: the guest's namespace's limits.
+			if name, ok := strings.CutPrefix(rel, "sys/"); ok {
+				// LKL has no System V IPC or message queues: the
+				// guest's namespace's limits.
 				if n := s.IPCSysctl(name); n != nil {
 					return node(abs, n)
 				}

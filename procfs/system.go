@@ -73,9 +73,10 @@ type System interface {
 	// Sysvipc resolves /proc/sysvipc (sub "") and its files; ENOENT
 	// when the guest has no IPC namespace of its own.
 	Sysvipc(abs, sub string) (*Node, unix.Errno)
-	// IPCSysctl resolves /proc/sys/kernel/NAME when NAME is one of the
-	// IPC namespace's files (shmmax, msgmnb, sem, ...) and the guest has
-	// a namespace of its own; nil otherwise (LKL's /proc/sys answers).
+	// IPCSysctl resolves /proc/sys/NAME when NAME is one of the IPC
+	// namespace's files (kernel/shmmax, kernel/sem, fs/mqueue/msg_max,
+	// ...) and the guest has a namespace of its own; nil otherwise
+	// (LKL's /proc/sys answers).
 	IPCSysctl(name string) *Node
 }
 

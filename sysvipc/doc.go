@@ -1,6 +1,7 @@
 // Package sysvipc keeps the guest's view of its System V IPC objects and
 // checks the guest's credentials against it, as Linux's ipcperms and
-// ipcctl_obtain_check do.
+// ipcctl_obtain_check do; and the owners and modes of its POSIX message
+// queues, checked as Linux checks a queue's inode (Queues, mqueue.go).
 //
 // The guest's objects live natively in its own IPC namespace, where every
 // guest process has kbox's host uid: the kernel's permission checks cannot

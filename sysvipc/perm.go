@@ -62,9 +62,9 @@ const (
 
 // Who is the caller's credentials as the rules here need them.
 type Who struct {
-	EUID, EGID, FSGID uint32
-	Groups            []uint32 // the supplementary groups
-	Caps              uint64   // the effective capabilities (bit N is capability N)
+	EUID, EGID, FSUID, FSGID uint32
+	Groups                   []uint32 // the supplementary groups
+	Caps                     uint64   // the effective capabilities (bit N is capability N)
 }
 
 func (w *Who) has(capability int) bool { return w.Caps&(1<<capability) != 0 }

@@ -9,7 +9,7 @@ import (
 // user is a caller with uid and gid in every slot, the given
 // supplementary groups and no capabilities.
 func user(uid, gid uint32, groups ...uint32) Who {
-	return Who{EUID: uid, EGID: gid, FSGID: gid, Groups: groups}
+	return Who{EUID: uid, EGID: gid, FSUID: uid, FSGID: gid, Groups: groups}
 }
 
 // TestAllowed: Linux's ipcperms for the owner, the creator, a member of

@@ -107,12 +107,16 @@ func replaceColumns(line string, set map[int]string) string {
 	return b.String()
 }
 
-// sysctls are the files of /proc/sys/kernel that belong to the IPC
-// namespace (LKL, without System V IPC, has none of them).
-var sysctls = map[string]bool{"msgmax": true, "msgmnb": true, "msgmni": true, "msg_next_id": true,
-	"sem": true, "sem_next_id": true, "shmall": true, "shmmax": true, "shmmni": true,
-	"shm_rmid_forced": true, "shm_next_id": true, "auto_msgmni": true}
+// sysctls are the files of /proc/sys that belong to the IPC namespace:
+// its System V limits and its POSIX message queues' (LKL, without System
+// V IPC or message queues, has none of them).
+var sysctls = map[string]bool{"kernel/msgmax": true, "kernel/msgmnb": true, "kernel/msgmni": true,
+	"kernel/msg_next_id": true, "kernel/sem": true, "kernel/sem_next_id": true, "kernel/shmall": true,
+	"kernel/shmmax": true, "kernel/shmmni": true, "kernel/shm_rmid_forced": true, "kernel/shm_next_id": true,
+	"kernel/auto_msgmni": true, "fs/mqueue/msg_max": true, "fs/mqueue/msgsize_max": true,
+	"fs/mqueue/queues_max": true, "fs/mqueue/msg_default": true, "fs/mqueue/msgsize_default": true}
 
-// IsSysctl says that /proc/sys/kernel/name is one of the IPC namespace's
-// limits (the binder reads and writes them there).
+// IsSysctl says that /proc/sys/name (kernel/msgmnb, fs/mqueue/msg_max) is
+// one of the IPC namespace's limits (the binder reads and writes them
+// there).
 func IsSysctl(name string) bool { return sysctls[name] }

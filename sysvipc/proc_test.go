@@ -73,11 +73,12 @@ func TestReplaceColumns(t *testing.T) {
 	}
 }
 
-// TestIsSysctl: the IPC namespace's files of /proc/sys/kernel, and no
-// other.
+// TestIsSysctl: the IPC namespace's files of /proc/sys, and no other.
 func TestIsSysctl(t *testing.T) {
-	for name, want := range map[string]bool{"msgmnb": true, "shmmax": true, "sem": true, "shm_rmid_forced": true,
-		"hostname": false, "ns_last_pid": false, "": false, "msgmnb/": false} {
+	for name, want := range map[string]bool{"kernel/msgmnb": true, "kernel/shmmax": true, "kernel/sem": true,
+		"kernel/shm_rmid_forced": true, "fs/mqueue/queues_max": true, "fs/mqueue/msgsize_default": true,
+		"msgmnb": false, "kernel/hostname": false, "kernel/ns_last_pid": false, "": false, "kernel/msgmnb/": false,
+		"fs/mqueue": false, "fs/file-max": false} {
 		if got := IsSysctl(name); got != want {
 			t.Errorf("IsSysctl(%q) = %v, want %v", name, got, want)
 		}

@@ -152,13 +152,27 @@ func (b *Binder) recv() (int32, int, error) {
 // call sends one request and returns the binder's answer: an fd (or -1)
 // and nil, or the errno it failed with.
 func (b *Binder) call(op, umask uint32, dir, name string, fds ...int) (int, error) {
+	v, fd, err := b.callRaw(op, umask, dir, name, fds...)
+	if err == nil && v != 0 {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return -1, unix.Errno(v)
+	}
+	return fd, err
+}
+
+// callRaw sends one request and returns the binder's answer as it came:
+// its i32 and its fd (or -1); an error only when the binder could not be
+// asked.
+func (b *Binder) callRaw(op, umask uint32, dir, name string, fds ...int) (int32, int, error) {
 	if b == nil {
-		return -1, unix.EPERM
+		return 0, -1, unix.EPERM
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.helloLocked() != nil {
-		return -1, unix.EIO
+		return 0, -1, unix.EIO
 	}
 	msg := make([]byte, 16, 16+len(dir)+len(name))
 	binary.NativeEndian.PutUint32(msg[0:], op)
@@ -171,19 +185,13 @@ func (b *Binder) call(op, umask uint32, dir, name string, fds ...int) (int, erro
 		oob = unix.UnixRights(fds...)
 	}
 	if err := unix.Sendmsg(b.fd, msg, oob, nil, 0); err != nil {
-		return -1, unix.EIO
+		return 0, -1, unix.EIO
 	}
 	v, fd, err := b.recv()
 	if err != nil {
-		return -1, unix.EIO
+		return 0, -1, unix.EIO
 	}
-	if v != 0 {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-		return -1, unix.Errno(v)
-	}
-	return fd, nil
+	return v, fd, nil
 }
 
 // BindPath binds sock to name, a guest path string, from directory cd

@@ -26,19 +26,21 @@
  * The binder also opens /proc/sysvipc files for kbox: their contents are
  * those of the IPC namespace of whoever opens them, and the binder shares
  * the guest's. So are the IPC namespace's limits in /proc/sys/kernel, which
- * it reads and writes for kbox (OP_SYSCTL, those files only; each read or
+ * it reads and writes for kbox (OP_SYSCTL, those files and fs/mqueue's only; each read or
  * write opens the file in the binder, in the guest's namespace). For the
  * same reason it makes, inspects, changes and removes
  * the guest's System V objects for kbox (OP_IPC: msgget, semget, shmget and
  * the IPC_STAT, IPC_SET, IPC_RMID and *_INFO commands of msgctl, semctl and
  * shmctl, nothing else), after kbox checked them against the guest's
- * credentials (dispatch/sys_other_sysv.go).
+ * credentials (dispatch/sys_other_sysv.go). It opens and removes the guest's
+ * POSIX message queues (OP_MQ_OPEN, OP_MQ_UNLINK) likewise: they too are
+ * the IPC namespace's (dispatch/sys_other_ipc.go).
  *
  * Requests come from kbox only, over a SOCK_SEQPACKET socketpair (fd 4 at
  * start-up); the guest never holds its end. Each request is
  *   u32 op, u32 umask, u32 dirlen, u32 namelen, dir bytes, name bytes
- * with one or two fds (SCM_RIGHTS); each answer is an i32 (0 or an errno)
- * with at most one fd. OP_IPC's request carries struct ipcreq and a buffer
+ * with one or two fds (SCM_RIGHTS); each answer is an i32 (0 or an errno;
+ * -1 for a queue OP_MQ_OPEN made) with at most one fd. OP_IPC's request carries struct ipcreq and a buffer
  * in place of dir; its answer is an i32 errno, 4 bytes of padding, the
  * call's i64 result and the buffer after the call. For a path bind, dir holds strings separated by
  * NULs: the directory to bind from, then the directories the kernel will
@@ -66,7 +68,15 @@
 
 #include "binder.h"
 
-enum { OP_BIND_PATH = 1, OP_BIND_AT = 2, OP_OPEN_IPC = 3, OP_IPC = 4, OP_SYSCTL = 5, OP_OPEN_DIAG = 6 };
+enum { OP_BIND_PATH = 1, OP_BIND_AT = 2, OP_OPEN_IPC = 3, OP_IPC = 4, OP_SYSCTL = 5, OP_OPEN_DIAG = 6, OP_MQ_OPEN = 7, OP_MQ_UNLINK = 8 };
+
+/* OP_MQ_OPEN's request: in place of the name, the guest's mq_open flags
+ * and, when hasattr, its struct mq_attr (the kernel's: eight longs); the
+ * queue's name is in place of dir. */
+struct mqreq {
+	uint32_t oflag, hasattr;
+	long attr[8];
+};
 
 /* The calls of OP_IPC (unixsock/ipc.go). */
 enum { IPC_MSGGET = 1, IPC_SEMGET, IPC_SHMGET, IPC_MSGCTL, IPC_SEMCTL, IPC_SHMCTL };
@@ -88,7 +98,7 @@ struct req {
 
 static int rootfd = -1;	 /* the binder's root: "/" once chrooted */
 static int sysvipc = -1; /* /proc/sysvipc, opened before the chroot */
-static int sysctl = -1;	 /* /proc/sys/kernel, likewise */
+static int sysctl = -1;	 /* /proc/sys, likewise */
 
 static void answer(int sock, int32_t err, int fd)
 {
@@ -302,14 +312,19 @@ static void do_ipc(int sock, const char *p, size_t n)
 		;
 }
 
-/* do_sysctl reads /proc/sys/kernel/NAME, one of the IPC namespace's
- * files, or writes data (n bytes) to it when n > 0, and answers as do_ipc:
- * the errno, the count and what was read. */
+/* do_sysctl reads /proc/sys/NAME, one of the IPC namespace's files (its
+ * System V limits in kernel/, its message queues' in fs/mqueue/), or
+ * writes data (n bytes) to it when n > 0, and answers as do_ipc: the
+ * errno, the count and what was read. */
 static void do_sysctl(int sock, const char *name, const char *data, size_t n)
 {
-	static const char *const names[] = { "msgmax",	"msgmnb",  "msgmni",	     "msg_next_id", "sem",
-					     "sem_next_id", "shmall",  "shmmax",	     "shmmni",	    "shm_rmid_forced",
-					     "shm_next_id", "auto_msgmni" };
+	static const char *const names[] = {
+		"kernel/msgmax",	   "kernel/msgmnb",	     "kernel/msgmni",	       "kernel/msg_next_id",
+		"kernel/sem",		   "kernel/sem_next_id",     "kernel/shmall",	       "kernel/shmmax",
+		"kernel/shmmni",	   "kernel/shm_rmid_forced", "kernel/shm_next_id",     "kernel/auto_msgmni",
+		"fs/mqueue/msg_max",	   "fs/mqueue/msgsize_max",  "fs/mqueue/queues_max",   "fs/mqueue/msg_default",
+		"fs/mqueue/msgsize_default",
+	};
 	char out[16 + 256];
 	int32_t err = ENOENT, pad = 0;
 	int64_t got = -1;
@@ -337,6 +352,43 @@ static void do_sysctl(int sock, const char *name, const char *data, size_t n)
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
+}
+
+/* mq_open_for opens the guest's queue name as oflag asks, making it when
+ * oflag has O_CREAT and it does not exist, and says whether it made it
+ * (*made). The queue is opened, or made, without O_CREAT|O_EXCL first and
+ * then with both, so that what the binder tells kbox is what happened:
+ * kbox keeps the guest's owner and mode of a queue it saw made and checks
+ * the guest's credentials against them for one that existed (the binder's
+ * own, the queue's host owner, always pass). A queue made with mode 0600:
+ * every guest process has kbox's host uid. */
+static int mq_open_for(const char *name, const struct mqreq *q, int *out, int *made)
+{
+	int acc = (int)(q->oflag & (O_ACCMODE | O_NONBLOCK)) | O_CLOEXEC;
+
+	*made = 0;
+	for (int tries = 0; tries < 16; tries++) {
+		int fd = (int)syscall(SYS_mq_open, name, acc, 0, NULL);
+		if (fd >= 0) {
+			if ((q->oflag & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
+				close(fd);
+				return EEXIST;
+			}
+			*out = fd;
+			return 0;
+		}
+		if (errno != ENOENT || !(q->oflag & O_CREAT))
+			return errno;
+		fd = (int)syscall(SYS_mq_open, name, acc | O_CREAT | O_EXCL, 0600, q->hasattr ? q->attr : NULL);
+		if (fd >= 0) {
+			*out = fd;
+			*made = 1;
+			return 0;
+		}
+		if (errno != EEXIST)
+			return errno;
+	}
+	return EAGAIN;
 }
 
 /* serve answers kbox's requests until kbox closes its end. */
@@ -407,6 +459,22 @@ static void serve(int sock)
 				out = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 				err = out < 0 ? errno : 0;
 				break;
+			case OP_MQ_OPEN: {
+				struct mqreq q;
+				int made = 0;
+				if (r.namelen != sizeof(q)) {
+					err = EINVAL;
+					break;
+				}
+				memcpy(&q, name, sizeof(q));
+				err = mq_open_for(dir, &q, &out, &made);
+				if (err == 0 && made)
+					err = -1; /* made: kbox records the guest's owner */
+				break;
+			}
+			case OP_MQ_UNLINK:
+				err = syscall(SYS_mq_unlink, dir) == 0 ? 0 : errno;
+				break;
 			case OP_SYSCTL:
 				for (int i = 0; i < nfds; i++)
 					close(fds[i]);
@@ -438,7 +506,7 @@ void kbox_run_binder(int sock, const char *dir, int chroot_ok)
 		syscall(SYS_close_range, 0u, (unsigned int)sock - 1, 0u);
 	syscall(SYS_close_range, (unsigned int)sock + 1, ~0u, 0u);
 	sysvipc = open("/proc/sysvipc", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	sysctl = open("/proc/sys/kernel", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	sysctl = open("/proc/sys", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int chrooted = 0;
 	if (chroot_ok && chroot(dir) == 0) {
 		if (chdir("/") != 0)
