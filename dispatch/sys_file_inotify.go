@@ -497,6 +497,8 @@ func sysInotifyAddWatch(e *Engine, r *Request) Result {
 	if n := e.nodeAt(t.LKLPath(), mask&unix.IN_DONT_FOLLOW != 0); n != nil {
 		// What was written before the watch reaches LKL now, unseen.
 		e.Shadows.Quiet(n)
+	} else {
+		e.Shadows.QuietIn(t.Path) // a directory's files, likewise
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -3,6 +3,7 @@ package shadowfd
 import (
 	"encoding/binary"
 	"os"
+	"path"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -240,4 +241,16 @@ func (m *Manager) Quiet(n *Node) {
 	}
 	opens := n.opens.Load()
 	m.round(n, opens, m.scanFor(n), false)
+}
+
+// QuietIn is Quiet for each hot node opened by a name in directory dir (a
+// clean absolute guest path), before a guest watches dir: a directory's
+// watch reports its files' writes and closes. A node renamed out of dir
+// since is left to the flusher.
+func (m *Manager) QuietIn(dir string) {
+	for _, n := range m.hotNodes() {
+		if path.Dir(n.path) == dir {
+			m.Quiet(n)
+		}
+	}
 }

@@ -285,8 +285,14 @@ static void before_cases(void)
 	int wf = open(at("pre"), O_CREAT | O_WRONLY, 0644);
 	write(wf, "x", 1);
 	close(wf);
+	/* And a file written in a directory watched after. */
+	mkdir(at("pred"), 0755);
+	wf = open(at("pred/f"), O_CREAT | O_WRONLY, 0644);
+	write(wf, "x", 1);
+	close(wf);
 	int fd = inotify_init1(IN_NONBLOCK);
 	inotify_add_watch(fd, at("pre"), IN_ALL_EVENTS);
+	int dwd = inotify_add_watch(fd, at("pred"), IN_ALL_EVENTS);
 	/* Its fdinfo: the flags, and a line per watch */
 	char p[64], line[512];
 	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", fd);
@@ -308,7 +314,7 @@ static void before_cases(void)
 	printf("before the watch %s:", en(n));
 	for (long i = 0; i + (long)sizeof(struct inotify_event) <= n;) {
 		struct inotify_event *ev = (struct inotify_event *)(b + i);
-		printf(" %x", ev->mask);
+		printf(" %s%x", ev->wd == dwd ? "dir:" : "", ev->mask);
 		i += sizeof(*ev) + ev->len;
 	}
 	printf("\n");
