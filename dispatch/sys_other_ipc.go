@@ -43,18 +43,19 @@ func sysMqOpen(e *Engine, r *Request) Result {
 	if b == nil {
 		return cont // the kernel's checks
 	}
-	name, en := readString(r.G, r.Args[0], PathMax)
-	if en != 0 {
-		return errno(en, Host)
-	}
-	oflag, mode := uint32(r.Args[1]), uint32(r.Args[2])
+	// Linux reads the attributes first, whether or not they are used.
 	var attr []byte
-	if oflag&unix.O_CREAT != 0 && r.Args[3] != 0 {
+	if r.Args[3] != 0 {
 		attr = make([]byte, unixsock.MqAttrSize)
 		if err := r.G.Read(r.Args[3], attr); err != nil {
 			return errno(unix.EFAULT, Host)
 		}
 	}
+	name, en := readString(r.G, r.Args[0], PathMax)
+	if en != 0 {
+		return errno(en, Host)
+	}
+	oflag, mode := uint32(r.Args[1]), uint32(r.Args[2])
 	w := ipcWho(r)
 	fd, made, err := e.mqueues.Open(b, &w, name, oflag, mode, r.P.umask.Load(), attr)
 	if err != nil {

@@ -35,6 +35,7 @@ func TestMqueuePermissions(t *testing.T) {
 		"nobody unlink own: ok",
 		"nobody unlink own again: ENOENT",
 		"open O_CREAT unreadable attr: EFAULT",
+		"open unreadable attr, no O_CREAT: EFAULT",
 		"close-on-exec without O_CLOEXEC: yes",
 		"open O_CREAT with no fd free: EMFILE",
 		"and the queue is not made: ENOENT",

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +120,7 @@ int main(void)
 	R("open missing", mq_open("/mq_missing", O_RDONLY));
 	R("unlink missing", mq_unlink("/mq_missing"));
 	R("open O_CREAT unreadable attr", mq_open("/mq_attr", O_CREAT | O_RDWR, 0600, (struct mq_attr *)8));
+	R("open unreadable attr, no O_CREAT", syscall(SYS_mq_open, "mq_root", O_RDONLY, 0, 8));
 	struct mq_attr a = { .mq_maxmsg = 0, .mq_msgsize = 16 };
 	R("open O_CREAT maxmsg 0", mq_open("/mq_attr", O_CREAT | O_RDWR, 0600, &a));
 	a.mq_maxmsg = 4;
