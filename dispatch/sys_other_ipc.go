@@ -23,7 +23,7 @@ import (
 // mq_open and mq_unlink here and the System V ones in sys_other_sysv.go,
 // are served: kbox checks the guest's credentials first.
 
-// sysIPC serves mq_getsetattr(2), mq_notify(2), mq_open(2) and the rest of its family: native in the guest's IPC namespace.
+// sysIPC serves mq_getsetattr(2), mq_notify(2), mq_timedsend(2) and the rest of its family: native in the guest's IPC namespace.
 func sysIPC(e *Engine, r *Request) Result {
 	if e.IPCNamespace {
 		return cont // the filter lets them run natively; harmless
@@ -129,7 +129,8 @@ func sysvipcList() []fdtable.Dirent {
 
 // ipcSysctl resolves /proc/sys/NAME (kernel/msgmnb, fs/mqueue/msg_max),
 // one of the guest's IPC namespace's limits: the binder reads and writes
-// it there (kbox's would be the host's). Like Linux's it is root's, mode 0644: root writes it.
+// it there (kbox's would be the host's). Like Linux's it is root's, mode
+// 0644: root writes it.
 func (e *Engine) ipcSysctl(name string) *procfs.Node {
 	b := e.ipcBinder()
 	if b == nil || !sysvipc.IsSysctl(name) {

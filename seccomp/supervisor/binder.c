@@ -25,27 +25,28 @@
  *
  * The binder also opens /proc/sysvipc files for kbox: their contents are
  * those of the IPC namespace of whoever opens them, and the binder shares
- * the guest's. So are the IPC namespace's limits in /proc/sys/kernel, which
- * it reads and writes for kbox (OP_SYSCTL, those files and fs/mqueue's only; each read or
- * write opens the file in the binder, in the guest's namespace). For the
- * same reason it makes, inspects, changes and removes
- * the guest's System V objects for kbox (OP_IPC: msgget, semget, shmget and
- * the IPC_STAT, IPC_SET, IPC_RMID and *_INFO commands of msgctl, semctl and
- * shmctl, nothing else), after kbox checked them against the guest's
- * credentials (dispatch/sys_other_sysv.go). It opens and removes the guest's
- * POSIX message queues (OP_MQ_OPEN, OP_MQ_UNLINK) likewise: they too are
- * the IPC namespace's (dispatch/sys_other_ipc.go).
+ * the guest's. So are the IPC namespace's limits in /proc/sys/kernel and
+ * /proc/sys/fs/mqueue, which it reads and writes for kbox (OP_SYSCTL,
+ * those files only; each read or write opens the file in the binder, in
+ * the guest's namespace). For the same reason it makes, inspects, changes
+ * and removes the guest's System V objects for kbox (OP_IPC: msgget,
+ * semget, shmget and the IPC_STAT, IPC_SET, IPC_RMID and *_INFO commands
+ * of msgctl, semctl and shmctl, nothing else), after kbox checked them
+ * against the guest's credentials (dispatch/sys_other_sysv.go), and opens
+ * and removes the guest's POSIX message queues (OP_MQ_OPEN, OP_MQ_UNLINK;
+ * dispatch/sys_other_ipc.go).
  *
  * Requests come from kbox only, over a SOCK_SEQPACKET socketpair (fd 4 at
  * start-up); the guest never holds its end. Each request is
  *   u32 op, u32 umask, u32 dirlen, u32 namelen, dir bytes, name bytes
  * with one or two fds (SCM_RIGHTS); each answer is an i32 (0 or an errno;
- * -1 for a queue OP_MQ_OPEN made) with at most one fd. OP_IPC's request carries struct ipcreq and a buffer
- * in place of dir; its answer is an i32 errno, 4 bytes of padding, the
- * call's i64 result and the buffer after the call. For a path bind, dir holds strings separated by
- * NULs: the directory to bind from, then the directories the kernel will
- * walk through for the name; all are clean paths of the binder's root
- * (kbox cleans them) and are made if missing.
+ * -1 for a queue OP_MQ_OPEN made) with at most one fd. OP_IPC's request
+ * carries struct ipcreq and a buffer in place of dir; its answer is an i32
+ * errno, 4 bytes of padding, the call's i64 result and the buffer after
+ * the call. For a path bind, dir holds strings separated by NULs: the
+ * directory to bind from, then the directories the kernel will walk
+ * through for the name; all are clean paths of the binder's root (kbox
+ * cleans them) and are made if missing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -376,6 +377,15 @@ static int mq_open_for(const char *name, const struct mqreq *q, int *out, int *m
 			}
 			*out = fd;
 			return 0;
+		}
+		if (errno == EINVAL && (q->oflag & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
+			/* Linux's EEXIST comes before the access mode's EINVAL. */
+			fd = (int)syscall(SYS_mq_open, name, O_RDONLY | O_CLOEXEC, 0, NULL);
+			if (fd >= 0) {
+				close(fd);
+				return EEXIST;
+			}
+			errno = EINVAL;
 		}
 		if (errno != ENOENT || !(q->oflag & O_CREAT))
 			return errno;

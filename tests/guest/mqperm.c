@@ -110,6 +110,7 @@ int main(void)
 
 	/* Linux's own errors, whoever asks. */
 	R("open O_WRONLY|O_RDWR", mq_open("/mq_root", O_WRONLY | O_RDWR));
+	R("open O_CREAT|O_EXCL|O_WRONLY|O_RDWR of an existing queue", mq_open("/mq_root", O_CREAT | O_EXCL | O_WRONLY | O_RDWR, 0600, NULL));
 	R("open a name with a slash", mq_open("/mq/x", O_CREAT | O_RDWR, 0600, NULL));
 	R("open the empty name", mq_open("/", O_RDONLY));
 	char longname[300];
