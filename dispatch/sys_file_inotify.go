@@ -46,6 +46,9 @@ type inotifies struct {
 	live  atomic.Int32                 // len(byIno): dispatch delivers after changes while > 0
 	all   atomic.Pointer[[]*inotifyFd] // byIno's values, for notifySweep
 	ready lklready.Set                 // the LKL inotify fds' readiness
+	// gone is when writersGone last closed a file (UnixNano): its
+	// IN_CLOSE_WRITE comes up to two clock ticks later (settleGone).
+	gone atomic.Int64
 
 	probe  sync.Once
 	absent bool // LKL has no inotify (CONFIG_INOTIFY_USER)
@@ -199,6 +202,7 @@ func (e *Engine) inotifyInit(r *Request, flags int) Result {
 	if s.byIno == nil {
 		s.byIno = map[uint64]*inotifyFd{}
 	}
+	first := len(s.byIno) == 0
 	s.byIno[f.ino] = f
 	s.changedLocked()
 	s.mu.Unlock()
@@ -207,6 +211,11 @@ func (e *Engine) inotifyInit(r *Request, flags int) Result {
 	// Writes and closes of shadows then reach LKL, which reports them,
 	// at once, not at the flusher's next round (shadowfd/prompt.go).
 	e.Shadows.WatchWrites()
+	if first {
+		// With no inotify fd before, no watch saw what was written and
+		// closed: it reaches LKL now, unseen.
+		e.Shadows.QuietAll()
+	}
 	// kbox's copy goes once the guest has its own: the guest's last
 	// close is then the end's last (watchClose).
 	gfd, err := r.G.AddFD(gend, -1, flags&unix.IN_CLOEXEC != 0)
@@ -500,6 +509,7 @@ func sysInotifyAddWatch(e *Engine, r *Request) Result {
 	} else {
 		e.Shadows.QuietIn(t.Path) // a directory's files, likewise
 	}
+	e.notify.settleGone()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.lfd < 0 {
@@ -547,6 +557,19 @@ func (e *Engine) notifySweep() {
 	}
 }
 
+// settleGone waits, before a watch is added, for the IN_CLOSE_WRITE of
+// writersGone's last close if LKL may not have made it yet (its deferred
+// fput runs when a one-tick timer next fires): that close came before the
+// watch, and on Linux its event would have too. Only a watch added within
+// two ticks of a write-back that found a shadow's writers gone waits.
+func (s *inotifies) settleGone() {
+	if g := s.gone.Load(); g != 0 {
+		if d := time.Until(time.Unix(0, g).Add(2*lkl.Tick + time.Millisecond)); d > 0 {
+			time.Sleep(d)
+		}
+	}
+}
+
 // writersGone is told by the shadows' flusher that a shadow's last writer
 // closed it (the guest's close is native: kbox does not see it). While
 // the guest has inotify fds, kbox opens the LKL file for writing through
@@ -561,6 +584,7 @@ func (e *Engine) writersGone(lklfd int) {
 		fl := uintptr(lkl.OpenFlagsToLKL(unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK))
 		if fd, le := e.kprocPath(lkl.SysOpenat, 1, "self/fd/"+strconv.Itoa(lklfd), [6]uintptr{0, 0, fl}); le == 0 {
 			lklClose(int(fd))
+			e.notify.gone.Store(time.Now().UnixNano())
 		}
 	})
 	e.notifySweep()

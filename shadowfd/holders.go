@@ -542,6 +542,8 @@ func (f *flusher) stop() {
 // hot state of those no writer holds any more. It returns the nodes it
 // wrote back, with each one's error.
 func (m *Manager) flushHot() map[*Node]error {
+	m.rounds.Lock()
+	defer m.rounds.Unlock()
 	// The writable opens of each node are counted before the scan for
 	// writers: a description handed out after it changes the count, so
 	// the node stays hot even though the scan did not see its writer.

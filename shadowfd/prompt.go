@@ -187,6 +187,8 @@ func (m *Manager) noteEvents(b []byte) {
 // the last round (asks): each is written back, and one whose writer
 // closed it ends its hot state if no writer holds it any more.
 func (m *Manager) flushAsked(asks map[*Node]uint32) {
+	m.rounds.Lock()
+	defer m.rounds.Unlock()
 	nodes := make([]*Node, 0, len(asks))
 	closed := 0
 	m.mu.Lock()
@@ -239,18 +241,64 @@ func (m *Manager) Quiet(n *Node) {
 	if !n.wroteSince.Load() {
 		return
 	}
+	m.rounds.Lock()
+	defer m.rounds.Unlock()
+	m.quiet(n)
+}
+
+// quiet is Quiet with m.rounds held.
+func (m *Manager) quiet(n *Node) {
 	opens := n.opens.Load()
 	m.round(n, opens, m.scanFor(n), false)
 }
 
 // QuietIn is Quiet for each hot node opened by a name in directory dir (a
 // clean absolute guest path), before a guest watches dir: a directory's
-// watch reports its files' writes and closes. A node renamed out of dir
-// since is left to the flusher.
+// watch reports its files' writes and closes. One look for holders serves
+// them all. A node renamed out of dir since is left to the flusher.
 func (m *Manager) QuietIn(dir string) {
+	if m.hot.Load() == 0 {
+		return
+	}
+	m.rounds.Lock()
+	defer m.rounds.Unlock()
+	var in []*Node
 	for _, n := range m.hotNodes() {
 		if path.Dir(n.path) == dir {
-			m.Quiet(n)
+			in = append(in, n)
 		}
+	}
+	m.quietNodes(in)
+}
+
+// QuietAll is Quiet for every hot node, when the guest has no watch (its
+// first inotify fd): what was written and closed before can be no
+// watch's event.
+func (m *Manager) QuietAll() {
+	if m.hot.Load() == 0 {
+		return
+	}
+	m.rounds.Lock()
+	defer m.rounds.Unlock()
+	m.quietNodes(m.hotNodes())
+}
+
+// quietNodes is quiet for nodes, with one look for holders. The caller
+// holds m.rounds.
+func (m *Manager) quietNodes(nodes []*Node) {
+	switch len(nodes) {
+	case 0:
+		return
+	case 1:
+		m.quiet(nodes[0])
+		return
+	}
+	counts := make([]uint64, len(nodes))
+	for i, n := range nodes {
+		counts[i] = n.opens.Load()
+	}
+	hs := m.scan()
+	for i, n := range nodes {
+		m.round(n, counts[i], hs, false)
 	}
 }

@@ -192,7 +192,11 @@ type Manager struct {
 	count   atomic.Int32
 	flusher flusher
 	prompt  prompter // prompt.go
-	closed  atomic.Bool
+	// rounds is held by each batch of rounds (flushHot, flushAsked,
+	// Quiet, QuietIn), taken before mu: a node whose hot state one batch
+	// ends quietly is not told gone by another meanwhile.
+	rounds sync.Mutex
+	closed atomic.Bool
 	// noLeases: the kernel refused a lease (heldCheck).
 	noLeases atomic.Bool
 	// writeBacks counts write-backs and access times given: each may

@@ -285,14 +285,27 @@ static void before_cases(void)
 	int wf = open(at("pre"), O_CREAT | O_WRONLY, 0644);
 	write(wf, "x", 1);
 	close(wf);
-	/* And a file written in a directory watched after. */
+	/* And two files written in a directory watched after. */
 	mkdir(at("pred"), 0755);
 	wf = open(at("pred/f"), O_CREAT | O_WRONLY, 0644);
 	write(wf, "x", 1);
 	close(wf);
+	wf = open(at("pred/g"), O_CREAT | O_WRONLY, 0644);
+	write(wf, "y", 1);
+	close(wf);
 	int fd = inotify_init1(IN_NONBLOCK);
+	/* And files written in a directory after the inotify fd is made,
+	 * before its watch. */
+	mkdir(at("pree"), 0755);
+	wf = open(at("pree/f"), O_CREAT | O_WRONLY, 0644);
+	write(wf, "x", 1);
+	close(wf);
+	wf = open(at("pree/g"), O_CREAT | O_WRONLY, 0644);
+	write(wf, "y", 1);
+	close(wf);
 	inotify_add_watch(fd, at("pre"), IN_ALL_EVENTS);
 	int dwd = inotify_add_watch(fd, at("pred"), IN_ALL_EVENTS);
+	int ewd = inotify_add_watch(fd, at("pree"), IN_ALL_EVENTS);
 	/* Its fdinfo: the flags, and a line per watch */
 	char p[64], line[512];
 	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", fd);
@@ -314,7 +327,7 @@ static void before_cases(void)
 	printf("before the watch %s:", en(n));
 	for (long i = 0; i + (long)sizeof(struct inotify_event) <= n;) {
 		struct inotify_event *ev = (struct inotify_event *)(b + i);
-		printf(" %s%x", ev->wd == dwd ? "dir:" : "", ev->mask);
+		printf(" %s%x", ev->wd == dwd ? "dir:" : ev->wd == ewd ? "dir2:" : "", ev->mask);
 		i += sizeof(*ev) + ev->len;
 	}
 	printf("\n");
