@@ -193,8 +193,8 @@ type Manager struct {
 	flusher flusher
 	prompt  prompter // prompt.go
 	// rounds is held by each batch of rounds (flushHot, flushAsked,
-	// Quiet, QuietIn), taken before mu: a node whose hot state one batch
-	// ends quietly is not told gone by another meanwhile.
+	// Quiet, QuietIn, QuietAll), taken before mu: a node whose hot state
+	// one batch ends quietly is not told gone by another meanwhile.
 	rounds sync.Mutex
 	closed atomic.Bool
 	// noLeases: the kernel refused a lease (heldCheck).
