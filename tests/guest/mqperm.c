@@ -22,6 +22,34 @@
 
 #include "ipcusers.h"
 
+/* readnum reads a number from file p (-1 if it cannot). */
+static long readnum(const char *p)
+{
+	char buf[64];
+	int fd = open(p, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return atol(buf);
+}
+
+/* writenum writes v to file p. */
+static int writenum(const char *p, long v)
+{
+	char buf[32];
+	int fd = open(p, O_WRONLY);
+	if (fd < 0)
+		return -1;
+	int n = snprintf(buf, sizeof(buf), "%ld\n", v);
+	int r = write(fd, buf, n) == n ? 0 : -1;
+	close(fd);
+	return r;
+}
+
 /* as runs f in a child with uid, gid and one supplementary group (or
  * none when group is 0). */
 static void as(uid_t uid, gid_t gid, gid_t group, void (*f)(void))
@@ -141,6 +169,17 @@ int main(void)
 		printf("close-on-exec with O_CLOEXEC: %s\n", fcntl(q, F_GETFD) & FD_CLOEXEC ? "yes" : "no");
 		mq_close(q);
 	}
+
+	/* The namespace's limits: read, and written by root. */
+	printf("queues_max file: %ld\n", readnum("/proc/sys/fs/mqueue/queues_max"));
+	R("root writes msg_default 7", writenum("/proc/sys/fs/mqueue/msg_default", 7));
+	printf("msg_default after: %ld\n", readnum("/proc/sys/fs/mqueue/msg_default"));
+	q = mq_open("/mq_def", O_CREAT | O_EXCL | O_RDWR, 0600, NULL);
+	if (q != (mqd_t)-1 && mq_getattr(q, &got) == 0)
+		printf("a queue made without attributes: maxmsg %ld\n", got.mq_maxmsg);
+	if (q != (mqd_t)-1)
+		mq_close(q);
+	mq_unlink("/mq_def");
 
 	/* No fd free: EMFILE, and no queue made. */
 	struct rlimit old, low;
