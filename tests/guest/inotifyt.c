@@ -280,29 +280,27 @@ static void rmtree(const char *d)
 /* A file written and closed before the first watch of the run: none of
  * it is the watch's, not even when kbox writes it back later (its
  * flusher's round, 2 s on). */
+/* put makes file p, writes a byte to it and closes it. */
+static void put(const char *p)
+{
+	int wf = open(p, O_CREAT | O_WRONLY, 0644);
+	write(wf, "x", 1);
+	close(wf);
+}
+
 static void before_cases(void)
 {
-	int wf = open(at("pre"), O_CREAT | O_WRONLY, 0644);
-	write(wf, "x", 1);
-	close(wf);
+	put(at("pre"));
 	/* And two files written in a directory watched after. */
 	mkdir(at("pred"), 0755);
-	wf = open(at("pred/f"), O_CREAT | O_WRONLY, 0644);
-	write(wf, "x", 1);
-	close(wf);
-	wf = open(at("pred/g"), O_CREAT | O_WRONLY, 0644);
-	write(wf, "y", 1);
-	close(wf);
+	put(at("pred/f"));
+	put(at("pred/g"));
 	int fd = inotify_init1(IN_NONBLOCK);
 	/* And files written in a directory after the inotify fd is made,
 	 * before its watch. */
 	mkdir(at("pree"), 0755);
-	wf = open(at("pree/f"), O_CREAT | O_WRONLY, 0644);
-	write(wf, "x", 1);
-	close(wf);
-	wf = open(at("pree/g"), O_CREAT | O_WRONLY, 0644);
-	write(wf, "y", 1);
-	close(wf);
+	put(at("pree/f"));
+	put(at("pree/g"));
 	inotify_add_watch(fd, at("pre"), IN_ALL_EVENTS);
 	int dwd = inotify_add_watch(fd, at("pred"), IN_ALL_EVENTS);
 	int ewd = inotify_add_watch(fd, at("pree"), IN_ALL_EVENTS);

@@ -45,30 +45,16 @@ static void show_msg(const char *who, int id)
 /* sysctl reads /proc/sys/kernel/NAME as a number (-1 if it cannot). */
 static long sysctl(const char *name)
 {
-	char path[64], buf[64];
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/sys/kernel/%s", name);
-	int fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	return atol(buf);
+	return readnum(path);
 }
 
 static int write_sysctl(const char *name, long v)
 {
-	char path[64], buf[32];
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/sys/kernel/%s", name);
-	int fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return -1;
-	int n = snprintf(buf, sizeof(buf), "%ld\n", v);
-	int r = write(fd, buf, n) == n ? 0 : -1;
-	close(fd);
-	return r;
+	return writenum(path, v);
 }
 
 /* limits: the IPC namespace's files of /proc/sys/kernel say what IPC_INFO

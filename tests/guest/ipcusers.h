@@ -2,12 +2,15 @@
  * ipcusers.h: what ipcperm.c and mqperm.c share: R prints a call's
  * outcome as one line ("what: ok" or "what: ERRNO"), become drops to a
  * user, group and supplementary groups, wait_child waits for a child
- * that must exit 0.
+ * that must exit 0, readnum and writenum read and write a number in a
+ * file (the IPC namespace's limits in /proc/sys).
  */
 #ifndef KBOX_IPCUSERS_H
 #define KBOX_IPCUSERS_H
 
+#include <fcntl.h>
 #include <grp.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +43,34 @@ static void wait_child(pid_t pid)
 	REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
 	fflush(stdout);
+}
+
+/* readnum reads a number from file p (-1 if it cannot). */
+static long readnum(const char *p)
+{
+	char buf[64];
+	int fd = open(p, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return atol(buf);
+}
+
+/* writenum writes v to file p. */
+static int writenum(const char *p, long v)
+{
+	char buf[32];
+	int fd = open(p, O_WRONLY);
+	if (fd < 0)
+		return -1;
+	int n = snprintf(buf, sizeof(buf), "%ld\n", v);
+	int r = write(fd, buf, n) == n ? 0 : -1;
+	close(fd);
+	return r;
 }
 
 #endif

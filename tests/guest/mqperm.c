@@ -22,34 +22,6 @@
 
 #include "ipcusers.h"
 
-/* readnum reads a number from file p (-1 if it cannot). */
-static long readnum(const char *p)
-{
-	char buf[64];
-	int fd = open(p, O_RDONLY);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	return atol(buf);
-}
-
-/* writenum writes v to file p. */
-static int writenum(const char *p, long v)
-{
-	char buf[32];
-	int fd = open(p, O_WRONLY);
-	if (fd < 0)
-		return -1;
-	int n = snprintf(buf, sizeof(buf), "%ld\n", v);
-	int r = write(fd, buf, n) == n ? 0 : -1;
-	close(fd);
-	return r;
-}
-
 /* as runs f in a child with uid, gid and one supplementary group (or
  * none when group is 0). */
 static void as(uid_t uid, gid_t gid, gid_t group, void (*f)(void))
