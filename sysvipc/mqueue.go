@@ -26,12 +26,6 @@ type Queues struct {
 	qs map[string]Obj
 }
 
-const (
-	capDacOverride   = 1
-	capDacReadSearch = 2
-	capFowner        = 3
-)
-
 // mayAccess is generic_permission for a queue: want's rwx bits (4, 2) of
 // the owner's, the group's or the others' bits of o, by the caller's
 // fsuid and groups; CAP_DAC_OVERRIDE passes both, CAP_DAC_READ_SEARCH

@@ -51,10 +51,13 @@ const (
 	shmExec    = 0o100000
 	shmHugetlb = 0o4000
 
-	capIPCLock     = 14
-	capIPCOwner    = 15
-	capSysAdmin    = 21
-	capSysResource = 24
+	capDacOverride   = 1
+	capDacReadSearch = 2
+	capFowner        = 3
+	capIPCLock       = 14
+	capIPCOwner      = 15
+	capSysAdmin      = 21
+	capSysResource   = 24
 
 	// noID is the -1 that IPC_SET refuses as an owner or group.
 	noID = ^uint32(0)
