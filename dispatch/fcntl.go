@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"strconv"
+
 	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -95,4 +97,31 @@ func hostStatus(hfd, flags int) {
 	if fl, err := unix.FcntlInt(uintptr(hfd), unix.F_GETFL, 0); err == nil {
 		unix.FcntlInt(uintptr(hfd), unix.F_SETFL, fl|unix.O_DIRECT)
 	}
+}
+
+// writeOnly gives a write-only open that becomes a virtual fd an LKL fd
+// that only writes: lklOpenFlags asked LKL for read access too, which a
+// shadow's fill needs, and the virtual fd's reads, mappings and copies
+// would use it (Linux: EBADF, EACCES). lfd (which writeOnly takes) is
+// returned when LKL opened it write-only (lklOpenAt's fallback), else
+// its file is opened again write-only through LKL's /proc/self/fd, with
+// the caller's credentials (which let it open the file read-write) and
+// the same status flags, and lfd is closed. Without the kernel's /proc
+// lfd stays as it is.
+func (e *Engine) writeOnly(r *Request, lfd int) (int, unix.Errno) {
+	v, le := lkl.Syscall6(lkl.SysFcntl, uintptr(lfd), unix.F_GETFL, 0, 0, 0, 0)
+	if le != 0 {
+		lkl.Close(lfd)
+		return -1, le
+	}
+	if int(v)&unix.O_ACCMODE == unix.O_WRONLY || !e.Opt.HasKernelProc {
+		return lfd, 0
+	}
+	fl := int(v)&^unix.O_ACCMODE | unix.O_WRONLY | int(lkl.OpenFlagsToLKL(unix.O_CLOEXEC))
+	fd, le := e.kprocPath(lkl.SysOpenat, 1, "self/fd/"+strconv.Itoa(lfd), [6]uintptr{0, 0, uintptr(fl)})
+	lkl.Close(lfd)
+	if le != 0 {
+		return -1, le
+	}
+	return int(fd), 0
 }

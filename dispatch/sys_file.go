@@ -292,7 +292,13 @@ func (e *Engine) openAppendOnly(r *Request, t guestpath.Target, lflags, flags in
 			return giveShadow(r, hfd, flags, n)
 		}
 	}
-	gfd, err := r.P.FDs.Open(int(fd), t.Path, flags, cloexec)
+	lfd := int(fd)
+	if flags&unix.O_ACCMODE == unix.O_WRONLY {
+		if lfd, le = e.writeOnly(r, lfd); le != 0 {
+			return errno(le, LKL)
+		}
+	}
+	gfd, err := r.P.FDs.Open(lfd, t.Path, flags, cloexec)
 	if err != nil {
 		return fail(err, LKL)
 	}
@@ -358,6 +364,12 @@ func (e *Engine) openLKL(r *Request, lfd int, p string, flags int, probe bool) R
 			return fail(err, LKL)
 		} else {
 			return giveShadow(r, hfd, flags, n)
+		}
+	}
+	if flags&unix.O_ACCMODE == unix.O_WRONLY {
+		var le unix.Errno
+		if lfd, le = e.writeOnly(r, lfd); le != 0 {
+			return errno(le, LKL)
 		}
 	}
 	if probe {

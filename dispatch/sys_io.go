@@ -55,11 +55,47 @@ func sysPwrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPwrite64
 
 // sysCopyHostOnly serves copy_file_range(2), sendfile(2), splice(2) and the rest of its family: host fds only.
 func sysCopyHostOnly(e *Engine, r *Request) Result {
+	if copyModes(r) {
+		return errno(unix.EBADF, Emulated)
+	}
 	if isVirtual(r, r.Args[0]) || isVirtual(r, r.Args[1]) && r.Nr == unix.SYS_SENDFILE ||
 		isVirtual(r, r.Args[2]) && (r.Nr == unix.SYS_COPY_FILE_RANGE || r.Nr == unix.SYS_SPLICE) {
 		return errno(unix.EINVAL, Emulated) // callers fall back to read/write
 	}
 	return cont
+}
+
+// copyModes reports whether sendfile or copy_file_range names a virtual
+// fd as its source that is not open for reading, or as its destination
+// one not open for writing (or, for copy_file_range, open to append):
+// Linux refuses those with EBADF before anything else of the files.
+func copyModes(r *Request) bool {
+	in, out := r.Args[0], r.Args[2]
+	switch r.Nr {
+	case unix.SYS_SENDFILE:
+		in, out = r.Args[1], r.Args[0]
+	case unix.SYS_COPY_FILE_RANGE:
+		if r.Args[5] != 0 {
+			return false // EINVAL first
+		}
+	default:
+		return false
+	}
+	refuse := func(fd uint64, mode int) bool {
+		ent, ok := r.P.FDs.Get(int(int32(fd)))
+		if !ok || r.Nr == unix.SYS_COPY_FILE_RANGE && isDirFile(ent.File) {
+			return false // Linux: EISDIR before the modes; kbox: EINVAL
+		}
+		fl := ent.File.Flags
+		if ent.File.Host {
+			if v, err := unix.FcntlInt(uintptr(ent.File.HostFd), unix.F_GETFL, 0); err == nil {
+				fl = v
+			}
+		}
+		return fl&unix.O_PATH != 0 || fl&unix.O_ACCMODE == mode ||
+			mode == unix.O_RDONLY && r.Nr == unix.SYS_COPY_FILE_RANGE && fl&unix.O_APPEND != 0
+	}
+	return refuse(in, unix.O_WRONLY) || refuse(out, unix.O_RDONLY)
 }
 
 // sysReadahead serves readahead(2) on virtual fds, in LKL.
