@@ -22,8 +22,9 @@ const DefaultVirtualFDBase = 1024
 //  2. x86_64 only: nr >= 0x40000000 (x32) → ERRNO(ENOSYS)
 //  3. nr in Deny                         → ERRNO(DenyErrno)
 //     3b. nr in NoSys                       → ERRNO(ENOSYS)
-//     3c. nr in NotifyIf: the low 32 bits of the rule's argument, masked
-//     with Mask, equal Want, or have a bit of Any → USER_NOTIF; else ALLOW
+//     3c. nr in NotifyIf: the low 32 bits of the rule's argument have no
+//     bit of None and, masked with Mask (when not 0), equal Want, or have
+//     a bit of Any → USER_NOTIF; else ALLOW
 //  4. nr in Allow                        → ALLOW
 //  5. nr in HostFD: ioctl with TIOCSTI/TIOCLINUX → ERRNO(DenyErrno);
 //     ioctl with a command of IoctlNotify or in IoctlNotifyRanges (low
@@ -95,34 +96,19 @@ type Policy struct {
 }
 
 // ArgBits is a NotifyIf rule: syscall Name is notified when the low 32
-// bits of args[Arg] masked with Mask equal Want, or have a bit of Any.
+// bits of args[Arg] have no bit of None and, masked with Mask, equal
+// Want (a Mask of 0 asks nothing), or have a bit of Any.
 type ArgBits struct {
 	Name       string
 	Arg        int
 	Mask, Want uint32
-	Any        uint32
+	Any, None  uint32
 }
 
-// IPRange is [Lo, Hi) of instruction pointers.
-type IPRange struct{ Lo, Hi uint64 }
-
-// SplitRanges cuts ranges at every 4 GiB boundary, as Policy.Trusted needs.
-func SplitRanges(rs []IPRange) []IPRange {
-	var out []IPRange
-	for _, r := range rs {
-		for lo := r.Lo; lo < r.Hi; {
-			hi := min(r.Hi, (lo|0xffffffff)+1)
-			if hi == 0 { // the top block
-				hi = r.Hi
-			}
-			out = append(out, IPRange{lo, hi})
-			if hi <= lo {
-				break
-			}
-			lo = hi
-		}
-	}
-	return out
+// notifies reports whether rule r notifies a call whose argument's low 32
+// bits are v.
+func (r *ArgBits) notifies(v uint32) bool {
+	return v&r.None == 0 && (r.Mask != 0 && v&r.Mask == r.Want || v&r.Any != 0)
 }
 
 func (p *Policy) notify() uint32 {
@@ -130,15 +116,6 @@ func (p *Policy) notify() uint32 {
 		return RetUserNotif
 	}
 	return p.Notify
-}
-
-func (p *Policy) trusted(ip uint64) bool {
-	for _, r := range p.Trusted {
-		if ip >= r.Lo && ip < r.Hi {
-			return true
-		}
-	}
-	return false
 }
 
 // NewPolicy returns an empty policy for a (the native architecture when
@@ -254,7 +231,7 @@ func (p *Policy) classes() (map[uint32]class, error) {
 		if err := checkNames("NotifyIf", []string{r.Name}); err != nil {
 			return nil, err
 		}
-		if r.Arg < 0 || r.Arg > 5 || r.Want&^r.Mask != 0 {
+		if r.Arg < 0 || r.Arg > 5 || r.Want&^r.Mask != 0 || r.Mask == 0 && r.Any == 0 {
 			return nil, fmt.Errorf("seccomp: NotifyIf %q: argument %d, mask %#x, want %#x", r.Name, r.Arg, r.Mask, r.Want)
 		}
 		if err := add("NotifyIf", []string{r.Name}, clsArgBits+class(i)); err != nil {
@@ -313,7 +290,7 @@ func (p *Policy) classes() (map[uint32]class, error) {
 
 func (p *Policy) retFor(c class, args *[6]uint64) uint32 {
 	if i, isRule := c.argBits(); isRule {
-		if r := p.NotifyIf[i]; uint32(args[r.Arg])&r.Mask == r.Want || uint32(args[r.Arg])&r.Any != 0 {
+		if p.NotifyIf[i].notifies(uint32(args[p.NotifyIf[i].Arg])) {
 			return p.notify()
 		}
 		return RetAllow
@@ -741,15 +718,29 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		if l := ruleL[i]; l != 0 {
 			a.setLabel(l)
 			a.emit(bpf.LoadAbsolute{Off: ArgLowOffset(r.Arg), Size: 4})
-			if r.Any != 0 {
-				// A bit of Any: on to the verdict, past the three below.
-				a.emit(bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: r.Any, SkipTrue: 3})
+			eq := uint8(0) // the Mask and Want test's instructions
+			if r.Mask != 0 {
+				eq = 2
 			}
-			a.emit(
-				bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: r.Mask},
-				bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.Want, SkipTrue: 1},
-				ret(RetAllow),
-			)
+			if r.None != 0 {
+				// A bit of None: on to the ALLOW below.
+				skip := eq
+				if r.Any != 0 {
+					skip++
+				}
+				a.emit(bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: r.None, SkipTrue: skip})
+			}
+			if r.Any != 0 {
+				// A bit of Any: on to the verdict, past the ALLOW.
+				a.emit(bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: r.Any, SkipTrue: eq + 1})
+			}
+			if r.Mask != 0 {
+				a.emit(
+					bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: r.Mask},
+					bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.Want, SkipTrue: 1},
+				)
+			}
+			a.emit(ret(RetAllow))
 			verdict(notify)
 		}
 	}
@@ -769,21 +760,6 @@ func (p *Policy) Build() ([]bpf.Instruction, error) {
 		return nil, fmt.Errorf("seccomp: program too long (%d instructions)", len(prog))
 	}
 	return prog, nil
-}
-
-// emitTrusted returns ALLOW when the instruction pointer lies in one of
-// p.Trusted, and falls through otherwise.
-func (p *Policy) emitTrusted(a *asm) {
-	for _, r := range p.Trusted {
-		a.emit(
-			bpf.LoadAbsolute{Off: offIP + 4, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(r.Lo >> 32), SkipFalse: 4},
-			bpf.LoadAbsolute{Off: offIP, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: uint32(r.Lo), SkipFalse: 2},
-			bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: uint32(r.Hi - 1), SkipTrue: 1},
-			bpf.RetConstant{Val: RetAllow},
-		)
-	}
 }
 
 // Assemble builds the policy and encodes it for Install.

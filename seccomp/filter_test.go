@@ -661,6 +661,42 @@ func TestFilterNotifyIfAndNoSys(t *testing.T) {
 	}
 }
 
+// TestFilterNotifyIfNone: a rule with None and no Mask, as mmap's (an fd
+// in argument 4 at or above 1024 and not negative is notified): the
+// program and the oracle agree, and a rule that tests nothing is refused.
+func TestFilterNotifyIfNone(t *testing.T) {
+	for _, a := range []*Arch{ArchX86_64, ArchAArch64} {
+		p := policyFor(a)
+		p.Allow = without(p.Allow, "mmap")
+		p.NotifyIf = []ArgBits{{Name: "mmap", Arg: 4, Any: 0x7ffffc00, None: 0x80000000}}
+		vm := newVM(t, p)
+		mmap, _ := a.Nr("mmap")
+		for _, c := range []struct {
+			fd   uint64
+			want uint32
+		}{
+			{0, RetAllow}, {3, RetAllow}, {1023, RetAllow}, {1024, RetUserNotif}, {4000, RetUserNotif},
+			{0x7fffffff, RetUserNotif}, {0xffffffff, RetAllow}, {0x80000400, RetAllow},
+			{0xffffffff00000005, RetAllow}, {0xffffffff00000400, RetUserNotif},
+		} {
+			d := SeccompData{Nr: int32(mmap), Arch: a.AuditArch, InstructionPointer: 0x1000, Args: [6]uint64{0, 4096, 1, 2, c.fd, 0}}
+			got := run(t, vm, &d)
+			if got != c.want {
+				t.Errorf("%s fd %#x: got %s want %s", a.Name, c.fd, retName(got), retName(c.want))
+			}
+			if o := p.DecideAt(uint32(mmap), a.AuditArch, d.InstructionPointer, d.Args); o != got {
+				t.Errorf("%s fd %#x: oracle %s, program %s", a.Name, c.fd, retName(o), retName(got))
+			}
+		}
+	}
+	bad := policyFor(ArchX86_64)
+	bad.Allow = without(bad.Allow, "mmap")
+	bad.NotifyIf = []ArgBits{{Name: "mmap", Arg: 4, None: 1}}
+	if _, err := bad.Build(); err == nil {
+		t.Errorf("a rule with no Mask and no Any was accepted")
+	}
+}
+
 func without(l []string, drop ...string) []string {
 	var out []string
 	for _, n := range l {
