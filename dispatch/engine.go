@@ -268,6 +268,7 @@ type Engine struct {
 	xfacts xattrFacts
 
 	lateSock lateReplies // answers of socket calls that waited (sys_net_socket.go)
+	windows  atomic.Bool // sysMmap put a window at a virtual fd's number (sys_mem_map.go)
 
 	notify inotifies // the guest's inotify fds (sys_file_inotify.go)
 

@@ -111,6 +111,10 @@ const (
 	// nothing, so closing a host fd needs no round trip. Fn serves every
 	// fd the filter lets through (and every fd in the in-process tiers).
 	FilterHostFD
+	// FDArg4 (with HostFD: mmap) has its fd in argument 4, not 0: the
+	// seccomp tier's filter notifies it when that fd is in the virtual
+	// range (not negative: an anonymous map passes -1).
+	FDArg4
 )
 
 // InProc says what the in-process tiers (trap, rewrite: the guest runs in

@@ -19,7 +19,7 @@ var table = [...]Syscall{
 	{Name: "lstat", Fam: FamMeta, How: Served, Fn: sysLstat, Facts: Pure},
 	{Name: "poll", Fam: FamIO, How: Native, Why: "waits on the caller's own fds"},
 	{Name: "lseek", Fam: FamIO, How: HostFD, Fn: sysLseek, Facts: Pure, FDs: FDArg0, Why: "on virtual fds"},
-	{Name: "mmap", Fam: FamMem, How: Native, InProc: OwnMemory, Why: "the caller's own memory"},
+	{Name: "mmap", Fam: FamMem, How: HostFD, Fn: sysMmap, Facts: FDArg4, InProc: OwnMemory, Why: "the caller's own memory; a virtual fd's file is put at its number first"},
 	{Name: "mprotect", Fam: FamMem, How: Native, InProc: OwnMemory, Why: "the caller's own memory"},
 	{Name: "munmap", Fam: FamMem, How: Native, InProc: OwnMemory, Why: "the caller's own memory"},
 	{Name: "brk", Fam: FamMem, How: Native, InProc: OwnMemory, Why: "the caller's own memory"},

@@ -156,7 +156,17 @@ func TestPolicyFollowsTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
-			verdict := func(fd uint64) uint32 { return p.Decide(uint32(nr), p.Arch.AuditArch, [6]uint64{fd}) }
+			verdict := func(fd uint64) uint32 {
+				if s.Facts&dispatch.FDArg4 != 0 { // mmap(0, 4096, PROT_READ, MAP_PRIVATE, fd, 0)
+					return p.Decide(uint32(nr), p.Arch.AuditArch, [6]uint64{0, 4096, 1, 2, fd})
+				}
+				return p.Decide(uint32(nr), p.Arch.AuditArch, [6]uint64{fd})
+			}
+			if s.Facts&dispatch.FDArg4 != 0 {
+				if got := verdict(0xffffffff); got != allow {
+					t.Errorf("%s with fd -1 (anonymous): %#x, want %#x", s.Name, got, allow)
+				}
+			}
 			var want, wantVirtual uint32
 			switch s.How {
 			case dispatch.Native:

@@ -16,7 +16,8 @@ import (
 // Seccomp returns the filter policy of the seccomp tier for a guest with
 // (ipcNS) or without an IPC namespace of its own, derived from the syscall table (dispatch/table.go):
 // Native entries run natively, NativeInNS ones too when the guest has its
-// own IPC namespace, HostFD ones natively on host fds (AddrArg4: only
+// own IPC namespace, HostFD ones natively on host fds (FDArg4: mmap's fd
+// is argument 4, a NotifyIf rule; AddrArg4: only
 // without a destination address and without MSG_ERRQUEUE or MSG_MORE) and so are FilterHostFD ones (close), Refused ones get EPERM in BPF, Absent
 // InFilter ones ENOSYS; ForkLike ones run natively, but clone with
 // CLONE_PARENT and without CLONE_THREAD, or with a namespace flag; every
@@ -33,6 +34,13 @@ func Seccomp(virtualBase uint32, ipcNS bool) *seccomp.Policy {
 				p.Allow = append(p.Allow, s.Name)
 			}
 		case dispatch.HostFD:
+			if s.Facts&dispatch.FDArg4 != 0 {
+				// mmap: notified with a virtual fd, a number at or
+				// above the base (a power of two) and not negative.
+				p.NotifyIf = append(p.NotifyIf, seccomp.ArgBits{Name: s.Name, Arg: 4,
+					Any: ^(1<<(31-bits.LeadingZeros32(max(virtualBase, 1))) - 1) &^ (1 << 31), None: 1 << 31})
+				break
+			}
 			p.HostFD = append(p.HostFD, s.Name)
 			if s.Facts&dispatch.AddrArg4 != 0 {
 				p.NullArg[s.Name] = 4

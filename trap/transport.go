@@ -3,6 +3,7 @@
 package trap
 
 import (
+	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
@@ -107,10 +108,16 @@ func guestRange(addr, n uint64) bool {
 func sysMmap(th *thread, a *[6]uint64) bool {
 	t := tr
 	flags := a[3]
+	var virtual *dispatch.Proc // the guest's, when the fd is a virtual one
 	if flags&mapAnonymous == 0 {
 		if fd := int(int32(a[4])); !t.fds.open(fd) {
-			th.fail(unix.EBADF) // kbox's own fds are not the guest's
-			return true
+			// kbox's own fds are not the guest's; a virtual fd maps
+			// its file's window (dispatch.MapWindow).
+			virtual = t.eng.Lookup(th.tid)
+			if virtual == nil || !virtual.FDs.IsVirtual(fd) {
+				th.fail(unix.EBADF)
+				return true
+			}
 		}
 	}
 	if flags&mapFixed != 0 && flags&mapFixedNoreplace == 0 && !guestRange(a[0], a[1]) {
@@ -121,6 +128,17 @@ func sysMmap(th *thread, a *[6]uint64) bool {
 	if t.wxRefused(a[2]) {
 		th.fail(unix.EACCES)
 		return true
+	}
+	if virtual != nil {
+		hfd, en := t.eng.MapWindow(virtual, int(int32(a[4])), a[5], a[1])
+		if en != 0 {
+			th.fail(en)
+			return true
+		}
+		w := *a
+		w[4] = uint64(hfd)
+		a = &w
+		defer unix.Close(hfd)
 	}
 	r, en := native(unix.SYS_MMAP, a)
 	if en != 0 {

@@ -464,35 +464,11 @@ func (t *execTier) installStageAt(r *dispatch.Request, fd int32) unix.Errno {
 	return addFDAt(r, d, fd, dispatch.GuestCloexec(r, fd))
 }
 
-// addFDAt installs kbox's hostfd in the guest at fd. A host fd number is
-// replaced (so after an execveat that fails, the guest's fd is the
-// prepared program or the staging directory: docs/tiers.md). A virtual fd
-// number lies above the guest's RLIMIT_NOFILE (the virtual base), where
-// the kernel installs nothing: kbox raises the guest's soft limit for the
-// install and puts it back, and the host fd there is not in the guest's
-// view (fds at that number are virtual ones, served by kbox).
+// addFDAt installs kbox's hostfd in the guest at fd (dispatch.AddFDAt). A
+// host fd number is replaced (so after an execveat that fails, the guest's
+// fd is the prepared program or the staging directory: docs/tiers.md).
 func addFDAt(r *dispatch.Request, hostfd int, fd int32, cloexec bool) unix.Errno {
-	if fd < 0 {
-		return unix.EBADF
-	}
-	if r.P.FDs.IsVirtual(int(fd)) {
-		var old unix.Rlimit
-		if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
-			return errnoOf(err, unix.EIO)
-		}
-		raised := unix.Rlimit{Cur: uint64(fd) + 1, Max: old.Max}
-		if raised.Cur > raised.Max {
-			return unix.EMFILE
-		}
-		if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &raised, nil); err != nil {
-			return errnoOf(err, unix.EIO)
-		}
-		defer unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &old, nil)
-	}
-	if _, err := r.G.AddFD(hostfd, int(fd), cloexec); err != nil {
-		return errnoOf(err, unix.EIO)
-	}
-	return 0
+	return dispatch.AddFDAt(r, hostfd, fd, cloexec)
 }
 
 // stageName is the name written over an execve path: the base name, or "x"
