@@ -25,9 +25,22 @@ import (
 // writable mapping is EACCES (the host file is read-only: no store could
 // reach the file).
 
-// mapName names the host files MapWindow makes (/proc/PID/maps shows
-// "/memfd:kbox-map (deleted)").
-const mapName = "kbox-map"
+// mapName begins the names of the host files MapWindow makes, followed by
+// the file's guest path (its last bytes, past a memfd name's limit): the
+// guest's /proc/PID/maps shows that path (procfs/maps.go), the host's
+// "/memfd:kbox-map:PATH (deleted)".
+const mapName = "kbox-map:"
+
+// memfdNameMax is the longest name memfd_create takes.
+const memfdNameMax = 249
+
+// windowName is the name of a window of the file at guest path p.
+func windowName(p string) string {
+	if max := memfdNameMax - len(mapName); len(p) > max {
+		p = p[len(p)-max:]
+	}
+	return mapName + p
+}
 
 // mapChunk is how much of a window one LKL read fills.
 const mapChunk = 1 << 20
@@ -85,7 +98,7 @@ func (e *Engine) MapWindow(p *Proc, fd int, off, length uint64) (int, unix.Errno
 	if off+length < off { // wrapped: the host's mmap refuses it
 		end = size
 	}
-	mfd, err := unix.MemfdCreate(mapName, unix.MFD_CLOEXEC)
+	mfd, err := unix.MemfdCreate(windowName(ent.File.Path), unix.MFD_CLOEXEC)
 	if err != nil {
 		return -1, errnoOf(err)
 	}
@@ -122,7 +135,7 @@ func (e *Engine) windowAt(r *Request, fd int) bool {
 		return false
 	}
 	l, err := os.Readlink("/proc/" + strconv.Itoa(r.P.Tgid) + "/fd/" + strconv.Itoa(fd))
-	return err == nil && strings.HasPrefix(l, "/memfd:"+mapName+" ")
+	return err == nil && strings.HasPrefix(l, "/memfd:"+mapName)
 }
 
 // AddFDAt installs kbox's hostfd in the seccomp guest at fd. A virtual fd

@@ -13,9 +13,10 @@ import (
 // A guest process's mappings (/proc/PID/maps, smaps, numa_maps) are the host's,
 // where the files kbox maps for it are kbox's own: a program's sealed
 // copy (memfd "kbox-exec:PATH"), a shadow's content (a memfd "kbox:PATH"
-// or a file of kbox's store), a file of a bind (its host path). The
-// guest sees what Linux would show for the image's file: its path,
-// device and inode.
+// or a file of kbox's store), a virtual fd's window (memfd
+// "kbox-map:PATH", dispatch/sys_mem_map.go), a file of a bind (its host
+// path). The guest sees what Linux would show for the image's file: its
+// path, device and inode.
 
 // MappedFile is the guest's file behind a host file a guest maps.
 type MappedFile struct {
@@ -111,7 +112,7 @@ func mappedFile(s System, dev, ino uint64, name string) (mf MappedFile, ours boo
 		}
 		return mf, true
 	}
-	for _, prefix := range []string{"/memfd:kbox-exec:", "/memfd:kbox-script:", "/memfd:kbox:"} {
+	for _, prefix := range []string{"/memfd:kbox-exec:", "/memfd:kbox-script:", "/memfd:kbox-map:", "/memfd:kbox:"} {
 		if p, found := strings.CutPrefix(bare, prefix); found {
 			mf.Path = s.Canonical(p) // the exec'd path may be a link's
 			if st, err := lkl.Stat(p, false); err == nil {

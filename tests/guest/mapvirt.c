@@ -8,8 +8,9 @@
  *                           each, b's bytes differ from a's) and exits;
  *        mapvirt DIR [fork] maps them: windows, private writes, the end
  *                           of the file (SIGBUS past its last page),
- *                           errors, a dup, a number reused by another
- *                           file, and with fork a child's map.
+ *                           errors, /proc/self/maps, a dup, a number
+ *                           reused by another file, and with fork a
+ *                           child's map.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +64,28 @@ static void *map(const char *what, size_t len, int prot, int flags, int fd, off_
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* what /proc/self/maps says of the mapping at p of fd's file, path */
+static void maps(const unsigned char *p, int fd, const char *path)
+{
+	char line[512], want[32];
+	unsigned long ino = 0;
+	struct stat st;
+	FILE *f = fopen("/proc/self/maps", "r");
+	int named = 0, same = 0;
+
+	snprintf(want, sizeof want, "%lx-", (unsigned long)p);
+	REQUIRE(f && fstat(fd, &st) == 0, "maps");
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, want, strlen(want)) == 0) {
+			line[strcspn(line, "\n")] = 0;
+			named = strlen(line) > strlen(path) && strcmp(line + strlen(line) - strlen(path), path) == 0;
+			sscanf(line, "%*s %*s %*s %*s %lu", &ino);
+			same = ino == st.st_ino;
+		}
+	fclose(f);
+	printf("maps: the file's path %s, its inode %s\n", named ? "yes" : "no", same ? "yes" : "no");
+}
+
 static sigjmp_buf jb;
 
 static void onbus(int sig)
@@ -92,6 +116,7 @@ int main(int argc, char **argv)
 	}
 	if ((p = map("shared read, whole", SIZE, PROT_READ, MAP_SHARED, fd, 0))) {
 		window("shared read, whole", p, 0, SIZE, 0);
+		maps(p, fd, a);
 		munmap(p, SIZE);
 	}
 	if ((p = map("private write", 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0))) {
