@@ -268,7 +268,8 @@ type Engine struct {
 	xfacts xattrFacts
 
 	lateSock lateReplies // answers of socket calls that waited (sys_net_socket.go)
-	windows  atomic.Bool // sysMmap put a window at a virtual fd's number (sys_mem_map.go)
+	windows  atomic.Bool // kbox put a host fd at a virtual fd's number (sys_mem_map.go, sys_file_locks.go)
+	locks    lockProxies // the host's stand-ins of virtual fds' files for locks (sys_file_locks.go)
 
 	notify inotifies // the guest's inotify fds (sys_file_inotify.go)
 

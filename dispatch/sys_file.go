@@ -425,6 +425,9 @@ func sysClose(e *Engine, r *Request) Result {
 	// an unlinked file frees what no path names).
 	fd := int(int32(r.Args[0]))
 	if r.P.FDs.IsVirtual(fd) {
+		if r.P.Tgid == kboxPid {
+			e.unlockInProcess(fd, r.P) // sys_file_locks.go
+		}
 		_, isHost := hostFile(r, r.Args[0])
 		ent, _ := r.P.FDs.Get(fd)
 		quiet := ent.File != nil && (e.isQuiet(ent.File) || readOnlyFile(ent.File)) // cache.go
@@ -442,8 +445,8 @@ func sysClose(e *Engine, r *Request) Result {
 		if isHost {
 			e.flushPumps()
 		}
-		if e.windowAt(r, fd) {
-			return cont // the host's close drops an mmap's window (sys_mem_map.go)
+		if e.kboxFdAt(r, fd) {
+			return cont // the host's close drops what kbox put at fd (sys_file_locks.go)
 		}
 		return ok(0, LKL)
 	}
@@ -649,8 +652,16 @@ func sysSyncfs(e *Engine, r *Request) Result {
 
 // sysSocketOnly: a virtual fd is never a socket.
 func sysFlock(e *Engine, r *Request) Result {
-	if !isVirtual(r, r.Args[0]) {
+	fd := int(int32(r.Args[0]))
+	switch {
+	case !isVirtual(r, r.Args[0]):
 		return cont
+	case lockable(r, fd) && r.P.Tgid != kboxPid:
+		return e.lockAt(r, fd) // on a proxy of the file (sys_file_locks.go)
+	case !lockable(r, fd):
+		if _, open := r.P.FDs.Get(fd); !open {
+			return errno(unix.EBADF, Emulated)
+		}
 	}
 	return ok(0, Emulated)
 }
@@ -721,7 +732,14 @@ func sysFcntl(e *Engine, r *Request) Result {
 		}
 		return ok(int64(nfd), Emulated)
 	case unix.F_GETLK, unix.F_SETLK, unix.F_SETLKW, unix.F_OFD_GETLK, unix.F_OFD_SETLK, unix.F_OFD_SETLKW:
-		return errno(unix.ENOLCK, Emulated) // this LKL has no file locking
+		// On the host, on a proxy of the file (sys_file_locks.go).
+		switch {
+		case !lockable(r, fd):
+			return errno(unix.ENOLCK, Emulated)
+		case r.P.Tgid == kboxPid:
+			return e.lockInProcess(r, fd, cmd)
+		}
+		return e.lockAt(r, fd)
 	}
 	return errno(unix.EINVAL, Emulated)
 }

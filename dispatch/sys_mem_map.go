@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -52,6 +51,11 @@ func sysMmap(e *Engine, r *Request) Result {
 	fd := int32(r.Args[4])
 	if r.Args[3]&unix.MAP_ANONYMOUS != 0 || !r.P.FDs.IsVirtual(int(fd)) {
 		return cont // the host's EBADF for a number that is no fd
+	}
+	if x, _ := e.lockProxy(int(fd), r.P, false); x.fd > 0 && e.proxyAt(r, int(fd), x) {
+		// The guest's locks hang on the proxy's description there
+		// (sys_file_locks.go): replacing it would drop them.
+		return errno(unix.ENODEV, Emulated)
 	}
 	hfd, en := e.MapWindow(r.P, int(fd), r.Args[5], r.Args[1])
 	if en != 0 {
@@ -125,17 +129,6 @@ func (e *Engine) MapWindow(p *Proc, fd int, off, length uint64) (int, unix.Errno
 		return -1, errnoOf(err)
 	}
 	return ro, 0
-}
-
-// windowAt reports whether the seccomp guest's host fd at virtual fd
-// number fd is a window sysMmap put there: closing the virtual fd then
-// goes on to the host's close, which drops it.
-func (e *Engine) windowAt(r *Request, fd int) bool {
-	if !e.windows.Load() || r.P.Tgid == kboxPid {
-		return false
-	}
-	l, err := os.Readlink("/proc/" + strconv.Itoa(r.P.Tgid) + "/fd/" + strconv.Itoa(fd))
-	return err == nil && strings.HasPrefix(l, "/memfd:"+mapName)
 }
 
 // AddFDAt installs kbox's hostfd in the seccomp guest at fd. A virtual fd

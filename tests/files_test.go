@@ -396,28 +396,34 @@ func (p *observedPipe) until(t *testing.T, marker string) []string {
 // SQLite, a database written by two processes in turn and, in WAL mode
 // (shared memory through a MAP_SHARED -shm file, POSIX locks), by two at
 // once: every row is there and the database checks clean, in the run and
-// in the next one.
+// in the next one. With a shadow cap of 40,000 bytes the databases (a
+// 100 KB blob in each) are virtual fds, whose locks are the host's
+// (dispatch/sys_file_locks.go), and the -shm file (32 KiB) a shadow.
 func TestSQLiteTwoWriters(t *testing.T) {
-	img := copyImage(t, packageImage(t, "sqlite3"))
+	pkg := packageImage(t, "sqlite3")
 	const insert = `(i=0; while [ $i -lt 100 ]; do sqlite3 -cmd ".timeout 20000" %s "insert into t values($p)" >/dev/null || echo FAIL $?; i=$((i+1)); done)`
 	script := `cd /root
-sqlite3 turns.db "create table t(x)"
+sqlite3 turns.db "create table t(x); create table pad(b); insert into pad values(zeroblob(100000))"
 for p in 1 2; do ` + fmt.Sprintf(insert, "turns.db") + `; done
 sqlite3 turns.db "select count(*), sum(x) from t; pragma integrity_check"
-sqlite3 wal.db "pragma journal_mode=wal; create table t(x)"
+sqlite3 wal.db "pragma journal_mode=wal; create table t(x); create table pad(b); insert into pad values(zeroblob(100000))"
 for p in 1 2; do ` + fmt.Sprintf(insert, "wal.db") + ` & done; wait
 sqlite3 wal.db "select count(*), sum(x) from t; pragma integrity_check"
 `
-	out, stderr, st := runKbox(t, "image", "-S", img, "--", "/bin/sh", "-c", script)
-	want := "200|300\nok\nwal\n200|300\nok\n"
-	if st != 0 || out != want {
-		t.Fatalf("status %d, got\n%s\nwant\n%s\n%s", st, out, want, stderr)
-	}
-	// Read-write: a WAL database needs its -shm file even to be read.
-	out, stderr, _ = runKbox(t, "image", "-S", img, "--", "/bin/sh", "-c",
-		`cd /root; sqlite3 turns.db "select count(*) from t; pragma integrity_check"; sqlite3 wal.db "select count(*) from t"`)
-	if out != "200\nok\n200\n" {
-		t.Errorf("next run: %q\n%s", out, stderr)
+	for _, cap := range []string{"", "40000"} {
+		img := copyImage(t, pkg)
+		env := kboxEnv{vars: []string{"KBOX_SHADOW_MAX=" + cap}}
+		out, stderr, st := runKboxEnv(t, env, "image", "-S", img, "--", "/bin/sh", "-c", script)
+		want := "200|300\nok\nwal\n200|300\nok\n"
+		if st != 0 || out != want {
+			t.Fatalf("KBOX_SHADOW_MAX=%q: status %d, got\n%s\nwant\n%s\n%s", cap, st, out, want, stderr)
+		}
+		// Read-write: a WAL database needs its -shm file even to be read.
+		out, stderr, _ = runKboxEnv(t, env, "image", "-S", img, "--", "/bin/sh", "-c",
+			`cd /root; sqlite3 turns.db "select count(*) from t; pragma integrity_check"; sqlite3 wal.db "select count(*) from t"`)
+		if out != "200\nok\n200\n" {
+			t.Errorf("KBOX_SHADOW_MAX=%q, next run: %q\n%s", cap, out, stderr)
+		}
 	}
 }
 
