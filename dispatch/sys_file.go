@@ -656,6 +656,8 @@ func sysFlock(e *Engine, r *Request) Result {
 	switch {
 	case !isVirtual(r, r.Args[0]):
 		return cont
+	case lockable(r, fd) && isPathFile(mustGet(r, fd).File):
+		return errno(unix.EBADF, Emulated) // an O_PATH fd locks nothing
 	case lockable(r, fd) && r.P.Tgid != kboxPid:
 		return e.lockAt(r, fd) // on a proxy of the file (sys_file_locks.go)
 	case !lockable(r, fd):

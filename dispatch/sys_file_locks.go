@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
+	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -45,8 +47,9 @@ const maxProxies = 1024
 
 // lockProxies are the proxies by LKL inode.
 type lockProxies struct {
-	mu sync.Mutex
-	m  map[[2]uint64]proxy
+	mu  sync.Mutex
+	m   map[[2]uint64]proxy
+	any atomic.Bool // len(m) > 0
 }
 
 // proxy is kbox's fd of one proxy and its host device and inode.
@@ -94,7 +97,14 @@ func (e *Engine) lockProxy(fd int, p *Proc, create bool) (proxy, unix.Errno) {
 	}
 	x := proxy{fd: mfd, dev: hst.Dev, ino: hst.Ino}
 	s.m[key] = x
+	s.any.Store(true)
 	return x, 0
+}
+
+// mustGet is virtual fd fd's entry, which the caller knows is open.
+func mustGet(r *Request, fd int) fdtable.Entry {
+	ent, _ := r.P.FDs.Get(fd)
+	return ent
 }
 
 // lockable reports whether virtual fd fd's lock calls are the proxy's: a
@@ -199,6 +209,9 @@ func (e *Engine) lockInProcess(r *Request, fd, cmd int) Result {
 // virtual fd fd, which it is closing (Linux drops them at any close of
 // the file's fds).
 func (e *Engine) unlockInProcess(fd int, p *Proc) {
+	if !e.locks.any.Load() {
+		return
+	}
 	ent, open := p.FDs.Get(fd)
 	if !open || ent.File.Host || ent.File.Listing != nil {
 		return

@@ -52,10 +52,12 @@ func sysMmap(e *Engine, r *Request) Result {
 	if r.Args[3]&unix.MAP_ANONYMOUS != 0 || !r.P.FDs.IsVirtual(int(fd)) {
 		return cont // the host's EBADF for a number that is no fd
 	}
-	if x, _ := e.lockProxy(int(fd), r.P, false); x.fd > 0 && e.proxyAt(r, int(fd), x) {
-		// The guest's locks hang on the proxy's description there
-		// (sys_file_locks.go): replacing it would drop them.
-		return errno(unix.ENODEV, Emulated)
+	if e.locks.any.Load() {
+		if x, _ := e.lockProxy(int(fd), r.P, false); x.fd > 0 && e.proxyAt(r, int(fd), x) {
+			// The guest's locks hang on the proxy's description there
+			// (sys_file_locks.go): replacing it would drop them.
+			return errno(unix.ENODEV, Emulated)
+		}
 	}
 	hfd, en := e.MapWindow(r.P, int(fd), r.Args[5], r.Args[1])
 	if en != 0 {

@@ -101,6 +101,9 @@ static void solo(int fd)
 	show("a write lock on a read-only fd", setlk(ro, F_SETLK, F_WRLCK, 0, 10));
 	show("unlock", setlk(fd, F_SETLK, F_UNLCK, 0, 0));
 	close(ro);
+	ro = open(f, O_PATH);
+	show("flock of an O_PATH fd", flock(ro, LOCK_EX));
+	close(ro);
 }
 
 int main(int argc, char **argv)
@@ -165,5 +168,8 @@ int main(int argc, char **argv)
 	wait(NULL);
 	fd = open(f, O_RDONLY);
 	show("parent: a write lock on a read-only fd", setlk(fd, F_SETLK, F_WRLCK, 0, 1));
+	close(fd);
+	fd = open(f, O_PATH);
+	show("parent: flock of an O_PATH fd", flock(fd, LOCK_EX));
 	return bad;
 }
