@@ -650,7 +650,9 @@ func sysSyncfs(e *Engine, r *Request) Result {
 	return ok(0, LKL)
 }
 
-// sysSocketOnly: a virtual fd is never a socket.
+// sysFlock serves flock(2): a host fd's on the host; a virtual fd's on a
+// proxy of its file (sys_file_locks.go), but in the in-process tiers,
+// one process, where it is granted.
 func sysFlock(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
 	switch {

@@ -83,7 +83,7 @@ var table = [...]Syscall{
 	{Name: "msgrcv", Fam: FamOther, How: Served, Fn: sysMsgrcv, Why: "checked against the guest's credentials, then native in the guest's own IPC namespace; ENOSYS without one"},
 	{Name: "msgctl", Fam: FamOther, How: Served, Fn: sysMsgctl, Why: "checked against the guest's credentials; stat and set in the guest's own IPC namespace by the socket binder, the rest native there; ENOSYS without one"},
 	{Name: "fcntl", Fam: FamFile, How: HostFD, Fn: sysFcntl, Facts: OwnChange, InProc: FDGuard, FDs: FDArg0, Why: "on virtual fds"},
-	{Name: "flock", Fam: FamFile, How: Served, Fn: sysFlock, FDs: FDArg0, Why: "host fds on host; virtual: accepted"},
+	{Name: "flock", Fam: FamFile, How: Served, Fn: sysFlock, FDs: FDArg0, Why: "host fds on host; virtual: on a proxy of the file"},
 	{Name: "fsync", Fam: FamFile, How: Served, Fn: sysFsync, FDs: FDArg0, Why: "on virtual fds"},
 	{Name: "fdatasync", Fam: FamFile, How: Served, Fn: sysFsync, FDs: FDArg0, Why: "on virtual fds"},
 	{Name: "truncate", Fam: FamFile, How: Served, Fn: sysTruncate},
