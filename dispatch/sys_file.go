@@ -655,19 +655,17 @@ func sysSyncfs(e *Engine, r *Request) Result {
 // one process, where it is granted.
 func sysFlock(e *Engine, r *Request) Result {
 	fd := int(int32(r.Args[0]))
-	switch {
-	case !isVirtual(r, r.Args[0]):
+	if !isVirtual(r, r.Args[0]) {
 		return cont
-	case lockable(r, fd) && isPathFile(mustGet(r, fd).File):
-		return errno(unix.EBADF, Emulated) // an O_PATH fd locks nothing
-	case lockable(r, fd) && r.P.Tgid != kboxPid:
-		return e.lockAt(r, fd) // on a proxy of the file (sys_file_locks.go)
-	case !lockable(r, fd):
-		if _, open := r.P.FDs.Get(fd); !open {
-			return errno(unix.EBADF, Emulated)
-		}
 	}
-	return ok(0, Emulated)
+	ent, open := r.P.FDs.Get(fd)
+	switch {
+	case !open || isPathFile(ent.File):
+		return errno(unix.EBADF, Emulated) // an O_PATH fd locks nothing
+	case !lockable(r, fd) || r.P.Tgid == kboxPid:
+		return ok(0, Emulated)
+	}
+	return e.lockAt(r, fd) // on a proxy of the file (sys_file_locks.go)
 }
 
 // sysFcntl serves fcntl(2) on virtual fds.

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kbox-project/kbox/fdtable"
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -67,7 +67,7 @@ func (e *Engine) lockProxy(fd int, p *Proc, create bool) (proxy, unix.Errno) {
 	}
 	st, err := lkl.Fstat(ent.File.LKLFd)
 	if err != nil {
-		return proxy{}, errnoOf(err)
+		return proxy{}, sysabi.Errno(err)
 	}
 	s := &e.locks
 	s.mu.Lock()
@@ -79,18 +79,14 @@ func (e *Engine) lockProxy(fd int, p *Proc, create bool) (proxy, unix.Errno) {
 	if len(s.m) >= maxProxies {
 		return proxy{}, unix.ENOLCK
 	}
-	name := lockName + ent.File.Path
-	if len(name) > memfdNameMax {
-		name = name[:memfdNameMax]
-	}
-	mfd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	mfd, err := unix.MemfdCreate(memfdName(lockName, ent.File.Path), unix.MFD_CLOEXEC)
 	if err != nil {
-		return proxy{}, errnoOf(err)
+		return proxy{}, sysabi.Errno(err)
 	}
 	var hst unix.Stat_t
 	if err := unix.Fstat(mfd, &hst); err != nil {
 		unix.Close(mfd)
-		return proxy{}, errnoOf(err)
+		return proxy{}, sysabi.Errno(err)
 	}
 	if s.m == nil {
 		s.m = map[[2]uint64]proxy{}
@@ -99,12 +95,6 @@ func (e *Engine) lockProxy(fd int, p *Proc, create bool) (proxy, unix.Errno) {
 	s.m[key] = x
 	s.any.Store(true)
 	return x, 0
-}
-
-// mustGet is virtual fd fd's entry, which the caller knows is open.
-func mustGet(r *Request, fd int) fdtable.Entry {
-	ent, _ := r.P.FDs.Get(fd)
-	return ent
 }
 
 // lockable reports whether virtual fd fd's lock calls are the proxy's: a

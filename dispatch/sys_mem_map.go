@@ -3,11 +3,11 @@
 package dispatch
 
 import (
-	"errors"
 	"os"
 	"strconv"
 
 	"github.com/kbox-project/kbox/lkl"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,12 +33,13 @@ const mapName = "kbox-map:"
 // memfdNameMax is the longest name memfd_create takes.
 const memfdNameMax = 249
 
-// windowName is the name of a window of the file at guest path p.
-func windowName(p string) string {
-	if max := memfdNameMax - len(mapName); len(p) > max {
+// memfdName is the name of one of kbox's memfds for the file at guest
+// path p: prefix and p, cut to its last bytes past memfd_create's limit.
+func memfdName(prefix, p string) string {
+	if max := memfdNameMax - len(prefix); len(p) > max {
 		p = p[len(p)-max:]
 	}
-	return mapName + p
+	return prefix + p
 }
 
 // mapChunk is how much of a window one LKL read fills.
@@ -94,23 +95,23 @@ func (e *Engine) MapWindow(p *Proc, fd int, off, length uint64) (int, unix.Errno
 	lfd := ent.File.LKLFd
 	st, err := lkl.Fstat(lfd)
 	if err != nil {
-		return -1, errnoOf(err)
+		return -1, sysabi.Errno(err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return -1, unix.ENODEV
 	}
+	if off+length < off {
+		return -1, unix.ENOMEM // Linux: no room for such a range
+	}
 	size := uint64(st.Size)
 	end := min(off+length, size)
-	if off+length < off { // wrapped: the host's mmap refuses it
-		end = size
-	}
-	mfd, err := unix.MemfdCreate(windowName(ent.File.Path), unix.MFD_CLOEXEC)
+	mfd, err := unix.MemfdCreate(memfdName(mapName, ent.File.Path), unix.MFD_CLOEXEC)
 	if err != nil {
-		return -1, errnoOf(err)
+		return -1, sysabi.Errno(err)
 	}
 	defer unix.Close(mfd)
 	if err := unix.Ftruncate(mfd, int64(size)); err != nil {
-		return -1, errnoOf(err)
+		return -1, sysabi.Errno(err)
 	}
 	buf := make([]byte, min(mapChunk, max(end, off)-off))
 	for at := off; at < end; {
@@ -122,13 +123,13 @@ func (e *Engine) MapWindow(p *Proc, fd int, off, length uint64) (int, unix.Errno
 			break // the file shrank: the rest is a hole
 		}
 		if _, err := unix.Pwrite(mfd, buf[:n], int64(at)); err != nil {
-			return -1, errnoOf(err)
+			return -1, sysabi.Errno(err)
 		}
 		at += uint64(n)
 	}
 	ro, err := unix.Open("/proc/self/fd/"+strconv.Itoa(mfd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return -1, errnoOf(err)
+		return -1, sysabi.Errno(err)
 	}
 	return ro, 0
 }
@@ -145,28 +146,19 @@ func AddFDAt(r *Request, hostfd int, fd int32, cloexec bool) unix.Errno {
 	if r.P.FDs.IsVirtual(int(fd)) {
 		var old unix.Rlimit
 		if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
-			return errnoOf(err)
+			return sysabi.Errno(err)
 		}
 		raised := unix.Rlimit{Cur: uint64(fd) + 1, Max: old.Max}
 		if raised.Cur > raised.Max {
 			return unix.EMFILE
 		}
 		if err := unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &raised, nil); err != nil {
-			return errnoOf(err)
+			return sysabi.Errno(err)
 		}
 		defer unix.Prlimit(r.P.Tgid, unix.RLIMIT_NOFILE, &old, nil)
 	}
 	if _, err := r.G.AddFD(hostfd, int(fd), cloexec); err != nil {
-		return errnoOf(err)
+		return sysabi.Errno(err)
 	}
 	return 0
-}
-
-// errnoOf is err's errno, EIO when it has none.
-func errnoOf(err error) unix.Errno {
-	var en unix.Errno
-	if errors.As(err, &en) {
-		return en
-	}
-	return unix.EIO
 }

@@ -29,7 +29,6 @@
 package fifo
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,6 +37,7 @@ import (
 	"time"
 
 	"github.com/kbox-project/kbox/hostproc"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -189,7 +189,7 @@ func (n *node) release(list *[]parked, grants []grant) []grant {
 		if p.o.Valid() == nil {
 			f, err := n.openNow(p.flags)
 			if err != nil {
-				p.o.ReplyErrno(errnoOf(err))
+				p.o.ReplyErrno(sysabi.Errno(err))
 			} else {
 				grants = append(grants, grant{p, f})
 			}
@@ -210,7 +210,7 @@ func give(grants []grant) {
 		gfd, err := g.p.o.AddFD(g.file, g.p.flags&unix.O_CLOEXEC != 0)
 		unix.Close(g.file)
 		if err != nil {
-			g.p.o.ReplyErrno(errnoOf(err))
+			g.p.o.ReplyErrno(sysabi.Errno(err))
 			continue
 		}
 		g.p.o.Reply(int64(gfd))
@@ -453,7 +453,7 @@ func (s *Set) PathOf(dev, ino uint64) (string, bool) {
 func makeFIFO() (int, error) {
 	dir, err := os.MkdirTemp("", "kbox-fifo-")
 	if err != nil {
-		return -1, errnoOf(err)
+		return -1, sysabi.Errno(err)
 	}
 	defer os.Remove(dir)
 	name := filepath.Join(dir, "fifo")
@@ -496,12 +496,4 @@ func openRetry(p string, flags int) (int, error) {
 			return fd, err
 		}
 	}
-}
-
-func errnoOf(err error) unix.Errno {
-	var en unix.Errno
-	if errors.As(err, &en) {
-		return en
-	}
-	return unix.EIO
 }

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"os"
 	"path"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/kbox-project/kbox/dispatch"
 	"github.com/kbox-project/kbox/hostproc"
+	"github.com/kbox-project/kbox/sysabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -403,7 +403,7 @@ func install(r *dispatch.Request, memfd, target int) unix.Errno {
 		}
 	}
 	if _, err := r.G.AddFD(memfd, target, true); err != nil {
-		return errnoOf(err, unix.EMFILE)
+		return sysabi.ErrnoOr(err, unix.EMFILE)
 	}
 	return 0
 }
@@ -425,15 +425,6 @@ func installELF(r *dispatch.Request, x *dispatch.Exec, at int) unix.Errno {
 	return install(r, lfd, at+1)
 }
 
-// errnoOf is err's errno, or otherwise when it has none.
-func errnoOf(err error, otherwise unix.Errno) unix.Errno {
-	var en unix.Errno
-	if errors.As(err, &en) {
-		return en
-	}
-	return otherwise
-}
-
 // installAt puts the guest's own fd src (the prepared program) at guest fd
 // fd, which the continued execveat names. A script keeps fd's
 // close-on-exec flag, so that the kernel refuses it as Linux does when the
@@ -441,12 +432,12 @@ func errnoOf(err error, otherwise unix.Errno) unix.Errno {
 func installAt(r *dispatch.Request, fd int32, src int, script bool) unix.Errno {
 	pidfd, err := unix.PidfdOpen(r.P.Tgid, 0)
 	if err != nil {
-		return errnoOf(err, unix.EIO)
+		return sysabi.ErrnoOr(err, unix.EIO)
 	}
 	hfd, err := unix.PidfdGetfd(pidfd, src, 0)
 	unix.Close(pidfd)
 	if err != nil {
-		return errnoOf(err, unix.EIO)
+		return sysabi.ErrnoOr(err, unix.EIO)
 	}
 	defer unix.Close(hfd)
 	return addFDAt(r, hfd, fd, !script || dispatch.GuestCloexec(r, fd))
@@ -458,7 +449,7 @@ func installAt(r *dispatch.Request, fd int32, src int, script bool) unix.Errno {
 func (t *execTier) installStageAt(r *dispatch.Request, fd int32) unix.Errno {
 	d, err := unix.Open(t.stage, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0) // ADDFD takes no O_PATH file
 	if err != nil {
-		return errnoOf(err, unix.EIO)
+		return sysabi.ErrnoOr(err, unix.EIO)
 	}
 	defer unix.Close(d)
 	return addFDAt(r, d, fd, dispatch.GuestCloexec(r, fd))
