@@ -5,6 +5,8 @@
 package dispatch
 
 import (
+	"strconv"
+
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -55,25 +57,45 @@ func sysPwrite(e *Engine, r *Request) Result { return lklFdIO(r, lkl.SysPwrite64
 
 // sysCopyHostOnly serves copy_file_range(2), sendfile(2), splice(2) and the rest of its family: host fds only.
 func sysCopyHostOnly(e *Engine, r *Request) Result {
+	if r.Nr == unix.SYS_SPLICE || r.Nr == unix.SYS_TEE {
+		// Linux looks at the length and the flags before the fds.
+		n, fl := r.Args[4], r.Args[5]
+		if r.Nr == unix.SYS_TEE {
+			n, fl = r.Args[2], r.Args[3]
+		}
+		switch {
+		case fl&^spliceFlags != 0 && (r.Nr == unix.SYS_TEE || n != 0):
+			return errno(unix.EINVAL, Emulated)
+		case n == 0:
+			return ok(0, Emulated)
+		}
+	}
 	if copyModes(r) {
 		return errno(unix.EBADF, Emulated)
 	}
-	if isVirtual(r, r.Args[0]) || isVirtual(r, r.Args[1]) && r.Nr == unix.SYS_SENDFILE ||
+	if isVirtual(r, r.Args[0]) || isVirtual(r, r.Args[1]) && (r.Nr == unix.SYS_SENDFILE || r.Nr == unix.SYS_TEE) ||
 		isVirtual(r, r.Args[2]) && (r.Nr == unix.SYS_COPY_FILE_RANGE || r.Nr == unix.SYS_SPLICE) {
 		return errno(unix.EINVAL, Emulated) // callers fall back to read/write
 	}
 	return cont
 }
 
-// copyModes reports whether sendfile or copy_file_range names a virtual
-// fd as its source that is not open for reading, or as its destination
-// one not open for writing (or, for copy_file_range, open to append):
-// Linux refuses those with EBADF before anything else of the files.
+// spliceFlags are the flags splice(2) and tee(2) know (SPLICE_F_ALL).
+const spliceFlags = unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK | unix.SPLICE_F_MORE | unix.SPLICE_F_GIFT
+
+// copyModes reports whether sendfile, copy_file_range, splice or tee
+// names a virtual fd as its source that is not open for reading, or as
+// its destination one not open for writing (or, for copy_file_range,
+// open to append): Linux refuses those with EBADF before anything else
+// of the files.
 func copyModes(r *Request) bool {
 	in, out := r.Args[0], r.Args[2]
 	switch r.Nr {
 	case unix.SYS_SENDFILE:
 		in, out = r.Args[1], r.Args[0]
+	case unix.SYS_TEE:
+		out = r.Args[1]
+	case unix.SYS_SPLICE:
 	case unix.SYS_COPY_FILE_RANGE:
 		if r.Args[5] != 0 {
 			return false // EINVAL first
@@ -114,6 +136,75 @@ func sysFadvise(e *Engine, r *Request) Result {
 		return cont
 	}
 	return ok(0, Emulated)
+}
+
+// sysEpollCtl serves epoll_ctl(2) when the epoll fd or the target is a
+// virtual fd (the filter runs the rest natively). A virtual fd is an LKL
+// file or directory, or a directory kbox lists, none of which Linux can
+// poll: EPERM, after what Linux checks first (the event's memory, then
+// both fds open, O_PATH ones not counting). A host file kbox keeps at a
+// virtual number (hostfd.go) is EPERM as a regular file or directory and
+// EBADF otherwise, as its other calls are. An epoll fd that is virtual is
+// no epoll instance: EINVAL once the target could be polled.
+func sysEpollCtl(e *Engine, r *Request) Result {
+	if !isVirtual(r, r.Args[0]) && !isVirtual(r, r.Args[2]) {
+		return cont // a negative fd: the host's EBADF
+	}
+	if r.Args[1] != unix.EPOLL_CTL_DEL {
+		var ev unix.EpollEvent
+		if r.G.Read(r.Args[3], asBytes(&ev)) != nil {
+			return errno(unix.EFAULT, Emulated)
+		}
+	}
+	epOpen, _ := pollKind(r, r.Args[0])
+	if !epOpen || isHostEntry(r, r.Args[0]) {
+		return errno(unix.EBADF, Emulated)
+	}
+	open, canPoll := pollKind(r, r.Args[2])
+	switch {
+	case !open:
+		return errno(unix.EBADF, Emulated)
+	case !canPoll:
+		return errno(unix.EPERM, Emulated)
+	case isVirtual(r, r.Args[0]):
+		return errno(unix.EINVAL, Emulated)
+	}
+	return errno(unix.EBADF, Emulated) // a pipe or socket kbox keeps at a virtual number
+}
+
+// pollKind reports whether the guest's fd is open for epoll (not O_PATH)
+// and whether Linux could poll it: not a regular file or a directory, nor
+// an LKL file.
+func pollKind(r *Request, fd uint64) (open, canPoll bool) {
+	n := int(int32(fd))
+	if n < 0 {
+		return false, false
+	}
+	var st unix.Stat_t
+	if !isVirtual(r, fd) {
+		if unix.Stat("/proc/"+strconv.Itoa(r.P.Tgid)+"/fd/"+strconv.Itoa(n), &st) != nil {
+			return false, false
+		}
+	} else {
+		ent, _ := r.P.FDs.Get(n)
+		switch {
+		case isPathFile(ent.File):
+			return false, false
+		case !ent.File.Host:
+			return true, false
+		case unix.Fstat(ent.File.HostFd, &st) != nil:
+			return false, false
+		}
+	}
+	t := st.Mode & unix.S_IFMT
+	return true, t != unix.S_IFREG && t != unix.S_IFDIR
+}
+
+// isHostEntry reports whether the guest's fd is a host file kbox keeps
+// at a virtual number (hostfd.go).
+func isHostEntry(r *Request, fd uint64) bool {
+	ent, ok := r.P.FDs.Get(int(int32(fd)))
+	return ok && ent.File.Host
 }
 
 // sysEpollWait serves the epoll_wait family on a virtual fd, which is never an epoll instance.

@@ -243,7 +243,7 @@ var table = [...]Syscall{
 	{Name: "clock_nanosleep", Fam: FamTime, How: Native, Why: "the caller's time and scheduling"},
 	{Name: "exit_group", Fam: FamProc, How: Served, Fn: sysExitGroup, Facts: OwnChange, Why: "write back, forget"},
 	{Name: "epoll_wait", Fam: FamIO, How: HostFD, Fn: sysEpollWait, FDs: FDArg0, Why: "a virtual fd is no epoll instance"},
-	{Name: "epoll_ctl", Fam: FamIO, How: Native, InProc: GuestFDs, FDs: FDArg0 | FDArg2, Why: "a host object private to the caller, with no path"},
+	{Name: "epoll_ctl", Fam: FamIO, How: HostFD, Fn: sysEpollCtl, InProc: GuestFDs, FDs: FDArg0 | FDArg2, Why: "a virtual fd (an LKL file or directory) cannot be polled: EPERM"},
 	{Name: "tgkill", Fam: FamSignal, How: Served, Fn: sysTgkill, InProc: OwnSignal, Why: "guest threads only"},
 	{Name: "utimes", Fam: FamMeta, How: Served, Fn: sysUtimes},
 	{Name: "vserver", Fam: FamOther, How: Absent, Errno: unix.ENOSYS, Why: "never implemented in Linux: ENOSYS there too"},

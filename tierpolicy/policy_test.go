@@ -216,6 +216,15 @@ func TestPolicyFollowsTable(t *testing.T) {
 			if got := verdict(1030); got != wantVirtual {
 				t.Errorf("%s (%s, IPC namespace %v) on a virtual fd: %#x, want %#x", s.Name, s.How, ns, got, wantVirtual)
 			}
+			// A HostFD call's other fd argument (epoll_ctl's target,
+			// splice's output) is notified when virtual too.
+			if more := s.FDs.FDArgs() &^ 1; s.How == dispatch.HostFD && more != 0 {
+				args := [6]uint64{3, 3, 3, 3, 3, 3}
+				args[bits.TrailingZeros8(more)] = 1030
+				if got := p.Decide(uint32(nr), p.Arch.AuditArch, args); got != notify {
+					t.Errorf("%s with virtual fd argument %d: %#x, want %#x", s.Name, bits.TrailingZeros8(more), got, notify)
+				}
+			}
 		})
 	}
 }

@@ -16,15 +16,15 @@ import (
 // Seccomp returns the filter policy of the seccomp tier for a guest with
 // (ipcNS) or without an IPC namespace of its own, derived from the syscall table (dispatch/table.go):
 // Native entries run natively, NativeInNS ones too when the guest has its
-// own IPC namespace, HostFD ones natively on host fds (FDArg4: mmap's fd
-// is argument 4, a NotifyIf rule; AddrArg4: only
+// own IPC namespace, HostFD ones natively on host fds (in each of their fd
+// arguments; FDArg4: mmap's fd is argument 4, a NotifyIf rule; AddrArg4: only
 // without a destination address and without MSG_ERRQUEUE or MSG_MORE) and so are FilterHostFD ones (close), Refused ones get EPERM in BPF, Absent
 // InFilter ones ENOSYS; ForkLike ones run natively, but clone with
 // CLONE_PARENT and without CLONE_THREAD, or with a namespace flag; every
 // other syscall (Served, Absent) is notified.
 func Seccomp(virtualBase uint32, ipcNS bool) *seccomp.Policy {
 	p := seccomp.NewPolicy(nil)
-	p.NullArg = map[string]int{}
+	p.NullArg, p.FDArg = map[string]int{}, map[string]int{}
 	dispatch.Syscalls(func(nr int, s *dispatch.Syscall) {
 		switch s.How {
 		case dispatch.Native:
@@ -42,6 +42,11 @@ func Seccomp(virtualBase uint32, ipcNS bool) *seccomp.Policy {
 				break
 			}
 			p.HostFD = append(p.HostFD, s.Name)
+			if more := s.FDs.FDArgs() &^ 1; more != 0 {
+				// Its other fd (epoll_ctl's target, splice's
+				// and tee's output) may be virtual too.
+				p.FDArg[s.Name] = bits.TrailingZeros8(more)
+			}
 			if s.Facts&dispatch.AddrArg4 != 0 {
 				p.NullArg[s.Name] = 4
 				// Their flags are args[3]: MSG_ERRQUEUE asks for an
