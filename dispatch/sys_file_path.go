@@ -36,12 +36,20 @@ func (e *Engine) modTarget(r *Request, dirfd int32, addr uint64) (guestpath.Targ
 	if en != 0 {
 		return t, errno(en, LKL), false
 	}
-	if t.Host && t.Bind == nil || t.Fd > 0 || t.FdDir {
-		// System routes, and /dev/fd and /dev/std*: LKL would follow
-		// them into its own proc (sys_file_dev.go).
-		return t, errno(unix.EACCES, Denied), false
+	if res, refused := modRefused(&t); refused {
+		return t, res, false
 	}
 	return t, Result{}, true
+}
+
+// modRefused refuses a change of t when it is a system route, or /dev/fd
+// or /dev/std* (LKL would follow them into its own proc,
+// sys_file_dev.go), unless followed first (sys_meta_fdlink.go).
+func modRefused(t *guestpath.Target) (Result, bool) {
+	if t.Host && t.Bind == nil || t.Fd > 0 || t.FdDir {
+		return errno(unix.EACCES, Denied), true
+	}
+	return Result{}, false
 }
 
 // pathOp runs LKL syscall nr with the resolved path at position 1 after
@@ -60,9 +68,28 @@ const (
 
 // pathOpOn is pathOp for a syscall with an effect on the file's shadow:
 // the last argument in rest holds its AT_SYMLINK_NOFOLLOW flag.
-func (e *Engine) pathOpOn(r *Request, nr uintptr, dirfd int32, addr uint64, effect pathEffect, rest ...uintptr) (res Result) {
-	t, res, okk := e.modTarget(r, dirfd, addr)
-	if !okk {
+func (e *Engine) pathOpOn(r *Request, nr uintptr, dirfd int32, addr uint64, effect pathEffect, rest ...uintptr) Result {
+	t, en := e.target(r, dirfd, addr)
+	if en != 0 {
+		return errno(en, LKL)
+	}
+	return e.pathOpAt(r, t, followsLink(r), nr, effect, rest)
+}
+
+// pathOpAt is pathOpOn on the resolved target t. A call that follows the
+// last link (follow) follows an fd's link to its file (sys_meta_fdlink.go).
+func (e *Engine) pathOpAt(r *Request, t guestpath.Target, follow bool, nr uintptr, effect pathEffect, rest []uintptr) (res Result) {
+	if follow && (t.Fd > 0 || t.Proc != nil) {
+		lt, ref, en := e.linkedTarget(r, t)
+		switch {
+		case en != 0:
+			return errno(en, LKL)
+		case ref != nil:
+			return e.fdLinkOp(nr, ref, effect, rest)
+		}
+		t = lt
+	}
+	if res, refused := modRefused(&t); refused {
 		return res
 	}
 	if nr == lkl.SysUnlinkat && rest[0]&unix.AT_REMOVEDIR != 0 {
@@ -309,6 +336,11 @@ func (e *Engine) utimens(r *Request, dirfd int32, pathAddr uint64, ts *[2]unix.T
 			return errno(le, LKL)
 		}
 		return ok(0, LKL)
+	}
+	if flags&unix.AT_EMPTY_PATH != 0 {
+		if p, en := readPath(r, pathAddr); en == 0 && p == "" {
+			return e.emptyPathOp(r, lkl.SysUtimensat, dirfd, setsTimes, tsp, flags)
+		}
 	}
 	return e.pathOpOn(r, lkl.SysUtimensat, dirfd, pathAddr, setsTimes, tsp, flags)
 }

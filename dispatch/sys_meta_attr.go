@@ -63,6 +63,11 @@ func sysLchown(e *Engine, r *Request) Result {
 
 // sysFchownat serves fchownat(2).
 func sysFchownat(e *Engine, r *Request) Result {
+	if r.Args[4]&unix.AT_EMPTY_PATH != 0 {
+		if p, en := readPath(r, r.Args[1]); en == 0 && p == "" {
+			return e.emptyPathOp(r, lkl.SysFchownat, int32(r.Args[0]), 0, uintptr(r.Args[2]), uintptr(r.Args[3]), uintptr(r.Args[4]))
+		}
+	}
 	return e.pathOp(r, lkl.SysFchownat, int32(r.Args[0]), r.Args[1], uintptr(r.Args[2]), uintptr(r.Args[3]), uintptr(r.Args[4]))
 }
 
@@ -103,11 +108,7 @@ func sysFchmodat2(e *Engine, r *Request) Result {
 	}
 	if flags&unix.AT_EMPTY_PATH != 0 {
 		if p, en := readPath(r, r.Args[1]); en == 0 && p == "" {
-			r.Args[1] = r.Args[2] // fchmod(fd, mode)
-			if !isVirtual(r, r.Args[0]) {
-				return e.onShadowFd(r, lkl.SysFchmod)
-			}
-			return onLKLFd(r, lkl.SysFchmod)
+			return e.emptyPathOp(r, lkl.SysFchmodat, int32(r.Args[0]), 0, uintptr(r.Args[2]))
 		}
 	}
 	if flags&unix.AT_SYMLINK_NOFOLLOW != 0 {
