@@ -237,7 +237,8 @@ func (e *Engine) setProcs(change func(map[int]*Proc)) {
 // the kernel's ids wrap (pid_max), and must not pass for it.
 //
 // A new task is also shown to the tier's pins (Inherited) before it is
-// served: it may have been made by a pinned task.
+// served: it may have been made by a pinned task. A parent kbox has not
+// seen either, but whose ancestor it knows, is registered first.
 func (e *Engine) Lookup(tid int) *Proc {
 	if p := (*e.procs.Load())[tid]; p != nil {
 		if !e.credsChanged.Load() || p.alive(tid) {
@@ -271,6 +272,12 @@ func (e *Engine) Lookup(tid int) *Proc {
 	}
 	if e.Pins != nil {
 		e.Pins.Inherited(tid, tgid, ppid)
+	}
+	if known := *e.procs.Load(); ppid > 0 && known[tgid] == nil && known[ppid] == nil && e.unseenGuest(ppid) {
+		// A parent that made no notified call since its own fork
+		// (`(cmd &)`: the subshell forks cmd and exits) is registered
+		// first, from its ancestor, as its first call would have.
+		e.Lookup(ppid)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -306,6 +313,27 @@ func (e *Engine) Lookup(tid int) *Proc {
 		m[tid] = np
 	})
 	return np
+}
+
+// maxUnseen bounds the chain of unseen parents Lookup registers.
+const maxUnseen = 16
+
+// unseenGuest reports whether process pid, which kbox does not know, is a
+// guest's all the same: a known process is among its nearest ancestors.
+// kbox itself and the host's init (the reapers of orphans) are not.
+func (e *Engine) unseenGuest(pid int) bool {
+	procs := *e.procs.Load()
+	for range maxUnseen {
+		pp, ok := statusField(pid, "PPid")
+		switch {
+		case !ok || pp <= 1 || pp == kboxPid:
+			return false
+		case procs[pp] != nil:
+			return true
+		}
+		pid = pp
+	}
+	return false
 }
 
 // inherit gives a new process what it takes from its parent at fork.
