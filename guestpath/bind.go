@@ -30,6 +30,10 @@ type Bind struct {
 	// Listed: the image has no Guest directory, so getdents of its
 	// parent adds an entry for it (the image is never modified).
 	Listed bool
+	// Shown are names at the root that the directory lacks, each kbox's
+	// O_PATH fd of the host file the name stands for (Devpts: the host
+	// terminal kbox runs on, by its pty number).
+	Shown map[string]int
 }
 
 // OpenBind opens the host directory of a bind and checks the guest path.
@@ -172,6 +176,12 @@ func (b *Bind) OpenIn(rel string, flags int, mode uint32) (int, error) {
 	if flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 {
 		how.Mode = 0
 	}
+	if hfd, ok := b.Shown[rel]; ok {
+		var st unix.Stat_t
+		if unix.Fstatat(b.Root, rel, &st, unix.AT_SYMLINK_NOFOLLOW) == unix.ENOENT {
+			return openShown(hfd, flags)
+		}
+	}
 	for {
 		fd, err := unix.Openat2(b.Root, rel, &how)
 		if err != unix.EAGAIN && err != unix.EINTR {
@@ -179,6 +189,21 @@ func (b *Bind) OpenIn(rel string, flags int, mode uint32) (int, error) {
 		}
 		// EAGAIN: a rename raced the resolution; retry.
 	}
+}
+
+// openShown opens, for an open with flags, the host file of hfd that a
+// name of Shown stands for: a copy of hfd for O_PATH, else a new
+// description (never kbox's controlling terminal).
+func openShown(hfd, flags int) (int, error) {
+	switch {
+	case flags&(unix.O_CREAT|unix.O_EXCL) == unix.O_CREAT|unix.O_EXCL:
+		return -1, unix.EEXIST
+	case flags&unix.O_DIRECTORY != 0:
+		return -1, unix.ENOTDIR
+	case flags&unix.O_PATH != 0:
+		return unix.FcntlInt(uintptr(hfd), unix.F_DUPFD_CLOEXEC, 0)
+	}
+	return unix.Open(ProcFd(hfd), flags&^(unix.O_NOFOLLOW|unix.O_CREAT|unix.O_EXCL|unix.O_TRUNC)|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 }
 
 // Open opens a bind target for the guest; a read-only bind refuses any

@@ -51,10 +51,43 @@ func (d *Devpts) Bind(m Mounter) *Bind {
 			fmt.Fprintf(os.Stderr, "kbox: warning: no private devpts instance (%v)\n", err)
 			return
 		}
-		d.bind = &Bind{Host: "devpts", Guest: PtsDir, Root: fd, Ino: st.Ino}
+		d.bind = &Bind{Host: "devpts", Guest: PtsDir, Root: fd, Ino: st.Ino, Shown: hostTerminals(st.Dev)}
 		d.dev = st.Dev
 	})
 	return d.bind
+}
+
+// hostTerminals returns, by pty number, kbox's O_PATH fds of the host's
+// ptys kbox's stdin, stdout and stderr are (the terminal it runs on),
+// but any of the instance (device dev). Shown in the instance under their
+// numbers while it has no pty of that number, they are what the guest's
+// fd links of its inherited terminal name (/dev/pts/N), so that ttyname
+// finds the terminal by that name, as on the host.
+func hostTerminals(dev uint64) map[string]int {
+	var shown map[string]int
+	for fd := 0; fd <= 2; fd++ {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Dev == dev {
+			continue
+		}
+		major := unix.Major(st.Rdev)
+		if major < 136 || major > 143 {
+			continue
+		}
+		name := strconv.FormatUint(uint64((major-136)<<8|unix.Minor(st.Rdev)), 10)
+		if _, seen := shown[name]; seen {
+			continue
+		}
+		hfd, err := unix.Open(ProcFd(fd), unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if shown == nil {
+			shown = map[string]int{}
+		}
+		shown[name] = hfd
+	}
+	return shown
 }
 
 // Holds reports a guest path in the instance, once it is mounted.
