@@ -434,6 +434,7 @@ func sysClose(e *Engine, r *Request) Result {
 		if !quiet {
 			e.stats.Changed()
 		}
+		dropLocks := e.closeDropsLocks(r, fd) // sys_file_locks.go
 		err := r.P.FDs.Close(fd)
 		if !quiet {
 			e.stats.Changed()
@@ -445,7 +446,7 @@ func sysClose(e *Engine, r *Request) Result {
 		if isHost {
 			e.flushPumps()
 		}
-		if e.kboxFdAt(r, fd) {
+		if dropLocks || e.kboxFdAt(r, fd) {
 			return cont // the host's close drops what kbox put at fd (sys_file_locks.go)
 		}
 		return ok(0, LKL)

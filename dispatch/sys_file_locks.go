@@ -32,11 +32,14 @@ import (
 // POSIX locks on the proxy itself and drop them all at a close of the
 // file's fd.
 //
+// A close of another virtual fd M of a file with a proxy puts a
+// description of the proxy at M first, then goes on to the host's close
+// too (closeDropsLocks).
+//
 // Not exact: dup2 onto N, or an exec that keeps N after F_SETFD changed
 // its close-on-exec flag, leaves the proxy's description at N until the
 // process closes N or exits; N then cannot be mapped (ENODEV: replacing
-// the description would drop the locks). A close of another virtual fd of
-// the file does not drop the process's POSIX locks.
+// the description would drop the locks).
 
 // lockName begins the names of the lock proxies (then the file's path).
 const lockName = "kbox-lock:"
@@ -161,6 +164,30 @@ func (e *Engine) kboxFdAt(r *Request, fd int) bool {
 	}
 	l, err := os.Readlink("/proc/" + strconv.Itoa(r.P.Tgid) + "/fd/" + strconv.Itoa(fd))
 	return err == nil && (strings.HasPrefix(l, "/memfd:"+mapName) || strings.HasPrefix(l, "/memfd:"+lockName))
+}
+
+// closeDropsLocks prepares a seccomp guest's close of virtual fd fd whose
+// file has a proxy: a description of the proxy goes at the guest's host
+// fd fd (unless one is there), so that the close, continued, drops the
+// process's POSIX locks on the file, as Linux's close of any of its fds
+// does. It reports whether the close must go on to the host's.
+func (e *Engine) closeDropsLocks(r *Request, fd int) bool {
+	if !e.locks.any.Load() || r.P.Tgid == kboxPid || !lockable(r, fd) {
+		return false
+	}
+	x, _ := e.lockProxy(fd, r.P, false)
+	if x.ino == 0 {
+		return false // no guest locked the file
+	}
+	if e.proxyAt(r, fd, x) {
+		return true
+	}
+	h, err := unix.Open("/proc/self/fd/"+strconv.Itoa(x.fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(h)
+	return AddFDAt(r, h, int32(fd), true) == 0
 }
 
 // lockInProcess serves a POSIX lock call (F_SETLK, F_SETLKW, F_GETLK) on

@@ -74,6 +74,14 @@ static void after_close(void)
 	close(fd);
 }
 
+static void after_other_close(void)
+{
+	int fd = open(f, O_RDWR);
+
+	show("child: the same write lock after the parent closed another fd", setlk(fd, F_SETLK, F_WRLCK, 50, 10));
+	close(fd);
+}
+
 static void waits(void)
 {
 	int fd = open(f, O_RDWR);
@@ -155,6 +163,11 @@ int main(int argc, char **argv)
 
 	in_child(holds_and_exits);
 	show("parent: the exited child's range", setlk(fd, F_SETLK, F_WRLCK, 1000, 1));
+	/* A close of any fd of the file drops the process's POSIX locks. */
+	show("parent: a write lock, then a close of another fd of the file", setlk(fd, F_SETLK, F_WRLCK, 50, 10));
+	d = open(f, O_RDONLY);
+	close(d);
+	in_child(after_other_close);
 	close(fd);
 
 	dir = open(argv[1], O_RDONLY | O_DIRECTORY);
