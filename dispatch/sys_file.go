@@ -557,6 +557,7 @@ func (e *Engine) dup3(r *Request, oldfd, newfd, flags uint64) Result {
 		if oldfd == newfd {
 			return ok(int64(newfd), Emulated)
 		}
+		e.dupDropsLocks(r, int(int32(newfd))) // sys_file_locks.go
 		if err := r.P.FDs.Dup2(int(int32(oldfd)), int(int32(newfd)), flags&unix.O_CLOEXEC != 0); err != nil {
 			return fail(err, Emulated)
 		}

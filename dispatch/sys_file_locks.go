@@ -36,10 +36,14 @@ import (
 // description of the proxy at M first, then goes on to the host's close
 // too (closeDropsLocks).
 //
-// Not exact: dup2 onto N, or an exec that keeps N after F_SETFD changed
-// its close-on-exec flag, leaves the proxy's description at N until the
-// process closes N or exits; N then cannot be mapped (ENODEV: replacing
-// the description would drop the locks).
+// A dup2 or dup3 onto a virtual fd of such a file replaces the proxy's
+// description at the guest's host fd with an empty window, which drops
+// them too (dupDropsLocks).
+//
+// Not exact: an exec that keeps N after F_SETFD changed its close-on-exec
+// flag leaves the proxy's description at N until the process closes N or
+// exits; N then cannot be mapped (ENODEV: replacing the description would
+// drop the locks).
 
 // lockName begins the names of the lock proxies (then the file's path).
 const lockName = "kbox-lock:"
@@ -188,6 +192,30 @@ func (e *Engine) closeDropsLocks(r *Request, fd int) bool {
 	}
 	defer unix.Close(h)
 	return AddFDAt(r, h, int32(fd), true) == 0
+}
+
+// dupDropsLocks prepares a dup2 or dup3 onto virtual fd fd, which closes
+// fd's file: when a guest locked that file, the process's POSIX locks on
+// it go, as Linux's implicit close drops them. In the seccomp tier a
+// description of the proxy is put at the guest's host fd fd (unless one
+// is there), then replaced by an empty window (a memfd that kboxFdAt
+// knows, that a map of fd replaces and its close drops): the
+// replacement closes the proxy's description in the guest's own task.
+func (e *Engine) dupDropsLocks(r *Request, fd int) {
+	if r.P.Tgid == kboxPid {
+		e.unlockInProcess(fd, r.P)
+		return
+	}
+	if !e.closeDropsLocks(r, fd) {
+		return
+	}
+	mfd, err := unix.MemfdCreate(mapName, unix.MFD_CLOEXEC)
+	if err != nil {
+		return
+	}
+	defer unix.Close(mfd)
+	AddFDAt(r, mfd, int32(fd), true)
+	e.windows.Store(true)
 }
 
 // lockInProcess serves a POSIX lock call (F_SETLK, F_SETLKW, F_GETLK) on

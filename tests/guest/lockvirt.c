@@ -78,7 +78,7 @@ static void after_other_close(void)
 {
 	int fd = open(f, O_RDWR);
 
-	show("child: the same write lock after the parent closed another fd", setlk(fd, F_SETLK, F_WRLCK, 50, 10));
+	show("child: the same write lock after the parent closed an fd of the file", setlk(fd, F_SETLK, F_WRLCK, 50, 10));
 	close(fd);
 }
 
@@ -168,6 +168,12 @@ int main(int argc, char **argv)
 	d = open(f, O_RDONLY);
 	close(d);
 	in_child(after_other_close);
+	/* And so does a dup2 onto the fd that took them. */
+	show("parent: a write lock, then a dup2 onto its fd", setlk(fd, F_SETLK, F_WRLCK, 50, 10));
+	d = open(f, O_RDWR);
+	CHECK(dup2(d, fd) == fd, "dup2");
+	in_child(after_other_close); /* before d's close, which would drop them too */
+	close(d);
 	close(fd);
 
 	dir = open(argv[1], O_RDONLY | O_DIRECTORY);
