@@ -157,7 +157,7 @@ func sysEpollCtl(e *Engine, r *Request) Result {
 		}
 	}
 	epOpen, _ := pollKind(r, r.Args[0])
-	if !epOpen || isHostEntry(r, r.Args[0]) {
+	if _, isHost := hostFile(r, r.Args[0]); !epOpen || isHost {
 		return errno(unix.EBADF, Emulated)
 	}
 	open, canPoll := pollKind(r, r.Args[2])
@@ -186,9 +186,9 @@ func pollKind(r *Request, fd uint64) (open, canPoll bool) {
 			return false, false
 		}
 	} else {
-		ent, _ := r.P.FDs.Get(n)
+		ent, found := r.P.FDs.Get(n)
 		switch {
-		case isPathFile(ent.File):
+		case !found, isPathFile(ent.File):
 			return false, false
 		case !ent.File.Host:
 			return true, false
@@ -198,13 +198,6 @@ func pollKind(r *Request, fd uint64) (open, canPoll bool) {
 	}
 	t := st.Mode & unix.S_IFMT
 	return true, t != unix.S_IFREG && t != unix.S_IFDIR
-}
-
-// isHostEntry reports whether the guest's fd is a host file kbox keeps
-// at a virtual number (hostfd.go).
-func isHostEntry(r *Request, fd uint64) bool {
-	ent, ok := r.P.FDs.Get(int(int32(fd)))
-	return ok && ent.File.Host
 }
 
 // sysEpollWait serves the epoll_wait family on a virtual fd, which is never an epoll instance.

@@ -65,6 +65,8 @@ int main(int argc, char **argv)
 	show("add file", epoll_ctl(ep, EPOLL_CTL_ADD, r, &ev));
 	show("add write-only file", epoll_ctl(ep, EPOLL_CTL_ADD, w, &ev));
 	show("add dir, closed epfd", epoll_ctl(closed, EPOLL_CTL_ADD, d, &ev));
+	show("add a closed number above 1024", epoll_ctl(ep, EPOLL_CTL_ADD, 5000, &ev));
+	show("a closed number above 1024 as epfd", epoll_ctl(5000, EPOLL_CTL_ADD, d, &ev));
 	show("add dir, bad op", epoll_ctl(ep, 99, d, &ev));
 	show("dir as epfd, pipe", epoll_ctl(d, EPOLL_CTL_ADD, pp[0], &ev));
 	show("dir as epfd, file", epoll_ctl(d, EPOLL_CTL_ADD, r, &ev));
