@@ -539,7 +539,14 @@ func (e *Engine) exec(r *Request, dirfd int32, addr uint64, flags int) Result {
 	// of the program may move goes to the shadows' log (loadImageFile).
 	closes := r.P.FDs.Closes(true, readOnlyFile)
 	r.P.FDs.Exec()
-	e.SetExe(r.P, t.Path)
+	// /proc/PID/exe is the ELF that runs: a script's interpreter, as on
+	// Linux (busybox re-executes /proc/self/exe for its applets; the
+	// script there would run itself again).
+	if x.Script {
+		e.SetExe(r.P, run)
+	} else {
+		e.SetExe(r.P, t.Path)
+	}
 	// What execve does to the credentials (set-id bits never count).
 	was := r.P.creds()
 	e.setCred(r.P, was.Exec())

@@ -300,8 +300,19 @@ func TestProcLinks(t *testing.T) {
 			[]string{"kbox-rootfs\nst=0\ntmp\n"}, not},
 		{"re-exec through /proc/self/exe", []string{"--", "/bin/bash", "-c", "exec /proc/self/exe -c 'echo re-exec $BASH_VERSINFO'"}, 0,
 			[]string{"re-exec 5\n"}, nil},
+		// A script's exe is its interpreter. busybox's shell runs its
+		// applets (readlink here) by executing /proc/self/exe: were that
+		// the script, it would run itself again (D stops the loop).
+		{"a script's exe is its interpreter", []string{"-c", scriptExe + " && /tmp/s.sh"}, 0,
+			[]string{"exe /usr/bin/busybox\napplet /usr/bin/busybox\nnested sh\n"}, []string{"loop"}},
 	})
 }
+
+// scriptExe writes /tmp/s.sh, a #!/bin/sh script that prints its exe
+// as the shell reads it and as a busybox applet (readlink) does, then
+// runs the applet sh, which busybox executes as /proc/self/exe.
+const scriptExe = `printf '%s\n' '#!/bin/sh' 'export D=x$D' '[ ${#D} -gt 2 ] && { echo loop; exit 1; }' ` +
+	`'echo exe $(/usr/bin/readlink /proc/$$/exe)' 'echo applet $(readlink /proc/$$/exe)' 'sh -c "echo nested sh"' > /tmp/s.sh && chmod +x /tmp/s.sh`
 
 // System-wide files: no host load average, kernel log or symbols; LKL's
 // kernel version, sysctls (writes refused) and network; an uptime that
