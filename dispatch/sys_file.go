@@ -202,12 +202,23 @@ func (e *Engine) openTarget(r *Request, t guestpath.Target, flags int, mode uint
 				return errno(en, Emulated)
 			}
 		}
-		hfd, err := e.openHostAs(r, t, flags&^unix.O_CLOEXEC, mode)
-		if err != nil {
+		hfd, how, err := e.openHostNoWait(r, t, flags&^unix.O_CLOEXEC, mode) // hostfifo.go
+		switch {
+		case how == hostWait:
+			return e.hostFIFOWait(r, t, flags&^unix.O_CLOEXEC, cloexec, hfd)
+		case err != nil:
 			return fail(err, Host)
-		}
-		if flags&unix.O_PATH != 0 {
+		case flags&unix.O_PATH != 0:
 			return hostPathFd(r, hfd, cloexec) // ADDFD takes no O_PATH file (hostfd.go)
+		case how == hostFIFO:
+			// kbox's copy closes before the guest resumes: no reader
+			// or writer the guest could notice (an EOF that comes late).
+			gfd, err := r.G.AddFD(hfd, -1, cloexec)
+			unix.Close(hfd)
+			if err != nil {
+				return fail(err, Host)
+			}
+			return ok(int64(gfd), Host)
 		}
 		defer unix.Close(hfd)
 		gfd, err := r.G.AddFDReply(hfd, cloexec)

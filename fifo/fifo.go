@@ -218,18 +218,23 @@ func give(grants []grant) {
 }
 
 // hasWriter tells whether the FIFO read through tok (non-blocking) has a
+// writer (scratch: s.scratch, under s.mu).
+func (s *Set) hasWriter(tok int) (bool, error) { return hasWriter(tok, &s.scratch) }
+
+// hasWriter tells whether the FIFO read through tok (non-blocking) has a
 // writer. tee(2) of an empty pipe fails with EAGAIN while a writer is there
 // and returns 0 when none is. When data waits in the FIFO, tee copies a
-// byte instead, which tells nothing: it is taken as a writer's.
-func (s *Set) hasWriter(tok int) (bool, error) {
-	if s.scratch[0] < 0 {
-		if err := unix.Pipe2(s.scratch[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
-			s.scratch = [2]int{-1, -1}
+// byte instead, which tells nothing: it is taken as a writer's. scratch is
+// the pipe tee writes to, made on first use.
+func hasWriter(tok int, scratch *[2]int) (bool, error) {
+	if scratch[0] < 0 {
+		if err := unix.Pipe2(scratch[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+			*scratch = [2]int{-1, -1}
 			return false, err
 		}
 	}
 	for {
-		n, err := unix.Tee(tok, s.scratch[1], 1, unix.SPLICE_F_NONBLOCK)
+		n, err := unix.Tee(tok, scratch[1], 1, unix.SPLICE_F_NONBLOCK)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -239,11 +244,32 @@ func (s *Set) hasWriter(tok int) (bool, error) {
 			return false, err
 		case n > 0:
 			var b [1]byte
-			unix.Read(s.scratch[0], b[:])
+			unix.Read(scratch[0], b[:])
 			return true, nil
 		}
 		return false, nil
 	}
+}
+
+// probe is the scratch pipe of WriterCame.
+var probe = struct {
+	sync.Mutex
+	fds [2]int
+}{fds: [2]int{-1, -1}}
+
+// WriterCame tells whether a writer came to the FIFO that tok reads: a
+// read end opened non-blocking while the FIFO had no writer (a FIFO that
+// is not only kbox's, of a bind). One came when one is there, when data
+// is, or when one came and went: Linux holds poll's POLLHUP back on such
+// a read end until a writer was seen.
+func WriterCame(tok int) (bool, error) {
+	pfd := []unix.PollFd{{Fd: int32(tok), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 0); err == nil && n > 0 && pfd[0].Revents&(unix.POLLIN|unix.POLLHUP) != 0 {
+		return true, nil
+	}
+	probe.Lock()
+	defer probe.Unlock()
+	return hasWriter(tok, &probe.fds)
 }
 
 // parkedLocked notes that n has parked opens, and starts the watch.

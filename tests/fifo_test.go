@@ -94,3 +94,63 @@ func TestFIFOWaitInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestFIFOInBind: a FIFO in a bind (-b) is the host's own, which guests
+// and host processes both open; a blocking open of it waits as on Linux
+// without stalling kbox (dispatch/hostfifo.go). Before, kbox made the open
+// itself on its serving thread: the other end's opener was never served
+// (sed's test suite: `printf a > f &` hung every guest), and kbox hung
+// after the guest's end, SIGTERM or not.
+func TestFIFOInBind(t *testing.T) {
+	img := imagePath(t)
+	dir := t.TempDir()
+	if native := nativeGuest(t, "fifo"); native != "" {
+		if out, err := exec.Command(native, dir+"/native.fifo").CombinedOutput(); err != nil || string(out) != "fifo ok\n" {
+			t.Fatalf("natively: %v\n%s", err, out)
+		}
+	}
+	sh := func(script string) []string { return []string{"--", "/bin/sh", "-c", script} }
+	runCases(t, []string{"image", "-S", img, "--read-only", "-b", dir + ":/mnt"}, []guestCase{
+		{"open flags, blocking opens, EOF, EPIPE, signals", []string{"--", "/opt/tests/fifo", "/mnt/t.fifo"}, 0,
+			[]string{"fifo ok\n"}, []string{"FAIL"}},
+		{"writer in the background, cat reads", sh("cd /mnt && mkfifo p && { echo hello > p & cat p; wait; }"), 0,
+			[]string{"hello\n"}, nil},
+		// bash: busybox's ash handles SIGCHLD without SA_RESTART, and
+		// its notified calls may then fail with EINTR (docs/tiers.md,
+		// "Signals and notified calls").
+		{"many rounds", []string{"--", "/bin/bash", "-c", "cd /mnt && rm -f p && mkfifo p && s=0 && for i in $(seq 100); do (echo $i > p) & read x < p; " +
+			"s=$((s+x)); wait; done; echo sum=$s"}, 0, []string{"sum=5050\n"}, nil},
+		{"a writer that waits on when the guest ends", sh("cd /mnt && rm -f p && mkfifo p && { printf a > p & sleep 0.2; echo served; exit 3; }"), 3,
+			[]string{"served\n"}, nil},
+	})
+	// Host processes at the other end, in each tier.
+	for _, tier := range []string{"seccomp", "trap", "rewrite"} {
+		t.Run(tier, func(t *testing.T) {
+			p := dir + "/h-" + tier
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"image", "-S", img, "--read-only", "-b", dir + ":/mnt", "--syscall-mode=" + tier, "--trusted", "--"}
+			writer := exec.Command("/bin/sh", "-c", "sleep 0.3; echo from-host > "+p)
+			if err := writer.Start(); err != nil {
+				t.Fatal(err)
+			}
+			out, stderr, st := runKbox(t, append(args, "/bin/cat", "/mnt/h-"+tier)...)
+			writer.Wait()
+			if st != 0 || out != "from-host\n" {
+				t.Errorf("guest reader: status %d, stdout %q\nstderr: %s", st, out, stderr)
+			}
+			reader := exec.Command("/bin/cat", p)
+			var got strings.Builder
+			reader.Stdout = &got
+			if err := reader.Start(); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, st = runKbox(t, append(args, "/bin/sh", "-c", "echo to-host > /mnt/h-"+tier)...)
+			reader.Wait()
+			if st != 0 || got.String() != "to-host\n" {
+				t.Errorf("guest writer: status %d, host read %q\nstderr: %s", st, got.String(), stderr)
+			}
+		})
+	}
+}
