@@ -4,9 +4,7 @@
 package dispatch
 
 import (
-	"cmp"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/kbox-project/kbox/guestpath"
@@ -184,45 +182,6 @@ func sysRmdir(e *Engine, r *Request) Result {
 		return res
 	}
 	return e.pathOp(r, lkl.SysUnlinkat, unix.AT_FDCWD, r.Args[0], unix.AT_REMOVEDIR)
-}
-
-// rmdirDots gives what Linux gives for a directory removal whose last
-// component is "." (EINVAL) or ".." (ENOTEMPTY), once the rest of the path
-// resolves: kbox hands LKL a resolved path, where "dir/." would be "dir".
-func (e *Engine) rmdirDots(r *Request, dirfd int32, addr uint64) (Result, bool) {
-	p, en := readPath(r, addr)
-	if en != 0 {
-		return errno(en, LKL), true
-	}
-	dots := lastDots(p)
-	if dots == 0 {
-		return Result{}, false
-	}
-	if _, res, okk := e.modTarget(r, dirfd, addr); !okk {
-		return res, true
-	}
-	if dots == 1 {
-		return errno(unix.EINVAL, Emulated), true
-	}
-	return errno(unix.ENOTEMPTY, Emulated), true
-}
-
-// lastDots is 1 when the last component of path p is ".", 2 when it is
-// "..", else 0 (trailing slashes do not count).
-func lastDots(p string) int {
-	for len(p) > 1 && p[len(p)-1] == '/' {
-		p = p[:len(p)-1]
-	}
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		p = p[i+1:]
-	}
-	switch p {
-	case ".":
-		return 1
-	case "..":
-		return 2
-	}
-	return 0
 }
 
 // sysUnlink serves unlink(2).
@@ -403,7 +362,7 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 		return errno(unix.EXDEV, Emulated) // between a bind and the image, or two binds
 	}
 	if nr == lkl.SysRenameat2 {
-		if en := renameDots(r, a1, a2, flags); en != 0 {
+		if en := e.renameDots(r, t1, t2, a1, a2, flags); en != 0 {
 			return errno(en, Emulated)
 		}
 	}
@@ -434,22 +393,6 @@ func (e *Engine) twoPaths(r *Request, nr uintptr, d1 int32, a1 uint64, d2 int32,
 		e.renamedDir(t1.Path, t2.Path, flags&unix.RENAME_EXCHANGE != 0)
 	}
 	return ok(0, LKL)
-}
-
-// renameDots gives what Linux gives for a rename whose old or new path
-// ends in "." or "..": EBUSY (EEXIST for a new one with
-// RENAME_NOREPLACE). LKL gets resolved paths, where "d/." is "d".
-func renameDots(r *Request, a1, a2 uint64, flags uintptr) unix.Errno {
-	if p, en := readPath(r, a1); en != 0 || lastDots(p) != 0 {
-		return cmp.Or(en, unix.EBUSY)
-	}
-	if q, en := readPath(r, a2); en != 0 || lastDots(q) != 0 {
-		if en == 0 && flags&unix.RENAME_NOREPLACE != 0 {
-			return unix.EEXIST
-		}
-		return cmp.Or(en, unix.EBUSY)
-	}
-	return 0
 }
 
 // systemRoute reports a target served from the host or by kbox itself

@@ -43,13 +43,16 @@ func (t *Target) LKLPath() string {
 	return t.Path + t.Tail
 }
 
-// DirTail returns the trailing "/" or "/." of a guest path, if any.
+// DirTail returns the trailing "/" or "/." of a guest path, if any: "/."
+// when its last component is "." ("d/." and "d/./" both name "." in d,
+// which must be there), else "/" when it ends in slashes.
 func DirTail(p string) string {
+	q := strings.TrimRight(p, "/")
 	switch {
-	case strings.HasSuffix(p, "/"):
-		return "/"
-	case strings.HasSuffix(p, "/."):
+	case strings.HasSuffix(q, "/."):
 		return "/."
+	case len(q) < len(p):
+		return "/"
 	}
 	return ""
 }

@@ -97,6 +97,7 @@ func FuzzIsClean(f *testing.F) {
 func TestDirTail(t *testing.T) {
 	for p, want := range map[string]string{
 		"a": "", "a/": "/", "a/b//": "/", "a/.": "/.", ".": "", "/": "/", "a/..": "", "a.": "",
+		"a/./": "/.", "a/.//": "/.", "a//.": "/.", "./": "/", "a/../": "/",
 	} {
 		if got := DirTail(p); got != want {
 			t.Errorf("DirTail(%q) = %q, want %q", p, got, want)
