@@ -43,11 +43,26 @@ func (e *Engine) dupHostHigh(r *Request, fd int, min uint32, cloexec bool) Resul
 	if err != nil {
 		return fail(err, Host) // EBADF: fd is not open
 	}
+	if dupBeyond(r, int(min)) {
+		unix.Close(hfd)
+		return errno(unix.EINVAL, Host) // after EBADF, as Linux's
+	}
 	nfd, err := r.P.FDs.OpenHost(hfd, int(min), cloexec)
 	if err != nil {
 		return fail(err, Host)
 	}
 	return ok(int64(nfd), Host)
+}
+
+// dupBeyond reports a minimum fd number min of F_DUPFD or F_DUPFD_CLOEXEC
+// that Linux refuses (EINVAL) as at or above the process's RLIMIT_NOFILE,
+// whose hard limit is the virtual base. A guest asks for a number in the
+// virtual range only next to the fds it holds there, as busybox sh saves
+// a redirected 1024 at 1025: a minimum above its highest virtual fd plus
+// one is refused. (autoconf's "fcntl handles F_DUPFD correctly" asks for
+// getdtablesize(), and swaps in gnulib's fcntl when it gets an fd.)
+func dupBeyond(r *Request, min int) bool {
+	return r.P.FDs.IsVirtual(min) && min > r.P.FDs.Highest()+1
 }
 
 // hostPathFd gives the guest an O_PATH fd kbox opened on a host route or

@@ -738,7 +738,7 @@ func sysFcntl(e *Engine, r *Request) Result {
 		ent.File.Flags = ent.File.Flags&^unix.O_DIRECT | int(r.Args[2])&unix.O_DIRECT
 		return ok(0, LKL)
 	case unix.F_DUPFD, unix.F_DUPFD_CLOEXEC:
-		if int32(r.Args[2]) < 0 {
+		if int32(r.Args[2]) < 0 || dupBeyond(r, int(int32(r.Args[2]))) {
 			return errno(unix.EINVAL, Emulated)
 		}
 		nfd, err := r.P.FDs.Dup(fd, int(int32(r.Args[2])), cmd == unix.F_DUPFD_CLOEXEC)

@@ -312,6 +312,17 @@ func (t *Table) Fds() ([]int, []Entry) {
 	return kept, ents
 }
 
+// Highest returns the highest open virtual fd, or -1 when none is open.
+func (t *Table) Highest() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := -1
+	for fd := range t.entries {
+		h = max(h, fd)
+	}
+	return h
+}
+
 // Cap returns the most virtual fds the table holds (beyond it: EMFILE).
 func (t *Table) Cap() int { return t.max }
 

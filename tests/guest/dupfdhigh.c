@@ -1,5 +1,7 @@
 /* dupfdhigh: fcntl(F_DUPFD / F_DUPFD_CLOEXEC) of a host fd with a minimum
- * in the virtual fd range (>= 1024). kbox keeps a copy of the guest's fd
+ * in the virtual fd range (>= 1024) next to the virtual fds the process
+ * holds (busybox sh saves a redirected fd 1024 at 1025); one beyond them
+ * is EINVAL, as Linux's minimum at or above RLIMIT_NOFILE. kbox keeps a copy of the guest's fd
  * (the same open file description) as a virtual fd: it must share the
  * offset and status flags, serve I/O, fstat (the file's, as a stat of its
  * path), lseek and fcntl, go back to a host number with dup2, drop at exec
@@ -35,8 +37,12 @@ int main(int argc, char **argv)
 	CHECK(fd >= 0 && fd < 1024, "open %s: fd %d is not a host fd", path, fd);
 	CHECK(write(fd, "0123456789", 10) == 10, "write");
 
-	int d = fcntl(fd, F_DUPFD, 1500);
-	CHECK(d >= 1500, "F_DUPFD min 1500 gave %d", d);
+	int dir = open("/", O_RDONLY | O_DIRECTORY);
+	CHECK(dir >= 1024, "a directory's fd %d is not a virtual fd", dir);
+	errno = 0;
+	CHECK(fcntl(fd, F_DUPFD, dir + 2) == -1 && errno == EINVAL, "F_DUPFD beyond the virtual fds held");
+	int d = fcntl(fd, F_DUPFD, dir + 1);
+	CHECK(d >= dir + 1, "F_DUPFD min %d gave %d", dir + 1, d);
 	CHECK(fcntl(d, F_GETFD) == 0, "F_DUPFD result is close-on-exec");
 	CHECK(lseek(d, 0, SEEK_CUR) == 10, "offset not shared with the original");
 	CHECK(lseek(d, 2, SEEK_SET) == 2 && lseek(fd, 0, SEEK_CUR) == 2, "lseek through the copy not seen by the original");
@@ -53,16 +59,20 @@ int main(int argc, char **argv)
 	CHECK(fcntl(fd, F_SETFL, 0) == 0 && (fcntl(d, F_GETFL) & O_APPEND) == 0, "F_SETFL on the original not shared");
 	CHECK((fcntl(d, F_GETFL) & O_ACCMODE) == O_RDWR, "F_GETFL access mode");
 
-	int e = fcntl(d, F_DUPFD_CLOEXEC, 1600);
-	CHECK(e >= 1600 && fcntl(e, F_GETFD) == FD_CLOEXEC, "F_DUPFD_CLOEXEC of the copy: %d", e);
+	int e = fcntl(d, F_DUPFD_CLOEXEC, d + 1);
+	CHECK(e > d && fcntl(e, F_GETFD) == FD_CLOEXEC, "F_DUPFD_CLOEXEC of the copy: %d", e);
 	int c = fcntl(0, F_DUPFD_CLOEXEC, 1025);
 	CHECK(c >= 1025 && fcntl(c, F_GETFD) == FD_CLOEXEC, "F_DUPFD_CLOEXEC of stdin: %d", c);
+	errno = 0;
+	CHECK(fcntl(0, F_DUPFD_CLOEXEC, 100000) == -1 && errno == EINVAL, "F_DUPFD_CLOEXEC far beyond the virtual fds held");
 	CHECK(dup2(d, 20) == 20 && lseek(20, 5, SEEK_SET) == 5 && lseek(fd, 0, SEEK_CUR) == 5, "dup2 of the copy onto fd 20");
 	CHECK(close(d) == 0 && lseek(20, 0, SEEK_CUR) == 5, "fd 20 after closing the copy");
 	errno = 0;
 	CHECK(fcntl(d, F_GETFD) == -1 && errno == EBADF, "closed copy still open");
 	errno = 0;
-	CHECK(fcntl(77, F_DUPFD, 1500) == -1 && errno == EBADF, "F_DUPFD of a closed host fd");
+	CHECK(fcntl(77, F_DUPFD, 1025) == -1 && errno == EBADF, "F_DUPFD of a closed host fd");
+	errno = 0;
+	CHECK(fcntl(77, F_DUPFD, 100000) == -1 && errno == EBADF, "F_DUPFD of a closed host fd: EBADF before EINVAL");
 	errno = 0;
 	CHECK(fcntl(fd, F_DUPFD, -1) == -1 && errno == EINVAL, "F_DUPFD with a negative minimum");
 	int lo = fcntl(fd, F_DUPFD, 100);
