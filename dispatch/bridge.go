@@ -168,6 +168,34 @@ func (e *Engine) flushPumps() {
 	}
 }
 
+// flushDonePumps waits, for at most 5 s, until no write pump's pipe is
+// left without a writer (poll's POLLHUP) with data or its end of file to
+// read: the seccomp tier's filter runs dup2 and close of host fds natively,
+// so the guest's last end of a pump's pipe may have gone since kbox last
+// looked, and what it wrote must be in the image before any later call is
+// served. A pump whose writer is still there (a background writer) is not
+// waited for. A pump leaves the set (its pipe closed after) under ps.mu.
+func (e *Engine) flushDonePumps() {
+	ps := &e.pumps
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ps.mu.Lock()
+		done := false
+		for pm := range ps.set {
+			pfd := []unix.PollFd{{Fd: int32(pm.src), Events: unix.POLLIN}}
+			if n, err := unix.Poll(pfd, 0); err == nil && n > 0 && pfd[0].Revents&unix.POLLHUP != 0 {
+				done = true
+				break
+			}
+		}
+		ps.mu.Unlock()
+		if !done || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 func pumpFromLKL(lfd, dst int, stats *guestpath.StatCache) {
 	defer unix.Close(dst)
 	defer lkl.Close(lfd)

@@ -335,6 +335,9 @@ func (e *Engine) dispatch(r *Request) Result {
 		}
 	}
 	r.fdHops = 0
+	if e.pumps.n.Load() != 0 {
+		e.flushDonePumps() // bridge.go
+	}
 	sc := &linux[r.Nr]
 	if sc.Facts&(Pure|OwnChange) == 0 {
 		e.stats.Changed()

@@ -64,7 +64,7 @@ func (h How) String() string {
 }
 
 // Facts are what the engine's fast paths need to know of a syscall.
-type Facts uint8
+type Facts uint16
 
 const (
 	// Pure reads LKL state without changing it (not even an access
@@ -107,10 +107,19 @@ const (
 	// libc fall back to clone, must not fail with EINTR instead.
 	InFilter
 	// FilterHostFD (Served) runs on the host all the same on a host fd in
-	// the seccomp tier's filter: close, since a shadow's close writes
-	// nothing, so closing a host fd needs no round trip. Fn serves every
-	// fd the filter lets through (and every fd in the in-process tiers).
+	// the seccomp tier's filter: close (a shadow's close writes nothing),
+	// dup2 and dup3 (a write pump's pipe they close is flushed at the next
+	// notified call: flushDonePumps). Fn serves every fd the filter lets
+	// through (and every fd in the in-process tiers). A notified call
+	// costs a round trip, and a signal before kbox receives it is EINTR
+	// (docs/tiers.md): busybox sh's dup2 after a here-document's writer
+	// exits met it in 4 of 10 here-documents.
 	FilterHostFD
+	// FilterNewFD (with FilterHostFD: dup2, dup3) runs on the host only
+	// when argument 1, the new fd, is a host fd number too: a number in
+	// the virtual range is notified. It need not be open, so it is no
+	// FDArg1 (the in-process fd guard's EBADF).
+	FilterNewFD
 	// FDArg4 (with HostFD: mmap) has its fd in argument 4, not 0: the
 	// seccomp tier's filter notifies it when that fd is in the virtual
 	// range (not negative: an anonymous map passes -1).

@@ -59,6 +59,9 @@ func Seccomp(virtualBase uint32, ipcNS bool) *seccomp.Policy {
 		case dispatch.Served:
 			if s.Facts&dispatch.FilterHostFD != 0 {
 				p.HostFD = append(p.HostFD, s.Name)
+				if s.Facts&dispatch.FilterNewFD != 0 {
+					p.FDArg[s.Name] = 1 // dup2's and dup3's new fd
+				}
 			}
 		case dispatch.Absent:
 			if s.Facts&dispatch.InFilter != 0 && s.Errno == unix.ENOSYS {
