@@ -34,8 +34,8 @@ import (
 // A signal ends the wait as it ends Linux's: fifo.RestartSys.
 
 // mayWaitFIFO reports whether an open with flags could wait for a FIFO's
-// other end: a blocking read-only or write-only open, not O_PATH, of a
-// directory, or sure to create a new file.
+// other end: a blocking read-only or write-only open that is neither
+// O_PATH nor O_DIRECTORY, nor sure to create a new file (O_EXCL).
 func mayWaitFIFO(flags int) bool {
 	acc := flags & unix.O_ACCMODE
 	return flags&(unix.O_NONBLOCK|unix.O_PATH|unix.O_DIRECTORY) == 0 &&
