@@ -83,14 +83,20 @@ func (e *Engine) openHostNoWait(r *Request, t guestpath.Target, flags int, mode 
 		}
 	}
 	if wait {
-		// The status flags the guest asked for (F_SETFL keeps O_ASYNC
-		// as open left it: set, with no owner).
-		if _, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags&(setflMask|unix.O_ASYNC)&^unix.O_NONBLOCK); err != nil {
+		if err = guestStatusFlags(fd, flags); err != nil {
 			unix.Close(fd)
 			return -1, hostOther, err
 		}
 	}
 	return fd, how, nil
+}
+
+// guestStatusFlags gives fd, opened non-blocking, the status flags of the
+// guest's open flags, blocking as that open was (F_SETFL keeps O_ASYNC as
+// open left it: set, with no owner).
+func guestStatusFlags(fd, flags int) error {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags&(setflMask|unix.O_ASYNC)&^unix.O_NONBLOCK)
+	return err
 }
 
 // hostFIFOWait serves an open of host target t that must wait: deferred,
@@ -101,7 +107,7 @@ func (e *Engine) hostFIFOWait(r *Request, t guestpath.Target, flags int, cloexec
 	if token >= 0 {
 		if came, err := fifo.WriterCame(token); err != nil || came {
 			if err == nil {
-				_, err = unix.FcntlInt(uintptr(token), unix.F_SETFL, flags&(setflMask|unix.O_ASYNC)&^unix.O_NONBLOCK)
+				err = guestStatusFlags(token, flags)
 			}
 			var gfd int
 			if err == nil {
@@ -139,7 +145,7 @@ func (e *Engine) waitHostReader(p Pending, tok, flags int, cloexec bool) {
 			e.late(func() { p.ReplyErrno(fail(err, Host).Errno) })
 			return
 		case came:
-			if _, err := unix.FcntlInt(uintptr(tok), unix.F_SETFL, flags&(setflMask|unix.O_ASYNC)&^unix.O_NONBLOCK); err != nil {
+			if err := guestStatusFlags(tok, flags); err != nil {
 				unix.Close(tok)
 				e.late(func() { p.ReplyErrno(fail(err, Host).Errno) })
 				return
