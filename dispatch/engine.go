@@ -136,6 +136,11 @@ type Request struct {
 	// fdHops counts paths through /dev/fd/N resolved for this call
 	// (sys_file_dev.go), bounded as symlinks are.
 	fdHops uint8
+	// inBind says the call resolved a path in a bind; walkLinks that
+	// the call runs again with its paths walked by kbox, links followed
+	// across the guest's tree, because a bind's link led out of the
+	// bind (resolve.go, redoWalked).
+	inBind, walkLinks bool
 
 	// Hints, when the tier has them, is the serving thread's place for
 	// answers prepared ahead (hint.go).
@@ -349,7 +354,11 @@ func (e *Engine) dispatch(r *Request) Result {
 	if en := useCred(r); en != 0 {
 		return errno(en, Emulated)
 	}
+	r.inBind, r.walkLinks = false, false
 	res := sc.Fn(e, r)
+	if res.Errno == unix.EXDEV && r.inBind {
+		res = e.redoWalked(r, sc) // resolve.go
+	}
 	if sc.Facts&(Pure|OwnChange) == 0 {
 		// Again once it is done: what the handler looked up and cached
 		// before its change (a path checked by the policy before the

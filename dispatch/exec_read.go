@@ -45,7 +45,20 @@ func (c *content) release() {
 // file loadImage inspected before, unchanged, is not read: no bytes.
 func (e *Engine) loadFile(p string, skipKnown bool) (content, execKey, unix.Errno) {
 	if b := e.bindOf(p); b != nil {
-		return loadBindFile(p, b, b.Target(p).Rel)
+		c, k, en := loadBindFile(p, b, b.Target(p).Rel)
+		if en != unix.EXDEV {
+			return c, k, en
+		}
+		// A link in the bind leads out of it: the path is walked in the
+		// guest's tree, as a call's (redoWalked), and read from there.
+		q, wen := e.walkIn(nil, "/", "/", p, true)
+		if wen != 0 {
+			return content{fd: -1}, execKey{}, wen
+		}
+		if b = e.bindOf(q); b != nil {
+			return loadBindFile(q, b, b.Target(q).Rel)
+		}
+		p = q
 	}
 	if _, onRoute := e.route(p); onRoute {
 		return content{fd: -1}, execKey{}, unix.EACCES

@@ -42,7 +42,8 @@ func (e *Engine) resolveAt(r *Request, dirfd int32, p string) (guestpath.Target,
 // of one path in turn. Such a result depends only on the path, and for a
 // relative one the cwd: binds, routes and kbox's own files are fixed for
 // the engine's life. Not kept under a chroot, a policy's path rules or
-// the debug mirror, nor for anything but a plain image path.
+// the debug mirror, nor for anything but a plain image path, nor for a
+// call's second run with its links walked (redoWalked).
 type resolveMemo struct {
 	p, cwd string // the guest's path; the cwd it was resolved in, if relative
 	t      guestpath.Target
@@ -59,7 +60,7 @@ func (e *Engine) resolveInto(r *Request, dirfd int32, p string, t *guestpath.Tar
 		}
 		return e.resolveFresh(r, dirfd, p, t)
 	}
-	if (p[0] == '/' || dirfd == unix.AT_FDCWD) && r.P.chroot() == "" && !(e.Opt.Policy != nil && e.Opt.Policy.paths) && !gdbmirror.On() {
+	if (p[0] == '/' || dirfd == unix.AT_FDCWD) && r.P.chroot() == "" && !(e.Opt.Policy != nil && e.Opt.Policy.paths) && !gdbmirror.On() && !r.walkLinks {
 		var cwd string
 		if p[0] != '/' {
 			cwd = r.P.Cwd()
@@ -139,7 +140,42 @@ func (e *Engine) resolveFresh(r *Request, dirfd int32, p string, t *guestpath.Ta
 	if en != 0 {
 		return en
 	}
+	if r.walkLinks {
+		// Every link of abs followed by kbox, across the image and the
+		// binds; the final one as the call would.
+		follow := p == r.Path && followsLink(r) || guestpath.DirTail(p) != ""
+		if abs, en = e.walkIn(r, "/", "/", abs, follow); en != 0 {
+			return en
+		}
+	}
 	return e.resolvedInto(r, p, abs, t)
+}
+
+// redoWalked runs again a call that resolved a path in a bind and failed
+// with EXDEV: a bind is resolved on the host beneath its directory, and a
+// link there that leads out of it (an absolute target, or ".." above the
+// bind) stops that resolution with EXDEV (guestpath.Bind.OpenIn). On
+// Linux such a link goes on from the guest's root or the bind's parent in
+// the guest's tree; so does the second run, whose paths kbox walks
+// component by component (walkIn), links read where each one is, in the
+// image or a bind, before the call resolves what they led to. A call
+// whose EXDEV is its own (a rename between two binds) gets it again.
+func (e *Engine) redoWalked(r *Request, sc *Syscall) Result {
+	r.walkLinks = true
+	r.memo = resolveMemo{}
+	res := sc.Fn(e, r)
+	r.walkLinks = false
+	return res
+}
+
+// FollowPath resolves guest path p, its final link included, in the
+// guest's tree of binds and host routes, the image read through LKL, as
+// redoWalked's second run does: for a path found before an engine serves
+// the guest (kbox's search for the first program, whose bind may hold a
+// link out of it).
+func FollowPath(binds []*guestpath.Bind, routes []string, p string) (string, unix.Errno) {
+	e := &Engine{Opt: Options{Binds: binds, HostRoutes: routes}}
+	return e.walkIn(nil, "/", "/", guestpath.Clean("/", p), true)
 }
 
 // joinPath makes guest path p absolute against base (a clean absolute
@@ -219,6 +255,9 @@ func (e *Engine) classifyInto(r *Request, abs string, depth int, t *guestpath.Ta
 func (e *Engine) classifyRaw(r *Request, abs string, depth int, t *guestpath.Target) (en unix.Errno) {
 	if b := e.bindOf(abs); b != nil {
 		*t = b.Target(abs)
+		if r != nil {
+			r.inBind = true
+		}
 		return 0
 	}
 	if nt, ok := e.netFileTarget(abs); ok {
@@ -345,8 +384,8 @@ func bindTwo(t1, t2 guestpath.Target, nr uintptr, flags uintptr) Result {
 	return hostDone(t1.Bind.Two(t1.Rel, t2.Rel, nr, flags))
 }
 
-// bindSymlink makes a symlink at t holding tgt verbatim: whatever it says,
-// it is resolved inside the bind.
+// bindSymlink makes a symlink at t holding tgt verbatim: a guest path,
+// followed in the guest's tree (redoWalked).
 func bindSymlink(t guestpath.Target, tgt string) Result {
 	return hostDone(t.Bind.Symlink(t.Rel, tgt))
 }

@@ -14,11 +14,13 @@ import (
 
 // A Bind shows a host directory inside the guest (-b HOST:GUEST[:ro]). It is
 // a host route with its own root: every guest path at or below Guest is
-// served from the host directory, resolved with openat2(RESOLVE_IN_ROOT |
+// served from the host directory, resolved with openat2(RESOLVE_BENEATH |
 // RESOLVE_NO_MAGICLINKS) from Root, an O_PATH fd of the directory opened
-// once at start. `..` and symlinks (absolute or relative, whoever made them)
-// therefore resolve inside the bind, as in a chroot of its own, and never
-// reach the rest of the host.
+// once at start, so that nothing above it on the host is reached. A
+// symlink whose target leaves the directory (absolute, or ".." above it)
+// fails that resolution with EXDEV: the engine then walks the path in the
+// guest's tree, where such a target names a guest path, as in a bind
+// mount (dispatch/resolve.go, redoWalked).
 type Bind struct {
 	Host     string // canonical absolute host path of the directory
 	Guest    string // clean absolute guest path
@@ -168,7 +170,11 @@ func GuestPath(binds []*Bind, host string) (string, bool) {
 	return "", false
 }
 
-const bindResolve = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
+// bindResolve confines a bind's resolution beneath its directory: a link
+// whose target leaves it (absolute, or ".." above the directory) is not
+// followed there but fails with EXDEV, which the engine answers by
+// walking the path in the guest's tree (dispatch/resolve.go, redoWalked).
+const bindResolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
 
 // OpenIn opens rel beneath the bind's root, confined.
 func (b *Bind) OpenIn(rel string, flags int, mode uint32) (int, error) {
@@ -381,8 +387,8 @@ func (b *Bind) Two(rel1, rel2 string, nr uintptr, flags uintptr) error {
 	return err
 }
 
-// Symlink makes a symlink at rel holding tgt verbatim: whatever it says,
-// it is resolved inside the bind.
+// Symlink makes a symlink at rel holding tgt verbatim: a guest path,
+// which the engine resolves in the guest's tree.
 func (b *Bind) Symlink(rel, tgt string) error {
 	if b.ReadOnly {
 		return unix.EROFS

@@ -79,11 +79,13 @@ func TestBindReadWrite(t *testing.T) {
 			0, []string{"kbox-rootfs\nkbox-rootfs\n"}, nil},
 		{"host symlinks pointing outside do not escape", []string{"-c", "cat /mnt/data/abs /mnt/data/rel /mnt/data/absdir/s /mnt/data/reldir/s; ls /mnt/data/absdir /mnt/data/reldir; echo st=$?"},
 			0, []string{"st=1"}, []string{bindSecret}},
-		{"guest-made symlinks do not escape", []string{"-c",
+		// An absolute link names a guest path, as in a bind mount: the
+		// image's /etc/hostname, not the bind's, and never the host's.
+		{"guest-made symlinks resolve in the guest's tree", []string{"-c",
 			"cd /mnt/data; ln -s " + dir + "/secret/s gabs; ln -s ../../../../../../../../../.." + dir + "/secret gdir; ln -s /etc/hostname ghost; " +
 				"cat gabs gdir/s; cat ghost; echo st=$?"},
-			0, []string{"bind-own-hostname\n", "st=0"}, []string{bindSecret}},
-		{"stat and readlink through a symlink stay inside", []string{"-c", "stat -L /mnt/data/abs 2>&1; readlink /mnt/data/abs; test -e /mnt/data/rel || echo absent"},
+			0, []string{"kbox-rootfs\n", "st=0"}, []string{bindSecret, "bind-own-hostname"}},
+		{"stat and readlink through a symlink find no host file", []string{"-c", "stat -L /mnt/data/abs 2>&1; readlink /mnt/data/abs; test -e /mnt/data/rel || echo absent"},
 			0, []string{"No such file", dir + "/secret/s\n", "absent\n"}, []string{bindSecret}},
 		{"readlink of a file that is not a link is EINVAL; readlink -f works", []string{"-c", "readlink /mnt/data/f.txt; echo st=$?; /usr/bin/readlink -f /mnt/data/sub/../f.txt; cd /mnt/data && /usr/bin/realpath -e f.txt sub"},
 			0, []string{"st=1\n/mnt/data/f.txt\n/mnt/data/f.txt\n/mnt/data/sub\n"}, nil},
@@ -180,8 +182,9 @@ func TestBindErrors(t *testing.T) {
 // TestBindExec runs programs from a bind: a static and a dynamic ELF copied
 // out of the image (the dynamic one gets the image's interpreter), #!
 // scripts, and the refusals: a file without execute permission and a
-// directory (EACCES, 126 from the shell), and symlinks that point outside
-// the bind, which resolve inside it and find nothing there (127), whereas
+// directory (EACCES, 126 from the shell), and symlinks: an absolute one
+// names a guest path (in the bind or the image), and those that name host
+// paths outside the bind find nothing in the guest's tree (127), whereas
 // the host programs they name would print their secret.
 func TestBindExec(t *testing.T) {
 	img := imagePath(t)
@@ -198,6 +201,7 @@ func TestBindExec(t *testing.T) {
 		"h/bin/bb.sh":      "#!/mnt/t/bin/sh\necho interpreter from the bind\n",
 		"secret/run.sh":    "#!/bin/sh\necho " + bindSecret + "\n",
 		"h/bin/noexec.sh":  "#!/bin/sh\necho ran-without-x\n",
+		"h/bin/imgsh.sh":   "#!/mnt/t/bin/imgsh\necho interpreter through a link to the image\n",
 		"h/bin/noexec.elf": "",
 	}
 	for n, c := range files {
@@ -215,7 +219,10 @@ func TestBindExec(t *testing.T) {
 	links := map[string]string{
 		"h/bin/rl":        "readlink",
 		"h/bin/hi":        "hello",
-		"h/bin/abshi":     "/bin/hello", // the bind's own /bin
+		"h/bin/abshi":     "/mnt/t/bin/hello", // a guest path, in the bind
+		"h/bin/absimg":    "/opt/tests/hello", // a guest path, in the image
+		"h/bin/absbind":   "/bin/hello",       // the bind's own /bin/hello: not this path
+		"h/bin/imgsh":     "/bin/bash",        // the image's
 		"h/bin/esc":       filepath.Join(dir, "secret/prog"),
 		"h/bin/escrel":    "../../secret/prog",
 		"h/bin/escsh":     filepath.Join(dir, "secret/run.sh"),
@@ -234,17 +241,18 @@ func TestBindExec(t *testing.T) {
 			prefix := []string{"image", "-S", img, "--read-only", "-b", h + ":/mnt/t" + mode}
 			runCases(t, prefix, []guestCase{
 				{"static ELF as the command", []string{"--", "/mnt/t/bin/hello"}, 0, []string{hello}, nil},
+				{"the command through a link to the image's program", []string{"--", "/mnt/t/bin/absimg"}, 0, []string{hello}, nil},
 				{"static ELF from the shell and on PATH", []string{"-c", "/mnt/t/bin/hello && cd /mnt/t && bin/hello && PATH=/mnt/t/bin:$PATH hello"},
 					0, []string{hello, hello, hello}, nil},
 				{"dynamic ELF with the image's interpreter", []string{"-c", "/mnt/t/bin/readlink /proc/self/exe; /mnt/t/bin/rl /proc/self/exe"},
 					0, []string{"/mnt/t/bin/readlink\n/mnt/t/bin/readlink\n"}, nil},
-				{"shebang scripts", []string{"-c", "/mnt/t/bin/s.sh one; cd /mnt/t/bin && ./s.sh two; /mnt/t/bin/bb.sh"},
-					0, []string{"script /mnt/t/bin/s.sh one\n", "script ./s.sh two\n", "interpreter from the bind\n"}, nil},
+				{"shebang scripts", []string{"-c", "/mnt/t/bin/s.sh one; cd /mnt/t/bin && ./s.sh two; /mnt/t/bin/bb.sh; /mnt/t/bin/imgsh.sh"},
+					0, []string{"script /mnt/t/bin/s.sh one\n", "script ./s.sh two\n", "interpreter from the bind\n", "interpreter through a link to the image\n"}, nil},
 				{"no execute permission: EACCES", []string{"-c", "/mnt/t/bin/hello; echo st=$?; /mnt/t/bin/noexec.sh; echo st=$?; /mnt/t/bin/noexec.elf; echo st=$?; /mnt/t/bin/dir; echo st=$?"},
 					0, []string{hello + "st=0\nst=126\nst=126\nst=126\n"}, []string{"ran-without-x"}},
-				{"symlinks resolve inside the bind: out of it, nothing is executed", []string{"-c",
-					"for p in hi abshi esc escrel escsh escshrel escdir/prog escdirrel/prog escdir/run.sh; do /mnt/t/bin/$p; echo st=$?; done"},
-					0, []string{hello + "st=0\n" + hello + "st=0\n" + strings.Repeat("st=127\n", 7)}, []string{bindSecret}},
+				{"symlinks resolve in the guest's tree: out of it, nothing is executed", []string{"-c",
+					"for p in hi abshi absimg absbind esc escrel escsh escshrel escdir/prog escdirrel/prog escdir/run.sh; do /mnt/t/bin/$p; echo st=$?; done"},
+					0, []string{strings.Repeat(hello+"st=0\n", 3) + strings.Repeat("st=127\n", 8)}, []string{bindSecret}},
 			})
 		})
 	}
@@ -286,5 +294,47 @@ func TestBindExecNoexec(t *testing.T) {
 	}
 	if string(out) != "hello from kbox guest\nst=0\nst=126\nreadable\n" {
 		t.Errorf("want the program to run from the exec mount only:\n%s%s", out, stderr.String())
+	}
+}
+
+// TestBindLinks: symlinks in a bind whose targets leave it resolve as in a
+// bind mount on Linux (tests/guest/bindlinks.c, which checks itself
+// against each target's own path, natively first): an absolute target from
+// the guest's root, ".." above the bind in the image, for every kind of
+// call (stat, open, O_CREAT through a dangling link, mkdir, rename, link,
+// chmod, utimes, truncate, unlink, rmdir, chdir, a directory fd), in each
+// tier; a link to a host path outside the bind finds nothing. Before, a
+// bind was resolved as a chroot of its own: "/etc/hostname" in a bind
+// named the bind's etc/hostname (findutils' -xtype and -H/-L tests failed).
+func TestBindLinks(t *testing.T) {
+	img := imagePath(t)
+	dir, _ := bindTree(t)
+	secret := filepath.Join(dir, "secret", "s")
+	if native := nativeGuest(t, "bindlinks"); native != "" {
+		if _, err := os.Stat("/etc/hostname"); err == nil {
+			nb, ns := t.TempDir(), t.TempDir()
+			if out, err := exec.Command(native, nb, ns, "/nonexistent/kbox-hostonly").CombinedOutput(); err != nil {
+				t.Fatalf("natively: %v\n%s", err, out)
+			}
+		} else {
+			t.Logf("no /etc/hostname on the host: no native run")
+		}
+	}
+	for _, tier := range []string{"seccomp", "trap", "rewrite"} {
+		b := t.TempDir()
+		if err := os.Chmod(b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, st := runKbox(t, "image", "-S", img, "--ephemeral", "--syscall-mode="+tier, "--trusted",
+			"-b", b+":/mnt/b", "--", "/opt/tests/bindlinks", "/mnt/b", "/tmp", secret)
+		if st != 0 || strings.Contains(out, "FAIL") || strings.Count(out, "ok ") < 30 {
+			t.Errorf("%s: status %d\n%s%s", tier, st, out, stderr)
+		}
+		if strings.Contains(out, bindSecret) {
+			t.Errorf("%s: the host's secret reached the guest", tier)
+		}
+		if _, err := os.Lstat(filepath.Join(b, "made-through-link")); err == nil {
+			t.Errorf("%s: a dangling link's target was made in the bind", tier)
+		}
 	}
 }

@@ -223,7 +223,7 @@ func runGuest(o *ImageOptions, root *rootfs.Root, binds []*guestpath.Bind, ag *a
 	var path string
 	if o.Agent.Serve == "" {
 		var err error
-		if path, err = findProgram(o.Command[0], o.WorkDir, imagePathVar(o), binds); err != nil {
+		if path, err = findProgram(o.Command[0], o.WorkDir, imagePathVar(o), binds, hostRoutes(root)); err != nil {
 			fmt.Fprintf(os.Stderr, "kbox: %s: %v\n", o.Command[0], err)
 			return exitNotFound, nil
 		}
@@ -390,11 +390,24 @@ func guestEnv(o *ImageOptions) []string {
 // findProgram finds a command in the image or a bind: a path with a slash
 // as given (relative to the work dir), otherwise the first executable
 // regular file on PATH.
-func findProgram(name, workdir, searchPath string, binds []*guestpath.Bind) (string, error) {
+func findProgram(name, workdir, searchPath string, binds []*guestpath.Bind, routes []string) (string, error) {
 	stat := func(p string) (uint32, error) {
 		if b := guestpath.BindOf(binds, p); b != nil {
 			st, err := b.Stat(p)
-			return st.Mode, err
+			if err != unix.EXDEV {
+				return st.Mode, err
+			}
+			// A link in the bind leads out of it: followed in the
+			// guest's tree, as the exec will.
+			q, en := dispatch.FollowPath(binds, routes, p)
+			if en != 0 {
+				return 0, en
+			}
+			if b = guestpath.BindOf(binds, q); b != nil {
+				st, err = b.Stat(q)
+				return st.Mode, err
+			}
+			p = q
 		}
 		st, err := lkl.Stat(p, false)
 		return st.Mode, err

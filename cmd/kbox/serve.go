@@ -339,7 +339,7 @@ func (s *sessionServer) runOne(c *net.UnixConn, req *ServeRequest, fds []int) (a
 		}
 	}
 	s.files.Lock() // the lookup runs as kbox's root in LKL, as file ops do
-	path, err := findProgram(req.Argv[0], wd, search, s.binds)
+	path, err := findProgram(req.Argv[0], wd, search, s.binds, s.eng.Opt.HostRoutes)
 	s.files.Unlock()
 	if err != nil {
 		fmt.Fprintf(stdio[2], "kbox: %s: %v\n", req.Argv[0], err)
