@@ -343,7 +343,8 @@ type linkRule struct {
 
 // linkRules are the calls that follow a final symlink, by number; calls
 // that never follow it (lstat, readlink, unlink, mkdir, rename...) have no
-// rule. Only a chrooted process's lookups read it. (Filled by init: the
+// rule. A chrooted process's lookups read it, and a call's second run with
+// its links walked (redoWalked). (Filled by init: the
 // table's handlers resolve paths, which read it.)
 var linkRules [MaxNr]linkRule
 
