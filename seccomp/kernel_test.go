@@ -186,6 +186,12 @@ func TestKernelNotify(t *testing.T) {
 	var lateErr string
 	done := make(chan error, 1)
 	go func() {
+		// As kbox's serving thread: a signal that restarted the ADDFD
+		// with SECCOMP_ADDFD_FLAG_SEND below would fail it with
+		// EINPROGRESS, the guest answered already (sigmask.go).
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		defer BlockAsyncSignals()()
 		var n Notif
 		for {
 			readable, hup, err := h.l.Poll(-1)

@@ -428,10 +428,10 @@ func serve(l *seccomp.Listener, eng *dispatch.Engine, tier *execTier, spawns *Sp
 			procs.Unpark()
 		}
 	}()
-	runtime.LockOSThread() // already (sigmask.go); said here for CredSlot's sake
+	runtime.LockOSThread() // already (seccomp/sigmask.go); said here for CredSlot's sake
 	defer runtime.UnlockOSThread()
-	defer blockAsyncSignals()() // no ioctl of this thread is interrupted (sigmask.go)
-	var req dispatch.Request    // reused: one allocation, not one per notification
+	defer seccomp.BlockAsyncSignals()() // no ioctl of this thread is interrupted (seccomp/sigmask.go)
+	var req dispatch.Request            // reused: one allocation, not one per notification
 	req.CredSlot = lkl.CredSlot()
 	var ahead backlog // received before their turn (backlog.go)
 	exited := false

@@ -1,10 +1,10 @@
-package supervisor
+package seccomp
 
 import "golang.org/x/sys/unix"
 
-// blockAsyncSignals blocks every asynchronous signal on the calling
-// thread (the serving thread, locked to its goroutine) and returns a
-// function that restores its mask.
+// BlockAsyncSignals blocks every asynchronous signal on the calling
+// thread (a listener's serving thread, locked to its goroutine) and
+// returns a function that restores its mask.
 //
 // A signal that interrupts the serving thread in SECCOMP_IOCTL_NOTIF_ADDFD
 // makes the kernel restart the ioctl; with SECCOMP_ADDFD_FLAG_SEND, the
@@ -16,7 +16,7 @@ import "golang.org/x/sys/unix"
 // signals such as SIGCHLD land on any thread that does not block them;
 // other threads take them instead. Synchronous signals (faults) stay
 // unblocked.
-func blockAsyncSignals() (restore func()) {
+func BlockAsyncSignals() (restore func()) {
 	var set, old unix.Sigset_t
 	for sig := 1; sig <= 64; sig++ {
 		switch unix.Signal(sig) {
