@@ -7,6 +7,7 @@ import (
 
 	"github.com/kbox-project/kbox/fifo"
 	"github.com/kbox-project/kbox/guestpath"
+	"github.com/kbox-project/kbox/hostdev"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/loopdev"
 	"golang.org/x/sys/unix"
@@ -360,16 +361,15 @@ func (e *Engine) statDevFd(r *Request, fd int, out uint64) Result {
 		}
 		return e.fstatVirtual(r, uint64(uint32(fd)), out)
 	}
-	if n := e.Shadows.OfGuestFd(r.P.Tgid, fd); n != nil {
-		res := e.fstatShadow(r, fd, out)
-		if res.Action != Continue {
-			return res
-		}
+	if res := e.fstatHost(r, fd, out); res.Action != Continue {
+		return res
 	}
+	// A pipe, a socket: its stat as it is; no fd: nothing.
 	var st unix.Stat_t
 	if fd < 0 || unix.Stat(fdLink(r, fd), &st) != nil {
 		return errno(unix.ENOENT, Host)
 	}
+	hostdev.Stat(&st)
 	if err := r.G.Write(out, asBytes(&st)); err != nil {
 		return errno(unix.EFAULT, Host)
 	}

@@ -107,3 +107,17 @@ func internedString(p *byte) string {
 // viewString views b as a string without copying, for a lookup that
 // keeps nothing of it (b changes after).
 func viewString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// emptyName is the empty path of statx(fd, "", AT_EMPTY_PATH).
+var emptyName = [1]byte{}
+
+// fdStatx is statx(2) of host fd fd itself (AT_EMPTY_PATH), without the
+// allocation unix.Statx makes of its path.
+func fdStatx(fd, flags, mask int, sx *unix.Statx_t) error {
+	_, _, e := unix.Syscall6(unix.SYS_STATX, uintptr(fd), uintptr(unsafe.Pointer(&emptyName[0])),
+		uintptr(flags|unix.AT_EMPTY_PATH), uintptr(mask), uintptr(unsafe.Pointer(sx)), 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kbox-project/kbox/fdtable"
+	"github.com/kbox-project/kbox/hostdev"
 	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"github.com/kbox-project/kbox/shadowfd"
@@ -178,7 +179,11 @@ func StatFd(ref *FdRef, shadows *shadowfd.Manager, st *unix.Stat_t) unix.Errno {
 		}
 		lst = s
 	case ref.Host != "":
-		return sysabi.Errno(unix.Stat(ref.Host, st))
+		if err := unix.Stat(ref.Host, st); err != nil {
+			return sysabi.Errno(err)
+		}
+		hostdev.Stat(st)
+		return 0
 	default:
 		return unix.ENOENT
 	}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/hostdev"
 	"golang.org/x/sys/unix"
 )
 
@@ -78,6 +79,7 @@ func StatNode(s System, p string, n *Node, st *unix.Stat_t) unix.Errno {
 			return unix.ENOENT
 		}
 	}
+	hostdev.Stat(st)
 	if uid, gid, ok := TaskOwner(s, n.Like); ok {
 		st.Uid, st.Gid = uid, gid
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/hostdev"
 	"github.com/kbox-project/kbox/hostproc"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
@@ -126,7 +127,10 @@ func mappedFile(s System, dev, ino uint64, name string) (mf MappedFile, ours boo
 		if deleted {
 			mf.Path += " (deleted)"
 		}
-		return mf, true // a bind's file is the host's: its device and inode
+		// A bind's file is the host's: its inode, and its device as
+		// the guest sees it.
+		mf.Dev, mf.Ino, mf.Known = hostdev.Shown(dev), ino, true
+		return mf, true
 	}
 	return mf, false
 }

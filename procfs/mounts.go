@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kbox-project/kbox/hostdev"
 	"github.com/kbox-project/kbox/lkl"
 	"golang.org/x/sys/unix"
 )
@@ -207,8 +208,8 @@ func kboxMounts(s System) []mountEntry {
 	return out
 }
 
-// devOf is the device (major:minor) of host fd, or of path when fd is
-// -1.
+// devOf is the device (major:minor) the guest sees of host fd, or of
+// path when fd is -1.
 func devOf(fd int, path string) string {
 	var st unix.Stat_t
 	var err error
@@ -220,7 +221,8 @@ func devOf(fd int, path string) string {
 	if err != nil {
 		return "0:0"
 	}
-	return fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	d := hostdev.Shown(st.Dev)
+	return fmt.Sprintf("%d:%d", unix.Major(d), unix.Minor(d))
 }
 
 // guestMounts is the guest's mount table: LKL's mounts as the image's

@@ -25,20 +25,26 @@ func (m *Manager) Lookup(dev, ino uint64) *Node {
 // or nil when it is none (a pipe, a terminal, a host file): the file
 // /proc/PID/fd/N leads to. In an in-process tier pid is kbox's own,
 // whose fd it is (the tier's fd guard keeps the guest to its own
-// numbers): OfHostFd. Served for every fstat of a host fd, it allocates
-// nothing.
+// numbers): OfHostFd. It allocates nothing.
 func (m *Manager) OfGuestFd(pid, fd int) *Node {
 	if m.count.Load() == 0 {
 		return nil
 	}
-	if pid == selfPid {
-		return m.OfHostFd(fd)
-	}
 	var st unix.Stat_t
-	if guestFdStat(pid, fd, &st) != nil {
+	if StatGuestFd(pid, fd, &st) != nil {
 		return nil
 	}
 	return m.Lookup(st.Dev, st.Ino)
+}
+
+// StatGuestFd is fstat(2) of fd of process pid, made by kbox: the stat of
+// /proc/PID/fd/N, or of kbox's own fd in an in-process tier (pid is
+// kbox's). Served for every fstat of a host fd, it allocates nothing.
+func StatGuestFd(pid, fd int, st *unix.Stat_t) error {
+	if pid == selfPid {
+		return unix.Fstat(fd, st)
+	}
+	return guestFdStat(pid, fd, st)
 }
 
 // OfHostFd returns the node that kbox's own fd fd is a description of,

@@ -15,7 +15,8 @@ import (
 
 func init() {
 	// dispatch-allocs reports the allocations of the hot dispatch paths:
-	// stat, statx, access, an absent extended attribute, a read-only
+	// stat, statx, access, an absent extended attribute, fstat and
+	// statx of a host fd, a read-only
 	// open of a cached image file, and a directory's listing, also once
 	// it prepares its entries' stats.
 	helpers["dispatch-allocs"] = func(img string, ro bool) error {
@@ -53,6 +54,16 @@ func init() {
 			run("statx_ahead", unix.SYS_STATX, uint64(unix.AT_FDCWD&0xffffffff), path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, out)
 			fmt.Printf("statx_ahead_arms=%d\n", hints.armed)
 			r.Hints = nil
+			// fstat and statx of a host fd (the image file itself, a
+			// file of a host filesystem): served with the device the
+			// guest sees (package hostdev).
+			hfd, err := unix.Open(img, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(hfd)
+			run("fstat_host", unix.SYS_FSTAT, uint64(hfd), out)
+			run("statx_host", unix.SYS_STATX, uint64(hfd), g.Str(""), unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, out)
 			run("open", unix.SYS_OPENAT, uint64(unix.AT_FDCWD&0xffffffff), path, unix.O_RDONLY|unix.O_CLOEXEC)
 			// A directory's listing: a virtual fd, read through LKL (past
 			// its end after the first call, the same path).
@@ -90,7 +101,7 @@ func init() {
 func TestDispatchAllocs(t *testing.T) {
 	kv := helper(t, "dispatch-allocs", imagePath(t), true)
 	enodata := fmt.Sprint(int(unix.ENODATA))
-	for _, k := range []string{"stat", "statx", "access", "lgetxattr", "lgetxattr_pattern", "statx_ahead", "open", "getdents", "getdents_ahead"} {
+	for _, k := range []string{"stat", "statx", "access", "lgetxattr", "lgetxattr_pattern", "statx_ahead", "fstat_host", "statx_host", "open", "getdents", "getdents_ahead"} {
 		if e, want := kv[k+"_errno"], map[string]string{"lgetxattr": enodata, "lgetxattr_pattern": enodata}[k]; e != want {
 			t.Errorf("%s: errno %q, want %q", k, e, want)
 		}

@@ -338,3 +338,47 @@ func TestBindLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestBindDevices: a bind's files show one device in every view (stat,
+// fstat, fstatat and statx of an fd, /dev/fd/N and /proc/self/fd/N, a
+// copy of the fd in the virtual range, maps), the one mountinfo gives the
+// bind, and no directory of the image (/, /etc, /tmp) or /proc shares it
+// (tests/guest/binddev.c, natively first on a tmpfs directory). Before, a
+// bind showed its host device: on a host whose disk is LKL's 254:0 a bind
+// and the image had one device number, so find -xdev walked into the bind
+// and a bind file could pass for an image file of the same inode.
+func TestBindDevices(t *testing.T) {
+	img := imagePath(t)
+	if native := nativeGuest(t, "binddev"); native != "" {
+		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+			d, err := os.MkdirTemp("/dev/shm", "kbox-binddev")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(d)
+			if out, err := exec.Command(native, d, "/etc", "/proc").CombinedOutput(); err != nil {
+				t.Fatalf("natively: %v\n%s", err, out)
+			}
+		} else {
+			t.Logf("no /dev/shm on the host: no native run")
+		}
+	}
+	for _, tier := range []string{"seccomp", "trap", "rewrite"} {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--ephemeral", "--syscall-mode="+tier, "--trusted",
+			"-b", t.TempDir()+":/mnt/b", "--", "/opt/tests/binddev", "/mnt/b", "/", "/etc", "/tmp", "/proc")
+		if st != 0 || strings.Contains(out, "FAIL") || !strings.HasSuffix(out, "checks 19\n") {
+			t.Errorf("%s: status %d\n%s%s", tier, st, out, stderr)
+		}
+	}
+	// find -xdev stays on the image's filesystem; the bind's own walk
+	// finds its file.
+	b := t.TempDir()
+	if err := os.WriteFile(filepath.Join(b, "binddev.f"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, st := runKbox(t, "image", "-S", img, "--ephemeral", "-b", b+":/mnt/b", "--", "/bin/sh", "-c",
+		"find / -xdev -name binddev.f; echo --; find /mnt/b -xdev -name binddev.f")
+	if st != 0 || out != "--\n/mnt/b/binddev.f\n" {
+		t.Errorf("find -xdev: status %d\n%s%s", st, out, stderr)
+	}
+}
