@@ -204,10 +204,10 @@ func sysLstat(e *Engine, r *Request) Result {
 	return e.statPath(r, unix.AT_FDCWD, r.Args[0], unix.AT_SYMLINK_NOFOLLOW, r.Args[1])
 }
 
-// sysFstat serves fstat(2), the legacy call musl's fstat makes: a
-// shadow's reports its image file as newfstatat's AT_EMPTY_PATH does
-// (fstatHost), a virtual fd's is served, other host fds' run on the
-// host.
+// sysFstat serves fstat(2), the legacy call musl's fstat makes: a host
+// fd's as newfstatat's AT_EMPTY_PATH does (fstatHost: a shadow's reports
+// its image file, a host file's its device as the guest sees it, a pipe's
+// or socket's runs on the host), a virtual fd's is served.
 func sysFstat(e *Engine, r *Request) Result {
 	if !isVirtual(r, r.Args[0]) {
 		return e.fstatHost(r, int(int32(r.Args[0])), r.Args[1])
