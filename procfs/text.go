@@ -42,11 +42,16 @@ func systemText(s System, name string) func() []byte {
 // the host's, so is their bound (LKL's own pid_max is 4096); /dev/random
 // and /dev/urandom are the host's, so is their pool (LKL's entropy count
 // stays near 0, and RNDGETENTCNT on the guest's /dev/urandom answers the
-// host's).
+// host's); pipes are the host's, so are the bounds of their sizes
+// (F_SETPIPE_SZ is refused above the host's pipe-max-size, whatever
+// LKL's says).
 var hostSysctls = map[string]bool{
 	"sys/kernel/pid_max":              true,
 	"sys/kernel/random/entropy_avail": true,
 	"sys/kernel/random/poolsize":      true,
+	"sys/fs/pipe-max-size":            true,
+	"sys/fs/pipe-user-pages-hard":     true,
+	"sys/fs/pipe-user-pages-soft":     true,
 }
 
 // hostSysctlDefaults are what a host that hides one of hostSysctls shows.
@@ -54,6 +59,9 @@ var hostSysctlDefaults = map[string]string{
 	"sys/kernel/pid_max":              "32768\n",
 	"sys/kernel/random/entropy_avail": "256\n",
 	"sys/kernel/random/poolsize":      "256\n",
+	"sys/fs/pipe-max-size":            "1048576\n",
+	"sys/fs/pipe-user-pages-hard":     "0\n",
+	"sys/fs/pipe-user-pages-soft":     "16384\n",
 }
 
 // hostSysctl reads rel (one of hostSysctls) from the host's /proc.

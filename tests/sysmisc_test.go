@@ -236,3 +236,44 @@ func TestNewerSyscalls(t *testing.T) {
 		}
 	})
 }
+
+// TestPipeSysctls: /proc/sys/fs/pipe-max-size and pipe-user-pages-* are
+// the host's, whose pipes the guest's are: a program that sizes its pipes
+// by pipe-max-size (LTP fcntl30) asks for what the host allows. They were
+// LKL's: on a host whose pipe-max-size was lowered, F_SETPIPE_SZ to the
+// guest's value was EPERM. As root the test raises the host's value for
+// the run (and puts it back), so that it differs from LKL's 1 MB default.
+func TestPipeSysctls(t *testing.T) {
+	img := imagePath(t)
+	const maxSize = "/proc/sys/fs/pipe-max-size"
+	old, err := os.ReadFile(maxSize)
+	if err != nil {
+		t.Skipf("no %s on the host: %v", maxSize, err)
+	}
+	if err := os.WriteFile(maxSize, []byte("2097152\n"), 0); err == nil {
+		defer os.WriteFile(maxSize, old, 0)
+	} else {
+		t.Logf("the host's %s stays %s (%v): LKL's default may agree with it", maxSize, strings.TrimSpace(string(old)), err)
+	}
+	var want strings.Builder
+	for _, f := range []string{"pipe-max-size", "pipe-user-pages-hard", "pipe-user-pages-soft"} {
+		b, err := os.ReadFile("/proc/sys/fs/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Write(b)
+	}
+	forEachTier(t, func(t *testing.T, tier string) {
+		out, stderr, st := runKbox(t, "image", "-S", img, "--read-only", "--trusted", "--syscall-mode="+tier, "--",
+			"/bin/cat", "/proc/sys/fs/pipe-max-size", "/proc/sys/fs/pipe-user-pages-hard", "/proc/sys/fs/pipe-user-pages-soft")
+		if st != 0 || out != want.String() {
+			t.Errorf("status %d:\n%s\nwant:\n%s\n%s", st, out, want.String(), lastLines(stderr, 5))
+		}
+	})
+	// The host's to change, not the guest's.
+	out, stderr, st := runKbox(t, "image", "-S", img, "--ephemeral", "--", "/bin/sh", "-c",
+		"{ echo 4096 > /proc/sys/fs/pipe-max-size || echo refused; } 2>/dev/null; cat /proc/sys/fs/pipe-max-size")
+	if want := "refused\n" + strings.SplitAfter(want.String(), "\n")[0]; st != 0 || out != want {
+		t.Errorf("a write: status %d:\n%s\nwant:\n%s\n%s", st, out, want, lastLines(stderr, 5))
+	}
+}
