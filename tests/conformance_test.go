@@ -42,6 +42,7 @@ func TestLTPConformance(t *testing.T) {
 	if os.Getuid() == 0 {
 		native = newChroot(t, img, ltp)
 		defer native.close()
+		defer restoreSysctls(t, snapshotSysctls())
 	} else {
 		t.Log("not root: no native run in a chroot, kbox counts only")
 	}
@@ -329,6 +330,7 @@ func runLTP(bin, img, ltp string, tc ltpTest) (string, string) {
 type chroot struct {
 	dir    string
 	mounts []string
+	mu     sync.Mutex // one native test at a time (run)
 }
 
 func newChroot(t *testing.T, img, ltp string) *chroot {
@@ -377,6 +379,11 @@ func (c *chroot) run(tc ltpTest) (string, string) {
 	if hostClock.MatchString(tc.name) {
 		return "", "not run natively: it sets the host's clock"
 	}
+	// One native test at a time: two that save, change and restore one
+	// host sysctl (fcntl35 and fcntl35_64 lower pipe-max-size to 4096)
+	// would leave it changed if their runs interleaved.
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), ltpTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", "--uts", "--ipc", "--mount", "chroot", c.dir, "/bin/sh", "-c",
@@ -466,6 +473,41 @@ func TestLTPHostClock(t *testing.T) {
 		"adjtimex02": true, "clock_adjtime01": true, "clock_gettime01": false, "gettimeofday01": false, "time01": false, "timerfd_settime01": false} {
 		if got := hostClock.MatchString(name); got != want {
 			t.Errorf("%s: not run natively %v, want %v", name, got, want)
+		}
+	}
+}
+
+// hostSysctls are the global sysctls (no namespace of the native run's
+// holds them) that LTP's syscall tests change as root and mean to put
+// back: TestLTPConformance puts back any a native run left changed.
+var hostSysctls = []string{
+	"fs/pipe-max-size", "fs/pipe-user-pages-soft", "fs/pipe-user-pages-hard", "fs/nr_open",
+	"kernel/pid_max", "kernel/printk", "kernel/core_pattern", "kernel/numa_balancing",
+	"kernel/io_uring_disabled", "kernel/overflowuid", "kernel/overflowgid",
+	"kernel/perf_event_paranoid", "kernel/perf_event_mlock_kb", "kernel/perf_event_max_sample_rate",
+	"kernel/sched_rt_runtime_us", "kernel/sched_rt_period_us", "kernel/sched_rr_timeslice_ms",
+	"vm/swappiness", "vm/vfs_cache_pressure", "vm/overcommit_memory", "vm/overcommit_ratio",
+	"vm/max_map_count", "vm/min_free_kbytes", "vm/nr_hugepages", "vm/nr_overcommit_hugepages",
+	"vm/panic_on_oom", "user/max_user_namespaces", "user/max_fanotify_marks", "user/max_fanotify_groups",
+}
+
+// snapshotSysctls reads hostSysctls (those the host has).
+func snapshotSysctls() map[string]string {
+	m := map[string]string{}
+	for _, s := range hostSysctls {
+		if b, err := os.ReadFile("/proc/sys/" + s); err == nil {
+			m[s] = string(b)
+		}
+	}
+	return m
+}
+
+// restoreSysctls writes back each sysctl of snap whose value changed.
+func restoreSysctls(t *testing.T, snap map[string]string) {
+	for s, v := range snap {
+		if b, err := os.ReadFile("/proc/sys/" + s); err == nil && string(b) != v {
+			err := os.WriteFile("/proc/sys/"+s, []byte(v), 0)
+			t.Logf("host sysctl %s was %q after the native runs, put back to %q: %v", s, strings.TrimSpace(string(b)), strings.TrimSpace(v), err)
 		}
 	}
 }
